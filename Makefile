@@ -1,0 +1,54 @@
+# dcc-flow — make targets. `make` alone prints this help.
+SHELL        := /bin/bash
+GO           ?= go
+PYTHON       ?= python3
+VENV         := .venv
+VPY          := $(VENV)/bin/python
+LIBDIR       := python/dcc_flow/_lib
+LIB          := $(LIBDIR)/libdccflow.so
+GO_SOURCES   := $(shell find engine capi -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
+FUZZTIME     ?= 60s
+GOTESTFLAGS  ?=
+GOTAGS       := dccflow_cabitest
+
+.DEFAULT_GOAL := help
+.PHONY: help lib test test-go test-py smoke vet fuzz bench demo clean venv
+
+help: ## Show this help
+	@echo "dcc-flow — workflow engine for DCC studios"
+	@echo
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
+
+lib: $(LIB) ## Build the native library python/dcc_flow/_lib/libdccflow.so
+
+$(LIB): $(GO_SOURCES)
+	@mkdir -p $(LIBDIR)
+	$(GO) build -trimpath -buildmode=c-shared -o $@ ./capi
+	@rm -f $(LIBDIR)/libdccflow.h
+
+venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
+
+$(VENV)/.ok: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check pytest
+	@touch $@
+
+vet: ## go vet
+	$(GO) vet -tags $(GOTAGS) ./...
+
+test: vet test-go test-py smoke ## Everything CI runs: vet, Go tests, pytest, the 3.7–3.13 smoke test
+
+test-go: ## Go tests (race detector on)
+	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
+
+test-py: $(LIB) venv ## pytest in .venv
+	$(VPY) -m pytest -q tests/py
+
+smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyenv)
+	@scripts/smoke-all.sh
+
+fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
+	@scripts/fuzz-all.sh $(FUZZTIME)
+
+clean: ## Remove build output and the venv
+	rm -rf $(LIBDIR)/libdccflow.* $(VENV) .pytest_cache

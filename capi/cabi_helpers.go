@@ -1,0 +1,47 @@
+//go:build dccflow_cabitest
+
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+*/
+import "C"
+
+import "unsafe"
+
+// This file is compiled only with -tags dccflow_cabitest. It lets tests (which cannot use cgo)
+// call the real exports through C strings, the way a C caller does, and free the results with
+// dccflow_free.
+
+// exportFunc is the shape of every JSON export.
+type exportFunc func(C.uint64_t, *C.char, **C.char) C.int32_t
+
+var exportsByName = map[string]exportFunc{
+	"dccflow_version":       dccflow_version,
+	"dccflow_spec_parse":    dccflow_spec_parse,
+	"dccflow_spec_validate": dccflow_spec_validate,
+}
+
+// callExport calls the named export with in (nil means a NULL in_json) and returns the return
+// code and the output string (nil out pointer when passNilOut).
+func callExport(name string, handle uint64, in *string, passNilOut bool) (int32, string) {
+	fn := exportsByName[name]
+	var cin *C.char
+	if in != nil {
+		cin = C.CString(*in)
+		defer C.free(unsafe.Pointer(cin))
+	}
+	if passNilOut {
+		return int32(fn(C.uint64_t(handle), cin, nil)), ""
+	}
+	var out *C.char
+	rc := fn(C.uint64_t(handle), cin, &out)
+	s := C.GoString(out)
+	dccflow_free(out)
+	return int32(rc), s
+}
+
+func abiVersionExport() uint32 { return uint32(dccflow_abi_version()) }
+
+func freeNil() { dccflow_free(nil) }

@@ -1,0 +1,32 @@
+/* dccflow.h — the C ABI of dcc-flow (libdccflow). See docs/c-abi.md.
+ *
+ * Every function except dccflow_abi_version and dccflow_free takes an engine handle (0 when none is
+ * needed), a NUL-terminated UTF-8 JSON request owned by the caller (NULL means "{}"), and stores in
+ * *out_json a NUL-terminated UTF-8 JSON document owned by the library, to be released with
+ * dccflow_free. Return value: 0 = ok (*out_json is the result); 1 = error (*out_json is
+ * {"code","message",...}); 2 = the request JSON was invalid; 3 = internal error (recovered panic).
+ * All functions are thread-safe.
+ */
+#ifndef DCCFLOW_H
+#define DCCFLOW_H
+
+#include <stdint.h>
+
+#define DCCFLOW_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint32_t dccflow_abi_version(void);
+void dccflow_free(char *p);
+
+int32_t dccflow_version(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_spec_parse(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_spec_validate(uint64_t handle, char *in_json, char **out_json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DCCFLOW_H */

@@ -1,0 +1,119 @@
+package spec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// canonicalJSON renders the canonical form documented in docs/c-abi.md: defaults explicit, keys
+// sorted, compact, HTML characters not escaped.
+func canonicalJSON(s *Spec) []byte {
+	inputs := make(map[string]any, len(s.Inputs))
+	for _, in := range s.Inputs {
+		m := map[string]any{"type": in.Type, "required": in.Required}
+		if in.HasDefault {
+			m["default"] = in.Default
+		}
+		if in.Format != "" {
+			m["format"] = in.Format
+		}
+		if in.Description != "" {
+			m["description"] = in.Description
+		}
+		if in.Enum != nil {
+			m["enum"] = in.Enum
+		}
+		inputs[in.Name] = m
+	}
+	doc := map[string]any{
+		"name":        s.Name,
+		"description": s.Description,
+		"inputs":      inputs,
+		"steps":       canonicalSteps(s.Steps),
+	}
+	return marshalCanonical(doc)
+}
+
+// CanonicalValue returns v as compact JSON with sorted keys and no HTML escaping; the same
+// encoding the canonical spec uses. It is used for idempotency `auto` keys and stored outputs.
+func CanonicalValue(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func marshalCanonical(v any) []byte {
+	b, err := CanonicalValue(v)
+	if err != nil {
+		// Every value in a Spec comes from the decoder, which only produces JSON types.
+		panic("spec: canonical form: " + err.Error())
+	}
+	return b
+}
+
+func canonicalSteps(steps []*Step) []any {
+	out := make([]any, 0, len(steps))
+	for _, st := range steps {
+		out = append(out, canonicalStep(st))
+	}
+	return out
+}
+
+func canonicalStep(st *Step) map[string]any {
+	m := map[string]any{"id": st.ID, "kind": string(st.Kind)}
+	if st.Description != "" {
+		m["description"] = st.Description
+	}
+	if st.HasDependsOn {
+		m["depends_on"] = append([]string{}, st.DependsOn...)
+	}
+	switch st.Kind {
+	case KindTool:
+		m["tool"], m["args"] = st.Tool, st.Args
+	case KindToolRemote:
+		m["dcc"], m["tool"], m["args"] = st.DCC, st.Tool, st.Args
+	case KindForeach:
+		m["items"], m["as"], m["concurrency"] = st.Items, st.As, st.Concurrency
+		m["on_any_fail"], m["steps"] = string(st.OnAnyFail), canonicalSteps(st.Steps)
+	case KindParallel:
+		m["on_any_fail"], m["steps"] = string(st.OnAnyFail), canonicalSteps(st.Steps)
+	case KindBranch:
+		m["on"], m["then"], m["else"] = st.On, canonicalSteps(st.Then), canonicalSteps(st.Else)
+	case KindApprove:
+		m["prompt"] = st.Prompt
+	}
+	p := st.Policy
+	if p.TimeoutSecs != 0 {
+		m["timeout_secs"] = p.TimeoutSecs
+	}
+	if r := p.Retry; r != nil {
+		var retryOn any
+		if r.RetryOn != nil {
+			retryOn = append([]string{}, r.RetryOn...)
+		}
+		m["retry"] = map[string]any{
+			"max_attempts": r.MaxAttempts, "backoff": string(r.Backoff),
+			"initial_delay_ms": r.InitialDelayMs, "max_delay_ms": r.MaxDelayMs,
+			"jitter": r.Jitter, "retry_on": retryOn,
+		}
+	}
+	if p.IdempotencyKey != "" {
+		m["idempotency_key"] = p.IdempotencyKey
+		m["idempotency_scope"] = string(p.IdempotencyScope)
+	}
+	if p.IdempotencyTTLSecs != 0 {
+		m["idempotency_ttl_secs"] = p.IdempotencyTTLSecs
+	}
+	return m
+}
+
+func hashBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,542 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+)
+
+var (
+	toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// Step ids, input names and foreach `as` names are template roots.
+	identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+)
+
+// IsValidToolName reports whether name matches ^[A-Za-z0-9_-]{1,64}$.
+func IsValidToolName(name string) bool { return toolNameRe.MatchString(name) }
+
+// validator checks the semantic rules of a decoded spec.
+type validator struct {
+	s       *Spec
+	ps      problems
+	stepIDs map[string]*Step // every step id in the tree → its first declaration
+	inputs  map[string]bool
+}
+
+// scope is the template scope of a step: the foreach `as` names of its enclosing foreach steps.
+type scope struct {
+	asNames []string
+}
+
+func validate(s *Spec) *problems {
+	v := &validator{s: s, stepIDs: map[string]*Step{}, inputs: map[string]bool{}}
+	for _, in := range s.Inputs {
+		v.inputs[in.Name] = true
+		v.checkInput(in)
+	}
+	if len(s.Steps) == 0 {
+		v.ps.add(Problem{Code: CodeNoSteps, Line: 1, Column: 1, Path: "steps",
+			Message: "the spec has no steps; add a `steps:` list with at least one step"})
+	}
+	v.collectIDs(s.Steps, "steps")
+	v.stepList(s.Steps, "steps", scope{})
+	return &v.ps
+}
+
+func (v *validator) add(code string, st *Step, field, path, msg string) {
+	pos := st.Pos
+	if field != "" {
+		pos = st.FieldPos(field)
+	}
+	v.ps.add(problemAt(code, pos, path, st.ID, msg))
+}
+
+func (v *validator) checkInput(in Input) {
+	path := "inputs." + in.Name
+	pre := fmt.Sprintf("input %q: ", in.Name)
+	switch {
+	case !identRe.MatchString(in.Name):
+		v.ps.add(Problem{Code: CodeInvalidValue, Path: path, Line: in.Pos.Line, Column: in.Pos.Column,
+			Message: pre + "input names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)"})
+	case IsReservedRoot(in.Name):
+		v.ps.add(Problem{Code: CodeReservedStepID, Path: path, Line: in.Pos.Line, Column: in.Pos.Column,
+			Message: pre + fmt.Sprintf("%q is a reserved template root (%s); rename the input", in.Name, strings.Join(ReservedRoots, ", "))})
+	}
+	if !contains(InputTypes, in.Type) {
+		hint := "use one of: " + strings.Join(InputTypes, ", ")
+		if sug := suggest(in.Type, InputTypes); sug != "" {
+			hint = fmt.Sprintf("did you mean %q?", sug)
+		}
+		v.ps.add(Problem{Code: CodeInvalidValue, Path: path + ".type", Line: in.Pos.Line, Column: in.Pos.Column, Hint: hint,
+			Message: pre + fmt.Sprintf("unknown type %q; %s", in.Type, hint)})
+		return
+	}
+	if in.HasDefault && in.Default != nil {
+		if err := CheckInputValue(in, in.Default); err != nil {
+			v.ps.add(Problem{Code: CodeInvalidValue, Path: path + ".default", Line: in.Pos.Line, Column: in.Pos.Column,
+				Message: pre + "the default " + err.Error()})
+		}
+	}
+}
+
+// collectIDs checks every step id of the tree and records the first declaration of each.
+func (v *validator) collectIDs(steps []*Step, path string) {
+	for i, st := range steps {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		_, hasID := st.fields["id"]
+		switch {
+		case !hasID:
+			hint := "add `id: <name>`; ids name the step in templates, events and the run record"
+			pr := problemAt(CodeMissingField, st.Pos, p+".id", "", p+": missing field `id`; "+hint)
+			pr.Hint = hint
+			v.ps.add(pr)
+		case st.ID == "":
+			v.add(CodeEmptyStepID, st, "id", p+".id", "the step id is empty; give the step a name such as `export_fbx`")
+		case !identRe.MatchString(st.ID):
+			v.add(CodeInvalidStepID, st, "id", p+".id", fmt.Sprintf("step id %q is not valid: it must start with a letter or _ and contain only letters, digits, _ and - (at most 64), so templates can refer to it", st.ID))
+		case IsReservedRoot(st.ID):
+			v.add(CodeReservedStepID, st, "id", p+".id", fmt.Sprintf("step id %q is a reserved template root (%s); rename the step", st.ID, strings.Join(ReservedRoots, ", ")))
+		case v.inputs[st.ID]:
+			v.add(CodeReservedStepID, st, "id", p+".id", fmt.Sprintf("step id %q is also an input name; templates could not tell them apart, so rename one", st.ID))
+		default:
+			if first, dup := v.stepIDs[st.ID]; dup {
+				v.add(CodeDuplicateStepID, st, "id", p+".id", fmt.Sprintf("duplicate step id %q (first declared at line %d); step ids must be unique across the whole spec", st.ID, first.Pos.Line))
+			} else {
+				v.stepIDs[st.ID] = st
+			}
+		}
+		for _, child := range childLists(st, p) {
+			v.collectIDs(child.steps, child.path)
+		}
+	}
+}
+
+type childList struct {
+	steps []*Step
+	path  string
+}
+
+func childLists(st *Step, path string) []childList {
+	switch st.Kind {
+	case KindForeach, KindParallel:
+		return []childList{{st.Steps, path + ".steps"}}
+	case KindBranch:
+		return []childList{{st.Then, path + ".then"}, {st.Else, path + ".else"}}
+	}
+	return nil
+}
+
+func (v *validator) stepList(steps []*Step, path string, sc scope) {
+	for i, st := range steps {
+		v.step(st, fmt.Sprintf("%s[%d]", path, i), sc)
+	}
+	v.dependencies(steps, path)
+}
+
+func (v *validator) step(st *Step, path string, sc scope) {
+	switch st.Kind {
+	case KindTool, KindToolRemote:
+		if st.Kind == KindToolRemote {
+			if _, ok := st.fields["dcc"]; !ok {
+				v.missing(st, path, "dcc", "add `dcc: <remote name>` naming a remote MCP server of the engine config")
+			} else if !identRe.MatchString(st.DCC) {
+				v.add(CodeInvalidValue, st, "dcc", path+".dcc", fmt.Sprintf("`dcc` %q is not a valid remote name (letters, digits, _ and -)", st.DCC))
+			}
+		}
+		if _, ok := st.fields["tool"]; !ok {
+			v.missing(st, path, "tool", "add `tool: <tool name>`")
+		} else if !IsValidToolName(st.Tool) {
+			v.add(CodeInvalidToolName, st, "tool", path+".tool", fmt.Sprintf("tool name %q is not valid: it must match ^[A-Za-z0-9_-]{1,64}$ (e.g. maya__export_fbx)", st.Tool))
+		}
+		v.templatesIn(st, "args", path+".args", st.Args, sc)
+		v.policy(st, path, sc)
+	case KindForeach:
+		if _, ok := st.fields["items"]; !ok {
+			v.missing(st, path, "items", "add `items:` with a JSONPath such as \"$.list.files\", a template or a list")
+		} else {
+			v.selector(st, "items", path+".items", st.Items, sc)
+		}
+		if st.As != "item" {
+			switch {
+			case !identRe.MatchString(st.As):
+				v.add(CodeInvalidValue, st, "as", path+".as", fmt.Sprintf("`as` name %q is not valid: it must start with a letter or _ and contain only letters, digits, _ and -", st.As))
+			case IsReservedRoot(st.As):
+				v.add(CodeReservedStepID, st, "as", path+".as", fmt.Sprintf("`as` name %q is a reserved template root; choose another name", st.As))
+			case v.stepIDs[st.As] != nil:
+				v.add(CodeReservedStepID, st, "as", path+".as", fmt.Sprintf("`as` name %q is also a step id; templates could not tell them apart, so rename one", st.As))
+			case v.inputs[st.As]:
+				v.add(CodeReservedStepID, st, "as", path+".as", fmt.Sprintf("`as` name %q is also an input name; rename one", st.As))
+			}
+		}
+		if st.Concurrency < 1 {
+			v.add(CodeInvalidValue, st, "concurrency", path+".concurrency", "`concurrency` must be a whole number ≥ 1 (1 = one item at a time)")
+		}
+		v.onAnyFail(st, path)
+		if len(st.Steps) == 0 {
+			v.add(CodeNoSteps, st, "steps", path+".steps", "a foreach step needs a `steps:` list with at least one step to run per item")
+		}
+		inner := scope{asNames: append(sc.asNames[:len(sc.asNames):len(sc.asNames)], st.As)}
+		v.stepList(st.Steps, path+".steps", inner)
+	case KindParallel:
+		v.onAnyFail(st, path)
+		if len(st.Steps) == 0 {
+			v.add(CodeNoSteps, st, "steps", path+".steps", "a parallel step needs a `steps:` list with at least one branch")
+		}
+		v.stepList(st.Steps, path+".steps", sc)
+	case KindBranch:
+		if _, ok := st.fields["on"]; !ok {
+			v.missing(st, path, "on", "add `on:` (or `condition:`) with a JSONPath such as \"$.qc.passed\" or a template")
+		} else {
+			v.selector(st, "on", path+".on", st.On, sc)
+		}
+		v.stepList(st.Then, path+".then", sc)
+		v.stepList(st.Else, path+".else", sc)
+	case KindApprove:
+		v.templatesIn(st, "prompt", path+".prompt", st.Prompt, sc)
+	}
+	v.timeout(st, path)
+}
+
+func (v *validator) missing(st *Step, path, field, hint string) {
+	p := problemAt(CodeMissingField, st.Pos, path+"."+field, st.ID, fmt.Sprintf("a %s step needs `%s`; %s", st.Kind, field, hint))
+	p.Hint = hint
+	v.ps.add(p)
+}
+
+func (v *validator) onAnyFail(st *Step, path string) {
+	if st.OnAnyFail != Abort && st.OnAnyFail != Continue {
+		v.add(CodeInvalidValue, st, "on_any_fail", path+".on_any_fail", fmt.Sprintf("`on_any_fail` must be \"abort\" or \"continue\"; got %q", st.OnAnyFail))
+	}
+}
+
+func (v *validator) timeout(st *Step, path string) {
+	_, zero := st.fields["timeout_secs=0"]
+	if st.Policy.TimeoutSecs < 0 || zero {
+		v.add(CodeInvalidPolicy, st, "timeout_secs", path+".timeout_secs", fmt.Sprintf("`timeout_secs` must be > 0; got %v (remove it for no timeout)", st.Policy.TimeoutSecs))
+	}
+}
+
+func (v *validator) policy(st *Step, path string, sc scope) {
+	p := &st.Policy
+	if r := p.Retry; r != nil {
+		rp := path + ".retry"
+		if r.MaxAttempts < 1 {
+			v.add(CodeInvalidPolicy, st, "retry.max_attempts", rp+".max_attempts", fmt.Sprintf("`retry.max_attempts` must be ≥ 1 (1 = no retry); got %d", r.MaxAttempts))
+		}
+		switch r.Backoff {
+		case BackoffFixed, BackoffLinear, BackoffExponential:
+		default:
+			v.add(CodeInvalidPolicy, st, "retry.backoff", rp+".backoff", fmt.Sprintf("`retry.backoff` must be fixed, linear or exponential; got %q", r.Backoff))
+		}
+		if r.InitialDelayMs < 0 || r.MaxDelayMs < 0 {
+			v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp, "retry delays must not be negative")
+		} else if r.InitialDelayMs > r.MaxDelayMs {
+			v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp+".initial_delay_ms", fmt.Sprintf("`retry.initial_delay_ms` (%d) must be ≤ `retry.max_delay_ms` (%d)", r.InitialDelayMs, r.MaxDelayMs))
+		}
+		if r.Jitter < 0 || r.Jitter > 1 {
+			clamped := min(max(r.Jitter, 0), 1)
+			pr := problemAt(CodeJitterClamped, st.FieldPos("retry.jitter"), rp+".jitter", st.ID, fmt.Sprintf("`retry.jitter` %v is outside [0, 1]; using %v", r.Jitter, clamped))
+			pr.Severity = SeverityWarning
+			v.ps.add(pr)
+			r.Jitter = clamped
+		}
+		for i, k := range r.RetryOn {
+			if strings.TrimSpace(k) == "" {
+				v.add(CodeInvalidPolicy, st, "retry.retry_on", fmt.Sprintf("%s.retry_on[%d]", rp, i), "`retry.retry_on` entries must be non-empty error kinds such as \"transient\" or \"timeout\"")
+			}
+		}
+	}
+	if p.IdempotencyKey != "" && p.IdempotencyKey != AutoIdempotencyKey {
+		t, err := template.Parse(p.IdempotencyKey)
+		if err != nil {
+			v.add(CodeInvalidPolicy, st, "idempotency_key", path+".idempotency_key", fmt.Sprintf("`idempotency_key` is a malformed template: %v", err))
+		} else {
+			v.refs(st, "idempotency_key", path+".idempotency_key", t.Refs(), sc)
+		}
+	}
+	if p.IdempotencyKey == "" {
+		if _, ok := st.fields["idempotency_scope"]; ok {
+			v.add(CodeInvalidPolicy, st, "idempotency_scope", path+".idempotency_scope", "`idempotency_scope` needs an `idempotency_key` (a template, or \"auto\")")
+		}
+	}
+	if p.IdempotencyKey != "" && p.IdempotencyScope != ScopeWorkflow && p.IdempotencyScope != ScopeGlobal {
+		v.add(CodeInvalidPolicy, st, "idempotency_scope", path+".idempotency_scope", fmt.Sprintf("`idempotency_scope` must be \"workflow\" or \"global\"; got %q", p.IdempotencyScope))
+	}
+	if p.IdempotencyTTLSecs < 0 {
+		v.add(CodeInvalidPolicy, st, "idempotency_ttl_secs", path+".idempotency_ttl_secs", "`idempotency_ttl_secs` must be ≥ 0 (0 = no expiry)")
+	}
+}
+
+// selector checks a foreach `items` or branch `on` value: a JSONPath, a template or a literal.
+func (v *validator) selector(st *Step, field, path string, val any, sc scope) {
+	s, ok := val.(string)
+	if !ok || !expr.IsPath(s) {
+		v.templatesIn(st, field, path, val, sc)
+		return
+	}
+	p, err := expr.Compile(strings.TrimSpace(s))
+	if err != nil {
+		v.add(CodeInvalidJSONPath, st, field, path, fmt.Sprintf("`%s` is not a valid JSONPath: %v", field, err))
+		return
+	}
+	if root, ok := p.RootName(); ok {
+		v.checkRoot(st, field, path, template.Ref{Root: root, Raw: s}, s, sc)
+	}
+}
+
+// templatesIn checks every template string inside val.
+func (v *validator) templatesIn(st *Step, field, path string, val any, sc scope) {
+	refs, err := template.RefsIn(val)
+	if err != nil {
+		where := path
+		var ve *template.ValueError
+		if errors.As(err, &ve) && ve.Path != "" {
+			where = path + "." + ve.Path
+		}
+		v.add(CodeInvalidTemplate, st, field, where, fmt.Sprintf("malformed template in `%s`: %v", strings.TrimPrefix(where, stepPathPrefix(where)+"."), errMsg(err)))
+		return
+	}
+	v.refs(st, field, path, refs, sc)
+}
+
+func errMsg(err error) string {
+	var ve *template.ValueError
+	if errors.As(err, &ve) && ve.Err != nil {
+		return ve.Err.Error()
+	}
+	return err.Error()
+}
+
+func (v *validator) refs(st *Step, field, path string, refs []template.Ref, sc scope) {
+	for _, r := range refs {
+		v.checkRoot(st, field, path, r, "{{"+r.Raw+"}}", sc)
+	}
+}
+
+// checkRoot reports a template or JSONPath whose root is not known in scope.
+func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text string, sc scope) {
+	root := r.Root
+	switch {
+	case root == "steps":
+		if len(r.Path) > 0 && !r.Path[0].IsIndex {
+			if v.stepIDs[r.Path[0].Name] == nil {
+				v.unknownVar(st, field, path, text, fmt.Sprintf("no step has id %q", r.Path[0].Name), r.Path[0].Name, v.stepNames())
+			}
+		}
+		return
+	case root == "inputs":
+		if len(v.s.Inputs) > 0 && len(r.Path) > 0 && !r.Path[0].IsIndex && !v.inputs[r.Path[0].Name] {
+			v.unknownVar(st, field, path, text, fmt.Sprintf("no input named %q is declared", r.Path[0].Name), r.Path[0].Name, v.inputNames())
+		}
+		return
+	case IsReservedRoot(root), v.stepIDs[root] != nil, v.inputs[root], contains(sc.asNames, root):
+		return
+	}
+	known := append(append(append([]string{}, ReservedRoots...), sc.asNames...), v.stepNames()...)
+	known = append(known, v.inputNames()...)
+	v.unknownVar(st, field, path, text, fmt.Sprintf("%q is not an input, a step id, a foreach variable in scope or one of %s", root, strings.Join(ReservedRoots, ", ")), root, known)
+}
+
+func (v *validator) unknownVar(st *Step, field, path, text, why, name string, known []string) {
+	msg := fmt.Sprintf("unknown template variable in `%s`: %s: %s", field, text, why)
+	hint := ""
+	if sug := suggest(name, known); sug != "" {
+		hint = fmt.Sprintf("did you mean %q?", sug)
+		msg += "; " + hint
+	}
+	p := problemAt(CodeUnknownTemplateVar, st.FieldPos(field), path, st.ID, msg)
+	p.Hint = hint
+	v.ps.add(p)
+}
+
+func (v *validator) stepNames() []string {
+	out := make([]string, 0, len(v.stepIDs))
+	for id := range v.stepIDs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (v *validator) inputNames() []string {
+	out := make([]string, 0, len(v.s.Inputs))
+	for _, in := range v.s.Inputs {
+		out = append(out, in.Name)
+	}
+	return out
+}
+
+// dependencies checks depends_on within one step list and looks for cycles (Kahn's algorithm).
+func (v *validator) dependencies(steps []*Step, path string) {
+	index := make(map[string]int, len(steps))
+	for i, st := range steps {
+		if _, dup := index[st.ID]; !dup && st.ID != "" {
+			index[st.ID] = i
+		}
+	}
+	for i, st := range steps {
+		for j, dep := range st.DependsOn {
+			if _, ok := index[dep]; ok {
+				continue
+			}
+			dp := fmt.Sprintf("%s[%d].depends_on[%d]", path, i, j)
+			msg := fmt.Sprintf("`depends_on` names %q, which is not a step of the same list", dep)
+			if v.stepIDs[dep] != nil {
+				msg += "; depends_on can only name sibling steps (the enclosing step already orders nested lists)"
+			} else if sug := suggest(dep, keys(index)); sug != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sug)
+			}
+			v.add(CodeUnknownDependency, st, "depends_on", dp, msg)
+		}
+	}
+	deps := Dependencies(steps)
+	order := kahn(deps)
+	if len(order) == len(steps) {
+		return
+	}
+	cycle := findCycle(deps, order)
+	if len(cycle) == 0 {
+		return
+	}
+	names := make([]string, 0, len(cycle)+1)
+	implicit := false
+	for _, i := range cycle {
+		names = append(names, steps[i].ID)
+		if !steps[i].HasDependsOn {
+			implicit = true
+		}
+	}
+	names = append(names, steps[cycle[0]].ID)
+	first := steps[cycle[0]]
+	msg := fmt.Sprintf("dependency cycle: %s", strings.Join(names, " → "))
+	if implicit {
+		msg += " (a step without depends_on runs after the step before it)"
+	}
+	v.add(CodeCycle, first, "depends_on", fmt.Sprintf("%s[%d].depends_on", path, cycle[0]), msg)
+}
+
+func keys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Dependencies returns, for each step of one step list, the indexes of the siblings it waits for:
+// the listed siblings when the step declares depends_on (unknown ids are ignored), else the step
+// before it (none for the first). Duplicates are removed; order follows the list.
+func Dependencies(steps []*Step) [][]int {
+	index := make(map[string]int, len(steps))
+	for i, st := range steps {
+		if _, dup := index[st.ID]; !dup {
+			index[st.ID] = i
+		}
+	}
+	deps := make([][]int, len(steps))
+	for i, st := range steps {
+		if !st.HasDependsOn {
+			if i > 0 {
+				deps[i] = []int{i - 1}
+			}
+			continue
+		}
+		seen := map[int]bool{}
+		for _, d := range st.DependsOn {
+			if j, ok := index[d]; ok && !seen[j] {
+				seen[j] = true
+				deps[i] = append(deps[i], j)
+			}
+		}
+		sort.Ints(deps[i])
+	}
+	return deps
+}
+
+// kahn returns a topological order of the nodes it can sort; nodes on or behind a cycle are left out.
+func kahn(deps [][]int) []int {
+	n := len(deps)
+	indeg := make([]int, n)
+	dependents := make([][]int, n)
+	for i, ds := range deps {
+		indeg[i] = len(ds)
+		for _, d := range ds {
+			dependents[d] = append(dependents[d], i)
+		}
+	}
+	queue := make([]int, 0, n)
+	for i := range deps {
+		if indeg[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	order := make([]int, 0, n)
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		order = append(order, i)
+		for _, j := range dependents[i] {
+			indeg[j]--
+			if indeg[j] == 0 {
+				queue = append(queue, j)
+			}
+		}
+	}
+	return order
+}
+
+// findCycle returns one cycle among the nodes Kahn's algorithm could not order, in execution
+// order ("a → b": b waits for a), starting at the step declared first.
+func findCycle(deps [][]int, sorted []int) []int {
+	done := make([]bool, len(deps))
+	for _, i := range sorted {
+		done[i] = true
+	}
+	for start := range deps {
+		if done[start] {
+			continue
+		}
+		// Walk dependency edges from an unsorted node; every unsorted node has an unsorted
+		// dependency, so the walk must revisit a node: that suffix is a cycle.
+		pos := map[int]int{}
+		var path []int
+		cur := start
+		for {
+			if p, seen := pos[cur]; seen {
+				cyc := path[p:]
+				// path follows "depends on" edges; reverse it to read in execution order, then
+				// rotate it to start at the step declared first.
+				out := make([]int, len(cyc))
+				first := 0
+				for i := range cyc {
+					out[i] = cyc[len(cyc)-1-i]
+					if out[i] < out[first] {
+						first = i
+					}
+				}
+				return append(out[first:], out[:first]...)
+			}
+			pos[cur] = len(path)
+			path = append(path, cur)
+			next := -1
+			for _, d := range deps[cur] {
+				if !done[d] {
+					next = d
+					break
+				}
+			}
+			if next < 0 {
+				break
+			}
+			cur = next
+		}
+		done[start] = true
+	}
+	return nil
+}
