@@ -99,13 +99,22 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 		return fail(CodeTooLarge, Problem{Code: CodeTooLarge, Message: fmt.Sprintf(
 			"the spec nests %d levels deep; the limit is %d", d, MaxDepth)})
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fail(CodeParseError, yamlProblem(err))
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
+	var root *yaml.Node
+	if format == FormatJSON {
+		n, err := jsonNodes(data)
+		if err != nil {
+			return fail(CodeTooLarge, Problem{Code: CodeTooLarge, Message: err.Error()})
+		}
+		root = n
+	} else {
+		var doc yaml.Node
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			return fail(CodeParseError, yamlProblem(err))
+		}
+		root = &doc
+		if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+			root = root.Content[0]
+		}
 	}
 	if root.Kind != yaml.MappingNode {
 		return fail(CodeNotAMapping, Problem{Code: CodeNotAMapping, Line: root.Line, Column: root.Column,

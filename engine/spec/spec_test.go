@@ -482,3 +482,40 @@ func TestValidationErrorMessage(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", err.Error(), want)
 	}
 }
+
+func TestJSONSpecsAcceptEveryValidJSONString(t *testing.T) {
+	t.Parallel()
+	// yaml.v3 rejects these valid JSON strings; JSON specs are read by encoding/json instead.
+	text := `{"name": "a\/b \ud83d\ude00 \u007f\u0085 end", "steps": [{"id": "a", "tool": "t", "args": {"n": 12345678901, "f": 1.5e3, "z": null, "b": false}}]}`
+	s, err := spec.Parse([]byte(text), spec.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "a/b 😀 \u007f\u0085 end" {
+		t.Fatalf("name %q", s.Name)
+	}
+	args := s.Steps[0].Args
+	if args["n"] != float64(12345678901) || args["f"] != float64(1500) || args["z"] != nil || args["b"] != false {
+		t.Fatalf("args %#v", args)
+	}
+	// The canonical form (which writes such characters raw) reads back to itself.
+	again, err := spec.Parse(s.Canonical(), spec.Options{})
+	if err != nil || again.Hash() != s.Hash() {
+		t.Fatalf("round trip: %v", err)
+	}
+	// Positions are kept for JSON too.
+	_, err = spec.Parse([]byte("{\n  \"steps\": [\n    {\"id\": \"a\", \"tol\": \"t\"}\n  ]\n}"), spec.Options{})
+	var ve *spec.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range ve.Problems {
+		if p.Code == spec.CodeUnknownField && p.Line == 3 && p.Column == 17 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no unknown_field at 3:17: %+v", ve.Problems)
+	}
+}

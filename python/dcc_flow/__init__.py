@@ -1,0 +1,72 @@
+"""dcc-flow: spec-driven, persistable, cancellable pipelines of tool calls for DCC studios.
+
+The engine is a native library (``_lib/libdccflow.so``, or the file named by ``$DCC_FLOW_LIBRARY``)
+driven through ctypes. It is loaded lazily, on the first call that needs it, once per process
+(``importlib.reload(dcc_flow)`` keeps using it). Importing this package never imports Maya,
+Houdini or Qt modules.
+
+    >>> import dcc_flow
+    >>> spec = dcc_flow.WorkflowSpec.from_file("vendor_intake.yaml")
+    >>> spec.validate()
+    >>> spec.steps[0].policy.retry
+"""
+
+from typing import Any, Dict
+
+from . import _ffi
+from ._errors import (
+    AbiVersionError,
+    DccFlowError,
+    InternalError,
+    InvalidRequestError,
+    LibraryLoadError,
+    LibraryNotFoundError,
+    ParseError,
+    Problem,
+    SpecTooLargeError,
+    ValidationError,
+)
+from ._spec import (
+    BackoffKind,
+    InputSpec,
+    RetryPolicy,
+    StepPolicy,
+    StepStatus,
+    WorkflowSpec,
+    WorkflowStatus,
+    WorkflowStep,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "library_version",
+    # spec views
+    "WorkflowSpec",
+    "WorkflowStep",
+    "StepPolicy",
+    "RetryPolicy",
+    "InputSpec",
+    "BackoffKind",
+    "WorkflowStatus",
+    "StepStatus",
+    "Problem",
+    # errors
+    "DccFlowError",
+    "InvalidRequestError",
+    "ValidationError",
+    "ParseError",
+    "SpecTooLargeError",
+    "InternalError",
+    "LibraryLoadError",
+    "LibraryNotFoundError",
+    "AbiVersionError",
+]
+
+
+def library_version() -> Dict[str, Any]:
+    """Versions of the loaded native library: ``{"version", "abi_version", "go_version", "path"}``."""
+    info = dict(_ffi.call("dccflow_version"))
+    info["path"] = _ffi.library_path()
+    return info

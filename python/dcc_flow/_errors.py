@@ -1,0 +1,365 @@
+"""Exceptions raised by dcc_flow, and the table that maps the library's stable error codes to them.
+
+The native library reports every failure as an error envelope (docs/c-abi.md)::
+
+    {"code": "validation_failed", "message": "...", "step_id": "export", "line": 7, "column": 5,
+     "details": {"problems": [...]}}
+
+``_ffi._check`` turns an envelope into an instance of the class registered for its ``code`` in
+``CODE_TO_CLASS`` (``DccFlowError`` for codes this version does not know).
+"""
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+
+__all__ = [
+    "DccFlowError",
+    "InvalidRequestError",
+    "ValidationError",
+    "ParseError",
+    "SpecTooLargeError",
+    "InternalError",
+    "LibraryLoadError",
+    "LibraryNotFoundError",
+    "AbiVersionError",
+    "Problem",
+    "CODE_TO_CLASS",
+    "error_from_envelope",
+]
+
+
+class Problem:
+    """One problem found in a spec: immutable, compared by value.
+
+    ``code`` is a stable problem code (``unknown_field``, ``cycle``, …), ``severity`` is
+    ``"error"`` or ``"warning"``; ``step_id``, ``path``, ``line``, ``column`` and ``hint`` are
+    ``None`` when unknown. ``line`` and ``column`` are 1-based positions in the spec text.
+    """
+
+    __slots__ = ("code", "severity", "message", "step_id", "path", "line", "column", "hint")
+
+    code: str
+    severity: str
+    message: str
+    step_id: Optional[str]
+    path: Optional[str]
+    line: Optional[int]
+    column: Optional[int]
+    hint: Optional[str]
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        severity: str = "error",
+        step_id: Optional[str] = None,
+        path: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[int] = None,
+        hint: Optional[str] = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "code", code)
+        set_(self, "severity", severity)
+        set_(self, "message", message)
+        set_(self, "step_id", step_id or None)
+        set_(self, "path", path or None)
+        set_(self, "line", line or None)
+        set_(self, "column", column or None)
+        set_(self, "hint", hint or None)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
+        """Build a problem from its JSON object (docs/c-abi.md, "Problem")."""
+        return cls(
+            code=str(d.get("code") or "unknown"),
+            message=str(d.get("message") or ""),
+            severity=str(d.get("severity") or "error"),
+            step_id=d.get("step_id"),
+            path=d.get("path"),
+            line=d.get("line"),
+            column=d.get("column"),
+            hint=d.get("hint"),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON object form; unknown fields are omitted, as the library does."""
+        out: Dict[str, Any] = {"code": self.code, "severity": self.severity, "message": self.message}
+        for name in ("step_id", "path", "line", "column", "hint"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @property
+    def is_error(self) -> bool:
+        """True unless the problem is a warning."""
+        return self.severity != "warning"
+
+    def _key(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Problem is immutable; cannot set %r" % name)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Problem is immutable; cannot delete %r" % name)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_problem_from_dict, (self.to_dict(),))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            "%s=%r" % (name, getattr(self, name))
+            for name in self.__slots__
+            if getattr(self, name) is not None
+        )
+        return "Problem(%s)" % fields
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def format(self) -> str:
+        """One line: ``line 7:5 steps[1] (id "export"): message``.
+
+        The step id is always named: when the library's message does not already quote it, it is
+        appended as ``(step "id")``.
+        """
+        parts = []
+        if self.severity == "warning":
+            parts.append("warning:")
+        if self.line:
+            parts.append("line %d:%d" % (self.line, self.column or 0))
+        message = self.message or self.code
+        if self.step_id and ('"%s"' % self.step_id) not in message:
+            message = '%s (step "%s")' % (message, self.step_id)
+        parts.append(message)
+        return " ".join(parts)
+
+
+def _problem_from_dict(d: Mapping[str, Any]) -> Problem:
+    return Problem.from_dict(d)
+
+
+class DccFlowError(Exception):
+    """Base class of every error the library reports.
+
+    ``code`` is the stable error code (``validation_failed``, ``internal``, …), ``details`` the
+    envelope's ``details`` object (``{}`` when absent); ``step_id``, ``line`` and ``column`` are
+    ``None`` when unknown.
+    """
+
+    default_code = "error"
+
+    def __init__(
+        self,
+        message: str,
+        code: Optional[str] = None,
+        details: Optional[Mapping[str, Any]] = None,
+        step_id: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.details: Dict[str, Any] = dict(details or {})
+        self.step_id = step_id or None
+        self.line = line or None
+        self.column = column or None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (
+            _rebuild_error,
+            (type(self), self.message, self.code, self.details, self.step_id, self.line, self.column),
+        )
+
+
+def _rebuild_error(
+    cls: Type[DccFlowError],
+    message: str,
+    code: str,
+    details: Dict[str, Any],
+    step_id: Optional[str],
+    line: Optional[int],
+    column: Optional[int],
+) -> DccFlowError:
+    err = cls.__new__(cls)
+    DccFlowError.__init__(err, message, code, details, step_id, line, column)
+    if isinstance(err, ValidationError):
+        problems = details.get("problems") or []
+        err.problems = [Problem.from_dict(p) for p in problems if isinstance(p, Mapping)]
+    return err
+
+
+class InvalidRequestError(DccFlowError, ValueError):
+    """The request sent to the library was malformed (a bug in the caller or in dcc_flow)."""
+
+    default_code = "invalid_request"
+
+
+_V = TypeVar("_V", bound="ValidationError")
+
+
+class ValidationError(DccFlowError, ValueError):
+    """A spec has problems. ``problems`` lists every one (``Problem`` objects).
+
+    The message has one line per problem and names each problem's step id::
+
+        3 problems in spec:
+          line 7:5 steps[1] (id "export"): unknown field "tol"; did you mean "tool"?
+          ...
+    """
+
+    default_code = "validation_failed"
+
+    def __init__(
+        self,
+        message: str,
+        code: Optional[str] = None,
+        details: Optional[Mapping[str, Any]] = None,
+        step_id: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[int] = None,
+        problems: Optional[Iterable[Problem]] = None,
+    ) -> None:
+        super().__init__(message, code, details, step_id, line, column)
+        self.problems: List[Problem] = list(problems or [])
+
+    @classmethod
+    def from_problems(
+        cls: Type[_V],
+        problems: Sequence[Problem],
+        code: Optional[str] = None,
+        source: Optional[str] = None,
+        details: Optional[Mapping[str, Any]] = None,
+        fallback_message: str = "",
+    ) -> _V:
+        """Build the error with a message listing every problem (errors first, then warnings)."""
+        ordered = [p for p in problems if p.is_error] + [p for p in problems if not p.is_error]
+        first = ordered[0] if ordered else None
+        if details is None:
+            details = {"problems": [p.to_dict() for p in ordered]}
+        return cls(
+            format_problems(ordered, source, fallback_message),
+            code=code,
+            details=details,
+            step_id=first.step_id if first else None,
+            line=first.line if first else None,
+            column=first.column if first else None,
+            problems=ordered,
+        )
+
+    @property
+    def errors(self) -> List[Problem]:
+        """The problems of severity ``error``."""
+        return [p for p in self.problems if p.is_error]
+
+    @property
+    def warnings(self) -> List[Problem]:
+        """The problems of severity ``warning``."""
+        return [p for p in self.problems if not p.is_error]
+
+
+class ParseError(ValidationError):
+    """The spec text is not well-formed YAML/JSON (or not UTF-8), or is not a mapping."""
+
+    default_code = "parse_error"
+
+
+class SpecTooLargeError(ValidationError):
+    """The spec exceeds a size, nesting-depth or step-count limit."""
+
+    default_code = "too_large"
+
+
+class InternalError(DccFlowError):
+    """A bug in the library (a recovered Go panic); ``details["stack"]`` has the Go stack."""
+
+    default_code = "internal"
+
+
+class LibraryLoadError(OSError):
+    """The native library could not be loaded or is not usable."""
+
+
+class LibraryNotFoundError(LibraryLoadError):
+    """The native library file was not found at any of the paths tried."""
+
+
+class AbiVersionError(LibraryLoadError):
+    """The native library speaks a different C ABI version than this Python package."""
+
+
+#: Stable error code → exception class. Codes missing here raise ``DccFlowError``.
+CODE_TO_CLASS: Dict[str, Type[DccFlowError]] = {
+    "invalid_request": InvalidRequestError,
+    "parse_error": ParseError,
+    # The library reports an empty or non-mapping spec with the problem code as envelope code.
+    "not_a_mapping": ParseError,
+    "validation_failed": ValidationError,
+    "too_large": SpecTooLargeError,
+    "internal": InternalError,
+}
+
+
+def format_problems(problems: Sequence[Problem], source: Optional[str] = None, fallback: str = "") -> str:
+    """``N problems in <source>:`` followed by one indented line per problem."""
+    where = source or "spec"
+    if not problems:
+        return fallback or "invalid spec (%s)" % where
+    count = len(problems)
+    head = "%d problem%s in %s:" % (count, "" if count == 1 else "s", where)
+    return head + "".join("\n  " + p.format() for p in problems)
+
+
+def error_from_envelope(envelope: Mapping[str, Any], source: Optional[str] = None) -> DccFlowError:
+    """The exception for an error envelope ``{"code", "message", "step_id"?, ...}``."""
+    code = str(envelope.get("code") or "internal")
+    message = str(envelope.get("message") or "dcc-flow library error (%s)" % code)
+    details = envelope.get("details")
+    if not isinstance(details, Mapping):
+        details = {}
+    cls = CODE_TO_CLASS.get(code)
+    if cls is None:
+        # An envelope that lists spec problems is a validation error whatever its code.
+        cls = ValidationError if isinstance(details.get("problems"), list) else DccFlowError
+    if issubclass(cls, ValidationError):
+        raw = details.get("problems")
+        problems = [Problem.from_dict(p) for p in raw if isinstance(p, Mapping)] if isinstance(raw, list) else []
+        if not problems:
+            problems = [
+                Problem(
+                    code=code,
+                    message=message,
+                    step_id=envelope.get("step_id"),
+                    line=envelope.get("line"),
+                    column=envelope.get("column"),
+                )
+            ]
+        err: DccFlowError = cls.from_problems(problems, code=code, source=source, details=details)
+        return err
+    if code == "internal" and details.get("stack"):
+        message = "%s\n(this is a bug in dcc-flow; please report it with the Go stack in .details['stack'])" % message
+    return cls(
+        message,
+        code=code,
+        details=details,
+        step_id=envelope.get("step_id"),
+        line=envelope.get("line"),
+        column=envelope.get("column"),
+    )
