@@ -689,8 +689,7 @@ func (d *decoder) boolean(n *yaml.Node, path, stepID string) (bool, bool) {
 func (d *decoder) number(n *yaml.Node, path, stepID string) (float64, bool) {
 	n = resolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		var f float64
-		if err := n.Decode(&f); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+		if f, ok := nodeFloat(n); ok {
 			return f, true
 		}
 	}
@@ -701,13 +700,28 @@ func (d *decoder) number(n *yaml.Node, path, stepID string) (float64, bool) {
 func (d *decoder) integer(n *yaml.Node, path, stepID string) (int64, bool) {
 	n = resolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		var f float64
-		if err := n.Decode(&f); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		if f, ok := nodeFloat(n); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 			return int64(f), true
 		}
 	}
 	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a whole number; got %s", lastKey(path), describeNode(n)))
 	return 0, false
+}
+
+// nodeFloat returns the value of a numeric scalar as a float64. Plain decimal text (all JSON
+// numbers, integers beyond int64 included) is read with strconv; YAML-only forms (0x1F, 0o17,
+// 1_000) through yaml.v3. NaN and infinities are refused: they are not JSON numbers.
+func nodeFloat(n *yaml.Node) (float64, bool) {
+	f, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil {
+		if err := n.Decode(&f); err != nil {
+			return 0, false
+		}
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
 }
 
 func (d *decoder) strList(n *yaml.Node, path, stepID string) []string {
@@ -758,8 +772,8 @@ func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 			_ = n.Decode(&b)
 			return b
 		case "!!int", "!!float":
-			var f float64
-			if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			f, ok := nodeFloat(n)
+			if !ok {
 				d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s`: %q is not a JSON number (NaN and infinities are not allowed); quote it to pass a string", lastKey(path), n.Value))
 				return nil
 			}

@@ -519,3 +519,26 @@ func TestJSONSpecsAcceptEveryValidJSONString(t *testing.T) {
 		t.Fatalf("no unknown_field at 3:17: %+v", ve.Problems)
 	}
 }
+
+func TestNumbersBeyondInt64(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		`{"steps": [{"id": "a", "tool": "t", "args": {"n": 12345678901234567890, "h": 0.1}}]}`,
+		"steps: [{id: a, tool: t, args: {n: 12345678901234567890, h: 0x1F, u: 1_000}}]",
+	} {
+		s, err := spec.ParseString(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if n := s.Steps[0].Args["n"]; n != float64(12345678901234567890) {
+			t.Fatalf("n = %v", n)
+		}
+	}
+	s := mustParse(t, "steps: [{id: a, tool: t, args: {h: 0x1F, u: 1_000}}]")
+	if s.Steps[0].Args["h"] != float64(31) {
+		t.Fatalf("hex %v", s.Steps[0].Args["h"])
+	}
+	if _, err := spec.ParseString("steps: [{id: a, tool: t, args: {x: .inf}}]"); err == nil {
+		t.Fatal("infinity accepted")
+	}
+}
