@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// handleTable maps the integer handles given to C callers to Go objects. Handles start at 1, are
+// never reused within a process, and a closed or unknown handle is an error ("stale_handle"), not
+// a crash. Go pointers never cross the boundary.
+type handleTable[T any] struct {
+	mu   sync.RWMutex
+	next uint64
+	objs map[uint64]T
+}
+
+func newHandleTable[T any]() *handleTable[T] {
+	return &handleTable[T]{objs: make(map[uint64]T)}
+}
+
+// add stores obj and returns its new handle.
+func (t *handleTable[T]) add(obj T) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.objs[t.next] = obj
+	return t.next
+}
+
+// get returns the object of handle h, or a stale_handle error.
+func (t *handleTable[T]) get(h uint64) (T, error) {
+	t.mu.RLock()
+	obj, ok := t.objs[h]
+	t.mu.RUnlock()
+	if !ok {
+		var zero T
+		return zero, staleHandle(h)
+	}
+	return obj, nil
+}
+
+// remove forgets handle h and returns its object; ok is false when h was unknown or already
+// removed, so closing twice is harmless.
+func (t *handleTable[T]) remove(h uint64) (obj T, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	obj, ok = t.objs[h]
+	delete(t.objs, h)
+	return obj, ok
+}
+
+func staleHandle(h uint64) error {
+	if h == 0 {
+		return &run.Error{Code: run.CodeStaleHandle, Message: "no engine handle was given (handle 0); open an engine first"}
+	}
+	return &run.Error{Code: run.CodeStaleHandle, Message: fmt.Sprintf("engine handle %d is closed or was never opened", h)}
+}
