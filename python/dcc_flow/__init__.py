@@ -70,3 +70,17 @@ def library_version() -> Dict[str, Any]:
     info = dict(_ffi.call("dccflow_version"))
     info["path"] = _ffi.library_path()
     return info
+
+
+def _present_public_classes_as_dcc_flow() -> None:
+    """Show public classes as ``dcc_flow.X`` in tracebacks and reprs, not ``dcc_flow._errors.X``.
+
+    Each stays importable under that name, so pickling works the same.
+    """
+    for _name in __all__:
+        _obj = globals().get(_name)
+        if isinstance(_obj, type) and _obj.__module__.startswith("dcc_flow."):
+            _obj.__module__ = "dcc_flow"
+
+
+_present_public_classes_as_dcc_flow()

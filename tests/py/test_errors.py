@@ -241,3 +241,20 @@ def test_duplicate_ids_and_cycles():
     err = _problems_of("steps:\n  - id: a\n    tool: flow__echo\n    depends_on: [ghost]\n")
     assert "unknown_dependency" in {p.code for p in err.problems}
     assert "ghost" in str(err)
+
+
+def test_public_classes_present_as_dcc_flow():
+    import pickle
+
+    import dcc_flow
+
+    assert dcc_flow.ValidationError.__module__ == "dcc_flow"
+    assert dcc_flow.WorkflowSpec.__module__ == "dcc_flow"
+    try:
+        dcc_flow.WorkflowSpec.from_yaml_str("steps: [{id: a, tol: t}]")
+    except dcc_flow.ValidationError as exc:
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is dcc_flow.ValidationError
+        assert str(again) == str(exc)
+    else:
+        raise AssertionError("no ValidationError")
