@@ -520,11 +520,11 @@ func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
 	case "as":
 		st.As, _ = d.str(f.value, fp, id)
 	case "concurrency":
+		st.Concurrency = 1 // a wrong type is reported once, as wrong_type
 		if v, ok := d.integer(f.value, fp, id); ok {
 			st.Concurrency = int(v)
 			if v < 1 || v > math.MaxInt32 {
 				st.Concurrency = -1 // reported by validation
-				st.fields["concurrency!"] = nodePos(f.value)
 			}
 		}
 	case "on_any_fail":
@@ -603,8 +603,8 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		st.fields["retry."+f.key] = nodePos(f.value)
 		switch f.key {
 		case "max_attempts":
+			hasMax = true // a wrong type is reported once, as wrong_type
 			if v, ok := d.integer(f.value, fp, id); ok {
-				hasMax = true
 				r.MaxAttempts = clampInt(v)
 			}
 		case "backoff":

@@ -542,3 +542,44 @@ func TestNumbersBeyondInt64(t *testing.T) {
 		t.Fatal("infinity accepted")
 	}
 }
+
+func TestParallelChildrenAreBranches(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, `
+steps:
+  - id: p
+    kind: parallel
+    steps:
+      - {id: a, tool: t, depends_on: [c]}
+      - {id: b, tool: t}
+      - {id: c, tool: t}
+`)
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a parallel child waiting for a later sibling is not a cycle: %v", err)
+	}
+	deps := spec.StepListDependencies(s.Steps[0], s.Steps[0].Steps)
+	if len(deps[0]) != 1 || deps[0][0] != 2 || deps[1] != nil || deps[2] != nil {
+		t.Fatalf("deps %v", deps)
+	}
+	if top := spec.StepListDependencies(nil, s.Steps); len(top) != 1 || top[0] != nil {
+		t.Fatalf("top deps %v", top)
+	}
+	ps := allProblems(t, "steps:\n  - id: p\n    kind: parallel\n    steps:\n      - {id: a, tool: t, depends_on: [b]}\n      - {id: b, tool: t, depends_on: [a]}\n")
+	if len(ps) != 1 || ps[0].Code != spec.CodeCycle {
+		t.Fatalf("%+v", ps)
+	}
+}
+
+func TestOneProblemPerMistake(t *testing.T) {
+	t.Parallel()
+	for text, code := range map[string]string{
+		"steps:\n  - id: f\n    kind: foreach\n    items: [1]\n    concurrency: 2.5\n    steps: [{id: b, tool: t}]\n": spec.CodeWrongType,
+		"steps:\n  - id: a\n    tool: t\n    retry: {max_attempts: \"3\"}\n":                                          spec.CodeWrongType,
+		"steps:\n  - id: a\n    tool: t\n    idempotency_ttl_secs: 60\n":                                              spec.CodeInvalidPolicy,
+	} {
+		ps := allProblems(t, text)
+		if len(ps) != 1 || ps[0].Code != code {
+			t.Errorf("%q: want one %s, got %+v", text, code, ps)
+		}
+	}
+}

@@ -132,10 +132,15 @@ func childLists(st *Step, path string) []childList {
 }
 
 func (v *validator) stepList(steps []*Step, path string, sc scope) {
+	v.steps(steps, path, sc, Dependencies(steps))
+}
+
+// steps checks a step list whose dependency edges are deps (Dependencies or BranchDependencies).
+func (v *validator) steps(steps []*Step, path string, sc scope, deps [][]int) {
 	for i, st := range steps {
 		v.step(st, fmt.Sprintf("%s[%d]", path, i), sc)
 	}
-	v.dependencies(steps, path)
+	v.dependencies(steps, path, deps)
 }
 
 func (v *validator) step(st *Step, path string, sc scope) {
@@ -187,7 +192,7 @@ func (v *validator) step(st *Step, path string, sc scope) {
 		if len(st.Steps) == 0 {
 			v.add(CodeNoSteps, st, "steps", path+".steps", "a parallel step needs a `steps:` list with at least one branch")
 		}
-		v.stepList(st.Steps, path+".steps", sc)
+		v.steps(st.Steps, path+".steps", sc, BranchDependencies(st.Steps))
 	case KindBranch:
 		if _, ok := st.fields["on"]; !ok {
 			v.missing(st, path, "on", "add `on:` (or `condition:`) with a JSONPath such as \"$.qc.passed\" or a template")
@@ -260,8 +265,10 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 		}
 	}
 	if p.IdempotencyKey == "" {
-		if _, ok := st.fields["idempotency_scope"]; ok {
-			v.add(CodeInvalidPolicy, st, "idempotency_scope", path+".idempotency_scope", "`idempotency_scope` needs an `idempotency_key` (a template, or \"auto\")")
+		for _, f := range []string{"idempotency_scope", "idempotency_ttl_secs"} {
+			if _, ok := st.fields[f]; ok {
+				v.add(CodeInvalidPolicy, st, f, path+"."+f, fmt.Sprintf("`%s` needs an `idempotency_key` (a template, or \"auto\")", f))
+			}
 		}
 	}
 	if p.IdempotencyKey != "" && p.IdempotencyScope != ScopeWorkflow && p.IdempotencyScope != ScopeGlobal {
@@ -372,7 +379,7 @@ func (v *validator) inputNames() []string {
 }
 
 // dependencies checks depends_on within one step list and looks for cycles (Kahn's algorithm).
-func (v *validator) dependencies(steps []*Step, path string) {
+func (v *validator) dependencies(steps []*Step, path string, deps [][]int) {
 	index := make(map[string]int, len(steps))
 	for i, st := range steps {
 		if _, dup := index[st.ID]; !dup && st.ID != "" {
@@ -394,7 +401,6 @@ func (v *validator) dependencies(steps []*Step, path string) {
 			v.add(CodeUnknownDependency, st, "depends_on", dp, msg)
 		}
 	}
-	deps := Dependencies(steps)
 	order := kahn(deps)
 	if len(order) == len(steps) {
 		return
@@ -457,6 +463,28 @@ func Dependencies(steps []*Step) [][]int {
 		sort.Ints(deps[i])
 	}
 	return deps
+}
+
+// BranchDependencies is Dependencies for the children of a parallel step: each child is a
+// branch that starts at once unless it declares depends_on (there is no implicit edge to the
+// previous sibling).
+func BranchDependencies(steps []*Step) [][]int {
+	deps := Dependencies(steps)
+	for i, st := range steps {
+		if !st.HasDependsOn {
+			deps[i] = nil
+		}
+	}
+	return deps
+}
+
+// StepListDependencies returns the dependency edges of the step list held by parent (nil parent
+// = the top-level list): BranchDependencies for a parallel step's children, else Dependencies.
+func StepListDependencies(parent *Step, steps []*Step) [][]int {
+	if parent != nil && parent.Kind == KindParallel {
+		return BranchDependencies(steps)
+	}
+	return Dependencies(steps)
 }
 
 // kahn returns a topological order of the nodes it can sort; nodes on or behind a cycle are left out.
