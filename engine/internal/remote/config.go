@@ -1,0 +1,127 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config describes one remote MCP server. Exactly one of URL and Command is set.
+type Config struct {
+	// URL is the streamable HTTP endpoint, e.g. "http://127.0.0.1:8765/mcp". The scheme is
+	// http or https.
+	URL string
+	// Headers are sent with every HTTP request (URL only).
+	Headers map[string]string
+	// TokenEnv names an environment variable holding a bearer token, sent as
+	// "Authorization: Bearer <token>" (URL only). The variable is read when the connection is
+	// made; an unset or empty variable fails the call with kind "permission".
+	TokenEnv string
+
+	// Command starts a child process that speaks MCP on its stdin and stdout: the program and
+	// its arguments. The program is looked up in PATH when it has no path separator.
+	Command []string
+	// Env adds variables to the engine's environment for the child (Command only); a key
+	// present in both takes this value.
+	Env map[string]string
+	// Dir is the child's working directory (Command only); "" is the engine's.
+	Dir string
+
+	// Timeout bounds each call made through this remote when it is positive; 0 means no
+	// limit of its own (the caller's context still applies); negative is invalid. A call
+	// that runs out of time has kind "timeout".
+	Timeout time.Duration
+}
+
+// Validate reports every problem with c at once, joined with errors.Join; each message starts
+// with the field name (e.g. "url: scheme must be http or https, not \"ftp\""). nil means valid.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+
+	hasURL, hasCommand := c.URL != "", len(c.Command) > 0
+	switch {
+	case hasURL && hasCommand:
+		bad("url", "url and command are mutually exclusive: set one")
+	case !hasURL && !hasCommand:
+		bad("url", "one of url (streamable HTTP) or command (stdio) is required")
+	}
+
+	if hasURL {
+		u, err := url.Parse(c.URL)
+		switch {
+		case err != nil:
+			bad("url", "%v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad("url", "scheme must be http or https, not %q", u.Scheme)
+		case u.Host == "":
+			bad("url", "host is missing in %q", c.URL)
+		}
+	}
+	for name := range c.Headers {
+		if !validHeaderName(name) {
+			bad("headers", "invalid header name %q", name)
+		}
+		if c.TokenEnv != "" && strings.EqualFold(name, "Authorization") {
+			bad("headers", "Authorization is set by token_env; do not set both")
+		}
+	}
+	if c.TokenEnv != "" && !validEnvName(c.TokenEnv) {
+		bad("token_env", "invalid environment variable name %q", c.TokenEnv)
+	}
+	if hasCommand {
+		if strings.TrimSpace(c.Command[0]) == "" {
+			bad("command", "the program (command[0]) is empty")
+		}
+		if len(c.Headers) > 0 {
+			bad("headers", "only valid with url, not with command")
+		}
+		if c.TokenEnv != "" {
+			bad("token_env", "only valid with url, not with command")
+		}
+	}
+	if hasURL {
+		if len(c.Env) > 0 {
+			bad("env", "only valid with command, not with url")
+		}
+		if c.Dir != "" {
+			bad("dir", "only valid with command, not with url")
+		}
+	}
+	for name := range c.Env {
+		if !validEnvName(name) {
+			bad("env", "invalid environment variable name %q", name)
+		}
+	}
+	if c.Timeout < 0 {
+		bad("timeout", "must not be negative, got %v", c.Timeout)
+	}
+	return errors.Join(errs...)
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validEnvName reports whether name can be an environment variable name: not empty, no '='
+// and no NUL.
+func validEnvName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "=\x00")
+}

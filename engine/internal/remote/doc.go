@@ -1,0 +1,26 @@
+// Package remote calls tools on other MCP servers for `tool_remote` steps, with
+// mark3labs/mcp-go's client over streamable HTTP or stdio (a child process).
+//
+// A [Pool] holds one connection per configured remote, made on first use and reused by every
+// later call (concurrent calls share it). Calls report every failure as a [Result] with an
+// error kind from engine/run, so the executor can retry by kind:
+//
+//   - the tool's own error (isError): the "kind" field of its structured result, or "error";
+//   - a broken or unreachable connection: "transient" (the next call reconnects);
+//   - the per-call timeout or the caller's deadline: "timeout"; the caller's cancellation:
+//     "cancelled";
+//   - JSON-RPC "method not found" or an unknown tool: "not_found"; other invalid params:
+//     "invalid_input"; other JSON-RPC errors: "error";
+//   - HTTP 401/403 or an unset token_env variable: "permission"; a program that cannot be
+//     started, a server speaking only the old HTTP+SSE transport, or an unsupported
+//     protocol version: "fatal".
+//
+// When a call's context ends before the answer, the remote receives notifications/cancelled
+// for the request: over stdio mcp-go's client sends it; over HTTP this package does (mcp-go
+// only aborts the HTTP request there).
+//
+// The package installs no signal handlers and does not write to stdout. A child's stderr is
+// kept (its last 4 KiB) for error messages. The one thing it cannot silence is mcp-go's stdio
+// transport, which logs rare I/O errors (a write to a child that has just died) through
+// slog.Default; the host decides where that goes.
+package remote

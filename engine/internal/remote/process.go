@@ -1,0 +1,149 @@
+package remote
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	// closeGrace is how long a child has to exit after its stdin is closed before it is
+	// killed.
+	closeGrace = 2 * time.Second
+	// waitDelay bounds how long Wait waits for the child's stderr to close after it exited
+	// (a grandchild may hold it open).
+	waitDelay = time.Second
+	// stderrTailSize is how much of the end of a child's stderr is kept for error messages.
+	stderrTailSize = 4 << 10
+	// exitNoticeWait is how long a failed call waits for a dying child's exit status, to put
+	// it in the message.
+	exitNoticeWait = 200 * time.Millisecond
+)
+
+// process is a child MCP server. The pool owns it: it starts it, notices when it exits, and
+// stops it (stdin closed, then killed after closeGrace).
+type process struct {
+	cmd    *exec.Cmd
+	stdin  *os.File // the parent's end of the child's stdin
+	stdout *os.File // the parent's end of the child's stdout
+	stderr *tail
+	exited chan struct{} // closed when Wait has returned
+	err    error         // Wait's result, set before exited is closed
+}
+
+// startProcess starts cfg.Command with cfg.Env added to the environment, in cfg.Dir.
+func startProcess(cfg Config) (*process, error) {
+	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = os.Environ()
+	keys := make([]string, 0, len(cfg.Env))
+	for k := range cfg.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+cfg.Env[k]) // exec keeps the last of duplicate keys
+	}
+	if cmd.Err != nil {
+		return nil, cmd.Err
+	}
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: &tail{max: stderrTailSize}, exited: make(chan struct{})}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, p.stderr
+	cmd.WaitDelay = waitDelay
+	err = cmd.Start()
+	// The child has its own copies now (or there is no child).
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, err
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// hasExited reports whether the child has exited (and been waited for).
+func (p *process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits.
+func (p *process) stop() {
+	p.stdin.Close()
+	timer := time.NewTimer(closeGrace)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.stdout.Close()
+}
+
+// describeExit says how the child ended, with the end of its stderr, or "" while it runs.
+// It waits up to exitNoticeWait for a child whose stdout has just closed to be reaped.
+func (p *process) describeExit() string {
+	timer := time.NewTimer(exitNoticeWait)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		return ""
+	}
+	msg := "the process exited"
+	if p.err != nil {
+		msg = fmt.Sprintf("the process exited (%v)", p.err)
+	}
+	if s := strings.TrimSpace(p.stderr.String()); s != "" {
+		msg += "; stderr: " + s
+	}
+	return msg
+}
+
+// tail is an io.Writer that keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

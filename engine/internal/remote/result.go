@@ -1,0 +1,134 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Result is the outcome of one remote tool call. A call that reached the tool and succeeded
+// has IsError false and an Output; every failure — the tool's own error, a JSON-RPC error, a
+// broken connection, a timeout, a cancellation — has IsError true, a Kind and a Message.
+type Result struct {
+	// Output is the tool's result as a JSON value (nil, bool, string, json.Number,
+	// []any, map[string]any): its structuredContent when present; else its text content
+	// (text blocks joined with "\n") parsed as JSON when it parses; else {"text": "…"},
+	// plus "content": [...] holding any non-text blocks (images, resources) as JSON. A tool
+	// error keeps its Output too; a failure before or outside the tool has a nil Output.
+	Output any
+	// IsError reports a failed call.
+	IsError bool
+	// Kind is the error kind (run.KindTimeout, run.KindTransient, …, or any string the tool
+	// put in a "kind" field) when IsError is true, and "" otherwise.
+	Kind string
+	// Message says what went wrong, for humans; "" when IsError is false.
+	Message string
+}
+
+// resultFromTool converts a tools/call result. For a result with isError set, the kind is the
+// string field "kind" of the structuredContent, or of the text parsed as a JSON object, and
+// defaults to "error"; the message is the "message" field found the same way, else the text.
+func resultFromTool(res *mcp.CallToolResult) Result {
+	var texts []string
+	var others []any
+	for _, c := range res.Content {
+		if tc, ok := mcp.AsTextContent(c); ok {
+			texts = append(texts, tc.Text)
+			continue
+		}
+		if v, err := toJSONValue(c); err == nil {
+			others = append(others, v)
+		}
+	}
+	text := strings.Join(texts, "\n")
+
+	var structured any
+	hasStructured := false
+	if raw := bytes.TrimSpace(res.RawStructuredContent); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		if v, err := decodeJSON(raw); err == nil {
+			structured, hasStructured = v, true
+		}
+	} else if res.StructuredContent != nil {
+		if v, err := toJSONValue(res.StructuredContent); err == nil && v != nil {
+			structured, hasStructured = v, true
+		}
+	}
+	var parsed any
+	textIsJSON := false
+	if strings.TrimSpace(text) != "" {
+		if v, err := decodeJSON([]byte(text)); err == nil {
+			parsed, textIsJSON = v, true
+		}
+	}
+
+	var r Result
+	switch {
+	case hasStructured:
+		r.Output = structured
+	case textIsJSON && len(others) == 0:
+		r.Output = parsed
+	default:
+		obj := map[string]any{"text": text}
+		if len(others) > 0 {
+			obj["content"] = others
+		}
+		r.Output = obj
+	}
+	if !res.IsError {
+		return r
+	}
+
+	r.IsError = true
+	r.Kind = firstNonEmpty(stringField(structured, "kind"), stringField(parsed, "kind"), run.KindError)
+	r.Message = firstNonEmpty(stringField(structured, "message"), stringField(parsed, "message"),
+		strings.TrimSpace(text), "the remote tool reported an error without a message")
+	return r
+}
+
+// decodeJSON decodes exactly one JSON value, keeping numbers as json.Number.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+// toJSONValue round-trips v through JSON into the generic representation.
+func toJSONValue(v any) (any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(data)
+}
+
+// stringField returns v[name] when v is a JSON object whose field name is a string.
+func stringField(v any, name string) string {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	s, _ := obj[name].(string)
+	return strings.TrimSpace(s)
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
