@@ -26,6 +26,7 @@ from ._errors import (
     SpecTooLargeError,
     ValidationError,
 )
+from ._graph import graph
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "library_version",
+    "graph",
     # spec views
     "WorkflowSpec",
     "WorkflowStep",

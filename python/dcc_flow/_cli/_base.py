@@ -1,0 +1,181 @@
+"""What every ``dcc-flow`` command is built from: ``Command``, ``Context`` and the CLI errors.
+
+A command never calls ``sys.exit`` and never lets a traceback out: it returns an exit code, or raises
+``CliError`` (exit code 1) / ``UsageError`` (exit code 2), which ``main`` prints as one line.
+"""
+
+import argparse
+import sys
+from typing import Any, List, NoReturn, Optional, Sequence, TextIO, Tuple
+
+__all__ = [
+    "PROG",
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "CliError",
+    "UsageError",
+    "Command",
+    "Context",
+    "ArgumentParser",
+    "HelpFormatter",
+    "one_line",
+]
+
+PROG = "dcc-flow"
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # the command ran and failed: an invalid spec, an unreadable file, a failed run
+EXIT_USAGE = 2  # the command line itself is wrong: an unknown option, a missing argument
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks (and runs of whitespace around them) folded to ``; ``."""
+    lines = [line.strip() for line in str(text).splitlines()]
+    return "; ".join(line for line in lines if line)
+
+
+class CliError(Exception):
+    """A failure to report as one line, ``<prog>: error: <message>``, with exit code ``exit_code``."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, prog: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.prog = prog
+
+
+class UsageError(CliError):
+    """The command line is wrong (exit code 2); the line points to ``<prog> --help``."""
+
+    exit_code = EXIT_USAGE
+
+
+class ParserExit(Exception):
+    """``--help`` or ``--version`` was printed: leave ``main`` with ``status``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps descriptions and example epilogs as written; a little more room for option names."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 30, width: Any = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+    def _format_action(self, action: argparse.Action) -> str:
+        text = super()._format_action(action)
+        if action.nargs == argparse.PARSER:
+            # The command list: drop the "COMMAND" line argparse puts above the commands.
+            text = "\n".join(text.split("\n")[1:])
+        return text
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` that raises instead of exiting.
+
+    A bad command line raises ``UsageError``; ``--help``/``--version`` raise ``ParserExit`` after
+    printing, so ``main()`` returns an exit code even when called in-process (tests, Maya).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, prog=self.prog)
+
+    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
+        if message:
+            self._print_message(message, sys.stderr)
+        raise ParserExit(status)
+
+
+class Context:
+    """What a running command writes to: ``out`` (results) and ``err`` (diagnostics).
+
+    ``prog`` is ``"dcc-flow <command>"``, the prefix of error lines.
+    """
+
+    def __init__(self, prog: str, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> None:
+        self.prog = prog
+        self.out: TextIO = out if out is not None else sys.stdout
+        self.err: TextIO = err if err is not None else sys.stderr
+
+    @property
+    def out_is_tty(self) -> bool:
+        """True when results go to a terminal (show progress and colour), False for pipes and files."""
+        isatty = getattr(self.out, "isatty", None)
+        try:
+            return bool(isatty()) if isatty is not None else False
+        except (OSError, ValueError):
+            return False
+
+    def print(self, text: str = "") -> None:
+        """Write one line of results to ``out``."""
+        _write(self.out, text + "\n")
+
+    def write(self, text: str) -> None:
+        """Write results to ``out`` as they are (no newline added)."""
+        _write(self.out, text)
+
+    def eprint(self, text: str = "") -> None:
+        """Write one line of diagnostics to ``err``."""
+        _write(self.err, text + "\n")
+
+    def error(self, message: str) -> None:
+        """Write ``<prog>: error: <message>`` to ``err`` (the command goes on; raise CliError to stop)."""
+        self.eprint("%s: error: %s" % (self.prog, one_line(message)))
+
+    def warning(self, message: str) -> None:
+        """Write ``<prog>: warning: <message>`` to ``err``."""
+        self.eprint("%s: warning: %s" % (self.prog, one_line(message)))
+
+
+def _write(stream: TextIO, text: str) -> None:
+    """Write ``text``; characters the stream's encoding lacks (a cp1252 console) become escapes."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
+
+
+class Command:
+    """One ``dcc-flow`` subcommand. Subclass it in ``dcc_flow/_cli/<name>.py`` as ``COMMAND``.
+
+    - ``name``: the word after ``dcc-flow``;
+    - ``summary``: one line in ``dcc-flow --help``;
+    - ``description``: the paragraph at the top of ``dcc-flow <name> --help``;
+    - ``examples``: ``(comment, command line)`` pairs, shown under "examples:" in the help;
+    - ``exit_codes``: what each exit code means, shown at the end of the help;
+    - ``add_arguments(parser)``: declare positional arguments and options (argparse);
+    - ``run(args, ctx)``: do the work, write with ``ctx``, return an exit code (0 = success), or
+      raise ``CliError``/``UsageError``. ``DccFlowError`` and ``LibraryLoadError`` may propagate:
+      ``main`` prints them as one line with exit code 1.
+    """
+
+    name: str = ""
+    summary: str = ""
+    description: str = ""
+    examples: Sequence[Tuple[str, str]] = ()
+    exit_codes: str = "0 success, 1 failure, 2 usage error"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Declare the command's arguments (none by default)."""
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        raise NotImplementedError("%s.run" % type(self).__name__)
+
+    def epilog(self) -> str:
+        """The help epilog: the examples, then where to read more."""
+        lines: List[str] = []
+        if self.examples:
+            lines.append("examples:")
+            for comment, command in self.examples:
+                lines.append("  # %s" % comment)
+                lines.append("  %s" % command)
+                lines.append("")
+        lines.append("exit codes: %s" % self.exit_codes)
+        lines.append("reference: docs/cli.md")
+        return "\n".join(lines)
