@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// DefaultStallAfterSecs is the quiet period before a stall_detected event when the config says 0.
+const DefaultStallAfterSecs = 300
+
+// MemoryDB names the in-memory database explicitly; "" means the same.
+const MemoryDB = ":memory:"
+
+// Config configures an Engine. The zero value is an in-memory engine with defaults; it is
+// JSON-encodable so the C ABI and the CLI pass it as is.
+type Config struct {
+	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close).
+	DB string `json:"db,omitempty"`
+	// EnvAllow lists path.Match patterns ("DCC_*", "PIPELINE_ROOT") of the environment variables
+	// that runs submitted over MCP, webhooks or schedules see as {{env.X}}. Local runs see the
+	// whole environment. Empty = remote runs see no variable.
+	EnvAllow []string `json:"env_allow,omitempty"`
+	// Remotes are the MCP servers tool_remote steps name with `dcc:`, by name.
+	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
+	// StallAfterSecs is the quiet period after which a running run (not one waiting for an
+	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
+	// stall detection.
+	StallAfterSecs float64 `json:"stall_after_secs,omitempty"`
+	// Seed seeds the random source of retry jitter; 0 means a random seed. Tests set it for
+	// reproducible delays.
+	Seed int64 `json:"seed,omitempty"`
+}
+
+// RemoteConfig describes a remote MCP server (DESIGN §7): exactly one of URL and Command.
+type RemoteConfig struct {
+	// URL is a streamable HTTP endpoint such as "http://127.0.0.1:8765/mcp".
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every HTTP request (URL only).
+	Headers map[string]string `json:"headers,omitempty"`
+	// TokenEnv names an environment variable holding a bearer token (URL only).
+	TokenEnv string `json:"token_env,omitempty"`
+	// Command starts a stdio MCP server: the program and its arguments.
+	Command []string `json:"command,omitempty"`
+	// Env adds variables to the child's environment (Command only).
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the child's working directory (Command only); "" = the engine's.
+	Dir string `json:"dir,omitempty"`
+	// TimeoutSecs bounds each call through this remote; 0 = no limit of its own; negative is
+	// invalid.
+	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+}
+
+var remoteNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+
+// WithDefaults returns a copy of c with zero values replaced by their defaults.
+func (c Config) WithDefaults() Config {
+	if c.StallAfterSecs == 0 {
+		c.StallAfterSecs = DefaultStallAfterSecs
+	}
+	if c.DB == MemoryDB {
+		c.DB = ""
+	}
+	return c
+}
+
+// validate reports every problem of c at once in one *run.Error with code invalid_request; each
+// problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`).
+func (c Config) validate() error {
+	var problems []string
+	add := func(field, format string, args ...any) {
+		problems = append(problems, field+": "+fmt.Sprintf(format, args...))
+	}
+	if c.DB != "" && c.DB != MemoryDB {
+		add("db", "file databases are not available in this build; use %q (or \"\") for an in-memory engine", MemoryDB)
+	}
+	for i, p := range c.EnvAllow {
+		if !exec.ValidEnvPattern(p) {
+			add(fmt.Sprintf("env_allow[%d]", i), "%q is not a valid pattern (path.Match syntax, e.g. \"DCC_*\")", p)
+		}
+	}
+	if math.IsNaN(c.StallAfterSecs) || math.IsInf(c.StallAfterSecs, 0) {
+		add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")
+	}
+	names := make([]string, 0, len(c.Remotes))
+	for name := range c.Remotes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		r := c.Remotes[name]
+		f := "remotes." + name
+		if !remoteNameRe.MatchString(name) {
+			add(f, "remote names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)")
+		}
+		switch {
+		case r.URL != "" && len(r.Command) > 0:
+			add(f+".url", "url and command are mutually exclusive: set one")
+		case r.URL == "" && len(r.Command) == 0:
+			add(f+".url", "one of url (streamable HTTP) or command (stdio) is required")
+		case r.URL != "" && !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://"):
+			add(f+".url", "must be an http:// or https:// URL; got %q", r.URL)
+		}
+		if r.TimeoutSecs < 0 || math.IsNaN(r.TimeoutSecs) || math.IsInf(r.TimeoutSecs, 0) {
+			add(f+".timeout_secs", "must be ≥ 0 (0 = no limit); got %v", r.TimeoutSecs)
+		}
+		if r.URL == "" && (len(r.Headers) > 0 || r.TokenEnv != "") {
+			add(f+".headers", "headers and token_env apply to url remotes only")
+		}
+		if len(r.Command) == 0 && (len(r.Env) > 0 || r.Dir != "") {
+			add(f+".env", "env and dir apply to command remotes only")
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return &run.Error{Code: run.CodeInvalidRequest, Message: "invalid engine config: " + strings.Join(problems, "; "),
+		Details: map[string]any{"problems": problems}}
+}

@@ -1,0 +1,257 @@
+// Package engine is the facade of dcc-flow: the one Go API that every door (the C ABI, MCP,
+// webhooks, the CLI through Python) calls. An Engine runs workflows (DESIGN §4), keeps their
+// records in its store, routes their tool calls (built-in tools, host tools pulled by the host
+// process, remote MCP servers) and publishes a sequence-numbered event stream.
+//
+// Every method is safe for concurrent use. Errors carry stable codes: *run.Error (run.CodeOf),
+// or *spec.ValidationError for a bad spec. Nothing here panics, exits or writes to stdout.
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// Public names for the engine's collaborators, so callers outside engine/ can implement and
+// inject them.
+type (
+	// Clock is the engine's source of time (see WithClock).
+	Clock = clock.Clock
+	// StubClock is a manual clock for tests: time moves only with Advance/Set, and
+	// WaitForTimers blocks until the engine has scheduled the wake-ups a test expects.
+	StubClock = clock.Stub
+	// Store is the engine's persistence (see WithStore).
+	Store = store.Store
+	// RunError says why a run did not complete.
+	RunError = store.RunError
+	// Event is one entry of the engine's event stream.
+	Event = run.Event
+	// RemoteCaller calls tools on remote MCP servers for tool_remote steps.
+	RemoteCaller = tools.RemoteCaller
+	// ToolResult is a tool's answer: an output or a ToolError.
+	ToolResult = tools.Result
+	// ToolError is a tool's structured failure (kind, message, trace).
+	ToolError = tools.ToolError
+	// ToolInfo describes a tool: host tools are registered with RegisterTool.
+	ToolInfo = tools.ToolInfo
+	// Host is the queue host tools are pulled from (Next, Complete, CompleteAndNext, Cancelled).
+	Host = tools.Host
+	// PendingCall is a host tool call handed out by Host.Next.
+	PendingCall = tools.PendingCall
+	// Approval is an open approval of a run.
+	Approval = exec.Approval
+)
+
+// Lanes of host tools.
+const (
+	LaneMain   = tools.LaneMain
+	LaneWorker = tools.LaneWorker
+)
+
+// NewMemoryStore returns an empty in-memory Store. Give it to several engines in turn with
+// WithStore to keep records across Close and Open (nothing survives the process).
+func NewMemoryStore() Store { return memstore.New() }
+
+// NewStubClock returns a StubClock showing t0.
+func NewStubClock(t0 time.Time) *StubClock { return clock.NewStub(t0) }
+
+// Option customises Open, mostly for tests.
+type Option func(*options)
+
+type options struct {
+	clock   clock.Clock
+	source  rand.Source
+	remote  tools.RemoteCaller
+	store   store.Store
+	environ func() []string
+}
+
+// WithClock makes the engine use c for every time, timer and sleep (retries, timeouts, TTLs,
+// approval timeouts, stall detection, flow__sleep).
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithRandSource makes retry jitter draw from src instead of a source seeded by Config.Seed.
+func WithRandSource(src rand.Source) Option { return func(o *options) { o.source = src } }
+
+// WithRemoteCaller routes tool_remote steps to rc.
+func WithRemoteCaller(rc RemoteCaller) Option { return func(o *options) { o.remote = rc } }
+
+// WithStore makes the engine keep its records in s instead of opening Config.DB. The engine
+// does not close a store given this way.
+func WithStore(s Store) Option { return func(o *options) { o.store = s } }
+
+// WithEnviron makes {{env.X}} read the environment from fn ("KEY=value" strings) instead of
+// os.Environ.
+func WithEnviron(fn func() []string) Option { return func(o *options) { o.environ = fn } }
+
+// Engine runs workflows. Create it with Open and release it with Close.
+type Engine struct {
+	cfg      Config
+	clock    clock.Clock
+	store    store.Store
+	ownStore bool
+	router   *tools.Router
+	exec     *exec.Executor
+	hub      *hub
+
+	randMu sync.Mutex
+	rng    *rand.Rand
+
+	mu        sync.Mutex
+	closed    bool
+	closeDone chan struct{}
+	runs      map[string]*exec.Run
+	wg        sync.WaitGroup
+	catalog   map[string]*spec.Spec
+}
+
+// Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
+// *run.Error with code invalid_request naming every bad field.
+func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = clock.New()
+	}
+	if o.source == nil {
+		seed := uint64(cfg.Seed)
+		if seed == 0 {
+			var b [8]byte
+			_, _ = crand.Read(b[:])
+			seed = binary.LittleEndian.Uint64(b[:])
+		}
+		o.source = rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
+	}
+	e := &Engine{
+		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(),
+		runs: map[string]*exec.Run{}, catalog: map[string]*spec.Spec{}, closeDone: make(chan struct{}),
+	}
+	if o.store != nil {
+		e.store = o.store
+	} else {
+		e.store, e.ownStore = memstore.New(), true
+	}
+	e.router = tools.NewRouter(o.clock, o.remote)
+	var stall time.Duration
+	if cfg.StallAfterSecs > 0 {
+		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))
+	}
+	e.exec = exec.New(exec.Config{
+		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
+		OnWrite: e.hub.notify, Environ: o.environ,
+	})
+	return e, nil
+}
+
+// Config returns the engine's configuration, defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+func (e *Engine) float64() float64 {
+	e.randMu.Lock()
+	defer e.randMu.Unlock()
+	return e.rng.Float64()
+}
+
+// Close stops the engine: runs in flight are stopped and become interrupted (not cancelled),
+// blocked Host.Next calls and event subscriptions return code closed, and the store is closed
+// if the engine opened it. It waits for the runs to write their final state, or until ctx
+// ends (it then returns context.Cause(ctx)). Closing twice is not an error.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		select {
+		case <-e.closeDone:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	e.closed = true
+	live := make([]*exec.Run, 0, len(e.runs))
+	for _, r := range e.runs {
+		live = append(live, r)
+	}
+	e.mu.Unlock()
+	for _, r := range live {
+		r.Stop()
+	}
+	waited := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(waited)
+	}()
+	var err error
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	e.router.Host().Close()
+	e.hub.close()
+	if e.ownStore && err == nil {
+		err = e.store.Close()
+	}
+	close(e.closeDone)
+	return err
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed") }
+
+// RegisterTool registers (or replaces) a host tool: a tool whose calls the host process pulls
+// from Host() on its lane ("main", the default, or "worker"). MaxConcurrent bounds its calls in
+// flight across runs (0 = no limit). Names starting with "flow__" are reserved. Errors have code
+// invalid_request.
+func (e *Engine) RegisterTool(info ToolInfo) error {
+	if e.isClosed() {
+		return errClosed()
+	}
+	return e.router.RegisterHost(info)
+}
+
+// UnregisterTool removes a host tool and reports whether it was registered.
+func (e *Engine) UnregisterTool(name string) bool { return e.router.UnregisterHost(name) }
+
+// Tools lists the registered tools (built-in and host), sorted by name.
+func (e *Engine) Tools() []ToolInfo { return e.router.Tools() }
+
+// Host returns the queue the host process pulls host tool calls from.
+func (e *Engine) Host() *Host { return e.router.Host() }
+
+// newRunID returns a new run id: "r" + 12 hex digits of the creation time in milliseconds +
+// 16 random hex digits, so ids sort by creation time.
+func (e *Engine) newRunID() string {
+	var b [14]byte
+	ms := uint64(e.clock.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = crand.Read(b[6:])
+	return "r" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// EventQuery selects events of the stream.
+type EventQuery struct {
+	// FromSeq is the first sequence number wanted: events with Seq ≥ FromSeq come back. 0 and 1
+	// both mean "from the beginning"; LastSeq()+1 means "only new events".
+	FromSeq uint64 `json:"from_seq,omitempty"`
+	RunID   string `json:"run_id,omitempty"` // "" = every run
+	// Max bounds the events returned by one call; 0 means 256.
+	Max int `json:"max,omitempty"`
+}
+
+const defaultEventBatch = 256
+
+// hub wakes event readers after writes. notify costs one atomic load when nobody waits.
+type hub struct {
+	waiting atomic.Bool
+	mu      sync.Mutex
+	ch      chan struct{}
+	closed  chan struct{}
+}
+
+func newHub() *hub { return &hub{ch: make(chan struct{}), closed: make(chan struct{})} }
+
+func (h *hub) notify() {
+	if !h.waiting.Load() {
+		return
+	}
+	h.mu.Lock()
+	h.waiting.Store(false)
+	close(h.ch)
+	h.ch = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// wait returns a channel closed at the next notify after this call.
+func (h *hub) wait() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting.Store(true)
+	return h.ch
+}
+
+func (h *hub) close() { close(h.closed) }
+
+// LastSeq returns the sequence number of the latest event, 0 when there is none.
+func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
+	if e.isClosed() {
+		return 0, errClosed()
+	}
+	seq, err := e.store.LastSeq(ctx)
+	if err != nil {
+		return 0, notFound("", err)
+	}
+	return seq, nil
+}
+
+// EventsSince returns, without waiting, up to max (0 = 256) events with Seq ≥ fromSeq, in
+// order. An empty result means there are none yet.
+func (e *Engine) EventsSince(fromSeq uint64, max int) ([]Event, error) {
+	return e.listEvents(context.Background(), EventQuery{FromSeq: fromSeq, Max: max})
+}
+
+func (e *Engine) listEvents(ctx context.Context, q EventQuery) ([]Event, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	after := q.FromSeq
+	if after > 0 {
+		after--
+	}
+	max := q.Max
+	if max <= 0 {
+		max = defaultEventBatch
+	}
+	evs, err := e.store.ListEvents(ctx, store.EventFilter{AfterSeq: after, RunID: q.RunID, Limit: max})
+	if err != nil {
+		return nil, notFound("", err)
+	}
+	return evs, nil
+}
+
+// PollEvents returns the events selected by q, waiting up to timeout (real time) for the first
+// one: the pull model of the C ABI. It returns as soon as at least one event is available, an
+// empty result when timeout elapses (timeout ≤ 0 does not wait), context.Cause(ctx) when ctx
+// ends, and code closed once the engine is closed and no event is left.
+func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Duration) ([]Event, error) {
+	evs, err := e.listEvents(ctx, q)
+	if err != nil || len(evs) > 0 || timeout <= 0 {
+		return evs, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		wake := e.hub.wait()
+		if evs, err = e.listEvents(ctx, q); err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-e.hub.closed:
+			return nil, errClosed()
+		}
+	}
+}
+
+// Subscription delivers the events of the stream in order, from a given sequence number. It is
+// not safe for concurrent use; Close it when done.
+type Subscription struct {
+	e      *Engine
+	q      EventQuery
+	buf    []Event
+	closed bool
+}
+
+// Events subscribes to every event with Seq ≥ fromSeq (0 = from the beginning).
+func (e *Engine) Events(ctx context.Context, fromSeq uint64) (*Subscription, error) {
+	return e.Subscribe(ctx, EventQuery{FromSeq: fromSeq})
+}
+
+// Subscribe subscribes to the events selected by q.
+func (e *Engine) Subscribe(ctx context.Context, q EventQuery) (*Subscription, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	if q.FromSeq == 0 {
+		q.FromSeq = 1
+	}
+	return &Subscription{e: e, q: q}, nil
+}
+
+// Next returns the next event, waiting for it until ctx ends (context.Cause(ctx)), the engine
+// closes or the subscription is closed (both code closed).
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	for len(s.buf) == 0 {
+		if s.closed {
+			return Event{}, run.Errorf(run.CodeClosed, "the subscription is closed")
+		}
+		evs, err := s.e.PollEvents(ctx, s.q, time.Hour)
+		if err != nil {
+			return Event{}, err
+		}
+		s.buf = evs
+	}
+	ev := s.buf[0]
+	s.buf = s.buf[1:]
+	s.q.FromSeq = ev.Seq + 1
+	return ev, nil
+}
+
+// Close ends the subscription. Closing twice is harmless.
+func (s *Subscription) Close() { s.closed, s.buf = true, nil }

@@ -1,0 +1,156 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// runForeach runs the body once per item, at most `concurrency` iterations at a time, with no
+// more goroutines than that. The output is one object per item, keyed by body step id. With
+// on_any_fail abort, the first failed iteration cancels those in flight and no new one starts;
+// with continue, every iteration runs and the step fails at the end if any failed.
+func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
+	sp, f := in.sp, in.f
+	items := expr.Items(sp.sel.eval(f))
+	n := len(items)
+	if n > 0 {
+		r.total.Add(int64(n * len(sp.bodyFrame.owned)))
+	}
+	outputs := make([]any, n)
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	abort := sp.st.OnAnyFail != spec.Continue
+
+	var mu sync.Mutex
+	var first *run.StepError
+	failed := 0
+	iterate := func(i int) bool {
+		fr := f.iteration(sp, i, items[i])
+		o := r.runList(fctx, fr, sp.body, false)
+		outputs[i] = fr.object()
+		switch o.status {
+		case run.StepCompleted:
+			return true
+		case run.StepFailed:
+			mu.Lock()
+			failed++
+			if first == nil {
+				first = o.err
+			}
+			mu.Unlock()
+			if abort {
+				cancel(siblingAbort(o.err.StepKey))
+				return false
+			}
+			return true
+		}
+		return false
+	}
+
+	conc := min(sp.st.Concurrency, n)
+	if conc <= 1 {
+		for i := 0; i < n && fctx.Err() == nil; i++ {
+			if !iterate(i) {
+				break
+			}
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		var panicked atomic.Pointer[run.StepError]
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					if p := recover(); p != nil {
+						panicked.CompareAndSwap(nil, &run.StepError{RunID: r.id, StepKey: in.row.Key, Kind: KindInternal,
+							Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())})
+						cancel(siblingAbort(in.row.Key))
+					}
+				}()
+				for fctx.Err() == nil {
+					i := int(next.Add(1) - 1)
+					if i >= n || !iterate(i) {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if p := panicked.Load(); p != nil && first == nil {
+			first, failed = p, failed+1
+		}
+	}
+
+	end := stepEnd{output: outputs, hasOutput: true}
+	switch {
+	case first != nil:
+		end.status, end.errKind, end.cause = run.StepFailed, first.Kind, first
+		end.errMsg = fmt.Sprintf("%d of %d iterations failed; first: %s: %s", failed, n, first.StepKey, first.Message)
+	case ctx.Err() != nil:
+		end = stoppedEnd(ctx)
+	default:
+		end.status = run.StepCompleted
+	}
+	return end
+}
+
+// runParallel runs the children at once (or as their depends_on allow). The output is an
+// object keyed by child id.
+func (r *runner) runParallel(ctx context.Context, in *inst) stepEnd {
+	sp, f := in.sp, in.f
+	o := r.runList(ctx, f, sp.body, sp.st.OnAnyFail != spec.Continue)
+	out := make(map[string]any, len(sp.body.steps))
+	for _, child := range sp.body.steps {
+		if res := f.slots[child.slot].Load(); res != nil && res.status == run.StepCompleted {
+			out[child.id] = res.output
+		}
+	}
+	end := stepEnd{output: out, hasOutput: true}
+	switch o.status {
+	case run.StepCompleted:
+		end.status = run.StepCompleted
+	case run.StepFailed:
+		end.status, end.errKind, end.cause = run.StepFailed, o.err.Kind, o.err
+		end.errMsg = fmt.Sprintf("branch %s failed: %s", o.err.StepKey, o.err.Message)
+	default:
+		end = stoppedEnd(ctx)
+	}
+	return end
+}
+
+// runBranch evaluates `on`, skips the other list and runs the taken one. The output is
+// {"condition": value, "taken": "then" | "else"}.
+func (r *runner) runBranch(ctx context.Context, in *inst) stepEnd {
+	sp, f := in.sp, in.f
+	cond := sp.sel.eval(f)
+	taken, list, other := "then", sp.then, sp.els
+	if !expr.Truthy(cond) {
+		taken, list, other = "else", sp.els, sp.then
+	}
+	var skip []*stepPlan
+	for _, s := range other.steps {
+		skip = append(skip, s.subtree...)
+	}
+	r.skip(f, skip, fmt.Sprintf("branch %s took %q", in.row.Key, taken))
+	o := r.runList(ctx, f, list, false)
+	end := stepEnd{output: map[string]any{"condition": cond, "taken": taken}, hasOutput: true}
+	switch o.status {
+	case run.StepCompleted:
+		end.status = run.StepCompleted
+	case run.StepFailed:
+		end.status, end.errKind, end.cause = run.StepFailed, o.err.Kind, o.err
+		end.errMsg = fmt.Sprintf("%s failed: %s", o.err.StepKey, o.err.Message)
+	default:
+		end = stoppedEnd(ctx)
+	}
+	return end
+}

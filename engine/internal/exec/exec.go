@@ -1,0 +1,314 @@
+// Package exec runs workflows: it takes a validated spec and checked inputs and drives every step
+// kind (tool, tool_remote, foreach, parallel, branch, approve) with depends_on scheduling,
+// per-attempt timeouts, retries with backoff and jitter, idempotency, artefact capture,
+// cancellation and events (DESIGN §4).
+//
+// Durability: every state change is written to the store before anyone is told about it — an
+// event is only visible once its batch is written, a step's completion is written before its
+// dependents start, and a tool is called only after its step_enter is written.
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// Config wires an Executor.
+type Config struct {
+	Store  store.Store
+	Clock  clock.Clock   // nil = the real clock
+	Router *tools.Router // required
+	// Rand returns uniform values in [0, 1) for retry jitter; it must be safe for concurrent
+	// use. nil disables jitter.
+	Rand func() float64
+	// StallAfter is the quiet period after which a running run gets a stall_detected event;
+	// ≤ 0 disables stall detection.
+	StallAfter time.Duration
+	// OnWrite is called after every successful store write that appended events (to wake
+	// event subscribers). May be nil.
+	OnWrite func()
+	// Environ returns the environment as "KEY=value" strings; nil = os.Environ.
+	Environ func() []string
+}
+
+// Executor starts runs. It is safe for concurrent use.
+type Executor struct {
+	cfg   Config
+	plans planCache
+}
+
+// New returns an executor.
+func New(cfg Config) *Executor {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ
+	}
+	return &Executor{cfg: cfg}
+}
+
+// EnvPolicy says which environment variables a run's `env` root shows.
+type EnvPolicy struct {
+	All   bool     // every variable (runs started locally)
+	Allow []string // else only the names matching one of these path.Match patterns
+}
+
+// Params describe a run to start.
+type Params struct {
+	RunID   string
+	Spec    *spec.Spec     // validated
+	Inputs  map[string]any // checked by CheckInputs
+	Origin  string         // "local", "mcp", "webhook", "schedule"
+	Env     EnvPolicy
+	Trigger map[string]any // the trigger document, or nil
+	// Prior holds step instances of an earlier execution of this run: the completed ones are
+	// reused (their outputs feed templates, they are not run again), the others run.
+	Prior []store.Step
+	// Resume means the run record already exists (Prior comes from it): it is set back to
+	// running with a workflow_resumed event instead of being created.
+	Resume bool
+	// OnDone is called once the run's terminal state is written and Done is closed.
+	OnDone func(*Run)
+}
+
+// Approval is an open approval of a run.
+type Approval struct {
+	StepKey     string    `json:"step_key"`
+	Prompt      string    `json:"prompt"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"` // zero = waits indefinitely
+}
+
+// Run is a started run. Its methods are safe for concurrent use.
+type Run struct{ r *runner }
+
+// ID returns the run id.
+func (h *Run) ID() string { return h.r.id }
+
+// Done is closed once the run's terminal state is written.
+func (h *Run) Done() <-chan struct{} { return h.r.done }
+
+// Cancel cancels the run: steps in flight end as cancelled, and so does the run. reason is
+// recorded ("" is fine). Cancelling a finished run, or twice, does nothing.
+func (h *Run) Cancel(reason string) { h.r.cancel(userCancel(reason)) }
+
+// Stop ends the run because the engine stops: it becomes interrupted, not cancelled.
+func (h *Run) Stop() { h.r.cancel(ErrEngineStop) }
+
+// Status returns the run's current status.
+func (h *Run) Status() run.Status {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.r.status
+}
+
+// Progress returns the run's progress.
+func (h *Run) Progress() run.Progress { return h.r.progress() }
+
+// Approvals returns the open approvals, sorted by step key.
+func (h *Run) Approvals() []Approval { return h.r.openApprovals() }
+
+// Approve resolves the open approval of stepKey. It fails with code invalid_state when there is
+// none.
+func (h *Run) Approve(stepKey string, approved bool, reason, by string) error {
+	return h.r.resolveApproval(stepKey, decision{approved: approved, reason: reason, by: by})
+}
+
+// Start writes the run record and its workflow_started event, then runs the spec in the
+// background. ctx bounds only the initial write: the run lives until it finishes, is cancelled
+// or stopped.
+func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
+	if p.Spec == nil {
+		return nil, run.Errorf(run.CodeInvalidRequest, "no spec to run")
+	}
+	pl, err := x.plans.get(p.Spec)
+	if err != nil {
+		return nil, &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
+	}
+	inputsJSON, err := json.Marshal(p.Inputs)
+	if err != nil {
+		return nil, run.Errorf(run.CodeInvalidInput, "inputs are not JSON-encodable: %v", err)
+	}
+	var trigger any
+	var triggerJSON json.RawMessage
+	if p.Trigger != nil {
+		if triggerJSON, err = json.Marshal(p.Trigger); err != nil {
+			return nil, run.Errorf(run.CodeInvalidRequest, "the trigger is not JSON-encodable: %v", err)
+		}
+		trigger = p.Trigger
+	}
+	inputs := p.Inputs
+	if inputs == nil {
+		inputs = map[string]any{}
+	}
+	r := &runner{
+		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger,
+		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
+		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
+		approvals: map[string]*approval{},
+	}
+	for _, st := range p.Prior {
+		if st.Status == run.StepCompleted {
+			if r.prior == nil {
+				r.prior = map[string]store.Step{}
+			}
+			r.prior[st.Key] = st
+		}
+	}
+	r.ctx, r.cancelCtx = context.WithCancelCause(context.Background())
+	r.root = newRootFrame(r, pl.rootFrame)
+	r.total.Store(int64(len(pl.rootFrame.owned)))
+
+	now := x.cfg.Clock.Now()
+	b := &store.Batch{}
+	if p.Resume {
+		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
+		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, nil)}
+	} else {
+		rec := store.Run{
+			ID: r.id, Name: r.name, SpecJSON: p.Spec.Canonical(), SpecHash: p.Spec.Hash(), Inputs: inputsJSON,
+			Status: run.StatusRunning, Origin: p.Origin, Trigger: triggerJSON, Progress: r.progress(),
+			CreatedAt: now, UpdatedAt: now,
+		}
+		if !p.Env.All {
+			rec.EnvAllow = append([]string{}, p.Env.Allow...)
+		}
+		b.CreateRuns = []store.Run{rec}
+		b.Events = []run.Event{r.event(now, run.EventWorkflowStarted, "", string(run.StatusRunning), 0, nil)}
+	}
+	if err := x.cfg.Store.Write(ctx, b); err != nil {
+		r.cancelCtx(context.Canceled)
+		return nil, fmt.Errorf("starting run %s: %w", r.id, err)
+	}
+	x.notify()
+	r.lastActivity.Store(now.UnixNano())
+	r.armStall()
+	go r.main()
+	return &Run{r: r}, nil
+}
+
+func (x *Executor) notify() {
+	if x.cfg.OnWrite != nil {
+		x.cfg.OnWrite()
+	}
+}
+
+// envMap returns the run's `env` root, built on first use.
+func (r *runner) envMap() map[string]any {
+	r.envOnce.Do(func() {
+		m := map[string]any{}
+		for _, kv := range r.x.cfg.Environ() {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				continue
+			}
+			if r.env.All || envAllowed(k, r.env.Allow) {
+				m[k] = v
+			}
+		}
+		r.envDoc = m
+	})
+	return r.envDoc
+}
+
+func envAllowed(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if ok, err := path.Match(p, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidEnvPattern reports whether p is a valid env_allow pattern (path.Match syntax).
+func ValidEnvPattern(p string) bool {
+	if p == "" {
+		return false
+	}
+	_, err := path.Match(p, "")
+	return err == nil
+}
+
+// runner is the state of one run.
+type runner struct {
+	x         *Executor
+	id, name  string
+	plan      *plan
+	root      *frame
+	ctx       context.Context
+	cancelCtx context.CancelCauseFunc
+	inputs    map[string]any
+	trigger   any
+	runDoc    map[string]any
+	env       EnvPolicy
+	envOnce   sync.Once
+	envDoc    map[string]any
+	prior     map[string]store.Step
+	onDone    func(*Run)
+
+	completed, total atomic.Int64
+	leaf             atomic.Int32 // tool attempts in flight (for running vs waiting)
+	open             atomic.Int32 // open approvals
+	lastActivity     atomic.Int64 // unix nanos of the last write with events
+
+	mu          sync.Mutex
+	status      run.Status
+	approvals   map[string]*approval
+	finished    bool
+	stallTimer  clock.Timer
+	stallMarked int64 // lastActivity value already reported as a stall
+	done        chan struct{}
+}
+
+func (r *runner) cancel(cause error) { r.cancelCtx(cause) }
+
+func (r *runner) progress() run.Progress {
+	return run.Progress{Completed: int(r.completed.Load()), Total: int(r.total.Load())}
+}
+
+func (r *runner) event(now time.Time, typ, key, status string, attempt int, detail json.RawMessage) run.Event {
+	return run.Event{Time: now, RunID: r.id, Type: typ, StepKey: key, Status: status, Attempt: attempt,
+		Progress: r.progress(), Detail: detail}
+}
+
+// write writes b. A failed write stops the run (it then fails with the store error).
+func (r *runner) write(b *store.Batch) error {
+	err := r.x.cfg.Store.Write(context.Background(), b)
+	if err != nil {
+		r.cancel(storeFailure(err))
+		return err
+	}
+	if len(b.Events) > 0 {
+		r.x.notify()
+	}
+	return nil
+}
+
+// touch records activity for stall detection.
+func (r *runner) touch(now time.Time) {
+	if r.x.cfg.StallAfter > 0 {
+		r.lastActivity.Store(now.UnixNano())
+	}
+}
+
+func jsonDetail(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}

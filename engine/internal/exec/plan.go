@@ -1,0 +1,216 @@
+package exec
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// plan is the compiled, immutable form of a spec: parsed templates, compiled JSONPaths,
+// dependency graphs, and the slot every step's result takes in its frame. It is built once per
+// spec hash and shared by every run of that spec.
+type plan struct {
+	root      *listPlan
+	rootFrame *framePlan
+	byID      map[string]*stepPlan
+}
+
+// framePlan describes a frame: the run itself, or one iteration of a foreach. A frame owns the
+// steps of its list and of the parallel and branch steps inside it, but not the bodies of nested
+// foreach steps, which have frames of their own.
+type framePlan struct {
+	owned []*stepPlan // in document order; a step's slot is its index here
+	// names of the steps of the body list (foreach frames), whose outputs make up the
+	// iteration's object in the foreach output.
+	body *listPlan
+}
+
+type stepPlan struct {
+	st      *spec.Step
+	id      string
+	kind    spec.Kind
+	frame   *framePlan // the owning frame
+	slot    int
+	timeout time.Duration
+
+	args   *valueTmpl // tool, tool_remote
+	idem   *template.Template
+	auto   bool               // idempotency_key: auto
+	sel    *selector          // foreach items, branch on
+	prompt *template.Template // approve
+
+	body      *listPlan  // foreach body, parallel branches
+	bodyFrame *framePlan // foreach
+	then, els *listPlan  // branch
+
+	// subtree is the step and every step of its frame nested under it (parallel and branch
+	// children, recursively), in document order: what is skipped with it.
+	subtree []*stepPlan
+}
+
+type listPlan struct {
+	steps      []*stepPlan
+	deps       [][]int // indexes each step waits for
+	dependents [][]int
+	linear     bool // every step waits exactly for the one before it: run in order, inline
+}
+
+// planCache holds compiled plans by spec hash.
+type planCache struct {
+	mu    sync.Mutex
+	plans map[string]*plan
+}
+
+// maxCachedPlans bounds the cache; past it, the cache starts over.
+const maxCachedPlans = 256
+
+func (c *planCache) get(s *spec.Spec) (*plan, error) {
+	c.mu.Lock()
+	p, ok := c.plans[s.Hash()]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := compilePlan(s)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.plans == nil || len(c.plans) >= maxCachedPlans {
+		c.plans = map[string]*plan{}
+	}
+	c.plans[s.Hash()] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+type compiler struct {
+	byID map[string]*stepPlan
+}
+
+func compilePlan(s *spec.Spec) (*plan, error) {
+	c := &compiler{byID: map[string]*stepPlan{}}
+	root := &framePlan{}
+	lp, err := c.list(s.Steps, root, false)
+	if err != nil {
+		return nil, err
+	}
+	root.body = lp
+	return &plan{root: lp, rootFrame: root, byID: c.byID}, nil
+}
+
+func (c *compiler) list(steps []*spec.Step, fp *framePlan, parallel bool) (*listPlan, error) {
+	lp := &listPlan{steps: make([]*stepPlan, len(steps))}
+	for i, st := range steps {
+		sp, err := c.step(st, fp)
+		if err != nil {
+			return nil, err
+		}
+		lp.steps[i] = sp
+	}
+	if parallel {
+		lp.deps = explicitDependencies(steps)
+	} else {
+		lp.deps = spec.Dependencies(steps)
+	}
+	lp.dependents = make([][]int, len(steps))
+	lp.linear = !parallel || len(steps) <= 1
+	for i, ds := range lp.deps {
+		for _, d := range ds {
+			lp.dependents[d] = append(lp.dependents[d], i)
+		}
+		if i == 0 && len(ds) != 0 || i > 0 && (len(ds) != 1 || ds[0] != i-1) {
+			lp.linear = false
+		}
+	}
+	if parallel && len(steps) > 1 {
+		lp.linear = false
+	}
+	return lp, nil
+}
+
+// explicitDependencies is spec.Dependencies for the children of a parallel step, which all start
+// at once unless they declare depends_on.
+func explicitDependencies(steps []*spec.Step) [][]int {
+	deps := spec.Dependencies(steps)
+	for i, st := range steps {
+		if !st.HasDependsOn {
+			deps[i] = nil
+		}
+	}
+	return deps
+}
+
+func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
+	sp := &stepPlan{st: st, id: st.ID, kind: st.Kind, frame: fp, slot: len(fp.owned)}
+	fp.owned = append(fp.owned, sp)
+	c.byID[st.ID] = sp
+	if st.Policy.TimeoutSecs > 0 {
+		sp.timeout = time.Duration(st.Policy.TimeoutSecs * float64(time.Second))
+	}
+	fail := func(field string, err error) (*stepPlan, error) {
+		return nil, fmt.Errorf("step %q: %s: %w", st.ID, field, err)
+	}
+	var err error
+	switch st.Kind {
+	case spec.KindTool, spec.KindToolRemote:
+		args := map[string]any(st.Args)
+		if args == nil {
+			args = map[string]any{}
+		}
+		if sp.args, err = compileValue(args); err != nil {
+			return fail("args", err)
+		}
+		switch key := st.Policy.IdempotencyKey; key {
+		case "":
+		case spec.AutoIdempotencyKey:
+			sp.auto = true
+		default:
+			if sp.idem, err = template.Parse(key); err != nil {
+				return fail("idempotency_key", err)
+			}
+		}
+	case spec.KindForeach:
+		if sp.sel, err = compileSelector(st.Items); err != nil {
+			return fail("items", err)
+		}
+		sp.bodyFrame = &framePlan{}
+		if sp.body, err = c.list(st.Steps, sp.bodyFrame, false); err != nil {
+			return nil, err
+		}
+		sp.bodyFrame.body = sp.body
+	case spec.KindParallel:
+		if sp.body, err = c.list(st.Steps, fp, true); err != nil {
+			return nil, err
+		}
+	case spec.KindBranch:
+		if sp.sel, err = compileSelector(st.On); err != nil {
+			return fail("on", err)
+		}
+		if sp.then, err = c.list(st.Then, fp, false); err != nil {
+			return nil, err
+		}
+		if sp.els, err = c.list(st.Else, fp, false); err != nil {
+			return nil, err
+		}
+	case spec.KindApprove:
+		if sp.prompt, err = template.Parse(st.Prompt); err != nil {
+			return fail("prompt", err)
+		}
+	default:
+		return nil, fmt.Errorf("step %q: unknown kind %q", st.ID, st.Kind)
+	}
+	sp.subtree = append(sp.subtree, sp)
+	for _, l := range []*listPlan{sp.body, sp.then, sp.els} {
+		if l == nil || sp.kind == spec.KindForeach {
+			continue
+		}
+		for _, child := range l.steps {
+			sp.subtree = append(sp.subtree, child.subtree...)
+		}
+	}
+	return sp, nil
+}

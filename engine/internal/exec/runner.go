@@ -1,0 +1,504 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// KindInternal is the error kind of a step that failed because of a bug in the engine.
+const KindInternal = "internal"
+
+// outcome is how a step instance or a step list ended.
+type outcome struct {
+	status run.StepStatus // completed, failed, cancelled or interrupted
+	err    *run.StepError // the first failure (a leaf step's), when failed
+}
+
+// inst is a step instance being run: its row, and buffers reused by its writes.
+type inst struct {
+	r     *runner
+	f     *frame
+	sp    *stepPlan
+	row   store.Step
+	batch store.Batch
+	steps [1]store.Step
+	evs   [2]run.Event
+}
+
+// stepEnd is what a step driver reports; runStep writes it.
+type stepEnd struct {
+	status     run.StepStatus
+	output     any
+	hasOutput  bool
+	outputJSON json.RawMessage // the output as JSON when the driver has it already
+	fileRefs   []any
+	refsJSON   json.RawMessage
+	attempts   int
+	cached     bool
+	errKind    string
+	errMsg     string
+	errTrace   string
+	cause      *run.StepError // for failures of control steps: the failing leaf
+	idem       *store.IdempotencyEntry
+	resolved   json.RawMessage // approve: the detail of an approve_resolved event written with the exit
+}
+
+func (r *runner) now() time.Time { return r.x.cfg.Clock.Now() }
+
+// save writes the instance's row with one event (or none when typ is "").
+func (in *inst) save(typ string, detail json.RawMessage) error {
+	now := in.r.now()
+	in.row.UpdatedAt = now
+	in.steps[0] = in.row
+	in.batch = store.Batch{Steps: in.steps[:]}
+	if typ != "" {
+		in.evs[0] = in.r.event(now, typ, in.row.Key, string(in.row.Status), in.row.Attempt, detail)
+		in.batch.Events = in.evs[:1]
+		in.r.touch(now)
+	}
+	return in.r.write(&in.batch)
+}
+
+// main runs the root list and writes the terminal state.
+func (r *runner) main() {
+	var o outcome
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				o = outcome{status: run.StepFailed, err: &run.StepError{RunID: r.id, Kind: KindInternal,
+					Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())}}
+			}
+		}()
+		o = r.runList(r.ctx, r.root, r.plan.root, false)
+	}()
+	r.finish(o)
+}
+
+// finish writes the run's terminal status and its workflow_terminal event.
+func (r *runner) finish(o outcome) {
+	status := run.StatusCompleted
+	var rerr *store.RunError
+	var sc *stopCause
+	if o.status != run.StepCompleted {
+		switch {
+		case errors.As(context.Cause(r.ctx), &sc) && sc.run != "":
+			status, rerr = sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
+		case o.err != nil:
+			status = run.StatusFailed
+			rerr = &store.RunError{Kind: o.err.Kind, Message: o.err.Message, StepKey: o.err.StepKey, Trace: o.err.Trace}
+		default:
+			status = run.StatusFailed
+			rerr = &store.RunError{Kind: KindInternal, Message: "the run stopped without a recorded cause"}
+		}
+	}
+	now := r.now()
+	detail := map[string]any{"status": status}
+	if rerr != nil {
+		detail["error"] = rerr
+	}
+	r.mu.Lock()
+	r.finished = true
+	r.status = status
+	if r.stallTimer != nil {
+		r.stallTimer.Stop()
+	}
+	b := &store.Batch{
+		RunUpdates: []store.RunUpdate{{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now}},
+		Events:     []run.Event{r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail))},
+	}
+	if err := r.x.cfg.Store.Write(context.Background(), b); err == nil {
+		r.x.notify()
+	}
+	r.mu.Unlock()
+	r.cancelCtx(context.Canceled)
+	close(r.done)
+	if r.onDone != nil {
+		r.onDone(&Run{r: r})
+	}
+}
+
+// runList runs one step list: in order when every step waits for the one before it, else as a
+// DAG where ready steps start together. Dependents of a failed step are skipped. With abort
+// (parallel on_any_fail: abort), a failure cancels the siblings in flight and skips the rest.
+func (r *runner) runList(ctx context.Context, f *frame, lp *listPlan, abort bool) outcome {
+	if lp.linear {
+		for i, sp := range lp.steps {
+			o := r.runStep(ctx, f, sp)
+			switch o.status {
+			case run.StepCompleted:
+				continue
+			case run.StepFailed:
+				var skip []*stepPlan
+				for _, s := range lp.steps[i+1:] {
+					skip = append(skip, s.subtree...)
+				}
+				r.skip(f, skip, fmt.Sprintf("step %s failed", f.key(sp)))
+			}
+			return o
+		}
+		return outcome{status: run.StepCompleted}
+	}
+	return r.runDAG(ctx, f, lp, abort)
+}
+
+type indexedOutcome struct {
+	i int
+	o outcome
+}
+
+func (r *runner) runDAG(ctx context.Context, f *frame, lp *listPlan, abort bool) outcome {
+	n := len(lp.steps)
+	const (
+		waiting = iota
+		started
+		skipped
+	)
+	state := make([]uint8, n)
+	indeg := make([]int, n)
+	for i := range indeg {
+		indeg[i] = len(lp.deps[i])
+	}
+	lctx, cancel := ctx, context.CancelCauseFunc(nil)
+	if abort {
+		lctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+	}
+	results := make(chan indexedOutcome, n)
+	running := 0
+	start := func(i int) {
+		state[i] = started
+		running++
+		go func() { results <- indexedOutcome{i, r.runStepSafe(lctx, f, lp.steps[i])} }()
+	}
+	for i := range n {
+		if indeg[i] == 0 {
+			start(i)
+		}
+	}
+	var first *run.StepError
+	aborted := false
+	for running > 0 {
+		d := <-results
+		running--
+		switch d.o.status {
+		case run.StepCompleted:
+			for _, j := range lp.dependents[d.i] {
+				indeg[j]--
+				if indeg[j] == 0 && state[j] == waiting && !aborted && lctx.Err() == nil {
+					start(j)
+				}
+			}
+		case run.StepFailed:
+			if first == nil {
+				first = d.o.err
+			}
+			var skip []*stepPlan
+			var mark func(i int)
+			mark = func(i int) {
+				for _, j := range lp.dependents[i] {
+					if state[j] == waiting {
+						state[j] = skipped
+						skip = append(skip, lp.steps[j].subtree...)
+						mark(j)
+					}
+				}
+			}
+			mark(d.i)
+			r.skip(f, skip, fmt.Sprintf("step %s failed", f.key(lp.steps[d.i])))
+			if abort && !aborted {
+				aborted = true
+				cancel(siblingAbort(f.key(lp.steps[d.i])))
+			}
+		}
+	}
+	if aborted {
+		var skip []*stepPlan
+		for i := range n {
+			if state[i] == waiting {
+				state[i] = skipped
+				skip = append(skip, lp.steps[i].subtree...)
+			}
+		}
+		r.skip(f, skip, "a sibling failed and on_any_fail is abort")
+	}
+	switch {
+	case first != nil:
+		return outcome{status: run.StepFailed, err: first}
+	case ctx.Err() != nil:
+		st, _, _ := stopped(ctx)
+		return outcome{status: st}
+	}
+	return outcome{status: run.StepCompleted}
+}
+
+// runStepSafe is runStep for a goroutine of its own: a panic fails the step instead of the
+// process.
+func (r *runner) runStepSafe(ctx context.Context, f *frame, sp *stepPlan) (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = outcome{status: run.StepFailed, err: &run.StepError{RunID: r.id, StepKey: f.key(sp), Kind: KindInternal,
+				Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())}}
+		}
+	}()
+	return r.runStep(ctx, f, sp)
+}
+
+// runStep runs one step instance: step_enter, the kind's driver, step_exit. A step whose
+// context has ended is not started and leaves no record.
+func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
+	if ctx.Err() != nil {
+		st, _, _ := stopped(ctx)
+		return outcome{status: st}
+	}
+	key := f.key(sp)
+	if r.prior != nil {
+		if p, ok := r.prior[key]; ok {
+			return r.reuse(f, sp, p)
+		}
+	}
+	now := r.now()
+	in := &inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
+		Status: run.StepRunning, StartedAt: now}}
+	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
+		in.row.Attempt = 1
+	}
+	if err := in.save(run.EventStepEnter, nil); err != nil {
+		return outcome{status: run.StepFailed, err: &run.StepError{RunID: r.id, StepKey: key, Kind: run.KindError, Message: err.Error(), Err: err}}
+	}
+	var end stepEnd
+	switch sp.kind {
+	case spec.KindTool, spec.KindToolRemote:
+		end = r.runTool(ctx, in)
+	case spec.KindApprove:
+		end = r.runApprove(ctx, in)
+	default:
+		end = r.runControl(ctx, in)
+	}
+	return in.finish(end)
+}
+
+// runControl runs a foreach, parallel or branch step under its whole-step timeout.
+func (r *runner) runControl(ctx context.Context, in *inst) stepEnd {
+	sp := in.sp
+	sctx := ctx
+	var timeoutCause *stopCause
+	if sp.timeout > 0 {
+		var cancel context.CancelFunc
+		timeoutCause = stepTimeout(in.row.Key, sp.timeout)
+		sctx, cancel = clock.WithTimeout(ctx, r.x.cfg.Clock, sp.timeout, timeoutCause)
+		defer cancel()
+	}
+	var end stepEnd
+	switch sp.kind {
+	case spec.KindForeach:
+		end = r.runForeach(sctx, in)
+	case spec.KindParallel:
+		end = r.runParallel(sctx, in)
+	case spec.KindBranch:
+		end = r.runBranch(sctx, in)
+	}
+	if timeoutCause != nil && ctx.Err() == nil && context.Cause(sctx) == timeoutCause && end.status != run.StepCompleted {
+		end.status, end.errKind = run.StepFailed, run.KindTimeout
+		end.errMsg = fmt.Sprintf("step %s timed out after %s", in.row.Key, sp.timeout)
+		end.cause = nil
+	}
+	return end
+}
+
+// stoppedEnd is the end of a step whose context ended.
+func stoppedEnd(ctx context.Context) stepEnd {
+	st, kind, msg := stopped(ctx)
+	return stepEnd{status: st, errKind: kind, errMsg: msg}
+}
+
+type exitDetail struct {
+	Error  *errorDetail `json:"error,omitempty"`
+	Cached bool         `json:"cached,omitempty"`
+}
+
+type errorDetail struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// finish writes the instance's terminal row and step_exit event, then publishes its result.
+func (in *inst) finish(end stepEnd) outcome {
+	r := in.r
+	if end.hasOutput && end.outputJSON == nil {
+		b, err := json.Marshal(end.output)
+		if err != nil {
+			end = stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "the output is not JSON-encodable: " + err.Error(), attempts: end.attempts}
+		} else {
+			end.outputJSON = b
+		}
+	}
+	now := r.now()
+	row := &in.row
+	row.Status, row.Output, row.FileRefs, row.Cached = end.status, end.outputJSON, end.refsJSON, end.cached
+	row.ErrorKind, row.ErrorMessage, row.ErrorTrace = end.errKind, end.errMsg, end.errTrace
+	row.FinishedAt, row.UpdatedAt = now, now
+	r.completed.Add(1)
+
+	var detail json.RawMessage
+	switch {
+	case end.status != run.StepCompleted:
+		detail = jsonDetail(exitDetail{Error: &errorDetail{Kind: end.errKind, Message: end.errMsg}})
+	case end.cached:
+		detail = jsonDetail(exitDetail{Cached: true})
+	}
+	in.steps[0] = *row
+	in.batch = store.Batch{Steps: in.steps[:]}
+	n := 0
+	if end.resolved != nil {
+		in.evs[n] = r.event(now, run.EventApproveResolved, row.Key, string(end.status), 0, end.resolved)
+		n++
+	}
+	in.evs[n] = r.event(now, run.EventStepExit, row.Key, string(end.status), row.Attempt, detail)
+	in.batch.Events = in.evs[:n+1]
+	if end.idem != nil {
+		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
+	}
+	r.touch(now)
+	_ = r.write(&in.batch) // a failed write cancels the run; the step's outcome stands
+	in.f.publish(in.sp, &result{status: end.status, output: end.output, fileRefs: end.fileRefs, attempts: row.Attempt})
+
+	o := outcome{status: end.status}
+	if end.status == run.StepFailed {
+		o.err = end.cause
+		if o.err == nil {
+			o.err = &run.StepError{RunID: r.id, StepKey: row.Key, Attempt: row.Attempt, Kind: end.errKind, Message: end.errMsg, Trace: end.errTrace}
+		}
+	}
+	return o
+}
+
+// skip records the given step instances as skipped (one write), because of reason.
+func (r *runner) skip(f *frame, sps []*stepPlan, reason string) {
+	if len(sps) == 0 {
+		return
+	}
+	now := r.now()
+	detail := jsonDetail(map[string]string{"reason": reason})
+	b := &store.Batch{Steps: make([]store.Step, 0, len(sps)), Events: make([]run.Event, 0, len(sps))}
+	res := &result{status: run.StepSkipped}
+	for _, sp := range sps {
+		key := f.key(sp)
+		b.Steps = append(b.Steps, store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind), Status: run.StepSkipped,
+			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now})
+		r.completed.Add(1)
+		b.Events = append(b.Events, r.event(now, run.EventStepSkipped, key, string(run.StepSkipped), 0, detail))
+	}
+	r.touch(now)
+	_ = r.write(b)
+	for _, sp := range sps {
+		f.publish(sp, res)
+	}
+}
+
+// reuse takes over a completed instance of an earlier execution of the run (resume) without
+// running it, with the instances of its frame nested under it.
+func (r *runner) reuse(f *frame, sp *stepPlan, p store.Step) outcome {
+	for _, s := range sp.subtree {
+		prev := p
+		if s != sp {
+			var ok bool
+			if prev, ok = r.prior[f.key(s)]; !ok {
+				continue
+			}
+		}
+		res := &result{status: run.StepCompleted, attempts: prev.Attempt}
+		if len(prev.Output) > 0 {
+			_ = json.Unmarshal(prev.Output, &res.output)
+		}
+		if len(prev.FileRefs) > 0 {
+			_ = json.Unmarshal(prev.FileRefs, &res.fileRefs)
+		}
+		f.publish(s, res)
+	}
+	r.completed.Add(int64(len(sp.subtree)))
+	return outcome{status: run.StepCompleted}
+}
+
+// leafStart and leafEnd bracket a tool step; with approvals open they switch the run between
+// running and waiting.
+func (r *runner) leafStart() {
+	r.leaf.Add(1)
+	if r.open.Load() > 0 {
+		r.refreshStatus()
+	}
+}
+
+func (r *runner) leafEnd() {
+	r.leaf.Add(-1)
+	if r.open.Load() > 0 {
+		r.refreshStatus()
+	}
+}
+
+// refreshStatus writes running or waiting (an approval is open and no tool step is in flight)
+// when it changed.
+func (r *runner) refreshStatus() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		return
+	}
+	want := run.StatusRunning
+	if r.open.Load() > 0 && r.leaf.Load() == 0 {
+		want = run.StatusWaiting
+	}
+	if want == r.status {
+		return
+	}
+	r.status = want
+	now := r.now()
+	_ = r.write(&store.Batch{RunUpdates: []store.RunUpdate{{ID: r.id, Status: want, Progress: r.progress(), UpdatedAt: now}}})
+}
+
+// armStall starts stall detection.
+func (r *runner) armStall() {
+	d := r.x.cfg.StallAfter
+	if d <= 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.finished {
+		r.stallTimer = r.x.cfg.Clock.AfterFunc(d, r.checkStall)
+	}
+}
+
+// checkStall emits stall_detected when the run, running (not waiting for an approval), has
+// written nothing for StallAfter; once per quiet period.
+func (r *runner) checkStall() {
+	d := r.x.cfg.StallAfter
+	now := r.now()
+	last := r.lastActivity.Load()
+	quiet := now.Sub(time.Unix(0, last))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		return
+	}
+	next := d - quiet
+	if next <= 0 {
+		next = d
+	}
+	r.stallTimer = r.x.cfg.Clock.AfterFunc(next, r.checkStall)
+	if quiet < d || r.stallMarked == last || r.status != run.StatusRunning {
+		return
+	}
+	r.stallMarked = last
+	detail := jsonDetail(map[string]any{"quiet_ms": quiet.Milliseconds(), "tool_steps_in_flight": r.leaf.Load(),
+		"last_activity": time.Unix(0, last).In(now.Location())})
+	_ = r.write(&store.Batch{Events: []run.Event{r.event(now, run.EventStallDetected, "", string(r.status), 0, detail)}})
+}

@@ -1,0 +1,192 @@
+package exec
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+type retryDetail struct {
+	Error   errorDetail `json:"error"`
+	DelayMs int64       `json:"delay_ms"`
+}
+
+// runTool runs a tool or tool_remote step: idempotency lookup, then attempts with per-attempt
+// timeouts and retries.
+func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
+	sp := in.sp
+	r.leafStart()
+	defer r.leafEnd()
+
+	args, _ := sp.args.render(in.f.resolve).(map[string]any)
+	call := tools.Call{RunID: r.id, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
+
+	var idemKey string
+	if sp.idem != nil || sp.auto {
+		idemKey = r.idempotencyKey(sp, in.f, args)
+		e, hit, err := r.x.cfg.Store.GetIdempotency(context.Background(), string(sp.st.Policy.IdempotencyScope), r.idemRunID(sp), idemKey, r.now())
+		if err != nil {
+			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the idempotency cache: " + err.Error()}
+		}
+		if hit {
+			end := stepEnd{status: run.StepCompleted, hasOutput: true, outputJSON: e.Output, refsJSON: e.FileRefs, cached: true}
+			if len(e.Output) > 0 {
+				_ = json.Unmarshal(e.Output, &end.output)
+			}
+			if len(e.FileRefs) > 0 {
+				_ = json.Unmarshal(e.FileRefs, &end.fileRefs)
+			}
+			in.row.Attempt = 0
+			return end
+		}
+	}
+
+	rp := sp.st.Policy.Retry
+	maxAttempts := 1
+	if rp != nil {
+		maxAttempts = rp.MaxAttempts
+	}
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
+			in.row.Status, in.row.Attempt = run.StepRetrying, attempt
+			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds()})
+			if err := in.save(run.EventStepRetry, detail); err != nil {
+				return stoppedEnd(r.ctx)
+			}
+			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
+				return stoppedEnd(ctx)
+			}
+			in.row.Status = run.StepRunning
+			if err := in.save("", nil); err != nil {
+				return stoppedEnd(r.ctx)
+			}
+		}
+		in.row.Attempt = attempt
+		res, err := r.attempt(ctx, sp, call, attempt)
+		if ctx.Err() != nil {
+			return stoppedEnd(ctx)
+		}
+		kind, msg, trace := "", "", ""
+		switch {
+		case err != nil:
+			var at *attemptTimeout
+			if errors.As(err, &at) {
+				kind = run.KindTimeout
+			} else {
+				kind = run.KindError
+			}
+			msg = err.Error()
+		case res.Error != nil:
+			kind, msg, trace = res.Error.Kind, res.Error.Message, res.Error.Trace
+			if kind == "" {
+				kind = run.KindError
+			}
+		default:
+			end, ok := r.success(in, res)
+			if !ok {
+				kind, msg = end.errKind, end.errMsg
+				break
+			}
+			if idemKey != "" {
+				end.idem = r.idempotencyEntry(sp, idemKey, end)
+			}
+			return end
+		}
+		in.row.ErrorKind, in.row.ErrorMessage, in.row.ErrorTrace = kind, msg, trace
+		if attempt < maxAttempts && rp.IsRetryable(kind) {
+			continue
+		}
+		return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg, errTrace: trace}
+	}
+}
+
+// attempt makes one call under the per-attempt timeout.
+func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int) (tools.Result, error) {
+	call.Attempt = attempt
+	actx := ctx
+	if sp.timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = clock.WithTimeout(ctx, r.x.cfg.Clock, sp.timeout, &attemptTimeout{attempt: attempt, d: sp.timeout})
+		defer cancel()
+		call.Deadline = r.now().Add(sp.timeout)
+	}
+	var res tools.Result
+	var err error
+	if sp.kind == spec.KindToolRemote {
+		res, err = r.x.cfg.Router.CallRemote(actx, call)
+	} else {
+		res, err = r.x.cfg.Router.Call(actx, call)
+	}
+	if err == nil && res.Error == nil && actx.Err() != nil && ctx.Err() == nil {
+		// The answer came after the deadline: it is dropped.
+		err = context.Cause(actx)
+	}
+	return res, err
+}
+
+// success turns a tool's output into the step's end; ok is false when the output is unusable.
+func (r *runner) success(in *inst, res tools.Result) (stepEnd, bool) {
+	end := stepEnd{status: run.StepCompleted, hasOutput: true}
+	if res.OutputJSON != nil {
+		if err := json.Unmarshal(res.OutputJSON, &end.output); err != nil {
+			return stepEnd{errKind: run.KindError, errMsg: "the tool's output is not valid JSON: " + err.Error()}, false
+		}
+		end.outputJSON = res.OutputJSON
+	} else {
+		end.output = res.Output
+		b, err := json.Marshal(res.Output)
+		if err != nil {
+			return stepEnd{errKind: run.KindError, errMsg: "the tool's output is not JSON-encodable: " + err.Error()}, false
+		}
+		end.outputJSON = b
+	}
+	end.fileRefs, end.refsJSON = r.captureFileRefs(end.output)
+	return end, true
+}
+
+func (r *runner) idemRunID(sp *stepPlan) string {
+	if sp.st.Policy.IdempotencyScope == spec.ScopeGlobal {
+		return ""
+	}
+	return r.id
+}
+
+// idempotencyKey renders the step's key. Keys are namespaced by tool ("dcc/tool" for remote
+// tools) so two tools never share an entry; "auto" is the sha256 of the tool and the canonical
+// rendered args.
+func (r *runner) idempotencyKey(sp *stepPlan, f *frame, args map[string]any) string {
+	tool := sp.st.Tool
+	if sp.kind == spec.KindToolRemote {
+		tool = sp.st.DCC + "/" + tool
+	}
+	if sp.auto {
+		b, err := spec.CanonicalValue(args)
+		if err != nil {
+			b = []byte(template.Stringify(args))
+		}
+		sum := sha256.Sum256(append([]byte(tool+"\x00"), b...))
+		return tool + "|auto:" + hex.EncodeToString(sum[:])
+	}
+	return tool + "|" + template.Stringify(sp.idem.Render(f.resolve))
+}
+
+func (r *runner) idempotencyEntry(sp *stepPlan, key string, end stepEnd) *store.IdempotencyEntry {
+	now := r.now()
+	e := &store.IdempotencyEntry{Scope: string(sp.st.Policy.IdempotencyScope), RunID: r.idemRunID(sp), Key: key,
+		Output: end.outputJSON, FileRefs: end.refsJSON, CreatedAt: now}
+	if ttl := sp.st.Policy.IdempotencyTTLSecs; ttl > 0 {
+		e.ExpiresAt = now.Add(time.Duration(ttl) * time.Second)
+	}
+	return e
+}

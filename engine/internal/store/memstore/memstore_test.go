@@ -1,0 +1,14 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+)
+
+func TestMemstore(t *testing.T) {
+	t.Parallel()
+	storetest.Exercise(t, func(t *testing.T) store.Store { return memstore.New() })
+}

@@ -1,0 +1,189 @@
+// Package store defines the persistence boundary of the engine: the Store interface the executor
+// writes every state change through, and the records it holds (runs, step instances, events,
+// idempotency entries, artefacts). Values cross this boundary as JSON (json.RawMessage) so a SQL
+// implementation stores them as is.
+//
+// Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file,
+// DESIGN §5). Both must pass storetest.Exercise.
+//
+// Concurrency and durability: every method is safe for concurrent use. The executor calls Write
+// from many goroutines at once; each call returns only when its batch is durable, so an
+// implementation may coalesce concurrent batches into one transaction (group commit). A batch is
+// atomic: all of it is visible, or none of it.
+//
+// Ownership: Write does not keep b or the backing arrays of its slices (callers reuse them), but
+// it may keep the json.RawMessage byte slices inside, and the read
+// methods may return slices shared with the store: nobody modifies them after handing them over.
+// Times may come back in another location and with at least microsecond precision: compare them
+// with time.Time.Equal.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Errors returned by stores. Match them with errors.Is.
+var (
+	// ErrNotFound: no run (or artefact) with that id.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: CreateRuns named a run id that is already stored.
+	ErrExists = errors.New("store: already exists")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Store is the engine's persistence. See the package comment for the concurrency contract.
+type Store interface {
+	// Write applies b atomically and durably. It creates b.CreateRuns (ErrExists if an id is
+	// taken), applies b.RunUpdates (ErrNotFound for an unknown run), upserts b.Steps keyed by
+	// (RunID, Key) (the run must exist), upserts b.Idempotency keyed by (Scope, RunID, Key) and
+	// appends b.Events, assigning each its Seq in slice order: engine-wide, strictly increasing,
+	// never reused, also across a reopen. Events become visible to ListEvents in Seq order: once
+	// an event is listed, no event with a smaller Seq appears later. On error nothing is applied.
+	Write(ctx context.Context, b *Batch) error
+
+	// GetRun returns the run, or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns the runs matching f, newest CreatedAt first (ties: larger id first).
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// ListSteps returns every step instance of a run in the order each was first written;
+	// nil for a run without steps. ErrNotFound when the run does not exist.
+	ListSteps(ctx context.Context, runID string) ([]Step, error)
+
+	// ListEvents returns the events with Seq > f.AfterSeq (of run f.RunID when not ""), in Seq
+	// order, at most f.Limit of them (0 = no limit).
+	ListEvents(ctx context.Context, f EventFilter) ([]run.Event, error)
+	// LastSeq returns the largest Seq assigned so far, 0 when no event was ever written.
+	LastSeq(ctx context.Context) (uint64, error)
+
+	// GetIdempotency returns the entry stored for (scope, runID, key) if it is live at now: an
+	// entry with a non-zero ExpiresAt is expired once now ≥ ExpiresAt and is then a miss.
+	// runID is "" for the global scope.
+	GetIdempotency(ctx context.Context, scope, runID, key string, now time.Time) (IdempotencyEntry, bool, error)
+	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
+	PurgeExpired(ctx context.Context, now time.Time) (int, error)
+
+	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
+	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt
+	// (and a run's FinishedAt) to now. It returns the ids of the runs it changed, sorted. It is
+	// the recovery step after a crash: called when a persistent store is opened.
+	MarkInterrupted(ctx context.Context, now time.Time) ([]string, error)
+
+	ArtefactStore
+
+	// Close releases the store. Further calls return ErrClosed. Closing twice is not an error.
+	Close() error
+}
+
+// ArtefactStore keeps artefact bytes content-addressed by their sha256.
+type ArtefactStore interface {
+	// PutArtefact stores data and returns its lowercase hex sha256. Storing the same bytes twice
+	// keeps one copy.
+	PutArtefact(ctx context.Context, data []byte) (string, error)
+	// GetArtefact returns the bytes stored under sha256 (lowercase hex), or ErrNotFound.
+	GetArtefact(ctx context.Context, sha256 string) ([]byte, error)
+}
+
+// Batch is one atomic write. Any field may be empty.
+type Batch struct {
+	CreateRuns  []Run
+	RunUpdates  []RunUpdate
+	Steps       []Step
+	Idempotency []IdempotencyEntry
+	// Events are appended in order; Write sets each one's Seq.
+	Events []run.Event
+}
+
+// Run is the record of one workflow run.
+type Run struct {
+	ID       string
+	Name     string // the spec's name; may be ""
+	SpecJSON json.RawMessage
+	SpecHash string
+	Inputs   json.RawMessage // the checked inputs, defaults applied (a JSON object)
+	Status   run.Status
+	Error    *RunError // nil unless the run failed, was cancelled or interrupted
+	// Origin says who started the run: "local", "mcp", "webhook" or "schedule".
+	Origin string
+	// EnvAllow is the env_allow patterns the run's `env` root was filtered with; nil when the
+	// run sees the whole environment (a local run).
+	EnvAllow []string
+	Trigger  json.RawMessage // the trigger document, or nil
+	Progress run.Progress
+
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time // zero until terminal
+}
+
+// RunError says why a run did not complete. Stored as JSON.
+type RunError struct {
+	Kind    string `json:"kind"`               // an error kind, e.g. "transient", "cancelled", "interrupted"
+	Message string `json:"message"`            // for humans
+	StepKey string `json:"step_key,omitempty"` // the step instance that failed first, if any
+	Trace   string `json:"trace,omitempty"`
+}
+
+// RunUpdate replaces the mutable fields of a run.
+type RunUpdate struct {
+	ID         string
+	Status     run.Status
+	Error      *RunError // replaces the stored error; nil clears it
+	Progress   run.Progress
+	UpdatedAt  time.Time
+	FinishedAt time.Time // zero clears it (a resumed run is no longer finished)
+}
+
+// Step is the record of one step instance, keyed by (RunID, Key). Writes replace the whole row.
+type Step struct {
+	RunID  string
+	Key    string // instance key: "export", "per_file[3].export", "outer[1].inner[2].leaf"
+	StepID string // the spec step id: "export"
+	Kind   string // the spec step kind: "tool", "foreach", …
+	Status run.StepStatus
+	// Attempt is the attempt in progress or the last one made; 0 when no attempt was made
+	// (cached, skipped, control steps).
+	Attempt  int
+	Output   json.RawMessage // nil until the step has an output
+	FileRefs json.RawMessage // captured artefact references (a JSON array), or nil
+	// ErrorKind, ErrorMessage and ErrorTrace describe the last failure; "" when none.
+	ErrorKind    string
+	ErrorMessage string
+	ErrorTrace   string
+	Cached       bool // the output came from the idempotency cache
+	StartedAt    time.Time
+	FinishedAt   time.Time // zero until terminal
+	UpdatedAt    time.Time
+}
+
+// IdempotencyEntry is a cached step output keyed by (Scope, RunID, Key).
+type IdempotencyEntry struct {
+	Scope     string // "workflow" or "global"
+	RunID     string // the owning run for workflow scope; "" for global scope
+	Key       string
+	Output    json.RawMessage
+	FileRefs  json.RawMessage // nil when the output had no file_refs
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero = never expires
+}
+
+// RunFilter selects runs. The zero value selects every run.
+type RunFilter struct {
+	Statuses []run.Status // any of these; empty = any status
+	Name     string       // exact spec name; "" = any
+	Since    time.Time    // CreatedAt ≥ Since when not zero
+	Until    time.Time    // CreatedAt < Until when not zero
+	Limit    int          // at most this many; 0 = no limit
+}
+
+// EventFilter selects events.
+type EventFilter struct {
+	AfterSeq uint64 // only events with Seq > AfterSeq
+	RunID    string // "" = every run
+	Limit    int    // at most this many; 0 = no limit
+}

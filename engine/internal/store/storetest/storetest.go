@@ -1,0 +1,522 @@
+// Package storetest is the behavioural test suite every store.Store implementation must pass:
+// call Exercise from the implementation's tests with a constructor of fresh, empty stores.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// t0 has millisecond precision, which every store must keep.
+var t0 = time.Date(2026, 3, 8, 3, 0, 0, 123_000_000, time.UTC)
+
+// Exercise runs the shared suite. newStore must return a new, empty store for each call; the
+// suite closes it.
+func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	open := func(t *testing.T) store.Store {
+		s := newStore(t)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"RunRoundTrip", testRunRoundTrip},
+		{"CreateExistingRun", testCreateExisting},
+		{"BatchIsAtomic", testBatchAtomic},
+		{"RunUpdate", testRunUpdate},
+		{"StepsUpsertInFirstWriteOrder", testSteps},
+		{"EventsSeqAndFilters", testEvents},
+		{"ConcurrentWrites", testConcurrentWrites},
+		{"Idempotency", testIdempotency},
+		{"ListRunsFilters", testListRuns},
+		{"MarkInterrupted", testMarkInterrupted},
+		{"Artefacts", testArtefacts},
+		{"Close", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+func write(t *testing.T, s store.Store, b *store.Batch) {
+	t.Helper()
+	if err := s.Write(context.Background(), b); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+}
+
+func newRun(id string, created time.Time) store.Run {
+	return store.Run{
+		ID: id, Name: "wf", SpecJSON: json.RawMessage(`{"name":"wf","steps":[]}`), SpecHash: "abc",
+		Inputs: json.RawMessage(`{"date":"2026-03-08"}`), Status: run.StatusRunning, Origin: "local",
+		CreatedAt: created, UpdatedAt: created,
+	}
+}
+
+// sameJSON compares two JSON texts by value; nil and empty both mean "absent".
+func sameJSON(a, b json.RawMessage) bool {
+	if len(bytes.TrimSpace(a)) == 0 || len(bytes.TrimSpace(b)) == 0 {
+		return len(bytes.TrimSpace(a)) == len(bytes.TrimSpace(b))
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func testRunRoundTrip(t *testing.T, s store.Store) {
+	r := newRun("r1", t0)
+	r.EnvAllow = []string{"DCC_*"}
+	r.Trigger = json.RawMessage(`{"schedule_id":"nightly"}`)
+	r.Progress = run.Progress{Completed: 1, Total: 3}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{r}})
+	got, err := s.GetRun(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != r.ID || got.Name != r.Name || got.SpecHash != r.SpecHash || got.Status != r.Status ||
+		got.Origin != r.Origin || !reflect.DeepEqual(got.EnvAllow, r.EnvAllow) || got.Progress != r.Progress ||
+		got.Error != nil || !got.CreatedAt.Equal(t0) || !got.UpdatedAt.Equal(t0) || !got.FinishedAt.IsZero() {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
+	}
+	if !sameJSON(got.SpecJSON, r.SpecJSON) || !sameJSON(got.Inputs, r.Inputs) || !sameJSON(got.Trigger, r.Trigger) {
+		t.Fatalf("JSON fields changed: %s %s %s", got.SpecJSON, got.Inputs, got.Trigger)
+	}
+	if _, err := s.GetRun(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown run: %v", err)
+	}
+	if _, err := s.ListSteps(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ListSteps of unknown run: %v", err)
+	}
+	steps, err := s.ListSteps(context.Background(), "r1")
+	if err != nil || len(steps) != 0 {
+		t.Fatalf("steps of a new run: %v %v", steps, err)
+	}
+}
+
+func testCreateExisting(t *testing.T, s store.Store) {
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	err := s.Write(context.Background(), &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	if !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+}
+
+func testBatchAtomic(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	before, _ := s.LastSeq(ctx)
+	err := s.Write(ctx, &store.Batch{
+		CreateRuns: []store.Run{newRun("r1", t0)},
+		Events:     []run.Event{{RunID: "r1", Type: run.EventWorkflowStarted, Time: t0}},
+		RunUpdates: []store.RunUpdate{{ID: "missing", Status: run.StatusFailed}},
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("batch with an unknown run update: %v", err)
+	}
+	if _, err := s.GetRun(ctx, "r1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a failed batch must apply nothing; GetRun: %v", err)
+	}
+	evs, _ := s.ListEvents(ctx, store.EventFilter{})
+	after, _ := s.LastSeq(ctx)
+	if len(evs) != 0 || after != before {
+		t.Fatalf("a failed batch appended events: %v (last seq %d)", evs, after)
+	}
+	err = s.Write(ctx, &store.Batch{Steps: []store.Step{{RunID: "ghost", Key: "a", Status: run.StepRunning}}})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("step of an unknown run: %v", err)
+	}
+	// A run and its first step and event may come in one batch.
+	write(t, s, &store.Batch{
+		CreateRuns: []store.Run{newRun("r2", t0)},
+		Steps:      []store.Step{{RunID: "r2", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning, StartedAt: t0, UpdatedAt: t0}},
+		Events:     []run.Event{{RunID: "r2", Type: run.EventStepEnter, StepKey: "a", Time: t0}},
+	})
+}
+
+func testRunUpdate(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	fin := t0.Add(time.Minute)
+	rerr := &store.RunError{Kind: run.KindTransient, Message: "boom", StepKey: "per_file[2].export", Trace: "tb"}
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{
+		ID: "r1", Status: run.StatusFailed, Error: rerr, Progress: run.Progress{Completed: 2, Total: 5},
+		UpdatedAt: fin, FinishedAt: fin,
+	}}})
+	rerr.Message = "mutated after Write"
+	got, err := s.GetRun(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.RunError{Kind: run.KindTransient, Message: "boom", StepKey: "per_file[2].export", Trace: "tb"}
+	if got.Status != run.StatusFailed || got.Error == nil || *got.Error != want ||
+		got.Progress != (run.Progress{Completed: 2, Total: 5}) || !got.FinishedAt.Equal(fin) || !got.UpdatedAt.Equal(fin) ||
+		!got.CreatedAt.Equal(t0) || got.Name != "wf" {
+		t.Fatalf("after update: %+v (error %+v)", got, got.Error)
+	}
+	// A resume-like update clears the error and the finish time.
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r1", Status: run.StatusRunning, UpdatedAt: fin}}})
+	got, _ = s.GetRun(ctx, "r1")
+	if got.Error != nil || !got.FinishedAt.IsZero() || got.Status != run.StatusRunning {
+		t.Fatalf("after clearing update: %+v", got)
+	}
+}
+
+func testSteps(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0), newRun("r2", t0)}})
+	keys := []string{"list", "per_file[0].export", "per_file[1].export", "per_file", "outer[1].inner[2].leaf"}
+	for i, k := range keys {
+		write(t, s, &store.Batch{Steps: []store.Step{{RunID: "r1", Key: k, StepID: "x", Kind: "tool",
+			Status: run.StepRunning, Attempt: 1, StartedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}}})
+	}
+	write(t, s, &store.Batch{Steps: []store.Step{{RunID: "r2", Key: "other", Status: run.StepRunning}}})
+	done := store.Step{
+		RunID: "r1", Key: "per_file[0].export", StepID: "export", Kind: "tool", Status: run.StepCompleted, Attempt: 3,
+		Output: json.RawMessage(`{"fbx":"/out/a.fbx","n":1.5}`), FileRefs: json.RawMessage(`[{"uri":"artefact://sha256/00","size":3}]`),
+		Cached: true, StartedAt: t0, FinishedAt: t0.Add(time.Hour), UpdatedAt: t0.Add(time.Hour),
+	}
+	failed := store.Step{RunID: "r1", Key: "list", StepID: "list", Kind: "tool", Status: run.StepFailed, Attempt: 2,
+		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0}
+	write(t, s, &store.Batch{Steps: []store.Step{done, failed}})
+	steps, err := s.ListSteps(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != len(keys) {
+		t.Fatalf("%d steps, want %d: %+v", len(steps), len(keys), steps)
+	}
+	for i, k := range keys {
+		if steps[i].Key != k {
+			t.Fatalf("step %d is %q, want %q (first-write order)", i, steps[i].Key, k)
+		}
+	}
+	g := steps[1]
+	if g.Status != run.StepCompleted || g.Attempt != 3 || !g.Cached || g.StepID != "export" || g.Kind != "tool" ||
+		!sameJSON(g.Output, done.Output) || !sameJSON(g.FileRefs, done.FileRefs) ||
+		!g.FinishedAt.Equal(done.FinishedAt) || !g.StartedAt.Equal(t0) {
+		t.Fatalf("upserted step: %+v", g)
+	}
+	f := steps[0]
+	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Output != nil && len(f.Output) != 0 {
+		t.Fatalf("failed step: %+v", f)
+	}
+	other, _ := s.ListSteps(ctx, "r2")
+	if len(other) != 1 || other[0].Key != "other" {
+		t.Fatalf("steps of r2: %+v", other)
+	}
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if last, err := s.LastSeq(ctx); err != nil || last != 0 {
+		t.Fatalf("LastSeq of an empty store: %d %v", last, err)
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("a", t0), newRun("b", t0)}})
+	b1 := &store.Batch{Events: []run.Event{
+		{RunID: "a", Type: run.EventWorkflowStarted, Status: string(run.StatusRunning), Time: t0},
+		{RunID: "b", Type: run.EventWorkflowStarted, Status: string(run.StatusRunning), Time: t0},
+		{RunID: "a", Type: run.EventStepExit, StepKey: "per_file[3].export", Status: string(run.StepFailed), Attempt: 2,
+			Progress: run.Progress{Completed: 4, Total: 10}, Detail: json.RawMessage(`{"error":{"kind":"timeout"}}`), Time: t0.Add(time.Second)},
+	}}
+	write(t, s, b1)
+	if !(b1.Events[0].Seq > 0 && b1.Events[1].Seq > b1.Events[0].Seq && b1.Events[2].Seq > b1.Events[1].Seq) {
+		t.Fatalf("Seq not assigned in order: %d %d %d", b1.Events[0].Seq, b1.Events[1].Seq, b1.Events[2].Seq)
+	}
+	b2 := &store.Batch{Events: []run.Event{{RunID: "b", Type: run.EventWorkflowTerminal, Time: t0}}}
+	write(t, s, b2)
+	if b2.Events[0].Seq <= b1.Events[2].Seq {
+		t.Fatalf("Seq not increasing across batches: %d after %d", b2.Events[0].Seq, b1.Events[2].Seq)
+	}
+	last, _ := s.LastSeq(ctx)
+	if last != b2.Events[0].Seq {
+		t.Fatalf("LastSeq %d, want %d", last, b2.Events[0].Seq)
+	}
+	all, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil || len(all) != 4 {
+		t.Fatalf("all events: %v %v", all, err)
+	}
+	e := all[2]
+	if e.Seq != b1.Events[2].Seq || e.RunID != "a" || e.Type != run.EventStepExit || e.StepKey != "per_file[3].export" ||
+		e.Status != "failed" || e.Attempt != 2 || e.Progress != (run.Progress{Completed: 4, Total: 10}) ||
+		!sameJSON(e.Detail, b1.Events[2].Detail) || !e.Time.Equal(t0.Add(time.Second)) {
+		t.Fatalf("event round trip: %+v", e)
+	}
+	if len(all[0].Detail) != 0 {
+		t.Fatalf("nil detail came back as %q", all[0].Detail)
+	}
+	after, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: all[0].Seq, Limit: 2})
+	if len(after) != 2 || after[0].Seq != all[1].Seq || after[1].Seq != all[2].Seq {
+		t.Fatalf("after+limit: %+v", after)
+	}
+	ofA, _ := s.ListEvents(ctx, store.EventFilter{RunID: "a"})
+	if len(ofA) != 2 || ofA[0].RunID != "a" || ofA[1].RunID != "a" {
+		t.Fatalf("events of a: %+v", ofA)
+	}
+	ofB, _ := s.ListEvents(ctx, store.EventFilter{RunID: "b", AfterSeq: all[1].Seq})
+	if len(ofB) != 1 || ofB[0].Type != run.EventWorkflowTerminal {
+		t.Fatalf("events of b after its start: %+v", ofB)
+	}
+	none, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: last})
+	if len(none) != 0 {
+		t.Fatalf("events after the last: %+v", none)
+	}
+	if err := s.Write(ctx, &store.Batch{Events: []run.Event{{RunID: "ghost", Type: run.EventStepEnter}}}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("event of an unknown run: %v", err)
+	}
+}
+
+func testConcurrentWrites(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const writers, each = 32, 25
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r", t0)}})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				key := fmt.Sprintf("it[%d].s", w*each+i)
+				b := &store.Batch{
+					Steps:  []store.Step{{RunID: "r", Key: key, Status: run.StepCompleted}},
+					Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: key}},
+				}
+				if err := s.Write(ctx, b); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	evs, _ := s.ListEvents(ctx, store.EventFilter{})
+	steps, _ := s.ListSteps(ctx, "r")
+	if len(evs) != writers*each || len(steps) != writers*each {
+		t.Fatalf("%d events and %d steps, want %d", len(evs), len(steps), writers*each)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			t.Fatalf("events out of order at %d: %d then %d", i, evs[i-1].Seq, evs[i].Seq)
+		}
+	}
+}
+
+func testIdempotency(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	exp := t0.Add(time.Minute)
+	write(t, s, &store.Batch{Idempotency: []store.IdempotencyEntry{
+		{Scope: "global", Key: "export_a", Output: json.RawMessage(`{"v":1}`), FileRefs: json.RawMessage(`[{"uri":"x"}]`), CreatedAt: t0, ExpiresAt: exp},
+		{Scope: "workflow", RunID: "r1", Key: "export_a", Output: json.RawMessage(`{"v":2}`), CreatedAt: t0},
+	}})
+	get := func(scope, runID, key string, now time.Time) (store.IdempotencyEntry, bool) {
+		t.Helper()
+		e, ok, err := s.GetIdempotency(ctx, scope, runID, key, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, ok
+	}
+	if e, ok := get("global", "", "export_a", t0); !ok || !sameJSON(e.Output, json.RawMessage(`{"v":1}`)) ||
+		!sameJSON(e.FileRefs, json.RawMessage(`[{"uri":"x"}]`)) || !e.ExpiresAt.Equal(exp) {
+		t.Fatalf("global hit: %+v %v", e, ok)
+	}
+	if _, ok := get("global", "", "export_a", exp.Add(-time.Millisecond)); !ok {
+		t.Fatal("just before expiry is a hit")
+	}
+	if _, ok := get("global", "", "export_a", exp); ok {
+		t.Fatal("at expiry is a miss")
+	}
+	if e, ok := get("workflow", "r1", "export_a", t0.Add(1000*time.Hour)); !ok || !sameJSON(e.Output, json.RawMessage(`{"v":2}`)) {
+		t.Fatalf("workflow entry without expiry: %+v %v", e, ok)
+	}
+	for _, k := range [][3]string{{"workflow", "r2", "export_a"}, {"workflow", "", "export_a"}, {"global", "", "export_b"}, {"global", "r1", "export_a"}} {
+		if _, ok := get(k[0], k[1], k[2], t0); ok {
+			t.Fatalf("%v should miss", k)
+		}
+	}
+	// Put replaces.
+	write(t, s, &store.Batch{Idempotency: []store.IdempotencyEntry{{Scope: "global", Key: "export_a", Output: json.RawMessage(`{"v":3}`), CreatedAt: t0}}})
+	if e, ok := get("global", "", "export_a", exp.Add(time.Hour)); !ok || !sameJSON(e.Output, json.RawMessage(`{"v":3}`)) || !e.ExpiresAt.IsZero() {
+		t.Fatalf("replaced entry: %+v %v", e, ok)
+	}
+	write(t, s, &store.Batch{Idempotency: []store.IdempotencyEntry{
+		{Scope: "global", Key: "old1", Output: json.RawMessage(`1`), CreatedAt: t0, ExpiresAt: t0.Add(time.Second)},
+		{Scope: "global", Key: "old2", Output: json.RawMessage(`2`), CreatedAt: t0, ExpiresAt: t0.Add(2 * time.Second)},
+		{Scope: "global", Key: "young", Output: json.RawMessage(`3`), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)},
+	}})
+	n, err := s.PurgeExpired(ctx, t0.Add(2*time.Second))
+	if err != nil || n != 2 {
+		t.Fatalf("PurgeExpired: %d %v", n, err)
+	}
+	if _, ok := get("global", "", "young", t0); !ok {
+		t.Fatal("purge removed a live entry")
+	}
+	if n, _ := s.PurgeExpired(ctx, t0.Add(2*time.Second)); n != 0 {
+		t.Fatalf("second purge removed %d", n)
+	}
+}
+
+func testListRuns(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mk := func(id, name string, st run.Status, at time.Duration) store.Run {
+		r := newRun(id, t0.Add(at))
+		r.Name, r.Status = name, st
+		return r
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{
+		mk("r1", "a", run.StatusCompleted, 0),
+		mk("r2", "b", run.StatusFailed, time.Minute),
+		mk("r3", "a", run.StatusRunning, 2*time.Minute),
+		mk("r4", "a", run.StatusFailed, 3*time.Minute),
+	}})
+	ids := func(f store.RunFilter) string {
+		t.Helper()
+		runs, err := s.ListRuns(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, r := range runs {
+			out += r.ID + " "
+		}
+		return out
+	}
+	cases := []struct {
+		f    store.RunFilter
+		want string
+	}{
+		{store.RunFilter{}, "r4 r3 r2 r1 "},
+		{store.RunFilter{Name: "a"}, "r4 r3 r1 "},
+		{store.RunFilter{Statuses: []run.Status{run.StatusFailed}}, "r4 r2 "},
+		{store.RunFilter{Statuses: []run.Status{run.StatusFailed, run.StatusRunning}, Name: "a"}, "r4 r3 "},
+		{store.RunFilter{Since: t0.Add(time.Minute)}, "r4 r3 r2 "},
+		{store.RunFilter{Until: t0.Add(2 * time.Minute)}, "r2 r1 "},
+		{store.RunFilter{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute)}, "r3 r2 "},
+		{store.RunFilter{Limit: 2}, "r4 r3 "},
+		{store.RunFilter{Name: "zzz"}, ""},
+	}
+	for _, c := range cases {
+		if got := ids(c.f); got != c.want {
+			t.Errorf("ListRuns(%+v) = %q, want %q", c.f, got, c.want)
+		}
+	}
+}
+
+func testMarkInterrupted(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mk := func(id string, st run.Status) store.Run {
+		r := newRun(id, t0)
+		r.Status = st
+		return r
+	}
+	write(t, s, &store.Batch{
+		CreateRuns: []store.Run{mk("done", run.StatusCompleted), mk("live", run.StatusRunning), mk("gate", run.StatusWaiting)},
+		Steps: []store.Step{
+			{RunID: "live", Key: "a", Status: run.StepCompleted},
+			{RunID: "live", Key: "b", Status: run.StepRetrying},
+			{RunID: "live", Key: "c", Status: run.StepRunning},
+			{RunID: "gate", Key: "g", Status: run.StepWaitingApproval},
+			{RunID: "done", Key: "x", Status: run.StepCompleted},
+		},
+	})
+	now := t0.Add(time.Hour)
+	ids, err := s.MarkInterrupted(ctx, now)
+	if err != nil || !reflect.DeepEqual(ids, []string{"gate", "live"}) {
+		t.Fatalf("MarkInterrupted: %v %v", ids, err)
+	}
+	for id, want := range map[string]run.Status{"done": run.StatusCompleted, "live": run.StatusInterrupted, "gate": run.StatusInterrupted} {
+		r, _ := s.GetRun(ctx, id)
+		if r.Status != want {
+			t.Errorf("run %s is %s, want %s", id, r.Status, want)
+		}
+		if want == run.StatusInterrupted && (!r.FinishedAt.Equal(now) || !r.UpdatedAt.Equal(now)) {
+			t.Errorf("run %s times: %v %v", id, r.UpdatedAt, r.FinishedAt)
+		}
+	}
+	steps, _ := s.ListSteps(ctx, "live")
+	want := []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted}
+	for i, st := range steps {
+		if st.Status != want[i] {
+			t.Errorf("step %s is %s, want %s", st.Key, st.Status, want[i])
+		}
+	}
+	gate, _ := s.ListSteps(ctx, "gate")
+	if gate[0].Status != run.StepInterrupted {
+		t.Errorf("approval step is %s", gate[0].Status)
+	}
+	if ids, _ := s.MarkInterrupted(ctx, now); len(ids) != 0 {
+		t.Fatalf("second MarkInterrupted changed %v", ids)
+	}
+}
+
+func testArtefacts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	data := []byte("fbx bytes")
+	sum := sha256.Sum256(data)
+	h, err := s.PutArtefact(ctx, data)
+	if err != nil || h != hex.EncodeToString(sum[:]) {
+		t.Fatalf("PutArtefact: %q %v", h, err)
+	}
+	data[0] = 'X' // the store must have copied
+	got, err := s.GetArtefact(ctx, h)
+	if err != nil || string(got) != "fbx bytes" {
+		t.Fatalf("GetArtefact: %q %v", got, err)
+	}
+	h2, _ := s.PutArtefact(ctx, []byte("fbx bytes"))
+	if h2 != h {
+		t.Fatalf("same bytes, different hash %s", h2)
+	}
+	empty, err := s.PutArtefact(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.GetArtefact(ctx, empty); err != nil || len(b) != 0 {
+		t.Fatalf("empty artefact: %q %v", b, err)
+	}
+	if _, err := s.GetArtefact(ctx, "00"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown artefact: %v", err)
+	}
+}
+
+func testClose(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r", t0)}}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if _, err := s.GetRun(ctx, "r"); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("GetRun after Close: %v", err)
+	}
+	if _, err := s.ListEvents(ctx, store.EventFilter{}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("ListEvents after Close: %v", err)
+	}
+}

@@ -1,0 +1,344 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sync"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Lanes of host tools: the host runs "main" calls on its main thread (Maya's UI thread) and
+// "worker" calls on a pool of its choosing.
+const (
+	LaneMain   = "main"
+	LaneWorker = "worker"
+)
+
+// IsLane reports whether lane is LaneMain or LaneWorker.
+func IsLane(lane string) bool { return lane == LaneMain || lane == LaneWorker }
+
+// PendingCall is a host tool call waiting for the host, as handed out by Next.
+type PendingCall struct {
+	ID       uint64         `json:"id"`
+	Lane     string         `json:"lane"`
+	Tool     string         `json:"tool"`
+	RunID    string         `json:"run_id"`
+	StepKey  string         `json:"step_key"`
+	Args     map[string]any `json:"args"` // must not be modified
+	Attempt  int            `json:"attempt"`
+	Deadline time.Time      `json:"deadline,omitzero"` // zero = none
+}
+
+// Host is the queue between the engine and the process that runs host tools (Python). A step
+// calling a host tool enqueues the call on its lane and waits; the host pulls calls with Next,
+// runs them on the thread it chooses and answers with Complete (or CompleteAndNext, one
+// crossing per sequential step). No goroutine is started per call.
+//
+// A call whose step context ends (cancel, timeout) is withdrawn: if it was not pulled yet it is
+// never handed out; if it was, Cancelled reports true and a later Complete is rejected and
+// its result dropped.
+type Host struct {
+	mu      sync.Mutex
+	closed  bool
+	closeCh chan struct{}
+	nextID  uint64
+	lanes   map[string]*lane
+	calls   map[uint64]*pending // queued or pulled, not yet answered
+	dropped dropLog
+}
+
+type lane struct {
+	queue   []*pending // FIFO from head
+	head    int
+	dead    int           // withdrawn calls still in queue
+	waiters int           // goroutines blocked in Next on this lane
+	wake    chan struct{} // closed (and replaced) when a call is queued while waiters > 0
+}
+
+type pendingState uint8
+
+const (
+	stateQueued pendingState = iota
+	statePulled
+	stateGone // answered or withdrawn
+)
+
+type pending struct {
+	call    PendingCall
+	state   pendingState
+	done    chan Result // buffered 1; receives the answer under Host.mu
+	ctxDone <-chan struct{}
+}
+
+// NewHost returns a host with the lanes "main" and "worker".
+func NewHost() *Host {
+	h := &Host{
+		closeCh: make(chan struct{}),
+		lanes:   map[string]*lane{},
+		calls:   map[uint64]*pending{},
+		dropped: newDropLog(4096),
+	}
+	for _, name := range []string{LaneMain, LaneWorker} {
+		h.lanes[name] = &lane{wake: make(chan struct{})}
+	}
+	return h
+}
+
+// Call enqueues call on lane and waits for the host's answer or the end of ctx (it then
+// returns context.Cause(ctx)). An answer that arrives before Call notices the end of ctx is
+// returned.
+func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, error) {
+	p := &pending{done: make(chan Result, 1), ctxDone: ctx.Done()}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	ln := h.lanes[laneName]
+	if ln == nil {
+		h.mu.Unlock()
+		return Result{}, fmt.Errorf("host tool %s: unknown lane %q", call.Tool, laneName)
+	}
+	h.nextID++
+	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
+		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
+	h.calls[p.call.ID] = p
+	ln.queue = append(ln.queue, p)
+	if ln.waiters > 0 {
+		close(ln.wake)
+		ln.wake = make(chan struct{})
+	}
+	h.mu.Unlock()
+
+	select {
+	case res := <-p.done:
+		return res, nil
+	case <-ctx.Done():
+	case <-h.closeCh:
+	}
+	h.mu.Lock()
+	if p.state != stateGone {
+		reason := "cancelled"
+		if ctx.Err() == nil {
+			reason = "the engine closed"
+		} else if cause := context.Cause(ctx); cause != nil {
+			reason = cause.Error()
+		}
+		h.withdrawLocked(p, reason)
+		h.mu.Unlock()
+		if ctx.Err() == nil {
+			return Result{}, ErrClosed
+		}
+		return Result{}, context.Cause(ctx)
+	}
+	h.mu.Unlock()
+	return <-p.done, nil // answered concurrently: the result is already in the channel
+}
+
+// withdrawLocked forgets p (not answered) and remembers why, for a late Complete.
+func (h *Host) withdrawLocked(p *pending, reason string) {
+	if p.state == stateQueued {
+		ln := h.lanes[p.call.Lane]
+		ln.dead++
+		if ln.dead > 64 && ln.dead*2 > len(ln.queue)-ln.head {
+			ln.compact()
+		}
+	}
+	p.state = stateGone
+	delete(h.calls, p.call.ID)
+	h.dropped.add(p.call.ID, reason)
+}
+
+func (ln *lane) compact() {
+	live := ln.queue[:0]
+	for _, p := range ln.queue[ln.head:] {
+		if p.state == stateQueued {
+			live = append(live, p)
+		}
+	}
+	clear(ln.queue[len(live):])
+	ln.queue, ln.head, ln.dead = live, 0, 0
+}
+
+// popLocked takes up to max queued calls (max ≤ 0 means 1) and marks them pulled.
+func (ln *lane) popLocked(max int) []PendingCall {
+	if max <= 0 {
+		max = 1
+	}
+	var out []PendingCall
+	for ln.head < len(ln.queue) && len(out) < max {
+		p := ln.queue[ln.head]
+		ln.queue[ln.head] = nil
+		ln.head++
+		if p.state != stateQueued {
+			ln.dead--
+			continue
+		}
+		p.state = statePulled
+		if out == nil {
+			out = make([]PendingCall, 0, min(max, len(ln.queue)-ln.head+1))
+		}
+		out = append(out, p.call)
+	}
+	if ln.head == len(ln.queue) {
+		ln.queue, ln.head, ln.dead = ln.queue[:0], 0, 0
+	}
+	return out
+}
+
+// Next returns up to max (≤ 0 means 1) calls queued on lane, waiting up to timeout for the
+// first one: it returns as soon as at least one is available, or an empty result once timeout
+// has elapsed (real time: it bounds how long a host thread blocks) or ctx has ended.
+// timeout ≤ 0 polls without waiting. Errors: an unknown lane (code invalid_request), a closed
+// host (code closed).
+func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, run.Errorf(run.CodeClosed, "the engine is closed")
+		}
+		ln := h.lanes[laneName]
+		if ln == nil {
+			h.mu.Unlock()
+			return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", laneName, LaneMain, LaneWorker)
+		}
+		if out := ln.popLocked(max); len(out) > 0 {
+			h.mu.Unlock()
+			return out, nil
+		}
+		if timeout <= 0 || ctx.Err() != nil {
+			h.mu.Unlock()
+			return nil, nil
+		}
+		ln.waiters++
+		wake := ln.wake
+		h.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(timeout)
+		}
+		expired := false
+		select {
+		case <-wake:
+		case <-timer.C:
+			expired = true
+		case <-ctx.Done():
+			expired = true
+		case <-h.closeCh:
+		}
+		h.mu.Lock()
+		ln.waiters--
+		h.mu.Unlock()
+		if expired {
+			timeout = 0 // one last poll, then return
+		}
+	}
+}
+
+// Complete answers the pulled call id. It fails, and the result is dropped, when the call is
+// unknown (code not_found), not pulled yet (code invalid_state) or no longer wanted because its
+// step was cancelled or timed out or it was already answered (code invalid_state, with
+// details {"dropped": true, "reason": …}).
+func (h *Host) Complete(id uint64, res Result) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.calls[id]
+	if !ok {
+		if reason, known := h.dropped.get(id); known {
+			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
+				Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+		}
+		if id > 0 && id <= h.nextID {
+			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending; its result was dropped", id),
+				Details: map[string]any{"call_id": id, "dropped": true}}
+		}
+		return &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no tool call with id %d", id), Details: map[string]any{"call_id": id}}
+	}
+	if p.state == stateQueued {
+		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d was not pulled with Next yet", id), Details: map[string]any{"call_id": id}}
+	}
+	p.state = stateGone
+	delete(h.calls, id)
+	h.dropped.add(id, "already completed")
+	p.done <- res
+	return nil
+}
+
+// CompleteAndNext is Complete followed by Next: one crossing per step for a host running
+// sequential flows. When the completion is rejected it returns that error and pulls nothing.
+func (h *Host) CompleteAndNext(ctx context.Context, id uint64, res Result, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
+	if err := h.Complete(id, res); err != nil {
+		return nil, err
+	}
+	return h.Next(ctx, laneName, max, timeout)
+}
+
+// Cancelled reports whether the call's step no longer wants its result: its context ended, or
+// the call was answered or withdrawn. Unknown ids report true. Hosts poll it from long tools.
+func (h *Host) Cancelled(id uint64) bool {
+	h.mu.Lock()
+	p, ok := h.calls[id]
+	h.mu.Unlock()
+	if !ok {
+		return true
+	}
+	select {
+	case <-p.ctxDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pending returns the number of calls queued or pulled and not answered.
+func (h *Host) Pending() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.calls)
+}
+
+// Close wakes every blocked Next (they return code closed) and every waiting Call (they return
+// ErrClosed). Closing twice is harmless.
+func (h *Host) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	close(h.closeCh)
+}
+
+// dropLog remembers why recent calls were dropped, for Complete's error; bounded.
+type dropLog struct {
+	reasons map[uint64]string
+	order   []uint64
+	next    int
+}
+
+func newDropLog(n int) dropLog {
+	return dropLog{reasons: make(map[uint64]string, n), order: make([]uint64, n)}
+}
+
+func (d *dropLog) add(id uint64, reason string) {
+	if old := d.order[d.next]; old != 0 {
+		delete(d.reasons, old)
+	}
+	d.order[d.next] = id
+	d.next = (d.next + 1) % len(d.order)
+	d.reasons[id] = reason
+}
+
+func (d *dropLog) get(id uint64) (string, bool) {
+	r, ok := d.reasons[id]
+	return r, ok
+}

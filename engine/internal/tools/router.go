@@ -1,0 +1,210 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// BuiltinPrefix starts the names of the built-in tools; hosts cannot register such names.
+const BuiltinPrefix = "flow__"
+
+// ToolInfo describes a registered tool.
+type ToolInfo struct {
+	Name string `json:"name"`
+	// Lane is LaneMain or LaneWorker for host tools, "" for built-in tools.
+	Lane string `json:"lane,omitempty"`
+	// MaxConcurrent bounds the calls of this tool in flight at once, across runs; 0 = no limit.
+	MaxConcurrent int             `json:"max_concurrent,omitempty"`
+	Description   string          `json:"description,omitempty"`
+	Schema        json.RawMessage `json:"schema,omitempty"` // JSON schema of the args, informative
+	Builtin       bool            `json:"builtin,omitempty"`
+}
+
+type route struct {
+	info ToolInfo
+	// fn runs a built-in tool; nil for host tools.
+	fn func(ctx context.Context, call Call) (Result, error)
+	// blocking built-ins may ignore ctx, so they run in their own goroutine and are abandoned
+	// when ctx ends.
+	blocking bool
+	sem      chan struct{} // nil = unlimited
+}
+
+// Router maps tool names to the code that runs them: built-in Go tools, host tools (queued on
+// the Host for the host process to pull) and, for tool_remote steps, a RemoteCaller. It is safe
+// for concurrent use; the call path takes no lock.
+type Router struct {
+	host   *Host
+	remote RemoteCaller
+	mu     sync.Mutex // serialises registrations
+	routes atomic.Pointer[map[string]*route]
+}
+
+// NewRouter returns a router with the built-in tools, a fresh Host, and remote (may be nil: then
+// tool_remote calls fail). c is the clock flow__sleep sleeps on.
+func NewRouter(c clock.Clock, remote RemoteCaller) *Router {
+	r := &Router{host: NewHost(), remote: remote}
+	routes := map[string]*route{}
+	for _, b := range builtins(c) {
+		routes[b.info.Name] = b
+	}
+	r.routes.Store(&routes)
+	return r
+}
+
+// Host returns the queue host tools are pulled from.
+func (r *Router) Host() *Host { return r.host }
+
+// HasRemote reports whether a RemoteCaller is configured.
+func (r *Router) HasRemote() bool { return r.remote != nil }
+
+// RegisterHost registers (or replaces) a host tool. The name must match ^[A-Za-z0-9_-]{1,64}$
+// and not start with "flow__"; the lane is "main" or "worker" ("" means "main");
+// MaxConcurrent ≥ 0 (0 = no limit). Errors have code invalid_request.
+func (r *Router) RegisterHost(info ToolInfo) error {
+	if !validToolName(info.Name) {
+		return run.Errorf(run.CodeInvalidRequest, "tool name %q is not valid: it must match ^[A-Za-z0-9_-]{1,64}$", info.Name)
+	}
+	if strings.HasPrefix(info.Name, BuiltinPrefix) {
+		return run.Errorf(run.CodeInvalidRequest, "tool name %q: the %s prefix is reserved for built-in tools", info.Name, BuiltinPrefix)
+	}
+	if info.Lane == "" {
+		info.Lane = LaneMain
+	}
+	if !IsLane(info.Lane) {
+		return run.Errorf(run.CodeInvalidRequest, "tool %s: lane must be %q or %q; got %q", info.Name, LaneMain, LaneWorker, info.Lane)
+	}
+	if info.MaxConcurrent < 0 {
+		return run.Errorf(run.CodeInvalidRequest, "tool %s: max_concurrent must be ≥ 0 (0 = no limit); got %d", info.Name, info.MaxConcurrent)
+	}
+	if len(info.Schema) > 0 && !json.Valid(info.Schema) {
+		return run.Errorf(run.CodeInvalidRequest, "tool %s: schema is not valid JSON", info.Name)
+	}
+	info.Builtin = false
+	rt := &route{info: info}
+	if info.MaxConcurrent > 0 {
+		rt.sem = make(chan struct{}, info.MaxConcurrent)
+	}
+	r.update(func(m map[string]*route) { m[info.Name] = rt })
+	return nil
+}
+
+// UnregisterHost removes a host tool and reports whether it was registered. Calls already
+// queued stay queued.
+func (r *Router) UnregisterHost(name string) bool {
+	found := false
+	r.update(func(m map[string]*route) {
+		if rt, ok := m[name]; ok && !rt.info.Builtin {
+			delete(m, name)
+			found = true
+		}
+	})
+	return found
+}
+
+func (r *Router) update(fn func(map[string]*route)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := make(map[string]*route, len(*r.routes.Load())+1)
+	for k, v := range *r.routes.Load() {
+		next[k] = v
+	}
+	fn(next)
+	r.routes.Store(&next)
+}
+
+// Lookup returns the tool registered under name.
+func (r *Router) Lookup(name string) (ToolInfo, bool) {
+	rt, ok := (*r.routes.Load())[name]
+	if !ok {
+		return ToolInfo{}, false
+	}
+	return rt.info, true
+}
+
+// Tools lists every registered tool, sorted by name.
+func (r *Router) Tools() []ToolInfo {
+	m := *r.routes.Load()
+	out := make([]ToolInfo, 0, len(m))
+	for _, rt := range m {
+		out = append(out, rt.info)
+	}
+	slices.SortFunc(out, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Call runs a tool step attempt: a built-in in this goroutine (blocking built-ins in their own
+// goroutine, abandoned when ctx ends), a host tool through the Host. A per-tool max_concurrent
+// limit is waited for first (the wait ends with ctx). An unknown tool is ErrUnknownTool.
+func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
+	rt, ok := (*r.routes.Load())[call.Tool]
+	if !ok {
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, call.Tool)
+	}
+	if rt.sem != nil {
+		select {
+		case rt.sem <- struct{}{}:
+			defer func() { <-rt.sem }()
+		case <-ctx.Done():
+			return Result{}, context.Cause(ctx)
+		}
+	}
+	switch {
+	case rt.fn == nil:
+		return r.host.Call(ctx, rt.info.Lane, call)
+	case rt.blocking:
+		return abandonable(ctx, func() (Result, error) { return rt.fn(ctx, call) })
+	default:
+		return rt.fn(ctx, call)
+	}
+}
+
+// CallRemote runs a tool_remote attempt through the RemoteCaller. The call is abandoned when
+// ctx ends, whether or not the caller honours it.
+func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
+	if r.remote == nil {
+		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
+	}
+	return abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+}
+
+// abandonable runs fn in its own goroutine and returns its result, or context.Cause(ctx) as
+// soon as ctx ends; fn then finishes on its own and its result is dropped.
+func abandonable(ctx context.Context, fn func() (Result, error)) (Result, error) {
+	type out struct {
+		res Result
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		res, err := fn()
+		ch <- out{res, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+}
+
+func validToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

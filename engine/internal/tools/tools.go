@@ -1,0 +1,87 @@
+// Package tools routes the tool calls of workflow steps: host tools (registered by Python and
+// pulled by it, see Host), built-in Go tools (flow__echo, flow__sleep, flow__fail) and remote MCP
+// servers (tool_remote steps, through a RemoteCaller).
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Call is one attempt of a tool step.
+type Call struct {
+	RunID   string
+	StepKey string // the step instance key, e.g. "per_file[3].export"
+	Tool    string
+	DCC     string // the remote's name for tool_remote calls; "" otherwise
+	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
+	// shared with the spec.
+	Args     map[string]any
+	Attempt  int       // 1-based
+	Deadline time.Time // the attempt's deadline on the engine clock; zero = none
+}
+
+// Result is what a tool returned: an output, or a structured error.
+type Result struct {
+	// Output is the tool's result as a JSON value (nil, bool, float64 or json.Number, string,
+	// []any, map[string]any). It is ignored when OutputJSON is set.
+	Output any
+	// OutputJSON is the result as JSON text, for callers that have it in that form (the host
+	// answers in JSON). When set it is authoritative.
+	OutputJSON json.RawMessage
+	// Error is non-nil when the tool failed; Output is then ignored.
+	Error *ToolError
+}
+
+// ToolError is the structured failure of a tool call.
+type ToolError struct {
+	// Kind classifies the failure for retry_on: "timeout", "transient", "error",
+	// "invalid_input", "not_found", "permission", "fatal", "cancelled", or any string the tool
+	// chose. "" counts as "error".
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Trace   string `json:"trace,omitempty"` // e.g. a Python traceback
+}
+
+func (e *ToolError) Error() string {
+	kind := e.Kind
+	if kind == "" {
+		kind = "error"
+	}
+	return kind + ": " + e.Message
+}
+
+// Failure returns a Result carrying a ToolError.
+func Failure(kind, message string) Result {
+	return Result{Error: &ToolError{Kind: kind, Message: message}}
+}
+
+// Caller makes tool calls. The error return is for failures outside the tool (the call could
+// not be made, the context ended); a tool's own failure is a Result with Error set.
+type Caller interface {
+	Call(ctx context.Context, call Call) (Result, error)
+}
+
+// CallerFunc adapts a function to Caller.
+type CallerFunc func(ctx context.Context, call Call) (Result, error)
+
+// Call calls f.
+func (f CallerFunc) Call(ctx context.Context, call Call) (Result, error) { return f(ctx, call) }
+
+// RemoteCaller calls tools on remote MCP servers (tool_remote steps). Implementations should
+// honour ctx, but the router does not rely on it: a call whose context ends is abandoned.
+type RemoteCaller interface {
+	CallRemote(ctx context.Context, dcc, tool string, args map[string]any) (Result, error)
+}
+
+// Errors of the router and the host.
+var (
+	// ErrUnknownTool: no tool of that name is registered.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrNoRemote: a tool_remote call names a remote the router has no caller for.
+	ErrNoRemote = errors.New("no remote caller")
+	// ErrClosed: the host was closed; no call can be made or pulled.
+	ErrClosed = errors.New("tool host closed")
+)

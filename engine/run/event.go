@@ -1,0 +1,45 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event types of the engine's event stream (DESIGN §4).
+const (
+	EventWorkflowStarted  = "workflow_started"
+	EventStepEnter        = "step_enter"
+	EventStepRetry        = "step_retry"
+	EventStepExit         = "step_exit"
+	EventStepSkipped      = "step_skipped"
+	EventApproveRequested = "approve_requested"
+	EventApproveResolved  = "approve_resolved"
+	EventWorkflowTerminal = "workflow_terminal"
+	EventWorkflowResumed  = "workflow_resumed"
+	EventInterrupted      = "interrupted"
+	EventStallDetected    = "stall_detected"
+)
+
+// Progress counts the step instances of a run: Total grows as foreach steps expand, Completed
+// counts the instances that reached a terminal step status (skipped and cached included).
+type Progress struct {
+	Completed int `json:"completed"`
+	Total     int `json:"total"`
+}
+
+// Event is one entry of the engine's event stream. Seq is assigned by the store when the event
+// is written: engine-wide, strictly increasing, never reused (it survives a reopen of a
+// persistent store). An event is only delivered after it is durable.
+type Event struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	RunID    string    `json:"run_id"`
+	Type     string    `json:"type"`
+	StepKey  string    `json:"step_key,omitempty"` // "" for run-level events
+	Status   string    `json:"status,omitempty"`   // a Status for run events, a StepStatus for step events
+	Attempt  int       `json:"attempt,omitempty"`  // 0 when not about an attempt
+	Progress Progress  `json:"progress"`
+	// Detail is a JSON object specific to the type (e.g. the error of a step_exit, the prompt of
+	// an approve_requested), or nil.
+	Detail json.RawMessage `json:"detail,omitempty"`
+}

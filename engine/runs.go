@@ -1,0 +1,402 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// Origins of a run: who started it. Runs from every origin but local see only the environment
+// variables matching Config.EnvAllow.
+const (
+	OriginLocal    = "local"
+	OriginMCP      = "mcp"
+	OriginWebhook  = "webhook"
+	OriginSchedule = "schedule"
+)
+
+// StartRequest describes a run to start: a spec, or the name of a registered workflow.
+type StartRequest struct {
+	Spec     *spec.Spec     `json:"-"`
+	Workflow string         `json:"workflow,omitempty"` // a catalog name, when Spec is nil
+	Inputs   map[string]any `json:"inputs,omitempty"`
+	Origin   string         `json:"origin,omitempty"`  // "" = local
+	Trigger  map[string]any `json:"trigger,omitempty"` // {{trigger.*}}: schedule id, webhook payload, …
+}
+
+// RunInfo is the state of a run.
+type RunInfo struct {
+	ID         string         `json:"run_id"`
+	Name       string         `json:"name"`
+	Status     run.Status     `json:"status"`
+	Terminal   bool           `json:"terminal"`
+	Error      *RunError      `json:"error,omitempty"`
+	Progress   run.Progress   `json:"progress"`
+	SpecHash   string         `json:"spec_hash"`
+	Origin     string         `json:"origin"`
+	Inputs     map[string]any `json:"inputs"`
+	Trigger    map[string]any `json:"trigger,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+	FinishedAt time.Time      `json:"finished_at,omitzero"`
+	// Approvals lists the open approvals of a live run.
+	Approvals []Approval `json:"approvals,omitempty"`
+	// Steps summarises the step instances outside foreach iterations (Status only; use Steps
+	// for every instance).
+	Steps []StepInfo `json:"steps,omitempty"`
+	// Outputs maps the id of every completed step outside foreach iterations to its output
+	// (Status of a finished run only).
+	Outputs map[string]any `json:"outputs,omitempty"`
+}
+
+// StepInfo is the state of one step instance.
+type StepInfo struct {
+	Key        string         `json:"key"`
+	StepID     string         `json:"step_id"`
+	Kind       string         `json:"kind"`
+	Status     run.StepStatus `json:"status"`
+	Attempts   int            `json:"attempts"`
+	Cached     bool           `json:"cached,omitempty"`
+	Output     any            `json:"output,omitempty"`
+	FileRefs   []any          `json:"file_refs,omitempty"`
+	Error      *StepErrorInfo `json:"error,omitempty"`
+	StartedAt  time.Time      `json:"started_at,omitzero"`
+	FinishedAt time.Time      `json:"finished_at,omitzero"`
+}
+
+// StepErrorInfo is the last failure of a step instance (or why it was skipped).
+type StepErrorInfo struct {
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message"`
+	Trace   string `json:"trace,omitempty"`
+}
+
+// RunFilter selects runs for Runs. The zero value selects every run.
+type RunFilter struct {
+	Statuses []run.Status `json:"statuses,omitempty"`
+	Name     string       `json:"name,omitempty"`  // exact workflow name
+	Since    time.Time    `json:"since,omitzero"`  // created at or after
+	Until    time.Time    `json:"until,omitzero"`  // created before
+	Limit    int          `json:"limit,omitempty"` // 0 = no limit
+}
+
+func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
+	switch {
+	case req.Spec != nil && req.Workflow != "":
+		return nil, run.Errorf(run.CodeInvalidRequest, "give a spec or a workflow name, not both")
+	case req.Spec != nil:
+		return req.Spec, nil
+	case req.Workflow != "":
+		if s, ok := e.Workflow(req.Workflow); ok {
+			return s, nil
+		}
+		msg := fmt.Sprintf("no workflow named %q is registered", req.Workflow)
+		if found := e.Lookup(req.Workflow); len(found) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", found[0].Name)
+		}
+		return nil, &run.Error{Code: run.CodeNotFound, Message: msg}
+	}
+	return nil, run.Errorf(run.CodeInvalidRequest, "no spec to run: give a spec or a workflow name")
+}
+
+// Submit starts a run and returns its id at once; the run goes on in the background. It fails
+// before anything is recorded when the spec is invalid (*spec.ValidationError), the workflow is
+// unknown (not_found), an input is bad (invalid_input, naming the input), a tool is unknown
+// (unknown_tool, details["tools"] lists them) or the engine is closed (closed). ctx bounds only
+// the start.
+func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
+	s, err := e.resolveSpec(req)
+	if err != nil {
+		return "", err
+	}
+	if err := s.Validate(); err != nil {
+		return "", err
+	}
+	origin := req.Origin
+	if origin == "" {
+		origin = OriginLocal
+	}
+	switch origin {
+	case OriginLocal, OriginMCP, OriginWebhook, OriginSchedule:
+	default:
+		return "", run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, origin)
+	}
+	inputs, err := exec.CheckInputs(s, req.Inputs)
+	if err != nil {
+		return "", err
+	}
+	if err := e.checkTools(s); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return "", errClosed()
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	id := e.newRunID()
+	h, err := e.exec.Start(ctx, exec.Params{
+		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
+		Env:    exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
+		OnDone: e.runDone,
+	})
+	if err != nil {
+		e.wg.Done()
+		return "", err
+	}
+	e.mu.Lock()
+	select {
+	case <-h.Done():
+	default:
+		e.runs[id] = h
+	}
+	e.mu.Unlock()
+	return id, nil
+}
+
+func (e *Engine) runDone(h *exec.Run) {
+	e.mu.Lock()
+	delete(e.runs, h.ID())
+	e.mu.Unlock()
+	e.wg.Done()
+}
+
+// checkTools fails with unknown_tool when a tool step names an unregistered tool or a
+// tool_remote step names a remote that is not configured.
+func (e *Engine) checkTools(s *spec.Spec) error {
+	var unknown []string
+	seen := map[string]bool{}
+	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
+		var name string
+		switch st.Kind {
+		case spec.KindTool:
+			if _, ok := e.router.Lookup(st.Tool); !ok {
+				name = st.Tool
+			}
+		case spec.KindToolRemote:
+			if _, ok := e.cfg.Remotes[st.DCC]; !ok || !e.router.HasRemote() {
+				name = st.DCC + "/" + st.Tool
+			}
+		}
+		if name != "" && !seen[name] {
+			seen[name] = true
+			unknown = append(unknown, name)
+		}
+		return true
+	})
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(unknown, ", "))
+	var remotes []string
+	for _, u := range unknown {
+		if strings.Contains(u, "/") {
+			remotes = append(remotes, u)
+		}
+	}
+	if len(remotes) > 0 {
+		if e.router.HasRemote() {
+			msg += "; tool_remote steps need their `dcc` in the engine config's remotes"
+		} else {
+			msg += "; this engine has no remote caller for tool_remote steps"
+		}
+	}
+	return &run.Error{Code: run.CodeUnknownTool, Message: msg, Details: map[string]any{"tools": unknown}}
+}
+
+// Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is
+// not an error: look at RunInfo.Status. If ctx ends first, Run returns context.Cause(ctx) and
+// the run goes on.
+func (e *Engine) Run(ctx context.Context, req StartRequest) (*RunInfo, error) {
+	id, err := e.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Wait(ctx, id, 0)
+}
+
+func (e *Engine) live(id string) *exec.Run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs[id]
+}
+
+func notFound(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no run with id %q", id), Err: err}
+	}
+	if errors.Is(err, store.ErrClosed) {
+		return errClosed()
+	}
+	return &run.Error{Code: run.CodeInternal, Message: err.Error(), Err: err}
+}
+
+// Status returns the state of a run: status, error, progress, open approvals, the step
+// instances outside foreach iterations, and, once it has finished, the outputs of its completed
+// steps. An unknown id is code not_found.
+func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	h := e.live(runID)
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return nil, notFound(runID, err)
+	}
+	steps, err := e.store.ListSteps(ctx, runID)
+	if err != nil {
+		return nil, notFound(runID, err)
+	}
+	info := runInfo(rec)
+	if h != nil && !info.Terminal {
+		info.Progress = h.Progress()
+		info.Approvals = h.Approvals()
+	}
+	for _, st := range steps {
+		if strings.Contains(st.Key, "[") {
+			continue
+		}
+		si := stepInfo(st)
+		info.Steps = append(info.Steps, si)
+		if info.Terminal && st.Status == run.StepCompleted {
+			if info.Outputs == nil {
+				info.Outputs = map[string]any{}
+			}
+			info.Outputs[st.StepID] = si.Output
+		}
+	}
+	return info, nil
+}
+
+// Steps returns every step instance of a run, foreach iterations included, in the order they
+// started.
+func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	steps, err := e.store.ListSteps(ctx, runID)
+	if err != nil {
+		return nil, notFound(runID, err)
+	}
+	out := make([]StepInfo, len(steps))
+	for i, st := range steps {
+		out[i] = stepInfo(st)
+	}
+	return out, nil
+}
+
+// Wait waits until the run is terminal and returns its Status. timeout bounds the wait in real
+// time: 0 waits without limit, negative does not wait; when it elapses first, Wait returns the
+// current, non-terminal state and no error. If ctx ends first, Wait returns context.Cause(ctx).
+func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
+	if h := e.live(runID); h != nil && timeout >= 0 {
+		var expired <-chan time.Time
+		if timeout > 0 {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-h.Done():
+		case <-expired:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return e.Status(ctx, runID)
+}
+
+// Cancel cancels a run: no new step starts, calls in flight are told (host calls report
+// Cancelled, remote calls are abandoned), backoff sleeps and approval waits end at once, and the
+// run becomes cancelled. It returns without waiting (use Wait). Cancelling a finished run does
+// nothing and is not an error; an unknown id is code not_found.
+func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
+	if e.isClosed() {
+		return errClosed()
+	}
+	if h := e.live(runID); h != nil {
+		h.Cancel(reason)
+		return nil
+	}
+	if _, err := e.store.GetRun(ctx, runID); err != nil {
+		return notFound(runID, err)
+	}
+	return nil
+}
+
+// Approve resolves the open approval of step instance stepKey (e.g. "human_gate" or
+// "per_file[2].review"): approved lets the run go on, a denial fails the step. Errors: an
+// unknown run (not_found), no open approval with that key (invalid_state, details["open"] lists
+// the open ones).
+func (e *Engine) Approve(ctx context.Context, runID, stepKey string, approved bool, reason, by string) error {
+	if e.isClosed() {
+		return errClosed()
+	}
+	if h := e.live(runID); h != nil {
+		return h.Approve(stepKey, approved, reason, by)
+	}
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return notFound(runID, err)
+	}
+	return &run.Error{Code: run.CodeInvalidState, StepID: stepKey,
+		Message: fmt.Sprintf("run %s is %s: it has no open approval for step %q", runID, rec.Status, stepKey)}
+}
+
+// Runs lists runs matching f, newest first, without their steps.
+func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	recs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: f.Statuses, Name: f.Name, Since: f.Since, Until: f.Until, Limit: f.Limit})
+	if err != nil {
+		return nil, notFound("", err)
+	}
+	out := make([]RunInfo, len(recs))
+	for i, rec := range recs {
+		out[i] = *runInfo(rec)
+		if h := e.live(rec.ID); h != nil && !out[i].Terminal {
+			out[i].Progress = h.Progress()
+		}
+	}
+	return out, nil
+}
+
+func runInfo(rec store.Run) *RunInfo {
+	info := &RunInfo{
+		ID: rec.ID, Name: rec.Name, Status: rec.Status, Terminal: rec.Status.Terminal(), Error: rec.Error,
+		Progress: rec.Progress, SpecHash: rec.SpecHash, Origin: rec.Origin,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
+	}
+	_ = json.Unmarshal(rec.Inputs, &info.Inputs)
+	if len(rec.Trigger) > 0 {
+		_ = json.Unmarshal(rec.Trigger, &info.Trigger)
+	}
+	return info
+}
+
+func stepInfo(st store.Step) StepInfo {
+	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+	if len(st.Output) > 0 {
+		_ = json.Unmarshal(st.Output, &si.Output)
+	}
+	if len(st.FileRefs) > 0 {
+		_ = json.Unmarshal(st.FileRefs, &si.FileRefs)
+	}
+	if st.ErrorKind != "" || st.ErrorMessage != "" {
+		si.Error = &StepErrorInfo{Kind: st.ErrorKind, Message: st.ErrorMessage, Trace: st.ErrorTrace}
+	}
+	return si
+}
