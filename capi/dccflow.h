@@ -25,6 +25,22 @@ int32_t dccflow_version(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_spec_parse(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_spec_validate(uint64_t handle, char *in_json, char **out_json);
 
+/* Engines: open returns {"handle": n}; every other call takes that handle. */
+int32_t dccflow_engine_open(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_engine_close(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_tool_register(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_workflow_register(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_run_submit(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_run_status(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_run_wait(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_run_cancel(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_run_approve(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_runs_list(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_calls_next(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_calls_complete(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_call_cancelled(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_events_next(uint64_t handle, char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,3 +61,75 @@ func dccflow_spec_parse(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 func dccflow_spec_validate(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opSpecValidate)
 }
+
+// The engine exports. Their requests and results are documented in docs/c-abi.md.
+
+//export dccflow_engine_open
+func dccflow_engine_open(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opEngineOpen)
+}
+
+//export dccflow_engine_close
+func dccflow_engine_close(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opEngineClose)
+}
+
+//export dccflow_tool_register
+func dccflow_tool_register(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opToolRegister)
+}
+
+//export dccflow_workflow_register
+func dccflow_workflow_register(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opWorkflowRegister)
+}
+
+//export dccflow_run_submit
+func dccflow_run_submit(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunSubmit)
+}
+
+//export dccflow_run_status
+func dccflow_run_status(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunStatus)
+}
+
+//export dccflow_run_wait
+func dccflow_run_wait(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunWait)
+}
+
+//export dccflow_run_cancel
+func dccflow_run_cancel(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunCancel)
+}
+
+//export dccflow_run_approve
+func dccflow_run_approve(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunApprove)
+}
+
+//export dccflow_runs_list
+func dccflow_runs_list(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunsList)
+}
+
+//export dccflow_calls_next
+func dccflow_calls_next(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opCallsNext)
+}
+
+//export dccflow_calls_complete
+func dccflow_calls_complete(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opCallsComplete)
+}
+
+//export dccflow_call_cancelled
+func dccflow_call_cancelled(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opCallCancelled)
+}
+
+//export dccflow_events_next
+func dccflow_events_next(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opEventsNext)
+}

@@ -26,6 +26,7 @@ from ._errors import (
     SpecTooLargeError,
     ValidationError,
 )
+from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
 from ._graph import graph
 from ._spec import (
     BackoffKind,
@@ -37,12 +38,24 @@ from ._spec import (
     WorkflowStatus,
     WorkflowStep,
 )
+from ._tools import CallContext, Fatal, ToolError, Transient, current_call
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "library_version",
+    # running workflows
+    "Engine",
+    "Run",
+    "RunResult",
+    "StepRecord",
+    "RunFailedError",
+    "current_call",
+    "CallContext",
+    "ToolError",
+    "Transient",
+    "Fatal",
     "graph",
     # spec views
     "WorkflowSpec",

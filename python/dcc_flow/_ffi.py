@@ -38,7 +38,7 @@ from ._errors import (
     error_from_envelope,
 )
 
-__all__ = ["ABI_VERSION", "call", "library", "library_path", "candidate_paths"]
+__all__ = ["ABI_VERSION", "call", "call_encoded", "library", "library_path", "candidate_paths"]
 
 #: The C ABI version this package was written for (``DCCFLOW_ABI_VERSION`` in capi/dccflow.h).
 ABI_VERSION = 1
@@ -63,6 +63,21 @@ _JSON_EXPORTS = (
     "dccflow_version",
     "dccflow_spec_parse",
     "dccflow_spec_validate",
+    "dccflow_engine_open",
+    "dccflow_engine_close",
+    "dccflow_tool_register",
+    "dccflow_workflow_register",
+    "dccflow_run_submit",
+    "dccflow_run_status",
+    "dccflow_run_wait",
+    "dccflow_run_cancel",
+    "dccflow_run_approve",
+    "dccflow_run_resume",
+    "dccflow_runs_list",
+    "dccflow_calls_next",
+    "dccflow_calls_complete",
+    "dccflow_call_cancelled",
+    "dccflow_events_next",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),
@@ -262,6 +277,11 @@ def call(
     Raises the ``DccFlowError`` subclass for the envelope's code when the export fails;
     ``source`` labels validation messages (a file name).
     """
+    return call_encoded(name, handle, _encode(name, payload), source)
+
+
+def call_encoded(name: str, handle: int, data: bytes, source: Optional[str] = None) -> Dict[str, Any]:
+    """``call`` with a request that is already JSON-encoded UTF-8 (the tool-call hot path)."""
     state = _state()
     if state.forked:
         raise RuntimeError(_FORK_MESSAGE)
@@ -274,7 +294,6 @@ def call(
             % (state.path, name),
             code="unsupported",
         )
-    data = _encode(name, payload)
     out = ctypes.c_void_p()
     rc = int(fn(handle, data, ctypes.byref(out)))
     raw = _take_string(state.funcs["dccflow_free"], out.value)

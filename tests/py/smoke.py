@@ -8,6 +8,7 @@ import importlib
 import os
 import pickle
 import sys
+import threading
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,6 +113,29 @@ def main():
     reloaded = importlib.reload(dcc_flow)
     check(reloaded._ffi.library() is lib, "reload keeps the library")
     check(reloaded.WorkflowSpec.from_yaml_str(VENDOR_INTAKE).spec_hash == spec.spec_hash, "parse after reload")
+
+    # Run a workflow whose tools are Python functions, on this thread.
+    with reloaded.Engine() as engine:
+        main_thread = threading.current_thread()
+
+        @engine.tool()
+        def vendor_intake__list_sftp(date):
+            return {"files": [{"path": "%s/%d.ma" % (date, i)} for i in range(3)]}
+
+        @engine.tool()
+        def maya__export_fbx(scene):
+            check(threading.current_thread() is main_thread, "main-lane tool on the calling thread")
+            return {"fbx": scene.replace(".ma", ".fbx")}
+
+        result = engine.run(
+            "name: smoke\ninputs: {date: {type: string}}\nsteps:\n"
+            "  - {id: list, tool: vendor_intake__list_sftp, args: {date: '{{inputs.date}}'}}\n"
+            "  - {id: per_file, kind: foreach, items: '$.list.files', as: file, concurrency: 2,\n"
+            "     steps: [{id: export, tool: maya__export_fbx, args: {scene: '{{file.path}}'}}]}\n",
+            {"date": "2026-11-22"},
+        )
+        check(result.ok, "smoke run completed: %r %r" % (result, result.error))
+        check(result.outputs["per_file"][2]["export"]["fbx"] == "2026-11-22/2.fbx", "outputs")
 
 
 if __name__ == "__main__":

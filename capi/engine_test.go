@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func openEngine(t *testing.T) uint64 {
+	t.Helper()
+	h := uint64(mustOp(t, 0, opEngineOpen, `{"config": {}}`)["handle"].(float64))
+	t.Cleanup(func() { dispatch(h, nil, opEngineClose) })
+	return h
+}
+
+func TestEngineExportsRunAHostTool(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	mustOp(t, h, opToolRegister, `{"name": "double", "lane": "main"}`)
+	sub := mustOp(t, h, opRunSubmit, `{"spec": "steps: [{id: d, tool: double, args: {x: \"{{inputs.x}}\"}}]", "inputs": {"x": 21}}`)
+	runID := sub["run_id"].(string)
+	next := fmt.Sprintf(`{"lanes": ["main", "worker"], "max": 4, "timeout_ms": 5000, "run_id": %q, "events_after": 0}`, runID)
+	res := mustOp(t, h, opCallsNext, next)
+	calls := res["calls"].([]any)
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", res)
+	}
+	c := calls[0].(map[string]any)
+	if c["tool"] != "double" || c["args"].(map[string]any)["x"] != float64(21) || c["step_key"] != "d" {
+		t.Fatalf("call %v", c)
+	}
+	if m := mustOp(t, h, opCallCancelled, fmt.Sprintf(`{"call_id": %v}`, c["call_id"])); m["cancelled"] != false {
+		t.Fatalf("cancelled %v", m)
+	}
+	res = mustOp(t, h, opCallsComplete, fmt.Sprintf(`{"call_id": %v, "output": {"y": 42}, "next": %s}`, c["call_id"], next))
+	if res["accepted"] != true || len(res["calls"].([]any)) != 0 || res["run"].(map[string]any)["terminal"] != true {
+		t.Fatalf("complete %v", res)
+	}
+	if evs, _ := res["events"].([]any); len(evs) == 0 {
+		t.Fatalf("no events piggybacked: %v", res)
+	}
+	st := mustOp(t, h, opRunWait, fmt.Sprintf(`{"run_id": %q, "timeout_ms": 1000}`, runID))
+	if st["status"] != "completed" || st["outputs"].(map[string]any)["d"].(map[string]any)["y"] != float64(42) {
+		t.Fatalf("status %v", st)
+	}
+	// A late answer is not accepted but is not an error either.
+	late := mustOp(t, h, opCallsComplete, fmt.Sprintf(`{"call_id": %v, "output": 1}`, c["call_id"]))
+	if late["accepted"] != false {
+		t.Fatalf("late %v", late)
+	}
+	evs := mustOp(t, h, opEventsNext, `{"after_seq": 0, "timeout_ms": 0}`)
+	if n := len(evs["events"].([]any)); n < 3 || evs["last_seq"].(float64) < float64(n) {
+		t.Fatalf("events %v", evs)
+	}
+	runs := mustOp(t, h, opRunsList, `{"status": ["completed"]}`)
+	if len(runs["runs"].([]any)) != 1 {
+		t.Fatalf("runs %v", runs)
+	}
+}
+
+func TestEngineExportErrors(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	cases := []struct {
+		name string
+		h    uint64
+		fn   op
+		in   string
+		code string
+	}{
+		{"stale handle", 987654, opRunStatus, `{"run_id": "x"}`, "stale_handle"},
+		{"handle zero", 0, opRunSubmit, `{"spec": "steps: []"}`, "stale_handle"},
+		{"unknown run", h, opRunStatus, `{"run_id": "nope"}`, "not_found"},
+		{"missing run id", h, opRunCancel, `{}`, "invalid_request"},
+		{"bad spec", h, opRunSubmit, `{"spec": "steps: [{id: a, tol: t}]"}`, "validation_failed"},
+		{"unknown tool", h, opRunSubmit, `{"spec": "steps: [{id: a, tool: nope}]"}`, "unknown_tool"},
+		{"bad lane", h, opCallsNext, `{"lanes": ["gpu"]}`, "invalid_request"},
+		{"unknown call", h, opCallsComplete, `{"call_id": 99999, "output": 1}`, "not_found"},
+		{"approve without approved", h, opRunApprove, `{"run_id": "x", "step": "s"}`, "invalid_request"},
+		{"bad config", 0, opEngineOpen, `{"config": {"env_allow": ["["]}}`, "invalid_request"},
+		{"unknown config field", 0, opEngineOpen, `{"config": {"dbb": ""}}`, "invalid_request"},
+	}
+	for _, tc := range cases {
+		out, rc := dispatch(tc.h, []byte(tc.in), tc.fn)
+		if rc == rcOK || !strings.Contains(string(out), `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: rc %d %s", tc.name, rc, out)
+		}
+	}
+	// Closing twice is harmless; the handle is stale afterwards.
+	h2 := uint64(mustOp(t, 0, opEngineOpen, `{}`)["handle"].(float64))
+	if m := mustOp(t, h2, opEngineClose, `{}`); m["closed"] != true {
+		t.Fatal(m)
+	}
+	if m := mustOp(t, h2, opEngineClose, `{}`); m["closed"] != false {
+		t.Fatal(m)
+	}
+	if out, rc := dispatch(h2, []byte(`{"lanes":["main"]}`), opCallsNext); rc == rcOK || !strings.Contains(string(out), "stale_handle") {
+		t.Fatalf("after close: %s", out)
+	}
+}

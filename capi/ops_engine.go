@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// engines holds every open engine of the process.
+var engines = newHandleTable[*engine.Engine]()
+
+// maxBlock caps every blocking export: Ctrl-C and shutdown are never stuck for long.
+const maxBlock = 60 * time.Second
+
+// closeTimeout bounds how long dccflow_engine_close waits for runs to stop.
+const closeTimeout = 30 * time.Second
+
+func millis(ms int64) time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	if d > maxBlock {
+		return maxBlock
+	}
+	return d
+}
+
+func withEngine[Req any](fn func(e *engine.Engine, req *Req) (any, error)) op {
+	return func(h uint64, in []byte) (any, error) {
+		e, err := engines.get(h)
+		if err != nil {
+			return nil, err
+		}
+		req := new(Req)
+		if err := decode(in, req); err != nil {
+			return nil, err
+		}
+		return fn(e, req)
+	}
+}
+
+func required(name, value string) error {
+	if value == "" {
+		return &badRequest{msg: "invalid request: \"" + name + "\" is required"}
+	}
+	return nil
+}
+
+type openRequest struct {
+	Config engine.Config `json:"config"`
+}
+
+func opEngineOpen(_ uint64, in []byte) (any, error) {
+	var req openRequest
+	if err := decode(in, &req); err != nil {
+		return nil, err
+	}
+	e, err := engine.Open(context.Background(), req.Config)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]uint64{"handle": engines.add(e)}, nil
+}
+
+func opEngineClose(h uint64, _ []byte) (any, error) {
+	e, ok := engines.remove(h)
+	if !ok {
+		return map[string]bool{"closed": false}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"closed": true}, nil
+}
+
+var opToolRegister = withEngine(func(e *engine.Engine, req *engine.ToolInfo) (any, error) {
+	if err := required("name", req.Name); err != nil {
+		return nil, err
+	}
+	if req.Lane == "" {
+		req.Lane = engine.LaneMain
+	}
+	return struct{}{}, e.RegisterTool(*req)
+})
+
+var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {
+	s, err := req.spec()
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Register(s); err != nil {
+		return nil, err
+	}
+	return map[string]string{"name": s.Name, "spec_hash": s.Hash()}, nil
+})
+
+// spec parses the text of a request that has one.
+func (r *specRequest) spec() (*spec.Spec, error) {
+	if r.Text == nil {
+		return nil, &badRequest{msg: `invalid request: "text" (the spec's YAML or JSON text) is required`}
+	}
+	return spec.Parse([]byte(*r.Text), spec.Options{Format: spec.Format(r.Format), Source: r.Source})
+}
+
+type submitRequest struct {
+	Spec     *string        `json:"spec"`
+	Workflow string         `json:"workflow"`
+	Format   string         `json:"format"`
+	Source   string         `json:"source"`
+	Inputs   map[string]any `json:"inputs"`
+}
+
+var opRunSubmit = withEngine(func(e *engine.Engine, req *submitRequest) (any, error) {
+	start := engine.StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: "local"}
+	if req.Spec != nil {
+		sr := specRequest{Text: req.Spec, Format: req.Format, Source: req.Source}
+		s, err := sr.spec()
+		if err != nil {
+			return nil, err
+		}
+		start.Spec = s
+	}
+	id, err := e.Submit(context.Background(), start)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"run_id": id}, nil
+})
+
+type runRequest struct {
+	RunID     string `json:"run_id"`
+	TimeoutMs int64  `json:"timeout_ms"`
+	Reason    string `json:"reason"`
+	// AllSteps asks for every step instance, foreach iterations included.
+	AllSteps bool `json:"all_steps"`
+}
+
+// runResult is a RunInfo plus whether a wait timed out.
+type runResult struct {
+	*engine.RunInfo
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+func status(e *engine.Engine, req *runRequest, info *engine.RunInfo) (any, error) {
+	if req.AllSteps {
+		steps, err := e.Steps(context.Background(), req.RunID)
+		if err != nil {
+			return nil, err
+		}
+		info.Steps = steps
+	}
+	return runResult{RunInfo: info, TimedOut: !info.Terminal && req.TimeoutMs > 0}, nil
+}
+
+var opRunStatus = withEngine(func(e *engine.Engine, req *runRequest) (any, error) {
+	if err := required("run_id", req.RunID); err != nil {
+		return nil, err
+	}
+	info, err := e.Status(context.Background(), req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	req.TimeoutMs = 0
+	return status(e, req, info)
+})
+
+var opRunWait = withEngine(func(e *engine.Engine, req *runRequest) (any, error) {
+	if err := required("run_id", req.RunID); err != nil {
+		return nil, err
+	}
+	timeout := millis(req.TimeoutMs)
+	if req.TimeoutMs <= 0 {
+		timeout = -1 // do not wait
+	}
+	info, err := e.Wait(context.Background(), req.RunID, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return status(e, req, info)
+})
+
+var opRunCancel = withEngine(func(e *engine.Engine, req *runRequest) (any, error) {
+	if err := required("run_id", req.RunID); err != nil {
+		return nil, err
+	}
+	return struct{}{}, e.Cancel(context.Background(), req.RunID, req.Reason)
+})
+
+type approveRequest struct {
+	RunID    string `json:"run_id"`
+	Step     string `json:"step"`
+	Approved *bool  `json:"approved"`
+	Reason   string `json:"reason"`
+	By       string `json:"by"`
+}
+
+var opRunApprove = withEngine(func(e *engine.Engine, req *approveRequest) (any, error) {
+	if err := required("run_id", req.RunID); err != nil {
+		return nil, err
+	}
+	if err := required("step", req.Step); err != nil {
+		return nil, err
+	}
+	if req.Approved == nil {
+		return nil, &badRequest{msg: `invalid request: "approved" (true or false) is required`}
+	}
+	return struct{}{}, e.Approve(context.Background(), req.RunID, req.Step, *req.Approved, req.Reason, req.By)
+})
+
+type runsRequest struct {
+	Status []run.Status `json:"status"`
+	Name   string       `json:"name"`
+	Limit  int          `json:"limit"`
+}
+
+var opRunsList = withEngine(func(e *engine.Engine, req *runsRequest) (any, error) {
+	runs, err := e.Runs(context.Background(), engine.RunFilter{Statuses: req.Status, Name: req.Name, Limit: req.Limit})
+	if err != nil {
+		return nil, err
+	}
+	if runs == nil {
+		runs = []engine.RunInfo{}
+	}
+	return map[string]any{"runs": runs}, nil
+})
+
+// nextRequest is the input of dccflow_calls_next (and the "next" of dccflow_calls_complete).
+type nextRequest struct {
+	Lanes       []string `json:"lanes"`
+	Max         int      `json:"max"`
+	TimeoutMs   int64    `json:"timeout_ms"`
+	RunID       string   `json:"run_id"`
+	EventsAfter *uint64  `json:"events_after"`
+}
+
+// callJSON is a pending call as the C ABI hands it out.
+type callJSON struct {
+	CallID     uint64         `json:"call_id"`
+	Tool       string         `json:"tool"`
+	Args       map[string]any `json:"args"`
+	RunID      string         `json:"run_id"`
+	StepKey    string         `json:"step_key"`
+	Attempt    int            `json:"attempt"`
+	Lane       string         `json:"lane"`
+	DeadlineMs int64          `json:"deadline_ms,omitempty"`
+}
+
+type runSummary struct {
+	Status   run.Status `json:"status"`
+	Terminal bool       `json:"terminal"`
+}
+
+type nextResult struct {
+	Accepted *bool          `json:"accepted,omitempty"`
+	Calls    []callJSON     `json:"calls"`
+	Run      *runSummary    `json:"run,omitempty"`
+	Events   []engine.Event `json:"events,omitempty"`
+}
+
+func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
+	pull := engine.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs)}
+	if req.RunID != "" {
+		pull.Stop = e.RunDone(req.RunID)
+	}
+	calls, err := e.Host().Pull(context.Background(), pull)
+	if err != nil {
+		return err
+	}
+	res.Calls = make([]callJSON, len(calls))
+	for i, c := range calls {
+		res.Calls[i] = callJSON{CallID: c.ID, Tool: c.Tool, Args: c.Args, RunID: c.RunID, StepKey: c.StepKey, Attempt: c.Attempt, Lane: c.Lane}
+		if !c.Deadline.IsZero() {
+			res.Calls[i].DeadlineMs = c.Deadline.UnixMilli()
+		}
+	}
+	if req.RunID != "" {
+		// A run that hands out calls is not terminal; otherwise look at its record.
+		res.Run = &runSummary{Status: run.StatusRunning}
+		if len(calls) == 0 {
+			select {
+			case <-e.RunDone(req.RunID):
+				info, err := e.Status(context.Background(), req.RunID)
+				if err != nil {
+					return err
+				}
+				res.Run = &runSummary{Status: info.Status, Terminal: info.Terminal}
+			default:
+			}
+		}
+		if req.EventsAfter != nil {
+			evs, err := e.PollEvents(context.Background(), engine.EventQuery{FromSeq: *req.EventsAfter + 1, RunID: req.RunID}, 0)
+			if err != nil {
+				return err
+			}
+			res.Events = evs
+		}
+	}
+	return nil
+}
+
+var opCallsNext = withEngine(func(e *engine.Engine, req *nextRequest) (any, error) {
+	var res nextResult
+	if err := next(e, req, &res); err != nil {
+		return nil, err
+	}
+	return res, nil
+})
+
+type completeRequest struct {
+	CallID uint64          `json:"call_id"`
+	Output json.RawMessage `json:"output"`
+	Error  *struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+		Trace   string `json:"trace"`
+	} `json:"error"`
+	Next *nextRequest `json:"next"`
+}
+
+var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (any, error) {
+	if req.CallID == 0 {
+		return nil, &badRequest{msg: `invalid request: "call_id" is required`}
+	}
+	result := engine.ToolResult{OutputJSON: req.Output}
+	if len(req.Output) == 0 {
+		result.OutputJSON = json.RawMessage("null")
+	}
+	if req.Error != nil {
+		kind := req.Error.Kind
+		if kind == "" {
+			kind = run.KindError
+		}
+		result = engine.ToolResult{Error: &engine.ToolError{Kind: kind, Message: req.Error.Message, Trace: req.Error.Trace}}
+	}
+	accepted := true
+	if err := e.Host().Complete(req.CallID, result); err != nil {
+		var re *run.Error
+		if !errors.As(err, &re) || re.Details["dropped"] != true {
+			return nil, err
+		}
+		accepted = false // a late result: the call timed out or was cancelled
+	}
+	res := nextResult{Accepted: &accepted}
+	if req.Next != nil {
+		if err := next(e, req.Next, &res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+})
+
+type callRequest struct {
+	CallID uint64 `json:"call_id"`
+}
+
+var opCallCancelled = withEngine(func(e *engine.Engine, req *callRequest) (any, error) {
+	return map[string]bool{"cancelled": e.Host().Cancelled(req.CallID)}, nil
+})
+
+type eventsRequest struct {
+	AfterSeq  uint64 `json:"after_seq"`
+	Max       *int   `json:"max"`
+	TimeoutMs int64  `json:"timeout_ms"`
+	RunID     string `json:"run_id"`
+}
+
+var opEventsNext = withEngine(func(e *engine.Engine, req *eventsRequest) (any, error) {
+	var evs []engine.Event
+	if req.Max == nil || *req.Max > 0 {
+		max := 256
+		if req.Max != nil {
+			max = *req.Max
+		}
+		var err error
+		evs, err = e.PollEvents(context.Background(), engine.EventQuery{FromSeq: req.AfterSeq + 1, RunID: req.RunID, Max: max}, millis(req.TimeoutMs))
+		if err != nil {
+			return nil, err
+		}
+	}
+	last, err := e.LastSeq(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if evs == nil {
+		evs = []engine.Event{}
+	}
+	return map[string]any{"events": evs, "last_seq": last}, nil
+})

@@ -1,0 +1,580 @@
+"""``dcc_flow.Engine``: run workflows whose tools are Python functions.
+
+The Go engine never calls into Python. Tool calls are *pulled*: the thread that drives a run
+(``Engine.run``, ``Run.wait``, ``Engine.pump`` or a ``serve_tools`` worker) asks the library for
+pending calls, runs them, and answers each with its result; answering and asking for the next call
+is one crossing of the C ABI. Main-lane tools run on the thread that drives the run (Maya's main
+thread); worker-lane tools run on the ``serve_tools`` pool when one is running, else on the driving
+thread too.
+"""
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _ffi
+from ._errors import DccFlowError
+from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
+from ._tools import LANES, ToolEntry, describe, execute
+
+__all__ = ["Engine", "Run", "RunResult", "StepRecord", "RunFailedError"]
+
+log = logging.getLogger("dcc_flow")
+
+#: How long one blocking crossing waits at most: Ctrl-C and close() are noticed this fast.
+POLL_MS = 100
+#: How many pending calls one crossing takes.
+BATCH = 16
+
+#: A string that is a catalog name rather than spec text or a path.
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+SpecLike = Union[WorkflowSpec, str, "os.PathLike[str]", Mapping[str, Any], Any]
+
+
+class RunFailedError(DccFlowError):
+    """``RunResult.raise_for_status()``: the run did not complete."""
+
+
+class StepRecord:
+    """One step instance of a run (a foreach iteration's step is its own instance)."""
+
+    __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
+                 "started_at", "finished_at")
+
+    def __init__(self, d: Mapping[str, Any]) -> None:
+        self.key: str = d.get("key", "")
+        self.step_id: str = d.get("step_id", "")
+        self.kind: str = d.get("kind", "")
+        self.status = StepStatus(d.get("status", "pending"))
+        self.attempt: int = int(d.get("attempts") or d.get("attempt") or 0)
+        self.cached: bool = bool(d.get("cached"))
+        self.output: Any = d.get("output")
+        self.file_refs: Any = d.get("file_refs")
+        self.error: Optional[Dict[str, Any]] = d.get("error")
+        self.started_at: Optional[str] = d.get("started_at")
+        self.finished_at: Optional[str] = d.get("finished_at")
+
+    def __repr__(self) -> str:
+        return "StepRecord(key=%r, status=%s, attempt=%d%s)" % (
+            self.key,
+            self.status.value,
+            self.attempt,
+            ", cached=True" if self.cached else "",
+        )
+
+
+class RunResult:
+    """The state of a run: status, error, per-step records and the outputs of top-level steps."""
+
+    def __init__(self, d: Mapping[str, Any]) -> None:
+        self.raw: Dict[str, Any] = dict(d)
+        self.run_id: str = d.get("run_id", "")
+        self.name: str = d.get("name", "")
+        self.status = WorkflowStatus(d.get("status", "pending"))
+        self.error: Optional[Dict[str, Any]] = d.get("error")
+        progress = d.get("progress") or {}
+        self.progress: Tuple[int, int] = (int(progress.get("completed", 0)), int(progress.get("total", 0)))
+        self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
+        self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
+        self.spec_hash: str = d.get("spec_hash", "")
+        self.timed_out: bool = bool(d.get("timed_out"))
+
+    @property
+    def ok(self) -> bool:
+        """True when the run completed."""
+        return self.status is WorkflowStatus.COMPLETED
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.is_terminal
+
+    def step(self, key: str) -> StepRecord:
+        """The step instance with this key (``"export"``, ``"per_file[3].export"``)."""
+        for s in self.steps:
+            if s.key == key:
+                return s
+        raise KeyError("run %s has no step instance %r" % (self.run_id, key))
+
+    def raise_for_status(self) -> "RunResult":
+        """Return self when the run completed, else raise ``RunFailedError`` with its error."""
+        if not self.ok:
+            err = self.error or {}
+            where = " at step %r" % err["step_key"] if err.get("step_key") else ""
+            raise RunFailedError(
+                "run %s %s%s: %s" % (self.run_id, self.status.value, where, err.get("message", "")),
+                code=str(err.get("kind") or self.status.value),
+                details=self.raw,
+                step_id=err.get("step_key"),
+            )
+        return self
+
+    def __repr__(self) -> str:
+        return "RunResult(run_id=%r, status=%s, progress=%d/%d)" % (
+            self.run_id,
+            self.status.value,
+            self.progress[0],
+            self.progress[1],
+        )
+
+
+def _spec_request(spec: SpecLike) -> Dict[str, Any]:
+    """The part of a submit request that names the workflow."""
+    inner = getattr(spec, "spec", None)
+    if isinstance(inner, WorkflowSpec):  # a code-first @workflow
+        spec = inner
+    if isinstance(spec, WorkflowSpec):
+        return {"spec": spec.to_json(), "format": "json", "source": spec.name or None}
+    if isinstance(spec, Mapping):
+        return {"spec": json.dumps(spec, ensure_ascii=False), "format": "json"}
+    if isinstance(spec, os.PathLike):
+        path = os.fspath(spec)
+        with open(path, "rb") as f:
+            return {"spec": f.read().decode("utf-8"), "source": path}
+    if isinstance(spec, str):
+        if _CATALOG_NAME.match(spec) and not os.path.isfile(spec):
+            return {"workflow": spec}
+        if "\n" not in spec and os.path.isfile(spec):
+            with open(spec, "rb") as f:
+                return {"spec": f.read().decode("utf-8"), "source": spec}
+        return {"spec": spec}
+    raise TypeError(
+        "expected a WorkflowSpec, a @workflow, spec text, a path or a catalog name; got %s" % type(spec).__name__
+    )
+
+
+class Engine:
+    """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
+
+    Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
+    settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_ms``, ``remotes``).
+    """
+
+    def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None):
+        cfg = dict(config or {})
+        if db is not None:
+            cfg["db"] = os.fspath(db)
+        self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
+        self._lock = threading.RLock()
+        self._closed = False
+        self._tools: Dict[str, ToolEntry] = {}
+        self._workers: List[threading.Thread] = []
+        self._workers_stop = threading.Event()
+        self._callbacks: List[Callable[[Dict[str, Any]], None]] = []
+        self._events_thread: Optional[threading.Thread] = None
+        self._finalizer = weakref.finalize(self, _close_handle, self._handle)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        self._check_open()
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop the worker pool and the event thread, and close the engine. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._workers_stop.set()
+        current = threading.current_thread()
+        for t in self._workers:
+            if t is not current:
+                t.join(timeout=5)
+        if self._events_thread is not None and self._events_thread is not current:
+            self._events_thread.join(timeout=5)
+        self._finalizer()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this dcc_flow.Engine is closed; open a new one")
+
+    def _call(self, name: str, payload: Optional[Mapping[str, Any]] = None, source: Optional[str] = None) -> Dict[str, Any]:
+        self._check_open()
+        return _ffi.call(name, self._handle, payload, source)
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    def tool(
+        self, name: Optional[str] = None, thread: str = "main", max_concurrent: Optional[int] = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: register the function as host tool ``name`` (default: the function's name).
+
+        ``thread="main"`` runs it on the thread that drives the run (Maya's main thread);
+        ``"worker"`` on the ``serve_tools`` pool. ``max_concurrent`` bounds simultaneous calls.
+        """
+        if callable(name):  # used bare: @engine.tool
+            fn = name
+            self.register_tool(fn)
+            return fn
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent)
+            return fn
+
+        return decorate
+
+    def register_tool(
+        self,
+        fn: Callable[..., Any],
+        name: Optional[str] = None,
+        thread: str = "main",
+        max_concurrent: Optional[int] = None,
+        schema: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it."""
+        if not callable(fn):
+            raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
+        tool_name = name or getattr(fn, "__name__", "")
+        if thread not in LANES:
+            raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
+        if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
+            raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
+        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn))
+        req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
+        if max_concurrent is not None:
+            req["max_concurrent"] = max_concurrent
+        if schema is not None:
+            req["schema"] = dict(schema)
+        self._call("dccflow_tool_register", req)
+        with self._lock:
+            self._tools[tool_name] = entry
+
+    @property
+    def tools(self) -> Dict[str, Callable[..., Any]]:
+        """The registered host tools by name."""
+        with self._lock:
+            return {name: e.fn for name, e in self._tools.items()}
+
+    def register_workflow(self, spec: SpecLike) -> str:
+        """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name."""
+        req = _spec_request(spec)
+        if "workflow" in req:
+            raise ValueError("register_workflow needs a spec, not the catalog name %r" % req["workflow"])
+        out = self._call("dccflow_workflow_register", {"text": req["spec"], "format": req.get("format", "auto"),
+                                                       "source": req.get("source") or ""}, req.get("source"))
+        return str(out["name"])
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def submit(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None) -> "Run":
+        """Start a run and return at once. Its main-lane tools run when some thread drives it:
+        ``Run.wait()``, ``Engine.pump()`` (a DCC idle callback) or ``Engine.run``."""
+        self._register_flow_tools(spec)
+        req = _spec_request(spec)
+        req["inputs"] = dict(inputs or {})
+        out = self._call("dccflow_run_submit", req, req.get("source"))
+        return Run(self, str(out["run_id"]))
+
+    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None) -> RunResult:
+        """Start a run and drive it to the end on this thread; return its result.
+
+        ``timeout`` (seconds) cancels the run when exceeded. Ctrl-C cancels the run and raises
+        ``KeyboardInterrupt``.
+        """
+        run = self.submit(spec, inputs)
+        return run.wait(timeout=timeout, cancel_on_timeout=True)
+
+    def _register_flow_tools(self, spec: Any) -> None:
+        """Register the tasks of a code-first workflow (any object with ``.tasks``)."""
+        for task in getattr(spec, "tasks", ()) or ():
+            info = task.tool_info() if hasattr(task, "tool_info") else None
+            if info is None:
+                continue
+            name, fn, lane, max_concurrent = info
+            with self._lock:
+                known = self._tools.get(name)
+            if known is None or known.fn is not fn:
+                self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent)
+
+    def get_status(self, run_id: str) -> RunResult:
+        """The current state of a run."""
+        return RunResult(self._call("dccflow_run_status", {"run_id": run_id}))
+
+    def cancel(self, run_id: str, reason: Optional[str] = None) -> None:
+        """Cancel a run (a terminal run is left as it is)."""
+        self._call("dccflow_run_cancel", {"run_id": run_id, "reason": reason or "cancelled from Python"})
+
+    def approve(self, run_id: str, step: str, approved: bool = True, reason: Optional[str] = None,
+                by: Optional[str] = None) -> None:
+        """Resolve the open approval of step instance ``step``."""
+        self._call("dccflow_run_approve", {"run_id": run_id, "step": step, "approved": bool(approved),
+                                           "reason": reason or "", "by": by or _user()})
+
+    def resume(self, run_id: str, force_steps: Sequence[str] = (), expected_spec_hash: Optional[str] = None) -> "Run":
+        """Re-run a failed, interrupted or cancelled run, reusing its completed step instances."""
+        req: Dict[str, Any] = {"run_id": run_id, "force_steps": list(force_steps)}
+        if expected_spec_hash:
+            req["expected_spec_hash"] = expected_spec_hash
+        out = self._call("dccflow_run_resume", req)
+        return Run(self, str(out.get("run_id", run_id)))
+
+    def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
+             limit: Optional[int] = None) -> List[RunResult]:
+        """Runs, newest first, optionally filtered by status(es) and workflow name."""
+        req: Dict[str, Any] = {}
+        if status:
+            req["status"] = [status] if isinstance(status, str) else list(status)
+        if name:
+            req["name"] = name
+        if limit:
+            req["limit"] = int(limit)
+        return [RunResult(r) for r in self._call("dccflow_runs_list", req).get("runs", [])]
+
+    # -- driving: pulling and running tool calls ------------------------------------------------
+
+    def _lanes(self) -> List[str]:
+        """The lanes the driving thread serves: main, and worker when no pool is running."""
+        return ["main"] if self._workers and not self._workers_stop.is_set() else ["main", "worker"]
+
+    def _cancelled(self, call_id: int) -> bool:
+        if self._closed:
+            return True
+        return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
+
+    def _serve(self, calls: List[Dict[str, Any]], next_req: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """Run calls; answer each. The last answer also asks for more (``next_req``); its reply
+        is returned (None when next_req is None)."""
+        reply: Optional[Dict[str, Any]] = None
+        for i, call in enumerate(calls):
+            with self._lock:
+                entry = self._tools.get(str(call.get("tool")))
+            members = execute(entry, call, self._cancelled)
+            last = i == len(calls) - 1
+            if last and next_req is not None:
+                data = (members + ',"next":' + json.dumps(next_req) + "}").encode("utf-8")
+            else:
+                data = (members + "}").encode("utf-8")
+            self._check_open()
+            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
+            if not out.get("accepted", True):
+                log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
+                         call.get("step_key"), call.get("tool"))
+            if last:
+                reply = out if next_req is not None else None
+        return reply
+
+    def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
+               budget: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """Serve calls until the run is terminal, the deadline passes or the budget is spent.
+
+        Returns the last ``run`` summary seen (``{"status", "terminal"}``) or None.
+        """
+        watch_logs = log.isEnabledFor(logging.INFO) and run_id is not None
+        after_seq = 0
+        started = time.monotonic()
+        reply: Optional[Dict[str, Any]] = None
+        while True:
+            now = time.monotonic()
+            if budget is not None and now - started >= budget:
+                return reply.get("run") if reply else None
+            wait_ms = POLL_MS if budget is None else 0
+            if deadline is not None:
+                wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
+            req: Dict[str, Any] = {"lanes": lanes or self._lanes(), "max": BATCH, "timeout_ms": wait_ms}
+            if run_id is not None:
+                req["run_id"] = run_id
+            if watch_logs:
+                req["events_after"] = after_seq
+            if reply is None or not reply.get("calls"):
+                reply = self._call("dccflow_calls_next", req)
+            else:
+                reply = self._serve(reply["calls"], req)
+                assert reply is not None
+            if watch_logs:
+                for ev in reply.get("events") or ():
+                    after_seq = max(after_seq, int(ev.get("seq", 0)))
+                    _log_event(ev)
+            run = reply.get("run")
+            if run is not None and run.get("terminal") and not reply.get("calls"):
+                return run
+            if not reply.get("calls"):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return run
+                if budget is not None:
+                    return run
+
+    def pump(self, budget: float = 0.01) -> int:
+        """Run the pending main-lane calls of every run for at most ``budget`` seconds, without
+        blocking; return how many calls ran. DCC adapters call this from an idle callback."""
+        ran = 0
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            reply = self._call("dccflow_calls_next", {"lanes": ["main"], "max": 1, "timeout_ms": 0})
+            calls = reply.get("calls") or []
+            if not calls:
+                break
+            self._serve(calls, None)
+            ran += len(calls)
+        return ran
+
+    def serve_tools(self, workers: int = 4) -> None:
+        """Start ``workers`` daemon threads that run worker-lane tools until ``close()``."""
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self._check_open()
+        for i in range(workers):
+            t = threading.Thread(target=self._worker_loop, name="dcc_flow-worker-%d" % i, daemon=True)
+            self._workers.append(t)
+            t.start()
+
+    def _worker_loop(self) -> None:
+        reply: Optional[Dict[str, Any]] = None
+        req = {"lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS}
+        while not self._workers_stop.is_set() and not self._closed:
+            try:
+                if reply and reply.get("calls"):
+                    reply = self._serve(reply["calls"], req)
+                else:
+                    reply = self._call("dccflow_calls_next", req)
+            except RuntimeError:
+                return  # closed under us
+            except DccFlowError as exc:
+                if self._closed:
+                    return
+                log.error("dcc_flow worker: %s", exc)
+                time.sleep(0.05)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def events(self, after_seq: int = 0, run_id: Optional[str] = None, timeout: Optional[float] = None,
+               until_terminal: bool = False) -> Iterator[Dict[str, Any]]:
+        """Iterate over engine events with ``seq > after_seq`` (of one run when ``run_id``).
+
+        Stops after ``timeout`` seconds without a new event, or (``until_terminal``) after the
+        run's ``workflow_terminal`` event. With neither, it iterates until the engine closes.
+        """
+        seq = after_seq
+        while not self._closed:
+            req: Dict[str, Any] = {"after_seq": seq, "max": 256,
+                                   "timeout_ms": POLL_MS if timeout is None else int(min(timeout, 60) * 1000)}
+            if run_id:
+                req["run_id"] = run_id
+            out = self._call("dccflow_events_next", req)
+            evs = out.get("events") or []
+            if not evs and timeout is not None:
+                return
+            for ev in evs:
+                seq = max(seq, int(ev["seq"]))
+                yield ev
+                if until_terminal and ev.get("type") == "workflow_terminal":
+                    return
+
+    def on_event(self, callback: Callable[[Dict[str, Any]], None]) -> None:
+        """Call ``callback(event)`` for every event from now on, on a thread of this package
+        (never a Go thread). Exceptions in callbacks are logged."""
+        with self._lock:
+            self._callbacks.append(callback)
+            if self._events_thread is None:
+                start = int(self._call("dccflow_events_next", {"after_seq": 0, "max": 0, "timeout_ms": 0})
+                            .get("last_seq", 0))
+                self._events_thread = threading.Thread(target=self._event_loop, args=(start,),
+                                                       name="dcc_flow-events", daemon=True)
+                self._events_thread.start()
+
+    def _event_loop(self, after_seq: int) -> None:
+        try:
+            for ev in self.events(after_seq=after_seq):
+                with self._lock:
+                    callbacks = list(self._callbacks)
+                for cb in callbacks:
+                    try:
+                        cb(ev)
+                    except Exception:  # noqa: BLE001 - a broken callback must not stop the others
+                        log.exception("dcc_flow event callback %r failed", cb)
+        except RuntimeError:
+            return  # closed
+
+
+class Run:
+    """A submitted run. ``wait()`` drives its main-lane tools on the calling thread."""
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self.engine = engine
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return "Run(%r)" % self.run_id
+
+    @property
+    def status(self) -> WorkflowStatus:
+        return self.engine.get_status(self.run_id).status
+
+    @property
+    def steps(self) -> Tuple[StepRecord, ...]:
+        return self.engine.get_status(self.run_id).steps
+
+    def result(self) -> RunResult:
+        """The current state (not waiting)."""
+        return self.engine.get_status(self.run_id)
+
+    def wait(self, timeout: Optional[float] = None, cancel_on_timeout: bool = False) -> RunResult:
+        """Drive the run on this thread until it is terminal, or ``timeout`` seconds pass.
+
+        On timeout the result has ``timed_out`` set (and the run is cancelled when
+        ``cancel_on_timeout``). Ctrl-C cancels the run and raises ``KeyboardInterrupt``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            run = self.engine._drive(self.run_id, deadline)
+        except KeyboardInterrupt:
+            try:
+                self.engine.cancel(self.run_id, "KeyboardInterrupt")
+            finally:
+                raise
+        result = self.engine.get_status(self.run_id)
+        if not (run and run.get("terminal")) and not result.terminal:
+            if cancel_on_timeout:
+                self.engine.cancel(self.run_id, "timed out after %gs" % (timeout or 0))
+                self.engine._drive(self.run_id, time.monotonic() + 5)
+                result = self.engine.get_status(self.run_id)
+            result.timed_out = True
+        return result
+
+    def cancel(self, reason: Optional[str] = None) -> None:
+        self.engine.cancel(self.run_id, reason)
+
+    def approve(self, step: str, approved: bool = True, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        self.engine.approve(self.run_id, step, approved, reason, by)
+
+    def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """This run's events from its start until its ``workflow_terminal`` event."""
+        return self.engine.events(run_id=self.run_id, timeout=timeout, until_terminal=True)
+
+
+def _close_handle(handle: int) -> None:
+    try:
+        _ffi.call("dccflow_engine_close", handle, {})
+    except Exception:  # noqa: BLE001 - best effort at interpreter exit / garbage collection
+        pass
+
+
+def _user() -> str:
+    for var in ("DCC_FLOW_USER", "USER", "USERNAME"):
+        if os.environ.get(var):
+            return os.environ[var]
+    return "python"
+
+
+def _log_event(ev: Mapping[str, Any]) -> None:
+    kind = ev.get("type", "")
+    key = ev.get("step_key") or ""
+    progress = ev.get("progress") or {}
+    log.info("run %s %s%s %s (%s/%s)", ev.get("run_id", ""), kind, " " + key if key else "",
+             ev.get("status", ""), progress.get("completed", "?"), progress.get("total", "?"))

@@ -1,0 +1,312 @@
+"""dcc_flow.Engine: workflows whose tools are Python functions, driven through the C ABI."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import dcc_flow
+from dcc_flow import Engine, StepStatus, WorkflowStatus
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+INTAKE = """
+name: intake
+inputs:
+  date: {type: string, required: true}
+steps:
+  - id: list
+    tool: list_files
+    args: {date: "{{inputs.date}}"}
+  - id: per_file
+    kind: foreach
+    items: "$.list.files"
+    as: file
+    concurrency: 4
+    steps:
+      - id: export
+        tool: export_fbx
+        args: {scene: "{{file}}"}
+        retry: {max_attempts: 3, initial_delay_ms: 1, max_delay_ms: 5}
+  - id: gate
+    kind: approve
+    prompt: "push {{inputs.date}}?"
+"""
+
+
+@pytest.fixture
+def engine():
+    with Engine() as eng:
+        yield eng
+
+
+def test_run_returns_outputs_and_runs_main_tools_on_the_calling_thread(engine):
+    threads = []
+
+    @engine.tool()
+    def list_files(date):
+        threads.append(threading.get_ident())
+        return {"files": ["%s/%d.ma" % (date, i) for i in range(5)]}
+
+    @engine.tool(name="export_fbx")
+    def export(scene):
+        threads.append(threading.get_ident())
+        return {"fbx": scene.replace(".ma", ".fbx")}
+
+    spec = INTAKE.replace(
+        """  - id: gate
+    kind: approve
+    prompt: "push {{inputs.date}}?"
+""",
+        "",
+    )
+    result = engine.run(spec, {"date": "2026-11-22"})
+    assert result.status is WorkflowStatus.COMPLETED and result.ok
+    assert result.outputs["list"]["files"][0] == "2026-11-22/0.ma"
+    assert [o["export"]["fbx"] for o in result.outputs["per_file"]][4] == "2026-11-22/4.fbx"
+    assert set(threads) == {threading.get_ident()}
+    assert result.raise_for_status() is result
+
+
+def test_worker_lane_tools_run_on_the_pool(engine):
+    seen = set()
+
+    @engine.tool(thread="worker")
+    def work(i):
+        seen.add(threading.current_thread().name)
+        time.sleep(0.01)
+        return i * 2
+
+    engine.serve_tools(workers=3)
+    spec = """
+steps:
+  - id: each
+    kind: foreach
+    items: "{{inputs.items}}"
+    concurrency: 6
+    steps: [{id: w, tool: work, args: {i: "{{item}}"}}]
+"""
+    result = engine.run(spec, {"items": list(range(12))})
+    assert result.ok, result.error
+    assert [o["w"] for o in result.outputs["each"]] == [i * 2 for i in range(12)]
+    assert seen and all(name.startswith("dcc_flow-worker-") for name in seen)
+
+
+def test_exceptions_become_step_errors_with_kind_and_traceback(engine):
+    @engine.tool()
+    def broken(path):
+        raise FileNotFoundError("no such scene: %s" % path)
+
+    result = engine.run("steps: [{id: b, tool: broken, args: {path: /x.ma}}]")
+    assert result.status is WorkflowStatus.FAILED
+    step = result.step("b")
+    assert step.status is StepStatus.FAILED
+    assert step.error["kind"] == "not_found"
+    assert "no such scene: /x.ma" in step.error["message"]
+    assert "Traceback" in step.error["trace"] and "FileNotFoundError" in step.error["trace"]
+    with pytest.raises(dcc_flow.RunFailedError, match="b"):
+        result.raise_for_status()
+
+
+@pytest.mark.parametrize(
+    "exc, kind",
+    [
+        (TimeoutError("t"), "timeout"),
+        (ConnectionError("c"), "transient"),
+        (ValueError("v"), "invalid_input"),
+        (TypeError("t"), "invalid_input"),
+        (PermissionError("p"), "permission"),
+        (dcc_flow.Transient("flaky share"), "transient"),
+        (dcc_flow.Fatal("corrupt"), "fatal"),
+        (dcc_flow.ToolError("disk full", kind="disk_full"), "disk_full"),
+        (RuntimeError("r"), "error"),
+    ],
+)
+def test_exception_kinds(engine, exc, kind):
+    @engine.tool()
+    def t():
+        raise exc
+
+    result = engine.run("steps: [{id: s, tool: t}]")
+    assert result.step("s").error["kind"] == kind
+
+
+def test_transient_failures_are_retried(engine):
+    calls = []
+
+    @engine.tool()
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise dcc_flow.Transient("license server busy")
+        return "ok"
+
+    spec = "steps: [{id: f, tool: flaky, retry: {max_attempts: 5, initial_delay_ms: 1, max_delay_ms: 2}}]"
+    result = engine.run(spec)
+    assert result.ok and result.outputs["f"] == "ok"
+    assert len(calls) == 3 and result.step("f").attempt == 3
+
+
+def test_timed_out_tool_sees_cancelled_and_its_late_result_is_dropped(engine):
+    observed = []
+
+    @engine.tool()
+    def slow():
+        call = dcc_flow.current_call()
+        assert call is not None and call.step_key == "s"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not call.cancelled:
+            time.sleep(0.01)
+        observed.append(call.cancelled)
+        return "too late"
+
+    result = engine.run("steps: [{id: s, tool: slow, timeout_secs: 0.2}]")
+    assert result.status is WorkflowStatus.FAILED
+    assert result.step("s").error["kind"] == "timeout"
+    assert observed == [True]
+    assert dcc_flow.current_call() is None
+
+
+def test_cancel_from_another_thread(engine):
+    started = threading.Event()
+
+    @engine.tool()
+    def long():
+        started.set()
+        while not dcc_flow.current_call().cancelled:
+            time.sleep(0.005)
+
+    run = engine.submit("steps: [{id: l, tool: long}]")
+    threading.Thread(target=lambda: (started.wait(5), run.cancel("operator"))).start()
+    result = run.wait(timeout=10)
+    assert result.status is WorkflowStatus.CANCELLED
+
+
+def test_approval_granted_from_another_thread(engine):
+    @engine.tool()
+    def list_files(date):
+        return {"files": ["a.ma"]}
+
+    @engine.tool()
+    def export_fbx(scene):
+        return scene
+
+    run = engine.submit(INTAKE, {"date": "2026-11-22"})
+
+    def approver():
+        for ev in run.events(timeout=10):
+            if ev["type"] == "approve_requested":
+                run.approve("gate", True, reason="looks good", by="sup")
+                return
+
+    t = threading.Thread(target=approver)
+    t.start()
+    result = run.wait(timeout=20)
+    t.join(5)
+    assert result.ok, result.error
+    assert result.outputs["gate"]["approved"] is True
+
+
+def test_non_serialisable_result_is_a_clear_step_error(engine):
+    @engine.tool()
+    def bad():
+        return object()
+
+    result = engine.run("steps: [{id: b, tool: bad}]")
+    err = result.step("b").error
+    assert err["kind"] == "fatal" and "not JSON-serialisable" in err["message"]
+
+
+def test_unknown_tool_fails_before_start(engine):
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        engine.run("steps: [{id: a, tool: nowhere}]")
+    assert info.value.code == "unknown_tool" and "nowhere" in str(info.value)
+
+
+def test_bad_inputs_are_rejected_naming_the_input(engine):
+    @engine.tool()
+    def list_files(date):
+        return {}
+
+    @engine.tool()
+    def export_fbx(scene):
+        return {}
+
+    with pytest.raises(dcc_flow.DccFlowError, match="date"):
+        engine.submit(INTAKE, {})
+
+
+def test_engine_after_close_raises():
+    eng = Engine()
+    eng.close()
+    eng.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.run("steps: [{id: a, tool: flow__echo}]")
+
+
+def test_runs_and_get_status(engine):
+    result = engine.run("name: echo\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+    assert engine.get_status(result.run_id).status is WorkflowStatus.COMPLETED
+    listed = engine.runs(status="completed", name="echo")
+    assert [r.run_id for r in listed] == [result.run_id]
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        engine.get_status("nope")
+    assert info.value.code == "not_found"
+
+
+def test_on_event_callbacks_run_on_a_package_thread(engine):
+    got = []
+    done = threading.Event()
+
+    def cb(ev):
+        got.append((ev["type"], threading.current_thread().name))
+        if ev["type"] == "workflow_terminal":
+            done.set()
+
+    engine.on_event(cb)
+    engine.run("steps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+    assert done.wait(10)
+    assert got[0][0] == "workflow_started"
+    assert {name for _, name in got} == {"dcc_flow-events"}
+
+
+def test_ctrl_c_cancels_the_run_and_raises_keyboard_interrupt(tmp_path):
+    script = tmp_path / "ctrlc.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            sys.path.insert(0, %r)
+            import dcc_flow
+            eng = dcc_flow.Engine()
+            run = eng.submit("steps: [{id: s, tool: flow__sleep, args: {ms: 60000}}]")
+            print("ready", flush=True)
+            try:
+                run.wait()
+            except KeyboardInterrupt:
+                t = time.monotonic()
+                res = eng.get_status(run.run_id)
+                while not res.terminal and time.monotonic() - t < 5:
+                    res = eng.get_status(run.run_id)
+                print("interrupted", res.status.value, flush=True)
+            """
+            % os.path.join(ROOT, "python")
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        line = proc.stdout.readline().strip()
+        elapsed = time.monotonic() - sent
+    finally:
+        proc.kill()
+        proc.wait()
+    assert line == "interrupted cancelled"
+    assert elapsed < 5
