@@ -1,0 +1,589 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// DefaultMaxBodyBytes is the default webhook body limit (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxSleep bounds one timer wait of a schedule loop, so that a wall-clock jump (NTP, a laptop
+// resumed from sleep) delays a fire by at most this much.
+const maxSleep = time.Minute
+
+// ErrStopped is the cancellation cause of the context passed to Starter.Start when the
+// scheduler stops (or the schedule is removed) during the call.
+var ErrStopped = errors.New("scheduler stopped")
+
+// Config configures a Scheduler. The zero value is usable.
+type Config struct {
+	// Schedules are registered by New, validated together (ids and webhook paths unique).
+	Schedules []Spec
+	// Workflows reports whether a workflow name is in the catalog; nil accepts every name.
+	Workflows func(name string) bool
+	// MaxBodyBytes limits webhook bodies; larger ones get 413. 0 means DefaultMaxBodyBytes;
+	// negative is invalid.
+	MaxBodyBytes int64
+	// DedupSize is how many delivery ids each webhook schedule remembers; 0 means
+	// DefaultDedupSize; negative is invalid.
+	DedupSize int
+	// DedupTTL is how long a delivery id is remembered; 0 means DefaultDedupTTL; negative is
+	// invalid.
+	DedupTTL time.Duration
+	// LookupEnv reads webhook secrets; nil means os.LookupEnv.
+	LookupEnv func(key string) (string, bool)
+}
+
+// Option configures a Scheduler beyond its Config.
+type Option func(*Scheduler)
+
+// WithClock sets the clock (default SystemClock()).
+func WithClock(c Clock) Option { return func(s *Scheduler) { s.clock = c } }
+
+// WithRand sets the random source of cron jitter (default: math/rand/v2's global source). The
+// scheduler serialises its calls to r.
+func WithRand(r *rand.Rand) Option { return func(s *Scheduler) { s.rnd = r } }
+
+// WithLogger sets the logger for problems that have no caller to return to (a FireLog that
+// cannot record). The default discards.
+func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l } }
+
+// Scheduler fires schedules: a loop per enabled cron or interval schedule while started, and
+// an http.Handler for webhook schedules. It is safe for concurrent use.
+type Scheduler struct {
+	cfg     Config
+	starter Starter
+	fires   FireLog
+	clock   Clock
+	log     *slog.Logger
+	randMu  sync.Mutex
+	rnd     *rand.Rand
+
+	changeMu sync.Mutex // serialises Schedule and Unschedule (they wait for loops without mu)
+	mu       sync.Mutex
+	entries  map[string]*entry
+	routes   atomic.Pointer[map[string]*entry] // webhook path → enabled webhook schedule
+	// runCtx is the lifetime context of the running loops (like http.Server's BaseContext);
+	// nil while stopped.
+	runCtx context.Context
+	cancel context.CancelCauseFunc
+	// loops counts the running loop goroutines, the only goroutines the Scheduler starts.
+	loops atomic.Int64
+}
+
+// entry is a registered schedule.
+type entry struct {
+	spec          Spec
+	trig          trigger // nil for webhooks
+	secret        []byte
+	secretMissing bool
+
+	admit      sync.Mutex     // serialises dedup, max_concurrent checks and starts
+	deliveries *deliveryCache // webhooks: recent delivery ids → run ids; guarded by admit
+	macs       sync.Pool      // webhooks with a secret: HMAC-SHA256 hashes keyed with it
+
+	// Loop state, guarded by Scheduler.mu.
+	stop context.CancelCauseFunc
+	done chan struct{}
+	next time.Time
+}
+
+// Info describes a registered schedule.
+type Info struct {
+	Spec Spec `json:"spec"`
+	// NextFire is when the schedule fires next (jitter included once its loop has planned it);
+	// zero for webhooks, disabled schedules and schedules that never fire again.
+	NextFire time.Time `json:"next_fire,omitzero"`
+	// SecretMissing reports a webhook whose secret_env was empty or unset when registered: its
+	// requests get 500 webhook_secret_missing.
+	SecretMissing bool `json:"secret_missing,omitempty"`
+}
+
+// New returns a stopped Scheduler with cfg.Schedules registered. starter is required; fires
+// nil means NewMemFireLog(0). Webhook secrets are read from the environment now (and, for
+// schedules added later, by Schedule). The error is a *ValidationError for invalid schedules,
+// or a *run.Error with code invalid_request for an invalid Config.
+func New(cfg Config, starter Starter, fires FireLog, opts ...Option) (*Scheduler, error) {
+	if starter == nil {
+		return nil, run.Errorf(run.CodeInvalidRequest, "schedule.New: the Starter is nil; pass the engine's Starter")
+	}
+	switch {
+	case cfg.MaxBodyBytes < 0:
+		return nil, run.Errorf(run.CodeInvalidRequest, "schedule config: MaxBodyBytes is %d; use 0 for the default (1 MiB) or a positive limit", cfg.MaxBodyBytes)
+	case cfg.DedupSize < 0:
+		return nil, run.Errorf(run.CodeInvalidRequest, "schedule config: DedupSize is %d; use 0 for the default (%d) or a positive size", cfg.DedupSize, DefaultDedupSize)
+	case cfg.DedupTTL < 0:
+		return nil, run.Errorf(run.CodeInvalidRequest, "schedule config: DedupTTL is %v; use 0 for the default (24h) or a positive duration", cfg.DedupTTL)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.DedupSize == 0 {
+		cfg.DedupSize = DefaultDedupSize
+	}
+	if cfg.DedupTTL == 0 {
+		cfg.DedupTTL = DefaultDedupTTL
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
+	}
+	if fires == nil {
+		fires = NewMemFireLog(0)
+	}
+	s := &Scheduler{cfg: cfg, starter: starter, fires: fires, clock: SystemClock(),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), entries: map[string]*entry{}}
+	for _, o := range opts {
+		o(s)
+	}
+	ls := make([]*located, len(cfg.Schedules))
+	for i, sp := range cfg.Schedules {
+		ls[i] = &located{spec: sp, index: -1, file: sp.Source}
+		if sp.Line > 0 {
+			ls[i].pos = map[string]pos{"": {line: sp.Line, col: 1}}
+		}
+	}
+	ps, cs := checkSet(ls, cfg.Workflows)
+	if len(ps) > 0 {
+		return nil, newValidationError(ps)
+	}
+	for _, c := range cs {
+		s.entries[c.spec.ID] = s.newEntry(c)
+	}
+	s.rebuildRoutesLocked()
+	return s, nil
+}
+
+func (s *Scheduler) newEntry(c compiled) *entry {
+	e := &entry{spec: c.spec, trig: c.trig}
+	if c.spec.Trigger.Kind == KindWebhook {
+		e.deliveries = newDeliveryCache(s.cfg.DedupSize, s.cfg.DedupTTL)
+		if name := c.spec.Trigger.SecretEnv; name != "" {
+			v, _ := s.cfg.LookupEnv(name)
+			e.secret, e.secretMissing = []byte(v), v == ""
+		}
+	}
+	return e
+}
+
+// rebuildRoutesLocked publishes the webhook routing table. s.mu must be held.
+func (s *Scheduler) rebuildRoutesLocked() {
+	m := make(map[string]*entry)
+	for _, e := range s.entries {
+		if e.spec.Enabled && e.spec.Trigger.Kind == KindWebhook {
+			m[e.spec.Trigger.Path] = e
+		}
+	}
+	s.routes.Store(&m)
+}
+
+// Schedule validates spec and registers it, replacing the schedule with the same id (whose
+// loop is stopped first). If the scheduler is started, an enabled cron or interval schedule
+// starts firing at once. The error is a *ValidationError (a webhook path used by another
+// schedule is duplicate_webhook_path).
+func (s *Scheduler) Schedule(spec Spec) error {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	l := &located{spec: spec, index: -1, file: spec.Source}
+	fps, trig := checkSpec(&l.spec, s.cfg.Workflows)
+	var ps []Problem
+	for _, fp := range fps {
+		ps = append(ps, l.problem(fp))
+	}
+	s.mu.Lock()
+	if p := spec.Trigger.Path; spec.Trigger.Kind == KindWebhook && p != "" {
+		for _, e := range s.entries {
+			if e.spec.ID != spec.ID && e.spec.Trigger.Kind == KindWebhook && e.spec.Trigger.Path == p {
+				ps = append(ps, l.problem(fieldProblem{code: CodeDuplicateWebhookPath, field: "trigger.path",
+					msg:  fmt.Sprintf("webhook path %q is already used by schedule %q", p, e.spec.ID),
+					hint: "give each webhook schedule its own path, or Unschedule the other one first"}))
+			}
+		}
+	}
+	if len(ps) > 0 {
+		s.mu.Unlock()
+		return newValidationError(ps)
+	}
+	old := s.entries[spec.ID]
+	s.mu.Unlock()
+	if old != nil {
+		s.stopLoop(old)
+	}
+	e := s.newEntry(compiled{spec: spec, trig: trig})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries[spec.ID] = e
+	s.rebuildRoutesLocked()
+	if s.runCtx != nil {
+		s.startLoopLocked(e)
+	}
+	return nil
+}
+
+// Unschedule removes the schedule id, stopping its loop (and waiting for a fire in progress).
+// The error is a *run.Error with code not_found for an unknown id.
+func (s *Scheduler) Unschedule(id string) error {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	s.mu.Lock()
+	e := s.entries[id]
+	if e == nil {
+		s.mu.Unlock()
+		return run.Errorf(run.CodeNotFound, "no schedule %q; Schedules() lists the registered ids", id)
+	}
+	delete(s.entries, id)
+	s.rebuildRoutesLocked()
+	s.mu.Unlock()
+	s.stopLoop(e)
+	return nil
+}
+
+// Schedules returns every registered schedule, by id.
+func (s *Scheduler) Schedules() []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Info, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, Info{Spec: e.spec, NextFire: s.nextLocked(e), SecretMissing: e.secretMissing})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
+	return out
+}
+
+// NextFire returns when schedule id fires next, and false for an unknown id, a webhook, a
+// disabled schedule, or one that never fires again. While the scheduler runs it is the time the
+// loop waits for (jitter included); while stopped, the next nominal time after now.
+func (s *Scheduler) NextFire(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[id]
+	if e == nil {
+		return time.Time{}, false
+	}
+	t := s.nextLocked(e)
+	return t, !t.IsZero()
+}
+
+func (s *Scheduler) nextLocked(e *entry) time.Time {
+	if !e.spec.Enabled || e.trig == nil {
+		return time.Time{}
+	}
+	if e.done != nil {
+		return e.next
+	}
+	return e.trig.next(s.clock.Now())
+}
+
+// Start starts a loop for every enabled cron and interval schedule; schedules added later
+// start at once. The loops run until Stop is called or ctx ends. Starting a started scheduler
+// is an error (code invalid_state).
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runCtx != nil {
+		return run.Errorf(run.CodeInvalidState, "the scheduler is already started; call Stop first")
+	}
+	s.runCtx, s.cancel = context.WithCancelCause(ctx)
+	for _, e := range s.entries {
+		s.startLoopLocked(e)
+	}
+	return nil
+}
+
+// Stop stops every loop and waits for them to return (a fire in progress sees its context
+// cancelled with cause ErrStopped). If ctx ends first, Stop returns ctx's error and the loops
+// finish in the background. Stopping a stopped scheduler does nothing. Webhooks keep being
+// served: the handler does not depend on the loops.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.runCtx == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	s.cancel(ErrStopped)
+	s.runCtx, s.cancel = nil, nil
+	var dones []chan struct{}
+	for _, e := range s.entries {
+		if e.done != nil {
+			dones = append(dones, e.done)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// startLoopLocked starts e's loop if it is an enabled time-based schedule. s.mu must be held
+// and the scheduler started.
+func (s *Scheduler) startLoopLocked(e *entry) {
+	if !e.spec.Enabled || e.trig == nil {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.runCtx)
+	e.stop, e.done = cancel, make(chan struct{})
+	done := e.done
+	s.loops.Add(1)
+	go func() {
+		defer close(done)
+		defer s.loops.Add(-1)
+		defer func() {
+			s.mu.Lock()
+			if e.done == done {
+				e.stop, e.done, e.next = nil, nil, time.Time{}
+			}
+			s.mu.Unlock()
+		}()
+		s.loop(ctx, e)
+	}()
+}
+
+// stopLoop stops e's loop, if any, and waits for it.
+func (s *Scheduler) stopLoop(e *entry) {
+	s.mu.Lock()
+	stop, done := e.stop, e.done
+	e.stop = nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop(ErrStopped)
+		<-done
+	}
+}
+
+// loop fires one cron or interval schedule until ctx ends.
+func (s *Scheduler) loop(ctx context.Context, e *entry) {
+	now := s.clock.Now()
+	last, hasLast, err := s.fires.LastFire(ctx, e.spec.ID)
+	if err != nil {
+		s.log.Warn("schedule: reading the last fire failed; no catch-up", "schedule_id", e.spec.ID, "error", err)
+		hasLast = false
+	}
+	if hasLast && (last.ScheduledAt.IsZero() || last.ScheduledAt.After(now)) {
+		hasLast = false // a clock set back: ignore the history
+	}
+	base := now.Add(-time.Nanosecond) // a fire due exactly now still fires
+	anchor := now                     // interval phase
+	if hasLast {
+		anchor = last.ScheduledAt
+		if last.ScheduledAt.After(base) {
+			base = last.ScheduledAt
+		}
+		if e.spec.Catchup {
+			if missed, ok := lastMissed(e.trig, last.ScheduledAt, now); ok {
+				s.fireScheduled(ctx, e, missed, true)
+				base, anchor = missed, missed
+			}
+		}
+	}
+	next := s.nextAfter(e, anchor, base)
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		planned := next
+		if !next.IsZero() {
+			planned = next.Add(s.jitter(e))
+		}
+		s.mu.Lock()
+		e.next = planned
+		s.mu.Unlock()
+		if next.IsZero() {
+			<-ctx.Done() // never fires again
+			return
+		}
+		if !s.sleepUntil(ctx, planned) {
+			return
+		}
+		s.fireScheduled(ctx, e, next, false)
+		// Fires that fell due while this one was handled are dropped, not queued.
+		now := s.clock.Now()
+		next = s.nextAfter(e, next, now)
+	}
+}
+
+// nextAfter returns the first fire time after `after`; for an interval it is on the phase of
+// anchor (anchor + k·every, k ≥ 1).
+func (s *Scheduler) nextAfter(e *entry, anchor, after time.Time) time.Time {
+	if it, ok := e.trig.(intervalTrigger); ok {
+		if first := anchor.Add(it.every); first.After(after) {
+			return first
+		}
+		k := after.Sub(anchor)/it.every + 1
+		return anchor.Add(k * it.every)
+	}
+	return e.trig.next(after)
+}
+
+// lastMissed returns the latest fire time in (last, now], if any.
+func lastMissed(trig trigger, last, now time.Time) (time.Time, bool) {
+	if it, ok := trig.(intervalTrigger); ok {
+		k := now.Sub(last) / it.every
+		if k < 1 {
+			return time.Time{}, false
+		}
+		return last.Add(k * it.every), true
+	}
+	var missed time.Time
+	for t, i := trig.next(last), 0; !t.IsZero() && !t.After(now) && i < maxScan; t, i = trig.next(t), i+1 {
+		missed = t
+	}
+	return missed, !missed.IsZero()
+}
+
+// jitter returns a uniform random delay in [0, jitter_secs] for a cron schedule.
+func (s *Scheduler) jitter(e *entry) time.Duration {
+	j := e.spec.Trigger.JitterSecs
+	if e.spec.Trigger.Kind != KindCron || j <= 0 {
+		return 0
+	}
+	n := int64(j)*int64(time.Second) + 1
+	if s.rnd == nil {
+		return time.Duration(rand.Int64N(n))
+	}
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return time.Duration(s.rnd.Int64N(n))
+}
+
+// sleepUntil waits until the clock reaches t (in steps of at most maxSleep) and reports
+// whether it did before ctx ended.
+func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
+	for {
+		d := t.Sub(s.clock.Now())
+		if d <= 0 {
+			return ctx.Err() == nil
+		}
+		tm := s.clock.NewTimer(min(d, maxSleep))
+		select {
+		case <-tm.C():
+		case <-ctx.Done():
+			tm.Stop()
+			return false
+		}
+	}
+}
+
+// fireScheduled handles one cron or interval fire due at scheduled.
+func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.Time, catchup bool) {
+	firedAt := s.clock.Now()
+	trig := map[string]any{
+		"kind":         string(e.spec.Trigger.Kind),
+		"schedule_id":  e.spec.ID,
+		"workflow":     e.spec.Workflow,
+		"fired_at":     rfc3339(firedAt),
+		"scheduled_at": rfc3339(scheduled),
+		"catchup":      catchup,
+	}
+	f := Fire{ScheduleID: e.spec.ID, Origin: OriginSchedule, ScheduledAt: scheduled, FiredAt: firedAt}
+	if catchup {
+		f.Reason = ReasonCatchup
+	}
+	e.admit.Lock()
+	defer e.admit.Unlock()
+	s.admitLocked(ctx, e, trig, "", f)
+}
+
+// admission is the outcome of admitLocked.
+type admission struct {
+	fire      Fire
+	duplicate bool
+	inFlight  int   // Active count when skipped
+	err       error // Start or Active error when failed
+}
+
+// admitLocked starts a run for e unless it is over max_concurrent, and records the fire. f
+// carries the fields known by the caller. e.admit must be held.
+func (s *Scheduler) admitLocked(ctx context.Context, e *entry, trig map[string]any, deliveryID string, f Fire) admission {
+	if e.spec.MaxConcurrent > 0 {
+		n, err := s.active(ctx, e.spec.ID)
+		switch {
+		case err != nil:
+			f.Kind, f.Reason, f.Message = FireFailed, ReasonStatusFailed, "counting the active runs failed: "+err.Error()
+			s.record(ctx, f)
+			return admission{fire: f, err: err}
+		case n >= e.spec.MaxConcurrent:
+			f.Kind, f.Reason = FireSkipped, ReasonMaxConcurrent
+			f.Message = fmt.Sprintf("%d runs active; max_concurrent is %d", n, e.spec.MaxConcurrent)
+			s.record(ctx, f)
+			return admission{fire: f, inFlight: n}
+		}
+	}
+	inputs, err := renderInputs(e.spec.Inputs, trig)
+	var runID string
+	if err == nil {
+		runID, err = s.start(ctx, StartRequest{ScheduleID: e.spec.ID, Workflow: e.spec.Workflow,
+			Inputs: inputs, Trigger: trig, Origin: f.Origin, DeliveryID: deliveryID})
+	}
+	if err != nil {
+		f.Kind, f.Reason, f.Message = FireFailed, ReasonStartFailed, err.Error()
+		s.record(ctx, f)
+		return admission{fire: f, err: err}
+	}
+	f.Kind, f.RunID = FireFired, runID
+	s.record(ctx, f)
+	return admission{fire: f}
+}
+
+// start calls Starter.Start, turning a panic into an error: a bug in the engine must not take
+// down the host process from a scheduler goroutine.
+func (s *Scheduler) start(ctx context.Context, req StartRequest) (runID string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			runID, err = "", fmt.Errorf("the engine panicked starting the run: %v", v)
+		}
+	}()
+	return s.starter.Start(ctx, req)
+}
+
+// active calls Starter.Active, turning a panic into an error.
+func (s *Scheduler) active(ctx context.Context, id string) (n int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			n, err = 0, fmt.Errorf("the engine panicked counting the active runs: %v", v)
+		}
+	}()
+	return s.starter.Active(ctx, id)
+}
+
+func (s *Scheduler) record(ctx context.Context, f Fire) {
+	if err := s.fires.RecordFire(context.WithoutCancel(ctx), f); err != nil {
+		s.log.Warn("schedule: recording a fire failed", "schedule_id", f.ScheduleID, "kind", f.Kind, "run_id", f.RunID, "error", err)
+	}
+}
+
+// renderInputs renders the {{trigger.…}} templates of inputs; the result is never nil.
+func renderInputs(inputs map[string]any, trig map[string]any) (map[string]any, error) {
+	if len(inputs) == 0 {
+		return map[string]any{}, nil
+	}
+	doc := map[string]any{"trigger": trig}
+	v, err := template.RenderValue(inputs, func(r template.Ref) any { return template.Lookup(doc, r) })
+	if err != nil {
+		return nil, fmt.Errorf("rendering the inputs: %w", err)
+	}
+	return v.(map[string]any), nil
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// Handler returns the webhook handler (see webhookHandler). It serves every enabled webhook
+// schedule by its exact path, whether or not the loops are started.
+func (s *Scheduler) Handler() http.Handler { return &webhookHandler{s: s} }

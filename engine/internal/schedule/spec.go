@@ -1,0 +1,90 @@
+package schedule
+
+import "encoding/json"
+
+// TriggerKind is the kind of a schedule's trigger.
+type TriggerKind string
+
+// Trigger kinds.
+const (
+	KindCron     TriggerKind = "cron"
+	KindInterval TriggerKind = "interval"
+	KindWebhook  TriggerKind = "webhook"
+)
+
+// TriggerKinds lists every trigger kind, in documentation order.
+var TriggerKinds = []TriggerKind{KindCron, KindInterval, KindWebhook}
+
+// Spec is one schedule: which workflow to start, with which inputs, and when.
+//
+// The zero values of Enabled and MaxConcurrent are not the file defaults (true and 1): build
+// specs with Parse, LoadDir, DefaultSpec or json.Unmarshal (which apply the defaults), or set
+// both fields explicitly.
+type Spec struct {
+	// ID names the schedule; unique among the scheduler's schedules. [A-Za-z0-9_.-], 1 to 128
+	// characters.
+	ID string `json:"id"`
+	// Workflow is the catalog name of the workflow to start.
+	Workflow string `json:"workflow"`
+	// Inputs are the run's inputs. Strings may hold {{trigger.…}} templates, rendered at each
+	// fire; a string that is exactly one placeholder keeps the value's JSON type.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Enabled schedules fire; disabled ones are validated and listed but never fire (and their
+	// webhook path answers 404). Default true.
+	Enabled bool `json:"enabled"`
+	// MaxConcurrent caps the runs of this schedule that are not terminal. A cron or interval fire
+	// over the cap is skipped (and recorded); a webhook over the cap gets 429. Default 1;
+	// 0 means unlimited; negative is invalid.
+	MaxConcurrent int `json:"max_concurrent"`
+	// Catchup makes a cron or interval schedule fire once at start when a fire was missed while
+	// the scheduler was down. Default false. Not valid on webhooks.
+	Catchup bool `json:"catchup"`
+	// Trigger says when the schedule fires.
+	Trigger Trigger `json:"trigger"`
+
+	// Source and Line locate the schedule in its file, when it was loaded from one.
+	Source string `json:"source,omitempty"`
+	Line   int    `json:"line,omitempty"`
+}
+
+// Trigger is a schedule's trigger. Only the fields of its Kind may be set.
+type Trigger struct {
+	Kind TriggerKind `json:"kind"`
+
+	// Expression (cron) is a 6-field cron expression, seconds first ("0 0 3 * * *"), or a
+	// descriptor: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly,
+	// "@every <duration>".
+	Expression string `json:"expression,omitempty"`
+	// Timezone (cron) is the IANA zone the expression is evaluated in; "" means UTC.
+	Timezone string `json:"timezone,omitempty"`
+	// JitterSecs (cron) delays each fire by a uniform random duration in [0, JitterSecs]
+	// seconds. 0 means no jitter; negative is invalid.
+	JitterSecs int `json:"jitter_secs,omitempty"`
+
+	// Every (interval) is a Go duration of at least 1s: "30s", "15m", "1h30m".
+	Every string `json:"every,omitempty"`
+
+	// Path (webhook) is the URL path the webhook answers on; it starts with "/".
+	Path string `json:"path,omitempty"`
+	// SecretEnv (webhook) names the environment variable holding the HMAC-SHA256 secret. When
+	// set, every request must carry a valid X-Hub-Signature-256 header. "" means no signature
+	// check.
+	SecretEnv string `json:"secret_env,omitempty"`
+}
+
+// DefaultSpec returns a Spec with the file defaults: enabled, max_concurrent 1, no catch-up.
+func DefaultSpec(id, workflow string, trigger Trigger) Spec {
+	return Spec{ID: id, Workflow: workflow, Enabled: true, MaxConcurrent: 1, Trigger: trigger}
+}
+
+// UnmarshalJSON decodes a Spec and applies the file defaults to absent fields (enabled true,
+// max_concurrent 1). It does not validate.
+func (s *Spec) UnmarshalJSON(b []byte) error {
+	type plain Spec
+	p := plain{Enabled: true, MaxConcurrent: 1}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*s = Spec(p)
+	return nil
+}

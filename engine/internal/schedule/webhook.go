@@ -1,0 +1,252 @@
+package schedule
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// Webhook error codes: the "error" field of a JSON error body.
+const (
+	WebhookUnknown          = "unknown_webhook"         // 404
+	WebhookMethodNotAllowed = "method_not_allowed"      // 405
+	WebhookSecretMissing    = "webhook_secret_missing"  // 500
+	WebhookPayloadTooLarge  = "payload_too_large"       // 413
+	WebhookInvalidBody      = "invalid_body"            // 400: the body could not be read
+	WebhookInvalidSignature = "invalid_signature"       // 401
+	WebhookInvalidJSON      = "invalid_json"            // 400
+	WebhookInvalidDelivery  = "invalid_delivery_id"     // 400
+	WebhookMaxConcurrent    = "max_concurrent_exceeded" // 429
+	WebhookStartFailed      = "start_failed"            // 500
+	WebhookInternal         = "internal"                // 500: a bug; the handler recovered
+)
+
+// Delivery id headers, in order of preference.
+const (
+	DeliveryHeader    = "X-GitHub-Delivery"
+	IdempotencyHeader = "Idempotency-Key"
+)
+
+// MaxDeliveryIDBytes is the longest delivery id accepted.
+const MaxDeliveryIDBytes = 256
+
+// webhookHandler serves the enabled webhook schedules, each on its exact path:
+//
+//   - 404 unknown_webhook: no enabled webhook schedule has the path;
+//   - 405 method_not_allowed (with Allow: POST): not a POST;
+//   - 500 webhook_secret_missing: secret_env was empty or unset when the schedule was registered;
+//   - 413 payload_too_large: the body exceeds Config.MaxBodyBytes;
+//   - 401 invalid_signature: secret_env is set and X-Hub-Signature-256 is missing, malformed
+//     or wrong;
+//   - 400 invalid_json: the body is not one JSON value (an empty body is the payload null;
+//     with Content-Type application/x-www-form-urlencoded the JSON is the `payload` field);
+//   - 400 invalid_delivery_id: the delivery id is longer than MaxDeliveryIDBytes;
+//   - 200 with "duplicate": true and the first run's id: the delivery id (X-GitHub-Delivery,
+//     else Idempotency-Key) already started a run;
+//   - 429 max_concurrent_exceeded (with in_flight and max): the schedule has max_concurrent
+//     runs active;
+//   - 500 start_failed: the engine could not start the run;
+//   - 202 {"status": "enqueued", "schedule_id", "workflow", "run_id"}: the run started.
+//
+// Error bodies are {"error": code, "message": text} (plus "schedule_id" once the path is known).
+type webhookHandler struct {
+	s *Scheduler
+}
+
+type webhookReply struct {
+	Status     string `json:"status,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Message    string `json:"message,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
+	Workflow   string `json:"workflow,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	Duplicate  bool   `json:"duplicate,omitempty"`
+	InFlight   *int   `json:"in_flight,omitempty"`
+	Max        *int   `json:"max,omitempty"`
+}
+
+func writeReply(w http.ResponseWriter, status int, r webhookReply) {
+	b, _ := json.Marshal(r)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			h.s.log.Error("schedule: webhook handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeReply(w, http.StatusInternalServerError, webhookReply{Error: WebhookInternal,
+				Message: "internal error in the webhook handler; the request was not processed"})
+		}
+	}()
+	e := (*h.s.routes.Load())[r.URL.Path]
+	if e == nil {
+		writeReply(w, http.StatusNotFound, webhookReply{Error: WebhookUnknown,
+			Message: fmt.Sprintf("no enabled webhook schedule has the path %q", r.URL.Path)})
+		return
+	}
+	id := e.spec.ID
+	fail := func(status int, code, msg string) {
+		writeReply(w, status, webhookReply{Error: code, Message: msg, ScheduleID: id})
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(http.StatusMethodNotAllowed, WebhookMethodNotAllowed, fmt.Sprintf("webhook %q accepts only POST, not %s", r.URL.Path, r.Method))
+		return
+	}
+	if e.secretMissing {
+		fail(http.StatusInternalServerError, WebhookSecretMissing, fmt.Sprintf(
+			"schedule %q: the secret environment variable %s was empty or unset when the schedule was registered; set it and restart the server",
+			id, e.spec.Trigger.SecretEnv))
+		return
+	}
+	limit := h.s.cfg.MaxBodyBytes
+	tooLarge := func() {
+		fail(http.StatusRequestEntityTooLarge, WebhookPayloadTooLarge, fmt.Sprintf("the body is larger than the limit of %d bytes", limit))
+	}
+	if r.ContentLength > limit {
+		tooLarge()
+		return
+	}
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			tooLarge()
+			return
+		}
+		fail(http.StatusBadRequest, WebhookInvalidBody, "reading the request body failed: "+err.Error())
+		return
+	}
+	if e.secret != nil {
+		mac := e.mac()
+		why := verifySignature(mac, body, r.Header.Get(SignatureHeader))
+		e.macs.Put(mac)
+		if why != "" {
+			fail(http.StatusUnauthorized, WebhookInvalidSignature, why)
+			return
+		}
+	}
+	payload, why := decodePayload(r.Header.Get("Content-Type"), body)
+	if why != "" {
+		fail(http.StatusBadRequest, WebhookInvalidJSON, why)
+		return
+	}
+	delivery := r.Header.Get(DeliveryHeader)
+	if delivery == "" {
+		delivery = r.Header.Get(IdempotencyHeader)
+	}
+	if len(delivery) > MaxDeliveryIDBytes {
+		fail(http.StatusBadRequest, WebhookInvalidDelivery, fmt.Sprintf("the delivery id is %d bytes; the limit is %d", len(delivery), MaxDeliveryIDBytes))
+		return
+	}
+	ctx := context.WithoutCancel(r.Context()) // a client hanging up does not abort a start
+	a := h.s.admitWebhook(ctx, e, payload, delivery)
+	switch {
+	case a.duplicate:
+		writeReply(w, http.StatusOK, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID, Duplicate: true})
+	case a.fire.Kind == FireFired:
+		writeReply(w, http.StatusAccepted, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID})
+	case a.fire.Kind == FireSkipped:
+		maxC := e.spec.MaxConcurrent
+		writeReply(w, http.StatusTooManyRequests, webhookReply{Error: WebhookMaxConcurrent, ScheduleID: id,
+			Message:  fmt.Sprintf("schedule %q has %d runs in flight; max_concurrent is %d", id, a.inFlight, maxC),
+			InFlight: &a.inFlight, Max: &maxC})
+	default:
+		fail(http.StatusInternalServerError, WebhookStartFailed, fmt.Sprintf("schedule %q: starting workflow %q failed: %s", id, e.spec.Workflow, a.fire.Message))
+	}
+}
+
+// readBody reads at most limit bytes of the body; more is a *http.MaxBytesError.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength > 0 {
+		buf := bytes.NewBuffer(make([]byte, 0, r.ContentLength+1))
+		_, err := buf.ReadFrom(rd)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(rd)
+}
+
+// decodePayload returns the JSON value of a webhook body, or why it is not one.
+func decodePayload(contentType string, body []byte) (any, string) {
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == "application/x-www-form-urlencoded" {
+		vals, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, "the form body is malformed: " + err.Error()
+		}
+		if !vals.Has("payload") {
+			return nil, "the form body has no `payload` field; send the JSON as the body or as payload=<json>"
+		}
+		body = []byte(vals.Get("payload"))
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, ""
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, "the body is not valid JSON: " + err.Error()
+	}
+	return v, ""
+}
+
+// admitWebhook handles an authenticated webhook request: a known delivery id returns the first
+// run; otherwise the run is admitted (or skipped) and the fire recorded.
+func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, delivery string) admission {
+	e.admit.Lock()
+	defer e.admit.Unlock()
+	now := s.clock.Now()
+	if delivery != "" {
+		if runID, ok := e.deliveries.get(delivery, now); ok {
+			return admission{duplicate: true, fire: Fire{RunID: runID}}
+		}
+		if df, ok := s.fires.(DeliveryFinder); ok {
+			f, found, err := df.FireByDelivery(ctx, e.spec.ID, delivery)
+			if err != nil {
+				s.log.Warn("schedule: looking up a delivery id failed", "schedule_id", e.spec.ID, "delivery_id", delivery, "error", err)
+			} else if found && f.Kind == FireFired {
+				e.deliveries.put(delivery, f.RunID, now)
+				return admission{duplicate: true, fire: f}
+			}
+		}
+	}
+	trig := map[string]any{
+		"kind":        string(KindWebhook),
+		"schedule_id": e.spec.ID,
+		"workflow":    e.spec.Workflow,
+		"fired_at":    rfc3339(now),
+		"payload":     payload,
+	}
+	if delivery != "" {
+		trig["delivery_id"] = delivery
+	}
+	f := Fire{ScheduleID: e.spec.ID, Origin: OriginWebhook, ScheduledAt: now, FiredAt: now, DeliveryID: delivery}
+	a := s.admitLocked(ctx, e, trig, delivery, f)
+	if a.fire.Kind == FireFired && delivery != "" {
+		e.deliveries.put(delivery, a.fire.RunID, now)
+	}
+	return a
+}
+
+// mac returns a reset HMAC-SHA256 of the entry's secret from its pool.
+func (e *entry) mac() hash.Hash {
+	if m, ok := e.macs.Get().(hash.Hash); ok {
+		return m
+	}
+	return hmac.New(sha256.New, e.secret)
+}
