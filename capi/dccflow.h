@@ -41,6 +41,10 @@ int32_t dccflow_calls_complete(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_events_next(uint64_t handle, char *in_json, char **out_json);
 
+/* Schedules (handle 0): parse a schedules file, validate a list of schedules. */
+int32_t dccflow_schedules_parse(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_schedules_validate(uint64_t handle, char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -81,6 +82,14 @@ func errorEnvelope(err error) envelope {
 		if len(ve.Problems) > 0 {
 			p := ve.Problems[0]
 			env.StepID, env.Line, env.Column = p.StepID, p.Line, p.Column
+		}
+		return env
+	}
+	var se *engine.ScheduleValidationError
+	if errors.As(err, &se) {
+		env := envelope{Code: se.Code, Message: se.Error(), Details: map[string]any{"problems": se.Problems}}
+		if len(se.Problems) > 0 {
+			env.Line, env.Column = se.Problems[0].Line, se.Problems[0].Column
 		}
 		return env
 	}

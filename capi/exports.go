@@ -133,3 +133,13 @@ func dccflow_call_cancelled(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 func dccflow_events_next(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opEventsNext)
 }
+
+//export dccflow_schedules_parse
+func dccflow_schedules_parse(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opSchedulesParse)
+}
+
+//export dccflow_schedules_validate
+func dccflow_schedules_validate(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opSchedulesValidate)
+}

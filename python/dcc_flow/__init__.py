@@ -38,6 +38,7 @@ from ._spec import (
     WorkflowStatus,
     WorkflowStep,
 )
+from ._schedule import ScheduleSpec, TriggerSpec, hmac_sha256_hex, parse_schedules_yaml, verify_hub_signature_256
 from ._tools import CallContext, Fatal, ToolError, Transient, current_call
 
 __version__ = "0.1.0"
@@ -45,6 +46,12 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "library_version",
+    # scheduler
+    "ScheduleSpec",
+    "TriggerSpec",
+    "parse_schedules_yaml",
+    "hmac_sha256_hex",
+    "verify_hub_signature_256",
     # running workflows
     "Engine",
     "Run",

@@ -78,6 +78,8 @@ _JSON_EXPORTS = (
     "dccflow_calls_complete",
     "dccflow_call_cancelled",
     "dccflow_events_next",
+    "dccflow_schedules_parse",
+    "dccflow_schedules_validate",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),
