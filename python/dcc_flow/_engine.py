@@ -348,17 +348,20 @@ class Engine:
             return True
         return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
 
-    def _serve(self, calls: List[Dict[str, Any]], next_req: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-        """Run calls; answer each. The last answer also asks for more (``next_req``); its reply
-        is returned (None when next_req is None)."""
+    def _serve(self, calls: List[Dict[str, Any]], next_req: Optional[Dict[str, Any]],
+               next_json: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        """Run calls; answer each. The last answer also asks for more (``next_req``, or its
+        encoded form ``next_json``); its reply is returned (None when there is no next)."""
+        if next_json is None and next_req is not None:
+            next_json = json.dumps(next_req)
         reply: Optional[Dict[str, Any]] = None
+        tools = self._tools
         for i, call in enumerate(calls):
-            with self._lock:
-                entry = self._tools.get(str(call.get("tool")))
+            entry = tools.get(call.get("tool"))  # type: ignore[arg-type]
             members = execute(entry, call, self._cancelled)
             last = i == len(calls) - 1
-            if last and next_req is not None:
-                data = (members + ',"next":' + json.dumps(next_req) + "}").encode("utf-8")
+            if last and next_json is not None:
+                data = (members + ',"next":' + next_json + "}").encode("utf-8")
             else:
                 data = (members + "}").encode("utf-8")
             self._check_open()
@@ -367,7 +370,7 @@ class Engine:
                 log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
                          call.get("step_key"), call.get("tool"))
             if last:
-                reply = out if next_req is not None else None
+                reply = out if next_json is not None else None
         return reply
 
     def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
@@ -380,22 +383,29 @@ class Engine:
         after_seq = 0
         started = time.monotonic()
         reply: Optional[Dict[str, Any]] = None
+        cached: Tuple[Any, ...] = ()
         while True:
             now = time.monotonic()
             if budget is not None and now - started >= budget:
                 return reply.get("run") if reply else None
+            if deadline is not None and now >= deadline:
+                return reply.get("run") if reply else None
             wait_ms = POLL_MS if budget is None else 0
             if deadline is not None:
                 wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
-            req: Dict[str, Any] = {"lanes": lanes or self._lanes(), "max": BATCH, "timeout_ms": wait_ms}
-            if run_id is not None:
-                req["run_id"] = run_id
-            if watch_logs:
-                req["events_after"] = after_seq
+            key = (tuple(lanes or self._lanes()), wait_ms, after_seq)
+            if not cached or cached[0] != key:
+                req: Dict[str, Any] = {"lanes": list(key[0]), "max": BATCH, "timeout_ms": wait_ms}
+                if run_id is not None:
+                    req["run_id"] = run_id
+                if watch_logs:
+                    req["events_after"] = after_seq
+                cached = (key, req, json.dumps(req))
+            req, req_json = cached[1], cached[2]
             if reply is None or not reply.get("calls"):
                 reply = self._call("dccflow_calls_next", req)
             else:
-                reply = self._serve(reply["calls"], req)
+                reply = self._serve(reply["calls"], req, req_json)
                 assert reply is not None
             if watch_logs:
                 for ev in reply.get("events") or ():
