@@ -174,38 +174,33 @@ func (e *Engine) runDone(h *exec.Run) {
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
 // tool_remote step names a remote that is not configured.
 func (e *Engine) checkTools(s *spec.Spec) error {
+	toolNames, remotes, err := e.exec.Tools(s)
+	if err != nil {
+		return &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
+	}
 	var unknown []string
-	seen := map[string]bool{}
-	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
-		var name string
-		switch st.Kind {
-		case spec.KindTool:
-			if _, ok := e.router.Lookup(st.Tool); !ok {
-				name = st.Tool
-			}
-		case spec.KindToolRemote:
-			if _, ok := e.cfg.Remotes[st.DCC]; !ok || !e.router.HasRemote() {
-				name = st.DCC + "/" + st.Tool
-			}
-		}
-		if name != "" && !seen[name] {
-			seen[name] = true
+	for _, name := range toolNames {
+		if _, ok := e.router.Lookup(name); !ok {
 			unknown = append(unknown, name)
 		}
-		return true
-	})
+	}
+	for _, rt := range remotes {
+		if _, ok := e.cfg.Remotes[rt.DCC]; !ok || !e.router.HasRemote() {
+			unknown = append(unknown, rt.DCC+"/"+rt.Tool)
+		}
+	}
 	if len(unknown) == 0 {
 		return nil
 	}
 	slices.Sort(unknown)
 	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(unknown, ", "))
-	var remotes []string
+	var unknownRemotes []string
 	for _, u := range unknown {
 		if strings.Contains(u, "/") {
-			remotes = append(remotes, u)
+			unknownRemotes = append(unknownRemotes, u)
 		}
 	}
-	if len(remotes) > 0 {
+	if len(unknownRemotes) > 0 {
 		if e.router.HasRemote() {
 			msg += "; tool_remote steps need their `dcc` in the engine config's remotes"
 		} else {
@@ -399,4 +394,22 @@ func stepInfo(st store.Step) StepInfo {
 		si.Error = &StepErrorInfo{Kind: st.ErrorKind, Message: st.ErrorMessage, Trace: st.ErrorTrace}
 	}
 	return si
+}
+
+// Artefact returns the bytes of an artefact captured from a tool's inline file_refs, by its
+// uri ("artefact://sha256/<hex>") or its sha256. Unknown artefacts are code not_found; refs
+// given by path or foreign uri are not held by the engine.
+func (e *Engine) Artefact(ctx context.Context, ref string) ([]byte, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	sum := strings.TrimPrefix(ref, exec.ArtefactURIPrefix)
+	data, err := e.store.GetArtefact(ctx, sum)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no artefact %q", ref), Err: err}
+		}
+		return nil, notFound("", err)
+	}
+	return data, nil
 }

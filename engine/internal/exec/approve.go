@@ -60,7 +60,7 @@ func (r *runner) runApprove(ctx context.Context, in *inst) stepEnd {
 	detail := jsonDetail(approveRequested{Prompt: a.info.Prompt, TimeoutSecs: sp.timeout.Seconds(), ExpiresAt: a.info.ExpiresAt})
 	if err := in.save(run.EventApproveRequested, detail); err != nil {
 		r.withdraw(key)
-		return stoppedEnd(r.ctx)
+		return r.stoppedEnd(r.ctx)
 	}
 	r.refreshStatus()
 
@@ -81,7 +81,7 @@ func (r *runner) runApprove(ctx context.Context, in *inst) stepEnd {
 		}
 	case <-ctx.Done():
 		if r.withdraw(key) {
-			return stoppedEnd(ctx)
+			return r.stoppedEnd(ctx)
 		}
 		d = <-a.ch
 	}
@@ -121,12 +121,17 @@ func (r *runner) withdraw(key string) bool {
 func (r *runner) resolveApproval(key string, d decision) error {
 	r.mu.Lock()
 	a, ok := r.approvals[key]
+	if r.finished {
+		ok = false
+	}
 	if ok {
 		delete(r.approvals, key)
 	}
 	open := make([]string, 0, len(r.approvals))
 	for k := range r.approvals {
-		open = append(open, k)
+		if !r.finished {
+			open = append(open, k)
+		}
 	}
 	finished := r.finished
 	r.mu.Unlock()

@@ -23,7 +23,7 @@ func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 	if n > 0 {
 		r.total.Add(int64(n * len(sp.bodyFrame.owned)))
 	}
-	outputs := make([]any, n)
+	outputs := make([][]byte, n) // each iteration's object, as JSON
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	abort := sp.st.OnAnyFail != spec.Continue
@@ -34,7 +34,7 @@ func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 	iterate := func(i int) bool {
 		fr := f.iteration(sp, i, items[i])
 		o := r.runList(fctx, fr, sp.body, false)
-		outputs[i] = fr.object()
+		outputs[i] = fr.appendObject(nil)
 		switch o.status {
 		case run.StepCompleted:
 			return true
@@ -90,13 +90,13 @@ func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 		}
 	}
 
-	end := stepEnd{output: outputs, hasOutput: true}
+	end := stepEnd{outputJSON: joinJSONArray(outputs), hasOutput: true, lazy: true}
 	switch {
 	case first != nil:
 		end.status, end.errKind, end.cause = run.StepFailed, first.Kind, first
 		end.errMsg = fmt.Sprintf("%d of %d iterations failed; first: %s: %s", failed, n, first.StepKey, first.Message)
 	case ctx.Err() != nil:
-		end = stoppedEnd(ctx)
+		end = r.stoppedEnd(ctx)
 	default:
 		end.status = run.StepCompleted
 	}
@@ -111,7 +111,7 @@ func (r *runner) runParallel(ctx context.Context, in *inst) stepEnd {
 	out := make(map[string]any, len(sp.body.steps))
 	for _, child := range sp.body.steps {
 		if res := f.slots[child.slot].Load(); res != nil && res.status == run.StepCompleted {
-			out[child.id] = res.output
+			out[child.id] = res.value()
 		}
 	}
 	end := stepEnd{output: out, hasOutput: true}
@@ -122,7 +122,7 @@ func (r *runner) runParallel(ctx context.Context, in *inst) stepEnd {
 		end.status, end.errKind, end.cause = run.StepFailed, o.err.Kind, o.err
 		end.errMsg = fmt.Sprintf("branch %s failed: %s", o.err.StepKey, o.err.Message)
 	default:
-		end = stoppedEnd(ctx)
+		end = r.stoppedEnd(ctx)
 	}
 	return end
 }
@@ -150,7 +150,27 @@ func (r *runner) runBranch(ctx context.Context, in *inst) stepEnd {
 		end.status, end.errKind, end.cause = run.StepFailed, o.err.Kind, o.err
 		end.errMsg = fmt.Sprintf("%s failed: %s", o.err.StepKey, o.err.Message)
 	default:
-		end = stoppedEnd(ctx)
+		end = r.stoppedEnd(ctx)
 	}
 	return end
+}
+
+// joinJSONArray joins JSON values into a JSON array; nil elements are null.
+func joinJSONArray(elems [][]byte) []byte {
+	n := 2 + len(elems)
+	for _, e := range elems {
+		n += max(len(e), 4)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if e == nil {
+			e = []byte("null")
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
 }

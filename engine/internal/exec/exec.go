@@ -61,6 +61,16 @@ func New(cfg Config) *Executor {
 	return &Executor{cfg: cfg}
 }
 
+// Tools returns the tools a spec's tool steps name and the remote tools its tool_remote steps
+// name, each sorted and unique. The spec's compiled plan is cached, so this is cheap.
+func (x *Executor) Tools(s *spec.Spec) ([]string, []RemoteTool, error) {
+	pl, err := x.plans.get(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pl.tools, pl.remotes, nil
+}
+
 // EnvPolicy says which environment variables a run's `env` root shows.
 type EnvPolicy struct {
 	All   bool     // every variable (runs started locally)
@@ -81,7 +91,8 @@ type Params struct {
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
-	// OnDone is called once the run's terminal state is written and Done is closed.
+	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
+	// closed earlier, as soon as its terminal state is written).
 	OnDone func(*Run)
 }
 
@@ -99,15 +110,18 @@ type Run struct{ r *runner }
 // ID returns the run id.
 func (h *Run) ID() string { return h.r.id }
 
-// Done is closed once the run's terminal state is written.
+// Done is closed once the run's terminal state is written. After a Cancel or Stop, the goroutines
+// of the steps that were in flight may still be unwinding; they write nothing more.
 func (h *Run) Done() <-chan struct{} { return h.r.done }
 
 // Cancel cancels the run: steps in flight end as cancelled, and so does the run. reason is
-// recorded ("" is fine). Cancelling a finished run, or twice, does nothing.
-func (h *Run) Cancel(reason string) { h.r.cancel(userCancel(reason)) }
+// recorded ("" is fine). It returns once the terminal record is written (Done is closed); the
+// steps' goroutines unwind after that. Cancelling a finished run, or twice, does nothing.
+func (h *Run) Cancel(reason string) { h.r.stop(userCancel(reason)) }
 
-// Stop ends the run because the engine stops: it becomes interrupted, not cancelled.
-func (h *Run) Stop() { h.r.cancel(ErrEngineStop) }
+// Stop ends the run because the engine stops: it becomes interrupted, not cancelled. It returns
+// once the terminal record is written.
+func (h *Run) Stop() { h.r.stop(ErrEngineStop.(*stopCause)) }
 
 // Status returns the run's current status.
 func (h *Run) Status() run.Status {
@@ -261,9 +275,10 @@ type runner struct {
 	onDone    func(*Run)
 
 	completed, total atomic.Int64
-	leaf             atomic.Int32 // tool attempts in flight (for running vs waiting)
-	open             atomic.Int32 // open approvals
-	lastActivity     atomic.Int64 // unix nanos of the last write with events
+	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)
+	open             atomic.Int32              // open approvals
+	lastActivity     atomic.Int64              // unix nanos of the last write with events
+	stopCause        atomic.Pointer[stopCause] // the run-level cause, once cancelled
 
 	mu          sync.Mutex
 	status      run.Status
@@ -272,9 +287,34 @@ type runner struct {
 	stallTimer  clock.Timer
 	stallMarked int64 // lastActivity value already reported as a stall
 	done        chan struct{}
+	doneOnce    sync.Once
+
+	// sealMu orders every write of the run (read-locked) against sealing it (write-locked):
+	// once sealed, the terminal record is written and nothing else is. Lock order: mu, sealMu,
+	// liveMu.
+	sealMu             sync.RWMutex
+	sealed             bool
+	liveMu             sync.Mutex
+	liveHead, liveTail *inst // step instances in flight, oldest first
 }
 
-func (r *runner) cancel(cause error) { r.cancelCtx(cause) }
+// stop ends the run from outside: it seals the run first, while the steps in flight are still
+// parked in their calls and sleeps, then cancels their context so they unwind. The first cause
+// wins.
+func (r *runner) stop(sc *stopCause) {
+	r.stopCause.CompareAndSwap(nil, sc)
+	r.seal()
+	r.cancelCtx(r.stopCause.Load())
+}
+
+// cancel stops the run with cause (*stopCause for user cancels, engine stops and store
+// failures). The first cause wins.
+func (r *runner) cancel(cause error) {
+	if sc, ok := cause.(*stopCause); ok {
+		r.stopCause.CompareAndSwap(nil, sc)
+	}
+	r.cancelCtx(cause)
+}
 
 func (r *runner) progress() run.Progress {
 	return run.Progress{Completed: int(r.completed.Load()), Total: int(r.total.Load())}
@@ -283,19 +323,6 @@ func (r *runner) progress() run.Progress {
 func (r *runner) event(now time.Time, typ, key, status string, attempt int, detail json.RawMessage) run.Event {
 	return run.Event{Time: now, RunID: r.id, Type: typ, StepKey: key, Status: status, Attempt: attempt,
 		Progress: r.progress(), Detail: detail}
-}
-
-// write writes b. A failed write stops the run (it then fails with the store error).
-func (r *runner) write(b *store.Batch) error {
-	err := r.x.cfg.Store.Write(context.Background(), b)
-	if err != nil {
-		r.cancel(storeFailure(err))
-		return err
-	}
-	if len(b.Events) > 0 {
-		r.x.notify()
-	}
-	return nil
 }
 
 // touch records activity for stall detection.

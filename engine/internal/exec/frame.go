@@ -1,7 +1,9 @@
 package exec
 
 import (
+	"encoding/json"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
@@ -9,12 +11,25 @@ import (
 )
 
 // result is the in-memory record of a finished step instance, as the run document shows it.
-// It is immutable once published in a frame slot.
+// It is immutable once published in a frame slot, except for the lazy decoding of raw.
 type result struct {
 	status   run.StepStatus
-	output   any
 	fileRefs []any
 	attempts int
+	// raw is the output as JSON (nil for steps without output). output is its decoded value;
+	// when lazy, it is decoded from raw on first use (large foreach outputs are only decoded
+	// when a template or JSONPath reads them).
+	raw    []byte
+	lazy   bool
+	once   sync.Once
+	output any
+}
+
+func (r *result) value() any {
+	if r.lazy {
+		r.once.Do(func() { _ = json.Unmarshal(r.raw, &r.output) })
+	}
+	return r.output
 }
 
 // view is the steps.<id> object of the run document.
@@ -26,7 +41,7 @@ func (r *result) view() map[string]any {
 	if r.fileRefs != nil {
 		refs = r.fileRefs
 	}
-	return map[string]any{"output": r.output, "file_refs": refs, "status": string(r.status), "attempts": float64(r.attempts)}
+	return map[string]any{"output": r.value(), "file_refs": refs, "status": string(r.status), "attempts": float64(r.attempts)}
 }
 
 func (r *result) field(name string) any {
@@ -35,7 +50,7 @@ func (r *result) field(name string) any {
 	}
 	switch name {
 	case "output":
-		return r.output
+		return r.value()
 	case "file_refs":
 		if r.fileRefs == nil {
 			return nil
@@ -97,16 +112,25 @@ func (f *frame) lookup(id string) *result {
 	return nil
 }
 
-// object returns the iteration's entry of a foreach output: the output of every completed step
-// of the body list, by id.
-func (f *frame) object() map[string]any {
-	out := make(map[string]any, len(f.plan.body.steps))
-	for _, sp := range f.plan.body.steps {
-		if res := f.slots[sp.slot].Load(); res != nil && res.status == run.StepCompleted {
-			out[sp.id] = res.output
+// appendObject appends the iteration's entry of a foreach output as JSON: the output of every
+// completed step of the body list, by id.
+func (f *frame) appendObject(b []byte) []byte {
+	b = append(b, '{')
+	first := true
+	for _, sp := range f.plan.sortedBody {
+		res := f.slots[sp.slot].Load()
+		if res == nil || res.status != run.StepCompleted || res.raw == nil {
+			continue
 		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, sp.id)
+		b = append(b, ':')
+		b = append(b, res.raw...)
 	}
-	return out
+	return append(b, '}')
 }
 
 // resolve evaluates a template reference against the run document as seen from f.
@@ -160,7 +184,7 @@ func (f *frame) root(name string) any {
 	}
 	if _, ok := f.r.plan.byID[name]; ok {
 		if res := f.lookup(name); res != nil {
-			return res.output
+			return res.value()
 		}
 		return nil
 	}

@@ -2,6 +2,8 @@ package exec
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,13 @@ type plan struct {
 	root      *listPlan
 	rootFrame *framePlan
 	byID      map[string]*stepPlan
+	tools     []string     // the tools of tool steps, sorted, unique
+	remotes   []RemoteTool // the tools of tool_remote steps, sorted, unique
+}
+
+// RemoteTool is a tool of a tool_remote step.
+type RemoteTool struct {
+	DCC, Tool string
 }
 
 // framePlan describes a frame: the run itself, or one iteration of a foreach. A frame owns the
@@ -23,9 +32,10 @@ type plan struct {
 // foreach steps, which have frames of their own.
 type framePlan struct {
 	owned []*stepPlan // in document order; a step's slot is its index here
-	// names of the steps of the body list (foreach frames), whose outputs make up the
-	// iteration's object in the foreach output.
-	body *listPlan
+	// body is the frame's step list; sortedBody its steps by id, whose outputs make up an
+	// iteration's object in a foreach output.
+	body       *listPlan
+	sortedBody []*stepPlan
 }
 
 type stepPlan struct {
@@ -99,7 +109,25 @@ func compilePlan(s *spec.Spec) (*plan, error) {
 		return nil, err
 	}
 	root.body = lp
-	return &plan{root: lp, rootFrame: root, byID: c.byID}, nil
+	p := &plan{root: lp, rootFrame: root, byID: c.byID}
+	for _, sp := range c.byID {
+		switch sp.kind {
+		case spec.KindTool:
+			p.tools = append(p.tools, sp.st.Tool)
+		case spec.KindToolRemote:
+			p.remotes = append(p.remotes, RemoteTool{DCC: sp.st.DCC, Tool: sp.st.Tool})
+		}
+	}
+	slices.Sort(p.tools)
+	p.tools = slices.Compact(p.tools)
+	slices.SortFunc(p.remotes, func(a, b RemoteTool) int {
+		if c := strings.Compare(a.DCC, b.DCC); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
+	p.remotes = slices.Compact(p.remotes)
+	return p, nil
 }
 
 func (c *compiler) list(steps []*spec.Step, fp *framePlan, parallel bool) (*listPlan, error) {
@@ -182,6 +210,8 @@ func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
 			return nil, err
 		}
 		sp.bodyFrame.body = sp.body
+		sp.bodyFrame.sortedBody = slices.Clone(sp.body.steps)
+		slices.SortFunc(sp.bodyFrame.sortedBody, func(a, b *stepPlan) int { return strings.Compare(a.id, b.id) })
 	case spec.KindParallel:
 		if sp.body, err = c.list(st.Steps, fp, true); err != nil {
 			return nil, err

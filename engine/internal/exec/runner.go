@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// KindInternal is the error kind of a step that failed because of a bug in the engine.
-const KindInternal = "internal"
+// KindInternal is the error kind of a step that failed because of a bug in the engine (or a
+// panic in Go tool code).
+const KindInternal = tools.KindInternal
 
 // outcome is how a step instance or a step list ended.
 type outcome struct {
@@ -32,7 +35,18 @@ type inst struct {
 	batch store.Batch
 	steps [1]store.Step
 	evs   [2]run.Event
+
+	// The run's registry of instances in flight (see seal), under runner.liveMu.
+	prev, next  *inst
+	linked      bool
+	liveAttempt int
+	// final is set, under runner.sealMu, once the instance's terminal row is written.
+	final bool
 }
+
+// instPool recycles instances: nothing keeps an inst once its step has finished (stores copy
+// what they are given).
+var instPool = sync.Pool{New: func() any { return new(inst) }}
 
 // stepEnd is what a step driver reports; runStep writes it.
 type stepEnd struct {
@@ -40,6 +54,7 @@ type stepEnd struct {
 	output     any
 	hasOutput  bool
 	outputJSON json.RawMessage // the output as JSON when the driver has it already
+	lazy       bool            // output is not set: decode outputJSON when a template needs it
 	fileRefs   []any
 	refsJSON   json.RawMessage
 	attempts   int
@@ -56,7 +71,10 @@ func (r *runner) now() time.Time { return r.x.cfg.Clock.Now() }
 
 // save writes the instance's row with one event (or none when typ is "").
 func (in *inst) save(typ string, detail json.RawMessage) error {
-	now := in.r.now()
+	return in.saveAt(in.r.now(), typ, detail)
+}
+
+func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error {
 	in.row.UpdatedAt = now
 	in.steps[0] = in.row
 	in.batch = store.Batch{Steps: in.steps[:]}
@@ -65,7 +83,19 @@ func (in *inst) save(typ string, detail json.RawMessage) error {
 		in.batch.Events = in.evs[:1]
 		in.r.touch(now)
 	}
-	return in.r.write(&in.batch)
+	how := writePlain
+	if !in.linked {
+		how = writeLink
+	}
+	return in.r.writeFor(in, &in.batch, how)
+}
+
+// setAttempt records the attempt in progress, also for the registry.
+func (in *inst) setAttempt(n int) {
+	in.row.Attempt = n
+	in.r.liveMu.Lock()
+	in.liveAttempt = n
+	in.r.liveMu.Unlock()
 }
 
 // main runs the root list and writes the terminal state.
@@ -83,47 +113,176 @@ func (r *runner) main() {
 	r.finish(o)
 }
 
-// finish writes the run's terminal status and its workflow_terminal event.
+// finish writes the run's terminal status and its workflow_terminal event, unless a
+// cancellation has sealed the run already.
 func (r *runner) finish(o outcome) {
-	status := run.StatusCompleted
-	var rerr *store.RunError
-	var sc *stopCause
-	if o.status != run.StepCompleted {
-		switch {
-		case errors.As(context.Cause(r.ctx), &sc) && sc.run != "":
-			status, rerr = sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
-		case o.err != nil:
-			status = run.StatusFailed
-			rerr = &store.RunError{Kind: o.err.Kind, Message: o.err.Message, StepKey: o.err.StepKey, Trace: o.err.Trace}
-		default:
-			status = run.StatusFailed
-			rerr = &store.RunError{Kind: KindInternal, Message: "the run stopped without a recorded cause"}
+	r.mu.Lock()
+	r.sealMu.Lock()
+	if !r.sealed {
+		status := run.StatusCompleted
+		var rerr *store.RunError
+		var sc *stopCause
+		if o.status != run.StepCompleted {
+			switch {
+			case errors.As(context.Cause(r.ctx), &sc) && sc.run != "":
+				status, rerr = sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
+			case o.err != nil:
+				status = run.StatusFailed
+				rerr = &store.RunError{Kind: o.err.Kind, Message: o.err.Message, StepKey: o.err.StepKey, Trace: o.err.Trace}
+			default:
+				status = run.StatusFailed
+				rerr = &store.RunError{Kind: KindInternal, Message: "the run stopped without a recorded cause"}
+			}
 		}
+		r.writeTerminal(&store.Batch{}, status, rerr)
 	}
+	r.sealMu.Unlock()
+	r.mu.Unlock()
+	r.cancelCtx(context.Canceled)
+	r.closeDone()
+	if r.onDone != nil {
+		r.onDone(&Run{r: r})
+	}
+}
+
+// writeTerminal adds the run's terminal update and workflow_terminal event to b, writes it and
+// seals the run. The caller holds r.mu and r.sealMu.
+func (r *runner) writeTerminal(b *store.Batch, status run.Status, rerr *store.RunError) {
 	now := r.now()
 	detail := map[string]any{"status": status}
 	if rerr != nil {
 		detail["error"] = rerr
 	}
-	r.mu.Lock()
-	r.finished = true
-	r.status = status
-	if r.stallTimer != nil {
-		r.stallTimer.Stop()
-	}
-	b := &store.Batch{
-		RunUpdates: []store.RunUpdate{{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now}},
-		Events:     []run.Event{r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail))},
-	}
+	b.RunUpdates = append(b.RunUpdates, store.RunUpdate{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now})
+	b.Events = append(b.Events, r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail)))
 	if err := r.x.cfg.Store.Write(context.Background(), b); err == nil {
 		r.x.notify()
 	}
-	r.mu.Unlock()
-	r.cancelCtx(context.Canceled)
-	close(r.done)
-	if r.onDone != nil {
-		r.onDone(&Run{r: r})
+	r.sealed, r.finished, r.status = true, true, status
+	if r.stallTimer != nil {
+		r.stallTimer.Stop()
 	}
+}
+
+// seal ends a cancelled or stopped run at once: every step instance still in flight is
+// written as sc says (cancelled, interrupted), with the run's terminal record, in one batch,
+// and Done is closed. The goroutines of those steps unwind afterwards and write nothing more,
+// so the terminal state does not wait for hundreds of goroutines to be scheduled.
+func (r *runner) seal() {
+	sc := r.stopCause.Load()
+	if sc == nil {
+		return
+	}
+	r.mu.Lock()
+	r.sealMu.Lock()
+	if !r.sealed {
+		now := r.now()
+		detail := errorJSON(sc.kind, sc.msg)
+		r.liveMu.Lock()
+		n := 0
+		for in := r.liveHead; in != nil; in = in.next {
+			n++
+		}
+		b := &store.Batch{Steps: make([]store.Step, 0, n), Events: make([]run.Event, 0, n+1)}
+		for in := r.liveTail; in != nil; in = in.prev {
+			if in.final {
+				continue
+			}
+			row := store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID, Kind: in.row.Kind, Status: sc.step,
+				Attempt: in.liveAttempt, ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
+				FinishedAt: now, UpdatedAt: now}
+			b.Steps = append(b.Steps, row)
+			r.completed.Add(1)
+			b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
+		}
+		r.liveMu.Unlock()
+		r.writeTerminal(b, sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg})
+	}
+	r.sealMu.Unlock()
+	r.mu.Unlock()
+	r.closeDone()
+}
+
+func (r *runner) closeDone() { r.doneOnce.Do(func() { close(r.done) }) }
+
+// Ways writeFor treats the instance it writes for.
+const (
+	writePlain        = iota
+	writeLink         // the instance's first write: register it as in flight
+	writeFinal        // the instance's terminal row: count it as completed
+	writeTerminalRows // terminal rows of instances never started (skipped): count each event
+)
+
+// errSealed: the run's terminal record is written; nothing more is.
+var errSealed = errors.New("the run has ended")
+
+// write writes b, unless the run is sealed (errSealed). A failed store write stops the run
+// (it then fails with the store error).
+func (r *runner) write(b *store.Batch) error { return r.writeFor(nil, b, writePlain) }
+
+func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
+	r.sealMu.RLock()
+	defer r.sealMu.RUnlock()
+	if r.sealed {
+		return errSealed
+	}
+	if how == writeFinal || how == writeTerminalRows {
+		// Counted here, under the seal lock: a sealed run has counted its steps in flight
+		// itself, and a step refused after the seal must not count twice.
+		for i := range b.Events {
+			if b.Events[i].Type != run.EventApproveResolved {
+				n := int(r.completed.Add(1))
+				b.Events[i].Progress.Completed = n
+				if i > 0 && b.Events[i-1].Type == run.EventApproveResolved {
+					b.Events[i-1].Progress.Completed = n
+				}
+			}
+		}
+	}
+	if err := r.x.cfg.Store.Write(context.Background(), b); err != nil {
+		r.cancel(storeFailure(err))
+		return err
+	}
+	switch how {
+	case writeLink:
+		r.liveMu.Lock()
+		in.linked, in.prev, in.next = true, r.liveTail, nil
+		if r.liveTail != nil {
+			r.liveTail.next = in
+		} else {
+			r.liveHead = in
+		}
+		r.liveTail = in
+		in.liveAttempt = in.row.Attempt
+		r.liveMu.Unlock()
+	case writeFinal:
+		in.final = true
+	}
+
+	if len(b.Events) > 0 {
+		r.x.notify()
+	}
+	return nil
+}
+
+// unlink removes a finished instance from the registry.
+func (r *runner) unlink(in *inst) {
+	if !in.linked {
+		return
+	}
+	r.liveMu.Lock()
+	if in.prev != nil {
+		in.prev.next = in.next
+	} else {
+		r.liveHead = in.next
+	}
+	if in.next != nil {
+		in.next.prev = in.prev
+	} else {
+		r.liveTail = in.prev
+	}
+	in.prev, in.next, in.linked = nil, nil, false
+	r.liveMu.Unlock()
 }
 
 // runList runs one step list: in order when every step waits for the one before it, else as a
@@ -234,7 +393,7 @@ func (r *runner) runDAG(ctx context.Context, f *frame, lp *listPlan, abort bool)
 	case first != nil:
 		return outcome{status: run.StepFailed, err: first}
 	case ctx.Err() != nil:
-		st, _, _ := stopped(ctx)
+		st, _, _ := r.stopped(ctx)
 		return outcome{status: st}
 	}
 	return outcome{status: run.StepCompleted}
@@ -256,7 +415,7 @@ func (r *runner) runStepSafe(ctx context.Context, f *frame, sp *stepPlan) (o out
 // context has ended is not started and leaves no record.
 func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	if ctx.Err() != nil {
-		st, _, _ := stopped(ctx)
+		st, _, _ := r.stopped(ctx)
 		return outcome{status: st}
 	}
 	key := f.key(sp)
@@ -266,12 +425,19 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 		}
 	}
 	now := r.now()
-	in := &inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
+	in := instPool.Get().(*inst)
+	defer instPool.Put(in)
+	*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
 		Status: run.StepRunning, StartedAt: now}}
 	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
 		in.row.Attempt = 1
 	}
-	if err := in.save(run.EventStepEnter, nil); err != nil {
+	defer r.unlink(in)
+	if err := in.saveAt(now, run.EventStepEnter, nil); err != nil {
+		if errors.Is(err, errSealed) {
+			st, _, _ := r.stopped(ctx)
+			return outcome{status: st}
+		}
 		return outcome{status: run.StepFailed, err: &run.StepError{RunID: r.id, StepKey: key, Kind: run.KindError, Message: err.Error(), Err: err}}
 	}
 	var end stepEnd
@@ -315,14 +481,33 @@ func (r *runner) runControl(ctx context.Context, in *inst) stepEnd {
 }
 
 // stoppedEnd is the end of a step whose context ended.
-func stoppedEnd(ctx context.Context) stepEnd {
-	st, kind, msg := stopped(ctx)
+func (r *runner) stoppedEnd(ctx context.Context) stepEnd {
+	st, kind, msg := r.stopped(ctx)
 	return stepEnd{status: st, errKind: kind, errMsg: msg}
 }
 
-type exitDetail struct {
-	Error  *errorDetail `json:"error,omitempty"`
-	Cached bool         `json:"cached,omitempty"`
+// stopped describes how a step whose context ended (or whose run was sealed) stops. When the
+// run itself is stopping, its cause applies, read without context.Cause (whose lock a thousand
+// steps stopping at once would contend for).
+func (r *runner) stopped(ctx context.Context) (run.StepStatus, string, string) {
+	if sc := r.stopCause.Load(); sc != nil {
+		return sc.step, sc.kind, sc.msg
+	}
+	return stopped(ctx)
+}
+
+// cachedJSON is the detail of the step_exit of a step served from the idempotency cache.
+var cachedJSON = json.RawMessage(`{"cached":true}`)
+
+// errorJSON is the detail of the step_exit of a step that did not complete:
+// {"error":{"kind":…,"message":…}}.
+func errorJSON(kind, msg string) json.RawMessage {
+	b := make([]byte, 0, 32+len(kind)+len(msg))
+	b = append(b, `{"error":{"kind":`...)
+	b = appendString(b, kind)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	return append(b, "}}"...)
 }
 
 type errorDetail struct {
@@ -334,7 +519,7 @@ type errorDetail struct {
 func (in *inst) finish(end stepEnd) outcome {
 	r := in.r
 	if end.hasOutput && end.outputJSON == nil {
-		b, err := json.Marshal(end.output)
+		b, err := marshalJSON(end.output)
 		if err != nil {
 			end = stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "the output is not JSON-encodable: " + err.Error(), attempts: end.attempts}
 		} else {
@@ -346,14 +531,13 @@ func (in *inst) finish(end stepEnd) outcome {
 	row.Status, row.Output, row.FileRefs, row.Cached = end.status, end.outputJSON, end.refsJSON, end.cached
 	row.ErrorKind, row.ErrorMessage, row.ErrorTrace = end.errKind, end.errMsg, end.errTrace
 	row.FinishedAt, row.UpdatedAt = now, now
-	r.completed.Add(1)
 
 	var detail json.RawMessage
 	switch {
 	case end.status != run.StepCompleted:
-		detail = jsonDetail(exitDetail{Error: &errorDetail{Kind: end.errKind, Message: end.errMsg}})
+		detail = errorJSON(end.errKind, end.errMsg)
 	case end.cached:
-		detail = jsonDetail(exitDetail{Cached: true})
+		detail = cachedJSON
 	}
 	in.steps[0] = *row
 	in.batch = store.Batch{Steps: in.steps[:]}
@@ -368,8 +552,14 @@ func (in *inst) finish(end stepEnd) outcome {
 		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
 	}
 	r.touch(now)
-	_ = r.write(&in.batch) // a failed write cancels the run; the step's outcome stands
-	in.f.publish(in.sp, &result{status: end.status, output: end.output, fileRefs: end.fileRefs, attempts: row.Attempt})
+	// A failed write cancels the run; a refused one means the run was sealed. Either way the
+	// step's outcome stands for the steps still running.
+	_ = r.writeFor(in, &in.batch, writeFinal)
+	res := &result{status: end.status, output: end.output, fileRefs: end.fileRefs, attempts: row.Attempt}
+	if end.status == run.StepCompleted {
+		res.raw, res.lazy = end.outputJSON, end.lazy
+	}
+	in.f.publish(in.sp, res)
 
 	o := outcome{status: end.status}
 	if end.status == run.StepFailed {
@@ -394,11 +584,10 @@ func (r *runner) skip(f *frame, sps []*stepPlan, reason string) {
 		key := f.key(sp)
 		b.Steps = append(b.Steps, store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind), Status: run.StepSkipped,
 			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now})
-		r.completed.Add(1)
 		b.Events = append(b.Events, r.event(now, run.EventStepSkipped, key, string(run.StepSkipped), 0, detail))
 	}
 	r.touch(now)
-	_ = r.write(b)
+	_ = r.writeFor(nil, b, writeTerminalRows)
 	for _, sp := range sps {
 		f.publish(sp, res)
 	}
@@ -417,7 +606,7 @@ func (r *runner) reuse(f *frame, sp *stepPlan, p store.Step) outcome {
 		}
 		res := &result{status: run.StepCompleted, attempts: prev.Attempt}
 		if len(prev.Output) > 0 {
-			_ = json.Unmarshal(prev.Output, &res.output)
+			res.raw, res.lazy = prev.Output, true
 		}
 		if len(prev.FileRefs) > 0 {
 			_ = json.Unmarshal(prev.FileRefs, &res.fileRefs)

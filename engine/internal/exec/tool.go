@@ -1,11 +1,13 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -39,14 +41,14 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the idempotency cache: " + err.Error()}
 		}
 		if hit {
-			end := stepEnd{status: run.StepCompleted, hasOutput: true, outputJSON: e.Output, refsJSON: e.FileRefs, cached: true}
-			if len(e.Output) > 0 {
-				_ = json.Unmarshal(e.Output, &end.output)
+			end := stepEnd{status: run.StepCompleted, hasOutput: true, outputJSON: e.Output, lazy: true, refsJSON: e.FileRefs, cached: true}
+			if len(e.Output) == 0 {
+				end.outputJSON = []byte("null")
 			}
 			if len(e.FileRefs) > 0 {
 				_ = json.Unmarshal(e.FileRefs, &end.fileRefs)
 			}
-			in.row.Attempt = 0
+			in.setAttempt(0)
 			return end
 		}
 	}
@@ -59,23 +61,26 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
-			in.row.Status, in.row.Attempt = run.StepRetrying, attempt
+			in.row.Status = run.StepRetrying
+			in.setAttempt(attempt)
 			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds()})
 			if err := in.save(run.EventStepRetry, detail); err != nil {
-				return stoppedEnd(r.ctx)
+				return r.stoppedEnd(r.ctx)
 			}
 			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
-				return stoppedEnd(ctx)
+				return r.stoppedEnd(ctx)
 			}
 			in.row.Status = run.StepRunning
 			if err := in.save("", nil); err != nil {
-				return stoppedEnd(r.ctx)
+				return r.stoppedEnd(r.ctx)
 			}
 		}
-		in.row.Attempt = attempt
+		if attempt > 1 {
+			in.setAttempt(attempt) // already set for attempt 1
+		}
 		res, err := r.attempt(ctx, sp, call, attempt)
 		if ctx.Err() != nil {
-			return stoppedEnd(ctx)
+			return r.stoppedEnd(ctx)
 		}
 		kind, msg, trace := "", "", ""
 		switch {
@@ -128,8 +133,8 @@ func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, att
 	} else {
 		res, err = r.x.cfg.Router.Call(actx, call)
 	}
-	if err == nil && res.Error == nil && actx.Err() != nil && ctx.Err() == nil {
-		// The answer came after the deadline: it is dropped.
+	if actx.Err() != nil && ctx.Err() == nil && (err != nil || res.Error == nil) {
+		// The attempt ran out of time (an answer after the deadline is dropped).
 		err = context.Cause(actx)
 	}
 	return res, err
@@ -139,13 +144,23 @@ func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, att
 func (r *runner) success(in *inst, res tools.Result) (stepEnd, bool) {
 	end := stepEnd{status: run.StepCompleted, hasOutput: true}
 	if res.OutputJSON != nil {
-		if err := json.Unmarshal(res.OutputJSON, &end.output); err != nil {
-			return stepEnd{errKind: run.KindError, errMsg: "the tool's output is not valid JSON: " + err.Error()}, false
+		raw := bytes.TrimSpace(res.OutputJSON)
+		if !json.Valid(raw) {
+			var out any
+			err := json.Unmarshal(raw, &out)
+			return stepEnd{errKind: run.KindError, errMsg: fmt.Sprintf("the tool's output is not valid JSON: %v", err)}, false
 		}
-		end.outputJSON = res.OutputJSON
+		end.outputJSON = raw
+		if !bytes.Contains(raw, []byte(`"file_refs"`)) {
+			end.lazy = true // decoded only if a template or JSONPath reads it
+			return end, true
+		}
+		var out any
+		_ = json.Unmarshal(raw, &out)
+		end.output = out
 	} else {
 		end.output = res.Output
-		b, err := json.Marshal(res.Output)
+		b, err := marshalJSON(res.Output)
 		if err != nil {
 			return stepEnd{errKind: run.KindError, errMsg: "the tool's output is not JSON-encodable: " + err.Error()}, false
 		}

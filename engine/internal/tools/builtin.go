@@ -54,10 +54,16 @@ func sleep(ctx context.Context, c clock.Clock, call Call) (Result, error) {
 		return Failure(run.KindInvalidInput, fmt.Sprintf("%s: args.ms must be a number of milliseconds ≥ 0; got %v", Sleep, call.Args["ms"])), nil
 	}
 	d := time.Duration(ms * float64(time.Millisecond))
+	t := c.NewTimer(d)
 	if ignore, _ := call.Args["ignore_cancel"].(bool); ignore {
-		<-c.NewTimer(d).C()
-	} else if err := clock.Sleep(ctx, c, d); err != nil {
-		return Result{}, err
+		<-t.C()
+	} else {
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, ctx.Err()
+		}
 	}
 	return Result{Output: map[string]any{"slept_ms": ms}}, nil
 }

@@ -3,9 +3,10 @@ package tools
 import (
 	"context"
 	"fmt"
-	"time"
-
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -46,8 +47,12 @@ type Host struct {
 	closeCh chan struct{}
 	nextID  uint64
 	lanes   map[string]*lane
-	calls   map[uint64]*pending // queued or pulled, not yet answered
+	calls   map[uint64]*pending // queued or pulled, not yet answered or withdrawn
 	dropped dropLog
+	// abandoned is a lock-free stack of calls whose step gave up on them (cancel, timeout):
+	// a burst of cancellations does not contend for mu. They are withdrawn under mu, in a batch,
+	// by the next locked operation or by a goroutine started by the first one abandoned.
+	abandoned atomic.Pointer[pending]
 }
 
 type lane struct {
@@ -67,11 +72,28 @@ const (
 )
 
 type pending struct {
-	call    PendingCall
-	state   pendingState
-	done    chan Result // buffered 1; receives the answer under Host.mu
-	ctxDone <-chan struct{}
+	call  PendingCall
+	state pendingState    // queue bookkeeping, under Host.mu
+	done  chan answer     // buffered 1; receives the answer
+	ctx   context.Context // the step's; its cause becomes the drop reason, computed lazily
+	// claim decides, once, between the answer and the step giving up: claimOpen, then
+	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
+	claim  atomic.Uint32
+	reason string   // why it was dropped; set when withdrawn, under Host.mu
+	next   *pending // in Host.abandoned
 }
+
+// answer is what a waiting Call receives: the host's result, or ErrClosed.
+type answer struct {
+	res Result
+	err error
+}
+
+const (
+	claimOpen uint32 = iota
+	claimAnswered
+	claimAbandoned
+)
 
 // NewHost returns a host with the lanes "main" and "worker".
 func NewHost() *Host {
@@ -88,10 +110,13 @@ func NewHost() *Host {
 }
 
 // Call enqueues call on lane and waits for the host's answer or the end of ctx (it then
-// returns context.Cause(ctx)). An answer that arrives before Call notices the end of ctx is
-// returned.
+// returns ctx.Err(); context.Cause(ctx) says why). An answer that arrives before Call notices
+// the end of ctx is returned.
 func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, error) {
-	p := &pending{done: make(chan Result, 1), ctxDone: ctx.Done()}
+	if ctx.Err() != nil {
+		return Result{}, ctx.Err()
+	}
+	p := &pending{done: make(chan answer, 1), ctx: ctx}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -113,29 +138,62 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	}
 	h.mu.Unlock()
 
+	// Only two channels: the shared ctx.Done() and a private one (Close answers through it). A
+	// third shared channel would make a thousand calls woken at once contend for its lock.
 	select {
-	case res := <-p.done:
-		return res, nil
+	case a := <-p.done:
+		return a.res, a.err
 	case <-ctx.Done():
-	case <-h.closeCh:
 	}
-	h.mu.Lock()
-	if p.state != stateGone {
-		reason := "cancelled"
-		if ctx.Err() == nil {
-			reason = "the engine closed"
-		} else if cause := context.Cause(ctx); cause != nil {
-			reason = cause.Error()
+	if !p.claim.CompareAndSwap(claimOpen, claimAbandoned) {
+		if p.claim.Load() == claimAnswered {
+			a := <-p.done // answered concurrently: the answer is on its way
+			return a.res, a.err
 		}
-		h.withdrawLocked(p, reason)
-		h.mu.Unlock()
-		if ctx.Err() == nil {
-			return Result{}, ErrClosed
-		}
-		return Result{}, context.Cause(ctx)
+		return Result{}, ctx.Err() // Complete saw the context end first and withdrew the call
 	}
-	h.mu.Unlock()
-	return <-p.done, nil // answered concurrently: the result is already in the channel
+	// No lock and no context.Cause here (it takes the context's mutex): a thousand calls of a
+	// cancelled run return at the same moment.
+	h.abandon(p)
+	return Result{}, ctx.Err()
+}
+
+// abandon queues p for withdrawal without taking mu; the first call abandoned into an empty
+// stack starts a goroutine that withdraws the batch.
+func (h *Host) abandon(p *pending) {
+	for {
+		old := h.abandoned.Load()
+		p.next = old
+		if h.abandoned.CompareAndSwap(old, p) {
+			if old == nil {
+				go func() {
+					h.mu.Lock()
+					h.drainLocked()
+					h.mu.Unlock()
+				}()
+			}
+			return
+		}
+	}
+}
+
+func dropReason(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause.Error()
+	}
+	return "cancelled"
+}
+
+// drainLocked withdraws the abandoned calls.
+func (h *Host) drainLocked() {
+	for p := h.abandoned.Swap(nil); p != nil; {
+		next := p.next
+		p.next = nil
+		if p.state != stateGone {
+			h.withdrawLocked(p, dropReason(p.ctx))
+		}
+		p = next
+	}
 }
 
 // withdrawLocked forgets p (not answered) and remembers why, for a late Complete.
@@ -201,6 +259,7 @@ func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.
 			timer.Stop()
 		}
 	}()
+	spins := 0
 	for {
 		h.mu.Lock()
 		if h.closed {
@@ -212,6 +271,7 @@ func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.
 			h.mu.Unlock()
 			return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", laneName, LaneMain, LaneWorker)
 		}
+		h.drainLocked()
 		if out := ln.popLocked(max); len(out) > 0 {
 			h.mu.Unlock()
 			return out, nil
@@ -219,6 +279,14 @@ func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.
 		if timeout <= 0 || ctx.Err() != nil {
 			h.mu.Unlock()
 			return nil, nil
+		}
+		if spins < maxSpins {
+			// The step just answered usually queues its successor within microseconds: yield
+			// (it runs on this thread) instead of sleeping, saving two thread wake-ups a step.
+			spins++
+			h.mu.Unlock()
+			runtime.Gosched()
+			continue
 		}
 		ln.waiters++
 		wake := ln.wake
@@ -251,6 +319,7 @@ func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.
 func (h *Host) Complete(id uint64, res Result) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.drainLocked()
 	p, ok := h.calls[id]
 	if !ok {
 		if reason, known := h.dropped.get(id); known {
@@ -266,10 +335,21 @@ func (h *Host) Complete(id uint64, res Result) error {
 	if p.state == stateQueued {
 		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d was not pulled with Next yet", id), Details: map[string]any{"call_id": id}}
 	}
+	if p.ctx.Err() != nil {
+		// The step gave up (its goroutine may not have noticed yet): the answer is late.
+		p.claim.CompareAndSwap(claimOpen, claimAbandoned)
+	}
+	if !p.claim.CompareAndSwap(claimOpen, claimAnswered) {
+		// Abandoned an instant ago; the batch withdrawal has not run yet.
+		reason := dropReason(p.ctx)
+		h.withdrawLocked(p, reason)
+		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
+			Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+	}
 	p.state = stateGone
 	delete(h.calls, id)
 	h.dropped.add(id, "already completed")
-	p.done <- res
+	p.done <- answer{res: res}
 	return nil
 }
 
@@ -288,21 +368,14 @@ func (h *Host) Cancelled(id uint64) bool {
 	h.mu.Lock()
 	p, ok := h.calls[id]
 	h.mu.Unlock()
-	if !ok {
-		return true
-	}
-	select {
-	case <-p.ctxDone:
-		return true
-	default:
-		return false
-	}
+	return !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil
 }
 
 // Pending returns the number of calls queued or pulled and not answered.
 func (h *Host) Pending() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.drainLocked()
 	return len(h.calls)
 }
 
@@ -316,6 +389,13 @@ func (h *Host) Close() {
 	}
 	h.closed = true
 	close(h.closeCh)
+	h.drainLocked()
+	for _, p := range h.calls {
+		if p.claim.CompareAndSwap(claimOpen, claimAnswered) {
+			p.done <- answer{err: ErrClosed}
+		}
+	}
+	clear(h.calls)
 }
 
 // dropLog remembers why recent calls were dropped, for Complete's error; bounded.

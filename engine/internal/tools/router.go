@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -143,7 +144,9 @@ func (r *Router) Tools() []ToolInfo {
 
 // Call runs a tool step attempt: a built-in in this goroutine (blocking built-ins in their own
 // goroutine, abandoned when ctx ends), a host tool through the Host. A per-tool max_concurrent
-// limit is waited for first (the wait ends with ctx). An unknown tool is ErrUnknownTool.
+// limit is waited for first (the wait ends with ctx). An unknown tool is ErrUnknownTool. When
+// ctx ends first, the error is ctx.Err() (context.Cause(ctx) says why); it is not the cause
+// itself because context.Cause takes a lock every call of a cancelled run would contend for.
 func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 	rt, ok := (*r.routes.Load())[call.Tool]
 	if !ok {
@@ -154,7 +157,7 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 		case rt.sem <- struct{}{}:
 			defer func() { <-rt.sem }()
 		case <-ctx.Done():
-			return Result{}, context.Cause(ctx)
+			return Result{}, ctx.Err()
 		}
 	}
 	switch {
@@ -176,8 +179,9 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	return abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
 }
 
-// abandonable runs fn in its own goroutine and returns its result, or context.Cause(ctx) as
-// soon as ctx ends; fn then finishes on its own and its result is dropped.
+// abandonable runs fn in its own goroutine and returns its result, or ctx.Err() as soon as ctx
+// ends; fn then finishes on its own and its result is dropped. A panic in fn
+// becomes a ToolError of kind "internal".
 func abandonable(ctx context.Context, fn func() (Result, error)) (Result, error) {
 	type out struct {
 		res Result
@@ -185,6 +189,12 @@ func abandonable(ctx context.Context, fn func() (Result, error)) (Result, error)
 	}
 	ch := make(chan out, 1)
 	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- out{res: Result{Error: &ToolError{Kind: KindInternal, Message: fmt.Sprintf("the tool panicked: %v", p),
+					Trace: string(debug.Stack())}}}
+			}
+		}()
 		res, err := fn()
 		ch <- out{res, err}
 	}()
@@ -192,7 +202,7 @@ func abandonable(ctx context.Context, fn func() (Result, error)) (Result, error)
 	case o := <-ch:
 		return o.res, o.err
 	case <-ctx.Done():
-		return Result{}, context.Cause(ctx)
+		return Result{}, ctx.Err()
 	}
 }
 

@@ -53,6 +53,9 @@ func (e *ToolError) Error() string {
 	return kind + ": " + e.Message
 }
 
+// KindInternal is the error kind of a tool call that failed because Go code panicked.
+const KindInternal = "internal"
+
 // Failure returns a Result carrying a ToolError.
 func Failure(kind, message string) Result {
 	return Result{Error: &ToolError{Kind: kind, Message: message}}

@@ -160,7 +160,7 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel1(cause)
-	if o := <-out1; !errors.Is(o.err, cause) {
+	if o := <-out1; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", o.err)
 	}
 	if calls, _ := b.host.Next(context.Background(), tools.LaneMain, 5, 0); len(calls) != 0 {
@@ -172,7 +172,7 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 	out2 := b.callAsync(ctx2, tools.Call{Tool: "t"})
 	c := b.next(t, tools.LaneMain, 1)[0]
 	cancel2(cause)
-	if o := <-out2; !errors.Is(o.err, cause) {
+	if o := <-out2; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled pulled call: %v", o.err)
 	}
 	if !b.host.Cancelled(c.ID) {
@@ -182,6 +182,31 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 	var re *run.Error
 	if !errors.As(err, &re) || re.Code != run.CodeInvalidState || re.Details["dropped"] != true || re.Details["reason"] != cause.Error() {
 		t.Fatalf("late Complete: %#v", err)
+	}
+	if b.host.Pending() != 0 {
+		t.Fatalf("pending %d", b.host.Pending())
+	}
+}
+
+// TestCompleteRacingCancel answers calls at the moment their step is cancelled: whoever wins,
+// Call returns, and a completion that lost is reported as dropped.
+func TestCompleteRacingCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_ = b.router.RegisterHost(tools.ToolInfo{Name: "t"})
+	for i := 0; i < 300; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := b.callAsync(ctx, tools.Call{Tool: "t"})
+		c := b.next(t, tools.LaneMain, 1)[0]
+		cancel()
+		err := b.host.Complete(c.ID, tools.Result{Output: 1.0})
+		o := <-out
+		switch {
+		case err == nil && (o.err != nil || o.res.Output != 1.0):
+			t.Fatalf("accepted completion not delivered: %+v %v", o.res, o.err)
+		case err != nil && (run.CodeOf(err) != run.CodeInvalidState || !errors.Is(o.err, context.Canceled)):
+			t.Fatalf("dropped completion: %v; call returned %v", err, o.err)
+		}
 	}
 	if b.host.Pending() != 0 {
 		t.Fatalf("pending %d", b.host.Pending())
@@ -371,7 +396,7 @@ func TestBlockingToolIgnoringCancelIsAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel(cause)
-	if o := <-out; !errors.Is(o.err, cause) {
+	if o := <-out; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("abandoned call: %v", o.err)
 	}
 	if b.clk.Pending() != 1 {

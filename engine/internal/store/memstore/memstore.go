@@ -1,7 +1,8 @@
 // Package memstore is the in-memory store.Store: the default engine's persistence. Nothing
 // survives the process; "durable" means "visible to every reader". It is built to be cheap per
-// write (one mutex, no copies of JSON values) and compact per record, so a foreach of 100,000
-// items stays well inside the memory budget.
+// write (one mutex, a few small copies) and compact per record, with step and event records the
+// garbage collector never scans, so a foreach of 100,000 items stays well inside the memory and
+// time budget.
 package memstore
 
 import (
@@ -10,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"sync"
@@ -21,40 +23,77 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// chunkSize is the number of events per chunk of the event log. Chunks never move, so appending
-// never copies old events.
-const chunkSize = 4096
+// chunkSize is the number of records per chunk of the event log, and stepChunk of a run's step
+// table. Chunks never move, so appending never copies old records (but the first step chunk,
+// which grows up to stepChunk so that small runs stay small).
+const (
+	chunkSize = 4096
+	stepChunk = 256
+)
 
 // Store is an in-memory store.Store. The zero value is not usable; use New.
 //
-// Write keeps the json.RawMessage slices of the batch it is given and the List/Get methods
-// return them shared: neither side may modify them afterwards.
+// Step and event records hold no pointers: their strings and JSON live in an append-only arena
+// and their statuses as small codes, so that the garbage collector does not scan them and a run
+// of 100,000 steps costs little memory and little GC work. Times come back in UTC. Slices
+// returned by the read methods are shared with the store and must not be modified.
 type Store struct {
 	mu        sync.RWMutex
 	closed    bool
 	seq       uint64 // last assigned event Seq; event Seq s is at index s-1 of the log
-	chunks    [][]run.Event
+	events    [][]eventRec
 	runs      map[string]*runRec
+	runList   []*runRec // by runRec.index
 	idem      map[idemKey]store.IdempotencyEntry
 	artefacts map[string][]byte
+	bytes     arena
+	codes     codes
+	hash      func(string) uint64 // hashes step keys for the step index
+	last      *runRec             // the run written last: most writes are about the same run
 }
 
 type runRec struct {
 	run      store.Run
-	steps    []*store.Step
-	stepIdx  map[string]int32
-	eventSeq []uint64 // Seqs of the run's events, ascending
+	index    uint32
+	steps    [][]stepRec
+	nsteps   int
+	stepIdx  map[uint64]int32 // maphash of the key → index
+	collided map[string]int32 // keys whose hash was taken by another key
+	eventSeq []uint64         // Seqs of the run's events, ascending
+}
+
+type stepRec struct {
+	key, stepID, output, fileRefs span
+	errKind, errMessage, errTrace span
+	started, finished, updated    int64
+	attempt                       int32
+	kind, status                  uint16
+	cached                        bool
+}
+
+type eventRec struct {
+	time             int64
+	stepKey, detail  span
+	run              uint32 // runRec.index + 1; 0 for engine-level events
+	attempt          int32
+	completed, total int32
+	typ, status      uint16
 }
 
 type idemKey struct{ scope, runID, key string }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{
+	s := &Store{
 		runs:      make(map[string]*runRec),
 		idem:      make(map[idemKey]store.IdempotencyEntry),
 		artefacts: make(map[string][]byte),
+		bytes:     newArena(),
+		codes:     newCodes(),
 	}
+	seed := maphash.MakeSeed()
+	s.hash = func(k string) uint64 { return maphash.String(seed, k) }
+	return s
 }
 
 // Write implements store.Store.
@@ -71,46 +110,53 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		return err
 	}
 	for i := range b.CreateRuns {
-		r := b.CreateRuns[i]
-		r.EnvAllow = slices.Clone(r.EnvAllow)
-		s.runs[r.ID] = &runRec{run: r}
+		r := cloneRun(b.CreateRuns[i])
+		rec := &runRec{run: r, index: uint32(len(s.runList))}
+		s.runs[r.ID] = rec
+		s.runList = append(s.runList, rec)
 	}
 	for _, u := range b.RunUpdates {
-		rec := s.runs[u.ID]
+		rec := s.run(u.ID)
 		rec.run.Status, rec.run.Error, rec.run.Progress = u.Status, cloneRunError(u.Error), u.Progress
 		rec.run.UpdatedAt, rec.run.FinishedAt = u.UpdatedAt, u.FinishedAt
 	}
 	for i := range b.Steps {
 		st := &b.Steps[i]
-		rec := s.runs[st.RunID]
-		if idx, ok := rec.stepIdx[st.Key]; ok {
-			*rec.steps[idx] = *st
+		rec := s.run(st.RunID)
+		if idx, ok := s.findStep(rec, st.Key); ok {
+			s.updateStep(rec.step(int(idx)), st)
 			continue
 		}
-		if rec.stepIdx == nil {
-			rec.stepIdx = make(map[string]int32)
-		}
-		row := *st
-		rec.stepIdx[st.Key] = int32(len(rec.steps))
-		rec.steps = append(rec.steps, &row)
+		s.insertStep(rec, st)
 	}
 	for _, e := range b.Idempotency {
 		s.idem[idemKey{e.Scope, e.RunID, e.Key}] = e
 	}
+	var last *runRec
 	for i := range b.Events {
+		e := &b.Events[i]
 		s.seq++
-		b.Events[i].Seq = s.seq
-		s.appendEvent(b.Events[i])
-		if rec := s.runs[b.Events[i].RunID]; rec != nil {
-			rec.eventSeq = append(rec.eventSeq, s.seq)
+		e.Seq = s.seq
+		if last == nil || last.run.ID != e.RunID {
+			last = s.run(e.RunID)
 		}
+		ev := eventRec{
+			time: nanos(e.Time), stepKey: s.bytes.putString(e.StepKey), detail: s.bytes.put(e.Detail),
+			attempt: int32(e.Attempt), completed: int32(e.Progress.Completed), total: int32(e.Progress.Total),
+			typ: s.codes.code(e.Type), status: s.codes.code(e.Status),
+		}
+		if last != nil {
+			ev.run = last.index + 1
+			last.eventSeq = append(last.eventSeq, s.seq)
+		}
+		s.appendEvent(ev)
 	}
 	return nil
 }
 
 // check validates a batch before anything is applied.
 func (s *Store) check(b *store.Batch) error {
-	created := map[string]bool{}
+	var created map[string]bool
 	for _, r := range b.CreateRuns {
 		if r.ID == "" {
 			return fmt.Errorf("memstore: creating a run with an empty id")
@@ -118,9 +164,12 @@ func (s *Store) check(b *store.Batch) error {
 		if _, ok := s.runs[r.ID]; ok || created[r.ID] {
 			return fmt.Errorf("creating run %s: %w", r.ID, store.ErrExists)
 		}
+		if created == nil {
+			created = map[string]bool{}
+		}
 		created[r.ID] = true
 	}
-	known := func(id string) bool { return created[id] || s.runs[id] != nil }
+	known := func(id string) bool { return s.run(id) != nil || created[id] }
 	for _, u := range b.RunUpdates {
 		if !known(u.ID) {
 			return fmt.Errorf("updating run %s: %w", u.ID, store.ErrNotFound)
@@ -139,18 +188,123 @@ func (s *Store) check(b *store.Batch) error {
 	return nil
 }
 
-func (s *Store) appendEvent(e run.Event) {
-	n := len(s.chunks)
-	if n == 0 || len(s.chunks[n-1]) == chunkSize {
-		s.chunks = append(s.chunks, make([]run.Event, 0, chunkSize))
+// run returns the record of run id, or nil; it caches the last one found.
+func (s *Store) run(id string) *runRec {
+	if s.last != nil && s.last.run.ID == id {
+		return s.last
+	}
+	rec := s.runs[id]
+	if rec != nil {
+		s.last = rec
+	}
+	return rec
+}
+
+func (s *Store) findStep(rec *runRec, key string) (int32, bool) {
+	if rec.nsteps > 0 && s.bytes.equal(rec.step(int(rec.lastIdx)).key, key) {
+		return rec.lastIdx, true // a step's later writes usually follow its first
+	}
+	idx, ok := rec.stepIdx[s.hash(key)]
+	if !ok {
+		return 0, false
+	}
+	if s.bytes.equal(rec.step(int(idx)).key, key) {
+		return idx, true
+	}
+	idx, ok = rec.collided[key]
+	return idx, ok
+}
+
+func (s *Store) insertStep(rec *runRec, st *store.Step) {
+	idx := int32(rec.nsteps)
+	h := s.hash(st.Key)
+	if rec.stepIdx == nil {
+		rec.stepIdx = make(map[uint64]int32, 16)
+	}
+	rec.lastIdx = idx
+	if _, taken := rec.stepIdx[h]; taken {
+		if rec.collided == nil {
+			rec.collided = make(map[string]int32)
+		}
+		rec.collided[st.Key] = idx
+	} else {
+		rec.stepIdx[h] = idx
+	}
+	n := len(rec.steps)
+	switch {
+	case n == 0:
+		rec.steps = append(rec.steps, make([]stepRec, 0, 4))
+	case len(rec.steps[n-1]) == stepChunk:
+		rec.steps = append(rec.steps, make([]stepRec, 0, stepChunk))
+	}
+	n = len(rec.steps)
+	rec.steps[n-1] = append(rec.steps[n-1], stepRec{key: s.bytes.putString(st.Key)})
+	rec.nsteps++
+	s.updateStep(rec.step(int(idx)), st)
+}
+
+// updateStep replaces every field of r but its key. Unchanged strings are not stored again.
+func (s *Store) updateStep(r *stepRec, st *store.Step) {
+	a := &s.bytes
+	if !a.equal(r.stepID, st.StepID) {
+		r.stepID = a.putString(st.StepID)
+	}
+	r.output, r.fileRefs = a.put(st.Output), a.put(st.FileRefs)
+	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
+	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
+	r.attempt, r.cached = int32(st.Attempt), st.Cached
+	r.kind, r.status = s.codes.code(st.Kind), s.codes.code(string(st.Status))
+}
+
+func (rec *runRec) step(i int) *stepRec { return &rec.steps[i/stepChunk][i%stepChunk] }
+
+func (s *Store) stepOf(runID string, r *stepRec) store.Step {
+	a := &s.bytes
+	return store.Step{
+		RunID: runID, Key: a.string(r.key), StepID: a.string(r.stepID), Kind: s.codes.name(r.kind),
+		Status: run.StepStatus(s.codes.name(r.status)), Attempt: int(r.attempt), Cached: r.cached,
+		Output: a.bytes(r.output), FileRefs: a.bytes(r.fileRefs),
+		ErrorKind: a.string(r.errKind), ErrorMessage: a.string(r.errMessage), ErrorTrace: a.string(r.errTrace),
+		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished), UpdatedAt: unnanos(r.updated),
+	}
+}
+
+func (s *Store) appendEvent(e eventRec) {
+	n := len(s.events)
+	if n == 0 || len(s.events[n-1]) == chunkSize {
+		s.events = append(s.events, make([]eventRec, 0, chunkSize))
 		n++
 	}
-	s.chunks[n-1] = append(s.chunks[n-1], e)
+	s.events[n-1] = append(s.events[n-1], e)
 }
 
 func (s *Store) event(seq uint64) run.Event {
 	i := seq - 1
-	return s.chunks[i/chunkSize][i%chunkSize]
+	e := &s.events[i/chunkSize][i%chunkSize]
+	ev := run.Event{
+		Seq: seq, Time: unnanos(e.time), Type: s.codes.name(e.typ), StepKey: s.bytes.string(e.stepKey),
+		Status: s.codes.name(e.status), Attempt: int(e.attempt), Detail: s.bytes.bytes(e.detail),
+		Progress: run.Progress{Completed: int(e.completed), Total: int(e.total)},
+	}
+	if e.run > 0 {
+		ev.RunID = s.runList[e.run-1].run.ID
+	}
+	return ev
+}
+
+// nanos and unnanos convert times to and from Unix nanoseconds; 0 stands for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func unnanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }
 
 func cloneRunError(e *store.RunError) *store.RunError {
@@ -228,12 +382,12 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 	if !ok {
 		return nil, fmt.Errorf("run %s: %w", runID, store.ErrNotFound)
 	}
-	if len(rec.steps) == 0 {
+	if rec.nsteps == 0 {
 		return nil, nil
 	}
-	out := make([]store.Step, len(rec.steps))
-	for i, st := range rec.steps {
-		out[i] = *st
+	out := make([]store.Step, rec.nsteps)
+	for i := range out {
+		out[i] = s.stepOf(runID, rec.step(i))
 	}
 	return out, nil
 }
@@ -316,16 +470,18 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 		return nil, store.ErrClosed
 	}
 	var ids []string
+	interrupted := s.codes.code(string(run.StepInterrupted))
 	for id, rec := range s.runs {
 		if rec.run.Status.Terminal() {
 			continue
 		}
 		rec.run.Status = run.StatusInterrupted
 		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
-		for _, st := range rec.steps {
-			if !st.Status.Terminal() {
-				st.Status = run.StepInterrupted
-				st.UpdatedAt, st.FinishedAt = now, now
+		for i := range rec.nsteps {
+			st := rec.step(i)
+			if !run.StepStatus(s.codes.name(st.status)).Terminal() {
+				st.status = interrupted
+				st.updated, st.finished = nanos(now), nanos(now)
 			}
 		}
 		ids = append(ids, id)
@@ -371,6 +527,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.runs, s.idem, s.artefacts, s.chunks = nil, nil, nil, nil
+	s.runs, s.runList, s.idem, s.artefacts, s.events, s.last = nil, nil, nil, nil, nil, nil
+	s.bytes = newArena()
 	return nil
 }
