@@ -8,7 +8,9 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// maxSpins is how many times Pull yields the processor before it blocks waiting for a call.
+// maxSpins is how many times Pull yields the processor, checking for a call, before it blocks.
+// Measured from Python on 2 vCPUs: 300 yields beat parking at once (about 100 vs 110 µs per
+// sequential step) and a busy wait without yielding (135+ µs).
 const maxSpins = 300
 
 // PullRequest selects the calls Pull hands out.
@@ -82,8 +84,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		}
 		if spins < maxSpins {
 			// A host answering a call usually makes the engine queue the next one within a few
-			// microseconds: yield briefly before sleeping, which saves two thread wake-ups per
-			// sequential step.
+			// microseconds: yield a little before parking, which saves a thread wake-up.
 			spins++
 			h.mu.Unlock()
 			runtime.Gosched()
