@@ -116,6 +116,8 @@ type Engine struct {
 	runs      map[string]*exec.Run
 	wg        sync.WaitGroup
 	catalog   map[string]*spec.Spec
+
+	sched schedulerState // see scheduler.go
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -187,6 +189,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		}
 	}
 	e.closed = true
+	e.mu.Unlock()
+	stopErr := e.StopScheduler(ctx)
+	e.mu.Lock()
 	live := make([]*exec.Run, 0, len(e.runs))
 	for _, r := range e.runs {
 		live = append(live, r)
@@ -210,6 +215,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.hub.close()
 	if e.ownStore && err == nil {
 		err = e.store.Close()
+	}
+	if err == nil {
+		err = stopErr
 	}
 	close(e.closeDone)
 	return err

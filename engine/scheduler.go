@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
+)
+
+// ScheduleInfo is a schedule with its next fire time (zero for webhooks and disabled schedules)
+// and whether its webhook secret was missing when it was registered.
+type ScheduleInfo = schedule.Info
+
+// Fire is one entry of a schedule's fire history: fired (with the run id), skipped (with the
+// reason, e.g. max_concurrent) or failed to start.
+type Fire = schedule.Fire
+
+// schedulerState is the engine's scheduler, created on first use.
+type schedulerState struct {
+	mu      sync.Mutex
+	s       *schedule.Scheduler
+	fires   schedule.FireLog
+	running bool
+	// runs are the runs each schedule started that may still be executing (pruned as they end).
+	runs map[string][]string
+}
+
+// engineStarter lets the scheduler start runs through the engine and count the live ones.
+type engineStarter struct{ e *Engine }
+
+func (s engineStarter) Start(ctx context.Context, req schedule.StartRequest) (string, error) {
+	id, err := s.e.Submit(ctx, StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger})
+	if err != nil {
+		return "", err
+	}
+	st := &s.e.sched
+	st.mu.Lock()
+	st.runs[req.ScheduleID] = append(st.runs[req.ScheduleID], id)
+	st.mu.Unlock()
+	return id, nil
+}
+
+// Active counts the runs started by scheduleID that have not finished executing.
+func (s engineStarter) Active(_ context.Context, scheduleID string) (int, error) {
+	st := &s.e.sched
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	live := st.runs[scheduleID][:0]
+	for _, id := range st.runs[scheduleID] {
+		select {
+		case <-s.e.RunDone(id):
+		default:
+			live = append(live, id)
+		}
+	}
+	st.runs[scheduleID] = live
+	return len(live), nil
+}
+
+// scheduler returns the engine's scheduler, creating it on first use. Its fire history is kept
+// by the store when the store can (SQLite), else in memory.
+func (e *Engine) scheduler() (*schedule.Scheduler, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	st := &e.sched
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.s != nil {
+		return st.s, nil
+	}
+	fires, ok := e.store.(schedule.FireLog)
+	if !ok {
+		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
+	}
+	st.runs = map[string][]string{}
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow}, engineStarter{e}, fires)
+	if err != nil {
+		return nil, err
+	}
+	st.s, st.fires = s, fires
+	return s, nil
+}
+
+func (e *Engine) hasWorkflow(name string) bool {
+	_, ok := e.Workflow(name)
+	return ok
+}
+
+// Schedule adds (or, with the same id, replaces) a schedule. Its workflow must be in the
+// catalog (Register). A schedule added while the scheduler runs starts firing at once.
+func (e *Engine) Schedule(spec ScheduleSpec) error {
+	s, err := e.scheduler()
+	if err != nil {
+		return err
+	}
+	return s.Schedule(spec)
+}
+
+// Unschedule removes a schedule; an unknown id is code not_found.
+func (e *Engine) Unschedule(id string) error {
+	s, err := e.scheduler()
+	if err != nil {
+		return err
+	}
+	return s.Unschedule(id)
+}
+
+// Schedules lists the schedules with their next fire times, sorted by id.
+func (e *Engine) Schedules() []ScheduleInfo {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil
+	}
+	return s.Schedules()
+}
+
+// LoadSchedules reads every *.schedules.yaml / *.schedules.yml file of dir (not recursive, in
+// name order), validates them all against the catalog and adds them. Nothing is added when any
+// file has a problem (a *ScheduleValidationError lists every one).
+func (e *Engine) LoadSchedules(dir string) ([]ScheduleSpec, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	specs, err := schedule.LoadDir(dir, schedule.ParseOptions{Workflows: e.hasWorkflow})
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range specs {
+		if err := s.Schedule(sp); err != nil {
+			return nil, err
+		}
+	}
+	return specs, nil
+}
+
+// StartScheduler starts firing cron and interval schedules (webhooks answer whether or not the
+// scheduler was started). Starting twice is not an error. Close stops it.
+func (e *Engine) StartScheduler(ctx context.Context) error {
+	s, err := e.scheduler()
+	if err != nil {
+		return err
+	}
+	e.sched.mu.Lock()
+	defer e.sched.mu.Unlock()
+	if e.sched.running {
+		return nil
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	e.sched.running = true
+	return nil
+}
+
+// StopScheduler stops firing schedules and waits for fires in progress, or until ctx ends.
+func (e *Engine) StopScheduler(ctx context.Context) error {
+	e.sched.mu.Lock()
+	s, running := e.sched.s, e.sched.running
+	e.sched.running = false
+	e.sched.mu.Unlock()
+	if s == nil || !running {
+		return nil
+	}
+	return s.Stop(ctx)
+}
+
+// WebhookHandler returns the http.Handler of the webhook schedules (DESIGN §6): mount it so
+// request paths are the schedules' paths.
+func (e *Engine) WebhookHandler() (http.Handler, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	return s.Handler(), nil
+}
+
+// ScheduleFires returns up to limit fires of scheduleID ("" = every schedule), newest first.
+func (e *Engine) ScheduleFires(ctx context.Context, scheduleID string, limit int) ([]Fire, error) {
+	if _, err := e.scheduler(); err != nil {
+		return nil, err
+	}
+	return e.sched.fires.Fires(ctx, scheduleID, limit)
+}
+
+// NextFire returns when a schedule fires next; false for webhooks, disabled or unknown schedules.
+func (e *Engine) NextFire(id string) (time.Time, bool) {
+	s, err := e.scheduler()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return s.NextFire(id)
+}
