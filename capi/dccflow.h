@@ -45,6 +45,13 @@ int32_t dccflow_events_next(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_schedules_parse(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_schedules_validate(uint64_t handle, char *in_json, char **out_json);
 
+/* An engine's schedules and servers (scheduler, webhooks). */
+int32_t dccflow_schedule_add(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_schedule_remove(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_schedules_list(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_serve_start(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_serve_stop(uint64_t handle, char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -143,3 +143,28 @@ func dccflow_schedules_parse(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 func dccflow_schedules_validate(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opSchedulesValidate)
 }
+
+//export dccflow_schedule_add
+func dccflow_schedule_add(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opScheduleAdd)
+}
+
+//export dccflow_schedule_remove
+func dccflow_schedule_remove(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opScheduleRemove)
+}
+
+//export dccflow_schedules_list
+func dccflow_schedules_list(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opSchedulesList)
+}
+
+//export dccflow_serve_start
+func dccflow_serve_start(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opServeStart)
+}
+
+//export dccflow_serve_stop
+func dccflow_serve_stop(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opServeStop)
+}

@@ -58,7 +58,7 @@ func opEngineOpen(_ uint64, in []byte) (any, error) {
 	if err := decode(in, &req); err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(context.Background(), req.Config)
+	e, err := engine.Open(context.Background(), req.Config, engine.WithEnviron(liveEnviron))
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,7 @@ func opEngineClose(h uint64, _ []byte) (any, error) {
 	if !ok {
 		return map[string]bool{"closed": false}, nil
 	}
+	stopDoors(h)
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if err := e.Close(ctx); err != nil {

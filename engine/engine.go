@@ -117,7 +117,8 @@ type Engine struct {
 	wg        sync.WaitGroup
 	catalog   map[string]*spec.Spec
 
-	sched schedulerState // see scheduler.go
+	sched   schedulerState  // see scheduler.go
+	environ func() []string // the process environment (WithEnviron), or nil for os.Environ
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -144,7 +145,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		o.source = rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
 	}
 	e := &Engine{
-		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(),
+		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
 		runs: map[string]*exec.Run{}, catalog: map[string]*spec.Spec{}, closeDone: make(chan struct{}),
 	}
 	if o.store != nil {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,12 +78,27 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
 	}
 	st.runs = map[string][]string{}
-	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow}, engineStarter{e}, fires)
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires)
 	if err != nil {
 		return nil, err
 	}
 	st.s, st.fires = s, fires
 	return s, nil
+}
+
+// lookupEnv reads a variable of the process environment (WithEnviron when given): webhook
+// secrets are read when a schedule is registered.
+func (e *Engine) lookupEnv(key string) (string, bool) {
+	if e.environ == nil {
+		return os.LookupEnv(key)
+	}
+	prefix := key + "="
+	for _, kv := range e.environ() {
+		if strings.HasPrefix(kv, prefix) {
+			return kv[len(prefix):], true
+		}
+	}
+	return "", false
 }
 
 func (e *Engine) hasWorkflow(name string) bool {

@@ -22,6 +22,9 @@ from ._errors import DccFlowError
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
 from ._tools import LANES, ToolEntry, describe, execute
 
+if False:  # typing only
+    from ._schedule import ScheduleSpec  # noqa: F401
+
 __all__ = ["Engine", "Run", "RunResult", "StepRecord", "RunFailedError"]
 
 log = logging.getLogger("dcc_flow")
@@ -336,6 +339,70 @@ class Engine:
         if limit:
             req["limit"] = int(limit)
         return [RunResult(r) for r in self._call("dccflow_runs_list", req).get("runs", [])]
+
+    # -- schedules and servers -----------------------------------------------------------------
+
+    def schedule(self, workflow: SpecLike, cron: Optional[str] = None, every: Optional[str] = None,
+                 webhook: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None, id: Optional[str] = None,
+                 timezone: str = "UTC", jitter_secs: int = 0, secret_env: Optional[str] = None,
+                 max_concurrent: int = 1, catchup: bool = False, enabled: bool = True) -> "ScheduleSpec":
+        """Fire ``workflow`` on a ``cron`` expression (6 fields, seconds first), ``every`` interval
+        (``"15m"``) or ``webhook`` path; a spec (not a name) is registered in the catalog first.
+        The schedule fires once ``serve()`` (or ``start_scheduler()``) runs. Returns the schedule."""
+        from ._schedule import ScheduleSpec, TriggerSpec
+
+        given = [t for t in (cron, every, webhook) if t is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of cron=, every= or webhook=")
+        name = workflow if isinstance(workflow, str) and _CATALOG_NAME.match(workflow) else None
+        if name is None:
+            self._register_flow_tools(workflow)
+            name = self.register_workflow(workflow)
+        if cron is not None:
+            trigger = TriggerSpec.cron(cron, timezone=timezone, jitter_secs=jitter_secs)
+        elif every is not None:
+            trigger = TriggerSpec.interval(every)
+        else:
+            trigger = TriggerSpec.webhook(str(webhook), secret_env=secret_env)
+        spec = ScheduleSpec(id=id or name, workflow=name, trigger=trigger, inputs=dict(inputs or {}),
+                            enabled=enabled, max_concurrent=max_concurrent, catchup=catchup)
+        self._call("dccflow_schedule_add", spec.to_dict())
+        return spec
+
+    def unschedule(self, schedule_id: str) -> None:
+        """Remove a schedule."""
+        self._call("dccflow_schedule_remove", {"id": schedule_id})
+
+    def schedules(self) -> List[Dict[str, Any]]:
+        """The schedules with ``next_fire`` (RFC 3339 or None) and the ``last_fire`` record."""
+        return list(self._call("dccflow_schedules_list", {}).get("schedules") or [])
+
+    def start_scheduler(self) -> None:
+        """Start firing cron and interval schedules (webhooks need ``serve(webhooks=...)``)."""
+        self._call("dccflow_serve_start", {"scheduler": True})
+
+    def serve(self, webhooks: Optional[str] = None, schedules_dir: Optional[str] = None,
+              scheduler: bool = True) -> Dict[str, Any]:
+        """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``) and, with
+        ``webhooks="127.0.0.1:8787"``, the webhook HTTP server. Returns ``{"webhooks_addr", ...}``.
+        Runs started this way need their host tools served: keep a thread in ``serve_tools``
+        (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
+        req: Dict[str, Any] = {"scheduler": bool(scheduler)}
+        if webhooks is not None:
+            req["webhooks"] = webhooks
+        if schedules_dir is not None:
+            req["schedules_dir"] = os.fspath(schedules_dir)
+        return self._call("dccflow_serve_start", req)
+
+    def stop_serving(self) -> None:
+        """Stop the servers and the scheduler started by ``serve`` (the engine stays open)."""
+        self._call("dccflow_serve_stop", {})
+
+    def drive_forever(self, stop: Optional[threading.Event] = None) -> None:
+        """Run main-lane (and, without a pool, worker-lane) calls of every run on this thread until
+        ``stop`` is set or the engine closes: the loop of a headless server process."""
+        while not self._closed and not (stop is not None and stop.is_set()):
+            self._drive(None, time.monotonic() + POLL_MS / 1000.0)
 
     # -- driving: pulling and running tool calls ------------------------------------------------
 

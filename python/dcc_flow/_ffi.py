@@ -80,6 +80,11 @@ _JSON_EXPORTS = (
     "dccflow_events_next",
     "dccflow_schedules_parse",
     "dccflow_schedules_validate",
+    "dccflow_schedule_add",
+    "dccflow_schedule_remove",
+    "dccflow_schedules_list",
+    "dccflow_serve_start",
+    "dccflow_serve_stop",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),

@@ -310,3 +310,10 @@ def test_ctrl_c_cancels_the_run_and_raises_keyboard_interrupt(tmp_path):
         proc.wait()
     assert line == "interrupted cancelled"
     assert elapsed < 5
+
+
+def test_env_set_after_library_load_is_visible(engine, monkeypatch):
+    # Go keeps a copy of the environment taken at load time; the engine reads the live one.
+    monkeypatch.setenv("DCC_FLOW_TEST_SHOW", "sq010_sh0200")
+    result = engine.run("steps: [{id: e, tool: flow__echo, args: {value: '{{env.DCC_FLOW_TEST_SHOW}}'}}]")
+    assert result.outputs["e"] == {"value": "sq010_sh0200"}

@@ -94,3 +94,63 @@ def test_github_published_hmac_example():
     assert not dcc_flow.verify_hub_signature_256(secret, body, "sha256=" + digest[:-1] + "0")
     with pytest.raises(TypeError):
         dcc_flow.hmac_sha256_hex(123, body)
+
+
+def test_engine_schedules_and_serves_signed_webhooks(monkeypatch):
+    import json
+    import threading
+    import urllib.error
+    import urllib.request
+
+    monkeypatch.setenv("UPLOAD_SECRET", "It's a Secret to Everybody")
+    with dcc_flow.Engine() as engine:
+        seen = []
+
+        @engine.tool(thread="worker")
+        def check_upload(path):
+            seen.append(path)
+            return {"checked": path}
+
+        engine.serve_tools(workers=1)
+        flow = "name: validate_upload\ninputs: {path: {type: string}}\nsteps: [{id: c, tool: check_upload, args: {path: '{{inputs.path}}'}}]"
+        spec = engine.schedule(flow, webhook="/webhooks/upload", secret_env="UPLOAD_SECRET",
+                               inputs={"path": "{{trigger.payload.file_path}}"}, id="on_upload")
+        assert spec.workflow == "validate_upload"
+        nightly = engine.schedule("validate_upload", cron="0 0 3 * * *", timezone="America/New_York", id="nightly",
+                                  inputs={"path": "/all"})
+        assert nightly.trigger.timezone == "America/New_York"
+        listed = {s["id"]: s for s in engine.schedules()}
+        assert set(listed) == {"on_upload", "nightly"}
+        assert listed["nightly"]["next_fire"] and listed["on_upload"]["next_fire"] is None
+        addr = engine.serve(webhooks="127.0.0.1:0")["webhooks_addr"]
+
+        body = json.dumps({"file_path": "/drops/a.ma"}).encode()
+
+        def post(sig):
+            req = urllib.request.Request("http://%s/webhooks/upload" % addr, data=body, method="POST",
+                                         headers={"Content-Type": "application/json", "X-Hub-Signature-256": sig})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status, json.loads(resp.read())
+            except urllib.error.HTTPError as err:
+                return err.code, json.loads(err.read())
+
+        code, doc = post("sha256=" + "0" * 64)
+        assert code == 401 and doc["error"] == "invalid_signature"
+        code, doc = post("sha256=" + dcc_flow.hmac_sha256_hex("It's a Secret to Everybody", body))
+        assert code == 202 and doc["status"] == "enqueued"
+        result = engine.get_status(doc["run_id"])
+        for _ in range(200):
+            if result.terminal:
+                break
+            threading.Event().wait(0.02)
+            result = engine.get_status(doc["run_id"])
+        assert result.ok and result.outputs["c"] == {"checked": "/drops/a.ma"}
+        assert seen == ["/drops/a.ma"]
+        with pytest.raises(ValueError):
+            engine.schedule("validate_upload", cron="0 3 * * *")  # 5 fields
+        with pytest.raises(ValueError):
+            engine.schedule("validate_upload")
+        engine.unschedule("nightly")
+        assert [s["id"] for s in engine.schedules()] == ["on_upload"]
+        engine.stop_serving()
