@@ -27,7 +27,6 @@ from ._errors import (
     ValidationError,
 )
 from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
-from ._graph import graph
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -106,3 +105,12 @@ def _present_public_classes_as_dcc_flow() -> None:
 
 
 _present_public_classes_as_dcc_flow()
+
+
+def __getattr__(name: str) -> Any:
+    """Import rarely used parts on first access, keeping ``import dcc_flow`` light."""
+    if name == "graph":
+        from ._graph import graph
+
+        return graph
+    raise AttributeError("module 'dcc_flow' has no attribute %r" % name)

@@ -5,8 +5,6 @@ and ``parse_schedules_yaml`` raise ``ValidationError`` (a ``ValueError``) listin
 with its file, line and schedule id.
 """
 
-import hashlib
-import hmac
 import json
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -178,6 +176,9 @@ def _bytes(value: Union[str, bytes], what: str) -> bytes:
 
 def hmac_sha256_hex(secret: Union[str, bytes], body: Union[str, bytes]) -> str:
     """The lowercase hex HMAC-SHA256 of ``body`` with ``secret`` (what a webhook sender signs)."""
+    import hashlib
+    import hmac
+
     return hmac.new(_bytes(secret, "secret"), _bytes(body, "body"), hashlib.sha256).hexdigest()
 
 
@@ -188,5 +189,7 @@ def verify_hub_signature_256(secret: Union[str, bytes], body: Union[str, bytes],
     """
     if not header or not header.startswith("sha256="):
         return False
+    import hmac
+
     expected = "sha256=" + hmac_sha256_hex(secret, body)
     return hmac.compare_digest(expected.encode("ascii"), header.strip().encode("ascii", "replace"))

@@ -19,10 +19,8 @@ anything else                       ``error``
 ==================================  ===============
 """
 
-import inspect
 import json
 import threading
-import traceback
 from typing import Any, Callable, Dict, Mapping, Optional
 
 __all__ = ["ToolError", "Transient", "Fatal", "CallContext", "current_call", "ToolEntry", "error_kind", "execute"]
@@ -125,8 +123,8 @@ class ToolEntry:
 
 def describe(fn: Callable[..., Any]) -> str:
     """The first line of fn's docstring, for tool listings."""
-    doc = inspect.getdoc(fn) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    doc = (getattr(fn, "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
 
 
 def _error(call_id: Any, kind: str, message: str, trace: Optional[str] = None) -> str:
@@ -154,6 +152,8 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     try:
         result = entry.fn(**args)
     except Exception as exc:  # noqa: BLE001 - every tool failure becomes a step error
+        import traceback  # only on failure: keeps `import dcc_flow` light
+
         message = "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
         return _error(call_id, error_kind(exc), message, traceback.format_exc())[:-1]
     finally:

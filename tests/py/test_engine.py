@@ -317,3 +317,19 @@ def test_env_set_after_library_load_is_visible(engine, monkeypatch):
     monkeypatch.setenv("DCC_FLOW_TEST_SHOW", "sq010_sh0200")
     result = engine.run("steps: [{id: e, tool: flow__echo, args: {value: '{{env.DCC_FLOW_TEST_SHOW}}'}}]")
     assert result.outputs["e"] == {"value": "sq010_sh0200"}
+
+
+def test_run_and_step_transitions_are_logged(engine, caplog):
+    import logging
+
+    @engine.tool()
+    def touch(i):
+        return i
+
+    with caplog.at_level(logging.INFO, logger="dcc_flow"):
+        result = engine.run("name: logged\nsteps: [{id: t, tool: touch, args: {i: 1}}]")
+    messages = [r.getMessage() for r in caplog.records if r.name == "dcc_flow"]
+    assert any("workflow_started" in m for m in messages), messages
+    assert any("step_exit t completed" in m for m in messages), messages
+    assert any("workflow_terminal" in m and "completed" in m for m in messages), messages
+    assert all(result.run_id in m for m in messages)
