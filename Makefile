@@ -50,5 +50,8 @@ smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyen
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
+bench: $(LIB) ## Run the benchmarks and print the figures table
+	@scripts/bench.sh
+
 clean: ## Remove build output and the venv
 	rm -rf $(LIBDIR)/libdccflow.* $(VENV) .pytest_cache

@@ -413,3 +413,16 @@ func (e *Engine) Artefact(ctx context.Context, ref string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// PurgeExpired deletes the idempotency entries whose TTL has run out (by the engine clock) and
+// returns how many. Expired entries are never used anyway; purging only reclaims their space.
+func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
+	if e.isClosed() {
+		return 0, errClosed()
+	}
+	n, err := e.store.PurgeExpired(ctx, e.clock.Now())
+	if err != nil {
+		return 0, notFound("", err)
+	}
+	return n, nil
+}

@@ -215,3 +215,62 @@ steps:
 		t.Fatalf("last event %+v", last)
 	}
 }
+
+func TestCancelDuringParallelBranchesIsTerminalWhenCancelReturns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withStubClock())
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "hold"}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.submit(`
+steps:
+  - id: par
+    kind: parallel
+    steps:
+      - { id: call, tool: hold }
+      - { id: nap, tool: flow__sleep, args: { ms: 600000 } }
+      - { id: gate, kind: approve, prompt: go }
+      - id: flaky
+        tool: flow__fail
+        args: { kind: transient }
+        retry: { max_attempts: 3, initial_delay_ms: 3600000, max_delay_ms: 3600000 }
+  - { id: after, tool: flow__echo }
+`, nil)
+	call := b.nextCall(engine.LaneMain)
+	b.waitStep(id, "flaky", run.StepRetrying)
+	b.waitStep(id, "gate", run.StepWaitingApproval)
+	b.waitStep(id, "nap", run.StepRunning)
+	if err := b.eng.Cancel(b.ctx, id, "stop everything"); err != nil {
+		t.Fatal(err)
+	}
+	// No Wait: Cancel returns once the terminal record is written.
+	info := b.status(id)
+	if info.Status != run.StatusCancelled {
+		t.Fatalf("status right after Cancel: %s", info.Status)
+	}
+	st := b.steps(id)
+	for _, k := range []string{"par", "call", "nap", "gate", "flaky"} {
+		if st[k].Status != run.StepCancelled || st[k].Error == nil || st[k].Error.Kind != run.KindCancelled {
+			t.Errorf("%s: %+v", k, st[k])
+		}
+	}
+	if st["flaky"].Attempts != 2 {
+		t.Errorf("the retrying step keeps its attempt: %+v", st["flaky"])
+	}
+	if _, started := st["after"]; started {
+		t.Error("no step starts after a cancel")
+	}
+	evs := b.eventTypes(id)
+	if last := evs[len(evs)-1]; last != "workflow_terminal::cancelled" {
+		t.Fatalf("last event %s", last)
+	}
+	// The steps' goroutines unwind afterwards and write nothing more.
+	b.waitFor("the host call to be withdrawn", func() bool { return b.eng.Host().Cancelled(call.ID) })
+	b.waitFor("the timers to stop", func() bool { return b.clk.Pending() == 0 })
+	if again := b.eventTypes(id); len(again) != len(evs) {
+		t.Fatalf("events written after the terminal one: %v", again[len(evs):])
+	}
+	if info.Progress.Completed != info.Progress.Total-1 {
+		t.Fatalf("progress %+v (only `after` never ran)", info.Progress)
+	}
+}

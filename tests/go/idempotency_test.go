@@ -124,6 +124,13 @@ func TestIdempotencyTTL(t *testing.T) {
 	if srv.calls.Load() != 2 || !b.steps(fourth.ID)["export"].Cached {
 		t.Fatalf("the new entry is cached again: %d calls", srv.calls.Load())
 	}
+	if n, err := b.eng.PurgeExpired(b.ctx); err != nil || n != 0 {
+		t.Fatalf("nothing is expired yet: %d %v", n, err)
+	}
+	b.clk.Advance(30 * time.Second)
+	if n, err := b.eng.PurgeExpired(b.ctx); err != nil || n != 1 {
+		t.Fatalf("PurgeExpired after the TTL: %d %v", n, err)
+	}
 }
 
 func TestAutoKeyHashesToolAndArgs(t *testing.T) {

@@ -163,7 +163,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		if triggerJSON, err = json.Marshal(p.Trigger); err != nil {
 			return nil, run.Errorf(run.CodeInvalidRequest, "the trigger is not JSON-encodable: %v", err)
 		}
-		trigger = p.Trigger
+		_ = json.Unmarshal(triggerJSON, &trigger) // a private copy of plain JSON values
 	}
 	inputs := p.Inputs
 	if inputs == nil {
@@ -176,10 +176,11 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		approvals: map[string]*approval{},
 	}
 	for _, st := range p.Prior {
+		if r.priorKeys == nil {
+			r.prior, r.priorKeys = map[string]store.Step{}, map[string]bool{}
+		}
+		r.priorKeys[st.Key] = true
 		if st.Status == run.StepCompleted {
-			if r.prior == nil {
-				r.prior = map[string]store.Step{}
-			}
 			r.prior[st.Key] = st
 		}
 	}
@@ -271,7 +272,8 @@ type runner struct {
 	env       EnvPolicy
 	envOnce   sync.Once
 	envDoc    map[string]any
-	prior     map[string]store.Step
+	prior     map[string]store.Step // completed instances of an earlier execution, by key
+	priorKeys map[string]bool       // every instance key of an earlier execution
 	onDone    func(*Run)
 
 	completed, total atomic.Int64

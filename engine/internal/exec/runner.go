@@ -57,7 +57,6 @@ type stepEnd struct {
 	lazy       bool            // output is not set: decode outputJSON when a template needs it
 	fileRefs   []any
 	refsJSON   json.RawMessage
-	attempts   int
 	cached     bool
 	errKind    string
 	errMsg     string
@@ -87,7 +86,9 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	if !in.linked {
 		how = writeLink
 	}
-	return in.r.writeFor(in, &in.batch, how)
+	err := in.r.writeFor(in, &in.batch, how)
+	in.row.Insert = false // only the first write inserts
+	return err
 }
 
 // setAttempt records the attempt in progress, also for the registry.
@@ -428,7 +429,7 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	in := instPool.Get().(*inst)
 	defer instPool.Put(in)
 	*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
-		Status: run.StepRunning, StartedAt: now}}
+		Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
 	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
 		in.row.Attempt = 1
 	}
@@ -521,7 +522,7 @@ func (in *inst) finish(end stepEnd) outcome {
 	if end.hasOutput && end.outputJSON == nil {
 		b, err := marshalJSON(end.output)
 		if err != nil {
-			end = stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "the output is not JSON-encodable: " + err.Error(), attempts: end.attempts}
+			end = stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "the output is not JSON-encodable: " + err.Error()}
 		} else {
 			end.outputJSON = b
 		}
@@ -583,7 +584,7 @@ func (r *runner) skip(f *frame, sps []*stepPlan, reason string) {
 	for _, sp := range sps {
 		key := f.key(sp)
 		b.Steps = append(b.Steps, store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind), Status: run.StepSkipped,
-			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now})
+			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now, Insert: !r.priorKeys[key]})
 		b.Events = append(b.Events, r.event(now, run.EventStepSkipped, key, string(run.StepSkipped), 0, detail))
 	}
 	r.touch(now)

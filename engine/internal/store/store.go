@@ -159,6 +159,10 @@ type Step struct {
 	StartedAt    time.Time
 	FinishedAt   time.Time // zero until terminal
 	UpdatedAt    time.Time
+	// Insert is a hint from the writer: this is the instance's first write, so (RunID, Key) is
+	// not stored yet and a store may skip looking it up (an INSERT rather than an upsert).
+	// False is always correct. Not stored.
+	Insert bool
 }
 
 // IdempotencyEntry is a cached step output keyed by (Scope, RunID, Key).

@@ -71,29 +71,26 @@ func (a *arena) string(sp span) string { return string(a.bytes(sp)) }
 // equal reports whether sp holds s.
 func (a *arena) equal(sp span, s string) bool { return string(a.bytes(sp)) == s }
 
-// codes maps the few distinct status, kind and event-type strings to small numbers. Code 0 is "".
+// codes maps the few distinct status, kind and event-type strings (a few dozen) to small numbers.
+// Code 0 is "". A linear scan over so few short strings beats hashing them.
 type codes struct {
 	names []string
-	index map[string]uint16
 }
 
-func newCodes() codes {
-	c := codes{names: []string{""}, index: map[string]uint16{"": 0}}
-	return c
-}
+func newCodes() codes { return codes{names: []string{""}} }
 
 func (c *codes) code(name string) uint16 {
-	if i, ok := c.index[name]; ok {
-		return i
+	for i, n := range c.names {
+		if len(n) == len(name) && n == name {
+			return uint16(i)
+		}
 	}
 	if len(c.names) > 0xFFFF {
 		// Statuses, kinds and event types are a fixed vocabulary; never reached in practice.
 		return 0
 	}
-	i := uint16(len(c.names))
 	c.names = append(c.names, name)
-	c.index[name] = i
-	return i
+	return uint16(len(c.names) - 1)
 }
 
 func (c *codes) name(i uint16) string { return c.names[i] }

@@ -60,6 +60,7 @@ type runRec struct {
 	stepIdx  map[uint64]int32 // maphash of the key → index
 	collided map[string]int32 // keys whose hash was taken by another key
 	eventSeq []uint64         // Seqs of the run's events, ascending
+	lastIdx  int32            // the step inserted last
 }
 
 type stepRec struct {
@@ -123,9 +124,11 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	for i := range b.Steps {
 		st := &b.Steps[i]
 		rec := s.run(st.RunID)
-		if idx, ok := s.findStep(rec, st.Key); ok {
-			s.updateStep(rec.step(int(idx)), st)
-			continue
+		if !st.Insert || rec.stepIdx != nil {
+			if idx, ok := s.findStep(rec, st.Key); ok {
+				s.updateStep(rec.step(int(idx)), st)
+				continue
+			}
 		}
 		s.insertStep(rec, st)
 	}
@@ -200,9 +203,21 @@ func (s *Store) run(id string) *runRec {
 	return rec
 }
 
+// findStep finds the step of rec with key. The index by key hash is built on the first lookup
+// that the "last inserted" shortcut cannot answer: runs whose writers give the Insert hint and
+// update steps in order (sequential flows) never need it.
 func (s *Store) findStep(rec *runRec, key string) (int32, bool) {
-	if rec.nsteps > 0 && s.bytes.equal(rec.step(int(rec.lastIdx)).key, key) {
-		return rec.lastIdx, true // a step's later writes usually follow its first
+	if rec.nsteps == 0 {
+		return 0, false
+	}
+	if s.bytes.equal(rec.step(int(rec.lastIdx)).key, key) {
+		return rec.lastIdx, true
+	}
+	if rec.stepIdx == nil {
+		rec.stepIdx = make(map[uint64]int32, rec.nsteps)
+		for i := range rec.nsteps {
+			s.index(rec, s.bytes.string(rec.step(i).key), int32(i))
+		}
 	}
 	idx, ok := rec.stepIdx[s.hash(key)]
 	if !ok {
@@ -215,21 +230,25 @@ func (s *Store) findStep(rec *runRec, key string) (int32, bool) {
 	return idx, ok
 }
 
-func (s *Store) insertStep(rec *runRec, st *store.Step) {
-	idx := int32(rec.nsteps)
-	h := s.hash(st.Key)
-	if rec.stepIdx == nil {
-		rec.stepIdx = make(map[uint64]int32, 16)
-	}
-	rec.lastIdx = idx
+// index adds key → idx to the index of rec.
+func (s *Store) index(rec *runRec, key string, idx int32) {
+	h := s.hash(key)
 	if _, taken := rec.stepIdx[h]; taken {
 		if rec.collided == nil {
 			rec.collided = make(map[string]int32)
 		}
-		rec.collided[st.Key] = idx
-	} else {
-		rec.stepIdx[h] = idx
+		rec.collided[key] = idx
+		return
 	}
+	rec.stepIdx[h] = idx
+}
+
+func (s *Store) insertStep(rec *runRec, st *store.Step) {
+	idx := int32(rec.nsteps)
+	if rec.stepIdx != nil {
+		s.index(rec, st.Key, idx)
+	}
+	rec.lastIdx = idx
 	n := len(rec.steps)
 	switch {
 	case n == 0:

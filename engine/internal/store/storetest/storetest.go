@@ -40,6 +40,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BatchIsAtomic", testBatchAtomic},
 		{"RunUpdate", testRunUpdate},
 		{"StepsUpsertInFirstWriteOrder", testSteps},
+		{"StepsWithTheInsertHint", testInsertHint},
 		{"EventsSeqAndFilters", testEvents},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Idempotency", testIdempotency},
@@ -222,6 +223,35 @@ func testSteps(t *testing.T, s store.Store) {
 	other, _ := s.ListSteps(ctx, "r2")
 	if len(other) != 1 || other[0].Key != "other" {
 		t.Fatalf("steps of r2: %+v", other)
+	}
+}
+
+// testInsertHint writes steps as the executor does, first writes with Insert set, then updates
+// them out of order.
+func testInsertHint(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	step := func(key string, st run.StepStatus, attempt int, insert bool) store.Step {
+		return store.Step{RunID: "r1", Key: key, StepID: key, Kind: "tool", Status: st, Attempt: attempt, Insert: insert}
+	}
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepRunning, 1, true)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted, 1, false)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("b", run.StepRunning, 1, true), step("c", run.StepRunning, 1, true)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("b", run.StepRetrying, 2, false)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("d", run.StepRunning, 1, true)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("c", run.StepFailed, 1, false), step("b", run.StepCompleted, 2, false)}})
+	write(t, s, &store.Batch{Steps: []store.Step{step("e", run.StepSkipped, 0, false)}}) // no hint: still an insert
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted, 3, false)}})
+	steps, err := s.ListSteps(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, st := range steps {
+		got += fmt.Sprintf("%s:%s:%d ", st.Key, st.Status, st.Attempt)
+	}
+	if want := "a:completed:3 b:completed:2 c:failed:1 d:running:1 e:skipped:0 "; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
 	}
 }
 
