@@ -168,3 +168,8 @@ func dccflow_serve_start(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 func dccflow_serve_stop(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opServeStop)
 }
+
+//export dccflow_run_resume
+func dccflow_run_resume(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunResume)
+}

@@ -392,3 +392,19 @@ var opEventsNext = withEngine(func(e *engine.Engine, req *eventsRequest) (any, e
 	}
 	return map[string]any{"events": evs, "last_seq": last}, nil
 })
+
+type resumeRequest struct {
+	RunID string `json:"run_id"`
+	engine.ResumeOptions
+}
+
+var opRunResume = withEngine(func(e *engine.Engine, req *resumeRequest) (any, error) {
+	if err := required("run_id", req.RunID); err != nil {
+		return nil, err
+	}
+	id, err := e.Resume(context.Background(), req.RunID, req.ResumeOptions)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"run_id": id}, nil
+})

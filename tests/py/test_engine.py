@@ -333,3 +333,33 @@ def test_run_and_step_transitions_are_logged(engine, caplog):
     assert any("step_exit t completed" in m for m in messages), messages
     assert any("workflow_terminal" in m and "completed" in m for m in messages), messages
     assert all(result.run_id in m for m in messages)
+
+
+def test_resume_reruns_only_what_did_not_complete(engine):
+    calls = []
+    state = {"broken": True}
+
+    @engine.tool()
+    def export(i):
+        calls.append(i)
+        if i == 2 and state["broken"]:
+            raise dcc_flow.Fatal("corrupt scene")
+        return i
+
+    spec = dcc_flow.WorkflowSpec.from_yaml_str(
+        "steps:\n  - {id: each, kind: foreach, items: [0, 1, 2, 3], on_any_fail: continue,"
+        " steps: [{id: export, tool: export, args: {i: '{{item}}'}}]}\n"
+    )
+    first = engine.run(spec)
+    assert first.status is WorkflowStatus.FAILED
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        engine.resume(first.run_id, expected_spec_hash="0" * 64)
+    assert info.value.code == "spec_changed"
+    state["broken"] = False
+    run = engine.resume(first.run_id, expected_spec_hash=spec.spec_hash)
+    result = run.wait(timeout=10)
+    assert result.ok and result.outputs["each"] == [{"export": i} for i in range(4)]
+    assert sorted(calls) == [0, 1, 2, 2, 3]
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        engine.resume(first.run_id)
+    assert info.value.code == "not_resumable"

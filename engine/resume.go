@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// ResumeOptions tune Resume.
+type ResumeOptions struct {
+	// ForceSteps names step ids or step instance keys to run again even though they completed
+	// ("export" re-runs every iteration's export; "per_file[3].export" only that one). The steps
+	// that enclose a forced one (its foreach, parallel or branch) run again too, reusing their
+	// other completed instances.
+	ForceSteps []string `json:"force_steps,omitempty"`
+	// ExpectedSpecHash, when set, refuses to resume (code spec_changed) unless the run's spec
+	// has this hash: the caller checks it resumes the pipeline it thinks it resumes.
+	ExpectedSpecHash string `json:"expected_spec_hash,omitempty"`
+}
+
+// Resume runs again a failed, interrupted or cancelled run (or a completed one when ForceSteps
+// is given) under the same id, reusing every completed step instance: those are not called
+// again and their outputs feed the steps that run. It returns the run id (the same) at once;
+// use Wait. Errors: not_found, not_resumable (still running, or completed without ForceSteps),
+// spec_changed, unknown_tool (its host tools must be registered again after a restart).
+func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (string, error) {
+	if e.isClosed() {
+		return "", errClosed()
+	}
+	if e.live(runID) != nil {
+		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is still running; cancel it or wait for it to end before resuming", runID)}
+	}
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return "", notFound(runID, err)
+	}
+	switch rec.Status {
+	case run.StatusFailed, run.StatusInterrupted, run.StatusCancelled:
+	case run.StatusCompleted:
+		if len(opts.ForceSteps) == 0 {
+			return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s completed; name the steps to run again with force_steps", runID)}
+		}
+	default:
+		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is %s; only failed, interrupted or cancelled runs resume", runID, rec.Status)}
+	}
+	if opts.ExpectedSpecHash != "" && opts.ExpectedSpecHash != rec.SpecHash {
+		return "", &run.Error{Code: run.CodeSpecChanged, Message: fmt.Sprintf("run %s was started from spec %s, not %s; start a new run for the changed spec", runID, short(rec.SpecHash), short(opts.ExpectedSpecHash)),
+			Details: map[string]any{"spec_hash": rec.SpecHash, "expected_spec_hash": opts.ExpectedSpecHash}}
+	}
+	s, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + runID})
+	if err != nil {
+		return "", &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: its stored spec no longer parses: %v", runID, err), Err: err}
+	}
+	if err := e.checkTools(s); err != nil {
+		return "", err
+	}
+	var inputs, trigger map[string]any
+	if len(rec.Inputs) > 0 {
+		if err := json.Unmarshal(rec.Inputs, &inputs); err != nil {
+			return "", &run.Error{Code: run.CodeInternal, Message: "decoding the stored inputs: " + err.Error(), Err: err}
+		}
+	}
+	if len(rec.Trigger) > 0 {
+		_ = json.Unmarshal(rec.Trigger, &trigger)
+	}
+	prior, err := e.store.ListSteps(ctx, runID)
+	if err != nil {
+		return "", notFound(runID, err)
+	}
+	prior = withoutForced(prior, opts.ForceSteps)
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return "", errClosed()
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	h, err := e.exec.Start(ctx, exec.Params{
+		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
+		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
+		Prior: prior, Resume: true, OnDone: e.runDone,
+	})
+	if err != nil {
+		e.wg.Done()
+		return "", err
+	}
+	e.mu.Lock()
+	select {
+	case <-h.Done():
+	default:
+		e.runs[runID] = h
+	}
+	e.mu.Unlock()
+	return runID, nil
+}
+
+// withoutForced drops the forced instances and every instance that encloses one, so they run
+// again; other completed instances are kept.
+func withoutForced(steps []store.Step, force []string) []store.Step {
+	if len(force) == 0 {
+		return steps
+	}
+	drop := map[string]bool{}
+	for _, st := range steps {
+		for _, f := range force {
+			if st.Key == f || st.StepID == f {
+				drop[st.Key] = true
+				for _, anc := range enclosingKeys(st.Key) {
+					drop[anc] = true
+				}
+			}
+		}
+	}
+	out := steps[:0:0]
+	for _, st := range steps {
+		if !drop[st.Key] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// enclosingKeys returns the instance keys that enclose key: "a[1].b[2].c" → "a", "a[1].b".
+func enclosingKeys(key string) []string {
+	var out []string
+	for i := 0; i < len(key); i++ {
+		if key[i] != '.' {
+			continue
+		}
+		prefix := key[:i]
+		if j := strings.LastIndexByte(prefix, '['); j > 0 && strings.HasSuffix(prefix, "]") {
+			prefix = prefix[:j]
+		}
+		out = append(out, prefix)
+	}
+	return out
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}

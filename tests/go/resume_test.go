@@ -1,0 +1,104 @@
+package gotest
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// hostLoop answers host calls with fn until ctx ends.
+func hostLoop(ctx context.Context, e *engine.Engine, fn func(engine.PendingCall) engine.ToolResult) {
+	for ctx.Err() == nil {
+		calls, err := e.Host().Next(ctx, engine.LaneMain, 8, 50*time.Millisecond)
+		if err != nil {
+			return
+		}
+		for _, c := range calls {
+			_ = e.Host().Complete(c.ID, fn(c))
+		}
+	}
+}
+
+func TestResumeReusesCompletedInstances(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := engine.Open(ctx, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	var calls [5]atomic.Int32
+	var broken atomic.Bool
+	broken.Store(true)
+	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+		i := int(c.Args["i"].(float64))
+		calls[i].Add(1)
+		if i == 3 && broken.Load() {
+			return engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "corrupt scene"}}
+		}
+		return engine.ToolResult{Output: map[string]any{"fbx": i}}
+	})
+	s, _ := spec.ParseString(`
+name: intake
+steps:
+  - id: per_file
+    kind: foreach
+    items: [0, 1, 2, 3, 4]
+    on_any_fail: continue
+    steps: [{id: export, tool: export, args: {i: "{{item}}"}}]
+  - {id: after, tool: flow__echo, args: {value: "{{per_file}}"}}
+`)
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusFailed {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ExpectedSpecHash: "0000"}); run.CodeOf(err) != run.CodeSpecChanged {
+		t.Fatalf("spec_changed: %v", err)
+	}
+	broken.Store(false)
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ExpectedSpecHash: s.Hash()}); err != nil {
+		t.Fatal(err)
+	}
+	info, err = e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	for i := range calls {
+		want := int32(1)
+		if i == 3 {
+			want = 2
+		}
+		if got := calls[i].Load(); got != want {
+			t.Errorf("export %d called %d times, want %d", i, got, want)
+		}
+	}
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{}); run.CodeOf(err) != run.CodeNotResumable {
+		t.Fatalf("completed without force: %v", err)
+	}
+	// Forcing one instance re-runs it (and its foreach) and nothing else.
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{"per_file[1].export"}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if calls[1].Load() != 2 || calls[0].Load() != 1 || calls[4].Load() != 1 {
+		t.Fatalf("calls after force: %d %d %d", calls[0].Load(), calls[1].Load(), calls[4].Load())
+	}
+	if _, err := e.Resume(ctx, "nope", engine.ResumeOptions{}); run.CodeOf(err) != run.CodeNotFound {
+		t.Fatalf("unknown: %v", err)
+	}
+}
