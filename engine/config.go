@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,7 +22,9 @@ const MemoryDB = ":memory:"
 // Config configures an Engine. The zero value is an in-memory engine with defaults; it is
 // JSON-encodable so the C ABI and the CLI pass it as is.
 type Config struct {
-	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close).
+	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close), else the
+	// path of a SQLite file, created with its folder when missing. Opening a file recovers it:
+	// runs a previous process left unfinished become interrupted.
 	DB string `json:"db,omitempty"`
 	// EnvAllow lists path.Match patterns ("DCC_*", "PIPELINE_ROOT") of the environment variables
 	// that runs submitted over MCP, webhooks or schedules see as {{env.X}}. Local runs see the
@@ -76,8 +80,10 @@ func (c Config) validate() error {
 	add := func(field, format string, args ...any) {
 		problems = append(problems, field+": "+fmt.Sprintf(format, args...))
 	}
-	if c.DB != "" && c.DB != MemoryDB {
-		add("db", "file databases are not available in this build; use %q (or \"\") for an in-memory engine", MemoryDB)
+	if c.DB != "" {
+		if fi, err := os.Stat(c.DB); err == nil && fi.IsDir() {
+			add("db", "%q is a folder; give the path of a database file such as %q", c.DB, filepath.Join(c.DB, "flow.db"))
+		}
 	}
 	for i, p := range c.EnvAllow {
 		if !exec.ValidEnvPattern(p) {

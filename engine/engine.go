@@ -148,9 +148,16 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
 		runs: map[string]*exec.Run{}, catalog: map[string]*spec.Spec{}, closeDone: make(chan struct{}),
 	}
-	if o.store != nil {
+	switch {
+	case o.store != nil:
 		e.store = o.store
-	} else {
+	case cfg.DB != "":
+		st, err := openFileStore(ctx, cfg.DB)
+		if err != nil {
+			return nil, err
+		}
+		e.store, e.ownStore = st, true
+	default:
 		e.store, e.ownStore = memstore.New(), true
 	}
 	e.router = tools.NewRouter(o.clock, o.remote)
@@ -162,6 +169,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ,
 	})
+	if err := e.recover(ctx); err != nil {
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
 	return e, nil
 }
 

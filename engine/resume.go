@@ -33,7 +33,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if e.isClosed() {
 		return "", errClosed()
 	}
-	if e.live(runID) != nil {
+	if h := e.live(runID); h != nil && !isDone(h.Done()) {
 		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is still running; cancel it or wait for it to end before resuming", runID)}
 	}
 	rec, err := e.store.GetRun(ctx, runID)
@@ -141,6 +141,15 @@ func enclosingKeys(key string) []string {
 		out = append(out, prefix)
 	}
 	return out
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func short(hash string) string {

@@ -166,7 +166,9 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 
 func (e *Engine) runDone(h *exec.Run) {
 	e.mu.Lock()
-	delete(e.runs, h.ID())
+	if e.runs[h.ID()] == h { // a resumed run may have replaced it
+		delete(e.runs, h.ID())
+	}
 	e.mu.Unlock()
 	e.wg.Done()
 }

@@ -36,7 +36,7 @@ func TestConfigDefaultsAndJSON(t *testing.T) {
 func TestConfigValidationNamesEveryField(t *testing.T) {
 	t.Parallel()
 	cfg := engine.Config{
-		DB:       "/tmp/flow.db",
+		DB:       t.TempDir(), // a folder, not a database file
 		EnvAllow: []string{"DCC_*", "[bad"},
 		Remotes: map[string]engine.RemoteConfig{
 			"both":     {URL: "http://x", Command: []string{"srv"}},

@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
+)
+
+// The schedule_fires table keeps the scheduler's fire history.
+var (
+	_ schedule.FireLog        = (*Store)(nil)
+	_ schedule.DeliveryFinder = (*Store)(nil)
+)
+
+const fireColumns = `schedule_id, kind, reason, message, run_id, origin, scheduled_at, fired_at, delivery_id`
+
+// RecordFire appends a fire.
+func (s *Store) RecordFire(ctx context.Context, f schedule.Fire) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO schedule_fires (`+fireColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		f.ScheduleID, string(f.Kind), f.Reason, f.Message, f.RunID, f.Origin, nanos(f.ScheduledAt), nanos(f.FiredAt), f.DeliveryID)
+	if err != nil {
+		return fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err)
+	}
+	return nil
+}
+
+func scanFire(sc scanner) (schedule.Fire, error) {
+	var f schedule.Fire
+	var kind string
+	var scheduled, fired int64
+	err := sc.Scan(&f.ScheduleID, &kind, &f.Reason, &f.Message, &f.RunID, &f.Origin, &scheduled, &fired, &f.DeliveryID)
+	f.Kind, f.ScheduledAt, f.FiredAt = schedule.FireKind(kind), fromNanos(scheduled), fromNanos(fired)
+	return f, err
+}
+
+func (s *Store) oneFire(ctx context.Context, q string, args ...any) (schedule.Fire, bool, error) {
+	if err := s.check(); err != nil {
+		return schedule.Fire{}, false, err
+	}
+	f, err := scanFire(s.r.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return schedule.Fire{}, false, nil
+	}
+	return f, err == nil, err
+}
+
+// LastFire returns the most recent fire of scheduleID.
+func (s *Store) LastFire(ctx context.Context, scheduleID string) (schedule.Fire, bool, error) {
+	return s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = ? ORDER BY id DESC LIMIT 1`, scheduleID)
+}
+
+// FireByDelivery returns the latest started fire of scheduleID with deliveryID.
+func (s *Store) FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (schedule.Fire, bool, error) {
+	return s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = ? AND delivery_id = ?
+		AND kind = 'fired' ORDER BY id DESC LIMIT 1`, scheduleID, deliveryID)
+}
+
+// Fires returns up to limit fires of scheduleID ("" = every schedule), newest first.
+func (s *Store) Fires(ctx context.Context, scheduleID string, limit int) ([]schedule.Fire, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT ` + fireColumns + ` FROM schedule_fires`
+	var args []any
+	if scheduleID != "" {
+		q += ` WHERE schedule_id = ?`
+		args = append(args, scheduleID)
+	}
+	q += ` ORDER BY id DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []schedule.Fire
+	for rows.Next() {
+		f, err := scanFire(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,335 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
+	completed, total, created_at, updated_at, finished_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRun(sc scanner) (store.Run, error) {
+	var r store.Run
+	var status string
+	var specJSON, inputs, errJSON, envAllow, trigger []byte
+	var created, updated, finished int64
+	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
+		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished); err != nil {
+		return r, err
+	}
+	r.Status = run.Status(status)
+	r.SpecJSON, r.Inputs, r.Trigger = raw(specJSON), raw(inputs), raw(trigger)
+	if errJSON != nil {
+		r.Error = &store.RunError{}
+		if err := json.Unmarshal(errJSON, r.Error); err != nil {
+			return r, fmt.Errorf("run %s: decoding its error: %w", r.ID, err)
+		}
+	}
+	if envAllow != nil {
+		r.EnvAllow = []string{}
+		if err := json.Unmarshal(envAllow, &r.EnvAllow); err != nil {
+			return r, fmt.Errorf("run %s: decoding env_allow: %w", r.ID, err)
+		}
+	}
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt = fromNanos(created), fromNanos(updated), fromNanos(finished)
+	return r, nil
+}
+
+func raw(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// GetRun returns the run, or store.ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if err := s.check(); err != nil {
+		return store.Run{}, err
+	}
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	return r, err
+}
+
+// ListRuns returns the runs matching f, newest first.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	if len(f.Statuses) > 0 {
+		marks := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			marks[i] = "?"
+			args = append(args, string(st))
+		}
+		where = append(where, "status IN ("+strings.Join(marks, ",")+")")
+	}
+	if f.Name != "" {
+		where = append(where, "name = ?")
+		args = append(args, f.Name)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "created_at >= ?")
+		args = append(args, nanos(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "created_at < ?")
+		args = append(args, nanos(f.Until))
+	}
+	q := `SELECT ` + runColumns + ` FROM workflows`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ListSteps returns the step instances of a run in the order each was first written.
+func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
+		error_message, error_trace, cached, started_at, finished_at, updated_at FROM workflow_steps
+		WHERE run_id = ? ORDER BY ord`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Step
+	for rows.Next() {
+		st := store.Step{RunID: runID}
+		var status string
+		var output, fileRefs []byte
+		var started, finished, updated int64
+		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &st.Attempt, &output, &fileRefs, &st.ErrorKind,
+			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated); err != nil {
+			return nil, err
+		}
+		st.Status = run.StepStatus(status)
+		st.Output, st.FileRefs = raw(output), raw(fileRefs)
+		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		if _, err := s.GetRun(ctx, runID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListEvents returns events with Seq > f.AfterSeq in order.
+func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT seq, run_id, time, type, step_key, status, attempt, completed, total, detail FROM workflow_events
+		WHERE seq > ?`
+	args := []any{int64(f.AfterSeq)}
+	if f.RunID != "" {
+		q += " AND run_id = ?"
+		args = append(args, f.RunID)
+	}
+	// Only what is committed is listed, in order: the committer assigns seq inside its
+	// transaction, so no later commit can add a smaller seq.
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run.Event
+	for rows.Next() {
+		var ev run.Event
+		var seq, t int64
+		var detail []byte
+		if err := rows.Scan(&seq, &ev.RunID, &t, &ev.Type, &ev.StepKey, &ev.Status, &ev.Attempt,
+			&ev.Progress.Completed, &ev.Progress.Total, &detail); err != nil {
+			return nil, err
+		}
+		ev.Seq, ev.Time, ev.Detail = uint64(seq), fromNanos(t), raw(detail)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// LastSeq returns the largest event sequence number committed.
+func (s *Store) LastSeq(context.Context) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	return s.seq.Load(), nil
+}
+
+// GetIdempotency returns the entry for (scope, runID, key) if it is live at now.
+func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, now time.Time) (store.IdempotencyEntry, bool, error) {
+	if err := s.check(); err != nil {
+		return store.IdempotencyEntry{}, false, err
+	}
+	e := store.IdempotencyEntry{Scope: scope, RunID: runID, Key: key}
+	var output, fileRefs []byte
+	var created, expires int64
+	err := s.r.QueryRowContext(ctx, `SELECT output, file_refs, created_at, expires_at FROM workflow_idempotency
+		WHERE scope = ? AND run_id = ? AND key = ?`, scope, runID, key).Scan(&output, &fileRefs, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, false, nil
+	}
+	if err != nil {
+		return e, false, err
+	}
+	if expires != 0 && nanos(now) >= expires {
+		return e, false, nil
+	}
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = raw(output), raw(fileRefs), fromNanos(created), fromNanos(expires)
+	return e, true, nil
+}
+
+// PurgeExpired deletes the idempotency entries expired at now.
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM workflow_idempotency WHERE expires_at != 0 AND expires_at <= ?`, nanos(now))
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// MarkInterrupted turns every non-terminal run and its non-terminal steps into interrupted.
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM workflows WHERE status IN ('pending', 'running', 'waiting')`)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'interrupted', updated_at = ?, finished_at = ? WHERE id = ?`,
+			nanos(now), nanos(now), id); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
+			WHERE run_id = ? AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, nanos(now), id); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// Prune deletes the terminal runs that finished before olderThan, with their steps, events and
+// workflow-scoped idempotency entries; it returns how many runs it deleted.
+func (s *Store) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM workflows WHERE status IN ('completed', 'failed', 'cancelled', 'interrupted')
+		AND finished_at != 0 AND finished_at < ?`, nanos(olderThan))
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// PutArtefact stores data content-addressed and returns its sha256.
+func (s *Store) PutArtefact(ctx context.Context, data []byte) (string, error) {
+	if err := s.check(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	var blob any = data
+	if len(data) == 0 {
+		blob = "" // an empty []byte would be stored as NULL
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO artefacts (sha256, size, data) VALUES (?, ?, CAST(? AS BLOB))`, h, len(data), blob); err != nil {
+		return "", err
+	}
+	return h, nil
+}
+
+// GetArtefact returns the bytes stored under sha256, or store.ErrNotFound.
+func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var data []byte
+	err := s.r.QueryRowContext(ctx, `SELECT data FROM artefacts WHERE sha256 = ?`, strings.ToLower(sum)).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("artefact %s: %w", sum, store.ErrNotFound)
+	}
+	if data == nil && err == nil {
+		data = []byte{}
+	}
+	return data, err
+}

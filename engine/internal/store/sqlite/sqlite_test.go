@@ -1,0 +1,186 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+)
+
+func openTemp(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "flow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestExercise(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
+}
+
+func TestSchemaVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion()+5)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	_, err = sqlite.Open(ctx, path)
+	var se *sqlite.SchemaError
+	if !errors.As(err, &se) || se.Found != sqlite.SchemaVersion()+5 || !strings.Contains(err.Error(), "upgrade dcc-flow") {
+		t.Fatalf("newer schema: %v", err)
+	}
+	// A database from before the first migration (version 0) is migrated.
+	older := filepath.Join(t.TempDir(), "old.db")
+	raw, _ = sql.Open("sqlite", older)
+	if _, err := raw.Exec("CREATE TABLE notes (x TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	s, err = sqlite.Open(ctx, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.ListRuns(ctx, store.RunFilter{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t)
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Commits()
+	const writers = 200
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			b := &store.Batch{Steps: []store.Step{{RunID: "r", Key: fmt.Sprintf("s%d", i), StepID: "s", Kind: "tool", Status: run.StepCompleted}},
+				Events: []run.Event{{RunID: "r", Type: run.EventStepExit, Time: now}}}
+			if i%50 == 7 {
+				b.Steps[0].RunID = "missing" // this batch fails alone
+			}
+			errs[i] = s.Write(ctx, b)
+		}(i)
+	}
+	wg.Wait()
+	failed := 0
+	for i, err := range errs {
+		if i%50 == 7 {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("batch %d: want ErrNotFound, got %v", i, err)
+			}
+			failed++
+		} else if err != nil {
+			t.Errorf("batch %d failed with the group: %v", i, err)
+		}
+	}
+	steps, _ := s.ListSteps(ctx, "r")
+	evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: "r"})
+	if len(steps) != writers-failed || len(evs) != writers-failed {
+		t.Fatalf("%d steps, %d events, want %d", len(steps), len(evs), writers-failed)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("sequence gap after a failed batch: %d then %d", evs[i-1].Seq, evs[i].Seq)
+		}
+	}
+	if n := s.Commits() - before; n >= writers {
+		t.Fatalf("%d transactions for %d concurrent writes: no group commit", n, writers)
+	}
+	t.Logf("%d concurrent writes in %d transactions", writers, s.Commits()-before)
+}
+
+func benchStore(b *testing.B) *sqlite.Store {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "flow.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	now := time.Now()
+	if err := s.Write(context.Background(), &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func stepBatch(i int64) *store.Batch {
+	now := time.Now()
+	return &store.Batch{
+		Steps:  []store.Step{{RunID: "r", Key: fmt.Sprintf("each[%d].export", i), StepID: "export", Kind: "tool", Status: run.StepCompleted, Attempt: 1, Output: json.RawMessage(`{"fbx":"/proj/hero_v012.fbx"}`), StartedAt: now, FinishedAt: now, UpdatedAt: now, Insert: true}},
+		Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: fmt.Sprintf("each[%d].export", i), Status: "completed", Attempt: 1, Time: now}},
+	}
+}
+
+// BenchmarkWriteSequential: one durable step completion (step row + event) per Write.
+func BenchmarkWriteSequential(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Write(ctx, stepBatch(int64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+}
+
+// BenchmarkWriteParallel: 256 writers at once, as a wide fan-out does.
+func BenchmarkWriteParallel(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	var n atomic.Int64
+	b.SetParallelism(128)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Write(ctx, stepBatch(n.Add(1))); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+	st, _ := os.Stat(s.Path())
+	wal, _ := os.Stat(s.Path() + "-wal")
+	size := st.Size()
+	if wal != nil {
+		size += wal.Size()
+	}
+	b.ReportMetric(float64(size)/float64(b.N)*1000/1024, "KiB/1k-steps")
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// openFileStore opens the SQLite database at path, creating its folder when needed.
+func openFileStore(ctx context.Context, path string) (store.Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot create the folder of %s: %v", path, err), Err: err}
+		}
+	}
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		var se *sqlite.SchemaError
+		if errors.As(err, &se) {
+			return nil, &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
+		}
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot open %s: %v", path, err), Err: err}
+	}
+	return st, nil
+}
+
+// recover marks the runs a previous process left unfinished as interrupted, each with an
+// interrupted event (DESIGN §5: a crash leaves runs interrupted; Resume finishes them).
+func (e *Engine) recover(ctx context.Context) error {
+	now := e.clock.Now()
+	ids, err := e.store.MarkInterrupted(ctx, now)
+	if err != nil {
+		return fmt.Errorf("recovering interrupted runs: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	detail, _ := json.Marshal(map[string]string{"reason": "the process running it stopped before it finished"})
+	b := &store.Batch{}
+	for _, id := range ids {
+		b.RunUpdates = append(b.RunUpdates, store.RunUpdate{})
+		rec, err := e.store.GetRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		b.RunUpdates[len(b.RunUpdates)-1] = store.RunUpdate{ID: id, Status: run.StatusInterrupted, Progress: rec.Progress,
+			UpdatedAt: now, FinishedAt: now,
+			Error: &store.RunError{Kind: "interrupted", Message: "the process running this run stopped before it finished; resume it"}}
+		b.Events = append(b.Events, run.Event{Time: now, RunID: id, Type: run.EventInterrupted,
+			Status: string(run.StatusInterrupted), Progress: rec.Progress, Detail: detail})
+	}
+	if err := e.store.Write(ctx, b); err != nil {
+		return fmt.Errorf("recovering interrupted runs: %w", err)
+	}
+	return nil
+}
+
+// Interrupted returns the ids of the runs that are interrupted, newest first: the candidates for
+// ResumeInterrupted once their host tools are registered.
+func (e *Engine) Interrupted(ctx context.Context) ([]string, error) {
+	runs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: []run.Status{run.StatusInterrupted}})
+	if err != nil {
+		return nil, notFound("", err)
+	}
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// ResumeInterrupted resumes every interrupted run (call it once the host tools are registered).
+// It returns the ids resumed; a run that cannot resume (e.g. a tool is still unknown) is left
+// interrupted and reported in the joined error.
+func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
+	ids, err := e.Interrupted(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var resumed []string
+	var errs []error
+	for _, id := range ids {
+		if _, err := e.Resume(ctx, id, ResumeOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", id, err))
+			continue
+		}
+		resumed = append(resumed, id)
+	}
+	return resumed, errors.Join(errs...)
+}
+
+// Prune deletes the finished runs (completed, failed, cancelled, interrupted) that ended before
+// olderThan, with their steps and events. It returns how many runs were deleted; stores that
+// cannot prune report 0.
+func (e *Engine) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	if p, ok := e.store.(interface {
+		Prune(context.Context, time.Time) (int, error)
+	}); ok {
+		return p.Prune(ctx, olderThan)
+	}
+	return 0, nil
+}

@@ -1,0 +1,103 @@
+package gotest
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+func TestGlobalIdempotencySurvivesReopen(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "flow.db")
+	s, _ := spec.ParseString(`
+name: push
+steps:
+  - id: push
+    tool: push_asset
+    args: {asset: hero}
+    idempotency_key: "push_{{inputs.asset}}"
+    idempotency_scope: global
+inputs: {asset: {type: string, default: hero}}
+`)
+	var calls atomic.Int32
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		e, err := engine.Open(ctx, engine.Config{DB: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RegisterTool(engine.ToolInfo{Name: "push_asset"}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for ctx.Err() == nil {
+				cs, err := e.Host().Next(ctx, engine.LaneMain, 1, 20*time.Millisecond)
+				if err != nil {
+					return
+				}
+				for _, c := range cs {
+					calls.Add(1)
+					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: "pushed"})
+				}
+			}
+		}()
+		info, err := e.Run(ctx, engine.StartRequest{Spec: s})
+		if err != nil || info.Status != run.StatusCompleted || info.Outputs["push"] != "pushed" {
+			t.Fatalf("run %d: %v %+v", i, err, info)
+		}
+		if i == 1 && !info.Steps[0].Cached {
+			t.Fatalf("second engine: step not served from the cache: %+v", info.Steps[0])
+		}
+		cancel()
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the tool was called %d times across two engines, want 1", n)
+	}
+}
+
+func TestFileDatabaseKeepsHistoryAndPrunes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "sub", "flow.db")
+	e, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := spec.ParseString("name: echo\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+	info, err := e.Run(ctx, engine.StartRequest{Spec: s})
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatal(err, info)
+	}
+	last, _ := e.LastSeq(ctx)
+	e.Close(ctx)
+
+	e, err = engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	runs, err := e.Runs(ctx, engine.RunFilter{Name: "echo"})
+	if err != nil || len(runs) != 1 || runs[0].ID != info.ID {
+		t.Fatalf("%v %+v", err, runs)
+	}
+	info2, _ := e.Run(ctx, engine.StartRequest{Spec: s})
+	evs, _ := e.PollEvents(ctx, engine.EventQuery{RunID: info2.ID}, 0)
+	if evs[0].Seq <= last {
+		t.Fatalf("event seq restarted: %d after %d", evs[0].Seq, last)
+	}
+	if n, err := e.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+		t.Fatalf("prune: %d %v", n, err)
+	}
+	if runs, _ := e.Runs(ctx, engine.RunFilter{}); len(runs) != 0 {
+		t.Fatalf("after prune: %+v", runs)
+	}
+}
