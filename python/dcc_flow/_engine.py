@@ -306,9 +306,12 @@ class Engine:
             if known is None or known.fn is not fn:
                 self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent)
 
-    def get_status(self, run_id: str) -> RunResult:
-        """The current state of a run."""
-        return RunResult(self._call("dccflow_run_status", {"run_id": run_id}))
+    def get_status(self, run_id: str, all_steps: bool = False) -> RunResult:
+        """The current state of a run; ``all_steps`` includes every foreach iteration's steps."""
+        req: Dict[str, Any] = {"run_id": run_id}
+        if all_steps:
+            req["all_steps"] = True
+        return RunResult(self._call("dccflow_run_status", req))
 
     def cancel(self, run_id: str, reason: Optional[str] = None) -> None:
         """Cancel a run (a terminal run is left as it is)."""

@@ -363,3 +363,60 @@ def test_resume_reruns_only_what_did_not_complete(engine):
     with pytest.raises(dcc_flow.DccFlowError) as info:
         engine.resume(first.run_id)
     assert info.value.code == "not_resumable"
+
+
+def test_resume_after_a_python_process_is_killed_mid_run(tmp_path):
+    db = tmp_path / "flow.db"
+    log = tmp_path / "calls.log"
+    child = tmp_path / "child.py"
+    child.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            sys.path.insert(0, %r)
+            import dcc_flow
+            eng = dcc_flow.Engine(db=%r)
+
+            @eng.tool()
+            def export(i):
+                with open(%r, "a") as f:
+                    f.write("%%d\\n" %% i)
+                print("called", i, flush=True)
+                time.sleep(0.01)
+                return i
+
+            eng.run("name: crashy\\nsteps: [{id: each, kind: foreach, items: '{{inputs.items}}',"
+                    " steps: [{id: export, tool: export, args: {i: '{{item}}'}}]}]", {"items": list(range(100))})
+            """
+            % (os.path.join(ROOT, "python"), str(db), str(log))
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(child)], stdout=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if line.strip() == "called 40":
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+
+    with Engine(db=db) as eng:
+        (interrupted,) = eng.runs(status="interrupted")
+        steps = eng.get_status(interrupted.run_id, all_steps=True).steps
+        committed = {int(s.key[len("each["):s.key.index("]")]) for s in steps
+                     if s.key.endswith(".export") and s.status is StepStatus.COMPLETED}
+        before = [int(x) for x in log.read_text().split()]
+        again = []
+
+        @eng.tool()
+        def export(i):
+            again.append(i)
+            return i
+
+        result = eng.resume(interrupted.run_id).wait(timeout=60)
+        assert result.ok, result.error
+        assert result.outputs["each"] == [{"export": i} for i in range(100)]
+        assert len(committed) >= 30, committed
+        assert not committed & set(again), "steps committed before the kill ran again"
+        assert committed | set(again) == set(range(100))
+        assert set(before) >= committed
