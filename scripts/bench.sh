@@ -48,6 +48,8 @@ fan_line="$(run Fanout 5x)"
 big_line="$(run Foreach100k 1x)"
 cancel_line="$(run Cancel1000InFlight 1x)"
 host_line="$(run HostToolRoundTrip 30x)"
+dseq_line="$(run DurableSequentialSteps 5x)"
+dfan_line="$(run DurableFanout 3x)"
 
 us_step="$seq_best"
 steps_s="$(metric "$fan_line" 'steps/s')"
@@ -56,6 +58,9 @@ big_rss="$(metric "$big_line" 'peak-RSS-MB')"
 p50="$(metric "$cancel_line" 'p50-ms')"
 p99="$(metric "$cancel_line" 'p99-ms')"
 host_us="$(metric "$host_line" 'µs/step')"
+dseq_us="$(metric "$dseq_line" 'µs/step')"
+dsize="$(metric "$dseq_line" 'KiB/1k-steps')"
+dfan="$(metric "$dfan_line" 'steps/s')"
 
 printf '\n'
 printf '| figure | measured | goal | |\n'
@@ -72,6 +77,11 @@ printf '| cancel → terminal with 1,000 steps in flight (50 trials) | p50 %.2f 
   "$p50" "$p99" "$(verdict "$p99" '<=' 5)"
 printf '| host tool step, Go side (Go host answering with CompleteAndNext, 30 runs × 1,000 steps) | %.2f µs/step | a few µs of the ≤ 25 µs Python round trip | %s |\n' \
   "$host_us" "$(verdict "$host_us" '<=' 10)"
+printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200 steps) | %.1f µs/step | ≤ 80 µs/step | %s |\n' \
+  "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
+printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \
+  "$dfan" "$(verdict "$dfan" '>=' 50000)"
+printf '| SQLite file, database growth per 1,000 steps (step rows + events, WAL included) | %.0f KiB | — | |\n' "$dsize"
 "${PYTHON:-python3}" scripts/bench_python.py
 printf '\n%s · %s · %s CPUs · %s\n' "$("$GO" version | awk '{print $3}')" "$(uname -sm)" \
   "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')" "$(date -u +%Y-%m-%dT%H:%MZ)"
