@@ -23,7 +23,7 @@ lib: $(LIB) ## Build the native library python/dcc_flow/_lib/libdccflow.so
 
 $(LIB): $(GO_SOURCES)
 	@mkdir -p $(LIBDIR)
-	$(GO) build -trimpath -buildmode=c-shared -o $@ ./capi
+	$(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
 	@rm -f $(LIBDIR)/libdccflow.h
 
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
