@@ -27,6 +27,7 @@ from ._errors import (
     ValidationError,
 )
 from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
+from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -63,6 +64,15 @@ __all__ = [
     "Transient",
     "Fatal",
     "graph",
+    # code-first workflows
+    "task",
+    "workflow",
+    "Task",
+    "Workflow",
+    "Retry",
+    "unmapped",
+    "FlowContext",
+    "WorkflowTraceError",
     # spec views
     "WorkflowSpec",
     "WorkflowStep",
