@@ -14,6 +14,7 @@ Houdini or Qt modules.
 from typing import Any, Dict
 
 from . import _ffi
+from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
 from ._errors import (
     AbiVersionError,
     DccFlowError,
@@ -26,8 +27,8 @@ from ._errors import (
     SpecTooLargeError,
     ValidationError,
 )
-from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
+from ._schedule import ScheduleSpec, TriggerSpec, hmac_sha256_hex, parse_schedules_yaml, verify_hub_signature_256
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -38,7 +39,6 @@ from ._spec import (
     WorkflowStatus,
     WorkflowStep,
 )
-from ._schedule import ScheduleSpec, TriggerSpec, hmac_sha256_hex, parse_schedules_yaml, verify_hub_signature_256
 from ._tools import CallContext, Fatal, ToolError, Transient, current_call
 
 __version__ = "0.1.0"

@@ -208,7 +208,9 @@ class Engine:
         if self._closed:
             raise RuntimeError("this dcc_flow.Engine is closed; open a new one")
 
-    def _call(self, name: str, payload: Optional[Mapping[str, Any]] = None, source: Optional[str] = None) -> Dict[str, Any]:
+    def _call(
+        self, name: str, payload: Optional[Mapping[str, Any]] = None, source: Optional[str] = None
+    ) -> Dict[str, Any]:
         self._check_open()
         return _ffi.call(name, self._handle, payload, source)
 
@@ -244,7 +246,7 @@ class Engine:
         """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it."""
         if not callable(fn):
             raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
-        tool_name = name or getattr(fn, "__name__", "")
+        tool_name: str = name or str(getattr(fn, "__name__", ""))
         if thread not in LANES:
             raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
@@ -285,7 +287,9 @@ class Engine:
         out = self._call("dccflow_run_submit", req, req.get("source"))
         return Run(self, str(out["run_id"]))
 
-    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None) -> RunResult:
+    def run(
+        self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None
+    ) -> RunResult:
         """Start a run and drive it to the end on this thread; return its result.
 
         ``timeout`` (seconds) cancels the run when exceeded. Ctrl-C cancels the run and raises
@@ -481,7 +485,7 @@ class Engine:
                 for ev in reply.get("events") or ():
                     after_seq = max(after_seq, int(ev.get("seq", 0)))
                     _log_event(ev)
-            run = reply.get("run")
+            run: Optional[Dict[str, Any]] = reply.get("run")
             if run is not None and run.get("terminal") and not reply.get("calls"):
                 return run
             if not reply.get("calls"):

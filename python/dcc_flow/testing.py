@@ -51,7 +51,8 @@ class FakeTool:
         behaviour = self.result
         if self.side_effect:
             behaviour = self.side_effect[min(index, len(self.side_effect) - 1)]
-        if isinstance(behaviour, BaseException) or (isinstance(behaviour, type) and issubclass(behaviour, BaseException)):
+        is_exception_class = isinstance(behaviour, type) and issubclass(behaviour, BaseException)
+        if isinstance(behaviour, BaseException) or is_exception_class:
             raise behaviour
         if callable(behaviour):
             return behaviour(**kwargs)
