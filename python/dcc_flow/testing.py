@@ -51,9 +51,10 @@ class FakeTool:
         behaviour = self.result
         if self.side_effect:
             behaviour = self.side_effect[min(index, len(self.side_effect) - 1)]
-        is_exception_class = isinstance(behaviour, type) and issubclass(behaviour, BaseException)
-        if isinstance(behaviour, BaseException) or is_exception_class:
+        if isinstance(behaviour, BaseException):
             raise behaviour
+        if isinstance(behaviour, type) and issubclass(behaviour, BaseException):
+            raise behaviour()
         if callable(behaviour):
             return behaviour(**kwargs)
         return behaviour
