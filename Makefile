@@ -12,7 +12,7 @@ GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py smoke vet fuzz bench demo clean venv
+.PHONY: help lib test test-go test-py smoke vet lint fuzz bench demo clean venv
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -30,16 +30,21 @@ venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
 
 $(VENV)/.ok: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check pytest
+	$(VPY) -m pip install --quiet --disable-pip-version-check pytest mypy==2.4.1 ruff==0.17.6
 	@touch $@
 
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet test-go test-py smoke ## Everything CI runs: vet, Go tests, pytest, the 3.7–3.13 smoke test
+test: vet lint test-go test-py smoke ## Everything CI runs: vet, lint, Go tests, pytest, the 3.7–3.13 smoke test
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
+
+lint: venv ## gofmt check, mypy --strict and ruff on the Python package
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(VPY) -m mypy python/dcc_flow
+	$(VENV)/bin/ruff check python tests/py
 
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
