@@ -2,7 +2,9 @@ package gotest
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,5 +101,44 @@ func TestFileDatabaseKeepsHistoryAndPrunes(t *testing.T) {
 	}
 	if runs, _ := e.Runs(ctx, engine.RunFilter{}); len(runs) != 0 {
 		t.Fatalf("after prune: %+v", runs)
+	}
+}
+
+func TestScheduleFiresPersistInTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "flow.db")
+	e, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := spec.ParseString("name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+	if err := e.Register(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Schedule(engine.ScheduleSpec{ID: "h", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
+		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/h"}}); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := e.ServeWebhooks("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+ws.Addr()+"/h", "application/json", strings.NewReader(`{"x": 1}`))
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%v %v", err, resp)
+	}
+	resp.Body.Close()
+	_ = ws.Close(ctx)
+	e.Close(ctx)
+
+	e, err = engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	fires, err := e.ScheduleFires(ctx, "h", 0)
+	if err != nil || len(fires) != 1 || fires[0].RunID == "" || fires[0].Origin != "webhook" {
+		t.Fatalf("fires after reopen: %+v %v", fires, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -183,4 +184,51 @@ func BenchmarkWriteParallel(b *testing.B) {
 		size += wal.Size()
 	}
 	b.ReportMetric(float64(size)/float64(b.N)*1000/1024, "KiB/1k-steps")
+}
+
+func TestFireLogSurvivesReopen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	fires := []schedule.Fire{
+		{ScheduleID: "nightly", Kind: schedule.FireFired, RunID: "r1", Origin: "schedule", ScheduledAt: t0, FiredAt: t0.Add(time.Second)},
+		{ScheduleID: "nightly", Kind: schedule.FireSkipped, Reason: schedule.ReasonMaxConcurrent, Message: "1 run active", Origin: "schedule", ScheduledAt: t0.Add(24 * time.Hour), FiredAt: t0.Add(24 * time.Hour)},
+		{ScheduleID: "upload", Kind: schedule.FireFired, RunID: "r2", Origin: "webhook", DeliveryID: "d-1", ScheduledAt: t0, FiredAt: t0},
+	}
+	for _, f := range fires {
+		if err := s.RecordFire(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	last, ok, err := s.LastFire(ctx, "nightly")
+	if err != nil || !ok || last.Kind != schedule.FireSkipped || last.Reason != schedule.ReasonMaxConcurrent || !last.ScheduledAt.Equal(t0.Add(24*time.Hour)) {
+		t.Fatalf("last fire %+v %v %v", last, ok, err)
+	}
+	all, err := s.Fires(ctx, "", 0)
+	if err != nil || len(all) != 3 || all[0].ScheduleID != "upload" {
+		t.Fatalf("fires %+v %v", all, err)
+	}
+	if got, _ := s.Fires(ctx, "nightly", 1); len(got) != 1 || got[0].Kind != schedule.FireSkipped {
+		t.Fatalf("limit: %+v", got)
+	}
+	if f, ok, _ := s.FireByDelivery(ctx, "upload", "d-1"); !ok || f.RunID != "r2" {
+		t.Fatalf("by delivery: %+v %v", f, ok)
+	}
+	if _, ok, _ := s.FireByDelivery(ctx, "upload", "d-2"); ok {
+		t.Fatal("unknown delivery found")
+	}
+	if _, ok, _ := s.LastFire(ctx, "never"); ok {
+		t.Fatal("fire of an unknown schedule")
+	}
 }
