@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"gopkg.in/yaml.v3"
 )
 
@@ -64,8 +64,8 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 			"the spec is %d bytes; the limit is %d bytes (%d MiB)", len(data), MaxDocumentBytes, MaxDocumentBytes>>20)})
 	}
 	if !utf8.Valid(data) {
-		off := invalidUTF8Offset(data)
-		line, col := lineCol(data, off)
+		off := yamltext.InvalidUTF8Offset(data)
+		line, col := yamltext.LineCol(data, off)
 		return fail(CodeParseError, Problem{Code: CodeParseError, Line: line, Column: col, Message: fmt.Sprintf(
 			"the spec is not valid UTF-8 (bad byte 0x%02x at offset %d); save the file as UTF-8", data[off], off)})
 	}
@@ -95,7 +95,7 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 			return fail(CodeParseError, *err)
 		}
 	}
-	if d := flowDepth(data); d > MaxDepth {
+	if d := yamltext.FlowDepth(data); d > MaxDepth {
 		return fail(CodeTooLarge, Problem{Code: CodeTooLarge, Message: fmt.Sprintf(
 			"the spec nests %d levels deep; the limit is %d", d, MaxDepth)})
 	}
@@ -118,7 +118,7 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 	}
 	if root.Kind != yaml.MappingNode {
 		return fail(CodeNotAMapping, Problem{Code: CodeNotAMapping, Line: root.Line, Column: root.Column,
-			Message: fmt.Sprintf("the spec must be a mapping with at least `steps`; got %s", describeNode(root))})
+			Message: fmt.Sprintf("the spec must be a mapping with at least `steps`; got %s", yamltext.DescribeNode(root))})
 	}
 
 	d := &decoder{}
@@ -184,11 +184,11 @@ type field struct {
 
 // mapping returns the fields of a mapping node in document order, reporting duplicate keys.
 func (d *decoder) mapping(n *yaml.Node, path, stepID string) []field {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	fields := make([]field, 0, len(n.Content)/2)
 	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+		k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
 		key := k.Value
 		if k.Kind != yaml.ScalarNode {
 			d.add(CodeWrongType, k, path, stepID, "mapping keys must be strings")
@@ -202,13 +202,6 @@ func (d *decoder) mapping(n *yaml.Node, path, stepID string) []field {
 		fields = append(fields, field{key: key, keyN: k, value: v})
 	}
 	return fields
-}
-
-func resolveAlias(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
 }
 
 func join(path, key string) string {
@@ -248,7 +241,7 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 func (d *decoder) unknownField(f field, path, stepID string, allowed []string, elsewhere string) {
 	msg := fmt.Sprintf("unknown field %q", f.key)
 	hint := ""
-	if sug := suggest(f.key, allowed); sug != "" {
+	if sug := yamltext.Suggest(f.key, allowed); sug != "" {
 		hint = fmt.Sprintf("did you mean %q?", sug)
 	} else if elsewhere != "" {
 		hint = elsewhere
@@ -261,19 +254,19 @@ func (d *decoder) unknownField(f field, path, stepID string, allowed []string, e
 }
 
 func (d *decoder) inputs(n *yaml.Node) []Input {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, "inputs", "", fmt.Sprintf("`inputs` must be a mapping of input name to declaration; got %s", describeNode(n)))
+		d.add(CodeWrongType, n, "inputs", "", fmt.Sprintf("`inputs` must be a mapping of input name to declaration; got %s", yamltext.DescribeNode(n)))
 		return nil
 	}
 	var out []Input
 	for _, f := range d.mapping(n, "inputs", "") {
 		in := Input{Name: f.key, Type: "any", Pos: nodePos(f.keyN)}
 		path := "inputs." + f.key
-		v := resolveAlias(f.value)
+		v := yamltext.ResolveAlias(f.value)
 		switch {
 		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
 		case v.Kind == yaml.ScalarNode && v.Tag == "!!str":
@@ -293,9 +286,9 @@ func (d *decoder) inputs(n *yaml.Node) []Input {
 				case "default":
 					in.Default, in.HasDefault = d.value(g.value, fp, "", 3), true
 				case "enum":
-					ev := resolveAlias(g.value)
+					ev := yamltext.ResolveAlias(g.value)
 					if ev.Kind != yaml.SequenceNode {
-						d.add(CodeWrongType, ev, fp, "", fmt.Sprintf("`%s` must be a list of allowed values; got %s", fp, describeNode(ev)))
+						d.add(CodeWrongType, ev, fp, "", fmt.Sprintf("`%s` must be a list of allowed values; got %s", fp, yamltext.DescribeNode(ev)))
 						continue
 					}
 					list, _ := d.value(ev, fp, "", 3).([]any)
@@ -308,7 +301,7 @@ func (d *decoder) inputs(n *yaml.Node) []Input {
 				}
 			}
 		default:
-			d.add(CodeWrongType, v, path, "", fmt.Sprintf("input %q must be a mapping such as `{type: string, required: true}` or a type name; got %s", f.key, describeNode(v)))
+			d.add(CodeWrongType, v, path, "", fmt.Sprintf("input %q must be a mapping such as `{type: string, required: true}` or a type name; got %s", f.key, yamltext.DescribeNode(v)))
 		}
 		out = append(out, in)
 	}
@@ -317,12 +310,12 @@ func (d *decoder) inputs(n *yaml.Node) []Input {
 
 // stepList decodes a sequence of steps. depth is the node depth of the sequence.
 func (d *decoder) stepList(n *yaml.Node, path string, depth int) []*Step {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, path, "", fmt.Sprintf("`%s` must be a list of steps; got %s", lastKey(path), describeNode(n)))
+		d.add(CodeWrongType, n, path, "", fmt.Sprintf("`%s` must be a list of steps; got %s", lastKey(path), yamltext.DescribeNode(n)))
 		return nil
 	}
 	steps := make([]*Step, 0, len(n.Content))
@@ -391,14 +384,14 @@ func kindsWithField(key string) []string {
 }
 
 func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if depth > MaxDepth {
 		d.tooLarge = true
 		d.add(CodeTooLarge, n, path, "", fmt.Sprintf("steps nest deeper than %d levels", MaxDepth))
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, path, "", fmt.Sprintf("a step must be a mapping with `id` and `kind` (or `tool`); got %s", describeNode(n)))
+		d.add(CodeWrongType, n, path, "", fmt.Sprintf("a step must be a mapping with `id` and `kind` (or `tool`); got %s", yamltext.DescribeNode(n)))
 		return nil
 	}
 	st := &Step{Pos: nodePos(n), fields: map[string]Pos{}}
@@ -423,7 +416,7 @@ func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 				names[i] = string(k)
 			}
 			hint := "use one of: " + strings.Join(names, ", ")
-			if sug := suggest(k, names); sug != "" {
+			if sug := yamltext.Suggest(k, names); sug != "" {
 				hint = fmt.Sprintf("did you mean %q?", sug)
 			}
 			p := problemAt(CodeUnknownKind, nodePos(f.value), join(path, "kind"), id, fmt.Sprintf("unknown step kind %q; %s", k, hint))
@@ -506,12 +499,12 @@ func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
 	case "dcc":
 		st.DCC, _ = d.str(f.value, fp, id)
 	case "args":
-		v := resolveAlias(f.value)
+		v := yamltext.ResolveAlias(f.value)
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 			return
 		}
 		if v.Kind != yaml.MappingNode {
-			d.add(CodeWrongType, v, fp, id, fmt.Sprintf("`args` must be a mapping of argument name to value; got %s", describeNode(v)))
+			d.add(CodeWrongType, v, fp, id, fmt.Sprintf("`args` must be a mapping of argument name to value; got %s", yamltext.DescribeNode(v)))
 			return
 		}
 		st.Args, _ = d.value(v, fp, id, depth+1).(map[string]any)
@@ -587,12 +580,12 @@ func (d *decoder) applyDefaults(st *Step, byKey map[string]field) {
 
 func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 	id := st.ID
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, path, id, fmt.Sprintf("`retry` must be a mapping such as `{max_attempts: 3}`; got %s", describeNode(n)))
+		d.add(CodeWrongType, n, path, id, fmt.Sprintf("`retry` must be a mapping such as `{max_attempts: 3}`; got %s", yamltext.DescribeNode(n)))
 		return nil
 	}
 	r := DefaultRetryPolicy()
@@ -623,7 +616,7 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 				r.Jitter = v
 			}
 		case "retry_on":
-			v := resolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.value)
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 				continue
 			}
@@ -657,7 +650,7 @@ func clampInt(v int64) int {
 // ---- scalars ---------------------------------------------------------------------------------
 
 func (d *decoder) str(n *yaml.Node, path, stepID string) (string, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode {
 		switch n.Tag {
 		case "!!str", "!!timestamp", "!!binary":
@@ -670,41 +663,41 @@ func (d *decoder) str(n *yaml.Node, path, stepID string) (string, bool) {
 	if n.Kind == yaml.ScalarNode {
 		hint = fmt.Sprintf("; quote it: %s: \"%s\"", lastKey(path), n.Value)
 	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a string; got %s%s", lastKey(path), describeNode(n), hint))
+	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a string; got %s%s", lastKey(path), yamltext.DescribeNode(n), hint))
 	return "", false
 }
 
 func (d *decoder) boolean(n *yaml.Node, path, stepID string) (bool, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
 		var b bool
 		if err := n.Decode(&b); err == nil {
 			return b, true
 		}
 	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be true or false; got %s", lastKey(path), describeNode(n)))
+	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be true or false; got %s", lastKey(path), yamltext.DescribeNode(n)))
 	return false, false
 }
 
 func (d *decoder) number(n *yaml.Node, path, stepID string) (float64, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		if f, ok := nodeFloat(n); ok {
 			return f, true
 		}
 	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a number; got %s", lastKey(path), describeNode(n)))
+	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a number; got %s", lastKey(path), yamltext.DescribeNode(n)))
 	return 0, false
 }
 
 func (d *decoder) integer(n *yaml.Node, path, stepID string) (int64, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		if f, ok := nodeFloat(n); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 			return int64(f), true
 		}
 	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a whole number; got %s", lastKey(path), describeNode(n)))
+	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a whole number; got %s", lastKey(path), yamltext.DescribeNode(n)))
 	return 0, false
 }
 
@@ -725,12 +718,12 @@ func nodeFloat(n *yaml.Node) (float64, bool) {
 }
 
 func (d *decoder) strList(n *yaml.Node, path, stepID string) []string {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a list of strings; got %s", lastKey(path), describeNode(n)))
+		d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a list of strings; got %s", lastKey(path), yamltext.DescribeNode(n)))
 		return nil
 	}
 	out := make([]string, 0, len(n.Content))
@@ -760,7 +753,7 @@ func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 		return nil
 	}
 	if n.Kind == yaml.AliasNode {
-		return d.value(resolveAlias(n), path, stepID, depth)
+		return d.value(yamltext.ResolveAlias(n), path, stepID, depth)
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -790,10 +783,10 @@ func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 	case yaml.MappingNode:
 		out := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+			k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
 				// `<<: *anchor` merges the anchored mapping(s); explicit keys win.
-				for _, src := range mergeSources(v) {
+				for _, src := range yamltext.MergeSources(v) {
 					if m, ok := d.value(src, path, stepID, depth).(map[string]any); ok {
 						for mk, mv := range m {
 							if _, exists := out[mk]; !exists {
@@ -815,66 +808,11 @@ func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 	return nil
 }
 
-func mergeSources(v *yaml.Node) []*yaml.Node {
-	v = resolveAlias(v)
-	if v.Kind == yaml.SequenceNode {
-		out := make([]*yaml.Node, 0, len(v.Content))
-		for _, c := range v.Content {
-			out = append(out, resolveAlias(c))
-		}
-		return out
-	}
-	return []*yaml.Node{v}
-}
-
-// describeNode names a node's type for messages: `a list`, `the number 3`, `null`.
-func describeNode(n *yaml.Node) string {
-	n = resolveAlias(n)
-	if n == nil {
-		return "nothing"
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.DocumentNode:
-		return "a document"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "null"
-		case "!!bool":
-			return "the boolean " + n.Value
-		case "!!int", "!!float":
-			return "the number " + n.Value
-		default:
-			v := n.Value
-			if len(v) > 40 {
-				v = v[:37] + "..."
-			}
-			return "the string " + strconv.Quote(v)
-		}
-	}
-	return "an unexpected node"
-}
-
 // ---- text-level checks -----------------------------------------------------------------------
 
-var yamlLineRe = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
-
 func yamlProblem(err error) Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	p := Problem{Code: CodeParseError, Severity: SeverityError}
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		p.Line, _ = strconv.Atoi(m[1])
-		p.Column = 1
-		if m[2] != "" {
-			p.Column, _ = strconv.Atoi(m[2])
-		}
-	}
-	p.Message = "malformed YAML: " + msg
-	return p
+	line, col, msg := yamltext.ErrorPosition(err)
+	return Problem{Code: CodeParseError, Severity: SeverityError, Line: line, Column: col, Message: "malformed YAML: " + msg}
 }
 
 func checkJSON(data []byte) *Problem {
@@ -884,7 +822,7 @@ func checkJSON(data []byte) *Problem {
 	if err == nil {
 		if _, err2 := dec.Token(); err2 == nil {
 			off := int(dec.InputOffset())
-			line, col := lineCol(data, off)
+			line, col := yamltext.LineCol(data, off)
 			return &Problem{Code: CodeParseError, Severity: SeverityError, Line: line, Column: col,
 				Message: "malformed JSON: unexpected data after the top-level value"}
 		}
@@ -894,74 +832,7 @@ func checkJSON(data []byte) *Problem {
 	if se, ok := err.(*json.SyntaxError); ok {
 		off = int(se.Offset)
 	}
-	line, col := lineCol(data, off)
+	line, col := yamltext.LineCol(data, off)
 	return &Problem{Code: CodeParseError, Severity: SeverityError, Line: line, Column: col,
 		Message: "malformed JSON: " + err.Error()}
-}
-
-// lineCol converts a byte offset into a 1-based line and column (in runes).
-func lineCol(data []byte, off int) (int, int) {
-	if off > len(data) {
-		off = len(data)
-	}
-	if off < 0 {
-		off = 0
-	}
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	start := bytes.LastIndexByte(data[:off], '\n') + 1
-	return line, 1 + utf8.RuneCount(data[start:off])
-}
-
-func invalidUTF8Offset(data []byte) int {
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return i
-		}
-		i += size
-	}
-	return 0
-}
-
-// flowDepth returns an upper bound of the bracket nesting depth of the text ([ and { outside
-// quotes), so that absurdly deep documents are refused before the YAML parser recurses into
-// them. Block-style nesting is bounded by indentation and checked on the node tree.
-func flowDepth(data []byte) int {
-	depth, max := 0, 0
-	var quote byte
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			// Only a quote that starts a scalar opens a quoted string; an apostrophe inside a
-			// plain scalar ("It's") does not.
-			if i == 0 || strings.IndexByte(" \t\n[{,:-", data[i-1]) >= 0 {
-				quote = c
-			}
-		case c == '#':
-			if i == 0 || data[i-1] == ' ' || data[i-1] == '\t' || data[i-1] == '\n' {
-				for i < len(data) && data[i] != '\n' {
-					i++
-				}
-			}
-		case c == '[' || c == '{':
-			depth++
-			if depth > max {
-				max = depth
-			}
-		case c == ']' || c == '}':
-			if depth > 0 {
-				depth--
-			}
-		case c == '\n':
-			quote = 0
-		}
-	}
-	return max
 }

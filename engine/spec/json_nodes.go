@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"gopkg.in/yaml.v3"
 )
 
@@ -45,7 +46,7 @@ func (p *jsonParser) next() (json.Token, int, error) {
 }
 
 func (p *jsonParser) node(off int) *yaml.Node {
-	line, col := lineCol(p.data, off)
+	line, col := yamltext.LineCol(p.data, off)
 	return &yaml.Node{Line: line, Column: col}
 }
 

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"regexp"
 	"sort"
 	"strings"
@@ -69,7 +70,7 @@ func (v *validator) checkInput(in Input) {
 	}
 	if !contains(InputTypes, in.Type) {
 		hint := "use one of: " + strings.Join(InputTypes, ", ")
-		if sug := suggest(in.Type, InputTypes); sug != "" {
+		if sug := yamltext.Suggest(in.Type, InputTypes); sug != "" {
 			hint = fmt.Sprintf("did you mean %q?", sug)
 		}
 		v.ps.add(Problem{Code: CodeInvalidValue, Path: path + ".type", Line: in.Pos.Line, Column: in.Pos.Column, Hint: hint,
@@ -352,7 +353,7 @@ func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text
 func (v *validator) unknownVar(st *Step, field, path, text, why, name string, known []string) {
 	msg := fmt.Sprintf("unknown template variable in `%s`: %s: %s", field, text, why)
 	hint := ""
-	if sug := suggest(name, known); sug != "" {
+	if sug := yamltext.Suggest(name, known); sug != "" {
 		hint = fmt.Sprintf("did you mean %q?", sug)
 		msg += "; " + hint
 	}
@@ -395,7 +396,7 @@ func (v *validator) dependencies(steps []*Step, path string, deps [][]int) {
 			msg := fmt.Sprintf("`depends_on` names %q, which is not a step of the same list", dep)
 			if v.stepIDs[dep] != nil {
 				msg += "; depends_on can only name sibling steps (the enclosing step already orders nested lists)"
-			} else if sug := suggest(dep, keys(index)); sug != "" {
+			} else if sug := yamltext.Suggest(dep, keys(index)); sug != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sug)
 			}
 			v.add(CodeUnknownDependency, st, "depends_on", dp, msg)

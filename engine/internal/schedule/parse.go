@@ -7,12 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"gopkg.in/yaml.v3"
 )
 
@@ -173,27 +173,27 @@ func decodeFile(data []byte, file string) ([]*located, []Problem) {
 		return fail(CodeTooLarge, 0, 0, fmt.Sprintf("the schedule file is %d bytes; the limit is %d bytes (%d MiB)", len(data), MaxFileBytes, MaxFileBytes>>20))
 	}
 	if !utf8.Valid(data) {
-		off := invalidUTF8Offset(data)
-		line, col := lineCol(data, off)
+		off := yamltext.InvalidUTF8Offset(data)
+		line, col := yamltext.LineCol(data, off)
 		return fail(CodeParseError, line, col, fmt.Sprintf("the schedule file is not valid UTF-8 (bad byte 0x%02x at offset %d); save it as UTF-8", data[off], off))
 	}
-	if depth := flowDepth(data); depth > MaxDepth {
+	if depth := yamltext.FlowDepth(data); depth > MaxDepth {
 		return fail(CodeTooLarge, 0, 0, fmt.Sprintf("the schedule file nests %d levels deep; the limit is %d", depth, MaxDepth))
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, col, msg := yamlError(err)
+		line, col, msg := yamltext.ErrorPosition(err)
 		return fail(CodeParseError, line, col, "malformed YAML: "+msg)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, nil // empty file
 	}
-	root := resolveAlias(doc.Content[0])
+	root := yamltext.ResolveAlias(doc.Content[0])
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, root, "", fmt.Sprintf("a schedule file must be a mapping with a `schedules:` list; got %s", describeNode(root)),
+		d.add(CodeWrongType, root, "", fmt.Sprintf("a schedule file must be a mapping with a `schedules:` list; got %s", yamltext.DescribeNode(root)),
 			"start the file with `schedules:` followed by a list of schedules")
 		return nil, d.problems
 	}
@@ -236,11 +236,11 @@ type field struct {
 
 // mapping returns the fields of a mapping node in order, reporting duplicate and non-string keys.
 func (d *decoder) mapping(n *yaml.Node, where string) []field {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	fields := make([]field, 0, len(n.Content)/2)
 	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+		k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			d.add(CodeWrongType, k, where, "mapping keys must be strings", "")
 			continue
@@ -261,7 +261,7 @@ func (d *decoder) unknownField(f field, where, owner string, allowed []string, e
 		msg = owner + ": " + msg
 	}
 	var hint string
-	switch sug := suggest(f.key, allowed); {
+	switch sug := yamltext.Suggest(f.key, allowed); {
 	case sug != "":
 		hint = fmt.Sprintf("did you mean %q?", sug)
 	case elsewhere != "":
@@ -283,18 +283,18 @@ var scheduleFields = []string{"id", "workflow", "inputs", "enabled", "max_concur
 var triggerAllFields = []string{"kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env"}
 
 func (d *decoder) scheduleList(n *yaml.Node) []*located {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, "schedules", fmt.Sprintf("`schedules` must be a list of schedules; got %s", describeNode(n)),
+		d.add(CodeWrongType, n, "schedules", fmt.Sprintf("`schedules` must be a list of schedules; got %s", yamltext.DescribeNode(n)),
 			"write each schedule as a list item starting with `- id: …`")
 		return nil
 	}
 	out := make([]*located, 0, len(n.Content))
 	for i, c := range n.Content {
-		if l := d.schedule(resolveAlias(c), i); l != nil {
+		if l := d.schedule(yamltext.ResolveAlias(c), i); l != nil {
 			out = append(out, l)
 		}
 	}
@@ -304,7 +304,7 @@ func (d *decoder) scheduleList(n *yaml.Node) []*located {
 func (d *decoder) schedule(n *yaml.Node, index int) *located {
 	where := fmt.Sprintf("schedules[%d]", index)
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, where, fmt.Sprintf("%s must be a mapping with id, workflow and trigger; got %s", where, describeNode(n)), "")
+		d.add(CodeWrongType, n, where, fmt.Sprintf("%s must be a mapping with id, workflow and trigger; got %s", where, yamltext.DescribeNode(n)), "")
 		return nil
 	}
 	l := &located{file: d.file, index: index, pos: map[string]pos{"": {n.Line, n.Column}}}
@@ -326,11 +326,11 @@ func (d *decoder) schedule(n *yaml.Node, index int) *located {
 		case "workflow":
 			s.Workflow, _ = d.str(f.value, fw, "workflow", owner)
 		case "inputs":
-			v := resolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.value)
 			switch {
 			case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
 			case v.Kind != yaml.MappingNode:
-				d.add(CodeWrongType, v, fw, fmt.Sprintf("%s: `inputs` must be a mapping of input name to value; got %s", owner, describeNode(v)), "")
+				d.add(CodeWrongType, v, fw, fmt.Sprintf("%s: `inputs` must be a mapping of input name to value; got %s", owner, yamltext.DescribeNode(v)), "")
 			default:
 				s.Inputs, _ = d.value(v, "inputs", fw, owner, l.pos, 3).(map[string]any)
 			}
@@ -359,10 +359,10 @@ func (d *decoder) schedule(n *yaml.Node, index int) *located {
 }
 
 func (d *decoder) trigger(n *yaml.Node, where, owner string, l *located) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	t := &l.spec.Trigger
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, where, fmt.Sprintf("%s: `trigger` must be a mapping with a `kind`; got %s", owner, describeNode(n)),
+		d.add(CodeWrongType, n, where, fmt.Sprintf("%s: `trigger` must be a mapping with a `kind`; got %s", owner, yamltext.DescribeNode(n)),
 			`write e.g. trigger: {kind: cron, expression: "0 0 3 * * *"}`)
 		l.skipTrigger = true
 		return
@@ -406,7 +406,7 @@ func (d *decoder) trigger(n *yaml.Node, where, owner string, l *located) {
 				t.JitterSecs = clampInt(v)
 			}
 		case "every":
-			v := resolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.value)
 			if v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!float") {
 				d.add(CodeInvalidInterval, v, fw, fmt.Sprintf("%s: `trigger.every` is the number %s, not a duration", owner, v.Value),
 					fmt.Sprintf(`write a Go duration with a unit, e.g. every: "%ss" or "15m"`, v.Value))
@@ -428,20 +428,10 @@ func nodePos(n *yaml.Node) pos {
 	return pos{n.Line, n.Column}
 }
 
-func resolveAlias(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	if n == nil {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-	}
-	return n
-}
-
 // ---- scalars ---------------------------------------------------------------------------------
 
 func (d *decoder) str(n *yaml.Node, where, name, owner string) (string, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode {
 		switch n.Tag {
 		case "!!str", "!!timestamp", "!!binary":
@@ -454,31 +444,31 @@ func (d *decoder) str(n *yaml.Node, where, name, owner string) (string, bool) {
 	if n.Kind == yaml.ScalarNode {
 		hint = fmt.Sprintf("quote it: %q", n.Value)
 	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a string; got %s", name, describeNode(n)), hint)
+	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a string; got %s", name, yamltext.DescribeNode(n)), hint)
 	return "", false
 }
 
 func (d *decoder) boolean(n *yaml.Node, where, name, owner string) (bool, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
 		var b bool
 		if err := n.Decode(&b); err == nil {
 			return b, true
 		}
 	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be true or false; got %s", name, describeNode(n)), "write true or false")
+	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be true or false; got %s", name, yamltext.DescribeNode(n)), "write true or false")
 	return false, false
 }
 
 func (d *decoder) integer(n *yaml.Node, where, name, owner string) (int64, bool) {
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		var f float64
 		if err := n.Decode(&f); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 			return int64(f), true
 		}
 	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a whole number; got %s", name, describeNode(n)), "")
+	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a whole number; got %s", name, yamltext.DescribeNode(n)), "")
 	return 0, false
 }
 
@@ -514,7 +504,7 @@ func (d *decoder) value(n *yaml.Node, field, where, owner string, at map[string]
 		}
 		return nil
 	}
-	n = resolveAlias(n)
+	n = yamltext.ResolveAlias(n)
 	at[field] = nodePos(n)
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -544,9 +534,9 @@ func (d *decoder) value(n *yaml.Node, field, where, owner string, at map[string]
 	case yaml.MappingNode:
 		out := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+			k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-				for _, src := range mergeSources(v) {
+				for _, src := range yamltext.MergeSources(v) {
 					if m, ok := d.value(src, field, where, owner, at, depth).(map[string]any); ok {
 						for mk, mv := range m {
 							if _, exists := out[mk]; !exists {
@@ -568,114 +558,4 @@ func (d *decoder) value(n *yaml.Node, field, where, owner string, at map[string]
 	return nil
 }
 
-func mergeSources(v *yaml.Node) []*yaml.Node {
-	v = resolveAlias(v)
-	if v.Kind == yaml.SequenceNode {
-		out := make([]*yaml.Node, 0, len(v.Content))
-		for _, c := range v.Content {
-			out = append(out, resolveAlias(c))
-		}
-		return out
-	}
-	return []*yaml.Node{v}
-}
-
-// describeNode names a node's type for messages: `a list`, `the number 3`, `null`.
-func describeNode(n *yaml.Node) string {
-	n = resolveAlias(n)
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "null"
-		case "!!bool":
-			return "the boolean " + n.Value
-		case "!!int", "!!float":
-			return "the number " + n.Value
-		}
-		v := n.Value
-		if len(v) > 40 {
-			v = v[:37] + "..."
-		}
-		return "the string " + strconv.Quote(v)
-	}
-	return "an unexpected node"
-}
-
 // ---- text-level checks -----------------------------------------------------------------------
-
-var yamlLineRe = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
-
-func yamlError(err error) (line, col int, msg string) {
-	msg = strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		col = 1
-		if m[2] != "" {
-			col, _ = strconv.Atoi(m[2])
-		}
-	}
-	return line, col, msg
-}
-
-// lineCol converts a byte offset into a 1-based line and column (in runes).
-func lineCol(data []byte, off int) (int, int) {
-	off = max(0, min(off, len(data)))
-	line := 1 + strings.Count(string(data[:off]), "\n")
-	start := strings.LastIndexByte(string(data[:off]), '\n') + 1
-	return line, 1 + utf8.RuneCount(data[start:off])
-}
-
-func invalidUTF8Offset(data []byte) int {
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return i
-		}
-		i += size
-	}
-	return 0
-}
-
-// flowDepth returns an upper bound of the bracket nesting depth of the text ([ and { outside
-// quotes and comments), so that absurdly deep documents are refused before the YAML parser
-// recurses into them. Block-style nesting is bounded by indentation and checked on the tree.
-func flowDepth(data []byte) int {
-	depth, deepest := 0, 0
-	var quote byte
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			if i == 0 || strings.IndexByte(" \t\n[{,:-", data[i-1]) >= 0 {
-				quote = c
-			}
-		case c == '#':
-			if i == 0 || data[i-1] == ' ' || data[i-1] == '\t' || data[i-1] == '\n' {
-				for i < len(data) && data[i] != '\n' {
-					i++
-				}
-			}
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ']' || c == '}':
-			if depth > 0 {
-				depth--
-			}
-		case c == '\n':
-			quote = 0
-		}
-	}
-	return deepest
-}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"path"
 	"regexp"
 	"sort"
@@ -176,7 +177,7 @@ func checkSpec(s *Spec, workflows func(string) bool) ([]fieldProblem, trigger) {
 			names[i] = string(k)
 		}
 		hint := "use one of: " + strings.Join(names, ", ")
-		if sug := suggest(string(t.Kind), names); sug != "" {
+		if sug := yamltext.Suggest(string(t.Kind), names); sug != "" {
 			hint = fmt.Sprintf("did you mean %q?", sug)
 		}
 		add(CodeUnknownKind, "trigger.kind", fmt.Sprintf("unknown trigger kind %q", t.Kind), hint)
@@ -289,7 +290,7 @@ func checkInputs(inputs map[string]any) []fieldProblem {
 func checkRef(r template.Ref, field string) *fieldProblem {
 	if r.Root != "trigger" {
 		hint := "schedule inputs can use only {{trigger.…}} (" + strings.Join(TriggerFields, ", ") + ") and literal text"
-		if suggest(r.Root, []string{"trigger"}) != "" {
+		if yamltext.Suggest(r.Root, []string{"trigger"}) != "" {
 			hint = `did you mean "trigger"?`
 		}
 		return &fieldProblem{code: CodeUnknownTemplateVar, field: field,
@@ -301,7 +302,7 @@ func checkRef(r template.Ref, field string) *fieldProblem {
 	if s := r.Path[0]; s.IsIndex || !contains(TriggerFields, s.Name) {
 		hint := "use one of: " + strings.Join(TriggerFields, ", ")
 		if !s.IsIndex {
-			if sug := suggest(s.Name, TriggerFields); sug != "" {
+			if sug := yamltext.Suggest(s.Name, TriggerFields); sug != "" {
 				hint = fmt.Sprintf("did you mean {{trigger.%s}}?", sug)
 			}
 		}
