@@ -1,0 +1,377 @@
+// Package mcpserver serves an engine's workflows over MCP (DESIGN §7) with mark3labs/mcp-go:
+// the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
+// workflows_resume and workflows_approve (names, arguments and results follow the reference
+// so its agents work unchanged), the catalog and each run as resources, and run updates as
+// `notifications/$/dcc.workflowUpdated` plus MCP progress notifications.
+//
+// Transports: ServeStdio (no signal handling: the caller owns the process) and streamable HTTP
+// (Handler, ListenHTTP) on 127.0.0.1 by default; binding any other address requires a bearer
+// token. The package never writes to stdout or stderr.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// UpdatedMethod is the notification method of run updates.
+const UpdatedMethod = "notifications/$/dcc.workflowUpdated"
+
+// Server is an MCP server over one engine.
+type Server struct {
+	e       *engine.Engine
+	mcp     *server.MCPServer
+	limiter *limiter
+	maxWait time.Duration
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithRunRateLimit bounds workflows_run per client session to perSecond runs with bursts of
+// burst (token bucket). perSecond ≤ 0 disables the limit. Default: 10 per second, burst 20.
+func WithRunRateLimit(perSecond float64, burst int) Option {
+	return func(s *Server) { s.limiter = newLimiter(perSecond, burst) }
+}
+
+// New returns an MCP server for e.
+func New(e *engine.Engine, opts ...Option) *Server {
+	s := &Server{e: e, limiter: newLimiter(10, 20), maxWait: 10 * time.Minute}
+	for _, o := range opts {
+		o(s)
+	}
+	s.mcp = server.NewMCPServer("dcc-flow", engine.Version,
+		server.WithToolCapabilities(false), server.WithResourceCapabilities(false, false), server.WithRecovery(),
+		server.WithInstructions("dcc-flow runs pipelines of DCC tool calls. Start one with workflows_run (a spec or a catalog name), watch it with workflows_get_status, answer approvals with workflows_approve."))
+	s.addTools()
+	s.addResources()
+	return s
+}
+
+// MCPServer returns the underlying mcp-go server (to add tools of the host, for instance).
+func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
+
+// ServeStdio serves one client over r/w until ctx ends or r is closed. It installs no signal
+// handler and logs nothing.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	st := server.NewStdioServer(s.mcp)
+	st.SetErrorLogger(log.New(io.Discard, "", 0))
+	err := st.Listen(ctx, r, w)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) addTools() {
+	s.mcp.AddTool(mcp.NewTool("workflows_run",
+		mcp.WithDescription("Start a workflow run from a spec (YAML or JSON text, or a JSON object) or a catalog name, with inputs. Returns workflow_id and status at once; with wait_secs > 0 it waits up to that long for the end, sending progress and notifications/$/dcc.workflowUpdated meanwhile."),
+		mcp.WithAny("spec", mcp.Description("The workflow spec: YAML or JSON text, or a JSON object. Give spec or workflow.")),
+		mcp.WithString("workflow", mcp.Description("A catalog name (see workflows_lookup). Give spec or workflow.")),
+		mcp.WithObject("inputs", mcp.Description("The run's inputs, checked against the spec's declared inputs.")),
+		mcp.WithNumber("wait_secs", mcp.Description("Wait up to this many seconds for the run to end (0 = return at once).")),
+		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(true),
+		mcp.WithReadOnlyHintAnnotation(false), mcp.WithIdempotentHintAnnotation(false)), s.toolRun)
+	s.mcp.AddTool(mcp.NewTool("workflows_get_status",
+		mcp.WithDescription("Status of a run: status, terminal, progress, steps, open approvals, outputs when done, error."),
+		mcp.WithString("workflow_id", mcp.Required(), mcp.Description("The run id returned by workflows_run.")),
+		mcp.WithReadOnlyHintAnnotation(true), mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolStatus)
+	s.mcp.AddTool(mcp.NewTool("workflows_cancel",
+		mcp.WithDescription("Cancel a run: no new step starts, running tool calls are told, the run becomes cancelled. Cancelling a finished run does nothing."),
+		mcp.WithString("workflow_id", mcp.Required()),
+		mcp.WithString("reason", mcp.Description("Why, for the run record.")),
+		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolCancel)
+	s.mcp.AddTool(mcp.NewTool("workflows_lookup",
+		mcp.WithDescription("Search the workflow catalog by name or description words; an empty query lists every workflow."),
+		mcp.WithString("query"),
+		mcp.WithReadOnlyHintAnnotation(true), mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolLookup)
+	s.mcp.AddTool(mcp.NewTool("workflows_resume",
+		mcp.WithDescription("Resume a failed, interrupted or cancelled run, reusing its completed steps."),
+		mcp.WithString("workflow_id", mcp.Required()),
+		mcp.WithArray("force_steps", mcp.Description("Step ids or instance keys to run again."), mcp.WithStringItems()),
+		mcp.WithString("expected_spec_hash", mcp.Description("Refuse (spec_changed) unless the run's spec has this hash.")),
+		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(true)), s.toolResume)
+	s.mcp.AddTool(mcp.NewTool("workflows_approve",
+		mcp.WithDescription("Answer the open approval of an approve step."),
+		mcp.WithString("workflow_id", mcp.Required()),
+		mcp.WithString("step", mcp.Required(), mcp.Description("The approve step's instance key, e.g. human_gate.")),
+		mcp.WithBoolean("approved", mcp.Required()),
+		mcp.WithString("reason"), mcp.WithString("by"),
+		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolApprove)
+}
+
+// toolError is a tool failure: isError with the stable code in structuredContent.
+func toolError(err error) *mcp.CallToolResult {
+	code := run.CodeOf(err)
+	body := map[string]any{"code": code, "message": err.Error()}
+	var ve *spec.ValidationError
+	if errors.As(err, &ve) {
+		body["problems"] = ve.Problems
+	}
+	res := mcp.NewToolResultStructured(body, fmt.Sprintf("%s: %s", code, err.Error()))
+	res.IsError = true
+	return res
+}
+
+func structured(v any) *mcp.CallToolResult {
+	b, _ := json.Marshal(v)
+	return mcp.NewToolResultStructured(v, string(b))
+}
+
+func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	session := server.ClientSessionFromContext(ctx)
+	sessionID := ""
+	if session != nil {
+		sessionID = session.SessionID()
+	}
+	if wait, ok := s.limiter.allow(sessionID); !ok {
+		return toolError(&run.Error{Code: "rate_limited", Message: fmt.Sprintf("too many workflows_run calls from this session; retry in %.1f s", wait.Seconds()),
+			Details: map[string]any{"retry_after_secs": math.Ceil(wait.Seconds()*10) / 10}}), nil
+	}
+	args := req.GetArguments()
+	start := engine.StartRequest{Origin: engine.OriginMCP}
+	if w, ok := args["workflow"].(string); ok {
+		start.Workflow = w
+	}
+	if in, ok := args["inputs"].(map[string]any); ok {
+		start.Inputs = in
+	}
+	if raw, ok := args["spec"]; ok && raw != nil {
+		var text []byte
+		switch v := raw.(type) {
+		case string:
+			text = []byte(v)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return toolError(run.Errorf(run.CodeInvalidRequest, "spec: %v", err)), nil
+			}
+			text = b
+		}
+		sp, err := spec.Parse(text, spec.Options{Source: "spec"})
+		if err != nil {
+			return toolError(err), nil
+		}
+		start.Spec = sp
+	}
+	id, err := s.e.Submit(ctx, start)
+	if err != nil {
+		return toolError(err), nil
+	}
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	waitSecs := req.GetFloat("wait_secs", 0)
+	if waitSecs > 0 {
+		wait := min(time.Duration(waitSecs*float64(time.Second)), s.maxWait)
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		s.forward(wctx, id, token) // on the request's stream: returns when the run ends
+		cancel()
+	} else if sessionID != "" {
+		go s.forward(context.WithoutCancel(ctx), id, token)
+	}
+	info, err := s.e.Status(context.Background(), id)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return structured(map[string]any{"workflow_id": id, "status": info.Status, "terminal": info.Terminal,
+		"progress": info.Progress, "outputs": info.Outputs, "error": info.Error}), nil
+}
+
+// forward sends the run's events to the session that started it, as workflowUpdated and (with
+// a progress token) progress notifications, until the run ends or ctx does. Sending never blocks
+// the engine: notifications a slow client cannot take are dropped by mcp-go.
+func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressToken) {
+	sub, err := s.e.Subscribe(ctx, engine.EventQuery{RunID: runID})
+	if err != nil {
+		return
+	}
+	defer sub.Close()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		detail := map[string]any{"kind": ev.Type, "step_key": ev.StepKey, "status": ev.Status, "attempt": ev.Attempt}
+		if len(ev.Detail) > 0 {
+			var d map[string]any
+			if json.Unmarshal(ev.Detail, &d) == nil {
+				for k, v := range d {
+					if _, taken := detail[k]; !taken {
+						detail[k] = v
+					}
+				}
+			}
+		}
+		terminal := ev.Type == run.EventWorkflowTerminal
+		params := map[string]any{"workflow_id": runID, "status": ev.Status, "terminal": terminal,
+			"progress": ev.Progress, "seq": ev.Seq, "detail": detail}
+		_ = s.mcp.SendNotificationToClient(ctx, UpdatedMethod, params)
+		if token != nil {
+			_ = s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+				"progressToken": token, "progress": ev.Progress.Completed, "total": ev.Progress.Total,
+				"message": strings.TrimSpace(ev.Type + " " + ev.StepKey)})
+		}
+		if terminal {
+			return
+		}
+	}
+}
+
+func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := req.RequireString("workflow_id")
+	if err != nil {
+		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id is required")), nil
+	}
+	info, err := s.e.Status(ctx, id)
+	if err != nil {
+		return toolError(err), nil
+	}
+	out := map[string]any{"workflow_id": info.ID, "name": info.Name, "status": info.Status, "terminal": info.Terminal,
+		"progress": info.Progress, "steps": info.Steps, "approvals": info.Approvals, "error": info.Error,
+		"created_at": info.CreatedAt}
+	if info.Terminal {
+		out["outputs"] = info.Outputs
+	}
+	return structured(out), nil
+}
+
+func (s *Server) toolCancel(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := req.RequireString("workflow_id")
+	if err != nil {
+		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id is required")), nil
+	}
+	if err := s.e.Cancel(ctx, id, req.GetString("reason", "cancelled over MCP")); err != nil {
+		return toolError(err), nil
+	}
+	info, err := s.e.Wait(ctx, id, 5*time.Second)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return structured(map[string]any{"workflow_id": id, "status": info.Status, "terminal": info.Terminal}), nil
+}
+
+func (s *Server) toolLookup(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	entries := s.e.Lookup(req.GetString("query", ""))
+	if entries == nil {
+		entries = []engine.CatalogEntry{}
+	}
+	return structured(map[string]any{"workflows": entries}), nil
+}
+
+func (s *Server) toolResume(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := req.RequireString("workflow_id")
+	if err != nil {
+		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id is required")), nil
+	}
+	opts := engine.ResumeOptions{ExpectedSpecHash: req.GetString("expected_spec_hash", ""), ForceSteps: req.GetStringSlice("force_steps", nil)}
+	if _, err := s.e.Resume(ctx, id, opts); err != nil {
+		return toolError(err), nil
+	}
+	info, err := s.e.Status(ctx, id)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return structured(map[string]any{"workflow_id": id, "status": info.Status, "terminal": info.Terminal}), nil
+}
+
+func (s *Server) toolApprove(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err1 := req.RequireString("workflow_id")
+	step, err2 := req.RequireString("step")
+	approved, err3 := req.RequireBool("approved")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id, step and approved are required: %v", err)), nil
+	}
+	by := req.GetString("by", "mcp")
+	if err := s.e.Approve(ctx, id, step, approved, req.GetString("reason", ""), by); err != nil {
+		return toolError(err), nil
+	}
+	return structured(map[string]any{"workflow_id": id, "step": step, "approved": approved}), nil
+}
+
+func (s *Server) addResources() {
+	s.mcp.AddResource(mcp.NewResource("dccflow://catalog", "workflow catalog",
+		mcp.WithResourceDescription("Every workflow the engine can run by name."), mcp.WithMIMEType("application/json")),
+		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			b, err := json.Marshal(map[string]any{"workflows": s.e.Lookup("")})
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "dccflow://catalog", MIMEType: "application/json", Text: string(b)}}, nil
+		})
+	s.mcp.AddResourceTemplate(mcp.NewResourceTemplate("dccflow://runs/{workflow_id}", "workflow run",
+		mcp.WithTemplateDescription("A run's status, steps and recent events."), mcp.WithTemplateMIMEType("application/json")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			id := strings.TrimPrefix(req.Params.URI, "dccflow://runs/")
+			info, err := s.e.Status(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			evs, _ := s.e.PollEvents(ctx, engine.EventQuery{RunID: id, Max: 200}, 0)
+			b, err := json.Marshal(map[string]any{"run": info, "events": evs})
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
+		})
+}
+
+// limiter is a token bucket per client session.
+type limiter struct {
+	rate  float64 // tokens per second; ≤ 0 = unlimited
+	burst float64
+	mu    sync.Mutex
+	bkts  map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(perSecond float64, burst int) *limiter {
+	return &limiter{rate: perSecond, burst: float64(max(burst, 1)), bkts: map[string]*bucket{}}
+}
+
+// allow takes a token for session; when none is left it returns how long until one is.
+func (l *limiter) allow(session string) (time.Duration, bool) {
+	if l.rate <= 0 {
+		return 0, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	b := l.bkts[session]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.bkts[session] = b
+	}
+	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), false
+}

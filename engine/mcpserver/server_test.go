@@ -1,0 +1,279 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+const gated = `
+name: gated
+steps:
+  - {id: prep, tool: flow__echo, args: {value: "{{inputs.shot}}"}}
+  - {id: human_gate, kind: approve, prompt: "push {{inputs.shot}}?"}
+  - {id: push, tool: flow__echo, args: {value: pushed}}
+inputs: {shot: {type: string, required: true}}
+`
+
+type bundle struct {
+	e      *engine.Engine
+	c      *client.Client
+	mu     sync.Mutex
+	notifs []mcp.JSONRPCNotification
+}
+
+func (b *bundle) notifications(method string) []mcp.JSONRPCNotification {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []mcp.JSONRPCNotification
+	for _, n := range b.notifs {
+		if n.Method == method {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func setup(t *testing.T, transportKind string, opts ...mcpserver.Option) *bundle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e, err := engine.Open(ctx, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	s, _ := spec.ParseString(gated)
+	if err := e.Register(s); err != nil {
+		t.Fatal(err)
+	}
+	srv := mcpserver.New(e, opts...)
+	var tr transport.Interface
+	switch transportKind {
+	case "http":
+		hs := httptest.NewServer(srv.Handler(""))
+		t.Cleanup(hs.Close)
+		st, err := transport.NewStreamableHTTP(hs.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr = st
+	case "stdio":
+		cr, sw := io.Pipe()
+		sr, cw := io.Pipe()
+		go func() { _ = srv.ServeStdio(ctx, sr, sw) }()
+		t.Cleanup(func() { cw.Close(); sw.Close() })
+		tr = transport.NewIO(cr, cw, io.NopCloser(strings.NewReader("")))
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	b := &bundle{e: e, c: c}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		b.mu.Lock()
+		b.notifs = append(b.notifs, n)
+		b.mu.Unlock()
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.ProtocolVersion20251125,
+		ClientInfo: mcp.Implementation{Name: "test", Version: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func call(t *testing.T, c *client.Client, name string, args map[string]any, meta *mcp.Meta) (map[string]any, bool) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	req.Params.Meta = meta
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &out)
+	return out, res.IsError
+}
+
+func TestToolsListedWithAnnotations(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	res, err := b.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]mcp.ToolAnnotation{}
+	for _, tool := range res.Tools {
+		got[tool.Name] = tool.Annotations
+	}
+	want := map[string][2]bool{ // destructive, read-only
+		"workflows_run": {true, false}, "workflows_get_status": {false, true}, "workflows_cancel": {true, false},
+		"workflows_lookup": {false, true}, "workflows_resume": {true, false}, "workflows_approve": {true, false},
+	}
+	for name, w := range want {
+		a, ok := got[name]
+		if !ok || a.DestructiveHint == nil || *a.DestructiveHint != w[0] || a.ReadOnlyHint == nil || *a.ReadOnlyHint != w[1] {
+			t.Errorf("%s: annotations %+v", name, a)
+		}
+	}
+	if a := got["workflows_run"]; a.OpenWorldHint == nil || !*a.OpenWorldHint {
+		t.Error("workflows_run is not open-world")
+	}
+	if a := got["workflows_cancel"]; a.IdempotentHint == nil || !*a.IdempotentHint {
+		t.Error("workflows_cancel is not idempotent")
+	}
+}
+
+func TestRunApproveCompleteOverMCP(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"stdio", "http"} {
+		kind := kind
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, kind)
+			out, isErr := call(t, b.c, "workflows_run", map[string]any{"workflow": "gated", "inputs": map[string]any{"shot": "sh010"}}, nil)
+			if isErr {
+				t.Fatalf("run: %v", out)
+			}
+			id := out["workflow_id"].(string)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, _ := call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": id}, nil)
+				if st["status"] == "waiting" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("never waiting: %v", st)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if out, isErr := call(t, b.c, "workflows_approve", map[string]any{"workflow_id": id, "step": "human_gate", "approved": true, "by": "sup"}, nil); isErr {
+				t.Fatalf("approve: %v", out)
+			}
+			info, err := b.e.Wait(context.Background(), id, 10*time.Second)
+			if err != nil || info.Status != "completed" {
+				t.Fatalf("%v %+v", err, info)
+			}
+			st, _ := call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": id}, nil)
+			if st["terminal"] != true || st["outputs"].(map[string]any)["push"].(map[string]any)["value"] != "pushed" {
+				t.Fatalf("status %v", st)
+			}
+			// A spec given inline, waited for, with progress.
+			out, isErr = call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo, args: {value: 1}}]", "wait_secs": 10},
+				&mcp.Meta{ProgressToken: "tok-1"})
+			if isErr || out["status"] != "completed" || out["terminal"] != true {
+				t.Fatalf("inline run: %v", out)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for len(b.notifications("notifications/progress")) == 0 || len(b.notifications(mcpserver.UpdatedMethod)) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("notifications: progress %d, updated %d", len(b.notifications("notifications/progress")), len(b.notifications(mcpserver.UpdatedMethod)))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The run resource.
+			rr := mcp.ReadResourceRequest{}
+			rr.Params.URI = "dccflow://runs/" + id
+			res, err := b.c.ReadResource(context.Background(), rr)
+			if err != nil || len(res.Contents) != 1 || !strings.Contains(res.Contents[0].(mcp.TextResourceContents).Text, `"completed"`) {
+				t.Fatalf("resource: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+func TestToolErrorsCarryCodes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	cases := []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"workflows_run", map[string]any{"spec": "steps: [{id: a, tol: t}]"}, "validation_failed"},
+		{"workflows_run", map[string]any{"workflow": "nope"}, "not_found"},
+		{"workflows_run", map[string]any{"workflow": "gated"}, "invalid_input"},
+		{"workflows_get_status", map[string]any{"workflow_id": "nope"}, "not_found"},
+		{"workflows_approve", map[string]any{"workflow_id": "nope", "step": "s", "approved": true}, "not_found"},
+		{"workflows_resume", map[string]any{"workflow_id": "nope"}, "not_found"},
+	}
+	for _, tc := range cases {
+		out, isErr := call(t, b.c, tc.tool, tc.args, nil)
+		if !isErr || out["code"] != tc.code {
+			t.Errorf("%s %v: isError %v, %v", tc.tool, tc.args, isErr, out)
+		}
+	}
+}
+
+func TestCancelOverMCP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "http")
+	out, _ := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: s, tool: flow__sleep, args: {ms: 60000}}]"}, nil)
+	id := out["workflow_id"].(string)
+	out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id, "reason": "agent"}, nil)
+	if isErr || out["status"] != "cancelled" {
+		t.Fatalf("cancel: %v", out)
+	}
+	if out, isErr = call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
+		t.Fatalf("cancel twice: %v", out)
+	}
+	lookup, _ := call(t, b.c, "workflows_lookup", map[string]any{"query": "gat"}, nil)
+	if ws := lookup["workflows"].([]any); len(ws) != 1 {
+		t.Fatalf("lookup %v", lookup)
+	}
+}
+
+func TestRunRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio", mcpserver.WithRunRateLimit(0.01, 2))
+	for i := 0; i < 2; i++ {
+		if out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo}]"}, nil); isErr {
+			t.Fatalf("run %d: %v", i, out)
+		}
+	}
+	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo}]"}, nil)
+	if !isErr || out["code"] != "rate_limited" {
+		t.Fatalf("third run: %v", out)
+	}
+}
+
+func TestHTTPBindAndToken(t *testing.T) {
+	t.Parallel()
+	e, _ := engine.Open(context.Background(), engine.Config{})
+	defer e.Close(context.Background())
+	srv := mcpserver.New(e)
+	if _, err := srv.ListenHTTP("0.0.0.0:0", ""); err == nil || !strings.Contains(err.Error(), "requires a bearer token") {
+		t.Fatalf("non-loopback without token: %v", err)
+	}
+	hs, err := srv.ListenHTTP("127.0.0.1:0", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close(context.Background())
+	resp, err := http.Post(hs.URL(), "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without token: %d", resp.StatusCode)
+	}
+}
