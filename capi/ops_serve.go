@@ -2,16 +2,22 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 )
 
 // doors are the servers the C ABI started for an engine handle, stopped when it closes.
 type doors struct {
 	mu       sync.Mutex
 	webhooks *engine.WebhookServer
+	mcpHTTP  *mcpserver.HTTPServer
+	mcpStdio context.CancelFunc
 }
 
 var engineDoors sync.Map // handle → *doors
@@ -30,11 +36,19 @@ func stopDoors(h uint64) {
 	d := v.(*doors)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if d.webhooks != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = d.webhooks.Close(ctx)
-		cancel()
 		d.webhooks = nil
+	}
+	if d.mcpHTTP != nil {
+		_ = d.mcpHTTP.Close(ctx)
+		d.mcpHTTP = nil
+	}
+	if d.mcpStdio != nil {
+		d.mcpStdio()
+		d.mcpStdio = nil
 	}
 }
 
@@ -83,6 +97,9 @@ type serveRequest struct {
 	Webhooks     *string `json:"webhooks"`
 	SchedulesDir string  `json:"schedules_dir"`
 	Scheduler    bool    `json:"scheduler"`
+	// MCP is "stdio" (the process's standard input and output) or "http://HOST:PORT".
+	MCP   string `json:"mcp"`
+	Token string `json:"token"`
 }
 
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
@@ -123,7 +140,42 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		}
 		res["webhooks_addr"] = d.webhooks.Addr()
 	}
+	if req.MCP != "" {
+		url, err := startMCP(h, e, req.MCP, req.Token)
+		if err != nil {
+			return nil, err
+		}
+		res["mcp_url"] = url
+	}
 	return res, nil
+}
+
+// startMCP serves the engine over MCP: "stdio" on the process's standard streams, or
+// "http://HOST:PORT" (port 0 picks one). It returns the endpoint ("stdio" or the URL).
+func startMCP(h uint64, e *engine.Engine, where, token string) (string, error) {
+	d := doorsOf(h)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	srv := mcpserver.New(e)
+	switch {
+	case where == "stdio":
+		if d.mcpStdio == nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			d.mcpStdio = cancel
+			go func() { _ = srv.ServeStdio(ctx, os.Stdin, os.Stdout) }()
+		}
+		return "stdio", nil
+	case strings.HasPrefix(where, "http://"):
+		if d.mcpHTTP == nil {
+			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token)
+			if err != nil {
+				return "", err
+			}
+			d.mcpHTTP = hs
+		}
+		return d.mcpHTTP.URL(), nil
+	}
+	return "", &badRequest{msg: fmt.Sprintf(`invalid request: "mcp" must be "stdio" or "http://HOST:PORT"; got %q`, where)}
 }
 
 // opServeStop stops the servers and the scheduler of an engine (the engine stays open).

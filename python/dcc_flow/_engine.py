@@ -389,9 +389,11 @@ class Engine:
         self._call("dccflow_serve_start", {"scheduler": True})
 
     def serve(self, webhooks: Optional[str] = None, schedules_dir: Optional[str] = None,
-              scheduler: bool = True) -> Dict[str, Any]:
-        """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``) and, with
-        ``webhooks="127.0.0.1:8787"``, the webhook HTTP server. Returns ``{"webhooks_addr", ...}``.
+              scheduler: bool = True, mcp: Optional[str] = None, token: Optional[str] = None) -> Dict[str, Any]:
+        """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
+        ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
+        ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
+        Returns ``{"webhooks_addr"?, "mcp_url"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
@@ -399,6 +401,10 @@ class Engine:
             req["webhooks"] = webhooks
         if schedules_dir is not None:
             req["schedules_dir"] = os.fspath(schedules_dir)
+        if mcp is not None:
+            req["mcp"] = mcp
+            if token:
+                req["token"] = token
         return self._call("dccflow_serve_start", req)
 
     def stop_serving(self) -> None:
