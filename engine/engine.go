@@ -18,6 +18,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
@@ -119,6 +120,7 @@ type Engine struct {
 
 	sched   schedulerState  // see scheduler.go
 	environ func() []string // the process environment (WithEnviron), or nil for os.Environ
+	remotes *remote.Pool    // the MCP clients of Config.Remotes, or nil
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -159,6 +161,16 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		e.store, e.ownStore = st, true
 	default:
 		e.store, e.ownStore = memstore.New(), true
+	}
+	if o.remote == nil && len(cfg.Remotes) > 0 {
+		pool, err := newRemotePool(cfg.Remotes)
+		if err != nil {
+			if e.ownStore {
+				_ = e.store.Close()
+			}
+			return nil, err
+		}
+		e.remotes, o.remote = pool, poolCaller{pool}
 	}
 	e.router = tools.NewRouter(o.clock, o.remote)
 	var stall time.Duration
@@ -226,6 +238,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		err = context.Cause(ctx)
 	}
 	e.router.Host().Close()
+	if e.remotes != nil {
+		e.remotes.Close()
+	}
 	e.hub.close()
 	if e.ownStore && err == nil {
 		err = e.store.Close()
