@@ -12,7 +12,7 @@ GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py smoke vet lint fuzz bench demo clean venv
+.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench demo clean venv
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -36,7 +36,7 @@ $(VENV)/.ok: pyproject.toml
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py smoke ## Everything CI runs: vet, lint, Go tests, pytest, the 3.7–3.13 smoke test
+test: vet lint test-go test-py test-node smoke ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
@@ -48,6 +48,10 @@ lint: venv ## gofmt check, mypy --strict and ruff on the Python package
 
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
+
+test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+	node --test tests/node/
 
 smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyenv)
 	@scripts/smoke-all.sh
