@@ -48,7 +48,7 @@ func (b *bundle) notifications(method string) []mcp.JSONRPCNotification {
 	return out
 }
 
-func setup(t *testing.T, transportKind string, opts ...mcpserver.Option) *bundle {
+func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
