@@ -277,3 +277,33 @@ func TestHTTPBindAndToken(t *testing.T) {
 		t.Fatalf("without token: %d", resp.StatusCode)
 	}
 }
+
+func TestResumeOverMCP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	out, _ := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo, args: {value: 1}}, {id: s, tool: flow__sleep, args: {ms: 60000}}]"}, nil)
+	id := out["workflow_id"].(string)
+	if out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
+		t.Fatalf("cancel: %v", out)
+	}
+	out, isErr := call(t, b.c, "workflows_resume", map[string]any{"workflow_id": id, "expected_spec_hash": "0000"}, nil)
+	if !isErr || out["code"] != "spec_changed" {
+		t.Fatalf("resume with a wrong hash: %v", out)
+	}
+	out, isErr = call(t, b.c, "workflows_resume", map[string]any{"workflow_id": id}, nil)
+	if isErr || out["workflow_id"] != id {
+		t.Fatalf("resume: %v", out)
+	}
+	info, err := b.e.Status(context.Background(), id)
+	if err != nil || info.Terminal {
+		t.Fatalf("the resumed run is not running: %v %+v", err, info)
+	}
+	for _, st := range info.Steps {
+		if st.Key == "a" && st.Status != "completed" {
+			t.Fatalf("step a: %+v", st)
+		}
+	}
+	if out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
+		t.Fatalf("cancel the resumed run: %v", out)
+	}
+}
