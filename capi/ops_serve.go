@@ -96,7 +96,7 @@ var opSchedulesList = withEngine(func(e *engine.Engine, _ *struct{}) (any, error
 type serveRequest struct {
 	Webhooks     *string `json:"webhooks"`
 	SchedulesDir string  `json:"schedules_dir"`
-	Scheduler    bool    `json:"scheduler"`
+	Scheduler    *bool   `json:"scheduler"`
 	// MCP is "stdio" (the process's standard input and output) or "http://HOST:PORT".
 	MCP   string `json:"mcp"`
 	Token string `json:"token"`
@@ -104,6 +104,8 @@ type serveRequest struct {
 
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
 // {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787"} →
+// "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
+// (to list them with their next fire times, firing nothing).
 // {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787"}.
 func opServeStart(h uint64, in []byte) (any, error) {
 	e, err := engines.get(h)
@@ -122,7 +124,7 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		}
 		res["schedules"] = len(specs)
 	}
-	if req.Scheduler || req.SchedulesDir != "" {
+	if (req.Scheduler == nil && req.SchedulesDir != "") || (req.Scheduler != nil && *req.Scheduler) {
 		if err := e.StartScheduler(context.Background()); err != nil {
 			return nil, err
 		}

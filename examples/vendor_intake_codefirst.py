@@ -85,7 +85,7 @@ def export(scene: str) -> Dict[str, Any]:
 # --- the workflow ---------------------------------------------------------------------------
 
 
-@workflow(inputs={"date": {"format": "date"}})
+@workflow
 def vendor_intake(ctx: FlowContext, date: str) -> None:
     """Import vendor Maya files, QC, export FBX, push to Unreal."""
     listing = list_sftp(date, step_id="list")

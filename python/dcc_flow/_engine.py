@@ -566,15 +566,18 @@ class Engine:
                 if until_terminal and ev.get("type") == "workflow_terminal":
                     return
 
+    def last_event_seq(self) -> int:
+        """The sequence number of the newest event (0 when there is none yet): pass it as
+        ``events(after_seq=...)`` to see only what happens from now on, from the first event."""
+        return int(self._call("dccflow_events_next", {"after_seq": 0, "max": 0, "timeout_ms": 0}).get("last_seq", 0))
+
     def on_event(self, callback: Callable[[Dict[str, Any]], None]) -> None:
         """Call ``callback(event)`` for every event from now on, on a thread of this package
         (never a Go thread). Exceptions in callbacks are logged."""
         with self._lock:
             self._callbacks.append(callback)
             if self._events_thread is None:
-                start = int(self._call("dccflow_events_next", {"after_seq": 0, "max": 0, "timeout_ms": 0})
-                            .get("last_seq", 0))
-                self._events_thread = threading.Thread(target=self._event_loop, args=(start,),
+                self._events_thread = threading.Thread(target=self._event_loop, args=(self.last_event_seq(),),
                                                        name="dcc_flow-events", daemon=True)
                 self._events_thread.start()
 

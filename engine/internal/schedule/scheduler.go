@@ -281,7 +281,7 @@ func (s *Scheduler) nextLocked(e *entry) time.Time {
 	if !e.spec.Enabled || e.trig == nil {
 		return time.Time{}
 	}
-	if e.done != nil {
+	if e.done != nil && !e.next.IsZero() { // the loop has planned its next fire (jitter included)
 		return e.next
 	}
 	return e.trig.next(s.clock.Now())

@@ -42,6 +42,15 @@ __all__ = ["main", "COMMAND_MODULES", "commands"]
 #: The command modules of this package, in the order ``dcc-flow --help`` lists them.
 COMMAND_MODULES = (
     "validate",
+    "run",
+    "status",
+    "runs",
+    "show",
+    "cancel",
+    "approve",
+    "resume",
+    "schedules",
+    "serve",
     "graph",
 )
 

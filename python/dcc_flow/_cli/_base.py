@@ -31,8 +31,11 @@ EXIT_USAGE = 2  # the command line itself is wrong: an unknown option, a missing
 
 def one_line(text: str) -> str:
     """``text`` with its line breaks (and runs of whitespace around them) folded to ``; ``."""
-    lines = [line.strip() for line in str(text).splitlines()]
-    return "; ".join(line for line in lines if line)
+    out = ""
+    for line in (line.strip() for line in str(text).splitlines()):
+        if line:
+            out += (" " if out.endswith(":") else "; " if out else "") + line
+    return out
 
 
 class CliError(Exception):
@@ -65,6 +68,15 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 30, width: Any = None) -> None:
         super().__init__(prog, indent_increment, max_help_position, width)
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if action.nargs == argparse.PARSER:
+            # argparse measures command names without the indent it prints them with: make room
+            # so a long name ("schedules") keeps its summary on the same line.
+            names = [len(name) for name in (action.choices or {})]
+            needed = max(names, default=0) + self._current_indent + self._indent_increment
+            self._action_max_length = max(self._action_max_length, needed)
 
     def _format_action(self, action: argparse.Action) -> str:
         text = super()._format_action(action)

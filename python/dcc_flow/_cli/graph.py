@@ -15,7 +15,7 @@ _DOT_SUFFIXES = (".dot", ".gv")
 
 class GraphCommand(Command):
     name = "graph"
-    summary = "draw a workflow as a Mermaid flowchart or a Graphviz DOT digraph"
+    summary = "draw a workflow as a Mermaid flowchart or Graphviz DOT"
     description = (
         "Draw the steps of FILE (YAML or JSON; '-' reads standard input) and the order they run in:\n"
         "one node per step labelled with its id and tool (or kind), an edge per dependency,\n"

@@ -1,0 +1,163 @@
+"""What the commands that use an engine share: the database option, opening the engine, loading
+tool modules, and formatting runs.
+
+Database: ``--db PATH``, else ``$DCC_FLOW_DB``, else ``.dcc-flow/flow.db`` in the working
+directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept).
+
+Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
+defines ``register(engine)``, that is called; otherwise every public function defined in the
+module is registered as a main-lane tool under its name.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from .._engine import Engine, RunResult
+from ._base import CliError, UsageError
+
+__all__ = ["add_db_argument", "open_engine", "load_tools", "DEFAULT_DB", "DB_ENV", "parse_inputs", "exit_code",
+           "format_duration", "elapsed"]
+
+DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
+DB_ENV = "DCC_FLOW_DB"
+
+#: Exit codes of commands that report a run: 0 completed, 1 failed, 3 cancelled or interrupted.
+EXIT_RUN_STOPPED = 3
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="PATH", default=None,
+                        help="the run database (default: $%s, else %s; ':memory:' keeps nothing)"
+                        % (DB_ENV, DEFAULT_DB))
+
+
+def db_path(args: argparse.Namespace) -> str:
+    path = getattr(args, "db", None) or os.environ.get(DB_ENV) or DEFAULT_DB
+    return str(path)
+
+
+def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None) -> Engine:
+    path = db_path(args)
+    if path == ":memory:":
+        return Engine(config=config)
+    return Engine(db=path, config=config)
+
+
+def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
+    """Import each module and register its tools; return the tool names registered."""
+    names: List[str] = []
+    for spec in modules:
+        module = _import(spec)
+        register = getattr(module, "register", None)
+        before = set(engine.tools)
+        if callable(register):
+            register(engine)
+        else:
+            for name in dir(module):
+                fn = getattr(module, name)
+                if name.startswith("_") or not callable(fn) or getattr(fn, "__module__", None) != module.__name__:
+                    continue
+                if isinstance(fn, type):
+                    continue
+                engine.register_tool(fn, name=name)
+        names.extend(sorted(set(engine.tools) - before))
+    return names
+
+
+def _import(spec: str) -> Any:
+    if spec.endswith(".py") or os.sep in spec:
+        if not os.path.isfile(spec):
+            raise CliError("--tools %s: no such file" % spec)
+        name = "dcc_flow_tools_" + os.path.splitext(os.path.basename(spec))[0]
+        loader_spec = importlib.util.spec_from_file_location(name, spec)
+        if loader_spec is None or loader_spec.loader is None:
+            raise CliError("--tools %s: cannot import it" % spec)
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - a broken tool module is one clear line
+            raise CliError("--tools %s: importing it failed: %s: %s" % (spec, type(exc).__name__, exc)) from None
+        return module
+    try:
+        return importlib.import_module(spec)
+    except Exception as exc:  # noqa: BLE001
+        raise CliError("--tools %s: importing it failed: %s: %s" % (spec, type(exc).__name__, exc)) from None
+
+
+def parse_inputs(pairs: Sequence[str], json_file: Optional[str]) -> Dict[str, Any]:
+    """``--inputs-json FILE`` then each ``--input key=value`` (a value that parses as JSON is
+    taken as JSON: numbers, booleans, lists; anything else is a string)."""
+    import json
+
+    inputs: Dict[str, Any] = {}
+    if json_file:
+        try:
+            with open(json_file, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+        except OSError as exc:
+            raise CliError("--inputs-json %s: %s" % (json_file, exc.strerror or exc)) from None
+        except ValueError as exc:
+            raise CliError("--inputs-json %s: not valid JSON: %s" % (json_file, exc)) from None
+        if not isinstance(loaded, dict):
+            raise CliError("--inputs-json %s: must hold a JSON object" % json_file)
+        inputs.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError("--input %r: use --input key=value" % pair)
+        try:
+            inputs[key.strip()] = json.loads(value)
+        except ValueError:
+            inputs[key.strip()] = value
+    return inputs
+
+
+def exit_code(result: RunResult) -> int:
+    if result.ok:
+        return 0
+    if result.status.value in ("cancelled", "interrupted"):
+        return EXIT_RUN_STOPPED
+    return 1
+
+
+def format_duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return "%dms" % round(seconds * 1000)
+    if seconds < 60:
+        return "%.1fs" % seconds
+    minutes, secs = divmod(int(seconds), 60)
+    return "%dm%02ds" % (minutes, secs)
+
+
+def _parse_time(text: Optional[str]) -> Optional[float]:
+    if not text:
+        return None
+    import datetime
+
+    text = text.replace("Z", "+00:00")
+    if "." in text:  # Python 3.7-3.10 accept at most 6 fraction digits
+        head, _, rest = text.partition(".")
+        digits = "".join(c for c in rest if c.isdigit())
+        tz = rest[len(digits):]
+        text = "%s.%s%s" % (head, digits[:6].ljust(6, "0"), tz)
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def elapsed(start: Optional[str], end: Optional[str]) -> Optional[float]:
+    """Seconds between two RFC 3339 times (end None = now)."""
+    s = _parse_time(start)
+    if s is None:
+        return None
+    e = _parse_time(end) if end else time.time()
+    return None if e is None else max(0.0, e - s)

@@ -1,0 +1,36 @@
+"""``dcc-flow approve RUN STEP [--deny]``."""
+
+import argparse
+
+from ._base import Command, Context
+from ._engine import add_db_argument, open_engine
+
+__all__ = ["COMMAND"]
+
+
+class ApproveCommand(Command):
+    name = "approve"
+    summary = "grant (or deny) the open approval of a run's step"
+    description = (
+        "Answer the open approval of STEP in RUN (the run must be waiting in a live engine sharing\n"
+        "the database, e.g. dcc-flow serve)."
+    )
+    examples = (("approve", "dcc-flow approve r01a2059aa058768e2436c40aa9aa human_gate"),
+                ("deny with a reason",
+                 "dcc-flow approve r01a2059aa058768e2436c40aa9aa human_gate --deny --reason 'bad UVs'"))
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_id", metavar="RUN")
+        parser.add_argument("step", metavar="STEP", help="the approve step's instance key")
+        parser.add_argument("--deny", action="store_true", help="deny instead of granting")
+        parser.add_argument("--reason", default="")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        with open_engine(args) as engine:
+            engine.approve(args.run_id, args.step, not args.deny, reason=args.reason)
+        ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, args.run_id))
+        return 0
+
+
+COMMAND = ApproveCommand()

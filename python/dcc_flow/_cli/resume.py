@@ -1,0 +1,42 @@
+"""``dcc-flow resume RUN``: finish a failed, interrupted or cancelled run."""
+
+import argparse
+from typing import Any
+
+from ._base import Command, Context
+from ._engine import add_db_argument, load_tools, open_engine
+from .run import add_follow_arguments, follow
+
+__all__ = ["COMMAND"]
+
+
+class ResumeCommand(Command):
+    name = "resume"
+    summary = "finish a failed or interrupted run, reusing completed steps"
+    description = (
+        "Run RUN again under the same id with the tools of --tools: completed step instances are\n"
+        "reused, the others run. --force re-runs completed steps too."
+    )
+    examples = (("resume after a crash",
+                 "dcc-flow resume r01a2059aa058768e2436c40aa9aa --tools examples/vendor_intake_tools.py"),
+                ("re-export one file",
+                 "dcc-flow resume r01a2059aa058768e2436c40aa9aa --force 'per_file[3].export' --tools tools.py"))
+    exit_codes = "0 completed, 1 failed or not resumable, 2 usage error, 3 cancelled or interrupted, 130 Ctrl-C"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_id", metavar="RUN")
+        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE")
+        parser.add_argument("--force", action="append", default=[],
+                            metavar="STEP", help="a step id or instance key to run again")
+        add_follow_arguments(parser)
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        with open_engine(args) as engine:
+            load_tools(engine, args.tools)
+            after = engine.last_event_seq()
+            run: Any = engine.resume(args.run_id, force_steps=args.force)
+            return follow(engine, run, after, args, ctx)
+
+
+COMMAND = ResumeCommand()

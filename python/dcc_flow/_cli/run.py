@@ -1,0 +1,191 @@
+"""``dcc-flow run FILE``: run a workflow with its tools, showing progress."""
+
+import argparse
+import json
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from .._errors import DccFlowError
+from ._base import CliError, Command, Context
+from ._engine import add_db_argument, exit_code, format_duration, load_tools, open_engine, parse_inputs
+
+__all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
+
+
+class Progress:
+    """Renders engine events: one line redrawn in place on a terminal, JSON lines otherwise."""
+
+    def __init__(self, ctx: Context, run_id: str, name: str, tty: bool) -> None:
+        self.ctx, self.run_id, self.name, self.tty = ctx, run_id, name, tty
+        self.started = time.monotonic()
+        self.completed = self.total = 0
+        self.current = ""
+        self.retries = 0
+        self.waiting = ""
+        self.lock = threading.Lock()
+        self.width = 0
+
+    def line(self) -> str:
+        parts = ["%s %s" % (self.name or "run", self.run_id[:12]), "%d/%d steps" % (self.completed, self.total)]
+        if self.waiting:
+            parts.append("waiting for approval of %s" % self.waiting)
+        elif self.current:
+            parts.append(self.current)
+        if self.retries:
+            parts.append("%d retr%s" % (self.retries, "y" if self.retries == 1 else "ies"))
+        parts.append(format_duration(time.monotonic() - self.started))
+        return " · ".join(parts)
+
+    def event(self, ev: Dict[str, Any]) -> None:
+        if ev.get("run_id") != self.run_id:
+            return
+        with self.lock:
+            progress = ev.get("progress") or {}
+            self.completed = int(progress.get("completed", self.completed))
+            self.total = int(progress.get("total", self.total))
+            kind, key = ev.get("type"), ev.get("step_key") or ""
+            if kind == "step_enter":
+                attempt = int(ev.get("attempt") or 1)
+                self.current = key + (" (attempt %d)" % attempt if attempt > 1 else "")
+            elif kind == "step_retry":
+                self.retries += 1
+            elif kind == "approve_requested":
+                self.waiting = key
+            elif kind == "approve_resolved":
+                self.waiting = ""
+            if not self.tty:
+                self.ctx.print(json.dumps(ev, sort_keys=True))
+                return
+            text = self.line()
+            pad = max(0, self.width - len(text))
+            self.width = len(text)
+            self.ctx.write("\r" + text + " " * pad)
+
+    def finish(self) -> None:
+        if self.tty:
+            with self.lock:
+                self.ctx.write("\r" + " " * self.width + "\r")
+
+
+class RunCommand(Command):
+    name = "run"
+    summary = "run a workflow and its tools, with live progress"
+    description = (
+        "Run the workflow in FILE (YAML or JSON), or the catalog workflow NAME found in --workflows,\n"
+        "with the tools of --tools. On a terminal a progress line shows steps done, the running step,\n"
+        "retries and elapsed time; otherwise every event is printed as one JSON line. The run is kept\n"
+        "in the database (--db), so status, show and resume work on it afterwards."
+    )
+    examples = (
+        ("run a spec with tools from a module file",
+         "dcc-flow run examples/vendor_intake.yaml --tools examples/vendor_intake_tools.py --input date=2026-11-22"),
+        ("inputs from a JSON file, approvals granted automatically (CI, demos)",
+         "dcc-flow run flow.yaml --inputs-json inputs.json --approve-all"),
+        ("a workflow by name from a folder of specs, in memory",
+         "dcc-flow run vendor_intake --workflows examples/ --db :memory:"),
+    )
+    exit_codes = (
+        "0 completed, 1 failed (or a bad spec, input or tool module), 2 usage error, "
+        "3 cancelled or interrupted, 130 Ctrl-C"
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("target", metavar="FILE|NAME", help="a spec file, or a workflow name found in --workflows")
+        parser.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
+                            help="an input (repeatable); JSON values are parsed (3, true, [1,2]), others are strings")
+        parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
+        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
+                            help="a module (dotted name or .py path) whose register(engine) or public "
+                                 "functions are the tools")
+        parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files, registered by name")
+        parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
+                            help="run worker-lane tools on N threads (default: on this thread)")
+        add_follow_arguments(parser)
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        inputs = parse_inputs(args.input, args.inputs_json)
+        with open_engine(args) as engine:
+            load_tools(engine, args.tools)
+            register_dir(engine, args.workflows)
+            target = args.target
+            if os.path.isfile(target):
+                with open(target, "rb") as fh:
+                    text = fh.read().decode("utf-8")
+                spec: Any = text
+            elif args.workflows:
+                spec = target
+            else:
+                raise CliError("%s: no such file (give a spec file, or a workflow name with --workflows DIR)" % target)
+            if args.worker_threads > 0:
+                engine.serve_tools(workers=args.worker_threads)
+            after = engine.last_event_seq()
+            try:
+                run = engine.submit(spec, inputs)
+            except DccFlowError as exc:
+                if exc.code == "unknown_tool":
+                    hint = "add --tools MODULE" if not args.tools else "define them in a --tools module"
+                    raise CliError("%s (%s)" % (exc.message, hint)) from None
+                raise
+            return follow(engine, run, after, args, ctx)
+
+
+def add_follow_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of commands that start a run and watch it to the end (run, resume)."""
+    parser.add_argument("--approve-all", action="store_true", help="grant every approval at once")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="cancel the run after this long")
+    parser.add_argument("--json", action="store_true", help="JSON lines even on a terminal")
+
+
+def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx: Context) -> int:
+    """Run ``run``'s tools on this thread until it ends, showing its events after ``after_seq``
+    (taken before the run started, so none is missed); print the result and return the exit code.
+    With ``--approve-all`` every approval is granted as it opens; without it the progress line (or
+    a JSON event) says which step waits, for ``dcc-flow approve``."""
+    status = engine.get_status(run.run_id)
+    progress = Progress(ctx, run.run_id, status.name, ctx.out_is_tty and not args.json)
+
+    def watch() -> None:
+        for ev in engine.events(after_seq=after_seq, run_id=run.run_id, until_terminal=True):
+            progress.event(ev)
+            if args.approve_all and ev.get("type") == "approve_requested":
+                try:
+                    engine.approve(run.run_id, ev["step_key"], True, reason="--approve-all", by="dcc-flow")
+                except DccFlowError as exc:  # answered meanwhile (a timeout, another client)
+                    ctx.error("--approve-all: %s" % exc)
+
+    watcher = threading.Thread(target=watch, name="dcc-flow-progress", daemon=True)
+    watcher.start()
+    result = run.wait(timeout=args.timeout, cancel_on_timeout=True)
+    watcher.join(timeout=5)  # it prints the events up to workflow_terminal
+    progress.finish()
+    summary = "run %s %s in %s (%d/%d steps)" % (result.run_id, result.status.value,
+                                                format_duration(time.monotonic() - progress.started),
+                                                result.progress[0], result.progress[1])
+    if progress.tty:
+        ctx.print(summary)
+    else:
+        ctx.print(json.dumps({"type": "result", "run_id": result.run_id, "status": result.status.value,
+                              "outputs": result.outputs, "error": result.error}, sort_keys=True))
+    if not result.ok:
+        err = result.error or {}
+        ctx.error("%s: %s" % (summary, err.get("message", result.status.value)))
+    return exit_code(result)
+
+
+def register_dir(engine: Any, folder: Optional[str]) -> List[str]:
+    """Register every spec file (.yaml, .yml, .json, not *.schedules.*) of folder."""
+    if not folder:
+        return []
+    if not os.path.isdir(folder):
+        raise CliError("--workflows %s: no such folder" % folder)
+    names = []
+    for entry in sorted(os.listdir(folder)):
+        if entry.endswith((".yaml", ".yml", ".json")) and ".schedules." not in entry:
+            names.append(engine.register_workflow(os.path.join(folder, entry)))
+    return names
+
+
+COMMAND = RunCommand()

@@ -1,0 +1,94 @@
+"""``dcc-flow schedules DIR``: the schedules of a folder, their next fire times and last fires."""
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from ._base import CliError, Command, Context
+from ._engine import add_db_argument, elapsed, format_duration, open_engine
+from .run import register_dir
+
+__all__ = ["COMMAND"]
+
+
+class SchedulesCommand(Command):
+    name = "schedules"
+    summary = "list schedules with their next and last fires"
+    description = (
+        "Validate every *.schedules.yaml of DIR and list each schedule: workflow, trigger, next fire\n"
+        "time and, from the database, its last fire. With --workflows, unknown workflow names are errors."
+    )
+    examples = (("the nightly schedules", "dcc-flow schedules examples/schedules --workflows examples/"),)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("dir", metavar="DIR")
+        parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files (checks workflow names)")
+        parser.add_argument("--json", action="store_true")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        if not os.path.isdir(args.dir):
+            raise CliError("%s: no such folder" % args.dir)
+        with open_engine(args) as engine:
+            register_dir(engine, args.workflows)
+            if not args.workflows:
+                # Without a catalog every workflow name is accepted: register placeholders.
+                from .._schedule import parse_schedules_yaml
+
+                for entry in sorted(os.listdir(args.dir)):
+                    if entry.endswith((".schedules.yaml", ".schedules.yml")):
+                        with open(os.path.join(args.dir, entry), encoding="utf-8") as fh:
+                            for sch in parse_schedules_yaml(fh.read(), path_hint=entry):
+                                engine.register_workflow({"name": sch.workflow, "steps": [
+                                    {"id": "placeholder", "tool": "flow__echo"}]})
+            engine.serve(schedules_dir=args.dir, scheduler=False)
+            items: Any = engine.schedules()
+        if args.json:
+            ctx.print(json.dumps(items, indent=2, sort_keys=True))
+            return 0
+        rows = [("SCHEDULE", "WORKFLOW", "TRIGGER", "NEXT FIRE (UTC)", "LAST FIRE")]
+        for s in items:
+            rows.append((s["id"], s["workflow"], describe_trigger(s), next_fire(s), last_fire(s)))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        for row in rows:
+            ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        return 0
+
+
+def describe_trigger(s: Any) -> str:
+    trig = s["trigger"]
+    if trig["kind"] == "cron":
+        text = "cron %s %s" % (trig["expression"], trig.get("timezone") or "UTC")
+        if trig.get("jitter_secs"):
+            text += " +%ds jitter" % trig["jitter_secs"]
+    elif trig["kind"] == "interval":
+        text = "every %s" % trig["every"]
+    else:
+        text = "webhook POST %s" % trig.get("path", "")
+    return text if s.get("enabled", True) else text + " (disabled)"
+
+
+def next_fire(s: Any) -> str:
+    """``2026-11-23 08:01:55 (in 9h12m)``, or ``-`` for webhooks and disabled schedules."""
+    text = s.get("next_fire")
+    if not text:
+        return "-"
+    secs = elapsed(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), text)
+    return "%s (in %s)" % (text[:19].replace("T", " "), format_duration(secs))
+
+
+def last_fire(s: Any) -> str:
+    last = s.get("last_fire")
+    if not last:
+        return "never"
+    text = "%s %s" % (last.get("fired_at", "")[:19].replace("T", " "), last.get("kind", ""))
+    if last.get("run_id"):
+        text += " " + last["run_id"]
+    if last.get("reason"):
+        text += " (%s)" % last["reason"]
+    return text
+
+
+COMMAND = SchedulesCommand()

@@ -1,0 +1,67 @@
+"""``dcc-flow serve``: scheduler, webhooks and MCP in one process, running the tools."""
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+from ._base import Command, Context
+from ._engine import add_db_argument, load_tools, open_engine
+from .run import register_dir
+
+__all__ = ["COMMAND"]
+
+
+class ServeCommand(Command):
+    name = "serve"
+    summary = "serve schedules, webhooks and MCP until SIGINT/SIGTERM"
+    description = (
+        "Register the workflows of --workflows, load the *.schedules.yaml of --schedules, start the\n"
+        "scheduler, the webhook server (--webhooks ADDR) and an MCP server (--mcp stdio|http://HOST:PORT),\n"
+        "and run the tools of --tools on this process until SIGINT or SIGTERM, then stop gracefully."
+    )
+    examples = (
+        ("nightly schedules and webhooks",
+         "dcc-flow serve --workflows examples/ --schedules examples/schedules --webhooks 127.0.0.1:8787 "
+         "--tools tools.py"),
+        ("an MCP server for agents",
+         "dcc-flow serve --workflows examples/ --mcp http://127.0.0.1:8765 --tools tools.py"),
+    )
+    exit_codes = "0 stopped by a signal, 1 failure, 2 usage error"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files to register by name")
+        parser.add_argument("--schedules", metavar="DIR", help="a folder of *.schedules.yaml files")
+        parser.add_argument("--webhooks", metavar="ADDR", help="serve webhook schedules on ADDR, e.g. 127.0.0.1:8787")
+        parser.add_argument("--mcp", metavar="WHERE", help="serve MCP: stdio, or http://HOST:PORT")
+        parser.add_argument("--token", help="bearer token for MCP over HTTP (required off loopback)")
+        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE")
+        parser.add_argument("--worker-threads", type=int, default=4,
+                            metavar="N", help="threads for worker-lane tools (default 4)")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        stop = threading.Event()
+        with open_engine(args) as engine:
+            load_tools(engine, args.tools)
+            names = register_dir(engine, args.workflows)
+            if args.worker_threads > 0:
+                engine.serve_tools(workers=args.worker_threads)
+            info: Any = engine.serve(webhooks=args.webhooks, schedules_dir=args.schedules, mcp=args.mcp,
+                                     token=args.token)
+            out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
+            out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
+            if info.get("webhooks_addr"):
+                out.write("; webhooks on http://%s" % info["webhooks_addr"])
+            if info.get("mcp_url"):
+                out.write("; MCP on %s" % info["mcp_url"])
+            out.write("\n")
+            out.flush()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+            engine.drive_forever(stop)
+            engine.stop_serving()
+        return 0
+
+
+COMMAND = ServeCommand()

@@ -1,0 +1,43 @@
+"""``dcc-flow show RUN``: a run's step timeline, with errors and their tracebacks."""
+
+import argparse
+
+from ._base import Command, Context
+from ._engine import add_db_argument, elapsed, format_duration, open_engine
+
+__all__ = ["COMMAND"]
+
+
+class ShowCommand(Command):
+    name = "show"
+    summary = "show a run's step timeline, durations, errors and tracebacks"
+    description = (
+        "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
+        "with status, attempts and duration, and the error and traceback of each failed step."
+    )
+    examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_id", metavar="RUN", help="a run id (see dcc-flow runs)")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        with open_engine(args) as engine:
+            result = engine.get_status(args.run_id, all_steps=True)
+        ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
+                                                    result.progress[0], result.progress[1]))
+        width = max([len(s.key) for s in result.steps] + [4])
+        for s in result.steps:
+            flags = " cached" if s.cached else ""
+            ctx.print("  %s  %-16s attempt %d  %8s%s" % (s.key.ljust(width), s.status.value, s.attempt,
+                                                        format_duration(elapsed(s.started_at, s.finished_at)), flags))
+            if s.error:
+                ctx.print("      %s: %s" % (s.error.get("kind", "error"), s.error.get("message", "")))
+                for line in (s.error.get("trace") or "").rstrip().splitlines():
+                    ctx.print("      | " + line)
+        if result.error:
+            ctx.print("error: %s" % result.error.get("message", ""))
+        return 0
+
+
+COMMAND = ShowCommand()

@@ -1,0 +1,44 @@
+"""``dcc-flow status RUN``: the state of one run."""
+
+import argparse
+import json
+
+from ._base import Command, Context
+from ._engine import add_db_argument, exit_code, open_engine
+
+__all__ = ["COMMAND"]
+
+
+class StatusCommand(Command):
+    name = "status"
+    summary = "show a run's status, progress, error and outputs"
+    description = (
+        "Show the status of run RUN from the database: status, progress, the error if it failed,\n"
+        "the outputs of its top-level steps when it completed."
+    )
+    examples = (("the status of a run", "dcc-flow status r01a2059aa058768e2436c40aa9aa"),
+                ("as JSON", "dcc-flow status r01a2059aa058768e2436c40aa9aa --json"))
+    exit_codes = "0 completed (or still running), 1 failed or unknown run, 3 cancelled or interrupted, 2 usage error"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_id", metavar="RUN", help="a run id (see dcc-flow runs)")
+        parser.add_argument("--json", action="store_true", help="print the run as JSON")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        with open_engine(args) as engine:
+            result = engine.get_status(args.run_id)
+        if args.json:
+            ctx.print(json.dumps(result.raw, indent=2, sort_keys=True))
+        else:
+            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
+                                                        result.progress[0], result.progress[1]))
+            if result.error:
+                where = " at %s" % result.error["step_key"] if result.error.get("step_key") else ""
+                ctx.print("error%s: %s" % (where, result.error.get("message", "")))
+            for key, value in sorted(result.outputs.items()):
+                ctx.print("output %s: %s" % (key, json.dumps(value)[:200]))
+        return 0 if not result.terminal else exit_code(result)
+
+
+COMMAND = StatusCommand()

@@ -1,0 +1,153 @@
+"""The engine commands of the dcc-flow CLI, run as subprocesses against one file database."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPEC = os.path.join(ROOT, "examples", "vendor_intake.yaml")
+
+
+def cli(*args, cwd, timeout=60, check=None):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("DCC_FLOW_DB", None)
+    proc = subprocess.run([sys.executable, "-m", "dcc_flow"] + list(args), cwd=str(cwd), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check is not None:
+        assert proc.returncode == check, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture
+def studio(tmp_path):
+    (tmp_path / "tools.py").write_text(textwrap.dedent("""
+        import os
+        import dcc_flow
+
+        def vendor_intake__list_sftp(date):
+            return {"files": [{"path": "%s/%d.ma" % (date, i)} for i in range(4)]}
+
+        def maya__export_fbx(scene):
+            if scene.endswith("2.ma") and not os.path.exists("fixed"):
+                raise dcc_flow.Fatal("corrupt scene " + scene)
+            return {"fbx": scene[:-3] + ".fbx"}
+    """))
+    return tmp_path
+
+
+def test_run_status_runs_show_resume_across_processes(studio):
+    failed = cli("run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-22", "--approve-all", cwd=studio)
+    assert failed.returncode == 1, failed.stderr
+    lines = [json.loads(line) for line in failed.stdout.splitlines()]
+    result = lines[-1]
+    assert result["type"] == "result" and result["status"] == "failed"
+    assert any(ev.get("type") == "step_enter" for ev in lines[:-1])
+    assert "corrupt scene" in failed.stderr and failed.stderr.count("\n") == 1
+    run_id = result["run_id"]
+    assert (studio / ".dcc-flow" / "flow.db").exists()
+
+    table = cli("runs", cwd=studio, check=0).stdout
+    assert run_id in table and "failed" in table and "vendor_intake" in table
+    show = cli("show", run_id, cwd=studio, check=0).stdout
+    assert "per_file[2].export" in show and "corrupt scene" in show and "Traceback" in show
+    assert cli("status", run_id, cwd=studio).returncode == 1
+
+    (studio / "fixed").write_text("")
+    resumed = cli("resume", run_id, "--tools", "tools.py", "--approve-all", cwd=studio)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout.splitlines()[-1])
+    assert result["run_id"] == run_id and result["status"] == "completed"
+    assert result["outputs"]["per_file"][2] == {"export": {"fbx": "2026-11-22/2.fbx"}}
+    entered = [json.loads(line).get("step_key") for line in resumed.stdout.splitlines()
+               if json.loads(line).get("type") == "step_enter"]
+    # Only the failed iteration (and the gate, which never ran) run again; the rest are reused.
+    assert "per_file[2].export" in entered and "per_file[0].export" not in entered and "list" not in entered
+    assert cli("status", run_id, cwd=studio).returncode == 0
+
+
+def test_run_completes_with_exit_code_zero_and_json_outputs(studio):
+    proc = cli("run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-23", "--approve-all",
+               "--db", ":memory:", cwd=studio)
+    (studio / "fixed").write_text("")
+    proc = cli("run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-23", "--approve-all",
+               "--db", ":memory:", cwd=studio)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["status"] == "completed"
+    assert result["outputs"]["per_file"][3] == {"export": {"fbx": "2026-11-23/3.fbx"}}
+    assert result["outputs"]["human_gate"]["approved"] is True
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["run", "missing.yaml"], 1, "missing.yaml: no such file"),
+    (["run", SPEC, "--input", "novalue"], 2, "use --input key=value"),
+    (["run", SPEC, "--db", ":memory:"], 1, 'input "date" is required (string) and was not given'),
+    (["run", SPEC, "--input", "date=x", "--db", ":memory:"], 1,
+     "workflow vendor_intake uses unknown tools: maya__export_fbx, vendor_intake__list_sftp"),
+    (["run", SPEC, "--tools", "nope.py", "--db", ":memory:"], 1, "nope.py: no such file"),
+    (["status", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
+    (["show", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
+    (["approve", "r000", "gate", "--db", ":memory:"], 1, "r000"),
+    (["resume", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
+    (["schedules", "nowhere"], 1, "nowhere: no such folder"),
+])
+def test_bad_input_is_one_clear_line(studio, args, code, message):
+    proc = cli(*args, cwd=studio)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_tty_progress_display(studio):
+    import pty
+
+    (studio / "fixed").write_text("")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "run", SPEC, "--tools", "tools.py", "--input",
+                             "date=2026-11-24", "--approve-all", "--db", ":memory:"],
+                            cwd=str(studio), env=env, stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert "\r" in text, "no line redrawn in place"
+    assert "vendor_intake" in text and "steps" in text
+    assert "completed in" in text and "{" not in text  # a summary, not JSON lines
+
+
+def test_schedules_and_serve_with_webhooks(studio):
+    listed = cli("schedules", os.path.join(ROOT, "examples", "schedules"), "--workflows",
+                 os.path.join(ROOT, "examples"), "--db", ":memory:", cwd=studio, check=0).stdout
+    header, row = listed.splitlines()
+    assert header.split() == ["SCHEDULE", "WORKFLOW", "TRIGGER", "NEXT", "FIRE", "(UTC)", "LAST", "FIRE"]
+    assert row.startswith("nightly_intake") and "cron 0 0 3 * * * America/New_York +120s jitter" in row
+    assert " 20" in row and "(in " in row and row.endswith("never")
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--workflows", os.path.join(ROOT, "examples"),
+                             "--webhooks", "127.0.0.1:0", "--tools", "tools.py", "--db", ":memory:"],
+                            cwd=str(studio), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert "serving" in first and "webhooks on http://127.0.0.1:" in first, first + proc.stderr.read()
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
