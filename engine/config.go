@@ -26,6 +26,12 @@ type Config struct {
 	// path of a SQLite file, created with its folder when missing. Opening a file recovers it:
 	// runs a previous process left unfinished become interrupted.
 	DB string `json:"db,omitempty"`
+	// ReadOnly opens DB without owning it, beside the process that does (one process at a
+	// time writes a database; opening one owned elsewhere fails with code db_locked). A
+	// read-only engine reads every run and event the owner commits and asks the owner to
+	// approve or cancel runs; it cannot start or resume runs (code read_only) and recovers
+	// nothing. Needs a file DB.
+	ReadOnly bool `json:"read_only,omitempty"`
 	// EnvAllow lists path.Match patterns ("DCC_*", "PIPELINE_ROOT") of the environment variables
 	// that runs submitted over MCP, webhooks or schedules see as {{env.X}}. Local runs see the
 	// whole environment. Empty = remote runs see no variable.
@@ -79,6 +85,9 @@ func (c Config) validate() error {
 	var problems []string
 	add := func(field, format string, args ...any) {
 		problems = append(problems, field+": "+fmt.Sprintf(format, args...))
+	}
+	if c.ReadOnly && c.DB == "" {
+		add("read_only", "needs a database file in db (an in-memory engine has nothing to read)")
 	}
 	if c.DB != "" {
 		if fi, err := os.Stat(c.DB); err == nil && fi.IsDir() {

@@ -121,6 +121,8 @@ type Engine struct {
 	sched   schedulerState  // see scheduler.go
 	environ func() []string // the process environment (WithEnviron), or nil for os.Environ
 	remotes *remote.Pool    // the MCP clients of Config.Remotes, or nil
+
+	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -154,7 +156,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	case o.store != nil:
 		e.store = o.store
 	case cfg.DB != "":
-		st, err := openFileStore(ctx, cfg.DB)
+		st, err := openFileStore(ctx, cfg.DB, cfg.ReadOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -181,12 +183,16 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ,
 	})
+	if cfg.ReadOnly {
+		return e, nil
+	}
 	if err := e.recover(ctx); err != nil {
 		if e.ownStore {
 			_ = e.store.Close()
 		}
 		return nil, err
 	}
+	e.startControl()
 	return e, nil
 }
 
@@ -237,6 +243,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	}
+	e.stopControl()
 	e.router.Host().Close()
 	if e.remotes != nil {
 		e.remotes.Close()

@@ -22,6 +22,9 @@ type EventQuery struct {
 
 const defaultEventBatch = 256
 
+// readOnlyEventPoll is how often a read-only engine looks for the owner's new events.
+const readOnlyEventPoll = 100 * time.Millisecond
+
 // hub wakes event readers after writes. notify costs one atomic load when nobody waits.
 type hub struct {
 	waiting atomic.Bool
@@ -101,12 +104,19 @@ func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Dura
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	var poll <-chan time.Time
+	if e.cfg.ReadOnly { // the owner writes in another process: nothing here notifies the hub
+		tick := time.NewTicker(readOnlyEventPoll)
+		defer tick.Stop()
+		poll = tick.C
+	}
 	for {
 		wake := e.hub.wait()
 		if evs, err = e.listEvents(ctx, q); err != nil || len(evs) > 0 {
 			return evs, err
 		}
 		select {
+		case <-poll:
 		case <-wake:
 		case <-t.C:
 			return nil, nil

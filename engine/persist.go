@@ -14,8 +14,16 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// openFileStore opens the SQLite database at path, creating its folder when needed.
-func openFileStore(ctx context.Context, path string) (store.Store, error) {
+// openFileStore opens the SQLite database at path, creating its folder when needed; readOnly
+// opens an existing one beside its owner.
+func openFileStore(ctx context.Context, path string, readOnly bool) (store.Store, error) {
+	if readOnly {
+		st, err := sqlite.OpenReadOnly(ctx, path)
+		if err != nil {
+			return nil, storeOpenError(path, err)
+		}
+		return st, nil
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot create the folder of %s: %v", path, err), Err: err}
@@ -23,13 +31,22 @@ func openFileStore(ctx context.Context, path string) (store.Store, error) {
 	}
 	st, err := sqlite.Open(ctx, path)
 	if err != nil {
-		var se *sqlite.SchemaError
-		if errors.As(err, &se) {
-			return nil, &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
-		}
-		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot open %s: %v", path, err), Err: err}
+		return nil, storeOpenError(path, err)
 	}
 	return st, nil
+}
+
+func storeOpenError(path string, err error) error {
+	var se *sqlite.SchemaError
+	if errors.As(err, &se) {
+		return &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
+	}
+	var le *sqlite.LockedError
+	if errors.As(err, &le) {
+		return &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,
+			Details: map[string]any{"holder": le.Holder, "db": path}}
+	}
+	return &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot open %s: %v", path, err), Err: err}
 }
 
 // recover marks the runs a previous process left unfinished as interrupted, each with an
@@ -81,6 +98,9 @@ func (e *Engine) Interrupted(ctx context.Context) ([]string, error) {
 // It returns the ids resumed; a run that cannot resume (e.g. a tool is still unknown) is left
 // interrupted and reported in the joined error.
 func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
+	if e.cfg.ReadOnly {
+		return nil, e.errReadOnly("resume runs")
+	}
 	ids, err := e.Interrupted(ctx)
 	if err != nil {
 		return nil, err
@@ -101,6 +121,9 @@ func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
 // olderThan, with their steps and events. It returns how many runs were deleted; stores that
 // cannot prune report 0.
 func (e *Engine) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	if e.cfg.ReadOnly {
+		return 0, e.errReadOnly("prune runs")
+	}
 	if p, ok := e.store.(interface {
 		Prune(context.Context, time.Time) (int, error)
 	}); ok {

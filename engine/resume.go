@@ -33,6 +33,9 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if e.isClosed() {
 		return "", errClosed()
 	}
+	if e.cfg.ReadOnly {
+		return "", e.errReadOnly("resume a run")
+	}
 	if h := e.live(runID); h != nil && !isDone(h.Done()) {
 		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is still running; cancel it or wait for it to end before resuming", runID)}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -114,6 +115,9 @@ func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 // (unknown_tool, details["tools"] lists them) or the engine is closed (closed). ctx bounds only
 // the start.
 func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
+	if e.cfg.ReadOnly {
+		return "", e.errReadOnly("start a run")
+	}
 	s, err := e.resolveSpec(req)
 	if err != nil {
 		return "", err
@@ -310,8 +314,29 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+	} else if e.cfg.ReadOnly && timeout >= 0 {
+		return e.waitStored(ctx, runID, timeout)
 	}
 	return e.Status(ctx, runID)
+}
+
+// waitStored is Wait for a run another process runs: it reads the run until it is terminal.
+func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		info, err := e.Status(ctx, runID)
+		if err != nil || info.Terminal || (!deadline.IsZero() && time.Now().After(deadline)) {
+			return info, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(readOnlyEventPoll):
+		}
+	}
 }
 
 // Cancel cancels a run: no new step starts, calls in flight are told (host calls report
@@ -326,8 +351,12 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 		h.Cancel(reason)
 		return nil
 	}
-	if _, err := e.store.GetRun(ctx, runID); err != nil {
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
 		return notFound(runID, err)
+	}
+	if e.cfg.ReadOnly && !rec.Status.Terminal() {
+		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
 	return nil
 }
@@ -346,6 +375,10 @@ func (e *Engine) Approve(ctx context.Context, runID, stepKey string, approved bo
 	rec, err := e.store.GetRun(ctx, runID)
 	if err != nil {
 		return notFound(runID, err)
+	}
+	if e.cfg.ReadOnly && !rec.Status.Terminal() {
+		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
+			Approved: approved, Reason: reason, By: by})
 	}
 	return &run.Error{Code: run.CodeInvalidState, StepID: stepKey,
 		Message: fmt.Sprintf("run %s is %s: it has no open approval for step %q", runID, rec.Status, stepKey)}

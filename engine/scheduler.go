@@ -157,6 +157,9 @@ func (e *Engine) LoadSchedules(dir string) ([]ScheduleSpec, error) {
 // StartScheduler starts firing cron and interval schedules (webhooks answer whether or not the
 // scheduler was started). Starting twice is not an error. Close stops it.
 func (e *Engine) StartScheduler(ctx context.Context) error {
+	if e.cfg.ReadOnly {
+		return e.errReadOnly("start the scheduler")
+	}
 	s, err := e.scheduler()
 	if err != nil {
 		return err

@@ -42,6 +42,8 @@ const (
 	CodeSpecChanged      = "spec_changed"
 	CodeInvalidState     = "invalid_state"
 	CodeClosed           = "closed"
+	CodeDBLocked         = "db_locked"
+	CodeReadOnly         = "read_only"
 	CodeStaleHandle      = "stale_handle"
 	CodeTimeout          = "timeout"
 	CodeCancelled        = "cancelled"

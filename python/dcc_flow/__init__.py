@@ -17,6 +17,7 @@ from . import _ffi
 from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
 from ._errors import (
     AbiVersionError,
+    DatabaseLockedError,
     DccFlowError,
     InternalError,
     InvalidRequestError,
@@ -24,6 +25,7 @@ from ._errors import (
     LibraryNotFoundError,
     ParseError,
     Problem,
+    ReadOnlyError,
     SpecTooLargeError,
     ValidationError,
 )
@@ -90,6 +92,8 @@ __all__ = [
     "ParseError",
     "SpecTooLargeError",
     "InternalError",
+    "DatabaseLockedError",
+    "ReadOnlyError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",

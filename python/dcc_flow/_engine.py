@@ -156,12 +156,20 @@ class Engine:
 
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
     settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_ms``, ``remotes``).
+
+    One process at a time owns a database file: opening one another process owns raises
+    ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs,
+    steps and events are read as it commits them, and ``approve``/``cancel`` are carried out by
+    it; starting or resuming runs raises ``ReadOnlyError``.
     """
 
-    def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None):
+    def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
+                 read_only: bool = False):
         cfg = dict(config or {})
         if db is not None:
             cfg["db"] = os.fspath(db)
+        if read_only:
+            cfg["read_only"] = True
         self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
         self._lock = threading.RLock()
         self._closed = False

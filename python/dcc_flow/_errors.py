@@ -18,6 +18,8 @@ __all__ = [
     "ParseError",
     "SpecTooLargeError",
     "InternalError",
+    "DatabaseLockedError",
+    "ReadOnlyError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",
@@ -293,6 +295,20 @@ class InternalError(DccFlowError):
     default_code = "internal"
 
 
+class DatabaseLockedError(DccFlowError):
+    """Another process owns the database (code ``db_locked``): open it with ``read_only=True``
+    to look at its runs and approve or cancel them through that process.
+    ``details["holder"]`` says which process holds it."""
+
+    default_code = "db_locked"
+
+
+class ReadOnlyError(DccFlowError):
+    """A read-only engine was asked to start, resume or prune runs (code ``read_only``)."""
+
+    default_code = "read_only"
+
+
 class LibraryLoadError(OSError):
     """The native library could not be loaded or is not usable."""
 
@@ -314,6 +330,8 @@ CODE_TO_CLASS: Dict[str, Type[DccFlowError]] = {
     "validation_failed": ValidationError,
     "too_large": SpecTooLargeError,
     "internal": InternalError,
+    "db_locked": DatabaseLockedError,
+    "read_only": ReadOnlyError,
 }
 
 

@@ -151,3 +151,61 @@ def test_schedules_and_serve_with_webhooks(studio):
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
+
+
+def test_approve_and_runs_from_another_terminal_reach_the_owning_process(studio):
+    """A `dcc-flow run` waiting for an approval owns the database: `runs` and `show` read it
+    beside it, `approve` is carried out by it, and a second `run` on it is one clear line."""
+    (studio / "fixed").write_text("")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("DCC_FLOW_DB", None)
+    owner = subprocess.Popen([sys.executable, "-m", "dcc_flow", "run", SPEC, "--tools", "tools.py", "--input",
+                              "date=2026-11-25"], cwd=str(studio), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = None
+        for line in owner.stdout:
+            ev = json.loads(line)
+            if ev.get("type") == "approve_requested":
+                run_id = ev["run_id"]
+                break
+        assert run_id, owner.stderr.read()
+
+        table = cli("runs", cwd=studio, check=0).stdout
+        assert run_id in table and "waiting" in table
+        assert "human_gate" in cli("show", run_id, cwd=studio, check=0).stdout
+        second = cli("run", SPEC, "--tools", "tools.py", "--input", "date=x", cwd=studio)
+        assert second.returncode == 1 and "is in use by pid %d" % owner.pid in second.stderr
+        assert second.stderr.count("\n") == 1
+
+        wrong = cli("approve", run_id, "no_such_gate", cwd=studio)
+        assert wrong.returncode == 1 and "human_gate" in wrong.stderr, wrong.stderr
+        approved = cli("approve", run_id, "human_gate", "--reason", "looks right", cwd=studio, check=0)
+        assert "approved human_gate" in approved.stdout
+        out, err = owner.communicate(timeout=60)
+        assert owner.returncode == 0, err
+        result = json.loads(out.splitlines()[-1])
+        assert result["status"] == "completed"
+        assert result["outputs"]["human_gate"]["reason"] == "looks right"
+    finally:
+        owner.kill()
+        owner.wait()
+    # The owner is gone: the next command owns the database again.
+    assert cli("status", run_id, cwd=studio).returncode == 0
+
+
+def test_engine_on_a_database_another_engine_owns(tmp_path):
+    import dcc_flow
+
+    db = str(tmp_path / "flow.db")
+    with dcc_flow.Engine(db=db) as owner:
+        run = owner.submit({"name": "gated", "steps": [{"id": "gate", "kind": "approve"}]})
+        with pytest.raises(dcc_flow.DatabaseLockedError) as info:
+            dcc_flow.Engine(db=db)
+        assert "pid %d" % os.getpid() in str(info.value) and info.value.details["holder"]
+        with dcc_flow.Engine(db=db, read_only=True) as beside:
+            assert [r.run_id for r in beside.runs()] == [run.run_id]
+            with pytest.raises(dcc_flow.ReadOnlyError, match="read-only"):
+                beside.submit({"name": "x", "steps": [{"id": "a", "tool": "flow__echo"}]})
+            beside.approve(run.run_id, "gate", True, reason="ok")
+        assert run.wait(timeout=10).ok

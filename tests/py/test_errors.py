@@ -45,6 +45,8 @@ def test_hierarchy():
         "validation_failed": ValidationError,
         "too_large": SpecTooLargeError,
         "internal": InternalError,
+        "db_locked": _errors.DatabaseLockedError,
+        "read_only": _errors.ReadOnlyError,
     } == _errors.CODE_TO_CLASS
 
 

@@ -18,6 +18,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from .._engine import Engine, RunResult
+from .._errors import DatabaseLockedError
 from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "open_engine", "load_tools", "DEFAULT_DB", "DB_ENV", "parse_inputs", "exit_code",
@@ -41,11 +42,23 @@ def db_path(args: argparse.Namespace) -> str:
     return str(path)
 
 
-def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None) -> Engine:
+def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None,
+                beside_owner: bool = False) -> Engine:
+    """The engine on the command's database. One process at a time owns a database: when
+    another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
+    (runs, status, show, approve, cancel, schedules) open it read-only and act through that
+    process; the others (run, resume, serve) stop with one line naming the owner."""
     path = db_path(args)
     if path == ":memory:":
         return Engine(config=config)
-    return Engine(db=path, config=config)
+    try:
+        return Engine(db=path, config=config)
+    except DatabaseLockedError as exc:
+        if beside_owner:
+            return Engine(db=path, config=config, read_only=True)
+        holder = exc.details.get("holder") or "another process"
+        raise CliError("database %s is in use by %s; runs, status, show, approve and cancel work beside it, "
+                       "but to start runs here use --db ANOTHER.db or stop that process" % (path, holder)) from None
 
 
 def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:

@@ -12,8 +12,9 @@ class ApproveCommand(Command):
     name = "approve"
     summary = "grant (or deny) the open approval of a run's step"
     description = (
-        "Answer the open approval of STEP in RUN (the run must be waiting in a live engine sharing\n"
-        "the database, e.g. dcc-flow serve)."
+        "Answer the open approval of STEP in RUN. The run waits in the process that owns the\n"
+        "database (dcc-flow serve, or dcc-flow run in another terminal): this command asks that\n"
+        "process and reports its answer."
     )
     examples = (("approve", "dcc-flow approve r01a2059aa058768e2436c40aa9aa human_gate"),
                 ("deny with a reason",
@@ -27,7 +28,7 @@ class ApproveCommand(Command):
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        with open_engine(args) as engine:
+        with open_engine(args, beside_owner=True) as engine:
             engine.approve(args.run_id, args.step, not args.deny, reason=args.reason)
         ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, args.run_id))
         return 0

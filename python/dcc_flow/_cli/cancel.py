@@ -1,6 +1,7 @@
 """``dcc-flow cancel RUN``."""
 
 import argparse
+import time
 
 from ._base import Command, Context
 from ._engine import add_db_argument, open_engine
@@ -12,8 +13,9 @@ class CancelCommand(Command):
     name = "cancel"
     summary = "cancel a run"
     description = (
-        "Cancel run RUN: it must be running in this process's engine, or it is already finished\n"
-        "(cancelling a finished run does nothing)."
+        "Cancel run RUN. The process running it (the one that owns the database: dcc-flow serve,\n"
+        "or dcc-flow run in another terminal) carries the cancel out; cancelling a finished run does\n"
+        "nothing."
     )
     examples = (("cancel a run", "dcc-flow cancel r01a2059aa058768e2436c40aa9aa --reason 'wrong drop'"),)
 
@@ -23,9 +25,14 @@ class CancelCommand(Command):
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        with open_engine(args) as engine:
+        with open_engine(args, beside_owner=True) as engine:
             engine.cancel(args.run_id, args.reason)
-            ctx.print("run %s: %s" % (args.run_id, engine.get_status(args.run_id).status.value))
+            status = engine.get_status(args.run_id)
+            deadline = time.monotonic() + 10
+            while not status.terminal and time.monotonic() < deadline:  # the owner stops its steps
+                time.sleep(0.1)
+                status = engine.get_status(args.run_id)
+            ctx.print("run %s: %s" % (args.run_id, status.status.value))
         return 0
 
 

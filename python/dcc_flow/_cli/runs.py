@@ -24,7 +24,7 @@ class RunsCommand(Command):
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        with open_engine(args) as engine:
+        with open_engine(args, beside_owner=True) as engine:
             runs = engine.runs(status=args.status or None, name=args.name, limit=args.limit or None)
         if args.json:
             ctx.print(json.dumps([r.raw for r in runs], indent=2, sort_keys=True))

@@ -22,7 +22,7 @@ class ShowCommand(Command):
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        with open_engine(args) as engine:
+        with open_engine(args, beside_owner=True) as engine:
             result = engine.get_status(args.run_id, all_steps=True)
         ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
                                                     result.progress[0], result.progress[1]))

@@ -26,7 +26,7 @@ class StatusCommand(Command):
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        with open_engine(args) as engine:
+        with open_engine(args, beside_owner=True) as engine:
             result = engine.get_status(args.run_id)
         if args.json:
             ctx.print(json.dumps(result.raw, indent=2, sort_keys=True))

@@ -19,7 +19,7 @@ const fireColumns = `schedule_id, kind, reason, message, run_id, origin, schedul
 
 // RecordFire appends a fire.
 func (s *Store) RecordFire(ctx context.Context, f schedule.Fire) error {
-	if err := s.check(); err != nil {
+	if err := s.checkWrite(); err != nil {
 		return err
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO schedule_fires (`+fireColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -23,6 +23,17 @@ func (s *Store) check() error {
 	return nil
 }
 
+// checkWrite is check for the methods that write: a read-only store refuses them.
+func (s *Store) checkWrite() error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
 	completed, total, created_at, updated_at, finished_at`
 
@@ -234,7 +245,7 @@ func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, no
 
 // PurgeExpired deletes the idempotency entries expired at now.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.checkWrite(); err != nil {
 		return 0, err
 	}
 	res, err := s.w.ExecContext(ctx, `DELETE FROM workflow_idempotency WHERE expires_at != 0 AND expires_at <= ?`, nanos(now))
@@ -249,6 +260,9 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
+	}
+	if s.readOnly {
+		return nil, ErrReadOnly
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -289,7 +303,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 // Prune deletes the terminal runs that finished before olderThan, with their steps, events and
 // workflow-scoped idempotency entries; it returns how many runs it deleted.
 func (s *Store) Prune(ctx context.Context, olderThan time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.checkWrite(); err != nil {
 		return 0, err
 	}
 	res, err := s.w.ExecContext(ctx, `DELETE FROM workflows WHERE status IN ('completed', 'failed', 'cancelled', 'interrupted')
@@ -303,7 +317,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time) (int, error) {
 
 // PutArtefact stores data content-addressed and returns its sha256.
 func (s *Store) PutArtefact(ctx context.Context, data []byte) (string, error) {
-	if err := s.check(); err != nil {
+	if err := s.checkWrite(); err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(data)

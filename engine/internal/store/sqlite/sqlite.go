@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ type Store struct {
 	ord int64         // the last step order assigned (committer only)
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
+
+	readOnly bool   // opened with OpenReadOnly: no committer, no owner lock
+	unlock   func() // releases the owner lock (a no-op for a read-only store)
+	ctl      ctlConn
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,13 +82,85 @@ func (e *SchemaError) Error() string {
 		e.Path, e.Found, e.Current)
 }
 
-// Open opens (creating it if needed) the database file at path and migrates it to the current
-// schema. A database written by a newer dcc-flow is refused with a *SchemaError. Open does not
-// recover interrupted runs: the engine calls MarkInterrupted.
+// LockedError is returned by Open when another process owns the database: one process at a
+// time writes a database (it assigns event sequence numbers and recovers crashed runs); the
+// others open it with OpenReadOnly.
+type LockedError struct {
+	Path   string
+	Holder string // "pid 1234 (dcc-flow serve …) since 2026-11-23T10:02:00Z", or "" if unknown
+}
+
+func (e *LockedError) Error() string {
+	holder := e.Holder
+	if holder == "" {
+		holder = "another process"
+	}
+	return fmt.Sprintf("database %s is in use by %s; open it read-only to look at its runs, "+
+		"stop that process, or use another database", e.Path, holder)
+}
+
+// Open opens (creating it if needed) the database file at path for writing and migrates it to
+// the current schema. The calling process becomes the database's owner until Close: another
+// process's Open fails with a *LockedError (see OpenReadOnly). A database written by a newer
+// dcc-flow is refused with a *SchemaError. Open does not recover interrupted runs: the engine
+// calls MarkInterrupted.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite store: a file path is required (got %q)", path)
 	}
+	unlock, err := lockOwner(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, path)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	s.unlock = unlock
+	go s.commitLoop()
+	return s, nil
+}
+
+// OpenReadOnly opens an existing database without owning it, alongside the process that does:
+// every read works (and sees what the owner commits), Write and MarkInterrupted return
+// ErrReadOnly, and RequestControl asks the owner to approve or cancel a run. A database of
+// another schema version is refused (the owner migrates it).
+func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("sqlite store: a file path is required (got %q)", path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	var version int
+	if err := r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+	}
+	if current := SchemaVersion(); version != current {
+		r.Close()
+		if version > current {
+			return nil, &SchemaError{Path: path, Found: version, Current: current}
+		}
+		return nil, fmt.Errorf("database %s has schema version %d, older than this dcc-flow (%d): "+
+			"open it once for writing to migrate it", path, version, current)
+	}
+	s := &Store{path: path, r: r, readOnly: true, unlock: func() {}, closing: make(chan struct{}),
+		committed: make(chan struct{})}
+	close(s.committed)
+	return s, nil
+}
+
+// ReadOnly reports whether the store was opened with OpenReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+func open(ctx context.Context, path string) (*Store, error) {
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -122,7 +199,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		}
 		s.stmts[q] = st
 	}
-	go s.commitLoop()
 	return s, nil
 }
 
@@ -208,6 +284,9 @@ func (s *Store) Close() error {
 		close(s.closing)
 		<-s.committed
 		err = s.closeDBs()
+		if s.unlock != nil {
+			s.unlock()
+		}
 	})
 	return err
 }
@@ -216,7 +295,11 @@ func (s *Store) closeDBs() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
-	return errors.Join(s.r.Close(), s.w.Close())
+	errs := []error{s.r.Close(), s.ctl.close()}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Write applies b atomically and durably (see the package comment): it returns once the
@@ -225,6 +308,9 @@ func (s *Store) closeDBs() error {
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.closed.Load() {
 		return store.ErrClosed
+	}
+	if s.readOnly {
+		return ErrReadOnly
 	}
 	p := &pending{b: b, done: make(chan error, 1)}
 	select {

@@ -232,3 +232,72 @@ func TestFireLogSurvivesReopen(t *testing.T) {
 		t.Fatal("fire of an unknown schedule")
 	}
 }
+
+func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	owner, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *sqlite.LockedError
+	if _, err := sqlite.Open(ctx, path); !errors.As(err, &le) || !strings.Contains(le.Holder, fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second owner: %v", err)
+	}
+	now := time.Now()
+	if err := owner.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning,
+		CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := sqlite.OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if r, err := ro.GetRun(ctx, "r1"); err != nil || r.Status != run.StatusRunning {
+		t.Fatalf("read-only read: %v %+v", err, r)
+	}
+	if err := ro.Write(ctx, &store.Batch{}); !errors.Is(err, sqlite.ErrReadOnly) {
+		t.Fatalf("read-only write: %v", err)
+	}
+	if _, err := ro.MarkInterrupted(ctx, now); !errors.Is(err, sqlite.ErrReadOnly) {
+		t.Fatalf("read-only recovery: %v", err)
+	}
+	if _, err := ro.PutArtefact(ctx, []byte("x")); !errors.Is(err, sqlite.ErrReadOnly) {
+		t.Fatalf("read-only artefact: %v", err)
+	}
+	// Control requests go from the read-only store to the owner and back.
+	id, err := ro.RequestControl(ctx, sqlite.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.RequestControl(ctx, sqlite.ControlRequest{RunID: "r1", Action: "delete"}); err == nil {
+		t.Fatal("an unknown action was filed")
+	}
+	pending, err := owner.PendingControl(ctx)
+	if err != nil || len(pending) != 1 || pending[0].ID != id || !pending[0].Approved || pending[0].StepKey != "gate" {
+		t.Fatalf("pending: %v %+v", err, pending)
+	}
+	if a, err := ro.ControlAnswer(ctx, id); err != nil || a.Handled {
+		t.Fatalf("answered before the owner looked: %v %+v", err, a)
+	}
+	if err := owner.AnswerControl(ctx, id, now, "invalid_state", "no open approval"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := ro.ControlAnswer(ctx, id); err != nil || !a.Handled || a.ErrorCode != "invalid_state" {
+		t.Fatalf("answer: %v %+v", err, a)
+	}
+	if pending, _ := owner.PendingControl(ctx); len(pending) != 0 {
+		t.Fatalf("still pending: %+v", pending)
+	}
+	owner.Close()
+	again, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("after the owner closed: %v", err)
+	}
+	again.Close()
+	if _, err := sqlite.OpenReadOnly(ctx, filepath.Join(t.TempDir(), "none.db")); err == nil {
+		t.Fatal("read-only open of a missing file")
+	}
+}

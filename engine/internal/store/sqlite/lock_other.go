@@ -1,0 +1,7 @@
+//go:build !unix
+
+package sqlite
+
+// lockOwner is a no-op where flock is not available (Windows): two processes writing one
+// database there are not detected. Give each process its own database.
+func lockOwner(path string) (release func(), err error) { return func() {}, nil }

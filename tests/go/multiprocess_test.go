@@ -1,0 +1,228 @@
+package gotest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// One process owns a database; a second one (here a second engine: flock locks are per open
+// file, so two engines of one process conflict like two processes) is refused with db_locked,
+// opens it read-only, sees the owner's runs and events, and approves and cancels through it.
+func TestSecondEngineOnADatabaseIsReadOnlyAndControlsRunsThroughTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "flow.db")
+	owner, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	s, err := spec.ParseString(`
+name: gated
+steps:
+  - {id: gate, kind: approve, prompt: "ship it?"}
+  - {id: after, tool: flow__echo, args: {value: shipped}, depends_on: [gate]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := owner.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := owner.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, owner, first, run.StatusWaiting)
+	waitStatus(t, owner, second, run.StatusWaiting)
+
+	_, err = engine.Open(ctx, engine.Config{DB: db})
+	var re *run.Error
+	if !errors.As(err, &re) || re.Code != run.CodeDBLocked || !strings.Contains(re.Message, fmt.Sprintf("pid %d", os.Getpid())) ||
+		!strings.Contains(re.Message, "read-only") {
+		t.Fatalf("second writer: %v", err)
+	}
+
+	ro, err := engine.Open(ctx, engine.Config{DB: db, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(ctx)
+	// Opening read-only recovered nothing: the owner's runs still wait.
+	if info, err := ro.Status(ctx, first); err != nil || info.Status != run.StatusWaiting {
+		t.Fatalf("read-only status: %v %+v", err, info)
+	}
+	if runs, err := ro.Runs(ctx, engine.RunFilter{Name: "gated"}); err != nil || len(runs) != 2 {
+		t.Fatalf("read-only runs: %v %+v", err, runs)
+	}
+	if _, err := ro.Submit(ctx, engine.StartRequest{Spec: s}); !hasCode(err, run.CodeReadOnly) {
+		t.Fatalf("read-only submit: %v", err)
+	}
+	if _, err := ro.Resume(ctx, first, engine.ResumeOptions{}); !hasCode(err, run.CodeReadOnly) {
+		t.Fatalf("read-only resume: %v", err)
+	}
+	if _, err := ro.Prune(ctx, time.Now()); !hasCode(err, run.CodeReadOnly) {
+		t.Fatalf("read-only prune: %v", err)
+	}
+
+	// The owner's answer comes back, errors included.
+	err = ro.Approve(ctx, first, "nope", true, "", "td")
+	if !hasCode(err, run.CodeInvalidState) || !strings.Contains(err.Error(), "gate") {
+		t.Fatalf("approving an unknown step through the owner: %v", err)
+	}
+	last, _ := ro.LastSeq(ctx)
+	if err := ro.Approve(ctx, first, "gate", true, "looks good", "td"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := ro.Wait(ctx, first, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted || fmt.Sprint(info.Outputs["after"]) != "map[value:shipped]" {
+		t.Fatalf("after approval: %v %+v", err, info)
+	}
+	// The read-only engine sees the owner's events as they are committed.
+	evs, err := ro.PollEvents(ctx, engine.EventQuery{FromSeq: last + 1, RunID: first}, 5*time.Second)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("events seen read-only: %v %v", err, evs)
+	}
+	if err := ro.Cancel(ctx, second, "not today"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := ro.Wait(ctx, second, 10*time.Second); err != nil || info.Status != run.StatusCancelled {
+		t.Fatalf("after cancel: %v %+v", err, info)
+	}
+
+	// Once the owner closes, the database can be owned again.
+	if err := owner.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatalf("reopening after the owner closed: %v", err)
+	}
+	again.Close(ctx)
+}
+
+func TestReadOnlyNeedsAnExistingDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, err := engine.Open(ctx, engine.Config{ReadOnly: true}); !hasCode(err, run.CodeInvalidRequest) {
+		t.Fatalf("read-only in memory: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	if _, err := engine.Open(ctx, engine.Config{DB: missing, ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "missing.db") {
+		t.Fatalf("read-only on a missing file: %v", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("a read-only open created the database: %v", err)
+	}
+}
+
+// TestOwnerHelperProcess is the child of the next test: it owns the database named by
+// DCC_FLOW_OWNER_DB, starts a run that waits for an approval, prints "run ID" and waits.
+func TestOwnerHelperProcess(t *testing.T) {
+	db := os.Getenv("DCC_FLOW_OWNER_DB")
+	if db == "" {
+		t.Skip("helper process for TestControlWaitsForAHungOwnerThenTimesOut")
+	}
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	s, _ := spec.ParseString("name: g\nsteps: [{id: gate, kind: approve}, {id: b, tool: flow__echo, args: {value: 1}, depends_on: [gate]}]")
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		fmt.Println("submit:", err)
+		os.Exit(2)
+	}
+	waitStatus(t, e, id, run.StatusWaiting)
+	fmt.Println("run", id)
+	select {} // until killed
+}
+
+// A hung owner (SIGSTOP) does not hang the asker: the request times out with an error that
+// says so; the request stays filed, and the owner applies it once it runs again (SIGCONT). A
+// killed owner releases the database to the next process.
+func TestControlWaitsForAHungOwnerThenTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s control answer timeout")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "flow.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOwnerHelperProcess$")
+	cmd.Env = append(os.Environ(), "DCC_FLOW_OWNER_DB="+db)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var id string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "run ") {
+			id = strings.TrimPrefix(line, "run ")
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("the owner process never started its run")
+	}
+	ro, err := engine.Open(ctx, engine.Config{DB: db, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(ctx)
+
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	err = ro.Approve(ctx, id, "gate", true, "", "td")
+	if !hasCode(err, run.CodeTimeout) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("approve with a stopped owner: %v", err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if info, err := ro.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("the filed approval was not applied once the owner ran again: %v %+v", err, info)
+	}
+
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	owner, err := engine.Open(ctx, engine.Config{DB: db})
+	if err != nil {
+		t.Fatalf("opening after the owner was killed: %v", err)
+	}
+	owner.Close(ctx)
+}
+
+func waitStatus(t *testing.T, e *engine.Engine, id string, want run.Status) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if info, err := e.Status(context.Background(), id); err == nil && info.Status == want {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("run %s never became %s", id, want)
+}
+
+func hasCode(err error, code string) bool {
+	var re *run.Error
+	return errors.As(err, &re) && re.Code == code
+}
