@@ -44,7 +44,7 @@ test-go: ## Go tests (race detector on)
 lint: venv ## gofmt check, mypy --strict and ruff on the Python package
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(VPY) -m mypy python/dcc_flow
-	$(VENV)/bin/ruff check python tests/py
+	$(VENV)/bin/ruff check python tests/py examples
 
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
@@ -52,6 +52,20 @@ test-py: $(LIB) venv ## pytest in .venv
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 	node --test tests/node/
+
+DEMO_DB      := .dcc-flow/demo.db
+DCCFLOW      := PYTHONPATH=python VENDOR_INTAKE_ROOT=.dcc-flow/vendor_intake $(PYTHON) -m dcc_flow
+
+demo: $(LIB) ## Run examples/vendor_intake end to end with progress, then the run history and the step timeline
+	@rm -rf .dcc-flow/vendor_intake
+	$(DCCFLOW) run examples/vendor_intake.yaml --tools examples/vendor_intake_tools.py --input date=2026-11-22 \
+		--worker-threads 2 --approve-all --db $(DEMO_DB)
+	@echo
+	$(DCCFLOW) runs --limit 5 --db $(DEMO_DB)
+	@echo
+	$(DCCFLOW) show last --db $(DEMO_DB)
+	@echo
+	@echo "The exports are in .dcc-flow/vendor_intake/fbx; the run history in $(DEMO_DB)."
 
 smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyenv)
 	@scripts/smoke-all.sh

@@ -21,11 +21,13 @@ from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
 from ._base import CliError, UsageError
 
-__all__ = ["add_db_argument", "open_engine", "load_tools", "DEFAULT_DB", "DB_ENV", "parse_inputs", "exit_code",
-           "format_duration", "elapsed"]
+__all__ = ["add_db_argument", "open_engine", "load_tools", "resolve_run", "RUN_HELP", "DEFAULT_DB", "DB_ENV",
+           "parse_inputs", "exit_code", "format_duration", "elapsed"]
 
 DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
 DB_ENV = "DCC_FLOW_DB"
+
+RUN_HELP = "a run id (see dcc-flow runs), or 'last' for the newest run"
 
 #: Exit codes of commands that report a run: 0 completed, 1 failed, 3 cancelled or interrupted.
 EXIT_RUN_STOPPED = 3
@@ -101,6 +103,16 @@ def _import(spec: str) -> Any:
         return importlib.import_module(spec)
     except Exception as exc:  # noqa: BLE001
         raise CliError("--tools %s: importing it failed: %s: %s" % (spec, type(exc).__name__, exc)) from None
+
+
+def resolve_run(engine: Engine, run_id: str) -> str:
+    """``run_id``, or for ``last`` the id of the newest run of the database."""
+    if run_id != "last":
+        return run_id
+    newest = engine.runs(limit=1)
+    if not newest:
+        raise CliError("'last' names the newest run, and the database has no runs")
+    return newest[0].run_id
 
 
 def parse_inputs(pairs: Sequence[str], json_file: Optional[str]) -> Dict[str, Any]:

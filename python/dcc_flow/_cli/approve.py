@@ -3,7 +3,7 @@
 import argparse
 
 from ._base import Command, Context
-from ._engine import add_db_argument, open_engine
+from ._engine import RUN_HELP, add_db_argument, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -21,7 +21,7 @@ class ApproveCommand(Command):
                  "dcc-flow approve r01a2059aa058768e2436c40aa9aa human_gate --deny --reason 'bad UVs'"))
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_id", metavar="RUN")
+        parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("step", metavar="STEP", help="the approve step's instance key")
         parser.add_argument("--deny", action="store_true", help="deny instead of granting")
         parser.add_argument("--reason", default="")
@@ -29,8 +29,9 @@ class ApproveCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            engine.approve(args.run_id, args.step, not args.deny, reason=args.reason)
-        ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, args.run_id))
+            run_id = resolve_run(engine, args.run_id)
+            engine.approve(run_id, args.step, not args.deny, reason=args.reason)
+        ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, run_id))
         return 0
 
 

@@ -4,7 +4,7 @@ import argparse
 import time
 
 from ._base import Command, Context
-from ._engine import add_db_argument, open_engine
+from ._engine import RUN_HELP, add_db_argument, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -20,19 +20,20 @@ class CancelCommand(Command):
     examples = (("cancel a run", "dcc-flow cancel r01a2059aa058768e2436c40aa9aa --reason 'wrong drop'"),)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_id", metavar="RUN")
+        parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("--reason", default="cancelled from the command line")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            engine.cancel(args.run_id, args.reason)
-            status = engine.get_status(args.run_id)
+            run_id = resolve_run(engine, args.run_id)
+            engine.cancel(run_id, args.reason)
+            status = engine.get_status(run_id)
             deadline = time.monotonic() + 10
             while not status.terminal and time.monotonic() < deadline:  # the owner stops its steps
                 time.sleep(0.1)
-                status = engine.get_status(args.run_id)
-            ctx.print("run %s: %s" % (args.run_id, status.status.value))
+                status = engine.get_status(run_id)
+            ctx.print("run %s: %s" % (run_id, status.status.value))
         return 0
 
 

@@ -4,7 +4,7 @@ import argparse
 from typing import Any
 
 from ._base import Command, Context
-from ._engine import add_db_argument, load_tools, open_engine
+from ._engine import RUN_HELP, add_db_argument, load_tools, open_engine, resolve_run
 from .run import add_follow_arguments, follow
 
 __all__ = ["COMMAND"]
@@ -24,7 +24,7 @@ class ResumeCommand(Command):
     exit_codes = "0 completed, 1 failed or not resumable, 2 usage error, 3 cancelled or interrupted, 130 Ctrl-C"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_id", metavar="RUN")
+        parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE")
         parser.add_argument("--force", action="append", default=[],
                             metavar="STEP", help="a step id or instance key to run again")
@@ -33,9 +33,10 @@ class ResumeCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args) as engine:
+            run_id = resolve_run(engine, args.run_id)
             load_tools(engine, args.tools)
             after = engine.last_event_seq()
-            run: Any = engine.resume(args.run_id, force_steps=args.force)
+            run: Any = engine.resume(run_id, force_steps=args.force)
             return follow(engine, run, after, args, ctx)
 
 

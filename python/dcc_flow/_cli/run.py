@@ -26,9 +26,14 @@ class Progress:
         self.waiting = ""
         self.lock = threading.Lock()
         self.width = 0
+        # foreach id -> [iteration step instances running, done]; keys look like "per_file[3].export"
+        self.loops: Dict[str, List[int]] = {}
 
     def line(self) -> str:
         parts = ["%s %s" % (self.name or "run", self.run_id[:12]), "%d/%d steps" % (self.completed, self.total)]
+        for loop, (running, done) in self.loops.items():
+            if running or not self.waiting:
+                parts.append("%s: %d done, %d running" % (loop, done, running))
         if self.waiting:
             parts.append("waiting for approval of %s" % self.waiting)
         elif self.current:
@@ -46,6 +51,13 @@ class Progress:
             self.completed = int(progress.get("completed", self.completed))
             self.total = int(progress.get("total", self.total))
             kind, key = ev.get("type"), ev.get("step_key") or ""
+            loop = key.partition("[")[0] if "[" in key else ""
+            if loop and kind in ("step_enter", "step_exit") and ev.get("attempt", 1) in (None, 1):
+                counts = self.loops.setdefault(loop, [0, 0])
+                if kind == "step_enter":
+                    counts[0] += 1
+                else:
+                    counts[0], counts[1] = max(0, counts[0] - 1), counts[1] + 1
             if kind == "step_enter":
                 attempt = int(ev.get("attempt") or 1)
                 self.current = key + (" (attempt %d)" % attempt if attempt > 1 else "")
@@ -58,10 +70,19 @@ class Progress:
             if not self.tty:
                 self.ctx.print(json.dumps(ev, sort_keys=True))
                 return
-            text = self.line()
-            pad = max(0, self.width - len(text))
-            self.width = len(text)
-            self.ctx.write("\r" + text + " " * pad)
+            self._draw()
+
+    def tick(self) -> None:
+        """Redraw (on a terminal) so the elapsed time moves while a long step runs."""
+        if self.tty:
+            with self.lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        text = self.line()
+        pad = max(0, self.width - len(text))
+        self.width = len(text)
+        self.ctx.write("\r" + text + " " * pad)
 
     def finish(self) -> None:
         if self.tty:
@@ -158,8 +179,19 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
 
     watcher = threading.Thread(target=watch, name="dcc-flow-progress", daemon=True)
     watcher.start()
-    result = run.wait(timeout=args.timeout, cancel_on_timeout=True)
-    watcher.join(timeout=5)  # it prints the events up to workflow_terminal
+    ended = threading.Event()
+
+    def ticker() -> None:
+        while not ended.wait(0.5):
+            progress.tick()
+
+    if progress.tty:
+        threading.Thread(target=ticker, name="dcc-flow-ticker", daemon=True).start()
+    try:
+        result = run.wait(timeout=args.timeout, cancel_on_timeout=True)
+        watcher.join(timeout=5)  # it prints the events up to workflow_terminal
+    finally:
+        ended.set()
     progress.finish()
     summary = "run %s %s in %s (%d/%d steps)" % (result.run_id, result.status.value,
                                                 format_duration(time.monotonic() - progress.started),

@@ -3,7 +3,8 @@
 import argparse
 import signal
 import threading
-from typing import Any
+import time
+from typing import Any, Dict
 
 from ._base import Command, Context
 from ._engine import add_db_argument, load_tools, open_engine
@@ -57,11 +58,33 @@ class ServeCommand(Command):
                 out.write("; MCP on %s" % info["mcp_url"])
             out.write("\n")
             out.flush()
+            engine.on_event(lambda ev: log_run_event(engine, ev, out))
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
             engine.drive_forever(stop)
             engine.stop_serving()
         return 0
+
+
+def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
+    """One line per run start, approval request, stall and end: what a TD tails at 3 a.m."""
+    kind, run_id = ev.get("type"), ev.get("run_id", "")
+    progress = ev.get("progress") or {}
+    done = "%s/%s steps" % (progress.get("completed", 0), progress.get("total", 0))
+    if kind == "workflow_started":
+        status = engine.get_status(run_id)
+        line = "run %s started: %s" % (run_id, status.name or "(unnamed)")
+    elif kind == "approve_requested":
+        line = "run %s waits for approval of %s (dcc-flow approve %s %s)" % (run_id, ev.get("step_key"), run_id,
+                                                                           ev.get("step_key"))
+    elif kind == "stall_detected":
+        line = "run %s stalled: no progress for a while (%s)" % (run_id, done)
+    elif kind == "workflow_terminal":
+        line = "run %s %s (%s)" % (run_id, ev.get("status"), done)
+    else:
+        return
+    out.write("%s %s\n" % (time.strftime("%H:%M:%S"), line))
+    out.flush()
 
 
 COMMAND = ServeCommand()

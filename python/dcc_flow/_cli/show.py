@@ -3,7 +3,7 @@
 import argparse
 
 from ._base import Command, Context
-from ._engine import add_db_argument, elapsed, format_duration, open_engine
+from ._engine import RUN_HELP, add_db_argument, elapsed, format_duration, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -18,12 +18,13 @@ class ShowCommand(Command):
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_id", metavar="RUN", help="a run id (see dcc-flow runs)")
+        parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            result = engine.get_status(args.run_id, all_steps=True)
+            run_id = resolve_run(engine, args.run_id)
+            result = engine.get_status(run_id, all_steps=True)
         ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
                                                     result.progress[0], result.progress[1]))
         width = max([len(s.key) for s in result.steps] + [4])

@@ -4,7 +4,7 @@ import argparse
 import json
 
 from ._base import Command, Context
-from ._engine import add_db_argument, exit_code, open_engine
+from ._engine import RUN_HELP, add_db_argument, exit_code, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -21,13 +21,14 @@ class StatusCommand(Command):
     exit_codes = "0 completed (or still running), 1 failed or unknown run, 3 cancelled or interrupted, 2 usage error"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_id", metavar="RUN", help="a run id (see dcc-flow runs)")
+        parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            result = engine.get_status(args.run_id)
+            run_id = resolve_run(engine, args.run_id)
+            result = engine.get_status(run_id)
         if args.json:
             ctx.print(json.dumps(result.raw, indent=2, sort_keys=True))
         else:
