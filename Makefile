@@ -10,6 +10,7 @@ GO_SOURCES   := $(shell find engine capi -name '*.go' -not -name '*_test.go' 2>/
 FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
+SETUPTOOLS   := setuptools==80.9.0
 
 .DEFAULT_GOAL := help
 .PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench demo clean venv
@@ -28,9 +29,10 @@ $(LIB): $(GO_SOURCES)
 
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
 
-$(VENV)/.ok: pyproject.toml
+$(VENV)/.ok: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check pytest mypy==2.4.1 ruff==0.17.6
+	$(VPY) -m pip install --quiet --disable-pip-version-check pytest mypy==2.4.1 ruff==0.17.6 $(SETUPTOOLS)
+	$(VPY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(VENV)/wheelhouse $(SETUPTOOLS)
 	@touch $@
 
 vet: ## go vet
@@ -44,7 +46,7 @@ test-go: ## Go tests (race detector on)
 lint: venv ## gofmt check, mypy --strict and ruff on the Python package
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(VPY) -m mypy python/dcc_flow
-	$(VENV)/bin/ruff check python tests/py examples
+	$(VENV)/bin/ruff check python tests/py examples setup.py
 
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py

@@ -1,6 +1,6 @@
 """Standard-library-only smoke test, run under every Python 3.7-3.13: ``python tests/py/smoke.py``.
 
-Prints ``smoke ok: Python X.Y`` and exits 0, or prints what failed and exits 1.
+Prints ``smoke ok: Python X.Y, dcc_flow from DIR`` and exits 0, or prints what failed and exits 1.
 """
 
 import hashlib
@@ -12,7 +12,8 @@ import threading
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+if not os.environ.get("DCC_FLOW_SMOKE_INSTALLED"):  # set by the wheel test: use the installed package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
 VENDOR_INTAKE = """\
 name: vendor_intake
@@ -145,4 +146,5 @@ if __name__ == "__main__":
         traceback.print_exc()
         print("smoke FAILED: Python %d.%d" % sys.version_info[:2])
         sys.exit(1)
-    print("smoke ok: Python %d.%d" % sys.version_info[:2])
+    print("smoke ok: Python %d.%d, dcc_flow from %s"
+          % (sys.version_info[0], sys.version_info[1], os.path.dirname(sys.modules["dcc_flow"].__file__)))
