@@ -23,6 +23,7 @@ import sys
 from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1 (pyproject asks for >= 77)
 from setuptools.command.build_py import build_py
+from setuptools.command.egg_info import egg_info
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 LIB_DIR = os.path.join(ROOT, "python", "dcc_flow", "_lib")
@@ -56,6 +57,16 @@ class BuildPyWithLibrary(build_py):
         super().run()
 
 
+class EggInfoInBuild(egg_info):
+    """Keep the egg-info out of python/: there it would be found on sys.path by the tests (which run
+    the package from the source tree) as an installed dcc-flow, with a second pytest plugin entry."""
+
+    def initialize_options(self):
+        super().initialize_options()
+        self.egg_base = os.path.relpath(os.path.join(ROOT, "build"))
+        os.makedirs(self.egg_base, exist_ok=True)
+
+
 class BinaryDistribution(Distribution):
     """The package carries a native library: install it as platlib and never call the wheel pure."""
 
@@ -69,4 +80,7 @@ class PlatformWheel(bdist_wheel):
         return "py3", "none", platform
 
 
-setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})
+setup(
+    distclass=BinaryDistribution,
+    cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel, "egg_info": EggInfoInBuild},
+)

@@ -1,6 +1,7 @@
 """The engine commands of the dcc-flow CLI, run as subprocesses against one file database."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,23 +96,44 @@ def test_run_completes_with_exit_code_zero_and_json_outputs(studio):
     (["approve", "r000", "gate", "--db", ":memory:"], 1, "r000"),
     (["resume", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
     (["schedules", "nowhere"], 1, "nowhere: no such folder"),
+    (["cancel", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
+    (["show", "last", "--db", ":memory:"], 1, "'last' names the newest run, and the database has no runs"),
+    (["run", SPEC, "--inputs-json", "nope.json", "--db", ":memory:"], 1, "--inputs-json nope.json: No such file"),
+    (["runs", "--status", "bogus", "--db", ":memory:"], 2, "argument --status: invalid choice: 'bogus'"),
+    (["run", "broken.yaml", "--db", ":memory:"], 1, "broken.yaml: invalid spec (1 error); nothing was run"),
 ])
 def test_bad_input_is_one_clear_line(studio, args, code, message):
+    (studio / "broken.yaml").write_text("steps: [\n")
     proc = cli(*args, cwd=studio)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert message in proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    lines = proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr and len(lines) == 1 + ("broken.yaml" in args), lines
 
 
-def test_tty_progress_display(studio):
+def test_run_of_an_invalid_spec_lists_every_problem_like_validate_and_runs_nothing(studio):
+    (studio / "bad.yaml").write_text("name: bad\nsteps:\n  - id: a\n    tol: maya__export_fbx\n  - id: a\n    tool: x\n")
+    proc = cli("run", "bad.yaml", "--tools", "tools.py", cwd=studio)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        'bad.yaml:3:5: missing_field: steps[0] (id "a"): missing field `kind`; add `kind: tool | tool_remote | '
+        'foreach | parallel | branch | approve`, or `tool: <name>` for a tool call',
+        'bad.yaml:4:5: unknown_field: steps[0] (id "a"): unknown field "tol"; did you mean "tool"?',
+        'bad.yaml:5:9: duplicate_step_id: steps[1] (id "a"): duplicate step id "a" (first declared at line 3); '
+        'step ids must be unique across the whole spec',
+        "dcc-flow run: error: bad.yaml: invalid spec (3 errors); nothing was run",
+    ]
+    assert cli("runs", "--json", cwd=studio, check=0).stdout.strip() == "[]"
+
+
+def run_in_pty(args, cwd):
+    """Run the CLI with stdout and stderr on a pseudo-terminal; return (exit code, what it wrote)."""
     import pty
 
-    (studio / "fixed").write_text("")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "run", SPEC, "--tools", "tools.py", "--input",
-                             "date=2026-11-24", "--approve-all", "--db", ":memory:"],
-                            cwd=str(studio), env=env, stdout=slave, stderr=slave)
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow"] + list(args), cwd=str(cwd), env=env,
+                            stdout=slave, stderr=slave)
     os.close(slave)
     out = b""
     while True:
@@ -124,11 +146,49 @@ def test_tty_progress_display(studio):
         out += chunk
     proc.wait(timeout=60)
     os.close(master)
-    text = out.decode()
-    assert proc.returncode == 0, text
+    return proc.returncode, out.decode()
+
+
+def screen(text):
+    """What a terminal shows after text: each line as its last carriage-return redraw left it."""
+    lines = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        visible = ""
+        for part in line.split("\r"):
+            visible = part + visible[len(part):]
+        lines.append(visible.rstrip())
+    return [line for line in lines if line]
+
+
+def test_tty_progress_display(studio):
+    (studio / "fixed").write_text("")
+    code, text = run_in_pty(["run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-24", "--approve-all",
+                             "--db", ":memory:"], studio)
+    assert code == 0, text
     assert "\r" in text, "no line redrawn in place"
-    assert "vendor_intake" in text and "steps" in text
-    assert "completed in" in text and "{" not in text  # a summary, not JSON lines
+    draws = [d for d in text.split("\r") if d.strip()]
+    assert any("per_file: " in d and " running" in d for d in draws), draws  # foreach counts while it runs
+    assert any(d.startswith("vendor_intake r") and "/7 steps · " in d for d in draws), draws
+    assert "{" not in text  # a progress line, not JSON lines
+    # When it ends the progress line is wiped and only the summary stays on screen.
+    assert screen(text) == [screen(text)[-1]]
+    assert re.fullmatch(r"run r\w+ completed in \d+(ms|\.\ds): 7 steps completed", screen(text)[-1])
+
+
+def test_tty_progress_says_how_to_approve_and_why_a_run_stopped(studio):
+    (studio / "fixed").write_text("")
+    code, text = run_in_pty(["run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-24", "--timeout", "1.5",
+                             "--db", ":memory:"], studio)
+    assert code == 3, text
+    shown = screen(text)
+    assert len(shown) == 3, shown
+    run_id = shown[0].split()[6]
+    assert shown[0] == ("human_gate waits for approval: dcc-flow approve %s human_gate   (or --deny --reason TEXT)"
+                        % run_id)
+    assert re.fullmatch(r"run %s cancelled in 1\.\ds: 6 completed, 1 cancelled" % run_id, shown[1]), shown
+    assert shown[2] == ("dcc-flow run: error: cancelled: timed out after 1.5s "
+                        "(the steps: dcc-flow show %s)" % run_id)
+    assert any("waiting for approval of human_gate · 1.0s" in d for d in text.split("\r")), "the clock ticks"
 
 
 def test_schedules_and_serve_with_webhooks(studio):

@@ -8,8 +8,10 @@ import time
 from typing import Any, Dict, List, Optional
 
 from .._errors import DccFlowError
+from .._spec import WorkflowSpec
 from ._base import CliError, Command, Context
 from ._engine import add_db_argument, exit_code, format_duration, load_tools, open_engine, parse_inputs
+from ._specfile import format_problem, load_spec, plural
 
 __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
 
@@ -17,8 +19,9 @@ __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"
 class Progress:
     """Renders engine events: one line redrawn in place on a terminal, JSON lines otherwise."""
 
-    def __init__(self, ctx: Context, run_id: str, name: str, tty: bool) -> None:
+    def __init__(self, ctx: Context, run_id: str, name: str, tty: bool, auto_approve: bool = False) -> None:
         self.ctx, self.run_id, self.name, self.tty = ctx, run_id, name, tty
+        self.auto_approve = auto_approve
         self.started = time.monotonic()
         self.completed = self.total = 0
         self.current = ""
@@ -65,6 +68,9 @@ class Progress:
                 self.retries += 1
             elif kind == "approve_requested":
                 self.waiting = key
+                if self.tty and not self.auto_approve:
+                    self._note("%s waits for approval: dcc-flow approve %s %s   (or --deny --reason TEXT)"
+                               % (key, self.run_id, key))
             elif kind == "approve_resolved":
                 self.waiting = ""
             if not self.tty:
@@ -77,6 +83,12 @@ class Progress:
         if self.tty:
             with self.lock:
                 self._draw()
+
+    def _note(self, text: str) -> None:
+        """Print a line that stays, above the progress line (which the next draw puts back)."""
+        self.ctx.write("\r" + " " * self.width + "\r")
+        self.width = 0
+        self.ctx.print(text)
 
     def _draw(self) -> None:
         text = self.line()
@@ -133,9 +145,7 @@ class RunCommand(Command):
             register_dir(engine, args.workflows)
             target = args.target
             if os.path.isfile(target):
-                with open(target, "rb") as fh:
-                    text = fh.read().decode("utf-8")
-                spec: Any = text
+                spec: Any = read_valid_spec(target, ctx)
             elif args.workflows:
                 spec = target
             else:
@@ -166,7 +176,7 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
     With ``--approve-all`` every approval is granted as it opens; without it the progress line (or
     a JSON event) says which step waits, for ``dcc-flow approve``."""
     status = engine.get_status(run.run_id)
-    progress = Progress(ctx, run.run_id, status.name, ctx.out_is_tty and not args.json)
+    progress = Progress(ctx, run.run_id, status.name, ctx.out_is_tty and not args.json, args.approve_all)
 
     def watch() -> None:
         for ev in engine.events(after_seq=after_seq, run_id=run.run_id, until_terminal=True):
@@ -193,9 +203,9 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
     finally:
         ended.set()
     progress.finish()
-    summary = "run %s %s in %s (%d/%d steps)" % (result.run_id, result.status.value,
-                                                format_duration(time.monotonic() - progress.started),
-                                                result.progress[0], result.progress[1])
+    instances = engine.get_status(result.run_id, all_steps=True)  # foreach iterations included
+    summary = "run %s %s in %s: %s" % (result.run_id, result.status.value,
+                                       format_duration(time.monotonic() - progress.started), step_counts(instances))
     if progress.tty:
         ctx.print(summary)
     else:
@@ -203,8 +213,44 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
                               "outputs": result.outputs, "error": result.error}, sort_keys=True))
     if not result.ok:
         err = result.error or {}
-        ctx.error("%s: %s" % (summary, err.get("message", result.status.value)))
+        where = "step %s: " % err["step_key"] if err.get("step_key") else ""
+        reason = "%s%s" % (where, err.get("message") or result.status.value)
+        # One line. On a terminal the summary is already on screen; elsewhere stderr gets all of it.
+        head = "" if progress.tty else summary + "; "
+        ctx.error("%s%s (the steps: dcc-flow show %s)" % (head, reason, result.run_id))
     return exit_code(result)
+
+
+#: The order in which step_counts lists statuses: the good news first.
+STATUS_ORDER = ("completed", "cached", "skipped", "failed", "cancelled", "interrupted", "waiting_approval",
+                "retrying", "running", "pending")
+
+
+def step_counts(result: Any) -> str:
+    """"6 steps completed", or "4 completed, 1 failed, 1 skipped", for the step instances of a run."""
+    counts: Dict[str, int] = {}
+    for step in result.steps:
+        counts[step.status.value] = counts.get(step.status.value, 0) + 1
+    if not counts:
+        return "%d/%d steps" % result.progress
+    if len(counts) == 1:
+        (status, n), = counts.items()
+        return "%d step%s %s" % (n, "" if n == 1 else "s", status)
+    order = {status: i for i, status in enumerate(STATUS_ORDER)}
+    return ", ".join("%d %s" % (counts[s], s) for s in sorted(counts, key=lambda s: order.get(s, len(order))))
+
+
+def read_valid_spec(path: str, ctx: Context) -> WorkflowSpec:
+    """The spec in ``path``; when it is invalid, every problem as ``FILE:LINE:COLUMN: CODE: message``
+    on stderr (as ``dcc-flow validate`` prints them) and a ``CliError``: nothing runs."""
+    loaded = load_spec(path)
+    if loaded.read_error is not None:
+        raise CliError(loaded.read_error)
+    if not loaded.ok or loaded.spec is None:
+        for problem in loaded.errors:
+            ctx.eprint(format_problem(loaded.label, problem))
+        raise CliError("%s: invalid spec (%s); nothing was run" % (path, plural(len(loaded.errors), "error")))
+    return loaded.spec
 
 
 def register_dir(engine: Any, folder: Optional[str]) -> List[str]:

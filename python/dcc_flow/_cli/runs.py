@@ -3,6 +3,7 @@
 import argparse
 import json
 
+from .._spec import WorkflowStatus
 from ._base import Command, Context
 from ._engine import add_db_argument, elapsed, format_duration, open_engine
 
@@ -17,7 +18,9 @@ class RunsCommand(Command):
                 ("failed runs of one workflow", "dcc-flow runs --status failed --name vendor_intake"))
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--status", action="append", default=[], help="only runs with this status (repeatable)")
+        parser.add_argument("--status", action="append", default=[], choices=[s.value for s in WorkflowStatus],
+                            metavar="STATUS", help="only runs with this status (repeatable): %s"
+                            % ", ".join(s.value for s in WorkflowStatus))
         parser.add_argument("--name", help="only runs of this workflow")
         parser.add_argument("--limit", type=int, default=50, help="at most this many (default 50, 0 = all)")
         parser.add_argument("--json", action="store_true", help="print JSON")

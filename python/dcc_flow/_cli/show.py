@@ -30,10 +30,12 @@ class ShowCommand(Command):
         width = max([len(s.key) for s in result.steps] + [4])
         for s in result.steps:
             flags = " cached" if s.cached else ""
-            ctx.print("  %s  %-16s attempt %d  %8s%s" % (s.key.ljust(width), s.status.value, s.attempt,
-                                                        format_duration(elapsed(s.started_at, s.finished_at)), flags))
+            attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
+            ctx.print("  %s  %-16s %-10s  %8s%s" % (s.key.ljust(width), s.status.value, attempt,
+                                                   format_duration(elapsed(s.started_at, s.finished_at)), flags))
             if s.error:
-                ctx.print("      %s: %s" % (s.error.get("kind", "error"), s.error.get("message", "")))
+                kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
+                ctx.print("      " + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
                 for line in (s.error.get("trace") or "").rstrip().splitlines():
                     ctx.print("      | " + line)
         if result.error:
