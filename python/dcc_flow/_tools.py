@@ -155,7 +155,13 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         import traceback  # only on failure: keeps `import dcc_flow` light
 
         message = "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
-        return _error(call_id, error_kind(exc), message, traceback.format_exc())[:-1]
+        # Start the traceback at the tool's own frame: the TD reading it at 3 a.m. needs their code,
+        # not this dispatcher (kept only when the call itself failed, e.g. a wrong argument name).
+        tb = exc.__traceback__
+        if tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        trace = "".join(traceback.format_exception(type(exc), exc, tb))
+        return _error(call_id, error_kind(exc), message, trace)[:-1]
     finally:
         _local.call = previous
     try:

@@ -108,8 +108,13 @@ def test_exceptions_become_step_errors_with_kind_and_traceback(engine):
     assert step.error["kind"] == "not_found"
     assert "no such scene: /x.ma" in step.error["message"]
     assert "Traceback" in step.error["trace"] and "FileNotFoundError" in step.error["trace"]
+    # The traceback starts at the tool's frame; the dispatcher's frame is noise for the reader.
+    assert "in broken" in step.error["trace"] and "_tools.py" not in step.error["trace"]
     with pytest.raises(dcc_flow.RunFailedError, match="b"):
         result.raise_for_status()
+
+    called_wrongly = engine.run("steps: [{id: b, tool: broken, args: {pth: /x.ma}}]").step("b")
+    assert "unexpected keyword argument 'pth'" in called_wrongly.error["trace"]
 
 
 @pytest.mark.parametrize(
