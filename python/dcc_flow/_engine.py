@@ -667,10 +667,15 @@ def _close_handle(handle: int) -> None:
 
 
 def _user() -> str:
-    for var in ("DCC_FLOW_USER", "USER", "USERNAME"):
-        if os.environ.get(var):
-            return os.environ[var]
-    return "python"
+    """Who answers an approval when the caller does not say: $DCC_FLOW_USER, else the login name."""
+    if os.environ.get("DCC_FLOW_USER"):
+        return os.environ["DCC_FLOW_USER"]
+    import getpass
+
+    try:
+        return getpass.getuser()  # $LOGNAME, $USER, $LNAME, $USERNAME, then the password database
+    except Exception:  # noqa: BLE001 - no name anywhere (a container with an unnamed uid)
+        return "python"
 
 
 def _log_event(ev: Mapping[str, Any]) -> None:

@@ -240,13 +240,15 @@ def test_approve_and_runs_from_another_terminal_reach_the_owning_process(studio)
 
         wrong = cli("approve", run_id, "no_such_gate", cwd=studio)
         assert wrong.returncode == 1 and "human_gate" in wrong.stderr, wrong.stderr
-        approved = cli("approve", run_id, "human_gate", "--reason", "looks right", cwd=studio, check=0)
+        approved = cli("approve", run_id, "human_gate", "--reason", "looks right", "--by", "supervisor",
+                       cwd=studio, check=0)
         assert "approved human_gate" in approved.stdout
         out, err = owner.communicate(timeout=60)
         assert owner.returncode == 0, err
         result = json.loads(out.splitlines()[-1])
         assert result["status"] == "completed"
         assert result["outputs"]["human_gate"]["reason"] == "looks right"
+        assert result["outputs"]["human_gate"]["by"] == "supervisor"
     finally:
         owner.kill()
         owner.wait()

@@ -1,4 +1,5 @@
 """dcc_flow.Engine: workflows whose tools are Python functions, driven through the C ABI."""
+import getpass
 import os
 import signal
 import subprocess
@@ -214,6 +215,21 @@ def test_approval_granted_from_another_thread(engine):
     t.join(5)
     assert result.ok, result.error
     assert result.outputs["gate"]["approved"] is True
+    assert result.outputs["gate"]["by"] == "sup" and result.outputs["gate"]["reason"] == "looks good"
+
+
+@pytest.mark.parametrize("user_env, expected", [("lead_td", "lead_td"), (None, getpass.getuser())])
+def test_approval_by_defaults_to_dcc_flow_user_then_the_login_name(engine, monkeypatch, user_env, expected):
+    if user_env is None:
+        monkeypatch.delenv("DCC_FLOW_USER", raising=False)
+    else:
+        monkeypatch.setenv("DCC_FLOW_USER", user_env)
+    run = engine.submit("steps: [{id: gate, kind: approve}]")
+    for ev in run.events(timeout=10):
+        if ev["type"] == "approve_requested":
+            run.approve("gate")
+            break
+    assert run.wait(timeout=10).outputs["gate"]["by"] == expected
 
 
 def test_non_serialisable_result_is_a_clear_step_error(engine):

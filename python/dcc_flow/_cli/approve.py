@@ -24,13 +24,14 @@ class ApproveCommand(Command):
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("step", metavar="STEP", help="the approve step's instance key")
         parser.add_argument("--deny", action="store_true", help="deny instead of granting")
-        parser.add_argument("--reason", default="")
+        parser.add_argument("--reason", default="", help="why (kept in the run record)")
+        parser.add_argument("--by", metavar="NAME", help="who answers (default: $DCC_FLOW_USER, else your login name)")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
             run_id = resolve_run(engine, args.run_id)
-            engine.approve(run_id, args.step, not args.deny, reason=args.reason)
+            engine.approve(run_id, args.step, not args.deny, reason=args.reason, by=args.by)
         ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, run_id))
         return 0
 
