@@ -6,8 +6,10 @@ build requirements from $(VENV)/wheelhouse: both are prepared by `make venv`, so
 index.
 """
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -96,3 +98,75 @@ def test_pip_install_dot_builds_and_installs_the_same_package(tmp_path):
     run([os.path.join(bindir, "python"), "-m", "pip", "install", "--no-index", "--find-links", WHEELHOUSE, "."],
         cwd=ROOT, env=clean_env())
     assert_installed_works(bindir, str(tmp_path))
+
+
+def readme():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_readme_install_commands_are_the_ones_tested():
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    text = readme()
+    assert "\npip wheel . --no-build-isolation --no-deps --no-index -w dist\n" in text  # the `wheel` fixture
+    if platform == "linux_x86_64":  # the README's example file name
+        assert "\npip install dist/dcc_flow-0.1.0-py3-none-linux_x86_64.whl\n" in text
+    assert "\npip install .  " in text  # test_pip_install_dot_...
+    for dcc_python in ("mayapy", "hython"):  # test_target_install_...
+        assert ("\n%s -m pip install --target /studio/pipeline/dcc-flow/site-packages dist/dcc_flow-0.1.0-py3-none-"
+                % dcc_python) in text
+
+
+def oldest_python():
+    """The oldest CPython of the machine (pyenv), to show the wheel is not tied to the builder's."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    for minor in range(7, 14):
+        versions = os.path.join(root, "versions")
+        for name in sorted(os.listdir(versions)) if os.path.isdir(versions) else ():
+            exe = os.path.join(versions, name, "bin", "python")
+            if name.startswith("3.%d." % minor) and os.access(exe, os.X_OK):
+                return exe
+    return sys.executable
+
+
+def module_pythonpath(mod_file):
+    """PYTHONPATH as Maya builds it from a module file: `+ NAME VERSION PATH` (relative to the .mod's
+    folder), then `PYTHONPATH +:= REL` lines relative to that module path."""
+    root, paths = None, []
+    with open(mod_file, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if fields[:1] == ["+"]:
+                root = os.path.normpath(os.path.join(os.path.dirname(mod_file), fields[-1]))
+            elif line.replace(" ", "").startswith("PYTHONPATH+:="):
+                paths.append(os.path.join(root, line.split(":=", 1)[1].strip()))
+    return paths
+
+
+def houdini_pythonpath(package_file, home):
+    """PYTHONPATH as Houdini builds it from the package's env list, DCC_FLOW_HOME moved to `home`."""
+    with open(package_file, encoding="utf-8") as f:
+        package = json.load(f)
+    env, paths = {}, []
+    for entry in package["env"]:
+        for key, value in entry.items():
+            if key == "DCC_FLOW_HOME":
+                env[key] = home
+            elif key == "PYTHONPATH":
+                assert value["method"] == "prepend"
+                paths.append(value["value"].replace("$DCC_FLOW_HOME", env["DCC_FLOW_HOME"]))
+    return paths
+
+
+def test_target_install_for_dcc_pythons_with_the_maya_module_and_houdini_package(wheel, tmp_path):
+    home = tmp_path / "dcc-flow"
+    run([sys.executable, "-m", "pip", "install", "--no-index", "--target", str(home / "site-packages"), wheel],
+        env=clean_env())
+    shutil.copy(os.path.join(ROOT, "examples", "install", "dcc_flow.mod"), str(home))
+    from_maya = module_pythonpath(str(home / "dcc_flow.mod"))
+    from_houdini = houdini_pythonpath(os.path.join(ROOT, "examples", "install", "dcc_flow.json"), str(home))
+    assert from_maya == from_houdini == [str(home / "site-packages")]
+    python = oldest_python()  # a different Python than the one that built and installed the wheel
+    env = dict(clean_env(), PYTHONPATH=os.pathsep.join(from_maya))
+    smoke = run([python, SMOKE], cwd=str(tmp_path), env=env)
+    assert "smoke ok" in smoke.stdout and str(home / "site-packages") in smoke.stdout, smoke.stdout

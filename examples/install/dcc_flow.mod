@@ -1,0 +1,2 @@
++ dcc_flow 0.1.0 .
+PYTHONPATH +:= site-packages
