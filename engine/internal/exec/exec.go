@@ -5,7 +5,11 @@
 //
 // Durability: every state change is written to the store before anyone is told about it — an
 // event is only visible once its batch is written, a step's completion is written before its
-// dependents start, and a tool is called only after its step_enter is written.
+// dependents start, and a tool that runs outside the engine (a host or remote tool) or may block
+// is called only after its step_enter is written. The step_enter of a tool or approve step
+// rides with the step's next write: an inline built-in tool step (flow__echo) is written once,
+// running and finished, in one commit. A crash before that write leaves no row for the step,
+// which resume runs, as it re-runs a step left running.
 package exec
 
 import (

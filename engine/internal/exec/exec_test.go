@@ -3,6 +3,8 @@ package exec_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,4 +180,86 @@ type panicky struct{}
 
 func (panicky) CallRemote(context.Context, string, string, map[string]any) (tools.Result, error) {
 	panic("remote caller bug")
+}
+
+// recorder is a store that keeps a summary of every batch written: "row:status" for each step
+// row and "event:key" for each event.
+type recorder struct {
+	*memstore.Store
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (r *recorder) Write(ctx context.Context, b *store.Batch) error {
+	var sum []string
+	for _, st := range b.Steps {
+		sum = append(sum, fmt.Sprintf("row %s:%s", st.Key, st.Status))
+	}
+	for _, e := range b.Events {
+		sum = append(sum, fmt.Sprintf("%s %s", e.Type, e.StepKey))
+	}
+	r.mu.Lock()
+	r.batches = append(r.batches, sum)
+	r.mu.Unlock()
+	return r.Store.Write(ctx, b)
+}
+
+// TestStepWrites: an inline built-in tool step is written once, its step_enter with its exit
+// (one commit per step on SQLite); a retry carries the held-back step_enter; a host tool step is
+// written as running, with its step_enter, before the host can pull the call.
+func TestStepWrites(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{Store: memstore.New()}
+	t.Cleanup(func() { _ = rec.Close() })
+	c := clock.New()
+	router := tools.NewRouter(c, nil)
+	if err := router.RegisterHost(tools.ToolInfo{Name: "host_tool"}); err != nil {
+		t.Fatal(err)
+	}
+	x := exec.New(exec.Config{Store: rec, Clock: c, Router: router})
+	s := mustSpec(t, `
+steps:
+  - { id: a, tool: flow__echo }
+  - id: b
+    tool: flow__fail
+    args: { times: 1, kind: transient }
+    retry: { max_attempts: 2, backoff: fixed, initial_delay_ms: 1, max_delay_ms: 1 }
+  - { id: c, tool: host_tool }
+`)
+	h, err := x.Start(context.Background(), exec.Params{RunID: "r", Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := router.Host().Next(context.Background(), tools.LaneMain, 1, 10*time.Second)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("host calls %v %v", calls, err)
+	}
+	steps, _ := rec.ListSteps(context.Background(), "r")
+	if last := steps[len(steps)-1]; last.Key != "c" || last.Status != run.StepRunning {
+		t.Fatalf("while the host runs c, its row is %s:%s", last.Key, last.Status)
+	}
+	if err := router.Host().Complete(calls[0].ID, tools.Result{Output: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done()
+	rec.mu.Lock()
+	got, _ := json.Marshal(rec.batches)
+	rec.mu.Unlock()
+	want := `[["workflow_started "],` +
+		`["row a:completed","step_enter a","step_exit a"],` +
+		`["row b:retrying","step_enter b","step_retry b"],["row b:running"],["row b:completed","step_exit b"],` +
+		`["row c:running","step_enter c"],["row c:completed","step_exit c"],` +
+		`["workflow_terminal "]]`
+	if string(got) != want {
+		t.Fatalf("batches\n%s\nwant\n%s", got, want)
+	}
+	evs, _ := rec.ListEvents(context.Background(), store.EventFilter{RunID: "r"})
+	for _, e := range evs {
+		if e.Type == run.EventStepExit && e.StepKey == "a" && e.Progress.Completed != 1 {
+			t.Fatalf("step_exit a progress %+v", e.Progress)
+		}
+		if e.Type == run.EventStepEnter && e.StepKey == "c" && e.Progress.Completed != 2 {
+			t.Fatalf("step_enter c progress %+v", e.Progress)
+		}
+	}
 }

@@ -34,7 +34,15 @@ type inst struct {
 	row   store.Step
 	batch store.Batch
 	steps [1]store.Step
-	evs   [2]run.Event
+	evs   [3]run.Event
+
+	// enter is the step_enter event of a tool or approve step, held back (enterPending) until
+	// the instance's next write, which carries it: a step that completes at once (an inline
+	// built-in tool) is written once, as an insert of its terminal row with both events, in one
+	// commit. A step that may block writes its step_enter before the call (see deferEnter).
+	// enterPending changes under runner.sealMu (read-locked) and seal reads it write-locked.
+	enter        run.Event
+	enterPending bool
 
 	// The run's registry of instances in flight (see seal), under runner.liveMu.
 	prev, next  *inst
@@ -77,10 +85,18 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	in.row.UpdatedAt = now
 	in.steps[0] = in.row
 	in.batch = store.Batch{Steps: in.steps[:]}
+	n := 0
+	if in.enterPending {
+		in.evs[n] = in.enter
+		n++
+	}
 	if typ != "" {
-		in.evs[0] = in.r.event(now, typ, in.row.Key, string(in.row.Status), in.row.Attempt, detail)
-		in.batch.Events = in.evs[:1]
+		in.evs[n] = in.r.event(now, typ, in.row.Key, string(in.row.Status), in.row.Attempt, detail)
+		n++
 		in.r.touch(now)
+	}
+	if n > 0 {
+		in.batch.Events = in.evs[:n]
 	}
 	how := writePlain
 	if !in.linked {
@@ -89,6 +105,31 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	err := in.r.writeFor(in, &in.batch, how)
 	in.row.Insert = false // only the first write inserts
 	return err
+}
+
+// deferEnter registers the instance as in flight and holds its step_enter back for its next
+// write (see inst.enter), instead of writing it now. errSealed when the run has ended.
+func (in *inst) deferEnter(now time.Time) error {
+	r := in.r
+	in.enter = r.event(now, run.EventStepEnter, in.row.Key, string(in.row.Status), in.row.Attempt, nil)
+	r.touch(now)
+	r.sealMu.RLock()
+	defer r.sealMu.RUnlock()
+	if r.sealed {
+		return errSealed
+	}
+	in.enterPending = true
+	r.link(in)
+	return nil
+}
+
+// flushEnter writes the instance's running row with its held-back step_enter, if any: before a
+// call that may block, so that a step in flight is visible as running.
+func (in *inst) flushEnter() error {
+	if !in.enterPending {
+		return nil
+	}
+	return in.save("", nil)
 }
 
 // setAttempt records the attempt in progress, also for the registry.
@@ -184,7 +225,7 @@ func (r *runner) seal() {
 		for in := r.liveHead; in != nil; in = in.next {
 			n++
 		}
-		b := &store.Batch{Steps: make([]store.Step, 0, n), Events: make([]run.Event, 0, n+1)}
+		b := &store.Batch{Steps: make([]store.Step, 0, n), Events: make([]run.Event, 0, 2*n+1)}
 		for in := r.liveTail; in != nil; in = in.prev {
 			if in.final {
 				continue
@@ -193,6 +234,9 @@ func (r *runner) seal() {
 				Attempt: in.liveAttempt, ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
 				FinishedAt: now, UpdatedAt: now}
 			b.Steps = append(b.Steps, row)
+			if in.enterPending {
+				b.Events = append(b.Events, in.enter)
+			}
 			r.completed.Add(1)
 			b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
 		}
@@ -231,7 +275,7 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		// Counted here, under the seal lock: a sealed run has counted its steps in flight
 		// itself, and a step refused after the seal must not count twice.
 		for i := range b.Events {
-			if b.Events[i].Type != run.EventApproveResolved {
+			if t := b.Events[i].Type; t == run.EventStepExit || t == run.EventStepSkipped {
 				n := int(r.completed.Add(1))
 				b.Events[i].Progress.Completed = n
 				if i > 0 && b.Events[i-1].Type == run.EventApproveResolved {
@@ -244,18 +288,12 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		r.cancel(storeFailure(err))
 		return err
 	}
+	if in != nil {
+		in.enterPending = false // carried by b
+	}
 	switch how {
 	case writeLink:
-		r.liveMu.Lock()
-		in.linked, in.prev, in.next = true, r.liveTail, nil
-		if r.liveTail != nil {
-			r.liveTail.next = in
-		} else {
-			r.liveHead = in
-		}
-		r.liveTail = in
-		in.liveAttempt = in.row.Attempt
-		r.liveMu.Unlock()
+		r.link(in)
 	case writeFinal:
 		in.final = true
 	}
@@ -264,6 +302,20 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		r.x.notify()
 	}
 	return nil
+}
+
+// link adds an instance to the registry of instances in flight. The caller holds r.sealMu.
+func (r *runner) link(in *inst) {
+	r.liveMu.Lock()
+	in.linked, in.prev, in.next = true, r.liveTail, nil
+	if r.liveTail != nil {
+		r.liveTail.next = in
+	} else {
+		r.liveHead = in
+	}
+	r.liveTail = in
+	in.liveAttempt = in.row.Attempt
+	r.liveMu.Unlock()
 }
 
 // unlink removes a finished instance from the registry.
@@ -434,7 +486,17 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 		in.row.Attempt = 1
 	}
 	defer r.unlink(in)
-	if err := in.saveAt(now, run.EventStepEnter, nil); err != nil {
+	var err error
+	switch sp.kind {
+	case spec.KindTool, spec.KindToolRemote, spec.KindApprove:
+		// Written with the step's next write: its exit, its approve_requested, or the running
+		// row runTool writes before a call that may block.
+		err = in.deferEnter(now)
+	default:
+		// A control step's step_enter comes before its children's events.
+		err = in.saveAt(now, run.EventStepEnter, nil)
+	}
+	if err != nil {
 		if errors.Is(err, errSealed) {
 			st, _, _ := r.stopped(ctx)
 			return outcome{status: st}
@@ -543,6 +605,10 @@ func (in *inst) finish(end stepEnd) outcome {
 	in.steps[0] = *row
 	in.batch = store.Batch{Steps: in.steps[:]}
 	n := 0
+	if in.enterPending {
+		in.evs[n] = in.enter
+		n++
+	}
 	if end.resolved != nil {
 		in.evs[n] = r.event(now, run.EventApproveResolved, row.Key, string(end.status), 0, end.resolved)
 		n++

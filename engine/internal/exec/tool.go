@@ -78,6 +78,13 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if attempt > 1 {
 			in.setAttempt(attempt) // already set for attempt 1
 		}
+		if in.enterPending && (sp.kind == spec.KindToolRemote || !r.x.cfg.Router.Inline(sp.st.Tool)) {
+			// The call may block (a host or remote tool, a blocking built-in): the step is
+			// written as running first.
+			if err := in.flushEnter(); err != nil {
+				return r.stoppedEnd(r.ctx)
+			}
+		}
 		res, err := r.attempt(ctx, sp, call, attempt)
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx)

@@ -142,6 +142,14 @@ func (r *Router) Tools() []ToolInfo {
 	return out
 }
 
+// Inline reports whether a call of the named tool runs to its end in the caller's goroutine
+// without waiting for anything: a built-in that does not block (flow__echo, flow__fail). Host
+// tools, blocking built-ins and unknown names are not inline.
+func (r *Router) Inline(name string) bool {
+	rt, ok := (*r.routes.Load())[name]
+	return ok && rt.fn != nil && !rt.blocking && rt.sem == nil
+}
+
 // Call runs a tool step attempt: a built-in in this goroutine (blocking built-ins in their own
 // goroutine, abandoned when ctx ends), a host tool through the Host. A per-tool max_concurrent
 // limit is waited for first (the wait ends with ctx). An unknown tool is ErrUnknownTool. When
