@@ -2,7 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,9 +10,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
-// The statements of the write path, prepared once on the writer connection.
+// The statements of the write path, prepared once on the writer connection (see wconn).
 const (
-	sqlRunExists = `SELECT 1 FROM workflows WHERE id = ?`
 	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
 			origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -32,35 +31,75 @@ const (
 			attempt, completed, total, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-var writeStatements = []string{sqlRunExists, sqlRunInsert, sqlRunUpdate, sqlStepUpsert, sqlIdemUpsert, sqlEventInsert}
+// The transaction statements of the leader.
+const (
+	sqlBegin      = `BEGIN IMMEDIATE`
+	sqlCommit     = `COMMIT`
+	sqlRollback   = `ROLLBACK`
+	sqlSavepoint  = `SAVEPOINT b`
+	sqlRollbackTo = `ROLLBACK TO b`
+	sqlRelease    = `RELEASE b`
+)
 
-// txn runs prepared statements inside the committer's transaction.
-type txn struct {
-	ctx   context.Context
-	tx    *sql.Tx
-	stmts map[string]*sql.Stmt
+// wconn is the writer's driver connection with the write statements prepared on it, once
+// each, and reused (database/sql would re-bind a prepared statement to the transaction and
+// convert every argument on each call). It is used inside sql.Conn.Raw by the leader only.
+type wconn struct {
+	dc    any // the driver connection the statements belong to
+	stmts map[string]driver.Stmt
+	args  []driver.NamedValue // the arguments of the next statement (see arg)
 }
 
-func (t *txn) exec(query string, args ...any) (sql.Result, error) {
-	return t.tx.StmtContext(t.ctx, t.stmts[query]).ExecContext(t.ctx, args...)
+// arg adds an argument for the next exec. v is a driver.Value: int64, float64, bool, []byte,
+// string, time.Time or nil.
+func (w *wconn) arg(v driver.Value) {
+	w.args = append(w.args, driver.NamedValue{Ordinal: len(w.args) + 1, Value: v})
 }
 
-func (t *txn) queryRow(query string, args ...any) *sql.Row {
-	return t.tx.StmtContext(t.ctx, t.stmts[query]).QueryRowContext(t.ctx, args...)
+// bytesArg adds a JSON value as a BLOB argument, NULL when nil.
+func (w *wconn) bytesArg(b []byte) {
+	if b == nil {
+		w.arg(nil)
+		return
+	}
+	w.arg(b)
 }
 
-// apply writes one batch inside the committer's transaction, assigning event sequence numbers
+// execResult runs query with the arguments added by arg, preparing it on first use.
+func (w *wconn) execResult(query string) (driver.Result, error) {
+	args := w.args
+	w.args = w.args[:0]
+	st, ok := w.stmts[query]
+	if !ok {
+		p, ok := w.dc.(driver.ConnPrepareContext)
+		if !ok {
+			return nil, fmt.Errorf("sqlite store: the driver cannot prepare statements")
+		}
+		var err error
+		if st, err = p.PrepareContext(context.Background(), query); err != nil {
+			return nil, err
+		}
+		w.stmts[query] = st
+	}
+	return st.(driver.StmtExecContext).ExecContext(context.Background(), args)
+}
+
+func (w *wconn) exec(query string) error {
+	_, err := w.execResult(query)
+	return err
+}
+
+func (w *wconn) close() {
+	for _, st := range w.stmts {
+		st.Close()
+	}
+	w.stmts = map[string]driver.Stmt{}
+}
+
+// apply writes one batch inside the leader's transaction, assigning event sequence numbers
 // after *seq and step orders after *ord.
-func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
+func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 	for _, r := range b.CreateRuns {
-		var one int
-		err := t.queryRow(sqlRunExists, r.ID).Scan(&one)
-		if err == nil {
-			return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
-		}
-		if err != sql.ErrNoRows {
-			return err
-		}
 		errJSON, err := runErrorJSON(r.Error)
 		if err != nil {
 			return err
@@ -71,10 +110,25 @@ func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
 				return err
 			}
 		}
-		if _, err := t.exec(sqlRunInsert,
-			r.ID, r.Name, []byte(r.SpecJSON), r.SpecHash, nullBytes(r.Inputs), string(r.Status), errJSON,
-			r.Origin, envAllow, nullBytes(r.Trigger), r.Progress.Completed, r.Progress.Total,
-			nanos(r.CreatedAt), nanos(r.UpdatedAt), nanos(r.FinishedAt)); err != nil {
+		w.arg(r.ID)
+		w.arg(r.Name)
+		w.arg([]byte(r.SpecJSON))
+		w.arg(r.SpecHash)
+		w.bytesArg(r.Inputs)
+		w.arg(string(r.Status))
+		w.bytesArg(errJSON)
+		w.arg(r.Origin)
+		w.bytesArg(envAllow)
+		w.bytesArg(r.Trigger)
+		w.arg(int64(r.Progress.Completed))
+		w.arg(int64(r.Progress.Total))
+		w.arg(nanos(r.CreatedAt))
+		w.arg(nanos(r.UpdatedAt))
+		w.arg(nanos(r.FinishedAt))
+		if err := w.exec(sqlRunInsert); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed: workflows.id") {
+				return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
+			}
 			return fmt.Errorf("creating run %s: %w", r.ID, err)
 		}
 	}
@@ -83,8 +137,14 @@ func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
 		if err != nil {
 			return err
 		}
-		res, err := t.exec(sqlRunUpdate,
-			string(u.Status), errJSON, u.Progress.Completed, u.Progress.Total, nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID)
+		w.arg(string(u.Status))
+		w.bytesArg(errJSON)
+		w.arg(int64(u.Progress.Completed))
+		w.arg(int64(u.Progress.Total))
+		w.arg(nanos(u.UpdatedAt))
+		w.arg(nanos(u.FinishedAt))
+		w.arg(u.ID)
+		res, err := w.execResult(sqlRunUpdate)
 		if err != nil {
 			return fmt.Errorf("updating run %s: %w", u.ID, err)
 		}
@@ -94,11 +154,23 @@ func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
 	}
 	for _, st := range b.Steps {
 		*ord++
-		_, err := t.exec(sqlStepUpsert,
-			st.RunID, st.Key, *ord, st.StepID, st.Kind, string(st.Status), st.Attempt, nullBytes(st.Output),
-			nullBytes(st.FileRefs), st.ErrorKind, st.ErrorMessage, st.ErrorTrace, st.Cached,
-			nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt))
-		if err != nil {
+		w.arg(st.RunID)
+		w.arg(st.Key)
+		w.arg(*ord)
+		w.arg(st.StepID)
+		w.arg(st.Kind)
+		w.arg(string(st.Status))
+		w.arg(int64(st.Attempt))
+		w.bytesArg(st.Output)
+		w.bytesArg(st.FileRefs)
+		w.arg(st.ErrorKind)
+		w.arg(st.ErrorMessage)
+		w.arg(st.ErrorTrace)
+		w.arg(st.Cached)
+		w.arg(nanos(st.StartedAt))
+		w.arg(nanos(st.FinishedAt))
+		w.arg(nanos(st.UpdatedAt))
+		if err := w.exec(sqlStepUpsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("step %s of run %s: %w", st.Key, st.RunID, store.ErrNotFound)
 			}
@@ -106,8 +178,14 @@ func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
 		}
 	}
 	for _, e := range b.Idempotency {
-		if _, err := t.exec(sqlIdemUpsert,
-			e.Scope, e.RunID, e.Key, nullBytes(e.Output), nullBytes(e.FileRefs), nanos(e.CreatedAt), nanos(e.ExpiresAt)); err != nil {
+		w.arg(e.Scope)
+		w.arg(e.RunID)
+		w.arg(e.Key)
+		w.bytesArg(e.Output)
+		w.bytesArg(e.FileRefs)
+		w.arg(nanos(e.CreatedAt))
+		w.arg(nanos(e.ExpiresAt))
+		if err := w.exec(sqlIdemUpsert); err != nil {
 			return fmt.Errorf("writing idempotency entry %q: %w", e.Key, err)
 		}
 	}
@@ -115,9 +193,17 @@ func apply(t *txn, b *store.Batch, seq *uint64, ord *int64) error {
 		ev := &b.Events[i]
 		*seq++
 		ev.Seq = *seq
-		if _, err := t.exec(sqlEventInsert,
-			int64(ev.Seq), ev.RunID, nanos(ev.Time), ev.Type, ev.StepKey, ev.Status, ev.Attempt,
-			ev.Progress.Completed, ev.Progress.Total, nullBytes(ev.Detail)); err != nil {
+		w.arg(int64(ev.Seq))
+		w.arg(ev.RunID)
+		w.arg(nanos(ev.Time))
+		w.arg(ev.Type)
+		w.arg(ev.StepKey)
+		w.arg(ev.Status)
+		w.arg(int64(ev.Attempt))
+		w.arg(int64(ev.Progress.Completed))
+		w.arg(int64(ev.Progress.Total))
+		w.bytesArg(ev.Detail)
+		if err := w.exec(sqlEventInsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("event %s of run %s: %w", ev.Type, ev.RunID, store.ErrNotFound)
 			}
@@ -131,14 +217,7 @@ func isForeignKey(err error) bool {
 	return strings.Contains(err.Error(), "FOREIGN KEY constraint failed")
 }
 
-func nullBytes(b json.RawMessage) any {
-	if b == nil {
-		return nil
-	}
-	return []byte(b)
-}
-
-func runErrorJSON(e *store.RunError) (any, error) {
+func runErrorJSON(e *store.RunError) ([]byte, error) {
 	if e == nil {
 		return nil, nil
 	}

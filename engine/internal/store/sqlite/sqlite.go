@@ -1,11 +1,14 @@
 // Package sqlite is the SQLite implementation of store.Store (DESIGN §5), on modernc.org/sqlite
 // (pure Go, no cgo): one database file, WAL journal, numbered embedded migrations.
 //
-// Writes: every Write call hands its batch to one committer goroutine, which applies the
-// batches waiting at that moment in one BEGIN IMMEDIATE … COMMIT transaction (group commit),
-// each inside its own SAVEPOINT so that one failing batch (a duplicate run id, an unknown run)
-// fails alone. Write returns once the transaction holding its batch has committed. Reads use a
-// separate connection pool and see committed data only.
+// Writes: Write queues its batch; one writer at a time, the leader, applies the batches queued
+// at that moment in one BEGIN IMMEDIATE … COMMIT transaction (group commit), so that one
+// failing batch (a duplicate run id, an unknown run) fails alone (see commitGroup). A Write
+// that finds no leader leads itself, in its own goroutine: an idle store commits without a
+// goroutine handoff. A leader commits one group, the one holding its own batch, then hands the
+// lead to the first batch still queued, whose writer commits the next group. Write returns once
+// the transaction holding its batch has committed. Reads use a separate connection pool and see
+// committed data only.
 //
 // Durability: the database runs with synchronous=NORMAL in WAL mode, so a committed transaction
 // survives a crash of the process (the SIGKILL test) but the last transactions may be lost on a
@@ -16,6 +19,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -45,13 +49,16 @@ type Store struct {
 	w    *sql.DB // the single writer connection
 	r    *sql.DB // readers
 
-	queue     chan *pending
-	closing   chan struct{}
-	committed chan struct{} // closed when the committer has returned
+	// The write queue: batches waiting for a leader (see Write), under mu. While leading is
+	// false the queue is empty. idle is signalled when leading becomes false.
+	mu        sync.Mutex
+	queue     []*pending
+	leading   bool
+	idle      sync.Cond
 	closeOnce sync.Once
 	closed    atomic.Bool
 
-	stmts map[string]*sql.Stmt // the write statements, prepared on w
+	wc *wconn // the writer's driver connection and its prepared statements (leader only)
 
 	seq atomic.Uint64 // the last event sequence number assigned
 	ord int64         // the last step order assigned (committer only)
@@ -67,8 +74,11 @@ var _ store.Store = (*Store)(nil)
 
 type pending struct {
 	b    *store.Batch
-	done chan error
+	done chan error // the batch's outcome, or errLead: the receiver leads the next group
 }
+
+// errLead, sent on pending.done, makes a queued writer the leader (see Write).
+var errLead = errors.New("lead the next group")
 
 // SchemaError is returned by Open for a database whose schema is newer than this dcc-flow.
 type SchemaError struct {
@@ -118,7 +128,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s.unlock = unlock
-	go s.commitLoop()
 	return s, nil
 }
 
@@ -151,9 +160,8 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("database %s has schema version %d, older than this dcc-flow (%d): "+
 			"open it once for writing to migrate it", path, version, current)
 	}
-	s := &Store{path: path, r: r, readOnly: true, unlock: func() {}, closing: make(chan struct{}),
-		committed: make(chan struct{})}
-	close(s.committed)
+	s := &Store{path: path, r: r, readOnly: true, unlock: func() {}}
+	s.idle.L = &s.mu
 	return s, nil
 }
 
@@ -182,7 +190,8 @@ func open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	s := &Store{path: path, w: w, r: r, queue: make(chan *pending, 4096), closing: make(chan struct{}), committed: make(chan struct{})}
+	s := &Store{path: path, w: w, r: r}
+	s.idle.L = &s.mu
 	var seq, ord sql.NullInt64
 	if err := w.QueryRowContext(ctx, `SELECT (SELECT max(seq) FROM workflow_events), (SELECT max(ord) FROM workflow_steps)`).Scan(&seq, &ord); err != nil {
 		s.closeDBs()
@@ -190,15 +199,6 @@ func open(ctx context.Context, path string) (*Store, error) {
 	}
 	s.seq.Store(uint64(seq.Int64))
 	s.ord = ord.Int64
-	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range writeStatements {
-		st, err := w.PrepareContext(ctx, q)
-		if err != nil {
-			s.closeDBs()
-			return nil, fmt.Errorf("preparing the statements of %s: %w", path, err)
-		}
-		s.stmts[q] = st
-	}
 	return s, nil
 }
 
@@ -275,14 +275,17 @@ func (s *Store) Path() string { return s.path }
 // Commits returns how many write transactions were committed (for tests of group commit).
 func (s *Store) Commits() int64 { return s.commits.Load() }
 
-// Close stops the committer after the batches already handed to it and closes the database.
+// Close waits for the batches already queued to be committed and closes the database.
 // Further calls return store.ErrClosed. Closing twice is not an error.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
 		s.closed.Store(true)
-		close(s.closing)
-		<-s.committed
+		for s.leading {
+			s.idle.Wait()
+		}
+		s.mu.Unlock()
 		err = s.closeDBs()
 		if s.unlock != nil {
 			s.unlock()
@@ -292,19 +295,28 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	for _, st := range s.stmts {
-		st.Close()
-	}
 	errs := []error{s.r.Close(), s.ctl.close()}
 	if s.w != nil {
+		if s.wc != nil {
+			// The statements belong to the driver connection: close them on it.
+			if c, err := s.w.Conn(context.Background()); err == nil {
+				_ = c.Raw(func(dc any) error {
+					if s.wc.dc == dc {
+						s.wc.close()
+					}
+					return nil
+				})
+				c.Close()
+			}
+		}
 		errs = append(errs, s.w.Close())
 	}
 	return errors.Join(errs...)
 }
 
 // Write applies b atomically and durably (see the package comment): it returns once the
-// transaction holding b has committed. ctx bounds the wait for a place in the queue only: a
-// batch handed to the committer is always applied or failed as a whole.
+// transaction holding b has committed. ctx bounds nothing but the start: a batch queued is
+// always applied or failed as a whole.
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -312,46 +324,59 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	p := &pending{b: b, done: make(chan error, 1)}
-	select {
-	case s.queue <- p:
-	case <-s.closing:
-		return store.ErrClosed
-	case <-ctx.Done():
+	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
+	p := &pending{b: b, done: make(chan error, 1)}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	s.queue = append(s.queue, p)
+	lead := !s.leading
+	s.leading = true
+	s.mu.Unlock()
+	if !lead {
+		if err := <-p.done; err != errLead {
+			return err
+		}
+	}
+	s.lead()
 	return <-p.done
 }
 
-func (s *Store) commitLoop() {
-	defer close(s.committed)
-	for {
-		var first *pending
-		select {
-		case first = <-s.queue:
-		case <-s.closing:
-			// Apply what is already queued, then stop.
-			for {
+// lead commits the next group of queued batches, which holds the leader's own (it is first in
+// the queue), then hands the lead to the first batch still queued, or ends it.
+func (s *Store) lead() {
+	s.mu.Lock()
+	n := min(len(s.queue), maxGroup)
+	group := make([]*pending, n)
+	copy(group, s.queue)
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
+	s.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			for _, p := range group { // unblock the writers, then crash as a committer would
 				select {
-				case p := <-s.queue:
-					s.commitGroup([]*pending{p})
+				case p.done <- fmt.Errorf("sqlite store: %v", v):
 				default:
-					return
 				}
 			}
+			defer panic(v)
 		}
-		group := []*pending{first}
-	drain:
-		for len(group) < maxGroup {
-			select {
-			case p := <-s.queue:
-				group = append(group, p)
-			default:
-				break drain
-			}
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			s.queue[0].done <- errLead
+		} else {
+			s.leading = false
+			s.idle.Broadcast()
 		}
-		s.commitGroup(group)
-	}
+		s.mu.Unlock()
+	}()
+	s.commitGroup(group)
 }
 
 // commitGroup applies the batches of group in one transaction. It first applies them all
@@ -374,26 +399,46 @@ func (s *Store) commitGroup(group []*pending) {
 
 var errRetryWithSavepoints = errors.New("a batch failed: retry the group with savepoints")
 
-func (s *Store) tryGroup(group []*pending, savepoints bool) ([]error, error) {
+// tryGroup applies the batches of group in one transaction on the writer connection, through
+// its driver connection and the statements prepared on it (see wconn).
+func (s *Store) tryGroup(group []*pending, savepoints bool) (errs []error, err error) {
 	ctx := context.Background()
-	tx, err := s.w.BeginTx(ctx, nil)
+	c, err := s.w.Conn(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	defer c.Close()
+	err = c.Raw(func(dc any) error {
+		w := s.wc
+		if w == nil || w.dc != dc {
+			// First use, or database/sql replaced the connection: prepare anew.
+			w = &wconn{dc: dc, stmts: map[string]driver.Stmt{}}
+			s.wc = w
+		}
+		errs, err = s.applyGroup(w, group, savepoints)
+		return err
+	})
+	return errs, err
+}
+
+func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error, error) {
+	if err := w.exec(sqlBegin); err != nil {
 		return nil, fmt.Errorf("sqlite store: begin: %w", err)
 	}
-	t := &txn{ctx: ctx, tx: tx, stmts: s.stmts}
+	rollback := func() { _ = w.exec(sqlRollback) }
 	errs := make([]error, len(group))
 	seq, ord := s.seq.Load(), s.ord
 	for i, p := range group {
 		if savepoints {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT b"); err != nil {
-				tx.Rollback()
+			if err := w.exec(sqlSavepoint); err != nil {
+				rollback()
 				return nil, err
 			}
 		}
 		seqBefore, ordBefore := seq, ord
-		if err := apply(t, p.b, &seq, &ord); err != nil {
+		if err := apply(w, p.b, &seq, &ord); err != nil {
 			if !savepoints {
-				tx.Rollback()
+				rollback()
 				if len(group) == 1 {
 					return []error{err}, nil
 				}
@@ -401,19 +446,20 @@ func (s *Store) tryGroup(group []*pending, savepoints bool) ([]error, error) {
 			}
 			errs[i] = err
 			seq, ord = seqBefore, ordBefore
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO b"); err != nil {
-				tx.Rollback()
+			if err := w.exec(sqlRollbackTo); err != nil {
+				rollback()
 				return nil, err
 			}
 		}
 		if savepoints {
-			if _, err := tx.ExecContext(ctx, "RELEASE b"); err != nil {
-				tx.Rollback()
+			if err := w.exec(sqlRelease); err != nil {
+				rollback()
 				return nil, err
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := w.exec(sqlCommit); err != nil {
+		rollback() // if the transaction is still open
 		return nil, fmt.Errorf("sqlite store: commit: %w", err)
 	}
 	s.commits.Add(1)
