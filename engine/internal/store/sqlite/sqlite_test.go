@@ -75,6 +75,81 @@ func TestSchemaVersions(t *testing.T) {
 	}
 }
 
+// TestMigrateFromVersion2: a database written by schema version 2 (steps with a separate
+// (run_id, ord) index) opens, migrates, and keeps its steps, their order and its events.
+func TestMigrateFromVersion2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v2.db")
+	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"migrations/0001_init.sql", "migrations/0002_control.sql"} {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec(string(body)); err != nil {
+			t.Fatal(f, err)
+		}
+	}
+	for _, q := range []string{
+		`PRAGMA user_version = 2`,
+		`INSERT INTO workflows (id, spec_json, spec_hash, status, created_at, updated_at) VALUES ('r', '{}', 'h', 'running', 1, 1)`,
+		// Written in the order b, a, c: ord says so, not the key.
+		`INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt, output, started_at)
+			VALUES ('r', 'b', 7, 'b', 'tool', 'completed', 1, '{"n":1}', 5)`,
+		`INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt, error_kind, error_message)
+			VALUES ('r', 'a', 9, 'a', 'tool', 'failed', 2, 'transient', 'boom')`,
+		`INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status) VALUES ('r', 'c', 12, 'c', 'tool', 'running')`,
+		`INSERT INTO workflow_events (seq, run_id, time, type, step_key, status) VALUES (3, 'r', 1, 'step_exit', 'b', 'completed')`,
+		`INSERT INTO workflow_events (seq, run_id, time, type, step_key, status) VALUES (4, 'r', 1, 'step_exit', 'a', 'failed')`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	raw.Close()
+
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	steps, err := s.ListSteps(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range steps {
+		got = append(got, fmt.Sprintf("%s:%s:%d:%s:%s", st.Key, st.Status, st.Attempt, st.Output, st.ErrorMessage))
+	}
+	if want := "b:completed:1:{\"n\":1}: a:failed:2::boom c:running:0::"; strings.Join(got, " ") != want {
+		t.Fatalf("steps after the migration: %s\nwant %s", strings.Join(got, " "), want)
+	}
+	// New steps come after the migrated ones; an existing one is updated in place.
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{Steps: []store.Step{
+		{RunID: "r", Key: "d", StepID: "d", Kind: "tool", Status: run.StepRunning, Insert: true},
+		{RunID: "r", Key: "c", StepID: "c", Kind: "tool", Status: run.StepCompleted, FinishedAt: now},
+	}, Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: "c", Time: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _ = s.ListSteps(ctx, "r")
+	got = got[:0]
+	for _, st := range steps {
+		got = append(got, st.Key+":"+string(st.Status))
+	}
+	if want := "b:completed a:failed c:completed d:running"; strings.Join(got, " ") != want {
+		t.Fatalf("steps: %s, want %s", strings.Join(got, " "), want)
+	}
+	evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: "r", AfterSeq: 3})
+	if len(evs) != 2 || evs[0].Seq != 4 || evs[1].Seq != 5 {
+		t.Fatalf("events after seq 3: %+v", evs)
+	}
+}
+
 func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
