@@ -5,9 +5,11 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 // The statements of the write path, prepared once on the writer connection (see wconn).
@@ -17,19 +19,68 @@ const (
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlRunUpdate = `UPDATE workflows SET status = ?, error = ?, completed = ?, total = ?,
 			updated_at = ?, finished_at = ? WHERE id = ?`
-	sqlStepUpsert = `INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt,
+	sqlStepUpsert = sqlStepInsertHead + sqlStepValues + sqlStepUpsertTail
+	sqlIdemUpsert = `INSERT OR REPLACE INTO workflow_idempotency
+			(scope, run_id, key, output, file_refs, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	sqlEventInsert = sqlEventInsertHead + sqlEventValues
+)
+
+// The parts of the step and event statements, for the multi-row forms (see multiRow).
+const (
+	sqlStepInsertHead = `INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt,
 			output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES `
+	sqlStepValues     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlStepUpsertTail = `
 			ON CONFLICT(run_id, key) DO UPDATE SET step_id = excluded.step_id, kind = excluded.kind,
 			status = excluded.status, attempt = excluded.attempt, output = excluded.output,
 			file_refs = excluded.file_refs, error_kind = excluded.error_kind, error_message = excluded.error_message,
 			error_trace = excluded.error_trace, cached = excluded.cached, started_at = excluded.started_at,
 			finished_at = excluded.finished_at, updated_at = excluded.updated_at`
-	sqlIdemUpsert = `INSERT OR REPLACE INTO workflow_idempotency
-			(scope, run_id, key, output, file_refs, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	sqlEventInsert = `INSERT INTO workflow_events (seq, run_id, time, type, step_key, status,
-			attempt, completed, total, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlEventInsertHead = `INSERT INTO workflow_events (seq, run_id, time, type, step_key, status,
+			attempt, completed, total, detail) VALUES `
+	sqlEventValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
+
+// maxRows bounds the rows of one multi-row statement (a power of two; 64 step rows are 1,024
+// parameters, far below SQLite's limit of 32,766).
+const maxRows = 64
+
+// The multi-row statements, by log2 of their row count (see chunk).
+var (
+	sqlStepUpserts  = multiRow(sqlStepInsertHead, sqlStepValues, sqlStepUpsertTail)
+	sqlEventInserts = multiRow(sqlEventInsertHead, sqlEventValues, "")
+)
+
+// multiRow returns the statements that write 1, 2, 4, … maxRows rows at once: head, n copies
+// of values, tail.
+func multiRow(head, values, tail string) []string {
+	var out []string
+	for n := 1; n <= maxRows; n *= 2 {
+		var b strings.Builder
+		b.WriteString(head)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(values)
+		}
+		b.WriteString(tail)
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// chunk returns how many of the remaining rows the next multi-row statement writes: the
+// largest power of two ≤ min(remaining, maxRows), so a group uses at most log2(maxRows)+1
+// distinct statements per table.
+func chunk(remaining int) (n, log2 int) {
+	n, log2 = maxRows, bits.Len(maxRows)-1
+	for n > remaining {
+		n, log2 = n>>1, log2-1
+	}
+	return n, log2
+}
 
 // The transaction statements of the leader.
 const (
@@ -96,80 +147,23 @@ func (w *wconn) close() {
 	w.stmts = map[string]driver.Stmt{}
 }
 
-// apply writes one batch inside the leader's transaction, assigning event sequence numbers
-// after *seq and step orders after *ord.
+// apply writes one batch inside the leader's transaction, a statement per row, assigning event
+// sequence numbers after *seq and step orders after *ord. Its errors name the row that failed.
 func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
-	for _, r := range b.CreateRuns {
-		errJSON, err := runErrorJSON(r.Error)
-		if err != nil {
+	for i := range b.CreateRuns {
+		if err := createRun(w, &b.CreateRuns[i]); err != nil {
 			return err
 		}
-		var envAllow []byte
-		if r.EnvAllow != nil {
-			if envAllow, err = json.Marshal(r.EnvAllow); err != nil {
-				return err
-			}
-		}
-		w.arg(r.ID)
-		w.arg(r.Name)
-		w.arg([]byte(r.SpecJSON))
-		w.arg(r.SpecHash)
-		w.bytesArg(r.Inputs)
-		w.arg(string(r.Status))
-		w.bytesArg(errJSON)
-		w.arg(r.Origin)
-		w.bytesArg(envAllow)
-		w.bytesArg(r.Trigger)
-		w.arg(int64(r.Progress.Completed))
-		w.arg(int64(r.Progress.Total))
-		w.arg(nanos(r.CreatedAt))
-		w.arg(nanos(r.UpdatedAt))
-		w.arg(nanos(r.FinishedAt))
-		if err := w.exec(sqlRunInsert); err != nil {
-			if strings.Contains(err.Error(), "UNIQUE constraint failed: workflows.id") {
-				return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
-			}
-			return fmt.Errorf("creating run %s: %w", r.ID, err)
-		}
 	}
-	for _, u := range b.RunUpdates {
-		errJSON, err := runErrorJSON(u.Error)
-		if err != nil {
+	for i := range b.RunUpdates {
+		if err := updateRun(w, &b.RunUpdates[i]); err != nil {
 			return err
 		}
-		w.arg(string(u.Status))
-		w.bytesArg(errJSON)
-		w.arg(int64(u.Progress.Completed))
-		w.arg(int64(u.Progress.Total))
-		w.arg(nanos(u.UpdatedAt))
-		w.arg(nanos(u.FinishedAt))
-		w.arg(u.ID)
-		res, err := w.execResult(sqlRunUpdate)
-		if err != nil {
-			return fmt.Errorf("updating run %s: %w", u.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("updating run %s: %w", u.ID, store.ErrNotFound)
-		}
 	}
-	for _, st := range b.Steps {
+	for i := range b.Steps {
+		st := &b.Steps[i]
 		*ord++
-		w.arg(st.RunID)
-		w.arg(st.Key)
-		w.arg(*ord)
-		w.arg(st.StepID)
-		w.arg(st.Kind)
-		w.arg(string(st.Status))
-		w.arg(int64(st.Attempt))
-		w.bytesArg(st.Output)
-		w.bytesArg(st.FileRefs)
-		w.arg(st.ErrorKind)
-		w.arg(st.ErrorMessage)
-		w.arg(st.ErrorTrace)
-		w.arg(st.Cached)
-		w.arg(nanos(st.StartedAt))
-		w.arg(nanos(st.FinishedAt))
-		w.arg(nanos(st.UpdatedAt))
+		stepArgs(w, st, *ord)
 		if err := w.exec(sqlStepUpsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("step %s of run %s: %w", st.Key, st.RunID, store.ErrNotFound)
@@ -177,32 +171,16 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 			return fmt.Errorf("writing step %s of run %s: %w", st.Key, st.RunID, err)
 		}
 	}
-	for _, e := range b.Idempotency {
-		w.arg(e.Scope)
-		w.arg(e.RunID)
-		w.arg(e.Key)
-		w.bytesArg(e.Output)
-		w.bytesArg(e.FileRefs)
-		w.arg(nanos(e.CreatedAt))
-		w.arg(nanos(e.ExpiresAt))
-		if err := w.exec(sqlIdemUpsert); err != nil {
-			return fmt.Errorf("writing idempotency entry %q: %w", e.Key, err)
+	for i := range b.Idempotency {
+		if err := putIdempotency(w, &b.Idempotency[i]); err != nil {
+			return err
 		}
 	}
 	for i := range b.Events {
 		ev := &b.Events[i]
 		*seq++
 		ev.Seq = *seq
-		w.arg(int64(ev.Seq))
-		w.arg(ev.RunID)
-		w.arg(nanos(ev.Time))
-		w.arg(ev.Type)
-		w.arg(ev.StepKey)
-		w.arg(ev.Status)
-		w.arg(int64(ev.Attempt))
-		w.arg(int64(ev.Progress.Completed))
-		w.arg(int64(ev.Progress.Total))
-		w.bytesArg(ev.Detail)
+		eventArgs(w, ev)
 		if err := w.exec(sqlEventInsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("event %s of run %s: %w", ev.Type, ev.RunID, store.ErrNotFound)
@@ -211,6 +189,181 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 		}
 	}
 	return nil
+}
+
+// applyAll writes every batch of a group inside the leader's transaction, table by table:
+// the runs created, the run updates, then the step rows and the events of all the batches
+// in multi-row statements (a statement per row costs more than the row under fan-out), the
+// rows in group order, then batch order. The order between tables differs from batch after
+// batch only for batches that depend on a concurrent batch of the same group (a step of a
+// run created by another Write not yet returned): no caller does that. Its errors do not name
+// the row: on one, the leader applies the group again, batch by batch (apply).
+func applyAll(w *wconn, group []*pending, seq *uint64, ord *int64) error {
+	nSteps, nEvents := 0, 0
+	for _, p := range group {
+		for i := range p.b.CreateRuns {
+			if err := createRun(w, &p.b.CreateRuns[i]); err != nil {
+				return err
+			}
+		}
+		nSteps += len(p.b.Steps)
+		nEvents += len(p.b.Events)
+	}
+	for _, p := range group {
+		for i := range p.b.RunUpdates {
+			if err := updateRun(w, &p.b.RunUpdates[i]); err != nil {
+				return err
+			}
+		}
+	}
+	// Steps, in chunks of multi-row statements.
+	g, i := 0, 0 // the next step row: group[g].b.Steps[i]
+	for nSteps > 0 {
+		n, log2 := chunk(nSteps)
+		for range n {
+			for i == len(group[g].b.Steps) {
+				g, i = g+1, 0
+			}
+			*ord++
+			stepArgs(w, &group[g].b.Steps[i], *ord)
+			i++
+		}
+		if err := w.exec(sqlStepUpserts[log2]); err != nil {
+			return fmt.Errorf("writing %d steps: %w", n, err)
+		}
+		nSteps -= n
+	}
+	for _, p := range group {
+		for i := range p.b.Idempotency {
+			if err := putIdempotency(w, &p.b.Idempotency[i]); err != nil {
+				return err
+			}
+		}
+	}
+	g, i = 0, 0
+	for nEvents > 0 {
+		n, log2 := chunk(nEvents)
+		for range n {
+			for i == len(group[g].b.Events) {
+				g, i = g+1, 0
+			}
+			ev := &group[g].b.Events[i]
+			*seq++
+			ev.Seq = *seq
+			eventArgs(w, ev)
+			i++
+		}
+		if err := w.exec(sqlEventInserts[log2]); err != nil {
+			return fmt.Errorf("appending %d events: %w", n, err)
+		}
+		nEvents -= n
+	}
+	return nil
+}
+
+func createRun(w *wconn, r *store.Run) error {
+	errJSON, err := runErrorJSON(r.Error)
+	if err != nil {
+		return err
+	}
+	var envAllow []byte
+	if r.EnvAllow != nil {
+		if envAllow, err = json.Marshal(r.EnvAllow); err != nil {
+			return err
+		}
+	}
+	w.arg(r.ID)
+	w.arg(r.Name)
+	w.arg([]byte(r.SpecJSON))
+	w.arg(r.SpecHash)
+	w.bytesArg(r.Inputs)
+	w.arg(string(r.Status))
+	w.bytesArg(errJSON)
+	w.arg(r.Origin)
+	w.bytesArg(envAllow)
+	w.bytesArg(r.Trigger)
+	w.arg(int64(r.Progress.Completed))
+	w.arg(int64(r.Progress.Total))
+	w.arg(nanos(r.CreatedAt))
+	w.arg(nanos(r.UpdatedAt))
+	w.arg(nanos(r.FinishedAt))
+	if err := w.exec(sqlRunInsert); err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: workflows.id") {
+			return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
+		}
+		return fmt.Errorf("creating run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func updateRun(w *wconn, u *store.RunUpdate) error {
+	errJSON, err := runErrorJSON(u.Error)
+	if err != nil {
+		return err
+	}
+	w.arg(string(u.Status))
+	w.bytesArg(errJSON)
+	w.arg(int64(u.Progress.Completed))
+	w.arg(int64(u.Progress.Total))
+	w.arg(nanos(u.UpdatedAt))
+	w.arg(nanos(u.FinishedAt))
+	w.arg(u.ID)
+	res, err := w.execResult(sqlRunUpdate)
+	if err != nil {
+		return fmt.Errorf("updating run %s: %w", u.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("updating run %s: %w", u.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// stepArgs adds the arguments of one row of the step statements.
+func stepArgs(w *wconn, st *store.Step, ord int64) {
+	w.arg(st.RunID)
+	w.arg(st.Key)
+	w.arg(ord)
+	w.arg(st.StepID)
+	w.arg(st.Kind)
+	w.arg(string(st.Status))
+	w.arg(int64(st.Attempt))
+	w.bytesArg(st.Output)
+	w.bytesArg(st.FileRefs)
+	w.arg(st.ErrorKind)
+	w.arg(st.ErrorMessage)
+	w.arg(st.ErrorTrace)
+	w.arg(st.Cached)
+	w.arg(nanos(st.StartedAt))
+	w.arg(nanos(st.FinishedAt))
+	w.arg(nanos(st.UpdatedAt))
+}
+
+func putIdempotency(w *wconn, e *store.IdempotencyEntry) error {
+	w.arg(e.Scope)
+	w.arg(e.RunID)
+	w.arg(e.Key)
+	w.bytesArg(e.Output)
+	w.bytesArg(e.FileRefs)
+	w.arg(nanos(e.CreatedAt))
+	w.arg(nanos(e.ExpiresAt))
+	if err := w.exec(sqlIdemUpsert); err != nil {
+		return fmt.Errorf("writing idempotency entry %q: %w", e.Key, err)
+	}
+	return nil
+}
+
+// eventArgs adds the arguments of one row of the event statements.
+func eventArgs(w *wconn, ev *run.Event) {
+	w.arg(int64(ev.Seq))
+	w.arg(ev.RunID)
+	w.arg(nanos(ev.Time))
+	w.arg(ev.Type)
+	w.arg(ev.StepKey)
+	w.arg(ev.Status)
+	w.arg(int64(ev.Attempt))
+	w.arg(int64(ev.Progress.Completed))
+	w.arg(int64(ev.Progress.Total))
+	w.bytesArg(ev.Detail)
 }
 
 func isForeignKey(err error) bool {

@@ -379,10 +379,11 @@ func (s *Store) lead() {
 	s.commitGroup(group)
 }
 
-// commitGroup applies the batches of group in one transaction. It first applies them all
-// directly; if one fails, it rolls back and applies them again each in its own SAVEPOINT, so that
-// only the failing batch fails (savepoints cost a sub-journal write per page, so they are only
-// paid for when a batch fails).
+// commitGroup applies the batches of group in one transaction. It first applies them all at
+// once (applyAll: multi-row statements); if that fails, it rolls back and applies them again
+// batch by batch, each in its own SAVEPOINT, so that only the failing batch fails, with an error
+// naming its row (savepoints cost a sub-journal write per page, so they are only paid for when a
+// batch fails).
 func (s *Store) commitGroup(group []*pending) {
 	errs, err := s.tryGroup(group, false)
 	if err == errRetryWithSavepoints {
@@ -428,34 +429,15 @@ func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error
 	rollback := func() { _ = w.exec(sqlRollback) }
 	errs := make([]error, len(group))
 	seq, ord := s.seq.Load(), s.ord
-	for i, p := range group {
-		if savepoints {
-			if err := w.exec(sqlSavepoint); err != nil {
-				rollback()
-				return nil, err
-			}
+	if !savepoints {
+		if err := applyAll(w, group, &seq, &ord); err != nil {
+			rollback()
+			return nil, errRetryWithSavepoints
 		}
-		seqBefore, ordBefore := seq, ord
-		if err := apply(w, p.b, &seq, &ord); err != nil {
-			if !savepoints {
-				rollback()
-				if len(group) == 1 {
-					return []error{err}, nil
-				}
-				return nil, errRetryWithSavepoints
-			}
-			errs[i] = err
-			seq, ord = seqBefore, ordBefore
-			if err := w.exec(sqlRollbackTo); err != nil {
-				rollback()
-				return nil, err
-			}
-		}
-		if savepoints {
-			if err := w.exec(sqlRelease); err != nil {
-				rollback()
-				return nil, err
-			}
+	} else {
+		if err := applyEach(w, group, errs, &seq, &ord); err != nil {
+			rollback()
+			return nil, err
 		}
 	}
 	if err := w.exec(sqlCommit); err != nil {
@@ -466,6 +448,28 @@ func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error
 	s.seq.Store(seq)
 	s.ord = ord
 	return errs, nil
+}
+
+// applyEach applies the batches of group one by one, each in its own SAVEPOINT, so that a
+// failing batch fails alone (its error in errs) and leaves no trace.
+func applyEach(w *wconn, group []*pending, errs []error, seq *uint64, ord *int64) error {
+	for i, p := range group {
+		if err := w.exec(sqlSavepoint); err != nil {
+			return err
+		}
+		seqBefore, ordBefore := *seq, *ord
+		if err := apply(w, p.b, seq, ord); err != nil {
+			errs[i] = err
+			*seq, *ord = seqBefore, ordBefore
+			if err := w.exec(sqlRollbackTo); err != nil {
+				return err
+			}
+		}
+		if err := w.exec(sqlRelease); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func nanos(t time.Time) int64 {

@@ -202,6 +202,43 @@ func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
 	t.Logf("%d concurrent writes in %d transactions", writers, s.Commits()-before)
 }
 
+// TestMultiRowWrites: a group's steps and events go in multi-row statements of 64, 32, … rows;
+// every row lands, in order, and a key written twice in one batch keeps its second write.
+func TestMultiRowWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t)
+	now := time.Now()
+	b := &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}
+	const n = 203 // 128 + 64 + 8 + 2 + 1
+	for i := range n {
+		key := fmt.Sprintf("each[%d].s", i)
+		b.Steps = append(b.Steps, store.Step{RunID: "r", Key: key, StepID: "s", Kind: "tool", Status: run.StepRunning, Attempt: 1, Insert: true})
+		b.Events = append(b.Events, run.Event{RunID: "r", Type: run.EventStepEnter, StepKey: key, Time: now})
+	}
+	b.Steps = append(b.Steps, store.Step{RunID: "r", Key: "each[5].s", StepID: "s", Kind: "tool", Status: run.StepCompleted, Attempt: 1,
+		Output: json.RawMessage(`{"v":5}`)})
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	steps, _ := s.ListSteps(ctx, "r")
+	evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: "r"})
+	if len(steps) != n || len(evs) != n {
+		t.Fatalf("%d steps, %d events, want %d", len(steps), len(evs), n)
+	}
+	for i := range n {
+		if want := fmt.Sprintf("each[%d].s", i); steps[i].Key != want || evs[i].StepKey != want || evs[i].Seq != b.Events[i].Seq {
+			t.Fatalf("row %d: step %s, event %s seq %d (batch says %d), want %s", i, steps[i].Key, evs[i].StepKey, evs[i].Seq, b.Events[i].Seq, want)
+		}
+		if i > 0 && evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("seq gap at %d", i)
+		}
+	}
+	if st := steps[5]; st.Status != run.StepCompleted || string(st.Output) != `{"v":5}` {
+		t.Fatalf("each[5].s written twice in one batch: %+v", st)
+	}
+}
+
 func benchStore(b *testing.B) *sqlite.Store {
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "flow.db"))
 	if err != nil {
