@@ -31,6 +31,8 @@ inputs: {shot: {type: string, required: true}}
 
 type bundle struct {
 	e      *engine.Engine
+	srv    *mcpserver.Server
+	url    string // the HTTP endpoint ("" over stdio)
 	c      *client.Client
 	mu     sync.Mutex
 	notifs []mcp.JSONRPCNotification
@@ -62,12 +64,14 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 		t.Fatal(err)
 	}
 	srv := mcpserver.New(e, opts...)
+	b := &bundle{e: e, srv: srv}
 	var tr transport.Interface
 	switch transportKind {
 	case "http":
 		hs := httptest.NewServer(srv.Handler(""))
 		t.Cleanup(hs.Close)
-		st, err := transport.NewStreamableHTTP(hs.URL + "/mcp")
+		b.url = hs.URL + "/mcp"
+		st, err := transport.NewStreamableHTTP(b.url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,17 +79,33 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 	case "stdio":
 		cr, sw := io.Pipe()
 		sr, cw := io.Pipe()
-		go func() { _ = srv.ServeStdio(ctx, sr, sw) }()
-		t.Cleanup(func() { cw.Close(); sw.Close() })
+		served := make(chan struct{})
+		go func() { _ = srv.ServeStdio(ctx, sr, sw); close(served) }()
+		// Closing the client's pipe ends the session: ServeStdio returns once it is over.
+		t.Cleanup(func() {
+			cw.Close()
+			sw.Close()
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Error("ServeStdio did not return after the client closed its pipe")
+			}
+		})
 		tr = transport.NewIO(cr, cw, io.NopCloser(strings.NewReader("")))
 	}
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	b := &bundle{e: e, c: c}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
+	b.c = start(t, ctx, tr, func(n mcp.JSONRPCNotification) {
 		b.mu.Lock()
 		b.notifs = append(b.notifs, n)
 		b.mu.Unlock()
 	})
+	return b
+}
+
+// start starts and initializes a client on tr whose notifications go to onNotification.
+func start(t testing.TB, ctx context.Context, tr transport.Interface, onNotification func(mcp.JSONRPCNotification)) *client.Client {
+	t.Helper()
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	c.OnNotification(onNotification)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +114,7 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 		ClientInfo: mcp.Implementation{Name: "test", Version: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return c
 }
 
 func call(t *testing.T, c *client.Client, name string, args map[string]any, meta *mcp.Meta) (map[string]any, bool) {
