@@ -32,6 +32,10 @@ var (
 	runIDRe = regexp.MustCompile(`r[0-9a-f]{28}`)
 	timeRe  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 	hashRe  = regexp.MustCompile(`"[0-9a-f]{64}"`)
+
+	// a run's status and completed steps, in JSON or in JSON text inside JSON
+	runStatusRe   = regexp.MustCompile(`(\\?"status\\?":\s*\\?")(running|waiting)`)
+	runProgressRe = regexp.MustCompile(`(\\?"completed\\?":\s*)[01]\b`)
 )
 
 // normalize makes a wire message stable: run ids, times and hashes are replaced.
@@ -59,6 +63,7 @@ func TestWireGolden(t *testing.T) {
 	var out bytes.Buffer
 	id := ""
 	reqCtx := ctx // the context of HandleMessage: no session until the session part below
+	mask := func(b []byte) []byte { return b }
 	exchange := func(title, req string) map[string]any {
 		t.Helper()
 		req = runIDRe.ReplaceAllString(req, id)
@@ -69,7 +74,7 @@ func TestWireGolden(t *testing.T) {
 		}
 		var pretty bytes.Buffer
 		_ = json.Indent(&pretty, []byte(req), "", "  ")
-		out.WriteString("## " + title + "\n-> " + string(normalize(pretty.Bytes())) + "\n<- " + string(normalize(raw)) + "\n\n")
+		out.WriteString("## " + title + "\n-> " + string(normalize(pretty.Bytes())) + "\n<- " + string(mask(normalize(raw))) + "\n\n")
 		var m map[string]any
 		_ = json.Unmarshal(raw, &m)
 		return m
@@ -77,8 +82,15 @@ func TestWireGolden(t *testing.T) {
 	exchange("initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"golden","version":"1"}}}`)
 	exchange("tools/list", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	exchange("workflows_lookup", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"workflows_lookup","arguments":{"query":"gated"}}}`)
+	// What workflows_run answers at once depends on how far the run got meanwhile: the first
+	// step done or not, already waiting for the approval or not.
+	mask = func(b []byte) []byte {
+		b = runStatusRe.ReplaceAll(b, []byte(`${1}<running or waiting>`))
+		return runProgressRe.ReplaceAll(b, []byte(`${1}<0 or 1>`))
+	}
 	m := exchange("workflows_run", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"workflows_run","arguments":{"workflow":"gated","inputs":{"shot":"sh010"}}}}`)
 	id = m["result"].(map[string]any)["structuredContent"].(map[string]any)["workflow_id"].(string)
+	mask = func(b []byte) []byte { return b }
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, _ := e.Status(ctx, id)
@@ -136,22 +148,25 @@ func TestWireGolden(t *testing.T) {
 		raw, _ := json.MarshalIndent(got[len(got)-1], "", "  ")
 		out.WriteString("## " + title + "\n<~ " + string(normalize(raw)) + "\n\n")
 	}
-	m = exchange("workflows_run (in a session)", `{"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"workflows_run","arguments":{"workflow":"gated","inputs":{"shot":"sh020"}}}}`)
-	id = m["result"].(map[string]any)["structuredContent"].(map[string]any)["workflow_id"].(string)
+	// The run starts outside the exchanges: workflows_run's answer (running or already
+	// waiting) depends on timing.
+	if id, err = e.Submit(ctx, engine.StartRequest{Workflow: "gated", Inputs: map[string]any{"shot": "sh020"}}); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if info, _ := e.Status(ctx, id); info.Status == "waiting" {
 			break
 		}
 	}
-	exchange("resources/subscribe run (in a session)", `{"jsonrpc":"2.0","id":20,"method":"resources/subscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
-	exchange("workflows_approve (in a session)", `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"workflows_approve","arguments":{"workflow_id":"r0000000000000000000000000000","step":"human_gate","approved":true}}}`)
+	exchange("resources/subscribe run (in a session)", `{"jsonrpc":"2.0","id":19,"method":"resources/subscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
+	exchange("workflows_approve (in a session)", `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"workflows_approve","arguments":{"workflow_id":"r0000000000000000000000000000","step":"human_gate","approved":true}}}`)
 	if _, err := e.Wait(ctx, id, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	notification("notifications/resources/updated (coalesced, at most one per interval; the last follows the run's end)", updates())
-	exchange("resources/unsubscribe run (in a session)", `{"jsonrpc":"2.0","id":22,"method":"resources/unsubscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
-	exchange("resources/unsubscribe again (not subscribed: nothing to do)", `{"jsonrpc":"2.0","id":23,"method":"resources/unsubscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
-	exchange("resources/subscribe ended run (in a session)", `{"jsonrpc":"2.0","id":24,"method":"resources/subscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
+	exchange("resources/unsubscribe run (in a session)", `{"jsonrpc":"2.0","id":21,"method":"resources/unsubscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
+	exchange("resources/unsubscribe again (not subscribed: nothing to do)", `{"jsonrpc":"2.0","id":22,"method":"resources/unsubscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
+	exchange("resources/subscribe ended run (in a session)", `{"jsonrpc":"2.0","id":23,"method":"resources/subscribe","params":{"uri":"dccflow://runs/r0000000000000000000000000000"}}`)
 	got := updates()
 	if len(got) != 1 {
 		t.Fatalf("subscribing to an ended run brought %d notifications; want 1", len(got))
