@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -29,7 +30,12 @@ func (s *Server) Handler(token string) http.Handler {
 
 // handler returns the HTTP handler and the streamable server under it; opts are added.
 func (s *Server) handler(token string, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
-	opts = append([]server.StreamableHTTPOption{server.WithEndpointPath("/mcp"), server.WithStateful(true)}, opts...)
+	opts = append([]server.StreamableHTTPOption{
+		server.WithEndpointPath("/mcp"), server.WithStateful(true),
+		// mcp-go logs transport trouble (a client gone mid-stream) to slog.Default, i.e. stderr,
+		// which is the host's (a DCC's console, a stdio MCP peer): this package writes nowhere.
+		server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler)),
+	}, opts...)
 	h := server.NewStreamableHTTPServer(s.mcp, opts...)
 	if token == "" {
 		return h, h

@@ -1,9 +1,11 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -325,5 +327,53 @@ func TestResumeOverMCP(t *testing.T) {
 	}
 	if out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
 		t.Fatalf("cancel the resumed run: %v", out)
+	}
+}
+
+// TestHTTPWritesNothingToTheDefaultLogger: mcp-go logs transport trouble to slog.Default (the
+// host's stderr) unless given a logger; the server gives it one that discards. A stray
+// client-to-server response (a string id, nothing pending) is such trouble. Not parallel: it swaps
+// slog.Default.
+func TestHTTPWritesNothingToTheDefaultLogger(t *testing.T) {
+	var logged bytes.Buffer
+	previous := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(previous)
+
+	e, _ := engine.Open(context.Background(), engine.Config{})
+	defer e.Close(context.Background())
+	hs, err := mcpserver.New(e).ListenHTTP("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	init := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",`+
+		`"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatalf("initialize: no session id (status %d)", init.StatusCode)
+	}
+	if resp := post(session, `{"jsonrpc":"2.0","id":"not-a-number","result":{"content":[]}}`); resp.StatusCode < 400 {
+		t.Fatalf("a response with a string id to nothing was accepted: %d", resp.StatusCode)
+	}
+	if err := hs.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if logged.Len() != 0 {
+		t.Fatalf("the MCP HTTP server wrote to slog.Default:\n%s", logged.String())
 	}
 }
