@@ -48,6 +48,7 @@ fan_line="$(run Fanout 5x)"
 big_line="$(run Foreach100k 1x)"
 cancel_line="$(run Cancel1000InFlight 1x)"
 host_line="$(run HostToolRoundTrip 30x)"
+handoff_line="$(run LockedThreadHandoff 50000x)"
 dseq_line="$(run DurableSequentialSteps 5x)"
 dfan_line="$(run DurableFanout 3x)"
 
@@ -58,6 +59,7 @@ big_rss="$(metric "$big_line" 'peak-RSS-MB')"
 p50="$(metric "$cancel_line" 'p50-ms')"
 p99="$(metric "$cancel_line" 'p99-ms')"
 host_us="$(metric "$host_line" 'µs/step')"
+handoff_us="$(metric "$handoff_line" 'µs/round-trip')"
 dseq_us="$(metric "$dseq_line" 'µs/step')"
 dsize="$(metric "$dseq_line" 'KiB/1k-steps')"
 dfan="$(metric "$dfan_line" 'steps/s')"
@@ -77,6 +79,8 @@ printf '| cancel → terminal with 1,000 steps in flight (50 trials) | p50 %.2f 
   "$p50" "$p99" "$(verdict "$p99" '<=' 5)"
 printf '| host tool step, Go side (Go host answering with CompleteAndNext, 30 runs × 1,000 steps) | %.2f µs/step | a few µs of the ≤ 25 µs Python round trip | %s |\n' \
   "$host_us" "$(verdict "$host_us" '<=' 10)"
+printf '| floor under a Python step: locked OS thread ⇄ goroutine handoff round trip, no engine (50,000 trips) | %.2f µs | context for the Python row | |\n' \
+  "$handoff_us"
 printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200 steps) | %.1f µs/step | ≤ 80 µs/step | %s |\n' \
   "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -19,11 +20,25 @@ const DefaultHTTPAddr = "127.0.0.1:8765"
 
 // Handler returns the streamable HTTP handler (endpoint /mcp). With a non-empty token every
 // request needs `Authorization: Bearer <token>` (401 otherwise). mcp-go's Host/Origin checks
-// against DNS rebinding stay on.
+// against DNS rebinding stay on. A session, and its resource subscriptions, lasts until the
+// client ends it (HTTP DELETE); ListenHTTP's Close also ends every session, a bare Handler
+// does not.
 func (s *Server) Handler(token string) http.Handler {
-	h := server.NewStreamableHTTPServer(s.mcp, server.WithEndpointPath("/mcp"), server.WithStateful(true))
+	h, _ := s.handler(token)
+	return h
+}
+
+// handler returns the HTTP handler and the streamable server under it; opts are added.
+func (s *Server) handler(token string, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+	opts = append([]server.StreamableHTTPOption{
+		server.WithEndpointPath("/mcp"), server.WithStateful(true),
+		// mcp-go logs transport trouble (a client gone mid-stream) to slog.Default, i.e. stderr,
+		// which is the host's (a DCC's console, a stdio MCP peer): this package writes nowhere.
+		server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler)),
+	}, opts...)
+	h := server.NewStreamableHTTPServer(s.mcp, opts...)
 	if token == "" {
-		return h
+		return h, h
 	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,12 +48,12 @@ func (s *Server) Handler(token string) http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}), h
 }
 
 // HTTPServer is a running streamable HTTP MCP server.
 type HTTPServer struct {
-	srv  *http.Server
+	mcp  *server.StreamableHTTPServer // knows the http.Server (WithStreamableHTTPServer)
 	addr string
 }
 
@@ -48,9 +63,12 @@ func (h *HTTPServer) Addr() string { return h.addr }
 // URL is the MCP endpoint.
 func (h *HTTPServer) URL() string { return "http://" + h.addr + "/mcp" }
 
-// Close stops the server, waiting for requests in progress or until ctx ends.
+// Close stops the server: it ends every MCP session (their GET streams and resource
+// subscriptions, so no notification follows), including sessions that requests in progress
+// open meanwhile, and waits for those requests or until ctx ends (mcp-go's Shutdown).
 func (h *HTTPServer) Close(ctx context.Context) error {
-	err := h.srv.Shutdown(ctx)
+	err := h.mcp.Shutdown(ctx)
+	h.mcp.CloseSessions(ctx) // one that the last request in progress opened
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -74,9 +92,12 @@ func (s *Server) ListenHTTP(addr, token string) (*HTTPServer, error) {
 	if err != nil {
 		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("cannot listen for MCP on %s: %v", addr, err), Err: err}
 	}
-	hs := &HTTPServer{srv: &http.Server{Handler: s.Handler(token), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
-		addr: ln.Addr().String()}
-	go func() { _ = hs.srv.Serve(ln) }()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// The streamable server knows srv so that its Shutdown stops it after closing the sessions.
+	handler, streamable := s.handler(token, server.WithStreamableHTTPServer(srv))
+	srv.Handler = handler
+	hs := &HTTPServer{mcp: streamable, addr: ln.Addr().String()}
+	go func() { _ = srv.Serve(ln) }()
 	return hs, nil
 }
 

@@ -1,7 +1,8 @@
 // Package mcpserver serves an engine's workflows over MCP (DESIGN §7) with mark3labs/mcp-go:
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
-// so its agents work unchanged), the catalog and each run as resources, and run updates as
+// so its agents work unchanged), the catalog and each run as resources (a run resource can be
+// subscribed to: notifications/resources/updated, coalesced), and run updates as
 // `notifications/$/dcc.workflowUpdated` plus MCP progress notifications.
 //
 // Transports: ServeStdio (no signal handling: the caller owns the process) and streamable HTTP
@@ -37,6 +38,7 @@ type Server struct {
 	e       *engine.Engine
 	mcp     *server.MCPServer
 	limiter *limiter
+	subs    *subscriptions
 	maxWait time.Duration
 }
 
@@ -51,13 +53,17 @@ func WithRunRateLimit(perSecond float64, burst int) Option {
 
 // New returns an MCP server for e.
 func New(e *engine.Engine, opts ...Option) *Server {
-	s := &Server{e: e, limiter: newLimiter(10, 20), maxWait: 10 * time.Minute}
+	s := &Server{e: e, limiter: newLimiter(10, 20), subs: newSubscriptions(e), maxWait: 10 * time.Minute}
 	for _, o := range opts {
 		o(s)
 	}
+	// Resources: subscribe (run resources send notifications/resources/updated); no
+	// listChanged, since the list (the catalog and the run template) never changes.
 	s.mcp = server.NewMCPServer("dcc-flow", engine.Version,
-		server.WithToolCapabilities(false), server.WithResourceCapabilities(false, false), server.WithRecovery(),
+		server.WithToolCapabilities(false), server.WithResourceCapabilities(true, false), server.WithRecovery(),
+		server.WithHooks(s.subs.hooks()),
 		server.WithInstructions("dcc-flow runs pipelines of DCC tool calls. Start one with workflows_run (a spec or a catalog name), watch it with workflows_get_status, answer approvals with workflows_approve."))
+	s.subs.send = s.mcp.SendNotificationToSpecificClient
 	s.addTools()
 	s.addResources()
 	return s
@@ -311,19 +317,19 @@ func (s *Server) toolApprove(ctx context.Context, req mcp.CallToolRequest) (*mcp
 }
 
 func (s *Server) addResources() {
-	s.mcp.AddResource(mcp.NewResource("dccflow://catalog", "workflow catalog",
+	s.mcp.AddResource(mcp.NewResource(catalogURI, "workflow catalog",
 		mcp.WithResourceDescription("Every workflow the engine can run by name."), mcp.WithMIMEType("application/json")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			b, err := json.Marshal(map[string]any{"workflows": s.e.Lookup("")})
 			if err != nil {
 				return nil, err
 			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "dccflow://catalog", MIMEType: "application/json", Text: string(b)}}, nil
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: catalogURI, MIMEType: "application/json", Text: string(b)}}, nil
 		})
-	s.mcp.AddResourceTemplate(mcp.NewResourceTemplate("dccflow://runs/{workflow_id}", "workflow run",
-		mcp.WithTemplateDescription("A run's status, steps and recent events."), mcp.WithTemplateMIMEType("application/json")),
+	s.mcp.AddResourceTemplate(mcp.NewResourceTemplate(runURIPrefix+"{workflow_id}", "workflow run",
+		mcp.WithTemplateDescription("A run's status, steps and recent events. Subscribe to it for notifications/resources/updated as the run changes."), mcp.WithTemplateMIMEType("application/json")),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			id := strings.TrimPrefix(req.Params.URI, "dccflow://runs/")
+			id := strings.TrimPrefix(req.Params.URI, runURIPrefix)
 			info, err := s.e.Status(ctx, id)
 			if err != nil {
 				return nil, err

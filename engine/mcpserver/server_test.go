@@ -1,9 +1,11 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,6 +33,8 @@ inputs: {shot: {type: string, required: true}}
 
 type bundle struct {
 	e      *engine.Engine
+	srv    *mcpserver.Server
+	url    string // the HTTP endpoint ("" over stdio)
 	c      *client.Client
 	mu     sync.Mutex
 	notifs []mcp.JSONRPCNotification
@@ -62,12 +66,14 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 		t.Fatal(err)
 	}
 	srv := mcpserver.New(e, opts...)
+	b := &bundle{e: e, srv: srv}
 	var tr transport.Interface
 	switch transportKind {
 	case "http":
 		hs := httptest.NewServer(srv.Handler(""))
 		t.Cleanup(hs.Close)
-		st, err := transport.NewStreamableHTTP(hs.URL + "/mcp")
+		b.url = hs.URL + "/mcp"
+		st, err := transport.NewStreamableHTTP(b.url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,17 +81,33 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 	case "stdio":
 		cr, sw := io.Pipe()
 		sr, cw := io.Pipe()
-		go func() { _ = srv.ServeStdio(ctx, sr, sw) }()
-		t.Cleanup(func() { cw.Close(); sw.Close() })
+		served := make(chan struct{})
+		go func() { _ = srv.ServeStdio(ctx, sr, sw); close(served) }()
+		// Closing the client's pipe ends the session: ServeStdio returns once it is over.
+		t.Cleanup(func() {
+			cw.Close()
+			sw.Close()
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Error("ServeStdio did not return after the client closed its pipe")
+			}
+		})
 		tr = transport.NewIO(cr, cw, io.NopCloser(strings.NewReader("")))
 	}
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	b := &bundle{e: e, c: c}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
+	b.c = start(t, ctx, tr, func(n mcp.JSONRPCNotification) {
 		b.mu.Lock()
 		b.notifs = append(b.notifs, n)
 		b.mu.Unlock()
 	})
+	return b
+}
+
+// start starts and initializes a client on tr whose notifications go to onNotification.
+func start(t testing.TB, ctx context.Context, tr transport.Interface, onNotification func(mcp.JSONRPCNotification)) *client.Client {
+	t.Helper()
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	c.OnNotification(onNotification)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +116,7 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 		ClientInfo: mcp.Implementation{Name: "test", Version: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return c
 }
 
 func call(t *testing.T, c *client.Client, name string, args map[string]any, meta *mcp.Meta) (map[string]any, bool) {
@@ -305,5 +327,53 @@ func TestResumeOverMCP(t *testing.T) {
 	}
 	if out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
 		t.Fatalf("cancel the resumed run: %v", out)
+	}
+}
+
+// TestHTTPWritesNothingToTheDefaultLogger: mcp-go logs transport trouble to slog.Default (the
+// host's stderr) unless given a logger; the server gives it one that discards. A stray
+// client-to-server response (a string id, nothing pending) is such trouble. Not parallel: it swaps
+// slog.Default.
+func TestHTTPWritesNothingToTheDefaultLogger(t *testing.T) {
+	var logged bytes.Buffer
+	previous := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(previous)
+
+	e, _ := engine.Open(context.Background(), engine.Config{})
+	defer e.Close(context.Background())
+	hs, err := mcpserver.New(e).ListenHTTP("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	init := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",`+
+		`"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatalf("initialize: no session id (status %d)", init.StatusCode)
+	}
+	if resp := post(session, `{"jsonrpc":"2.0","id":"not-a-number","result":{"content":[]}}`); resp.StatusCode < 400 {
+		t.Fatalf("a response with a string id to nothing was accepted: %d", resp.StatusCode)
+	}
+	if err := hs.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if logged.Len() != 0 {
+		t.Fatalf("the MCP HTTP server wrote to slog.Default:\n%s", logged.String())
 	}
 }

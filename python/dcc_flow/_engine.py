@@ -155,7 +155,7 @@ class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
 
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
-    settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_ms``, ``remotes``).
+    settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
     One process at a time owns a database file: opening one another process owns raises
     ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs,

@@ -3,6 +3,7 @@ package gotest
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -241,6 +242,37 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N*steps)/1000, "µs/step")
 	b.StopTimer()
 	checkCompleted(b, eng, ids)
+}
+
+// BenchmarkLockedThreadHandoff is the floor under a Python tool step, without the engine: a
+// goroutine locked to its OS thread (as a cgo callback from a Python thread is) hands a value to
+// an ordinary goroutine and waits for the answer, as complete-and-next does for each step. Each
+// round trip parks and wakes the locked thread twice (runtime.stoplockedm / startlockedm: an OS
+// thread switch each way), whatever the engine does in between.
+func BenchmarkLockedThreadHandoff(b *testing.B) {
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v + 1
+		}
+	}()
+	defer close(ping)
+	done := make(chan struct{})
+	b.ResetTimer()
+	start := time.Now()
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for i := range b.N {
+			ping <- i
+			if <-pong != i+1 {
+				panic("lost a handoff")
+			}
+		}
+	}()
+	<-done
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N)/1000, "µs/round-trip")
 }
 
 func numbers(n int) []any {

@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 let bin;
@@ -78,10 +79,61 @@ async function exercise(client, { expectProgress }) {
   const doc = JSON.parse(resource.contents[0].text);
   assert.equal(doc.run.status, 'completed');
 
+  await subscription(client);
+
   // A tool error carries the stable code.
   const bad = await client.callTool({ name: 'workflows_get_status', arguments: { workflow_id: 'nope' } });
   assert.equal(bad.isError, true);
   assert.equal(bad.structuredContent.code, 'not_found');
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Subscribe to a run resource, then read it after each notifications/resources/updated until it
+// shows the run terminal: the server sends an update after the run's last event.
+async function subscription(client) {
+  assert.equal(client.getServerCapabilities().resources?.subscribe, true);
+  const updated = [];
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => { updated.push(n.params.uri); });
+
+  const started = await client.callTool({ name: 'workflows_run', arguments: { workflow: 'gated', inputs: { shot: 'sh020' } } });
+  const id = started.structuredContent.workflow_id;
+  const uri = `dccflow://runs/${id}`;
+  for (let i = 0; i < 200; i++) {
+    if ((await client.callTool({ name: 'workflows_get_status', arguments: { workflow_id: id } })).structuredContent.status === 'waiting') break;
+    await sleep(20);
+  }
+  assert.deepEqual(await client.subscribeResource({ uri }), {});
+  const approved = await client.callTool({ name: 'workflows_approve', arguments: { workflow_id: id, step: 'human_gate', approved: true } });
+  assert.equal(approved.isError ?? false, false, JSON.stringify(approved));
+
+  let seen = 0;
+  let doc;
+  for (let i = 0; i < 500 && !doc?.run.terminal; i++) {
+    if (updated.length > seen) {
+      seen = updated.length;
+      doc = JSON.parse((await client.readResource({ uri })).contents[0].text);
+    } else {
+      await sleep(20);
+    }
+  }
+  assert.ok(seen > 0, 'no notifications/resources/updated');
+  assert.equal(doc.run.terminal, true, JSON.stringify(doc?.run));
+  assert.equal(doc.run.status, 'completed');
+  assert.ok(updated.every((u) => u === uri), JSON.stringify(updated));
+  assert.deepEqual(await client.unsubscribeResource({ uri }), {});
+
+  // An ended run: one update follows the subscribe at once.
+  await sleep(300); // an update sent just before the unsubscribe may still be on its way
+  const before = updated.length;
+  await client.subscribeResource({ uri });
+  for (let i = 0; i < 250 && updated.length === before; i++) await sleep(20);
+  assert.equal(updated.length, before + 1);
+  await client.unsubscribeResource({ uri });
+
+  // Only runs can be subscribed to: a JSON-RPC error naming the URI.
+  await assert.rejects(client.subscribeResource({ uri: 'dccflow://runs/nope' }), /resource not found: dccflow:\/\/runs\/nope/);
+  await assert.rejects(client.subscribeResource({ uri: 'dccflow://catalog' }), /dccflow:\/\/catalog cannot be subscribed to/);
 }
 
 test('streamable HTTP', async () => {

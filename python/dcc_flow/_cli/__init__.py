@@ -113,7 +113,8 @@ def _build_parser(registry: Dict[str, Command]) -> Tuple[ArgumentParser, Dict[st
     epilog = (
         "examples:\n%s\n\n"
         "Run '%s COMMAND --help' for the options and examples of a command.\n"
-        "exit codes: 0 success, 1 failure (an invalid spec, an unreadable file, ...), 2 usage error\n"
+        "exit codes: 0 success, 1 failure (an invalid spec, an unreadable file, a failed run, ...),\n"
+        "2 usage error, 3 a run was cancelled or interrupted (run, resume, status), 130 Ctrl-C\n"
         "reference: docs/cli.md; set %s=1 to see the traceback of an unexpected error"
         % ("\n\n".join(examples), PROG, DEBUG_ENV)
     )

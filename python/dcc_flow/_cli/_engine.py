@@ -59,8 +59,9 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
         if beside_owner:
             return Engine(db=path, config=config, read_only=True)
         holder = exc.details.get("holder") or "another process"
-        raise CliError("database %s is in use by %s; runs, status, show, approve and cancel work beside it, "
-                       "but to start runs here use --db ANOTHER.db or stop that process" % (path, holder)) from None
+        raise CliError("database %s is in use by %s; runs, status, show, approve, cancel and schedules work "
+                       "beside it, but to start runs here use --db ANOTHER.db or stop that process"
+                       % (path, holder)) from None
 
 
 def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
@@ -152,6 +153,7 @@ def exit_code(result: RunResult) -> int:
 
 
 def format_duration(seconds: Optional[float]) -> str:
+    """``-``, ``7ms``, ``2.6s``, ``1m05s``, ``4h21m`` or ``2d03h`` (two units at most)."""
     if seconds is None:
         return "-"
     if seconds < 1:
@@ -159,7 +161,13 @@ def format_duration(seconds: Optional[float]) -> str:
     if seconds < 60:
         return "%.1fs" % seconds
     minutes, secs = divmod(int(seconds), 60)
-    return "%dm%02ds" % (minutes, secs)
+    if minutes < 60:
+        return "%dm%02ds" % (minutes, secs)
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return "%dh%02dm" % (hours, minutes)
+    days, hours = divmod(hours, 24)
+    return "%dd%02dh" % (days, hours)
 
 
 def _parse_time(text: Optional[str]) -> Optional[float]:

@@ -25,7 +25,9 @@ class ResumeCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
-        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE")
+        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
+                            help="a module (dotted name or .py path) whose register(engine) or public "
+                                 "functions are the tools (repeatable)")
         parser.add_argument("--force", action="append", default=[],
                             metavar="STEP", help="a step id or instance key to run again")
         add_follow_arguments(parser)

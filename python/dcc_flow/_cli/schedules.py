@@ -23,9 +23,9 @@ class SchedulesCommand(Command):
     examples = (("the nightly schedules", "dcc-flow schedules examples/schedules --workflows examples/"),)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("dir", metavar="DIR")
+        parser.add_argument("dir", metavar="DIR", help="a folder of *.schedules.yaml files")
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files (checks workflow names)")
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print the schedules as JSON")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:

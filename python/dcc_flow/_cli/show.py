@@ -28,11 +28,14 @@ class ShowCommand(Command):
         ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
                                                     result.progress[0], result.progress[1]))
         width = max([len(s.key) for s in result.steps] + [4])
+        # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
+        run_end = result.raw.get("finished_at") if result.terminal else None
         for s in result.steps:
             flags = " cached" if s.cached else ""
             attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
+            took = elapsed(s.started_at, s.finished_at or run_end)
             ctx.print("  %s  %-16s %-10s  %8s%s" % (s.key.ljust(width), s.status.value, attempt,
-                                                   format_duration(elapsed(s.started_at, s.finished_at)), flags))
+                                                   format_duration(took), flags))
             if s.error:
                 kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
                 ctx.print("      " + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
