@@ -85,7 +85,7 @@ printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200
   "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \
   "$dfan" "$(verdict "$dfan" '>=' 50000)"
-printf '| SQLite file, database growth per 1,000 steps (step rows + events, WAL included) | %.0f KiB | — | |\n' "$dsize"
+printf '| SQLite file, database file growth per 1,000 steps (step rows, events, indexes; measured after a close checkpoints the WAL) | %.0f KiB | — | |\n' "$dsize"
 mcp_line="$(cd engine/mcpserver && "$GO" test -run '^$' -bench '^BenchmarkWorkflowsRunHTTP$' -benchtime 300x . 2>&1 | grep '^BenchmarkWorkflowsRunHTTP')"
 printf '| MCP workflows_run → terminal, 1-step workflow, streamable HTTP on loopback (300 calls) | p50 %s ms, p99 %s ms | — | |\n' \
   "$(metric "$mcp_line" 'p50-ms')" "$(metric "$mcp_line" 'p99-ms')"
