@@ -17,7 +17,8 @@ type ResumeOptions struct {
 	// ForceSteps names step ids or step instance keys to run again even though they completed
 	// ("export" re-runs every iteration's export; "per_file[3].export" only that one). The steps
 	// that enclose a forced one (its foreach, parallel or branch) run again too, reusing their
-	// other completed instances.
+	// other completed instances. A forced tool step is called even when its idempotency key has
+	// a cached output (that is what forcing is for); its new output replaces the cached one.
 	ForceSteps []string `json:"force_steps,omitempty"`
 	// ExpectedSpecHash, when set, refuses to resume (code spec_changed) unless the run's spec
 	// has this hash: the caller checks it resumes the pipeline it thinks it resumes.
@@ -88,7 +89,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	h, err := e.exec.Start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
-		Prior: prior, Resume: true, OnDone: e.runDone,
+		Prior: prior, Force: opts.ForceSteps, Resume: true, OnDone: e.runDone,
 	})
 	if err != nil {
 		e.wg.Done()

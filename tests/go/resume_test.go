@@ -2,6 +2,8 @@ package gotest
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,5 +102,80 @@ steps:
 	}
 	if _, err := e.Resume(ctx, "nope", engine.ResumeOptions{}); run.CodeOf(err) != run.CodeNotFound {
 		t.Fatalf("unknown: %v", err)
+	}
+}
+
+// TestResumeForceBypassesIdempotency: a forced step is called again even though its idempotency
+// key has a cached output (workflow scope survives resume, so without the bypass forcing would
+// only replay the cache); its new output replaces the cached one.
+func TestResumeForceBypassesIdempotency(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := engine.Open(ctx, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	var calls [2]atomic.Int32
+	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+		i := int(c.Args["i"].(float64))
+		n := calls[i].Add(1)
+		return engine.ToolResult{Output: map[string]any{"fbx": i, "call": n}}
+	})
+	s, _ := spec.ParseString(`
+name: intake
+steps:
+  - id: per_file
+    kind: foreach
+    items: [0, 1]
+    steps: [{id: export, tool: export, args: {i: "{{item}}"}, idempotency_key: "export_{{item}}"}]
+`)
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{"per_file[1].export"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if calls[0].Load() != 1 || calls[1].Load() != 2 {
+		t.Fatalf("calls after forcing per_file[1].export: %d %d, want 1 2", calls[0].Load(), calls[1].Load())
+	}
+	steps, err := e.Steps(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		out, _ := json.Marshal(st.Output)
+		switch st.Key {
+		case "per_file[0].export":
+			if st.Cached || !strings.Contains(string(out), `"call":1`) {
+				t.Errorf("%s: cached=%v output %s, want the first run's, reused", st.Key, st.Cached, out)
+			}
+		case "per_file[1].export":
+			if st.Cached || !strings.Contains(string(out), `"call":2`) {
+				t.Errorf("%s: cached=%v output %s, want a fresh call", st.Key, st.Cached, out)
+			}
+		}
+	}
+	// By step id: every instance of export is called again, and the cache now holds call 2.
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{"export"}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if calls[0].Load() != 2 || calls[1].Load() != 3 {
+		t.Fatalf("calls after forcing export: %d %d, want 2 3", calls[0].Load(), calls[1].Load())
 	}
 }

@@ -92,6 +92,10 @@ type Params struct {
 	// Prior holds step instances of an earlier execution of this run: the completed ones are
 	// reused (their outputs feed templates, they are not run again), the others run.
 	Prior []store.Step
+	// Force names step ids or instance keys a resume runs again on purpose (ResumeOptions.
+	// ForceSteps): their tool steps skip the idempotency cache lookup, so the tool is called, and
+	// the new output replaces the cached one. Empty: every cache entry is used.
+	Force []string
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
@@ -178,6 +182,12 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{},
+	}
+	for _, f := range p.Force {
+		if r.forced == nil {
+			r.forced = map[string]bool{}
+		}
+		r.forced[f] = true
 	}
 	for _, st := range p.Prior {
 		if r.priorKeys == nil {
@@ -278,6 +288,7 @@ type runner struct {
 	envDoc    map[string]any
 	prior     map[string]store.Step // completed instances of an earlier execution, by key
 	priorKeys map[string]bool       // every instance key of an earlier execution
+	forced    map[string]bool       // step ids and instance keys forced by a resume (Params.Force)
 	onDone    func(*Run)
 
 	completed, total atomic.Int64

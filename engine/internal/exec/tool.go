@@ -36,6 +36,8 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	var idemKey string
 	if sp.idem != nil || sp.auto {
 		idemKey = r.idempotencyKey(sp, in.f, args)
+	}
+	if idemKey != "" && !r.forced[in.row.Key] && !r.forced[sp.st.ID] { // a forced step is called again
 		e, hit, err := r.x.cfg.Store.GetIdempotency(context.Background(), string(sp.st.Policy.IdempotencyScope), r.idemRunID(sp), idemKey, r.now())
 		if err != nil {
 			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the idempotency cache: " + err.Error()}
