@@ -299,3 +299,13 @@ def test_status_marks_a_cut_output(studio):
     cli("run", "long.yaml", "--tools", "long_tools.py", cwd=studio, check=0)
     out = cli("status", "last", cwd=studio, check=0).stdout.splitlines()
     assert out[1] == 'output big: {"text": "%s…' % ("x" * (199 - len('{"text": "'))), out
+
+
+def test_resume_of_a_completed_run_names_the_option(studio):
+    (studio / "hello.yaml").write_text("steps:\n  - { id: greet, tool: studio__greet }\n")
+    (studio / "hello_tools.py").write_text("def studio__greet():\n    return {'greeting': 'hello'}\n")
+    cli("run", "hello.yaml", "--tools", "hello_tools.py", cwd=studio, check=0)
+    proc = cli("resume", "last", "--tools", "hello_tools.py", cwd=studio, check=1)
+    assert proc.stderr.endswith("completed; name the steps to run again with --force STEP\n"), proc.stderr
+    assert "force_steps" not in proc.stderr
+    cli("resume", "last", "--tools", "hello_tools.py", "--force", "greet", cwd=studio, check=0)
