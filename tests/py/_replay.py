@@ -7,11 +7,11 @@ bash on a pseudo-terminal, as on the reader's screen (stdout and stderr interlea
 redrawn in place), in one working directory for the whole session, with ``dcc-flow`` on PATH being
 ``python -m dcc_flow`` of this checkout. Run ids, times, durations, pids, versions and the working
 directory's path are normalised before comparing (``normalise``). A command whose output says it
-"waits for approval" keeps running while the next commands run, until a ``dcc-flow approve`` or
-``dcc-flow cancel`` has answered it ("from another terminal").
+"waits for approval" (and that has no ``--timeout``) keeps running while the next commands run,
+until a ``dcc-flow approve`` or ``dcc-flow cancel`` has answered it ("from another terminal").
 
 Run ids the doc shows are real ones from when it was written; a later command that names one runs
-with the id the replay got in its place.
+with the id the replay got in its place. ``REPLAY_TRACE=1`` prints each command as it starts.
 """
 
 import os
@@ -138,7 +138,13 @@ class Terminal:
         return screen(self.out.decode(errors="replace"))
 
     def finish(self, timeout: float = 60) -> Tuple[int, List[str]]:
+        deadline = time.monotonic() + timeout
         while True:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError("still running after %ds; it printed %r" % (timeout, self.out))
+            if not select.select([self.master], [], [], 0.2)[0]:
+                continue
             try:
                 chunk = os.read(self.master, 4096)
             except OSError:
@@ -160,8 +166,13 @@ class Session:
     """Replays steps in ``cwd``, one after the other, keeping what they leave there (files, the
     database). ``patterns`` are what ``normalise`` replaces; ``where`` names the doc in messages."""
 
-    def __init__(self, cwd: str, where: str, patterns: Sequence[Tuple[Pattern[str], str]] = VOLATILE) -> None:
+    def __init__(self, cwd: str, where: str, patterns: Sequence[Tuple[Pattern[str], str]] = VOLATILE,
+                 record: bool = False) -> None:
         self.cwd, self.where, self.patterns = cwd, where, patterns
+        #: With ``record``, nothing is compared: each step's (command run, lines shown, exit code)
+        #: is kept here by its doc line, to rewrite the doc with.
+        self.record = record
+        self.recorded: Dict[int, Tuple[str, List[str], int]] = {}
         self.ids: Dict[str, str] = {}  # run id in the doc -> the replay's
         self.waiting: Optional[Tuple[Step, Terminal]] = None
         bin_dir = os.path.join(cwd, ".bin")
@@ -170,6 +181,7 @@ class Session:
         with open(script, "w", encoding="utf-8") as f:
             f.write('#!/bin/sh\nexec "%s" -m dcc_flow "$@"\n' % sys.executable)
         os.chmod(script, 0o755)
+        os.symlink(sys.executable, os.path.join(bin_dir, "python3"))  # for the doc's one-line scripts
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DCC_FLOW", "VENDOR_INTAKE"))}
         self.env.update(PYTHONPATH=os.path.join(ROOT, "python"), COLUMNS="100",
                         PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
@@ -181,6 +193,11 @@ class Session:
 
     def check(self, step: Step, code: int, lines: Sequence[str]) -> None:
         shown = self.shown(lines)
+        if self.record:
+            command = RUN_ID.sub(lambda m: self.ids.get(m.group(0), m.group(0)), step.command)
+            self.recorded[step.line] = (command, shown, code)
+            self.learn_ids(step.expected, shown)
+            return
         where = "%s line %d: $ %s" % (self.where, step.line, step.command)
         assert normalise(shown, self.patterns) == normalise(step.expected, self.patterns), where
         assert code == step.exit_code, "%s: exit code %d, the doc says %d\n%s" % (
@@ -193,8 +210,10 @@ class Session:
 
     def run(self, step: Step) -> None:
         command = RUN_ID.sub(lambda m: self.ids.get(m.group(0), m.group(0)), step.command)
+        if os.environ.get("REPLAY_TRACE"):
+            print("replay %s line %d: $ %s" % (self.where, step.line, command), file=sys.stderr, flush=True)
         term = Terminal(command, self.cwd, self.env)
-        if any("waits for approval" in line for line in step.expected):
+        if any("waits for approval" in line for line in step.expected) and "--timeout" not in command:
             assert self.waiting is None, "%s line %d: two commands wait at once" % (self.where, step.line)
             self.learn_ids(step.expected, self.shown(term.read_until("waits for approval", timeout=60)))
             self.waiting = (step, term)
@@ -205,7 +224,8 @@ class Session:
             term.kill()
         self.check(step, code, lines)
         words = command.split()
-        if self.waiting is not None and words[:1] == ["dcc-flow"] and set(words[1:2]) & {"approve", "cancel"}:
+        answered = code == 0 and words[:1] == ["dcc-flow"] and words[1:2] in (["approve"], ["cancel"])
+        if self.waiting is not None and answered:
             waiting, self.waiting = self.waiting, None
             try:
                 code, lines = waiting[1].finish()
