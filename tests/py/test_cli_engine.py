@@ -275,3 +275,41 @@ def test_engine_on_a_database_another_engine_owns(tmp_path):
                 beside.submit({"name": "x", "steps": [{"id": "a", "tool": "flow__echo"}]})
             beside.approve(run.run_id, "gate", True, reason="ok")
         assert run.wait(timeout=10).ok
+
+
+def test_schedule_problems_name_their_file(studio):
+    """A folder of schedules with a bad one: each problem names its file, line and column, as
+    validate does for specs, for schedules and for serve; nothing is loaded or served."""
+    folder = studio / "schedules"
+    folder.mkdir()
+    (folder / "a.schedules.yaml").write_text(
+        "schedules:\n  - { id: ok, workflow: vendor_intake, trigger: { kind: interval, every: 1h } }\n")
+    (folder / "b.schedules.yaml").write_text(
+        "schedules:\n  - id: nightly\n    workflow: vendor_intak\n    trigger: { kind: interval, every: 1h }\n")
+    examples = os.path.join(ROOT, "examples")
+    for args in (["schedules", str(folder), "--workflows", examples],
+                 ["serve", "--schedules", str(folder), "--workflows", examples]):
+        proc = cli(*args, "--db", ":memory:", cwd=studio, check=1)
+        assert proc.stdout == ""
+        first, last = proc.stderr.splitlines()
+        assert first.startswith("%s:3:15: unknown_workflow: " % (folder / "b.schedules.yaml")), first
+        assert '"vendor_intak"' in first
+        assert last == "dcc-flow %s: error: %s: invalid schedules (1 error); nothing was loaded" % (args[0], folder)
+
+
+def test_status_marks_a_cut_output(studio):
+    (studio / "long.yaml").write_text("steps:\n  - { id: big, tool: studio__big }\n")
+    (studio / "long_tools.py").write_text("def studio__big():\n    return {'text': 'x' * 500}\n")
+    cli("run", "long.yaml", "--tools", "long_tools.py", cwd=studio, check=0)
+    out = cli("status", "last", cwd=studio, check=0).stdout.splitlines()
+    assert out[1] == 'output big: {"text": "%s…' % ("x" * (199 - len('{"text": "'))), out
+
+
+def test_resume_of_a_completed_run_names_the_option(studio):
+    (studio / "hello.yaml").write_text("steps:\n  - { id: greet, tool: studio__greet }\n")
+    (studio / "hello_tools.py").write_text("def studio__greet():\n    return {'greeting': 'hello'}\n")
+    cli("run", "hello.yaml", "--tools", "hello_tools.py", cwd=studio, check=0)
+    proc = cli("resume", "last", "--tools", "hello_tools.py", cwd=studio, check=1)
+    assert proc.stderr.endswith("completed; name the steps to run again with --force STEP\n"), proc.stderr
+    assert "force_steps" not in proc.stderr
+    cli("resume", "last", "--tools", "hello_tools.py", "--force", "greet", cwd=studio, check=0)

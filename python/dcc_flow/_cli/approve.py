@@ -24,7 +24,7 @@ class ApproveCommand(Command):
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         parser.add_argument("step", metavar="STEP", help="the approve step's instance key")
         parser.add_argument("--deny", action="store_true", help="deny instead of granting")
-        parser.add_argument("--reason", default="", help="why (kept in the run record)")
+        parser.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the run record)")
         parser.add_argument("--by", metavar="NAME", help="who answers (default: $DCC_FLOW_USER, else your login name)")
         add_db_argument(parser)
 

@@ -21,7 +21,7 @@ class CancelCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
-        parser.add_argument("--reason", default="cancelled from the command line",
+        parser.add_argument("--reason", default="cancelled from the command line", metavar="TEXT",
                             help="why (kept in the run's error; default: 'cancelled from the command line')")
         add_db_argument(parser)
 

@@ -3,7 +3,8 @@
 import argparse
 from typing import Any
 
-from ._base import Command, Context
+from .._errors import DccFlowError
+from ._base import CliError, Command, Context
 from ._engine import RUN_HELP, add_db_argument, load_tools, open_engine, resolve_run
 from .run import add_follow_arguments, follow
 
@@ -38,7 +39,13 @@ class ResumeCommand(Command):
             run_id = resolve_run(engine, args.run_id)
             load_tools(engine, args.tools)
             after = engine.last_event_seq()
-            run: Any = engine.resume(run_id, force_steps=args.force)
+            try:
+                run: Any = engine.resume(run_id, force_steps=args.force)
+            except DccFlowError as exc:
+                if exc.code == "not_resumable" and "force_steps" in exc.message:
+                    # the engine speaks of the Python argument; here it is an option
+                    raise CliError(exc.message.replace("with force_steps", "with --force STEP")) from None
+                raise
             return follow(engine, run, after, args, ctx)
 
 

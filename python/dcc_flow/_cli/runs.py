@@ -21,8 +21,9 @@ class RunsCommand(Command):
         parser.add_argument("--status", action="append", default=[], choices=[s.value for s in WorkflowStatus],
                             metavar="STATUS", help="only runs with this status (repeatable): %s"
                             % ", ".join(s.value for s in WorkflowStatus))
-        parser.add_argument("--name", help="only runs of this workflow")
-        parser.add_argument("--limit", type=int, default=50, help="at most this many (default 50, 0 = all)")
+        parser.add_argument("--name", metavar="NAME", help="only runs of this workflow")
+        parser.add_argument("--limit", type=int, default=50, metavar="N",
+                            help="at most this many (default 50, 0 = all)")
         parser.add_argument("--json", action="store_true", help="print JSON")
         add_db_argument(parser)
 

@@ -4,13 +4,15 @@ import argparse
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Optional
 
+from .._errors import Problem, ValidationError
 from ._base import CliError, Command, Context
 from ._engine import add_db_argument, elapsed, format_duration, open_engine
+from ._specfile import format_problem, plural
 from .run import register_dir
 
-__all__ = ["COMMAND"]
+__all__ = ["COMMAND", "serve_schedules"]
 
 
 class SchedulesCommand(Command):
@@ -43,7 +45,7 @@ class SchedulesCommand(Command):
                             for sch in parse_schedules_yaml(fh.read(), path_hint=entry):
                                 engine.register_workflow({"name": sch.workflow, "steps": [
                                     {"id": "placeholder", "tool": "flow__echo"}]})
-            engine.serve(schedules_dir=args.dir, scheduler=False)
+            serve_schedules(engine, ctx, args.dir, scheduler=False)
             items: Any = engine.schedules()
         if args.json:
             ctx.print(json.dumps(items, indent=2, sort_keys=True))
@@ -55,6 +57,25 @@ class SchedulesCommand(Command):
         for row in rows:
             ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
         return 0
+
+
+def serve_schedules(engine: Any, ctx: Context, schedules_dir: Optional[str], **serve_args: Any) -> Any:
+    """``engine.serve(schedules_dir=..., **serve_args)``; when the schedules have problems, each one
+    as ``FILE:LINE:COLUMN: CODE: message`` on stderr (the engine's own message does not name the
+    file, and a studio keeps many in one folder) and a ``CliError``."""
+    try:
+        return engine.serve(schedules_dir=schedules_dir, **serve_args)
+    except ValidationError as exc:
+        raw = [p for p in (exc.details.get("problems") or []) if isinstance(p, dict)]
+        if not raw:
+            raise
+        errors = 0
+        for item in raw:
+            problem = Problem.from_dict(item)
+            errors += problem.is_error
+            ctx.eprint(format_problem(str(item.get("file") or schedules_dir), problem))
+        raise CliError("%s: invalid schedules (%s); nothing was loaded"
+                       % (schedules_dir, plural(errors or len(raw), "error"))) from None
 
 
 def describe_trigger(s: Any) -> str:

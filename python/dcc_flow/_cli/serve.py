@@ -9,6 +9,7 @@ from typing import Any, Dict
 from ._base import Command, Context
 from ._engine import add_db_argument, load_tools, open_engine
 from .run import register_dir
+from .schedules import serve_schedules
 
 __all__ = ["COMMAND"]
 
@@ -50,8 +51,8 @@ class ServeCommand(Command):
             names = register_dir(engine, args.workflows)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
-            info: Any = engine.serve(webhooks=args.webhooks, schedules_dir=args.schedules, mcp=args.mcp,
-                                     token=args.token)
+            info: Any = serve_schedules(engine, ctx, args.schedules, webhooks=args.webhooks, mcp=args.mcp,
+                                        token=args.token)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
             out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
             if info.get("webhooks_addr"):

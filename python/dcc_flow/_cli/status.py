@@ -8,13 +8,16 @@ from ._engine import RUN_HELP, add_db_argument, exit_code, open_engine, resolve_
 
 __all__ = ["COMMAND"]
 
+#: Characters of each output's JSON that status prints (--json prints them whole).
+OUTPUT_WIDTH = 200
+
 
 class StatusCommand(Command):
     name = "status"
     summary = "show a run's status, progress, error and outputs"
     description = (
         "Show the status of run RUN from the database: status, progress, the error if it failed,\n"
-        "the outputs of its top-level steps when it completed."
+        "and the outputs of its top-level steps so far (each cut at 200 characters; --json has them whole)."
     )
     examples = (("the status of a run", "dcc-flow status r01a2059aa058768e2436c40aa9aa"),
                 ("as JSON", "dcc-flow status r01a2059aa058768e2436c40aa9aa --json"))
@@ -38,7 +41,10 @@ class StatusCommand(Command):
                 where = " at %s" % result.error["step_key"] if result.error.get("step_key") else ""
                 ctx.print("error%s: %s" % (where, result.error.get("message", "")))
             for key, value in sorted(result.outputs.items()):
-                ctx.print("output %s: %s" % (key, json.dumps(value)[:200]))
+                text = json.dumps(value)
+                if len(text) > OUTPUT_WIDTH:  # a cut value is not JSON any more: say so
+                    text = text[:OUTPUT_WIDTH - 1] + "…"
+                ctx.print("output %s: %s" % (key, text))
         return 0 if not result.terminal else exit_code(result)
 
 
