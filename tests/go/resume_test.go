@@ -26,18 +26,26 @@ func hostLoop(ctx context.Context, e *engine.Engine, fn func(engine.PendingCall)
 	}
 }
 
-func TestResumeReusesCompletedInstances(t *testing.T) {
-	t.Parallel()
+// engineWithExportTool opens an in-memory engine with a main-lane host tool "export" (answer
+// it with hostLoop); both end with the test.
+func engineWithExportTool(t *testing.T) (context.Context, *engine.Engine) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	e, err := engine.Open(ctx, engine.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close(context.Background())
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
+	return ctx, e
+}
+
+func TestResumeReusesCompletedInstances(t *testing.T) {
+	t.Parallel()
+	ctx, e := engineWithExportTool(t)
 	var calls [5]atomic.Int32
 	var broken atomic.Bool
 	broken.Store(true)
@@ -110,16 +118,7 @@ steps:
 // only replay the cache); its new output replaces the cached one.
 func TestResumeForceBypassesIdempotency(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e, err := engine.Open(ctx, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
-	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, e := engineWithExportTool(t)
 	var calls [2]atomic.Int32
 	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
 		i := int(c.Args["i"].(float64))
