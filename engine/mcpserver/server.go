@@ -332,6 +332,11 @@ func (s *Server) addResources() {
 			id := strings.TrimPrefix(req.Params.URI, runURIPrefix)
 			info, err := s.e.Status(ctx, id)
 			if err != nil {
+				// mcp-go answers every resource handler error with -32603 (it has no way to
+				// send -32002, resource not found): the message says what happened.
+				if run.CodeOf(err) == run.CodeNotFound {
+					return nil, fmt.Errorf("resource not found: %s (no run %s)", req.Params.URI, id)
+				}
 				return nil, err
 			}
 			evs, _ := s.e.PollEvents(ctx, engine.EventQuery{RunID: id, Max: 200}, 0)

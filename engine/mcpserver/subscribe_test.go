@@ -430,6 +430,19 @@ func TestSubscribeUnknownResource(t *testing.T) {
 	}
 }
 
+// TestReadUnknownRunResource: reading a run that does not exist says so, naming the URI.
+func TestReadUnknownRunResource(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "http")
+	uri := "dccflow://runs/r0000000000000000000000000000"
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = uri
+	_, err := b.c.ReadResource(context.Background(), rr)
+	if err == nil || !strings.Contains(err.Error(), "resource not found: "+uri) {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+}
+
 // TestSubscribeTerminalRunHTTP: subscribing to a run that has already ended gets exactly one
 // notification, and the resource then reads terminal.
 func TestSubscribeTerminalRunHTTP(t *testing.T) {
