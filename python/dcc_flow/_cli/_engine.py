@@ -39,6 +39,12 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
                         % (DB_ENV, DEFAULT_DB))
 
 
+def add_tools_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
+                        help="a module (dotted name or .py path) whose register(engine) or public "
+                             "functions are the tools (repeatable)")
+
+
 def db_path(args: argparse.Namespace) -> str:
     path = getattr(args, "db", None) or os.environ.get(DB_ENV) or DEFAULT_DB
     return str(path)

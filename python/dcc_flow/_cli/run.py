@@ -10,7 +10,15 @@ from typing import Any, Dict, List, Optional
 from .._errors import DccFlowError
 from .._spec import WorkflowSpec
 from ._base import CliError, Command, Context
-from ._engine import add_db_argument, exit_code, format_duration, load_tools, open_engine, parse_inputs
+from ._engine import (
+    add_db_argument,
+    add_tools_argument,
+    exit_code,
+    format_duration,
+    load_tools,
+    open_engine,
+    parse_inputs,
+)
 from ._specfile import format_problem, load_spec, plural
 
 __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
@@ -129,9 +137,7 @@ class RunCommand(Command):
         parser.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                             help="an input (repeatable); JSON values are parsed (3, true, [1,2]), others are strings")
         parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
-        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
-                            help="a module (dotted name or .py path) whose register(engine) or public "
-                                 "functions are the tools")
+        add_tools_argument(parser)
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files, registered by name")
         parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
                             help="run worker-lane tools on N threads (default: on this thread)")

@@ -7,7 +7,7 @@ import time
 from typing import Any, Dict
 
 from ._base import Command, Context
-from ._engine import add_db_argument, load_tools, open_engine
+from ._engine import add_db_argument, add_tools_argument, load_tools, open_engine
 from .run import register_dir
 from .schedules import serve_schedules
 
@@ -37,9 +37,7 @@ class ServeCommand(Command):
         parser.add_argument("--webhooks", metavar="ADDR", help="serve webhook schedules on ADDR, e.g. 127.0.0.1:8787")
         parser.add_argument("--mcp", metavar="WHERE", help="serve MCP: stdio, or http://HOST:PORT")
         parser.add_argument("--token", help="bearer token for MCP over HTTP (required off loopback)")
-        parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
-                            help="a module (dotted name or .py path) whose register(engine) or public "
-                                 "functions are the tools (repeatable)")
+        add_tools_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
         add_db_argument(parser)
