@@ -48,7 +48,8 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	case run.StatusFailed, run.StatusInterrupted, run.StatusCancelled:
 	case run.StatusCompleted:
 		if len(opts.ForceSteps) == 0 {
-			return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s completed; name the steps to run again with force_steps", runID)}
+			return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s completed; name the steps to run again with force_steps", runID),
+				Details: map[string]any{"status": string(rec.Status)}}
 		}
 	default:
 		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is %s; only failed, interrupted or cancelled runs resume", runID, rec.Status)}

@@ -3,6 +3,7 @@ package gotest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,8 +96,10 @@ steps:
 			t.Errorf("export %d called %d times, want %d", i, got, want)
 		}
 	}
-	if _, err := e.Resume(ctx, id, engine.ResumeOptions{}); run.CodeOf(err) != run.CodeNotResumable {
-		t.Fatalf("completed without force: %v", err)
+	_, err = e.Resume(ctx, id, engine.ResumeOptions{})
+	var rerr *run.Error
+	if !errors.As(err, &rerr) || rerr.Code != run.CodeNotResumable || rerr.Details["status"] != "completed" {
+		t.Fatalf("completed without force: %v (want not_resumable with details.status completed: the CLI words its own message from it)", err)
 	}
 	// Forcing one instance re-runs it (and its foreach) and nothing else.
 	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{"per_file[1].export"}}); err != nil {

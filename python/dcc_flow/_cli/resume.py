@@ -40,9 +40,10 @@ class ResumeCommand(Command):
             try:
                 run: Any = engine.resume(run_id, force_steps=args.force)
             except DccFlowError as exc:
-                if exc.code == "not_resumable" and "force_steps" in exc.message:
-                    # the engine speaks of the Python argument; here it is an option
-                    raise CliError(exc.message.replace("with force_steps", "with --force STEP")) from None
+                if exc.code == "not_resumable" and exc.details.get("status") == "completed":
+                    # the engine's message names the Python argument (force_steps); here it is an option
+                    raise CliError("run %s completed; name the steps to run again with --force STEP"
+                                   % run_id) from None
                 raise
             return follow(engine, run, after, args, ctx)
 
