@@ -335,7 +335,7 @@ func (s *Server) addResources() {
 				// mcp-go answers every resource handler error with -32603 (it has no way to
 				// send -32002, resource not found): the message says what happened.
 				if run.CodeOf(err) == run.CodeNotFound {
-					return nil, fmt.Errorf("resource not found: %s (no run %s)", req.Params.URI, id)
+					return nil, runNotFound(req.Params.URI, id)
 				}
 				return nil, err
 			}

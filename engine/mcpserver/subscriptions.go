@@ -161,11 +161,16 @@ func (s *subscriptions) runOf(ctx context.Context, uri string) (string, error) {
 	}
 	if _, err := s.e.Status(ctx, id); err != nil {
 		if run.CodeOf(err) == run.CodeNotFound {
-			return "", fmt.Errorf("resource not found: %s (no run %s)", uri, id)
+			return "", runNotFound(uri, id)
 		}
 		return "", fmt.Errorf("subscribing to %s: %w", uri, err)
 	}
 	return id, nil
+}
+
+// runNotFound is the error for a run resource whose run does not exist (read or subscribe).
+func runNotFound(uri, id string) error {
+	return fmt.Errorf("resource not found: %s (no run %s)", uri, id)
 }
 
 // add records that session watches uri (a run URI check accepted); a session that is not
