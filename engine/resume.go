@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -78,6 +79,9 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err != nil {
 		return "", notFound(runID, err)
 	}
+	if err := checkForced(runID, s, prior, opts.ForceSteps); err != nil {
+		return "", err
+	}
 	prior = withoutForced(prior, opts.ForceSteps)
 
 	e.mu.Lock()
@@ -104,6 +108,21 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	}
 	e.mu.Unlock()
 	return runID, nil
+}
+
+// checkForced refuses (invalid_request) a force_steps entry that names neither a step id of the
+// spec nor a step instance the run has: a typo would otherwise force nothing, and a completed
+// run would "resume" without running anything.
+func checkForced(runID string, s *spec.Spec, prior []store.Step, force []string) error {
+	for _, f := range force {
+		if s.Find(f) != nil || slices.ContainsFunc(prior, func(st store.Step) bool { return st.Key == f }) {
+			continue
+		}
+		return &run.Error{Code: run.CodeInvalidRequest,
+			Message: fmt.Sprintf("force_steps: run %s has no step or step instance %q; name a step id (e.g. \"export\") or an instance key of the run (e.g. \"per_file[3].export\")", runID, f),
+			Details: map[string]any{"force_step": f}}
+	}
+	return nil
 }
 
 // withoutForced drops the forced instances and every instance that encloses one, so they run

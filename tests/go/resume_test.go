@@ -170,6 +170,16 @@ steps:
 			}
 		}
 	}
+	// A name that is neither a step id nor an instance of the run is refused, not ignored.
+	for _, typo := range []string{"exprot", "per_file[9].export"} {
+		_, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{typo}})
+		if run.CodeOf(err) != run.CodeInvalidRequest || !strings.Contains(err.Error(), typo) {
+			t.Fatalf("force %q: %v, want invalid_request naming it", typo, err)
+		}
+	}
+	if calls[0].Load() != 1 || calls[1].Load() != 2 {
+		t.Fatalf("a refused force ran something: calls %d %d", calls[0].Load(), calls[1].Load())
+	}
 	// By step id: every instance of export is called again, and the cache now holds call 2.
 	if _, err := e.Resume(ctx, id, engine.ResumeOptions{ForceSteps: []string{"export"}}); err != nil {
 		t.Fatal(err)
