@@ -14,6 +14,9 @@
 // survives a crash of the process (the SIGKILL test) but the last transactions may be lost on a
 // power failure or an OS crash, before the WAL is checkpointed. That is the trade SQLite
 // documents for WAL + NORMAL, and what lets a wide fan-out commit many steps per fsync.
+//
+// Checkpoints (copying the WAL into the database file) run beside the writes, on a connection
+// of their own (see checkpoint.go), not inside the commit that happens to fill the WAL.
 package sqlite
 
 import (
@@ -58,7 +61,8 @@ type Store struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 
-	wc *wconn // the writer's driver connection and its prepared statements (leader only)
+	wc   *wconn        // the writer's driver connection and its prepared statements (leader only)
+	ckpt *checkpointer // nil for a read-only store
 
 	seq atomic.Uint64 // the last event sequence number assigned
 	ord int64         // the last step order assigned (committer only)
@@ -192,6 +196,10 @@ func open(ctx context.Context, path string) (*Store, error) {
 	r.SetMaxOpenConns(4)
 	s := &Store{path: path, w: w, r: r}
 	s.idle.L = &s.mu
+	if s.ckpt, err = startCheckpointer(path); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
 	var seq, ord sql.NullInt64
 	if err := w.QueryRowContext(ctx, `SELECT (SELECT max(seq) FROM workflow_events), (SELECT max(ord) FROM workflow_steps)`).Scan(&seq, &ord); err != nil {
 		s.closeDBs()
@@ -210,6 +218,9 @@ func dsn(path string, readOnly bool) string {
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
+		// The checkpointer checkpoints (see checkpoint.go), not the writing connections.
+		q.Add("_pragma", "wal_autocheckpoint(0)")
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + q.Encode()
@@ -296,7 +307,10 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	errs := []error{s.r.Close(), s.ctl.close()}
-	if s.w != nil {
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.close())
+	}
+	if s.w != nil { // closed last: closing the last connection checkpoints and deletes the WAL
 		if s.wc != nil {
 			// The statements belong to the driver connection: close them on it.
 			if c, err := s.w.Conn(context.Background()); err == nil {
@@ -423,6 +437,7 @@ func (s *Store) tryGroup(group []*pending, savepoints bool) (errs []error, err e
 }
 
 func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error, error) {
+	s.ckpt.beforeTransaction(w)
 	if err := w.exec(sqlBegin); err != nil {
 		return nil, fmt.Errorf("sqlite store: begin: %w", err)
 	}
@@ -445,6 +460,7 @@ func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error
 		return nil, fmt.Errorf("sqlite store: commit: %w", err)
 	}
 	s.commits.Add(1)
+	s.ckpt.committed()
 	s.seq.Store(seq)
 	s.ord = ord
 	return errs, nil

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Under steady writes the checkpointer never finds the WAL fully copied, so without the
+// leader's catch-up checkpoint the WAL would never restart: 6,000 step writes (about 5 pages
+// each) would leave a WAL of over 100 MiB. With it, the WAL stays near restartFrames pages.
+func TestWALRestartsUnderSteadyWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`),
+		Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	const writes = 6000
+	for i := range writes {
+		key := fmt.Sprintf("each[%d].export", i)
+		b := &store.Batch{
+			Steps: []store.Step{{RunID: "r", Key: key, StepID: "export", Kind: "tool", Status: run.StepCompleted,
+				Attempt: 1, Output: json.RawMessage(`{"fbx":"/proj/hero_v012.fbx"}`), StartedAt: now, FinishedAt: now, UpdatedAt: now}},
+			Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: key, Status: "completed", Attempt: 1, Time: now}},
+		}
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.ckpt.passes.Load() == 0 || s.ckpt.catchUps.Load() == 0 {
+		t.Fatalf("checkpointer passes %d, leader catch-ups %d: want both > 0", s.ckpt.passes.Load(), s.ckpt.catchUps.Load())
+	}
+	// The WAL file only grows (up to walSizeLimit), so its size is the largest the WAL was.
+	wal, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := int64(2 * restartFrames * 4096); wal.Size() > limit {
+		t.Fatalf("WAL grew to %d bytes over %d writes: want ≤ %d (it does not restart)", wal.Size(), writes, limit)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
+		t.Fatalf("the WAL outlives Close: %v", err)
+	}
+}
+
+// A store that stops writing has its WAL copied into the database within checkpointIdle.
+func TestIdleStoreCheckpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "flow.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`),
+		Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * checkpointIdle)
+	for s.ckpt.passes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint %v after the last write", 10*checkpointIdle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var busy, frames, copied int
+	if err := s.w.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if frames != copied {
+		t.Fatalf("after the idle checkpoint %d of %d WAL frames are copied", copied, frames)
+	}
+}
