@@ -34,7 +34,7 @@ const (
 	walSizeLimit = 64 << 20
 )
 
-// checkpointer runs the checkpoints of one store (see above).
+// checkpointer runs the checkpoints of one store opened for writing (see above).
 type checkpointer struct {
 	db       *sql.DB       // its own connection to the database
 	kick     chan struct{} // wakes the loop; capacity 1
@@ -47,13 +47,10 @@ type checkpointer struct {
 }
 
 func startCheckpointer(path string) (*checkpointer, error) {
-	db, err := sql.Open("sqlite", dsn(path, false))
+	db, err := openWriting(path)
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
 	c := &checkpointer{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
 	return c, nil
@@ -119,10 +116,9 @@ func (c *checkpointer) close() error {
 // checkpointer asked for it, the leader checkpoints what the checkpointer has not copied
 // yet, so that its transaction restarts the WAL. An error is left for the next attempt.
 func (c *checkpointer) beforeTransaction(w *wconn) {
-	if c == nil || !c.restart.Load() {
+	if !c.restart.CompareAndSwap(true, false) {
 		return
 	}
-	c.restart.Store(false)
 	if w.exec("PRAGMA wal_checkpoint(PASSIVE)") == nil {
 		c.catchUps.Add(1)
 	}

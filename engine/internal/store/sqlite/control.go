@@ -46,11 +46,10 @@ func (c *ctlConn) get(path string) (*sql.DB, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.db == nil {
-		db, err := sql.Open("sqlite", dsn(path, false))
+		db, err := openWriting(path)
 		if err != nil {
 			return nil, err
 		}
-		db.SetMaxOpenConns(1)
 		c.db = db
 	}
 	return c.db, nil

@@ -62,7 +62,7 @@ type Store struct {
 	closed    atomic.Bool
 
 	wc   *wconn        // the writer's driver connection and its prepared statements (leader only)
-	ckpt *checkpointer // nil for a read-only store
+	ckpt *checkpointer // nil for a read-only store, which never commits
 
 	seq atomic.Uint64 // the last event sequence number assigned
 	ord int64         // the last step order assigned (committer only)
@@ -146,11 +146,10 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn(path, true))
+	r, err := openReaders(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
 	var version int
 	if err := r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		r.Close()
@@ -173,13 +172,10 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 func (s *Store) ReadOnly() bool { return s.readOnly }
 
 func open(ctx context.Context, path string) (*Store, error) {
-	w, err := sql.Open("sqlite", dsn(path, false))
+	w, err := openWriting(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -188,12 +184,11 @@ func open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", dsn(path, true))
+	r, err := openReaders(path)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
 	s := &Store{path: path, w: w, r: r}
 	s.idle.L = &s.mu
 	if s.ckpt, err = startCheckpointer(path); err != nil {
@@ -208,6 +203,29 @@ func open(ctx context.Context, path string) (*Store, error) {
 	s.seq.Store(uint64(seq.Int64))
 	s.ord = ord.Int64
 	return s, nil
+}
+
+// openWriting returns a handle on one long-lived connection to path that can write: the
+// writer's, the checkpointer's, a read-only store's control requests.
+func openWriting(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	return db, nil
+}
+
+// openReaders returns the pool of query-only connections to path that reads go through.
+func openReaders(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(4)
+	return db, nil
 }
 
 func dsn(path string, readOnly bool) string {
