@@ -16,7 +16,7 @@ func TestExportsThroughCStrings(t *testing.T) {
 	freeNil() // must be a no-op
 
 	rc, out := callExport("dccflow_version", 0, nil, false)
-	if rc != rcOK || !strings.Contains(out, `"abi_version":1`) {
+	if rc != rcOK || !strings.Contains(out, `"abi_version":2`) {
 		t.Fatalf("version: %d %s", rc, out)
 	}
 	in := `{"text": "steps: [{id: a, tool: t}]"}`

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define DCCFLOW_ABI_VERSION 1
+#define DCCFLOW_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +40,9 @@ int32_t dccflow_runs_list(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_next(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_puller_open(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_puller_close(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_calls_release(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_events_next(uint64_t handle, char *in_json, char **out_json);
 
 /* Schedules (handle 0): parse a schedules file, validate a list of schedules. */

@@ -18,7 +18,7 @@ const (
 	rcError        int32 = 1
 	rcBadRequest   int32 = 2
 	rcInternal     int32 = 3
-	abiVersion           = 1
+	abiVersion           = 2
 	maxRequestSize       = 64 << 20
 )
 

@@ -146,7 +146,7 @@ func TestHeaderMatchesExports(t *testing.T) {
 	if strings.Join(inHeader, ",") != strings.Join(exported, ",") || len(exported) == 0 {
 		t.Fatalf("header declares %v, exports.go exports %v", inHeader, exported)
 	}
-	if !strings.Contains(string(header), "#define DCCFLOW_ABI_VERSION 1") {
+	if !strings.Contains(string(header), fmt.Sprintf("#define DCCFLOW_ABI_VERSION %d\n", abiVersion)) {
 		t.Fatal("header ABI version differs from abiVersion")
 	}
 }

@@ -58,6 +58,62 @@ func TestEngineExportsRunAHostTool(t *testing.T) {
 	}
 }
 
+// A call a puller took and did not answer goes back to the queue when the puller hands it back
+// or closes, and is then pulled again (by any puller) and answered once.
+func TestPulledCallsAreHandedBack(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	mustOp(t, h, opToolRegister, `{"name": "t", "lane": "main"}`)
+	runID := mustOp(t, h, opRunSubmit, `{"spec": "steps: [{id: a, tool: t}]"}`)["run_id"].(string)
+	p1 := mustOp(t, h, opPullerOpen, `{}`)["puller"].(float64)
+	p2 := mustOp(t, h, opPullerOpen, `{}`)["puller"].(float64)
+	pull := func(p float64) []any {
+		return mustOp(t, h, opCallsNext, fmt.Sprintf(`{"puller": %v, "max": 4, "timeout_ms": 2000}`, p))["calls"].([]any)
+	}
+	calls := pull(p1)
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", calls)
+	}
+	id := calls[0].(map[string]any)["call_id"]
+	if r := mustOp(t, h, opCallsRelease, fmt.Sprintf(`{"puller": %v, "call_ids": [%v]}`, p2, id)); r["released"] != float64(0) {
+		t.Fatalf("p2 handed back p1's call: %v", r)
+	}
+	if r := mustOp(t, h, opCallsRelease, fmt.Sprintf(`{"puller": %v, "call_ids": [%v]}`, p1, id)); r["released"] != float64(1) {
+		t.Fatalf("release %v", r)
+	}
+	if calls = pull(p2); len(calls) != 1 || calls[0].(map[string]any)["call_id"] != id {
+		t.Fatalf("after release %v", calls)
+	}
+	if r := mustOp(t, h, opPullerClose, fmt.Sprintf(`{"puller": %v}`, p2)); r["released"] != float64(1) {
+		t.Fatalf("close %v", r)
+	}
+	if calls = pull(p1); len(calls) != 1 || calls[0].(map[string]any)["call_id"] != id {
+		t.Fatalf("after close %v", calls)
+	}
+	mustOp(t, h, opCallsComplete, fmt.Sprintf(`{"call_id": %v, "output": 7}`, id))
+	st := mustOp(t, h, opRunWait, fmt.Sprintf(`{"run_id": %q, "timeout_ms": 5000}`, runID))
+	if st["status"] != "completed" {
+		t.Fatalf("status %v", st)
+	}
+	if r := mustOp(t, h, opPullerClose, fmt.Sprintf(`{"puller": %v}`, p1)); r["released"] != float64(0) {
+		t.Fatalf("an answered call was handed back: %v", r)
+	}
+	for _, c := range []struct {
+		fn   op
+		in   string
+		code string
+	}{
+		{opCallsNext, fmt.Sprintf(`{"puller": %v}`, p2), "not_found"},
+		{opCallsRelease, `{"puller": 12345, "call_ids": []}`, "not_found"},
+		{opPullerClose, `{}`, "invalid_request"},
+	} {
+		out, rc := dispatch(h, []byte(c.in), c.fn)
+		if rc == rcOK || !strings.Contains(string(out), `"code":"`+c.code+`"`) {
+			t.Fatalf("%s: rc %d %s", c.in, rc, out)
+		}
+	}
+}
+
 func TestEngineExportErrors(t *testing.T) {
 	t.Parallel()
 	h := openEngine(t)

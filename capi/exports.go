@@ -25,7 +25,7 @@ func call(h C.uint64_t, in *C.char, out **C.char, fn op) C.int32_t {
 	return C.int32_t(rc)
 }
 
-// dccflow_abi_version returns the ABI version (1). Callers refuse a library whose version differs.
+// dccflow_abi_version returns the ABI version (2). Callers refuse a library whose version differs.
 //
 //export dccflow_abi_version
 func dccflow_abi_version() C.uint32_t { return abiVersion }
@@ -39,7 +39,7 @@ func dccflow_free(p *C.char) {
 	}
 }
 
-// dccflow_version: in {} → {"version": "0.1.0", "abi_version": 1, "go_version": "go1.26.8"}.
+// dccflow_version: in {} → {"version": "0.1.0", "abi_version": 2, "go_version": "go1.26.8"}.
 //
 //export dccflow_version
 func dccflow_version(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
@@ -127,6 +127,30 @@ func dccflow_calls_complete(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 //export dccflow_call_cancelled
 func dccflow_call_cancelled(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opCallCancelled)
+}
+
+// dccflow_puller_open: in {} → {"puller": 1}. A puller is a thread that takes tool calls:
+// calls_next with "puller" records it as their holder until it answers them.
+//
+//export dccflow_puller_open
+func dccflow_puller_open(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opPullerOpen)
+}
+
+// dccflow_puller_close: in {"puller": 1} → {"released": 0}. Hands back every call the puller
+// holds (they are pulled again by the next puller) and closes it.
+//
+//export dccflow_puller_close
+func dccflow_puller_close(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opPullerClose)
+}
+
+// dccflow_calls_release: in {"puller": 1, "call_ids": [7, 8]} → {"released": 2}. Hands back
+// calls the puller took and will not run; ids it does not hold are skipped.
+//
+//export dccflow_calls_release
+func dccflow_calls_release(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opCallsRelease)
 }
 
 //export dccflow_events_next

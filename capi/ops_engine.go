@@ -232,6 +232,7 @@ var opRunsList = withEngine(func(e *engine.Engine, req *runsRequest) (any, error
 
 // nextRequest is the input of dccflow_calls_next (and the "next" of dccflow_calls_complete).
 type nextRequest struct {
+	Puller      uint64   `json:"puller"`
 	Lanes       []string `json:"lanes"`
 	Max         int      `json:"max"`
 	TimeoutMs   int64    `json:"timeout_ms"`
@@ -264,7 +265,7 @@ type nextResult struct {
 }
 
 func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
-	pull := engine.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs)}
+	pull := engine.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs), Puller: req.Puller}
 	if req.RunID != "" {
 		pull.Stop = e.RunDone(req.RunID)
 	}
@@ -353,6 +354,38 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 		}
 	}
 	return res, nil
+})
+
+var opPullerOpen = withEngine(func(e *engine.Engine, _ *struct{}) (any, error) {
+	id, err := e.Host().OpenPuller()
+	if err != nil {
+		return nil, err
+	}
+	return map[string]uint64{"puller": id}, nil
+})
+
+type pullerRequest struct {
+	Puller uint64 `json:"puller"`
+}
+
+var opPullerClose = withEngine(func(e *engine.Engine, req *pullerRequest) (any, error) {
+	if req.Puller == 0 {
+		return nil, &badRequest{msg: `invalid request: "puller" (an id from dccflow_puller_open) is required`}
+	}
+	return map[string]int{"released": e.Host().ClosePuller(req.Puller)}, nil
+})
+
+type releaseRequest struct {
+	Puller  uint64   `json:"puller"`
+	CallIDs []uint64 `json:"call_ids"`
+}
+
+var opCallsRelease = withEngine(func(e *engine.Engine, req *releaseRequest) (any, error) {
+	n, err := e.Host().Release(req.Puller, req.CallIDs)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int{"released": n}, nil
 })
 
 type callRequest struct {

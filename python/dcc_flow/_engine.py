@@ -15,12 +15,13 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._errors import DccFlowError
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
 from ._tools import LANES, ToolEntry, describe, execute
+from ._tools import error_members as _tools_error
 
 if False:  # typing only
     from ._schedule import ScheduleSpec  # noqa: F401
@@ -31,8 +32,6 @@ log = logging.getLogger("dcc_flow")
 
 #: How long one blocking crossing waits at most: Ctrl-C and close() are noticed this fast.
 POLL_MS = 100
-#: How many pending calls one crossing takes.
-BATCH = 16
 
 #: A string that is a catalog name rather than spec text or a path.
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -178,6 +177,10 @@ class Engine:
         self._workers_stop = threading.Event()
         self._callbacks: List[Callable[[Dict[str, Any]], None]] = []
         self._events_thread: Optional[threading.Thread] = None
+        self._pullers = threading.local()  # .holder: this thread's _PullerHolder
+        self._dead_pullers: List[int] = []  # pullers of ended threads, to close
+        self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
+        self._main_owners: List[object] = []
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -422,105 +425,271 @@ class Engine:
     def drive_forever(self, stop: Optional[threading.Event] = None) -> None:
         """Run main-lane (and, without a pool, worker-lane) calls of every run on this thread until
         ``stop`` is set or the engine closes: the loop of a headless server process."""
-        while not self._closed and not (stop is not None and stop.is_set()):
-            self._drive(None, time.monotonic() + POLL_MS / 1000.0)
+        self._drive(None, None, stop=stop)
 
     # -- driving: pulling and running tool calls ------------------------------------------------
+    #
+    # The hand-back rule (docs/python.md, "Lanes"): every call this package pulls is either run
+    # and answered exactly once, or handed back to the engine, which gives it to the next puller.
+    # Each thread pulls as its own *puller*: a call it holds goes back when the loop that pulled it
+    # stops (deadline, budget, stop event), when that loop raises, and when the thread ends.
 
     def _lanes(self) -> List[str]:
-        """The lanes the driving thread serves: main, and worker when no pool is running."""
-        return ["main"] if self._workers and not self._workers_stop.is_set() else ["main", "worker"]
+        """The lanes the calling thread serves: main when it may run main-lane tools (see
+        ``_may_run_main``), and worker when no ``serve_tools`` pool is running."""
+        lanes = ["main"] if self._may_run_main() else []
+        if not (self._workers and not self._workers_stop.is_set()):
+            lanes.append("worker")
+        return lanes
+
+    def _may_run_main(self) -> bool:
+        """False on a thread other than the DCC's main thread while a DCC adapter's idle pump is
+        installed: main-lane tools (``maya.cmds``, ``hou``) then run only in that pump."""
+        return self._main_thread is None or self._main_thread is threading.current_thread()
+
+    def _bind_main_thread(self, owner: object) -> None:
+        """A DCC adapter's idle pump was installed: main-lane calls now run on the main thread only."""
+        with self._lock:
+            self._main_owners.append(owner)
+            self._main_thread = threading.main_thread()
+
+    def _unbind_main_thread(self, owner: object) -> None:
+        with self._lock:
+            self._main_owners = [o for o in self._main_owners if o is not owner]
+            if not self._main_owners:
+                self._main_thread = None
+
+    def _puller(self) -> int:
+        """This thread's puller id, opened on first use; handed to ``_dead_pullers`` when the
+        thread ends (its thread-local holder is freed), so the calls it held go back."""
+        if self._dead_pullers:
+            self._close_dead_pullers()
+        holder = getattr(self._pullers, "holder", None)
+        if holder is None:
+            puller = int(self._call("dccflow_puller_open", {})["puller"])
+            holder = _PullerHolder(puller, self._dead_pullers)
+            self._pullers.holder = holder
+        return holder.id
+
+    def _close_dead_pullers(self) -> None:
+        """Close the pullers of threads that ended (and of loops that raised): their calls go back."""
+        while self._dead_pullers and not self._closed:
+            try:
+                puller = self._dead_pullers.pop()
+            except IndexError:  # another thread took the last one
+                return
+            try:
+                self._call("dccflow_puller_close", {"puller": puller})
+            except (DccFlowError, RuntimeError):
+                return  # the engine closed: nothing is handed out any more
+
+    def _drop_puller(self) -> None:
+        """Close this thread's puller now (after an exception in a pull loop): whatever it still
+        holds, including a call whose reply the exception cut off, goes back to the engine."""
+        holder = getattr(self._pullers, "holder", None)
+        if holder is not None:
+            del self._pullers.holder
+            holder.release()
+            self._close_dead_pullers()
 
     def _cancelled(self, call_id: int) -> bool:
         if self._closed:
             return True
         return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
 
-    def _serve(self, calls: List[Dict[str, Any]], next_req: Optional[Dict[str, Any]],
-               next_json: Optional[str] = None) -> Optional[Dict[str, Any]]:
-        """Run calls; answer each. The last answer also asks for more (``next_req``, or its
-        encoded form ``next_json``); its reply is returned (None when there is no next)."""
-        if next_json is None and next_req is not None:
-            next_json = json.dumps(next_req)
+    def _complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
+        """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls
+        when ``next_json`` is given. An answer the library cannot take (text that is not
+        Unicode, a request over its size limit) answers the call with a ``fatal`` step error
+        instead: a call that ran is answered exactly once, never handed back."""
+        tail = "}" if next_json is None else ',"next":' + next_json + "}"
+        try:
+            data = (members + tail).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            data = (_tools_error(call, "fatal", "tool %r returned text that is not valid Unicode (%s); "
+                                 "return file names as str that are UTF-8, e.g. os.fsdecode of bytes "
+                                 "paths re-encoded with errors='replace'" % (call.get("tool"), exc)) + tail
+                    ).encode("utf-8")
+        self._check_open()
+        try:
+            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
+        except DccFlowError as exc:
+            if exc.code not in ("too_large", "invalid_json"):
+                raise
+            data = (_tools_error(call, "fatal", "the result of tool %r could not be delivered: %s"
+                                 % (call.get("tool"), exc)) + tail).encode("utf-8")
+            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
+        if not out.get("accepted", True):
+            log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
+                     call.get("step_key"), call.get("tool"))
+        return out
+
+    def _serve(self, calls: List[Dict[str, Any]], next_json: Optional[str]) -> Optional[Dict[str, Any]]:
+        """Run pulled calls and answer each; the last answer also asks for more (``next_json``,
+        an encoded calls_next request) and its reply is returned (None without ``next_json``).
+
+        A tool interrupted by ``KeyboardInterrupt`` (or another ``BaseException`` that is not
+        ``SystemExit``) has its call answered with a ``cancelled`` step error before the exception
+        goes on; the calls after it are still held and go back with the puller.
+        """
         reply: Optional[Dict[str, Any]] = None
         tools = self._tools
         for i, call in enumerate(calls):
-            entry = tools.get(call.get("tool"))  # type: ignore[arg-type]
-            members = execute(entry, call, self._cancelled)
             last = i == len(calls) - 1
+            try:
+                members = execute(tools.get(call.get("tool")), call, self._cancelled)  # type: ignore[arg-type]
+            except BaseException as exc:
+                if not self._closed:
+                    self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
+                                                      % type(exc).__name__), None)
+                raise
+            out = self._complete(call, members, next_json if last else None)
             if last and next_json is not None:
-                data = (members + ',"next":' + next_json + "}").encode("utf-8")
-            else:
-                data = (members + "}").encode("utf-8")
-            self._check_open()
-            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
-            if not out.get("accepted", True):
-                log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
-                         call.get("step_key"), call.get("tool"))
-            if last:
-                reply = out if next_json is not None else None
+                reply = out
         return reply
 
-    def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
-               budget: Optional[float] = None) -> Optional[Dict[str, Any]]:
-        """Serve calls until the run is terminal, the deadline passes or the budget is spent.
+    def _pull_loop(self, run_id: Optional[str], deadline: Optional[float], lanes: List[str],
+                   budget: Optional[float] = None, stop: Optional[threading.Event] = None,
+                   events_after: Optional[int] = None, counter: Optional[List[int]] = None,
+                   idle: Optional[float] = None,
+                   ) -> Generator[List[Dict[str, Any]], None, Optional[Dict[str, Any]]]:
+        """Pull and run calls on ``lanes`` (of ``run_id`` only when given) until the run is
+        terminal, ``deadline`` (monotonic) passes, ``budget`` seconds are spent (then it does not
+        wait for calls), ``stop`` is set or the engine closes; return the last run summary
+        (``{"status", "terminal"}``) or None.
 
-        Returns the last ``run`` summary seen (``{"status", "terminal"}``) or None.
+        With ``events_after`` (a sequence number) it yields each non-empty batch of the run's
+        events as they arrive, and stops only after the ``workflow_terminal`` event; ``idle``
+        (seconds) then moves the deadline to that long after the last batch. ``counter[0]``
+        counts the calls it ran. The calls it holds when it stops, or raises, go back.
         """
-        watch_logs = log.isEnabledFor(logging.INFO) and run_id is not None
-        after_seq = 0
+        if idle is not None:
+            deadline = time.monotonic() + idle
+        puller = self._puller()
         started = time.monotonic()
-        reply: Optional[Dict[str, Any]] = None
-        cached: Tuple[Any, ...] = ()
-        while True:
-            now = time.monotonic()
-            if budget is not None and now - started >= budget:
-                return reply.get("run") if reply else None
-            if deadline is not None and now >= deadline:
-                return reply.get("run") if reply else None
-            wait_ms = POLL_MS if budget is None else 0
-            if deadline is not None:
-                wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
-            key = (tuple(lanes or self._lanes()), wait_ms, after_seq)
-            if not cached or cached[0] != key:
-                req: Dict[str, Any] = {"lanes": list(key[0]), "max": BATCH, "timeout_ms": wait_ms}
-                if run_id is not None:
-                    req["run_id"] = run_id
-                if watch_logs:
-                    req["events_after"] = after_seq
-                cached = (key, req, json.dumps(req))
-            req, req_json = cached[1], cached[2]
-            if reply is None or not reply.get("calls"):
-                reply = self._call("dccflow_calls_next", req)
-            else:
-                reply = self._serve(reply["calls"], req, req_json)
+        reply: Optional[Dict[str, Any]] = None  # its "calls" are pulled and not started yet
+        run: Optional[Dict[str, Any]] = None
+        cached_key: Any = None
+        req_json = ""
+        ok = False
+        try:
+            while True:
+                if self._dead_pullers:
+                    self._close_dead_pullers()
+                now = time.monotonic()
+                if (self._closed or (stop is not None and stop.is_set())
+                        or (deadline is not None and now >= deadline)
+                        or (budget is not None and now - started >= budget)):
+                    ok = True
+                    return run
+                wait_ms = 0 if budget is not None else POLL_MS
+                if deadline is not None:
+                    wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
+                key = (wait_ms, events_after)
+                if key != cached_key:
+                    req: Dict[str, Any] = {"puller": puller, "lanes": lanes, "max": 1, "timeout_ms": wait_ms}
+                    if run_id is not None:
+                        req["run_id"] = run_id
+                    if events_after is not None:
+                        req["events_after"] = events_after
+                    cached_key, req_json = key, json.dumps(req)
+                calls = reply.get("calls") if reply else None
+                if calls:
+                    reply = None  # _serve owns them now: it answers each, even when it raises
+                    reply = self._serve(calls, req_json)
+                    if counter is not None:
+                        counter[0] += len(calls)
+                else:
+                    reply = self._call_encoded("dccflow_calls_next", req_json)
                 assert reply is not None
-            if watch_logs:
-                for ev in reply.get("events") or ():
-                    after_seq = max(after_seq, int(ev.get("seq", 0)))
-                    _log_event(ev)
-            run: Optional[Dict[str, Any]] = reply.get("run")
-            if run is not None and run.get("terminal") and not reply.get("calls"):
-                return run
-            if not reply.get("calls"):
-                if deadline is not None and time.monotonic() >= deadline:
+                run = reply.get("run")
+                if events_after is not None:
+                    events = reply.get("events") or []
+                    if events:
+                        events_after = max(events_after, max(int(ev.get("seq", 0)) for ev in events))
+                        yield events
+                        if idle is not None:
+                            deadline = time.monotonic() + idle
+                        if any(ev.get("type") == "workflow_terminal" for ev in events):
+                            ok = True
+                            return run
+                        if reply.get("calls") and self._cancelled(int(reply["calls"][0]["call_id"])):
+                            reply = None  # cancelled while the consumer held the events: not started
+                    elif run is not None and run.get("terminal") and not reply.get("calls"):
+                        ok = True
+                        return run  # terminal, and its events were all read (or pruned)
+                    continue
+                has_calls = bool(reply.get("calls"))
+                if run is not None and run.get("terminal") and not has_calls:
+                    ok = True
                     return run
-                if budget is not None:
+                if not has_calls and budget is not None:
+                    ok = True
                     return run
+        finally:
+            if not ok:
+                self._drop_puller()  # raised (or abandoned): hand back all it holds
+            elif reply and reply.get("calls") and not self._closed:
+                self._call("dccflow_calls_release",
+                           {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
+
+    def _call_encoded(self, name: str, req_json: str) -> Dict[str, Any]:
+        self._check_open()
+        return _ffi.call_encoded(name, self._handle, req_json.encode("utf-8"))
+
+    def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
+               budget: Optional[float] = None, stop: Optional[threading.Event] = None,
+               counter: Optional[List[int]] = None) -> Optional[Dict[str, Any]]:
+        """Serve calls until the run is terminal, the deadline passes, the budget is spent or
+        ``stop`` is set (see ``_pull_loop``); return the last run summary seen or None.
+
+        On a thread that may serve no lane (a background thread while a DCC adapter's pump runs
+        main-lane calls and a pool runs worker-lane ones) it only waits."""
+        lanes = self._lanes() if lanes is None else lanes
+        if not lanes:
+            return self._wait_only(run_id, deadline, stop)
+        watch_logs = run_id is not None and log.isEnabledFor(logging.INFO)
+        loop = self._pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter)
+        while True:
+            try:
+                events = next(loop)
+            except StopIteration as end:
+                result: Optional[Dict[str, Any]] = end.value
+                return result
+            for ev in events:
+                _log_event(ev)
+
+    def _wait_only(self, run_id: Optional[str], deadline: Optional[float],
+                   stop: Optional[threading.Event]) -> Optional[Dict[str, Any]]:
+        """Wait, without pulling calls, until the run is terminal, ``deadline`` passes, ``stop``
+        is set or the engine closes."""
+        while not self._closed and not (stop is not None and stop.is_set()):
+            wait = POLL_MS / 1000.0
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return None
+            if run_id is None:
+                (stop or threading.Event()).wait(wait)
+                continue
+            status = self._call("dccflow_run_wait", {"run_id": run_id, "timeout_ms": max(1, int(wait * 1000))})
+            if WorkflowStatus(status.get("status", "pending")).is_terminal:
+                return {"status": status.get("status"), "terminal": True}
+        return None
 
     def pump(self, budget: float = 0.01) -> int:
         """Run the pending main-lane calls of every run for at most ``budget`` seconds, without
-        blocking; return how many calls ran. DCC adapters call this from an idle callback."""
-        ran = 0
-        deadline = time.monotonic() + budget
-        while time.monotonic() < deadline:
-            reply = self._call("dccflow_calls_next", {"lanes": ["main"], "max": 1, "timeout_ms": 0})
-            calls = reply.get("calls") or []
-            if not calls:
-                break
-            self._serve(calls, None)
-            ran += len(calls)
-        return ran
+        blocking; return how many calls ran. DCC adapters call this from an idle callback, on
+        the main thread: while an adapter is installed, calling it from another thread raises
+        ``RuntimeError``."""
+        if not self._may_run_main():
+            raise RuntimeError(
+                "Engine.pump() runs main-lane tools, which run on the main thread while a DCC adapter's "
+                "idle pump is installed; this is thread %r. Call pump() from the main thread, or let the "
+                "installed pump run them" % threading.current_thread().name)
+        counter = [0]
+        self._drive(None, None, lanes=["main"], budget=budget, counter=counter)
+        return counter[0]
 
     def serve_tools(self, workers: int = 4) -> None:
         """Start ``workers`` daemon threads that run worker-lane tools until ``close()``."""
@@ -533,20 +702,13 @@ class Engine:
             t.start()
 
     def _worker_loop(self) -> None:
-        reply: Optional[Dict[str, Any]] = None
-        req = {"lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS}
         while not self._workers_stop.is_set() and not self._closed:
             try:
-                if reply and reply.get("calls"):
-                    reply = self._serve(reply["calls"], req)
-                else:
-                    reply = self._call("dccflow_calls_next", req)
-            except RuntimeError:
-                return  # closed under us
-            except DccFlowError as exc:
+                self._drive(None, None, lanes=["worker"], stop=self._workers_stop)
+            except Exception:  # noqa: BLE001 - the pool must outlive a failing crossing
                 if self._closed:
                     return
-                log.error("dcc_flow worker: %s", exc)
+                log.exception("dcc_flow worker %s", threading.current_thread().name)
                 time.sleep(0.05)
 
     # -- events ----------------------------------------------------------------------------------
@@ -655,8 +817,33 @@ class Run:
         self.engine.approve(self.run_id, step, approved, reason, by)
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
-        """This run's events from its start until its ``workflow_terminal`` event."""
-        return self.engine.events(run_id=self.run_id, timeout=timeout, until_terminal=True)
+        """This run's events from its start until its ``workflow_terminal`` event, or until
+        ``timeout`` seconds pass without one.
+
+        Like ``wait()``, iterating drives the run: the tool calls it needs run on this thread
+        (main-lane ones only where this thread may run them, see docs/python.md "Lanes"), so
+        ``for ev in run.events()`` never waits for a call nobody runs. Stopping the iteration
+        early hands the calls it pulled back to the engine."""
+        lanes = self.engine._lanes()
+        if not lanes:
+            return self.engine.events(run_id=self.run_id, timeout=timeout, until_terminal=True)
+        return self._driven_events(lanes, timeout)
+
+    def _driven_events(self, lanes: List[str], timeout: Optional[float]) -> Iterator[Dict[str, Any]]:
+        for batch in self.engine._pull_loop(self.run_id, None, lanes, events_after=0, idle=timeout):
+            yield from batch
+
+
+class _PullerHolder:
+    """Holds a thread's puller id in the engine's ``threading.local``. When the thread ends the
+    holder is freed and its id goes to ``dead`` (only a list append: the thread is being torn
+    down), to be closed by the next pull loop of any thread."""
+
+    __slots__ = ("id", "release", "__weakref__")
+
+    def __init__(self, puller: int, dead: List[int]) -> None:
+        self.id = puller
+        self.release = weakref.finalize(self, dead.append, puller)
 
 
 def _close_handle(handle: int) -> None:

@@ -41,7 +41,7 @@ from ._errors import (
 __all__ = ["ABI_VERSION", "call", "call_encoded", "library", "library_path", "candidate_paths"]
 
 #: The C ABI version this package was written for (``DCCFLOW_ABI_VERSION`` in capi/dccflow.h).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: The environment variable that names the library file explicitly.
 ENV_VAR = "DCC_FLOW_LIBRARY"
@@ -77,6 +77,9 @@ _JSON_EXPORTS = (
     "dccflow_calls_next",
     "dccflow_calls_complete",
     "dccflow_call_cancelled",
+    "dccflow_puller_open",
+    "dccflow_puller_close",
+    "dccflow_calls_release",
     "dccflow_events_next",
     "dccflow_schedules_parse",
     "dccflow_schedules_validate",

@@ -15,6 +15,7 @@ any exception with a ``kind`` str   that kind
 ``PermissionError``                 ``permission``
 ``FileNotFoundError``               ``not_found``
 ``ValueError``, ``TypeError``       ``invalid_input``
+``SystemExit`` (``sys.exit()``)     ``fatal``
 anything else                       ``error``
 ==================================  ===============
 """
@@ -23,7 +24,8 @@ import json
 import threading
 from typing import Any, Callable, Dict, Mapping, Optional
 
-__all__ = ["ToolError", "Transient", "Fatal", "CallContext", "current_call", "ToolEntry", "error_kind", "execute"]
+__all__ = ["ToolError", "Transient", "Fatal", "CallContext", "current_call", "ToolEntry", "error_kind", "execute",
+           "error_members"]
 
 LANES = ("main", "worker")
 
@@ -56,6 +58,8 @@ def error_kind(exc: BaseException) -> str:
     kind = getattr(exc, "kind", None)
     if isinstance(kind, str) and kind:
         return kind
+    if isinstance(exc, SystemExit):
+        return "fatal"
     if isinstance(exc, TimeoutError):
         return "timeout"
     if isinstance(exc, ConnectionError):
@@ -134,6 +138,11 @@ def _error(call_id: Any, kind: str, message: str, trace: Optional[str] = None) -
     return json.dumps({"call_id": call_id, "error": err}, ensure_ascii=False)
 
 
+def error_members(call: Mapping[str, Any], kind: str, message: str) -> str:
+    """The ``calls_complete`` members (see ``execute``) answering ``call`` with a step error."""
+    return _error(call.get("call_id"), kind, message)[:-1]
+
+
 def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool]) -> str:
     """Run one pulled call; return the JSON members of its ``calls_complete`` request.
 
@@ -151,7 +160,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     _local.call = CallContext(call, cancelled)
     try:
         result = entry.fn(**args)
-    except Exception as exc:  # noqa: BLE001 - every tool failure becomes a step error
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - every tool failure becomes a step error
         import traceback  # only on failure: keeps `import dcc_flow` light
 
         message = "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
@@ -166,7 +175,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         _local.call = previous
     try:
         output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)
         message = "tool %r returned a value that is not JSON-serialisable (%s): %s" % (
             entry.name,
             type(result).__name__,

@@ -36,11 +36,11 @@ def _run_python(code, env=None, cwd=None):
 
 def test_library_loads_and_reports_versions():
     info = dcc_flow.library_version()
-    assert info["abi_version"] == _ffi.ABI_VERSION == 1
+    assert info["abi_version"] == _ffi.ABI_VERSION == 2
     assert info["version"]
     assert info["go_version"].startswith("go")
     assert os.path.isfile(info["path"])
-    assert _ffi.abi_version() == 1
+    assert _ffi.abi_version() == 2
     assert isinstance(_ffi.library(), ctypes.CDLL)
 
 

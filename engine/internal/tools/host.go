@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +48,10 @@ type Host struct {
 	lanes   map[string]*lane
 	calls   map[uint64]*pending // queued or pulled, not yet answered or withdrawn
 	dropped dropLog
+	// pullers are the open puller ids (OpenPuller); a call pulled by one is handed back to its
+	// lane when the puller releases it or closes.
+	pullers    map[uint64]struct{}
+	nextPuller uint64
 	// abandoned is a lock-free stack of calls whose step gave up on them (cancel, timeout):
 	// a burst of cancellations does not contend for mu. They are withdrawn under mu, in a batch,
 	// by the next locked operation or by a goroutine started by the first one abandoned.
@@ -73,9 +76,11 @@ const (
 
 type pending struct {
 	call  PendingCall
-	state pendingState    // queue bookkeeping, under Host.mu
-	done  chan answer     // buffered 1; receives the answer
-	ctx   context.Context // the step's; its cause becomes the drop reason, computed lazily
+	state pendingState // queue bookkeeping, under Host.mu
+	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
+	puller uint64
+	done   chan answer     // buffered 1; receives the answer
+	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
 	claim  atomic.Uint32
@@ -102,6 +107,7 @@ func NewHost() *Host {
 		lanes:   map[string]*lane{},
 		calls:   map[uint64]*pending{},
 		dropped: newDropLog(4096),
+		pullers: map[uint64]struct{}{},
 	}
 	for _, name := range []string{LaneMain, LaneWorker} {
 		h.lanes[name] = &lane{wake: make(chan struct{})}
@@ -205,7 +211,14 @@ func (h *Host) withdrawLocked(p *pending, reason string) {
 			ln.compact()
 		}
 	}
+	h.forgetLocked(p, reason)
+}
+
+// forgetLocked marks p gone (neither queued nor pulled) and remembers why, for a late Complete.
+// A queued p stays in its lane's queue as a dead entry; the caller accounts for it.
+func (h *Host) forgetLocked(p *pending, reason string) {
 	p.state = stateGone
+	p.puller = 0
 	delete(h.calls, p.call.ID)
 	h.dropped.add(p.call.ID, reason)
 }
@@ -213,7 +226,7 @@ func (h *Host) withdrawLocked(p *pending, reason string) {
 func (ln *lane) compact() {
 	live := ln.queue[:0]
 	for _, p := range ln.queue[ln.head:] {
-		if p.state == stateQueued {
+		if p != nil && p.state == stateQueued {
 			live = append(live, p)
 		}
 	}
@@ -221,25 +234,50 @@ func (ln *lane) compact() {
 	ln.queue, ln.head, ln.dead = live, 0, 0
 }
 
-// popLocked takes up to max queued calls (max ≤ 0 means 1) and marks them pulled.
-func (ln *lane) popLocked(max int) []PendingCall {
+// takeLocked marks the queued call p pulled by puller, or forgets it when its step has already
+// given up on it (cancel, timeout) without having withdrawn it yet: a cancelled call is never
+// handed out. It reports whether p was taken; either way p has left the queue.
+func (h *Host) takeLocked(p *pending, puller uint64) bool {
+	if p.ctx.Err() != nil || p.claim.Load() != claimOpen {
+		h.forgetLocked(p, dropReason(p.ctx))
+		return false
+	}
+	p.state = statePulled
+	p.puller = puller
+	return true
+}
+
+// popLocked takes up to max queued calls of run runID ("" = any run) from ln for puller and
+// marks them pulled. A call taken from the middle of the queue leaves a nil entry, counted as
+// dead, until the head passes it or compact drops it.
+func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []PendingCall {
 	if max <= 0 {
-		max = 1
+		return nil
 	}
 	var out []PendingCall
-	for ln.head < len(ln.queue) && len(out) < max {
-		p := ln.queue[ln.head]
-		ln.queue[ln.head] = nil
-		ln.head++
-		if p.state != stateQueued {
-			ln.dead--
-			continue
+	for i := ln.head; i < len(ln.queue) && len(out) < max; i++ {
+		p := ln.queue[i]
+		switch {
+		case p == nil || p.state != stateQueued: // dead: passed over at the head
+			if i == ln.head {
+				ln.queue[i] = nil
+				ln.head++
+				ln.dead--
+			}
+		case runID == "" || p.call.RunID == runID:
+			if h.takeLocked(p, puller) {
+				if out == nil {
+					out = make([]PendingCall, 0, min(max, len(ln.queue)-i))
+				}
+				out = append(out, p.call)
+			}
+			ln.queue[i] = nil
+			if i == ln.head {
+				ln.head++
+			} else {
+				ln.dead++
+			}
 		}
-		p.state = statePulled
-		if out == nil {
-			out = make([]PendingCall, 0, min(max, len(ln.queue)-ln.head+1))
-		}
-		out = append(out, p.call)
 	}
 	if ln.head == len(ln.queue) {
 		ln.queue, ln.head, ln.dead = ln.queue[:0], 0, 0
@@ -247,69 +285,35 @@ func (ln *lane) popLocked(max int) []PendingCall {
 	return out
 }
 
-// Next returns up to max (≤ 0 means 1) calls queued on lane, waiting up to timeout for the
-// first one: it returns as soon as at least one is available, or an empty result once timeout
-// has elapsed (real time: it bounds how long a host thread blocks) or ctx has ended.
-// timeout ≤ 0 polls without waiting. Errors: an unknown lane (code invalid_request), a closed
-// host (code closed).
-func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	spins := 0
-	for {
-		h.mu.Lock()
-		if h.closed {
-			h.mu.Unlock()
-			return nil, run.Errorf(run.CodeClosed, "the engine is closed")
-		}
-		ln := h.lanes[laneName]
-		if ln == nil {
-			h.mu.Unlock()
-			return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", laneName, LaneMain, LaneWorker)
-		}
-		h.drainLocked()
-		if out := ln.popLocked(max); len(out) > 0 {
-			h.mu.Unlock()
-			return out, nil
-		}
-		if timeout <= 0 || ctx.Err() != nil {
-			h.mu.Unlock()
-			return nil, nil
-		}
-		if spins < maxSpins {
-			// The step just answered usually queues its successor within microseconds: yield
-			// (it runs on this thread) instead of sleeping, saving two thread wake-ups a step.
-			spins++
-			h.mu.Unlock()
-			runtime.Gosched()
-			continue
-		}
-		ln.waiters++
-		wake := ln.wake
-		h.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(timeout)
-		}
-		expired := false
-		select {
-		case <-wake:
-		case <-timer.C:
-			expired = true
-		case <-ctx.Done():
-			expired = true
-		case <-h.closeCh:
-		}
-		h.mu.Lock()
-		ln.waiters--
-		h.mu.Unlock()
-		if expired {
-			timeout = 0 // one last poll, then return
-		}
+// requeueLocked hands the pulled, unanswered call p back to the front of its lane, so the next
+// puller gets it first, and wakes a waiting puller. A call whose step has given up is withdrawn
+// instead.
+func (h *Host) requeueLocked(p *pending) {
+	p.puller = 0
+	if p.ctx.Err() != nil || p.claim.Load() != claimOpen {
+		h.forgetLocked(p, dropReason(p.ctx))
+		return
 	}
+	p.state = stateQueued
+	ln := h.lanes[p.call.Lane]
+	if ln.head > 0 {
+		ln.head--
+		ln.queue[ln.head] = p
+	} else {
+		ln.queue = append(ln.queue, nil)
+		copy(ln.queue[1:], ln.queue)
+		ln.queue[0] = p
+	}
+	if ln.waiters > 0 {
+		close(ln.wake)
+		ln.wake = make(chan struct{})
+	}
+}
+
+// Next returns up to max (≤ 0 means 1) calls queued on lane, waiting up to timeout for the
+// first one; it is Pull on one lane, for any run, without a puller.
+func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
+	return h.Pull(ctx, PullRequest{Lanes: []string{laneName}, Max: max, Timeout: timeout})
 }
 
 // Complete answers the pulled call id. It fails, and the result is dropped, when the call is
@@ -347,6 +351,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 			Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
 	}
 	p.state = stateGone
+	p.puller = 0
 	delete(h.calls, id)
 	h.dropped.add(id, "already completed")
 	p.done <- answer{res: res}

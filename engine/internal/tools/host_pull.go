@@ -1,8 +1,11 @@
 package tools
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -26,6 +29,9 @@ type PullRequest struct {
 	Timeout time.Duration
 	// Stop, when closed, ends the wait early with no calls (e.g. the watched run finished).
 	Stop <-chan struct{}
+	// Puller is who takes the calls (OpenPuller); 0 means none. The calls a puller holds go
+	// back to their lane when it hands them back (Release) or closes (ClosePuller).
+	Puller uint64
 }
 
 // Pull is Next over several lanes, optionally for one run only: it returns as soon as at least
@@ -54,6 +60,11 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			h.mu.Unlock()
 			return nil, run.Errorf(run.CodeClosed, "the engine is closed")
 		}
+		if err := h.checkPullerLocked(req.Puller); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		h.drainLocked()
 		var out []PendingCall
 		for _, name := range lanes {
 			ln := h.lanes[name]
@@ -61,7 +72,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 				h.mu.Unlock()
 				return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", name, LaneMain, LaneWorker)
 			}
-			out = append(out, ln.popMatchingLocked(req.RunID, max-len(out))...)
+			out = append(out, h.popLocked(ln, req.RunID, max-len(out), req.Puller)...)
 			if len(out) >= max {
 				break
 			}
@@ -127,33 +138,79 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	}
 }
 
-// popMatchingLocked takes up to max queued calls of run runID ("" = any run) and marks them
-// pulled. Calls taken from the middle of the queue stay in it as dead entries until popLocked
-// or compact passes them.
-func (ln *lane) popMatchingLocked(runID string, max int) []PendingCall {
-	if max <= 0 {
+// OpenPuller returns a new puller id for PullRequest.Puller: a host thread that takes calls.
+// Errors: a closed host (code closed).
+func (h *Host) OpenPuller() (uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, run.Errorf(run.CodeClosed, "the engine is closed")
+	}
+	h.nextPuller++
+	h.pullers[h.nextPuller] = struct{}{}
+	return h.nextPuller, nil
+}
+
+// ClosePuller hands back every call puller holds (see Release) and forgets the puller; it
+// returns how many calls went back to their lanes. Closing an unknown or closed puller, or
+// puller 0, returns 0.
+func (h *Host) ClosePuller(puller uint64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.pullers[puller]; !ok {
+		return 0
+	}
+	delete(h.pullers, puller)
+	var held []*pending
+	for _, p := range h.calls {
+		if p.state == statePulled && p.puller == puller {
+			held = append(held, p)
+		}
+	}
+	h.requeueAllLocked(held)
+	return len(held)
+}
+
+// Release hands back calls that puller pulled and has not answered or started: each goes back
+// to the front of its lane, to be pulled again, or is withdrawn if its step has given up on it
+// meanwhile. Ids that puller does not hold (answered, withdrawn, held by another puller,
+// unknown) are skipped: a call is never handed out twice at once. It returns how many calls
+// were handed back. Errors: a puller that is not open (code not_found).
+func (h *Host) Release(puller uint64, ids []uint64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.checkPullerLocked(puller); err != nil {
+		return 0, err
+	}
+	h.drainLocked()
+	var held []*pending
+	for _, id := range ids {
+		if p, ok := h.calls[id]; ok && p.state == statePulled && p.puller == puller {
+			held = append(held, p)
+			p.puller = 0 // a repeated id is handed back once
+		}
+	}
+	h.requeueAllLocked(held)
+	return len(held), nil
+}
+
+// requeueAllLocked hands calls back to the front of their lanes in the order they were first
+// queued (call ids grow with it), so a handed-back batch is pulled again in its order.
+func (h *Host) requeueAllLocked(ps []*pending) {
+	slices.SortFunc(ps, func(a, b *pending) int { return cmp.Compare(b.call.ID, a.call.ID) })
+	for _, p := range ps {
+		h.requeueLocked(p)
+	}
+}
+
+// checkPullerLocked fails with not_found unless puller is 0 or open.
+func (h *Host) checkPullerLocked(puller uint64) error {
+	if puller == 0 {
 		return nil
 	}
-	if runID == "" {
-		return ln.popLocked(max)
+	if _, ok := h.pullers[puller]; !ok {
+		return &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no open puller %d: open one with dccflow_puller_open", puller),
+			Details: map[string]any{"puller": puller}}
 	}
-	var out []PendingCall
-	for i := ln.head; i < len(ln.queue) && len(out) < max; i++ {
-		p := ln.queue[i]
-		if p == nil || p.state != stateQueued || p.call.RunID != runID {
-			continue
-		}
-		p.state = statePulled
-		if i == ln.head {
-			ln.queue[i] = nil
-			ln.head++
-		} else {
-			ln.dead++
-		}
-		out = append(out, p.call)
-	}
-	if ln.head == len(ln.queue) {
-		ln.queue, ln.head, ln.dead = ln.queue[:0], 0, 0
-	}
-	return out
+	return nil
 }

@@ -2,9 +2,12 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func enqueue(t *testing.T, h *Host, lane, runID, tool string) <-chan Result {
@@ -96,5 +99,160 @@ func TestPullWakesOnEitherLaneAndStops(t *testing.T) {
 	}
 	if _, err := h.Pull(context.Background(), PullRequest{Lanes: []string{"gpu"}}); err == nil {
 		t.Fatal("unknown lane accepted")
+	}
+}
+
+func pullN(t *testing.T, h *Host, req PullRequest) []string {
+	t.Helper()
+	got, err := h.Pull(context.Background(), req)
+	if err != nil {
+		t.Fatalf("pull %+v: %v", req, err)
+	}
+	tools := make([]string, len(got))
+	for i, c := range got {
+		tools[i] = c.Tool
+	}
+	return tools
+}
+
+func TestReleaseHandsCallsBackToTheFront(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	a1 := enqueue(t, h, LaneMain, "a", "a1")
+	waitPending(t, h, 1)
+	b1 := enqueue(t, h, LaneMain, "b", "b1")
+	waitPending(t, h, 2)
+	a2 := enqueue(t, h, LaneMain, "a", "a2")
+	waitPending(t, h, 3)
+
+	p1, err := h.OpenPuller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := h.OpenPuller()
+	// b1 is taken from the middle of the queue, then handed back: it goes to the front, and the
+	// entry it left in the middle does not hand it out a second time.
+	got, _ := h.Pull(context.Background(), PullRequest{RunID: "b", Max: 5, Puller: p1})
+	if len(got) != 1 || got[0].Tool != "b1" {
+		t.Fatalf("pull b: %+v", got)
+	}
+	b1ID := got[0].ID
+	if n, err := h.Release(p2, []uint64{b1ID}); err != nil || n != 0 {
+		t.Fatalf("another puller handed back b1: %d %v", n, err)
+	}
+	if n, err := h.Release(p1, []uint64{b1ID, 999}); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	if tools := pullN(t, h, PullRequest{Max: 5, Puller: p2}); fmt.Sprint(tools) != "[b1 a1 a2]" {
+		t.Fatalf("after release: %v", tools)
+	}
+	// p1 no longer holds b1: completing it is still fine (any thread may answer), releasing is not.
+	if n, _ := h.Release(p1, []uint64{b1ID}); n != 0 {
+		t.Fatal("p1 handed back a call it no longer holds")
+	}
+	// Closing p2 hands back all three; they come out in the order they were first queued.
+	if n := h.ClosePuller(p2); n != 3 {
+		t.Fatalf("close puller handed back %d, want 3", n)
+	}
+	if _, err := h.Pull(context.Background(), PullRequest{Puller: p2}); run.CodeOf(err) != run.CodeNotFound {
+		t.Fatalf("pull with a closed puller: %v", err)
+	}
+	got, _ = h.Pull(context.Background(), PullRequest{Max: 5, Puller: p1})
+	if len(got) != 3 || got[0].Tool != "a1" || got[1].Tool != "b1" || got[2].Tool != "a2" {
+		t.Fatalf("after close: %+v", got)
+	}
+	for _, c := range got {
+		if err := h.Complete(c.ID, Result{Output: c.Tool}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ch := range []<-chan Result{a1, b1, a2} {
+		if _, ok := <-ch; !ok {
+			t.Fatal("a call was not answered")
+		}
+	}
+	if n := h.ClosePuller(p1); n != 0 {
+		t.Fatalf("answered calls handed back: %d", n)
+	}
+	if h.Pending() != 0 {
+		t.Fatalf("pending %d", h.Pending())
+	}
+}
+
+func TestCancelledCallsAreNeitherHandedOutNorHandedBack(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	for _, c := range []struct {
+		ctx  context.Context
+		tool string
+	}{{ctx1, "one"}, {ctx2, "two"}} {
+		go func() {
+			_, err := h.Call(c.ctx, LaneMain, Call{RunID: "r", Tool: c.tool})
+			errs <- err
+		}()
+		waitPending(t, h, map[string]int{"one": 1, "two": 2}[c.tool])
+	}
+	p, _ := h.OpenPuller()
+	got, _ := h.Pull(context.Background(), PullRequest{Puller: p})
+	if len(got) != 1 || got[0].Tool != "one" {
+		t.Fatalf("%+v", got)
+	}
+	// Both steps give up. The queued call is not handed out, even before its step's goroutine
+	// has withdrawn it; the pulled one is withdrawn, not handed back.
+	cancel2()
+	if tools := pullN(t, h, PullRequest{Max: 5, Puller: p}); len(tools) != 0 {
+		t.Fatalf("a cancelled call was handed out: %v", tools)
+	}
+	cancel1()
+	if n, err := h.Release(p, []uint64{got[0].ID}); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	if tools := pullN(t, h, PullRequest{Max: 5, Puller: p}); len(tools) != 0 {
+		t.Fatalf("a cancelled call was handed back out: %v", tools)
+	}
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Fatal("a cancelled call returned no error")
+		}
+	}
+	waitPending(t, h, 0)
+}
+
+func TestReleaseWakesAWaitingPuller(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	done := enqueue(t, h, LaneWorker, "r", "w")
+	waitPending(t, h, 1)
+	p1, _ := h.OpenPuller()
+	p2, _ := h.OpenPuller()
+	got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: p1})
+	if len(got) != 1 {
+		t.Fatalf("%+v", got)
+	}
+	woken := make(chan []PendingCall, 1)
+	go func() {
+		c, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: p2, Timeout: time.Minute})
+		woken <- c
+	}()
+	time.Sleep(20 * time.Millisecond) // let it park (a wake-up before parking is also fine)
+	h.ClosePuller(p1)
+	select {
+	case c := <-woken:
+		if len(c) != 1 || c[0].ID != got[0].ID {
+			t.Fatalf("%+v", c)
+		}
+		_ = h.Complete(c[0].ID, Result{})
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting puller was not woken by the handed-back call")
+	}
+	<-done
+	if _, err := h.Release(77, nil); run.CodeOf(err) != run.CodeNotFound {
+		t.Fatalf("unknown puller: %v", err)
 	}
 }

@@ -43,7 +43,11 @@ class IdlePump:
         return ran
 
     def _installed(self, remove: Callable[[], None]) -> "IdlePump":
+        """Record how to remove the registered callback. From now until ``uninstall()``, the
+        engine runs main-lane calls on the main thread only (docs/python.md, "Inside Maya and
+        Houdini"): ``Run.wait()`` on another thread waits while this pump runs them."""
         self._remove = remove
+        self.engine._bind_main_thread(self)
         return self
 
     @property
@@ -53,4 +57,5 @@ class IdlePump:
     def uninstall(self) -> None:
         remove, self._remove = self._remove, None
         if remove is not None:
+            self.engine._unbind_main_thread(self)
             remove()
