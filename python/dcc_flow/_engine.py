@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _ffi
 from ._errors import DccFlowError
@@ -602,7 +602,7 @@ class Engine:
                 else:
                     reply = self._call_encoded("dccflow_calls_next", req_json)
                 assert reply is not None
-                run = reply.get("run")
+                run = cast(Optional[Dict[str, Any]], reply.get("run"))
                 if events_after is not None:
                     events = reply.get("events") or []
                     if events:

@@ -14,7 +14,6 @@ import pytest
 
 import dcc_flow
 from dcc_flow import WorkflowStatus, _ffi
-
 from test_dcc_adapters import FakeMaya
 
 #: Generous bound for a run that must end; a run left hanging fails the test instead of the suite.
