@@ -5,7 +5,10 @@ The Go engine never calls into Python. Tool calls are *pulled*: the thread that 
 pending calls, runs them, and answers each with its result; answering and asking for the next call
 is one crossing of the C ABI. Main-lane tools run on the thread that drives the run (Maya's main
 thread); worker-lane tools run on the ``serve_tools`` pool when one is running, else on the driving
-thread too.
+thread too. While a DCC adapter's idle pump is installed, main-lane tools run on the main thread only.
+
+Every call a thread takes is run and answered exactly once, or handed back to the engine for the
+next thread (docs/python.md, "Lanes: which thread runs a tool").
 """
 
 import json
