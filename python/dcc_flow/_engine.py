@@ -513,6 +513,10 @@ class Engine:
                                  "return file names as str that are UTF-8, e.g. os.fsdecode of bytes "
                                  "paths re-encoded with errors='replace'" % (call.get("tool"), exc)) + tail
                     ).encode("utf-8")
+        if len(data) > _ffi.MAX_REQUEST_BYTES:
+            data = (_tools_error(call, "fatal", "tool %r returned %d bytes of JSON; the limit is %d (64 MiB): write "
+                                 "large data to a file and return its path (file_refs)"
+                                 % (call.get("tool"), len(data), _ffi.MAX_REQUEST_BYTES)) + tail).encode("utf-8")
         self._check_open()
         try:
             out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
@@ -520,7 +524,7 @@ class Engine:
             if exc.code not in ("too_large", "invalid_json"):
                 raise
             data = (_tools_error(call, "fatal", "the result of tool %r could not be delivered: %s"
-                                 % (call.get("tool"), exc)) + tail).encode("utf-8")
+                                 % (call.get("tool"), exc.message)) + tail).encode("utf-8")
             out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
         if not out.get("accepted", True):
             log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",

@@ -42,6 +42,8 @@ __all__ = ["ABI_VERSION", "call", "call_encoded", "library", "library_path", "ca
 
 #: The C ABI version this package was written for (``DCCFLOW_ABI_VERSION`` in capi/dccflow.h).
 ABI_VERSION = 2
+#: The largest request the library accepts, in bytes (``maxRequestSize`` in capi/dispatch.go).
+MAX_REQUEST_BYTES = 64 << 20
 
 #: The environment variable that names the library file explicitly.
 ENV_VAR = "DCC_FLOW_LIBRARY"

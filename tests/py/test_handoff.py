@@ -204,6 +204,7 @@ def test_keyboard_interrupt_in_a_tool_answers_its_call(engine):
     ("exit", "fatal", "SystemExit"),
     ("surrogate", "fatal", "not valid Unicode"),
     ("deep", "fatal", "not JSON-serialisable"),
+    ("huge", "fatal", "the limit is 67108864"),
 ])
 def test_a_tool_result_that_cannot_be_sent_fails_its_step(engine, lane, bad, kind, says):
     calls = []
@@ -215,6 +216,8 @@ def test_a_tool_result_that_cannot_be_sent_fails_its_step(engine, lane, bad, kin
             sys.exit(3)
         if bad == "surrogate":
             return {"name": "caf\udce9.ma"}  # what os.listdir returns for a name that is not UTF-8
+        if bad == "huge":
+            return "x" * (65 << 20)
         deep = []
         for _ in range(100000):
             deep = [deep]
