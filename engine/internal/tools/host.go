@@ -58,14 +58,6 @@ type Host struct {
 	abandoned atomic.Pointer[pending]
 }
 
-type lane struct {
-	queue   []*pending // FIFO from head
-	head    int
-	dead    int           // withdrawn calls still in queue
-	waiters int           // goroutines blocked in Next on this lane
-	wake    chan struct{} // closed (and replaced) when a call is queued while waiters > 0
-}
-
 type pendingState uint8
 
 const (
@@ -79,6 +71,7 @@ type pending struct {
 	state pendingState // queue bookkeeping, under Host.mu
 	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
 	puller uint64
+	gen    uint32          // how many times it was handed back: tells its live queue entries (lane.go)
 	done   chan answer     // buffered 1; receives the answer
 	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
@@ -110,7 +103,7 @@ func NewHost() *Host {
 		pullers: map[uint64]struct{}{},
 	}
 	for _, name := range []string{LaneMain, LaneWorker} {
-		h.lanes[name] = &lane{wake: make(chan struct{})}
+		h.lanes[name] = newLane()
 	}
 	return h
 }
@@ -137,11 +130,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
 		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
 	h.calls[p.call.ID] = p
-	ln.queue = append(ln.queue, p)
-	if ln.waiters > 0 {
-		close(ln.wake)
-		ln.wake = make(chan struct{})
-	}
+	ln.enqueue(p, false)
 	h.mu.Unlock()
 
 	// Only two channels: the shared ctx.Done() and a private one (Close answers through it). A
@@ -204,34 +193,20 @@ func (h *Host) drainLocked() {
 
 // withdrawLocked forgets p (not answered) and remembers why, for a late Complete.
 func (h *Host) withdrawLocked(p *pending, reason string) {
-	if p.state == stateQueued {
-		ln := h.lanes[p.call.Lane]
-		ln.dead++
-		if ln.dead > 64 && ln.dead*2 > len(ln.queue)-ln.head {
-			ln.compact()
-		}
-	}
+	queued := p.state == stateQueued
 	h.forgetLocked(p, reason)
+	if queued {
+		h.lanes[p.call.Lane].left(p, true)
+	}
 }
 
 // forgetLocked marks p gone (neither queued nor pulled) and remembers why, for a late Complete.
-// A queued p stays in its lane's queue as a dead entry; the caller accounts for it.
+// A queued p leaves dead entries in its lane; the caller tells the lane (lane.left).
 func (h *Host) forgetLocked(p *pending, reason string) {
 	p.state = stateGone
 	p.puller = 0
 	delete(h.calls, p.call.ID)
 	h.dropped.add(p.call.ID, reason)
-}
-
-func (ln *lane) compact() {
-	live := ln.queue[:0]
-	for _, p := range ln.queue[ln.head:] {
-		if p != nil && p.state == stateQueued {
-			live = append(live, p)
-		}
-	}
-	clear(ln.queue[len(live):])
-	ln.queue, ln.head, ln.dead = live, 0, 0
 }
 
 // takeLocked marks the queued call p pulled by puller, or forgets it when its step has already
@@ -247,40 +222,23 @@ func (h *Host) takeLocked(p *pending, puller uint64) bool {
 	return true
 }
 
-// popLocked takes up to max queued calls of run runID ("" = any run) from ln for puller and
-// marks them pulled. A call taken from the middle of the queue leaves a nil entry, counted as
-// dead, until the head passes it or compact drops it.
+// popLocked takes up to max queued calls of run runID ("" = any run) from ln for puller, oldest
+// first, and marks them pulled.
 func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []PendingCall {
-	if max <= 0 {
-		return nil
-	}
 	var out []PendingCall
-	for i := ln.head; i < len(ln.queue) && len(out) < max; i++ {
-		p := ln.queue[i]
-		switch {
-		case p == nil || p.state != stateQueued: // dead: passed over at the head
-			if i == ln.head {
-				ln.queue[i] = nil
-				ln.head++
-				ln.dead--
-			}
-		case runID == "" || p.call.RunID == runID:
-			if h.takeLocked(p, puller) {
-				if out == nil {
-					out = make([]PendingCall, 0, min(max, len(ln.queue)-i))
-				}
-				out = append(out, p.call)
-			}
-			ln.queue[i] = nil
-			if i == ln.head {
-				ln.head++
-			} else {
-				ln.dead++
-			}
+	for len(out) < max {
+		p := ln.next(runID)
+		if p == nil {
+			break
 		}
-	}
-	if ln.head == len(ln.queue) {
-		ln.queue, ln.head, ln.dead = ln.queue[:0], 0, 0
+		taken := h.takeLocked(p, puller)
+		ln.left(p, false)
+		if taken {
+			if out == nil {
+				out = make([]PendingCall, 0, max)
+			}
+			out = append(out, p.call)
+		}
 	}
 	return out
 }
@@ -295,19 +253,8 @@ func (h *Host) requeueLocked(p *pending) {
 		return
 	}
 	p.state = stateQueued
-	ln := h.lanes[p.call.Lane]
-	if ln.head > 0 {
-		ln.head--
-		ln.queue[ln.head] = p
-	} else {
-		ln.queue = append(ln.queue, nil)
-		copy(ln.queue[1:], ln.queue)
-		ln.queue[0] = p
-	}
-	if ln.waiters > 0 {
-		close(ln.wake)
-		ln.wake = make(chan struct{})
-	}
+	p.gen++
+	h.lanes[p.call.Lane].enqueue(p, true)
 }
 
 // Next returns up to max (≤ 0 means 1) calls queued on lane, waiting up to timeout for the

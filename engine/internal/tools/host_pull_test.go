@@ -256,3 +256,91 @@ func TestReleaseWakesAWaitingPuller(t *testing.T) {
 		t.Fatalf("unknown puller: %v", err)
 	}
 }
+
+// The lane forgets a run once it has no queued call, and its queues shrink back: nothing is
+// kept per finished run.
+func TestLaneKeepsNothingOfDrainedRuns(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Add(1)
+		c := ctx
+		if i%3 != 0 {
+			c = context.Background()
+		}
+		go func() {
+			defer wg.Done()
+			_, _ = h.Call(c, LaneMain, Call{RunID: fmt.Sprint("r", i%100), Tool: "t"})
+		}()
+	}
+	waitPending(t, h, 300)
+	cancel() // a third of them give up while queued
+	p, _ := h.OpenPuller()
+	for pulled := 0; pulled < 200; {
+		got, err := h.Pull(context.Background(), PullRequest{RunID: fmt.Sprint("r", pulled%100), Max: 2, Puller: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got {
+			_ = h.Complete(c.ID, Result{})
+			pulled++
+		}
+		if len(got) == 0 { // this run has none left: take any
+			got, _ = h.Pull(context.Background(), PullRequest{Max: 1, Puller: p, Timeout: time.Second})
+			for _, c := range got {
+				_ = h.Complete(c.ID, Result{})
+				pulled++
+			}
+		}
+	}
+	wg.Wait()
+	waitPending(t, h, 0)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drainLocked()
+	ln := h.lanes[LaneMain]
+	if len(ln.byRun) != 0 || ln.all.front() != nil || len(ln.all.s) != 0 || ln.dead != 0 {
+		t.Fatalf("left behind: %d runs, %d entries (head %d), dead %d", len(ln.byRun), len(ln.all.s), ln.all.head, ln.dead)
+	}
+}
+
+// Pulling one run's call costs the same however many other runs have calls queued (100, 1,000,
+// 10,000): go test -bench PullOneRun ./engine/internal/tools/
+func BenchmarkPullOneRunAmongMany(b *testing.B) {
+	for _, others := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(others), func(b *testing.B) {
+			h := NewHost()
+			defer h.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for i := range others {
+				go func() { _, _ = h.Call(ctx, LaneMain, Call{RunID: fmt.Sprint("other", i), Tool: "t"}) }()
+			}
+			for h.Pending() < others {
+				time.Sleep(time.Millisecond)
+			}
+			mine := make(chan struct{})
+			go func() {
+				defer close(mine)
+				for range b.N {
+					if _, err := h.Call(ctx, LaneMain, Call{RunID: "mine", Tool: "t"}); err != nil {
+						return
+					}
+				}
+			}()
+			b.ResetTimer()
+			for range b.N {
+				got, err := h.Pull(ctx, PullRequest{RunID: "mine", Timeout: time.Second})
+				if err != nil || len(got) != 1 {
+					b.Fatalf("%v %v", got, err)
+				}
+				_ = h.Complete(got[0].ID, Result{})
+			}
+			b.StopTimer()
+			<-mine
+		})
+	}
+}
