@@ -1,6 +1,8 @@
 package spec_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,5 +19,31 @@ func BenchmarkParseDesignExample(b *testing.B) {
 		if _, err := spec.Parse(data, spec.Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// oneLineJSONSpec is a sequential spec of n tool steps as Python sends it: one line of JSON.
+func oneLineJSONSpec(n int) []byte {
+	steps := make([]map[string]any, n)
+	for i := range steps {
+		steps[i] = map[string]any{"id": fmt.Sprintf("s%d", i), "tool": "flow__echo", "args": map[string]any{"text": "x"}}
+	}
+	data, _ := json.Marshal(map[string]any{"name": "big", "steps": steps})
+	return data
+}
+
+// The per-step cost of parsing one-line JSON is the same at 100, 1,000 and 10,000 steps (it was
+// quadratic: every token's line:column was counted from the start of the text).
+func BenchmarkParseOneLineJSON(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		data := oneLineJSONSpec(n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				if _, err := spec.Parse(data, spec.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/step")
+		})
 	}
 }

@@ -17,7 +17,7 @@ import (
 func jsonNodes(data []byte) (*yaml.Node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	p := &jsonParser{data: data, dec: dec}
+	p := &jsonParser{data: data, dec: dec, pos: yamltext.NewCursor(data)}
 	n, err := p.value(0)
 	if err != nil {
 		return nil, err
@@ -28,6 +28,7 @@ func jsonNodes(data []byte) (*yaml.Node, error) {
 type jsonParser struct {
 	data []byte
 	dec  *json.Decoder
+	pos  *yamltext.Cursor // tokens come in order: line:column in linear time
 }
 
 // next returns the next token and the offset where it starts.
@@ -46,7 +47,7 @@ func (p *jsonParser) next() (json.Token, int, error) {
 }
 
 func (p *jsonParser) node(off int) *yaml.Node {
-	line, col := yamltext.LineCol(p.data, off)
+	line, col := p.pos.LineCol(off)
 	return &yaml.Node{Line: line, Column: col}
 }
 

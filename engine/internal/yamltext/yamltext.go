@@ -77,6 +77,40 @@ func LineCol(data []byte, off int) (int, int) {
 	return line, 1 + utf8.RuneCount(data[start:off])
 }
 
+// Cursor converts byte offsets of one text into line:column as LineCol does, in time linear in
+// the text when the offsets come in increasing order (a parser walking its tokens); a smaller
+// offset than the last one starts over from the beginning.
+type Cursor struct {
+	data           []byte
+	off, line, col int
+}
+
+// NewCursor returns a cursor at the start of data (line 1, column 1).
+func NewCursor(data []byte) *Cursor { return &Cursor{data: data, line: 1, col: 1} }
+
+// LineCol returns the 1-based line and column (in runes) of byte offset off.
+func (c *Cursor) LineCol(off int) (int, int) {
+	off = min(max(off, 0), len(c.data))
+	if off < c.off {
+		c.off, c.line, c.col = 0, 1, 1
+	}
+	for c.off < off {
+		if c.data[c.off] == '\n' {
+			c.line, c.col = c.line+1, 1
+			c.off++
+			continue
+		}
+		_, size := utf8.DecodeRune(c.data[c.off:])
+		if c.off+size > off {
+			break // off is inside this rune: stay at its start
+		}
+		c.off += size
+		c.col++
+	}
+	// The bytes of a rune cut by off count a column each, as utf8.RuneCount counts them.
+	return c.line, c.col + off - c.off
+}
+
 func InvalidUTF8Offset(data []byte) int {
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])

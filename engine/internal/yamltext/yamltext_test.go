@@ -33,6 +33,24 @@ func TestLineColAndOffsets(t *testing.T) {
 	}
 }
 
+func TestCursorAgreesWithLineCol(t *testing.T) {
+	t.Parallel()
+	data := []byte("ab\ncé\n\xffx\n\n日本 {\"k\": 1}")
+	c := NewCursor(data)
+	check := func(off int) {
+		l, col := c.LineCol(off)
+		if wl, wc := LineCol(data, off); l != wl || col != wc {
+			t.Fatalf("Cursor.LineCol(%d) = %d:%d, LineCol = %d:%d", off, l, col, wl, wc)
+		}
+	}
+	for off := -1; off <= len(data)+1; off++ { // increasing, as a parser asks
+		check(off)
+	}
+	for _, off := range []int{7, 3, 3, 12, 0, 5, len(data)} { // and out of order
+		check(off)
+	}
+}
+
 func TestFlowDepth(t *testing.T) {
 	t.Parallel()
 	for text, want := range map[string]int{
