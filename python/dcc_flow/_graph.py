@@ -18,7 +18,7 @@ The output depends only on the spec: the same spec always gives the same text.
 
 import json
 import re
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Container, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ._spec import WorkflowSpec, WorkflowStep
 
@@ -96,7 +96,7 @@ class _Model:
         """
         by_id = {s.id: s for s in steps}
         for index, step in enumerate(steps):
-            deps = _deps(steps, index, parallel)
+            deps = _deps(steps, index, parallel, by_id)
             if deps:
                 for dep in deps:
                     for source, label in self.exits(by_id[dep]):
@@ -124,25 +124,28 @@ class _Model:
         return out
 
 
-def _deps(steps: Sequence[WorkflowStep], index: int, parallel: bool) -> List[str]:
-    """The sibling ids step ``index`` waits for (unknown ids and duplicates dropped)."""
+def _deps(steps: Sequence[WorkflowStep], index: int, parallel: bool, siblings: Container[str]) -> List[str]:
+    """The sibling ids step ``index`` waits for (unknown ids and duplicates dropped); ``siblings``
+    holds the ids of ``steps`` (built once per list: the cost stays linear in the list)."""
     step = steps[index]
     declared = step.depends_on
     if declared is None:
         return [steps[index - 1].id] if index > 0 and not parallel else []
-    siblings = {s.id for s in steps}
     out: List[str] = []
+    seen: Set[str] = {step.id}
     for dep in declared:
-        if dep in siblings and dep not in out and dep != step.id:
+        if dep in siblings and dep not in seen:
+            seen.add(dep)
             out.append(dep)
     return out
 
 
 def _sinks(steps: Sequence[WorkflowStep]) -> List[WorkflowStep]:
     """The steps of a sequential list that no sibling waits for, in document order."""
+    siblings = {s.id for s in steps}
     waited: Set[str] = set()
     for index in range(len(steps)):
-        waited.update(_deps(steps, index, parallel=False))
+        waited.update(_deps(steps, index, False, siblings))
     return [s for s in steps if s.id not in waited]
 
 
