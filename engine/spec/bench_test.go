@@ -47,3 +47,28 @@ func BenchmarkParseOneLineJSON(b *testing.B) {
 		})
 	}
 }
+
+// Validating a spec whose every step names an unknown variable and an unknown dependency costs
+// the same per step at 100, 1,000 and 10,000 steps ("did you mean" suggestions are bounded).
+func BenchmarkValidateUnknownNames(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		steps := make([]map[string]any, n)
+		for i := range steps {
+			steps[i] = map[string]any{"id": fmt.Sprintf("step%d", i), "tool": "flow__echo",
+				"args": map[string]any{"text": fmt.Sprintf("{{stepx%d.out}}", i)}, "depends_on": []string{fmt.Sprintf("stepy%d", i)}}
+		}
+		data, _ := json.Marshal(map[string]any{"steps": steps})
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				s, err := spec.Parse(data, spec.Options{})
+				if err == nil {
+					err = s.Validate()
+				}
+				if err == nil {
+					b.Fatal("an invalid spec was accepted")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/step")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package spec_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -581,5 +582,40 @@ func TestOneProblemPerMistake(t *testing.T) {
 		if len(ps) != 1 || ps[0].Code != code {
 			t.Errorf("%q: want one %s, got %+v", text, code, ps)
 		}
+	}
+}
+
+// Thousands of unknown names: every one is reported, the first ones with a "did you mean", and
+// the suggestions' work is bounded (BenchmarkValidateUnknownNames measures the cost per step).
+func TestManyUnknownNamesAreAllReported(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	var b strings.Builder
+	b.WriteString("steps:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {id: step%d, tool: t, args: {x: \"{{stepx%d}}\"}, depends_on: [stepy%d]}\n", i, i, i)
+	}
+	s, err := spec.Parse([]byte(b.String()), spec.Options{})
+	if err == nil {
+		err = s.Validate()
+	}
+	var ve *spec.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("%v", err)
+	}
+	vars, deps, hinted := 0, 0, 0
+	for _, p := range ve.Problems {
+		switch p.Code {
+		case spec.CodeUnknownTemplateVar:
+			vars++
+		case spec.CodeUnknownDependency:
+			deps++
+		}
+		if strings.Contains(p.Message, "did you mean") {
+			hinted++
+		}
+	}
+	if vars != n || deps != n || hinted == 0 || !strings.Contains(ve.Problems[0].Message, `did you mean "step`) {
+		t.Fatalf("%d unknown variables, %d unknown dependencies, %d hints; first: %s", vars, deps, hinted, ve.Problems[0].Message)
 	}
 }

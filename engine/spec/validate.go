@@ -23,11 +23,20 @@ func IsValidToolName(name string) bool { return toolNameRe.MatchString(name) }
 
 // validator checks the semantic rules of a decoded spec.
 type validator struct {
-	s       *Spec
-	ps      problems
-	stepIDs map[string]*Step // every step id in the tree → its first declaration
-	inputs  map[string]bool
+	s         *Spec
+	ps        problems
+	stepIDs   map[string]*Step // every step id in the tree → its first declaration
+	inputs    map[string]bool
+	stepNames []string // the step ids, sorted; built at the first unknown name
+	// suggestWork is what is left of the "did you mean" budget: a spec with thousands of unknown
+	// names is still validated in time linear in its size.
+	suggestWork int
 }
+
+// maxSuggestWork bounds the work of "did you mean" in one validation: each candidate looked at
+// costs 1, each edit distance computed the product of the two lengths (about 20 ms in all).
+// Past it, problems carry no hint.
+const maxSuggestWork = 5_000_000
 
 // scope is the template scope of a step: the foreach `as` names of its enclosing foreach steps.
 type scope struct {
@@ -35,7 +44,7 @@ type scope struct {
 }
 
 func validate(s *Spec) *problems {
-	v := &validator{s: s, stepIDs: map[string]*Step{}, inputs: map[string]bool{}}
+	v := &validator{s: s, stepIDs: map[string]*Step{}, inputs: map[string]bool{}, suggestWork: maxSuggestWork}
 	for _, in := range s.Inputs {
 		v.inputs[in.Name] = true
 		v.checkInput(in)
@@ -333,7 +342,7 @@ func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text
 	case root == "steps":
 		if len(r.Path) > 0 && !r.Path[0].IsIndex {
 			if v.stepIDs[r.Path[0].Name] == nil {
-				v.unknownVar(st, field, path, text, fmt.Sprintf("no step has id %q", r.Path[0].Name), r.Path[0].Name, v.stepNames())
+				v.unknownVar(st, field, path, text, fmt.Sprintf("no step has id %q", r.Path[0].Name), r.Path[0].Name, v.sortedStepIDs())
 			}
 		}
 		return
@@ -345,15 +354,14 @@ func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text
 	case IsReservedRoot(root), v.stepIDs[root] != nil, v.inputs[root], contains(sc.asNames, root):
 		return
 	}
-	known := append(append(append([]string{}, ReservedRoots...), sc.asNames...), v.stepNames()...)
-	known = append(known, v.inputNames()...)
-	v.unknownVar(st, field, path, text, fmt.Sprintf("%q is not an input, a step id, a foreach variable in scope or one of %s", root, strings.Join(ReservedRoots, ", ")), root, known)
+	v.unknownVar(st, field, path, text, fmt.Sprintf("%q is not an input, a step id, a foreach variable in scope or one of %s", root, strings.Join(ReservedRoots, ", ")), root,
+		ReservedRoots, sc.asNames, v.sortedStepIDs(), v.inputNames())
 }
 
-func (v *validator) unknownVar(st *Step, field, path, text, why, name string, known []string) {
+func (v *validator) unknownVar(st *Step, field, path, text, why, name string, known ...[]string) {
 	msg := fmt.Sprintf("unknown template variable in `%s`: %s: %s", field, text, why)
 	hint := ""
-	if sug := yamltext.Suggest(name, known); sug != "" {
+	if sug := v.suggest(name, known...); sug != "" {
 		hint = fmt.Sprintf("did you mean %q?", sug)
 		msg += "; " + hint
 	}
@@ -362,13 +370,37 @@ func (v *validator) unknownVar(st *Step, field, path, text, why, name string, kn
 	v.ps.add(p)
 }
 
-func (v *validator) stepNames() []string {
-	out := make([]string, 0, len(v.stepIDs))
-	for id := range v.stepIDs {
-		out = append(out, id)
+// suggest is yamltext.Suggest over the candidate lists in order, within the validator's budget.
+func (v *validator) suggest(name string, lists ...[]string) string {
+	best, bestD := "", 3
+	for _, list := range lists {
+		for _, c := range list {
+			if v.suggestWork <= 0 {
+				return best
+			}
+			v.suggestWork--
+			if len(c)-len(name) > 2 || len(name)-len(c) > 2 { // the distance is at least 3
+				continue
+			}
+			v.suggestWork -= min(len(c), 64) * min(len(name), 64)
+			if d := yamltext.EditDistance(name, c); d < bestD && d*2 < len(name)+1 {
+				best, bestD = c, d
+			}
+		}
 	}
-	sort.Strings(out)
-	return out
+	return best
+}
+
+// sortedStepIDs returns every step id of the spec, sorted (computed once).
+func (v *validator) sortedStepIDs() []string {
+	if v.stepNames == nil {
+		v.stepNames = make([]string, 0, len(v.stepIDs))
+		for id := range v.stepIDs {
+			v.stepNames = append(v.stepNames, id)
+		}
+		sort.Strings(v.stepNames)
+	}
+	return v.stepNames
 }
 
 func (v *validator) inputNames() []string {
@@ -381,6 +413,7 @@ func (v *validator) inputNames() []string {
 
 // dependencies checks depends_on within one step list and looks for cycles (Kahn's algorithm).
 func (v *validator) dependencies(steps []*Step, path string, deps [][]int) {
+	var siblings []string // sorted, built at the first unknown name
 	index := make(map[string]int, len(steps))
 	for i, st := range steps {
 		if _, dup := index[st.ID]; !dup && st.ID != "" {
@@ -396,8 +429,13 @@ func (v *validator) dependencies(steps []*Step, path string, deps [][]int) {
 			msg := fmt.Sprintf("`depends_on` names %q, which is not a step of the same list", dep)
 			if v.stepIDs[dep] != nil {
 				msg += "; depends_on can only name sibling steps (the enclosing step already orders nested lists)"
-			} else if sug := yamltext.Suggest(dep, keys(index)); sug != "" {
-				msg += fmt.Sprintf("; did you mean %q?", sug)
+			} else {
+				if siblings == nil {
+					siblings = keys(index)
+				}
+				if sug := v.suggest(dep, siblings); sug != "" {
+					msg += fmt.Sprintf("; did you mean %q?", sug)
+				}
 			}
 			v.add(CodeUnknownDependency, st, "depends_on", dp, msg)
 		}
