@@ -38,8 +38,10 @@ func CheckInputs(s *spec.Spec, given map[string]any) (map[string]any, error) {
 	}
 	var problems []InputProblem
 	declared := make([]string, 0, len(s.Inputs))
+	isDeclared := make(map[string]bool, len(s.Inputs))
 	for _, in := range s.Inputs {
 		declared = append(declared, in.Name)
+		isDeclared[in.Name] = true
 		v, present := values[in.Name]
 		if !present || v == nil {
 			switch {
@@ -60,13 +62,16 @@ func CheckInputs(s *spec.Spec, given map[string]any) (map[string]any, error) {
 	}
 	var unknown []string
 	for name := range values {
-		if !slices.Contains(declared, name) {
+		if !isDeclared[name] {
 			unknown = append(unknown, name)
 		}
 	}
 	slices.Sort(unknown)
-	for _, name := range unknown {
-		problems = append(problems, InputProblem{name, fmt.Sprintf("input %q is not declared by workflow %s (declared: %s)", name, s, strings.Join(declared, ", "))})
+	if len(unknown) > 0 {
+		names := strings.Join(declared, ", ")
+		for _, name := range unknown {
+			problems = append(problems, InputProblem{name, fmt.Sprintf("input %q is not declared by workflow %s (declared: %s)", name, s, names)})
+		}
 	}
 	if len(problems) == 0 {
 		return values, nil
