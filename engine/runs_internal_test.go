@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +129,48 @@ func TestFinishedRunsCostNoMemory(t *testing.T) {
 	// A retained run costs over 1.5 KiB: 4,000 of them would be 6 MiB and more.
 	if grew > 1<<20 {
 		t.Fatalf("the heap grew by %d KiB over 4,000 finished runs (bound 1,024 KiB)", grew>>10)
+	}
+}
+
+// The runs a schedule started are remembered only while they run: a webhook schedule with
+// max_concurrent 0 (never counted) used to keep the id of every run it ever started.
+func TestScheduleForgetsItsFinishedRuns(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, Config{DB: filepath.Join(t.TempDir(), "flow.db"), StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.Register(mustParse(t, "name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Schedule(ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
+		Trigger: ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.WebhookHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/push", strings.NewReader(`{"n": 1}`)))
+		var reply struct {
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &reply); rec.Code != http.StatusAccepted || err != nil {
+			t.Fatalf("delivery %d: %d %s", i, rec.Code, rec.Body)
+		}
+		if info, err := e.Wait(ctx, reply.RunID, 0); err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("run %s: %v %+v", reply.RunID, err, info)
+		}
+	}
+	e.sched.mu.Lock()
+	held := len(e.sched.runs["on_push"])
+	e.sched.mu.Unlock()
+	// The run being started is the only one the list may hold (it is pruned before each
+	// append, so at most the last finished run is still there).
+	if held > 1 {
+		t.Fatalf("the schedule still remembers %d of its 50 finished runs", held)
 	}
 }

@@ -39,7 +39,8 @@ func (s engineStarter) Start(ctx context.Context, req schedule.StartRequest) (st
 	}
 	st := &s.e.sched
 	st.mu.Lock()
-	st.runs[req.ScheduleID] = append(st.runs[req.ScheduleID], id)
+	// Pruned here too, not only in Active: a schedule with max_concurrent 0 is never counted.
+	st.runs[req.ScheduleID] = append(st.liveLocked(s.e, req.ScheduleID), id)
 	st.mu.Unlock()
 	return id, nil
 }
@@ -49,16 +50,24 @@ func (s engineStarter) Active(_ context.Context, scheduleID string) (int, error)
 	st := &s.e.sched
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	return len(st.liveLocked(s.e, scheduleID)), nil
+}
+
+// liveLocked drops the finished runs from the runs of scheduleID and returns the others. The
+// caller holds st.mu.
+func (st *schedulerState) liveLocked(e *Engine, scheduleID string) []string {
 	live := st.runs[scheduleID][:0]
 	for _, id := range st.runs[scheduleID] {
-		select {
-		case <-s.e.RunDone(id):
-		default:
+		if !isDone(e.RunDone(id)) {
 			live = append(live, id)
 		}
 	}
+	if len(live) == 0 {
+		delete(st.runs, scheduleID)
+		return nil
+	}
 	st.runs[scheduleID] = live
-	return len(live), nil
+	return live
 }
 
 // scheduler returns the engine's scheduler, creating it on first use. Its fire history is kept
