@@ -174,3 +174,44 @@ func TestScheduleForgetsItsFinishedRuns(t *testing.T) {
 		t.Fatalf("the schedule still remembers %d of its 50 finished runs", held)
 	}
 }
+
+// An in-memory engine keeps every run it ran (nothing else holds them); Prune gives that
+// memory back.
+func TestPruneGivesAnInMemoryEngineItsMemoryBack(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	s := mustParse(t, `steps: [{id: a, tool: flow__echo, args: {value: "some output to keep"}}, {id: b, tool: flow__echo, args: {value: 2}}]`)
+	heap := func() int64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapInuse)
+	}
+	if _, err := e.Run(ctx, StartRequest{Spec: s}); err != nil { // warm up (plan cache, arena)
+		t.Fatal(err)
+	}
+	base := heap()
+	for range 3000 {
+		if info, err := e.Run(ctx, StartRequest{Spec: s}); err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("run: %v %+v", err, info)
+		}
+	}
+	full := heap()
+	n, err := e.Prune(ctx, time.Now().Add(time.Hour))
+	if err != nil || n != 3001 {
+		t.Fatalf("Prune: %d %v", n, err)
+	}
+	pruned := heap()
+	t.Logf("heap in use: %d KiB before, %d KiB after 3,000 runs, %d KiB after pruning them", base>>10, full>>10, pruned>>10)
+	if full-base < 1<<20 {
+		t.Fatalf("3,000 runs took only %d KiB: the test no longer measures anything", (full-base)>>10)
+	}
+	if pruned-base > (full-base)/4 {
+		t.Fatalf("pruning 3,000 runs gave back only %d of %d KiB", (full-pruned)>>10, (full-base)>>10)
+	}
+}

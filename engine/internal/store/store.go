@@ -68,6 +68,14 @@ type Store interface {
 	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
+	// Prune deletes the terminal runs whose status is one of statuses (every terminal status
+	// when empty; a status that is not terminal selects nothing) and whose FinishedAt is set
+	// and before olderThan, with their steps, their events and their workflow-scoped
+	// idempotency entries, and returns how many runs it deleted. Global idempotency entries and
+	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
+	// event is never assigned again, also across a reopen.
+	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
+
 	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
 	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt
 	// (and a run's FinishedAt) to now. It returns the ids of the runs it changed, sorted. It is
