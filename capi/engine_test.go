@@ -56,6 +56,18 @@ func TestEngineExportsRunAHostTool(t *testing.T) {
 	if len(runs["runs"].([]any)) != 1 {
 		t.Fatalf("runs %v", runs)
 	}
+	if p := mustOp(t, h, opRunsPrune, `{"older_than_secs": 3600}`); p["pruned"] != float64(0) {
+		t.Fatalf("pruning runs older than an hour: %v", p)
+	}
+	if p := mustOp(t, h, opRunsPrune, `{"finished_before": "2999-01-01T00:00:00Z", "statuses": ["failed"]}`); p["pruned"] != float64(0) {
+		t.Fatalf("pruning failed runs: %v", p)
+	}
+	if p := mustOp(t, h, opRunsPrune, `{"older_than_secs": 0, "statuses": ["completed"]}`); p["pruned"] != float64(1) {
+		t.Fatalf("pruning the completed run: %v", p)
+	}
+	if runs := mustOp(t, h, opRunsList, `{}`); len(runs["runs"].([]any)) != 0 {
+		t.Fatalf("runs after the prune: %v", runs)
+	}
 }
 
 func TestEngineExportErrors(t *testing.T) {
@@ -79,6 +91,10 @@ func TestEngineExportErrors(t *testing.T) {
 		{"approve without approved", h, opRunApprove, `{"run_id": "x", "step": "s"}`, "invalid_request"},
 		{"bad config", 0, opEngineOpen, `{"config": {"env_allow": ["["]}}`, "invalid_request"},
 		{"unknown config field", 0, opEngineOpen, `{"config": {"dbb": ""}}`, "invalid_request"},
+		{"prune without an age", h, opRunsPrune, `{}`, "invalid_request"},
+		{"prune with two ages", h, opRunsPrune, `{"older_than_secs": 1, "finished_before": "2026-01-01T00:00:00Z"}`, "invalid_request"},
+		{"prune a negative age", h, opRunsPrune, `{"older_than_secs": -1}`, "invalid_request"},
+		{"prune running runs", h, opRunsPrune, `{"older_than_secs": 0, "statuses": ["running"]}`, "invalid_request"},
 	}
 	for _, tc := range cases {
 		out, rc := dispatch(tc.h, []byte(tc.in), tc.fn)

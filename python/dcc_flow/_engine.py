@@ -154,6 +154,10 @@ def _spec_request(spec: SpecLike) -> Dict[str, Any]:
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
 
+    An in-memory engine keeps every run it ran, steps and events included, until ``prune()``
+    deletes them or the engine closes; with ``db`` the history is in the file and the process
+    keeps only what live runs need.
+
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
     settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
@@ -342,6 +346,24 @@ class Engine:
             req["expected_spec_hash"] = expected_spec_hash
         out = self._call("dccflow_run_resume", req)
         return Run(self, str(out.get("run_id", run_id)))
+
+    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None) -> int:
+        """Delete the finished runs that ended more than ``older_than`` seconds ago (or before
+        ``older_than``, a ``datetime``; a naive one is local time), with their steps and events;
+        return how many. ``statuses`` keeps it to some of ``completed``, ``failed``, ``cancelled``,
+        ``interrupted`` (default: all four). A run still going is never deleted."""
+        import datetime
+
+        req: Dict[str, Any] = {}
+        if isinstance(older_than, datetime.datetime):
+            req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
+            req["older_than_secs"] = float(older_than)
+        else:
+            raise ValueError("older_than must be seconds >= 0 or a datetime; got %r" % (older_than,))
+        if statuses:
+            req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
+        return int(self._call("dccflow_runs_prune", req)["pruned"])
 
     def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
              limit: Optional[int] = None) -> List[RunResult]:

@@ -74,6 +74,7 @@ _JSON_EXPORTS = (
     "dccflow_run_approve",
     "dccflow_run_resume",
     "dccflow_runs_list",
+    "dccflow_runs_prune",
     "dccflow_calls_next",
     "dccflow_calls_complete",
     "dccflow_call_cancelled",
