@@ -454,6 +454,10 @@ def test_resume_after_a_python_process_is_killed_mid_run(tmp_path):
         steps = eng.get_status(interrupted.run_id, all_steps=True).steps
         committed = {int(s.key[len("each["):s.key.index("]")]) for s in steps
                      if s.key.endswith(".export") and s.status is StepStatus.COMPLETED}
+        # Its progress is what the killed process committed (its step left running is now
+        # interrupted, and counts as finished), not what the run row said when it started.
+        finished = sum(1 for s in steps if s.status.is_terminal)
+        assert interrupted.progress == (finished, 101) and finished >= len(committed), (interrupted.progress, finished)
         before = [int(x) for x in log.read_text().split()]
         again = []
 

@@ -51,6 +51,7 @@ type Store struct {
 	codes     codes
 	hash      func(string) uint64 // hashes step keys for the step index
 	last      *runRec             // the run written last: most writes are about the same run
+	finished  []bool              // by code: the code is a finished step status (see isFinished)
 }
 
 type runRec struct {
@@ -62,6 +63,7 @@ type runRec struct {
 	collided map[string]int32 // keys whose hash was taken by another key
 	events   []uint32         // log positions of the run's events, ascending
 	lastIdx  int32            // the step inserted last
+	done     int              // steps in a finished status (the run's progress as committed)
 }
 
 type stepRec struct {
@@ -128,7 +130,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		rec := s.run(st.RunID)
 		if !st.Insert || rec.stepIdx != nil {
 			if idx, ok := s.findStep(rec, st.Key); ok {
-				s.updateStep(rec.step(int(idx)), st)
+				s.updateStep(rec, rec.step(int(idx)), st)
 				continue
 			}
 		}
@@ -261,11 +263,12 @@ func (s *Store) insertStep(rec *runRec, st *store.Step) {
 	n = len(rec.steps)
 	rec.steps[n-1] = append(rec.steps[n-1], stepRec{key: s.bytes.putString(st.Key)})
 	rec.nsteps++
-	s.updateStep(rec.step(int(idx)), st)
+	s.updateStep(rec, rec.step(int(idx)), st)
 }
 
-// updateStep replaces every field of r but its key. Unchanged strings are not stored again.
-func (s *Store) updateStep(r *stepRec, st *store.Step) {
+// updateStep replaces every field of r, a step of rec, but its key. Unchanged strings are not
+// stored again.
+func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	a := &s.bytes
 	if !a.equal(r.stepID, st.StepID) {
 		r.stepID = a.putString(st.StepID)
@@ -274,7 +277,43 @@ func (s *Store) updateStep(r *stepRec, st *store.Step) {
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
-	r.kind, r.status = s.codes.code(st.Kind), s.codes.code(string(st.Status))
+	status := s.codes.code(string(st.Status))
+	if was, is := s.isFinished(r.status), s.isFinished(status); was != is {
+		if is {
+			rec.done++
+		} else {
+			rec.done--
+		}
+	}
+	r.kind, r.status = s.codes.code(st.Kind), status
+}
+
+// isFinished reports whether code c is a finished step status.
+func (s *Store) isFinished(c uint16) bool {
+	for len(s.finished) <= int(c) {
+		s.finished = append(s.finished, run.StepStatus(s.codes.name(uint16(len(s.finished)))).Terminal())
+	}
+	return s.finished[c]
+}
+
+// runOf returns a copy of rec's run with its progress as committed (store.Store: Run.Progress):
+// the stored one for a finished run, else its steps in a finished status and the total of its
+// newest event.
+func (s *Store) runOf(rec *runRec) store.Run {
+	r := cloneRun(rec.run)
+	if !r.Status.Terminal() {
+		r.Progress = s.committedProgress(rec)
+	}
+	return r
+}
+
+func (s *Store) committedProgress(rec *runRec) run.Progress {
+	p := run.Progress{Completed: rec.done, Total: rec.run.Progress.Total}
+	if n := len(rec.events); n > 0 {
+		p.Total = int(s.eventAt(int(rec.events[n-1])).total)
+	}
+	p.Total = max(p.Total, p.Completed)
+	return p
 }
 
 func (rec *runRec) step(i int) *stepRec { return &rec.steps[i/stepChunk][i%stepChunk] }
@@ -370,7 +409,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	if !ok {
 		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
-	return cloneRun(rec.run), nil
+	return s.runOf(rec), nil
 }
 
 // ListRuns implements store.Store.
@@ -395,7 +434,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		if !f.Until.IsZero() && !r.CreatedAt.Before(f.Until) {
 			continue
 		}
-		out = append(out, cloneRun(*r))
+		out = append(out, s.runOf(rec))
 	}
 	slices.SortFunc(out, func(a, b store.Run) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -513,15 +552,17 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 		if rec.run.Status.Terminal() {
 			continue
 		}
-		rec.run.Status = run.StatusInterrupted
-		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
 		for i := range rec.nsteps {
 			st := rec.step(i)
-			if !run.StepStatus(s.codes.name(st.status)).Terminal() {
+			if !s.isFinished(st.status) {
 				st.status = interrupted
 				st.updated, st.finished = nanos(now), nanos(now)
+				rec.done++
 			}
 		}
+		rec.run.Progress = s.committedProgress(rec)
+		rec.run.Status = run.StatusInterrupted
+		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)

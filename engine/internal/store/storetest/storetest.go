@@ -46,6 +46,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Idempotency", testIdempotency},
 		{"ListRunsFilters", testListRuns},
+		{"ProgressAsCommitted", testProgressAsCommitted},
 		{"MarkInterrupted", testMarkInterrupted},
 		{"Prune", testPrune},
 		{"Artefacts", testArtefacts},
@@ -97,7 +98,8 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	if got.ID != r.ID || got.Name != r.Name || got.SpecHash != r.SpecHash || got.Status != r.Status ||
-		got.Origin != r.Origin || !reflect.DeepEqual(got.EnvAllow, r.EnvAllow) || got.Progress != r.Progress ||
+		got.Origin != r.Origin || !reflect.DeepEqual(got.EnvAllow, r.EnvAllow) ||
+		got.Progress != (run.Progress{Completed: 0, Total: 3}) || // a live run's progress is as committed: no finished step
 		got.Error != nil || !got.CreatedAt.Equal(t0) || !got.UpdatedAt.Equal(t0) || !got.FinishedAt.IsZero() {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
 	}
@@ -458,6 +460,53 @@ func testListRuns(t *testing.T, s store.Store) {
 	}
 }
 
+// testProgressAsCommitted: the progress of a run that has not finished is read from what is
+// committed (its finished step rows, the total of its newest event), not from the run row,
+// which the step path does not write; a finished run's is the one written.
+func testProgressAsCommitted(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	r := newRun("r", t0)
+	r.Progress = run.Progress{Total: 3}
+	step := func(key string, st run.StepStatus) store.Step {
+		return store.Step{RunID: "r", Key: key, StepID: key, Kind: "tool", Status: st, UpdatedAt: t0}
+	}
+	progress := func(what string, want run.Progress) {
+		t.Helper()
+		got, err := s.GetRun(ctx, "r")
+		if err != nil || got.Progress != want {
+			t.Fatalf("%s: GetRun progress %+v (%v), want %+v", what, got.Progress, err, want)
+		}
+		listed, err := s.ListRuns(ctx, store.RunFilter{})
+		if err != nil || len(listed) != 1 || listed[0].Progress != want {
+			t.Fatalf("%s: ListRuns %+v (%v), want progress %+v", what, listed, err, want)
+		}
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{r}, Events: []run.Event{
+		{RunID: "r", Type: run.EventWorkflowStarted, Progress: run.Progress{Total: 3}, Time: t0}}})
+	progress("created", run.Progress{Total: 3})
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepRunning)}})
+	progress("a running", run.Progress{Total: 3})
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted), step("b", run.StepRunning)},
+		Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: "a", Progress: run.Progress{Completed: 1, Total: 3}, Time: t0}}})
+	progress("a completed", run.Progress{Completed: 1, Total: 3})
+	// A foreach expands: its iterations' events carry the larger total.
+	write(t, s, &store.Batch{Steps: []store.Step{step("each", run.StepRunning), step("each[0].x", run.StepFailed),
+		step("each[1].x", run.StepSkipped), step("each[2].x", run.StepCancelled), step("each[3].x", run.StepRetrying)},
+		Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: "each[0].x", Progress: run.Progress{Completed: 4, Total: 8}, Time: t0}}})
+	progress("foreach expanded", run.Progress{Completed: 4, Total: 8})
+	// A step run again (a resume) is not finished any more.
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepRunning)}})
+	progress("a running again", run.Progress{Completed: 3, Total: 8})
+	// Never less total than completed, whatever the newest event says.
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted), step("b", run.StepCompleted), step("c", run.StepCompleted),
+		step("d", run.StepCompleted), step("e", run.StepCompleted), step("f", run.StepCompleted)}})
+	progress("more finished than the newest event's total", run.Progress{Completed: 9, Total: 9})
+	// A finished run's progress is the one written with it.
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusCompleted,
+		Progress: run.Progress{Completed: 5, Total: 5}, UpdatedAt: t0, FinishedAt: t0}}})
+	progress("finished", run.Progress{Completed: 5, Total: 5})
+}
+
 func testMarkInterrupted(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	mk := func(id string, st run.Status) store.Run {
@@ -474,6 +523,9 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 			{RunID: "gate", Key: "g", Status: run.StepWaitingApproval},
 			{RunID: "done", Key: "x", Status: run.StepCompleted},
 		},
+		Events: []run.Event{
+			{RunID: "live", Type: run.EventStepExit, StepKey: "a", Progress: run.Progress{Completed: 1, Total: 7}, Time: t0},
+		},
 	})
 	now := t0.Add(time.Hour)
 	ids, err := s.MarkInterrupted(ctx, now)
@@ -488,6 +540,10 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		if want == run.StatusInterrupted && (!r.FinishedAt.Equal(now) || !r.UpdatedAt.Equal(now)) {
 			t.Errorf("run %s times: %v %v", id, r.UpdatedAt, r.FinishedAt)
 		}
+	}
+	// The interrupted run's progress is what was committed, its interrupted steps counted.
+	if r, _ := s.GetRun(ctx, "live"); r.Progress != (run.Progress{Completed: 3, Total: 7}) {
+		t.Errorf("interrupted run progress %+v, want 3/7 (its 3 steps finished; the total of its newest event)", r.Progress)
 	}
 	steps, _ := s.ListSteps(ctx, "live")
 	want := []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted}
