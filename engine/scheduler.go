@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -95,16 +94,12 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	return s, nil
 }
 
-// lookupEnv reads a variable of the process environment (WithEnviron when given): webhook
-// secrets are read when a schedule is registered.
+// lookupEnv reads a variable of the engine's environment (see WithEnviron): webhook secrets
+// are read when a schedule is registered.
 func (e *Engine) lookupEnv(key string) (string, bool) {
-	if e.environ == nil {
-		return os.LookupEnv(key)
-	}
-	prefix := key + "="
 	for _, kv := range e.environ() {
-		if strings.HasPrefix(kv, prefix) {
-			return kv[len(prefix):], true
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
 		}
 	}
 	return "", false
