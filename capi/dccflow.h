@@ -53,6 +53,7 @@ int32_t dccflow_schedule_remove(uint64_t handle, char *in_json, char **out_json)
 int32_t dccflow_schedules_list(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_start(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_stop(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_serve_status(uint64_t handle, char *in_json, char **out_json);
 
 #ifdef __cplusplus
 }

@@ -114,3 +114,26 @@ func TestEngineExportErrors(t *testing.T) {
 		t.Fatalf("after close: %s", out)
 	}
 }
+
+// serve_status reports the servers of an engine; it waits only for an MCP stdio stream to end,
+// so without one it answers at once whatever timeout_ms says. (The stdio stream's end is tested
+// end to end: tests/py/test_cli_serve_stdio.py.)
+func TestServeStatus(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	if st := mustOp(t, h, opServeStatus, `{"timeout_ms": 60000}`); len(st) != 0 {
+		t.Fatalf("status of an engine serving nothing: %v", st)
+	}
+	addr := mustOp(t, h, opServeStart, `{"webhooks": "127.0.0.1:0"}`)["webhooks_addr"]
+	st := mustOp(t, h, opServeStatus, `{"timeout_ms": 60000}`)
+	if st["webhooks_addr"] != addr || st["mcp_stdio"] != nil {
+		t.Fatalf("status with webhooks on %v: %v", addr, st)
+	}
+	mustOp(t, h, opServeStop, `{}`)
+	if st := mustOp(t, h, opServeStatus, `{}`); len(st) != 0 {
+		t.Fatalf("status after serve_stop: %v", st)
+	}
+	if out, rc := dispatch(987654, []byte(`{}`), opServeStatus); rc == rcOK || !strings.Contains(string(out), "stale_handle") {
+		t.Fatalf("status of a stale handle: %s", out)
+	}
+}

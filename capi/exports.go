@@ -174,6 +174,11 @@ func dccflow_serve_stop(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opServeStop)
 }
 
+//export dccflow_serve_status
+func dccflow_serve_status(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opServeStatus)
+}
+
 //export dccflow_run_resume
 func dccflow_run_resume(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opRunResume)

@@ -441,6 +441,16 @@ class Engine:
         """Stop the servers and the scheduler started by ``serve`` (the engine stays open)."""
         self._call("dccflow_serve_stop", {})
 
+    def serve_status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "mcp_stdio"?}``.
+        ``mcp_stdio`` is ``"serving"``, or ``"ended"`` once the MCP client closed standard input
+        (the host stopped this process; ``mcp_stdio_error`` says why when the stream failed).
+        With ``timeout`` (seconds, at most 60) it waits that long for the stdio stream to end."""
+        req: Dict[str, Any] = {}
+        if timeout:
+            req["timeout_ms"] = max(0, int(timeout * 1000))
+        return self._call("dccflow_serve_status", req)
+
     def drive_forever(self, stop: Optional[threading.Event] = None) -> None:
         """Run main-lane (and, without a pool, worker-lane) calls of every run on this thread until
         ``stop`` is set or the engine closes: the loop of a headless server process."""

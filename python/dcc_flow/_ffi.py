@@ -86,6 +86,7 @@ _JSON_EXPORTS = (
     "dccflow_schedules_list",
     "dccflow_serve_start",
     "dccflow_serve_stop",
+    "dccflow_serve_status",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),
