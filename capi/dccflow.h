@@ -37,6 +37,7 @@ int32_t dccflow_run_cancel(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_run_approve(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_run_resume(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_runs_list(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_runs_prune(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_next(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, char *in_json, char **out_json);
@@ -55,6 +56,7 @@ int32_t dccflow_schedule_remove(uint64_t handle, char *in_json, char **out_json)
 int32_t dccflow_schedules_list(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_start(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_stop(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_serve_status(uint64_t handle, char *in_json, char **out_json);
 
 #ifdef __cplusplus
 }

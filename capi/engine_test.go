@@ -56,6 +56,18 @@ func TestEngineExportsRunAHostTool(t *testing.T) {
 	if len(runs["runs"].([]any)) != 1 {
 		t.Fatalf("runs %v", runs)
 	}
+	if p := mustOp(t, h, opRunsPrune, `{"older_than_secs": 3600}`); p["pruned"] != float64(0) {
+		t.Fatalf("pruning runs older than an hour: %v", p)
+	}
+	if p := mustOp(t, h, opRunsPrune, `{"finished_before": "2999-01-01T00:00:00Z", "statuses": ["failed"]}`); p["pruned"] != float64(0) {
+		t.Fatalf("pruning failed runs: %v", p)
+	}
+	if p := mustOp(t, h, opRunsPrune, `{"older_than_secs": 0, "statuses": ["completed"]}`); p["pruned"] != float64(1) {
+		t.Fatalf("pruning the completed run: %v", p)
+	}
+	if runs := mustOp(t, h, opRunsList, `{}`); len(runs["runs"].([]any)) != 0 {
+		t.Fatalf("runs after the prune: %v", runs)
+	}
 }
 
 // A call a puller took and did not answer goes back to the queue when the puller hands it back
@@ -135,6 +147,10 @@ func TestEngineExportErrors(t *testing.T) {
 		{"approve without approved", h, opRunApprove, `{"run_id": "x", "step": "s"}`, "invalid_request"},
 		{"bad config", 0, opEngineOpen, `{"config": {"env_allow": ["["]}}`, "invalid_request"},
 		{"unknown config field", 0, opEngineOpen, `{"config": {"dbb": ""}}`, "invalid_request"},
+		{"prune without an age", h, opRunsPrune, `{}`, "invalid_request"},
+		{"prune with two ages", h, opRunsPrune, `{"older_than_secs": 1, "finished_before": "2026-01-01T00:00:00Z"}`, "invalid_request"},
+		{"prune a negative age", h, opRunsPrune, `{"older_than_secs": -1}`, "invalid_request"},
+		{"prune running runs", h, opRunsPrune, `{"older_than_secs": 0, "statuses": ["running"]}`, "invalid_request"},
 	}
 	for _, tc := range cases {
 		out, rc := dispatch(tc.h, []byte(tc.in), tc.fn)
@@ -152,5 +168,28 @@ func TestEngineExportErrors(t *testing.T) {
 	}
 	if out, rc := dispatch(h2, []byte(`{"lanes":["main"]}`), opCallsNext); rc == rcOK || !strings.Contains(string(out), "stale_handle") {
 		t.Fatalf("after close: %s", out)
+	}
+}
+
+// serve_status reports the servers of an engine; it waits only for an MCP stdio stream to end,
+// so without one it answers at once whatever timeout_ms says. (The stdio stream's end is tested
+// end to end: tests/py/test_cli_serve_stdio.py.)
+func TestServeStatus(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	if st := mustOp(t, h, opServeStatus, `{"timeout_ms": 60000}`); len(st) != 0 {
+		t.Fatalf("status of an engine serving nothing: %v", st)
+	}
+	addr := mustOp(t, h, opServeStart, `{"webhooks": "127.0.0.1:0"}`)["webhooks_addr"]
+	st := mustOp(t, h, opServeStatus, `{"timeout_ms": 60000}`)
+	if st["webhooks_addr"] != addr || st["mcp_stdio"] != nil {
+		t.Fatalf("status with webhooks on %v: %v", addr, st)
+	}
+	mustOp(t, h, opServeStop, `{}`)
+	if st := mustOp(t, h, opServeStatus, `{}`); len(st) != 0 {
+		t.Fatalf("status after serve_stop: %v", st)
+	}
+	if out, rc := dispatch(987654, []byte(`{}`), opServeStatus); rc == rcOK || !strings.Contains(string(out), "stale_handle") {
+		t.Fatalf("status of a stale handle: %s", out)
 	}
 }

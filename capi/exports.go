@@ -114,6 +114,11 @@ func dccflow_runs_list(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opRunsList)
 }
 
+//export dccflow_runs_prune
+func dccflow_runs_prune(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRunsPrune)
+}
+
 //export dccflow_calls_next
 func dccflow_calls_next(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opCallsNext)
@@ -191,6 +196,11 @@ func dccflow_serve_start(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 //export dccflow_serve_stop
 func dccflow_serve_stop(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opServeStop)
+}
+
+//export dccflow_serve_status
+func dccflow_serve_status(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opServeStatus)
 }
 
 //export dccflow_run_resume

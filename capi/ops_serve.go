@@ -17,7 +17,16 @@ type doors struct {
 	mu       sync.Mutex
 	webhooks *engine.WebhookServer
 	mcpHTTP  *mcpserver.HTTPServer
-	mcpStdio context.CancelFunc
+	mcpStdio *stdioDoor
+}
+
+// stdioDoor is MCP served on the process's standard input and output. Its stream ends when the
+// client closes our standard input (an MCP host stopping its child), on a read or write error,
+// or when the door is stopped; the host learns it from dccflow_serve_status.
+type stdioDoor struct {
+	stop  context.CancelFunc
+	ended chan struct{} // closed once the stream has ended
+	err   error         // why, when not the end of input or a stop; set before ended closes
 }
 
 var engineDoors sync.Map // handle → *doors
@@ -47,7 +56,7 @@ func stopDoors(h uint64) {
 		d.mcpHTTP = nil
 	}
 	if d.mcpStdio != nil {
-		d.mcpStdio()
+		d.mcpStdio.stop()
 		d.mcpStdio = nil
 	}
 }
@@ -163,8 +172,17 @@ func startMCP(h uint64, e *engine.Engine, where, token string) (string, error) {
 	case where == "stdio":
 		if d.mcpStdio == nil {
 			ctx, cancel := context.WithCancel(context.Background())
-			d.mcpStdio = cancel
-			go func() { _ = srv.ServeStdio(ctx, os.Stdin, os.Stdout) }()
+			sd := &stdioDoor{stop: cancel, ended: make(chan struct{})}
+			d.mcpStdio = sd
+			go func() {
+				defer close(sd.ended)
+				defer func() {
+					if p := recover(); p != nil {
+						sd.err = fmt.Errorf("internal error serving MCP on stdio (a bug in dcc-flow): %v", p)
+					}
+				}()
+				sd.err = srv.ServeStdio(ctx, os.Stdin, os.Stdout)
+			}()
 		}
 		return "stdio", nil
 	case strings.HasPrefix(where, "http://"):
@@ -178,6 +196,63 @@ func startMCP(h uint64, e *engine.Engine, where, token string) (string, error) {
 		return d.mcpHTTP.URL(), nil
 	}
 	return "", &badRequest{msg: fmt.Sprintf(`invalid request: "mcp" must be "stdio" or "http://HOST:PORT"; got %q`, where)}
+}
+
+type serveStatusRequest struct {
+	// TimeoutMs waits up to this long (capped like every blocking export) for the MCP stdio
+	// stream to end, when one is served; 0 answers at once.
+	TimeoutMs int64 `json:"timeout_ms"`
+}
+
+// opServeStatus reports the servers serve_start started: {"webhooks_addr"?, "mcp_url"?,
+// "mcp_stdio"?: "serving" | "ended", "mcp_stdio_error"?}. "ended" means the MCP client closed
+// the process's standard input (or the stream failed: mcp_stdio_error says why); a host such
+// as dcc-flow serve then stops, as on SIGTERM. With timeout_ms it returns as soon as the
+// stream ends, or after timeout_ms with "serving".
+func opServeStatus(h uint64, in []byte) (any, error) {
+	if _, err := engines.get(h); err != nil {
+		return nil, err
+	}
+	var req serveStatusRequest
+	if err := decode(in, &req); err != nil {
+		return nil, err
+	}
+	res := map[string]any{}
+	v, ok := engineDoors.Load(h)
+	if !ok {
+		return res, nil
+	}
+	d := v.(*doors)
+	d.mu.Lock()
+	webhooks, mcpHTTP, sd := d.webhooks, d.mcpHTTP, d.mcpStdio
+	d.mu.Unlock()
+	if webhooks != nil {
+		res["webhooks_addr"] = webhooks.Addr()
+	}
+	if mcpHTTP != nil {
+		res["mcp_url"] = mcpHTTP.URL()
+	}
+	if sd == nil {
+		return res, nil
+	}
+	if req.TimeoutMs > 0 {
+		t := time.NewTimer(millis(req.TimeoutMs))
+		defer t.Stop()
+		select {
+		case <-sd.ended:
+		case <-t.C:
+		}
+	}
+	select {
+	case <-sd.ended:
+		res["mcp_stdio"] = "ended"
+		if sd.err != nil {
+			res["mcp_stdio_error"] = sd.err.Error()
+		}
+	default:
+		res["mcp_stdio"] = "serving"
+	}
+	return res, nil
 }
 
 // opServeStop stops the servers and the scheduler of an engine (the engine stays open).

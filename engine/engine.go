@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -94,8 +95,11 @@ func WithRemoteCaller(rc RemoteCaller) Option { return func(o *options) { o.remo
 // does not close a store given this way.
 func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 
-// WithEnviron makes {{env.X}} read the environment from fn ("KEY=value" strings) instead of
-// os.Environ.
+// WithEnviron makes the engine read the environment from fn ("KEY=value" strings) instead of
+// os.Environ, everywhere it reads one: {{env.X}}, webhook secrets (secret_env), the bearer
+// tokens of remotes (token_env) and the environment of stdio remotes. Go's os.Environ is a copy
+// taken when the process started: the C ABI passes a reader of the live C environment, so
+// that variables a host sets later (os.environ[...] = ... in a DCC's Python) are seen.
 func WithEnviron(fn func() []string) Option { return func(o *options) { o.environ = fn } }
 
 // Engine runs workflows. Create it with Open and release it with Close.
@@ -119,7 +123,7 @@ type Engine struct {
 	catalog   map[string]*spec.Spec
 
 	sched   schedulerState  // see scheduler.go
-	environ func() []string // the process environment (WithEnviron), or nil for os.Environ
+	environ func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
 	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
@@ -138,6 +142,9 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if o.clock == nil {
 		o.clock = clock.New()
+	}
+	if o.environ == nil {
+		o.environ = os.Environ
 	}
 	if o.source == nil {
 		seed := uint64(cfg.Seed)
@@ -165,7 +172,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		e.store, e.ownStore = memstore.New(), true
 	}
 	if o.remote == nil && len(cfg.Remotes) > 0 {
-		pool, err := newRemotePool(cfg.Remotes)
+		pool, err := newRemotePool(cfg.Remotes, o.environ)
 		if err != nil {
 			if e.ownStore {
 				_ = e.store.Close()

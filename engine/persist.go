@@ -117,17 +117,30 @@ func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
 	return resumed, errors.Join(errs...)
 }
 
-// Prune deletes the finished runs (completed, failed, cancelled, interrupted) that ended before
-// olderThan, with their steps and events. It returns how many runs were deleted; stores that
-// cannot prune report 0.
-func (e *Engine) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+// Prune deletes the finished runs that ended before olderThan, with their steps, events and
+// workflow-scoped idempotency entries (global idempotency entries and artefacts stay), and
+// returns how many it deleted. statuses narrows it to some finished statuses (completed,
+// failed, cancelled, interrupted); none means all four. A run that has not finished is never
+// deleted, and naming a status that is not a finished one is code invalid_request. Both stores
+// prune: an in-memory engine gives the memory of what it deleted back. Event sequence numbers
+// of deleted events are not used again.
+func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run.Status) (int, error) {
 	if e.cfg.ReadOnly {
 		return 0, e.errReadOnly("prune runs")
 	}
-	if p, ok := e.store.(interface {
-		Prune(context.Context, time.Time) (int, error)
-	}); ok {
-		return p.Prune(ctx, olderThan)
+	if e.isClosed() {
+		return 0, errClosed()
 	}
-	return 0, nil
+	for _, st := range statuses {
+		if !st.Terminal() {
+			return 0, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(
+				"statuses: %q is not a finished status; prune deletes only completed, failed, cancelled or interrupted runs", st),
+				Details: map[string]any{"status": st}}
+		}
+	}
+	n, err := e.store.Prune(ctx, olderThan, statuses)
+	if err != nil {
+		return 0, notFound("", err)
+	}
+	return n, nil
 }

@@ -23,12 +23,12 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 }
 
 // newRemotePool builds the MCP client pool of the configured remotes (connections are made on
-// first use).
-func newRemotePool(remotes map[string]RemoteConfig) (*remote.Pool, error) {
+// first use); their tokens and stdio children's environments come from environ.
+func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*remote.Pool, error) {
 	cfgs := make(map[string]remote.Config, len(remotes))
 	for name, r := range remotes {
 		cfgs[name] = remote.Config{URL: r.URL, Headers: r.Headers, TokenEnv: r.TokenEnv, Command: r.Command, Env: r.Env,
 			Dir: r.Dir, Timeout: time.Duration(r.TimeoutSecs * float64(time.Second))}
 	}
-	return remote.NewPool(cfgs)
+	return remote.NewPool(cfgs, remote.WithEnviron(environ))
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +38,8 @@ func (s engineStarter) Start(ctx context.Context, req schedule.StartRequest) (st
 	}
 	st := &s.e.sched
 	st.mu.Lock()
-	st.runs[req.ScheduleID] = append(st.runs[req.ScheduleID], id)
+	// Pruned here too, not only in Active: a schedule with max_concurrent 0 is never counted.
+	st.runs[req.ScheduleID] = append(st.liveLocked(s.e, req.ScheduleID), id)
 	st.mu.Unlock()
 	return id, nil
 }
@@ -49,16 +49,24 @@ func (s engineStarter) Active(_ context.Context, scheduleID string) (int, error)
 	st := &s.e.sched
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	return len(st.liveLocked(s.e, scheduleID)), nil
+}
+
+// liveLocked drops the finished runs from the runs of scheduleID and returns the others. The
+// caller holds st.mu.
+func (st *schedulerState) liveLocked(e *Engine, scheduleID string) []string {
 	live := st.runs[scheduleID][:0]
 	for _, id := range st.runs[scheduleID] {
-		select {
-		case <-s.e.RunDone(id):
-		default:
+		if !isDone(e.RunDone(id)) {
 			live = append(live, id)
 		}
 	}
+	if len(live) == 0 {
+		delete(st.runs, scheduleID)
+		return nil
+	}
 	st.runs[scheduleID] = live
-	return len(live), nil
+	return live
 }
 
 // scheduler returns the engine's scheduler, creating it on first use. Its fire history is kept
@@ -86,16 +94,12 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	return s, nil
 }
 
-// lookupEnv reads a variable of the process environment (WithEnviron when given): webhook
-// secrets are read when a schedule is registered.
+// lookupEnv reads a variable of the engine's environment (see WithEnviron): webhook secrets
+// are read when a schedule is registered.
 func (e *Engine) lookupEnv(key string) (string, bool) {
-	if e.environ == nil {
-		return os.LookupEnv(key)
-	}
-	prefix := key + "="
 	for _, kv := range e.environ() {
-		if strings.HasPrefix(kv, prefix) {
-			return kv[len(prefix):], true
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
 		}
 	}
 	return "", false

@@ -19,3 +19,10 @@ func (s *Server) OnUpdateSent(f func(sessionID, uri string, seq uint64)) {
 
 // UpdateInterval is the coalescing window of notifications/resources/updated.
 func (s *Server) UpdateInterval() time.Duration { return s.subs.interval }
+
+// RateLimitedSessions counts the sessions the workflows_run rate limiter holds a bucket for.
+func (s *Server) RateLimitedSessions() int {
+	s.limiter.mu.Lock()
+	defer s.limiter.mu.Unlock()
+	return len(s.limiter.bkts)
+}

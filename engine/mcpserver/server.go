@@ -59,9 +59,13 @@ func New(e *engine.Engine, opts ...Option) *Server {
 	}
 	// Resources: subscribe (run resources send notifications/resources/updated); no
 	// listChanged, since the list (the catalog and the run template) never changes.
+	hooks := s.subs.hooks()
+	hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
+		s.limiter.forget(session.SessionID())
+	})
 	s.mcp = server.NewMCPServer("dcc-flow", engine.Version,
 		server.WithToolCapabilities(false), server.WithResourceCapabilities(true, false), server.WithRecovery(),
-		server.WithHooks(s.subs.hooks()),
+		server.WithHooks(hooks),
 		server.WithInstructions("dcc-flow runs pipelines of DCC tool calls. Start one with workflows_run (a spec or a catalog name), watch it with workflows_get_status, answer approvals with workflows_approve."))
 	s.subs.send = s.mcp.SendNotificationToSpecificClient
 	s.addTools()
@@ -363,6 +367,13 @@ type bucket struct {
 
 func newLimiter(perSecond float64, burst int) *limiter {
 	return &limiter{rate: perSecond, burst: float64(max(burst, 1)), bkts: map[string]*bucket{}}
+}
+
+// forget drops the bucket of a session that ended.
+func (l *limiter) forget(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.bkts, session)
 }
 
 // allow takes a token for session; when none is left it returns how long until one is.

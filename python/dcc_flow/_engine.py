@@ -156,6 +156,10 @@ def _spec_request(spec: SpecLike) -> Dict[str, Any]:
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
 
+    An in-memory engine keeps every run it ran, steps and events included, until ``prune()``
+    deletes them or the engine closes; with ``db`` the history is in the file and the process
+    keeps only what live runs need.
+
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
     settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
@@ -349,6 +353,24 @@ class Engine:
         out = self._call("dccflow_run_resume", req)
         return Run(self, str(out.get("run_id", run_id)))
 
+    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None) -> int:
+        """Delete the finished runs that ended more than ``older_than`` seconds ago (or before
+        ``older_than``, a ``datetime``; a naive one is local time), with their steps and events;
+        return how many. ``statuses`` keeps it to some of ``completed``, ``failed``, ``cancelled``,
+        ``interrupted`` (default: all four). A run still going is never deleted."""
+        import datetime
+
+        req: Dict[str, Any] = {}
+        if isinstance(older_than, datetime.datetime):
+            req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
+            req["older_than_secs"] = float(older_than)
+        else:
+            raise ValueError("older_than must be seconds >= 0 or a datetime; got %r" % (older_than,))
+        if statuses:
+            req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
+        return int(self._call("dccflow_runs_prune", req)["pruned"])
+
     def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
              limit: Optional[int] = None) -> List[RunResult]:
         """Runs, newest first, optionally filtered by status(es) and workflow name."""
@@ -424,6 +446,16 @@ class Engine:
     def stop_serving(self) -> None:
         """Stop the servers and the scheduler started by ``serve`` (the engine stays open)."""
         self._call("dccflow_serve_stop", {})
+
+    def serve_status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "mcp_stdio"?}``.
+        ``mcp_stdio`` is ``"serving"``, or ``"ended"`` once the MCP client closed standard input
+        (the host stopped this process; ``mcp_stdio_error`` says why when the stream failed).
+        With ``timeout`` (seconds, at most 60) it waits that long for the stdio stream to end."""
+        req: Dict[str, Any] = {}
+        if timeout:
+            req["timeout_ms"] = max(0, int(timeout * 1000))
+        return self._call("dccflow_serve_status", req)
 
     def drive_forever(self, stop: Optional[threading.Event] = None) -> None:
         """Run main-lane (and, without a pool, worker-lane) calls of every run on this thread until

@@ -76,6 +76,7 @@ _JSON_EXPORTS = (
     "dccflow_run_approve",
     "dccflow_run_resume",
     "dccflow_runs_list",
+    "dccflow_runs_prune",
     "dccflow_calls_next",
     "dccflow_calls_complete",
     "dccflow_call_cancelled",
@@ -90,6 +91,7 @@ _JSON_EXPORTS = (
     "dccflow_schedules_list",
     "dccflow_serve_start",
     "dccflow_serve_stop",
+    "dccflow_serve_status",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),

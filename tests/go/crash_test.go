@@ -178,6 +178,25 @@ func TestCrashRecoveryAndResume(t *testing.T) {
 			if len(committed) == 0 || len(committed) >= 199 {
 				t.Fatalf("%d steps committed before the kill at %d calls", len(committed), killAt)
 			}
+			// The interrupted run's progress counts what the dead process committed: every step
+			// instance in a finished status (those left running are interrupted now), of the
+			// 4 planned before per_file expands, 200 after (3 + per_file + 196 iterations).
+			finished, expanded, started := 0, false, false
+			for _, st := range steps {
+				if st.Status.Terminal() {
+					finished++
+				}
+				expanded = expanded || strings.HasPrefix(st.Key, "per_file[")
+				started = started || st.Key == "per_file"
+			}
+			totalOK := info.Progress.Total == 4 && !expanded || info.Progress.Total == 200 && started
+			if info.Progress.Completed != finished || finished < len(committed) || !totalOK {
+				t.Fatalf("the interrupted run shows progress %+v with %d step instances finished (%d tool steps completed; foreach iterations written: %v)",
+					info.Progress, finished, len(committed), expanded)
+			}
+			if runs, err := e.Runs(ctx, engine.RunFilter{Name: "crash_intake"}); err != nil || len(runs) != 1 || runs[0].Progress != info.Progress {
+				t.Fatalf("the run list shows %+v (%v); want progress %+v", runs, err, info.Progress)
+			}
 
 			if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
 				t.Fatal(err)

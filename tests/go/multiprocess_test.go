@@ -226,3 +226,95 @@ func hasCode(err error, code string) bool {
 	var re *run.Error
 	return errors.As(err, &re) && re.Code == code
 }
+
+// A read-only engine (dcc-flow status from another terminal) reads a run's progress as its
+// steps commit: completed is the number of step instances the owner has committed in a
+// finished status, total the instances planned so far (a foreach adds its iterations).
+func TestReadOnlyEngineSeesProgressAsStepsCommit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	db := filepath.Join(t.TempDir(), "flow.db")
+	owner, err := engine.Open(ctx, engine.Config{DB: db, StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(context.Background())
+	if err := owner.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 20)
+	for i := range items {
+		items[i] = i
+	}
+	s, err := spec.ParseString(`
+name: progress
+steps:
+  - {id: list, tool: flow__echo, args: {value: 1}}
+  - id: per_item
+    kind: foreach
+    items: "{{inputs.items}}"
+    concurrency: 3
+    steps: [{id: work, tool: work, args: {i: "{{item}}"}}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := owner.Submit(ctx, engine.StartRequest{Spec: s, Inputs: map[string]any{"items": items}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := engine.Open(ctx, engine.Config{DB: db, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(context.Background())
+
+	next := func() engine.PendingCall {
+		t.Helper()
+		calls, err := owner.Host().Next(ctx, engine.LaneMain, 1, waitLimit)
+		if err != nil || len(calls) != 1 {
+			t.Fatalf("waiting for a tool call: %v %v", calls, err)
+		}
+		return calls[0]
+	}
+	var held []engine.PendingCall // pulled, not answered: three iterations in flight
+	for len(held) < 3 {
+		held = append(held, next())
+	}
+	for k := 1; k <= 12; k++ {
+		if err := owner.Host().Complete(held[0].ID, engine.ToolResult{Output: k}); err != nil {
+			t.Fatal(err)
+		}
+		// The iteration's next call is handed out only once the answered step's exit is
+		// committed; the calls still held keep their steps running.
+		held = append(held[1:], next())
+
+		info, err := ro.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := ro.Steps(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished := 0
+		for _, st := range steps {
+			if st.Status.Terminal() {
+				finished++
+			}
+		}
+		want := run.Progress{Completed: 1 + k, Total: 2 + len(items)} // list + k works; list, per_item and 20 works
+		if finished != want.Completed || info.Progress != want {
+			t.Fatalf("after %d answers the read-only engine shows progress %+v with %d finished steps committed; want %+v",
+				k, info.Progress, finished, want)
+		}
+		runs, err := ro.Runs(ctx, engine.RunFilter{Name: "progress"})
+		if err != nil || len(runs) != 1 || runs[0].Progress != want {
+			t.Fatalf("after %d answers the read-only run list shows %+v (%v); want progress %+v", k, runs, err, want)
+		}
+		if live, err := owner.Status(ctx, id); err != nil || live.Progress != want {
+			t.Fatalf("after %d answers the owner shows %+v (%v); want progress %+v", k, live, err, want)
+		}
+	}
+}

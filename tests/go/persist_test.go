@@ -104,6 +104,48 @@ func TestFileDatabaseKeepsHistoryAndPrunes(t *testing.T) {
 	}
 }
 
+// An in-memory engine keeps every run until it prunes them; Prune works on it as on a file
+// database: by age and by finished status, never a run still going, and a status that is not
+// a finished one is refused naming the field.
+func TestInMemoryEnginePrunesFinishedRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 3 {
+		b.run("name: ok\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]", nil)
+	}
+	failed := b.run("name: bad\nsteps: [{id: a, tool: flow__fail, args: {kind: error, message: no}}]", nil)
+	gated := b.submit("name: gated\nsteps: [{id: gate, kind: approve, prompt: ship}]", nil)
+	b.waitFor("the gate to open", func() bool { return b.status(gated).Status == run.StatusWaiting })
+
+	_, err := b.eng.Prune(b.ctx, time.Now().Add(time.Hour), run.StatusRunning)
+	if re := asRunError(err); re == nil || re.Code != run.CodeInvalidRequest || !strings.Contains(re.Message, "statuses") ||
+		!strings.Contains(re.Message, `"running"`) {
+		t.Fatalf("pruning running runs: %v", err)
+	}
+	if n, err := b.eng.Prune(b.ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruning runs finished over an hour ago: %d %v", n, err)
+	}
+	if n, err := b.eng.Prune(b.ctx, time.Now().Add(time.Hour), run.StatusFailed); err != nil || n != 1 {
+		t.Fatalf("pruning failed runs: %d %v", n, err)
+	}
+	if _, err := b.eng.Status(b.ctx, failed.ID); codeOf(err) != run.CodeNotFound {
+		t.Fatalf("status of the pruned run: %v", err)
+	}
+	if n, err := b.eng.Prune(b.ctx, time.Now().Add(time.Hour)); err != nil || n != 3 {
+		t.Fatalf("pruning every finished run: %d %v", n, err)
+	}
+	runs, err := b.eng.Runs(b.ctx, engine.RunFilter{})
+	if err != nil || len(runs) != 1 || runs[0].ID != gated {
+		t.Fatalf("after pruning, the runs are %+v (%v); want only the waiting one", runs, err)
+	}
+	if err := b.eng.Approve(b.ctx, gated, "gate", true, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if info := b.wait(gated); info.Status != run.StatusCompleted {
+		t.Fatalf("the run left alone by the prune: %+v", info)
+	}
+}
+
 func TestScheduleFiresPersistInTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

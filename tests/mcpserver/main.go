@@ -31,6 +31,8 @@
 //	                              its context end).
 //	crash {code}                  writes "crash requested" to stderr and exits at once with
 //	                              code (default 3), without answering.
+//	getenv {name}                 returns {"name", "value", "set"}: the variable in the
+//	                              server's environment (what a stdio child was started with).
 //
 // The -log file gets one line per event, appended as it happens:
 //
@@ -257,6 +259,13 @@ func newServer(st *state) *server.MCPServer {
 			return mcp.NewToolResultStructuredOnly(map[string]any{"event": event, "key": key, "happened": happened}), nil
 		})
 
+	s.AddTool(mcp.NewTool("getenv", mcp.WithDescription("Returns a variable of the server's environment."),
+		mcp.WithString("name")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			name := req.GetString("name", "")
+			value, set := os.LookupEnv(name)
+			return mcp.NewToolResultStructuredOnly(map[string]any{"name": name, "value": value, "set": set}), nil
+		})
 	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("Exits the server at once."), mcp.WithNumber("code")),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			fmt.Fprintln(os.Stderr, "crash requested")

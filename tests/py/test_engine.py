@@ -279,6 +279,34 @@ def test_runs_and_get_status(engine):
     assert info.value.code == "not_found"
 
 
+@pytest.mark.parametrize("persisted", [False, True], ids=["in-memory", "sqlite"])
+def test_prune_deletes_finished_runs_by_age_and_status(tmp_path, persisted):
+    import datetime
+
+    with Engine(db=tmp_path / "flow.db" if persisted else None) as eng:
+        done = [eng.run("name: ok\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]") for _ in range(3)]
+        failed = eng.run("name: bad\nsteps: [{id: a, tool: flow__fail, args: {kind: error, message: no}}]")
+        gated = eng.submit("name: gated\nsteps: [{id: gate, kind: approve, prompt: ship}]")
+        deadline = time.monotonic() + 20
+        while gated.status is not WorkflowStatus.WAITING and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+        assert eng.prune(3600) == 0  # nothing finished an hour ago
+        with pytest.raises(ValueError, match="statuses"):
+            eng.prune(0, statuses=["running"])  # a run still going is never pruned
+        with pytest.raises(ValueError):
+            eng.prune(-1)
+        assert eng.prune(0, statuses="failed") == 1
+        with pytest.raises(dcc_flow.DccFlowError) as info:
+            eng.get_status(failed.run_id)
+        assert info.value.code == "not_found"
+        soon = datetime.datetime.now() + datetime.timedelta(minutes=1)
+        assert eng.prune(soon) == len(done)
+        assert [r.run_id for r in eng.runs()] == [gated.run_id]
+        gated.approve("gate")
+        assert gated.wait(timeout=10).ok
+
+
 def test_on_event_callbacks_run_on_a_package_thread(engine):
     got = []
     done = threading.Event()
@@ -426,6 +454,10 @@ def test_resume_after_a_python_process_is_killed_mid_run(tmp_path):
         steps = eng.get_status(interrupted.run_id, all_steps=True).steps
         committed = {int(s.key[len("each["):s.key.index("]")]) for s in steps
                      if s.key.endswith(".export") and s.status is StepStatus.COMPLETED}
+        # Its progress is what the killed process committed (its step left running is now
+        # interrupted, and counts as finished), not what the run row said when it started.
+        finished = sum(1 for s in steps if s.status.is_terminal)
+        assert interrupted.progress == (finished, 101) and finished >= len(committed), (interrupted.progress, finished)
         before = [int(x) for x in log.read_text().split()]
         again = []
 

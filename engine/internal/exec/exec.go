@@ -100,7 +100,8 @@ type Params struct {
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
 	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
-	// closed earlier, as soon as its terminal state is written).
+	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
+	// (the same pointer, so a caller can tell it from the run of a later resume).
 	OnDone func(*Run)
 }
 
@@ -199,6 +200,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		}
 	}
 	r.ctx, r.cancelCtx = context.WithCancelCause(context.Background())
+	r.handle = &Run{r: r}
 	r.root = newRootFrame(r, pl.rootFrame)
 	r.total.Store(int64(len(pl.rootFrame.owned)))
 
@@ -227,7 +229,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	r.lastActivity.Store(now.UnixNano())
 	r.armStall()
 	go r.main()
-	return &Run{r: r}, nil
+	return r.handle, nil
 }
 
 func (x *Executor) notify() {
@@ -290,6 +292,7 @@ type runner struct {
 	priorKeys map[string]bool       // every instance key of an earlier execution
 	forced    map[string]bool       // step ids and instance keys forced by a resume (Params.Force)
 	onDone    func(*Run)
+	handle    *Run // what Start returned and onDone is given
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)

@@ -183,7 +183,7 @@ func (r *runner) finish(o outcome) {
 	r.cancelCtx(context.Canceled)
 	r.closeDone()
 	if r.onDone != nil {
-		r.onDone(&Run{r: r})
+		r.onDone(r.handle)
 	}
 }
 

@@ -16,15 +16,16 @@ type Config struct {
 	// Headers are sent with every HTTP request (URL only).
 	Headers map[string]string
 	// TokenEnv names an environment variable holding a bearer token, sent as
-	// "Authorization: Bearer <token>" (URL only). The variable is read when the connection is
-	// made; an unset or empty variable fails the call with kind "permission".
+	// "Authorization: Bearer <token>" (URL only). The variable is read from the pool's
+	// environment (WithEnviron) when the connection is made; an unset or empty variable fails
+	// the call with kind "permission".
 	TokenEnv string
 
 	// Command starts a child process that speaks MCP on its stdin and stdout: the program and
 	// its arguments. The program is looked up in PATH when it has no path separator.
 	Command []string
-	// Env adds variables to the engine's environment for the child (Command only); a key
-	// present in both takes this value.
+	// Env adds variables to the pool's environment (WithEnviron) for the child (Command only);
+	// a key present in both takes this value.
 	Env map[string]string
 	// Dir is the child's working directory (Command only); "" is the engine's.
 	Dir string

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,18 +74,18 @@ func (c *conn) describe(err error) string {
 }
 
 // connect makes and initializes a connection for cfg. life is the pool's lifetime context;
-// ctx bounds the handshake.
-func connect(life, ctx context.Context, cfg Config) (*conn, error) {
+// ctx bounds the handshake; environ is the environment (Pool.environ).
+func connect(life, ctx context.Context, cfg Config, environ func() []string) (*conn, error) {
 	c := &conn{}
 	var tr transport.Interface
 	if cfg.URL != "" {
-		t, err := newHTTPTransport(cfg, c)
+		t, err := newHTTPTransport(cfg, c, environ)
 		if err != nil {
 			return nil, err
 		}
 		tr = t
 	} else {
-		p, err := startProcess(cfg)
+		p, err := startProcess(cfg, environ())
 		if err != nil {
 			return nil, fmt.Errorf("%w: starting %q: %w", errDial, cfg.Command[0], err)
 		}
@@ -113,14 +113,15 @@ func connect(life, ctx context.Context, cfg Config) (*conn, error) {
 }
 
 // newHTTPTransport returns a streamable HTTP transport for cfg, with its own connection pool,
-// the configured headers and bearer token, and notifications/cancelled for aborted calls.
-func newHTTPTransport(cfg Config, c *conn) (*cancellingHTTP, error) {
+// the configured headers and the bearer token of cfg.TokenEnv read from environ, and
+// notifications/cancelled for aborted calls.
+func newHTTPTransport(cfg Config, c *conn, environ func() []string) (*cancellingHTTP, error) {
 	headers := maps.Clone(cfg.Headers)
 	if headers == nil {
 		headers = map[string]string{}
 	}
 	if cfg.TokenEnv != "" {
-		token := os.Getenv(cfg.TokenEnv)
+		token := getenv(environ(), cfg.TokenEnv)
 		if token == "" {
 			return nil, &errMissingToken{env: cfg.TokenEnv}
 		}
@@ -136,6 +137,16 @@ func newHTTPTransport(cfg Config, c *conn) (*cancellingHTTP, error) {
 		return nil, err
 	}
 	return &cancellingHTTP{StreamableHTTP: st, notes: &c.notes}, nil
+}
+
+// getenv returns the value of the first "key=value" entry of env for key, "" when none.
+func getenv(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 // cancellingHTTP is mcp-go's streamable HTTP transport plus what its client leaves out over

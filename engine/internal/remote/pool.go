@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +20,8 @@ import (
 // is noticed, and the next call reconnects without failing. A Pool is safe for concurrent use.
 type Pool struct {
 	configs map[string]Config
-	names   []string // sorted
+	names   []string        // sorted
+	environ func() []string // the environment tokens and stdio children come from (WithEnviron)
 
 	life context.Context // ends when the pool is closed
 	stop context.CancelFunc
@@ -49,10 +51,25 @@ type dial struct {
 	status int // last HTTP error status seen while connecting
 }
 
+// Option configures a Pool.
+type Option func(*Pool)
+
+// WithEnviron makes the pool read the environment from fn ("KEY=value" strings, as os.Environ
+// returns them) instead of os.Environ: the bearer token a TokenEnv names, and the environment a
+// stdio child starts with. Go's os.Environ is a copy taken when the process started; a host
+// that changes its environment later (a Python script in a DCC) passes a live reader.
+func WithEnviron(fn func() []string) Option {
+	return func(p *Pool) {
+		if fn != nil {
+			p.environ = fn
+		}
+	}
+}
+
 // NewPool validates every config and returns a pool for them, keyed by remote name (the `dcc`
 // of `tool_remote` steps). It connects to nothing yet. Invalid configs give a *run.Error
 // with code invalid_input naming every problem, each as `remote "NAME": field: problem`.
-func NewPool(configs map[string]Config) (*Pool, error) {
+func NewPool(configs map[string]Config, opts ...Option) (*Pool, error) {
 	names := make([]string, 0, len(configs))
 	for name := range configs {
 		names = append(names, name)
@@ -78,7 +95,10 @@ func NewPool(configs map[string]Config) (*Pool, error) {
 		}
 	}
 	life, stop := context.WithCancel(context.Background())
-	p := &Pool{configs: map[string]Config{}, names: names, life: life, stop: stop, remotes: map[string]*remote{}}
+	p := &Pool{configs: map[string]Config{}, names: names, environ: os.Environ, life: life, stop: stop, remotes: map[string]*remote{}}
+	for _, o := range opts {
+		o(p)
+	}
 	for _, name := range names {
 		cfg := configs[name]
 		cfg.Command = slices.Clone(cfg.Command)
@@ -228,7 +248,7 @@ func (r *remote) get(ctx context.Context) (*conn, *dial, error) {
 func (r *remote) dial(d *dial) {
 	ctx, cancel := context.WithTimeout(r.pool.life, connectTimeout)
 	ctx, box := withStatusBox(ctx)
-	c, err := connect(r.pool.life, ctx, r.cfg)
+	c, err := connect(r.pool.life, ctx, r.cfg, r.pool.environ)
 	cancel()
 
 	r.mu.Lock()

@@ -35,11 +35,12 @@ type process struct {
 	err    error         // Wait's result, set before exited is closed
 }
 
-// startProcess starts cfg.Command with cfg.Env added to the environment, in cfg.Dir.
-func startProcess(cfg Config) (*process, error) {
+// startProcess starts cfg.Command with cfg.Env added to environ (the pool's environment), in
+// cfg.Dir.
+func startProcess(cfg Config, environ []string) (*process, error) {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = os.Environ()
+	cmd.Env = slices.Clone(environ)
 	keys := make([]string, 0, len(cfg.Env))
 	for k := range cfg.Env {
 		keys = append(keys, k)

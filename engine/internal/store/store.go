@@ -68,9 +68,18 @@ type Store interface {
 	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
+	// Prune deletes the terminal runs whose status is one of statuses (every terminal status
+	// when empty; a status that is not terminal selects nothing) and whose FinishedAt is set
+	// and before olderThan, with their steps, their events and their workflow-scoped
+	// idempotency entries, and returns how many runs it deleted. Global idempotency entries and
+	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
+	// event is never assigned again, also across a reopen.
+	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
+
 	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
 	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt
-	// (and a run's FinishedAt) to now. It returns the ids of the runs it changed, sorted. It is
+	// (and a run's FinishedAt) to now, and writes the run's progress as committed (see
+	// Run.Progress), its interrupted steps counted. It returns the ids of the runs it changed, sorted. It is
 	// the recovery step after a crash: called when a persistent store is opened.
 	MarkInterrupted(ctx context.Context, now time.Time) ([]string, error)
 
@@ -114,6 +123,12 @@ type Run struct {
 	// run sees the whole environment (a local run).
 	EnvAllow []string
 	Trigger  json.RawMessage // the trigger document, or nil
+	// Progress is written with the run (created, resumed, finished, interrupted). A read of a
+	// run that has not finished returns its progress as committed instead, whoever wrote it:
+	// Completed is the number of its step rows in a finished status (StepStatus.Terminal) and
+	// Total the Progress.Total of its newest event (the written one when it has none), at least
+	// Completed. So the step path writes no run row, and a reader beside the writer, or after
+	// a crash, sees what is committed.
 	Progress run.Progress
 
 	CreatedAt  time.Time

@@ -20,7 +20,8 @@ class ServeCommand(Command):
     description = (
         "Register the workflows of --workflows, load the *.schedules.yaml of --schedules, start the\n"
         "scheduler, the webhook server (--webhooks ADDR) and an MCP server (--mcp stdio|http://HOST:PORT),\n"
-        "and run the tools of --tools on this process until SIGINT or SIGTERM, then stop gracefully."
+        "and run the tools of --tools on this process until SIGINT or SIGTERM (with --mcp stdio, also\n"
+        "until the MCP client closes standard input), then stop gracefully."
     )
     examples = (
         ("nightly schedules and webhooks",
@@ -29,7 +30,7 @@ class ServeCommand(Command):
         ("an MCP server for agents",
          "dcc-flow serve --workflows examples/ --mcp http://127.0.0.1:8765 --tools tools.py"),
     )
-    exit_codes = "0 stopped by a signal, 1 failure, 2 usage error"
+    exit_codes = "0 stopped by a signal or the end of MCP stdin, 1 failure, 2 usage error"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files to register by name")
@@ -62,9 +63,31 @@ class ServeCommand(Command):
             engine.on_event(lambda ev: log_run_event(engine, ev, out))
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
+            if args.mcp == "stdio":
+                threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
+                                 name="dcc-flow-mcp-stdio").start()
             engine.drive_forever(stop)
             engine.stop_serving()
         return 0
+
+
+def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
+    """Set ``stop`` once the MCP client closes our standard input: the host that started this
+    process stopped it, and it ends as on SIGTERM (runs in flight become interrupted)."""
+    while not stop.is_set():
+        try:
+            status = engine.serve_status(timeout=1.0)
+        except Exception:  # the engine closed: the process is stopping anyway
+            return
+        if status.get("mcp_stdio") == "ended":
+            stop.set()
+            why = status.get("mcp_stdio_error") or "the client closed standard input"
+            try:
+                out.write("%s MCP stdio stream ended (%s): stopping\n" % (time.strftime("%H:%M:%S"), why))
+                out.flush()
+            except (OSError, ValueError):  # the host may have closed our stderr too
+                pass
+            return
 
 
 def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:

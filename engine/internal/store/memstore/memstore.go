@@ -40,8 +40,9 @@ const (
 type Store struct {
 	mu        sync.RWMutex
 	closed    bool
-	seq       uint64 // last assigned event Seq; event Seq s is at index s-1 of the log
-	events    [][]eventRec
+	seq       uint64       // last assigned event Seq
+	events    [][]eventRec // the event log in Seq order; until a Prune, Seq s is at position s-1
+	nevents   int          // events in the log
 	runs      map[string]*runRec
 	runList   []*runRec // by runRec.index
 	idem      map[idemKey]store.IdempotencyEntry
@@ -50,6 +51,7 @@ type Store struct {
 	codes     codes
 	hash      func(string) uint64 // hashes step keys for the step index
 	last      *runRec             // the run written last: most writes are about the same run
+	finished  []bool              // by code: the code is a finished step status (see isFinished)
 }
 
 type runRec struct {
@@ -59,8 +61,9 @@ type runRec struct {
 	nsteps   int
 	stepIdx  map[uint64]int32 // maphash of the key → index
 	collided map[string]int32 // keys whose hash was taken by another key
-	eventSeq []uint64         // Seqs of the run's events, ascending
+	events   []uint32         // log positions of the run's events, ascending
 	lastIdx  int32            // the step inserted last
+	done     int              // steps in a finished status (the run's progress as committed)
 }
 
 type stepRec struct {
@@ -73,6 +76,7 @@ type stepRec struct {
 }
 
 type eventRec struct {
+	seq              uint64
 	time             int64
 	stepKey, detail  span
 	run              uint32 // runRec.index + 1; 0 for engine-level events
@@ -126,7 +130,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		rec := s.run(st.RunID)
 		if !st.Insert || rec.stepIdx != nil {
 			if idx, ok := s.findStep(rec, st.Key); ok {
-				s.updateStep(rec.step(int(idx)), st)
+				s.updateStep(rec, rec.step(int(idx)), st)
 				continue
 			}
 		}
@@ -144,13 +148,13 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 			last = s.run(e.RunID)
 		}
 		ev := eventRec{
-			time: nanos(e.Time), stepKey: s.bytes.putString(e.StepKey), detail: s.bytes.put(e.Detail),
+			seq: s.seq, time: nanos(e.Time), stepKey: s.bytes.putString(e.StepKey), detail: s.bytes.put(e.Detail),
 			attempt: int32(e.Attempt), completed: int32(e.Progress.Completed), total: int32(e.Progress.Total),
 			typ: s.codes.code(e.Type), status: s.codes.code(e.Status),
 		}
 		if last != nil {
 			ev.run = last.index + 1
-			last.eventSeq = append(last.eventSeq, s.seq)
+			last.events = append(last.events, uint32(s.nevents))
 		}
 		s.appendEvent(ev)
 	}
@@ -259,11 +263,12 @@ func (s *Store) insertStep(rec *runRec, st *store.Step) {
 	n = len(rec.steps)
 	rec.steps[n-1] = append(rec.steps[n-1], stepRec{key: s.bytes.putString(st.Key)})
 	rec.nsteps++
-	s.updateStep(rec.step(int(idx)), st)
+	s.updateStep(rec, rec.step(int(idx)), st)
 }
 
-// updateStep replaces every field of r but its key. Unchanged strings are not stored again.
-func (s *Store) updateStep(r *stepRec, st *store.Step) {
+// updateStep replaces every field of r, a step of rec, but its key. Unchanged strings are not
+// stored again.
+func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	a := &s.bytes
 	if !a.equal(r.stepID, st.StepID) {
 		r.stepID = a.putString(st.StepID)
@@ -272,7 +277,43 @@ func (s *Store) updateStep(r *stepRec, st *store.Step) {
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
-	r.kind, r.status = s.codes.code(st.Kind), s.codes.code(string(st.Status))
+	status := s.codes.code(string(st.Status))
+	if was, is := s.isFinished(r.status), s.isFinished(status); was != is {
+		if is {
+			rec.done++
+		} else {
+			rec.done--
+		}
+	}
+	r.kind, r.status = s.codes.code(st.Kind), status
+}
+
+// isFinished reports whether code c is a finished step status.
+func (s *Store) isFinished(c uint16) bool {
+	for len(s.finished) <= int(c) {
+		s.finished = append(s.finished, run.StepStatus(s.codes.name(uint16(len(s.finished)))).Terminal())
+	}
+	return s.finished[c]
+}
+
+// runOf returns a copy of rec's run with its progress as committed (store.Store: Run.Progress):
+// the stored one for a finished run, else its steps in a finished status and the total of its
+// newest event.
+func (s *Store) runOf(rec *runRec) store.Run {
+	r := cloneRun(rec.run)
+	if !r.Status.Terminal() {
+		r.Progress = s.committedProgress(rec)
+	}
+	return r
+}
+
+func (s *Store) committedProgress(rec *runRec) run.Progress {
+	p := run.Progress{Completed: rec.done, Total: rec.run.Progress.Total}
+	if n := len(rec.events); n > 0 {
+		p.Total = int(s.eventAt(int(rec.events[n-1])).total)
+	}
+	p.Total = max(p.Total, p.Completed)
+	return p
 }
 
 func (rec *runRec) step(i int) *stepRec { return &rec.steps[i/stepChunk][i%stepChunk] }
@@ -289,19 +330,36 @@ func (s *Store) stepOf(runID string, r *stepRec) store.Step {
 }
 
 func (s *Store) appendEvent(e eventRec) {
-	n := len(s.events)
-	if n == 0 || len(s.events[n-1]) == chunkSize {
-		s.events = append(s.events, make([]eventRec, 0, chunkSize))
-		n++
-	}
-	s.events[n-1] = append(s.events[n-1], e)
+	s.events = appendEventRec(s.events, e)
+	s.nevents++
 }
 
-func (s *Store) event(seq uint64) run.Event {
-	i := seq - 1
-	e := &s.events[i/chunkSize][i%chunkSize]
+// appendEventRec appends e to the chunked log.
+func appendEventRec(log [][]eventRec, e eventRec) [][]eventRec {
+	n := len(log)
+	if n == 0 || len(log[n-1]) == chunkSize {
+		log = append(log, make([]eventRec, 0, chunkSize))
+		n++
+	}
+	log[n-1] = append(log[n-1], e)
+	return log
+}
+
+// eventAt returns the event at position i of the log.
+func (s *Store) eventAt(i int) *eventRec { return &s.events[i/chunkSize][i%chunkSize] }
+
+// firstAfter returns the position of the first event with a Seq above seq (nevents if none).
+func (s *Store) firstAfter(seq uint64) int {
+	if uint64(s.nevents) == s.seq { // nothing pruned: Seq s is at position s-1
+		return int(min(seq, s.seq))
+	}
+	return sort.Search(s.nevents, func(i int) bool { return s.eventAt(i).seq > seq })
+}
+
+func (s *Store) event(i int) run.Event {
+	e := s.eventAt(i)
 	ev := run.Event{
-		Seq: seq, Time: unnanos(e.time), Type: s.codes.name(e.typ), StepKey: s.bytes.string(e.stepKey),
+		Seq: e.seq, Time: unnanos(e.time), Type: s.codes.name(e.typ), StepKey: s.bytes.string(e.stepKey),
 		Status: s.codes.name(e.status), Attempt: int(e.attempt), Detail: s.bytes.bytes(e.detail),
 		Progress: run.Progress{Completed: int(e.completed), Total: int(e.total)},
 	}
@@ -351,7 +409,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	if !ok {
 		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
-	return cloneRun(rec.run), nil
+	return s.runOf(rec), nil
 }
 
 // ListRuns implements store.Store.
@@ -376,7 +434,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		if !f.Until.IsZero() && !r.CreatedAt.Before(f.Until) {
 			continue
 		}
-		out = append(out, cloneRun(*r))
+		out = append(out, s.runOf(rec))
 	}
 	slices.SortFunc(out, func(a, b store.Run) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -424,14 +482,14 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 		if rec == nil {
 			return nil, nil
 		}
-		i := sort.Search(len(rec.eventSeq), func(i int) bool { return rec.eventSeq[i] > f.AfterSeq })
-		for ; i < len(rec.eventSeq) && (f.Limit <= 0 || len(out) < f.Limit); i++ {
-			out = append(out, s.event(rec.eventSeq[i]))
+		i := sort.Search(len(rec.events), func(i int) bool { return s.eventAt(int(rec.events[i])).seq > f.AfterSeq })
+		for ; i < len(rec.events) && (f.Limit <= 0 || len(out) < f.Limit); i++ {
+			out = append(out, s.event(int(rec.events[i])))
 		}
 		return out, nil
 	}
-	for seq := f.AfterSeq + 1; seq <= s.seq && (f.Limit <= 0 || len(out) < f.Limit); seq++ {
-		out = append(out, s.event(seq))
+	for i := s.firstAfter(f.AfterSeq); i < s.nevents && (f.Limit <= 0 || len(out) < f.Limit); i++ {
+		out = append(out, s.event(i))
 	}
 	return out, nil
 }
@@ -494,19 +552,95 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 		if rec.run.Status.Terminal() {
 			continue
 		}
-		rec.run.Status = run.StatusInterrupted
-		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
 		for i := range rec.nsteps {
 			st := rec.step(i)
-			if !run.StepStatus(s.codes.name(st.status)).Terminal() {
+			if !s.isFinished(st.status) {
 				st.status = interrupted
 				st.updated, st.finished = nanos(now), nanos(now)
+				rec.done++
 			}
 		}
+		rec.run.Progress = s.committedProgress(rec)
+		rec.run.Status = run.StatusInterrupted
+		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// Prune implements store.Store. The records of the runs it deletes are dropped and the
+// survivors' step and event bytes are copied into a fresh arena, so their memory is returned
+// to the garbage collector (slices handed out earlier stay valid).
+func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	doomed := make([]bool, len(s.runList))
+	n := 0
+	for i, rec := range s.runList {
+		r := &rec.run
+		if r.Status.Terminal() && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
+			!r.FinishedAt.IsZero() && r.FinishedAt.Before(olderThan) {
+			doomed[i] = true
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for k := range s.idem {
+		if rec := s.runs[k.runID]; k.scope == "workflow" && rec != nil && doomed[rec.index] {
+			delete(s.idem, k)
+		}
+	}
+	s.compact(doomed)
+	return n, nil
+}
+
+// compact drops the runs marked in doomed (by runRec.index) with their events, and copies
+// what survives into a fresh arena and event log.
+func (s *Store) compact(doomed []bool) {
+	old := s.bytes
+	s.bytes = newArena()
+	a := &s.bytes
+	moved := func(sp span) span { return a.put(old.bytes(sp)) }
+	index := make([]uint32, len(s.runList)) // old index → new index + 1; 0 = deleted
+	list := make([]*runRec, 0, len(s.runList))
+	for i, rec := range s.runList {
+		if doomed[i] {
+			delete(s.runs, rec.run.ID)
+			continue
+		}
+		rec.index = uint32(len(list))
+		index[i] = rec.index + 1
+		list = append(list, rec)
+		for j := range rec.nsteps {
+			st := rec.step(j)
+			st.key, st.stepID, st.output, st.fileRefs = moved(st.key), moved(st.stepID), moved(st.output), moved(st.fileRefs)
+			st.errKind, st.errMessage, st.errTrace = moved(st.errKind), moved(st.errMessage), moved(st.errTrace)
+		}
+		rec.events = nil
+	}
+	var log [][]eventRec
+	kept := 0
+	for i := range s.nevents {
+		e := *s.eventAt(i)
+		if e.run > 0 {
+			if index[e.run-1] == 0 {
+				continue
+			}
+			e.run = index[e.run-1]
+			rec := list[e.run-1]
+			rec.events = append(rec.events, uint32(kept))
+		}
+		e.stepKey, e.detail = moved(e.stepKey), moved(e.detail)
+		log = appendEventRec(log, e)
+		kept++
+	}
+	s.runList, s.events, s.nevents, s.last = list, log, kept, nil
 }
 
 // PutArtefact implements store.ArtefactStore.
@@ -546,7 +680,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.runs, s.runList, s.idem, s.artefacts, s.events, s.last = nil, nil, nil, nil, nil, nil
+	s.runs, s.runList, s.idem, s.artefacts, s.events, s.nevents, s.last = nil, nil, nil, nil, nil, 0, nil
 	s.bytes = newArena()
 	return nil
 }

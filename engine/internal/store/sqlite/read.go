@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +36,19 @@ func (s *Store) checkWrite() error {
 }
 
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
-	completed, total, created_at, updated_at, finished_at`
+	` + progressColumns + `, created_at, updated_at, finished_at`
+
+// progressColumns are the progress of a run as committed (store.Store: Run.Progress): the
+// stored counts of a finished run; for a run still going, its step rows in a finished status
+// (a count over the run's rows, on the read side, so the write path of a step pays nothing)
+// and the total of its newest event (through the run_id index, whose entries are in seq order).
+const progressColumns = `CASE WHEN status IN ('completed', 'failed', 'cancelled', 'interrupted') THEN completed
+		ELSE (SELECT count(*) FROM workflow_steps s WHERE s.run_id = workflows.id AND ` + stepFinished + `) END,
+	CASE WHEN status IN ('completed', 'failed', 'cancelled', 'interrupted') THEN total
+		ELSE coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = workflows.id ORDER BY e.seq DESC LIMIT 1), total) END`
+
+// stepFinished selects the step rows (alias s) in a finished status.
+const stepFinished = `s.status IN ('completed', 'failed', 'cancelled', 'skipped', 'interrupted')`
 
 type scanner interface{ Scan(...any) error }
 
@@ -63,6 +76,7 @@ func scanRun(sc scanner) (store.Run, error) {
 		}
 	}
 	r.CreatedAt, r.UpdatedAt, r.FinishedAt = fromNanos(created), fromNanos(updated), fromNanos(finished)
+	r.Progress.Total = max(r.Progress.Total, r.Progress.Completed)
 	return r, nil
 }
 
@@ -284,12 +298,16 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 	}
 	rows.Close()
 	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'interrupted', updated_at = ?, finished_at = ? WHERE id = ?`,
-			nanos(now), nanos(now), id); err != nil {
-			return nil, err
-		}
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
 			WHERE run_id = ? AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, nanos(now), id); err != nil {
+			return nil, err
+		}
+		// The run's progress as its dead process committed it (see progressColumns), now
+		// that its steps in flight are interrupted.
+		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'interrupted', updated_at = ?, finished_at = ?,
+			completed = (SELECT count(*) FROM workflow_steps s WHERE s.run_id = workflows.id AND `+stepFinished+`),
+			total = coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = workflows.id ORDER BY e.seq DESC LIMIT 1), total)
+			WHERE id = ?`, nanos(now), nanos(now), id); err != nil {
 			return nil, err
 		}
 	}
@@ -300,18 +318,44 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 	return ids, nil
 }
 
-// Prune deletes the terminal runs that finished before olderThan, with their steps, events and
-// workflow-scoped idempotency entries; it returns how many runs it deleted.
-func (s *Store) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+// Prune deletes the terminal runs of statuses (every terminal status when empty) that
+// finished before olderThan; their steps, events and workflow-scoped idempotency entries go
+// with them (ON DELETE CASCADE and a trigger). The largest seq is kept in store_meta first, so
+// that the next owner does not number events from a smaller one.
+func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
 	if err := s.checkWrite(); err != nil {
 		return 0, err
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM workflows WHERE status IN ('completed', 'failed', 'cancelled', 'interrupted')
-		AND finished_at != 0 AND finished_at < ?`, nanos(olderThan))
+	var marks []string
+	var args []any
+	for _, st := range []run.Status{run.StatusCompleted, run.StatusFailed, run.StatusCancelled, run.StatusInterrupted} {
+		if len(statuses) == 0 || slices.Contains(statuses, st) {
+			marks = append(marks, "?")
+			args = append(args, string(st))
+		}
+	}
+	if len(marks) == 0 {
+		return 0, nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO store_meta (key, value)
+		SELECT 'last_seq', coalesce(max(seq), 0) FROM workflow_events WHERE true
+		ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`); err != nil {
+		return 0, fmt.Errorf("pruning runs: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM workflows WHERE status IN (`+strings.Join(marks, ", ")+`)
+		AND finished_at != 0 AND finished_at < ?`, append(args, nanos(olderThan))...)
+	if err != nil {
+		return 0, fmt.Errorf("pruning runs: %w", err)
+	}
 	n, _ := res.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("pruning runs: %w", err)
+	}
 	return int(n), nil
 }
 

@@ -196,7 +196,8 @@ func open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	var seq, ord sql.NullInt64
-	if err := w.QueryRowContext(ctx, `SELECT (SELECT max(seq) FROM workflow_events), (SELECT max(ord) FROM workflow_steps)`).Scan(&seq, &ord); err != nil {
+	if err := w.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(seq) FROM workflow_events), 0),
+		coalesce((SELECT value FROM store_meta WHERE key = 'last_seq'), 0)), (SELECT max(ord) FROM workflow_steps)`).Scan(&seq, &ord); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}

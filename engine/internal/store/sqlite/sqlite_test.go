@@ -413,3 +413,47 @@ func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
 		t.Fatal("read-only open of a missing file")
 	}
 }
+
+// TestPruneNeverLetsASeqBeReused: pruning every run deletes the newest events too; the next
+// owner of the file still numbers events after the largest seq ever assigned (a client that
+// remembers the last seq it saw must not take new events for old ones).
+func TestPruneNeverLetsASeqBeReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 8, 3, 0, 0, 0, time.UTC)
+	b := &store.Batch{CreateRuns: []store.Run{{ID: "r1", SpecJSON: json.RawMessage(`{}`), Status: run.StatusCompleted,
+		CreatedAt: t0, UpdatedAt: t0, FinishedAt: t0}}}
+	for range 5 {
+		b.Events = append(b.Events, run.Event{RunID: "r1", Type: run.EventStepExit, Time: t0})
+	}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := s.LastSeq(ctx)
+	if n, err := s.Prune(ctx, t0.Add(time.Hour), nil); err != nil || n != 1 {
+		t.Fatalf("Prune: %d %v", n, err)
+	}
+	s.Close()
+
+	s, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, _ := s.LastSeq(ctx); got != last {
+		t.Fatalf("LastSeq after pruning everything and reopening: %d, want %d", got, last)
+	}
+	b = &store.Batch{CreateRuns: []store.Run{{ID: "r2", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: t0, UpdatedAt: t0}},
+		Events: []run.Event{{RunID: "r2", Type: run.EventWorkflowStarted, Time: t0}}}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Events[0].Seq <= last {
+		t.Fatalf("the first event after the reopen got seq %d, already used (last was %d)", b.Events[0].Seq, last)
+	}
+}

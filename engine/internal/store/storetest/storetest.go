@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +46,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Idempotency", testIdempotency},
 		{"ListRunsFilters", testListRuns},
+		{"ProgressAsCommitted", testProgressAsCommitted},
 		{"MarkInterrupted", testMarkInterrupted},
+		{"Prune", testPrune},
 		{"Artefacts", testArtefacts},
 		{"Close", testClose},
 	}
@@ -95,7 +98,8 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	if got.ID != r.ID || got.Name != r.Name || got.SpecHash != r.SpecHash || got.Status != r.Status ||
-		got.Origin != r.Origin || !reflect.DeepEqual(got.EnvAllow, r.EnvAllow) || got.Progress != r.Progress ||
+		got.Origin != r.Origin || !reflect.DeepEqual(got.EnvAllow, r.EnvAllow) ||
+		got.Progress != (run.Progress{Completed: 0, Total: 3}) || // a live run's progress is as committed: no finished step
 		got.Error != nil || !got.CreatedAt.Equal(t0) || !got.UpdatedAt.Equal(t0) || !got.FinishedAt.IsZero() {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
 	}
@@ -456,6 +460,53 @@ func testListRuns(t *testing.T, s store.Store) {
 	}
 }
 
+// testProgressAsCommitted: the progress of a run that has not finished is read from what is
+// committed (its finished step rows, the total of its newest event), not from the run row,
+// which the step path does not write; a finished run's is the one written.
+func testProgressAsCommitted(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	r := newRun("r", t0)
+	r.Progress = run.Progress{Total: 3}
+	step := func(key string, st run.StepStatus) store.Step {
+		return store.Step{RunID: "r", Key: key, StepID: key, Kind: "tool", Status: st, UpdatedAt: t0}
+	}
+	progress := func(what string, want run.Progress) {
+		t.Helper()
+		got, err := s.GetRun(ctx, "r")
+		if err != nil || got.Progress != want {
+			t.Fatalf("%s: GetRun progress %+v (%v), want %+v", what, got.Progress, err, want)
+		}
+		listed, err := s.ListRuns(ctx, store.RunFilter{})
+		if err != nil || len(listed) != 1 || listed[0].Progress != want {
+			t.Fatalf("%s: ListRuns %+v (%v), want progress %+v", what, listed, err, want)
+		}
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{r}, Events: []run.Event{
+		{RunID: "r", Type: run.EventWorkflowStarted, Progress: run.Progress{Total: 3}, Time: t0}}})
+	progress("created", run.Progress{Total: 3})
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepRunning)}})
+	progress("a running", run.Progress{Total: 3})
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted), step("b", run.StepRunning)},
+		Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: "a", Progress: run.Progress{Completed: 1, Total: 3}, Time: t0}}})
+	progress("a completed", run.Progress{Completed: 1, Total: 3})
+	// A foreach expands: its iterations' events carry the larger total.
+	write(t, s, &store.Batch{Steps: []store.Step{step("each", run.StepRunning), step("each[0].x", run.StepFailed),
+		step("each[1].x", run.StepSkipped), step("each[2].x", run.StepCancelled), step("each[3].x", run.StepRetrying)},
+		Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: "each[0].x", Progress: run.Progress{Completed: 4, Total: 8}, Time: t0}}})
+	progress("foreach expanded", run.Progress{Completed: 4, Total: 8})
+	// A step run again (a resume) is not finished any more.
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepRunning)}})
+	progress("a running again", run.Progress{Completed: 3, Total: 8})
+	// Never less total than completed, whatever the newest event says.
+	write(t, s, &store.Batch{Steps: []store.Step{step("a", run.StepCompleted), step("b", run.StepCompleted), step("c", run.StepCompleted),
+		step("d", run.StepCompleted), step("e", run.StepCompleted), step("f", run.StepCompleted)}})
+	progress("more finished than the newest event's total", run.Progress{Completed: 9, Total: 9})
+	// A finished run's progress is the one written with it.
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusCompleted,
+		Progress: run.Progress{Completed: 5, Total: 5}, UpdatedAt: t0, FinishedAt: t0}}})
+	progress("finished", run.Progress{Completed: 5, Total: 5})
+}
+
 func testMarkInterrupted(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	mk := func(id string, st run.Status) store.Run {
@@ -472,6 +523,9 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 			{RunID: "gate", Key: "g", Status: run.StepWaitingApproval},
 			{RunID: "done", Key: "x", Status: run.StepCompleted},
 		},
+		Events: []run.Event{
+			{RunID: "live", Type: run.EventStepExit, StepKey: "a", Progress: run.Progress{Completed: 1, Total: 7}, Time: t0},
+		},
 	})
 	now := t0.Add(time.Hour)
 	ids, err := s.MarkInterrupted(ctx, now)
@@ -487,6 +541,10 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 			t.Errorf("run %s times: %v %v", id, r.UpdatedAt, r.FinishedAt)
 		}
 	}
+	// The interrupted run's progress is what was committed, its interrupted steps counted.
+	if r, _ := s.GetRun(ctx, "live"); r.Progress != (run.Progress{Completed: 3, Total: 7}) {
+		t.Errorf("interrupted run progress %+v, want 3/7 (its 3 steps finished; the total of its newest event)", r.Progress)
+	}
 	steps, _ := s.ListSteps(ctx, "live")
 	want := []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted}
 	for i, st := range steps {
@@ -500,6 +558,129 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 	}
 	if ids, _ := s.MarkInterrupted(ctx, now); len(ids) != 0 {
 		t.Fatalf("second MarkInterrupted changed %v", ids)
+	}
+}
+
+// testPrune deletes finished runs by age and status with everything of theirs, keeps the
+// others whole (their steps, events and idempotency entries, bytes included), never deletes a
+// run that has not finished, and never numbers an event with a Seq it used before.
+func testPrune(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old, recent := t0.Add(time.Minute), t0.Add(2*time.Hour)
+	finished := func(id string, st run.Status, at time.Time) store.Run {
+		r := newRun(id, t0)
+		r.Status, r.FinishedAt, r.Progress = st, at, run.Progress{Completed: 1, Total: 1}
+		return r
+	}
+	runs := []store.Run{
+		finished("old_done", run.StatusCompleted, old), finished("old_failed", run.StatusFailed, old),
+		finished("old_cancelled", run.StatusCancelled, old), finished("old_interrupted", run.StatusInterrupted, old),
+		finished("recent_done", run.StatusCompleted, recent), newRun("live", t0),
+	}
+	// A run resumed after it had finished: running again, its old finish time cleared.
+	resumed := newRun("resumed", t0)
+	runs = append(runs, resumed)
+	b := &store.Batch{CreateRuns: runs}
+	for _, r := range runs {
+		b.Steps = append(b.Steps, store.Step{RunID: r.ID, Key: "a", StepID: "a", Kind: "tool", Status: run.StepCompleted,
+			Output: json.RawMessage(`{"of":"` + r.ID + `"}`), ErrorMessage: "note of " + r.ID, StartedAt: t0, UpdatedAt: t0})
+		b.Events = append(b.Events,
+			run.Event{RunID: r.ID, Type: run.EventStepExit, StepKey: "a", Detail: json.RawMessage(`{"of":"` + r.ID + `"}`), Time: t0},
+			run.Event{RunID: r.ID, Type: run.EventWorkflowTerminal, Time: t0})
+		b.Idempotency = append(b.Idempotency, store.IdempotencyEntry{Scope: "workflow", RunID: r.ID, Key: "k",
+			Output: json.RawMessage(`{"of":"` + r.ID + `"}`), CreatedAt: t0})
+	}
+	b.Idempotency = append(b.Idempotency, store.IdempotencyEntry{Scope: "global", Key: "g", Output: json.RawMessage(`1`), CreatedAt: t0})
+	write(t, s, b)
+	lastBefore, _ := s.LastSeq(ctx)
+	cutoff := t0.Add(time.Hour)
+
+	n, err := s.Prune(ctx, cutoff, []run.Status{run.StatusFailed})
+	if err != nil || n != 1 {
+		t.Fatalf("Prune(failed) = %d, %v; want 1", n, err)
+	}
+	if n, err := s.Prune(ctx, t0.Add(100*time.Hour), []run.Status{run.StatusRunning, run.StatusWaiting}); err != nil || n != 0 {
+		t.Fatalf("Prune(running, waiting) = %d, %v; want 0: a run that has not finished is never deleted", n, err)
+	}
+	if n, err := s.Prune(ctx, cutoff, nil); err != nil || n != 3 {
+		t.Fatalf("Prune(every status) = %d, %v; want 3 (completed, cancelled, interrupted)", n, err)
+	}
+	if n, err := s.Prune(ctx, cutoff, nil); err != nil || n != 0 {
+		t.Fatalf("second Prune = %d, %v; want 0", n, err)
+	}
+
+	gone := []string{"old_done", "old_failed", "old_cancelled", "old_interrupted"}
+	kept := []string{"recent_done", "live", "resumed"}
+	for _, id := range gone {
+		if _, err := s.GetRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("pruned run %s: GetRun %v", id, err)
+		}
+		if _, err := s.ListSteps(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("pruned run %s: ListSteps %v", id, err)
+		}
+		if evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: id}); len(evs) != 0 {
+			t.Errorf("pruned run %s still has events %+v", id, evs)
+		}
+		if _, ok, _ := s.GetIdempotency(ctx, "workflow", id, "k", t0); ok {
+			t.Errorf("pruned run %s still has its workflow-scoped idempotency entry", id)
+		}
+	}
+	listed, _ := s.ListRuns(ctx, store.RunFilter{})
+	if len(listed) != len(kept) {
+		t.Errorf("ListRuns after prune: %d runs, want %d", len(listed), len(kept))
+	}
+	all, _ := s.ListEvents(ctx, store.EventFilter{})
+	if len(all) != 2*len(kept) {
+		t.Fatalf("%d events left, want %d: %+v", len(all), 2*len(kept), all)
+	}
+	for i, ev := range all {
+		if i > 0 && ev.Seq <= all[i-1].Seq {
+			t.Fatalf("events out of order after prune: %+v", all)
+		}
+		if !slices.Contains(kept, ev.RunID) {
+			t.Fatalf("event of pruned run %s listed", ev.RunID)
+		}
+	}
+	for _, id := range kept {
+		if _, err := s.GetRun(ctx, id); err != nil {
+			t.Errorf("kept run %s: %v", id, err)
+		}
+		steps, err := s.ListSteps(ctx, id)
+		if err != nil || len(steps) != 1 || !sameJSON(steps[0].Output, json.RawMessage(`{"of":"`+id+`"}`)) ||
+			steps[0].ErrorMessage != "note of "+id || steps[0].Key != "a" {
+			t.Errorf("steps of kept run %s: %+v %v", id, steps, err)
+		}
+		evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: id})
+		if len(evs) != 2 || evs[0].StepKey != "a" || !sameJSON(evs[0].Detail, json.RawMessage(`{"of":"`+id+`"}`)) ||
+			evs[1].Type != run.EventWorkflowTerminal {
+			t.Errorf("events of kept run %s: %+v", id, evs)
+		}
+		after, _ := s.ListEvents(ctx, store.EventFilter{RunID: id, AfterSeq: evs[0].Seq})
+		if len(after) != 1 || after[0].Seq != evs[1].Seq {
+			t.Errorf("events of kept run %s after %d: %+v", id, evs[0].Seq, after)
+		}
+		if e, ok, _ := s.GetIdempotency(ctx, "workflow", id, "k", t0); !ok || !sameJSON(e.Output, json.RawMessage(`{"of":"`+id+`"}`)) {
+			t.Errorf("idempotency entry of kept run %s: %+v %v", id, e, ok)
+		}
+	}
+	if _, ok, _ := s.GetIdempotency(ctx, "global", "", "g", t0); !ok {
+		t.Error("the global idempotency entry was pruned")
+	}
+	from, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: all[1].Seq, Limit: 2})
+	if len(from) != 2 || from[0].Seq != all[2].Seq || from[1].Seq != all[3].Seq {
+		t.Errorf("events after %d (limit 2) after prune: %+v", all[1].Seq, from)
+	}
+
+	if last, _ := s.LastSeq(ctx); last != lastBefore {
+		t.Errorf("LastSeq went from %d to %d by pruning", lastBefore, last)
+	}
+	more := &store.Batch{Events: []run.Event{{RunID: "live", Type: run.EventStepEnter, StepKey: "b", Time: t0}}}
+	write(t, s, more)
+	if more.Events[0].Seq <= lastBefore {
+		t.Fatalf("an event written after the prune got Seq %d, not above %d", more.Events[0].Seq, lastBefore)
+	}
+	if evs, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: lastBefore}); len(evs) != 1 || evs[0].Seq != more.Events[0].Seq {
+		t.Errorf("the event written after the prune: %+v", evs)
 	}
 }
 
