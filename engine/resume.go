@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -114,8 +113,19 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 // spec nor a step instance the run has: a typo would otherwise force nothing, and a completed
 // run would "resume" without running anything.
 func checkForced(runID string, s *spec.Spec, prior []store.Step, force []string) error {
+	if len(force) == 0 {
+		return nil
+	}
+	known := make(map[string]bool, len(prior))
+	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
+		known[st.ID] = true
+		return true
+	})
+	for _, st := range prior {
+		known[st.Key] = true
+	}
 	for _, f := range force {
-		if s.Find(f) != nil || slices.ContainsFunc(prior, func(st store.Step) bool { return st.Key == f }) {
+		if known[f] {
 			continue
 		}
 		return &run.Error{Code: run.CodeInvalidRequest,
@@ -131,14 +141,16 @@ func withoutForced(steps []store.Step, force []string) []store.Step {
 	if len(force) == 0 {
 		return steps
 	}
+	forced := make(map[string]bool, len(force))
+	for _, f := range force {
+		forced[f] = true
+	}
 	drop := map[string]bool{}
 	for _, st := range steps {
-		for _, f := range force {
-			if st.Key == f || st.StepID == f {
-				drop[st.Key] = true
-				for _, anc := range enclosingKeys(st.Key) {
-					drop[anc] = true
-				}
+		if forced[st.Key] || forced[st.StepID] {
+			drop[st.Key] = true
+			for _, anc := range enclosingKeys(st.Key) {
+				drop[anc] = true
 			}
 		}
 	}
