@@ -191,3 +191,48 @@ steps:
 		t.Fatalf("calls after forcing export: %d %d, want 2 3", calls[0].Load(), calls[1].Load())
 	}
 }
+
+// A resumed run counts the instances it reuses, those inside a reused foreach included: its
+// progress ends equal to the step instances it finished, as a run that was never resumed does.
+func TestResumedProgressCountsReusedForeachIterations(t *testing.T) {
+	t.Parallel()
+	ctx, e := engineWithExportTool(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+		if c.StepKey == "last" && broken.Load() {
+			return engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "not yet"}}
+		}
+		return engine.ToolResult{Output: 1}
+	})
+	s, _ := spec.ParseString(`
+steps:
+  - {id: first, tool: export, args: {i: 0}}
+  - id: fan
+    kind: foreach
+    items: [0, 1, 2, 3]
+    steps:
+      - {id: a, tool: export, args: {i: "{{item}}"}}
+      - {id: b, tool: export, args: {i: "{{item}}"}}
+  - {id: last, tool: export, args: {i: 9}}
+`)
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusFailed {
+		t.Fatalf("%v %+v", err, info)
+	}
+	broken.Store(false)
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	const instances = 1 + 1 + 4*2 + 1 // first, fan, its iterations' a and b, last
+	if info.Progress.Completed != instances || info.Progress.Total != instances {
+		t.Fatalf("progress after resume %+v, want %d/%d", info.Progress, instances, instances)
+	}
+}

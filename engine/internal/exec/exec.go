@@ -192,9 +192,14 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	for _, st := range p.Prior {
 		if r.priorKeys == nil {
-			r.prior, r.priorKeys = map[string]store.Step{}, map[string]bool{}
+			r.prior, r.priorKeys, r.priorInside = map[string]store.Step{}, map[string]bool{}, map[string]int{}
 		}
 		r.priorKeys[st.Key] = true
+		for i := range len(st.Key) { // "fan[2].g[0].x" is inside foreach instances "fan" and "fan[2].g"
+			if st.Key[i] == '[' {
+				r.priorInside[st.Key[:i]]++
+			}
+		}
 		if st.Status == run.StepCompleted {
 			r.prior[st.Key] = st
 		}
@@ -290,9 +295,12 @@ type runner struct {
 	envDoc    map[string]any
 	prior     map[string]store.Step // completed instances of an earlier execution, by key
 	priorKeys map[string]bool       // every instance key of an earlier execution
-	forced    map[string]bool       // step ids and instance keys forced by a resume (Params.Force)
-	onDone    func(*Run)
-	handle    *Run // what Start returned and onDone is given
+	// priorInside counts, by foreach instance key, the instances of an earlier execution inside
+	// its iterations: a reused foreach adds them to the progress.
+	priorInside map[string]int
+	forced      map[string]bool // step ids and instance keys forced by a resume (Params.Force)
+	onDone      func(*Run)
+	handle      *Run // what Start returned and onDone is given
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)

@@ -680,7 +680,13 @@ func (r *runner) reuse(f *frame, sp *stepPlan, p store.Step) outcome {
 		}
 		f.publish(s, res)
 	}
-	r.completed.Add(int64(len(sp.subtree)))
+	// The iterations of a reused foreach are not expanded: count their instances as done.
+	inside := 0
+	for _, s := range sp.subtree {
+		inside += r.priorInside[f.key(s)]
+	}
+	r.total.Add(int64(inside))
+	r.completed.Add(int64(len(sp.subtree) + inside))
 	return outcome{status: run.StepCompleted}
 }
 
