@@ -23,6 +23,18 @@ func enqueue(t *testing.T, h *Host, lane, runID, tool string) <-chan Result {
 	return ch
 }
 
+// enqueueInOrder queues one call per {lane, run, tool} triple, each after the one before is
+// queued, and returns their answer channels.
+func enqueueInOrder(t *testing.T, h *Host, calls ...[3]string) []<-chan Result {
+	t.Helper()
+	out := make([]<-chan Result, len(calls))
+	for i, c := range calls {
+		out[i] = enqueue(t, h, c[0], c[1], c[2])
+		waitPending(t, h, h.Pending()+1)
+	}
+	return out
+}
+
 func waitPending(t *testing.T, h *Host, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -38,12 +50,7 @@ func TestPullFiltersByRunAndLanes(t *testing.T) {
 	t.Parallel()
 	h := NewHost()
 	defer h.Close()
-	a1 := enqueue(t, h, LaneMain, "a", "a1")
-	waitPending(t, h, 1)
-	b1 := enqueue(t, h, LaneMain, "b", "b1")
-	waitPending(t, h, 2)
-	a2 := enqueue(t, h, LaneWorker, "a", "a2")
-	waitPending(t, h, 3)
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"}, [3]string{LaneMain, "b", "b1"}, [3]string{LaneWorker, "a", "a2"})
 
 	// Run b's call is taken from the middle of the main queue.
 	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, RunID: "b", Max: 5})
@@ -60,7 +67,7 @@ func TestPullFiltersByRunAndLanes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ch := range []<-chan Result{a1, b1, a2} {
+	for _, ch := range answers {
 		if _, ok := <-ch; !ok {
 			t.Fatal("a call was not answered")
 		}
@@ -119,12 +126,7 @@ func TestReleaseHandsCallsBackToTheFront(t *testing.T) {
 	t.Parallel()
 	h := NewHost()
 	defer h.Close()
-	a1 := enqueue(t, h, LaneMain, "a", "a1")
-	waitPending(t, h, 1)
-	b1 := enqueue(t, h, LaneMain, "b", "b1")
-	waitPending(t, h, 2)
-	a2 := enqueue(t, h, LaneMain, "a", "a2")
-	waitPending(t, h, 3)
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"}, [3]string{LaneMain, "b", "b1"}, [3]string{LaneMain, "a", "a2"})
 
 	p1, err := h.OpenPuller()
 	if err != nil {
@@ -167,7 +169,7 @@ func TestReleaseHandsCallsBackToTheFront(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ch := range []<-chan Result{a1, b1, a2} {
+	for _, ch := range answers {
 		if _, ok := <-ch; !ok {
 			t.Fatal("a call was not answered")
 		}
