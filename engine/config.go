@@ -47,7 +47,8 @@ type Config struct {
 	Seed int64 `json:"seed,omitempty"`
 }
 
-// RemoteConfig describes a remote MCP server (DESIGN §7): exactly one of URL and Command.
+// RemoteConfig describes a remote MCP server (docs/mcp.md, "Calling other MCP servers"): exactly
+// one of URL and Command.
 type RemoteConfig struct {
 	// URL is a streamable HTTP endpoint such as "http://127.0.0.1:8765/mcp".
 	URL string `json:"url,omitempty"`

@@ -1,7 +1,7 @@
 // Package engine is the facade of dcc-flow: the one Go API that every door (the C ABI, MCP,
-// webhooks, the CLI through Python) calls. An Engine runs workflows (DESIGN §4), keeps their
-// records in its store, routes their tool calls (built-in tools, host tools pulled by the host
-// process, remote MCP servers) and publishes a sequence-numbered event stream.
+// webhooks, the CLI through Python) calls. An Engine runs workflows, keeps their records in its
+// store, routes their tool calls (built-in tools, host tools pulled by the host process, remote
+// MCP servers) and publishes a sequence-numbered event stream; docs/architecture.md shows how.
 //
 // Every method is safe for concurrent use. Errors carry stable codes: *run.Error (run.CodeOf),
 // or *spec.ValidationError for a bad spec. Nothing here panics, exits or writes to stdout.

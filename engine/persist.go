@@ -50,7 +50,8 @@ func storeOpenError(path string, err error) error {
 }
 
 // recover marks the runs a previous process left unfinished as interrupted, each with an
-// interrupted event (DESIGN §5: a crash leaves runs interrupted; Resume finishes them).
+// interrupted event: a crash leaves runs interrupted, and Resume finishes them
+// (docs/state-machine.md, "Crashes and the one owner").
 func (e *Engine) recover(ctx context.Context) error {
 	now := e.clock.Now()
 	ids, err := e.store.MarkInterrupted(ctx, now)

@@ -192,8 +192,8 @@ func (e *Engine) StopScheduler(ctx context.Context) error {
 	return s.Stop(ctx)
 }
 
-// WebhookHandler returns the http.Handler of the webhook schedules (DESIGN §6): mount it so
-// request paths are the schedules' paths.
+// WebhookHandler returns the http.Handler of the webhook schedules (docs/scheduler.md,
+// "Webhooks"): mount it so request paths are the schedules' paths.
 func (e *Engine) WebhookHandler() (http.Handler, error) {
 	s, err := e.scheduler()
 	if err != nil {

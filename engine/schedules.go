@@ -2,7 +2,8 @@ package engine
 
 import "github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 
-// Public names of the scheduler's vocabulary (DESIGN §6), so doors can parse and show schedules.
+// Public names of the scheduler's vocabulary (docs/scheduler.md), so doors can parse and show
+// schedules.
 type (
 	// ScheduleSpec is one schedule: which workflow to start, with which inputs, and when.
 	ScheduleSpec = schedule.Spec

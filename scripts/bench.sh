@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the engine benchmarks of tests/go/bench_test.go once each, every one in its own process
 # (so the peak RSS of the 100,000-item foreach is that run's alone), and prints the figures of
-# DESIGN §10 as a Markdown table: figure | measured | goal.
+# docs/performance.md as a Markdown table: figure | measured | goal.
 #
 # Usage: scripts/bench.sh            (GO=go by default)
 set -euo pipefail

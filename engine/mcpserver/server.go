@@ -1,4 +1,4 @@
-// Package mcpserver serves an engine's workflows over MCP (DESIGN §7) with mark3labs/mcp-go:
+// Package mcpserver serves an engine's workflows over MCP (docs/mcp.md) with mark3labs/mcp-go:
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
 // so its agents work unchanged), the catalog and each run as resources (a run resource can be

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Event types of the engine's event stream (DESIGN §4).
+// Event types of the engine's event stream (docs/state-machine.md, "Events").
 const (
 	EventWorkflowStarted  = "workflow_started"
 	EventStepEnter        = "step_enter"

@@ -29,7 +29,8 @@ type RetryPolicy struct {
 	// retries exactly the kinds it names.
 }
 
-// DefaultRetryPolicy returns the defaults of DESIGN §3 with MaxAttempts 1.
+// DefaultRetryPolicy returns the defaults of docs/spec.md ("retry": exponential backoff, 500 ms
+// initial delay, 10000 ms maximum, no jitter) with MaxAttempts 1.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{MaxAttempts: 1, Backoff: BackoffExponential, InitialDelayMs: 500, MaxDelayMs: 10000}
 }

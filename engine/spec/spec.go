@@ -1,4 +1,4 @@
-// Package spec is the workflow spec of dcc-flow: the model of DESIGN §3, decoding from YAML or
+// Package spec is the workflow spec of dcc-flow (docs/spec.md): the model, decoding from YAML or
 // JSON with line:column for every node, validation that reports every problem at once, the
 // canonical JSON form and the spec hash.
 //

@@ -100,7 +100,7 @@ _TERMINAL_STEP = frozenset(
     [StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED, StepStatus.INTERRUPTED]
 )
 
-#: Error kinds not retried when a retry policy has no ``retry_on`` list (DESIGN §3).
+#: Error kinds not retried when a retry policy has no ``retry_on`` list (docs/spec.md, "retry").
 NOT_RETRIED_BY_DEFAULT = frozenset(["fatal", "cancelled", "invalid_input", "permission", "not_found"])
 
 
@@ -168,7 +168,7 @@ def _is_int(value: Any) -> bool:
 class RetryPolicy(_View):
     """How a failed step is retried.
 
-    Built from a spec's ``retry`` block, or directly (defaults as in DESIGN §3)::
+    Built from a spec's ``retry`` block, or directly (defaults as in docs/spec.md, "retry")::
 
         RetryPolicy(3, backoff="exponential", initial_delay_ms=500, max_delay_ms=10000)
     """
@@ -660,7 +660,7 @@ def _json_default(value: Any) -> Any:
 
 
 class WorkflowSpec(_View):
-    """A parsed workflow spec (DESIGN §3). Build it with ``from_yaml_str``, ``from_file`` or ``from_json``.
+    """A parsed workflow spec (docs/spec.md). Build it with ``from_yaml_str``, ``from_file`` or ``from_json``.
 
     The spec may still have semantic problems (an unknown template variable, a cycle, …):
     ``validate()`` raises them all as a ``ValidationError``. Structural problems (malformed YAML,

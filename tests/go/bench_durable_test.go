@@ -12,7 +12,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine"
 )
 
-// The durable figures of DESIGN §10: the same workloads on a SQLite file, every step durable.
+// The durable figures of docs/performance.md: the same workloads on a SQLite file, every step
+// durable.
 
 func benchEngineDB(b *testing.B) (*engine.Engine, string) {
 	b.Helper()

@@ -1,4 +1,4 @@
-"""Bad input gets a clear error, never a crash (DESIGN §1.5)."""
+"""Bad input gets a clear error, never a crash (docs/architecture.md, "Principles")."""
 
 import random
 

@@ -1,7 +1,8 @@
 // Package exec runs workflows: it takes a validated spec and checked inputs and drives every step
 // kind (tool, tool_remote, foreach, parallel, branch, approve) with depends_on scheduling,
 // per-attempt timeouts, retries with backoff and jitter, idempotency, artefact capture,
-// cancellation and events (DESIGN §4).
+// cancellation and events: the ▶ rules of docs/spec.md, with the statuses and events of
+// docs/state-machine.md (docs/architecture.md shows where the executor sits).
 //
 // Durability: every state change is written to the store before anyone is told about it — an
 // event is only visible once its batch is written, a step's completion is written before its

@@ -3,8 +3,8 @@
 // idempotency entries, artefacts). Values cross this boundary as JSON (json.RawMessage) so a SQL
 // implementation stores them as is.
 //
-// Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file,
-// DESIGN §5). Both must pass storetest.Exercise.
+// Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file;
+// docs/architecture.md, "Durability"). Both must pass storetest.Exercise.
 //
 // Concurrency and durability: every method is safe for concurrent use. The executor calls Write
 // from many goroutines at once; each call returns only when its batch is durable, so an

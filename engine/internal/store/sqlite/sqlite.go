@@ -1,5 +1,6 @@
-// Package sqlite is the SQLite implementation of store.Store (DESIGN §5), on modernc.org/sqlite
-// (pure Go, no cgo): one database file, WAL journal, numbered embedded migrations.
+// Package sqlite is the SQLite implementation of store.Store (docs/architecture.md,
+// "Durability"), on modernc.org/sqlite (pure Go, no cgo): one database file, WAL journal,
+// numbered embedded migrations.
 //
 // Writes: Write queues its batch; one writer at a time, the leader, applies the batches queued
 // at that moment in one BEGIN IMMEDIATE … COMMIT transaction (group commit), so that one
