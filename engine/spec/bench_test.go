@@ -9,8 +9,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-func BenchmarkParseDesignExample(b *testing.B) {
-	data, err := os.ReadFile("testdata/design_vendor_intake.yaml")
+func BenchmarkParseFullExample(b *testing.B) {
+	data, err := os.ReadFile("testdata/full_vendor_intake.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func readTestdata(t *testing.T, name string) []byte {
 
 func TestReferenceExamplesParseAndValidate(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"vendor_intake.yaml", "step_policy.yaml", "approval.yaml", "design_vendor_intake.yaml"} {
+	for _, name := range []string{"vendor_intake.yaml", "step_policy.yaml", "approval.yaml", "full_vendor_intake.yaml"} {
 		name := name
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -50,9 +50,9 @@ func TestReferenceExamplesParseAndValidate(t *testing.T) {
 	}
 }
 
-func TestDesignExampleModel(t *testing.T) {
+func TestFullExampleModel(t *testing.T) {
 	t.Parallel()
-	s, err := spec.Parse(readTestdata(t, "design_vendor_intake.yaml"), spec.Options{})
+	s, err := spec.Parse(readTestdata(t, "full_vendor_intake.yaml"), spec.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ name: n
 
 func TestCanonicalRoundTripEveryKind(t *testing.T) {
 	t.Parallel()
-	s, err := spec.Parse(readTestdata(t, "design_vendor_intake.yaml"), spec.Options{})
+	s, err := spec.Parse(readTestdata(t, "full_vendor_intake.yaml"), spec.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestFormatDetection(t *testing.T) {
 
 func TestWalkOrderAndParents(t *testing.T) {
 	t.Parallel()
-	s, err := spec.Parse(readTestdata(t, "design_vendor_intake.yaml"), spec.Options{})
+	s, err := spec.Parse(readTestdata(t, "full_vendor_intake.yaml"), spec.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-"""Shared fixtures: the reference examples (seed 000 and DESIGN §3) as YAML text."""
+"""Shared fixtures: example specs as YAML text (the reference project's seed 000 examples, the full
+vendor_intake example, every kind and field)."""
 
 import os
 import sys
@@ -64,8 +65,9 @@ steps:
     timeout_secs: 300          # optional — default is indefinite
 """
 
-# DESIGN §3: the full vendor_intake example.
-DESIGN_VENDOR_INTAKE = """\
+# The full vendor_intake example: the README tour's workflow with every policy field, an approval
+# timeout and a tool_remote push to Unreal (engine/spec/testdata/full_vendor_intake.yaml too).
+FULL_VENDOR_INTAKE = """\
 name: vendor_intake
 description: "Import vendor Maya files, QC, export FBX, push to Unreal."
 inputs:

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from conftest import DESIGN_VENDOR_INTAKE
+from conftest import FULL_VENDOR_INTAKE
 from dcc_flow import ParseError, SpecTooLargeError, ValidationError, WorkflowSpec
 
 MB = 1024 * 1024
@@ -176,7 +176,7 @@ def test_from_file_with_bad_content(tmp_path):
 def test_random_mutations_never_crash():
     """Mutated versions of a valid spec either parse or raise a ValidationError, nothing else."""
     rng = random.Random(1234)
-    base = DESIGN_VENDOR_INTAKE
+    base = FULL_VENDOR_INTAKE
     alphabet = ":-[]{}\"'#&*!|>%@`\n\t ,?0123456789abcxyz{{}}$."
     outcomes = {"ok": 0, "error": 0}
     for _ in range(300):

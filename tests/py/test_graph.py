@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 import dcc_flow
-from conftest import ALL_KINDS, DESIGN_VENDOR_INTAKE
+from conftest import ALL_KINDS, FULL_VENDOR_INTAKE
 from dcc_flow import ValidationError, WorkflowSpec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -204,7 +204,7 @@ def test_approve_has_its_own_shape():
 
 
 def test_every_step_is_drawn_once():
-    for text in (ALL_KINDS, DESIGN_VENDOR_INTAKE, NASTY):
+    for text in (ALL_KINDS, FULL_VENDOR_INTAKE, NASTY):
         spec = WorkflowSpec.from_yaml_str(text)
         ids = [s.id for s in spec.walk()]
         mermaid = dcc_flow.graph(spec)
@@ -437,7 +437,7 @@ def _all_drawings():
     specs = [(name, _golden_spec(name)) for name in GOLDEN_NAMES]
     specs += [
         ("all_kinds", WorkflowSpec.from_yaml_str(ALL_KINDS)),
-        ("design_vendor_intake", WorkflowSpec.from_yaml_str(DESIGN_VENDOR_INTAKE)),
+        ("full_vendor_intake", WorkflowSpec.from_yaml_str(FULL_VENDOR_INTAKE)),
         ("nasty", WorkflowSpec.from_yaml_str(NASTY)),
     ]
     return specs

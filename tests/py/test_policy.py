@@ -58,7 +58,7 @@ def test_next_delay_with_zero_initial_delay():
     assert [policy.next_delay_ms(n) for n in (1, 2, 3, 100, 10 ** 6)] == [0, 0, 0, 0, 0]
 
 
-def test_next_delay_defaults_match_design():
+def test_next_delay_defaults_match_the_docs():
     policy = RetryPolicy(3)
     assert policy.backoff is BackoffKind.EXPONENTIAL
     assert (policy.initial_delay_ms, policy.max_delay_ms, policy.jitter, policy.retry_on) == (500, 10000, 0.0, None)

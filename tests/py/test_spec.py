@@ -11,7 +11,7 @@ import pytest
 from conftest import (
     ALL_KINDS,
     APPROVAL,
-    DESIGN_VENDOR_INTAKE,
+    FULL_VENDOR_INTAKE,
     STEP_POLICY,
     STEP_POLICY_WITH_INPUTS,
     VENDOR_INTAKE,
@@ -31,8 +31,8 @@ from dcc_flow import (
 
 @pytest.mark.parametrize(
     "text",
-    [VENDOR_INTAKE, STEP_POLICY_WITH_INPUTS, APPROVAL, DESIGN_VENDOR_INTAKE, ALL_KINDS],
-    ids=["vendor_intake", "step_policy", "approval", "design_vendor_intake", "all_kinds"],
+    [VENDOR_INTAKE, STEP_POLICY_WITH_INPUTS, APPROVAL, FULL_VENDOR_INTAKE, ALL_KINDS],
+    ids=["vendor_intake", "step_policy", "approval", "full_vendor_intake", "all_kinds"],
 )
 def test_reference_examples_parse_and_validate(text):
     spec = WorkflowSpec.from_yaml_str(text)
@@ -119,8 +119,8 @@ def test_seed_approval_example():
     assert gate.tool is None and gate.steps == ()
 
 
-def test_design_example(dcc_flow):
-    spec = WorkflowSpec.from_yaml_str(DESIGN_VENDOR_INTAKE)
+def test_full_example(dcc_flow):
+    spec = WorkflowSpec.from_yaml_str(FULL_VENDOR_INTAKE)
     assert spec.inputs["date"].required is True
     scope = spec.inputs["scope"]
     assert scope.has_default and scope.default == "all" and scope.required is False
@@ -230,7 +230,7 @@ def test_to_json_is_canonical_and_hashes_to_spec_hash(all_kinds_spec):
     assert again.spec_hash == spec.spec_hash
 
 
-@pytest.mark.parametrize("text", [VENDOR_INTAKE, STEP_POLICY_WITH_INPUTS, APPROVAL, DESIGN_VENDOR_INTAKE, ALL_KINDS])
+@pytest.mark.parametrize("text", [VENDOR_INTAKE, STEP_POLICY_WITH_INPUTS, APPROVAL, FULL_VENDOR_INTAKE, ALL_KINDS])
 def test_to_json_bytes_match_go_for_every_example(text):
     spec = WorkflowSpec.from_yaml_str(text)
     assert hashlib.sha256(spec.to_json().encode("utf-8")).hexdigest() == spec.spec_hash
@@ -312,7 +312,7 @@ def test_to_dict_is_a_deep_copy(all_kinds_spec):
 # --- YAML ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [VENDOR_INTAKE, STEP_POLICY, APPROVAL, DESIGN_VENDOR_INTAKE, ALL_KINDS])
+@pytest.mark.parametrize("text", [VENDOR_INTAKE, STEP_POLICY, APPROVAL, FULL_VENDOR_INTAKE, ALL_KINDS])
 def test_to_yaml_round_trip(text):
     spec = WorkflowSpec.from_yaml_str(text)
     out = spec.to_yaml()
