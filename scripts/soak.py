@@ -108,7 +108,7 @@ for _p in (KIT, os.path.join(ROOT, "python")):
         sys.path.insert(0, _p)
 
 import soak_checks as checks  # noqa: E402
-from soak_mcp import McpClient, RpcError, Unavailable  # noqa: E402
+from soak_mcp import OPENER, McpClient, RpcError, Unavailable  # noqa: E402
 
 import dcc_flow  # noqa: E402
 
@@ -456,7 +456,7 @@ class Soak:
         req = urllib.request.Request(g.hook_url, data=body, method="POST",
                                      headers=dict(headers, **{"Content-Type": "application/json"}))
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with OPENER.open(req, timeout=10) as resp:
                 d.status = resp.status
                 text = resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
@@ -968,6 +968,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except RuntimeError as exc:
         print("soak: FAILED: %s" % exc, flush=True)
         status = 1
+    except Exception as exc:  # noqa: BLE001 - a bug of the soak itself: say so, clean up, exit 2
+        import traceback
+
+        soak.log(traceback.format_exc())
+        print("soak: FAILED: the soak itself broke: %s: %s (traceback in %s)" % (
+            type(exc).__name__, exc, soak.driver_log.name), flush=True)
+        status = 2
     except KeyboardInterrupt:
         print("soak: interrupted", flush=True)
         status = 130

@@ -297,7 +297,9 @@ def check_cancels(calls: Sequence[Call], cancels: Sequence[Cancel], resumes: Dic
         if late:
             out.append("%s: cancel returned at %s (%s), then %d call(s) started: %s" % (
                 k.run, _ms(k.returned), k.status or "?", len(late),
-                "; ".join("%s %s +%.0f ms" % (c.step, c.where(), (c.start - k.returned) / 1e6) for c in late[:3])))
+                "; ".join("%s %s +%.0f ms%s" % (c.step, c.where(), (c.start - k.returned) / 1e6,
+                                                 " (cancelled already when it started)" if c.c0 else "")
+                          for c in late[:3])))
     return out
 
 

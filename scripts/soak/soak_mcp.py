@@ -26,6 +26,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 PROTOCOL_VERSION = "2025-11-25"
 
+# Servers are on 127.0.0.1: never through a proxy of the environment (http_proxy).
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 __all__ = ["McpClient", "Unavailable", "SessionGone", "RpcError"]
 
 
@@ -81,7 +84,7 @@ class McpClient:
         req = urllib.request.Request(self.url, data=json.dumps(message).encode("utf-8"), headers=headers,
                                      method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with OPENER.open(req, timeout=self.timeout) as resp:
                 body = resp.read().decode("utf-8", "replace")
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
         except urllib.error.HTTPError as exc:
@@ -168,7 +171,7 @@ class McpClient:
             headers["Authorization"] = "Bearer " + self.token
         req = urllib.request.Request(self.url, headers=headers, method="DELETE")
         try:
-            with urllib.request.urlopen(req, timeout=min(self.timeout, 5.0)) as resp:
+            with OPENER.open(req, timeout=min(self.timeout, 5.0)) as resp:
                 resp.read()
         except (urllib.error.URLError, http.client.HTTPException, OSError):
             pass
