@@ -224,7 +224,8 @@ class Soak:
         gen = len(self.gens) + 1
         log_path = os.path.join(self.workdir, "server-%02d.log" % gen)
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), SOAK_CALL_LOG=self.call_log,
-                   SOAK_GEN=str(gen), SOAK_WEBHOOK_SECRET=SECRET, PYTHONUNBUFFERED="1")
+                   SOAK_GEN=str(gen), SOAK_WEBHOOK_SECRET=SECRET, PYTHONUNBUFFERED="1",
+                   SOAK_LEAK_BYTES=str(self.args.leak_per_run))
         env.pop("DCC_FLOW_DB", None)
         cmd = [sys.executable, "-m", "dcc_flow", "serve", "--workflows", WORKFLOWS, "--schedules", SCHEDULES,
                "--webhooks", "127.0.0.1:0", "--mcp", "http://127.0.0.1:0", "--tools", TOOLS,
@@ -941,6 +942,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="where the database, logs and call log go (default: a new temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder even when the soak passes")
     parser.add_argument("--verbose", "-v", action="store_true", help="print what the driver does as it goes")
+    parser.add_argument("--leak-per-run", type=int, default=0, metavar="BYTES",
+                        help="to check the memory check itself: the server's tools keep BYTES for good per run "
+                             "(default 0)")
     args = parser.parse_args(argv)
     if args.duration < 20:
         parser.error("--duration must be at least 20 seconds")

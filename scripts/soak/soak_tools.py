@@ -17,18 +17,25 @@ scripts/soak.py. Lines are JSON objects::
     {"ev": "end", …the same…, "t": …, "out": "ok" | "transient" | "fatal" | "cancelled", "c1": false}
 
 ``c0``/``c1``: ``cancelled`` at the start / at the end of the call.
+
+``$SOAK_LEAK_BYTES`` (``scripts/soak.py --leak-per-run``, to check the soak's memory check
+itself): the first call of each workflow's first step keeps that many bytes for good, i.e. that
+much per run that is never released.
 """
 
 import json
 import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import dcc_flow
 
 GEN = int(os.environ.get("SOAK_GEN") or 0)
 PID = os.getpid()
+LEAK_BYTES = int(os.environ.get("SOAK_LEAK_BYTES") or 0)
+FIRST_STEPS = ("prepare", "ping", "receive", "tick")  # of soak_pipeline, soak_ping, soak_hook, soak_tick
+_leaked: List[bytes] = []
 _fd: Optional[int] = None
 _lock = threading.Lock()
 
@@ -70,6 +77,8 @@ def _work(ms: int = 0, fail_times: int = 0, fail: bool = False, aware: bool = Tr
     if fail:
         _log(dict(base, ev="end", t=time.time_ns(), out="fatal", c1=call.cancelled))
         raise dcc_flow.Fatal("this step always fails")
+    if LEAK_BYTES and call.step_key in FIRST_STEPS and call.attempt == 1:
+        _leaked.append(os.urandom(LEAK_BYTES))
     _log(dict(base, ev="end", t=time.time_ns(), out="ok", c1=call.cancelled))
     return {"gen": GEN, "attempt": call.attempt, "ms": ms}
 
