@@ -11,9 +11,12 @@ FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 SETUPTOOLS   := setuptools==80.9.0
+SOAK_SECS    ?= 600
+SOAK_SEED    ?= 1
+SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench demo clean venv
+.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench demo clean venv soak soak-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -38,15 +41,16 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py test-node smoke ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test
+test: vet lint test-go test-py test-node smoke soak-short ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
 
-lint: venv ## gofmt check, mypy --strict and ruff on the Python package
+lint: venv ## gofmt check, mypy --strict and ruff on the Python package and the soak scripts
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(VPY) -m mypy python/dcc_flow
-	$(VENV)/bin/ruff check python tests/py examples setup.py
+	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES)
+	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict $(SOAK_FILES)
 
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
@@ -71,6 +75,12 @@ demo: $(LIB) ## Run examples/vendor_intake end to end with progress, then the ru
 
 smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyenv)
 	@scripts/smoke-all.sh
+
+soak: $(LIB) venv ## Soak test of serve (issue #16): load, SIGKILLs, then checks; SOAK_SECS (default 600), SOAK_SEED
+	$(VPY) scripts/soak.py --duration $(SOAK_SECS) --seed $(SOAK_SEED)
+
+soak-short: $(LIB) venv ## The soak test for 60 s (part of make test)
+	$(VPY) scripts/soak.py --duration 60 --seed $(SOAK_SEED)
 
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)

@@ -139,17 +139,11 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		}
 	}
 	if req.Webhooks != nil {
-		d := doorsOf(h)
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.webhooks == nil {
-			ws, err := e.ServeWebhooks(*req.Webhooks)
-			if err != nil {
-				return nil, err
-			}
-			d.webhooks = ws
+		addr, err := startWebhooks(h, e, *req.Webhooks)
+		if err != nil {
+			return nil, err
 		}
-		res["webhooks_addr"] = d.webhooks.Addr()
+		res["webhooks_addr"] = addr
 	}
 	if req.MCP != "" {
 		url, err := startMCP(h, e, req.MCP, req.Token)
@@ -159,6 +153,23 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		res["mcp_url"] = url
 	}
 	return res, nil
+}
+
+// startWebhooks serves the engine's webhook schedules on addr (once per handle) and returns the
+// address it listens on. It holds the doors' lock only while it runs, so that startMCP, called
+// after it by the same request, can take it.
+func startWebhooks(h uint64, e *engine.Engine, addr string) (string, error) {
+	d := doorsOf(h)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.webhooks == nil {
+		ws, err := e.ServeWebhooks(addr)
+		if err != nil {
+			return "", err
+		}
+		d.webhooks = ws
+	}
+	return d.webhooks.Addr(), nil
 }
 
 // startMCP serves the engine over MCP: "stdio" on the process's standard streams, or
