@@ -28,9 +28,10 @@ func enqueue(t *testing.T, h *Host, lane, runID, tool string) <-chan Result {
 func enqueueInOrder(t *testing.T, h *Host, calls ...[3]string) []<-chan Result {
 	t.Helper()
 	out := make([]<-chan Result, len(calls))
+	base := h.Pending()
 	for i, c := range calls {
 		out[i] = enqueue(t, h, c[0], c[1], c[2])
-		waitPending(t, h, h.Pending()+1)
+		waitPending(t, h, base+i+1)
 	}
 	return out
 }
