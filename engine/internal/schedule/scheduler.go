@@ -76,7 +76,11 @@ type Scheduler struct {
 	changeMu sync.Mutex // serialises Schedule and Unschedule (they wait for loops without mu)
 	mu       sync.Mutex
 	entries  map[string]*entry
-	routes   atomic.Pointer[map[string]*entry] // webhook path → enabled webhook schedule
+	// paths maps the path of every webhook schedule to its id (under mu), for the duplicate check.
+	paths map[string]string
+	// routes maps the path of every enabled webhook schedule to its entry: read without a lock by
+	// the webhook handler, changed one path at a time (registering n schedules costs O(n)).
+	routes sync.Map
 	// runCtx is the lifetime context of the running loops (like http.Server's BaseContext);
 	// nil while stopped.
 	runCtx context.Context
@@ -145,7 +149,7 @@ func New(cfg Config, starter Starter, fires FireLog, opts ...Option) (*Scheduler
 		fires = NewMemFireLog(0)
 	}
 	s := &Scheduler{cfg: cfg, starter: starter, fires: fires, clock: SystemClock(),
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), entries: map[string]*entry{}}
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), entries: map[string]*entry{}, paths: map[string]string{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -161,9 +165,10 @@ func New(cfg Config, starter Starter, fires FireLog, opts ...Option) (*Scheduler
 		return nil, newValidationError(ps)
 	}
 	for _, c := range cs {
-		s.entries[c.spec.ID] = s.newEntry(c)
+		e := s.newEntry(c)
+		s.entries[c.spec.ID] = e
+		s.routeLocked(e)
 	}
-	s.rebuildRoutesLocked()
 	return s, nil
 }
 
@@ -179,15 +184,27 @@ func (s *Scheduler) newEntry(c compiled) *entry {
 	return e
 }
 
-// rebuildRoutesLocked publishes the webhook routing table. s.mu must be held.
-func (s *Scheduler) rebuildRoutesLocked() {
-	m := make(map[string]*entry)
-	for _, e := range s.entries {
-		if e.spec.Enabled && e.spec.Trigger.Kind == KindWebhook {
-			m[e.spec.Trigger.Path] = e
-		}
+// routeLocked records the webhook path of e, and routes it when e is enabled. s.mu must be held.
+func (s *Scheduler) routeLocked(e *entry) {
+	if e.spec.Trigger.Kind != KindWebhook {
+		return
 	}
-	s.routes.Store(&m)
+	s.paths[e.spec.Trigger.Path] = e.spec.ID
+	if e.spec.Enabled {
+		s.routes.Store(e.spec.Trigger.Path, e)
+	}
+}
+
+// unrouteLocked forgets the webhook path of e (if it is still e's). s.mu must be held.
+func (s *Scheduler) unrouteLocked(e *entry) {
+	if e.spec.Trigger.Kind != KindWebhook {
+		return
+	}
+	p := e.spec.Trigger.Path
+	if s.paths[p] == e.spec.ID {
+		delete(s.paths, p)
+	}
+	s.routes.CompareAndDelete(p, e)
 }
 
 // Schedule validates spec and registers it, replacing the schedule with the same id (whose
@@ -205,12 +222,10 @@ func (s *Scheduler) Schedule(spec Spec) error {
 	}
 	s.mu.Lock()
 	if p := spec.Trigger.Path; spec.Trigger.Kind == KindWebhook && p != "" {
-		for _, e := range s.entries {
-			if e.spec.ID != spec.ID && e.spec.Trigger.Kind == KindWebhook && e.spec.Trigger.Path == p {
-				ps = append(ps, l.problem(fieldProblem{code: CodeDuplicateWebhookPath, field: "trigger.path",
-					msg:  fmt.Sprintf("webhook path %q is already used by schedule %q", p, e.spec.ID),
-					hint: "give each webhook schedule its own path, or Unschedule the other one first"}))
-			}
+		if other, used := s.paths[p]; used && other != spec.ID {
+			ps = append(ps, l.problem(fieldProblem{code: CodeDuplicateWebhookPath, field: "trigger.path",
+				msg:  fmt.Sprintf("webhook path %q is already used by schedule %q", p, other),
+				hint: "give each webhook schedule its own path, or Unschedule the other one first"}))
 		}
 	}
 	if len(ps) > 0 {
@@ -225,8 +240,11 @@ func (s *Scheduler) Schedule(spec Spec) error {
 	e := s.newEntry(compiled{spec: spec, trig: trig})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if old != nil {
+		s.unrouteLocked(old)
+	}
 	s.entries[spec.ID] = e
-	s.rebuildRoutesLocked()
+	s.routeLocked(e)
 	if s.runCtx != nil {
 		s.startLoopLocked(e)
 	}
@@ -245,7 +263,7 @@ func (s *Scheduler) Unschedule(id string) error {
 		return run.Errorf(run.CodeNotFound, "no schedule %q; Schedules() lists the registered ids", id)
 	}
 	delete(s.entries, id)
-	s.rebuildRoutesLocked()
+	s.unrouteLocked(e)
 	s.mu.Unlock()
 	s.stopLoop(e)
 	return nil

@@ -697,3 +697,74 @@ func TestManualClock(t *testing.T) {
 		t.Error("system timer Stop")
 	}
 }
+
+// Registering n webhook schedules one by one costs the same per schedule at 100, 1,000 and
+// 10,000 (each call rebuilt every route and compared every path: quadratic).
+func BenchmarkScheduleWebhooks(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				s, err := New(Config{}, newFakeStarter(), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					sp := DefaultSpec(fmt.Sprintf("hook%d", i), "wf", Trigger{Kind: KindWebhook, Path: fmt.Sprintf("/webhooks/h%d", i)})
+					if err := s.Schedule(sp); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/schedule")
+		})
+	}
+}
+
+// Replacing and removing webhook schedules moves their routes and frees their paths.
+func TestWebhookRoutesFollowScheduleChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t, t0, Config{})
+	s := b.sched
+	routed := func(path string) string {
+		v, _ := s.routes.Load(path)
+		if e, _ := v.(*entry); e != nil {
+			return e.spec.ID
+		}
+		return ""
+	}
+	hook := func(id, path string, enabled bool) Spec {
+		sp := DefaultSpec(id, "wf", Trigger{Kind: KindWebhook, Path: path})
+		sp.Enabled = enabled
+		return sp
+	}
+	if err := s.Schedule(hook("a", "/a", true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Schedule(hook("b", "/a", true)); err == nil {
+		t.Fatal("a second schedule took a used path")
+	}
+	if err := s.Schedule(hook("a", "/a2", true)); err != nil { // a moves
+		t.Fatal(err)
+	}
+	if routed("/a") != "" || routed("/a2") != "a" {
+		t.Fatalf("after the move: /a → %q, /a2 → %q", routed("/a"), routed("/a2"))
+	}
+	if err := s.Schedule(hook("b", "/a", false)); err != nil { // the freed path, disabled
+		t.Fatal(err)
+	}
+	if routed("/a") != "" {
+		t.Fatal("a disabled schedule is routed")
+	}
+	if err := s.Schedule(hook("c", "/a", true)); err == nil {
+		t.Fatal("a disabled schedule's path was given to another")
+	}
+	if err := s.Unschedule("a"); err != nil {
+		t.Fatal(err)
+	}
+	if routed("/a2") != "" {
+		t.Fatal("a removed schedule is still routed")
+	}
+	if err := s.Schedule(hook("c", "/a2", true)); err != nil || routed("/a2") != "c" {
+		t.Fatalf("the removed schedule's path: %v, routed to %q", err, routed("/a2"))
+	}
+}

@@ -95,7 +95,8 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Message: "internal error in the webhook handler; the request was not processed"})
 		}
 	}()
-	e := (*h.s.routes.Load())[r.URL.Path]
+	v, _ := h.s.routes.Load(r.URL.Path)
+	e, _ := v.(*entry)
 	if e == nil {
 		writeReply(w, http.StatusNotFound, webhookReply{Error: WebhookUnknown,
 			Message: fmt.Sprintf("no enabled webhook schedule has the path %q", r.URL.Path)})
