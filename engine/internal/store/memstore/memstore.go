@@ -38,13 +38,16 @@ const (
 // of 100,000 steps costs little memory and little GC work. Times come back in UTC. Slices
 // returned by the read methods are shared with the store and must not be modified.
 type Store struct {
-	mu        sync.RWMutex
-	closed    bool
-	seq       uint64       // last assigned event Seq
-	events    [][]eventRec // the event log in Seq order; until a Prune, Seq s is at position s-1
-	nevents   int          // events in the log
-	runs      map[string]*runRec
-	runList   []*runRec // by runRec.index
+	mu      sync.RWMutex
+	closed  bool
+	seq     uint64       // last assigned event Seq
+	events  [][]eventRec // the event log in Seq order; until a Prune, Seq s is at position s-1
+	nevents int          // events in the log
+	runs    map[string]*runRec
+	runList []*runRec // by runRec.index, in the order the runs were created
+	// unordered is set once a run was created with a CreatedAt before the run created before it:
+	// until then runList is in CreatedAt order and ListRuns with a limit stops early.
+	unordered bool
 	idem      map[idemKey]store.IdempotencyEntry
 	artefacts map[string][]byte
 	bytes     arena
@@ -117,6 +120,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	for i := range b.CreateRuns {
 		r := cloneRun(b.CreateRuns[i])
 		rec := &runRec{run: r, index: uint32(len(s.runList))}
+		if n := len(s.runList); n > 0 && r.CreatedAt.Before(s.runList[n-1].run.CreatedAt) {
+			s.unordered = true
+		}
 		s.runs[r.ID] = rec
 		s.runList = append(s.runList, rec)
 	}
@@ -419,31 +425,44 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	var out []store.Run
-	for _, rec := range s.runs {
-		r := &rec.run
-		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status) {
-			continue
-		}
-		if f.Name != "" && r.Name != f.Name {
-			continue
-		}
-		if !f.Since.IsZero() && r.CreatedAt.Before(f.Since) {
-			continue
-		}
-		if !f.Until.IsZero() && !r.CreatedAt.Before(f.Until) {
-			continue
-		}
-		out = append(out, s.runOf(rec))
+	match := func(r *store.Run) bool {
+		return (len(f.Statuses) == 0 || slices.Contains(f.Statuses, r.Status)) &&
+			(f.Name == "" || r.Name == f.Name) &&
+			(f.Since.IsZero() || !r.CreatedAt.Before(f.Since)) &&
+			(f.Until.IsZero() || r.CreatedAt.Before(f.Until))
 	}
-	slices.SortFunc(out, func(a, b store.Run) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+	var picked []*runRec
+	if f.Limit > 0 && !s.unordered {
+		// Newest first: once limit runs are picked, an older run cannot be among the newest
+		// (runs created at the same time as the last pick are still looked at, for the ID order).
+		for i := len(s.runList) - 1; i >= 0; i-- {
+			rec := s.runList[i]
+			if len(picked) >= f.Limit && rec.run.CreatedAt.Before(picked[len(picked)-1].run.CreatedAt) {
+				break
+			}
+			if match(&rec.run) {
+				picked = append(picked, rec)
+			}
+		}
+	} else {
+		for _, rec := range s.runList {
+			if match(&rec.run) {
+				picked = append(picked, rec)
+			}
+		}
+	}
+	slices.SortFunc(picked, func(a, b *runRec) int {
+		if c := b.run.CreatedAt.Compare(a.run.CreatedAt); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.ID, a.ID)
+		return cmp.Compare(b.run.ID, a.run.ID)
 	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
+	if f.Limit > 0 && len(picked) > f.Limit {
+		picked = picked[:f.Limit]
+	}
+	var out []store.Run
+	for _, rec := range picked {
+		out = append(out, s.runOf(rec))
 	}
 	return out, nil
 }
