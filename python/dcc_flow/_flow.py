@@ -483,7 +483,7 @@ def unmapped(value: Any) -> Unmapped:
 class _Scope:
     """One step list being built: the top level, a foreach body, parallel children, then/else."""
 
-    __slots__ = ("kind", "steps", "owner", "chain", "frontier", "splice_target")
+    __slots__ = ("kind", "steps", "owner", "chain", "frontier", "splice_target", "chain_end")
 
     def __init__(
         self,
@@ -498,6 +498,9 @@ class _Scope:
         self.chain = chain  # the enclosing foreach steps, outermost first
         self.frontier: Optional[List[str]] = None  # what the next implicit step waits for, when not the last step
         self.splice_target = splice_target  # sub-workflow scopes: the list they are spliced into
+        # steps[0..chain_end] each wait for the one before and nothing else: a step among them
+        # waits, through them, for every step before it (-1: no such prefix yet).
+        self.chain_end = -1
 
     def to_list(self) -> List[Dict[str, Any]]:
         return [s.to_dict() for s in self.steps]
@@ -506,7 +509,8 @@ class _Scope:
 class _Step:
     """A step being built, with what the compiler needs to order it."""
 
-    __slots__ = ("id", "data", "scope", "refs", "children", "base", "implicit", "depends_on", "site", "as_name")
+    __slots__ = ("id", "data", "scope", "refs", "children", "base", "implicit", "depends_on", "site", "as_name",
+                 "pos")
 
     def __init__(self, step_id: str, data: Dict[str, Any], site: Site) -> None:
         self.id = step_id
@@ -519,6 +523,7 @@ class _Step:
         self.implicit = True
         self.depends_on: Optional[List[str]] = None
         self.as_name: Optional[str] = None
+        self.pos = -1  # its index in scope.steps
 
     def to_dict(self) -> Dict[str, Any]:
         out = dict(self.data)
@@ -561,6 +566,7 @@ class _Tracer:
         self.inputs: Set[str] = set(flow._input_names)
         self.as_names: Set[str] = set()
         self.prefixes: Set[str] = set()
+        self.suffixes: Dict[str, int] = {}  # id stem → the suffix new_id last gave it (1: none)
         self.prefix = ""
         self.root = _Scope("seq", None, ())
         self.scopes: List[_Scope] = [self.root]
@@ -593,6 +599,9 @@ class _Tracer:
 
     # -- ids -----------------------------------------------------------------------------------
 
+    def _is_taken(self, name: str) -> bool:
+        return name in self.steps or name in _RESERVED or name in self.inputs or name in self.as_names
+
     def _taken(self, name: str) -> Optional[str]:
         if name in self.steps:
             return "step id '%s' is already used (%s)" % (name, _where(self.steps[name].site))
@@ -616,10 +625,14 @@ class _Tracer:
                 _fail("cannot name a step '%s': %s" % (full, problem), site, step_id=full)
             return full
         stem = self.prefix + _sanitize_id(base)
-        candidate, n = stem, 1
-        while self._taken(candidate) is not None:
+        # Probing resumes where the last id made from this stem stopped: n calls of one task
+        # cost O(n) in all, not O(n²).
+        n = self.suffixes.get(stem, 1)
+        candidate = stem if n == 1 else "%s_%d" % (stem, n)
+        while self._is_taken(candidate):
             n += 1
             candidate = "%s_%d" % (stem, n)
+        self.suffixes[stem] = n
         if len(candidate) > 64:
             _fail("step id '%s' is longer than 64 characters; give the step a shorter step_id=" % candidate, site)
         return candidate
@@ -725,23 +738,35 @@ class _Tracer:
         if step.depends_on is not None:
             return step.depends_on
         if scope.kind == "seq":
-            index = next(i for i, s in enumerate(scope.steps) if s is step)
-            return [scope.steps[index - 1].id] if index > 0 else []
+            return [scope.steps[step.pos - 1].id] if step.pos > 0 else []
         return []
 
-    def _closure(self, ids: Sequence[str], scope: _Scope) -> Set[str]:
-        by_id = {s.id: s for s in scope.steps}
+    def _covered(self, base: Sequence[str], wanted: Sequence[_Step], scope: _Scope) -> Set[str]:
+        """The ids of ``wanted`` (earlier siblings) that a step waiting for ``base`` already waits
+        for, directly or through the siblings it waits for.
+
+        Predecessors always come earlier in the list, so the walk stops below the earliest wanted
+        step, and at a step of the scope's leading chain, which reaches every step before it: the
+        cost does not grow with the length of a sequential workflow."""
+        if not wanted:
+            return set()
+        floor = min(w.pos for w in wanted)
+        reach = -1  # every step at or below this position is waited for
         seen: Set[str] = set()
-        todo = list(ids)
+        todo = list(base)
         while todo:
             current = todo.pop()
             if current in seen:
                 continue
             seen.add(current)
-            node = by_id.get(current)
-            if node is not None:
-                todo.extend(self._preds(node, scope))
-        return seen
+            node = self.steps.get(current)
+            if node is None or node.scope is not scope or node.pos <= floor:
+                continue
+            if node.pos <= scope.chain_end:
+                reach = max(reach, node.pos)
+                continue
+            todo.extend(self._preds(node, scope))
+        return {w.id for w in wanted if w.id in seen or w.pos <= reach}
 
     def _default_base(self, scope: _Scope) -> Tuple[List[str], bool]:
         if scope.frontier is not None:
@@ -786,6 +811,7 @@ class _Tracer:
         else:
             step.base, step.implicit = self._default_base(scope)
         step.scope = scope
+        step.pos = len(scope.steps)
         scope.steps.append(step)
         scope.frontier = None
         self.steps[step.id] = step
@@ -795,21 +821,20 @@ class _Tracer:
         output the step (or anything inside it) uses and that it would not otherwise wait for."""
         scope = step.scope
         assert scope is not None
-        index = next(i for i, s in enumerate(scope.steps) if s is step)
-        position = {s.id: i for i, s in enumerate(scope.steps)}
-        wanted: List[str] = []
+        wanted_by_id: Dict[str, _Step] = {}
         for ref_id in step.refs:
             sibling = self._sibling(ref_id, scope)
-            usable = sibling is not None and sibling is not step and position[sibling.id] < index
-            if usable and sibling is not None and sibling.id not in wanted:
-                wanted.append(sibling.id)
-        wanted.sort(key=lambda i: position[i])
-        covered = self._closure(step.base, scope)
-        extra = [i for i in wanted if i not in covered]
+            if sibling is not None and sibling.pos < step.pos:
+                wanted_by_id[sibling.id] = sibling
+        wanted = sorted(wanted_by_id.values(), key=lambda w: w.pos)
+        covered = self._covered(step.base, wanted, scope)
+        extra = [w.id for w in wanted if w.id not in covered]
         if step.implicit and not extra:
             step.depends_on = None
         else:
             step.depends_on = list(step.base) + extra
+        if scope.kind == "seq" and step.depends_on is None and step.pos == scope.chain_end + 1:
+            scope.chain_end = step.pos
         owner = scope.owner
         if owner is not None:
             owner.refs |= step.refs
@@ -844,6 +869,7 @@ class _Tracer:
             else:
                 s.base, s.implicit = list(deps), False
             s.scope = scope
+            s.pos = len(scope.steps)
             scope.steps.append(s)
             scope.frontier = None
             self.finalize(s)
