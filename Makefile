@@ -16,7 +16,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench demo clean venv soak soak-short
+.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -85,8 +85,12 @@ soak-short: $(LIB) venv ## The soak test for 60 s (part of make test)
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
-bench: $(LIB) ## Run the benchmarks and print the figures table
+bench: $(LIB) ## Run the benchmarks and print the figures table, then the scale table
 	@scripts/bench.sh
+	@$(PYTHON) scripts/bench_scale.py
+
+bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
+	@$(PYTHON) scripts/bench_scale.py
 
 clean: ## Remove build output and the venv
 	rm -rf $(LIBDIR)/libdccflow.* $(VENV) .pytest_cache
