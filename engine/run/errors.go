@@ -16,14 +16,20 @@ const (
 	KindPermission   = "permission"
 	KindFatal        = "fatal"
 	KindCancelled    = "cancelled"
+	// KindInvalidOutput: the tool returned a value that cannot be carried as JSON (a string
+	// that is not Unicode, a value nested too deep, a NaN, an object that is not serialisable).
+	KindInvalidOutput = "invalid_output"
+	// KindTooLarge: the tool's output is over the request size limit (64 MiB of JSON).
+	KindTooLarge = "too_large"
 )
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
 // retry policy has no `retry_on` list: every kind except fatal, cancelled, invalid_input,
-// permission and not_found. The empty kind counts as `error`.
+// permission, not_found, invalid_output and too_large (a tool that returned an unencodable or
+// oversized value will return it again). The empty kind counts as `error`.
 func RetryableByDefault(kind string) bool {
 	switch kind {
-	case KindFatal, KindCancelled, KindInvalidInput, KindPermission, KindNotFound:
+	case KindFatal, KindCancelled, KindInvalidInput, KindPermission, KindNotFound, KindInvalidOutput, KindTooLarge:
 		return false
 	}
 	return true

@@ -534,28 +534,33 @@ class Engine:
 
     def _complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
         """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls
-        when ``next_json`` is given. An answer the library cannot take (text that is not
-        Unicode, a request over its size limit) answers the call with a ``fatal`` step error
-        instead: a call that ran is answered exactly once, never handed back."""
+        when ``next_json`` is given. An answer the library cannot take fails the step instead:
+        text that is not Unicode with kind ``invalid_output``, a request over the size limit
+        with kind ``too_large`` (checked on the text before encoding it when that already tells).
+        A call that ran is answered exactly once, never handed back."""
         tail = "}" if next_json is None else ',"next":' + next_json + "}"
-        try:
-            data = (members + tail).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            data = (_tools_error(call, "fatal", "tool %r returned text that is not valid Unicode (%s); "
+        # A str of n code points encodes to at least n bytes: an oversized answer is refused
+        # without building its bytes (500 MB of output must not cost another 500 MB here).
+        data = None if len(members) > _ffi.MAX_REQUEST_BYTES else _encode_answer(members + tail)
+        if isinstance(data, UnicodeEncodeError):
+            data = (_tools_error(call, "invalid_output", "tool %r returned text that is not valid Unicode (%s); "
                                  "return file names as str that are UTF-8, e.g. os.fsdecode of bytes "
-                                 "paths re-encoded with errors='replace'" % (call.get("tool"), exc)) + tail
+                                 "paths re-encoded with errors='replace'" % (call.get("tool"), data)) + tail
                     ).encode("utf-8")
-        if len(data) > _ffi.MAX_REQUEST_BYTES:
-            data = (_tools_error(call, "fatal", "tool %r returned %d bytes of JSON; the limit is %d (64 MiB): write "
-                                 "large data to a file and return its path (file_refs)"
-                                 % (call.get("tool"), len(data), _ffi.MAX_REQUEST_BYTES)) + tail).encode("utf-8")
+        elif data is None or len(data) > _ffi.MAX_REQUEST_BYTES:
+            size = len(members) if data is None else len(data)
+            data = (_tools_error(call, "too_large", "tool %r returned %s%d bytes of JSON; the limit is %d (64 MiB): "
+                                 "write large data to a file and return its path (file_refs)"
+                                 % (call.get("tool"), "at least " if data is None else "", size,
+                                    _ffi.MAX_REQUEST_BYTES)) + tail).encode("utf-8")
         self._check_open()
         try:
             out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
         except DccFlowError as exc:
             if exc.code not in ("too_large", "invalid_json"):
                 raise
-            data = (_tools_error(call, "fatal", "the result of tool %r could not be delivered: %s"
+            kind = "too_large" if exc.code == "too_large" else "invalid_output"
+            data = (_tools_error(call, kind, "the result of tool %r could not be delivered: %s"
                                  % (call.get("tool"), exc.message)) + tail).encode("utf-8")
             out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
         if not out.get("accepted", True):
@@ -883,6 +888,14 @@ class _PullerHolder:
     def __init__(self, puller: int, dead: List[int]) -> None:
         self.id = puller
         self.release = weakref.finalize(self, dead.append, puller)
+
+
+def _encode_answer(text: str) -> Union[bytes, UnicodeEncodeError]:
+    """``text`` as UTF-8, or the error when it holds a lone surrogate (a non-UTF-8 file name)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc
 
 
 def _close_handle(handle: int) -> None:

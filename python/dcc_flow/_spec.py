@@ -101,7 +101,8 @@ _TERMINAL_STEP = frozenset(
 )
 
 #: Error kinds not retried when a retry policy has no ``retry_on`` list (docs/spec.md, "retry").
-NOT_RETRIED_BY_DEFAULT = frozenset(["fatal", "cancelled", "invalid_input", "permission", "not_found"])
+NOT_RETRIED_BY_DEFAULT = frozenset(["fatal", "cancelled", "invalid_input", "permission", "not_found", "invalid_output",
+                                    "too_large"])
 
 
 class _View:
@@ -281,8 +282,8 @@ class RetryPolicy(_View):
         """Whether an attempt that failed with error kind ``kind`` is retried (ignoring max_attempts).
 
         With ``retry_on`` set, only the listed kinds are. Without it, every kind is except
-        ``fatal``, ``cancelled``, ``invalid_input``, ``permission`` and ``not_found``. The empty
-        kind counts as ``error``.
+        ``fatal``, ``cancelled``, ``invalid_input``, ``permission``, ``not_found``,
+        ``invalid_output`` and ``too_large``. The empty kind counts as ``error``.
         """
         kind = str(kind) or "error"
         retry_on = self.retry_on

@@ -18,6 +18,10 @@ any exception with a ``kind`` str   that kind
 ``SystemExit`` (``sys.exit()``)     ``fatal``
 anything else                       ``error``
 ==================================  ===============
+
+A return value that cannot be encoded (not JSON-serialisable, nested too deep, ``NaN``) fails the
+step with kind ``invalid_output``; text that is not Unicode and an output over the request limit
+are caught where the answer is encoded (``Engine._complete``: ``invalid_output``, ``too_large``).
 """
 
 import json
@@ -181,5 +185,5 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
             type(result).__name__,
             exc,
         )
-        return _error(call_id, "fatal", message)[:-1]
+        return _error(call_id, "invalid_output", message)[:-1]
     return '{"call_id":%s,"output":%s' % (json.dumps(call_id), output)

@@ -239,7 +239,7 @@ def test_non_serialisable_result_is_a_clear_step_error(engine):
 
     result = engine.run("steps: [{id: b, tool: bad}]")
     err = result.step("b").error
-    assert err["kind"] == "fatal" and "not JSON-serialisable" in err["message"]
+    assert err["kind"] == "invalid_output" and "not JSON-serialisable" in err["message"]
 
 
 def test_unknown_tool_fails_before_start(engine):

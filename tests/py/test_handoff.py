@@ -202,9 +202,9 @@ def test_keyboard_interrupt_in_a_tool_answers_its_call(engine):
 @pytest.mark.parametrize("lane", ["main", "worker"])
 @pytest.mark.parametrize("bad, kind, says", [
     ("exit", "fatal", "SystemExit"),
-    ("surrogate", "fatal", "not valid Unicode"),
-    ("deep", "fatal", "not JSON-serialisable"),
-    ("huge", "fatal", "the limit is 67108864"),
+    ("surrogate", "invalid_output", "not valid Unicode"),
+    ("deep", "invalid_output", "not JSON-serialisable"),
+    ("huge", "too_large", "bytes of JSON; the limit is 67108864"),
 ])
 def test_a_tool_result_that_cannot_be_sent_fails_its_step(engine, lane, bad, kind, says):
     calls = []
@@ -225,7 +225,8 @@ def test_a_tool_result_that_cannot_be_sent_fails_its_step(engine, lane, bad, kin
 
     if lane == "worker":
         engine.serve_tools(workers=1)
-    run = engine.submit({"steps": [{"id": "o", "tool": "odd"}]})
+    # A retry policy does not run it again: none of these kinds is retried by default.
+    run = engine.submit({"steps": [{"id": "o", "tool": "odd", "retry": {"max_attempts": 3, "initial_delay_ms": 1}}]})
     result = run.wait(timeout=LIMIT)
     assert result.status is WorkflowStatus.FAILED, result
     assert result.error["kind"] == kind

@@ -89,6 +89,8 @@ def test_next_delay_rejects_bad_attempt(bad):
         ("invalid_input", False),
         ("permission", False),
         ("not_found", False),
+        ("invalid_output", False),
+        ("too_large", False),
     ],
 )
 def test_is_retryable_defaults(kind, retried):
