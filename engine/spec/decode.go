@@ -460,10 +460,7 @@ func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 		case "timeout_secs":
 			if v, ok := d.number(f.value, fp, id); ok {
 				st.Policy.TimeoutSecs = v
-				if v == 0 {
-					// Distinguish "timeout_secs: 0" (invalid) from "absent".
-					st.fields["timeout_secs=0"] = nodePos(f.value)
-				}
+				st.keepText("timeout_secs", f.value)
 			}
 		default:
 			if !contains(allowed, f.key) {
@@ -515,10 +512,8 @@ func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
 	case "concurrency":
 		st.Concurrency = 1 // a wrong type is reported once, as wrong_type
 		if v, ok := d.integer(f.value, fp, id); ok {
-			st.Concurrency = int(v)
-			if v < 1 || v > math.MaxInt32 {
-				st.Concurrency = -1 // reported by validation
-			}
+			st.Concurrency = clampInt(v) // the range is checked by validation, on the text as written
+			st.keepText("concurrency", f.value)
 		}
 	case "on_any_fail":
 		s, _ := d.str(f.value, fp, id)
@@ -548,6 +543,7 @@ func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
 	case "idempotency_ttl_secs":
 		if v, ok := d.integer(f.value, fp, id); ok {
 			st.Policy.IdempotencyTTLSecs = v
+			st.keepText("idempotency_ttl_secs", f.value)
 		}
 	}
 }
@@ -599,6 +595,7 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 			hasMax = true // a wrong type is reported once, as wrong_type
 			if v, ok := d.integer(f.value, fp, id); ok {
 				r.MaxAttempts = clampInt(v)
+				st.keepText("retry.max_attempts", f.value)
 			}
 		case "backoff":
 			s, _ := d.str(f.value, fp, id)
@@ -606,10 +603,12 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		case "initial_delay_ms":
 			if v, ok := d.integer(f.value, fp, id); ok {
 				r.InitialDelayMs = v
+				st.keepText("retry.initial_delay_ms", f.value)
 			}
 		case "max_delay_ms":
 			if v, ok := d.integer(f.value, fp, id); ok {
 				r.MaxDelayMs = v
+				st.keepText("retry.max_delay_ms", f.value)
 			}
 		case "jitter":
 			if v, ok := d.number(f.value, fp, id); ok {
@@ -635,6 +634,14 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		d.structural.add(p)
 	}
 	return &r
+}
+
+// keepText records the text a numeric field was written with, for range messages.
+func (st *Step) keepText(key string, n *yaml.Node) {
+	if st.texts == nil {
+		st.texts = map[string]string{}
+	}
+	st.texts[key] = yamltext.ResolveAlias(n).Value
 }
 
 func clampInt(v int64) int {
@@ -690,10 +697,18 @@ func (d *decoder) number(n *yaml.Node, path, stepID string) (float64, bool) {
 	return 0, false
 }
 
+// integer returns a whole number; one beyond int64 saturates at its bound (ranges are checked by
+// validation, which quotes the number as written).
 func (d *decoder) integer(n *yaml.Node, path, stepID string) (int64, bool) {
 	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		if f, ok := nodeFloat(n); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		if f, ok := nodeFloat(n); ok && f == math.Trunc(f) {
+			switch {
+			case f >= math.MaxInt64:
+				return math.MaxInt64, true
+			case f <= math.MinInt64:
+				return math.MinInt64, true
+			}
 			return int64(f), true
 		}
 	}

@@ -125,8 +125,9 @@ type Step struct {
 
 	Policy Policy
 
-	Pos    Pos            // the step's mapping node
-	fields map[string]Pos // position of each field's value, by key
+	Pos    Pos               // the step's mapping node
+	fields map[string]Pos    // position of each field's value, by key
+	texts  map[string]string // the text of each numeric policy field as written, by key
 }
 
 // Policy is the execution policy of a step. The zero value means no timeout, no retry and no

@@ -188,9 +188,8 @@ func (v *validator) step(st *Step, path string, sc scope) {
 				v.add(CodeReservedStepID, st, "as", path+".as", fmt.Sprintf("`as` name %q is also an input name; rename one", st.As))
 			}
 		}
-		if st.Concurrency < 1 {
-			v.add(CodeInvalidValue, st, "concurrency", path+".concurrency", "`concurrency` must be a whole number ≥ 1 (1 = one item at a time)")
-		}
+		v.checkRange(st, CodeInvalidValue, "concurrency", path+".concurrency", float64(st.Concurrency), 1, MaxConcurrency,
+			"1 = one item at a time")
 		v.onAnyFail(st, path)
 		if len(st.Steps) == 0 {
 			v.add(CodeNoSteps, st, "steps", path+".steps", "a foreach step needs a `steps:` list with at least one step to run per item")
@@ -230,9 +229,9 @@ func (v *validator) onAnyFail(st *Step, path string) {
 }
 
 func (v *validator) timeout(st *Step, path string) {
-	_, zero := st.fields["timeout_secs=0"]
-	if st.Policy.TimeoutSecs < 0 || zero {
-		v.add(CodeInvalidPolicy, st, "timeout_secs", path+".timeout_secs", fmt.Sprintf("`timeout_secs` must be > 0; got %v (remove it for no timeout)", st.Policy.TimeoutSecs))
+	if _, set := st.texts["timeout_secs"]; set || st.Policy.TimeoutSecs != 0 {
+		v.checkRange(st, CodeInvalidPolicy, "timeout_secs", path+".timeout_secs", st.Policy.TimeoutSecs, MinTimeoutSecs, MaxTimeoutSecs,
+			"seconds, 1 ms to 365 days; remove it for no timeout")
 	}
 }
 
@@ -240,17 +239,19 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 	p := &st.Policy
 	if r := p.Retry; r != nil {
 		rp := path + ".retry"
-		if r.MaxAttempts < 1 {
-			v.add(CodeInvalidPolicy, st, "retry.max_attempts", rp+".max_attempts", fmt.Sprintf("`retry.max_attempts` must be ≥ 1 (1 = no retry); got %d", r.MaxAttempts))
-		}
+		v.checkRange(st, CodeInvalidPolicy, "retry.max_attempts", rp+".max_attempts", float64(r.MaxAttempts), 1, MaxRetryAttempts,
+			"1 = no retry")
 		switch r.Backoff {
 		case BackoffFixed, BackoffLinear, BackoffExponential:
 		default:
 			v.add(CodeInvalidPolicy, st, "retry.backoff", rp+".backoff", fmt.Sprintf("`retry.backoff` must be fixed, linear or exponential; got %q", r.Backoff))
 		}
-		if r.InitialDelayMs < 0 || r.MaxDelayMs < 0 {
-			v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp, "retry delays must not be negative")
-		} else if r.InitialDelayMs > r.MaxDelayMs {
+		delayOK := func(key string, ms int64) bool {
+			return v.checkRange(st, CodeInvalidPolicy, key, rp+strings.TrimPrefix(key, "retry"), float64(ms), 0, MaxRetryDelayMs,
+				"milliseconds, up to 24 hours")
+		}
+		initialOK, maxOK := delayOK("retry.initial_delay_ms", r.InitialDelayMs), delayOK("retry.max_delay_ms", r.MaxDelayMs)
+		if initialOK && maxOK && r.InitialDelayMs > r.MaxDelayMs {
 			v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp+".initial_delay_ms", fmt.Sprintf("`retry.initial_delay_ms` (%d) must be ≤ `retry.max_delay_ms` (%d)", r.InitialDelayMs, r.MaxDelayMs))
 		}
 		if r.Jitter < 0 || r.Jitter > 1 {
@@ -284,9 +285,8 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 	if p.IdempotencyKey != "" && p.IdempotencyScope != ScopeWorkflow && p.IdempotencyScope != ScopeGlobal {
 		v.add(CodeInvalidPolicy, st, "idempotency_scope", path+".idempotency_scope", fmt.Sprintf("`idempotency_scope` must be \"workflow\" or \"global\"; got %q", p.IdempotencyScope))
 	}
-	if p.IdempotencyTTLSecs < 0 {
-		v.add(CodeInvalidPolicy, st, "idempotency_ttl_secs", path+".idempotency_ttl_secs", "`idempotency_ttl_secs` must be ≥ 0 (0 = no expiry)")
-	}
+	v.checkRange(st, CodeInvalidPolicy, "idempotency_ttl_secs", path+".idempotency_ttl_secs", float64(p.IdempotencyTTLSecs), 0, MaxIdempotencyTTLSecs,
+		"seconds, up to 10 years; 0 = no expiry")
 }
 
 // selector checks a foreach `items` or branch `on` value: a JSONPath, a template or a literal.

@@ -34,7 +34,7 @@ steps:
 # The start of each line: FILE:LINE:COLUMN: CODE: and the step the library names (its wording may change).
 BAD_LINES = [
     'bad.yaml:4:11: invalid_tool_name: steps[0] (id "export"): tool name "maya.export_fbx" is not valid',
-    'bad.yaml:5:19: invalid_policy: steps[0] (id "export"): `timeout_secs` must be > 0',
+    'bad.yaml:5:19: invalid_policy: steps[0] (id "export"): `timeout_secs` must be between 0.001 and 31536000',
     'bad.yaml:8:17: unknown_dependency: steps[1] (id "qc"): `depends_on` names "lsit"',
     "bad.yaml: invalid (3 errors)",
 ]
