@@ -111,11 +111,11 @@ func (r *specRequest) spec() (*spec.Spec, error) {
 }
 
 type submitRequest struct {
-	Spec     *string        `json:"spec"`
-	Workflow string         `json:"workflow"`
-	Format   string         `json:"format"`
-	Source   string         `json:"source"`
-	Inputs   map[string]any `json:"inputs"`
+	Spec     *string     `json:"spec"`
+	Workflow string      `json:"workflow"`
+	Format   string      `json:"format"`
+	Source   string      `json:"source"`
+	Inputs   spec.Object `json:"inputs"` // large integers stay exact
 }
 
 var opRunSubmit = withEngine(func(e *engine.Engine, req *submitRequest) (any, error) {

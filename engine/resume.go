@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -67,12 +66,12 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	}
 	var inputs, trigger map[string]any
 	if len(rec.Inputs) > 0 {
-		if err := json.Unmarshal(rec.Inputs, &inputs); err != nil {
+		if err := (*spec.Object)(&inputs).UnmarshalJSON(rec.Inputs); err != nil {
 			return "", &run.Error{Code: run.CodeInternal, Message: "decoding the stored inputs: " + err.Error(), Err: err}
 		}
 	}
 	if len(rec.Trigger) > 0 {
-		_ = json.Unmarshal(rec.Trigger, &trigger)
+		_ = (*spec.Object)(&trigger).UnmarshalJSON(rec.Trigger)
 	}
 	prior, err := e.store.ListSteps(ctx, runID)
 	if err != nil {

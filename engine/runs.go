@@ -409,9 +409,9 @@ func runInfo(rec store.Run) *RunInfo {
 		Progress: rec.Progress, SpecHash: rec.SpecHash, Origin: rec.Origin,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
 	}
-	_ = json.Unmarshal(rec.Inputs, &info.Inputs)
+	_ = (*spec.Object)(&info.Inputs).UnmarshalJSON(rec.Inputs) // large integers stay exact
 	if len(rec.Trigger) > 0 {
-		_ = json.Unmarshal(rec.Trigger, &info.Trigger)
+		_ = (*spec.Object)(&info.Trigger).UnmarshalJSON(rec.Trigger)
 	}
 	return info
 }
@@ -420,7 +420,7 @@ func stepInfo(st store.Step) StepInfo {
 	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
 	if len(st.Output) > 0 {
-		_ = json.Unmarshal(st.Output, &si.Output)
+		si.Output, _ = spec.DecodeValue(st.Output)
 	}
 	if len(st.FileRefs) > 0 {
 		_ = json.Unmarshal(st.FileRefs, &si.FileRefs)

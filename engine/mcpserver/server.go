@@ -18,6 +18,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,6 +166,9 @@ func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	if in, ok := args["inputs"].(map[string]any); ok {
 		start.Inputs = in
+	}
+	if err := refuseRoundedIntegers(args, "inputs", "spec"); err != nil {
+		return toolError(err), nil
 	}
 	if raw, ok := args["spec"]; ok && raw != nil {
 		var text []byte
@@ -396,4 +400,41 @@ func (l *limiter) allow(session string) (time.Duration, bool) {
 		return 0, true
 	}
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), false
+}
+
+// refuseRoundedIntegers fails when a member of args holds an integer of magnitude ≥ 2^53. The
+// MCP library decodes JSON-RPC numbers as float64 (as JavaScript clients hold them), so such a
+// number may already have been rounded (2^53+1 arrives as 2^53): refuse it with a clear error
+// rather than start a run with a silently changed asset id. Send such numbers as strings.
+func refuseRoundedIntegers(args map[string]any, members ...string) error {
+	for _, m := range members {
+		if path, f, ok := findRoundedInteger(args[m], m); ok {
+			return run.Errorf(run.CodeInvalidInput,
+				"%s: %s is too large for an exact JSON-RPC number (MCP carries numbers as doubles, exact only below 2^53 = 9007199254740992); send it as a string",
+				path, strconv.FormatFloat(f, 'f', -1, 64))
+		}
+	}
+	return nil
+}
+
+func findRoundedInteger(v any, path string) (string, float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		if math.Abs(v) >= 1<<53 && v == math.Trunc(v) {
+			return path, v, true
+		}
+	case map[string]any:
+		for k, e := range v {
+			if p, f, ok := findRoundedInteger(e, path+"."+k); ok {
+				return p, f, true
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p, f, ok := findRoundedInteger(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, f, true
+			}
+		}
+	}
+	return "", 0, false
 }

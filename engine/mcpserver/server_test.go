@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -375,5 +376,27 @@ func TestHTTPWritesNothingToTheDefaultLogger(t *testing.T) {
 	}
 	if logged.Len() != 0 {
 		t.Fatalf("the MCP HTTP server wrote to slog.Default:\n%s", logged.String())
+	}
+}
+
+// Issue #26 item 4: JSON-RPC numbers reach the server as doubles, so an integer of 2^53 or more
+// may already be rounded; the run is refused with a clear error instead of starting with a changed
+// asset id. Smaller numbers and large ids sent as strings are fine.
+func TestRedteamMCPRefusesIntegersItCannotCarryExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	for _, args := range []map[string]any{
+		{"spec": "steps: [{id: a, tool: flow__echo}]", "inputs": map[string]any{"asset": json.Number("9007199254740993")}},
+		{"spec": map[string]any{"steps": []any{map[string]any{"id": "a", "tool": "flow__echo", "args": map[string]any{"v": []any{1, json.Number("18446744073709551615")}}}}}},
+	} {
+		out, isErr := call(t, b.c, "workflows_run", args, nil)
+		if !isErr || out["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(out["message"]), "send it as a string") {
+			t.Fatalf("%v: isError %v, %v", args, isErr, out)
+		}
+	}
+	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo}]",
+		"inputs": map[string]any{"asset": "18446744073709551615", "n": 9007199254740991}}, nil)
+	if isErr {
+		t.Fatalf("a string id and 2^53-1 were refused: %v", out)
 	}
 }

@@ -750,7 +750,8 @@ func (d *decoder) strList(n *yaml.Node, path, stepID string) []string {
 	return out
 }
 
-// value converts any node into a JSON value (map[string]any, []any, string, float64, bool, nil).
+// value converts any node into a JSON value (map[string]any, []any, string, float64, bool, nil,
+// and json.Number for an integer beyond ±2^53: see DecodeValue).
 func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 	d.nodes++
 	if d.nodes > maxNodes {
@@ -780,6 +781,9 @@ func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
 			_ = n.Decode(&b)
 			return b
 		case "!!int", "!!float":
+			if v, ok := NumberValue(n.Value); ok { // decimal text: a large integer stays exact
+				return v
+			}
 			f, ok := nodeFloat(n)
 			if !ok {
 				d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s`: %q is not a JSON number (NaN and infinities are not allowed); quote it to pass a string", lastKey(path), n.Value))

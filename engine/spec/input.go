@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -67,6 +68,9 @@ func toFloat(v any) (float64, bool) {
 		return float64(n), true
 	case int64:
 		return float64(n), true
+	case json.Number: // an integer beyond ±2^53 (see DecodeValue): whole, and finite
+		f, err := n.Float64()
+		return f, err == nil
 	}
 	return 0, false
 }

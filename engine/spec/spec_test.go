@@ -541,8 +541,12 @@ func TestNumbersBeyondInt64(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
-		if n := s.Steps[0].Args["n"]; n != float64(12345678901234567890) {
-			t.Fatalf("n = %v", n)
+		// Issue #26 item 4: an integer beyond 2^53 is kept exactly, not rounded to a float64.
+		if n := s.Steps[0].Args["n"]; n != json.Number("12345678901234567890") {
+			t.Fatalf("n = %#v", n)
+		}
+		if c := string(s.Canonical()); !strings.Contains(c, `"n":12345678901234567890`) {
+			t.Fatalf("canonical JSON rounds the integer: %s", c)
 		}
 	}
 	s := mustParse(t, "steps: [{id: a, tool: t, args: {h: 0x1F, u: 1_000}}]")

@@ -173,7 +173,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		if triggerJSON, err = json.Marshal(p.Trigger); err != nil {
 			return nil, run.Errorf(run.CodeInvalidRequest, "the trigger is not JSON-encodable: %v", err)
 		}
-		_ = json.Unmarshal(triggerJSON, &trigger) // a private copy of plain JSON values
+		trigger, _ = spec.DecodeValue(triggerJSON) // a private copy of plain JSON values
 	}
 	inputs := p.Inputs
 	if inputs == nil {

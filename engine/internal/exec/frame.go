@@ -1,13 +1,13 @@
 package exec
 
 import (
-	"encoding/json"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // result is the in-memory record of a finished step instance, as the run document shows it.
@@ -27,7 +27,7 @@ type result struct {
 
 func (r *result) value() any {
 	if r.lazy {
-		r.once.Do(func() { _ = json.Unmarshal(r.raw, &r.output) })
+		r.once.Do(func() { r.output, _ = spec.DecodeValue(r.raw) })
 	}
 	return r.output
 }

@@ -29,7 +29,7 @@ func CheckInputs(s *spec.Spec, given map[string]any) (map[string]any, error) {
 		if err != nil {
 			return nil, run.Errorf(run.CodeInvalidInput, "inputs are not JSON-encodable: %v", err)
 		}
-		if err := json.Unmarshal(b, &values); err != nil {
+		if err := (*spec.Object)(&values).UnmarshalJSON(b); err != nil { // large integers stay exact
 			return nil, run.Errorf(run.CodeInvalidInput, "inputs are not a JSON object: %v", err)
 		}
 	}

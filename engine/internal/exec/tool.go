@@ -164,9 +164,7 @@ func (r *runner) success(in *inst, res tools.Result) (stepEnd, bool) {
 			end.lazy = true // decoded only if a template or JSONPath reads it
 			return end, true
 		}
-		var out any
-		_ = json.Unmarshal(raw, &out)
-		end.output = out
+		end.output, _ = spec.DecodeValue(raw) // valid (checked above); large integers stay exact
 	} else {
 		end.output = res.Output
 		b, err := marshalJSON(res.Output)

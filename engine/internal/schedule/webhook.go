@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // Webhook error codes: the "error" field of a JSON error body.
@@ -199,8 +201,8 @@ func decodePayload(contentType string, body []byte) (any, string) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, ""
 	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
+	v, err := spec.DecodeValue(body) // a 64-bit id in the payload stays exact
+	if err != nil {
 		return nil, "the body is not valid JSON: " + err.Error()
 	}
 	return v, ""

@@ -1,0 +1,143 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+)
+
+// JSON values as the engine holds them: map[string]any, []any, string, bool, nil, and numbers as
+// float64, except integers that a float64 cannot hold exactly (beyond ±2^53, such as 64-bit asset
+// ids and hashes), which stay json.Number with their exact decimal text. Every encoder, template
+// and JSONPath in the engine writes a json.Number as its text, so such an integer travels from
+// inputs and tool outputs to templates, run records and Python exactly, never rounded.
+
+// maxExactInt is 2^53: every integer of at most this magnitude is exact in a float64.
+const maxExactInt = 1 << 53
+
+// DecodeValue decodes one JSON value into the engine's representation (see above). Trailing data
+// after the value is an error, as is a number beyond the float64 range (1e400).
+func DecodeValue(data []byte) (any, error) {
+	if !hasLongDigitRun(data) {
+		// No 16-digit run anywhere: every number fits a float64 exactly, so the plain decoder
+		// (no json.Number, no second walk) gives the same result faster.
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return exactNumbers(v)
+}
+
+// Object is a JSON object decoded by DecodeValue; use it for request fields that carry user
+// values (inputs, args) so their large integers stay exact. JSON null decodes to a nil Object.
+type Object map[string]any
+
+// UnmarshalJSON decodes a JSON object (or null) with DecodeValue.
+func (o *Object) UnmarshalJSON(data []byte) error {
+	v, err := DecodeValue(data)
+	if err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case nil:
+		*o = nil
+	case map[string]any:
+		*o = v
+	default:
+		return errors.New("json: expected an object, got " + jsonTypeName(v))
+	}
+	return nil
+}
+
+// NumberValue returns the engine's value of the JSON or YAML number text s: an integer beyond
+// ±2^53 as json.Number (its canonical decimal text), anything else as float64. ok is false for
+// text that is not a finite number.
+func NumberValue(s string) (v any, ok bool) {
+	if isIntegerText(s) && len(s) >= 16 {
+		if n, ok := new(big.Int).SetString(s, 10); ok && n.CmpAbs(big.NewInt(maxExactInt)) > 0 {
+			return json.Number(n.String()), true
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, false
+	}
+	return f, true
+}
+
+// exactNumbers replaces each json.Number in v (decoded with UseNumber) by its engine value.
+func exactNumbers(v any) (any, error) {
+	switch v := v.(type) {
+	case json.Number:
+		n, ok := NumberValue(string(v))
+		if !ok {
+			return nil, errors.New("json: number " + string(v) + " is out of range")
+		}
+		return n, nil
+	case map[string]any:
+		for k, e := range v {
+			n, err := exactNumbers(e)
+			if err != nil {
+				return nil, err
+			}
+			v[k] = n
+		}
+	case []any:
+		for i, e := range v {
+			n, err := exactNumbers(e)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = n
+		}
+	}
+	return v, nil
+}
+
+// isIntegerText reports whether s is an optionally signed run of decimal digits.
+func isIntegerText(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// hasLongDigitRun reports whether data holds 16 or more digits in a row (inside strings too:
+// that only costs the exact path, never correctness). Integers up to 15 digits are below 2^53.
+func hasLongDigitRun(data []byte) bool {
+	run := 0
+	for _, c := range data {
+		if c >= '0' && c <= '9' {
+			run++
+			if run >= 16 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+"""Issue #26, items 1–5 and 15: tool results that cannot be sent, numbers, and the smaller faults.
+
+Integers beyond 2**53 (64-bit asset ids, hashes) travel exactly from inputs and tool outputs
+through templates, JSONPath, branch conditions, run records, a reopened database and resume.
+"""
+
+import json
+
+from dcc_flow import Engine, WorkflowStatus
+
+BIG = 2**53 + 1  # the first integer a float64 cannot hold
+HUGE = 2**64 - 1
+NEG = -(2**63) - 12345
+
+
+def _spec():
+    return {
+        "inputs": {"asset_id": {"type": "integer", "required": True}},
+        "steps": [
+            {"id": "lookup", "tool": "lookup", "args": {"asset_id": "{{inputs.asset_id}}"}},
+            {"id": "label", "tool": "echo", "args": {"v": "asset {{lookup.id}} hash {{lookup.hash}}"}},
+            {"id": "exact", "tool": "echo", "args": {"v": "{{lookup.hash}}"}},
+            {"id": "each", "kind": "foreach", "items": "$.lookup.ids", "as": "aid",
+             "steps": [{"id": "one", "tool": "echo", "args": {"v": "{{aid}}"}}]},
+            {"id": "big_only", "kind": "foreach", "items": "$.lookup.ids[?@ > 100]",
+             "steps": [{"id": "pick", "tool": "echo", "args": {"v": "{{item}}"}}]},
+            {"id": "gate", "kind": "branch", "on": "{{lookup.id}}",
+             "then": [{"id": "yes", "tool": "echo", "args": {"v": "{{inputs.asset_id}}"}}]},
+        ],
+    }
+
+
+def _tools(engine, seen):
+    @engine.tool()
+    def lookup(asset_id):
+        seen.append(asset_id)
+        return {"id": asset_id, "hash": HUGE, "ids": [1, BIG, NEG, HUGE], "ratio": 0.1}
+
+    @engine.tool()
+    def echo(v):
+        seen.append(v)
+        return v
+
+
+def _check(result, seen):
+    assert result.status is WorkflowStatus.COMPLETED, result.error
+    out = result.outputs
+    assert seen[0] == BIG and type(seen[0]) is int
+    assert out["lookup"] == {"id": BIG, "hash": HUGE, "ids": [1, BIG, NEG, HUGE], "ratio": 0.1}
+    assert out["label"] == "asset %d hash %d" % (BIG, HUGE)
+    assert out["exact"] == HUGE
+    assert [o["one"] for o in out["each"]] == [1, BIG, NEG, HUGE]
+    assert [o["pick"] for o in out["big_only"]] == [BIG, HUGE]
+    assert out["yes"] == BIG
+
+
+def test_large_integers_travel_exactly_through_a_run():
+    seen = []
+    with Engine() as engine:
+        _tools(engine, seen)
+        result = engine.run(_spec(), {"asset_id": BIG})
+        _check(result, seen)
+        assert engine.get_status(result.run_id).raw["inputs"] == {"asset_id": BIG}
+
+
+def test_large_integers_survive_the_database_and_resume(tmp_path):
+    db = str(tmp_path / "flow.db")
+    seen = []
+    with Engine(db=db) as engine:
+        _tools(engine, seen)
+        spec = _spec()
+        spec["steps"].append({"id": "stop", "tool": "flow__fail", "args": {"kind": "fatal"}})
+        failed = engine.run(spec, {"asset_id": BIG})
+        assert failed.status is WorkflowStatus.FAILED
+        run_id = failed.run_id
+    with Engine(db=db) as engine:
+        _tools(engine, seen)
+        status = engine.get_status(run_id)
+        assert status.raw["inputs"] == {"asset_id": BIG}
+        assert status.step("lookup").output["hash"] == HUGE
+        # Resume reads the stored inputs and outputs back; the steps it reuses feed exact values on.
+        result = engine.resume(run_id, force_steps=["label"]).wait(timeout=30)
+        assert result.status is WorkflowStatus.FAILED  # `stop` fails again; the rest is reused
+        assert result.outputs["label"] == "asset %d hash %d" % (BIG, HUGE)
+        assert [o["one"] for o in result.outputs["each"]] == [1, BIG, NEG, HUGE]
+
+
+def test_a_large_integer_literal_in_a_spec_is_exact():
+    with Engine() as engine:
+        @engine.tool()
+        def echo(v):
+            return v
+
+        yaml_text = "steps:\n  - {id: a, tool: echo, args: {v: %d}}\n  - {id: b, tool: echo, args: {v: [%d]}}\n" % (HUGE, NEG)
+        result = engine.run(yaml_text)
+        assert result.outputs == {"a": HUGE, "b": [NEG]}
+        assert json.loads(json.dumps(result.outputs))["a"] == HUGE
