@@ -109,7 +109,11 @@ func mustJSON(v any) []byte {
 }
 
 // decode unmarshals a request strictly: unknown fields and trailing data are errors.
+// Text that is not UTF-8 and duplicate keys are refused too (checkRequestText).
 func decode(in []byte, v any) error {
+	if err := checkRequestText(in); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(strings.NewReader(string(in)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

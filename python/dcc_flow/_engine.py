@@ -763,7 +763,13 @@ class Engine:
 
         Stops after ``timeout`` seconds without a new event, or (``until_terminal``) after the
         run's ``workflow_terminal`` event. With neither, it iterates until the engine closes.
+        On an engine that is already closed it raises ``RuntimeError`` at once, like every method.
         """
+        self._check_open()
+        return self._events(after_seq, run_id, timeout, until_terminal)
+
+    def _events(self, after_seq: int, run_id: Optional[str], timeout: Optional[float],
+                until_terminal: bool) -> Iterator[Dict[str, Any]]:
         seq = after_seq
         while not self._closed:
             req: Dict[str, Any] = {"after_seq": seq, "max": 256,

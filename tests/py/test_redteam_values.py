@@ -6,6 +6,8 @@ through templates, JSONPath, branch conditions, run records, a reopened database
 
 import json
 
+import pytest
+
 from dcc_flow import Engine, WorkflowStatus
 
 BIG = 2**53 + 1  # the first integer a float64 cannot hold
@@ -95,3 +97,33 @@ def test_a_large_integer_literal_in_a_spec_is_exact():
         result = engine.run(yaml_text)
         assert result.outputs == {"a": HUGE, "b": [NEG]}
         assert json.loads(json.dumps(result.outputs))["a"] == HUGE
+
+
+def test_events_on_a_closed_engine_raise_at_once():
+    engine = Engine()
+    engine.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.events()
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.events(timeout=0.1)
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("cancelled", "step a was cancelled"),
+    ("timeout", "step a failed (timeout)"),
+])
+@pytest.mark.parametrize("dag", [False, True])
+def test_a_skipped_step_says_how_its_dependency_ended(kind, reason, dag):
+    from dcc_flow import ToolError
+
+    with Engine() as engine:
+        @engine.tool()
+        def stop():
+            raise ToolError("the artist pressed stop", kind=kind)
+
+        b = {"id": "b", "tool": "flow__echo"}
+        if dag:
+            b["depends_on"] = ["a"]
+        result = engine.run({"steps": [{"id": "a", "tool": "stop"}, b]})
+        assert result.step("b").status.value == "skipped"
+        assert result.step("b").error["message"] == reason

@@ -353,13 +353,26 @@ func (r *runner) runList(ctx context.Context, f *frame, lp *listPlan, abort bool
 				for _, s := range lp.steps[i+1:] {
 					skip = append(skip, s.subtree...)
 				}
-				r.skip(f, skip, fmt.Sprintf("step %s failed", f.key(sp)))
+				r.skip(f, skip, dependencyEnded(f.key(sp), o))
 			}
 			return o
 		}
 		return outcome{status: run.StepCompleted}
 	}
 	return r.runDAG(ctx, f, lp, abort)
+}
+
+// dependencyEnded is the reason a step is skipped after the step key it waited for did not
+// complete: "step a was cancelled" when its last attempt ended with kind cancelled (a tool
+// interrupted by Ctrl-C, a remote call cancelled), else "step a failed (timeout)".
+func dependencyEnded(key string, o outcome) string {
+	switch {
+	case o.err == nil:
+		return fmt.Sprintf("step %s failed", key)
+	case o.err.Kind == run.KindCancelled:
+		return fmt.Sprintf("step %s was cancelled", key)
+	}
+	return fmt.Sprintf("step %s failed (%s)", key, o.err.Kind)
 }
 
 type indexedOutcome struct {
@@ -425,7 +438,7 @@ func (r *runner) runDAG(ctx context.Context, f *frame, lp *listPlan, abort bool)
 				}
 			}
 			mark(d.i)
-			r.skip(f, skip, fmt.Sprintf("step %s failed", f.key(lp.steps[d.i])))
+			r.skip(f, skip, dependencyEnded(f.key(lp.steps[d.i]), d.o))
 			if abort && !aborted {
 				aborted = true
 				cancel(siblingAbort(f.key(lp.steps[d.i])))
