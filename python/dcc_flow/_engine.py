@@ -13,6 +13,7 @@ next thread (docs/python.md, "Lanes: which thread runs a tool").
 
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -595,7 +596,7 @@ class Engine:
     def _pull_loop(self, run_id: Optional[str], deadline: Optional[float], lanes: List[str],
                    budget: Optional[float] = None, stop: Optional[threading.Event] = None,
                    events_after: Optional[int] = None, counter: Optional[List[int]] = None,
-                   idle: Optional[float] = None,
+                   idle: Optional[float] = None, first: Optional[Dict[str, Any]] = None,
                    ) -> Generator[List[Dict[str, Any]], None, Optional[Dict[str, Any]]]:
         """Pull and run calls on ``lanes`` (of ``run_id`` only when given) until the run is
         terminal, ``deadline`` (monotonic) passes, ``budget`` seconds are spent (then it does not
@@ -606,12 +607,14 @@ class Engine:
         events as they arrive, and stops only after the ``workflow_terminal`` event; ``idle``
         (seconds) then moves the deadline to that long after the last batch. ``counter[0]``
         counts the calls it ran. The calls it holds when it stops, or raises, go back.
+        ``first`` is a calls_next reply this thread's puller already got (its calls are served
+        first).
         """
         if idle is not None:
             deadline = time.monotonic() + idle
         puller = self._puller()
         started = time.monotonic()
-        reply: Optional[Dict[str, Any]] = None  # its "calls" are pulled and not started yet
+        reply: Optional[Dict[str, Any]] = first  # its "calls" are pulled and not started yet
         run: Optional[Dict[str, Any]] = None
         cached_key: Any = None
         req_json = ""
@@ -683,7 +686,7 @@ class Engine:
 
     def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
                budget: Optional[float] = None, stop: Optional[threading.Event] = None,
-               counter: Optional[List[int]] = None) -> Optional[Dict[str, Any]]:
+               counter: Optional[List[int]] = None, first: Optional[Dict[str, Any]] = None) -> Optional[Dict[str, Any]]:
         """Serve calls until the run is terminal, the deadline passes, the budget is spent or
         ``stop`` is set (see ``_pull_loop``); return the last run summary seen or None.
 
@@ -693,7 +696,7 @@ class Engine:
         if not lanes:
             return self._wait_only(run_id, deadline, stop)
         watch_logs = run_id is not None and log.isEnabledFor(logging.INFO)
-        loop = self._pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter)
+        loop = self._pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter, first=first)
         while True:
             try:
                 events = next(loop)
@@ -740,20 +743,12 @@ class Engine:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self._check_open()
+        ref = weakref.ref(self)
         for i in range(workers):
-            t = threading.Thread(target=self._worker_loop, name="dcc_flow-worker-%d" % i, daemon=True)
+            t = threading.Thread(target=_worker_loop, args=(ref, self._workers_stop), name="dcc_flow-worker-%d" % i,
+                                 daemon=True)
             self._workers.append(t)
             t.start()
-
-    def _worker_loop(self) -> None:
-        while not self._workers_stop.is_set() and not self._closed:
-            try:
-                self._drive(None, None, lanes=["worker"], stop=self._workers_stop)
-            except Exception:  # noqa: BLE001 - the pool must outlive a failing crossing
-                if self._closed:
-                    return
-                log.exception("dcc_flow worker %s", threading.current_thread().name)
-                time.sleep(0.05)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -797,22 +792,10 @@ class Engine:
         with self._lock:
             self._callbacks.append(callback)
             if self._events_thread is None:
-                self._events_thread = threading.Thread(target=self._event_loop, args=(self.last_event_seq(),),
+                self._events_thread = threading.Thread(target=_event_loop,
+                                                       args=(weakref.ref(self), self.last_event_seq()),
                                                        name="dcc_flow-events", daemon=True)
                 self._events_thread.start()
-
-    def _event_loop(self, after_seq: int) -> None:
-        try:
-            for ev in self.events(after_seq=after_seq):
-                with self._lock:
-                    callbacks = list(self._callbacks)
-                for cb in callbacks:
-                    try:
-                        cb(ev)
-                    except Exception:  # noqa: BLE001 - a broken callback must not stop the others
-                        log.exception("dcc_flow event callback %r failed", cb)
-        except RuntimeError:
-            return  # closed
 
 
 class Run:
@@ -894,6 +877,80 @@ class _PullerHolder:
     def __init__(self, puller: int, dead: List[int]) -> None:
         self.id = puller
         self.release = weakref.finalize(self, dead.append, puller)
+
+
+# The threads of serve_tools() and on_event() hold their engine only while they run calls or
+# callbacks, never while they wait: the wait is a crossing on the handle alone, and the engine is
+# looked up through a weak reference when there is work. So an engine its user no longer
+# references is garbage-collected as docs/python.md promises (its handle closed, its database
+# unlocked), and the threads then end on their own (their next crossing reports it closed).
+
+
+def _is_closed_error(exc: BaseException) -> bool:
+    return getattr(exc, "code", None) in ("closed", "stale_handle")
+
+
+def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:
+    """A ``serve_tools`` thread: serve worker-lane calls until ``stop``, the engine closes, or it
+    is collected. Only the engine's closing ends it; any other failure is logged and it goes on
+    (no call is run twice: the pull loop answers every call it ran, and hands back the rest)."""
+    while not stop.is_set():
+        engine = ref()
+        if engine is None or engine._closed:
+            return
+        try:
+            handle = engine._handle
+            request = json.dumps({"puller": engine._puller(), "lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS})
+            del engine
+            reply = _ffi.call_encoded("dccflow_calls_next", handle, request.encode("utf-8"))  # waits without it
+            if not reply.get("calls"):
+                continue
+            engine = ref()
+            if engine is None:
+                return  # collected while we waited: its handle is closed, the call went with it
+            # Run the call, then the next ones while there are some (complete-and-next), then wait again.
+            engine._drive(None, None, lanes=["worker"], budget=math.inf, stop=stop, first=reply)
+        except Exception as exc:  # noqa: BLE001 - the pool must outlive a failing crossing
+            engine = ref()
+            if engine is None or engine._closed or _is_closed_error(exc):
+                return
+            log.exception("dcc_flow worker %s", threading.current_thread().name)
+            time.sleep(0.05)
+        engine = None
+
+
+def _event_loop(ref: "weakref.ref[Engine]", after_seq: int) -> None:
+    """The ``on_event`` thread: pass each event after ``after_seq`` to the callbacks until the
+    engine closes or is collected. A failing callback is logged; the others still run."""
+    seq = after_seq
+    while True:
+        engine = ref()
+        if engine is None or engine._closed:
+            return
+        handle = engine._handle
+        del engine
+        try:
+            out = _ffi.call("dccflow_events_next", handle, {"after_seq": seq, "max": 256, "timeout_ms": POLL_MS})
+        except DccFlowError as exc:
+            if _is_closed_error(exc):
+                return
+            raise
+        events = out.get("events") or []
+        if not events:
+            continue
+        engine = ref()
+        if engine is None:
+            return
+        with engine._lock:
+            callbacks = list(engine._callbacks)
+        del engine
+        for ev in events:
+            seq = max(seq, int(ev["seq"]))
+            for cb in callbacks:
+                try:
+                    cb(ev)
+                except Exception:  # noqa: BLE001 - a broken callback must not stop the others
+                    log.exception("dcc_flow event callback %r failed", cb)
 
 
 def _encode_answer(text: str) -> Union[bytes, UnicodeEncodeError]:

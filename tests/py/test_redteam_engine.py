@@ -127,3 +127,47 @@ def test_a_skipped_step_says_how_its_dependency_ended(kind, reason, dag):
         result = engine.run({"steps": [{"id": "a", "tool": "stop"}, b]})
         assert result.step("b").status.value == "skipped"
         assert result.step("b").error["message"] == reason
+
+
+def test_an_engine_with_a_tool_pool_and_event_callbacks_is_garbage_collected(tmp_path):
+    import gc
+    import threading
+    import time
+    import weakref
+
+    db = str(tmp_path / "flow.db")
+    before = set(threading.enumerate())
+    seen = []
+
+    def use_and_drop():
+        engine = Engine(db=db)
+
+        @engine.tool(thread="worker")
+        def work():
+            return 1
+
+        engine.serve_tools(workers=2)
+        engine.on_event(lambda ev: seen.append(ev["type"]))
+        assert engine.run("steps: [{id: w, tool: work}]").ok
+        return weakref.ref(engine)
+
+    def collected(ref):
+        deadline = time.monotonic() + 10
+        while ref() is not None and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.02)
+        return ref() is None
+
+    refs = []
+    for _ in range(3):  # the same database each time: a dropped engine must unlock it
+        refs.append(use_and_drop())
+        assert collected(refs[-1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not [t for t in threading.enumerate() if t not in before and t.name.startswith("dcc_flow")]:
+            break
+        time.sleep(0.02)
+    assert [t.name for t in threading.enumerate() if t not in before and t.name.startswith("dcc_flow")] == []
+    assert "workflow_terminal" in seen
+    with Engine(db=db) as again:  # the collected engines released the database
+        assert len(again.runs()) == 3
