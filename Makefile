@@ -16,7 +16,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short
+.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -88,6 +88,10 @@ fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 bench: $(LIB) ## Run the benchmarks and print the figures table, then the scale table
 	@scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
+
+redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py)
+	$(GO) test -count=1 -tags $(GOTAGS) -run Redteam ./...
+	$(VPY) -m pytest -q tests/py/test_redteam_*.py
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py
