@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -516,6 +517,9 @@ func (d *decoder) value(n *yaml.Node, field, where, owner string, at map[string]
 			_ = n.Decode(&b)
 			return b
 		case "!!int", "!!float":
+			if v, ok := spec.NumberValue(n.Value); ok { // decimal text: a 64-bit id stays exact
+				return v
+			}
 			var f float64
 			if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s`: %q is not a JSON number", field, n.Value), "quote it to pass a string")

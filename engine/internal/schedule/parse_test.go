@@ -338,3 +338,22 @@ func TestSpecJSON(t *testing.T) {
 		t.Errorf("JSON %s", b)
 	}
 }
+
+// Issue #26 item 4: a 64-bit id in a schedule's inputs is kept exactly, not rounded to a float64.
+func TestRedteamScheduleInputsKeepLargeIntegers(t *testing.T) {
+	t.Parallel()
+	specs, err := Parse([]byte(`
+schedules:
+  - id: a
+    workflow: w
+    inputs: {asset_id: 18446744073709551615, shots: [9007199254740993, 3]}
+    trigger: {kind: cron, expression: "@daily"}
+`), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"asset_id": json.Number("18446744073709551615"), "shots": []any{json.Number("9007199254740993"), float64(3)}}
+	if !reflect.DeepEqual(specs[0].Inputs, want) {
+		t.Fatalf("inputs %#v", specs[0].Inputs)
+	}
+}
