@@ -85,8 +85,16 @@ soak-short: $(LIB) venv ## The soak test for 60 s (part of make test)
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
-bench: $(LIB) ## Run the benchmarks and print the figures table, then the scale table
-	@scripts/bench.sh
+BENCH_VENV   := .venv-bench
+DASK         := dask==2026.8.0
+
+$(BENCH_VENV)/.ok: Makefile
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check $(DASK)
+	@touch $@
+
+bench: $(LIB) $(BENCH_VENV)/.ok ## Run the benchmarks and print the figures table (Dask side by side), then the scale table
+	@BENCH_PYTHON=$(BENCH_VENV)/bin/python scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
 
 redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py)
@@ -96,5 +104,5 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/l
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py
 
-clean: ## Remove build output and the venv
-	rm -rf $(LIBDIR)/libdccflow.* $(VENV) .pytest_cache
+clean: ## Remove build output and the venvs
+	rm -rf $(LIBDIR)/libdccflow.* $(VENV) $(BENCH_VENV) .pytest_cache
