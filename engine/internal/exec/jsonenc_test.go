@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // reference is encoding/json with sorted keys and HTML escaping off: what marshalJSON must write.
@@ -55,4 +57,33 @@ func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%#v should fail", bad)
 		}
 	}
+}
+
+// FuzzMarshalJSONMatchesEncodingJSON checks marshalJSON against encoding/json on every JSON value
+// the fuzzer finds, decoded as the engine decodes tool outputs (spec.DecodeValue: large integers
+// as json.Number) and as plain encoding/json does (float64 only).
+func FuzzMarshalJSONMatchesEncodingJSON(f *testing.F) {
+	for _, seed := range []string{`null`, `{"b":1,"a":[true,"<x>",1e21,0.1]}`, `"bad \u2028 \ud800"`, `[18446744073709551615, -0, 1e-7]`,
+		`{"é":{"":{"k":"\u0000"}}}`, `123456789012345678901234567890`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var plain any
+		if json.Unmarshal(data, &plain) != nil {
+			return
+		}
+		exact, err := spec.DecodeValue(data)
+		if err != nil {
+			t.Fatalf("encoding/json decodes %q but spec.DecodeValue fails: %v", data, err)
+		}
+		for _, v := range []any{plain, exact} {
+			got, err := marshalJSON(v)
+			if err != nil {
+				t.Fatalf("%q: %v", data, err)
+			}
+			if want := reference(t, v); string(got) != want {
+				t.Fatalf("%q:\n got %s\nwant %s", data, got, want)
+			}
+		}
+	})
 }
