@@ -41,6 +41,10 @@ func storeOpenError(path string, err error) error {
 	if errors.As(err, &se) {
 		return &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
 	}
+	if fe := sqlite.AsFault(path, err); fe != nil {
+		return &run.Error{Code: run.CodeStorage, Message: "db: " + fe.Error(), Err: err,
+			Details: map[string]any{"db": path, "corrupt": fe.Corrupt}}
+	}
 	var le *sqlite.LockedError
 	if errors.As(err, &le) {
 		return &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,

@@ -242,6 +242,9 @@ func notFound(id string, err error) error {
 	if errors.Is(err, store.ErrClosed) {
 		return errClosed()
 	}
+	if sqlite.AsFault("", err) != nil { // a full disk, a corrupted file: not a bug
+		return &run.Error{Code: run.CodeStorage, Message: err.Error(), Err: err}
+	}
 	return &run.Error{Code: run.CodeInternal, Message: err.Error(), Err: err}
 }
 

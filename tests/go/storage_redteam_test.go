@@ -16,10 +16,10 @@ import (
 // fullDisk is a store whose writes fail (as SQLite's do on a full disk) while full is set.
 type fullDisk struct {
 	engine.Store
-	full     atomic.Bool
+	full atomic.Bool
 	// failTerminal fails that many writes that carry a workflow_terminal event.
 	failTerminal atomic.Int32
-	failed   atomic.Int64
+	failed       atomic.Int64
 }
 
 func (d *fullDisk) Write(ctx context.Context, b *engine.StoreBatch) error {

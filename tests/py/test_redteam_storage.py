@@ -80,3 +80,30 @@ def test_full_disk_ends_the_run(tmp_path):
     # Space back: runs work again, and the first run's end has been written.
     assert out["after"] == "completed", out
     assert out["first_now"] == "failed", out
+
+
+def _corrupt_table(path, table):
+    """Overwrite the root page of ``table`` in the (checkpointed) database at ``path`` with garbage."""
+    import sqlite3
+
+    con = sqlite3.connect(str(path))
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    with open(str(path), "r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\xff" * page_size)
+
+
+def test_corrupted_database_is_a_storage_error(tmp_path):
+    import dcc_flow
+
+    db = tmp_path / "runs.db"
+    with dcc_flow.Engine(db) as eng:
+        for i in range(3):
+            assert eng.run("steps: [{id: a, tool: flow__echo, args: {v: %d}}]" % i).ok
+    _corrupt_table(db, "workflows")
+    with pytest.raises(dcc_flow.StorageError) as info:
+        dcc_flow.Engine(db)
+    assert info.value.code == "storage"
+    assert "corrupted" in str(info.value) and str(db) in str(info.value)

@@ -70,6 +70,9 @@ type Store struct {
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
 
+	// corrupt is set once a statement found the file malformed: every later Write returns it.
+	corrupt atomic.Pointer[FaultError]
+
 	readOnly bool   // opened with OpenReadOnly: no committer, no owner lock
 	unlock   func() // releases the owner lock (a no-op for a read-only store)
 	ctl      ctlConn
@@ -179,10 +182,22 @@ func open(ctx context.Context, path string) (*Store, error) {
 	}
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
+		if fe := AsFault(path, err); fe != nil {
+			return nil, fe
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// A malformed file opens fine and fails later, at the page that is damaged: look at every
+	// page now (when the file is not too large to read at each open), before writing into it.
+	if err := checkIntegrity(ctx, w, path); err != nil {
+		w.Close()
+		return nil, err
 	}
 	if err := migrate(ctx, w, path); err != nil {
 		w.Close()
+		if fe := AsFault(path, err); fe != nil {
+			return nil, fe
+		}
 		return nil, err
 	}
 	r, err := openReaders(path)
@@ -358,6 +373,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
+	if fe := s.corrupt.Load(); fe != nil {
+		return fe
+	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -425,9 +443,9 @@ func (s *Store) commitGroup(group []*pending) {
 	}
 	for i, p := range group {
 		if err != nil {
-			p.done <- err
+			p.done <- s.fault(err)
 		} else {
-			p.done <- errs[i]
+			p.done <- s.fault(errs[i])
 		}
 	}
 }
