@@ -149,3 +149,11 @@ func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run
 	}
 	return n, nil
 }
+
+// SetForkHook makes fn hear about the descriptors holding the owner locks of file databases
+// (fd, held=true once locked; held=false just before they are closed). flock and OFD locks
+// follow a descriptor into a child forked without exec, which would keep the database locked
+// after its owner is gone; the C library (capi) closes them in such children with
+// pthread_atfork. Go programs that fork only to exec need nothing: the descriptors are
+// close-on-exec.
+func SetForkHook(fn func(fd int, held bool)) { sqlite.SetForkHook(fn) }

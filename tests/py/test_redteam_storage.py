@@ -107,3 +107,45 @@ def test_corrupted_database_is_a_storage_error(tmp_path):
         dcc_flow.Engine(db)
     assert info.value.code == "storage"
     assert "corrupted" in str(info.value) and str(db) in str(info.value)
+
+
+FORKED_OWNER = """
+import json, os, time
+import dcc_flow
+
+eng = dcc_flow.Engine(sys.argv[1])
+child = os.fork()
+if child == 0:  # a worker forked without exec (multiprocessing's fork start method does this)
+    time.sleep(30)
+    os._exit(0)
+print(json.dumps({"child": child}), flush=True)
+time.sleep(30)
+"""
+
+
+@posix_only
+def test_fork_child_does_not_keep_the_database_locked(tmp_path):
+    import signal
+
+    import dcc_flow
+
+    db = tmp_path / "runs.db"
+    script = "import sys\nsys.path.insert(0, %r)\n" % PYTHON_DIR + textwrap.dedent(FORKED_OWNER)
+    owner = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = json.loads(owner.stdout.readline())["child"]
+        owner.kill()  # the owner dies; its fork child lives on
+        owner.wait()
+        os.kill(child, 0)  # still running
+        with dcc_flow.Engine(db) as eng:  # the database is free
+            assert eng.run("steps: [{id: a, tool: flow__echo, args: {v: 1}}]").ok
+    finally:
+        owner.kill()
+        owner.wait()
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+

@@ -19,11 +19,16 @@ import (
 type FaultError struct {
 	Path    string
 	Corrupt bool   // the file is malformed (SQLITE_CORRUPT, SQLITE_NOTADB, or quick_check found damage)
+	Lost    bool   // the owner lock was lost (its lock file deleted, and another process took it)
 	Detail  string // what quick_check reported, when it found the damage
 	Err     error
 }
 
 func (e *FaultError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("this process no longer owns database %s, so it writes nothing more to it: %v; "+
+			"stop this engine (do not delete %s.lock while dcc-flow runs)", e.Path, e.Err, e.Path)
+	}
 	if e.Corrupt {
 		what := ""
 		if e.Err != nil {
@@ -87,7 +92,7 @@ func (s *Store) fault(err error) error {
 		return err
 	}
 	if fe.Corrupt {
-		s.corrupt.CompareAndSwap(nil, fe)
+		s.broken.CompareAndSwap(nil, fe)
 	}
 	return fe
 }

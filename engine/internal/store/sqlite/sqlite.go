@@ -70,12 +70,16 @@ type Store struct {
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
 
-	// corrupt is set once a statement found the file malformed: every later Write returns it.
-	corrupt atomic.Pointer[FaultError]
+	// broken is set once a statement found the file malformed, or the owner lock was lost:
+	// every later Write returns it.
+	broken atomic.Pointer[FaultError]
 
 	readOnly bool   // opened with OpenReadOnly: no committer, no owner lock
 	unlock   func() // releases the owner lock (a no-op for a read-only store)
-	ctl      ctlConn
+	// checkLock makes sure the owner lock is still held (see ownerLock.check), before each
+	// transaction; nil for a read-only store.
+	checkLock func() error
+	ctl       ctlConn
 }
 
 var _ store.Store = (*Store)(nil)
@@ -106,12 +110,36 @@ func (e *SchemaError) Error() string {
 type LockedError struct {
 	Path   string
 	Holder string // "pid 1234 (dcc-flow serve …) since 2026-11-23T10:02:00Z", or "" if unknown
+	// HolderExited: the process Holder names has exited; a process it forked without exec
+	// holds the lock it inherited.
+	HolderExited bool
+	// LockFileLost: the lock file was deleted or replaced while its owner runs; the owner
+	// still holds the database itself.
+	LockFileLost bool
+	Others       []int // pids of the processes that have the lock file (or the database) open, when known
 }
 
 func (e *LockedError) Error() string {
 	holder := e.Holder
 	if holder == "" {
 		holder = "another process"
+	}
+	others := ""
+	if len(e.Others) > 0 {
+		s := make([]string, len(e.Others))
+		for i, p := range e.Others {
+			s[i] = strconv.Itoa(p)
+		}
+		others = " (pid " + strings.Join(s, ", pid ") + ")"
+	}
+	switch {
+	case e.LockFileLost:
+		return fmt.Sprintf("database %s is in use by another process%s, although its lock file %s.lock was deleted "+
+			"or replaced; open it read-only to look at its runs, stop that process, or use another database", e.Path, others, e.Path)
+	case e.HolderExited:
+		return fmt.Sprintf("database %s is locked by a process that %s started without exec (a fork() child, "+
+			"e.g. a multiprocessing worker), which inherited the lock: that process has exited; stop its children%s, "+
+			"open the database read-only, or use another database", e.Path, holder, others)
 	}
 	return fmt.Sprintf("database %s is in use by %s; open it read-only to look at its runs, "+
 		"stop that process, or use another database", e.Path, holder)
@@ -126,7 +154,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite store: a file path is required (got %q)", path)
 	}
-	unlock, err := lockOwner(path)
+	unlock, checkLock, err := lockOwner(path)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +163,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		unlock()
 		return nil, err
 	}
-	s.unlock = unlock
+	s.unlock, s.checkLock = unlock, checkLock
 	return s, nil
 }
 
@@ -373,7 +401,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	if fe := s.corrupt.Load(); fe != nil {
+	if fe := s.broken.Load(); fe != nil {
 		return fe
 	}
 	if err := ctx.Err(); err != nil {
@@ -437,6 +465,16 @@ func (s *Store) lead() {
 // naming its row (savepoints cost a sub-journal write per page, so they are only paid for when a
 // batch fails).
 func (s *Store) commitGroup(group []*pending) {
+	if s.checkLock != nil {
+		if err := s.checkLock(); err != nil {
+			fe := &FaultError{Path: s.path, Lost: true, Err: err}
+			s.broken.CompareAndSwap(nil, fe)
+			for _, p := range group {
+				p.done <- fe
+			}
+			return
+		}
+	}
 	errs, err := s.tryGroup(group, false)
 	if err == errRetryWithSavepoints {
 		errs, err = s.tryGroup(group, true)
