@@ -149,3 +149,53 @@ def test_fork_child_does_not_keep_the_database_locked(tmp_path):
             except OSError:
                 pass
 
+
+READ_ONLY_VIEWER = """
+import json, os
+import dcc_flow
+from dcc_flow import _ffi
+
+_ffi._load()  # load the library while root (nobody cannot read /root)
+os.setgid(65534)
+os.setuid(65534)  # nobody: the share is read-only for this process
+out = {}
+try:
+    with open(sys.argv[1], "ab"):
+        out["writable"] = True
+except OSError:
+    out["writable"] = False
+try:
+    with dcc_flow.Engine(sys.argv[1], read_only=True) as eng:
+        runs = eng.runs()
+        out["runs"] = [r.status.value for r in runs]
+        out["outputs"] = eng.get_status(runs[0].run_id).outputs
+except dcc_flow.DccFlowError as exc:
+    out["error"] = [type(exc).__name__, exc.code, str(exc)]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to drop to nobody (a read-only share is simulated by permissions)")
+def test_read_only_engine_on_a_read_only_share(tmp_path):
+    import shutil
+    import tempfile
+
+    import dcc_flow
+
+    db = tmp_path / "runs.db"
+    with dcc_flow.Engine(db) as eng:
+        eng.run("steps: [{id: a, tool: flow__echo, args: {v: 7}}]")
+    share = tempfile.mkdtemp(prefix="dccflow-ro-")
+    try:
+        shutil.copy(str(db), os.path.join(share, "runs.db"))
+        assert not os.path.exists(str(db) + "-wal")  # closed: everything is in the file
+        os.chmod(os.path.join(share, "runs.db"), 0o444)
+        os.chmod(share, 0o555)
+        out = _child(READ_ONLY_VIEWER, os.path.join(share, "runs.db"), timeout=20)
+    finally:
+        os.chmod(share, 0o755)
+        shutil.rmtree(share)
+    assert out["writable"] is False, out  # the process really cannot write the share
+    assert out.get("runs") == ["completed"], out
+    assert out["outputs"] == {"a": {"v": 7}}, out

@@ -178,14 +178,27 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
 	}
-	r, err := openReaders(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
+	// mode=ro: a viewer never writes, and may not be able to (a read-only share, a file it may
+	// only read). A WAL database whose -shm and -wal files do not exist and cannot be created
+	// there opens only as immutable: a snapshot, right for a share nobody writes.
+	var r *sql.DB
 	var version int
-	if err := r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	var err error
+	for _, immutable := range []bool{false, true} {
+		if r, err = sql.Open("sqlite", viewerDSN(path, immutable)); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", path, err)
+		}
+		r.SetMaxOpenConns(4)
+		if err = r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err == nil {
+			break
+		}
 		r.Close()
-		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+		if AsFault(path, err) == nil || immutable {
+			if fe := AsFault(path, err); fe != nil {
+				return nil, fe
+			}
+			return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+		}
 	}
 	if current := SchemaVersion(); version != current {
 		r.Close()
@@ -261,6 +274,19 @@ func openWriting(path string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	return db, nil
+}
+
+// viewerDSN is the data source of a read-only store's connections: read-only (mode=ro), and
+// immutable when asked (no locks, no WAL: the file must not change while open).
+func viewerDSN(path string, immutable bool) string {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "query_only(1)")
+	return "file:" + path + "?" + q.Encode()
 }
 
 // openReaders returns the pool of query-only connections to path that reads go through.
