@@ -26,8 +26,8 @@ from ._errors import (
     ParseError,
     Problem,
     ReadOnlyError,
-    StorageError,
     SpecTooLargeError,
+    StorageError,
     ValidationError,
 )
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow

@@ -3,6 +3,9 @@ package gotest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -120,5 +123,41 @@ func TestRedteamFullDiskTerminalWriteRetried(t *testing.T) {
 	}
 	if n := disk.failed.Load(); n != 2 {
 		t.Fatalf("%d writes failed; want the 2 injected", n)
+	}
+}
+
+// Deleting <db>.lock while an engine owns the database (a run of it waiting in a host call)
+// does not let a second engine in: the second Open fails with db_locked, instead of marking
+// the first engine's live run interrupted, and the run finishes in the first engine.
+func TestRedteamDeletedLockFileLeavesRunsAlone(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the database byte lock is Linux-only (OFD locks)")
+	}
+	db := filepath.Join(t.TempDir(), "runs.db")
+	b := setup(t, withConfig(func(c *engine.Config) { c.DB = db }))
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "py__export"}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.submit(`steps: [{ id: export, tool: py__export }]`, nil)
+	c := b.nextCall(engine.LaneMain)
+	if err := os.Remove(db + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := engine.Open(b.ctx, engine.Config{DB: db})
+	if err == nil {
+		second.Close(context.Background())
+		t.Fatal("a second engine opened the database after its lock file was deleted")
+	}
+	if codeOf(err) != run.CodeDBLocked {
+		t.Fatalf("second Open: %v (code %s); want db_locked", err, codeOf(err))
+	}
+	if st := b.status(id); st.Status != run.StatusRunning {
+		t.Fatalf("the live run is %s after a second Open", st.Status)
+	}
+	if err := b.eng.Host().Complete(c.ID, engine.ToolResult{OutputJSON: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if info := b.wait(id); info.Status != run.StatusCompleted {
+		t.Fatalf("%+v", info)
 	}
 }

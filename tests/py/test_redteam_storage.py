@@ -20,8 +20,8 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="the fault is simulat
 def _child(code, *args, timeout=30, **kw):
     """Run ``code`` in a fresh Python with dcc_flow importable; return its last stdout line as JSON."""
     script = "import sys\nsys.path.insert(0, %r)\n" % PYTHON_DIR + textwrap.dedent(code)
-    proc = subprocess.run([sys.executable, "-c", script] + [str(a) for a in args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=timeout, **kw)
+    proc = subprocess.run([sys.executable, "-c", script] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout, **kw)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
