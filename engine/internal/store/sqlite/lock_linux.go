@@ -26,7 +26,7 @@ const fOFDSetLk = 37
 func lockDBFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, &FaultError{Path: path, Err: err} // a file or folder this process may not write
 	}
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: dbLockByte, Len: 1}
 	if err := syscall.FcntlFlock(f.Fd(), fOFDSetLk, &lk); err != nil {
