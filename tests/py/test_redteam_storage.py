@@ -116,6 +116,7 @@ import dcc_flow
 eng = dcc_flow.Engine(sys.argv[1])
 child = os.fork()
 if child == 0:  # a worker forked without exec (multiprocessing's fork start method does this)
+    print(json.dumps({"ready": os.getpid()}), flush=True)  # the at-fork handlers have run
     time.sleep(30)
     os._exit(0)
 print(json.dumps({"child": child}), flush=True)
@@ -134,7 +135,9 @@ def test_fork_child_does_not_keep_the_database_locked(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
     child = None
     try:
-        child = json.loads(owner.stdout.readline())["child"]
+        lines = [json.loads(owner.stdout.readline()) for _ in range(2)]  # the owner's and the child's, in any order
+        child = next(line["child"] for line in lines if "child" in line)
+        assert {"ready": child} in lines
         owner.kill()  # the owner dies; its fork child lives on
         owner.wait()
         os.kill(child, 0)  # still running
