@@ -116,10 +116,10 @@ import dcc_flow
 eng = dcc_flow.Engine(sys.argv[1])
 child = os.fork()
 if child == 0:  # a worker forked without exec (multiprocessing's fork start method does this)
-    print(json.dumps({"ready": os.getpid()}), flush=True)  # the at-fork handlers have run
+    os.write(1, (json.dumps({"ready": os.getpid()}) + "\\n").encode())  # the at-fork handlers have run
     time.sleep(30)
     os._exit(0)
-print(json.dumps({"child": child}), flush=True)
+os.write(1, (json.dumps({"child": child}) + "\\n").encode())  # one write: the lines do not interleave
 time.sleep(30)
 """
 

@@ -180,7 +180,8 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 	}
 	// mode=ro: a viewer never writes, and may not be able to (a read-only share, a file it may
 	// only read). A WAL database whose -shm and -wal files do not exist and cannot be created
-	// there opens only as immutable: a snapshot, right for a share nobody writes.
+	// there opens only as immutable: a snapshot, right for a share nobody writes (not when a
+	// -wal file holds commits the snapshot would miss: then the error stands).
 	var r *sql.DB
 	var version int
 	var err error
@@ -193,12 +194,14 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 			break
 		}
 		r.Close()
-		if AsFault(path, err) == nil || immutable {
-			if fe := AsFault(path, err); fe != nil {
-				return nil, fe
-			}
-			return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+		fe := AsFault(path, err)
+		if fe != nil && !immutable && !walPending(path) {
+			continue // no -wal with commits it would miss: the snapshot is the whole database
 		}
+		if fe != nil {
+			return nil, fe
+		}
+		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
 	}
 	if current := SchemaVersion(); version != current {
 		r.Close()
@@ -274,6 +277,13 @@ func openWriting(path string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	return db, nil
+}
+
+// walPending reports whether the database at path has a non-empty -wal file: commits an
+// immutable (WAL-less) view would not see.
+func walPending(path string) bool {
+	fi, err := os.Stat(path + "-wal")
+	return err == nil && fi.Size() > 0
 }
 
 // viewerDSN is the data source of a read-only store's connections: read-only (mode=ro), and
