@@ -37,6 +37,9 @@ type (
 	StubClock = clock.Stub
 	// Store is the engine's persistence (see WithStore).
 	Store = store.Store
+	// StoreBatch is what Store.Write applies atomically (for stores wrapped or written outside
+	// engine/, e.g. to inject faults in tests).
+	StoreBatch = store.Batch
 	// RunError says why a run did not complete.
 	RunError = store.RunError
 	// Event is one entry of the engine's event stream.
@@ -119,6 +122,7 @@ type Engine struct {
 	closed    bool
 	closeDone chan struct{}
 	runs      map[string]*exec.Run
+	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg        sync.WaitGroup
 	catalog   map[string]*spec.Spec
 
@@ -249,6 +253,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	case <-waited:
 	case <-ctx.Done():
 		err = context.Cause(ctx)
+	}
+	if err == nil && !e.cfg.ReadOnly {
+		e.writeUnsaved(ctx) // a last try for the ends of runs a full disk did not take
 	}
 	e.stopControl()
 	e.router.Host().Close()

@@ -41,6 +41,10 @@ func storeOpenError(path string, err error) error {
 	if errors.As(err, &se) {
 		return &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
 	}
+	if fe := sqlite.AsFault(path, err); fe != nil {
+		return &run.Error{Code: run.CodeStorage, Message: "db: " + fe.Error(), Err: err,
+			Details: map[string]any{"db": path, "corrupt": fe.Corrupt}}
+	}
 	var le *sqlite.LockedError
 	if errors.As(err, &le) {
 		return &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,
@@ -145,3 +149,11 @@ func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run
 	}
 	return n, nil
 }
+
+// SetForkHook makes fn hear about the descriptors holding the owner locks of file databases
+// (fd, held=true once locked; held=false just before they are closed). flock and OFD locks
+// follow a descriptor into a child forked without exec, which would keep the database locked
+// after its owner is gone; the C library (capi) closes them in such children with
+// pthread_atfork. Go programs that fork only to exec need nothing: the descriptors are
+// close-on-exec.
+func SetForkHook(fn func(fd int, held bool)) { sqlite.SetForkHook(fn) }

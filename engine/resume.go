@@ -39,6 +39,12 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if h := e.live(runID); h != nil && !isDone(h.Done()) {
 		return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s is still running; cancel it or wait for it to end before resuming", runID)}
 	}
+	if e.unsavedFor(runID) != nil {
+		e.writeUnsaved(ctx) // its end must be stored before it runs again
+		if e.unsavedFor(runID) != nil {
+			return "", &run.Error{Code: run.CodeStorage, Message: fmt.Sprintf("run %s ended but the database does not take its end yet; free disk space or fix the storage, then resume it", runID)}
+		}
+	}
 	rec, err := e.store.GetRun(ctx, runID)
 	if err != nil {
 		return "", notFound(runID, err)

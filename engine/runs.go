@@ -165,6 +165,7 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 		e.runs[id] = h
 	}
 	e.mu.Unlock()
+	e.writeUnsaved(ctx) // the store takes writes again: write the ends it did not take
 	return id, nil
 }
 
@@ -172,6 +173,7 @@ func (e *Engine) runDone(h *exec.Run) {
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())
+		e.keepUnsaved(h)
 	}
 	e.mu.Unlock()
 	e.wg.Done()
@@ -240,6 +242,9 @@ func notFound(id string, err error) error {
 	if errors.Is(err, store.ErrClosed) {
 		return errClosed()
 	}
+	if sqlite.AsFault("", err) != nil { // a full disk, a corrupted file: not a bug
+		return &run.Error{Code: run.CodeStorage, Message: err.Error(), Err: err}
+	}
 	return &run.Error{Code: run.CodeInternal, Message: err.Error(), Err: err}
 }
 
@@ -264,6 +269,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
 	}
+	e.withUnsaved(info)
 	for _, st := range steps {
 		if strings.Contains(st.Key, "[") {
 			continue
@@ -351,6 +357,9 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 		h.Cancel(reason)
 		return nil
 	}
+	if e.unsavedFor(runID) != nil {
+		return nil // it has ended; its end is not written yet
+	}
 	rec, err := e.store.GetRun(ctx, runID)
 	if err != nil {
 		return notFound(runID, err)
@@ -393,12 +402,17 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if err != nil {
 		return nil, notFound("", err)
 	}
-	out := make([]RunInfo, len(recs))
-	for i, rec := range recs {
-		out[i] = *runInfo(rec)
-		if h := e.live(rec.ID); h != nil && !out[i].Terminal {
-			out[i].Progress = h.Progress()
+	out := make([]RunInfo, 0, len(recs))
+	for _, rec := range recs {
+		info := runInfo(rec)
+		if h := e.live(rec.ID); h != nil && !info.Terminal {
+			info.Progress = h.Progress()
 		}
+		e.withUnsaved(info)
+		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, info.Status) {
+			continue // its record matched, its unsaved end does not
+		}
+		out = append(out, *info)
 	}
 	return out, nil
 }

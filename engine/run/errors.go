@@ -21,6 +21,9 @@ const (
 	KindInvalidOutput = "invalid_output"
 	// KindTooLarge: the tool's output is over the request size limit (64 MiB of JSON).
 	KindTooLarge = "too_large"
+	// KindStorage: the run's database could not be written (a full disk, a read-only or
+	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
+	KindStorage = "storage"
 )
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
@@ -53,7 +56,10 @@ const (
 	CodeStaleHandle      = "stale_handle"
 	CodeTimeout          = "timeout"
 	CodeCancelled        = "cancelled"
-	CodeInternal         = "internal"
+	// CodeStorage: the database could not be read or written: a full disk, an I/O error, a
+	// corrupted (malformed) file, a file that cannot be opened. Not a bug: fix the storage.
+	CodeStorage  = "storage"
+	CodeInternal = "internal"
 )
 
 // Error is an error with a stable code. Doors (C ABI, MCP, Python) use Code to choose the

@@ -27,6 +27,7 @@ from ._errors import (
     Problem,
     ReadOnlyError,
     SpecTooLargeError,
+    StorageError,
     ValidationError,
 )
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
@@ -94,6 +95,7 @@ __all__ = [
     "InternalError",
     "DatabaseLockedError",
     "ReadOnlyError",
+    "StorageError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",

@@ -20,6 +20,7 @@ __all__ = [
     "InternalError",
     "DatabaseLockedError",
     "ReadOnlyError",
+    "StorageError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",
@@ -309,6 +310,14 @@ class ReadOnlyError(DccFlowError):
     default_code = "read_only"
 
 
+class StorageError(DccFlowError):
+    """The database could not be read or written (code ``storage``): a full disk, an I/O error,
+    a corrupted (malformed) file, a file that cannot be opened. Not a bug in dcc-flow: free disk
+    space, fix or restore the file, or use another database (docs/operations.md)."""
+
+    default_code = "storage"
+
+
 class LibraryLoadError(OSError):
     """The native library could not be loaded or is not usable."""
 
@@ -332,6 +341,7 @@ CODE_TO_CLASS: Dict[str, Type[DccFlowError]] = {
     "internal": InternalError,
     "db_locked": DatabaseLockedError,
     "read_only": ReadOnlyError,
+    "storage": StorageError,
 }
 
 

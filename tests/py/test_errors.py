@@ -47,6 +47,7 @@ def test_hierarchy():
         "internal": InternalError,
         "db_locked": _errors.DatabaseLockedError,
         "read_only": _errors.ReadOnlyError,
+        "storage": _errors.StorageError,
     } == _errors.CODE_TO_CLASS
 
 

@@ -36,7 +36,7 @@ func userCancel(reason string) *stopCause {
 }
 
 func storeFailure(err error) *stopCause {
-	return &stopCause{step: run.StepFailed, run: run.StatusFailed, kind: run.KindError, msg: "store write failed: " + err.Error()}
+	return &stopCause{step: run.StepFailed, run: run.StatusFailed, kind: run.KindStorage, msg: "store write failed: " + err.Error()}
 }
 
 func siblingAbort(key string) *stopCause {

@@ -16,6 +16,7 @@ package exec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -140,6 +141,19 @@ func (h *Run) Status() run.Status {
 	return h.r.status
 }
 
+// Unsaved returns the run's terminal state when the store failed to take it (a full disk):
+// status, progress and an error of kind storage; nil while the run goes on or once its end is
+// written.
+func (h *Run) Unsaved() *store.RunUpdate {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	if h.r.unsaved == nil {
+		return nil
+	}
+	u := *h.r.unsaved
+	return &u
+}
+
 // Progress returns the run's progress.
 func (h *Run) Progress() run.Progress { return h.r.progress() }
 
@@ -229,6 +243,11 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	if err := x.cfg.Store.Write(ctx, b); err != nil {
 		r.cancelCtx(context.Canceled)
+		if run.CodeOf(err) == run.CodeInternal && !errors.Is(err, store.ErrClosed) {
+			// The store could not take the run (a full disk, an I/O error): not a bug.
+			return nil, &run.Error{Code: run.CodeStorage, Err: err, Details: map[string]any{"run_id": r.id},
+				Message: fmt.Sprintf("starting run %s: the database write failed: %v; free disk space or fix the storage and submit again", r.id, err)}
+		}
 		return nil, fmt.Errorf("starting run %s: %w", r.id, err)
 	}
 	x.notify()
@@ -313,6 +332,7 @@ type runner struct {
 	status      run.Status
 	approvals   map[string]*approval
 	finished    bool
+	unsaved     *store.RunUpdate // the terminal state the store did not take (see writeTerminal)
 	stallTimer  clock.Timer
 	stallMarked int64 // lastActivity value already reported as a stall
 	done        chan struct{}

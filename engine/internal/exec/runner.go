@@ -197,13 +197,56 @@ func (r *runner) writeTerminal(b *store.Batch, status run.Status, rerr *store.Ru
 	}
 	b.RunUpdates = append(b.RunUpdates, store.RunUpdate{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now})
 	b.Events = append(b.Events, r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail)))
-	if err := r.x.cfg.Store.Write(context.Background(), b); err == nil {
-		r.x.notify()
+	if err := r.writeRetrying(b); err != nil {
+		// The run has ended all the same: its waiters, its pull loops and Status see the
+		// terminal state kept in memory (Unsaved), with an error of kind storage.
+		u := b.RunUpdates[len(b.RunUpdates)-1]
+		u.Error = unsavedError(status, rerr, err)
+		r.unsaved = &u
 	}
+	r.x.notify() // also when unsaved: waiters on events look at the run's state again
 	r.sealed, r.finished, r.status = true, true, status
 	if r.stallTimer != nil {
 		r.stallTimer.Stop()
 	}
+}
+
+// terminalRetries are the pauses before the second and later attempts of a run's terminal
+// write (real time: the write blocks Cancel and Status of this run meanwhile, never longer
+// than their sum, 0.55 s).
+var terminalRetries = []time.Duration{50 * time.Millisecond, 500 * time.Millisecond}
+
+// writeRetrying writes b (a terminal batch), retrying after each pause of terminalRetries
+// while the store fails (a full disk may get space back; a closed store will not).
+func (r *runner) writeRetrying(b *store.Batch) error {
+	err := r.x.cfg.Store.Write(context.Background(), b)
+	for _, d := range terminalRetries {
+		if err == nil || errors.Is(err, store.ErrClosed) {
+			break
+		}
+		time.Sleep(d)
+		err = r.x.cfg.Store.Write(context.Background(), b)
+	}
+	return err
+}
+
+// unsavedError is the run error of a run whose terminal record could not be written: kind
+// storage, saying how the run ended (and its own error) and what the database shows.
+func unsavedError(status run.Status, rerr *store.RunError, err error) *store.RunError {
+	e := &store.RunError{Kind: run.KindStorage}
+	msg := fmt.Sprintf("the run ended %s but writing that to the database failed: %v", status, err)
+	if rerr != nil {
+		e.StepKey, e.Trace = rerr.StepKey, rerr.Trace
+		if rerr.Kind == run.KindStorage {
+			msg = rerr.Message + "; writing the run's end failed too"
+		} else {
+			msg += fmt.Sprintf(" (the run's own error: %s: %s)", rerr.Kind, rerr.Message)
+		}
+	}
+	e.Message = msg + ". Until the engine writes it (it retries when the database takes writes again), " +
+		"the database shows the run as running, and the next engine to open it marks it interrupted: " +
+		"free disk space or fix the storage, then resume the run if needed"
+	return e
 }
 
 // seal ends a cancelled or stopped run at once: every step instance still in flight is

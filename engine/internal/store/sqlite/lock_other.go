@@ -4,4 +4,6 @@ package sqlite
 
 // lockOwner is a no-op where flock is not available (Windows): two processes writing one
 // database there are not detected. Give each process its own database.
-func lockOwner(path string) (release func(), err error) { return func() {}, nil }
+func lockOwner(path string) (release func(), check func() error, err error) {
+	return func() {}, func() error { return nil }, nil
+}

@@ -70,9 +70,16 @@ type Store struct {
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
 
+	// broken is set once a statement found the file malformed, or the owner lock was lost:
+	// every later Write returns it.
+	broken atomic.Pointer[FaultError]
+
 	readOnly bool   // opened with OpenReadOnly: no committer, no owner lock
 	unlock   func() // releases the owner lock (a no-op for a read-only store)
-	ctl      ctlConn
+	// checkLock makes sure the owner lock is still held (see ownerLock.check), before each
+	// transaction; nil for a read-only store.
+	checkLock func() error
+	ctl       ctlConn
 }
 
 var _ store.Store = (*Store)(nil)
@@ -103,12 +110,36 @@ func (e *SchemaError) Error() string {
 type LockedError struct {
 	Path   string
 	Holder string // "pid 1234 (dcc-flow serve …) since 2026-11-23T10:02:00Z", or "" if unknown
+	// HolderExited: the process Holder names has exited; a process it forked without exec
+	// holds the lock it inherited.
+	HolderExited bool
+	// LockFileLost: the lock file was deleted or replaced while its owner runs; the owner
+	// still holds the database itself.
+	LockFileLost bool
+	Others       []int // pids of the processes that have the lock file (or the database) open, when known
 }
 
 func (e *LockedError) Error() string {
 	holder := e.Holder
 	if holder == "" {
 		holder = "another process"
+	}
+	others := ""
+	if len(e.Others) > 0 {
+		s := make([]string, len(e.Others))
+		for i, p := range e.Others {
+			s[i] = strconv.Itoa(p)
+		}
+		others = " (pid " + strings.Join(s, ", pid ") + ")"
+	}
+	switch {
+	case e.LockFileLost:
+		return fmt.Sprintf("database %s is in use by another process%s, although its lock file %s.lock was deleted "+
+			"or replaced; open it read-only to look at its runs, stop that process, or use another database", e.Path, others, e.Path)
+	case e.HolderExited:
+		return fmt.Sprintf("database %s is locked by a process that %s started without exec (a fork() child, "+
+			"e.g. a multiprocessing worker), which inherited the lock: that process has exited; stop its children%s, "+
+			"open the database read-only, or use another database", e.Path, holder, others)
 	}
 	return fmt.Sprintf("database %s is in use by %s; open it read-only to look at its runs, "+
 		"stop that process, or use another database", e.Path, holder)
@@ -123,7 +154,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite store: a file path is required (got %q)", path)
 	}
-	unlock, err := lockOwner(path)
+	unlock, checkLock, err := lockOwner(path)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +163,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		unlock()
 		return nil, err
 	}
-	s.unlock = unlock
+	s.unlock, s.checkLock = unlock, checkLock
 	return s, nil
 }
 
@@ -147,13 +178,29 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
 	}
-	r, err := openReaders(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
+	// mode=ro: a viewer never writes, and may not be able to (a read-only share, a file it may
+	// only read). A WAL database whose -shm and -wal files do not exist and cannot be created
+	// there opens only as immutable: a snapshot, right for a share nobody writes (not when a
+	// -wal file holds commits the snapshot would miss: then the error stands).
+	var r *sql.DB
 	var version int
-	if err := r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	var err error
+	for _, immutable := range []bool{false, true} {
+		if r, err = sql.Open("sqlite", viewerDSN(path, immutable)); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", path, err)
+		}
+		r.SetMaxOpenConns(4)
+		if err = r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err == nil {
+			break
+		}
 		r.Close()
+		fe := AsFault(path, err)
+		if fe != nil && !immutable && !walPending(path) {
+			continue // no -wal with commits it would miss: the snapshot is the whole database
+		}
+		if fe != nil {
+			return nil, fe
+		}
 		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
 	}
 	if current := SchemaVersion(); version != current {
@@ -179,10 +226,22 @@ func open(ctx context.Context, path string) (*Store, error) {
 	}
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
+		if fe := AsFault(path, err); fe != nil {
+			return nil, fe
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// A malformed file opens fine and fails later, at the page that is damaged: look at every
+	// page now (when the file is not too large to read at each open), before writing into it.
+	if err := checkIntegrity(ctx, w, path); err != nil {
+		w.Close()
+		return nil, err
 	}
 	if err := migrate(ctx, w, path); err != nil {
 		w.Close()
+		if fe := AsFault(path, err); fe != nil {
+			return nil, fe
+		}
 		return nil, err
 	}
 	r, err := openReaders(path)
@@ -218,6 +277,26 @@ func openWriting(path string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	return db, nil
+}
+
+// walPending reports whether the database at path has a non-empty -wal file: commits an
+// immutable (WAL-less) view would not see.
+func walPending(path string) bool {
+	fi, err := os.Stat(path + "-wal")
+	return err == nil && fi.Size() > 0
+}
+
+// viewerDSN is the data source of a read-only store's connections: read-only (mode=ro), and
+// immutable when asked (no locks, no WAL: the file must not change while open).
+func viewerDSN(path string, immutable bool) string {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "query_only(1)")
+	return "file:" + path + "?" + q.Encode()
 }
 
 // openReaders returns the pool of query-only connections to path that reads go through.
@@ -358,6 +437,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
+	if fe := s.broken.Load(); fe != nil {
+		return fe
+	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -419,15 +501,25 @@ func (s *Store) lead() {
 // naming its row (savepoints cost a sub-journal write per page, so they are only paid for when a
 // batch fails).
 func (s *Store) commitGroup(group []*pending) {
+	if s.checkLock != nil {
+		if err := s.checkLock(); err != nil {
+			fe := &FaultError{Path: s.path, Lost: true, Err: err}
+			s.broken.CompareAndSwap(nil, fe)
+			for _, p := range group {
+				p.done <- fe
+			}
+			return
+		}
+	}
 	errs, err := s.tryGroup(group, false)
 	if err == errRetryWithSavepoints {
 		errs, err = s.tryGroup(group, true)
 	}
 	for i, p := range group {
 		if err != nil {
-			p.done <- err
+			p.done <- s.fault(err)
 		} else {
-			p.done <- errs[i]
+			p.done <- s.fault(errs[i])
 		}
 	}
 }
