@@ -93,8 +93,10 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        """True when the run completed."""
-        return self.status is WorkflowStatus.COMPLETED
+        """True when the run completed and its end is recorded. A run whose steps all completed
+        but whose end could not be written to the database (``error["kind"] == "storage"``: a full
+        disk) is not ``ok``: its outputs are here, but the database does not show it finished."""
+        return self.status is WorkflowStatus.COMPLETED and not (self.error and self.error.get("kind") == "storage")
 
     @property
     def terminal(self) -> bool:

@@ -202,3 +202,15 @@ def test_read_only_engine_on_a_read_only_share(tmp_path):
     assert out["writable"] is False, out  # the process really cannot write the share
     assert out.get("runs") == ["completed"], out
     assert out["outputs"] == {"a": {"v": 7}}, out
+
+
+def test_a_completed_run_whose_end_was_not_recorded_is_not_ok():
+    from dcc_flow import RunFailedError
+    from dcc_flow._engine import RunResult
+
+    result = RunResult({"run_id": "r1", "status": "completed",
+                        "error": {"kind": "storage", "message": "the database still shows the run as running"}})
+    assert not result.ok
+    with pytest.raises(RunFailedError, match="still shows the run as running"):
+        result.raise_for_status()
+    assert RunResult({"run_id": "r2", "status": "completed"}).ok
