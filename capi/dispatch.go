@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -110,7 +110,7 @@ func mustJSON(v any) []byte {
 
 // decode unmarshals a request strictly: unknown fields and trailing data are errors.
 func decode(in []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(in)))
+	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return &badRequest{msg: "invalid request JSON: " + err.Error()}

@@ -1,6 +1,7 @@
 package gotest
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -169,4 +170,27 @@ func TestRedteamLimitConfigRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = eng.Close(t.Context())
+}
+
+// TestStatusWithRawOutputs: under engine.WithRawOutputs, Status and Steps give the stored JSON
+// of each output instead of decoding it (the C ABI canonicalises it without decoding).
+func TestStatusWithRawOutputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	info := b.run(`steps: [{ id: e, tool: flow__echo, args: { b: 1, a: [x] } }]`, nil)
+	raw, err := b.eng.Status(engine.WithRawOutputs(b.ctx), info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok := raw.Outputs["e"].(json.RawMessage)
+	if !ok || string(out) != `{"a":["x"],"b":1}` {
+		t.Fatalf("raw output %T %s", raw.Outputs["e"], raw.Outputs["e"])
+	}
+	steps, err := b.eng.Steps(engine.WithRawOutputs(b.ctx), info.ID)
+	if err != nil || len(steps) != 1 || string(steps[0].Output.(json.RawMessage)) != string(out) {
+		t.Fatalf("steps %+v %v", steps, err)
+	}
+	if _, ok := info.Outputs["e"].(map[string]any); !ok {
+		t.Fatalf("decoded output %T", info.Outputs["e"])
+	}
 }
