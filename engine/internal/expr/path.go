@@ -5,6 +5,9 @@
 // Paths follow RFC 9535, implemented by github.com/theory/jsonpath. Values
 // follow encoding/json's default decoding (map[string]any, []any, string,
 // float64, bool, nil); other integer types and json.Number are accepted.
+// Evaluation is bounded (Limits: nodes held and work done), whatever the
+// path and the document, and a query inside a filter may multiply the
+// nodes it visits at most once (Compile refuses more).
 // Everything here is safe for concurrent use and never panics.
 package expr
 
