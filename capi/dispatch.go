@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -114,7 +114,7 @@ func decode(in []byte, v any) error {
 	if err := checkRequestText(in); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(in)))
+	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return &badRequest{msg: "invalid request JSON: " + err.Error()}

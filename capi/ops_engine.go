@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
@@ -37,7 +39,11 @@ func withEngine[Req any](fn func(e *engine.Engine, req *Req) (any, error)) op {
 			return nil, err
 		}
 		req := new(Req)
-		if err := decode(in, req); err != nil {
+		decodeReq := decode
+		if d, ok := any(req).(requestDecoder); ok {
+			decodeReq = func(in []byte, _ any) error { return d.decodeRequest(in) }
+		}
+		if err := decodeReq(in, req); err != nil {
 			return nil, err
 		}
 		return fn(e, req)
@@ -151,11 +157,28 @@ type runResult struct {
 
 func status(e *engine.Engine, req *runRequest, info *engine.RunInfo) (any, error) {
 	if req.AllSteps {
-		steps, err := e.Steps(context.Background(), req.RunID)
+		steps, err := e.Steps(engine.WithRawOutputs(context.Background()), req.RunID)
 		if err != nil {
 			return nil, err
 		}
 		info.Steps = steps
+	}
+	// Outputs come as the stored JSON (engine.WithRawOutputs) and are made canonical here without
+	// being decoded. A top-level step's output is sent once, in outputs: it may be tens of MB,
+	// and every copy of the answer (Go's, C's, Python's bytes, text and objects) would hold it
+	// twice.
+	for id, out := range info.Outputs {
+		if raw, ok := out.(json.RawMessage); ok {
+			info.Outputs[id] = canonicalRaw(raw)
+		}
+	}
+	for i := range info.Steps {
+		st := &info.Steps[i]
+		if _, ok := info.Outputs[st.StepID]; ok && st.Key == st.StepID {
+			st.Output = nil
+		} else if raw, ok := st.Output.(json.RawMessage); ok {
+			st.Output = canonicalRaw(raw)
+		}
 	}
 	return runResult{RunInfo: info, TimedOut: !info.Terminal && req.TimeoutMs > 0}, nil
 }
@@ -164,7 +187,7 @@ var opRunStatus = withEngine(func(e *engine.Engine, req *runRequest) (any, error
 	if err := required("run_id", req.RunID); err != nil {
 		return nil, err
 	}
-	info, err := e.Status(context.Background(), req.RunID)
+	info, err := e.Status(engine.WithRawOutputs(context.Background()), req.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +203,7 @@ var opRunWait = withEngine(func(e *engine.Engine, req *runRequest) (any, error) 
 	if req.TimeoutMs <= 0 {
 		timeout = -1 // do not wait
 	}
-	info, err := e.Wait(context.Background(), req.RunID, timeout)
+	info, err := e.Wait(engine.WithRawOutputs(context.Background()), req.RunID, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +338,7 @@ func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
 		if len(calls) == 0 {
 			select {
 			case <-e.RunDone(req.RunID):
-				info, err := e.Status(context.Background(), req.RunID)
+				info, err := e.Status(engine.WithRawOutputs(context.Background()), req.RunID) // only its status is read
 				if err != nil {
 					return err
 				}
@@ -352,6 +375,49 @@ type completeRequest struct {
 	} `json:"error"`
 	Next *nextRequest `json:"next"`
 }
+
+// decodeRequest decodes a calls_complete request as strictly as decode does, without copying
+// the output more than once: the output is a tool's whole result (tens of MB), and decode's
+// json.Decoder reads its input into a buffer that it grows by doubling (about 2× the request
+// in garbage) before copying the output out of it. json.Unmarshal reads in place, and the
+// output's raw bytes, copied once, are what the engine keeps.
+// Requests under 64 KiB, the common case, go through decode (a little faster for them).
+func (r *completeRequest) decodeRequest(in []byte) error {
+	if len(in) < 64<<10 {
+		return decode(in, r)
+	}
+	if err := checkRequestText(in); err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(in, &top); err != nil {
+		return &badRequest{msg: "invalid request JSON: " + err.Error()}
+	}
+	for k, raw := range top {
+		var err error
+		switch strings.ToLower(k) { // encoding/json matches field names without regard to case
+		case "call_id":
+			if err = json.Unmarshal(raw, &r.CallID); err != nil {
+				err = &badRequest{msg: "invalid request JSON: " + err.Error()}
+			}
+		case "output":
+			r.Output = raw
+		case "error":
+			err = decode(raw, &r.Error)
+		case "next":
+			err = decode(raw, &r.Next)
+		default:
+			err = &badRequest{msg: "invalid request JSON: json: unknown field " + strconv.Quote(k)}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requestDecoder is a request type with its own strict decoding, used instead of decode.
+type requestDecoder interface{ decodeRequest(in []byte) error }
 
 var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (any, error) {
 	if req.CallID == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,23 @@ func BenchmarkCheckRequestText(b *testing.B) {
 	for b.Loop() {
 		if err := checkRequestText(in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The large-request path of calls_complete (in place, over 64 KiB) refuses the same text.
+func TestRedteamLargeCompleteRequestRefusesBadText(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("x", 70<<10)
+	for _, in := range []string{
+		`{"call_id": 1, "output": {"name": "caf` + "\xe9" + `", "pad": "` + pad + `"}}`,
+		`{"call_id": 1, "output": {"id": 1, "id": 2, "pad": "` + pad + `"}}`,
+	} {
+		var r completeRequest
+		err := r.decodeRequest([]byte(in))
+		var br *badRequest
+		if !errors.As(err, &br) {
+			t.Fatalf("accepted (%v): %.80s", err, in)
 		}
 	}
 }

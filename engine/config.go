@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -45,6 +46,26 @@ type Config struct {
 	// Seed seeds the random source of retry jitter; 0 means a random seed. Tests set it for
 	// reproducible delays.
 	Seed int64 `json:"seed,omitempty"`
+	// MaxForeachItems is the most items one foreach iterates (docs/spec.md#limits): 0 means
+	// exec.DefaultMaxForeachItems (100,000); 1 to exec.MaxForeachItemsCeiling (10,000,000).
+	// Past it the foreach fails with kind limit_exceeded before any iteration starts.
+	MaxForeachItems int `json:"max_foreach_items,omitempty"`
+	// JSONPathMaxResults is the most nodes one evaluation of a foreach `items` or branch `on`
+	// JSONPath holds at once: 0 means expr.DefaultMaxResults (1,000,000); 1 to
+	// expr.MaxResultsCeiling (100,000,000). Past it the step fails with kind limit_exceeded.
+	JSONPathMaxResults int `json:"jsonpath_max_results,omitempty"`
+	// JSONPathMaxWork is the most work one such evaluation does, in nodes visited, tested or
+	// selected: 0 means expr.DefaultMaxWork (10,000,000); 1 to expr.MaxWorkCeiling
+	// (1,000,000,000). Past it the step fails with kind limit_exceeded.
+	JSONPathMaxWork int `json:"jsonpath_max_work,omitempty"`
+}
+
+// limits returns the executor limits of c (zero fields are the executor's defaults).
+func (c Config) limits() exec.Limits {
+	return exec.Limits{
+		MaxForeachItems: c.MaxForeachItems,
+		JSONPath:        expr.Limits{MaxResults: c.JSONPathMaxResults, MaxWork: c.JSONPathMaxWork},
+	}
 }
 
 // RemoteConfig describes a remote MCP server (docs/mcp.md, "Calling other MCP servers"): exactly
@@ -102,6 +123,19 @@ func (c Config) validate() error {
 	}
 	if math.IsNaN(c.StallAfterSecs) || math.IsInf(c.StallAfterSecs, 0) {
 		add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")
+	}
+	for _, l := range []struct {
+		field      string
+		v, ceiling int
+		def        int
+	}{
+		{"max_foreach_items", c.MaxForeachItems, exec.MaxForeachItemsCeiling, exec.DefaultMaxForeachItems},
+		{"jsonpath_max_results", c.JSONPathMaxResults, expr.MaxResultsCeiling, expr.DefaultMaxResults},
+		{"jsonpath_max_work", c.JSONPathMaxWork, expr.MaxWorkCeiling, expr.DefaultMaxWork},
+	} {
+		if l.v < 0 || l.v > l.ceiling {
+			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
+		}
 	}
 	names := make([]string, 0, len(c.Remotes))
 	for name := range c.Remotes {

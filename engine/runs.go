@@ -264,7 +264,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	if err != nil {
 		return nil, notFound(runID, err)
 	}
-	info := runInfo(rec)
+	info, raw := runInfo(rec), rawOutputs(ctx)
 	if h != nil && !info.Terminal {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
@@ -274,7 +274,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 		if strings.Contains(st.Key, "[") {
 			continue
 		}
-		si := stepInfo(st)
+		si := stepInfo(st, raw)
 		info.Steps = append(info.Steps, si)
 		if info.Terminal && st.Status == run.StepCompleted {
 			if info.Outputs == nil {
@@ -296,9 +296,9 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 	if err != nil {
 		return nil, notFound(runID, err)
 	}
-	out := make([]StepInfo, len(steps))
+	out, raw := make([]StepInfo, len(steps)), rawOutputs(ctx)
 	for i, st := range steps {
-		out[i] = stepInfo(st)
+		out[i] = stepInfo(st, raw)
 	}
 	return out, nil
 }
@@ -430,11 +430,29 @@ func runInfo(rec store.Run) *RunInfo {
 	return info
 }
 
-func stepInfo(st store.Step) StepInfo {
+// rawOutputsKey marks a context made by WithRawOutputs.
+type rawOutputsKey struct{}
+
+// WithRawOutputs returns a context under which Status, Wait and Steps give each step's output
+// as the json.RawMessage stored (valid JSON, members in the order the tool wrote them; the
+// caller must not modify it) instead of decoding it. The C ABI passes outputs on this way: a
+// tool's output can be tens of MB, and decoding it only to encode it again costs several
+// times its size in memory.
+func WithRawOutputs(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rawOutputsKey{}, true)
+}
+
+func rawOutputs(ctx context.Context) bool { return ctx.Value(rawOutputsKey{}) != nil }
+
+func stepInfo(st store.Step, raw bool) StepInfo {
 	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
-	if len(st.Output) > 0 {
-		si.Output, _ = spec.DecodeValue(st.Output)
+	switch {
+	case len(st.Output) == 0:
+	case raw:
+		si.Output = json.RawMessage(st.Output)
+	default:
+		si.Output, _ = spec.DecodeValue(st.Output) // large integers stay exact
 	}
 	if len(st.FileRefs) > 0 {
 		_ = json.Unmarshal(st.FileRefs, &si.FileRefs)

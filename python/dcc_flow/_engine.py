@@ -79,6 +79,10 @@ class RunResult:
     """The state of a run: status, error, per-step records and the outputs of top-level steps."""
 
     def __init__(self, d: Mapping[str, Any]) -> None:
+        outputs = d.get("outputs") or {}
+        for s in d.get("steps") or ():  # the library sends a top-level step's output once, in outputs
+            if "output" not in s and s.get("key") == s.get("step_id") and s.get("step_id") in outputs:
+                s["output"] = outputs[s["step_id"]]
         self.raw: Dict[str, Any] = dict(d)
         self.run_id: str = d.get("run_id", "")
         self.name: str = d.get("name", "")

@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from ._errors import (
     AbiVersionError,
@@ -260,12 +260,13 @@ def _encode(name: str, payload: Optional[Mapping[str, Any]]) -> bytes:
         raise ValueError("%s: request contains text that is not valid Unicode: %s" % (name, exc)) from None
 
 
-def _check(name: str, rc: int, raw: Optional[bytes], source: Optional[str] = None) -> Dict[str, Any]:
-    """Decode the output of export ``name``; turn a non-zero return code into an exception."""
+def _check(name: str, rc: int, raw: Optional[Union[bytes, str]], source: Optional[str] = None) -> Dict[str, Any]:
+    """Decode the output of export ``name`` (UTF-8 bytes, or text already decoded); turn a
+    non-zero return code into an exception."""
     doc: Any = None
     if raw is not None:
         try:
-            doc = json.loads(raw.decode("utf-8", "replace"))
+            doc = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
         except ValueError:
             raise InternalError(
                 "%s returned %d with output that is not JSON: %r" % (name, rc, raw[:200]), code="internal"
@@ -310,8 +311,12 @@ def call_encoded(name: str, handle: int, data: bytes, source: Optional[str] = No
         )
     out = ctypes.c_void_p()
     rc = int(fn(handle, data, ctypes.byref(out)))
+    # The output can be tens of MB (a run's outputs): decode it to text and let the bytes go
+    # before parsing, so that the bytes, the text and the parsed objects are never all alive.
     raw = _take_string(state.funcs["dccflow_free"], out.value)
-    return _check(name, rc, raw, source)
+    text = None if raw is None else raw.decode("utf-8", "replace")
+    del raw
+    return _check(name, rc, text, source)
 
 
 def abi_version() -> int:

@@ -2,8 +2,10 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +20,21 @@ import (
 // with continue, every iteration runs and the step fails at the end if any failed.
 func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 	sp, f := in.sp, in.f
-	items := expr.Items(sp.sel.eval(f))
+	v, err := sp.sel.eval(f)
+	if err != nil {
+		return r.selectorEnd(in, "items", err)
+	}
+	items := expr.Items(v)
 	n := len(items)
+	if limit := r.x.cfg.Limits.MaxForeachItems; n > limit {
+		return stepEnd{status: run.StepFailed, errKind: KindLimitExceeded, errMsg: fmt.Sprintf(
+			"foreach %s: `items` gave %s items, more than the limit of %s (engine config max_foreach_items); "+
+				"at about %s per item and body step, this run would need about %s of memory. Split the list "+
+				"(e.g. a foreach over batches, each with a foreach inside), or raise max_foreach_items "+
+				"(up to %s) if the host has the memory",
+			in.row.Key, expr.Thousands(n), expr.Thousands(limit), formatBytes(foreachInstanceBytes),
+			formatBytes(int64(n)*int64(max(len(sp.bodyFrame.owned), 1))*foreachInstanceBytes), expr.Thousands(MaxForeachItemsCeiling))}
+	}
 	if n > 0 {
 		r.total.Add(int64(n * len(sp.bodyFrame.owned)))
 	}
@@ -131,7 +146,15 @@ func (r *runner) runParallel(ctx context.Context, in *inst) stepEnd {
 // {"condition": value, "taken": "then" | "else"}.
 func (r *runner) runBranch(ctx context.Context, in *inst) stepEnd {
 	sp, f := in.sp, in.f
-	cond := sp.sel.eval(f)
+	cond, err := sp.sel.eval(f)
+	if err != nil {
+		var skip []*stepPlan
+		for _, s := range append(sp.then.steps, sp.els.steps...) {
+			skip = append(skip, s.subtree...)
+		}
+		r.skip(f, skip, fmt.Sprintf("branch %s failed", in.row.Key))
+		return r.selectorEnd(in, "on", err)
+	}
 	taken, list, other := "then", sp.then, sp.els
 	if !expr.Truthy(cond) {
 		taken, list, other = "else", sp.els, sp.then
@@ -173,4 +196,41 @@ func joinJSONArray(elems [][]byte) []byte {
 		b = append(b, e...)
 	}
 	return append(b, ']')
+}
+
+// foreachInstanceBytes is about what one step instance inside a foreach costs the process in
+// memory while its run is live: the Go runtime's memory (Sys) grew by 69 MB for a foreach of
+// 50,000 flow__echo steps and by 281 MB for 200,000 (in-memory store), 1.4 KB each.
+const foreachInstanceBytes = 1536
+
+// MaxForeachItemsCeiling is the largest max_foreach_items the engine config accepts.
+const MaxForeachItemsCeiling = 10_000_000
+
+// selectorEnd fails a foreach or branch whose `items` or `on` (field) could not be evaluated.
+func (r *runner) selectorEnd(in *inst, field string, err error) stepEnd {
+	kind, msg := KindInternal, fmt.Sprintf("%s %s: `%s`: %v", in.sp.kind, in.row.Key, field, err)
+	var le *expr.LimitError
+	if errors.As(err, &le) {
+		key, ceiling := "jsonpath_max_results", expr.Thousands(expr.MaxResultsCeiling)
+		if le.Limit == "work" {
+			key, ceiling = "jsonpath_max_work", expr.Thousands(expr.MaxWorkCeiling)
+		}
+		kind = KindLimitExceeded
+		msg += fmt.Sprintf(" (engine config %s). Select less — name the members to read instead of chaining \"..\" "+
+			"or \"*\" — or raise %s (up to %s)", key, key, ceiling)
+	}
+	return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg}
+}
+
+// formatBytes formats n as "1.5 KB", "293 MB" or "3.6 GB" (powers of 1024).
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<10)), ".0") + " KB"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

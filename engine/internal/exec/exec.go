@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -48,7 +49,30 @@ type Config struct {
 	OnWrite func()
 	// Environ returns the environment as "KEY=value" strings; nil = os.Environ.
 	Environ func() []string
+	// Limits bound what a spec may make one step do; zero fields mean their defaults.
+	Limits Limits
 }
+
+// DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
+// The foreach of 100,000 items of `make bench` is within it.
+const DefaultMaxForeachItems = 100_000
+
+// Limits bound what a spec — possibly untrusted, such as one sent to MCP workflows_run — may
+// make one step do. Past a limit the step fails with kind limit_exceeded and a message naming
+// the step, the value and the engine config key that raises it; the engine and other runs go
+// on. Zero fields mean their defaults.
+type Limits struct {
+	// JSONPath bounds one evaluation of a foreach `items` or branch `on` JSONPath
+	// (expr.DefaultMaxResults nodes held, expr.DefaultMaxWork units of work).
+	JSONPath expr.Limits
+	// MaxForeachItems is the most items one foreach instance iterates (DefaultMaxForeachItems).
+	MaxForeachItems int
+}
+
+// KindLimitExceeded is the error kind of a step stopped by a Limits field (a foreach or a
+// branch, which are never retried): only a change of the spec, its inputs or the engine config
+// helps.
+const KindLimitExceeded = "limit_exceeded"
 
 // Executor starts runs. It is safe for concurrent use.
 type Executor struct {
@@ -63,6 +87,15 @@ func New(cfg Config) *Executor {
 	}
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ
+	}
+	if cfg.Limits.MaxForeachItems <= 0 {
+		cfg.Limits.MaxForeachItems = DefaultMaxForeachItems
+	}
+	if cfg.Limits.JSONPath.MaxResults <= 0 {
+		cfg.Limits.JSONPath.MaxResults = expr.DefaultMaxResults
+	}
+	if cfg.Limits.JSONPath.MaxWork <= 0 {
+		cfg.Limits.JSONPath.MaxWork = expr.DefaultMaxWork
 	}
 	return &Executor{cfg: cfg}
 }

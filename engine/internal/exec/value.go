@@ -111,9 +111,11 @@ func compileSelector(v any) (*selector, error) {
 	return &selector{val: vt}, nil
 }
 
-func (s *selector) eval(f *frame) any {
+// eval evaluates the selector as seen from f. A JSONPath is evaluated within the executor's
+// limits: past one, eval returns a *limitError for the step to fail with.
+func (s *selector) eval(f *frame) (any, error) {
 	if s.path != nil {
-		return s.path.Select(f.document())
+		return s.path.SelectLimited(f.document(), f.r.x.cfg.Limits.JSONPath)
 	}
-	return s.val.render(f.resolve)
+	return s.val.render(f.resolve), nil
 }

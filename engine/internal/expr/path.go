@@ -5,6 +5,9 @@
 // Paths follow RFC 9535, implemented by github.com/theory/jsonpath. Values
 // follow encoding/json's default decoding (map[string]any, []any, string,
 // float64, bool, nil); other integer types and json.Number are accepted.
+// Evaluation is bounded (Limits: nodes held and work done), whatever the
+// path and the document, and a query inside a filter may multiply the
+// nodes it visits at most once (Compile refuses more).
 // Everything here is safe for concurrent use and never panics.
 package expr
 
@@ -44,8 +47,9 @@ func (e *SyntaxError) Unwrap() error { return e.err }
 
 // Path is a compiled JSONPath. It is immutable and safe for concurrent use.
 type Path struct {
-	src string
-	q   *jsonpath.Path
+	src     string
+	q       *jsonpath.Path
+	filters map[*spec.FilterSelector]filterCost // the filters of the path's segments
 }
 
 // blank is the set of blank characters RFC 9535 allows between tokens.
@@ -75,7 +79,11 @@ func Compile(s string) (p *Path, err error) {
 	if err != nil {
 		return nil, newSyntaxError(s, lead, err)
 	}
-	return &Path{src: trimmed, q: q}, nil
+	p = &Path{src: trimmed, q: q}
+	if err := p.checkFilters(); err != nil {
+		return nil, &SyntaxError{Expr: s, Msg: err.Error()}
+	}
+	return p, nil
 }
 
 // newSyntaxError turns the parser's "jsonpath: <msg> at position <n>" into a
@@ -102,31 +110,12 @@ func (p *Path) String() string { return p.src }
 // there is one file. Array elements come in array order; members of an
 // object selected by "*", ".." or a filter come in an unspecified order
 // that changes from call to call (RFC 9535 leaves it open; Go maps are
-// unordered). Select never panics: should the JSONPath library panic on
-// some input, Select returns nil.
+// unordered). Select evaluates within the default Limits and never panics:
+// past a limit, or should the JSONPath library panic on some input, Select
+// returns nil. SelectLimited tells those cases apart.
 func (p *Path) Select(doc any) any {
-	nodes, err := p.nodes(doc)
-	if err != nil {
-		return nil
-	}
-	switch len(nodes) {
-	case 0:
-		return nil
-	case 1:
-		return nodes[0]
-	}
-	return nodes
-}
-
-// nodes returns the selected nodes, or an error if the JSONPath library
-// panicked.
-func (p *Path) nodes(doc any) (nodes []any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			nodes, err = nil, fmt.Errorf("evaluating %s: panic: %v", p.src, r)
-		}
-	}()
-	return p.q.Select(doc), nil
+	v, _ := p.SelectLimited(doc, Limits{})
+	return v
 }
 
 // RootName returns the first member name when p starts with a child segment
