@@ -41,7 +41,9 @@ func TestWALRestartsUnderSteadyWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if limit := int64(2 * restartFrames * 4096); wal.Size() > limit {
+	// 4× restartFrames: a checkpointer slowed by a busy machine lets the WAL pass 2× (45 MB seen
+	// under load), while a WAL that never restarts passes 100 MiB.
+	if limit := int64(4 * restartFrames * 4096); wal.Size() > limit {
 		t.Fatalf("WAL grew to %d bytes over %d writes: want ≤ %d (it does not restart)", wal.Size(), writes, limit)
 	}
 	if err := s.Close(); err != nil {
