@@ -29,25 +29,37 @@ const DefaultHTTPAddr = "127.0.0.1:8765"
 // lasts until the client ends it (HTTP DELETE); ListenHTTP's Close also ends every session, a
 // bare Handler does not.
 func (s *Server) Handler(token string) http.Handler {
-	h, _, _ := s.handler(token, nil)
+	h, _ := s.handler(token, nil)
 	return h
 }
 
-// HTTPHandler is Handler with options (WithMaxBodyBytes, WithAllowedOrigins, WithBodyTimeout).
-// An option with an invalid value is an error with code invalid_request naming the option.
+// HTTPHandler is Handler with options (WithMaxBodyBytes, WithAllowedOrigins, WithBodyTimeout,
+// WithMaxSessions, WithSessionIdleTimeout). An option with an invalid value is an error with
+// code invalid_request naming the option. A bare handler caps the sessions but does not end
+// idle ones (ListenHTTP does).
 func (s *Server) HTTPHandler(token string, opts ...HTTPOption) (http.Handler, error) {
-	h, _, err := s.handler(token, opts)
-	return h, err
+	h, err := s.handler(token, opts)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// httpHandler is the transport's handler: the checks, then mcp-go's streamable server.
+type httpHandler struct {
+	http.Handler
+	mcp      *server.StreamableHTTPServer
+	sessions *sessionTracker
 }
 
 // handler returns the HTTP handler and the streamable server under it; extra are added to
 // mcp-go's options. Checks, in order: Origin (403 forbidden_origin), the bearer token (401),
 // the body size (413 payload_too_large) and time (408 request_timeout); then mcp-go, which
 // refuses a foreign Host on a loopback connection (403, DNS rebinding).
-func (s *Server) handler(token string, opts []HTTPOption, extra ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer, error) {
+func (s *Server) handler(token string, opts []HTTPOption, extra ...server.StreamableHTTPOption) (*httpHandler, error) {
 	cfg, err := newHTTPConfig(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	mopts := []server.StreamableHTTPOption{
 		server.WithEndpointPath("/mcp"), server.WithStateful(true),
@@ -64,7 +76,8 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 	if token != "" {
 		want = []byte("Bearer " + token)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	sessions := newSessionTracker(h, cfg)
+	return &httpHandler{mcp: h, sessions: sessions, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !cfg.originAllowed(origin, r.Host) {
 			httpError(w, http.StatusForbidden, "forbidden_origin", fmt.Sprintf(
 				"Origin %q is neither this server's own nor in allowed_origins; to let a browser page on it call this server, add it to allowed_origins (dcc-flow serve --allowed-origin %s)",
@@ -80,8 +93,23 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 		if r.Method == http.MethodPost && !cfg.readBody(w, r) {
 			return
 		}
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid != "" {
+			sessions.begin(sid)
+			defer sessions.end(sid, r.Method == http.MethodDelete)
+		} else if r.Method == http.MethodPost && !sessions.admit() {
+			w.Header().Set("Retry-After", "30")
+			httpError(w, http.StatusServiceUnavailable, "too_many_sessions", fmt.Sprintf(
+				"%d MCP sessions are open, the limit (mcp_max_sessions); end unused sessions with DELETE, or retry later", cfg.maxSessions))
+			return
+		}
 		h.ServeHTTP(w, r)
-	}), h, nil
+		if sid == "" && r.Method == http.MethodPost {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+				sessions.opened(id)
+			}
+		}
+	})}, nil
 }
 
 // Defaults and ranges of the HTTP transport's limits.
@@ -158,6 +186,8 @@ func WithBodyTimeout(d time.Duration) HTTPOption {
 }
 
 type httpConfig struct {
+	maxSessions int
+	idle        time.Duration
 	maxBody     int64
 	bodyTimeout time.Duration
 	origins     map[string]bool // normalised allowed origins
@@ -167,7 +197,8 @@ type httpConfig struct {
 }
 
 func newHTTPConfig(opts []HTTPOption) (*httpConfig, error) {
-	c := &httpConfig{maxBody: DefaultMaxBodyBytes, bodyTimeout: DefaultBodyTimeout, origins: map[string]bool{}}
+	c := &httpConfig{maxBody: DefaultMaxBodyBytes, bodyTimeout: DefaultBodyTimeout, origins: map[string]bool{},
+		maxSessions: DefaultMaxSessions, idle: DefaultSessionIdleTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -267,9 +298,13 @@ func httpError(w http.ResponseWriter, status int, code, message string) {
 
 // HTTPServer is a running streamable HTTP MCP server.
 type HTTPServer struct {
-	mcp  *server.StreamableHTTPServer // knows the http.Server (WithStreamableHTTPServer)
-	addr string
+	mcp      *server.StreamableHTTPServer // knows the http.Server (WithStreamableHTTPServer)
+	sessions *sessionTracker
+	addr     string
 }
+
+// Sessions is the number of MCP sessions open.
+func (h *HTTPServer) Sessions() int { return h.sessions.len() }
 
 // Addr is the listening address, e.g. "127.0.0.1:8765"; the endpoint is http://Addr/mcp.
 func (h *HTTPServer) Addr() string { return h.addr }
@@ -281,6 +316,7 @@ func (h *HTTPServer) URL() string { return "http://" + h.addr + "/mcp" }
 // subscriptions, so no notification follows), including sessions that requests in progress
 // open meanwhile, and waits for those requests or until ctx ends (mcp-go's Shutdown).
 func (h *HTTPServer) Close(ctx context.Context) error {
+	h.sessions.close()
 	err := h.mcp.Shutdown(ctx)
 	h.mcp.CloseSessions(ctx) // one that the last request in progress opened
 	if errors.Is(err, http.ErrServerClosed) {
@@ -308,7 +344,7 @@ func (s *Server) ListenHTTP(addr, token string, opts ...HTTPOption) (*HTTPServer
 	}
 	srv := &http.Server{ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
 	// The streamable server knows srv so that its Shutdown stops it after closing the sessions.
-	handler, streamable, err := s.handler(token, opts, server.WithStreamableHTTPServer(srv))
+	handler, err := s.handler(token, opts, server.WithStreamableHTTPServer(srv))
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +353,8 @@ func (s *Server) ListenHTTP(addr, token string, opts ...HTTPOption) (*HTTPServer
 		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("cannot listen for MCP on %s: %v", addr, err), Err: err}
 	}
 	srv.Handler = handler
-	hs := &HTTPServer{mcp: streamable, addr: ln.Addr().String()}
+	hs := &HTTPServer{mcp: handler.mcp, sessions: handler.sessions, addr: ln.Addr().String()}
+	go handler.sessions.run()
 	go func() { _ = srv.Serve(ln) }()
 	return hs, nil
 }

@@ -197,3 +197,81 @@ func TestRedteamMCPSlowBody(t *testing.T) {
 		t.Fatalf("the 408 body: %q", b)
 	}
 }
+
+func initialize(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestRedteamMCPAbandonedSessions: sessions that clients open and abandon (initialize, no
+// DELETE) are capped and ended by the server, so the heap comes back; a session with a GET
+// stream open is never ended while it is open. Before the fix each abandoned session kept
+// about 10 KB for the life of the server (2,000 initializes: +20 MB).
+func TestRedteamMCPAbandonedSessions(t *testing.T) {
+	hs := listen(t, "", mcpserver.WithMaxSessions(100), mcpserver.WithSessionIdleTimeout(time.Second))
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer c.CloseIdleConnections()
+	// A session kept alive by its GET stream.
+	_, keep := initialize(t, c, hs.URL())
+	getReq, _ := http.NewRequest(http.MethodGet, hs.URL(), nil)
+	getReq.Header.Set("Accept", "text/event-stream")
+	getReq.Header.Set("Mcp-Session-Id", keep)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := http.DefaultClient.Do(getReq.WithContext(ctx))
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %v", err, stream)
+	}
+	defer stream.Body.Close()
+
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	base := m.HeapAlloc
+	for i := range 2000 {
+		if code, id := initialize(t, c, hs.URL()); code != 200 || id == "" {
+			t.Fatalf("initialize %d: %d", i, code)
+		}
+	}
+	if n := hs.Sessions(); n > 100 {
+		t.Fatalf("%d sessions open; the cap is 100", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for hs.Sessions() > 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := hs.Sessions(); n != 1 {
+		t.Fatalf("%d sessions still open after the idle timeout; want the streaming one only", n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	if grown := int64(m.HeapAlloc) - int64(base); grown > 3<<20 {
+		t.Fatalf("the heap grew by %d bytes after 2,000 abandoned sessions ended", grown)
+	}
+	// The streaming session still works.
+	resp, text := mcpPost(t, hs.URL(), strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), map[string]string{"Mcp-Session-Id": keep})
+	if resp.StatusCode != 200 || !strings.Contains(text, `"result"`) {
+		t.Fatalf("ping on the streaming session: %d %s", resp.StatusCode, text)
+	}
+
+	// Full of sessions in use: a new one is 503 too_many_sessions, not an eviction.
+	full := listen(t, "", mcpserver.WithMaxSessions(2))
+	for range 2 {
+		_, id := initialize(t, c, full.URL())
+		if resp, _ := mcpPost(t, full.URL(), strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), map[string]string{"Mcp-Session-Id": id}); resp.StatusCode >= 300 {
+			t.Fatalf("initialized: %d", resp.StatusCode)
+		}
+	}
+	if code, _ := initialize(t, c, full.URL()); code != http.StatusServiceUnavailable {
+		t.Fatalf("a third session over a cap of 2 in use: %d", code)
+	}
+}
