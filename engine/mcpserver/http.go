@@ -261,12 +261,7 @@ func (c *httpConfig) readBody(w http.ResponseWriter, r *http.Request) bool {
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(c.bodyTimeout)) // unsupported by a test recorder: no bound
-	size := r.ContentLength
-	if size < 0 || size > 64<<10 {
-		size = 64 << 10 // grow with what arrives, not with what the client claims
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, c.maxBody))
+	body, err := readCapped(http.MaxBytesReader(w, r.Body, c.maxBody), r.ContentLength, c.maxBody)
 	if err != nil {
 		// The server discards what is left of a body before closing: no waiting for it.
 		_ = rc.SetReadDeadline(time.Now())
@@ -282,9 +277,35 @@ func (c *httpConfig) readBody(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // the response (a stream, maybe) is not bounded
-	r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
-	r.ContentLength = int64(buf.Len())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	return true
+}
+
+// readCapped reads rd to its end into a buffer that grows with what arrives (from 64 KiB, not
+// from what the client claims) and never beyond limit+1 bytes, so that a refused body costs at
+// most about twice the limit in garbage.
+func readCapped(rd io.Reader, declared, limit int64) ([]byte, error) {
+	size := min(max(declared+1, 512), 64<<10, limit+1)
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*int64(cap(buf)), limit+1))
+			if cap(grown) == len(buf) {
+				grown = make([]byte, len(buf), len(buf)+512) // at the limit: room to see one byte more
+			}
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // httpError answers status with {"error": code, "message": message}.
