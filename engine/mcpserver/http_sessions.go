@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -185,6 +186,12 @@ func (t *sessionTracker) len() int {
 	return len(t.byID)
 }
 
+// burstSessions is how many sessions one sweep must end for the server to hand the memory back
+// to the system at once (debug.FreeOSMemory) rather than at the Go runtime's pace: an idle
+// runtime collects at the latest every 2 minutes and returns pages some time after that, so
+// the host would keep a burst's memory for about 3 minutes.
+const burstSessions = 100
+
 // run sweeps until close, every 5 s (more often with short timeouts).
 func (t *sessionTracker) run() {
 	tk := time.NewTicker(min(5*time.Second, t.unused/2))
@@ -194,7 +201,9 @@ func (t *sessionTracker) run() {
 		case <-t.stopped:
 			return
 		case <-tk.C:
-			t.sweep()
+			if t.sweep() >= burstSessions {
+				debug.FreeOSMemory()
+			}
 		}
 	}
 }
