@@ -13,7 +13,7 @@ GOTAGS       := dccflow_cabitest
 SETUPTOOLS   := setuptools==80.9.0
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
-SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py
+SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
 
 .DEFAULT_GOAL := help
 .PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam

@@ -109,10 +109,24 @@ type serveRequest struct {
 	// MCP is "stdio" (the process's standard input and output) or "http://HOST:PORT".
 	MCP   string `json:"mcp"`
 	Token string `json:"token"`
+	// MCPMaxBodyBytes caps MCP HTTP request bodies (0 = 8 MiB; 1 KiB to 1 GiB).
+	MCPMaxBodyBytes int64 `json:"mcp_max_body_bytes"`
+	// AllowedOrigins are the browser origins, besides the server's own, that may call MCP over
+	// HTTP ("*" = any); another Origin is answered 403.
+	AllowedOrigins []string `json:"allowed_origins"`
+	// MCPMaxSessions caps the MCP HTTP sessions open at once (0 = 1000); MCPSessionIdleSecs
+	// ends sessions idle that long (0 = 1800).
+	MCPMaxSessions     int     `json:"mcp_max_sessions"`
+	MCPSessionIdleSecs float64 `json:"mcp_session_idle_secs"`
+	// AllowUnsignedWebhooks serves webhook schedules without secret_env on a non-loopback
+	// address.
+	AllowUnsignedWebhooks bool `json:"allow_unsigned_webhooks"`
 }
 
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
-// {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787"} →
+// {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787",
+// "allow_unsigned_webhooks"?, "mcp"?, "token"?, "mcp_max_body_bytes"?, "allowed_origins"?,
+// "mcp_max_sessions"?, "mcp_session_idle_secs"?} →
 // "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
 // (to list them with their next fire times, firing nothing).
 // {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787"}.
@@ -139,14 +153,28 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		}
 	}
 	if req.Webhooks != nil {
-		addr, err := startWebhooks(h, e, *req.Webhooks)
+		var opts []engine.WebhookOption
+		if req.AllowUnsignedWebhooks {
+			opts = append(opts, engine.AllowUnsignedWebhooks())
+		}
+		addr, err := startWebhooks(h, e, *req.Webhooks, opts...)
 		if err != nil {
 			return nil, err
 		}
 		res["webhooks_addr"] = addr
 	}
 	if req.MCP != "" {
-		url, err := startMCP(h, e, req.MCP, req.Token)
+		opts := []mcpserver.HTTPOption{mcpserver.WithMaxBodyBytes(req.MCPMaxBodyBytes), mcpserver.WithMaxSessions(req.MCPMaxSessions)}
+		if req.MCPSessionIdleSecs != 0 {
+			if req.MCPSessionIdleSecs < 1 || req.MCPSessionIdleSecs > 7*24*3600 {
+				return nil, &badRequest{msg: fmt.Sprintf("invalid request: mcp_session_idle_secs is %v; use 0 for the default (1800) or 1 to 604800", req.MCPSessionIdleSecs)}
+			}
+			opts = append(opts, mcpserver.WithSessionIdleTimeout(time.Duration(req.MCPSessionIdleSecs*float64(time.Second))))
+		}
+		if len(req.AllowedOrigins) > 0 {
+			opts = append(opts, mcpserver.WithAllowedOrigins(req.AllowedOrigins...))
+		}
+		url, err := startMCP(h, e, req.MCP, req.Token, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -158,12 +186,12 @@ func opServeStart(h uint64, in []byte) (any, error) {
 // startWebhooks serves the engine's webhook schedules on addr (once per handle) and returns the
 // address it listens on. It holds the doors' lock only while it runs, so that startMCP, called
 // after it by the same request, can take it.
-func startWebhooks(h uint64, e *engine.Engine, addr string) (string, error) {
+func startWebhooks(h uint64, e *engine.Engine, addr string, opts ...engine.WebhookOption) (string, error) {
 	d := doorsOf(h)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.webhooks == nil {
-		ws, err := e.ServeWebhooks(addr)
+		ws, err := e.ServeWebhooks(addr, opts...)
 		if err != nil {
 			return "", err
 		}
@@ -174,7 +202,7 @@ func startWebhooks(h uint64, e *engine.Engine, addr string) (string, error) {
 
 // startMCP serves the engine over MCP: "stdio" on the process's standard streams, or
 // "http://HOST:PORT" (port 0 picks one). It returns the endpoint ("stdio" or the URL).
-func startMCP(h uint64, e *engine.Engine, where, token string) (string, error) {
+func startMCP(h uint64, e *engine.Engine, where, token string, opts ...mcpserver.HTTPOption) (string, error) {
 	d := doorsOf(h)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -198,7 +226,7 @@ func startMCP(h uint64, e *engine.Engine, where, token string) (string, error) {
 		return "stdio", nil
 	case strings.HasPrefix(where, "http://"):
 		if d.mcpHTTP == nil {
-			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token)
+			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token, opts...)
 			if err != nil {
 				return "", err
 			}

@@ -193,13 +193,15 @@ func (e *Engine) StopScheduler(ctx context.Context) error {
 }
 
 // WebhookHandler returns the http.Handler of the webhook schedules (docs/scheduler.md,
-// "Webhooks"): mount it so request paths are the schedules' paths.
-func (e *Engine) WebhookHandler() (http.Handler, error) {
+// "Webhooks"): mount it so request paths are the schedules' paths. Schedules without
+// secret_env answer only requests that arrived on a loopback address, unless opts include
+// AllowUnsignedWebhooks.
+func (e *Engine) WebhookHandler(opts ...WebhookOption) (http.Handler, error) {
 	s, err := e.scheduler()
 	if err != nil {
 		return nil, err
 	}
-	return s.Handler(), nil
+	return s.Handler(opts...), nil
 }
 
 // ScheduleFires returns up to limit fires of scheduleID ("" = every schedule), newest first.

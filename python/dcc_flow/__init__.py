@@ -31,7 +31,14 @@ from ._errors import (
     ValidationError,
 )
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
-from ._schedule import ScheduleSpec, TriggerSpec, hmac_sha256_hex, parse_schedules_yaml, verify_hub_signature_256
+from ._schedule import (
+    ScheduleSpec,
+    TriggerSpec,
+    hmac_sha256_hex,
+    parse_schedules_yaml,
+    timestamped_signature,
+    verify_hub_signature_256,
+)
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -55,6 +62,7 @@ __all__ = [
     "parse_schedules_yaml",
     "hmac_sha256_hex",
     "verify_hub_signature_256",
+    "timestamped_signature",
     # running workflows
     "Engine",
     "Run",

@@ -395,9 +395,13 @@ class Engine:
     def schedule(self, workflow: SpecLike, cron: Optional[str] = None, every: Optional[str] = None,
                  webhook: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None, id: Optional[str] = None,
                  timezone: str = "UTC", jitter_secs: int = 0, secret_env: Optional[str] = None,
-                 max_concurrent: int = 1, catchup: bool = False, enabled: bool = True) -> "ScheduleSpec":
+                 max_concurrent: int = 1, catchup: bool = False, enabled: bool = True,
+                 signature: Optional[str] = None, tolerance_secs: int = 0) -> "ScheduleSpec":
         """Fire ``workflow`` on a ``cron`` expression (6 fields, seconds first), ``every`` interval
         (``"15m"``) or ``webhook`` path; a spec (not a name) is registered in the catalog first.
+        A webhook with ``secret_env`` checks GitHub's signature, or with
+        ``signature="timestamped"`` a signed timestamp within ``tolerance_secs`` (default 300),
+        which resists replay (docs/scheduler.md, "Webhooks").
         The schedule fires once ``serve()`` (or ``start_scheduler()``) runs. Returns the schedule."""
         from ._schedule import ScheduleSpec, TriggerSpec
 
@@ -413,7 +417,8 @@ class Engine:
         elif every is not None:
             trigger = TriggerSpec.interval(every)
         else:
-            trigger = TriggerSpec.webhook(str(webhook), secret_env=secret_env)
+            trigger = TriggerSpec.webhook(str(webhook), secret_env=secret_env, signature=signature,
+                                          tolerance_secs=tolerance_secs)
         spec = ScheduleSpec(id=id or name, workflow=name, trigger=trigger, inputs=dict(inputs or {}),
                             enabled=enabled, max_concurrent=max_concurrent, catchup=catchup)
         self._call("dccflow_schedule_add", spec.to_dict())
@@ -432,22 +437,41 @@ class Engine:
         self._call("dccflow_serve_start", {"scheduler": True})
 
     def serve(self, webhooks: Optional[str] = None, schedules_dir: Optional[str] = None,
-              scheduler: bool = True, mcp: Optional[str] = None, token: Optional[str] = None) -> Dict[str, Any]:
+              scheduler: bool = True, mcp: Optional[str] = None, token: Optional[str] = None,
+              mcp_max_body_bytes: Optional[int] = None, allowed_origins: Optional[List[str]] = None,
+              allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
+              mcp_session_idle_secs: Optional[float] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
+        ``mcp_max_body_bytes`` caps MCP HTTP request bodies (default 8 MiB, 1 KiB to 1 GiB; larger
+        ones get 413); ``allowed_origins`` lists browser origins besides the server's own that may
+        call MCP over HTTP (another ``Origin`` gets 403); ``allow_unsigned_webhooks=True`` serves
+        webhook schedules without ``secret_env`` on a non-loopback address (refused otherwise).
+        ``mcp_max_sessions`` (default 1000) caps the MCP HTTP sessions open at once and
+        ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
         Returns ``{"webhooks_addr"?, "mcp_url"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
         if webhooks is not None:
             req["webhooks"] = webhooks
+            if allow_unsigned_webhooks:
+                req["allow_unsigned_webhooks"] = True
         if schedules_dir is not None:
             req["schedules_dir"] = os.fspath(schedules_dir)
         if mcp is not None:
             req["mcp"] = mcp
             if token:
                 req["token"] = token
+            if mcp_max_body_bytes is not None:
+                req["mcp_max_body_bytes"] = int(mcp_max_body_bytes)
+            if allowed_origins:
+                req["allowed_origins"] = [str(o) for o in allowed_origins]
+            if mcp_max_sessions is not None:
+                req["mcp_max_sessions"] = int(mcp_max_sessions)
+            if mcp_session_idle_secs is not None:
+                req["mcp_session_idle_secs"] = float(mcp_session_idle_secs)
         return self._call("dccflow_serve_start", req)
 
     def stop_serving(self) -> None:

@@ -16,9 +16,11 @@ __all__ = [
     "parse_schedules_yaml",
     "hmac_sha256_hex",
     "verify_hub_signature_256",
+    "timestamped_signature",
 ]
 
-_TRIGGER_FIELDS = ("kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env")
+_TRIGGER_FIELDS = ("kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env", "signature",
+                   "tolerance_secs")
 
 
 class _Frozen:
@@ -43,11 +45,14 @@ class TriggerSpec(_Frozen):
     every: Optional[str]
     path: Optional[str]
     secret_env: Optional[str]
+    signature: Optional[str]
+    tolerance_secs: int
 
     def __init__(self, kind: str, expression: Optional[str] = None, timezone: Optional[str] = None,
                  jitter_secs: int = 0, every: Optional[str] = None, path: Optional[str] = None,
-                 secret_env: Optional[str] = None) -> None:
-        for name, value in zip(_TRIGGER_FIELDS, (kind, expression, timezone, jitter_secs, every, path, secret_env)):
+                 secret_env: Optional[str] = None, signature: Optional[str] = None, tolerance_secs: int = 0) -> None:
+        values = (kind, expression, timezone, jitter_secs, every, path, secret_env, signature, tolerance_secs)
+        for name, value in zip(_TRIGGER_FIELDS, values):
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -63,9 +68,13 @@ class TriggerSpec(_Frozen):
         return cls("interval", every=every)
 
     @classmethod
-    def webhook(cls, path: str, secret_env: Optional[str] = None) -> "TriggerSpec":
-        """A POST to ``path``; with ``secret_env``, signed with HMAC-SHA256 (X-Hub-Signature-256)."""
-        return cls("webhook", path=path, secret_env=secret_env)
+    def webhook(cls, path: str, secret_env: Optional[str] = None, signature: Optional[str] = None,
+                tolerance_secs: int = 0) -> "TriggerSpec":
+        """A POST to ``path``; with ``secret_env``, signed with HMAC-SHA256: ``signature="github"``
+        (the default: X-Hub-Signature-256 over the body) or ``"timestamped"`` (X-Dcc-Flow-Signature
+        ``t=<unix>,v1=<hex>`` over ``"<t>.<body>"``, refused outside ``tolerance_secs``, default
+        300; resists replay, see ``timestamped_signature``)."""
+        return cls("webhook", path=path, secret_env=secret_env, signature=signature, tolerance_secs=int(tolerance_secs))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TriggerSpec":
@@ -193,3 +202,14 @@ def verify_hub_signature_256(secret: Union[str, bytes], body: Union[str, bytes],
 
     expected = "sha256=" + hmac_sha256_hex(secret, body)
     return hmac.compare_digest(expected.encode("ascii"), header.strip().encode("ascii", "replace"))
+
+
+def timestamped_signature(secret: Union[str, bytes], body: Union[str, bytes], timestamp: Optional[int] = None) -> str:
+    """The ``X-Dcc-Flow-Signature`` header value of ``body`` for a webhook schedule with
+    ``signature: timestamped``: ``"t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">"``, with
+    ``timestamp`` (default: now). Sign each request when sending it: the server refuses a ``t``
+    more than the schedule's ``tolerance_secs`` from its clock."""
+    import time as _time
+
+    t = int(_time.time() if timestamp is None else timestamp)
+    return "t=%d,v1=%s" % (t, hmac_sha256_hex(secret, b"%d." % t + _bytes(body, "body")))

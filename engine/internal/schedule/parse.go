@@ -281,7 +281,7 @@ func join(where, key string) string {
 }
 
 var scheduleFields = []string{"id", "workflow", "inputs", "enabled", "max_concurrent", "catchup", "trigger"}
-var triggerAllFields = []string{"kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env"}
+var triggerAllFields = []string{"kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env", "signature", "tolerance_secs"}
 
 func (d *decoder) scheduleList(n *yaml.Node) []*located {
 	n = yamltext.ResolveAlias(n)
@@ -418,6 +418,12 @@ func (d *decoder) trigger(n *yaml.Node, where, owner string, l *located) {
 			t.Path, _ = d.str(f.value, fw, name, owner)
 		case "secret_env":
 			t.SecretEnv, _ = d.str(f.value, fw, name, owner)
+		case "signature":
+			t.Signature, _ = d.str(f.value, fw, name, owner)
+		case "tolerance_secs":
+			if v, ok := d.integer(f.value, fw, name, owner); ok {
+				t.ToleranceSecs = clampInt(v)
+			}
 		}
 	}
 }

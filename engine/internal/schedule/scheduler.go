@@ -98,6 +98,8 @@ type entry struct {
 
 	admit      sync.Mutex     // serialises dedup, max_concurrent checks and starts
 	deliveries *deliveryCache // webhooks: recent delivery ids → run ids; guarded by admit
+	replays    *replayGuard   // signature: timestamped: recent signatures → run ids; guarded by admit
+	tolerance  time.Duration  // signature: timestamped: tolerance_secs
 	macs       sync.Pool      // webhooks with a secret: HMAC-SHA256 hashes keyed with it
 
 	// Loop state, guarded by Scheduler.mu.
@@ -179,6 +181,13 @@ func (s *Scheduler) newEntry(c compiled) *entry {
 		if name := c.spec.Trigger.SecretEnv; name != "" {
 			v, _ := s.cfg.LookupEnv(name)
 			e.secret, e.secretMissing = []byte(v), v == ""
+		}
+		if c.spec.Trigger.Signature == SignatureTimestamped {
+			e.replays = newReplayGuard()
+			e.tolerance = time.Duration(c.spec.Trigger.ToleranceSecs) * time.Second
+			if e.tolerance == 0 {
+				e.tolerance = DefaultToleranceSecs * time.Second
+			}
 		}
 	}
 	return e
@@ -602,6 +611,29 @@ func renderInputs(inputs map[string]any, trig map[string]any) (map[string]any, e
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// Handler returns the webhook handler (see webhookHandler). It serves every enabled webhook
+// Handler returns the webhook handler (see webhookHandler), with opts (AllowUnsigned). It serves every enabled webhook
 // schedule by its exact path, whether or not the loops are started.
-func (s *Scheduler) Handler() http.Handler { return &webhookHandler{s: s} }
+func (s *Scheduler) Handler(opts ...HandlerOption) http.Handler {
+	h := &webhookHandler{s: s}
+	for _, o := range opts {
+		if o != nil {
+			o(h)
+		}
+	}
+	return h
+}
+
+// UnsignedWebhooks returns the ids of the enabled webhook schedules without secret_env, sorted:
+// anyone who can reach their server can start their runs.
+func (s *Scheduler) UnsignedWebhooks() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, e := range s.entries {
+		if e.spec.Trigger.Kind == KindWebhook && e.spec.Enabled && e.spec.Trigger.SecretEnv == "" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -67,10 +67,31 @@ type Trigger struct {
 	// Path (webhook) is the URL path the webhook answers on; it starts with "/".
 	Path string `json:"path,omitempty"`
 	// SecretEnv (webhook) names the environment variable holding the HMAC-SHA256 secret. When
-	// set, every request must carry a valid X-Hub-Signature-256 header. "" means no signature
+	// set, every request must carry a valid signature (see Signature). "" means no signature
 	// check.
 	SecretEnv string `json:"secret_env,omitempty"`
+	// Signature (webhook, with SecretEnv) is how requests are signed: "github" ("" means the
+	// same) is GitHub's X-Hub-Signature-256 over the body; "timestamped" is
+	// X-Dcc-Flow-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>"> (as Stripe
+	// signs), refused outside ToleranceSecs and answered as a duplicate when replayed: only
+	// "timestamped" resists replay.
+	Signature string `json:"signature,omitempty"`
+	// ToleranceSecs (webhook, signature "timestamped") is how far a request's t may be from the
+	// server's clock: 0 means DefaultToleranceSecs; else 1 to MaxToleranceSecs.
+	ToleranceSecs int `json:"tolerance_secs,omitempty"`
 }
+
+// Webhook signature modes (Trigger.Signature).
+const (
+	SignatureGitHub      = "github"
+	SignatureTimestamped = "timestamped"
+)
+
+// Defaults and range of Trigger.ToleranceSecs.
+const (
+	DefaultToleranceSecs = 300
+	MaxToleranceSecs     = 3600
+)
 
 // DefaultSpec returns a Spec with the file defaults: enabled, max_concurrent 1, no catch-up.
 func DefaultSpec(id, workflow string, trigger Trigger) Spec {

@@ -28,7 +28,7 @@ var TriggerFields = []string{"kind", "schedule_id", "workflow", "fired_at", "sch
 var triggerFieldsByKind = map[TriggerKind][]string{
 	KindCron:     {"expression", "timezone", "jitter_secs"},
 	KindInterval: {"every"},
-	KindWebhook:  {"path", "secret_env"},
+	KindWebhook:  {"path", "secret_env", "signature", "tolerance_secs"},
 }
 
 // pos is a line:column position in a file.
@@ -171,6 +171,25 @@ func checkSpec(s *Spec, workflows func(string) bool) ([]fieldProblem, trigger) {
 			add(CodeInvalidValue, "trigger.secret_env", fmt.Sprintf("`trigger.secret_env` %q is not an environment variable name", t.SecretEnv),
 				"use letters, digits and '_', not starting with a digit, e.g. UPLOAD_WEBHOOK_SECRET")
 		}
+		switch t.Signature {
+		case "", SignatureGitHub:
+			if t.ToleranceSecs != 0 {
+				add(CodeInvalidValue, "trigger.tolerance_secs", "`trigger.tolerance_secs` applies to signature: timestamped only",
+					"add signature: timestamped (requests signed with a timestamp), or remove tolerance_secs")
+			}
+		case SignatureTimestamped:
+			if t.SecretEnv == "" {
+				add(CodeMissingField, "trigger.secret_env", "`trigger.signature` is timestamped but `trigger.secret_env` is missing",
+					"add secret_env: the environment variable holding the HMAC-SHA256 secret, e.g. UPLOAD_WEBHOOK_SECRET")
+			}
+			if t.ToleranceSecs < 0 || t.ToleranceSecs > MaxToleranceSecs {
+				add(CodeInvalidValue, "trigger.tolerance_secs", fmt.Sprintf("`trigger.tolerance_secs` is %d; it must be from 1 to %d seconds", t.ToleranceSecs, MaxToleranceSecs),
+					fmt.Sprintf("remove it for the default (%d s) or use e.g. tolerance_secs: 300", DefaultToleranceSecs))
+			}
+		default:
+			add(CodeInvalidValue, "trigger.signature", fmt.Sprintf("`trigger.signature` %q is not a signature mode", t.Signature),
+				"use github (X-Hub-Signature-256 over the body) or timestamped (X-Dcc-Flow-Signature: t=…,v1=…, resists replay)")
+		}
 	default:
 		names := make([]string, len(TriggerKinds))
 		for i, k := range TriggerKinds {
@@ -185,8 +204,9 @@ func checkSpec(s *Spec, workflows func(string) bool) ([]fieldProblem, trigger) {
 	}
 	// Fields of another kind, set on a Spec built in Go (files report them as unknown fields).
 	set := map[string]bool{"expression": t.Expression != "", "timezone": t.Timezone != "", "jitter_secs": t.JitterSecs != 0,
-		"every": t.Every != "", "path": t.Path != "", "secret_env": t.SecretEnv != ""}
-	for _, f := range []string{"expression", "timezone", "jitter_secs", "every", "path", "secret_env"} {
+		"every": t.Every != "", "path": t.Path != "", "secret_env": t.SecretEnv != "", "signature": t.Signature != "",
+		"tolerance_secs": t.ToleranceSecs != 0}
+	for _, f := range []string{"expression", "timezone", "jitter_secs", "every", "path", "secret_env", "signature", "tolerance_secs"} {
 		if set[f] && !contains(triggerFieldsByKind[t.Kind], f) {
 			add(CodeUnknownField, "trigger."+f, fmt.Sprintf("`trigger.%s` is set on a %s trigger", f, t.Kind),
 				fmt.Sprintf("`%s` is only valid on %s triggers; remove it", f, kindOfField(f)))

@@ -11,26 +11,30 @@ import (
 	"hash"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // Webhook error codes: the "error" field of a JSON error body.
 const (
-	WebhookUnknown          = "unknown_webhook"         // 404
-	WebhookMethodNotAllowed = "method_not_allowed"      // 405
-	WebhookSecretMissing    = "webhook_secret_missing"  // 500
-	WebhookPayloadTooLarge  = "payload_too_large"       // 413
-	WebhookInvalidBody      = "invalid_body"            // 400: the body could not be read
-	WebhookInvalidSignature = "invalid_signature"       // 401
-	WebhookInvalidJSON      = "invalid_json"            // 400
-	WebhookInvalidDelivery  = "invalid_delivery_id"     // 400
-	WebhookMaxConcurrent    = "max_concurrent_exceeded" // 429
-	WebhookStartFailed      = "start_failed"            // 500
-	WebhookInternal         = "internal"                // 500: a bug; the handler recovered
+	WebhookUnknown          = "unknown_webhook"          // 404
+	WebhookMethodNotAllowed = "method_not_allowed"       // 405
+	WebhookSecretMissing    = "webhook_secret_missing"   // 500
+	WebhookPayloadTooLarge  = "payload_too_large"        // 413
+	WebhookInvalidBody      = "invalid_body"             // 400: the body could not be read
+	WebhookInvalidSignature = "invalid_signature"        // 401
+	WebhookSignatureExpired = "signature_expired"        // 401: signature: timestamped, t outside tolerance_secs
+	WebhookUnsignedRefused  = "unsigned_webhook_refused" // 403: no secret_env, a non-loopback request
+	WebhookInvalidJSON      = "invalid_json"             // 400
+	WebhookInvalidDelivery  = "invalid_delivery_id"      // 400
+	WebhookMaxConcurrent    = "max_concurrent_exceeded"  // 429
+	WebhookStartFailed      = "start_failed"             // 500
+	WebhookInternal         = "internal"                 // 500: a bug; the handler recovered
 )
 
 // Delivery id headers, in order of preference.
@@ -46,15 +50,20 @@ const MaxDeliveryIDBytes = 256
 //
 //   - 404 unknown_webhook: no enabled webhook schedule has the path;
 //   - 405 method_not_allowed (with Allow: POST): not a POST;
+//   - 403 unsigned_webhook_refused: the schedule has no secret_env and the request arrived on a
+//     non-loopback address (the server's side of the connection), unless AllowUnsigned;
 //   - 500 webhook_secret_missing: secret_env was empty or unset when the schedule was registered;
 //   - 413 payload_too_large: the body exceeds Config.MaxBodyBytes;
-//   - 401 invalid_signature: secret_env is set and X-Hub-Signature-256 is missing, malformed
-//     or wrong;
+//   - 401 invalid_signature: secret_env is set and the signature (X-Hub-Signature-256, or
+//     X-Dcc-Flow-Signature with signature: timestamped) is missing, malformed or wrong;
+//   - 401 signature_expired: signature: timestamped and its t is more than tolerance_secs away
+//     from the server's clock;
 //   - 400 invalid_json: the body is not one JSON value (an empty body is the payload null;
 //     with Content-Type application/x-www-form-urlencoded the JSON is the `payload` field);
 //   - 400 invalid_delivery_id: the delivery id is longer than MaxDeliveryIDBytes;
 //   - 200 with "duplicate": true and the first run's id: the delivery id (X-GitHub-Delivery,
-//     else Idempotency-Key) already started a run;
+//     else Idempotency-Key) already started a run, or (signature: timestamped) the same
+//     signature did, whatever the delivery id (a replay within the tolerance window);
 //   - 429 max_concurrent_exceeded (with in_flight and max): the schedule has max_concurrent
 //     runs active;
 //   - 500 start_failed: the engine could not start the run;
@@ -62,7 +71,42 @@ const MaxDeliveryIDBytes = 256
 //
 // Error bodies are {"error": code, "message": text} (plus "schedule_id" once the path is known).
 type webhookHandler struct {
-	s *Scheduler
+	s             *Scheduler
+	allowUnsigned bool
+}
+
+// HandlerOption configures the webhook handler (Scheduler.Handler).
+type HandlerOption func(*webhookHandler)
+
+// AllowUnsigned serves schedules without secret_env to requests from any address. Without it
+// such a schedule answers only requests that arrived on a loopback address (403
+// unsigned_webhook_refused otherwise): an unsigned webhook lets anyone who reaches it start runs.
+func AllowUnsigned() HandlerOption { return func(h *webhookHandler) { h.allowUnsigned = true } }
+
+// AllowsUnsigned reports whether opts include AllowUnsigned.
+func AllowsUnsigned(opts ...HandlerOption) bool {
+	var h webhookHandler
+	for _, o := range opts {
+		if o != nil {
+			o(&h)
+		}
+	}
+	return h.allowUnsigned
+}
+
+// fromLoopback reports whether r arrived on a loopback address of this host (true when the
+// server did not record the address, as with a handler called directly).
+func fromLoopback(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || a == nil {
+		return true
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		host = a.String()
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type webhookReply struct {
@@ -113,6 +157,11 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMethodNotAllowed, WebhookMethodNotAllowed, fmt.Sprintf("webhook %q accepts only POST, not %s", r.URL.Path, r.Method))
 		return
 	}
+	if e.spec.Trigger.SecretEnv == "" && !h.allowUnsigned && !fromLoopback(r) {
+		fail(http.StatusForbidden, WebhookUnsignedRefused, fmt.Sprintf(
+			"schedule %q has no secret_env, so it is served to loopback requests only; set trigger.secret_env to sign its requests with HMAC-SHA256, or opt in with allow_unsigned_webhooks (dcc-flow serve --allow-unsigned-webhooks)", id))
+		return
+	}
 	if e.secretMissing {
 		fail(http.StatusInternalServerError, WebhookSecretMissing, fmt.Sprintf(
 			"schedule %q: the secret environment variable %s was empty or unset when the schedule was registered; set it and restart the server",
@@ -136,9 +185,29 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, WebhookInvalidBody, "reading the request body failed: "+err.Error())
 		return
 	}
+	var replayKey string
+	var replayUntil time.Time
 	if e.secret != nil {
 		mac := e.mac()
-		why := verifySignature(mac, body, r.Header.Get(SignatureHeader))
+		var why string
+		if e.spec.Trigger.Signature == SignatureTimestamped {
+			var t int64
+			t, replayKey, why = verifyTimestamped(mac, body, r.Header.Get(TimestampedSignatureHeader))
+			if why == "" {
+				tol := int64(e.tolerance / time.Second)
+				if now := h.s.clock.Now().Unix(); t < now-tol || t > now+tol {
+					e.macs.Put(mac)
+					fail(http.StatusUnauthorized, WebhookSignatureExpired, fmt.Sprintf(
+						"the signature's t=%d is %+d s from the server's clock; schedule %q accepts %d s (tolerance_secs): sign each request when sending it, and check the sender's clock",
+						t, t-now, id, tol))
+					return
+				}
+				replayKey = strconv.FormatInt(t, 10) + "." + replayKey
+				replayUntil = time.Unix(t, 0).Add(e.tolerance + time.Second)
+			}
+		} else {
+			why = verifySignature(mac, body, r.Header.Get(SignatureHeader))
+		}
 		e.macs.Put(mac)
 		if why != "" {
 			fail(http.StatusUnauthorized, WebhookInvalidSignature, why)
@@ -159,7 +228,7 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // a client hanging up does not abort a start
-	a := h.s.admitWebhook(ctx, e, payload, delivery)
+	a := h.s.admitWebhook(ctx, e, payload, delivery, replayKey, replayUntil)
 	switch {
 	case a.duplicate:
 		writeReply(w, http.StatusOK, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID, Duplicate: true})
@@ -208,12 +277,18 @@ func decodePayload(contentType string, body []byte) (any, string) {
 	return v, ""
 }
 
-// admitWebhook handles an authenticated webhook request: a known delivery id returns the first
-// run; otherwise the run is admitted (or skipped) and the fire recorded.
-func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, delivery string) admission {
+// admitWebhook handles an authenticated webhook request: a known replay key (a timestamped
+// signature already seen) or delivery id returns the first run; otherwise the run is admitted
+// (or skipped) and the fire recorded.
+func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, delivery, replayKey string, replayUntil time.Time) admission {
 	e.admit.Lock()
 	defer e.admit.Unlock()
 	now := s.clock.Now()
+	if replayKey != "" {
+		if runID, ok := e.replays.get(replayKey, now); ok {
+			return admission{duplicate: true, fire: Fire{RunID: runID}}
+		}
+	}
 	if delivery != "" {
 		if runID, ok := e.deliveries.get(delivery, now); ok {
 			return admission{duplicate: true, fire: Fire{RunID: runID}}
@@ -243,8 +318,58 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 	if a.fire.Kind == FireFired && delivery != "" {
 		e.deliveries.put(delivery, a.fire.RunID, now)
 	}
+	// Only a signature that started a run is remembered: a sender's retry of a 429 or 500 with
+	// the same signature may succeed, as a retry with a fresh one would.
+	if a.fire.Kind == FireFired && replayKey != "" {
+		e.replays.put(replayKey, a.fire.RunID, replayUntil, now)
+	}
 	return a
 }
+
+// replayGuard remembers the run started by each timestamped signature until its t leaves the
+// tolerance window (after which the signature is refused as expired anyway). Only
+// authenticated requests that started a run are added, so it holds what the secret's owner sent
+// within one window. It is not safe for concurrent use; the schedule's admission lock guards it.
+type replayGuard struct {
+	byKey map[string]replaySeen
+	order []string // keys in the order they were added (about the order of their expiry)
+}
+
+type replaySeen struct {
+	runID string
+	until time.Time
+}
+
+func newReplayGuard() *replayGuard { return &replayGuard{byKey: map[string]replaySeen{}} }
+
+func (g *replayGuard) get(key string, now time.Time) (string, bool) {
+	v, ok := g.byKey[key]
+	if !ok || !now.Before(v.until) {
+		return "", false
+	}
+	return v.runID, true
+}
+
+func (g *replayGuard) put(key, runID string, until, now time.Time) {
+	i := 0
+	for ; i < len(g.order); i++ {
+		v, ok := g.byKey[g.order[i]]
+		if ok && now.Before(v.until) {
+			break
+		}
+		delete(g.byKey, g.order[i])
+	}
+	g.order = g.order[i:]
+	if cap(g.order) > 64 && len(g.order) < cap(g.order)/4 {
+		g.order = append([]string(nil), g.order...) // give back the memory of a burst
+	}
+	if _, ok := g.byKey[key]; !ok {
+		g.order = append(g.order, key)
+	}
+	g.byKey[key] = replaySeen{runID: runID, until: until}
+}
+
+func (g *replayGuard) len() int { return len(g.byKey) }
 
 // mac returns a reset HMAC-SHA256 of the entry's secret from its pool.
 func (e *entry) mac() hash.Hash {

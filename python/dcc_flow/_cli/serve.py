@@ -38,6 +38,17 @@ class ServeCommand(Command):
         parser.add_argument("--webhooks", metavar="ADDR", help="serve webhook schedules on ADDR, e.g. 127.0.0.1:8787")
         parser.add_argument("--mcp", metavar="WHERE", help="serve MCP: stdio, or http://HOST:PORT")
         parser.add_argument("--token", help="bearer token for MCP over HTTP (required off loopback)")
+        parser.add_argument("--mcp-max-body-bytes", type=int, metavar="N",
+                            help="cap MCP HTTP request bodies at N bytes (default 8 MiB; larger ones get 413)")
+        parser.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                            help="a browser origin (https://host[:port], or *) allowed to call MCP over HTTP; repeat "
+                                 "for several (other Origins get 403)")
+        parser.add_argument("--mcp-max-sessions", type=int, metavar="N",
+                            help="cap the MCP HTTP sessions open at once (default 1000)")
+        parser.add_argument("--mcp-session-idle-secs", type=float, metavar="SECS",
+                            help="end MCP HTTP sessions idle this long (default 1800)")
+        parser.add_argument("--allow-unsigned-webhooks", action="store_true",
+                            help="serve webhook schedules without secret_env on a non-loopback --webhooks address")
         add_tools_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
@@ -51,7 +62,11 @@ class ServeCommand(Command):
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             info: Any = serve_schedules(engine, ctx, args.schedules, webhooks=args.webhooks, mcp=args.mcp,
-                                        token=args.token)
+                                        token=args.token, mcp_max_body_bytes=args.mcp_max_body_bytes,
+                                        allowed_origins=args.allowed_origin,
+                                        allow_unsigned_webhooks=args.allow_unsigned_webhooks,
+                                        mcp_max_sessions=args.mcp_max_sessions,
+                                        mcp_session_idle_secs=args.mcp_session_idle_secs)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
             out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
             if info.get("webhooks_addr"):
