@@ -14,7 +14,7 @@ SETUPTOOLS   := setuptools==80.9.0
 # Real DCC hosts for tests/py/test_dcc_{blender,qt}.py and scripts/bench_qt.py. bpy has wheels for
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
-PYSIDE       := PySide6-Essentials==6.12.0
+PYSIDE       := PySide6-Essentials==6.11.3
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py

@@ -123,6 +123,28 @@ def test_timer_runs_main_tools_on_the_main_thread_and_returns_the_next_interval(
         assert not pump.installed and timers.registered == {}
 
 
+def test_one_tick_follows_a_sequential_run_from_call_to_call_within_its_budget(fake_bpy):
+    """The next item of a sequential foreach is queued a fraction of a millisecond after the
+    previous call is answered: the tick waits for it (IdlePump.FOLLOW) instead of handing the
+    main thread back after every call."""
+    timers = fake_bpy.app.timers
+    with dcc_flow.Engine() as engine:
+
+        @engine.tool()
+        def touch(i):
+            return i
+
+        pump = flow_blender.install(engine, budget=30.0)
+        run = engine.submit(SPEC, {"items": list(range(20))})  # concurrency 1: one after the other
+        import time
+
+        time.sleep(0.05)
+        assert timers.fire() == [0.0]
+        assert pump.ticks == 1 and pump.calls == 20
+        assert run.wait(timeout=10).ok
+        pump.uninstall()
+
+
 def test_a_failing_pump_is_logged_and_unregisters_the_timer_without_raising(fake_bpy, monkeypatch, caplog):
     timers = fake_bpy.app.timers
     with dcc_flow.Engine() as engine:

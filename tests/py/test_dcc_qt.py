@@ -97,6 +97,47 @@ def test_qt_pump_runs_main_tools_on_the_gui_thread_while_the_ui_ticks(app):
         assert idle.wait(timeout=10).ok  # the thread that waits runs it again
 
 
+def test_a_ui_timer_that_fell_due_runs_between_two_busy_ticks(app):
+    """A repeating Qt timer is due again from its last due time, so after a full budget it would
+    fire again before a UI timer that fell due meanwhile (the UI would wait two budgets); the
+    adapter schedules each tick from the end of the last."""
+    from PySide6.QtCore import QTimer
+
+    with dcc_flow.Engine() as engine:
+
+        @engine.tool()
+        def touch(i):
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.002:
+                pass
+            return i
+
+        pump = flow_qt.install(engine, budget=0.01)
+        order = []
+        real_tick = pump.tick
+
+        def tick():
+            t = time.perf_counter()
+            ran = real_tick()
+            # "L": a busy tick long enough for the 5 ms UI timer to fall due during it.
+            order.append(("L" if time.perf_counter() - t >= 0.005 else "P") if ran else "p")
+            return ran
+
+        pump.tick = tick
+        ui = QTimer()
+        ui.setInterval(5)
+        ui.timeout.connect(lambda: order.append("U"))
+        ui.start()
+        run = engine.submit(SPEC, {"items": list(range(60))})
+        assert spin(app, lambda: run.result().terminal)
+        ui.stop()
+        pump.uninstall()
+        assert run.result().ok and pump.calls == 60
+        busy = "".join(order).replace("p", "")
+        assert busy.count("L") >= 3, busy
+        assert "LL" not in busy and "LP" not in busy, busy  # the overdue UI tick always came next
+
+
 def test_a_failing_pump_is_logged_and_stops_the_timer_without_raising(app, monkeypatch, caplog):
     with dcc_flow.Engine() as engine:
         pump = flow_qt.install(engine)

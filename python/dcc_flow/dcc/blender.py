@@ -2,7 +2,7 @@
 callback.
 
 In an interactive Blender, the timer runs ``engine.pump(budget)`` on Blender's main thread between
-UI events and asks to run again at once while calls are pending, else after ``interval`` seconds.
+UI events and asks to run again at once while calls are running, else after ``interval`` seconds.
 It is registered with ``persistent=True``, so opening another ``.blend`` (or
 ``read_factory_settings``) does not remove it. In ``blender --background`` and in the ``bpy``
 Python module (``pip install bpy``, where ``bpy.app.background`` is True and timers never tick)
@@ -36,8 +36,8 @@ def install(engine: Any, budget: float = DEFAULT_BUDGET, interval: float = DEFAU
     """Register a persistent ``bpy.app.timers`` callback that runs ``engine.pump(budget)``; return
     the pump.
 
-    The callback returns 0 (run again at the next event-loop turn) after a tick that ran calls and
-    ``interval`` seconds after one that found none. It never raises into Blender: an exception of
+    The callback returns 0 (run again at the next event-loop turn) while a call ran less than
+    ``interval`` seconds ago, else ``interval``. It never raises into Blender: an exception of
     ``pump()`` is logged and the timer unregistered. Call ``pump.uninstall()`` (or close the
     engine) to remove it. ``interval`` must be > 0 seconds.
     """
@@ -52,14 +52,14 @@ def install(engine: Any, budget: float = DEFAULT_BUDGET, interval: float = DEFAU
 
     def timer() -> Optional[float]:
         try:
-            ran = pump.tick()
+            pump.tick()
         except Exception:  # noqa: BLE001 - a timer must never raise into Blender
             log.exception("dcc_flow Blender timer failed; uninstalling it")
             pump.uninstall()
             return None
         if not pump.installed:
             return None  # returning None unregisters the timer
-        return 0.0 if ran else interval
+        return pump.next_delay(interval)
 
     def remove() -> None:
         try:

@@ -7,8 +7,9 @@ preference when several are loaded, the one with a ``QApplication`` first); it i
 when none is loaded, and never at ``dcc_flow`` import time.
 
 Each timer tick runs ``engine.pump(budget)``: pending main-lane calls for at most ``budget``
-seconds. After a tick that ran calls the timer fires again at the next event-loop turn (after the
-UI events that waited); after one that found none, ``interval`` seconds later. Without a
+seconds. While calls run, the next tick is due ``BUSY_MS`` (1 ms) after the end of this one, so the
+UI's timers and events that fell due meanwhile go first; once no call ran for ``interval``
+seconds, ticks are ``interval`` apart. Without a
 ``QCoreApplication`` (``nuke -t``, a script that never made one) nothing is registered
 (``inline`` is True): ``engine.run()`` runs the tools on the calling thread.
 """
@@ -29,6 +30,12 @@ BINDINGS = ("PySide6", "PySide2", "PyQt6", "PyQt5")
 
 #: Seconds between two timer ticks while no main-lane call is pending (the latency of a new call).
 DEFAULT_INTERVAL = 0.01
+
+#: Milliseconds from the end of a tick to the next while calls are running. Each tick schedules
+#: the next as a single-shot timer from its own end (a repeating timer is due again from its last
+#: due time, so after a full budget it would fire before a UI timer that fell due meanwhile; so
+#: would a 0 ms one, a posted event): 1 ms lets the UI's overdue timers and events go first.
+BUSY_MS = 1
 
 
 def qt_core() -> Any:
@@ -68,9 +75,10 @@ def install(engine: Any, budget: float = DEFAULT_BUDGET, interval: float = DEFAU
     """Start a ``QTimer`` on the Qt main thread that runs ``engine.pump(budget)``; return the pump.
 
     Call it on the thread that runs the ``QApplication`` (raises ``RuntimeError`` on another).
-    The timer's slot never raises into Qt (PyQt5 would abort the process): an exception of
-    ``pump()`` is logged and the timer stopped. Call ``pump.uninstall()`` (or close the engine)
-    to stop it. ``interval`` must be > 0 seconds.
+    Each tick schedules the next as a ``QTimer.singleShot``. The slot never raises into Qt (PyQt5
+    would abort the process): an exception of ``pump()`` is logged and no further tick is
+    scheduled. Call ``pump.uninstall()`` (or close the engine) to stop it: the tick already
+    scheduled then does nothing. ``interval`` must be > 0 seconds.
     """
     if interval <= 0:
         raise ValueError("interval must be > 0 seconds; got %r" % (interval,))
@@ -83,25 +91,21 @@ def install(engine: Any, budget: float = DEFAULT_BUDGET, interval: float = DEFAU
         raise RuntimeError("dcc_flow.dcc.qt.install() must be called on the Qt main thread (the one that "
                            "runs the QApplication), so that its timer and the main-lane tools run there")
     idle_ms = max(1, int(round(interval * 1000)))
-    timer = core.QTimer()  # owned by the closures below: alive while the pump is installed
-    timer.setInterval(0)
+    single_shot = core.QTimer.singleShot  # precise under 2 s, due from now: after the UI's timers
 
     def tick() -> None:
+        if not pump.installed:
+            return  # uninstalled while this tick was scheduled: schedule no other
         try:
-            ran = pump.tick()
+            pump.tick()
             if pump.installed:
-                timer.setInterval(0 if ran else idle_ms)
+                single_shot(BUSY_MS if pump.next_delay(interval) == 0 else idle_ms, tick)
         except Exception:  # noqa: BLE001 - a slot must never raise into Qt
             log.exception("dcc_flow Qt pump failed; uninstalling it")
             pump.uninstall()
 
     def remove() -> None:
-        try:
-            timer.stop()
-            timer.timeout.disconnect(tick)
-        except Exception:  # noqa: BLE001 - Qt is shutting down: the timer is gone
-            log.debug("dcc_flow Qt timer already gone", exc_info=True)
+        pass  # the scheduled tick sees the pump uninstalled and schedules no other
 
-    timer.timeout.connect(tick)
-    timer.start()
+    single_shot(0, tick)
     return pump._installed(remove)
