@@ -101,8 +101,8 @@ $(BENCH_VENV)/.ok: Makefile
 	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check $(DASK)
 	@touch $@
 
-bench: $(LIB) $(BENCH_VENV)/.ok ## Run the benchmarks and print the figures table (Dask side by side), then the scale table
-	@BENCH_PYTHON=$(BENCH_VENV)/bin/python scripts/bench.sh
+bench: $(LIB) $(BENCH_VENV)/.ok venv ## Run the benchmarks and print the figures table (Dask side by side, the Qt UI stall), then the scale table
+	@BENCH_PYTHON=$(BENCH_VENV)/bin/python QT_PYTHON=$(VPY) scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
 
 redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py)
