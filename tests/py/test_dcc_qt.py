@@ -231,3 +231,27 @@ def test_no_application_means_batch_and_install_registers_nothing(no_bindings):
 def test_no_binding_at_all_names_the_packages(no_bindings):
     with pytest.raises(ImportError, match="PySide6, PySide2, PyQt6, PyQt5.*PySide6-Essentials"):
         flow_qt.qt_core()
+
+
+def test_docs_qt_block_runs_its_tool_from_the_qt_loop(app, monkeypatch):
+    """docs/python.md's Qt block, with a stand-in nuke module, in a real QApplication."""
+    import re
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "python.md")
+    with open(path, encoding="utf-8") as f:
+        [block] = re.findall(r"<!-- doc-test: qt -->\n```python\n(.*?)^```", f.read(), flags=re.S | re.M)
+    executed = []
+    nuke = types.ModuleType("nuke")
+    nuke.execute = lambda node, first, last: executed.append((node, first, last, threading.get_ident()))
+    monkeypatch.setitem(sys.modules, "nuke", nuke)
+    scope = {"__name__": "nuke_script_editor"}
+    exec(compile(block, "docs/python.md (qt block)", "exec"), scope)
+    engine, pump, run = scope["engine"], scope["pump"], scope["run"]
+    try:
+        assert pump.installed
+        assert spin(app, lambda: run.result().terminal)
+        assert run.result().outputs["render"] == {"node": "Write1", "frame": 1001}
+        assert executed == [("Write1", 1001, 1001, threading.main_thread().ident)]
+    finally:
+        pump.uninstall()
+        engine.close()
