@@ -101,8 +101,9 @@ def main():
     worst = [r[0] for r in res]
     p99 = [r[1] for r in res]
     ratio = [r[2] / r[3] for r in res]
-    longest = max(r[4] for r in res)
-    limit = DEFAULT_BUDGET + statistics.median(r[4] for r in res) + 0.004
+    # The worst gap's goal is per run: budget + that run's longest call + 4 ms.
+    limits = [DEFAULT_BUDGET + r[4] + 0.004 for r in res]
+    met = sum(1 for w, lim in zip(worst, limits) if w <= lim)
 
     def ms(values):
         return " / ".join("%.1f" % (v * 1e3) for v in values)
@@ -110,9 +111,9 @@ def main():
     what = "%d main-lane calls of %.0f ms (foreach concurrency %d), %d ms UI timer, default budget %.0f ms, %d runs" % (
         calls, CALL_S * 1e3, concurrency, UI_MS, DEFAULT_BUDGET * 1e3, runs)
     med_worst, med_p99, med_ratio = statistics.median(worst), statistics.median(p99), statistics.median(ratio)
-    print("| Qt UI stall, worst gap between UI ticks (%s) | median %.1f ms (runs: %s ms; longest call %.1f ms) "
-          "| ≤ budget + longest call + 4 ms = %.1f ms | %s |" % (
-              what, med_worst * 1e3, ms(worst), longest * 1e3, limit * 1e3, "ok" if med_worst <= limit else "MISSED"))
+    print("| Qt UI stall, worst gap between UI ticks (%s) | median %.1f ms (runs: %s ms; their limits %s ms) "
+          "| ≤ budget + the run's longest call + 4 ms (in most runs) | %s |" % (
+              what, med_worst * 1e3, ms(worst), ms(limits), "ok" if met * 2 > runs else "MISSED"))
     print("| Qt UI stall, p99 gap between UI ticks | median %.1f ms (runs: %s ms) | ≤ 16 ms | %s |" % (
         med_p99 * 1e3, ms(p99), "ok" if med_p99 <= 0.016 else "MISSED"))
     print("| Qt UI stall, run total / tools' own time | median %.2f× (runs: %s; %.2f s for %.2f s of tools) "
