@@ -20,7 +20,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam
+.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -49,7 +49,7 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py test-node smoke soak-short ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak
+test: vet lint test-go test-py test-node smoke soak-short soak-net-short ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
@@ -105,9 +105,13 @@ bench: $(LIB) $(BENCH_VENV)/.ok venv ## Run the benchmarks and print the figures
 	@BENCH_PYTHON=$(BENCH_VENV)/bin/python QT_PYTHON=$(VPY) scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
 
-redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py)
+redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py, a 30 s network soak)
 	$(GO) test -count=1 -tags $(GOTAGS) -run Redteam ./...
 	$(VPY) -m pytest -q tests/py/test_redteam_*.py
+	$(MAKE) --no-print-directory soak-net-short
+
+soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, then RSS and threads back near rest); part of make test
+	$(VPY) scripts/soak_net.py --duration 30
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py
