@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"math"
 	"slices"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -133,7 +131,7 @@ func (c *canonicalizer) emit(i int) (int, error) {
 		if exact, isExact := v.(json.Number); isExact {
 			c.dst = append(c.dst, exact...) // an integer beyond ±2^53: its digits, as the engine holds it
 		} else {
-			c.dst = appendCanonicalFloat(c.dst, v.(float64))
+			c.dst = spec.AppendFloat(c.dst, v.(float64))
 		}
 		return j, nil
 	}
@@ -310,20 +308,4 @@ func appendCanonicalKey(dst []byte, s string) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
-}
-
-// appendCanonicalFloat appends f as encoding/json encodes a float64.
-func appendCanonicalFloat(dst []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst
 }

@@ -141,3 +141,24 @@ func hasLongDigitRun(data []byte) bool {
 	}
 	return false
 }
+
+// AppendFloat appends the finite f as encoding/json encodes a float64: integers below 1e21 in
+// plain decimal ("3", not "3e+00"), the shortest form otherwise, exponents for magnitudes under
+// 1e-6 or from 1e21 ("1e-7", "1e+21"). NaN and ±Inf are the caller's to refuse.
+func AppendFloat(dst []byte, f float64) []byte {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(dst, int64(f), 10)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // marshalJSON encodes v as compact JSON with sorted object keys and no HTML escaping. Plain
@@ -91,26 +93,12 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 	return append(b, out...), nil
 }
 
-// appendFloat formats f as encoding/json does.
+// appendFloat formats f as encoding/json does; NaN and infinities are errors.
 func appendFloat(b []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, errNotFinite
 	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
-		return strconv.AppendInt(b, int64(f), 10), nil
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, nil
+	return spec.AppendFloat(b, f), nil
 }
 
 const hexDigits = "0123456789abcdef"
