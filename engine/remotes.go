@@ -17,7 +17,7 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 		return tools.Result{}, err
 	}
 	if r.IsError {
-		return tools.Failure(r.Kind, r.Message), nil
+		return tools.Result{Error: &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}}, nil
 	}
 	return tools.Result{Output: r.Output}, nil
 }

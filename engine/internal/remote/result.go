@@ -29,6 +29,9 @@ type Result struct {
 	Kind string
 	// Message says what went wrong, for humans; "" when IsError is false.
 	Message string
+	// Trace is the string field "trace" of an error's structuredContent (a dcc-flow worker puts
+	// the tool's Python traceback there), or "".
+	Trace string
 }
 
 // resultFromTool converts a tools/call result. For a result with isError set, the kind is the
@@ -88,6 +91,9 @@ func resultFromTool(res *mcp.CallToolResult) Result {
 	r.Kind = firstNonEmpty(stringField(structured, "kind"), stringField(parsed, "kind"), run.KindError)
 	r.Message = firstNonEmpty(stringField(structured, "message"), stringField(parsed, "message"),
 		strings.TrimSpace(text), "the remote tool reported an error without a message")
+	if obj, ok := structured.(map[string]any); ok {
+		r.Trace, _ = obj["trace"].(string) // kept as written: a traceback's indentation matters
+	}
 	return r
 }
 

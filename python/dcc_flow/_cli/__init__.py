@@ -51,6 +51,7 @@ COMMAND_MODULES = (
     "resume",
     "schedules",
     "serve",
+    "worker",
     "graph",
 )
 

@@ -96,6 +96,9 @@ def _import(spec: str) -> Any:
         if not os.path.isfile(spec):
             raise CliError("--tools %s: no such file" % spec)
         name = "dcc_flow_tools_" + os.path.splitext(os.path.basename(spec))[0]
+        loaded = sys.modules.get(name)
+        if loaded is not None and os.path.realpath(getattr(loaded, "__file__", "") or "") == os.path.realpath(spec):
+            return loaded  # imported already (--tools, then --init of the same file): one module
         loader_spec = importlib.util.spec_from_file_location(name, spec)
         if loader_spec is None or loader_spec.loader is None:
             raise CliError("--tools %s: cannot import it" % spec)

@@ -1,0 +1,81 @@
+"""``dcc-flow worker``: serve the tools of --tools as an MCP server over stdio (``_worker.py``)."""
+
+import argparse
+from typing import Dict
+
+from .._engine import Engine
+from .._tools import ToolEntry
+from .._worker import Worker, run_init
+from ._base import EXIT_OK, CliError, Command, Context, UsageError
+from ._engine import _import, add_tools_argument, load_tools
+
+__all__ = ["COMMAND"]
+
+
+class WorkerCommand(Command):
+    name = "worker"
+    summary = "serve --tools to an engine as an MCP server over stdio"
+    description = (
+        "Register the tools of --tools (as dcc-flow run does), run --init once, then serve them as an MCP\n"
+        "server over standard input and output until standard input closes. Every call runs on this\n"
+        "process's main thread, one at a time, so inside mayapy or hython the tools may use maya.cmds or\n"
+        "hou. What the tools or the DCC print is captured from the process's stdout and stderr and sent\n"
+        "back with each call's result, never into the protocol. An engine starts workers from its\n"
+        "remotes config and calls them with tool_remote steps (docs/mcp.md)."
+    )
+    examples = (
+        ("what an engine's remotes config starts for a Maya remote",
+         "mayapy -m dcc_flow worker --tools studio.maya_tools --init studio.maya_tools:load_plugins"),
+        ("try a tools file by hand (type JSON-RPC lines; Ctrl-D ends it)",
+         "dcc-flow worker --tools tools.py --no-capture"),
+    )
+    exit_codes = "0 standard input closed, 1 a tools module or --init failed, 2 usage error"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_tools_argument(parser)
+        parser.add_argument("--init", metavar="MODULE:FUNCTION",
+                            help="a function to run once before serving (load plugins, open a template scene)")
+        parser.add_argument("--no-capture", action="store_true",
+                            help="leave stdout and stderr alone (a tool's print then corrupts the protocol: for "
+                                 "trying a worker by hand only)")
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        if not args.tools:
+            raise UsageError("give the tools to serve with --tools MODULE (repeatable)")
+        from .. import __version__
+
+        # Capture stdout and stderr before importing the tools: a DCC's or a module's banner
+        # printed at import or in --init must not reach the protocol either.
+        worker = Worker.over_stdio({}, version=__version__, capture=not args.no_capture)
+        try:
+            worker.tools = _load(args)
+        except BaseException:
+            worker.restore_stdio()  # the error is reported on the real stderr
+            raise
+        worker.serve()
+        worker.restore_stdio()
+        return EXIT_OK
+
+
+def _load(args: argparse.Namespace) -> Dict[str, ToolEntry]:
+    """Register the tools of --tools, then run --init. An in-memory engine collects the
+    registrations (register(engine), @engine.tool, plain functions: the conventions of dcc-flow
+    run --tools); it runs nothing itself."""
+    with Engine() as registry:
+        names = load_tools(registry, args.tools)
+        if not names:
+            raise CliError("--tools %s registered no tools" % " ".join(args.tools))
+        tools = {name: registry._tools[name] for name in names}
+    if args.init:
+        try:
+            run_init(args.init, _import)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        except CliError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failing --init is one clear line
+            raise CliError("--init %s failed: %s: %s" % (args.init, type(exc).__name__, exc)) from None
+    return tools
+
+
+COMMAND = WorkerCommand()

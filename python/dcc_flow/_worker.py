@@ -1,0 +1,333 @@
+"""``dcc-flow worker``: serve host tools to an engine as an MCP server over stdio.
+
+A worker is a process (``mayapy``, ``hython``, ``blender -b``, plain Python) that an engine starts
+for a remote (``remotes: {"maya": {"command": ["mayapy", "-m", "dcc_flow", "worker", "--tools",
+"studio.maya_tools"]}}``) and calls with ``tool_remote`` steps. It registers tools with the same
+conventions as ``dcc-flow run --tools`` and runs **every call on its main thread, one at a time**,
+so ``maya.cmds`` and ``hou`` are safe in them; a thread reads the protocol meanwhile, so a
+cancellation reaches ``current_call().cancelled`` while the tool runs.
+
+The protocol is newline-delimited JSON-RPC 2.0 (MCP's stdio transport) on the process's original
+standard output. Anything else written to standard output or standard error (a DCC's startup
+banner, ``print`` in a tool, a C library's warnings) is captured from the file descriptors
+themselves, so it cannot corrupt the protocol: the lines a call printed go back with its result
+(``_meta["dcc-flow/output"]``) and the rest is written to the worker's real standard error.
+
+A tool's result is the call's ``structuredContent`` when it is a JSON object, and its text content
+as JSON always; a tool's exception is an error result whose ``structuredContent`` is ``{"kind",
+"message", "trace"}``, the kinds being those of in-process tools (docs/python.md "Tools"). The
+worker exits when its standard input closes (the engine stopped or died).
+"""
+
+import io
+import json
+import os
+import queue
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, TextIO, Tuple
+
+from ._tools import ToolEntry, execute
+
+__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY"]
+
+#: The MCP revisions this worker speaks (all use the initialize handshake), newest first.
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+#: The ``_meta`` key of a tools/call result that holds the lines the call printed.
+OUTPUT_META_KEY = "dcc-flow/output"
+
+#: At most this many output lines of one call are kept (the rest are counted, not kept).
+MAX_OUTPUT_LINES = 1000
+
+#: Written to a captured descriptor after a call to know when its output has all been read.
+_MARK = b"\x00dcc-flow-output-mark "
+
+_METHOD_NOT_FOUND = -32601
+_INVALID_PARAMS = -32602
+_PARSE_ERROR = -32700
+
+
+class _Capture:
+    """Reads lines written to a file descriptor we redirected to a pipe, and hands each to the
+    current call's buffer, or to the worker's real standard error between calls."""
+
+    def __init__(self, fd: int, fallback: TextIO, name: str) -> None:
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)
+        os.close(write_fd)
+        self._fd = fd
+        self._marks = 0
+        self._seen = threading.Condition()
+        self._seen_mark = 0
+        self._file = open(read_fd, "rb", buffering=0, closefd=True)  # noqa: SIM115 - read by the thread for ever
+        self._fallback = fallback
+        self._lock = threading.Lock()
+        self._buffer: Optional[List[str]] = None
+        self._dropped = 0
+        self._thread = threading.Thread(target=self._pump, name="dcc_flow-worker-" + name, daemon=True)
+        self._thread.start()
+
+    def begin(self) -> None:
+        with self._lock:
+            self._buffer, self._dropped = [], 0
+
+    def end(self) -> Tuple[List[str], int]:
+        """Stop collecting, after every byte written to the descriptor so far has been read: a
+        numbered mark written behind them comes back through the pipe in order."""
+        self._marks += 1
+        mark = self._marks
+        try:
+            os.write(self._fd, _MARK + str(mark).encode() + b"\n")
+        except OSError:
+            mark = 0
+        with self._seen:
+            self._seen.wait_for(lambda: self._seen_mark >= mark, timeout=5)
+        with self._lock:
+            lines, dropped = self._buffer or [], self._dropped
+            self._buffer, self._dropped = None, 0
+        return lines, dropped
+
+    def _pump(self) -> None:
+        pending = b""
+        while True:
+            chunk = self._file.read(65536)
+            if not chunk:
+                return
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                at = raw.find(_MARK)
+                if at < 0:
+                    self._line(raw.decode("utf-8", "replace"))
+                    continue
+                if at > 0:  # the call's last line had no newline
+                    self._line(raw[:at].decode("utf-8", "replace"))
+                with self._seen:
+                    self._seen_mark = int(raw[at + len(_MARK):] or 0)
+                    self._seen.notify_all()
+
+    def _line(self, line: str) -> None:
+        with self._lock:
+            if self._buffer is not None:
+                if len(self._buffer) < MAX_OUTPUT_LINES:
+                    self._buffer.append(line)
+                else:
+                    self._dropped += 1
+                return
+        try:
+            self._fallback.write(line + "\n")
+            self._fallback.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class Worker:
+    """One worker process's server: ``tools`` by name (set before ``serve()``), answered on ``out``
+    (a binary stream of the protocol), requests read from ``inp`` by a thread, calls run by
+    ``serve()`` on its thread. ``over_stdio`` builds one on this process's standard streams."""
+
+    def __init__(self, tools: Mapping[str, ToolEntry], inp: Any, out: Any, name: str = "dcc-flow-worker",
+                 version: str = "0", captures: Tuple["_Capture", ...] = ()) -> None:
+        self.tools = dict(tools)
+        self._in = inp
+        self._out = out
+        self._name, self._version = name, version
+        self._write_lock = threading.Lock()
+        self._calls: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()  # noqa: UP037 - Python 3.7, 3.8
+        self._cancelled: Dict[Any, bool] = {}
+        self._state_lock = threading.Lock()
+        self._captures = captures
+        self._restore: Optional[Callable[[], None]] = None
+        self.served = 0
+
+    @classmethod
+    def over_stdio(cls, tools: Mapping[str, ToolEntry], name: str = "dcc-flow-worker", version: str = "0",
+                   capture: bool = True) -> "Worker":
+        """A worker on this process's standard input and output, capturing fds 1 and 2 when
+        ``capture`` (what tools and the DCC print goes to the call's output, not the protocol)."""
+        _flush_std()
+        proto = os.fdopen(os.dup(1), "wb", buffering=0)
+        captures: Tuple[_Capture, ...] = ()
+        restore: Optional[Callable[[], None]] = None
+        if capture:
+            saved = (os.dup(1), os.dup(2))
+            std = (sys.stdout, sys.stderr)
+            real_err = os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace")
+            captures = (_Capture(1, real_err, "stdout"), _Capture(2, real_err, "stderr"))
+            # Python-level writers follow the descriptors, line-buffered so prints arrive in order.
+            sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8",
+                                          errors="replace", line_buffering=True)
+            sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb", buffering=0), encoding="utf-8",
+                                          errors="replace", line_buffering=True)
+
+            def restore() -> None:
+                _flush_std()
+                for c in captures:
+                    c.end()  # what is still in the pipes reaches the real stderr first
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                sys.stdout, sys.stderr = std
+
+        inp = os.fdopen(os.dup(0), "rb")
+        worker = cls(tools, inp, proto, name=name, version=version, captures=captures)
+        worker._restore = restore
+        return worker
+
+    def restore_stdio(self) -> None:
+        """Give the process its standard output and error back (before it exits or reports an
+        error on them); a no-op when nothing was captured or it was done already."""
+        restore, self._restore = self._restore, None
+        if restore is not None:
+            restore()
+
+    # -- the protocol thread ----------------------------------------------------------------------
+
+    def _send(self, msg: Mapping[str, Any]) -> None:
+        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+        with self._write_lock:
+            self._out.write(data)
+            if hasattr(self._out, "flush"):
+                self._out.flush()
+
+    def _reply(self, req_id: Any, result: Any = None, error: Optional[Tuple[int, str]] = None) -> None:
+        if error is not None:
+            self._send({"jsonrpc": "2.0", "id": req_id, "error": {"code": error[0], "message": error[1]}})
+        else:
+            self._send({"jsonrpc": "2.0", "id": req_id, "result": result})
+
+    def _read_loop(self) -> None:
+        """Answer requests that need no tool at once; queue tools/call for the main thread. At the
+        end of input (the engine went away) the main thread is told to stop."""
+        try:
+            for raw in self._in:
+                line = raw.strip()
+                if not line:
+                    continue
+                try:
+                    msg = json.loads(line.decode("utf-8"))
+                except ValueError:
+                    self._reply(None, error=(_PARSE_ERROR, "not JSON"))
+                    continue
+                if isinstance(msg, dict):
+                    self._handle(msg)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._calls.put(None)
+
+    def _handle(self, msg: Dict[str, Any]) -> None:
+        method, req_id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if method is None:
+            return  # a response to something we never ask
+        if method == "notifications/cancelled":
+            with self._state_lock:
+                target = params.get("requestId")
+                if target in self._cancelled:
+                    self._cancelled[target] = True
+            return
+        if req_id is None:
+            return  # other notifications (initialized, …)
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+            self._reply(req_id, {"protocolVersion": version, "capabilities": {"tools": {}},
+                                 "serverInfo": {"name": self._name, "version": self._version}})
+        elif method == "ping":
+            self._reply(req_id, {})
+        elif method == "tools/list":
+            self._reply(req_id, {"tools": [_describe(e) for e in sorted(self.tools.values(), key=lambda e: e.name)]})
+        elif method == "tools/call":
+            name = params.get("name")
+            if name not in self.tools:
+                self._reply(req_id, error=(_INVALID_PARAMS, "unknown tool %r; this worker serves %s"
+                                           % (name, ", ".join(sorted(self.tools)) or "no tools")))
+                return
+            with self._state_lock:
+                self._cancelled[req_id] = False
+            self._calls.put({"id": req_id, "name": name, "args": params.get("arguments") or {}})
+        else:
+            self._reply(req_id, error=(_METHOD_NOT_FOUND, "method %r is not served by a dcc-flow worker" % method))
+
+    # -- the main thread ----------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        """Serve until standard input closes; return how many calls ran. Call it on the thread that
+        must run the tools (the main thread of a DCC)."""
+        reader = threading.Thread(target=self._read_loop, name="dcc_flow-worker-protocol", daemon=True)
+        reader.start()
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return self.served
+            self._run(call)
+
+    def _run(self, call: Dict[str, Any]) -> None:
+        req_id = call["id"]
+
+        def cancelled(_call_id: int) -> bool:
+            with self._state_lock:
+                return bool(self._cancelled.get(req_id))
+
+        for c in self._captures:
+            c.begin()
+        try:
+            members = execute(self.tools[call["name"]], {"call_id": 0, "tool": call["name"], "args": call["args"]},
+                              cancelled)
+        finally:
+            _flush_std()
+            output: List[str] = []
+            dropped = 0
+            for c in self._captures:
+                lines, n = c.end()
+                output.extend(lines)
+                dropped += n
+            with self._state_lock:
+                self._cancelled.pop(req_id, None)
+        self.served += 1
+        answer = json.loads(members + "}")
+        result = _tool_result(answer)
+        if output or dropped:
+            result["_meta"] = {OUTPUT_META_KEY: output + (["… %d more lines" % dropped] if dropped else [])}
+        self._reply(req_id, result)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _describe(entry: ToolEntry) -> Dict[str, Any]:
+    doc = (getattr(entry.fn, "__doc__", None) or "").strip()
+    return {"name": entry.name, "description": doc.splitlines()[0] if doc else entry.name,
+            "inputSchema": {"type": "object"}}
+
+
+def _tool_result(answer: Mapping[str, Any]) -> Dict[str, Any]:
+    """The MCP tools/call result of a call answered as ``_tools.execute`` answers it."""
+    error = answer.get("error")
+    if error is not None:
+        structured = {"kind": error.get("kind") or "error", "message": error.get("message") or ""}
+        if error.get("trace"):
+            structured["trace"] = error["trace"]
+        return {"isError": True, "content": [{"type": "text", "text": structured["message"]}],
+                "structuredContent": structured}
+    output = answer.get("output")
+    result: Dict[str, Any] = {"content": [{"type": "text", "text": json.dumps(output, ensure_ascii=False)}]}
+    if isinstance(output, dict):
+        result["structuredContent"] = output
+    return result
+
+
+def run_init(spec: str, load: Callable[[str], Any]) -> None:
+    """Run ``--init MODULE:FUNCTION`` (a dotted module or a .py path, then the function's name)."""
+    module_spec, sep, func_name = spec.rpartition(":")
+    if not sep or not module_spec or not func_name:
+        raise ValueError("--init %s: write it as MODULE:FUNCTION (a dotted module or a .py path)" % spec)
+    fn = getattr(load(module_spec), func_name, None)
+    if not callable(fn):
+        raise ValueError("--init %s: %s has no function %r" % (spec, module_spec, func_name))
+    fn()
