@@ -85,7 +85,7 @@ type options struct {
 }
 
 // WithClock makes the engine use c for every time, timer and sleep (retries, timeouts, TTLs,
-// approval timeouts, stall detection, flow__sleep).
+// approval timeouts, stall detection, flow__sleep) and for the cron and interval schedules.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithRandSource makes retry jitter draw from src instead of a source seeded by Config.Seed.

@@ -86,7 +86,8 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
 	}
 	st.runs = map[string][]string{}
-	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires)
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires,
+		schedule.WithClock(e.clock))
 	if err != nil {
 		return nil, err
 	}
