@@ -11,7 +11,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -242,7 +242,7 @@ func notFound(id string, err error) error {
 	if errors.Is(err, store.ErrClosed) {
 		return errClosed()
 	}
-	if sqlite.AsFault("", err) != nil { // a full disk, a corrupted file: not a bug
+	if storeopen.IsFault(err) { // a full disk, a corrupted file: not a bug
 		return &run.Error{Code: run.CodeStorage, Message: err.Error(), Err: err}
 	}
 	return &run.Error{Code: run.CodeInternal, Message: err.Error(), Err: err}
@@ -365,7 +365,7 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 		return notFound(runID, err)
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
-		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
+		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (e *Engine) Approve(ctx context.Context, runID, stepKey string, approved bo
 		return notFound(runID, err)
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
-		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
+		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
 			Approved: approved, Reason: reason, By: by})
 	}
 	return &run.Error{Code: run.CodeInvalidState, StepID: stepKey,

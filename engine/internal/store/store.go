@@ -4,7 +4,9 @@
 // implementation stores them as is.
 //
 // Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file;
-// docs/architecture.md, "Durability"). Both must pass storetest.Exercise.
+// docs/architecture.md, "Durability"). Both must pass storetest.Exercise, and the sub-suite of
+// each optional feature they have (features.go: Pruner, Controller, FireLog). The engine reaches
+// them only through store/storeopen, the one package that names a concrete store.
 //
 // Concurrency and durability: every method is safe for concurrent use. The executor calls Write
 // from many goroutines at once; each call returns only when its batch is durable, so an
@@ -67,14 +69,6 @@ type Store interface {
 	GetIdempotency(ctx context.Context, scope, runID, key string, now time.Time) (IdempotencyEntry, bool, error)
 	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
-
-	// Prune deletes the terminal runs whose status is one of statuses (every terminal status
-	// when empty; a status that is not terminal selects nothing) and whose FinishedAt is set
-	// and before olderThan, with their steps, their events and their workflow-scoped
-	// idempotency entries, and returns how many runs it deleted. Global idempotency entries and
-	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
-	// event is never assigned again, also across a reopen.
-	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
 
 	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
 	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt

@@ -21,7 +21,10 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 // chunkSize is the number of records per chunk of the event log, and stepChunk of a run's step
 // table. Chunks never move, so appending never copies old records (but the first step chunk,
@@ -588,7 +591,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 	return ids, nil
 }
 
-// Prune implements store.Store. The records of the runs it deletes are dropped and the
+// Prune implements store.Pruner. The records of the runs it deletes are dropped and the
 // survivors' step and event bytes are copied into a fresh arena, so their memory is returned
 // to the garbage collector (slices handed out earlier stay valid).
 func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
