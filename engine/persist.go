@@ -13,32 +13,14 @@ import (
 )
 
 // recover marks the runs a previous process left unfinished as interrupted, each with an
-// interrupted event: a crash leaves runs interrupted, and Resume finishes them
+// interrupted event, in one atomic store write (a crash during recovery leaves both or
+// neither): a crash leaves runs interrupted, and Resume finishes them
 // (docs/state-machine.md, "Crashes and the one owner").
 func (e *Engine) recover(ctx context.Context) error {
-	now := e.clock.Now()
-	ids, err := e.store.MarkInterrupted(ctx, now)
-	if err != nil {
-		return fmt.Errorf("recovering interrupted runs: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
 	detail, _ := json.Marshal(map[string]string{"reason": "the process running it stopped before it finished"})
-	b := &store.Batch{}
-	for _, id := range ids {
-		b.RunUpdates = append(b.RunUpdates, store.RunUpdate{})
-		rec, err := e.store.GetRun(ctx, id)
-		if err != nil {
-			return err
-		}
-		b.RunUpdates[len(b.RunUpdates)-1] = store.RunUpdate{ID: id, Status: run.StatusInterrupted, Progress: rec.Progress,
-			UpdatedAt: now, FinishedAt: now,
-			Error: &store.RunError{Kind: "interrupted", Message: "the process running this run stopped before it finished; resume it"}}
-		b.Events = append(b.Events, run.Event{Time: now, RunID: id, Type: run.EventInterrupted,
-			Status: string(run.StatusInterrupted), Progress: rec.Progress, Detail: detail})
-	}
-	if err := e.store.Write(ctx, b); err != nil {
+	_, err := e.store.MarkInterrupted(ctx, e.clock.Now(), store.Interruption{Detail: detail,
+		Error: &store.RunError{Kind: "interrupted", Message: "the process running this run stopped before it finished; resume it"}})
+	if err != nil {
 		return fmt.Errorf("recovering interrupted runs: %w", err)
 	}
 	return nil

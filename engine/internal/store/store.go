@@ -70,12 +70,15 @@ type Store interface {
 	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
-	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
-	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt
-	// (and a run's FinishedAt) to now, and writes the run's progress as committed (see
-	// Run.Progress), its interrupted steps counted. It returns the ids of the runs it changed, sorted. It is
-	// the recovery step after a crash: called when a persistent store is opened.
-	MarkInterrupted(ctx context.Context, now time.Time) ([]string, error)
+	// MarkInterrupted is the recovery step after a crash, called when a persistent store is
+	// opened. In one atomic, durable write it turns every non-terminal run into
+	// StatusInterrupted, with Error in.Error, UpdatedAt and FinishedAt now and its progress as
+	// committed (see Run.Progress), its interrupted steps counted; every non-terminal step
+	// instance of those runs into StepInterrupted, UpdatedAt now; and appends for each of those
+	// runs, in id order, one event {Type: run.EventInterrupted, Time: now, Status
+	// "interrupted", Progress: the run's, Detail: in.Detail}. A crash during it leaves all of it
+	// or none of it. It returns the ids of the runs it changed, sorted.
+	MarkInterrupted(ctx context.Context, now time.Time, in Interruption) ([]string, error)
 
 	ArtefactStore
 
@@ -90,6 +93,12 @@ type ArtefactStore interface {
 	PutArtefact(ctx context.Context, data []byte) (string, error)
 	// GetArtefact returns the bytes stored under sha256 (lowercase hex), or ErrNotFound.
 	GetArtefact(ctx context.Context, sha256 string) ([]byte, error)
+}
+
+// Interruption is what MarkInterrupted records on each run it interrupts.
+type Interruption struct {
+	Error  *RunError       // the run's error (nil: none)
+	Detail json.RawMessage // the Detail of each run's interrupted event (nil: none)
 }
 
 // Batch is one atomic write. Any field may be empty.

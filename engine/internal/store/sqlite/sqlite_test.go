@@ -375,7 +375,7 @@ func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
 	if err := ro.Write(ctx, &store.Batch{}); !errors.Is(err, sqlite.ErrReadOnly) {
 		t.Fatalf("read-only write: %v", err)
 	}
-	if _, err := ro.MarkInterrupted(ctx, now); !errors.Is(err, sqlite.ErrReadOnly) {
+	if _, err := ro.MarkInterrupted(ctx, now, store.Interruption{}); !errors.Is(err, sqlite.ErrReadOnly) {
 		t.Fatalf("read-only recovery: %v", err)
 	}
 	if _, err := ro.PutArtefact(ctx, []byte("x")); !errors.Is(err, sqlite.ErrReadOnly) {

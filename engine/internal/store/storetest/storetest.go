@@ -529,7 +529,10 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		},
 	})
 	now := t0.Add(time.Hour)
-	ids, err := s.MarkInterrupted(ctx, now)
+	runErr := &store.RunError{Kind: "interrupted", Message: "the process stopped"}
+	detail := json.RawMessage(`{"reason":"crash"}`)
+	lastBefore, _ := s.LastSeq(ctx)
+	ids, err := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail})
 	if err != nil || !reflect.DeepEqual(ids, []string{"gate", "live"}) {
 		t.Fatalf("MarkInterrupted: %v %v", ids, err)
 	}
@@ -540,6 +543,23 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		}
 		if want == run.StatusInterrupted && (!r.FinishedAt.Equal(now) || !r.UpdatedAt.Equal(now)) {
 			t.Errorf("run %s times: %v %v", id, r.UpdatedAt, r.FinishedAt)
+		}
+		if want == run.StatusInterrupted && (r.Error == nil || *r.Error != *runErr) {
+			t.Errorf("run %s error %+v, want %+v", id, r.Error, runErr)
+		}
+	}
+	// One interrupted event per run, in id order, written with the runs (one atomic write: a
+	// crash after it cannot leave interrupted runs without their events).
+	evs, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: lastBefore})
+	if len(evs) != 2 {
+		t.Fatalf("events after MarkInterrupted: %+v; want one interrupted event per run", evs)
+	}
+	for i, id := range []string{"gate", "live"} {
+		ev := evs[i]
+		r, _ := s.GetRun(ctx, id)
+		if ev.RunID != id || ev.Type != run.EventInterrupted || ev.Status != string(run.StatusInterrupted) ||
+			!ev.Time.Equal(now) || ev.Progress != r.Progress || !sameJSON(ev.Detail, detail) || ev.Seq <= lastBefore {
+			t.Errorf("event %d: %+v; want the interrupted event of run %s (progress %+v)", i, ev, id, r.Progress)
 		}
 	}
 	// The interrupted run's progress is what was committed, its interrupted steps counted.
@@ -557,8 +577,17 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 	if gate[0].Status != run.StepInterrupted {
 		t.Errorf("approval step is %s", gate[0].Status)
 	}
-	if ids, _ := s.MarkInterrupted(ctx, now); len(ids) != 0 {
+	if ids, _ := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail}); len(ids) != 0 {
 		t.Fatalf("second MarkInterrupted changed %v", ids)
+	}
+	if more, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: evs[1].Seq}); len(more) != 0 {
+		t.Fatalf("second MarkInterrupted wrote events %+v", more)
+	}
+	// The event numbers go on after the recovery's.
+	next := &store.Batch{Events: []run.Event{{RunID: "live", Type: run.EventWorkflowStarted, Time: now}}}
+	write(t, s, next)
+	if next.Events[0].Seq <= evs[1].Seq {
+		t.Fatalf("an event written after MarkInterrupted got Seq %d, not above %d", next.Events[0].Seq, evs[1].Seq)
 	}
 }
 
