@@ -141,32 +141,43 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 	if err := e.checkTools(s); err != nil {
 		return "", err
 	}
+	id := e.newRunID()
+	if err := e.start(ctx, exec.Params{
+		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
+		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
+	}); err != nil {
+		return "", err
+	}
+	e.writeUnsaved(ctx) // the store takes writes again: write the ends it did not take
+	return id, nil
+}
+
+// start starts the run p describes (a new one, or a resume under the same id) and registers it
+// with the engine: Close waits for it and stops it, live calls (Cancel, Approve, Status) reach
+// it until it ends. It fails with code closed once Close has begun, and with the executor's
+// error when the first write fails; nothing is registered then.
+func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return "", errClosed()
+		return errClosed()
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	id := e.newRunID()
-	h, err := e.exec.Start(ctx, exec.Params{
-		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
-		Env:    exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
-		OnDone: e.runDone,
-	})
+	p.OnDone = e.runDone
+	h, err := e.exec.Start(ctx, p)
 	if err != nil {
 		e.wg.Done()
-		return "", err
+		return err
 	}
 	e.mu.Lock()
 	select {
-	case <-h.Done():
+	case <-h.Done(): // already over: not live
 	default:
-		e.runs[id] = h
+		e.runs[p.RunID] = h
 	}
 	e.mu.Unlock()
-	e.writeUnsaved(ctx) // the store takes writes again: write the ends it did not take
-	return id, nil
+	return nil
 }
 
 func (e *Engine) runDone(h *exec.Run) {
@@ -271,7 +282,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	}
 	e.withUnsaved(info)
 	for _, st := range steps {
-		if strings.Contains(st.Key, "[") {
+		if exec.InIteration(st.Key) {
 			continue
 		}
 		si := stepInfo(st, raw)
