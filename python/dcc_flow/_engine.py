@@ -209,7 +209,11 @@ class Engine:
         return self._closed
 
     def close(self) -> None:
-        """Stop the worker pool and the event thread, and close the engine. Safe to call twice."""
+        """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
+
+        An error of the close itself (the database could not take the last writes: a full disk)
+        is raised, by the first call only; the engine is closed all the same. Only an engine that
+        is garbage-collected without ``close()`` closes silently."""
         with self._lock:
             if self._closed:
                 return
@@ -221,7 +225,8 @@ class Engine:
                 t.join(timeout=5)
         if self._events_thread is not None and self._events_thread is not current:
             self._events_thread.join(timeout=5)
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _ffi.call("dccflow_engine_close", self._handle, {})
 
     def __enter__(self) -> "Engine":
         return self
