@@ -63,8 +63,9 @@ cp "$WORK/bin/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
 # --- Go test binaries -------------------------------------------------------------------------
 export GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN
 read -r -a pkgs <<<"${DCCFLOW_WIN_PACKAGES:-./engine/... ./capi ./tests/go}"
-mapfile -t rows < <($GO list -tags dccflow_cabitest \
+listing=$($GO list -tags dccflow_cabitest \
 	-f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}} {{.Name}}{{end}}' "${pkgs[@]}")
+mapfile -t rows < <(grep . <<<"$listing")
 # The overlay adds scripts/windows/wine_deleteat_test.go.in to each package, with its package name.
 overlay="$WORK/overlay/overlay.json"
 {
@@ -88,6 +89,7 @@ for row in "${rows[@]}"; do
 	$GO test -c -tags dccflow_cabitest -ldflags=-checklinkname=0 -overlay "$overlay" -o "$exe" "$ip"
 done
 unset GOOS GOARCH CGO_ENABLED CC
+say "running them under Wine"
 
 # --- run them under Wine ---------------------------------------------------------------------
 DCCFLOW_TEST_MCPSERVER=$(winepath -w "$WORK/bin/mcpserver.exe" 2>/dev/null)
