@@ -38,7 +38,8 @@ func TestLockHelperProcess(t *testing.T) {
 // A second process is refused while the first owns the database (flock and an OFD lock on
 // Linux, LockFileEx on Windows), told the owner's pid, and can read beside it; once the owner
 // is killed (SIGKILL, TerminateProcess: no Close), the OS drops its locks and the next Open
-// owns the database. The path has spaces (and, on Windows, a drive letter).
+// owns the database. The path has spaces (and, on Windows, a drive letter; the reader
+// opens it with forward slashes).
 func TestSecondProcessIsRefusedUntilTheOwnerIsKilled(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "Some User", "dcc flow")
@@ -70,7 +71,7 @@ func TestSecondProcessIsRefusedUntilTheOwnerIsKilled(t *testing.T) {
 		!strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "open it read-only") {
 		t.Fatalf("second owner while the helper owns %s: %v", path, err)
 	}
-	ro, err := sqlite.OpenReadOnly(ctx, path)
+	ro, err := sqlite.OpenReadOnly(ctx, filepath.ToSlash(path)) // C:/… on Windows
 	if err != nil {
 		t.Fatalf("read-only beside the owner: %v", err)
 	}
