@@ -58,7 +58,11 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
 fi
 sys32="$WINEPREFIX/drive_c/windows/system32"
 $CC_WIN -O2 -shared -Wl,--kill-at -o "$WORK/bin/bcryptprimitives.dll" scripts/windows/bcryptprimitives.c -ladvapi32
-cp "$WORK/bin/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
+# Only where Wine has none (Wine >= 9 has its own): never over a DLL this script did not put there.
+if [ ! -e "$sys32/bcryptprimitives.dll" ] || [ -e "$WINEPREFIX/.dccflow-bcryptprimitives" ]; then
+	cp "$WORK/bin/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
+	touch "$WINEPREFIX/.dccflow-bcryptprimitives"
+fi
 
 # --- Go test binaries -------------------------------------------------------------------------
 export GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN
