@@ -1,4 +1,8 @@
+//go:build !windows
+
 package main
+
+// POSIX only: Windows has no fork(), so its lock handles never reach a child and need no closing.
 
 /*
 #include <pthread.h>
