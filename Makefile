@@ -57,7 +57,7 @@ test-go: ## Go tests (race detector on)
 lint: venv ## gofmt check, mypy --strict and ruff on the Python package and the soak scripts
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(VPY) -m mypy python/dcc_flow
-	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES)
+	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES) scripts/wheels
 	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict $(SOAK_FILES)
 
 test-py: $(LIB) venv ## pytest in .venv

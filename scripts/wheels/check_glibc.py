@@ -31,7 +31,8 @@ def main(argv):
         print("check_glibc: %s needs %s, newer than GLIBC_%s (found: %s)"
               % (library, ", ".join("GLIBC_" + ".".join(map(str, v)) for v in newer), argv[2], names))
         return 1
-    print("check_glibc: %s: newest GLIBC_%s <= %s (found: %s)" % (library, ".".join(map(str, found[-1])), argv[2], names))
+    newest = ".".join(map(str, found[-1]))
+    print("check_glibc: %s: newest GLIBC_%s <= %s (found: %s)" % (library, newest, argv[2], names))
     return 0
 
 

@@ -164,4 +164,19 @@ print("run %s completed, %d FBX exports" % (r["run_id"], len(r["outputs"]["per_f
   *) fail "no checks written for $platform" ;;
   esac
 done
+# README: one Linux machine fills the share's folder of every OS (pip --platform only unpacks).
+echo "== the share's per-OS folders of examples/install, filled from here with pip --platform"
+share=$TMP/share
+for entry in linux:manylinux2014_x86_64:libdccflow.so win64:win_amd64:dccflow.dll mac:macosx_11_0_arm64:libdccflow.dylib; do
+  IFS=: read -r folder platform lib <<<"$entry"
+  case " $* " in *" $platform "*) ;; *) continue ;; esac
+  wheel=$(wheel_of "$platform")
+  "$WHEEL_PY" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --only-binary=:all: \
+    --platform "$(basename "$wheel" .whl | sed -E 's/.*-py3-none-//; s/.*\.//')" --target "$share/$folder/site-packages" "$wheel" \
+    || fail "$platform: pip install --platform --target $share/$folder/site-packages"
+  got=$(ls "$share/$folder/site-packages/dcc_flow/_lib")
+  [ "$got" = "$lib" ] || fail "$platform: $folder/site-packages/dcc_flow/_lib holds '$got', want $lib"
+  grep -q "PYTHONPATH +:= $folder/site-packages" examples/install/dcc_flow.mod || fail "examples/install/dcc_flow.mod names no $folder/site-packages"
+  ok "$platform: pip install --platform into $folder/site-packages (the folder dcc_flow.mod gives PLATFORM:$folder)"
+done
 echo "test-wheels: all $# wheels passed"
