@@ -124,7 +124,7 @@ WHEEL_PY     := $(WHEEL_VENV)/bin/python
 ZIGLANG      := ziglang==0.14.1
 AUDITWHEEL   := auditwheel==6.8.2
 WHEEL_APT    := gcc-mingw-w64-x86-64-win32 binutils-mingw-w64-x86-64 binutils llvm file qemu-user libc6-arm64-cross
-WHEEL_PLATFORMS := manylinux2014_x86_64 manylinux2014_aarch64 win_amd64 macosx_11_0_arm64 macosx_10_15_x86_64
+WHEEL_PLATFORMS := manylinux2014_x86_64 manylinux2014_aarch64 win_amd64 macosx_11_0_arm64 macosx_10_15_x86_64 macosx_10_15_universal2
 WHEEL_SCRIPTS := scripts/wheels/golib.sh scripts/wheels/darwin_stubs.py
 
 $(WHEEL_VENV)/.ok: Makefile
@@ -139,7 +139,10 @@ build/wheels/%/.lib: $(GO_SOURCES) $(WHEEL_SCRIPTS) | wheel-tools
 	WHEEL_PY=$(WHEEL_PY) GO=$(GO) scripts/wheels/golib.sh $*
 	@touch $@
 
-wheels: $(foreach p,$(WHEEL_PLATFORMS),build/wheels/$(p)/.lib) ## Cross-build one wheel per studio OS into dist/ (manylinux2014 x86_64/aarch64, win_amd64, macOS arm64/x86_64)
+# universal2 is the lipo of the two thin macOS builds.
+build/wheels/macosx_10_15_universal2/.lib: build/wheels/macosx_11_0_arm64/.lib build/wheels/macosx_10_15_x86_64/.lib
+
+wheels: $(foreach p,$(WHEEL_PLATFORMS),build/wheels/$(p)/.lib) ## Cross-build one wheel per studio OS into dist/ (manylinux2014 x86_64/aarch64, win_amd64, macOS arm64/x86_64/universal2)
 	WHEEL_PY=$(WHEEL_PY) scripts/wheels/package.sh $(WHEEL_PLATFORMS)
 
 test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glibc, installs on Python 3.7/3.13, aarch64 under qemu, Mach-O and PE exports

@@ -15,6 +15,18 @@ GO=${GO:-go}
 out=build/wheels/$platform
 mkdir -p "$out"
 
+if [ "$platform" = macosx_10_15_universal2 ]; then
+  # One dylib for both Mac processors (a share's mac/ folder then serves Intel and Apple Silicon):
+  # the two thin builds joined by lipo (LLVM's, from Debian's llvm); each slice keeps its own
+  # load commands and the arm64 one its code signature.
+  lipo=$(command -v llvm-lipo || ls /usr/bin/llvm-lipo-* /usr/lib/llvm-*/bin/llvm-lipo 2>/dev/null | sort -V | tail -1 || true)
+  [ -n "$lipo" ] || { echo "golib.sh: llvm-lipo not found: apt-get install llvm" >&2; exit 1; }
+  "$lipo" -create build/wheels/macosx_11_0_arm64/libdccflow.dylib build/wheels/macosx_10_15_x86_64/libdccflow.dylib \
+    -output "$out/libdccflow.dylib"
+  echo "golib.sh: $out/libdccflow.dylib ($(( $(stat -c %s "$out/libdccflow.dylib") / 1024 )) KiB, lipo of arm64 + x86_64)"
+  exit 0
+fi
+
 ldflags=()
 case "$platform" in
   manylinux2014_x86_64)  goos=linux   goarch=amd64 zig=x86_64-linux-gnu.2.17  lib=libdccflow.so ;;
@@ -23,7 +35,7 @@ case "$platform" in
   macosx_11_0_arm64)     goos=darwin  goarch=arm64 zig=aarch64-macos.11.0     lib=libdccflow.dylib ;;
   win_amd64)             goos=windows goarch=amd64 zig=""                     lib=dccflow.dll ;;
   *) echo "golib.sh: unknown platform $platform (known: manylinux2014_x86_64 manylinux2014_aarch64" \
-          "macosx_10_15_x86_64 macosx_11_0_arm64 win_amd64)" >&2; exit 2 ;;
+          "macosx_10_15_x86_64 macosx_11_0_arm64 macosx_10_15_universal2 win_amd64)" >&2; exit 2 ;;
 esac
 
 if [ -n "$zig" ]; then

@@ -43,6 +43,51 @@ exports_all() {
   ok "$1: exports all ${#HEADER_SYMBOLS[@]} dccflow_* functions of capi/dccflow.h"
 }
 
+# lipo_archs LIB: the architectures of a Mach-O file (Debian installs llvm-lipo with a version suffix).
+lipo_archs() {
+  local lipo
+  lipo=$(command -v llvm-lipo || ls /usr/bin/llvm-lipo-* /usr/lib/llvm-*/bin/llvm-lipo 2>/dev/null | sort -V | tail -1)
+  "$lipo" -archs "$1" | tr -s " " "\n" | grep . | sort | tr "\n" " " | sed "s/ $//"
+}
+
+# check_macho_slice PLATFORM LIB ARCH MINOS: one architecture of a macOS library, read with Debian's llvm.
+check_macho_slice() {
+  local platform=$1 lib=$2 arch=$3 minos=$4 what="$1 ($3)" desc id headers got used dep
+  if [ "$platform" != macosx_10_15_universal2 ]; then
+    desc=$(file -b "$lib")
+    echo "$desc" | grep -qF "Mach-O 64-bit $arch dynamically linked shared library" || fail "$what: file says $desc"
+    # NOUNDEFS|TWOLEVEL: every symbol is bound to the library that provides it.
+    echo "$desc" | grep -q 'NOUNDEFS' && echo "$desc" | grep -q 'TWOLEVEL' || fail "$what: flags: $desc"
+    ok "$what: $desc"
+  else
+    desc=$(llvm-objdump --macho --arch="$arch" --private-header "$lib")
+    echo "$desc" | grep -q 'NOUNDEFS' && echo "$desc" | grep -q 'TWOLEVEL' || fail "$what: flags: $desc"
+    ok "$what: slice flags NOUNDEFS TWOLEVEL"
+  fi
+  id=$(llvm-objdump --macho --arch="$arch" --dylib-id "$lib" | tail -1)
+  [ "$id" = "@loader_path/libdccflow.dylib" ] || fail "$what: install name is $id, want @loader_path/libdccflow.dylib"
+  ok "$what: install name $id"
+  headers=$(llvm-objdump --macho --arch="$arch" --private-headers "$lib")
+  got=$(echo "$headers" | grep -A4 'cmd LC_BUILD_VERSION' | awk '$1 == "minos" {print $2}')
+  [ "$got" = "$minos" ] || fail "$what: LC_BUILD_VERSION minos is '$got', want $minos"
+  ok "$what: minimum macOS $got"
+  if [ "$arch" = arm64 ]; then  # Apple Silicon refuses to map unsigned code
+    echo "$headers" | grep -q 'cmd LC_CODE_SIGNATURE' || fail "$what: no LC_CODE_SIGNATURE (ad-hoc signature)"
+    ok "$what: ad-hoc code signature present"
+  fi
+  # The first entry of --dylibs-used is the library's own id (LC_ID_DYLIB).
+  used=$(llvm-objdump --macho --arch="$arch" --dylibs-used "$lib" | tail -n +2 | awk '{print $1}' | grep -vxF "$id")
+  for dep in $used; do
+    case "$dep" in
+      /usr/lib/*|/System/Library/Frameworks/*) ;;
+      *) fail "$what: links $dep, which is not part of macOS" ;;
+    esac
+  done
+  ok "$what: links only macOS system libraries: $(echo $used)"
+  llvm-nm --arch="$arch" --extern-only --defined-only "$lib" | awk '{print $NF}' | sed 's/^_//' > "$TMP/$platform-$arch-exports"
+  exports_all "$what" "$TMP/$platform-$arch-exports"
+}
+
 echo "== layout: one library per wheel, the right name for its tag, the same Python package in all"
 "$WHEEL_PY" scripts/wheels/check_wheels.py dist "$@" || fail "wheel layout (above)"
 
@@ -129,37 +174,22 @@ print("run %s completed, %d FBX exports" % (r["run_id"], len(r["outputs"]["per_f
   macosx_*)
     lib=$(extract "$wheel")/libdccflow.dylib
     case "$platform" in
-      macosx_11_0_arm64)   arch=arm64  minos=11.0 ;;
-      macosx_10_15_x86_64) arch=x86_64 minos=10.15 ;;
+      macosx_11_0_arm64)       slices="arm64:11.0" ;;
+      macosx_10_15_x86_64)     slices="x86_64:10.15" ;;
+      macosx_10_15_universal2) slices="arm64:11.0 x86_64:10.15" ;;  # Apple Silicon starts at macOS 11
       *) fail "$platform: no expectations written for this macOS platform" ;;
     esac
     desc=$(file -b "$lib")
-    echo "$desc" | grep -qF "Mach-O 64-bit $arch dynamically linked shared library" || fail "$platform: file says $desc"
-    # NOUNDEFS|TWOLEVEL: every symbol is bound to the library that provides it.
-    echo "$desc" | grep -q 'NOUNDEFS' && echo "$desc" | grep -q 'TWOLEVEL' || fail "$platform: flags: $desc"
-    ok "$platform: $desc"
-    id=$(llvm-objdump --macho --dylib-id "$lib" | tail -1)
-    [ "$id" = "@loader_path/libdccflow.dylib" ] || fail "$platform: install name is $id, want @loader_path/libdccflow.dylib"
-    ok "$platform: install name $id"
-    headers=$(llvm-objdump --macho --private-headers "$lib")
-    got=$(echo "$headers" | grep -A4 'cmd LC_BUILD_VERSION' | awk '$1 == "minos" {print $2}')
-    [ "$got" = "$minos" ] || fail "$platform: LC_BUILD_VERSION minos is '$got', want $minos (the wheel's tag)"
-    ok "$platform: minimum macOS $got"
-    if [ "$arch" = arm64 ]; then  # Apple Silicon refuses to map unsigned code
-      echo "$headers" | grep -q 'cmd LC_CODE_SIGNATURE' || fail "$platform: no LC_CODE_SIGNATURE (ad-hoc signature)"
-      ok "$platform: ad-hoc code signature present"
+    if [ "$platform" = macosx_10_15_universal2 ]; then
+      echo "$desc" | grep -q '^Mach-O universal binary with 2 architectures' || fail "$platform: file says $desc"
+      archs=$(lipo_archs "$lib")
+      [ "$archs" = "arm64 x86_64" ] || fail "$platform: architectures '$archs', want arm64 and x86_64"
+      ok "$platform: universal binary of $archs"
     fi
-    # The first entry of --dylibs-used is the library's own id (LC_ID_DYLIB).
-    used=$(llvm-objdump --macho --dylibs-used "$lib" | tail -n +2 | awk '{print $1}' | grep -vxF "$id")
-    for dep in $used; do
-      case "$dep" in
-        /usr/lib/*|/System/Library/Frameworks/*) ;;
-        *) fail "$platform: links $dep, which is not part of macOS" ;;
-      esac
+    for slice in $slices; do
+      arch=${slice%%:*} minos=${slice#*:}
+      check_macho_slice "$platform" "$lib" "$arch" "$minos"
     done
-    ok "$platform: links only macOS system libraries: $(echo $used)"
-    llvm-nm --extern-only --defined-only "$lib" | awk '{print $NF}' | sed 's/^_//' > "$TMP/$platform-exports"
-    exports_all "$platform" "$TMP/$platform-exports"
     ;;
   *) fail "no checks written for $platform" ;;
   esac
@@ -167,7 +197,7 @@ done
 # README: one Linux machine fills the share's folder of every OS (pip --platform only unpacks).
 echo "== the share's per-OS folders of examples/install, filled from here with pip --platform"
 share=$TMP/share
-for entry in linux:manylinux2014_x86_64:libdccflow.so win64:win_amd64:dccflow.dll mac:macosx_11_0_arm64:libdccflow.dylib; do
+for entry in linux:manylinux2014_x86_64:libdccflow.so win64:win_amd64:dccflow.dll mac:macosx_10_15_universal2:libdccflow.dylib; do
   IFS=: read -r folder platform lib <<<"$entry"
   case " $* " in *" $platform "*) ;; *) continue ;; esac
   wheel=$(wheel_of "$platform")

@@ -178,7 +178,8 @@ def test_readme_install_commands_are_the_ones_tested():
                 "manylinux_2_17_x86_64.manylinux2014_x86_64.whl\n" % dcc_python) in text
     # The Windows and macOS lines name the folders the module and package files give those OSes.
     assert "--target S:\\pipeline\\dcc-flow\\win64\\site-packages dist\\dcc_flow-0.1.0-py3-none-win_amd64.whl\n" in text
-    assert "--target /Volumes/studio/pipeline/dcc-flow/mac/site-packages dist/dcc_flow-0.1.0-py3-none-macosx_11_0_arm64.whl\n" in text
+    assert ("--target /Volumes/studio/pipeline/dcc-flow/mac/site-packages "
+            "dist/dcc_flow-0.1.0-py3-none-macosx_10_15_universal2.whl\n") in text
     for houdini_os, maya_platform in MAYA_PLATFORM.items():
         assert houdini_pythonpath(os.path.join(ROOT, "examples", "install", "dcc_flow.json"), houdini_os) == [
             "%s/%s/site-packages" % (SHARE[houdini_os], maya_platform)]
