@@ -20,7 +20,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
 
 .DEFAULT_GOAL := help
-.PHONY: help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
+.PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -57,7 +57,7 @@ test-go: ## Go tests (race detector on)
 lint: venv ## gofmt check, mypy --strict and ruff on the Python package and the soak scripts
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(VPY) -m mypy python/dcc_flow
-	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES)
+	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES) scripts/wheels
 	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict $(SOAK_FILES)
 
 test-py: $(LIB) venv ## pytest in .venv
@@ -116,5 +116,37 @@ soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py
 
+# Wheels of every studio OS, cross-built here (docs/wheels.md). The C toolchain of cgo is Zig from PyPI
+# and Debian's mingw-w64; the checkers are auditwheel, binutils/llvm, file and qemu-user. All are
+# installed on first use, so CI (.ci/run) pays nothing for them unless it runs these targets.
+WHEEL_VENV   := .venv-wheels
+WHEEL_PY     := $(WHEEL_VENV)/bin/python
+ZIGLANG      := ziglang==0.14.1
+AUDITWHEEL   := auditwheel==6.8.2
+WHEEL_APT    := gcc-mingw-w64-x86-64-win32 binutils-mingw-w64-x86-64 binutils llvm file qemu-user libc6-arm64-cross
+WHEEL_PLATFORMS := manylinux2014_x86_64 manylinux2014_aarch64 win_amd64 macosx_11_0_arm64 macosx_10_15_x86_64 macosx_10_15_universal2
+WHEEL_SCRIPTS := scripts/wheels/golib.sh scripts/wheels/darwin_stubs.py
+
+$(WHEEL_VENV)/.ok: Makefile
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_PY) -m pip install --quiet --disable-pip-version-check $(ZIGLANG) $(AUDITWHEEL) $(SETUPTOOLS)
+	@touch $@
+
+wheel-tools: $(WHEEL_VENV)/.ok
+	@scripts/wheels/apt-tools.sh $(WHEEL_APT)
+
+build/wheels/%/.lib: $(GO_SOURCES) $(WHEEL_SCRIPTS) | wheel-tools
+	WHEEL_PY=$(WHEEL_PY) GO=$(GO) scripts/wheels/golib.sh $*
+	@touch $@
+
+# universal2 is the lipo of the two thin macOS builds.
+build/wheels/macosx_10_15_universal2/.lib: build/wheels/macosx_11_0_arm64/.lib build/wheels/macosx_10_15_x86_64/.lib
+
+wheels: $(foreach p,$(WHEEL_PLATFORMS),build/wheels/$(p)/.lib) ## Cross-build one wheel per studio OS into dist/ (manylinux2014 x86_64/aarch64, win_amd64, macOS arm64/x86_64/universal2)
+	WHEEL_PY=$(WHEEL_PY) scripts/wheels/package.sh $(WHEEL_PLATFORMS)
+
+test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glibc, installs on Python 3.7/3.13, aarch64 under qemu, Mach-O and PE exports
+	WHEEL_PY=$(WHEEL_PY) scripts/wheels/test.sh $(WHEEL_PLATFORMS)
+
 clean: ## Remove build output and the venvs
-	rm -rf $(LIBDIR)/libdccflow.* $(VENV) $(BENCH_VENV) .pytest_cache
+	rm -rf $(LIBDIR)/libdccflow.* $(VENV) $(BENCH_VENV) $(WHEEL_VENV) build/wheels .pytest_cache

@@ -13,6 +13,18 @@ The package is pure Python except for one file: the engine, a Go library built w
 Build it the way CI does, offline and against the setuptools already installed::
 
     pip wheel . --no-build-isolation --no-deps --no-index -w dist
+
+``make wheels`` builds the wheels of every studio OS with the same command, once per platform, with
+two environment variables (scripts/wheels/package.sh):
+
+* ``DCC_FLOW_WHEEL_PLATFORM``: the wheel's platform tag (e.g. ``manylinux2014_x86_64``,
+  ``win_amd64``, ``macosx_11_0_arm64``) instead of this machine's;
+* ``DCC_FLOW_WHEEL_LIBRARY``: the cross-built library to ship (its file name must be the one the
+  loader looks for on that platform: ``libdccflow.so``, ``dccflow.dll`` or ``libdccflow.dylib``);
+  nothing is built then.
+
+Either way the wheel's ``_lib/`` holds exactly one file, that library: a library of another platform
+left in ``python/dcc_flow/_lib`` or in ``build/`` by an earlier build never rides along.
 """
 
 import os
@@ -29,6 +41,37 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 LIB_DIR = os.path.join(ROOT, "python", "dcc_flow", "_lib")
 LIB_NAMES = {"win32": "dccflow.dll", "darwin": "libdccflow.dylib"}
 LIB_NAME = LIB_NAMES.get(sys.platform, "libdccflow.so")
+ENV_PLATFORM = "DCC_FLOW_WHEEL_PLATFORM"
+ENV_LIBRARY = "DCC_FLOW_WHEEL_LIBRARY"
+
+
+def library_name_for(platform_tag):
+    """The file name the loader (dcc_flow._ffi._library_filename) looks for on that wheel platform."""
+    if platform_tag.startswith("win"):
+        return "dccflow.dll"
+    if platform_tag.startswith("macosx"):
+        return "libdccflow.dylib"
+    return "libdccflow.so"
+
+
+def shipped_library():
+    """The library file this wheel carries: the cross-built one named by the environment, else the
+    native one (built by build_library)."""
+    explicit = os.environ.get(ENV_LIBRARY)
+    platform_tag = os.environ.get(ENV_PLATFORM)
+    if not explicit and not platform_tag:
+        build_library()
+        return os.path.join(LIB_DIR, LIB_NAME)
+    if not explicit or not platform_tag:  # a native library tagged manylinux would be a lie, and vice versa
+        sys.exit("dcc-flow: set both %s and %s (a cross-built library and its wheel platform), or neither"
+                 % (ENV_PLATFORM, ENV_LIBRARY))
+    want = library_name_for(platform_tag)
+    if os.path.basename(explicit) != want:
+        sys.exit("dcc-flow: %s=%s but a %s wheel must carry %s (the name its loader looks for)"
+                 % (ENV_LIBRARY, explicit, platform_tag, want))
+    if not os.path.isfile(explicit):
+        sys.exit("dcc-flow: %s=%s does not exist; build it with `make wheels`" % (ENV_LIBRARY, explicit))
+    return explicit
 
 
 def build_library():
@@ -53,8 +96,15 @@ def build_library():
 
 class BuildPyWithLibrary(build_py):
     def run(self):
-        build_library()
+        library = shipped_library()
         super().run()
+        # package_data copies whatever python/dcc_flow/_lib holds, and build/lib keeps files of earlier
+        # builds: leave exactly the one library of this wheel's platform.
+        target = os.path.join(self.build_lib, "dcc_flow", "_lib")
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.makedirs(target)
+        self.copy_file(library, os.path.join(target, os.path.basename(library)))
 
 
 class EggInfoInBuild(egg_info):
@@ -77,7 +127,7 @@ class BinaryDistribution(Distribution):
 class PlatformWheel(bdist_wheel):
     def get_tag(self):
         _, _, platform = super().get_tag()  # e.g. linux_x86_64, macosx_11_0_arm64, win_amd64
-        return "py3", "none", platform
+        return "py3", "none", os.environ.get(ENV_PLATFORM) or platform
 
 
 setup(

@@ -2,6 +2,8 @@
 
 package main
 
+// POSIX only: Windows has no fork(), so its lock handles never reach a child and need no closing.
+
 /*
 #include <pthread.h>
 #include <unistd.h>

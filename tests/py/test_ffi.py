@@ -63,6 +63,19 @@ def test_candidate_paths(monkeypatch, tmp_path):
     assert _ffi.candidate_paths() == [str(tmp_path / "x.so")]
 
 
+@pytest.mark.parametrize(
+    "platform, name",
+    [("linux", "libdccflow.so"), ("darwin", "libdccflow.dylib"), ("win32", "dccflow.dll"), ("cygwin", "dccflow.dll"),
+     ("freebsd14", "libdccflow.so")],
+)
+def test_library_filename_by_platform(monkeypatch, platform, name):
+    # The names the wheels of `make wheels` ship (scripts/wheels/check_wheels.py checks each wheel's).
+    monkeypatch.delenv(_ffi.ENV_VAR, raising=False)
+    monkeypatch.setattr(_ffi.sys, "platform", platform)
+    assert _ffi._library_filename() == name
+    assert _ffi.candidate_paths() == [os.path.join(os.path.dirname(_ffi.__file__), "_lib", name)]
+
+
 def test_import_is_lazy_and_imports_no_dcc_modules():
     result = _run_python(
         """

@@ -66,6 +66,67 @@ def wheel(tmp_path_factory):
     return os.path.join(str(out), wheels[0])
 
 
+def load_check_wheels():
+    """scripts/wheels/check_wheels.py, which make test-wheels runs on the wheels of every platform."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_wheels", os.path.join(ROOT, "scripts", "wheels", "check_wheels.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cross_wheel(tmp_path, platform, library_file):
+    """`pip wheel .` as scripts/wheels/package.sh runs it for a cross-built library (make wheels)."""
+    out = tmp_path / "dist"
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", DCC_FLOW_WHEEL_PLATFORM=platform,
+               DCC_FLOW_WHEEL_LIBRARY=str(library_file))
+    return subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps", "--no-index",
+                           "-w", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600), out
+
+
+@pytest.mark.parametrize("platform, name", [
+    ("win_amd64", "dccflow.dll"),
+    ("macosx_11_0_arm64", "libdccflow.dylib"),
+    ("manylinux_2_17_aarch64.manylinux2014_aarch64", "libdccflow.so"),
+])
+def test_cross_wheel_carries_only_the_named_library_under_its_tag(tmp_path, platform, name):
+    # A stand-in for the cross-built library: what matters is that this file, and only it, is shipped
+    # under the loader's name for that platform, whatever the native build left in python/ or build/.
+    (tmp_path / "lib").mkdir()
+    library = tmp_path / "lib" / name
+    library.write_bytes(b"cross-built " + platform.encode() + b"\0" * 1000000)
+    proc, out = cross_wheel(tmp_path, platform, library)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheels = os.listdir(str(out))
+    assert wheels == ["dcc_flow-0.1.0-py3-none-%s.whl" % platform]
+    with zipfile.ZipFile(str(out / wheels[0])) as zf:
+        libs = [n for n in zf.namelist() if n.startswith("dcc_flow/_lib/")]
+        assert libs == ["dcc_flow/_lib/" + name]
+        assert zf.read(libs[0]) == library.read_bytes()
+        meta = zf.read("dcc_flow-0.1.0.dist-info/WHEEL").decode()
+    for tag in platform.split("."):
+        assert "Tag: py3-none-%s\n" % tag in meta
+    assert load_check_wheels().library_name(platform.split(".")[-1]) == name
+
+
+@pytest.mark.parametrize("env_platform, file_name, message", [
+    ("win_amd64", "libdccflow.so", "a win_amd64 wheel must carry dccflow.dll"),
+    ("macosx_10_15_x86_64", "missing/libdccflow.dylib", "does not exist; build it with `make wheels`"),
+    ("manylinux2014_x86_64", None, "set both DCC_FLOW_WHEEL_PLATFORM and DCC_FLOW_WHEEL_LIBRARY"),
+])
+def test_cross_wheel_refuses_a_wrong_or_missing_library(tmp_path, env_platform, file_name, message):
+    library = ""
+    if file_name:
+        library = tmp_path / file_name
+        if not file_name.startswith("missing/"):
+            library.write_bytes(b"x")
+    proc, out = cross_wheel(tmp_path, env_platform, library)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not out.exists() or not os.listdir(str(out))
+
+
 def test_wheel_is_py3_none_platform_and_carries_the_library(wheel):
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     assert os.path.basename(wheel) == "dcc_flow-0.1.0-py3-none-%s.whl" % platform
@@ -112,9 +173,16 @@ def test_readme_install_commands_are_the_ones_tested():
     if platform == "linux_x86_64":  # the README's example file name
         assert "\npip install dist/dcc_flow-0.1.0-py3-none-linux_x86_64.whl\n" in text
     assert "\npip install .  " in text  # test_pip_install_dot_...
-    for dcc_python in ("mayapy", "hython"):  # test_target_install_...
-        assert ("\n%s -m pip install --target /studio/pipeline/dcc-flow/site-packages dist/dcc_flow-0.1.0-py3-none-"
-                % dcc_python) in text
+    for dcc_python in ("mayapy", "hython"):  # test_target_install_...: the Linux folder of the module/package files
+        assert ("\n%s -m pip install --target /studio/pipeline/dcc-flow/linux/site-packages dist/dcc_flow-0.1.0-py3-none-"
+                "manylinux_2_17_x86_64.manylinux2014_x86_64.whl\n" % dcc_python) in text
+    # The Windows and macOS lines name the folders the module and package files give those OSes.
+    assert "--target S:\\pipeline\\dcc-flow\\win64\\site-packages dist\\dcc_flow-0.1.0-py3-none-win_amd64.whl\n" in text
+    assert ("--target /Volumes/studio/pipeline/dcc-flow/mac/site-packages "
+            "dist/dcc_flow-0.1.0-py3-none-macosx_10_15_universal2.whl\n") in text
+    for houdini_os, maya_platform in MAYA_PLATFORM.items():
+        assert houdini_pythonpath(os.path.join(ROOT, "examples", "install", "dcc_flow.json"), houdini_os) == [
+            "%s/%s/site-packages" % (SHARE[houdini_os], maya_platform)]
 
 
 def oldest_python():
@@ -129,44 +197,79 @@ def oldest_python():
     return sys.executable
 
 
-def module_pythonpath(mod_file):
-    """PYTHONPATH as Maya builds it from a module file: `+ NAME VERSION PATH` (relative to the .mod's
-    folder), then `PYTHONPATH +:= REL` lines relative to that module path."""
+def module_pythonpath(mod_file, platform):
+    """PYTHONPATH as Maya on `platform` (linux, win64, mac) builds it from a module file: the sections
+    `+ [PLATFORM:p] NAME VERSION PATH` (PATH relative to the .mod's folder) whose condition holds,
+    then their `PYTHONPATH +:= REL` lines, relative to that module path."""
     root, paths = None, []
     with open(mod_file, encoding="utf-8") as f:
         for line in f:
             fields = line.split()
             if fields[:1] == ["+"]:
-                root = os.path.normpath(os.path.join(os.path.dirname(mod_file), fields[-1]))
-            elif line.replace(" ", "").startswith("PYTHONPATH+:="):
-                paths.append(os.path.join(root, line.split(":=", 1)[1].strip()))
+                conditions = [c.split(":", 1) for c in fields[1:-3]]
+                assert all(key == "PLATFORM" for key, _ in conditions), line
+                active = all(value == platform for _, value in conditions)
+                root = os.path.normpath(os.path.join(os.path.dirname(mod_file), fields[-1])) if active else None
+            elif line.replace(" ", "").startswith("PYTHONPATH+:=") and root is not None:
+                paths.append(os.path.normpath(os.path.join(root, line.split(":=", 1)[1].strip())))
     return paths
 
 
-def houdini_pythonpath(package_file, home):
-    """PYTHONPATH as Houdini builds it from the package's env list, DCC_FLOW_HOME moved to `home`."""
+def houdini_value(value, houdini_os):
+    """A package value: a string, or a list of {"houdini_os == 'x'": string} of which the first true one counts."""
+    if isinstance(value, str):
+        return value
+    for choice in value:
+        ((condition, chosen),) = choice.items()
+        match = re.fullmatch(r"houdini_os == '(windows|macos|linux)'", condition)
+        assert match, condition
+        if match.group(1) == houdini_os:
+            return chosen
+    return None
+
+
+def houdini_pythonpath(package_file, houdini_os):
+    """PYTHONPATH as Houdini on `houdini_os` builds it from the package's env list."""
     with open(package_file, encoding="utf-8") as f:
         package = json.load(f)
     env, paths = {}, []
     for entry in package["env"]:
         for key, value in entry.items():
             if key == "DCC_FLOW_HOME":
-                env[key] = home
+                env[key] = houdini_value(value, houdini_os)
             elif key == "PYTHONPATH":
                 assert value["method"] == "prepend"
-                paths.append(value["value"].replace("$DCC_FLOW_HOME", env["DCC_FLOW_HOME"]))
+                paths.append(houdini_value(value["value"], houdini_os).replace("$DCC_FLOW_HOME", env["DCC_FLOW_HOME"]))
     return paths
+
+
+# The share as each OS mounts it, and its folder per OS (one wheel each: the native library differs).
+SHARE = {"linux": "/studio/pipeline/dcc-flow", "windows": "S:/pipeline/dcc-flow", "macos": "/Volumes/studio/pipeline/dcc-flow"}
+MAYA_PLATFORM = {"linux": "linux", "windows": "win64", "macos": "mac"}
+
+
+def test_maya_module_and_houdini_package_name_one_folder_per_os(tmp_path):
+    shutil.copy(os.path.join(ROOT, "examples", "install", "dcc_flow.mod"), str(tmp_path))
+    package = os.path.join(ROOT, "examples", "install", "dcc_flow.json")
+    for houdini_os, maya_platform in MAYA_PLATFORM.items():
+        want = "%s/%s/site-packages" % (SHARE[houdini_os], maya_platform)
+        assert houdini_pythonpath(package, houdini_os) == [want]
+        # The module file sits in the share's root on every OS; its paths are relative to it.
+        assert module_pythonpath(str(tmp_path / "dcc_flow.mod"), maya_platform) == [
+            os.path.normpath(str(tmp_path / maya_platform / "site-packages"))]
+    assert module_pythonpath(str(tmp_path / "dcc_flow.mod"), "irix") == []
 
 
 def test_target_install_for_dcc_pythons_with_the_maya_module_and_houdini_package(wheel, tmp_path):
     home = tmp_path / "dcc-flow"
-    run([sys.executable, "-m", "pip", "install", "--no-index", "--target", str(home / "site-packages"), wheel],
-        env=clean_env())
+    site = home / "linux" / "site-packages"
+    run([sys.executable, "-m", "pip", "install", "--no-index", "--target", str(site), wheel], env=clean_env())
     shutil.copy(os.path.join(ROOT, "examples", "install", "dcc_flow.mod"), str(home))
-    from_maya = module_pythonpath(str(home / "dcc_flow.mod"))
-    from_houdini = houdini_pythonpath(os.path.join(ROOT, "examples", "install", "dcc_flow.json"), str(home))
-    assert from_maya == from_houdini == [str(home / "site-packages")]
+    from_maya = module_pythonpath(str(home / "dcc_flow.mod"), "linux")
+    from_houdini = [p.replace(SHARE["linux"], str(home))
+                    for p in houdini_pythonpath(os.path.join(ROOT, "examples", "install", "dcc_flow.json"), "linux")]
+    assert from_maya == from_houdini == [str(site)]
     python = oldest_python()  # a different Python than the one that built and installed the wheel
     env = dict(clean_env(), PYTHONPATH=os.pathsep.join(from_maya))
     smoke = run([python, SMOKE], cwd=str(tmp_path), env=env)
-    assert "smoke ok" in smoke.stdout and str(home / "site-packages") in smoke.stdout, smoke.stdout
+    assert "smoke ok" in smoke.stdout and str(site) in smoke.stdout, smoke.stdout
