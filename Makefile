@@ -49,7 +49,7 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py test-node smoke soak-short soak-net-short ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak
+test: vet lint test-go test-py test-node smoke soak-short soak-net-short test-wheels ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak, the wheels of every OS (Windows under Wine)
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
@@ -145,7 +145,7 @@ build/wheels/macosx_10_15_universal2/.lib: build/wheels/macosx_11_0_arm64/.lib b
 wheels: $(foreach p,$(WHEEL_PLATFORMS),build/wheels/$(p)/.lib) ## Cross-build one wheel per studio OS into dist/ (manylinux2014 x86_64/aarch64, win_amd64, macOS arm64/x86_64/universal2)
 	WHEEL_PY=$(WHEEL_PY) scripts/wheels/package.sh $(WHEEL_PLATFORMS)
 
-test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glibc, installs on Python 3.7/3.13, aarch64 under qemu, Mach-O and PE exports
+test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glibc, installs on Python 3.7/3.13, aarch64 under qemu, Mach-O and PE exports, the Go suites and the DLL under Wine
 	WHEEL_PY=$(WHEEL_PY) scripts/wheels/test.sh $(WHEEL_PLATFORMS)
 
 clean: ## Remove build output and the venvs

@@ -19,8 +19,12 @@
 # Environment: DCCFLOW_WIN_WORK (default build/windows: binaries, logs, the Wine prefix),
 # WINEPREFIX (default $DCCFLOW_WIN_WORK/wineprefix), DCCFLOW_WIN_PACKAGES (Go packages to test,
 # default engine/... capi tests/go), DCCFLOW_WIN_SKIP_C=1 (skip step 2).
+# Usage: scripts/test_windows.sh [WHEEL] — with a win_amd64 wheel (make test-wheels passes it), step 2
+# runs the C program on the dccflow.dll inside that wheel instead of building one.
 # Exit status: 0 when everything passed, 1 otherwise (the failing logs are printed).
 set -euo pipefail
+WHEEL=${1:-}
+if [ -n "$WHEEL" ]; then WHEEL=$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL"); fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 WORK=${DCCFLOW_WIN_WORK:-$ROOT/build/windows}
@@ -130,12 +134,18 @@ fi
 
 # --- dccflow.dll and the C program -----------------------------------------------------------
 if [ "${DCCFLOW_WIN_SKIP_C:-}" != 1 ]; then
-	say "building dccflow.dll and tests/c/abi_smoke.exe"
 	dll="$WORK/bin/dcc flow/dccflow.dll" # a folder name with a space, as under C:\Program Files
 	mkdir -p "$(dirname "$dll")"
-	GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN \
-		$GO build -trimpath -ldflags="-s -w" -buildmode=c-shared -o "$dll" ./capi
-	rm -f "${dll%.dll}.h"
+	if [ -n "${WHEEL:-}" ]; then
+		say "taking dccflow.dll from $WHEEL; building tests/c/abi_smoke.exe"
+		python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("dcc_flow/_lib/dccflow.dll"))' \
+			"$WHEEL" >"$dll"
+	else
+		say "building dccflow.dll and tests/c/abi_smoke.exe"
+		GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN \
+			$GO build -trimpath -ldflags="-s -w" -buildmode=c-shared -o "$dll" ./capi
+		rm -f "${dll%.dll}.h"
+	fi
 	$CC_WIN -O2 -Wall -Wextra -Werror -Icapi -o "$WORK/bin/abi_smoke.exe" tests/c/abi_smoke.c
 	rc=0
 	(cd "$WORK/bin" && wine ./abi_smoke.exe "$(winepath -w "$dll")") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
