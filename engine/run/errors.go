@@ -24,6 +24,10 @@ const (
 	// KindStorage: the run's database could not be written (a full disk, a read-only or
 	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
 	KindStorage = "storage"
+	// KindWorkerLost: the pool worker process serving the call exited or crashed before it
+	// answered (docs/pools.md). Retryable by default, like transient; the retry goes to
+	// another worker.
+	KindWorkerLost = "worker_lost"
 )
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
