@@ -64,6 +64,10 @@ const (
 	// corrupted (malformed) file, a file that cannot be opened. Not a bug: fix the storage.
 	CodeStorage  = "storage"
 	CodeInternal = "internal"
+	// CodeWorkerStart: a pool worker could not be started (docs/pools.md): its command failed,
+	// exited at start or did not answer initialize in time; the message names the command and
+	// the end of its stderr.
+	CodeWorkerStart = "worker_start"
 )
 
 // Error is an error with a stable code. Doors (C ABI, MCP, Python) use Code to choose the

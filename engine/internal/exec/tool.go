@@ -21,6 +21,8 @@ import (
 type retryDetail struct {
 	Error   errorDetail `json:"error"`
 	DelayMs int64       `json:"delay_ms"`
+	// Worker is the pool worker ("POOL/PID") of the failed attempt, when it ran on one.
+	Worker string `json:"worker,omitempty"`
 }
 
 // runTool runs a tool or tool_remote step: idempotency lookup, then attempts with per-attempt
@@ -65,7 +67,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 			in.row.Status = run.StepRetrying
 			in.setAttempt(attempt)
-			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds()})
+			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
 			if err := in.save(run.EventStepRetry, detail); err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
@@ -88,6 +90,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			}
 		}
 		res, err := r.attempt(ctx, sp, call, attempt)
+		in.row.Worker = res.Worker
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx)
 		}

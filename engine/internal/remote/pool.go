@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -342,4 +343,28 @@ func (p *Pool) Pools() []PoolInfo {
 		}
 	}
 	return out
+}
+
+// Warm starts every worker of every pooled remote (up to its Workers) and waits until each
+// answered initialize or failed to start, or ctx ends; the workers then stay idle (until
+// IdleStop). The error joins the start failures, each naming its remote.
+func (p *Pool) Warm(ctx context.Context) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, name := range p.names {
+		wp := p.remotes[name].workers
+		if wp == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := wp.warm(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("remote %q: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

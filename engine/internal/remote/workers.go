@@ -424,3 +424,36 @@ func commandLine(cmd []string) string {
 	}
 	return "`" + strings.Join(parts, " ") + "`"
 }
+
+// warm starts every worker the pool may run and waits until each answered initialize: a check
+// that the command line works (and that as many licences are free). It returns the start
+// failures, joined.
+func (wp *workerPool) warm(ctx context.Context) error {
+	n := wp.r.cfg.workers()
+	got := make(chan *worker, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			w, err := wp.acquire(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- w
+		}()
+	}
+	var held []*worker
+	var failures []error
+	for range n {
+		select {
+		case w := <-got:
+			held = append(held, w)
+		case err := <-errs:
+			failures = append(failures, err)
+		}
+	}
+	for _, w := range held {
+		wp.release(w)
+	}
+	return errors.Join(failures...)
+}

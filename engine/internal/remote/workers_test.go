@@ -242,3 +242,24 @@ func TestWorkerConfigInvalid(t *testing.T) {
 		}
 	}
 }
+
+// Warm starts every worker of a pool before the first call.
+func TestWorkerWarm(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 3 })
+	if err := b.pool.Warm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	info := b.pool.Pools()[0]
+	if len(info.Workers) != 3 || info.Started != 3 {
+		t.Fatalf("after Warm: %+v", info)
+	}
+	for _, w := range info.Workers {
+		if w.State != WorkerIdle || w.PID == 0 || w.Calls != 0 {
+			t.Errorf("worker %+v", w)
+		}
+	}
+	bad := setup(t, "stdio", func(c *Config) { c.Command, c.Workers = []string{"sh", "-c", "echo no licence >&2; exit 1"}, 2 })
+	if err := bad.pool.Warm(t.Context()); err == nil || !strings.Contains(err.Error(), "no licence") || !strings.Contains(err.Error(), `remote "srv"`) {
+		t.Fatalf("Warm of a failing pool: %v", err)
+	}
+}
