@@ -1,0 +1,95 @@
+package gotest
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+func TestPoolConfigValidation(t *testing.T) {
+	t.Parallel()
+	_, err := engine.Open(context.Background(), engine.Config{Remotes: map[string]engine.RemoteConfig{
+		"maya": {Command: []string{"mayapy"}, Workers: 300, RecycleAfterCalls: -1, MaxRSSMB: 2 << 20,
+			StartTimeoutSecs: 0.01, IdleStopSecs: -3, KillAfterSecs: 1e9},
+		"web": {URL: "http://127.0.0.1:9/mcp", Workers: 2},
+	}})
+	re := asRunError(err)
+	if re == nil || re.Code != run.CodeInvalidRequest {
+		t.Fatalf("err %v", err)
+	}
+	mustContain(t, "message", re.Message,
+		"remotes.maya.workers: must be 0 or 1 to 256; got 300", "remotes.maya.recycle_after_calls:",
+		"remotes.maya.max_rss_mb:", "remotes.maya.start_timeout_secs: must be 0 (30 s) or 0.1 to 604800 seconds",
+		"remotes.maya.idle_stop_secs:", "remotes.maya.kill_after_secs:", "remotes.web.workers: pool fields")
+}
+
+// A foreach over a 2-worker pool: each step record names the worker that ran it, the pool
+// lists both workers, and a crashed worker's attempt fails worker_lost and is retried.
+func TestPoolThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "mcpserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("building the test MCP server: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{Remotes: map[string]engine.RemoteConfig{
+		"maya": {Command: []string{bin}, Workers: 2, KillAfterSecs: 5},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	s, err := spec.ParseString(`
+name: pooled
+steps:
+  - id: each
+    kind: foreach
+    items: [1, 2, 3, 4]
+    concurrency: 4
+    steps:
+      - {id: nap, kind: tool_remote, dcc: maya, tool: sleep, args: {ms: 200}}
+  - id: boom
+    kind: tool_remote
+    dcc: maya
+    tool: crash
+    retry: {max_attempts: 2, initial_delay_ms: 1, max_delay_ms: 2}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Run(ctx, engine.StartRequest{Spec: s})
+	if err != nil || info.Status != run.StatusFailed {
+		t.Fatalf("%v %+v", err, info)
+	}
+	steps, err := e.Steps(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[string]bool{}
+	for _, st := range steps {
+		switch {
+		case st.StepID == "nap":
+			if !strings.HasPrefix(st.Worker, "maya/") {
+				t.Errorf("step %s: worker %q", st.Key, st.Worker)
+			}
+			workers[st.Worker] = true
+		case st.Key == "boom":
+			if st.Attempts != 2 || st.Error == nil || st.Error.Kind != run.KindWorkerLost || !strings.Contains(st.Error.Message, "was lost during the call") {
+				t.Errorf("boom: %+v %+v", st, st.Error)
+			}
+		}
+	}
+	if len(workers) != 2 {
+		t.Errorf("the 4 items ran on %v, want 2 workers", workers)
+	}
+	pools := e.Pools()
+	if len(pools) != 1 || pools[0].Name != "maya" || pools[0].Workers != 2 || pools[0].Lost != 2 {
+		t.Fatalf("Pools() = %+v", pools)
+	}
+}
