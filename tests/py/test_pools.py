@@ -74,6 +74,14 @@ TOOLS = textwrap.dedent('''
                 time.sleep(0.01)
             return {"cancelled": False}
 
+        @engine.tool(name="pl__until")
+        def until(item=None):
+            _log("start", item=item)
+            while item >= 2 and not os.path.exists(os.environ["POOL_MARKER"]):
+                time.sleep(0.05)
+            _log("end", item=item)
+            return {"item": item}
+
         @engine.tool(name="pl__stubborn")
         def stubborn(secs=30.0):
             _log("start")
@@ -283,26 +291,36 @@ def test_invalid_pool_fields_are_config_errors_naming_field_and_range(pool):
 
 ENGINE_CHILD = textwrap.dedent('''
     import json, sys, dcc_flow
-    entry = json.loads(sys.argv[1])
-    engine = dcc_flow.Engine(config={"remotes": {"maya": entry}})
-    items = list(range(4))
-    engine.submit({"steps": [{"id": "each", "kind": "foreach", "items": items, "concurrency": 4, "steps": [
-        {"id": "call", "dcc": "maya", "tool": "pl__nap", "args": {"item": "{{item}}", "secs": 60}}]}]})
-    print("submitted", flush=True)
+    entry, db = json.loads(sys.argv[1]), sys.argv[2]
+    engine = dcc_flow.Engine(db=db, config={"remotes": {"maya": entry}})
+    run = engine.submit(SPEC)
+    print(run.run_id, flush=True)
     sys.stdin.read()  # until killed
 ''')
 
+# Items 0 and 1 finish at once; 2 to 5 run until the marker file exists (that is, until resumed).
+RESUMABLE = {"steps": [{"id": "each", "kind": "foreach", "items": list(range(6)), "concurrency": 6, "steps": [
+    {"id": "call", "dcc": "maya", "tool": "pl__until", "args": {"item": "{{item}}"}}]}]}
 
-def test_sigkill_of_the_engine_leaves_no_worker_processes(pool):
+
+def test_sigkill_of_the_engine_leaves_no_worker_processes_and_resume_finishes_the_run(pool, tmp_path):
     entry = pool(workers=4)
+    marker = tmp_path / "resumed"
+    entry["env"]["POOL_MARKER"] = str(marker)
+    db = str(tmp_path / "flow.db")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    child = subprocess.Popen([sys.executable, "-c", ENGINE_CHILD, json.dumps(entry)], env=env,
+    code = ENGINE_CHILD.replace("SPEC", repr(RESUMABLE))
+    child = subprocess.Popen([sys.executable, "-c", code, json.dumps(entry), db], env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        _wait_for(lambda: len({e["pid"] for e in pool.events() if e["event"] == "start"}) == 4, secs=30,
-                  what="4 pool calls to run")
+        run_id = child.stdout.readline().decode().strip()
+        # 2 fast items done, and 4 slow ones running on the 4 workers.
+        _wait_for(lambda: len([e for e in pool.events() if e["event"] == "start"]) == 6, secs=30,
+                  what="6 pool calls to start")
+        _wait_for(lambda: len([e for e in pool.events() if e["event"] == "end"]) == 2, secs=30,
+                  what="the 2 fast calls to end")
         pids = {e["pid"] for e in pool.events() if e["event"] == "start"}
-        assert all(alive(p) for p in pids)
+        assert len(pids) == 4 and all(alive(p) for p in pids)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
         _wait_for(lambda: not any(alive(p) for p in pids), secs=15, what="the workers to exit")
@@ -310,3 +328,49 @@ def test_sigkill_of_the_engine_leaves_no_worker_processes(pool):
         if child.poll() is None:
             child.kill()
         child.wait()
+    marker.write_text("")
+    with dcc_flow.Engine(db=db, config={"remotes": {"maya": entry}}) as engine:
+        result = engine.resume(run_id).wait(timeout=60)
+        assert result.status is WorkflowStatus.COMPLETED, result.error
+    starts = {}
+    for e in pool.events():
+        if e["event"] == "start":
+            starts[e["item"]] = starts.get(e["item"], 0) + 1
+    assert starts == {0: 1, 1: 1, 2: 2, 3: 2, 4: 2, 5: 2}, starts  # the completed items did not run again
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DB", None)
+    return subprocess.run([sys.executable, "-m", "dcc_flow"] + list(args), cwd=str(cwd), env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_cli_runs_on_a_pool_from_a_remotes_file_and_show_names_the_worker(pool, tmp_path):
+    (tmp_path / "remotes.json").write_text(json.dumps({"remotes": {"maya": pool(workers=2)}}))
+    (tmp_path / "flow.yaml").write_text(textwrap.dedent("""
+        name: pooled
+        steps:
+          - {id: p, kind: tool_remote, dcc: maya, tool: pl__pid}
+    """))
+    ran = _cli("run", "flow.yaml", "--remotes", "remotes.json", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout.splitlines()[-1])
+    pid = result["outputs"]["p"]["pid"]
+    show = _cli("show", result["run_id"], cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    assert "on worker maya/%d" % pid in show.stdout, show.stdout
+
+    listed = _cli("pools", "--remotes", "remotes.json", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stdout.startswith("maya: 2 workers max, "), listed
+    warm = _cli("pools", "--remotes", "remotes.json", "--warm", "--json", cwd=tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    (info,) = json.loads(warm.stdout)
+    assert info["started"] == 2 and [w["state"] for w in info["running"]] == ["idle", "idle"]
+
+    bad = dict(pool(workers=1), command=[sys.executable, "-c", "import sys; sys.exit('no licence for mayapy')"])
+    (tmp_path / "bad.json").write_text(json.dumps({"maya": bad}))
+    failed = _cli("pools", "--remotes", "bad.json", "--warm", cwd=tmp_path)
+    assert failed.returncode == 1 and "no licence for mayapy" in failed.stderr, failed
+    broken = _cli("run", "flow.yaml", "--remotes", "missing.json", cwd=tmp_path)
+    assert broken.returncode == 1 and "--remotes missing.json" in broken.stderr, broken.stderr
