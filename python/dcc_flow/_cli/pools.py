@@ -14,7 +14,7 @@ __all__ = ["COMMAND"]
 
 class PoolsCommand(Command):
     name = "pools"
-    summary = "list (and with --warm, start) the worker pools of a remotes file"
+    summary = "list the worker pools of --remotes; --warm starts them"
     description = (
         "List the worker pools of --remotes (the remotes with pool fields, docs/pools.md): their command\n"
         "and size. With --warm, start every worker of every pool first and wait until each has answered\n"
