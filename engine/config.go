@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // DefaultStallAfterSecs is the quiet period before a stall_detected event when the config says 0.
@@ -40,6 +43,12 @@ type Config struct {
 	EnvAllow []string `json:"env_allow,omitempty"`
 	// Remotes are the MCP servers tool_remote steps name with `dcc:`, by name.
 	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
+	// ToolPools routes `tool` steps to remotes (worker pools) by tool name: path.Match patterns
+	// ("maya__*") to a name of Remotes. When several match, the longest pattern wins (then the
+	// first in byte order). A step's own `pool:` comes first. So a spec runs its tools
+	// in-process where no mapping is configured (tests) and on pools where it is
+	// (docs/pools.md, "Routing").
+	ToolPools map[string]string `json:"tool_pools,omitempty"`
 	// StallAfterSecs is the quiet period after which a running run (not one waiting for an
 	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
 	// stall detection.
@@ -164,6 +173,17 @@ func (c Config) validate() error {
 			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
 		}
 	}
+	for _, pattern := range slices.Sorted(maps.Keys(c.ToolPools)) {
+		f := fmt.Sprintf("tool_pools[%q]", pattern)
+		if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+			add(f, "%q is not a valid pattern (path.Match syntax, e.g. \"maya__*\")", pattern)
+		}
+		if pool := c.ToolPools[pattern]; pool == "" {
+			add(f, "names no remote; give the name of one of remotes")
+		} else if _, ok := c.Remotes[pool]; !ok {
+			add(f, "remote %q is not configured in remotes", pool)
+		}
+	}
 	names := make([]string, 0, len(c.Remotes))
 	for name := range c.Remotes {
 		names = append(names, name)
@@ -220,4 +240,32 @@ func (c Config) validate() error {
 	}
 	return &run.Error{Code: run.CodeInvalidRequest, Message: "invalid engine config: " + strings.Join(problems, "; "),
 		Details: map[string]any{"problems": problems}}
+}
+
+// poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` when c has that
+// remote (else the step runs in-process), else the longest ToolPools pattern matching its tool.
+func (c Config) poolRouter() func(*spec.Step) string {
+	patterns := slices.Collect(maps.Keys(c.ToolPools))
+	slices.SortFunc(patterns, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	remotes := maps.Clone(c.Remotes)
+	toolPools := maps.Clone(c.ToolPools)
+	return func(st *spec.Step) string {
+		if st.Pool != "" {
+			if _, ok := remotes[st.Pool]; ok {
+				return st.Pool
+			}
+			return ""
+		}
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, st.Tool); ok {
+				return toolPools[p]
+			}
+		}
+		return ""
+	}
 }

@@ -93,3 +93,86 @@ steps:
 		t.Fatalf("Pools() = %+v", pools)
 	}
 }
+
+// Routing: a tool step runs on a pool named by its `pool:` or by tool_pools, and in-process
+// where the engine has no such pool, so one spec serves tests and production.
+func TestToolStepsRoutedToPools(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "mcpserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("building the test MCP server: %v\n%s", err, out)
+	}
+	const text = `
+name: routed
+steps:
+  - {id: by_map, tool: echo, args: {x: 1}}
+  - {id: by_field, tool: flow__echo, pool: maya, args: {x: 2}}
+  - {id: local, tool: flow__echo, args: {x: 3}}
+`
+	s, err := spec.ParseString(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Canonical(); !strings.Contains(string(c), `"pool":"maya"`) {
+		t.Fatalf("the canonical form lacks the pool: %s", c)
+	}
+	ctx := context.Background()
+	prod, err := engine.Open(ctx, engine.Config{
+		Remotes:   map[string]engine.RemoteConfig{"maya": {Command: []string{bin}, Workers: 2}},
+		ToolPools: map[string]string{"ec*": "maya", "e*": "maya"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(ctx)
+	info, err := prod.Run(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[string]string{}
+	for _, st := range info.Steps {
+		workers[st.Key] = st.Worker
+	}
+	// flow__echo is not served by the MCP server: routed there, it fails not_found.
+	if info.Status != run.StatusFailed || !strings.HasPrefix(workers["by_map"], "maya/") || !strings.HasPrefix(workers["by_field"], "maya/") {
+		t.Fatalf("prod run: %s %+v %v", info.Status, info.Error, workers)
+	}
+	if info.Error == nil || info.Error.StepKey != "by_field" || info.Error.Kind != run.KindNotFound {
+		t.Fatalf("prod run error: %+v", info.Error)
+	}
+
+	// The same spec on an engine without the pool: everything in-process (echo is unknown here,
+	// so that step is left out).
+	local, err := engine.Open(ctx, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	s2, _ := spec.ParseString(strings.Replace(text, "  - {id: by_map, tool: echo, args: {x: 1}}\n", "", 1))
+	info, err = local.Run(ctx, engine.StartRequest{Spec: s2})
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("local run: %v %+v", err, info)
+	}
+	for _, st := range info.Steps {
+		if st.Worker != "" {
+			t.Errorf("step %s ran on %q in-process", st.Key, st.Worker)
+		}
+	}
+
+	_, err = engine.Open(ctx, engine.Config{ToolPools: map[string]string{"[": "maya", "x*": "houdini"}})
+	re := asRunError(err)
+	if re == nil {
+		t.Fatalf("bad tool_pools: %v", err)
+	}
+	mustContain(t, "message", re.Message, `tool_pools["["]: "[" is not a valid pattern`, `tool_pools["x*"]: remote "houdini" is not configured`)
+	bad, err := spec.ParseString("steps: [{id: a, tool: t, pool: 'no pe'}]")
+	if err == nil {
+		err = bad.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "not a valid remote name") {
+		t.Errorf("bad pool name: %v", err)
+	}
+	if _, err := spec.ParseString("steps: [{id: a, dcc: maya, tool: t, pool: maya}]"); err == nil || !strings.Contains(err.Error(), `unknown field "pool"`) {
+		t.Errorf("pool on tool_remote: %v", err)
+	}
+}

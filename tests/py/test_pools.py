@@ -374,3 +374,29 @@ def test_the_cli_runs_on_a_pool_from_a_remotes_file_and_show_names_the_worker(po
     assert failed.returncode == 1 and "no licence for mayapy" in failed.stderr, failed
     broken = _cli("run", "flow.yaml", "--remotes", "missing.json", cwd=tmp_path)
     assert broken.returncode == 1 and "--remotes missing.json" in broken.stderr, broken.stderr
+
+
+ROUTED = {"name": "routed", "steps": [{"id": "by_field", "tool": "pl__pid", "pool": "maya"},
+                                      {"id": "by_map", "tool": "pl__pid"}]}
+
+
+def test_the_same_spec_runs_in_process_in_tests_and_on_a_pool_in_production(pool):
+    with dcc_flow.Engine() as tests:
+        @tests.tool(name="pl__pid")
+        def local_pid():
+            return {"pid": os.getpid()}
+
+        result = tests.run(ROUTED)
+        assert result.status is WorkflowStatus.COMPLETED, result.error
+        assert result.outputs["by_field"]["pid"] == result.outputs["by_map"]["pid"] == os.getpid()
+        assert all(s.worker == "" for s in result.steps)
+
+    config = {"remotes": {"maya": pool(workers=2)}, "tool_pools": {"pl__*": "maya"}}
+    with dcc_flow.Engine(config=config) as prod:
+        result = prod.run(ROUTED)
+        assert result.status is WorkflowStatus.COMPLETED, result.error
+        for key in ("by_field", "by_map"):
+            pid = result.outputs[key]["pid"]
+            assert pid != os.getpid()
+            (step,) = [s for s in result.steps if s.key == key]
+            assert step.worker == "maya/%d" % pid
