@@ -207,13 +207,16 @@ func (wp *workerPool) idleLocked(w *worker) {
 		return
 	}
 	if d := wp.r.cfg.IdleStop; d > 0 {
-		w.idle = time.AfterFunc(d, func() {
+		var timer *time.Timer
+		timer = time.AfterFunc(d, func() {
 			wp.mu.Lock()
 			defer wp.mu.Unlock()
-			if w.state == WorkerIdle && w.idle != nil {
+			// A timer that fired while the worker was taken and made idle again is stale.
+			if w.state == WorkerIdle && w.idle == timer {
 				wp.retireLocked(w)
 			}
 		})
+		w.idle = timer
 	}
 }
 

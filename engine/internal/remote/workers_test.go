@@ -263,3 +263,29 @@ func TestWorkerWarm(t *testing.T) {
 		t.Fatalf("Warm of a failing pool: %v", err)
 	}
 }
+
+// Calls waiting for a busy pool are served in arrival order (the server logs each start).
+func TestWorkerQueueIsFIFO(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	var wg sync.WaitGroup
+	wg.Go(func() { b.call(t, nil, "sleep", map[string]any{"ms": 400, "key": "first"}) })
+	time.Sleep(150 * time.Millisecond)
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		wg.Go(func() {
+			if res := b.call(t, nil, "sleep", map[string]any{"ms": 1, "key": key}); res.IsError {
+				t.Errorf("%s: %s", key, res.Message)
+			}
+		})
+		time.Sleep(30 * time.Millisecond) // arrival order
+	}
+	wg.Wait()
+	var order []string
+	for _, line := range b.logLines(t) {
+		if key, ok := strings.CutPrefix(line, "started key="); ok {
+			order = append(order, key)
+		}
+	}
+	if strings.Join(order, " ") != "first a b c d e" {
+		t.Fatalf("served in order %v, want first a b c d e", order)
+	}
+}
