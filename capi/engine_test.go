@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func openEngine(t *testing.T) uint64 {
@@ -61,6 +62,11 @@ func TestEngineExportsRunAHostTool(t *testing.T) {
 	}
 	if p := mustOp(t, h, opRunsPrune, `{"finished_before": "2999-01-01T00:00:00Z", "statuses": ["failed"]}`); p["pruned"] != float64(0) {
 		t.Fatalf("pruning failed runs: %v", p)
+	}
+	// "older_than_secs": 0 prunes the runs that finished before now: wait until the wall clock
+	// has moved past the finish (on Windows it moves in ticks of up to 15.6 ms).
+	for finished := time.Now().Round(0); !time.Now().Round(0).After(finished); { // Round(0): the wall clock
+		time.Sleep(time.Millisecond)
 	}
 	if p := mustOp(t, h, opRunsPrune, `{"older_than_secs": 0, "statuses": ["completed"]}`); p["pruned"] != float64(1) {
 		t.Fatalf("pruning the completed run: %v", p)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -15,14 +15,6 @@ import (
 // request the owner polls for, applies and answers. It is how `dcc-flow approve RUN STEP` in
 // one terminal reaches the `dcc-flow serve` (or `dcc-flow run`) running the run in another.
 
-// controlStore is implemented by stores shared between processes (the SQLite store).
-type controlStore interface {
-	RequestControl(ctx context.Context, r sqlite.ControlRequest) (int64, error)
-	ControlAnswer(ctx context.Context, id int64) (sqlite.ControlAnswer, error)
-	PendingControl(ctx context.Context) ([]sqlite.ControlRequest, error)
-	AnswerControl(ctx context.Context, id int64, now time.Time, code, message string) error
-}
-
 const (
 	// controlPollEvery is how often the owner looks for requests (one indexed read).
 	controlPollEvery = 200 * time.Millisecond
@@ -30,9 +22,10 @@ const (
 	controlAnswerWait = 10 * time.Second
 )
 
-// startControl starts the owner's poller when the store is shared between processes.
+// startControl starts the owner's poller when the store carries control requests between
+// processes (store.Controller: the SQLite store).
 func (e *Engine) startControl() {
-	cs, ok := e.store.(controlStore)
+	cs, ok := e.store.(store.Controller)
 	if !ok {
 		return
 	}
@@ -60,7 +53,7 @@ func (e *Engine) stopControl() {
 	}
 }
 
-func (e *Engine) applyControl(cs controlStore) {
+func (e *Engine) applyControl(cs store.Controller) {
 	ctx := context.Background()
 	reqs, err := cs.PendingControl(ctx)
 	if err != nil {
@@ -89,8 +82,8 @@ func (e *Engine) applyControl(cs controlStore) {
 }
 
 // requestControl files r with the owner of the database and waits for its answer.
-func (e *Engine) requestControl(ctx context.Context, r sqlite.ControlRequest) error {
-	cs, ok := e.store.(controlStore)
+func (e *Engine) requestControl(ctx context.Context, r store.ControlRequest) error {
+	cs, ok := e.store.(store.Controller)
 	if !ok {
 		return run.Errorf(run.CodeInvalidState, "run %s is owned by another process and this store cannot reach it", r.RunID)
 	}

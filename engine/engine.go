@@ -21,7 +21,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -68,7 +68,7 @@ const (
 
 // NewMemoryStore returns an empty in-memory Store. Give it to several engines in turn with
 // WithStore to keep records across Close and Open (nothing survives the process).
-func NewMemoryStore() Store { return memstore.New() }
+func NewMemoryStore() Store { return storeopen.Memory() }
 
 // NewStubClock returns a StubClock showing t0.
 func NewStubClock(t0 time.Time) *StubClock { return clock.NewStub(t0) }
@@ -85,7 +85,7 @@ type options struct {
 }
 
 // WithClock makes the engine use c for every time, timer and sleep (retries, timeouts, TTLs,
-// approval timeouts, stall detection, flow__sleep).
+// approval timeouts, stall detection, flow__sleep) and for the cron and interval schedules.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithRandSource makes retry jitter draw from src instead of a source seeded by Config.Seed.
@@ -167,13 +167,13 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	case o.store != nil:
 		e.store = o.store
 	case cfg.DB != "":
-		st, err := openFileStore(ctx, cfg.DB, cfg.ReadOnly)
+		st, err := storeopen.File(ctx, cfg.DB, cfg.ReadOnly)
 		if err != nil {
 			return nil, err
 		}
 		e.store, e.ownStore = st, true
 	default:
-		e.store, e.ownStore = memstore.New(), true
+		e.store, e.ownStore = storeopen.Memory(), true
 	}
 	if o.remote == nil && len(cfg.Remotes) > 0 {
 		pool, err := newRemotePool(cfg.Remotes, o.environ)

@@ -5,81 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// openFileStore opens the SQLite database at path, creating its folder when needed; readOnly
-// opens an existing one beside its owner.
-func openFileStore(ctx context.Context, path string, readOnly bool) (store.Store, error) {
-	if readOnly {
-		st, err := sqlite.OpenReadOnly(ctx, path)
-		if err != nil {
-			return nil, storeOpenError(path, err)
-		}
-		return st, nil
-	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot create the folder of %s: %v", path, err), Err: err}
-		}
-	}
-	st, err := sqlite.Open(ctx, path)
-	if err != nil {
-		return nil, storeOpenError(path, err)
-	}
-	return st, nil
-}
-
-func storeOpenError(path string, err error) error {
-	var se *sqlite.SchemaError
-	if errors.As(err, &se) {
-		return &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
-	}
-	if fe := sqlite.AsFault(path, err); fe != nil {
-		return &run.Error{Code: run.CodeStorage, Message: "db: " + fe.Error(), Err: err,
-			Details: map[string]any{"db": path, "corrupt": fe.Corrupt}}
-	}
-	var le *sqlite.LockedError
-	if errors.As(err, &le) {
-		return &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,
-			Details: map[string]any{"holder": le.Holder, "db": path}}
-	}
-	return &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot open %s: %v", path, err), Err: err}
-}
-
 // recover marks the runs a previous process left unfinished as interrupted, each with an
-// interrupted event: a crash leaves runs interrupted, and Resume finishes them
+// interrupted event, in one atomic store write (a crash during recovery leaves both or
+// neither): a crash leaves runs interrupted, and Resume finishes them
 // (docs/state-machine.md, "Crashes and the one owner").
 func (e *Engine) recover(ctx context.Context) error {
-	now := e.clock.Now()
-	ids, err := e.store.MarkInterrupted(ctx, now)
-	if err != nil {
-		return fmt.Errorf("recovering interrupted runs: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
 	detail, _ := json.Marshal(map[string]string{"reason": "the process running it stopped before it finished"})
-	b := &store.Batch{}
-	for _, id := range ids {
-		b.RunUpdates = append(b.RunUpdates, store.RunUpdate{})
-		rec, err := e.store.GetRun(ctx, id)
-		if err != nil {
-			return err
-		}
-		b.RunUpdates[len(b.RunUpdates)-1] = store.RunUpdate{ID: id, Status: run.StatusInterrupted, Progress: rec.Progress,
-			UpdatedAt: now, FinishedAt: now,
-			Error: &store.RunError{Kind: "interrupted", Message: "the process running this run stopped before it finished; resume it"}}
-		b.Events = append(b.Events, run.Event{Time: now, RunID: id, Type: run.EventInterrupted,
-			Status: string(run.StatusInterrupted), Progress: rec.Progress, Detail: detail})
-	}
-	if err := e.store.Write(ctx, b); err != nil {
+	_, err := e.store.MarkInterrupted(ctx, e.clock.Now(), store.Interruption{Detail: detail,
+		Error: &store.RunError{Kind: "interrupted", Message: "the process running this run stopped before it finished; resume it"}})
+	if err != nil {
 		return fmt.Errorf("recovering interrupted runs: %w", err)
 	}
 	return nil
@@ -126,8 +67,9 @@ func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
 // workflow-scoped idempotency entries (global idempotency entries and artefacts stay), and
 // returns how many it deleted. statuses narrows it to some finished statuses (completed,
 // failed, cancelled, interrupted); none means all four. A run that has not finished is never
-// deleted, and naming a status that is not a finished one is code invalid_request. Both stores
-// prune: an in-memory engine gives the memory of what it deleted back. Event sequence numbers
+// deleted, and naming a status that is not a finished one is code invalid_request. A store
+// given with WithStore that has no Prune (store.Pruner) makes it code invalid_state. Both
+// built-in stores prune: an in-memory engine gives the memory of what it deleted back. Event sequence numbers
 // of deleted events are not used again.
 func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run.Status) (int, error) {
 	if e.cfg.ReadOnly {
@@ -143,7 +85,11 @@ func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run
 				Details: map[string]any{"status": st}}
 		}
 	}
-	n, err := e.store.Prune(ctx, olderThan, statuses)
+	p, ok := e.store.(store.Pruner)
+	if !ok {
+		return 0, run.Errorf(run.CodeInvalidState, "this engine's store (%T) cannot prune runs; open the engine on a store that can (the in-memory or the SQLite store)", e.store)
+	}
+	n, err := p.Prune(ctx, olderThan, statuses)
 	if err != nil {
 		return 0, notFound("", err)
 	}
@@ -156,4 +102,4 @@ func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run
 // after its owner is gone; the C library (capi) closes them in such children with
 // pthread_atfork. Go programs that fork only to exec need nothing: the descriptors are
 // close-on-exec.
-func SetForkHook(fn func(fd int, held bool)) { sqlite.SetForkHook(fn) }
+func SetForkHook(fn func(fd int, held bool)) { storeopen.SetForkHook(fn) }

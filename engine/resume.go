@@ -3,10 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -83,105 +81,17 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err != nil {
 		return "", notFound(runID, err)
 	}
-	if err := checkForced(runID, s, prior, opts.ForceSteps); err != nil {
+	if prior, err = exec.PlanResume(runID, s, prior, opts.ForceSteps); err != nil {
 		return "", err
 	}
-	prior = withoutForced(prior, opts.ForceSteps)
-
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return "", errClosed()
-	}
-	e.wg.Add(1)
-	e.mu.Unlock()
-	h, err := e.exec.Start(ctx, exec.Params{
+	if err := e.start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
-		Prior: prior, Force: opts.ForceSteps, Resume: true, OnDone: e.runDone,
-	})
-	if err != nil {
-		e.wg.Done()
+		Prior: prior, Force: opts.ForceSteps, Resume: true,
+	}); err != nil {
 		return "", err
 	}
-	e.mu.Lock()
-	select {
-	case <-h.Done():
-	default:
-		e.runs[runID] = h
-	}
-	e.mu.Unlock()
 	return runID, nil
-}
-
-// checkForced refuses (invalid_request) a force_steps entry that names neither a step id of the
-// spec nor a step instance the run has: a typo would otherwise force nothing, and a completed
-// run would "resume" without running anything.
-func checkForced(runID string, s *spec.Spec, prior []store.Step, force []string) error {
-	if len(force) == 0 {
-		return nil
-	}
-	known := make(map[string]bool, len(prior))
-	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
-		known[st.ID] = true
-		return true
-	})
-	for _, st := range prior {
-		known[st.Key] = true
-	}
-	for _, f := range force {
-		if known[f] {
-			continue
-		}
-		return &run.Error{Code: run.CodeInvalidRequest,
-			Message: fmt.Sprintf("force_steps: run %s has no step or step instance %q; name a step id (e.g. \"export\") or an instance key of the run (e.g. \"per_file[3].export\")", runID, f),
-			Details: map[string]any{"force_step": f}}
-	}
-	return nil
-}
-
-// withoutForced drops the forced instances and every instance that encloses one, so they run
-// again; other completed instances are kept.
-func withoutForced(steps []store.Step, force []string) []store.Step {
-	if len(force) == 0 {
-		return steps
-	}
-	forced := make(map[string]bool, len(force))
-	for _, f := range force {
-		forced[f] = true
-	}
-	drop := map[string]bool{}
-	for _, st := range steps {
-		if forced[st.Key] || forced[st.StepID] {
-			drop[st.Key] = true
-			for _, anc := range enclosingKeys(st.Key) {
-				drop[anc] = true
-			}
-		}
-	}
-	out := steps[:0:0]
-	for _, st := range steps {
-		if !drop[st.Key] {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
-// enclosingKeys returns the instance keys that enclose key: "a[1].b[2].c" → "a", "a[1].b".
-func enclosingKeys(key string) []string {
-	var out []string
-	for i := 0; i < len(key); i++ {
-		if key[i] != '.' {
-			continue
-		}
-		prefix := key[:i]
-		if j := strings.LastIndexByte(prefix, '['); j > 0 && strings.HasSuffix(prefix, "]") {
-			prefix = prefix[:j]
-		}
-		out = append(out, prefix)
-	}
-	return out
 }
 
 func isDone(ch <-chan struct{}) bool {

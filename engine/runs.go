@@ -11,7 +11,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -144,32 +144,43 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 	if err := e.checkTools(s); err != nil {
 		return "", err
 	}
+	id := e.newRunID()
+	if err := e.start(ctx, exec.Params{
+		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
+		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
+	}); err != nil {
+		return "", err
+	}
+	e.writeUnsaved(ctx) // the store takes writes again: write the ends it did not take
+	return id, nil
+}
+
+// start starts the run p describes (a new one, or a resume under the same id) and registers it
+// with the engine: Close waits for it and stops it, live calls (Cancel, Approve, Status) reach
+// it until it ends. It fails with code closed once Close has begun, and with the executor's
+// error when the first write fails; nothing is registered then.
+func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return "", errClosed()
+		return errClosed()
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	id := e.newRunID()
-	h, err := e.exec.Start(ctx, exec.Params{
-		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
-		Env:    exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
-		OnDone: e.runDone,
-	})
+	p.OnDone = e.runDone
+	h, err := e.exec.Start(ctx, p)
 	if err != nil {
 		e.wg.Done()
-		return "", err
+		return err
 	}
 	e.mu.Lock()
 	select {
-	case <-h.Done():
+	case <-h.Done(): // already over: not live
 	default:
-		e.runs[id] = h
+		e.runs[p.RunID] = h
 	}
 	e.mu.Unlock()
-	e.writeUnsaved(ctx) // the store takes writes again: write the ends it did not take
-	return id, nil
+	return nil
 }
 
 func (e *Engine) runDone(h *exec.Run) {
@@ -245,7 +256,7 @@ func notFound(id string, err error) error {
 	if errors.Is(err, store.ErrClosed) {
 		return errClosed()
 	}
-	if sqlite.AsFault("", err) != nil { // a full disk, a corrupted file: not a bug
+	if storeopen.IsFault(err) { // a full disk, a corrupted file: not a bug
 		return &run.Error{Code: run.CodeStorage, Message: err.Error(), Err: err}
 	}
 	return &run.Error{Code: run.CodeInternal, Message: err.Error(), Err: err}
@@ -274,7 +285,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	}
 	e.withUnsaved(info)
 	for _, st := range steps {
-		if strings.Contains(st.Key, "[") {
+		if exec.InIteration(st.Key) {
 			continue
 		}
 		si := stepInfo(st, raw)
@@ -368,7 +379,7 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 		return notFound(runID, err)
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
-		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
+		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
 	return nil
 }
@@ -389,7 +400,7 @@ func (e *Engine) Approve(ctx context.Context, runID, stepKey string, approved bo
 		return notFound(runID, err)
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
-		return e.requestControl(ctx, sqlite.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
+		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
 			Approved: approved, Reason: reason, By: by})
 	}
 	return &run.Error{Code: run.CodeInvalidState, StepID: stepKey,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
 // ScheduleInfo is a schedule with its next fire time (zero for webhooks and disabled schedules)
@@ -70,7 +71,7 @@ func (st *schedulerState) liveLocked(e *Engine, scheduleID string) []string {
 }
 
 // scheduler returns the engine's scheduler, creating it on first use. Its fire history is kept
-// by the store when the store can (SQLite), else in memory.
+// by the store when the store can (store.FireLog: SQLite), else in memory.
 func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	if e.isClosed() {
 		return nil, errClosed()
@@ -81,12 +82,13 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	if st.s != nil {
 		return st.s, nil
 	}
-	fires, ok := e.store.(schedule.FireLog)
+	fires, ok := e.store.(store.FireLog)
 	if !ok {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
 	}
 	st.runs = map[string][]string{}
-	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires)
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires,
+		schedule.WithClock(e.clock))
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import weakref
 from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _ffi
-from ._errors import DccFlowError
+from ._errors import DccFlowError, EngineClosedError
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
 from ._tools import LANES, ToolEntry, describe, execute
 from ._tools import error_members as _tools_error
@@ -212,7 +212,11 @@ class Engine:
         return self._closed
 
     def close(self) -> None:
-        """Stop the worker pool and the event thread, and close the engine. Safe to call twice."""
+        """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
+
+        An error of the close itself (the database could not take the last writes: a full disk)
+        is raised, by the first call only; the engine is closed all the same. Only an engine that
+        is garbage-collected without ``close()`` closes silently."""
         with self._lock:
             if self._closed:
                 return
@@ -224,7 +228,8 @@ class Engine:
                 t.join(timeout=5)
         if self._events_thread is not None and self._events_thread is not current:
             self._events_thread.join(timeout=5)
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _ffi.call("dccflow_engine_close", self._handle, {})
 
     def __enter__(self) -> "Engine":
         return self
@@ -234,7 +239,7 @@ class Engine:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this dcc_flow.Engine is closed; open a new one")
+            raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
 
     def _call(
         self, name: str, payload: Optional[Mapping[str, Any]] = None, source: Optional[str] = None
@@ -561,8 +566,10 @@ class Engine:
                 return
             try:
                 self._call("dccflow_puller_close", {"puller": puller})
-            except (DccFlowError, RuntimeError):
-                return  # the engine closed: nothing is handed out any more
+            except DccFlowError as exc:
+                if _is_closed_error(exc):
+                    return  # the engine closed: nothing is handed out any more
+                raise
 
     def _drop_puller(self) -> None:
         """Close this thread's puller now (after an exception in a pull loop): whatever it still
@@ -932,7 +939,8 @@ class _PullerHolder:
 
 
 def _is_closed_error(exc: BaseException) -> bool:
-    return getattr(exc, "code", None) in ("closed", "stale_handle")
+    """The engine is closed (or its handle is stale): the one failure that ends a loop quietly."""
+    return isinstance(exc, EngineClosedError) or getattr(exc, "code", None) in ("closed", "stale_handle")
 
 
 def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:

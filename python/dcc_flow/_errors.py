@@ -21,6 +21,16 @@ __all__ = [
     "DatabaseLockedError",
     "ReadOnlyError",
     "StorageError",
+    "InvalidInputError",
+    "NotFoundError",
+    "UnknownToolError",
+    "NotResumableError",
+    "SpecChangedError",
+    "InvalidStateError",
+    "EngineClosedError",
+    "StaleHandleError",
+    "DccFlowTimeoutError",
+    "CancelledError",
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",
@@ -290,6 +300,13 @@ class SpecTooLargeError(ValidationError):
     default_code = "too_large"
 
 
+class InvalidInputError(ValidationError):
+    """A run's inputs do not match the workflow's declarations (code ``invalid_input``): a
+    ``ValidationError`` whose ``problems`` name each input."""
+
+    default_code = "invalid_input"
+
+
 class InternalError(DccFlowError):
     """A bug in the library (a recovered Go panic); ``details["stack"]`` has the Go stack."""
 
@@ -318,6 +335,67 @@ class StorageError(DccFlowError):
     default_code = "storage"
 
 
+class NotFoundError(DccFlowError, LookupError):
+    """No run, workflow, schedule or step instance with that id or name (code ``not_found``)."""
+
+    default_code = "not_found"
+
+
+class UnknownToolError(DccFlowError, LookupError):
+    """A workflow names tools that are not registered (code ``unknown_tool``);
+    ``details["tools"]`` lists them. After a restart, register the host tools again."""
+
+    default_code = "unknown_tool"
+
+
+class NotResumableError(DccFlowError):
+    """The run cannot resume (code ``not_resumable``): it is still running, or it completed and
+    no ``force_steps`` were named."""
+
+    default_code = "not_resumable"
+
+
+class SpecChangedError(DccFlowError):
+    """The run was started from another spec than the one the caller expects (code
+    ``spec_changed``); ``details`` has both hashes."""
+
+    default_code = "spec_changed"
+
+
+class InvalidStateError(DccFlowError):
+    """The request does not fit the current state (code ``invalid_state``): no open approval of
+    that step, a store that cannot do it, a database of an unknown schema…"""
+
+    default_code = "invalid_state"
+
+
+class EngineClosedError(DccFlowError, RuntimeError):
+    """The engine is closed (code ``closed``): open a new one. A ``RuntimeError``, as every call
+    on a closed engine has always raised."""
+
+    default_code = "closed"
+
+
+class StaleHandleError(EngineClosedError):
+    """The handle of a closed engine (or of one from before a fork) was used (code
+    ``stale_handle``)."""
+
+    default_code = "stale_handle"
+
+
+class DccFlowTimeoutError(DccFlowError, TimeoutError):
+    """A wait ended before what it waited for (code ``timeout``): the other process that owns
+    the database did not answer, a call did not come back in time."""
+
+    default_code = "timeout"
+
+
+class CancelledError(DccFlowError):
+    """The operation was cancelled (code ``cancelled``)."""
+
+    default_code = "cancelled"
+
+
 class LibraryLoadError(OSError):
     """The native library could not be loaded or is not usable."""
 
@@ -342,6 +420,16 @@ CODE_TO_CLASS: Dict[str, Type[DccFlowError]] = {
     "db_locked": DatabaseLockedError,
     "read_only": ReadOnlyError,
     "storage": StorageError,
+    "invalid_input": InvalidInputError,
+    "not_found": NotFoundError,
+    "unknown_tool": UnknownToolError,
+    "not_resumable": NotResumableError,
+    "spec_changed": SpecChangedError,
+    "invalid_state": InvalidStateError,
+    "closed": EngineClosedError,
+    "stale_handle": StaleHandleError,
+    "timeout": DccFlowTimeoutError,
+    "cancelled": CancelledError,
 }
 
 

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -281,13 +280,4 @@ func numbers(n int) []any {
 		out[i] = float64(i)
 	}
 	return out
-}
-
-// peakRSSMB returns the process's peak resident set size in MB (ru_maxrss: KiB on Linux).
-func peakRSSMB() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return -1
-	}
-	return float64(ru.Maxrss) / 1024
 }

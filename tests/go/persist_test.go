@@ -184,3 +184,14 @@ func TestScheduleFiresPersistInTheDatabase(t *testing.T) {
 		t.Fatalf("fires after reopen: %+v %v", fires, err)
 	}
 }
+
+// Prune is a store feature (store.Pruner): an engine on a store without it says so.
+func TestPruneNeedsAStoreThatPrunes(t *testing.T) {
+	t.Parallel()
+	mem := engine.NewMemoryStore()
+	defer mem.Close()
+	b := setup(t, withOptions(engine.WithStore(struct{ engine.Store }{mem})))
+	if n, err := b.eng.Prune(b.ctx, t0); run.CodeOf(err) != run.CodeInvalidState || n != 0 {
+		t.Fatalf("Prune on a store without Prune = %d, %v; want code invalid_state", n, err)
+	}
+}

@@ -18,10 +18,7 @@ import (
 // stdio: a plain call, and a remote failure with a structured kind retried by kind.
 func TestToolRemoteThroughAnMCPServerProcess(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "mcpserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
+	bin := mcpServer(t)
 	ctx := context.Background()
 	e, err := engine.Open(ctx, engine.Config{Remotes: map[string]engine.RemoteConfig{
 		"maya": {Command: []string{bin}, TimeoutSecs: 30},
@@ -68,10 +65,7 @@ steps:
 // not from Go's copy taken at start: here they are set only in the engine's.
 func TestRemotesReadTheEngineEnvironment(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "mcpserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
+	bin := mcpServer(t)
 	srv := exec.Command(bin, "-http", "127.0.0.1:0", "-token", "s3cret")
 	stdin, err := srv.StdinPipe() // the server exits when its stdin closes
 	if err != nil {
@@ -123,4 +117,22 @@ steps:
 	if got, _ := info.Outputs["child"].(map[string]any); got["value"] != "from the host" {
 		t.Errorf("the stdio remote's %s: %+v", plainVar, got)
 	}
+}
+
+// mcpServer builds tests/mcpserver for the test, or returns the binary DCCFLOW_TEST_MCPSERVER
+// names, built beforehand where the tests run without a Go toolchain (scripts/test_windows.sh
+// runs the Windows build under Wine).
+func mcpServer(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("DCCFLOW_TEST_MCPSERVER"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("DCCFLOW_TEST_MCPSERVER: %v", err)
+		}
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "mcpserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("building the test MCP server: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -107,39 +107,85 @@ func TestWebhookScheduleStartsRunsThroughTheEngine(t *testing.T) {
 	}
 }
 
+// waitFire advances the stub clock to the next fire of schedule id and returns the run it
+// started, once that run has finished.
+func waitFire(t *testing.T, b *testBundle, id string) *engine.RunInfo {
+	t.Helper()
+	// The schedule's loop waits on the engine clock: one timer (no run is in flight).
+	if err := b.clk.WaitForTimers(b.ctx, 1); err != nil {
+		t.Fatalf("the schedule never waited on the engine clock: %v", err)
+	}
+	next, ok := b.eng.NextFire(id)
+	if !ok {
+		t.Fatalf("schedule %s has no next fire", id)
+	}
+	b.clk.Set(next)
+	for {
+		fires, err := b.eng.ScheduleFires(b.ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fires) > 0 {
+			if fires[0].RunID == "" || !fires[0].ScheduledAt.Equal(next) {
+				t.Fatalf("fire %+v; want a run scheduled at %s", fires[0], next)
+			}
+			return b.wait(fires[0].RunID)
+		}
+		select { // the fire is recorded by the schedule's goroutine: wait for it, without a clock
+		case <-b.ctx.Done():
+			t.Fatal("the schedule never fired")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 func TestIntervalScheduleFires(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Config{})
-	if err != nil {
+	b := setup(t, withStubClock())
+	if err := b.eng.Register(parse(t, "name: tick\nsteps: [{id: a, tool: flow__echo, args: {value: '{{trigger.schedule_id}}'}}]")); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close(ctx)
-	s, _ := spec.ParseString("name: tick\nsteps: [{id: a, tool: flow__echo, args: {value: '{{trigger.schedule_id}}'}}]")
-	if err := e.Register(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Schedule(engine.ScheduleSpec{ID: "every_second", Workflow: "tick", Enabled: true, MaxConcurrent: 1,
+	if err := b.eng.Schedule(engine.ScheduleSpec{ID: "every_second", Workflow: "tick", Enabled: true, MaxConcurrent: 1,
 		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "1s"}}); err != nil {
 		t.Fatal(err)
 	}
-	if next, ok := e.NextFire("every_second"); !ok || next.IsZero() {
-		t.Fatal("no next fire time")
+	if next, ok := b.eng.NextFire("every_second"); !ok || !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next fire %s, %v; want %s (one interval after the engine clock's now)", next, ok, t0.Add(time.Second))
 	}
-	if err := e.StartScheduler(ctx); err != nil {
+	if err := b.eng.StartScheduler(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		fires, _ := e.ScheduleFires(ctx, "every_second", 0)
-		if len(fires) > 0 && fires[0].RunID != "" {
-			info, err := e.Wait(ctx, fires[0].RunID, 5*time.Second)
-			if err != nil || info.Status != run.StatusCompleted || info.Outputs["a"].(map[string]any)["value"] != "every_second" {
-				t.Fatalf("%v %+v", err, info)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	info := waitFire(t, b, "every_second")
+	if info.Status != run.StatusCompleted || info.Outputs["a"].(map[string]any)["value"] != "every_second" {
+		t.Fatalf("%+v", info)
 	}
-	t.Fatal("the interval schedule never fired")
+}
+
+// WithClock reaches cron schedules: their next fire is computed from the engine clock, and
+// they fire when it gets there (the scheduler used the real clock whatever WithClock said).
+func TestWithClockDrivesCronSchedules(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withStubClock())
+	if err := b.eng.Register(parse(t, "name: nightly\nsteps: [{id: a, tool: flow__echo, args: {value: '{{trigger.scheduled_at}}'}}]")); err != nil {
+		t.Fatal(err)
+	}
+	// 02:00 UTC daily; the stub clock shows 2026-03-08 03:00 UTC.
+	if err := b.eng.Schedule(engine.ScheduleSpec{ID: "nightly", Workflow: "nightly", Enabled: true, MaxConcurrent: 1,
+		Trigger: engine.ScheduleTrigger{Kind: "cron", Expression: "0 0 2 * * *", Timezone: "UTC"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 3, 9, 2, 0, 0, 0, time.UTC)
+	if next, ok := b.eng.NextFire("nightly"); !ok || !next.Equal(want) {
+		t.Fatalf("next fire %s, %v; want %s (computed from the engine clock)", next, ok, want)
+	}
+	if err := b.eng.StartScheduler(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFire(t, b, "nightly")
+	if info.Status != run.StatusCompleted || info.Outputs["a"].(map[string]any)["value"] != "2026-03-09T02:00:00Z" {
+		t.Fatalf("%+v", info)
+	}
+	if !b.clk.Now().Equal(want) {
+		t.Fatalf("the clock moved to %s", b.clk.Now())
+	}
 }

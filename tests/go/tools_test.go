@@ -245,7 +245,11 @@ steps:
 		t.Fatalf("inline ref %+v", r0)
 	}
 	r1 := refs[1].(map[string]any)
-	if r1["path"] != path || r1["size"] != 3.0 || r1["sha256"] != fbxSHA || r1["uri"] != "file://"+filepath.ToSlash(path) {
+	fileURI := "file://" + filepath.ToSlash(path)
+	if filepath.VolumeName(path) != "" {
+		fileURI = "file:///" + filepath.ToSlash(path) // C:\x → file:///C:/x (RFC 8089)
+	}
+	if r1["path"] != path || r1["size"] != 3.0 || r1["sha256"] != fbxSHA || r1["uri"] != fileURI {
 		t.Fatalf("path ref %+v", r1)
 	}
 	if r2 := refs[2].(map[string]any); r2["uri"] != "s3://bucket/key" || r2["error"] != nil {

@@ -140,7 +140,12 @@ def test_one_tick_follows_a_sequential_run_from_call_to_call_within_its_budget(f
 
         time.sleep(0.05)
         assert timers.fire() == [0.0]
-        assert pump.ticks == 1 and pump.calls == 20
+        # On a quiet machine one tick runs all 20 calls; a busy one may take longer than the
+        # follow-up window between two of them. Without the follow-up every tick runs one call.
+        deadline = time.monotonic() + 10
+        while pump.calls < 20 and time.monotonic() < deadline:
+            timers.fire()
+        assert pump.calls == 20 and pump.ticks < pump.calls, (pump.ticks, pump.calls)
         assert run.wait(timeout=10).ok
         pump.uninstall()
 

@@ -267,6 +267,28 @@ def test_engine_after_close_raises():
     eng.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         eng.run("steps: [{id: a, tool: flow__echo}]")
+    with pytest.raises(dcc_flow.EngineClosedError) as info:
+        eng.runs()
+    assert info.value.code == "closed"
+
+
+def test_puller_cleanup_swallows_only_a_closed_engine(engine, monkeypatch):
+    """Closing the pullers of ended threads stops quietly when the engine closed, and lets every
+    other failure through (it caught every RuntimeError: a fork in the child, a bug)."""
+
+    def failing(exc):
+        def call(name, payload=None, source=None):
+            raise exc
+
+        return call
+
+    engine._dead_pullers.append(12345)
+    monkeypatch.setattr(engine, "_call", failing(dcc_flow.EngineClosedError("closed")))
+    engine._close_dead_pullers()  # quiet
+    engine._dead_pullers.append(12345)
+    monkeypatch.setattr(engine, "_call", failing(RuntimeError("the library was loaded before a fork")))
+    with pytest.raises(RuntimeError, match="fork"):
+        engine._close_dead_pullers()
 
 
 def test_runs_and_get_status(engine):

@@ -1,6 +1,8 @@
 """Exceptions: hierarchy, envelope mapping, messages that name every problem and step id."""
 
+import pathlib
 import pickle
+import re
 
 import pytest
 
@@ -48,7 +50,39 @@ def test_hierarchy():
         "db_locked": _errors.DatabaseLockedError,
         "read_only": _errors.ReadOnlyError,
         "storage": _errors.StorageError,
+        "invalid_input": _errors.InvalidInputError,
+        "not_found": _errors.NotFoundError,
+        "unknown_tool": _errors.UnknownToolError,
+        "not_resumable": _errors.NotResumableError,
+        "spec_changed": _errors.SpecChangedError,
+        "invalid_state": _errors.InvalidStateError,
+        "closed": _errors.EngineClosedError,
+        "stale_handle": _errors.StaleHandleError,
+        "timeout": _errors.DccFlowTimeoutError,
+        "cancelled": _errors.CancelledError,
     } == _errors.CODE_TO_CLASS
+    # The classes callers catch by the Python meaning of the failure.
+    assert issubclass(_errors.NotFoundError, LookupError) and issubclass(_errors.UnknownToolError, LookupError)
+    assert issubclass(_errors.InvalidInputError, ValidationError)
+    assert issubclass(_errors.EngineClosedError, RuntimeError) and issubclass(_errors.StaleHandleError, _errors.EngineClosedError)
+    assert issubclass(_errors.DccFlowTimeoutError, TimeoutError)
+
+
+_GO_ERRORS = pathlib.Path(__file__).resolve().parents[2] / "engine" / "run" / "errors.go"
+
+
+def test_every_go_error_code_has_a_class():
+    """Each stable code of engine/run/errors.go raises its own class, whose default_code it is."""
+    codes = re.findall(r'^\s+Code\w+\s*=\s*"(\w+)"', _GO_ERRORS.read_text(encoding="utf-8"), re.M)
+    assert len(codes) >= 18, codes  # the parse found the constants
+    missing = [c for c in codes if c not in _errors.CODE_TO_CLASS]
+    assert not missing, "Go error codes without a Python class in _errors.CODE_TO_CLASS: %s" % missing
+    for code in codes:
+        cls = _errors.CODE_TO_CLASS[code]
+        assert cls is not DccFlowError and cls.default_code == code, (code, cls)
+        assert cls.__name__ in _errors.__all__, cls
+        err = _errors.error_from_envelope({"code": code, "message": "m"})
+        assert type(err) is cls and err.code == code
 
 
 # --- envelopes ----------------------------------------------------------------------------------
@@ -62,6 +96,8 @@ def test_hierarchy():
         ("validation_failed", ValidationError),
         ("too_large", SpecTooLargeError),
         ("internal", InternalError),
+        ("not_found", _errors.NotFoundError),
+        ("closed", _errors.EngineClosedError),
         ("some_future_code", DccFlowError),
     ],
 )

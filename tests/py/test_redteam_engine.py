@@ -171,3 +171,27 @@ def test_an_engine_with_a_tool_pool_and_event_callbacks_is_garbage_collected(tmp
     assert "workflow_terminal" in seen
     with Engine(db=db) as again:  # the collected engines released the database
         assert len(again.runs()) == 3
+
+
+def test_close_raises_its_error_once_and_the_engine_is_closed(monkeypatch):
+    from dcc_flow import _ffi
+    from dcc_flow._errors import StorageError
+
+    real = _ffi.call
+    engine = Engine()
+    handle = engine._handle
+
+    def failing_close(name, h, payload=None, source=None):
+        if name == "dccflow_engine_close":
+            real(name, h, payload)  # the library closes it, then reports what it could not write
+            raise StorageError("the last writes of database x.db failed: disk full")
+        return real(name, h, payload, source)
+
+    monkeypatch.setattr(_ffi, "call", failing_close)
+    with pytest.raises(StorageError, match="disk full"):
+        engine.close()
+    assert engine.closed
+    engine.close()  # a second close is a no-op
+    monkeypatch.setattr(_ffi, "call", real)
+    with pytest.raises(Exception, match="stale|closed"):
+        real("dccflow_runs_list", handle, {})

@@ -34,6 +34,10 @@ func TestStubFiresInDeadlineOrder(t *testing.T) {
 	if len(order) != 4 || s.Pending() != 0 {
 		t.Fatalf("order %v pending %d", order, s.Pending())
 	}
+	s.Set(t0) // backwards: nothing moves
+	if !s.Now().Equal(t0.Add(2*time.Second + time.Hour)) {
+		t.Fatalf("Set moved the clock backwards to %v", s.Now())
+	}
 }
 
 func TestStubTimerStopAndChannel(t *testing.T) {
@@ -71,6 +75,11 @@ func TestStubZeroDurationFiresAtOnce(t *testing.T) {
 	tm := s.AfterFunc(0, func() { fired.Store(true) })
 	if !fired.Load() || s.Pending() != 0 || tm.Stop() {
 		t.Fatal("AfterFunc(0) should fire before returning and not stay pending")
+	}
+	select {
+	case <-s.NewTimer(0).C():
+	default:
+		t.Fatal("NewTimer(0) should fire before returning")
 	}
 }
 

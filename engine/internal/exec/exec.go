@@ -248,11 +248,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			r.prior, r.priorKeys, r.priorInside = map[string]store.Step{}, map[string]bool{}, map[string]int{}
 		}
 		r.priorKeys[st.Key] = true
-		for i := range len(st.Key) { // "fan[2].g[0].x" is inside foreach instances "fan" and "fan[2].g"
-			if st.Key[i] == '[' {
-				r.priorInside[st.Key[:i]]++
-			}
-		}
+		eachEnclosingForeach(st.Key, func(fk string) { r.priorInside[fk]++ })
 		if st.Status == run.StepCompleted {
 			r.prior[st.Key] = st
 		}

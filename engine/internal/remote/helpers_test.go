@@ -21,7 +21,19 @@ func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
+// mcpServerEnv names a tests/mcpserver binary built beforehand, for a test binary run where
+// there is no Go toolchain (scripts/test_windows.sh runs the Windows build under Wine).
+const mcpServerEnv = "DCCFLOW_TEST_MCPSERVER"
+
 func runTests(m *testing.M) int {
+	if prebuilt := os.Getenv(mcpServerEnv); prebuilt != "" {
+		if _, err := os.Stat(prebuilt); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", mcpServerEnv, err)
+			return 1
+		}
+		serverBin = prebuilt
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "remote-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -128,6 +128,9 @@ func TestCancellationReachesRemote(t *testing.T) {
 				// Connect first, so that the deadlines below only cover the sleep.
 				b.ok(t, "count", nil)
 
+				// start is taken before the deadline is set: the call cannot end before start+deadline
+				// (taken after it, a descheduled goroutine or a Windows clock tick made 294 ms of 300).
+				start := time.Now()
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				if tc.deadline > 0 {
@@ -139,7 +142,6 @@ func TestCancellationReachesRemote(t *testing.T) {
 					ended time.Time
 				}
 				done := make(chan outcome, 1)
-				start := time.Now()
 				go func() {
 					res, err := b.pool.Call(ctx, "srv", "sleep", map[string]any{"ms": 60000, "key": key})
 					if err != nil {

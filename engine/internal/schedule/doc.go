@@ -19,7 +19,7 @@
 // unless the hour field matches every hour, in which case both occurrences fire (see
 // cronTrigger).
 //
-// Time and randomness are injected (WithClock, WithRand); ManualClock is the stub clock for
-// tests. The package never writes to stdout and never panics on bad input; a panicking
+// Time and randomness are injected (WithClock, WithRand): the clock is the engine's
+// (engine/internal/clock), and its Stub drives the tests. The package never writes to stdout and never panics on bad input; a panicking
 // Starter is turned into a failed fire.
 package schedule

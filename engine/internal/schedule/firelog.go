@@ -4,17 +4,28 @@ import (
 	"context"
 	"sort"
 	"sync"
-	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
-// FireKind says what happened when a schedule was due or a webhook was accepted.
-type FireKind string
+// The fire history's vocabulary is the store's (store.FireLog is a store feature), named here
+// for the scheduler's callers.
+type (
+	// FireKind says what happened when a schedule was due or a webhook was accepted.
+	FireKind = store.FireKind
+	// Fire is one entry of a schedule's fire history.
+	Fire = store.Fire
+	// FireLog keeps the fire history.
+	FireLog = store.FireLog
+	// DeliveryFinder is an optional FireLog method (see store.DeliveryFinder).
+	DeliveryFinder = store.DeliveryFinder
+)
 
 // Fire kinds.
 const (
-	FireFired   FireKind = "fired"   // a run was started
-	FireSkipped FireKind = "skipped" // no run: max_concurrent runs were active
-	FireFailed  FireKind = "failed"  // no run: the engine could not start it
+	FireFired   = store.FireFired   // a run was started
+	FireSkipped = store.FireSkipped // no run: max_concurrent runs were active
+	FireFailed  = store.FireFailed  // no run: the engine could not start it
 )
 
 // Fire reasons (Fire.Reason). They are stable codes.
@@ -24,47 +35,6 @@ const (
 	ReasonStartFailed   = "start_failed"   // failed: Starter.Start returned an error
 	ReasonStatusFailed  = "status_failed"  // failed: Starter.Active returned an error
 )
-
-// Fire is one entry of a schedule's fire history. It is JSON-friendly: the store keeps it in
-// the schedule_fires table, one column per field.
-type Fire struct {
-	ScheduleID string   `json:"schedule_id"`
-	Kind       FireKind `json:"kind"`
-	// Reason is one of the Reason constants, or "".
-	Reason string `json:"reason,omitempty"`
-	// Message is a human description of a failure, or "".
-	Message string `json:"message,omitempty"`
-	// RunID is the started run (Kind fired), or "".
-	RunID string `json:"run_id,omitempty"`
-	// Origin is OriginSchedule or OriginWebhook.
-	Origin string `json:"origin"`
-	// ScheduledAt is the nominal fire time of a cron or interval fire (before jitter); for a
-	// webhook it equals FiredAt.
-	ScheduledAt time.Time `json:"scheduled_at"`
-	// FiredAt is when the fire was handled.
-	FiredAt time.Time `json:"fired_at"`
-	// DeliveryID is the webhook delivery id, or "".
-	DeliveryID string `json:"delivery_id,omitempty"`
-}
-
-// FireLog keeps the fire history. Implementations must be safe for concurrent use.
-type FireLog interface {
-	// RecordFire appends f.
-	RecordFire(ctx context.Context, f Fire) error
-	// LastFire returns the most recently recorded fire of scheduleID, and false if there is none.
-	LastFire(ctx context.Context, scheduleID string) (Fire, bool, error)
-	// Fires returns up to limit fires of scheduleID, newest first. scheduleID "" means every
-	// schedule; limit ≤ 0 means all that are kept.
-	Fires(ctx context.Context, scheduleID string, limit int) ([]Fire, error)
-}
-
-// DeliveryFinder is an optional FireLog method. When the FireLog has it, a webhook redelivery
-// is recognised for as long as its fire is in the history, not only while its delivery id is in
-// the scheduler's in-memory window.
-type DeliveryFinder interface {
-	// FireByDelivery returns the latest fire of Kind fired of scheduleID with deliveryID.
-	FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (Fire, bool, error)
-}
 
 // DefaultFireLogSize is the number of fires a MemFireLog keeps per schedule by default.
 const DefaultFireLogSize = 1000

@@ -6,7 +6,16 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
 )
+
+// MemFireLog passes the store's FireLog suite, as the SQLite store does.
+func TestMemFireLogContract(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return NewMemFireLog(0) })
+}
 
 func TestMemFireLog(t *testing.T) {
 	t.Parallel()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -51,8 +52,15 @@ type Config struct {
 // Option configures a Scheduler beyond its Config.
 type Option func(*Scheduler)
 
-// WithClock sets the clock (default SystemClock()).
-func WithClock(c Clock) Option { return func(s *Scheduler) { s.clock = c } }
+// WithClock sets the clock: the engine's (engine.WithClock), so that a stub clock drives cron
+// and interval schedules too. nil, or no WithClock, means the real clock.
+func WithClock(c clock.Clock) Option {
+	return func(s *Scheduler) {
+		if c != nil {
+			s.clk = c
+		}
+	}
+}
 
 // WithRand sets the random source of cron jitter (default: math/rand/v2's global source). The
 // scheduler serialises its calls to r.
@@ -68,7 +76,7 @@ type Scheduler struct {
 	cfg     Config
 	starter Starter
 	fires   FireLog
-	clock   Clock
+	clk     clock.Clock
 	log     *slog.Logger
 	randMu  sync.Mutex
 	rnd     *rand.Rand
@@ -150,7 +158,7 @@ func New(cfg Config, starter Starter, fires FireLog, opts ...Option) (*Scheduler
 	if fires == nil {
 		fires = NewMemFireLog(0)
 	}
-	s := &Scheduler{cfg: cfg, starter: starter, fires: fires, clock: SystemClock(),
+	s := &Scheduler{cfg: cfg, starter: starter, fires: fires, clk: clock.New(),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), entries: map[string]*entry{}, paths: map[string]string{}}
 	for _, o := range opts {
 		o(s)
@@ -311,7 +319,7 @@ func (s *Scheduler) nextLocked(e *entry) time.Time {
 	if e.done != nil && !e.next.IsZero() { // the loop has planned its next fire (jitter included)
 		return e.next
 	}
-	return e.trig.next(s.clock.Now())
+	return e.trig.next(s.clk.Now())
 }
 
 // Start starts a loop for every enabled cron and interval schedule; schedules added later
@@ -397,7 +405,7 @@ func (s *Scheduler) stopLoop(e *entry) {
 
 // loop fires one cron or interval schedule until ctx ends.
 func (s *Scheduler) loop(ctx context.Context, e *entry) {
-	now := s.clock.Now()
+	now := s.clk.Now()
 	last, hasLast, err := s.fires.LastFire(ctx, e.spec.ID)
 	if err != nil {
 		s.log.Warn("schedule: reading the last fire failed; no catch-up", "schedule_id", e.spec.ID, "error", err)
@@ -441,7 +449,7 @@ func (s *Scheduler) loop(ctx context.Context, e *entry) {
 		}
 		s.fireScheduled(ctx, e, next, false)
 		// Fires that fell due while this one was handled are dropped, not queued.
-		now := s.clock.Now()
+		now := s.clk.Now()
 		next = s.nextAfter(e, next, now)
 	}
 }
@@ -494,11 +502,11 @@ func (s *Scheduler) jitter(e *entry) time.Duration {
 // whether it did before ctx ended.
 func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 	for {
-		d := t.Sub(s.clock.Now())
+		d := t.Sub(s.clk.Now())
 		if d <= 0 {
 			return ctx.Err() == nil
 		}
-		tm := s.clock.NewTimer(min(d, maxSleep))
+		tm := s.clk.NewTimer(min(d, maxSleep))
 		select {
 		case <-tm.C():
 		case <-ctx.Done():
@@ -510,7 +518,7 @@ func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 
 // fireScheduled handles one cron or interval fire due at scheduled.
 func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.Time, catchup bool) {
-	firedAt := s.clock.Now()
+	firedAt := s.clk.Now()
 	trig := map[string]any{
 		"kind":         string(e.spec.Trigger.Kind),
 		"schedule_id":  e.spec.ID,

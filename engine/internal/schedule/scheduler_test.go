@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -76,7 +77,7 @@ func (f *fakeStarter) requests() []StartRequest {
 }
 
 type testBundle struct {
-	clock   *ManualClock
+	clock   *clock.Stub
 	starter *fakeStarter
 	fires   *MemFireLog
 	sched   *Scheduler
@@ -86,7 +87,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 3, 0, time.UTC)
 
 func setup(t *testing.T, start time.Time, cfg Config, opts ...Option) *testBundle {
 	t.Helper()
-	b := &testBundle{clock: NewManualClock(start), starter: newFakeStarter(), fires: NewMemFireLog(0)}
+	b := &testBundle{clock: clock.NewStub(start), starter: newFakeStarter(), fires: NewMemFireLog(0)}
 	opts = append([]Option{WithClock(b.clock)}, opts...)
 	s, err := New(cfg, b.starter, b.fires, opts...)
 	if err != nil {
@@ -127,7 +128,7 @@ func (b *testBundle) start(t *testing.T) {
 // waitArmed waits until n loops wait on the clock.
 func (b *testBundle) waitArmed(t *testing.T, n int) {
 	t.Helper()
-	if err := b.clock.WaitPending(waitCtx(t), n); err != nil {
+	if err := b.clock.WaitForTimers(waitCtx(t), n); err != nil {
 		t.Fatalf("waiting for %d armed timers (%d pending): %v", n, b.clock.Pending(), err)
 	}
 }
@@ -168,7 +169,7 @@ func TestSchedulerCronFiresWithSeconds(t *testing.T) {
 
 	// The loop waits in steps of at most maxSleep; the first wake-up is 7 s later, the fire.
 	b.waitArmed(t, 1)
-	if due, _ := b.clock.NextDue(); !due.Equal(t0.Add(7 * time.Second)) {
+	if due, _ := b.clock.Next(); !due.Equal(t0.Add(7 * time.Second)) {
 		t.Fatalf("first timer due %s", due)
 	}
 	var got []time.Time
@@ -503,20 +504,20 @@ func TestSchedulerStopCancelsStart(t *testing.T) {
 func TestSchedulerStopTimeout(t *testing.T) {
 	t.Parallel()
 	sp := DefaultSpec("stuck", "wf", Trigger{Kind: KindInterval, Every: "1m"})
-	clock := NewManualClock(t0)
+	clk := clock.NewStub(t0)
 	release := make(chan struct{})
 	st := &stuckStarter{release: release, entered: make(chan struct{})}
-	s, err := New(Config{Schedules: []Spec{sp}}, st, nil, WithClock(clock))
+	s, err := New(Config{Schedules: []Spec{sp}}, st, nil, WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := clock.WaitPending(waitCtx(t), 1); err != nil {
+	if err := clk.WaitForTimers(waitCtx(t), 1); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	recv(t, st.entered)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -657,44 +658,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Errorf("New = %v; want code %s", err, tc.code)
 			}
 		})
-	}
-}
-
-func TestManualClock(t *testing.T) {
-	t.Parallel()
-	c := NewManualClock(t0)
-	a, b := c.NewTimer(2*time.Second), c.NewTimer(time.Second)
-	now := c.NewTimer(0)
-	select {
-	case <-now.C():
-	default:
-		t.Error("a zero timer did not fire at once")
-	}
-	if due, ok := c.NextDue(); !ok || !due.Equal(t0.Add(time.Second)) {
-		t.Errorf("NextDue = %s", due)
-	}
-	c.Advance(time.Second)
-	select {
-	case got := <-b.C():
-		if !got.Equal(t0.Add(time.Second)) {
-			t.Errorf("fired with %s", got)
-		}
-	default:
-		t.Error("due timer did not fire")
-	}
-	if !a.Stop() || a.Stop() || b.Stop() {
-		t.Error("Stop results")
-	}
-	c.Set(t0) // backwards: ignored
-	if !c.Now().Equal(t0.Add(time.Second)) {
-		t.Error("Set moved the clock backwards")
-	}
-	if SystemClock().Now().IsZero() {
-		t.Error("system clock")
-	}
-	st := SystemClock().NewTimer(time.Hour)
-	if !st.Stop() {
-		t.Error("system timer Stop")
 	}
 }
 

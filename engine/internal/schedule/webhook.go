@@ -195,7 +195,7 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			t, replayKey, why = verifyTimestamped(mac, body, r.Header.Get(TimestampedSignatureHeader))
 			if why == "" {
 				tol := int64(e.tolerance / time.Second)
-				if now := h.s.clock.Now().Unix(); t < now-tol || t > now+tol {
+				if now := h.s.clk.Now().Unix(); t < now-tol || t > now+tol {
 					e.macs.Put(mac)
 					fail(http.StatusUnauthorized, WebhookSignatureExpired, fmt.Sprintf(
 						"the signature's t=%d is %+d s from the server's clock; schedule %q accepts %d s (tolerance_secs): sign each request when sending it, and check the sender's clock",
@@ -283,7 +283,7 @@ func decodePayload(contentType string, body []byte) (any, string) {
 func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, delivery, replayKey string, replayUntil time.Time) admission {
 	e.admit.Lock()
 	defer e.admit.Unlock()
-	now := s.clock.Now()
+	now := s.clk.Now()
 	if replayKey != "" {
 		if runID, ok := e.replays.get(replayKey, now); ok {
 			return admission{duplicate: true, fire: Fire{RunID: runID}}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 )
 
 const testSecret = "s3cret"
@@ -57,7 +59,7 @@ func setupWebhooks(t *testing.T, cfg Config, fires FireLog) *webhookBundle {
 		}
 		return "", false
 	}
-	b := &testBundle{clock: NewManualClock(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)), starter: newFakeStarter()}
+	b := &testBundle{clock: clock.NewStub(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)), starter: newFakeStarter()}
 	if fires == nil {
 		b.fires = NewMemFireLog(0)
 		fires = b.fires
@@ -423,10 +425,10 @@ func (*panicStarter) Start(context.Context, StartRequest) (string, error) { pani
 
 func TestStarterPanicsAreContained(t *testing.T) {
 	t.Parallel()
-	clock := NewManualClock(t0)
+	clk := clock.NewStub(t0)
 	fires := NewMemFireLog(0)
 	specs := []Spec{DefaultSpec("p", "wf", Trigger{Kind: KindWebhook, Path: "/p"}), DefaultSpec("i", "wf", Trigger{Kind: KindInterval, Every: "1m"})}
-	s, err := New(Config{Schedules: specs}, &panicStarter{}, fires, WithClock(clock))
+	s, err := New(Config{Schedules: specs}, &panicStarter{}, fires, WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,11 +443,11 @@ func TestStarterPanicsAreContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	if err := clock.WaitPending(waitCtx(t), 1); err != nil {
+	if err := clk.WaitForTimers(waitCtx(t), 1); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Minute)
-	if err := clock.WaitPending(waitCtx(t), 1); err != nil {
+	clk.Advance(time.Minute)
+	if err := clk.WaitForTimers(waitCtx(t), 1); err != nil {
 		t.Fatal(err)
 	}
 	if f, ok, _ := fires.LastFire(context.Background(), "i"); !ok || f.Kind != FireFailed || !strings.Contains(f.Message, "panicked") {

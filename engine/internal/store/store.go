@@ -4,7 +4,9 @@
 // implementation stores them as is.
 //
 // Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file;
-// docs/architecture.md, "Durability"). Both must pass storetest.Exercise.
+// docs/architecture.md, "Durability"). Both must pass storetest.Exercise, and the sub-suite of
+// each optional feature they have (features.go: Pruner, Controller, FireLog). The engine reaches
+// them only through store/storeopen, the one package that names a concrete store.
 //
 // Concurrency and durability: every method is safe for concurrent use. The executor calls Write
 // from many goroutines at once; each call returns only when its batch is durable, so an
@@ -68,20 +70,15 @@ type Store interface {
 	// PurgeExpired deletes the idempotency entries expired at now and returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
-	// Prune deletes the terminal runs whose status is one of statuses (every terminal status
-	// when empty; a status that is not terminal selects nothing) and whose FinishedAt is set
-	// and before olderThan, with their steps, their events and their workflow-scoped
-	// idempotency entries, and returns how many runs it deleted. Global idempotency entries and
-	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
-	// event is never assigned again, also across a reopen.
-	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
-
-	// MarkInterrupted turns every non-terminal run into StatusInterrupted and every
-	// non-terminal step instance of those runs into StepInterrupted, setting their UpdatedAt
-	// (and a run's FinishedAt) to now, and writes the run's progress as committed (see
-	// Run.Progress), its interrupted steps counted. It returns the ids of the runs it changed, sorted. It is
-	// the recovery step after a crash: called when a persistent store is opened.
-	MarkInterrupted(ctx context.Context, now time.Time) ([]string, error)
+	// MarkInterrupted is the recovery step after a crash, called when a persistent store is
+	// opened. In one atomic, durable write it turns every non-terminal run into
+	// StatusInterrupted, with Error in.Error, UpdatedAt and FinishedAt now and its progress as
+	// committed (see Run.Progress), its interrupted steps counted; every non-terminal step
+	// instance of those runs into StepInterrupted, UpdatedAt now; and appends for each of those
+	// runs, in id order, one event {Type: run.EventInterrupted, Time: now, Status
+	// "interrupted", Progress: the run's, Detail: in.Detail}. A crash during it leaves all of it
+	// or none of it. It returns the ids of the runs it changed, sorted.
+	MarkInterrupted(ctx context.Context, now time.Time, in Interruption) ([]string, error)
 
 	ArtefactStore
 
@@ -96,6 +93,12 @@ type ArtefactStore interface {
 	PutArtefact(ctx context.Context, data []byte) (string, error)
 	// GetArtefact returns the bytes stored under sha256 (lowercase hex), or ErrNotFound.
 	GetArtefact(ctx context.Context, sha256 string) ([]byte, error)
+}
+
+// Interruption is what MarkInterrupted records on each run it interrupts.
+type Interruption struct {
+	Error  *RunError       // the run's error (nil: none)
+	Detail json.RawMessage // the Detail of each run's interrupted event (nil: none)
 }
 
 // Batch is one atomic write. Any field may be empty.

@@ -21,7 +21,10 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 // chunkSize is the number of records per chunk of the event log, and stepChunk of a run's step
 // table. Chunks never move, so appending never copies old records (but the first step chunk,
@@ -146,9 +149,16 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	for _, e := range b.Idempotency {
 		s.idem[idemKey{e.Scope, e.RunID, e.Key}] = e
 	}
+	s.appendEvents(b.Events)
+	return nil
+}
+
+// appendEvents appends events to the log, setting each one's Seq. Their runs exist. s.mu is
+// held.
+func (s *Store) appendEvents(events []run.Event) {
 	var last *runRec
-	for i := range b.Events {
-		e := &b.Events[i]
+	for i := range events {
+		e := &events[i]
 		s.seq++
 		e.Seq = s.seq
 		if last == nil || last.run.ID != e.RunID {
@@ -165,7 +175,6 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		}
 		s.appendEvent(ev)
 	}
-	return nil
 }
 
 // check validates a batch before anything is applied.
@@ -561,8 +570,9 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// MarkInterrupted implements store.Store.
-func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, error) {
+// MarkInterrupted implements store.Store: everything under one lock hold, so a reader sees all
+// of it or none of it.
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Interruption) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -583,15 +593,21 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, e
 			}
 		}
 		rec.run.Progress = s.committedProgress(rec)
-		rec.run.Status = run.StatusInterrupted
+		rec.run.Status, rec.run.Error = run.StatusInterrupted, cloneRunError(in.Error)
 		rec.run.UpdatedAt, rec.run.FinishedAt = now, now
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	events := make([]run.Event, len(ids))
+	for i, id := range ids {
+		events[i] = run.Event{Time: now, RunID: id, Type: run.EventInterrupted, Status: string(run.StatusInterrupted),
+			Progress: s.runs[id].run.Progress, Detail: in.Detail}
+	}
+	s.appendEvents(events)
 	return ids, nil
 }
 
-// Prune implements store.Store. The records of the runs it deletes are dropped and the
+// Prune implements store.Pruner. The records of the runs it deletes are dropped and the
 // survivors' step and event bytes are copied into a fresh arena, so their memory is returned
 // to the garbage collector (slices handed out earlier stay valid).
 func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {

@@ -11,4 +11,5 @@ import (
 func TestMemstore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) store.Store { return memstore.New() })
+	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return memstore.New() })
 }

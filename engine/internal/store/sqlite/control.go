@@ -7,33 +7,15 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
 // ErrReadOnly is returned by the writing methods of a store opened with OpenReadOnly.
 var ErrReadOnly = errors.New("store: the database is open read-only (another process owns it)")
 
-// ControlRequest asks the process that owns the database to act on one of its runs: approve
-// (or deny) an open approval, or cancel the run. Read-only processes (dcc-flow approve in
-// another terminal) file requests; the owner takes them with PendingControl and answers each
-// with AnswerControl.
-type ControlRequest struct {
-	ID        int64
-	RunID     string
-	Action    string // "approve" or "cancel"
-	StepKey   string // the approve step's instance key; "" for cancel
-	Approved  bool
-	Reason    string
-	By        string
-	CreatedAt time.Time
-}
-
-// ControlAnswer is the owner's answer to a request: Handled is false while it is pending;
-// ErrorCode and Error are "" when the action succeeded.
-type ControlAnswer struct {
-	Handled   bool
-	ErrorCode string
-	Error     string
-}
+// The control_requests table carries control requests between processes (store.Controller).
+var _ store.Controller = (*Store)(nil)
 
 // ctlConn is the connection a read-only store files control requests through, opened on first
 // use: the only writes such a store makes, each one row in its own short transaction.
@@ -68,7 +50,7 @@ func (c *ctlConn) close() error {
 
 // RequestControl files a request for the owner and returns its id. It works on a read-only
 // store too (it is how such a store acts on a run).
-func (s *Store) RequestControl(ctx context.Context, r ControlRequest) (int64, error) {
+func (s *Store) RequestControl(ctx context.Context, r store.ControlRequest) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -91,11 +73,11 @@ func (s *Store) RequestControl(ctx context.Context, r ControlRequest) (int64, er
 }
 
 // ControlAnswer returns the answer to request id (Handled false while pending).
-func (s *Store) ControlAnswer(ctx context.Context, id int64) (ControlAnswer, error) {
+func (s *Store) ControlAnswer(ctx context.Context, id int64) (store.ControlAnswer, error) {
 	if err := s.check(); err != nil {
-		return ControlAnswer{}, err
+		return store.ControlAnswer{}, err
 	}
-	var a ControlAnswer
+	var a store.ControlAnswer
 	var handled int64
 	err := s.r.QueryRowContext(ctx, `SELECT handled_at, error_code, error FROM control_requests WHERE id = ?`, id).
 		Scan(&handled, &a.ErrorCode, &a.Error)
@@ -107,7 +89,7 @@ func (s *Store) ControlAnswer(ctx context.Context, id int64) (ControlAnswer, err
 }
 
 // PendingControl returns the requests not answered yet, oldest first.
-func (s *Store) PendingControl(ctx context.Context) ([]ControlRequest, error) {
+func (s *Store) PendingControl(ctx context.Context) ([]store.ControlRequest, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -117,9 +99,9 @@ func (s *Store) PendingControl(ctx context.Context) ([]ControlRequest, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []ControlRequest
+	var out []store.ControlRequest
 	for rows.Next() {
-		var r ControlRequest
+		var r store.ControlRequest
 		var created int64
 		if err := rows.Scan(&r.ID, &r.RunID, &r.Action, &r.StepKey, &r.Approved, &r.Reason, &r.By, &created); err != nil {
 			return nil, err

@@ -6,19 +6,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
 // The schedule_fires table keeps the scheduler's fire history.
 var (
-	_ schedule.FireLog        = (*Store)(nil)
-	_ schedule.DeliveryFinder = (*Store)(nil)
+	_ store.FireLog        = (*Store)(nil)
+	_ store.DeliveryFinder = (*Store)(nil)
 )
 
 const fireColumns = `schedule_id, kind, reason, message, run_id, origin, scheduled_at, fired_at, delivery_id`
 
 // RecordFire appends a fire.
-func (s *Store) RecordFire(ctx context.Context, f schedule.Fire) error {
+func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	if err := s.checkWrite(); err != nil {
 		return err
 	}
@@ -30,39 +30,39 @@ func (s *Store) RecordFire(ctx context.Context, f schedule.Fire) error {
 	return nil
 }
 
-func scanFire(sc scanner) (schedule.Fire, error) {
-	var f schedule.Fire
+func scanFire(sc scanner) (store.Fire, error) {
+	var f store.Fire
 	var kind string
 	var scheduled, fired int64
 	err := sc.Scan(&f.ScheduleID, &kind, &f.Reason, &f.Message, &f.RunID, &f.Origin, &scheduled, &fired, &f.DeliveryID)
-	f.Kind, f.ScheduledAt, f.FiredAt = schedule.FireKind(kind), fromNanos(scheduled), fromNanos(fired)
+	f.Kind, f.ScheduledAt, f.FiredAt = store.FireKind(kind), fromNanos(scheduled), fromNanos(fired)
 	return f, err
 }
 
-func (s *Store) oneFire(ctx context.Context, q string, args ...any) (schedule.Fire, bool, error) {
+func (s *Store) oneFire(ctx context.Context, q string, args ...any) (store.Fire, bool, error) {
 	if err := s.check(); err != nil {
-		return schedule.Fire{}, false, err
+		return store.Fire{}, false, err
 	}
 	f, err := scanFire(s.r.QueryRowContext(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return schedule.Fire{}, false, nil
+		return store.Fire{}, false, nil
 	}
 	return f, err == nil, err
 }
 
 // LastFire returns the most recent fire of scheduleID.
-func (s *Store) LastFire(ctx context.Context, scheduleID string) (schedule.Fire, bool, error) {
+func (s *Store) LastFire(ctx context.Context, scheduleID string) (store.Fire, bool, error) {
 	return s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = ? ORDER BY id DESC LIMIT 1`, scheduleID)
 }
 
 // FireByDelivery returns the latest started fire of scheduleID with deliveryID.
-func (s *Store) FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (schedule.Fire, bool, error) {
+func (s *Store) FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (store.Fire, bool, error) {
 	return s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = ? AND delivery_id = ?
 		AND kind = 'fired' ORDER BY id DESC LIMIT 1`, scheduleID, deliveryID)
 }
 
 // Fires returns up to limit fires of scheduleID ("" = every schedule), newest first.
-func (s *Store) Fires(ctx context.Context, scheduleID string, limit int) ([]schedule.Fire, error) {
+func (s *Store) Fires(ctx context.Context, scheduleID string, limit int) ([]store.Fire, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (s *Store) Fires(ctx context.Context, scheduleID string, limit int) ([]sche
 		return nil, err
 	}
 	defer rows.Close()
-	var out []schedule.Fire
+	var out []store.Fire
 	for rows.Next() {
 		f, err := scanFire(rows)
 		if err != nil {

@@ -272,51 +272,80 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(n), nil
 }
 
-// MarkInterrupted turns every non-terminal run and its non-terminal steps into interrupted.
-func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) ([]string, error) {
+// MarkInterrupted turns every non-terminal run and its non-terminal steps into interrupted,
+// and appends each run's interrupted event, in one transaction (see store.Store).
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Interruption) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	runErr, err := runErrorJSON(in.Error)
 	if err != nil {
 		return nil, err
+	}
+	// The transaction holds the one writer connection, so the group committer, which reads
+	// s.seq once it has that connection, numbers its events after these.
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.fault(err)
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM workflows WHERE status IN ('pending', 'running', 'waiting')`)
 	if err != nil {
-		return nil, err
+		return nil, s.fault(err)
 	}
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, s.fault(err)
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
+	sort.Strings(ids)
+	seq := s.seq.Load()
 	for _, id := range ids {
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
 			WHERE run_id = ? AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, nanos(now), id); err != nil {
-			return nil, err
+			return nil, s.fault(err)
 		}
 		// The run's progress as its dead process committed it (see progressColumns), now
 		// that its steps in flight are interrupted.
-		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'interrupted', updated_at = ?, finished_at = ?,
+		if _, err := tx.ExecContext(ctx, `UPDATE workflows SET status = 'interrupted', error = ?, updated_at = ?, finished_at = ?,
 			completed = (SELECT count(*) FROM workflow_steps s WHERE s.run_id = workflows.id AND `+stepFinished+`),
 			total = coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = workflows.id ORDER BY e.seq DESC LIMIT 1), total)
-			WHERE id = ?`, nanos(now), nanos(now), id); err != nil {
-			return nil, err
+			WHERE id = ?`, runErr, nanos(now), nanos(now), id); err != nil {
+			return nil, s.fault(err)
+		}
+		// The total is at least the steps finished (as memstore counts it); the event carries
+		// the run's progress.
+		var completed, total int64
+		if err := tx.QueryRowContext(ctx, `UPDATE workflows SET total = max(total, completed) WHERE id = ?
+			RETURNING completed, total`, id).Scan(&completed, &total); err != nil {
+			return nil, s.fault(err)
+		}
+		seq++
+		var detail any
+		if in.Detail != nil {
+			detail = []byte(in.Detail)
+		}
+		if _, err := tx.ExecContext(ctx, sqlEventInsert, int64(seq), id, nanos(now), run.EventInterrupted, "",
+			string(run.StatusInterrupted), 0, completed, total, detail); err != nil {
+			return nil, s.fault(fmt.Errorf("appending the interrupted event of run %s: %w", id, err))
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
+	if len(ids) > 0 {
+		// Before the commit, while the connection is held: a commit that fails leaves a gap in
+		// the numbers, never a number used twice.
+		s.seq.Store(seq)
 	}
-	sort.Strings(ids)
+	if err := tx.Commit(); err != nil {
+		return nil, s.fault(err)
+	}
 	return ids, nil
 }
 

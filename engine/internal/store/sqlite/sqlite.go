@@ -82,7 +82,10 @@ type Store struct {
 	ctl       ctlConn
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 type pending struct {
 	b    *store.Batch

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -34,6 +33,9 @@ func openTemp(t *testing.T) *sqlite.Store {
 
 func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
+	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
+	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
+	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 }
 
 func TestSchemaVersions(t *testing.T) {
@@ -307,10 +309,10 @@ func TestFireLogSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
-	fires := []schedule.Fire{
-		{ScheduleID: "nightly", Kind: schedule.FireFired, RunID: "r1", Origin: "schedule", ScheduledAt: t0, FiredAt: t0.Add(time.Second)},
-		{ScheduleID: "nightly", Kind: schedule.FireSkipped, Reason: schedule.ReasonMaxConcurrent, Message: "1 run active", Origin: "schedule", ScheduledAt: t0.Add(24 * time.Hour), FiredAt: t0.Add(24 * time.Hour)},
-		{ScheduleID: "upload", Kind: schedule.FireFired, RunID: "r2", Origin: "webhook", DeliveryID: "d-1", ScheduledAt: t0, FiredAt: t0},
+	fires := []store.Fire{
+		{ScheduleID: "nightly", Kind: store.FireFired, RunID: "r1", Origin: "schedule", ScheduledAt: t0, FiredAt: t0.Add(time.Second)},
+		{ScheduleID: "nightly", Kind: store.FireSkipped, Reason: "max_concurrent", Message: "1 run active", Origin: "schedule", ScheduledAt: t0.Add(24 * time.Hour), FiredAt: t0.Add(24 * time.Hour)},
+		{ScheduleID: "upload", Kind: store.FireFired, RunID: "r2", Origin: "webhook", DeliveryID: "d-1", ScheduledAt: t0, FiredAt: t0},
 	}
 	for _, f := range fires {
 		if err := s.RecordFire(ctx, f); err != nil {
@@ -324,14 +326,14 @@ func TestFireLogSurvivesReopen(t *testing.T) {
 	}
 	defer s.Close()
 	last, ok, err := s.LastFire(ctx, "nightly")
-	if err != nil || !ok || last.Kind != schedule.FireSkipped || last.Reason != schedule.ReasonMaxConcurrent || !last.ScheduledAt.Equal(t0.Add(24*time.Hour)) {
+	if err != nil || !ok || last.Kind != store.FireSkipped || last.Reason != "max_concurrent" || !last.ScheduledAt.Equal(t0.Add(24*time.Hour)) {
 		t.Fatalf("last fire %+v %v %v", last, ok, err)
 	}
 	all, err := s.Fires(ctx, "", 0)
 	if err != nil || len(all) != 3 || all[0].ScheduleID != "upload" {
 		t.Fatalf("fires %+v %v", all, err)
 	}
-	if got, _ := s.Fires(ctx, "nightly", 1); len(got) != 1 || got[0].Kind != schedule.FireSkipped {
+	if got, _ := s.Fires(ctx, "nightly", 1); len(got) != 1 || got[0].Kind != store.FireSkipped {
 		t.Fatalf("limit: %+v", got)
 	}
 	if f, ok, _ := s.FireByDelivery(ctx, "upload", "d-1"); !ok || f.RunID != "r2" {
@@ -373,18 +375,18 @@ func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
 	if err := ro.Write(ctx, &store.Batch{}); !errors.Is(err, sqlite.ErrReadOnly) {
 		t.Fatalf("read-only write: %v", err)
 	}
-	if _, err := ro.MarkInterrupted(ctx, now); !errors.Is(err, sqlite.ErrReadOnly) {
+	if _, err := ro.MarkInterrupted(ctx, now, store.Interruption{}); !errors.Is(err, sqlite.ErrReadOnly) {
 		t.Fatalf("read-only recovery: %v", err)
 	}
 	if _, err := ro.PutArtefact(ctx, []byte("x")); !errors.Is(err, sqlite.ErrReadOnly) {
 		t.Fatalf("read-only artefact: %v", err)
 	}
 	// Control requests go from the read-only store to the owner and back.
-	id, err := ro.RequestControl(ctx, sqlite.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, CreatedAt: now})
+	id, err := ro.RequestControl(ctx, store.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, CreatedAt: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.RequestControl(ctx, sqlite.ControlRequest{RunID: "r1", Action: "delete"}); err == nil {
+	if _, err := ro.RequestControl(ctx, store.ControlRequest{RunID: "r1", Action: "delete"}); err == nil {
 		t.Fatal("an unknown action was filed")
 	}
 	pending, err := owner.PendingControl(ctx)

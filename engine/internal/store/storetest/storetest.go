@@ -1,5 +1,7 @@
 // Package storetest is the behavioural test suite every store.Store implementation must pass:
-// call Exercise from the implementation's tests with a constructor of fresh, empty stores.
+// call Exercise from the implementation's tests with a constructor of fresh, empty stores, and
+// the sub-suite of each optional feature the store has (ExercisePruner, ExerciseController,
+// ExerciseFireLog; see store's features.go).
 package storetest
 
 import (
@@ -48,7 +50,6 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ListRunsFilters", testListRuns},
 		{"ProgressAsCommitted", testProgressAsCommitted},
 		{"MarkInterrupted", testMarkInterrupted},
-		{"Prune", testPrune},
 		{"Artefacts", testArtefacts},
 		{"Close", testClose},
 	}
@@ -528,7 +529,10 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		},
 	})
 	now := t0.Add(time.Hour)
-	ids, err := s.MarkInterrupted(ctx, now)
+	runErr := &store.RunError{Kind: "interrupted", Message: "the process stopped"}
+	detail := json.RawMessage(`{"reason":"crash"}`)
+	lastBefore, _ := s.LastSeq(ctx)
+	ids, err := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail})
 	if err != nil || !reflect.DeepEqual(ids, []string{"gate", "live"}) {
 		t.Fatalf("MarkInterrupted: %v %v", ids, err)
 	}
@@ -539,6 +543,23 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		}
 		if want == run.StatusInterrupted && (!r.FinishedAt.Equal(now) || !r.UpdatedAt.Equal(now)) {
 			t.Errorf("run %s times: %v %v", id, r.UpdatedAt, r.FinishedAt)
+		}
+		if want == run.StatusInterrupted && (r.Error == nil || *r.Error != *runErr) {
+			t.Errorf("run %s error %+v, want %+v", id, r.Error, runErr)
+		}
+	}
+	// One interrupted event per run, in id order, written with the runs (one atomic write: a
+	// crash after it cannot leave interrupted runs without their events).
+	evs, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: lastBefore})
+	if len(evs) != 2 {
+		t.Fatalf("events after MarkInterrupted: %+v; want one interrupted event per run", evs)
+	}
+	for i, id := range []string{"gate", "live"} {
+		ev := evs[i]
+		r, _ := s.GetRun(ctx, id)
+		if ev.RunID != id || ev.Type != run.EventInterrupted || ev.Status != string(run.StatusInterrupted) ||
+			!ev.Time.Equal(now) || ev.Progress != r.Progress || !sameJSON(ev.Detail, detail) || ev.Seq <= lastBefore {
+			t.Errorf("event %d: %+v; want the interrupted event of run %s (progress %+v)", i, ev, id, r.Progress)
 		}
 	}
 	// The interrupted run's progress is what was committed, its interrupted steps counted.
@@ -556,15 +577,24 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 	if gate[0].Status != run.StepInterrupted {
 		t.Errorf("approval step is %s", gate[0].Status)
 	}
-	if ids, _ := s.MarkInterrupted(ctx, now); len(ids) != 0 {
+	if ids, _ := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail}); len(ids) != 0 {
 		t.Fatalf("second MarkInterrupted changed %v", ids)
+	}
+	if more, _ := s.ListEvents(ctx, store.EventFilter{AfterSeq: evs[1].Seq}); len(more) != 0 {
+		t.Fatalf("second MarkInterrupted wrote events %+v", more)
+	}
+	// The event numbers go on after the recovery's.
+	next := &store.Batch{Events: []run.Event{{RunID: "live", Type: run.EventWorkflowStarted, Time: now}}}
+	write(t, s, next)
+	if next.Events[0].Seq <= evs[1].Seq {
+		t.Fatalf("an event written after MarkInterrupted got Seq %d, not above %d", next.Events[0].Seq, evs[1].Seq)
 	}
 }
 
 // testPrune deletes finished runs by age and status with everything of theirs, keeps the
 // others whole (their steps, events and idempotency entries, bytes included), never deletes a
 // run that has not finished, and never numbers an event with a Seq it used before.
-func testPrune(t *testing.T, s store.Store) {
+func testPrune(t *testing.T, s PrunerStore) {
 	ctx := context.Background()
 	old, recent := t0.Add(time.Minute), t0.Add(2*time.Hour)
 	finished := func(id string, st run.Status, at time.Time) store.Run {

@@ -1,0 +1,90 @@
+package engine_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/dcc-flow/dcc-flow"
+
+// goList runs `go list args...` in the module and returns its lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	bin, err := exec.LookPath("go")
+	if err != nil {
+		bin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(bin, append([]string{"list"}, args...)...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// The engine reaches its stores through the store interfaces (store.Store and the features
+// store.Pruner, store.Controller, store.FireLog) and one constructor package, storeopen: no other
+// package the engine or the C library builds from imports a concrete store, and no store imports
+// the scheduler (the fire history's types are the store's). A new store (PostgreSQL) then plugs
+// in at one place.
+func TestImportBoundaries(t *testing.T) {
+	const (
+		storePkg  = module + "/engine/internal/store"
+		opener    = storePkg + "/storeopen"
+		suite     = storePkg + "/storetest"
+		scheduler = module + "/engine/internal/schedule"
+	)
+	var concrete []string // every package of the store tree but the interfaces, the suite and the opener
+	for _, p := range goList(t, storePkg+"/...") {
+		if p != storePkg && p != opener && p != suite {
+			concrete = append(concrete, p)
+		}
+	}
+	if len(concrete) < 2 {
+		t.Fatalf("found the concrete stores %v; want memstore and sqlite at least", concrete)
+	}
+
+	importers := 0
+	for _, line := range goList(t, "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/engine/...", module+"/capi") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], module+"/") {
+			continue
+		}
+		pkg, imports := fields[0], fields[1:]
+		if pkg == storePkg || strings.HasPrefix(pkg, storePkg+"/") && pkg != opener {
+			continue // the store tree itself: checked below
+		}
+		for _, imp := range imports {
+			if !slices.Contains(concrete, imp) {
+				continue
+			}
+			if pkg != opener {
+				t.Errorf("%s imports the concrete store %s; reach stores through the store interfaces, and open them in %s", pkg, imp, opener)
+			} else {
+				importers++
+			}
+		}
+	}
+	if importers == 0 {
+		t.Errorf("%s imports no concrete store: the check above saw nothing", opener)
+	}
+
+	for _, p := range append([]string{storePkg}, concrete...) {
+		deps := goList(t, "-deps", p)
+		if slices.Contains(deps, scheduler) {
+			t.Errorf("the store %s imports %s (directly or not); stores keep the fire history with store.Fire", p, scheduler)
+		}
+		if slices.Contains(deps, module+"/engine") {
+			t.Errorf("the store %s imports the engine facade", p)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Features a store may have beyond Store. The engine finds them by asserting these interfaces
+// on its store, never by naming a concrete store, so that another store (PostgreSQL) gets them
+// by implementing the interface and passing its storetest sub-suite (ExercisePruner,
+// ExerciseController, ExerciseFireLog). An implementation states each one it has with a
+// compile-time check: var _ store.Pruner = (*Store)(nil).
+
+// Pruner deletes finished runs (Engine.Prune). Without it, Prune is code invalid_state.
+type Pruner interface {
+	// Prune deletes the terminal runs whose status is one of statuses (every terminal status
+	// when empty; a status that is not terminal selects nothing) and whose FinishedAt is set
+	// and before olderThan, with their steps, their events and their workflow-scoped
+	// idempotency entries, and returns how many runs it deleted. Global idempotency entries and
+	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
+	// event is never assigned again, also across a reopen.
+	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
+}
+
+// Controller carries control requests between processes sharing a database: a process that
+// opened it read-only files a request (approve or cancel a run); the owner takes the pending
+// ones, applies them and answers each (docs/state-machine.md, "Crashes and the one owner").
+// Without it, an engine can act only on the runs it owns.
+type Controller interface {
+	// RequestControl files r (its ID is ignored) and returns the request's id, > 0. An Action
+	// other than "approve" or "cancel" is an error and files nothing. It works on a store
+	// opened read-only too: it is how such a store acts on a run.
+	RequestControl(ctx context.Context, r ControlRequest) (int64, error)
+	// ControlAnswer returns the answer to request id; Handled is false while it is pending.
+	ControlAnswer(ctx context.Context, id int64) (ControlAnswer, error)
+	// PendingControl returns the requests not answered yet, oldest first.
+	PendingControl(ctx context.Context) ([]ControlRequest, error)
+	// AnswerControl records the outcome of request id: code and message "" for success, else
+	// an error code (run.Code…) and its message. An answered request is no longer pending.
+	AnswerControl(ctx context.Context, id int64, now time.Time, code, message string) error
+}
+
+// ControlRequest asks the process that owns the database to act on one of its runs: approve
+// (or deny) an open approval, or cancel the run.
+type ControlRequest struct {
+	ID        int64
+	RunID     string
+	Action    string // "approve" or "cancel"
+	StepKey   string // the approve step's instance key; "" for cancel
+	Approved  bool
+	Reason    string
+	By        string
+	CreatedAt time.Time
+}
+
+// ControlAnswer is the owner's answer to a request: Handled is false while it is pending;
+// ErrorCode and Error are "" when the action succeeded.
+type ControlAnswer struct {
+	Handled   bool
+	ErrorCode string
+	Error     string
+}
+
+// FireLog keeps the scheduler's fire history. A store that has it keeps the history across
+// restarts (and catch-up fires see the last one); without it the engine keeps it in memory.
+// Implementations must be safe for concurrent use.
+type FireLog interface {
+	// RecordFire appends f.
+	RecordFire(ctx context.Context, f Fire) error
+	// LastFire returns the most recently recorded fire of scheduleID, and false if there is none.
+	LastFire(ctx context.Context, scheduleID string) (Fire, bool, error)
+	// Fires returns up to limit fires of scheduleID, newest first. scheduleID "" means every
+	// schedule; limit ≤ 0 means all that are kept.
+	Fires(ctx context.Context, scheduleID string, limit int) ([]Fire, error)
+}
+
+// DeliveryFinder is an optional FireLog method. When the FireLog has it, a webhook redelivery
+// is recognised for as long as its fire is in the history, not only while its delivery id is in
+// the scheduler's in-memory window.
+type DeliveryFinder interface {
+	// FireByDelivery returns the latest fire of Kind FireFired of scheduleID with deliveryID.
+	FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (Fire, bool, error)
+}
+
+// FireKind says what happened when a schedule was due or a webhook was accepted.
+type FireKind string
+
+// Fire kinds.
+const (
+	FireFired   FireKind = "fired"   // a run was started
+	FireSkipped FireKind = "skipped" // no run: max_concurrent runs were active
+	FireFailed  FireKind = "failed"  // no run: the engine could not start it
+)
+
+// Fire is one entry of a schedule's fire history. It is JSON-friendly: the SQLite store keeps
+// it in the schedule_fires table, one column per field.
+type Fire struct {
+	ScheduleID string   `json:"schedule_id"`
+	Kind       FireKind `json:"kind"`
+	// Reason is one of the scheduler's Reason constants, or "".
+	Reason string `json:"reason,omitempty"`
+	// Message is a human description of a failure, or "".
+	Message string `json:"message,omitempty"`
+	// RunID is the started run (Kind fired), or "".
+	RunID string `json:"run_id,omitempty"`
+	// Origin is "schedule" or "webhook".
+	Origin string `json:"origin"`
+	// ScheduledAt is the nominal fire time of a cron or interval fire (before jitter); for a
+	// webhook it equals FiredAt.
+	ScheduledAt time.Time `json:"scheduled_at"`
+	// FiredAt is when the fire was handled.
+	FiredAt time.Time `json:"fired_at"`
+	// DeliveryID is the webhook delivery id, or "".
+	DeliveryID string `json:"delivery_id,omitempty"`
+}

@@ -1,0 +1,71 @@
+// Package storeopen is the one place that names a concrete store: it opens the store a
+// configuration asks for (the in-memory store, or the SQLite file) and classifies its errors,
+// so that the engine depends only on the store interfaces (store.Store and the features of
+// store's features.go). A new store (PostgreSQL) is added here and nowhere else in the engine;
+// engine/imports_test.go fails when another package imports a concrete store.
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Memory returns a new, empty in-memory store.
+func Memory() store.Store { return memstore.New() }
+
+// File opens the SQLite database at path, creating it and its folder when needed; readOnly
+// opens an existing one beside its owner. Errors are *run.Error: invalid_state (a schema this
+// build does not know), storage (a full disk, a corrupted file; Details db and corrupt),
+// db_locked (another process owns it; Details holder and db) or invalid_request.
+func File(ctx context.Context, path string, readOnly bool) (store.Store, error) {
+	if readOnly {
+		st, err := sqlite.OpenReadOnly(ctx, path)
+		if err != nil {
+			return nil, openError(path, err)
+		}
+		return st, nil
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot create the folder of %s: %v", path, err), Err: err}
+		}
+	}
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	return st, nil
+}
+
+func openError(path string, err error) error {
+	var se *sqlite.SchemaError
+	if errors.As(err, &se) {
+		return &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
+	}
+	if fe := sqlite.AsFault(path, err); fe != nil {
+		return &run.Error{Code: run.CodeStorage, Message: "db: " + fe.Error(), Err: err,
+			Details: map[string]any{"db": path, "corrupt": fe.Corrupt}}
+	}
+	var le *sqlite.LockedError
+	if errors.As(err, &le) {
+		return &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,
+			Details: map[string]any{"holder": le.Holder, "db": path}}
+	}
+	return &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("db: cannot open %s: %v", path, err), Err: err}
+}
+
+// IsFault reports whether err, returned by a store, is a storage fault (a full disk, an I/O
+// error, a corrupted file) rather than a bug or a missing record.
+func IsFault(err error) bool { return sqlite.AsFault("", err) != nil }
+
+// SetForkHook makes fn hear about the descriptors holding the owner locks of file databases
+// (see engine.SetForkHook).
+func SetForkHook(fn func(fd int, held bool)) { sqlite.SetForkHook(fn) }

@@ -1,0 +1,182 @@
+package storetest
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// PrunerStore is a store with the Pruner feature.
+type PrunerStore interface {
+	store.Store
+	store.Pruner
+}
+
+// ExercisePruner runs the suite of store.Pruner. newStore must return a new, empty store for
+// each call; the suite closes it.
+func ExercisePruner(t *testing.T, newStore func(t *testing.T) PrunerStore) {
+	t.Helper()
+	t.Run("Prune", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		t.Cleanup(func() { _ = s.Close() })
+		testPrune(t, s)
+	})
+}
+
+// ExerciseController runs the suite of store.Controller. newStore must return a new, empty
+// store for each call (the suite does not close it: close it in t.Cleanup). It files requests
+// in one store and answers them through the same store; a store shared between processes
+// should also be tested across two handles of one database (see the SQLite store's tests).
+func ExerciseController(t *testing.T, newStore func(t *testing.T) store.Controller) {
+	t.Helper()
+	t.Run("ControlRequestsRoundTrip", func(t *testing.T) {
+		t.Parallel()
+		testControl(t, newStore(t))
+	})
+}
+
+func testControl(t *testing.T, c store.Controller) {
+	ctx := context.Background()
+	if p, err := c.PendingControl(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("PendingControl of an empty store = %+v, %v", p, err)
+	}
+	if _, err := c.RequestControl(ctx, store.ControlRequest{RunID: "r1", Action: "delete", CreatedAt: t0}); err == nil {
+		t.Fatal(`RequestControl accepted action "delete"; only approve and cancel are actions`)
+	}
+	approve := store.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, Reason: "looks good", By: "ana", CreatedAt: t0}
+	cancel := store.ControlRequest{RunID: "r2", Action: "cancel", Reason: "wrong shot", CreatedAt: t0.Add(time.Second)}
+	id1, err := c.RequestControl(ctx, approve)
+	if err != nil || id1 <= 0 {
+		t.Fatalf("RequestControl(approve) = %d, %v", id1, err)
+	}
+	id2, err := c.RequestControl(ctx, cancel)
+	if err != nil || id2 <= 0 || id2 == id1 {
+		t.Fatalf("RequestControl(cancel) = %d, %v (first id %d)", id2, err, id1)
+	}
+	pending, err := c.PendingControl(ctx)
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("PendingControl = %+v, %v; want the 2 requests (and not the refused one)", pending, err)
+	}
+	approve.ID, cancel.ID = id1, id2
+	for i, want := range []store.ControlRequest{approve, cancel} { // oldest first
+		got := pending[i]
+		if !got.CreatedAt.Equal(want.CreatedAt) {
+			t.Errorf("pending[%d].CreatedAt = %v; want %v", i, got.CreatedAt, want.CreatedAt)
+		}
+		got.CreatedAt = want.CreatedAt
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("pending[%d] = %+v; want %+v", i, got, want)
+		}
+	}
+	if a, err := c.ControlAnswer(ctx, id1); err != nil || a.Handled {
+		t.Fatalf("ControlAnswer of a pending request = %+v, %v; want not handled", a, err)
+	}
+	if err := c.AnswerControl(ctx, id1, t0.Add(2*time.Second), "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AnswerControl(ctx, id2, t0.Add(2*time.Second), run.CodeNotFound, "no run with id r2"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := c.ControlAnswer(ctx, id1); err != nil || a != (store.ControlAnswer{Handled: true}) {
+		t.Errorf("answer to the approval = %+v, %v; want handled without error", a, err)
+	}
+	if a, err := c.ControlAnswer(ctx, id2); err != nil || a != (store.ControlAnswer{Handled: true, ErrorCode: run.CodeNotFound, Error: "no run with id r2"}) {
+		t.Errorf("answer to the cancel = %+v, %v; want handled with not_found", a, err)
+	}
+	if p, err := c.PendingControl(ctx); err != nil || len(p) != 0 {
+		t.Errorf("PendingControl after answering both = %+v, %v", p, err)
+	}
+}
+
+// ExerciseFireLog runs the suite of store.FireLog (and of store.DeliveryFinder when the log
+// has it). newLog must return a new, empty log for each call, keeping at least 10 fires per
+// schedule (the suite does not close it: close it in t.Cleanup).
+func ExerciseFireLog(t *testing.T, newLog func(t *testing.T) store.FireLog) {
+	t.Helper()
+	t.Run("FiresRoundTrip", func(t *testing.T) {
+		t.Parallel()
+		testFireLog(t, newLog(t))
+	})
+}
+
+func testFireLog(t *testing.T, l store.FireLog) {
+	ctx := context.Background()
+	if _, ok, err := l.LastFire(ctx, "nightly"); ok || err != nil {
+		t.Fatalf("LastFire of an empty log = %v, %v", ok, err)
+	}
+	if fs, err := l.Fires(ctx, "", 0); err != nil || len(fs) != 0 {
+		t.Fatalf("Fires of an empty log = %+v, %v", fs, err)
+	}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	fires := []store.Fire{
+		{ScheduleID: "nightly", Kind: store.FireFired, RunID: "r1", Origin: "schedule", ScheduledAt: at(0), FiredAt: at(1)},
+		{ScheduleID: "hook", Kind: store.FireFired, RunID: "r2", Origin: "webhook", ScheduledAt: at(2), FiredAt: at(2), DeliveryID: "d1"},
+		{ScheduleID: "nightly", Kind: store.FireSkipped, Reason: "max_concurrent", Message: "1 runs active; max_concurrent is 1",
+			Origin: "schedule", ScheduledAt: at(3), FiredAt: at(3)},
+		{ScheduleID: "hook", Kind: store.FireFailed, Reason: "start_failed", Message: "boom", Origin: "webhook",
+			ScheduledAt: at(4), FiredAt: at(4), DeliveryID: "d2"},
+		{ScheduleID: "nightly", Kind: store.FireFired, Reason: "catchup", RunID: "r3", Origin: "schedule", ScheduledAt: at(5), FiredAt: at(6)},
+	}
+	for _, f := range fires {
+		if err := l.RecordFire(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(what string, got, want []store.Fire) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: %d fires %+v; want %d", what, len(got), got, len(want))
+			return
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			if !g.ScheduledAt.Equal(w.ScheduledAt) || !g.FiredAt.Equal(w.FiredAt) {
+				t.Errorf("%s[%d] times %v %v; want %v %v", what, i, g.ScheduledAt, g.FiredAt, w.ScheduledAt, w.FiredAt)
+			}
+			g.ScheduledAt, g.FiredAt = w.ScheduledAt, w.FiredAt
+			if g != w {
+				t.Errorf("%s[%d] = %+v; want %+v", what, i, g, w)
+			}
+		}
+	}
+	same("Fires(all)", mustFires(t, l, "", 0), []store.Fire{fires[4], fires[3], fires[2], fires[1], fires[0]})
+	same("Fires(nightly)", mustFires(t, l, "nightly", 0), []store.Fire{fires[4], fires[2], fires[0]})
+	same("Fires(nightly, 2)", mustFires(t, l, "nightly", 2), []store.Fire{fires[4], fires[2]})
+	same("Fires(all, 1)", mustFires(t, l, "", 1), []store.Fire{fires[4]})
+	same("Fires(unknown)", mustFires(t, l, "nope", 0), nil)
+	last, ok, err := l.LastFire(ctx, "hook")
+	if err != nil || !ok {
+		t.Fatalf("LastFire(hook) = %v, %v", ok, err)
+	}
+	same("LastFire(hook)", []store.Fire{last}, []store.Fire{fires[3]})
+
+	df, ok := l.(store.DeliveryFinder)
+	if !ok {
+		return
+	}
+	if f, ok, err := df.FireByDelivery(ctx, "hook", "d1"); err != nil || !ok {
+		t.Errorf("FireByDelivery(d1) = %v, %v", ok, err)
+	} else {
+		same("FireByDelivery(d1)", []store.Fire{f}, []store.Fire{fires[1]})
+	}
+	if _, ok, err := df.FireByDelivery(ctx, "hook", "d2"); ok || err != nil {
+		t.Errorf("FireByDelivery(d2) = %v, %v; a failed fire started no run, so it is not a delivery to dedup", ok, err)
+	}
+	if _, ok, err := df.FireByDelivery(ctx, "nightly", "d1"); ok || err != nil {
+		t.Errorf("FireByDelivery of another schedule's delivery = %v, %v", ok, err)
+	}
+}
+
+func mustFires(t *testing.T, l store.FireLog, id string, limit int) []store.Fire {
+	t.Helper()
+	fs, err := l.Fires(context.Background(), id, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# scripts/test_windows.sh — the Windows half of the platform checks (docs/operations.md, "Windows").
+#
+# On this Linux machine, with Debian's mingw-w64 C compiler and Wine (installed here when missing):
+#   1. cross-compiles the Go test suites of every engine/ package, capi/ (tag dccflow_cabitest)
+#      and tests/go with GOOS=windows GOARCH=amd64 CGO_ENABLED=1 into .exe test binaries, and runs
+#      each under Wine from its package folder; every one must pass;
+#   2. builds dccflow.dll (-buildmode=c-shared) and tests/c/abi_smoke.c, a C program that loads it
+#      with LoadLibrary, and runs it under Wine.
+#
+# Two shims make Debian 12's Wine 8.0 run Go 1.26 programs; both are for these tests only and
+# neither goes into dccflow.dll or a wheel:
+#   - scripts/windows/bcryptprimitives.c: Go programs load bcryptprimitives.dll (ProcessPrng,
+#     Windows 10+) at start-up; Wine 8.0 has none. Built here and copied into the prefix's System32.
+#   - scripts/windows/wine_deleteat_test.go.in, added to each test binary with -overlay: os.RemoveAll
+#     (t.TempDir's cleanup) deletes with FILE_DISPOSITION_POSIX_SEMANTICS, which Wine 8.0 refuses
+#     with "Invalid function"; the file makes Go use its own fallback for older Windows/FAT32.
+#
+# Environment: DCCFLOW_WIN_WORK (default build/windows: binaries, logs, the Wine prefix),
+# WINEPREFIX (default $DCCFLOW_WIN_WORK/wineprefix), DCCFLOW_WIN_PACKAGES (Go packages to test,
+# default engine/... capi tests/go), DCCFLOW_WIN_SKIP_C=1 (skip step 2).
+# Exit status: 0 when everything passed, 1 otherwise (the failing logs are printed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WORK=${DCCFLOW_WIN_WORK:-$ROOT/build/windows}
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+export WINEPREFIX=${WINEPREFIX:-$WORK/wineprefix}
+export WINEDEBUG=-all
+CC_WIN=x86_64-w64-mingw32-gcc
+GO=${GO:-go}
+t0=$(date +%s)
+say() { printf '== %s (%ds)\n' "$*" $(($(date +%s) - t0)); }
+
+# --- toolchain --------------------------------------------------------------------------------
+missing=()
+command -v "$CC_WIN" >/dev/null || missing+=(gcc-mingw-w64-x86-64)
+command -v wine >/dev/null || missing+=(wine wine64)
+if ((${#missing[@]})); then
+	say "apt-get install ${missing[*]}"
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	# apt's own temporary folder: a shared machine's /tmp cleaner once removed it mid-install.
+	aptTmp=$(mktemp -d "$WORK/apt.XXXXXX")
+	$sudo apt-get update -qq
+	TMPDIR=$aptTmp $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	rm -rf "$aptTmp"
+fi
+say "toolchain: $($CC_WIN --version | head -1); $(wine --version)"
+
+# --- Wine prefix and the bcryptprimitives.dll shim -------------------------------------------
+mkdir -p "$WORK/bin" "$WORK/logs" "$WORK/overlay"
+if [ ! -f "$WINEPREFIX/system.reg" ]; then
+	say "creating the Wine prefix $WINEPREFIX (first start is slow)"
+	wineboot -i >/dev/null 2>&1 || true
+	wineserver -w
+fi
+sys32="$WINEPREFIX/drive_c/windows/system32"
+$CC_WIN -O2 -shared -Wl,--kill-at -o "$WORK/bin/bcryptprimitives.dll" scripts/windows/bcryptprimitives.c -ladvapi32
+# Only where Wine has none (Wine >= 9 has its own): never over a DLL this script did not put there.
+if [ ! -e "$sys32/bcryptprimitives.dll" ] || [ -e "$WINEPREFIX/.dccflow-bcryptprimitives" ]; then
+	cp "$WORK/bin/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
+	touch "$WINEPREFIX/.dccflow-bcryptprimitives"
+fi
+
+# --- Go test binaries -------------------------------------------------------------------------
+export GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN
+read -r -a pkgs <<<"${DCCFLOW_WIN_PACKAGES:-./engine/... ./capi ./tests/go}"
+listing=$($GO list -tags dccflow_cabitest \
+	-f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}} {{.Name}}{{end}}' "${pkgs[@]}")
+mapfile -t rows < <(grep . <<<"$listing")
+# The overlay adds scripts/windows/wine_deleteat_test.go.in to each package, with its package name.
+overlay="$WORK/overlay/overlay.json"
+{
+	echo '{"Replace": {'
+	sep=""
+	for row in "${rows[@]}"; do
+		read -r ip dir name <<<"$row"
+		f="$WORK/overlay/$(echo "$ip" | tr '/.' '__').go"
+		sed "s/^package wineshim$/package $name/" scripts/windows/wine_deleteat_test.go.in >"$f"
+		printf '%s"%s/zz_wine_deleteat_test.go": "%s"' "$sep" "$dir" "$f"
+		sep=$',\n'
+	done
+	echo '}}'
+} >"$overlay"
+
+say "building the mcpserver tool and ${#rows[@]} test binaries for windows/amd64"
+$GO build -o "$WORK/bin/mcpserver.exe" ./tests/mcpserver
+for row in "${rows[@]}"; do
+	read -r ip dir name <<<"$row"
+	exe="$WORK/bin/$(echo "${ip#github.com/dcc-flow/dcc-flow/}" | tr '/' '_').test.exe"
+	$GO test -c -tags dccflow_cabitest -ldflags=-checklinkname=0 -overlay "$overlay" -o "$exe" "$ip"
+done
+unset GOOS GOARCH CGO_ENABLED CC
+say "running them under Wine"
+
+# --- run them under Wine ---------------------------------------------------------------------
+DCCFLOW_TEST_MCPSERVER=$(winepath -w "$WORK/bin/mcpserver.exe" 2>/dev/null)
+export DCCFLOW_TEST_MCPSERVER
+fails=0 total_pass=0 total_skip=0
+: >"$WORK/logs/skips.txt"
+for row in "${rows[@]}"; do
+	read -r ip dir name <<<"$row"
+	short=${ip#github.com/dcc-flow/dcc-flow/}
+	exe="$WORK/bin/$(echo "$short" | tr '/' '_').test.exe"
+	log="$WORK/logs/$(echo "$short" | tr '/' '_').log"
+	s=$(date +%s)
+	rc=0
+	(cd "$dir" && wine "$exe" -test.v -test.count=1 -test.timeout=15m) >"$log" 2>&1 || rc=$?
+	pass=$(grep -c -E '^ *--- PASS' "$log" || true)
+	skip=$(grep -c -E '^ *--- SKIP' "$log" || true)
+	total_pass=$((total_pass + pass)) total_skip=$((total_skip + skip))
+	# each skipped test with the reason it logged (the line before its --- SKIP line)
+	awk -v pkg="$short" '/^ *--- SKIP/ { sub(/^ *--- SKIP: /, ""); print pkg ": " $1 ": " prev } { gsub(/^ +/, ""); prev = $0 }' \
+		"$log" >>"$WORK/logs/skips.txt"
+	if [ "$rc" = 0 ] && tail -n 3 "$log" | grep -q '^PASS'; then
+		printf 'ok    %-45s %4d passed %3d skipped %4ds\n' "$short" "$pass" "$skip" $(($(date +%s) - s))
+	else
+		fails=$((fails + 1))
+		printf 'FAIL  %-45s exit %s %4ds, log %s\n' "$short" "$rc" $(($(date +%s) - s)) "$log"
+		grep -E -B3 -A20 -e '^ *--- FAIL' -e '^panic:' -e 'fatal error' "$log" | head -n 120 || tail -n 60 "$log"
+	fi
+done
+say "Go tests under Wine: $total_pass passed, $total_skip skipped, $fails package(s) failed"
+if [ -s "$WORK/logs/skips.txt" ]; then
+	echo "skipped tests (test: reason):"
+	cat "$WORK/logs/skips.txt"
+fi
+
+# --- dccflow.dll and the C program -----------------------------------------------------------
+if [ "${DCCFLOW_WIN_SKIP_C:-}" != 1 ]; then
+	say "building dccflow.dll and tests/c/abi_smoke.exe"
+	dll="$WORK/bin/dcc flow/dccflow.dll" # a folder name with a space, as under C:\Program Files
+	mkdir -p "$(dirname "$dll")"
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN \
+		$GO build -trimpath -ldflags="-s -w" -buildmode=c-shared -o "$dll" ./capi
+	rm -f "${dll%.dll}.h"
+	$CC_WIN -O2 -Wall -Wextra -Werror -Icapi -o "$WORK/bin/abi_smoke.exe" tests/c/abi_smoke.c
+	rc=0
+	(cd "$WORK/bin" && wine ./abi_smoke.exe "$(winepath -w "$dll")") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
+	cat "$WORK/logs/abi_smoke.log"
+	if [ "$rc" != 0 ]; then
+		fails=$((fails + 1))
+		echo "FAIL  tests/c/abi_smoke.c under Wine: exit $rc"
+	fi
+fi
+
+wineserver -k 2>/dev/null || true
+say "done: $fails failure(s)"
+[ "$fails" = 0 ]
