@@ -405,7 +405,7 @@ class Engine:
         with ``id``, ``pid``, ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
         ``rss_mb`` (-1 when unknown: not Linux) and ``uptime_secs``. With ``warm``, every worker
         of every pool is started first (a check of the command lines and licences); a worker that
-        cannot start raises DccFlowError with code ``worker_start``, naming its command and the end
+        cannot start raises WorkerStartError (code ``worker_start``), naming its command and the end
         of its stderr."""
         req: Dict[str, Any] = {"warm": True} if warm else {}
         return list(self._call("dccflow_pools_list", req).get("pools", []))

@@ -2,8 +2,6 @@ package gotest
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -33,10 +31,7 @@ func TestPoolConfigValidation(t *testing.T) {
 // lists both workers, and a crashed worker's attempt fails worker_lost and is retried.
 func TestPoolThroughTheEngine(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "mcpserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
+	bin := mcpServer(t)
 	ctx := context.Background()
 	e, err := engine.Open(ctx, engine.Config{Remotes: map[string]engine.RemoteConfig{
 		"maya": {Command: []string{bin}, Workers: 2, KillAfterSecs: 5},
@@ -98,10 +93,7 @@ steps:
 // where the engine has no such pool, so one spec serves tests and production.
 func TestToolStepsRoutedToPools(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "mcpserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../mcpserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
+	bin := mcpServer(t)
 	const text = `
 name: routed
 steps:

@@ -272,7 +272,7 @@ def test_a_worker_that_exits_at_start_is_a_clear_error_naming_the_command_and_it
     entry = pool(workers=2)
     entry["command"] = [sys.executable, "-m", "dcc_flow", "worker", "--tools", "studio_no_such_tools_module"]
     with dcc_flow.Engine(config={"remotes": {"maya": entry}}) as engine:
-        with pytest.raises(dcc_flow.DccFlowError) as exc:
+        with pytest.raises(dcc_flow.WorkerStartError) as exc:
             engine.pools(warm=True)
         assert exc.value.code == "worker_start"
         msg = str(exc.value)
