@@ -37,6 +37,7 @@ int32_t dccflow_run_cancel(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_run_approve(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_run_resume(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_runs_list(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_pools_list(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_runs_prune(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_next(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, char *in_json, char **out_json);

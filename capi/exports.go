@@ -144,6 +144,11 @@ func dccflow_runs_list(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opRunsList)
 }
 
+//export dccflow_pools_list
+func dccflow_pools_list(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opPoolsList)
+}
+
 //export dccflow_runs_prune
 func dccflow_runs_prune(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opRunsPrune)

@@ -255,6 +255,28 @@ var opRunsList = withEngine(func(e *engine.Engine, req *runsRequest) (any, error
 	return map[string]any{"runs": runs}, nil
 })
 
+// opPoolsList lists the engine's worker pools and their live workers (docs/pools.md).
+// With "warm", every worker of every pool is started first (code worker_start when one fails).
+var opPoolsList = withEngine(func(e *engine.Engine, req *poolsRequest) (any, error) {
+	if req.Warm {
+		timeout := 10 * time.Minute
+		if req.TimeoutMs > 0 {
+			timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := e.WarmPools(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]any{"pools": e.Pools()}, nil
+})
+
+type poolsRequest struct {
+	Warm      bool  `json:"warm"`
+	TimeoutMs int64 `json:"timeout_ms"` // bounds warm; 0 = 10 minutes
+}
+
 type pruneRequest struct {
 	// OlderThanSecs prunes the runs that finished more than this many seconds ago.
 	OlderThanSecs *float64 `json:"older_than_secs"`

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
+	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // DefaultStallAfterSecs is the quiet period before a stall_detected event when the config says 0.
@@ -39,6 +43,12 @@ type Config struct {
 	EnvAllow []string `json:"env_allow,omitempty"`
 	// Remotes are the MCP servers tool_remote steps name with `dcc:`, by name.
 	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
+	// ToolPools routes `tool` steps to remotes (worker pools) by tool name: path.Match patterns
+	// ("maya__*") to a name of Remotes. When several match, the longest pattern wins (then the
+	// first in byte order). A step's own `pool:` comes first. So a spec runs its tools
+	// in-process where no mapping is configured (tests) and on pools where it is
+	// (docs/pools.md, "Routing").
+	ToolPools map[string]string `json:"tool_pools,omitempty"`
 	// StallAfterSecs is the quiet period after which a running run (not one waiting for an
 	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
 	// stall detection.
@@ -86,6 +96,32 @@ type RemoteConfig struct {
 	// TimeoutSecs bounds each call through this remote; 0 = no limit of its own; negative is
 	// invalid.
 	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+
+	// Pool fields (command remotes only; docs/pools.md). Setting any of them makes the remote a
+	// pool of identical worker processes, each serving one call at a time; a command remote
+	// without them keeps one shared child serving concurrent calls.
+
+	// Workers is the most worker processes at once: 1 to 256 (0 = not a pool, unless another
+	// pool field is set: then 1).
+	Workers int `json:"workers,omitempty"`
+	// RecycleAfterCalls restarts a worker after this many calls: 0 = never, else 1 to 1,000,000.
+	RecycleAfterCalls int `json:"recycle_after_calls,omitempty"`
+	// MaxRSSMB restarts a worker whose resident memory passed this many MiB, between calls
+	// (Linux only): 0 = no limit, else 1 to 1,048,576.
+	MaxRSSMB int `json:"max_rss_mb,omitempty"`
+	// StartTimeoutSecs bounds a worker's start (spawn and initialize): 0 = 30, else 0.1 to 604,800.
+	StartTimeoutSecs float64 `json:"start_timeout_secs,omitempty"`
+	// IdleStopSecs stops a worker idle this long: 0 = never, else 0.1 to 604,800.
+	IdleStopSecs float64 `json:"idle_stop_secs,omitempty"`
+	// KillAfterSecs is how long a worker has to finish a cancelled call before it is killed and
+	// replaced: 0 = 10, else 0.1 to 604,800.
+	KillAfterSecs float64 `json:"kill_after_secs,omitempty"`
+}
+
+// pooled reports whether r sets any pool field (remote.Config makes the same choice).
+func (r RemoteConfig) pooled() bool {
+	return r.Workers != 0 || r.RecycleAfterCalls != 0 || r.MaxRSSMB != 0 || r.StartTimeoutSecs != 0 ||
+		r.IdleStopSecs != 0 || r.KillAfterSecs != 0
 }
 
 var remoteNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
@@ -137,6 +173,17 @@ func (c Config) validate() error {
 			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
 		}
 	}
+	for _, pattern := range slices.Sorted(maps.Keys(c.ToolPools)) {
+		f := fmt.Sprintf("tool_pools[%q]", pattern)
+		if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+			add(f, "%q is not a valid pattern (path.Match syntax, e.g. \"maya__*\")", pattern)
+		}
+		if pool := c.ToolPools[pattern]; pool == "" {
+			add(f, "names no remote; give the name of one of remotes")
+		} else if _, ok := c.Remotes[pool]; !ok {
+			add(f, "remote %q is not configured in remotes", pool)
+		}
+	}
 	names := make([]string, 0, len(c.Remotes))
 	for name := range c.Remotes {
 		names = append(names, name)
@@ -165,10 +212,60 @@ func (c Config) validate() error {
 		if len(r.Command) == 0 && (len(r.Env) > 0 || r.Dir != "") {
 			add(f+".env", "env and dir apply to command remotes only")
 		}
+		if r.URL != "" && r.pooled() {
+			add(f+".workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes only (a pool of URLs is not supported)")
+		}
+		for _, n := range []struct {
+			field  string
+			v, max int
+		}{{"workers", r.Workers, remote.MaxWorkers}, {"recycle_after_calls", r.RecycleAfterCalls, remote.MaxRecycleAfterCalls},
+			{"max_rss_mb", r.MaxRSSMB, remote.MaxRSSMBCeiling}} {
+			if n.v < 0 || n.v > n.max {
+				add(f+"."+n.field, "must be 0 or 1 to %s; got %d", expr.Thousands(n.max), n.v)
+			}
+		}
+		for _, d := range []struct {
+			field string
+			v     float64
+			zero  string
+		}{{"start_timeout_secs", r.StartTimeoutSecs, "30 s"}, {"idle_stop_secs", r.IdleStopSecs, "never"},
+			{"kill_after_secs", r.KillAfterSecs, "10 s"}} {
+			if d.v != 0 && !(d.v >= remote.MinDuration.Seconds() && d.v <= remote.MaxDuration.Seconds()) {
+				add(f+"."+d.field, "must be 0 (%s) or 0.1 to 604800 seconds; got %v", d.zero, d.v)
+			}
+		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
 	return &run.Error{Code: run.CodeInvalidRequest, Message: "invalid engine config: " + strings.Join(problems, "; "),
 		Details: map[string]any{"problems": problems}}
+}
+
+// poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` when c has that
+// remote (else the step runs in-process), else the longest ToolPools pattern matching its tool.
+func (c Config) poolRouter() func(*spec.Step) string {
+	patterns := slices.Collect(maps.Keys(c.ToolPools))
+	slices.SortFunc(patterns, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	remotes := maps.Clone(c.Remotes)
+	toolPools := maps.Clone(c.ToolPools)
+	return func(st *spec.Step) string {
+		if st.Pool != "" {
+			if _, ok := remotes[st.Pool]; ok {
+				return st.Pool
+			}
+			return ""
+		}
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, st.Tool); ok {
+				return toolPools[p]
+			}
+		}
+		return ""
+	}
 }

@@ -192,7 +192,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
-		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(),
+		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
 	})
 	if cfg.ReadOnly {
 		return e, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 // poolCaller makes tool_remote calls through the MCP client pool of Config.Remotes.
@@ -17,10 +18,12 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 		return tools.Result{}, err
 	}
 	if r.IsError {
-		return tools.Result{Error: &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}}, nil
+		return tools.Result{Error: &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}, Worker: r.Worker.String()}, nil
 	}
-	return tools.Result{Output: r.Output}, nil
+	return tools.Result{Output: r.Output, Worker: r.Worker.String()}, nil
 }
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // newRemotePool builds the MCP client pool of the configured remotes (connections are made on
 // first use); their tokens and stdio children's environments come from environ.
@@ -28,7 +31,67 @@ func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*r
 	cfgs := make(map[string]remote.Config, len(remotes))
 	for name, r := range remotes {
 		cfgs[name] = remote.Config{URL: r.URL, Headers: r.Headers, TokenEnv: r.TokenEnv, Command: r.Command, Env: r.Env,
-			Dir: r.Dir, Timeout: time.Duration(r.TimeoutSecs * float64(time.Second))}
+			Dir: r.Dir, Timeout: secs(r.TimeoutSecs), Workers: r.Workers, RecycleAfterCalls: r.RecycleAfterCalls,
+			MaxRSSMB: r.MaxRSSMB, StartTimeout: secs(r.StartTimeoutSecs), IdleStop: secs(r.IdleStopSecs),
+			KillAfter: secs(r.KillAfterSecs)}
+
 	}
 	return remote.NewPool(cfgs, remote.WithEnviron(environ))
+}
+
+// PoolInfo describes one worker pool (a command remote with pool fields; docs/pools.md).
+type PoolInfo struct {
+	Name    string       `json:"name"`
+	Command []string     `json:"command"`
+	Workers int          `json:"workers"` // the most workers at once
+	Started int          `json:"started"` // workers ever started
+	Lost    int          `json:"lost"`    // workers that died during a call or were killed
+	Running []WorkerInfo `json:"running"` // the live workers, oldest first
+}
+
+// WorkerInfo describes one live worker process of a pool.
+type WorkerInfo struct {
+	ID         int     `json:"id"`     // 1, 2, … in start order within the pool
+	PID        int     `json:"pid"`    // 0 while starting
+	State      string  `json:"state"`  // starting, idle, busy or draining (finishing a cancelled call)
+	Calls      int     `json:"calls"`  // calls served
+	RSSMB      float64 `json:"rss_mb"` // resident memory in MiB; -1 when unknown (not Linux)
+	UptimeSecs float64 `json:"uptime_secs"`
+}
+
+// WarmPools starts every worker of every pool and waits until each answered its initialize
+// (or failed to start, or ctx ended): a check that the pools' command lines work and that
+// their licences are free. The workers then wait idle for calls. The error names each pool,
+// the command and the end of its stderr.
+func (e *Engine) WarmPools(ctx context.Context) error {
+	if e.remotes == nil {
+		return nil
+	}
+	if err := e.remotes.Warm(ctx); err != nil {
+		return &run.Error{Code: run.CodeWorkerStart, Message: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// Pools lists the configured worker pools, by name, with their live workers; remotes that are
+// not pools (URL remotes, command remotes without pool fields) are left out.
+func (e *Engine) Pools() []PoolInfo {
+	out := []PoolInfo{}
+	if e.remotes == nil {
+		return out
+	}
+	now := time.Now()
+	for _, p := range e.remotes.Pools() {
+		pi := PoolInfo{Name: p.Name, Command: p.Command, Workers: p.Max, Started: p.Started, Lost: p.Lost, Running: []WorkerInfo{}}
+		for _, w := range p.Workers {
+			rss := -1.0
+			if w.RSSBytes >= 0 {
+				rss = float64(w.RSSBytes) / (1 << 20)
+			}
+			pi.Running = append(pi.Running, WorkerInfo{ID: w.ID, PID: w.PID, State: w.State, Calls: w.Calls, RSSMB: rss,
+				UptimeSecs: now.Sub(w.StartedAt).Seconds()})
+		}
+		out = append(out, pi)
+	}
+	return out
 }

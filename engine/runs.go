@@ -61,17 +61,20 @@ type RunInfo struct {
 
 // StepInfo is the state of one step instance.
 type StepInfo struct {
-	Key        string         `json:"key"`
-	StepID     string         `json:"step_id"`
-	Kind       string         `json:"kind"`
-	Status     run.StepStatus `json:"status"`
-	Attempts   int            `json:"attempts"`
-	Cached     bool           `json:"cached,omitempty"`
-	Output     any            `json:"output,omitempty"`
-	FileRefs   []any          `json:"file_refs,omitempty"`
-	Error      *StepErrorInfo `json:"error,omitempty"`
-	StartedAt  time.Time      `json:"started_at,omitzero"`
-	FinishedAt time.Time      `json:"finished_at,omitzero"`
+	Key      string         `json:"key"`
+	StepID   string         `json:"step_id"`
+	Kind     string         `json:"kind"`
+	Status   run.StepStatus `json:"status"`
+	Attempts int            `json:"attempts"`
+	Cached   bool           `json:"cached,omitempty"`
+	Output   any            `json:"output,omitempty"`
+	FileRefs []any          `json:"file_refs,omitempty"`
+	Error    *StepErrorInfo `json:"error,omitempty"`
+	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
+	// it did not run on a pool worker.
+	Worker     string    `json:"worker,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -457,7 +460,7 @@ func rawOutputs(ctx context.Context) bool { return ctx.Value(rawOutputsKey{}) !=
 
 func stepInfo(st store.Step, raw bool) StepInfo {
 	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
-		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+		Worker: st.Worker, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
 	switch {
 	case len(st.Output) == 0:
 	case raw:

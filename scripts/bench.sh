@@ -102,6 +102,8 @@ hook_rate="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "req/s") { print $(i-1);
 printf '| webhook with HMAC-SHA256, loopback (32 keep-alive clients, 3 s, 1 KiB bodies) | %.0f accepted req/s | ≥ 10,000 req/s | %s |\n' \
   "$hook_rate" "$(verdict "$hook_rate" '>=' 10000)"
 "${PYTHON:-python3}" scripts/bench_python.py
+# Worker pools of real `dcc-flow worker` processes (docs/pools.md).
+"${PYTHON:-python3}" scripts/bench_pool.py
 # The UI stall of the Qt adapter under a real event loop (PySide6 is in .venv: make bench passes
 # QT_PYTHON; run directly, the rows say when it is missing).
 "${QT_PYTHON:-${PYTHON:-python3}}" scripts/bench_qt.py

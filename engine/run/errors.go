@@ -24,6 +24,10 @@ const (
 	// KindStorage: the run's database could not be written (a full disk, a read-only or
 	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
 	KindStorage = "storage"
+	// KindWorkerLost: the pool worker process serving the call exited or crashed before it
+	// answered (docs/pools.md). Retryable by default, like transient; the retry goes to
+	// another worker.
+	KindWorkerLost = "worker_lost"
 )
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
@@ -60,6 +64,10 @@ const (
 	// corrupted (malformed) file, a file that cannot be opened. Not a bug: fix the storage.
 	CodeStorage  = "storage"
 	CodeInternal = "internal"
+	// CodeWorkerStart: a pool worker could not be started (docs/pools.md): its command failed,
+	// exited at start or did not answer initialize in time; the message names the command and
+	// the end of its stderr.
+	CodeWorkerStart = "worker_start"
 )
 
 // Error is an error with a stable code. Doors (C ABI, MCP, Python) use Code to choose the

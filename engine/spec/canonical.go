@@ -76,6 +76,9 @@ func canonicalStep(st *Step) map[string]any {
 	switch st.Kind {
 	case KindTool:
 		m["tool"], m["args"] = st.Tool, st.Args
+		if st.Pool != "" { // absent when not set, so specs without it keep their hash
+			m["pool"] = st.Pool
+		}
 	case KindToolRemote:
 		m["dcc"], m["tool"], m["args"] = st.DCC, st.Tool, st.Args
 	case KindForeach:

@@ -348,7 +348,7 @@ var policyFields = []string{"retry", "idempotency_key", "idempotency_scope", "id
 
 // kindFields lists the fields each kind accepts besides commonStepFields.
 var kindFields = map[Kind][]string{
-	KindTool:       append([]string{"tool", "args"}, policyFields...),
+	KindTool:       append([]string{"tool", "args", "pool"}, policyFields...),
 	KindToolRemote: append([]string{"dcc", "tool", "args"}, policyFields...),
 	KindForeach:    {"items", "as", "concurrency", "on_any_fail", "steps"},
 	KindParallel:   {"steps", "on_any_fail"},
@@ -495,6 +495,8 @@ func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
 		st.Tool, _ = d.str(f.value, fp, id)
 	case "dcc":
 		st.DCC, _ = d.str(f.value, fp, id)
+	case "pool":
+		st.Pool, _ = d.str(f.value, fp, id)
 	case "args":
 		v := yamltext.ResolveAlias(f.value)
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {

@@ -104,7 +104,11 @@ type Step struct {
 
 	// tool and tool_remote.
 	Tool string
-	DCC  string         // tool_remote only: a remote named in the engine config
+	DCC  string // tool_remote only: a remote named in the engine config
+	// Pool (tool only) runs the call on the engine's worker pool of that name when the engine
+	// config has a remote so named, and in-process otherwise (docs/pools.md, "Routing"); "" =
+	// the engine's tool_pools mapping decides.
+	Pool string
 	Args map[string]any // never nil for tool kinds
 
 	// foreach.

@@ -163,6 +163,9 @@ func (v *validator) step(st *Step, path string, sc scope) {
 				v.add(CodeInvalidValue, st, "dcc", path+".dcc", fmt.Sprintf("`dcc` %q is not a valid remote name (letters, digits, _ and -)", st.DCC))
 			}
 		}
+		if _, ok := st.fields["pool"]; ok && !identRe.MatchString(st.Pool) {
+			v.add(CodeInvalidValue, st, "pool", path+".pool", fmt.Sprintf("`pool` %q is not a valid remote name (letters, digits, _ and -)", st.Pool))
+		}
 		if _, ok := st.fields["tool"]; !ok {
 			v.missing(st, path, "tool", "add `tool: <tool name>`")
 		} else if !IsValidToolName(st.Tool) {

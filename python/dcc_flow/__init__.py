@@ -39,6 +39,7 @@ from ._errors import (
     StorageError,
     UnknownToolError,
     ValidationError,
+    WorkerStartError,
 )
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
 from ._schedule import (
@@ -114,6 +115,7 @@ __all__ = [
     "DatabaseLockedError",
     "ReadOnlyError",
     "StorageError",
+    "WorkerStartError",
     "InvalidInputError",
     "NotFoundError",
     "UnknownToolError",

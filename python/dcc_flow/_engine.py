@@ -51,7 +51,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "started_at", "finished_at")
+                 "worker", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -63,6 +63,9 @@ class StepRecord:
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")
         self.error: Optional[Dict[str, Any]] = d.get("error")
+        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md); ``""`` when
+        #: the step did not run on a pool worker.
+        self.worker: str = d.get("worker") or ""
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 
@@ -394,6 +397,18 @@ class Engine:
         if limit:
             req["limit"] = int(limit)
         return [RunResult(r) for r in self._call("dccflow_runs_list", req).get("runs", [])]
+
+    def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
+        """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
+        ``name``, ``command``, ``workers`` (the most at once), ``started`` and ``lost`` (workers
+        ever started, and lost during a call or killed) and ``running``: the live workers, each
+        with ``id``, ``pid``, ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
+        ``rss_mb`` (-1 when unknown: not Linux) and ``uptime_secs``. With ``warm``, every worker
+        of every pool is started first (a check of the command lines and licences); a worker that
+        cannot start raises WorkerStartError (code ``worker_start``), naming its command and the end
+        of its stderr."""
+        req: Dict[str, Any] = {"warm": True} if warm else {}
+        return list(self._call("dccflow_pools_list", req).get("pools", []))
 
     # -- schedules and servers -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ __all__ = [
     "DatabaseLockedError",
     "ReadOnlyError",
     "StorageError",
+    "WorkerStartError",
     "InvalidInputError",
     "NotFoundError",
     "UnknownToolError",
@@ -335,6 +336,14 @@ class StorageError(DccFlowError):
     default_code = "storage"
 
 
+class WorkerStartError(DccFlowError):
+    """A worker of a pool could not be started (code ``worker_start``): its program is missing,
+    it exited at start, or it did not answer ``initialize`` within ``start_timeout_secs``. The
+    message names the pool, the command and the end of its standard error (docs/pools.md)."""
+
+    default_code = "worker_start"
+
+
 class NotFoundError(DccFlowError, LookupError):
     """No run, workflow, schedule or step instance with that id or name (code ``not_found``)."""
 
@@ -420,6 +429,7 @@ CODE_TO_CLASS: Dict[str, Type[DccFlowError]] = {
     "db_locked": DatabaseLockedError,
     "read_only": ReadOnlyError,
     "storage": StorageError,
+    "worker_start": WorkerStartError,
     "invalid_input": InvalidInputError,
     "not_found": NotFoundError,
     "unknown_tool": UnknownToolError,

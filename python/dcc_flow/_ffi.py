@@ -77,6 +77,7 @@ _JSON_EXPORTS = (
     "dccflow_run_resume",
     "dccflow_runs_list",
     "dccflow_runs_prune",
+    "dccflow_pools_list",
     "dccflow_calls_next",
     "dccflow_calls_complete",
     "dccflow_call_cancelled",

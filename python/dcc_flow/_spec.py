@@ -511,6 +511,11 @@ class WorkflowStep(_View):
         return self._data.get("dcc")
 
     @property
+    def pool(self) -> Optional[str]:
+        """The worker pool a ``tool`` step runs on when the engine has it (docs/pools.md), else ``None``."""
+        return self._data.get("pool")
+
+    @property
     def args(self) -> Mapping[str, Any]:
         """The tool arguments: a read-only mapping (nested lists are tuples); empty for other kinds."""
         args: Mapping[str, Any] = self._args  # type: ignore[attr-defined]

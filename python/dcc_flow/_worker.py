@@ -36,6 +36,8 @@ PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
 #: The ``_meta`` key of a tools/call result that holds the lines the call printed.
 OUTPUT_META_KEY = "dcc-flow/output"
+#: The exit status of a worker that left a call running when its engine went away (exit_grace).
+EXIT_ORPHANED = 3
 
 #: At most this many output lines of one call are kept (the rest are counted, not kept).
 MAX_OUTPUT_LINES = 1000
@@ -140,6 +142,11 @@ class Worker:
         self._captures = captures
         self._restore: Optional[Callable[[], None]] = None
         self.served = 0
+        #: Seconds a call still running when standard input closes (the engine closed or died) has
+        #: to return after it is marked cancelled, before the process exits with EXIT_ORPHANED
+        #: (``os._exit``: a tool stuck in a DCC call cannot be interrupted otherwise); None = wait
+        #: for it. ``dcc-flow worker`` sets it (``--exit-grace``).
+        self.exit_grace: Optional[float] = None
 
     @classmethod
     def over_stdio(cls, tools: Mapping[str, ToolEntry], name: str = "dcc-flow-worker", version: str = "0",
@@ -215,6 +222,27 @@ class Worker:
             pass
         finally:
             self._calls.put(None)
+            self._orphaned()
+
+    def _orphaned(self) -> None:
+        """Standard input closed: cancel the running call and, with ``exit_grace``, exit if it
+        does not return in time, so that a worker never outlives its engine for long."""
+        with self._state_lock:
+            running = list(self._cancelled)
+            for req_id in running:
+                self._cancelled[req_id] = True
+        if not running or self.exit_grace is None:
+            return
+
+        def exit_if_still_running() -> None:
+            with self._state_lock:
+                still = any(r in self._cancelled for r in running)
+            if still:
+                os._exit(EXIT_ORPHANED)
+
+        timer = threading.Timer(self.exit_grace, exit_if_still_running)
+        timer.daemon = True
+        timer.start()
 
     def _handle(self, msg: Dict[str, Any]) -> None:
         method, req_id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}

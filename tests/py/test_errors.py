@@ -50,6 +50,7 @@ def test_hierarchy():
         "db_locked": _errors.DatabaseLockedError,
         "read_only": _errors.ReadOnlyError,
         "storage": _errors.StorageError,
+        "worker_start": _errors.WorkerStartError,
         "invalid_input": _errors.InvalidInputError,
         "not_found": _errors.NotFoundError,
         "unknown_tool": _errors.UnknownToolError,

@@ -51,6 +51,11 @@ type Config struct {
 	Environ func() []string
 	// Limits bound what a spec may make one step do; zero fields mean their defaults.
 	Limits Limits
+	// PoolFor returns the remote (a worker pool) a `tool` step's calls go to, "" for
+	// in-process (docs/pools.md, "Routing"). It is asked once per spec and step, when the
+	// spec's plan is compiled, so it must answer the same for the executor's lifetime. nil =
+	// every tool step runs in-process.
+	PoolFor func(st *spec.Step) string
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
@@ -97,11 +102,11 @@ func New(cfg Config) *Executor {
 	if cfg.Limits.JSONPath.MaxWork <= 0 {
 		cfg.Limits.JSONPath.MaxWork = expr.DefaultMaxWork
 	}
-	return &Executor{cfg: cfg}
+	return &Executor{cfg: cfg, plans: planCache{poolFor: cfg.PoolFor}}
 }
 
 // Tools returns the tools a spec's tool steps name and the remote tools its tool_remote steps
-// name, each sorted and unique. The spec's compiled plan is cached, so this is cheap.
+// name (and its tool steps routed to a pool by Config.PoolFor), each sorted and unique. The spec's compiled plan is cached, so this is cheap.
 func (x *Executor) Tools(s *spec.Spec) ([]string, []RemoteTool, error) {
 	pl, err := x.plans.get(s)
 	if err != nil {

@@ -47,6 +47,7 @@ type stepPlan struct {
 	timeout time.Duration
 
 	args   *valueTmpl // tool, tool_remote
+	pool   string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
 	idem   *template.Template
 	auto   bool               // idempotency_key: auto
 	sel    *selector          // foreach items, branch on
@@ -70,8 +71,9 @@ type listPlan struct {
 
 // planCache holds compiled plans by spec hash.
 type planCache struct {
-	mu    sync.Mutex
-	plans map[string]*plan
+	mu      sync.Mutex
+	plans   map[string]*plan
+	poolFor func(*spec.Step) string // Config.PoolFor
 }
 
 // maxCachedPlans bounds the cache; past it, the cache starts over.
@@ -84,7 +86,7 @@ func (c *planCache) get(s *spec.Spec) (*plan, error) {
 	if ok {
 		return p, nil
 	}
-	p, err := compilePlan(s)
+	p, err := compilePlan(s, c.poolFor)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ type compiler struct {
 	byID map[string]*stepPlan
 }
 
-func compilePlan(s *spec.Spec) (*plan, error) {
+func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string) (*plan, error) {
 	c := &compiler{byID: map[string]*stepPlan{}}
 	root := &framePlan{}
 	lp, err := c.list(s.Steps, root, false)
@@ -111,10 +113,15 @@ func compilePlan(s *spec.Spec) (*plan, error) {
 	root.body = lp
 	p := &plan{root: lp, rootFrame: root, byID: c.byID}
 	for _, sp := range c.byID {
-		switch sp.kind {
-		case spec.KindTool:
+		if sp.kind == spec.KindTool && poolFor != nil {
+			sp.pool = poolFor(sp.st)
+		}
+		switch {
+		case sp.pool != "":
+			p.remotes = append(p.remotes, RemoteTool{DCC: sp.pool, Tool: sp.st.Tool})
+		case sp.kind == spec.KindTool:
 			p.tools = append(p.tools, sp.st.Tool)
-		case spec.KindToolRemote:
+		case sp.kind == spec.KindToolRemote:
 			p.remotes = append(p.remotes, RemoteTool{DCC: sp.st.DCC, Tool: sp.st.Tool})
 		}
 	}

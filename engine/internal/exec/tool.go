@@ -21,6 +21,8 @@ import (
 type retryDetail struct {
 	Error   errorDetail `json:"error"`
 	DelayMs int64       `json:"delay_ms"`
+	// Worker is the pool worker ("POOL/PID") of the failed attempt, when it ran on one.
+	Worker string `json:"worker,omitempty"`
 }
 
 // runTool runs a tool or tool_remote step: idempotency lookup, then attempts with per-attempt
@@ -32,6 +34,9 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
 	call := tools.Call{RunID: r.id, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
+	if sp.pool != "" {
+		call.DCC = sp.pool
+	}
 
 	var idemKey string
 	if sp.idem != nil || sp.auto {
@@ -65,7 +70,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 			in.row.Status = run.StepRetrying
 			in.setAttempt(attempt)
-			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds()})
+			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
 			if err := in.save(run.EventStepRetry, detail); err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
@@ -80,7 +85,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if attempt > 1 {
 			in.setAttempt(attempt) // already set for attempt 1
 		}
-		if in.enterPending && (sp.kind == spec.KindToolRemote || !r.x.cfg.Router.Inline(sp.st.Tool)) {
+		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
 			// The call may block (a host or remote tool, a blocking built-in): the step is
 			// written as running first.
 			if err := in.flushEnter(); err != nil {
@@ -88,6 +93,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			}
 		}
 		res, err := r.attempt(ctx, sp, call, attempt)
+		in.row.Worker = res.Worker
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx)
 		}
@@ -137,7 +143,7 @@ func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, att
 	}
 	var res tools.Result
 	var err error
-	if sp.kind == spec.KindToolRemote {
+	if sp.remote() {
 		res, err = r.x.cfg.Router.CallRemote(actx, call)
 	} else {
 		res, err = r.x.cfg.Router.Call(actx, call)
@@ -212,3 +218,7 @@ func (r *runner) idempotencyEntry(sp *stepPlan, key string, end stepEnd) *store.
 	}
 	return e
 }
+
+// remote reports whether the step's calls go to a remote: a tool_remote step, or a tool step
+// routed to a worker pool.
+func (sp *stepPlan) remote() bool { return sp.kind == spec.KindToolRemote || sp.pool != "" }

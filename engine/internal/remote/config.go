@@ -34,6 +34,66 @@ type Config struct {
 	// limit of its own (the caller's context still applies); negative is invalid. A call
 	// that runs out of time has kind "timeout".
 	Timeout time.Duration
+
+	// Pool fields (Command only; docs/pools.md). A command remote that sets none of them keeps
+	// one shared child that serves concurrent calls (the behaviour before pools); setting any
+	// of them makes the remote a pool of Workers identical children, each serving one call at
+	// a time.
+
+	// Workers is the most children the pool runs at once: 0 (no pool field set: one shared
+	// child) or 1 to MaxWorkers. It bounds the licences a pool of DCC processes uses.
+	Workers int
+	// RecycleAfterCalls restarts a worker after it served this many calls, between calls;
+	// 0 = never, else 1 to MaxRecycleAfterCalls.
+	RecycleAfterCalls int
+	// MaxRSSMB restarts a worker, between calls, whose resident set passed this many MiB
+	// (read from /proc/PID/status on Linux; not checked elsewhere); 0 = no limit, else 1 to
+	// MaxRSSMBCeiling.
+	MaxRSSMB int
+	// StartTimeout bounds a worker's start: spawning it and its answer to initialize;
+	// 0 = DefaultStartTimeout, else 100 ms to MaxDuration.
+	StartTimeout time.Duration
+	// IdleStop stops a worker that has been idle this long (it starts again on demand);
+	// 0 = never, else 100 ms to MaxDuration.
+	IdleStop time.Duration
+	// KillAfter is how long a worker has to finish a cancelled or timed-out call (the call
+	// itself returns at once) before it is killed and replaced; 0 = DefaultKillAfter, else
+	// 100 ms to MaxDuration.
+	KillAfter time.Duration
+}
+
+// Pool bounds and defaults (docs/pools.md).
+const (
+	MaxWorkers           = 256
+	MaxRecycleAfterCalls = 1_000_000
+	MaxRSSMBCeiling      = 1 << 20 // 1 TiB
+	MinDuration          = 100 * time.Millisecond
+	MaxDuration          = 7 * 24 * time.Hour
+	DefaultStartTimeout  = connectTimeout
+	DefaultKillAfter     = 10 * time.Second
+)
+
+// pooled reports whether c is a pool of workers rather than one shared connection.
+func (c Config) pooled() bool {
+	return len(c.Command) > 0 && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 ||
+		c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0)
+}
+
+// workers is the pool's size (at least 1).
+func (c Config) workers() int { return max(c.Workers, 1) }
+
+func (c Config) startTimeout() time.Duration {
+	if c.StartTimeout > 0 {
+		return c.StartTimeout
+	}
+	return DefaultStartTimeout
+}
+
+func (c Config) killAfter() time.Duration {
+	if c.KillAfter > 0 {
+		return c.KillAfter
+	}
+	return DefaultKillAfter
 }
 
 // Validate reports every problem with c at once, joined with errors.Join; each message starts
@@ -100,6 +160,26 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		bad("timeout", "must not be negative, got %v", c.Timeout)
+	}
+	ints := []struct {
+		field  string
+		v, max int
+	}{{"workers", c.Workers, MaxWorkers}, {"recycle_after_calls", c.RecycleAfterCalls, MaxRecycleAfterCalls}, {"max_rss_mb", c.MaxRSSMB, MaxRSSMBCeiling}}
+	for _, f := range ints {
+		if f.v < 0 || f.v > f.max {
+			bad(f.field, "must be 0 or 1 to %d, got %d", f.max, f.v)
+		}
+	}
+	for _, f := range []struct {
+		field string
+		v     time.Duration
+	}{{"start_timeout", c.StartTimeout}, {"idle_stop", c.IdleStop}, {"kill_after", c.KillAfter}} {
+		if f.v != 0 && (f.v < MinDuration || f.v > MaxDuration) {
+			bad(f.field, "must be 0 or %v to %v, got %v", MinDuration, MaxDuration, f.v)
+		}
+	}
+	if hasURL && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0) {
+		bad("workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout, idle_stop, kill_after) apply to command remotes only")
 	}
 	return errors.Join(errs...)
 }

@@ -37,6 +37,7 @@ type conn struct {
 	proc   *process        // stdio only
 	httpT  *http.Transport // HTTP only
 	notes  tracker         // notifications/cancelled being sent (HTTP)
+	settle *settler        // pool workers only: tools/call requests not answered yet
 	broken atomic.Bool
 	once   sync.Once
 }
@@ -90,7 +91,12 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string) (*c
 			return nil, fmt.Errorf("%w: starting %q: %w", errDial, cfg.Command[0], err)
 		}
 		c.proc = p
-		tr = transport.NewIO(p.stdout, p.stdin, nil)
+		io := transport.NewIO(p.stdout, p.stdin, nil)
+		tr = io
+		if cfg.pooled() {
+			c.settle = newSettler()
+			tr = &settlingStdio{Stdio: io, s: c.settle}
+		}
 	}
 	c.client = client.NewClient(tr, client.WithProtocolVersion(protocolVersion))
 	if err := c.client.Start(life); err != nil {
@@ -105,7 +111,17 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string) (*c
 		msg := c.describe(err)
 		c.close()
 		if ctx.Err() != nil && life.Err() == nil {
-			return nil, fmt.Errorf("%w: no answer to initialize within %v", errDial, connectTimeout)
+			limit := connectTimeout
+			if cfg.pooled() {
+				limit = cfg.startTimeout()
+			}
+			tail := ""
+			if c.proc != nil {
+				if s := strings.TrimSpace(c.proc.stderr.String()); s != "" {
+					tail = "; stderr: " + s
+				}
+			}
+			return nil, fmt.Errorf("%w: no answer to initialize within %v%s", errDial, limit, tail)
 		}
 		return nil, fmt.Errorf("%w: initialize: %s: %w", errDial, msg, err)
 	}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -41,6 +42,8 @@ type remote struct {
 	mu      sync.Mutex
 	conn    *conn // nil until connected, and after it broke
 	dialing *dial // the connection being made, if any
+
+	workers *workerPool // non-nil when cfg.pooled(): the other fields are unused
 }
 
 // dial is one connection attempt that callers wait for together.
@@ -103,7 +106,11 @@ func NewPool(configs map[string]Config, opts ...Option) (*Pool, error) {
 		cfg := configs[name]
 		cfg.Command = slices.Clone(cfg.Command)
 		p.configs[name] = cfg
-		p.remotes[name] = &remote{name: name, cfg: cfg, pool: p}
+		r := &remote{name: name, cfg: cfg, pool: p}
+		if cfg.pooled() {
+			r.workers = newWorkerPool(r)
+		}
+		p.remotes[name] = r
 	}
 	return p, nil
 }
@@ -151,6 +158,9 @@ func (p *Pool) Call(ctx context.Context, dcc, tool string, args map[string]any) 
 	}
 	ctx, box := withStatusBox(ctx)
 	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}}
+	if r.workers != nil {
+		return r.workers.call(ctx, tool, req), nil
+	}
 
 	for attempt := 1; ; attempt++ {
 		c, d, err := r.get(ctx)
@@ -313,7 +323,48 @@ func (p *Pool) Close() {
 	for _, c := range conns {
 		wg.Go(c.close)
 	}
+	for _, name := range p.names {
+		if wp := p.remotes[name].workers; wp != nil {
+			wg.Go(wp.close)
+		}
+	}
 	p.stop() // ends dials in progress
 	wg.Wait()
 	p.jobs.closeAndWait()
+}
+
+// Pools describes the workers of every pooled remote (Config.pooled), by name. Remotes that
+// are not pools are left out.
+func (p *Pool) Pools() []PoolInfo {
+	var out []PoolInfo
+	for _, name := range p.names {
+		if wp := p.remotes[name].workers; wp != nil {
+			out = append(out, wp.info())
+		}
+	}
+	return out
+}
+
+// Warm starts every worker of every pooled remote (up to its Workers) and waits until each
+// answered initialize or failed to start, or ctx ends; the workers then stay idle (until
+// IdleStop). The error joins the start failures, each naming its remote.
+func (p *Pool) Warm(ctx context.Context) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, name := range p.names {
+		wp := p.remotes[name].workers
+		if wp == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := wp.warm(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("remote %q: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -32,6 +33,23 @@ type Result struct {
 	// Trace is the string field "trace" of an error's structuredContent (a dcc-flow worker puts
 	// the tool's Python traceback there), or "".
 	Trace string
+	// Worker names the pool worker that ran the call; nil for a remote that is not a pool
+	// (Config.pooled) or a call that never reached a worker.
+	Worker *WorkerRef
+}
+
+// WorkerRef names one worker process of a pool.
+type WorkerRef struct {
+	Pool string // the remote's name
+	PID  int
+}
+
+// String is "POOL/PID", as step records store it.
+func (w *WorkerRef) String() string {
+	if w == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", w.Pool, w.PID)
 }
 
 // resultFromTool converts a tools/call result. For a result with isError set, the kind is the

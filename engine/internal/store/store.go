@@ -174,9 +174,12 @@ type Step struct {
 	ErrorMessage string
 	ErrorTrace   string
 	Cached       bool // the output came from the idempotency cache
-	StartedAt    time.Time
-	FinishedAt   time.Time // zero until terminal
-	UpdatedAt    time.Time
+	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
+	// it did not run on a pool worker. Stored in the nullable column worker (migration 0005).
+	Worker     string
+	StartedAt  time.Time
+	FinishedAt time.Time // zero until terminal
+	UpdatedAt  time.Time
 	// Insert is a hint from the writer: this is the instance's first write, so (RunID, Key) is
 	// not stored yet and a store may skip looking it up (an INSERT rather than an upsert).
 	// False is always correct. Not stored.

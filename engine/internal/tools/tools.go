@@ -33,6 +33,9 @@ type Result struct {
 	OutputJSON json.RawMessage
 	// Error is non-nil when the tool failed; Output is then ignored.
 	Error *ToolError
+	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md);
+	// "" when the call did not run on a pool worker.
+	Worker string
 }
 
 // ToolError is the structured failure of a tool call.

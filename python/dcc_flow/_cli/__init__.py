@@ -52,6 +52,7 @@ COMMAND_MODULES = (
     "schedules",
     "serve",
     "worker",
+    "pools",
     "graph",
 )
 

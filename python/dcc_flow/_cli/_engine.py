@@ -21,7 +21,8 @@ from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
 from ._base import CliError, UsageError
 
-__all__ = ["add_db_argument", "open_engine", "load_tools", "resolve_run", "RUN_HELP", "DEFAULT_DB", "DB_ENV",
+__all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
+           "RUN_HELP", "DEFAULT_DB", "DB_ENV",
            "parse_inputs", "exit_code", "format_duration", "elapsed"]
 
 DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
@@ -37,6 +38,33 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="PATH", default=None,
                         help="the run database (default: $%s, else %s; ':memory:' keeps nothing)"
                         % (DB_ENV, DEFAULT_DB))
+
+
+def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--remotes", metavar="FILE",
+                        help="a JSON file of the remote MCP servers and worker pools that tool_remote steps "
+                             "name (the engine config's remotes object; docs/pools.md)")
+
+
+def load_remotes(path: str) -> Dict[str, Any]:
+    """The ``remotes`` object of a JSON file: the object itself, or the ``remotes`` member of a
+    whole engine config."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CliError("--remotes %s: %s" % (path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise CliError("--remotes %s: not JSON: %s" % (path, exc)) from None
+    if isinstance(doc, dict) and isinstance(doc.get("remotes"), dict):
+        doc = doc["remotes"]
+    if not isinstance(doc, dict):
+        raise CliError("--remotes %s: expected a JSON object of remotes by name, e.g. "
+                       '{"maya": {"command": ["mayapy", "-m", "dcc_flow", "worker", "--tools", "tools.py"], '
+                       '"workers": 4}}' % path)
+    return doc
 
 
 def add_tools_argument(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +84,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
     (runs, status, show, approve, cancel, schedules) open it read-only and act through that
     process; the others (run, resume, serve) stop with one line naming the owner."""
+    if getattr(args, "remotes", None):
+        config = dict(config or {}, remotes=load_remotes(args.remotes))
     path = db_path(args)
     if path == ":memory:":
         return Engine(config=config)

@@ -5,7 +5,15 @@ from typing import Any
 
 from .._errors import DccFlowError
 from ._base import CliError, Command, Context
-from ._engine import RUN_HELP, add_db_argument, add_tools_argument, load_tools, open_engine, resolve_run
+from ._engine import (
+    RUN_HELP,
+    add_db_argument,
+    add_remotes_argument,
+    add_tools_argument,
+    load_tools,
+    open_engine,
+    resolve_run,
+)
 from .run import add_follow_arguments, follow
 
 __all__ = ["COMMAND"]
@@ -27,6 +35,7 @@ class ResumeCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         add_tools_argument(parser)
+        add_remotes_argument(parser)
         parser.add_argument("--force", action="append", default=[],
                             metavar="STEP", help="a step id or instance key to run again")
         add_follow_arguments(parser)

@@ -12,6 +12,7 @@ from .._spec import WorkflowSpec
 from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
+    add_remotes_argument,
     add_tools_argument,
     exit_code,
     format_duration,
@@ -138,6 +139,7 @@ class RunCommand(Command):
                             help="an input (repeatable); JSON values are parsed (3, true, [1,2]), others are strings")
         parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
         add_tools_argument(parser)
+        add_remotes_argument(parser)
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files, registered by name")
         parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
                             help="run worker-lane tools on N threads (default: on this thread)")

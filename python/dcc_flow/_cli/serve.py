@@ -7,7 +7,7 @@ import time
 from typing import Any, Dict
 
 from ._base import Command, Context
-from ._engine import add_db_argument, add_tools_argument, load_tools, open_engine
+from ._engine import add_db_argument, add_remotes_argument, add_tools_argument, load_tools, open_engine
 from .run import register_dir
 from .schedules import serve_schedules
 
@@ -50,6 +50,7 @@ class ServeCommand(Command):
         parser.add_argument("--allow-unsigned-webhooks", action="store_true",
                             help="serve webhook schedules without secret_env on a non-loopback --webhooks address")
         add_tools_argument(parser)
+        add_remotes_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
         add_db_argument(parser)

@@ -13,7 +13,8 @@ class ShowCommand(Command):
     summary = "show a run's step timeline, durations, errors and tracebacks"
     description = (
         "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
-        "with status, attempts and duration, and the error and traceback of each failed step."
+        "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, and the\n"
+        "error and traceback of each failed step."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),)
 
@@ -31,7 +32,7 @@ class ShowCommand(Command):
         # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
         run_end = result.raw.get("finished_at") if result.terminal else None
         for s in result.steps:
-            flags = " cached" if s.cached else ""
+            flags = (" cached" if s.cached else "") + (" on worker " + s.worker if s.worker else "")
             attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
             took = elapsed(s.started_at, s.finished_at or run_end)
             ctx.print("  %s  %-16s %-10s  %8s%s" % (s.key.ljust(width), s.status.value, attempt,

@@ -29,7 +29,8 @@ class WorkerCommand(Command):
         ("try a tools file by hand (type JSON-RPC lines; Ctrl-D ends it)",
          "dcc-flow worker --tools tools.py --no-capture"),
     )
-    exit_codes = "0 standard input closed, 1 a tools module or --init failed, 2 usage error"
+    exit_codes = ("0 standard input closed, 1 a tools module or --init failed, 2 usage error, 3 standard input "
+                  "closed during a call that did not return within --exit-grace")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_tools_argument(parser)
@@ -38,6 +39,9 @@ class WorkerCommand(Command):
         parser.add_argument("--no-capture", action="store_true",
                             help="leave stdout and stderr alone (a tool's print then corrupts the protocol: for "
                                  "trying a worker by hand only)")
+        parser.add_argument("--exit-grace", type=float, default=5.0, metavar="SECS",
+                            help="when standard input closes during a call, the call is cancelled and the "
+                                 "worker exits (status 3) if it has not returned after SECS (default 5)")
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         if not args.tools:
@@ -46,7 +50,10 @@ class WorkerCommand(Command):
 
         # Capture stdout and stderr before importing the tools: a DCC's or a module's banner
         # printed at import or in --init must not reach the protocol either.
+        if not args.exit_grace >= 0:
+            raise UsageError("--exit-grace must be a number of seconds >= 0; got %s" % args.exit_grace)
         worker = Worker.over_stdio({}, version=__version__, capture=not args.no_capture)
+        worker.exit_grace = args.exit_grace
         try:
             worker.tools = _load(args)
         except BaseException:

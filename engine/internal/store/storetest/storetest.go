@@ -201,7 +201,7 @@ func testSteps(t *testing.T, s store.Store) {
 		Cached: true, StartedAt: t0, FinishedAt: t0.Add(time.Hour), UpdatedAt: t0.Add(time.Hour),
 	}
 	failed := store.Step{RunID: "r1", Key: "list", StepID: "list", Kind: "tool", Status: run.StepFailed, Attempt: 2,
-		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0}
+		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", Worker: "maya/4242", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0}
 	write(t, s, &store.Batch{Steps: []store.Step{done, failed}})
 	steps, err := s.ListSteps(ctx, "r1")
 	if err != nil {
@@ -222,7 +222,7 @@ func testSteps(t *testing.T, s store.Store) {
 		t.Fatalf("upserted step: %+v", g)
 	}
 	f := steps[0]
-	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Output != nil && len(f.Output) != 0 {
+	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || f.Output != nil && len(f.Output) != 0 {
 		t.Fatalf("failed step: %+v", f)
 	}
 	other, _ := s.ListSteps(ctx, "r2")

@@ -1,0 +1,462 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Worker states, as WorkerInfo.State reports them.
+const (
+	WorkerStarting = "starting" // spawned, initialize not answered yet
+	WorkerIdle     = "idle"     // waiting for a call
+	WorkerBusy     = "busy"     // serving a call
+	WorkerDraining = "draining" // its call was cancelled; waiting up to KillAfter for it to finish
+)
+
+// WorkerInfo describes one worker process of a pool.
+type WorkerInfo struct {
+	ID        int       // 1, 2, … in start order, never reused within a pool
+	PID       int       // 0 while starting
+	State     string    // WorkerStarting, WorkerIdle, WorkerBusy or WorkerDraining
+	Calls     int       // calls served
+	RSSBytes  int64     // resident set size; -1 when unknown (not Linux, or not readable)
+	StartedAt time.Time // when it was spawned
+}
+
+// PoolInfo describes the workers of one pooled remote.
+type PoolInfo struct {
+	Name    string
+	Command []string
+	Max     int          // Config.Workers
+	Workers []WorkerInfo // by ID
+	Started int          // workers ever started
+	Lost    int          // workers that exited or crashed during a call, or were killed
+}
+
+// workerPool runs up to cfg.Workers children of a command remote, each serving one call at a
+// time. Calls wait in one FIFO queue when every worker is busy.
+type workerPool struct {
+	r *remote
+
+	mu      sync.Mutex
+	workers []*worker // starting, idle, busy or draining
+	waiting []*waiter // FIFO
+	nextID  int
+	lost    int
+}
+
+// worker is one child of a pool.
+type worker struct {
+	id      int
+	conn    *conn // nil while starting
+	state   string
+	calls   int
+	started time.Time
+	idle    *time.Timer // stops the worker after IdleStop; nil when not idle or no IdleStop
+}
+
+// waiter is a call waiting for a worker; grant receives exactly one grant once the waiter is
+// out of the queue.
+type waiter struct{ grant chan grant }
+
+type grant struct {
+	w   *worker
+	err error // the start failure given to this waiter
+}
+
+func newWorkerPool(r *remote) *workerPool { return &workerPool{r: r} }
+
+// pid is the worker's process id, 0 while it starts.
+func (w *worker) pid() int {
+	if w.conn == nil || w.conn.proc == nil || w.conn.proc.cmd.Process == nil {
+		return 0
+	}
+	return w.conn.proc.cmd.Process.Pid
+}
+
+// acquire returns an idle worker marked busy, starting one when the pool has room. Callers are
+// served in arrival order. A start failure fails the oldest waiter with that error.
+func (wp *workerPool) acquire(ctx context.Context) (*worker, error) {
+	wt := &waiter{grant: make(chan grant, 1)}
+	wp.mu.Lock()
+	if wp.r.pool.isClosed() {
+		wp.mu.Unlock()
+		return nil, errPoolClosed
+	}
+	wp.waiting = append(wp.waiting, wt)
+	wp.dispatchLocked()
+	wp.mu.Unlock()
+
+	select {
+	case g := <-wt.grant:
+		return g.w, g.err
+	case <-ctx.Done():
+	}
+	wp.mu.Lock()
+	for i, x := range wp.waiting {
+		if x == wt {
+			wp.waiting = append(wp.waiting[:i], wp.waiting[i+1:]...)
+			wp.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	wp.mu.Unlock()
+	// Granted while ctx ended: give the worker back.
+	if g := <-wt.grant; g.w != nil {
+		wp.release(g.w)
+	}
+	return nil, ctx.Err()
+}
+
+// dispatchLocked hands idle workers to the oldest waiters, then starts workers while there are
+// more waiters than starting workers and the pool has room.
+func (wp *workerPool) dispatchLocked() {
+	for _, w := range wp.workers {
+		if len(wp.waiting) == 0 {
+			break
+		}
+		if w.state != WorkerIdle {
+			continue
+		}
+		if w.conn.dead() { // exited while idle: forget it, a new one starts below
+			wp.removeLocked(w)
+			wp.dispatchLocked()
+			return
+		}
+		wt := wp.waiting[0]
+		wp.waiting = wp.waiting[1:]
+		wp.busyLocked(w)
+		wt.grant <- grant{w: w}
+	}
+	starting := 0
+	for _, w := range wp.workers {
+		if w.state == WorkerStarting {
+			starting++
+		}
+	}
+	for len(wp.waiting) > starting && len(wp.workers) < wp.r.cfg.workers() {
+		w := &worker{state: WorkerStarting, started: time.Now()}
+		wp.nextID++
+		w.id = wp.nextID
+		if !wp.r.pool.jobs.goTrack(func() { wp.start(w) }) {
+			return // closing
+		}
+		wp.workers = append(wp.workers, w)
+		starting++
+	}
+}
+
+func (wp *workerPool) busyLocked(w *worker) {
+	w.state = WorkerBusy
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+}
+
+// start spawns w and publishes it: to the oldest waiter, else as idle. A failure is given to
+// the oldest waiter, and w is forgotten.
+func (wp *workerPool) start(w *worker) {
+	cfg := wp.r.cfg
+	ctx, cancel := context.WithTimeout(wp.r.pool.life, cfg.startTimeout())
+	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("starting worker %s: %w", commandLine(cfg.Command), err)
+	}
+
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if err == nil && wp.r.pool.isClosed() {
+		wp.r.pool.jobs.goTrack(c.close)
+		err = errPoolClosed
+	}
+	if err != nil {
+		wp.removeLocked(w)
+		if len(wp.waiting) > 0 {
+			wt := wp.waiting[0]
+			wp.waiting = wp.waiting[1:]
+			wt.grant <- grant{err: err}
+		}
+		if !wp.r.pool.isClosed() {
+			wp.dispatchLocked()
+		}
+		return
+	}
+	w.conn = c
+	wp.idleLocked(w)
+}
+
+// idleLocked makes w available: to the oldest waiter, else idle (with its idle timer).
+func (wp *workerPool) idleLocked(w *worker) {
+	w.state = WorkerIdle
+	if len(wp.waiting) > 0 {
+		wp.dispatchLocked()
+		return
+	}
+	if d := wp.r.cfg.IdleStop; d > 0 {
+		var timer *time.Timer
+		timer = time.AfterFunc(d, func() {
+			wp.mu.Lock()
+			defer wp.mu.Unlock()
+			// A timer that fired while the worker was taken and made idle again is stale.
+			if w.state == WorkerIdle && w.idle == timer {
+				wp.retireLocked(w)
+			}
+		})
+		w.idle = timer
+	}
+}
+
+// removeLocked forgets w (it is stopped by whoever removes it).
+func (wp *workerPool) removeLocked(w *worker) {
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	for i, x := range wp.workers {
+		if x == w {
+			wp.workers = append(wp.workers[:i], wp.workers[i+1:]...)
+			return
+		}
+	}
+}
+
+// retireLocked forgets w and stops it in the background (stdin closed, killed after
+// closeGrace), then lets a waiter start a new one.
+func (wp *workerPool) retireLocked(w *worker) {
+	wp.removeLocked(w)
+	if w.conn != nil {
+		if !wp.r.pool.jobs.goTrack(w.conn.close) {
+			go w.conn.close() // the pool is closing: Close waits for the workers it still lists only
+		}
+	}
+	wp.dispatchLocked()
+}
+
+// release takes back w after a call that ended normally: it is recycled when it served
+// RecycleAfterCalls calls or its RSS passed MaxRSSMB, dropped when its connection broke, else
+// made idle.
+func (wp *workerPool) release(w *worker) {
+	cfg := wp.r.cfg
+	recycle := w.conn.dead() || (cfg.RecycleAfterCalls > 0 && w.calls >= cfg.RecycleAfterCalls)
+	if !recycle && cfg.MaxRSSMB > 0 {
+		if rss := rssBytes(w.pid()); rss > int64(cfg.MaxRSSMB)<<20 {
+			recycle = true
+		}
+	}
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if recycle || wp.r.pool.isClosed() {
+		wp.retireLocked(w)
+		return
+	}
+	wp.idleLocked(w)
+}
+
+// lose forgets a worker that died or must be killed during a call, and kills it.
+func (wp *workerPool) lose(w *worker) {
+	wp.mu.Lock()
+	wp.lost++
+	wp.removeLocked(w)
+	wp.mu.Unlock()
+	if w.conn.proc != nil && w.conn.proc.cmd.Process != nil {
+		_ = w.conn.proc.cmd.Process.Kill()
+	}
+	if !wp.r.pool.jobs.goTrack(w.conn.close) {
+		w.conn.close()
+	}
+	wp.mu.Lock()
+	if !wp.r.pool.isClosed() {
+		wp.dispatchLocked()
+	}
+	wp.mu.Unlock()
+}
+
+// call runs one tools/call on a worker of the pool.
+func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolRequest) Result {
+	r := wp.r
+	w, err := wp.acquire(ctx)
+	if err != nil {
+		f := classify(ctx, err, 0)
+		if ctx.Err() == nil && !errors.Is(err, errPoolClosed) && f.kind == run.KindError {
+			f.kind = run.KindTransient
+		}
+		return r.failed(ctx, tool, f, err.Error())
+	}
+	pid := w.pid()
+	st := w.conn.settle
+	res, err := w.conn.client.CallTool(ctx, req)
+	wp.mu.Lock()
+	w.calls++
+	wp.mu.Unlock()
+	switch {
+	case err == nil:
+		out := resultFromTool(res)
+		out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+		wp.release(w)
+		return out
+	case ctx.Err() != nil:
+		// Cancelled or timed out: notifications/cancelled is on its way. The worker finishes
+		// the call within KillAfter, or is killed; the caller does not wait.
+		wp.mu.Lock()
+		w.state = WorkerDraining
+		wp.mu.Unlock()
+		if !r.pool.jobs.goTrack(func() { wp.drain(w, st) }) {
+			wp.lose(w)
+		}
+		out := r.failed(ctx, tool, classify(ctx, err, 0), err.Error())
+		out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+		return out
+	}
+	f := classify(ctx, err, 0)
+	if f.broken || w.conn.dead() {
+		msg := w.conn.describe(err)
+		wp.lose(w)
+		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: &WorkerRef{Pool: r.name, PID: pid},
+			Message: fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s", r.name, tool, pid, msg)}
+		if r.pool.isClosed() {
+			out.Kind, out.Message = run.KindCancelled, fmt.Sprintf("remote %q tool %q: %v", r.name, tool, errPoolClosed)
+		}
+		return out
+	}
+	wp.release(w)
+	out := r.failed(ctx, tool, f, err.Error())
+	out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+	return out
+}
+
+// drain waits up to KillAfter for w's cancelled call to be answered, then makes it available
+// again, or kills and replaces it.
+func (wp *workerPool) drain(w *worker, st *settler) {
+	timer := time.NewTimer(wp.r.cfg.killAfter())
+	defer timer.Stop()
+	select {
+	case <-st.idle():
+		wp.release(w)
+	case <-timer.C:
+		wp.lose(w)
+	case <-wp.r.pool.life.Done():
+		wp.lose(w)
+	}
+}
+
+// close stops every worker and waits for them.
+func (wp *workerPool) close() {
+	wp.mu.Lock()
+	ws := wp.workers
+	wp.workers = nil
+	for _, wt := range wp.waiting {
+		wt.grant <- grant{err: errPoolClosed}
+	}
+	wp.waiting = nil
+	wp.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		if w.idle != nil {
+			w.idle.Stop()
+		}
+		if w.conn != nil {
+			wg.Go(w.conn.close)
+		}
+	}
+	wg.Wait()
+}
+
+// info describes the pool now.
+func (wp *workerPool) info() PoolInfo {
+	wp.mu.Lock()
+	pi := PoolInfo{Name: wp.r.name, Command: append([]string(nil), wp.r.cfg.Command...), Max: wp.r.cfg.workers(),
+		Started: wp.nextID, Lost: wp.lost}
+	for _, w := range wp.workers {
+		pi.Workers = append(pi.Workers, WorkerInfo{ID: w.id, PID: w.pid(), State: w.state, Calls: w.calls, StartedAt: w.started})
+	}
+	wp.mu.Unlock()
+	for i := range pi.Workers {
+		pi.Workers[i].RSSBytes = rssBytes(pi.Workers[i].PID)
+	}
+	return pi
+}
+
+// rssBytes is the resident set size of process pid from /proc/PID/status (VmRSS), or -1 when
+// it cannot be read: pid 0, a process that is gone, or a system other than Linux.
+func rssBytes(pid int) int64 {
+	if pid <= 0 || runtime.GOOS != "linux" {
+		return -1
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fields := strings.Fields(rest) // "123456 kB"
+			if len(fields) >= 1 {
+				if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// commandLine renders a command for messages, quoting arguments with spaces.
+func commandLine(cmd []string) string {
+	parts := make([]string, len(cmd))
+	for i, a := range cmd {
+		if a == "" || strings.ContainsAny(a, " \t\"'") {
+			a = strconv.Quote(a)
+		}
+		parts[i] = a
+	}
+	return "`" + strings.Join(parts, " ") + "`"
+}
+
+// warm starts every worker the pool may run and waits until each answered initialize: a check
+// that the command line works (and that as many licences are free). It returns the start
+// failures, joined.
+func (wp *workerPool) warm(ctx context.Context) error {
+	n := wp.r.cfg.workers()
+	got := make(chan *worker, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			w, err := wp.acquire(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- w
+		}()
+	}
+	var held []*worker
+	var failures []error
+	for range n {
+		select {
+		case w := <-got:
+			held = append(held, w)
+		case err := <-errs:
+			failures = append(failures, err)
+		}
+	}
+	for _, w := range held {
+		wp.release(w)
+	}
+	return errors.Join(failures...)
+}

@@ -1,0 +1,307 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// pooled is a bundle whose remote "srv" is a pool of tests/mcpserver workers.
+func pooled(t *testing.T, mod func(*Config)) *bundle {
+	t.Helper()
+	return setup(t, "stdio", func(c *Config) {
+		c.Workers = 4
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func pidOf(t *testing.T, res Result) int {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("call failed: %s: %s", res.Kind, res.Message)
+	}
+	out, _ := res.Output.(map[string]any)
+	n, err := out["pid"].(json.Number).Int64()
+	if err != nil {
+		t.Fatalf("no pid in %#v", res.Output)
+	}
+	if res.Worker == nil || res.Worker.PID != int(n) || res.Worker.Pool != "srv" {
+		t.Fatalf("Result.Worker = %v, want srv/%d", res.Worker, n)
+	}
+	return int(n)
+}
+
+// Calls run one per worker: 8 sleeps of 300 ms on 4 workers overlap on 4 processes.
+func TestWorkerPoolParallel(t *testing.T) {
+	b := pooled(t, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	workers := map[int]int{}
+	start := time.Now()
+	for i := range 8 {
+		wg.Go(func() {
+			res := b.call(t, nil, "sleep", map[string]any{"ms": 300, "key": string(rune('a' + i))})
+			if res.IsError || res.Worker == nil {
+				t.Errorf("sleep: %+v", res)
+				return
+			}
+			mu.Lock()
+			workers[res.Worker.PID]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(workers) != 4 {
+		t.Fatalf("calls ran on %d workers (%v), want 4", len(workers), workers)
+	}
+	for pid, n := range workers {
+		if n != 2 {
+			t.Errorf("worker %d served %d calls, want 2 (one call at a time per worker)", pid, n)
+		}
+	}
+	if elapsed > 2400*time.Millisecond { // serial would be 2.4 s
+		t.Errorf("8 × 300 ms on 4 workers took %v", elapsed)
+	}
+	info := b.pool.Pools()
+	if len(info) != 1 || info[0].Max != 4 || len(info[0].Workers) != 4 {
+		t.Fatalf("Pools() = %+v", info)
+	}
+	for _, w := range info[0].Workers {
+		if w.State != WorkerIdle || w.Calls != 2 || w.PID == 0 || (runtime.GOOS == "linux") != (w.RSSBytes > 0) {
+			t.Errorf("worker %+v: want idle, 2 calls, a pid and an RSS (Linux only)", w)
+		}
+	}
+}
+
+// A worker that exits during a call fails it with worker_lost and is replaced.
+func TestWorkerLost(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	first := pidOf(t, b.call(t, nil, "count", nil))
+	res := b.call(t, nil, "crash", map[string]any{"code": 7})
+	if !res.IsError || res.Kind != run.KindWorkerLost {
+		t.Fatalf("crash: %+v, want kind worker_lost", res)
+	}
+	if !strings.Contains(res.Message, "crash requested") || !strings.Contains(res.Message, "exit status 7") {
+		t.Errorf("message %q lacks the exit status and stderr tail", res.Message)
+	}
+	if res.Worker == nil || res.Worker.PID != first {
+		t.Errorf("Worker = %v, want pid %d", res.Worker, first)
+	}
+	if second := pidOf(t, b.call(t, nil, "count", nil)); second == first {
+		t.Fatalf("the next call ran on the lost worker's pid %d", first)
+	}
+	if info := b.pool.Pools()[0]; info.Lost != 1 || info.Started != 2 {
+		t.Errorf("Pools() = %+v, want 1 lost of 2 started", info)
+	}
+}
+
+// A worker is replaced after RecycleAfterCalls calls, between calls.
+func TestWorkerRecycleAfterCalls(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers, c.RecycleAfterCalls = 1, 2 })
+	var pids []int
+	for range 5 {
+		pids = append(pids, pidOf(t, b.call(t, nil, "count", nil)))
+	}
+	if pids[0] != pids[1] || pids[1] == pids[2] || pids[2] != pids[3] || pids[3] == pids[4] {
+		t.Fatalf("pids %v: want a new worker every 2 calls", pids)
+	}
+}
+
+// A worker whose RSS passes MaxRSSMB is replaced after its call (every Go server is > 1 MiB).
+func TestWorkerRecycleOnRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("max_rss_mb is read from /proc on Linux only (docs/pools.md)")
+	}
+	b := pooled(t, func(c *Config) { c.Workers, c.MaxRSSMB = 1, 1 })
+	a := pidOf(t, b.call(t, nil, "count", nil))
+	if c := pidOf(t, b.call(t, nil, "count", nil)); c == a {
+		t.Fatalf("the worker (pid %d) over max_rss_mb was not recycled", a)
+	}
+}
+
+// Cancelling a call returns at once; the worker gets notifications/cancelled, finishes, and
+// serves the next call.
+func TestWorkerCancelCooperative(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	res := b.call(t, ctx, "sleep", map[string]any{"ms": 20000, "key": "k"})
+	if res.Kind != run.KindCancelled || res.Worker == nil {
+		t.Fatalf("cancelled sleep: %+v", res)
+	}
+	if got := pidOf(t, b.call(t, nil, "count", nil)); got != res.Worker.PID {
+		t.Fatalf("after a cooperative cancel the call ran on pid %d, want the same worker %d", got, res.Worker.PID)
+	}
+}
+
+// A worker that does not finish a cancelled call within KillAfter is killed and replaced.
+func TestWorkerCancelKilled(t *testing.T) {
+	needPOSIXTools(t)
+	b := setup(t, "stdio", func(c *Config) {
+		c.Command = []string{"python3", "-c", stubbornWorker}
+		c.Workers, c.KillAfter = 1, 300*time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	res := b.call(t, ctx, "hang", nil)
+	if res.Kind != run.KindTimeout || res.Worker == nil {
+		t.Fatalf("hang: %+v", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info := b.pool.Pools()[0]
+		if info.Lost == 1 && len(info.Workers) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stubborn worker was not killed: %+v", info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rssBytes(res.Worker.PID) != -1 {
+		t.Errorf("pid %d still runs", res.Worker.PID)
+	}
+}
+
+// stubbornWorker answers initialize, then never answers tools/call.
+const stubbornWorker = `
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "stub", "version": "0"}}}), flush=True)
+`
+
+// Start failures name the command and the end of its stderr.
+func TestWorkerStartFailures(t *testing.T) {
+	needPOSIXTools(t)
+	t.Run("exits at start", func(t *testing.T) {
+		b := setup(t, "stdio", func(c *Config) {
+			c.Command = []string{"sh", "-c", "echo licence server unreachable >&2; exit 3"}
+			c.Workers = 2
+		})
+		res := b.call(t, nil, "count", nil)
+		if !res.IsError || !strings.Contains(res.Message, "licence server unreachable") ||
+			!strings.Contains(res.Message, "starting worker `sh -c") {
+			t.Fatalf("got %+v", res)
+		}
+	})
+	t.Run("never answers", func(t *testing.T) {
+		b := setup(t, "stdio", func(c *Config) {
+			c.Command = []string{"sh", "-c", "echo loading plugins >&2; sleep 30"}
+			c.Workers, c.StartTimeout = 1, 500*time.Millisecond
+		})
+		start := time.Now()
+		res := b.call(t, nil, "count", nil)
+		if !res.IsError || !strings.Contains(res.Message, "no answer to initialize within 500ms") ||
+			!strings.Contains(res.Message, "loading plugins") || !strings.Contains(res.Message, "sleep 30") {
+			t.Fatalf("got %+v", res)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("took %v", d)
+		}
+	})
+}
+
+// Idle workers stop after IdleStop and start again on demand.
+func TestWorkerIdleStop(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers, c.IdleStop = 1, 200*time.Millisecond })
+	a := pidOf(t, b.call(t, nil, "count", nil))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.pool.Pools()[0].Workers) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle worker did not stop")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c := pidOf(t, b.call(t, nil, "count", nil)); c == a {
+		t.Fatal("no new worker after the idle stop")
+	}
+}
+
+func TestWorkerConfigInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Command: []string{"x"}, Workers: -1}, "workers: must be 0 or 1 to 256"},
+		{Config{Command: []string{"x"}, Workers: 257}, "workers: must be 0 or 1 to 256"},
+		{Config{Command: []string{"x"}, RecycleAfterCalls: -2}, "recycle_after_calls"},
+		{Config{Command: []string{"x"}, MaxRSSMB: 1 << 21}, "max_rss_mb"},
+		{Config{Command: []string{"x"}, StartTimeout: time.Millisecond}, "start_timeout: must be 0 or 100ms to 168h0m0s"},
+		{Config{Command: []string{"x"}, KillAfter: -time.Second}, "kill_after"},
+		{Config{Command: []string{"x"}, IdleStop: 8 * 24 * time.Hour}, "idle_stop"},
+		{Config{URL: "http://h/mcp", Workers: 2}, "apply to command remotes only"},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Warm starts every worker of a pool before the first call.
+func TestWorkerWarm(t *testing.T) {
+	needPOSIXTools(t)
+	b := pooled(t, func(c *Config) { c.Workers = 3 })
+	if err := b.pool.Warm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	info := b.pool.Pools()[0]
+	if len(info.Workers) != 3 || info.Started != 3 {
+		t.Fatalf("after Warm: %+v", info)
+	}
+	for _, w := range info.Workers {
+		if w.State != WorkerIdle || w.PID == 0 || w.Calls != 0 {
+			t.Errorf("worker %+v", w)
+		}
+	}
+	bad := setup(t, "stdio", func(c *Config) { c.Command, c.Workers = []string{"sh", "-c", "echo no licence >&2; exit 1"}, 2 })
+	if err := bad.pool.Warm(t.Context()); err == nil || !strings.Contains(err.Error(), "no licence") || !strings.Contains(err.Error(), `remote "srv"`) {
+		t.Fatalf("Warm of a failing pool: %v", err)
+	}
+}
+
+// Calls waiting for a busy pool are served in arrival order (the server logs each start).
+func TestWorkerQueueIsFIFO(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	var wg sync.WaitGroup
+	wg.Go(func() { b.call(t, nil, "sleep", map[string]any{"ms": 400, "key": "first"}) })
+	time.Sleep(150 * time.Millisecond)
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		wg.Go(func() {
+			if res := b.call(t, nil, "sleep", map[string]any{"ms": 1, "key": key}); res.IsError {
+				t.Errorf("%s: %s", key, res.Message)
+			}
+		})
+		time.Sleep(30 * time.Millisecond) // arrival order
+	}
+	wg.Wait()
+	var order []string
+	for _, line := range b.logLines(t) {
+		if key, ok := strings.CutPrefix(line, "started key="); ok {
+			order = append(order, key)
+		}
+	}
+	if strings.Join(order, " ") != "first a b c d e" {
+		t.Fatalf("served in order %v, want first a b c d e", order)
+	}
+}
+
+// needPOSIXTools skips tests whose stand-in workers are sh or python3 scripts where those are
+// not POSIX programs (Windows).
+func needPOSIXTools(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in workers are sh and python3 scripts")
+	}
+}
