@@ -18,6 +18,11 @@ func goList(t *testing.T, args ...string) []string {
 	if err != nil {
 		bin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
+	if runtime.GOOS == "windows" {
+		// The import graph is the same on every OS; the Linux run checks it. A Windows test
+		// binary cross-built here and run under Wine has no go command to list packages with.
+		t.Skip("the import check needs the go command; it runs on the build OS")
+	}
 	cmd := exec.Command(bin, append([]string{"list"}, args...)...)
 	cmd.Dir = ".."
 	out, err := cmd.Output()
