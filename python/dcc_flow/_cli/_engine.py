@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
+from .._suggest import file_hint
 from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
@@ -124,7 +125,7 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
 def _import(spec: str) -> Any:
     if spec.endswith(".py") or os.sep in spec:
         if not os.path.isfile(spec):
-            raise CliError("--tools %s: no such file" % spec)
+            raise CliError("--tools %s: no such file%s" % (spec, file_hint(spec)))
         name = "dcc_flow_tools_" + os.path.splitext(os.path.basename(spec))[0]
         loaded = sys.modules.get(name)
         if loaded is not None and os.path.realpath(getattr(loaded, "__file__", "") or "") == os.path.realpath(spec):

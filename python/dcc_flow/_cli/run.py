@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from .._errors import DccFlowError
 from .._spec import WorkflowSpec
+from .._suggest import file_hint
 from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
@@ -157,7 +158,8 @@ class RunCommand(Command):
             elif args.workflows:
                 spec = target
             else:
-                raise CliError("%s: no such file (give a spec file, or a workflow name with --workflows DIR)" % target)
+                raise CliError("%s: no such file%s (give a spec file, or a workflow name with --workflows DIR)"
+                               % (target, file_hint(target)))
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             after = engine.last_event_seq()
