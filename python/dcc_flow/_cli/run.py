@@ -151,7 +151,7 @@ class RunCommand(Command):
         inputs = parse_inputs(args.input, args.inputs_json)
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
-            register_dir(engine, args.workflows)
+            register_dir(engine, args.workflows, ctx)
             target = args.target
             if os.path.isfile(target):
                 spec: Any = read_valid_spec(target, ctx)
@@ -263,8 +263,12 @@ def read_valid_spec(path: str, ctx: Context) -> WorkflowSpec:
     return loaded.spec
 
 
-def register_dir(engine: Any, folder: Optional[str]) -> List[str]:
-    """Register every spec file (.yaml, .yml, .json, not *.schedules.*) of folder."""
+def register_dir(engine: Any, folder: Optional[str], ctx: Optional[Context] = None) -> List[str]:
+    """Register every workflow spec file (.yaml, .yml, .json, not *.schedules.*) of folder.
+
+    A file that is not a workflow spec at all (not a mapping, or a mapping with none of a spec's
+    fields, such as a schedules.yaml or a remotes.json beside the specs) is skipped with a line on
+    ``ctx``'s stderr; a spec with problems stops the command as before."""
     if not folder:
         return []
     if not os.path.isdir(folder):
@@ -272,8 +276,33 @@ def register_dir(engine: Any, folder: Optional[str]) -> List[str]:
     names = []
     for entry in sorted(os.listdir(folder)):
         if entry.endswith((".yaml", ".yml", ".json")) and ".schedules." not in entry:
-            names.append(engine.register_workflow(os.path.join(folder, entry)))
+            path = os.path.join(folder, entry)
+            try:
+                names.append(engine.register_workflow(path))
+            except DccFlowError as exc:
+                reason = _not_a_spec(exc)
+                if reason is None:
+                    raise
+                if ctx is not None:
+                    ctx.eprint("--workflows: skipping %s (%s)" % (path, reason))
     return names
+
+
+def _not_a_spec(exc: DccFlowError) -> Optional[str]:
+    """Why the file ``exc`` was raised for is not a workflow spec at all, or None when it is one
+    with problems: its top level is not a mapping, or has no `steps` and only fields a spec does
+    not have, none of them a likely typo of a spec field."""
+    if exc.code == "not_a_mapping":
+        return "not a mapping"
+    problems = getattr(exc, "problems", None) or []
+    codes = [p.code for p in problems]
+    top_unknown = [p.path for p in problems if p.code == "unknown_field" and p.path and "." not in p.path
+                   and "[" not in p.path]
+    typo = any("did you mean" in (p.message or "") for p in problems)  # `stpes:` is a spec with a typo
+    if "no_steps" in codes and top_unknown and len(top_unknown) == len(codes) - 1 and not typo:
+        return "not a workflow spec: no `steps`, and %s %s" % (
+            "fields" if len(top_unknown) > 1 else "field", ", ".join("`%s`" % f for f in sorted(top_unknown)))
+    return None
 
 
 COMMAND = RunCommand()
