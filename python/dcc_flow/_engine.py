@@ -313,10 +313,13 @@ class Engine:
             return {name: e.fn for name, e in self._tools.items()}
 
     def register_workflow(self, spec: SpecLike) -> str:
-        """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name."""
+        """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name.
+
+        A code-first ``@workflow`` also registers its ``@task`` tools, as ``submit`` does."""
         req = _spec_request(spec)
         if "workflow" in req:
             raise ValueError("register_workflow needs a spec, not the catalog name %r" % req["workflow"])
+        self._register_flow_tools(spec)  # a @workflow's tasks, so a run by name finds them
         out = self._call("dccflow_workflow_register", {"text": req["spec"], "format": req.get("format", "auto"),
                                                        "source": req.get("source") or ""}, req.get("source"))
         return str(out["name"])

@@ -18,6 +18,7 @@ from ._engine import (
     exit_code,
     format_duration,
     load_tools,
+    load_workflow,
     open_engine,
     parse_inputs,
 )
@@ -135,7 +136,9 @@ class RunCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("target", metavar="FILE|NAME", help="a spec file, or a workflow name found in --workflows")
+        parser.add_argument("target", metavar="FILE|NAME|FILE.py:FLOW",
+                            help="a spec file, a workflow name found in --workflows, or a @workflow "
+                                 "(flows.py:intake or package.module:intake)")
         parser.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                             help="an input (repeatable); JSON values are parsed (3, true, [1,2]), others are strings")
         parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
@@ -153,8 +156,11 @@ class RunCommand(Command):
             load_tools(engine, args.tools)
             register_dir(engine, args.workflows, ctx)
             target = args.target
-            if os.path.isfile(target):
-                spec: Any = read_valid_spec(target, ctx)
+            flow = None if os.path.isfile(target) else load_workflow(target)
+            if flow is not None:
+                spec: Any = flow
+            elif os.path.isfile(target):
+                spec = read_valid_spec(target, ctx)
             elif args.workflows:
                 spec = target
             else:
