@@ -49,6 +49,11 @@ const (
 // known, step_id, path, line, column and hint. String formats it as "line:col: message".
 type Problem = problem.Problem
 
+// ProblemError is implemented by the errors that list problems: *ValidationError and the
+// scheduler's (engine.ScheduleValidationError), so that a door reports either with one branch:
+// ErrorCode is the error's stable code, ProblemList every problem in document order.
+type ProblemError = problem.Error
+
 // ValidationError is returned when a spec has problems. Code is "parse_error" when the text is
 // not well-formed, "too_large" when a limit is exceeded, else "validation_failed".
 type ValidationError struct {
@@ -59,6 +64,8 @@ type ValidationError struct {
 
 // ErrorCode returns the stable error code (for run.CodeOf).
 func (e *ValidationError) ErrorCode() string { return e.Code }
+
+var _ ProblemError = (*ValidationError)(nil)
 
 // ProblemList returns e.Problems (for ProblemError).
 func (e *ValidationError) ProblemList() []Problem { return e.Problems }

@@ -50,6 +50,8 @@ type ValidationError struct {
 // ErrorCode returns the stable error code (for run.CodeOf).
 func (e *ValidationError) ErrorCode() string { return e.Code }
 
+var _ problem.Error = (*ValidationError)(nil)
+
 // ProblemList returns e.Problems (for problem.Error).
 func (e *ValidationError) ProblemList() []Problem { return e.Problems }
 
