@@ -283,7 +283,7 @@ func (d *decoder) schedule(n *yaml.Node, index int) *located {
 		case "catchup":
 			s.Catchup, _ = d.Bool(f.Value, at)
 		case "max_concurrent":
-			if v, ok := d.int(f.Value, at); ok {
+			if v, ok := d.smallInt(f.Value, at); ok {
 				s.MaxConcurrent = v
 			}
 		case "trigger":
@@ -343,7 +343,7 @@ func (d *decoder) trigger(n *yaml.Node, at yamltext.At, l *located) {
 		case "timezone":
 			t.Timezone, _ = d.Str(f.Value, fat)
 		case "jitter_secs":
-			if v, ok := d.int(f.Value, fat); ok {
+			if v, ok := d.smallInt(f.Value, fat); ok {
 				t.JitterSecs = v
 			}
 		case "every":
@@ -361,7 +361,7 @@ func (d *decoder) trigger(n *yaml.Node, at yamltext.At, l *located) {
 		case "signature":
 			t.Signature, _ = d.Str(f.Value, fat)
 		case "tolerance_secs":
-			if v, ok := d.int(f.Value, fat); ok {
+			if v, ok := d.smallInt(f.Value, fat); ok {
 				t.ToleranceSecs = v
 			}
 		}
@@ -375,10 +375,10 @@ func nodePos(n *yaml.Node) pos {
 	return pos{n.Line, n.Column}
 }
 
-// int returns the whole number n holds as an int. No schedule field takes one beyond ±2^31:
+// smallInt returns the whole number n holds as an int. No schedule field takes one beyond ±2^31:
 // such a number is an invalid_value problem that quotes it as written (the decoder saturates it
 // at the int64 bounds), and ok is false.
-func (d *decoder) int(n *yaml.Node, at yamltext.At) (int, bool) {
+func (d *decoder) smallInt(n *yaml.Node, at yamltext.At) (int, bool) {
 	v, ok := d.Int(n, at)
 	if !ok {
 		return 0, false
