@@ -76,9 +76,8 @@ type pending struct {
 	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
-	claim  atomic.Uint32
-	reason string   // why it was dropped; set when withdrawn, under Host.mu
-	next   *pending // in Host.abandoned
+	claim atomic.Uint32
+	next  *pending // in Host.abandoned
 }
 
 // answer is what a waiting Call receives: the host's result, or ErrClosed.
