@@ -189,8 +189,8 @@ steps:
 	if _, err := b.eng.Status(ctx, id); codeOf(err) != run.CodeClosed {
 		t.Fatalf("Status after Close: %v", err)
 	}
-	if _, err := b.eng.Host().Next(ctx, engine.LaneMain, 1, time.Second); codeOf(err) != run.CodeClosed {
-		t.Fatalf("Host().Next after Close: %v", err)
+	if _, err := b.eng.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: time.Second}); codeOf(err) != run.CodeClosed {
+		t.Fatalf("Host().Pull after Close: %v", err)
 	}
 
 	// The records outlive the engine: a second engine on the same store sees an interrupted run.
