@@ -52,9 +52,9 @@ type (
 	ToolError = tools.ToolError
 	// ToolInfo describes a tool: host tools are registered with RegisterTool.
 	ToolInfo = tools.ToolInfo
-	// Host is the queue host tools are pulled from (Next, Complete, CompleteAndNext, Cancelled).
+	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled; OpenPuller, Release, ClosePuller).
 	Host = tools.Host
-	// PendingCall is a host tool call handed out by Host.Next.
+	// PendingCall is a host tool call handed out by Host.Pull.
 	PendingCall = tools.PendingCall
 	// Approval is an open approval of a run.
 	Approval = exec.Approval
@@ -217,7 +217,7 @@ func (e *Engine) float64() float64 {
 }
 
 // Close stops the engine: runs in flight are stopped and become interrupted (not cancelled),
-// blocked Host.Next calls and event subscriptions return code closed, and the store is closed
+// blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
 // if the engine opened it. It waits for the runs to write their final state, or until ctx
 // ends (it then returns context.Cause(ctx)). Closing twice is not an error.
 func (e *Engine) Close(ctx context.Context) error {

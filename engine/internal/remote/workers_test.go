@@ -150,6 +150,11 @@ func TestWorkerCancelKilled(t *testing.T) {
 		c.Command = []string{"python3", "-c", stubbornWorker}
 		c.Workers, c.KillAfter = 1, 300*time.Millisecond
 	})
+	// The worker starts first: on a loaded machine under -race, starting python3 can take
+	// longer than the call's 300 ms, which then times out before any worker holds it.
+	if err := b.pool.Warm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	res := b.call(t, ctx, "hang", nil)
