@@ -15,7 +15,7 @@ import "unsafe"
 // dccflow_free.
 
 // exportFunc is the shape of every JSON export.
-type exportFunc func(C.uint64_t, *C.char, **C.char) C.int32_t
+type exportFunc func(C.uint64_t, *cchar, **C.char) C.int32_t
 
 var exportsByName = map[string]exportFunc{
 	"dccflow_version":       dccflow_version,
@@ -27,10 +27,11 @@ var exportsByName = map[string]exportFunc{
 // code and the output string (nil out pointer when passNilOut).
 func callExport(name string, handle uint64, in *string, passNilOut bool) (int32, string) {
 	fn := exportsByName[name]
-	var cin *C.char
+	var cin *cchar
 	if in != nil {
-		cin = C.CString(*in)
-		defer C.free(unsafe.Pointer(cin))
+		p := C.CString(*in)
+		defer C.free(unsafe.Pointer(p))
+		cin = (*cchar)(unsafe.Pointer(p))
 	}
 	if passNilOut {
 		return int32(fn(C.uint64_t(handle), cin, nil)), ""
