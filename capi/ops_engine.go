@@ -458,8 +458,7 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 	}
 	accepted := true
 	if err := e.Host().Complete(req.CallID, result); err != nil {
-		var re *run.Error
-		if !errors.As(err, &re) || re.Details["dropped"] != true {
+		if !errors.Is(err, engine.ErrDropped) {
 			return nil, err
 		}
 		accepted = false // a late result: the call timed out or was cancelled
