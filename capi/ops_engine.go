@@ -15,8 +15,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// engines holds every open engine of the process.
-var engines = newHandleTable[*engine.Engine]()
+// engines holds every open engine of the process, with its servers.
+var engines = newHandleTable[*engineEntry]()
 
 // maxBlock caps every blocking export: Ctrl-C and shutdown are never stuck for long.
 const maxBlock = 60 * time.Second
@@ -34,10 +34,11 @@ func millis(ms int64) time.Duration {
 
 func withEngine[Req any](fn func(e *engine.Engine, req *Req) (any, error)) op {
 	return func(h uint64, in []byte) (any, error) {
-		e, err := engines.get(h)
+		ent, err := engines.get(h)
 		if err != nil {
 			return nil, err
 		}
+		e := ent.e
 		req := new(Req)
 		decodeReq := decode
 		if d, ok := any(req).(requestDecoder); ok {
@@ -70,18 +71,24 @@ func opEngineOpen(_ uint64, in []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]uint64{"handle": engines.add(e)}, nil
+	return map[string]uint64{"handle": engines.add(&engineEntry{e: e})}, nil
 }
 
+// opEngineClose forgets the handle, stops the servers serve_start started (a serve_start running
+// at the same moment either finished first, and its servers are stopped here, or finds the
+// entry closed and answers stale_handle), then closes the engine.
 func opEngineClose(h uint64, _ []byte) (any, error) {
-	e, ok := engines.remove(h)
+	ent, ok := engines.remove(h)
 	if !ok {
 		return map[string]bool{"closed": false}, nil
 	}
-	stopDoors(h)
+	ent.mu.Lock()
+	ent.closed = true
+	ent.stopServersLocked()
+	ent.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if err := e.Close(ctx); err != nil {
+	if err := ent.e.Close(ctx); err != nil {
 		return nil, err
 	}
 	return map[string]bool{"closed": true}, nil
