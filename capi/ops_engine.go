@@ -470,11 +470,12 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 		}
 		accepted = false // a late result: the call timed out or was cancelled
 	}
+	if req.Next == nil {
+		return map[string]bool{"accepted": accepted}, nil // no "calls": null
+	}
 	res := nextResult{Accepted: &accepted}
-	if req.Next != nil {
-		if err := next(e, req.Next, &res); err != nil {
-			return nil, err
-		}
+	if err := next(e, req.Next, &res); err != nil {
+		return nil, err
 	}
 	return res, nil
 })
