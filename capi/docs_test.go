@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
 )
 
 // TestDocsExamples keeps docs/c-abi.md exact, as engine/spec/docs_test.go does for docs/spec.md.
@@ -400,4 +403,143 @@ func show(path string) string {
 		return "the top level"
 	}
 	return fmt.Sprintf("%q", path)
+}
+
+// requestTypes are the Go types each export decodes its request into (nil: it reads none).
+var requestTypes = map[string]any{
+	"dccflow_version":            nil,
+	"dccflow_spec_parse":         specRequest{},
+	"dccflow_spec_validate":      specRequest{},
+	"dccflow_engine_open":        openRequest{},
+	"dccflow_engine_close":       nil,
+	"dccflow_tool_register":      toolRequest{},
+	"dccflow_workflow_register":  specRequest{},
+	"dccflow_run_submit":         submitRequest{},
+	"dccflow_run_status":         runRequest{},
+	"dccflow_run_wait":           runRequest{},
+	"dccflow_run_cancel":         cancelRequest{},
+	"dccflow_run_approve":        approveRequest{},
+	"dccflow_run_resume":         resumeRequest{},
+	"dccflow_runs_list":          runsRequest{},
+	"dccflow_pools_list":         poolsRequest{},
+	"dccflow_runs_prune":         pruneRequest{},
+	"dccflow_calls_next":         nextRequest{},
+	"dccflow_calls_complete":     completeRequest{},
+	"dccflow_call_cancelled":     callRequest{},
+	"dccflow_puller_open":        nil,
+	"dccflow_puller_close":       pullerRequest{},
+	"dccflow_calls_release":      releaseRequest{},
+	"dccflow_events_next":        eventsRequest{},
+	"dccflow_schedules_parse":    schedulesParseRequest{},
+	"dccflow_schedules_validate": schedulesValidateRequest{},
+	"dccflow_schedule_add":       engine.ScheduleSpec{},
+	"dccflow_schedule_remove":    idRequest{},
+	"dccflow_schedules_list":     nil,
+	"dccflow_serve_start":        serveRequest{},
+	"dccflow_serve_stop":         nil,
+	"dccflow_serve_status":       serveStatusRequest{},
+}
+
+// TestDocsRequestFields: every field an export's request accepts is named (`field`) in the
+// section of docs/c-abi.md that documents the export, and every field of a nested object (a
+// config's remote, a schedule's trigger) somewhere in the page. Response fields are checked by
+// TestDocsExamples (an answer's field missing from its example fails there).
+func TestDocsRequestFields(t *testing.T) {
+	t.Parallel()
+	const docsPath = "../docs/c-abi.md"
+	b, err := os.ReadFile(docsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for name := range exportsByName {
+		typ, ok := requestTypes[name]
+		if !ok {
+			t.Errorf("requestTypes has no entry for %s", name)
+			continue
+		}
+		if typ == nil {
+			continue
+		}
+		section := docSection(page, name)
+		if section == "" {
+			t.Errorf("%s: no section (### heading) names %s", docsPath, name)
+			continue
+		}
+		for _, f := range jsonFields(reflect.TypeOf(typ), 0) {
+			text := section
+			if f.depth > 0 {
+				text = page
+			}
+			if !strings.Contains(text, "`"+f.name+"`") && !strings.Contains(text, `"`+f.name+`"`) {
+				where := "the section of " + name
+				if f.depth > 0 {
+					where = "the page"
+				}
+				t.Errorf("%s: %s does not name the request field %q (Go %s)", docsPath, where, f.name, f.goPath)
+			}
+		}
+	}
+	for name := range requestTypes {
+		if _, ok := exportsByName[name]; !ok {
+			t.Errorf("requestTypes names %s, which is not an export", name)
+		}
+	}
+}
+
+// docSection is the text under the ### heading that names export (up to the next heading).
+func docSection(page, export string) string {
+	lines := strings.Split(page, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "### ") || !strings.Contains(l, "`"+export+"(") {
+			continue
+		}
+		var out []string
+		for _, l := range lines[i+1:] {
+			if strings.HasPrefix(l, "## ") || strings.HasPrefix(l, "### ") {
+				break
+			}
+			out = append(out, l)
+		}
+		return strings.Join(out, "\n")
+	}
+	return ""
+}
+
+type jsonField struct {
+	name   string
+	goPath string
+	depth  int // 0 = a field of the request object itself
+}
+
+// jsonFields lists the JSON field names of struct type t (embedded structs flattened, nested
+// structs, maps and slices of structs followed).
+func jsonFields(t reflect.Type, depth int) []jsonField {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.PkgPath() == "time" {
+		return nil
+	}
+	var out []jsonField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := strings.Split(f.Tag.Get("json"), ",")[0]
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			out = append(out, jsonFields(f.Type, depth)...)
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		out = append(out, jsonField{name: tag, goPath: t.Name() + "." + f.Name, depth: depth})
+		out = append(out, jsonFields(f.Type, depth+1)...)
+	}
+	return out
 }

@@ -94,14 +94,25 @@ func opEngineClose(h uint64, _ []byte) (any, error) {
 	return map[string]bool{"closed": true}, nil
 }
 
-var opToolRegister = withEngine(func(e *engine.Engine, req *engine.ToolInfo) (any, error) {
+// toolRequest is the input of dccflow_tool_register: engine.ToolInfo without Builtin, which
+// only the engine sets.
+type toolRequest struct {
+	Name          string          `json:"name"`
+	Lane          string          `json:"lane"`
+	MaxConcurrent int             `json:"max_concurrent"`
+	Description   string          `json:"description"`
+	Schema        json.RawMessage `json:"schema"`
+}
+
+var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, error) {
 	if err := required("name", req.Name); err != nil {
 		return nil, err
 	}
 	if req.Lane == "" {
 		req.Lane = engine.LaneMain
 	}
-	return struct{}{}, e.RegisterTool(*req)
+	return struct{}{}, e.RegisterTool(engine.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
+		Description: req.Description, Schema: req.Schema})
 })
 
 var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {
@@ -217,7 +228,12 @@ var opRunWait = withEngine(func(e *engine.Engine, req *runRequest) (any, error) 
 	return status(e, req, info)
 })
 
-var opRunCancel = withEngine(func(e *engine.Engine, req *runRequest) (any, error) {
+type cancelRequest struct {
+	RunID  string `json:"run_id"`
+	Reason string `json:"reason"`
+}
+
+var opRunCancel = withEngine(func(e *engine.Engine, req *cancelRequest) (any, error) {
 	if err := required("run_id", req.RunID); err != nil {
 		return nil, err
 	}
