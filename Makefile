@@ -36,6 +36,7 @@ lib: $(LIB) ## Build the native library python/dcc_flow/_lib/libdccflow.so
 $(LIB): $(GO_SOURCES)
 	@mkdir -p $(LIBDIR)
 	$(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
+	@scripts/check_header.sh $(LIBDIR)/libdccflow.h || { rm -f $@; exit 1; }
 	@rm -f $(LIBDIR)/libdccflow.h
 
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras

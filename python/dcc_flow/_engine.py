@@ -59,7 +59,9 @@ class StepRecord:
         self.step_id: str = d.get("step_id", "")
         self.kind: str = d.get("kind", "")
         self.status = StepStatus(d.get("status", "pending"))
-        self.attempt: int = int(d.get("attempts") or d.get("attempt") or 0)
+        #: The attempts made (the record's ``attempts``): the number of the last one, 0 when none ran
+        #: (a cached step, an approval, a container).
+        self.attempt: int = int(d.get("attempts") or 0)
         self.cached: bool = bool(d.get("cached"))
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -257,10 +258,27 @@ func (h *Host) requeueLocked(p *pending) {
 	h.lanes[p.call.Lane].enqueue(p, true)
 }
 
+// ErrDropped is the cause of Complete's error for a late result: the call is no longer pending
+// (its step was cancelled or timed out, or it was already answered) and the result was dropped.
+// Test for it with errors.Is; the error is a *run.Error with code invalid_state whose message
+// says why ("attempt 1 timed out after 5s") and whose details are {"call_id", "reason"?}.
+var ErrDropped = errors.New("the tool call is no longer pending; its result was dropped")
+
+// droppedError is Complete's error for a late result of call id; reason is "" when unknown
+// (the drop log forgot it).
+func droppedError(id uint64, reason string) error {
+	if reason == "" {
+		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending; its result was dropped", id),
+			Details: map[string]any{"call_id": id}, Err: ErrDropped}
+	}
+	return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
+		Details: map[string]any{"call_id": id, "reason": reason}, Err: ErrDropped}
+}
+
 // Complete answers the pulled call id. It fails, and the result is dropped, when the call is
 // unknown (code not_found), not pulled yet (code invalid_state) or no longer wanted because its
-// step was cancelled or timed out or it was already answered (code invalid_state, with
-// details {"dropped": true, "reason": …}).
+// step was cancelled or timed out or it was already answered (code invalid_state, wrapping
+// ErrDropped).
 func (h *Host) Complete(id uint64, res Result) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -268,12 +286,10 @@ func (h *Host) Complete(id uint64, res Result) error {
 	p, ok := h.calls[id]
 	if !ok {
 		if reason, known := h.dropped.get(id); known {
-			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
-				Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+			return droppedError(id, reason)
 		}
 		if id > 0 && id <= h.nextID {
-			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending; its result was dropped", id),
-				Details: map[string]any{"call_id": id, "dropped": true}}
+			return droppedError(id, "")
 		}
 		return &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no tool call with id %d", id), Details: map[string]any{"call_id": id}}
 	}
@@ -288,8 +304,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 		// Abandoned an instant ago; the batch withdrawal has not run yet.
 		reason := dropReason(p.ctx)
 		h.withdrawLocked(p, reason)
-		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
-			Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+		return droppedError(id, reason)
 	}
 	p.state = stateGone
 	p.puller = 0

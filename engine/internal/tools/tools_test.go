@@ -183,7 +183,7 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 	}
 	err := b.host.Complete(c.ID, tools.Result{Output: "late"})
 	var re *run.Error
-	if !errors.As(err, &re) || re.Code != run.CodeInvalidState || re.Details["dropped"] != true || re.Details["reason"] != cause.Error() {
+	if !errors.As(err, &re) || re.Code != run.CodeInvalidState || !errors.Is(err, tools.ErrDropped) || re.Details["reason"] != cause.Error() {
 		t.Fatalf("late Complete: %#v", err)
 	}
 	if b.host.Pending() != 0 {
