@@ -13,10 +13,12 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 
 from ._errors import DccFlowError
 
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-_PATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_JSONPATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The name rules of engine/spec/validate.go (checked against testdata/golden/shared_rules.json).
+# \Z, not $: Python's $ also matches before a final newline, Go's does not.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+_PATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+_JSONPATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _RESERVED = frozenset(["inputs", "steps", "item", "env", "trigger", "run"])
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

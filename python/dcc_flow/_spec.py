@@ -281,11 +281,15 @@ class RetryPolicy(_View):
     def is_retryable(self, kind: str) -> bool:
         """Whether an attempt that failed with error kind ``kind`` is retried (ignoring max_attempts).
 
-        With ``retry_on`` set, only the listed kinds are. Without it, every kind is except
-        ``fatal``, ``cancelled``, ``invalid_input``, ``permission``, ``not_found``,
-        ``invalid_output`` and ``too_large``. The empty kind counts as ``error``.
+        ``cancelled`` never is. With ``retry_on`` set, only the listed kinds are. Without it,
+        every kind is except ``fatal``, ``cancelled``, ``invalid_input``, ``permission``,
+        ``not_found``, ``invalid_output`` and ``too_large``. The empty kind counts as ``error``.
+        (The engine's rule: engine/spec/retry_policy.go; both are checked against
+        testdata/golden/shared_rules.json.)
         """
         kind = str(kind) or "error"
+        if kind == "cancelled":
+            return False
         retry_on = self.retry_on
         if retry_on is None:
             return kind not in NOT_RETRIED_BY_DEFAULT

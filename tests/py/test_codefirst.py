@@ -950,6 +950,9 @@ def test_lazy_workflows_compile_on_first_use():
     "options, error",
     [
         ({"name": "maya.export"}, "not a valid tool name"),
+        ({"name": "maya_export\n"}, "not a valid tool name"),  # Python's $ would match before the newline
+        ({"id": "export\n"}, "id="),
+        ({"dcc": "maya\n"}, "dcc="),
         ({"retries": -1}, "retries must be an int >= 0"),
         ({"retry_delay_seconds": 2}, "needs retries=N"),
         ({"retries": 3, "retry_delay_seconds": [1, 5, 30]}, "cannot be expressed"),

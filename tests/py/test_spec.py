@@ -473,3 +473,12 @@ def test_to_json_reparses_with_raw_control_characters(tmp_path):
     assert WorkflowSpec.from_file(path) == spec
     assert WorkflowSpec.from_json(spec.to_dict()) == spec
     assert WorkflowSpec.from_yaml_str(spec.to_yaml()) == spec
+
+
+def test_to_json_matches_go_for_negative_zero():
+    # Go keeps the float -0 and writes it "-0", which json.loads alone reads as the integer 0.
+    text = '{"name":"z","steps":[{"id":"a","tool":"t","args":{"i":-0,"f":-0.0,"l":[-0,0,-0.5]}}]}'
+    spec = WorkflowSpec.from_json(text)
+    assert '"f":-0,"i":-0,"l":[-0,0,-0.5]' in spec.to_json()
+    assert hashlib.sha256(spec.to_json().encode("utf-8")).hexdigest() == spec.spec_hash
+    assert WorkflowSpec.from_json(spec.to_dict()).spec_hash == spec.spec_hash
