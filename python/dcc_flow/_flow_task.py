@@ -61,6 +61,7 @@ class Task(_FlowCallable):
         "thread",
         "max_concurrent",
         "dcc",
+        "pool",
         "id",
     )
 
@@ -78,6 +79,7 @@ class Task(_FlowCallable):
         max_concurrent: Optional[int] = None,
         dcc: Optional[str] = None,
         id: Optional[str] = None,
+        pool: Optional[str] = None,
     ) -> None:
         if not callable(fn):
             raise TypeError("@task needs a function; got %r" % (fn,))
@@ -97,6 +99,7 @@ class Task(_FlowCallable):
             "thread": thread,
             "max_concurrent": max_concurrent,
             "dcc": dcc,
+            "pool": pool,
             "id": id,
         }
         fn_name = str(getattr(fn, "__name__", "task"))
@@ -124,6 +127,15 @@ class Task(_FlowCallable):
             raise ValueError("%s: dcc=%r must name a remote MCP server (^[A-Za-z_][A-Za-z0-9_-]{0,63}$)"
                              % (label, dcc))
         self.dcc = dcc
+        if pool is not None:
+            if not isinstance(pool, str) or not _ID.match(pool):
+                raise ValueError("%s: pool=%r must name a worker pool, a remote of the engine config "
+                                 "(^[A-Za-z_][A-Za-z0-9_-]{0,63}$)" % (label, pool))
+            if dcc is not None:
+                raise ValueError("%s: give pool= or dcc=, not both: dcc=%r always calls that remote (a tool_remote "
+                                 "step); pool=%r runs the tool there when the engine has that remote and "
+                                 "in-process otherwise" % (label, dcc, pool))
+        self.pool = pool
         self._policy = self._build_policy(label)
         self._key: Optional[str] = None
         if idempotency_key is not None:
@@ -330,6 +342,8 @@ class Task(_FlowCallable):
         else:
             data["kind"] = "tool"
         data["tool"] = self.name
+        if self.pool is not None:
+            data["pool"] = self.pool
         data["args"] = args_json
         data.update(self._policy)
         key = self._render_key(args_json, site, sid)
@@ -356,6 +370,7 @@ def task(
     max_concurrent: Optional[int] = None,
     dcc: Optional[str] = None,
     id: Optional[str] = None,
+    pool: Optional[str] = None,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Task``.
 
@@ -364,8 +379,10 @@ def task(
     ``Retry``; ``timeout_seconds`` the per-attempt deadline; ``idempotency_key`` ``"auto"`` or a
     template where ``{param}`` is replaced by that argument (``"export_{scene}"``), with
     ``idempotency_scope`` / ``idempotency_ttl_seconds``; ``thread`` and ``max_concurrent`` as for
-    ``Engine.tool``; ``dcc`` makes it a ``tool_remote`` step on that MCP server; ``id`` the step id
-    (default: the function name, then ``_2``, ``_3``…).
+    ``Engine.tool``; ``dcc`` makes it a ``tool_remote`` step on that MCP server; ``pool`` runs
+    the tool on that worker pool when the engine's config has the remote and in-process when it
+    does not (the step's ``pool:``, docs/pools.md "Routing"); ``id`` the step id (default: the
+    function name, then ``_2``, ``_3``…).
     """
     options: Dict[str, Any] = {
         "name": name,
@@ -378,6 +395,7 @@ def task(
         "thread": thread,
         "max_concurrent": max_concurrent,
         "dcc": dcc,
+        "pool": pool,
         "id": id,
     }
     if fn is not None:
