@@ -17,10 +17,11 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 	if err != nil {
 		return tools.Result{}, err
 	}
+	res := tools.Result{Output: r.Output, Worker: r.Worker.String(), Logs: r.Logs, LogsDropped: r.LogsDropped}
 	if r.IsError {
-		return tools.Result{Error: &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}, Worker: r.Worker.String()}, nil
+		res.Output, res.Error = nil, &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}
 	}
-	return tools.Result{Output: r.Output, Worker: r.Worker.String()}, nil
+	return res, nil
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -51,7 +51,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -66,6 +66,12 @@ class StepRecord:
         #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md); ``""`` when
         #: the step did not run on a pool worker.
         self.worker: str = d.get("worker") or ""
+        #: The output lines of the step's attempts, oldest first: dicts with ``stream``
+        #: (``"stdout"`` or ``"stderr"``), ``text`` and ``attempt`` (docs/pools.md "Output");
+        #: later kinds of entries may add fields. ``logs_dropped`` counts older lines not kept
+        #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
+        self.logs_dropped: int = int(d.get("logs_dropped") or 0)
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 

@@ -29,13 +29,17 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, TextIO, Tuple
 
 from ._tools import ToolEntry, execute
 
-__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY"]
+__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY"]
 
 #: The MCP revisions this worker speaks (all use the initialize handshake), newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
-#: The ``_meta`` key of a tools/call result that holds the lines the call printed.
+#: The ``_meta`` key of a tools/call result that holds the lines the call printed, a list of
+#: ``{"stream": "stdout" | "stderr", "text": LINE}`` (the engine keeps them on the step record).
 OUTPUT_META_KEY = "dcc-flow/output"
+#: The ``_meta`` key of a tools/call result that counts the lines the call printed past
+#: MAX_OUTPUT_LINES (per stream), which were not kept.
+OUTPUT_DROPPED_META_KEY = "dcc-flow/output-dropped"
 #: The exit status of a worker that left a call running when its engine went away (exit_grace).
 EXIT_ORPHANED = 3
 
@@ -59,6 +63,7 @@ class _Capture:
         os.dup2(write_fd, fd)
         os.close(write_fd)
         self._fd = fd
+        self.name = name
         self._marks = 0
         self._seen = threading.Condition()
         self._seen_mark = 0
@@ -304,11 +309,11 @@ class Worker:
                               cancelled)
         finally:
             _flush_std()
-            output: List[str] = []
+            output: List[Dict[str, str]] = []
             dropped = 0
             for c in self._captures:
                 lines, n = c.end()
-                output.extend(lines)
+                output.extend({"stream": c.name, "text": line} for line in lines)
                 dropped += n
             with self._state_lock:
                 self._cancelled.pop(req_id, None)
@@ -316,7 +321,10 @@ class Worker:
         answer = json.loads(members + "}")
         result = _tool_result(answer)
         if output or dropped:
-            result["_meta"] = {OUTPUT_META_KEY: output + (["… %d more lines" % dropped] if dropped else [])}
+            meta: Dict[str, Any] = {OUTPUT_META_KEY: output}
+            if dropped:
+                meta[OUTPUT_DROPPED_META_KEY] = dropped
+            result["_meta"] = meta
         self._reply(req_id, result)
 
 

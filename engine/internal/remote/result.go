@@ -36,6 +36,11 @@ type Result struct {
 	// Worker names the pool worker that ran the call; nil for a remote that is not a pool
 	// (Config.pooled) or a call that never reached a worker.
 	Worker *WorkerRef
+	// Logs are the lines the call wrote, as a dcc-flow worker reports them (docs/pools.md
+	// "Output"): with its result, or read from the files of a worker that died during the call.
+	// Their Attempt is 0. LogsDropped counts the lines the worker did not keep.
+	Logs        []run.LogLine
+	LogsDropped int
 }
 
 // WorkerRef names one worker process of a pool.
@@ -89,6 +94,7 @@ func resultFromTool(res *mcp.CallToolResult) Result {
 	}
 
 	var r Result
+	r.Logs, r.LogsDropped = logsFromMeta(res.Meta)
 	switch {
 	case hasStructured:
 		r.Output = structured
