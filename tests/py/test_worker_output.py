@@ -39,6 +39,8 @@ TOOLS = textwrap.dedent('''
 
         @engine.tool(name="out__crash")
         def crash():
+            with open(os.environ["OUT_MARK"] + ".dir", "w") as f:
+                f.write(os.environ["DCC_FLOW_WORKER_OUTPUT_DIR"])  # the engine made it for this worker
             print("loading plug-in AbcExport")
             os.write(1, b"C-level: bad polygon 42\\n")
             sys.stderr.write("Fatal: segmentation violation\\n")
@@ -97,3 +99,53 @@ def test_output_past_the_caps_is_counted_and_show_prints_the_last_lines(remote, 
     assert cli_main(["show", result.run_id, "--db", db, "--lines", "0"]) == 0
     out = capsys.readouterr().out
     assert "      … 500 more lines\n      out| line 0\n" in out
+
+
+def test_a_worker_that_dies_mid_call_leaves_the_calls_output_in_the_failure_and_the_step(remote, tmp_path, capsys):
+    db = str(tmp_path / "flow.db")
+    with dcc_flow.Engine(db=db, config={"remotes": {"maya": remote}}) as engine:
+        result = engine.run({"steps": [{"id": "export", "dcc": "maya", "tool": "out__crash"}]})
+        assert result.status is WorkflowStatus.FAILED
+        step = result.step("export")
+        assert step.error["kind"] == "worker_lost"
+        message = step.error["message"]
+        assert "was lost during the call" in message and "exit status 1" in message
+        assert ('the call\'s last output lines (3 in all, on the step record): "loading plug-in AbcExport", '
+                '"C-level: bad polygon 42", "Fatal: segmentation violation"') in message
+        assert step.logs == [
+            {"stream": "stdout", "text": "loading plug-in AbcExport", "attempt": 1},
+            {"stream": "stdout", "text": "C-level: bad polygon 42", "attempt": 1},
+            {"stream": "stderr", "text": "Fatal: segmentation violation", "attempt": 1},
+        ]
+        pool = engine.pools()[0]
+        assert pool["lost"] == 1
+    assert cli_main(["show", result.run_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "      out| loading plug-in AbcExport\n" in out and "      err| Fatal: segmentation violation\n" in out
+    out_dir = (tmp_path / "mark.dir").read_text()
+    assert os.path.basename(out_dir).startswith("dcc-flow-worker-")
+    assert not os.path.exists(out_dir)  # the engine removed the lost worker's output files
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a segfault is a POSIX signal")
+def test_a_segfault_leaves_the_python_stack_of_the_call_on_the_step(remote, tmp_path):
+    (tmp_path / "segv_tools.py").write_text(textwrap.dedent('''
+        import ctypes
+        def register(engine):
+            @engine.tool(name="out__segv")
+            def segv():
+                print("opening broken.ma")
+                ctypes.string_at(0)  # a segfault in "native code"
+    '''))
+    remote = dict(remote, command=remote["command"] + ["--tools", str(tmp_path / "segv_tools.py")])
+    with dcc_flow.Engine(config={"remotes": {"maya": remote}}) as engine:
+        result = engine.run({"steps": [{"id": "export", "dcc": "maya", "tool": "out__segv",
+                                        "retry": {"max_attempts": 2, "initial_delay_ms": 10}}]})
+        assert result.status is WorkflowStatus.FAILED
+        step = result.step("export")
+        assert step.error["kind"] == "worker_lost" and step.attempt == 2
+        texts = [(e["attempt"], e["stream"], e["text"]) for e in step.logs]
+        for attempt in (1, 2):  # each attempt's output, on its own (killed) worker
+            assert (attempt, "stdout", "opening broken.ma") in texts
+            assert (attempt, "stderr", "Fatal Python error: Segmentation fault") in texts
+        assert any('in segv' in text for _, _, text in texts)  # faulthandler's stack of the tool

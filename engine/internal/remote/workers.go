@@ -324,9 +324,13 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	f := classify(ctx, err, 0)
 	if f.broken || w.conn.dead() {
 		msg := w.conn.describe(err)
+		var logs []run.LogLine
+		if w.conn.proc != nil {
+			logs = w.conn.proc.callOutput() // before lose removes the files
+		}
 		wp.lose(w)
-		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: &WorkerRef{Pool: r.name, PID: pid},
-			Message: fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s", r.name, tool, pid, msg)}
+		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: &WorkerRef{Pool: r.name, PID: pid}, Logs: logs,
+			Message: fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s%s", r.name, tool, pid, msg, lastLines(logs))}
 		if r.pool.isClosed() {
 			out.Kind, out.Message = run.KindCancelled, fmt.Sprintf("remote %q tool %q: %v", r.name, tool, errPoolClosed)
 		}
@@ -336,6 +340,35 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	out := r.failed(ctx, tool, f, err.Error())
 	out.Worker = &WorkerRef{Pool: r.name, PID: pid}
 	return out
+}
+
+// lostLines is how many of a lost call's last output lines its failure message quotes (all of
+// them are on the step record).
+const lostLines = 10
+
+// lastLines quotes the last lostLines lines of logs for a failure message, "" when there are none.
+func lastLines(logs []run.LogLine) string {
+	if len(logs) == 0 {
+		return ""
+	}
+	// stdout's lines come before stderr's: quote the end of each, stderr's (the crash) last.
+	var quoted []string
+	for _, stream := range []string{run.StreamStdout, run.StreamStderr} {
+		var mine []string
+		for _, l := range logs {
+			if l.Stream == stream {
+				mine = append(mine, l.Text)
+			}
+		}
+		quoted = append(quoted, mine[max(len(mine)-lostLines/2, 0):]...)
+	}
+	for i, q := range quoted {
+		if len(q) > 200 {
+			q = q[:200] + "…"
+		}
+		quoted[i] = strconv.Quote(q)
+	}
+	return fmt.Sprintf("; the call's last output lines (%d in all, on the step record): %s", len(logs), strings.Join(quoted, ", "))
 }
 
 // drain waits up to KillAfter for w's cancelled call to be answered, then makes it available
