@@ -406,9 +406,10 @@ class Engine:
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
         """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
-        ``name``, ``command``, ``workers`` (the most at once), ``started`` and ``lost`` (workers
-        ever started, and lost during a call or killed) and ``running``: the live workers, each
-        with ``id``, ``pid``, ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
+        ``name``, ``command`` (None for a pool of servers, which has ``urls`` instead), ``workers``
+        (the most at once), ``started`` and ``lost`` (workers ever started, and lost during a call
+        or killed) and ``running``: the live workers, each with ``id``, ``pid`` (None for a
+        server's, which has ``url``), ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
         ``rss_mb`` (-1 when unknown: not Linux) and ``uptime_secs``. With ``warm``, every worker
         of every pool is started first (a check of the command lines and licences); a worker that
         cannot start raises WorkerStartError (code ``worker_start``), naming its command and the end

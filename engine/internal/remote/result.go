@@ -43,16 +43,20 @@ type Result struct {
 	LogsDropped int
 }
 
-// WorkerRef names one worker process of a pool.
+// WorkerRef names one worker of a pool: a process, or a member of a pool of servers.
 type WorkerRef struct {
 	Pool string // the remote's name
-	PID  int
+	PID  int    // a process's; 0 for a server
+	URL  string // a server's (Config.URLs); "" for a process
 }
 
-// String is "POOL/PID", as step records store it.
+// String is "POOL/PID", or "POOL/URL" for a server, as step records store it.
 func (w *WorkerRef) String() string {
 	if w == nil {
 		return ""
+	}
+	if w.URL != "" {
+		return w.Pool + "/" + w.URL
 	}
 	return fmt.Sprintf("%s/%d", w.Pool, w.PID)
 }

@@ -240,7 +240,7 @@ func TestWorkerConfigInvalid(t *testing.T) {
 		{Config{Command: []string{"x"}, StartTimeout: time.Millisecond}, "start_timeout: must be 0 or 100ms to 168h0m0s"},
 		{Config{Command: []string{"x"}, KillAfter: -time.Second}, "kill_after"},
 		{Config{Command: []string{"x"}, IdleStop: 8 * 24 * time.Hour}, "idle_stop"},
-		{Config{URL: "http://h/mcp", Workers: 2}, "apply to command remotes only"},
+		{Config{URL: "http://h/mcp", Workers: 2}, "apply to command remotes and to a list of URLs, not to a single url"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
