@@ -185,6 +185,8 @@ class Worker:
         self._state_lock = threading.Lock()
         self._captures = captures
         self._restore: Optional[Callable[[], None]] = None
+        #: Where the captured output files are (over_stdio); removed when the worker exits.
+        self._output_dir: Optional[str] = None
         self.served = 0
         #: Seconds a call still running when standard input closes (the engine closed or died) has
         #: to return after it is marked cancelled, before the process exits with EXIT_ORPHANED
@@ -201,6 +203,7 @@ class Worker:
         proto = os.fdopen(os.dup(1), "wb", buffering=0)
         captures: Tuple[_Capture, ...] = ()
         restore: Optional[Callable[[], None]] = None
+        directory = ""
         if capture:
             saved = (os.dup(1), os.dup(2))
             std = (sys.stdout, sys.stderr)
@@ -229,12 +232,14 @@ class Worker:
                 sys.stdout, sys.stderr = std
                 if not had_faulthandler:
                     faulthandler.disable()
-                if own_dir:
-                    shutil.rmtree(directory, ignore_errors=True)
+                # An engine's directory too: its pool reads it only after a crash, and removes it
+                # itself then; a worker whose engine was killed cleans up after itself.
+                shutil.rmtree(directory, ignore_errors=True)
 
         inp = os.fdopen(os.dup(0), "rb")
         worker = cls(tools, inp, proto, name=name, version=version, captures=captures)
         worker._restore = restore
+        worker._output_dir = directory if capture else None
         return worker
 
     def restore_stdio(self) -> None:
@@ -294,6 +299,8 @@ class Worker:
             with self._state_lock:
                 still = any(r in self._cancelled for r in running)
             if still:
+                if self._output_dir:  # nobody is left to read it
+                    shutil.rmtree(self._output_dir, ignore_errors=True)
                 os._exit(EXIT_ORPHANED)
 
         timer = threading.Timer(self.exit_grace, exit_if_still_running)
