@@ -78,7 +78,7 @@ func (e *Engine) WarmPools(ctx context.Context) error {
 }
 
 // Pools lists the configured worker pools, by name, with their live workers; remotes that are
-// not pools (URL remotes, command remotes without pool fields) are left out.
+// not pools (a single URL, command remotes without pool fields) are left out.
 func (e *Engine) Pools() []PoolInfo {
 	out := []PoolInfo{}
 	if e.remotes == nil {

@@ -197,8 +197,11 @@ func (wp *workerPool) dispatchLocked() {
 		if w.state != WorkerIdle {
 			continue
 		}
-		if w.conn.dead() { // exited while idle: forget it, a new one starts below
+		if w.conn.dead() { // exited while idle: forget it (closing its pipes and output files), a new one starts below
 			wp.removeLocked(w)
+			if !wp.r.pool.jobs.goTrack(w.conn.close) {
+				go w.conn.close()
+			}
 			wp.dispatchLocked()
 			return
 		}
