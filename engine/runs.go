@@ -73,9 +73,14 @@ type StepInfo struct {
 	Error    *StepErrorInfo `json:"error,omitempty"`
 	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
 	// it did not run on a pool worker.
-	Worker     string    `json:"worker,omitempty"`
-	StartedAt  time.Time `json:"started_at,omitzero"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Worker string `json:"worker,omitempty"`
+	// Logs are the output lines of the step's attempts, oldest first (a pool worker's call
+	// output, docs/pools.md "Output"); LogsDropped counts the older lines not kept
+	// (docs/limits.md "Step output").
+	Logs        []run.LogLine `json:"logs,omitempty"`
+	LogsDropped int           `json:"logs_dropped,omitempty"`
+	StartedAt   time.Time     `json:"started_at,omitzero"`
+	FinishedAt  time.Time     `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -520,7 +525,10 @@ func rawOutputs(ctx context.Context) bool { return ctx.Value(rawOutputsKey{}) !=
 
 func stepInfo(st store.Step, raw bool) StepInfo {
 	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
-		Worker: st.Worker, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+		Worker: st.Worker, LogsDropped: st.LogsDropped, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+	if len(st.Logs) > 0 {
+		_ = json.Unmarshal(st.Logs, &si.Logs)
+	}
 	switch {
 	case len(st.Output) == 0:
 	case raw:

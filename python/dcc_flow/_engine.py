@@ -52,7 +52,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -69,6 +69,12 @@ class StepRecord:
         #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md); ``""`` when
         #: the step did not run on a pool worker.
         self.worker: str = d.get("worker") or ""
+        #: The output lines of the step's attempts, oldest first: dicts with ``stream``
+        #: (``"stdout"`` or ``"stderr"``), ``text`` and ``attempt`` (docs/pools.md "Output");
+        #: later kinds of entries may add fields. ``logs_dropped`` counts older lines not kept
+        #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
+        self.logs_dropped: int = int(d.get("logs_dropped") or 0)
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 
@@ -423,9 +429,10 @@ class Engine:
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
         """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
-        ``name``, ``command``, ``workers`` (the most at once), ``started`` and ``lost`` (workers
-        ever started, and lost during a call or killed) and ``running``: the live workers, each
-        with ``id``, ``pid``, ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
+        ``name``, ``command`` (None for a pool of servers, which has ``urls`` instead), ``workers``
+        (the most at once), ``started`` and ``lost`` (workers ever started, and lost during a call
+        or killed) and ``running``: the live workers, each with ``id``, ``pid`` (None for a
+        server's, which has ``url``), ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
         ``rss_mb`` (-1 when unknown: not Linux) and ``uptime_secs``. With ``warm``, every worker
         of every pool is started first (a check of the command lines and licences); a worker that
         cannot start raises WorkerStartError (code ``worker_start``), naming its command and the end
