@@ -20,7 +20,7 @@ type CatalogEntry struct {
 	Description string      `json:"description,omitempty"`
 	SpecHash    string      `json:"spec_hash"`
 	Version     int         `json:"version"` // its version number (1, 2, … per name)
-	Steps       int         `json:"steps"` // steps in the whole tree
+	Steps       int         `json:"steps"`   // steps in the whole tree
 	Inputs      []InputInfo `json:"inputs,omitempty"`
 }
 
