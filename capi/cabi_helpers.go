@@ -25,6 +25,7 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_engine_close":       dccflow_engine_close,
 	"dccflow_tool_register":      dccflow_tool_register,
 	"dccflow_workflow_register":  dccflow_workflow_register,
+	"dccflow_workflows_list":     dccflow_workflows_list,
 	"dccflow_run_submit":         dccflow_run_submit,
 	"dccflow_run_status":         dccflow_run_status,
 	"dccflow_run_wait":           dccflow_run_wait,

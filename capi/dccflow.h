@@ -30,6 +30,7 @@ int32_t dccflow_engine_open(uint64_t handle, const char *in_json, char **out_jso
 int32_t dccflow_engine_close(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_tool_register(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_workflow_register(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_workflows_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_submit(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_status(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_wait(uint64_t handle, const char *in_json, char **out_json);

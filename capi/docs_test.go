@@ -411,6 +411,7 @@ var requestTypes = map[string]any{
 	"dccflow_spec_parse":         specRequest{},
 	"dccflow_spec_validate":      specRequest{},
 	"dccflow_engine_open":        openRequest{},
+	"dccflow_workflows_list":     workflowsRequest{},
 	"dccflow_engine_close":       nil,
 	"dccflow_tool_register":      toolRequest{},
 	"dccflow_workflow_register":  specRequest{},

@@ -124,6 +124,11 @@ func dccflow_workflow_register(h C.uint64_t, in *C.dccflow_cchar, out **C.char) 
 	return call(h, in, out, opWorkflowRegister)
 }
 
+//export dccflow_workflows_list
+func dccflow_workflows_list(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opWorkflowsList)
+}
+
 //export dccflow_run_submit
 func dccflow_run_submit(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunSubmit)

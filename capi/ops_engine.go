@@ -123,7 +123,13 @@ var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (an
 	if err := e.Register(s); err != nil {
 		return nil, err
 	}
-	return map[string]string{"name": s.Name, "spec_hash": s.Hash()}, nil
+	version := 0
+	for _, c := range e.Lookup(s.Name) {
+		if c.Name == s.Name {
+			version = c.Version
+		}
+	}
+	return map[string]any{"name": s.Name, "spec_hash": s.Hash(), "version": version}, nil
 })
 
 // spec parses the text of a request that has one.

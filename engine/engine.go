@@ -24,7 +24,6 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
-	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // Public names for the engine's collaborators, so callers outside engine/ can implement and
@@ -124,7 +123,9 @@ type Engine struct {
 	runs      map[string]*exec.Run
 	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg        sync.WaitGroup
-	catalog   map[string]*spec.Spec
+	catalog   map[string]catalogItem // catalog.go
+	versions  versionIndex           // the version numbers of every (name, spec hash) known
+	catalogMu sync.Mutex             // one catalog write at a time (catalog.go)
 
 	sched   schedulerState  // see scheduler.go
 	environ func() []string // the process environment: WithEnviron's, else os.Environ
@@ -161,7 +162,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, catalog: map[string]*spec.Spec{}, closeDone: make(chan struct{}),
+		runs: map[string]*exec.Run{}, catalog: map[string]catalogItem{}, closeDone: make(chan struct{}),
 	}
 	switch {
 	case o.store != nil:
@@ -194,6 +195,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
 	})
+	if err := e.loadCatalog(ctx); err != nil {
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
 	if cfg.ReadOnly {
 		return e, nil
 	}

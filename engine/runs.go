@@ -37,19 +37,22 @@ type StartRequest struct {
 
 // RunInfo is the state of a run.
 type RunInfo struct {
-	ID         string         `json:"run_id"`
-	Name       string         `json:"name"`
-	Status     run.Status     `json:"status"`
-	Terminal   bool           `json:"terminal"`
-	Error      *RunError      `json:"error,omitempty"`
-	Progress   run.Progress   `json:"progress"`
-	SpecHash   string         `json:"spec_hash"`
-	Origin     string         `json:"origin"`
-	Inputs     map[string]any `json:"inputs"`
-	Trigger    map[string]any `json:"trigger,omitempty"`
-	CreatedAt  time.Time      `json:"created_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
-	FinishedAt time.Time      `json:"finished_at,omitzero"`
+	ID       string       `json:"run_id"`
+	Name     string       `json:"name"`
+	Status   run.Status   `json:"status"`
+	Terminal bool         `json:"terminal"`
+	Error    *RunError    `json:"error,omitempty"`
+	Progress run.Progress `json:"progress"`
+	SpecHash string       `json:"spec_hash"`
+	// WorkflowVersion is the catalog version of the workflow (its name and spec hash) the run
+	// used; 0 (absent in JSON) when that spec was never registered.
+	WorkflowVersion int            `json:"workflow_version,omitempty"`
+	Origin          string         `json:"origin"`
+	Inputs          map[string]any `json:"inputs"`
+	Trigger         map[string]any `json:"trigger,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	UpdatedAt       time.Time      `json:"updated_at"`
+	FinishedAt      time.Time      `json:"finished_at,omitzero"`
 	// Approvals lists the open approvals of a live run.
 	Approvals []Approval `json:"approvals,omitempty"`
 	// Steps summarises the step instances outside foreach iterations (Status only; use Steps
@@ -344,6 +347,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 		return nil, notFound(runID, err)
 	}
 	info, raw := runInfo(rec), rawOutputs(ctx)
+	info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
 	if h != nil && !info.Terminal {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
@@ -484,6 +488,7 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	out := make([]RunInfo, 0, len(recs))
 	for _, rec := range recs {
 		info := runInfo(rec)
+		info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
 		if h := e.live(rec.ID); h != nil && !info.Terminal {
 			info.Progress = h.Progress()
 		}

@@ -105,6 +105,9 @@ class RunResult:
         self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
         self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
         self.spec_hash: str = d.get("spec_hash", "")
+        #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
+        #: was never registered.
+        self.workflow_version: int = int(d.get("workflow_version") or 0)
         self.timed_out: bool = bool(d.get("timed_out"))
 
     @property
@@ -331,6 +334,20 @@ class Engine:
         out = self._call("dccflow_workflow_register", {"text": req["spec"], "format": req.get("format", "auto"),
                                                        "source": req.get("source") or ""}, req.get("source"))
         return str(out["name"])
+
+    def workflows(self, query: str = "") -> List[Dict[str, Any]]:
+        """The workflows of the catalog, best match of ``query``'s words first ("" = all, by
+        name): each ``{"name", "description"?, "spec_hash", "version", "steps", "inputs"?}``.
+        The catalog is kept in the engine's database, so it outlives the process."""
+        return list(self._call("dccflow_workflows_list", {"query": query}).get("workflows") or [])
+
+    def workflow_versions(self, name: str = "") -> List[Dict[str, Any]]:
+        """Every version of the workflow ``name`` ("" = of every workflow), by name then newest
+        first, unregistered workflows included: each ``{"name", "version", "spec_hash",
+        "description"?, "registered_at", "current"}``. A version is one spec hash; re-registering
+        a spec makes its version current again."""
+        out = self._call("dccflow_workflows_list", {"versions": True, "name": name})
+        return list(out.get("versions") or [])
 
     # -- runs ------------------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ _JSON_EXPORTS = (
     "dccflow_engine_close",
     "dccflow_tool_register",
     "dccflow_workflow_register",
+    "dccflow_workflows_list",
     "dccflow_run_submit",
     "dccflow_run_status",
     "dccflow_run_wait",

@@ -50,6 +50,7 @@ COMMAND_MODULES = (
     "approve",
     "resume",
     "schedules",
+    "workflows",
     "serve",
     "worker",
     "pools",

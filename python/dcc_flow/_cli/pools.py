@@ -62,9 +62,7 @@ class PoolsCommand(Command):
                 for w in p["running"]:
                     rows.append((str(w["id"]), w["state"], str(w["pid"]), str(w["calls"]), _mb(w),
                                  "%.1fs" % w["uptime_secs"]))
-            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-            for r in rows:
-                ctx.print("  " + "  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip())
+            ctx.table(rows, indent="  ")
         return 0
 
 

@@ -33,7 +33,7 @@ class SchedulesCommand(Command):
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         if not os.path.isdir(args.dir):
             raise CliError("%s: no such folder" % args.dir)
-        with open_engine(args, beside_owner=True) as engine:
+        with open_engine(args, read_only=True) as engine:
             register_dir(engine, args.workflows, ctx)
             if not args.workflows:
                 # Without a catalog every workflow name is accepted: register placeholders.

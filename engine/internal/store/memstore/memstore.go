@@ -55,9 +55,10 @@ type Store struct {
 	artefacts map[string][]byte
 	bytes     arena
 	codes     codes
-	hash      func(string) uint64 // hashes step keys for the step index
-	last      *runRec             // the run written last: most writes are about the same run
-	finished  []bool              // by code: the code is a finished step status (see isFinished)
+	hash      func(string) uint64                // hashes step keys for the step index
+	last      *runRec                            // the run written last: most writes are about the same run
+	finished  []bool                             // by code: the code is a finished step status (see isFinished)
+	workflows map[string][]store.WorkflowVersion // by name, oldest version first
 }
 
 type runRec struct {

@@ -223,7 +223,7 @@ func testSteps(t *testing.T, s store.Store) {
 		t.Fatalf("upserted step: %+v", g)
 	}
 	f := steps[0]
-	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || f.Output != nil && len(f.Output) != 0 ||
+	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || len(f.Output) != 0 ||
 		!sameJSON(f.Logs, failed.Logs) || f.LogsDropped != 7 {
 		t.Fatalf("failed step: %+v", f)
 	}
