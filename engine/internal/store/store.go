@@ -126,6 +126,12 @@ type Run struct {
 	// run sees the whole environment (a local run).
 	EnvAllow []string
 	Trigger  json.RawMessage // the trigger document, or nil
+	// ParentRunID and ParentStepKey name the run and the step instance ("publish",
+	// "per_shot[2].render") of the `kind: workflow` step that started this run as its child;
+	// "" for a run started on its own. Stored in the nullable columns parent_run_id and
+	// parent_step_key (migration 0008).
+	ParentRunID   string
+	ParentStepKey string
 	// Progress is written with the run (created, resumed, finished, interrupted). A read of a
 	// run that has not finished returns its progress as committed instead, whoever wrote it:
 	// Completed is the number of its step rows in a finished status (StepStatus.Terminal) and
@@ -207,9 +213,11 @@ type IdempotencyEntry struct {
 type RunFilter struct {
 	Statuses []run.Status // any of these; empty = any status
 	Name     string       // exact spec name; "" = any
-	Since    time.Time    // CreatedAt ≥ Since when not zero
-	Until    time.Time    // CreatedAt < Until when not zero
-	Limit    int          // at most this many; 0 = no limit
+	// ParentRunID selects the child runs of that run (Run.ParentRunID); "" = any run.
+	ParentRunID string
+	Since       time.Time // CreatedAt ≥ Since when not zero
+	Until       time.Time // CreatedAt < Until when not zero
+	Limit       int       // at most this many; 0 = no limit
 }
 
 // EventFilter selects events.

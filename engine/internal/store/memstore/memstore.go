@@ -442,6 +442,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	match := func(r *store.Run) bool {
 		return (len(f.Statuses) == 0 || slices.Contains(f.Statuses, r.Status)) &&
 			(f.Name == "" || r.Name == f.Name) &&
+			(f.ParentRunID == "" || r.ParentRunID == f.ParentRunID) &&
 			(f.Since.IsZero() || !r.CreatedAt.Before(f.Since)) &&
 			(f.Until.IsZero() || r.CreatedAt.Before(f.Until))
 	}

@@ -15,8 +15,9 @@ import (
 // The statements of the write path, prepared once on the writer connection (see wconn).
 const (
 	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
-			origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
+			parent_run_id, parent_step_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlRunUpdate = `UPDATE workflows SET status = ?, error = ?, completed = ?, total = ?,
 			updated_at = ?, finished_at = ? WHERE id = ?`
 	sqlStepUpsert = sqlStepInsertHead + sqlStepValues + sqlStepUpsertTail
@@ -288,6 +289,8 @@ func createRun(w *wconn, r *store.Run) error {
 	w.arg(nanos(r.CreatedAt))
 	w.arg(nanos(r.UpdatedAt))
 	w.arg(nanos(r.FinishedAt))
+	w.arg(nullString(r.ParentRunID))
+	w.arg(nullString(r.ParentStepKey))
 	if err := w.exec(sqlRunInsert); err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: workflows.id") {
 			return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
@@ -387,4 +390,12 @@ func runErrorJSON(e *store.RunError) ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(e)
+}
+
+// nullString is s, or SQL NULL for "" (the nullable columns added by later migrations).
+func nullString(s string) driver.Value {
+	if s == "" {
+		return nil
+	}
+	return s
 }

@@ -36,7 +36,7 @@ func (s *Store) checkWrite() error {
 }
 
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
-	` + progressColumns + `, created_at, updated_at, finished_at`
+	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
 
 // progressColumns are the progress of a run as committed (store.Store: Run.Progress): the
 // stored counts of a finished run; for a run still going, its step rows in a finished status
@@ -57,10 +57,12 @@ func scanRun(sc scanner) (store.Run, error) {
 	var status string
 	var specJSON, inputs, errJSON, envAllow, trigger []byte
 	var created, updated, finished int64
+	var parent, parentKey sql.NullString
 	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
-		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished); err != nil {
+		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished, &parent, &parentKey); err != nil {
 		return r, err
 	}
+	r.ParentRunID, r.ParentStepKey = parent.String, parentKey.String
 	r.Status = run.Status(status)
 	r.SpecJSON, r.Inputs, r.Trigger = raw(specJSON), raw(inputs), raw(trigger)
 	if errJSON != nil {
@@ -117,6 +119,10 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if f.Name != "" {
 		where = append(where, "name = ?")
 		args = append(args, f.Name)
+	}
+	if f.ParentRunID != "" {
+		where = append(where, "parent_run_id = ?")
+		args = append(args, f.ParentRunID)
 	}
 	if !f.Since.IsZero() {
 		where = append(where, "created_at >= ?")

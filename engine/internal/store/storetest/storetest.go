@@ -48,6 +48,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Idempotency", testIdempotency},
 		{"ListRunsFilters", testListRuns},
+		{"ParentRuns", testParentRuns},
 		{"ProgressAsCommitted", testProgressAsCommitted},
 		{"MarkInterrupted", testMarkInterrupted},
 		{"Artefacts", testArtefacts},
