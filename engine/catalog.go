@@ -55,6 +55,9 @@ func (e *Engine) Register(s *spec.Spec) error {
 	}
 	e.catalogMu.Lock() // one registration at a time, so the store and the map agree
 	defer e.catalogMu.Unlock()
+	if err := e.checkRecursion(s); err != nil { // subflows.go
+		return err
+	}
 	version := 0
 	if c := e.catalogStore(); c != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), catalogWriteTimeout)

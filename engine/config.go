@@ -71,6 +71,11 @@ type Config struct {
 	// selected: 0 means expr.DefaultMaxWork (10,000,000); 1 to expr.MaxWorkCeiling
 	// (1,000,000,000). Past it the step fails with kind limit_exceeded.
 	JSONPathMaxWork int `json:"jsonpath_max_work,omitempty"`
+	// MaxDepth is how deep sub-workflows (`kind: workflow` steps) nest: a run started on its
+	// own is at depth 0, its child runs at 1. 0 means exec.DefaultMaxDepth (8); 1 to
+	// exec.MaxDepthCeiling (64). A child that would be deeper is not started: its step fails
+	// with kind limit_exceeded.
+	MaxDepth int `json:"max_depth,omitempty"`
 }
 
 // limits returns the executor limits of c (zero fields are the executor's defaults).
@@ -226,6 +231,7 @@ func (c Config) validate() error {
 		{"max_foreach_items", c.MaxForeachItems, exec.MaxForeachItemsCeiling, exec.DefaultMaxForeachItems},
 		{"jsonpath_max_results", c.JSONPathMaxResults, expr.MaxResultsCeiling, expr.DefaultMaxResults},
 		{"jsonpath_max_work", c.JSONPathMaxWork, expr.MaxWorkCeiling, expr.DefaultMaxWork},
+		{"max_depth", c.MaxDepth, exec.MaxDepthCeiling, exec.DefaultMaxDepth},
 	} {
 		if l.v < 0 || l.v > l.ceiling {
 			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)

@@ -194,6 +194,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
+		Children: children{e},
 	})
 	if err := e.loadCatalog(ctx); err != nil {
 		if e.ownStore {

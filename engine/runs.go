@@ -59,8 +59,16 @@ type RunInfo struct {
 	// for every instance).
 	Steps []StepInfo `json:"steps,omitempty"`
 	// Outputs maps the id of every completed step outside foreach iterations to its output
-	// (Status of a finished run only).
+	// (Status of a finished run only). It is also the output of the workflow step that ran
+	// this run as a child.
 	Outputs map[string]any `json:"outputs,omitempty"`
+	// ParentRunID and ParentStepKey name the run and the `kind: workflow` step instance that
+	// started this run as its child; absent for a run started on its own.
+	ParentRunID   string `json:"parent_run_id,omitempty"`
+	ParentStepKey string `json:"parent_step_key,omitempty"`
+	// Children lists the child runs the run's workflow steps started, oldest first, a retried
+	// step's every attempt included (Status only).
+	Children []ChildRun `json:"children,omitempty"`
 }
 
 // StepInfo is the state of one step instance.
@@ -82,8 +90,10 @@ type StepInfo struct {
 	// (docs/limits.md "Step output").
 	Logs        []run.LogLine `json:"logs,omitempty"`
 	LogsDropped int           `json:"logs_dropped,omitempty"`
-	StartedAt   time.Time     `json:"started_at,omitzero"`
-	FinishedAt  time.Time     `json:"finished_at,omitzero"`
+	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
+	ChildRunID string    `json:"child_run_id,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -151,6 +161,9 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 		return "", err
 	}
 	if err := e.checkTools(s); err != nil {
+		return "", err
+	}
+	if err := e.checkWorkflows(s); err != nil {
 		return "", err
 	}
 	id := e.newRunID()
@@ -353,11 +366,16 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 		info.Approvals = h.Approvals()
 	}
 	e.withUnsaved(info)
+	if info.Children, err = e.childRuns(ctx, rec); err != nil {
+		return nil, notFound(runID, err)
+	}
+	newest := newestChildren(info.Children)
 	for _, st := range steps {
 		if exec.InIteration(st.Key) {
 			continue
 		}
 		si := stepInfo(st, raw)
+		si.ChildRunID = newest[st.Key]
 		info.Steps = append(info.Steps, si)
 		if info.Terminal && st.Status == run.StepCompleted {
 			if info.Outputs == nil {
@@ -380,8 +398,17 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 		return nil, notFound(runID, err)
 	}
 	out, raw := make([]StepInfo, len(steps)), rawOutputs(ctx)
+	var newest map[string]string
+	if rec, err := e.store.GetRun(ctx, runID); err == nil {
+		kids, err := e.childRuns(ctx, rec)
+		if err != nil {
+			return nil, notFound(runID, err)
+		}
+		newest = newestChildren(kids)
+	}
 	for i, st := range steps {
 		out[i] = stepInfo(st, raw)
+		out[i].ChildRunID = newest[st.Key]
 	}
 	return out, nil
 }
@@ -506,6 +533,7 @@ func runInfo(rec store.Run) *RunInfo {
 		ID: rec.ID, Name: rec.Name, Status: rec.Status, Terminal: rec.Status.Terminal(), Error: rec.Error,
 		Progress: rec.Progress, SpecHash: rec.SpecHash, Origin: rec.Origin,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
+		ParentRunID: rec.ParentRunID, ParentStepKey: rec.ParentStepKey,
 	}
 	_ = (*spec.Object)(&info.Inputs).UnmarshalJSON(rec.Inputs) // large integers stay exact
 	if len(rec.Trigger) > 0 {

@@ -90,6 +90,8 @@ func canonicalStep(st *Step) map[string]any {
 		m["on"], m["then"], m["else"] = st.On, canonicalSteps(st.Then), canonicalSteps(st.Else)
 	case KindApprove:
 		m["prompt"] = st.Prompt
+	case KindWorkflow:
+		m["workflow"], m["inputs"] = st.Workflow, st.Inputs
 	}
 	p := st.Policy
 	if p.TimeoutSecs != 0 {

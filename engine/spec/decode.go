@@ -304,6 +304,7 @@ var kindFields = map[Kind][]string{
 	KindParallel:   {"steps", "on_any_fail"},
 	KindBranch:     {"on", "condition", "then", "else"},
 	KindApprove:    {"prompt"},
+	KindWorkflow:   {"workflow", "inputs", "retry"},
 }
 
 // allStepFields returns every field any step kind accepts.
@@ -481,6 +482,18 @@ func (d *decoder) kindField(st *Step, f yamltext.Field, fp string, depth int) {
 		st.Else = d.stepList(f.Value, fp, depth+1)
 	case "prompt":
 		st.Prompt, _ = d.Str(f.Value, at(fp, id))
+	case "workflow":
+		st.Workflow, _ = d.Str(f.Value, at(fp, id))
+	case "inputs":
+		v := yamltext.ResolveAlias(f.Value)
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			return
+		}
+		if v.Kind != yaml.MappingNode {
+			d.Add(CodeWrongType, v, at(fp, id), fmt.Sprintf("`inputs` must be a mapping of input name to value; got %s", yamltext.DescribeNode(v)), "")
+			return
+		}
+		st.Inputs, _ = d.Value(v, at(fp, id), depth+1).(map[string]any)
 	case "retry":
 		st.Policy.Retry = d.retry(f.Value, fp, st)
 	case "idempotency_key":
@@ -504,6 +517,10 @@ func (d *decoder) applyDefaults(st *Step, byKey map[string]yamltext.Field) {
 		}
 		if st.Policy.IdempotencyKey != "" && st.Policy.IdempotencyScope == "" {
 			st.Policy.IdempotencyScope = ScopeWorkflow
+		}
+	case KindWorkflow:
+		if st.Inputs == nil {
+			st.Inputs = map[string]any{}
 		}
 	case KindForeach:
 		if st.As == "" {

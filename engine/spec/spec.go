@@ -20,10 +20,13 @@ const (
 	KindParallel   Kind = "parallel"
 	KindBranch     Kind = "branch"
 	KindApprove    Kind = "approve"
+	// KindWorkflow runs a catalog workflow as a child run and outputs its outputs (docs/spec.md,
+	// "workflow").
+	KindWorkflow Kind = "workflow"
 )
 
 // Kinds lists every step kind, in documentation order.
-var Kinds = []Kind{KindTool, KindToolRemote, KindForeach, KindParallel, KindBranch, KindApprove}
+var Kinds = []Kind{KindTool, KindToolRemote, KindForeach, KindParallel, KindBranch, KindApprove, KindWorkflow}
 
 // OnAnyFail says what a foreach or parallel step does when one of its iterations or branches fails.
 type OnAnyFail string
@@ -126,6 +129,11 @@ type Step struct {
 
 	// approve.
 	Prompt string
+
+	// workflow: the catalog name of the child workflow and its inputs (templates, like args;
+	// never nil for a workflow step).
+	Workflow string
+	Inputs   map[string]any
 
 	Policy Policy
 

@@ -215,6 +215,14 @@ func (v *validator) step(st *Step, path string, sc scope) {
 		v.stepList(st.Else, path+".else", sc)
 	case KindApprove:
 		v.templatesIn(st, "prompt", path+".prompt", st.Prompt, sc)
+	case KindWorkflow:
+		if _, ok := st.fields["workflow"]; !ok {
+			v.missing(st, path, "workflow", "add `workflow: <name>` naming a workflow of the catalog")
+		} else if strings.TrimSpace(st.Workflow) == "" {
+			v.add(CodeInvalidValue, st, "workflow", path+".workflow", "`workflow` must name a workflow of the catalog; got an empty name")
+		}
+		v.templatesIn(st, "inputs", path+".inputs", st.Inputs, sc)
+		v.policy(st, path, sc)
 	}
 	v.timeout(st, path)
 }

@@ -1,5 +1,5 @@
 // Package exec runs workflows: it takes a validated spec and checked inputs and drives every step
-// kind (tool, tool_remote, foreach, parallel, branch, approve) with depends_on scheduling,
+// kind (tool, tool_remote, foreach, parallel, branch, approve, workflow) with depends_on scheduling,
 // per-attempt timeouts, retries with backoff and jitter, idempotency, artefact capture,
 // cancellation and events: the ▶ rules of docs/spec.md, with the statuses and events of
 // docs/state-machine.md (docs/architecture.md shows where the executor sits).
@@ -56,6 +56,9 @@ type Config struct {
 	// spec's plan is compiled, so it must answer the same for the executor's lifetime. nil =
 	// every tool step runs in-process.
 	PoolFor func(st *spec.Step) string
+	// Children starts and finds the child runs of workflow steps (subworkflow.go); nil = a
+	// workflow step fails with kind error.
+	Children Children
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
@@ -139,6 +142,9 @@ type Params struct {
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
+	// ParentRunID and ParentStepKey, on a new run, record the workflow step instance this run
+	// is the child of (store.Run); "" for a run started on its own.
+	ParentRunID, ParentStepKey string
 	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
@@ -232,7 +238,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		inputs = map[string]any{}
 	}
 	r := &runner{
-		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger,
+		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{},
@@ -267,7 +273,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		rec := store.Run{
 			ID: r.id, Name: r.name, SpecJSON: p.Spec.Canonical(), SpecHash: p.Spec.Hash(), Inputs: inputsJSON,
 			Status: run.StatusRunning, Origin: p.Origin, Trigger: triggerJSON, Progress: r.progress(),
-			CreatedAt: now, UpdatedAt: now,
+			CreatedAt: now, UpdatedAt: now, ParentRunID: p.ParentRunID, ParentStepKey: p.ParentStepKey,
 		}
 		if !p.Env.All {
 			rec.EnvAllow = append([]string{}, p.Env.Allow...)
@@ -337,6 +343,7 @@ func ValidEnvPattern(p string) bool {
 type runner struct {
 	x         *Executor
 	id, name  string
+	origin    string
 	plan      *plan
 	root      *frame
 	ctx       context.Context

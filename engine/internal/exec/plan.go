@@ -46,7 +46,7 @@ type stepPlan struct {
 	slot    int
 	timeout time.Duration
 
-	args   *valueTmpl // tool, tool_remote
+	args   *valueTmpl // tool, tool_remote; workflow: its inputs
 	pool   string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
 	idem   *template.Template
 	auto   bool               // idempotency_key: auto
@@ -232,6 +232,14 @@ func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
 		}
 		if sp.els, err = c.list(st.Else, fp, false); err != nil {
 			return nil, err
+		}
+	case spec.KindWorkflow:
+		inputs := map[string]any(st.Inputs)
+		if inputs == nil {
+			inputs = map[string]any{}
+		}
+		if sp.args, err = compileValue(inputs); err != nil {
+			return fail("inputs", err)
 		}
 	case spec.KindApprove:
 		if sp.prompt, err = template.Parse(st.Prompt); err != nil {

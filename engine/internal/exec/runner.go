@@ -538,7 +538,7 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	defer instPool.Put(in)
 	*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
 		Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
-	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
+	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
 		in.row.Attempt = 1
 	}
 	defer r.unlink(in)
@@ -565,6 +565,8 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 		end = r.runTool(ctx, in)
 	case spec.KindApprove:
 		end = r.runApprove(ctx, in)
+	case spec.KindWorkflow:
+		end = r.runWorkflow(ctx, in)
 	default:
 		end = r.runControl(ctx, in)
 	}

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// Sub-workflows (docs/spec.md, "workflow"): the engine side of `kind: workflow` steps. The
+// executor asks children (exec.Children) for the child run of a step instance; the child is a
+// real run of a catalog workflow, registered like any other (Cancel, Status, Close reach it),
+// whose record names its parent run and step (RunInfo.ParentRunID, ParentStepKey).
+
+// ChildRun is a child run of a workflow step, as Status lists it.
+type ChildRun struct {
+	ID      string     `json:"run_id"`
+	StepKey string     `json:"step_key"` // the parent's step instance that started it
+	Name    string     `json:"name"`
+	Status  run.Status `json:"status"`
+}
+
+// children implements exec.Children for the engine.
+type children struct{ e *Engine }
+
+var _ exec.Children = children{}
+
+// maxDepth is the engine's max_depth, default applied.
+func (e *Engine) maxDepth() int {
+	if e.cfg.MaxDepth > 0 {
+		return e.cfg.MaxDepth
+	}
+	return exec.DefaultMaxDepth
+}
+
+// Join implements exec.Children.
+func (c children) Join(ctx context.Context, req exec.ChildRequest) (exec.Child, error) {
+	e := c.e
+	if req.Resume {
+		if child, ok, err := c.rejoin(ctx, req); ok || err != nil {
+			return child, err
+		}
+	}
+	s, ok := e.Workflow(req.Workflow)
+	if !ok {
+		msg := fmt.Sprintf("no workflow named %q is registered", req.Workflow)
+		if sug := e.suggestWorkflow(req.Workflow); sug != "" {
+			msg += fmt.Sprintf("; did you mean %q?", sug)
+		}
+		return exec.Child{}, &exec.ChildError{Kind: run.KindNotFound, Message: msg + "; register it (register_workflow, --workflows) before the run reaches this step"}
+	}
+	chain, err := c.ancestors(ctx, req.ParentRunID)
+	if err != nil {
+		return exec.Child{}, err
+	}
+	if depth := len(chain) + 1; depth > e.maxDepth() {
+		return exec.Child{}, &exec.ChildError{Kind: exec.KindLimitExceeded, Message: fmt.Sprintf(
+			"starting workflow %s would nest sub-workflows %d deep, more than the limit of %d (engine config max_depth; runs: %s); "+
+				"flatten the chain of workflows, or raise max_depth (up to %d)",
+			req.Workflow, depth, e.maxDepth(), strings.Join(chain, " → "), exec.MaxDepthCeiling)}
+	}
+	if err := s.Validate(); err != nil {
+		return exec.Child{}, &exec.ChildError{Kind: run.KindInvalidInput, Message: fmt.Sprintf("workflow %s is not valid: %v", req.Workflow, err)}
+	}
+	inputs, err := exec.CheckInputs(s, req.Inputs)
+	if err != nil {
+		return exec.Child{}, &exec.ChildError{Kind: run.KindInvalidInput, Message: fmt.Sprintf("the inputs of workflow %s: %v", req.Workflow, err)}
+	}
+	if err := e.checkTools(s); err != nil {
+		return exec.Child{}, &exec.ChildError{Kind: run.KindNotFound, Message: err.Error()}
+	}
+	id := e.newRunID()
+	if err := e.start(ctx, exec.Params{RunID: id, Spec: s, Inputs: inputs, Origin: req.Origin, Env: req.Env,
+		ParentRunID: req.ParentRunID, ParentStepKey: req.StepKey}); err != nil {
+		return exec.Child{}, err
+	}
+	return exec.Child{RunID: id, Run: e.live(id)}, nil
+}
+
+// rejoin finds the newest child of the step instance from an earlier execution of its parent:
+// ok is false when there is none.
+func (c children) rejoin(ctx context.Context, req exec.ChildRequest) (exec.Child, bool, error) {
+	e := c.e
+	kids, err := e.store.ListRuns(ctx, store.RunFilter{ParentRunID: req.ParentRunID})
+	if err != nil {
+		return exec.Child{}, false, notFound(req.ParentRunID, err)
+	}
+	for _, k := range kids { // newest first
+		if k.ParentStepKey != req.StepKey {
+			continue
+		}
+		if h := e.live(k.ID); h != nil && !isDone(h.Done()) {
+			return exec.Child{RunID: k.ID, Run: h}, true, nil
+		}
+		if u := e.unsavedFor(k.ID); u != nil {
+			k.Status = u.Status
+		}
+		switch k.Status {
+		case run.StatusCompleted:
+			return exec.Child{RunID: k.ID}, true, nil
+		case run.StatusFailed, run.StatusCancelled, run.StatusInterrupted:
+			if _, err := e.Resume(ctx, k.ID, ResumeOptions{}); err != nil {
+				if run.CodeOf(err) == run.CodeClosed {
+					return exec.Child{}, false, err
+				}
+				return exec.Child{}, false, &exec.ChildError{Kind: childKind(err), Message: fmt.Sprintf("resuming child run %s: %v", k.ID, err)}
+			}
+			return exec.Child{RunID: k.ID, Run: e.live(k.ID)}, true, nil
+		}
+		return exec.Child{}, false, &exec.ChildError{Kind: run.KindError,
+			Message: fmt.Sprintf("child run %s is %s in the database but not running in this engine", k.ID, k.Status)}
+	}
+	return exec.Child{}, false, nil
+}
+
+// childKind is the step error kind of an error code met while starting or resuming a child.
+func childKind(err error) string {
+	switch run.CodeOf(err) {
+	case run.CodeNotFound, run.CodeUnknownTool:
+		return run.KindNotFound
+	case run.CodeInvalidInput, run.CodeValidationFailed, run.CodeSpecChanged:
+		return run.KindInvalidInput
+	case run.CodeStorage:
+		return run.KindStorage
+	}
+	return run.KindError
+}
+
+// ancestors returns the ids of runID and of the runs above it, outermost first. It reads at
+// most MaxDepthCeiling+1 records, so a corrupted chain cannot loop.
+func (c children) ancestors(ctx context.Context, runID string) ([]string, error) {
+	var chain []string
+	for id := runID; id != "" && len(chain) <= exec.MaxDepthCeiling; {
+		chain = append(chain, id)
+		rec, err := c.e.store.GetRun(ctx, id)
+		if err != nil {
+			return nil, notFound(id, err)
+		}
+		id = rec.ParentRunID
+	}
+	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
+		chain[i], chain[j] = chain[j], chain[i]
+	}
+	return chain, nil
+}
+
+// Result implements exec.Children.
+func (c children) Result(ctx context.Context, runID string) (exec.ChildResult, error) {
+	info, err := c.e.Status(WithRawOutputs(ctx), runID)
+	if err != nil {
+		return exec.ChildResult{}, err
+	}
+	res := exec.ChildResult{Status: info.Status, Outputs: json.RawMessage("{}")}
+	if info.Outputs != nil {
+		if res.Outputs, err = json.Marshal(info.Outputs); err != nil {
+			return exec.ChildResult{}, err
+		}
+	}
+	if info.Error != nil {
+		res.Error = &run.StepError{RunID: runID, Kind: info.Error.Kind, Message: info.Error.Message, StepKey: info.Error.StepKey}
+	}
+	return res, nil
+}
+
+// childRuns lists the child runs of a run, oldest first; nil, without a query, when its spec has
+// no workflow step.
+func (e *Engine) childRuns(ctx context.Context, parent store.Run) ([]ChildRun, error) {
+	if !bytes.Contains(parent.SpecJSON, []byte(`"kind":"workflow"`)) { // canonical JSON
+		return nil, nil
+	}
+	recs, err := e.store.ListRuns(ctx, store.RunFilter{ParentRunID: parent.ID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChildRun, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		rec := recs[i]
+		st := rec.Status
+		if u := e.unsavedFor(rec.ID); u != nil {
+			st = u.Status
+		}
+		out = append(out, ChildRun{ID: rec.ID, StepKey: rec.ParentStepKey, Name: rec.Name, Status: st})
+	}
+	return out, nil
+}
+
+// newestChildren maps each step key to its newest child run id.
+func newestChildren(kids []ChildRun) map[string]string {
+	if len(kids) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kids))
+	for _, c := range kids { // oldest first: the newest wins
+		m[c.StepKey] = c.ID
+	}
+	return m
+}
+
+// checkWorkflows checks, before a run of s starts, the workflows its workflow steps name,
+// through the catalog as it is now: each must be registered (else not_found, with a "did you
+// mean"), use registered tools (unknown_tool), and none may lead back to a workflow on the
+// way (a *spec.ValidationError with a problem of code cycle): recursion is refused where it is
+// static. A spec with no workflow step costs one walk of its steps.
+func (e *Engine) checkWorkflows(s *spec.Spec) error {
+	name := s.String() + " (submitted)"
+	if reg, ok := e.Workflow(s.Name); ok && reg.Hash() == s.Hash() {
+		name = s.Name // the catalog's own workflow: a call of its name is a call of itself
+	}
+	return e.walkWorkflows(s, name, true)
+}
+
+// checkRecursion is checkWorkflows for Register: only recursion is refused (a workflow may name
+// one registered later).
+func (e *Engine) checkRecursion(s *spec.Spec) error {
+	return e.walkWorkflows(s, s.Name, false)
+}
+
+// walkWorkflows walks the workflows root's workflow steps name, depth first, through the
+// catalog, with root on the stack under rootName (the catalog name it is, or will be, known by).
+func (e *Engine) walkWorkflows(root *spec.Spec, rootName string, strict bool) error {
+	checked := map[string]bool{}
+	// via is the step of root the walk went down through: problems are reported there, at a
+	// line of the text being registered or submitted.
+	var visit func(s *spec.Spec, stack []string, via *spec.Step) error
+	visit = func(s *spec.Spec, stack []string, via *spec.Step) error {
+		var err error
+		s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
+			if st.Kind != spec.KindWorkflow {
+				return true
+			}
+			at := via
+			if at == nil {
+				at = st
+			}
+			name := st.Workflow
+			for i, on := range stack {
+				if on != name {
+					continue
+				}
+				loop := append(append([]string{}, stack[i:]...), name)
+				hint := "remove the call, or move what both need into a workflow of its own that neither calls back"
+				msg := fmt.Sprintf("step %q calls workflow %s, which leads back to itself (%s): a workflow cannot run itself as a sub-workflow; %s",
+					at.ID, at.Workflow, strings.Join(loop, " → "), hint)
+				pos := at.FieldPos("workflow")
+				err = &spec.ValidationError{Code: spec.CodeValidationFailed, Source: root.Source(), Problems: []spec.Problem{{
+					Code: spec.CodeCycle, Severity: spec.SeverityError, Message: msg, StepID: at.ID, Line: pos.Line, Column: pos.Column, Hint: hint}}}
+				return false
+			}
+			child, ok := e.Workflow(name)
+			if !ok {
+				if strict {
+					msg := fmt.Sprintf("step %q of workflow %s runs workflow %q, which is not registered", st.ID, stack[len(stack)-1], name)
+					if sug := e.suggestWorkflow(name); sug != "" {
+						msg += fmt.Sprintf("; did you mean %q?", sug)
+					}
+					err = &run.Error{Code: run.CodeNotFound, StepID: at.ID, Message: msg + "; register it first (register_workflow, --workflows)",
+						Details: map[string]any{"workflow": name}}
+					return false
+				}
+				return true
+			}
+			if checked[name] {
+				return true
+			}
+			if strict {
+				if err = e.checkTools(child); err != nil {
+					return false
+				}
+			}
+			if err = visit(child, append(stack[:len(stack):len(stack)], name), at); err != nil {
+				return false
+			}
+			checked[name] = true
+			return true
+		})
+		return err
+	}
+	return visit(root, []string{rootName}, nil)
+}
