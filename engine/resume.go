@@ -84,10 +84,16 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if prior, err = exec.PlanResume(runID, s, prior, opts.ForceSteps); err != nil {
 		return "", err
 	}
+	var ancestors []string // a sub-workflow's child run (subflows.go)
+	if rec.ParentRunID != "" {
+		if ancestors, err = e.ancestors(ctx, rec.ParentRunID); err != nil {
+			return "", err
+		}
+	}
 	if err := e.start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
-		Prior: prior, Force: opts.ForceSteps, Resume: true,
+		Prior: prior, Force: opts.ForceSteps, Resume: true, Ancestors: ancestors,
 	}); err != nil {
 		return "", err
 	}

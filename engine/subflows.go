@@ -77,7 +77,7 @@ func (c children) Join(ctx context.Context, req exec.ChildRequest) (exec.Child, 
 	}
 	id := e.newRunID()
 	if err := e.start(ctx, exec.Params{RunID: id, Spec: s, Inputs: inputs, Origin: req.Origin, Env: req.Env,
-		ParentRunID: req.ParentRunID, ParentStepKey: req.StepKey}); err != nil {
+		ParentRunID: req.ParentRunID, ParentStepKey: req.StepKey, Ancestors: chain}); err != nil {
 		return exec.Child{}, err
 	}
 	return exec.Child{RunID: id, Run: e.live(id)}, nil
@@ -134,6 +134,10 @@ func childKind(err error) string {
 
 // ancestors returns the ids of runID and of the runs above it, outermost first. It reads at
 // most MaxDepthCeiling+1 records, so a corrupted chain cannot loop.
+func (e *Engine) ancestors(ctx context.Context, runID string) ([]string, error) {
+	return children{e}.ancestors(ctx, runID)
+}
+
 func (c children) ancestors(ctx context.Context, runID string) ([]string, error) {
 	var chain []string
 	for id := runID; id != "" && len(chain) <= exec.MaxDepthCeiling; {

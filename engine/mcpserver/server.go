@@ -268,6 +268,14 @@ func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if info.Terminal {
 		out["outputs"] = info.Outputs
 	}
+	// Sub-workflows (docs/spec.md, "workflow"): the child runs of its workflow steps, and the
+	// parent of a child run; absent otherwise.
+	if len(info.Children) > 0 {
+		out["children"] = info.Children
+	}
+	if info.ParentRunID != "" {
+		out["parent_workflow_id"], out["parent_step_key"] = info.ParentRunID, info.ParentStepKey
+	}
 	return structured(out), nil
 }
 

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
@@ -52,7 +52,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "child_run_id", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -75,6 +75,9 @@ class StepRecord:
         #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
         self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
         self.logs_dropped: int = int(d.get("logs_dropped") or 0)
+        #: The newest child run of a ``workflow`` step (docs/spec.md, "workflow"); ``""`` for
+        #: other kinds.
+        self.child_run_id: str = d.get("child_run_id") or ""
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 
@@ -108,6 +111,13 @@ class RunResult:
         #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
         #: was never registered.
         self.workflow_version: int = int(d.get("workflow_version") or 0)
+        #: For a child run (started by a ``kind: workflow`` step): the parent run's id and the
+        #: step instance that started it; ``""`` for a run started on its own.
+        self.parent_run_id: str = d.get("parent_run_id") or ""
+        self.parent_step_key: str = d.get("parent_step_key") or ""
+        #: The child runs this run's ``workflow`` steps started, oldest first (every attempt of a
+        #: retried step): dicts with ``run_id``, ``step_key``, ``name`` and ``status``.
+        self.children: List[Dict[str, Any]] = list(d.get("children") or [])
         self.timed_out: bool = bool(d.get("timed_out"))
 
     @property
@@ -377,8 +387,19 @@ class Engine:
         run = self.submit(spec, inputs)
         return run.wait(timeout=timeout, cancel_on_timeout=True)
 
-    def _register_flow_tools(self, spec: Any) -> None:
-        """Register the tasks of a code-first workflow (any object with ``.tasks``)."""
+    def _register_flow_tools(self, spec: Any, _seen: Optional[Set[int]] = None) -> None:
+        """Register the tasks of a code-first workflow (any object with ``.tasks``), and register
+        its sub-workflows (``.subflows``, the workflows its ``kind: workflow`` steps run) in the
+        catalog, with their tasks, deepest first."""
+        seen = set() if _seen is None else _seen
+        seen.add(id(spec))
+        for sub in getattr(spec, "subflows", ()) or ():
+            if id(sub) in seen:
+                continue
+            self._register_flow_tools(sub, seen)
+            req = _spec_request(sub)
+            self._call("dccflow_workflow_register", {"text": req["spec"], "format": req.get("format", "auto"),
+                                                     "source": req.get("source") or ""}, req.get("source"))
         for task in getattr(spec, "tasks", ()) or ():
             info = task.tool_info() if hasattr(task, "tool_info") else None
             if info is None:

@@ -109,6 +109,7 @@ class _Tracer:
         self.scopes: List[_Scope] = [self.root]
         self.flows: List[Workflow] = [flow]
         self.tasks: Dict[str, Task] = {}
+        self.subflows: Dict[str, "Workflow"] = {}  # the workflows `kind: workflow` steps run, by name
         self.pending: List[_Block] = []
         self.ctx = context(self)  # the FlowContext (passed in: it lives above the tracer)
 
@@ -412,6 +413,17 @@ class _Tracer:
             self.finalize(s)
         if scope.kind == "seq" and terminals != [steps[-1].id]:
             scope.frontier = terminals
+
+    def use_subflow(self, flow: "Workflow", site: Site) -> None:
+        """Record a workflow a ``kind: workflow`` step runs (registered with the parent)."""
+        known = self.subflows.get(flow.name)
+        if known is not None and known is not flow:
+            _fail(
+                "two different workflows are named '%s' (%s and %s); give one another name="
+                % (flow.name, _describe_fn(known.fn), _describe_fn(flow.fn)),
+                site,
+            )
+        self.subflows[flow.name] = flow
 
     def use_task(self, task: "Task", site: Site) -> None:
         info = task.tool_info()

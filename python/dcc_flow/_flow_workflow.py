@@ -233,7 +233,8 @@ def _is_ctx_param(param: inspect.Parameter, annotation: Any) -> bool:
 
 class Workflow(_FlowCallable):
     """A code-first workflow made by ``@workflow``. ``spec`` is its ``WorkflowSpec``, ``tasks`` the
-    tasks its steps call (``Engine.run(flow, inputs)`` registers them as tools)."""
+    tasks its steps call (``Engine.run(flow, inputs)`` registers them as tools), ``subflows`` the
+    workflows its ``kind: workflow`` steps run (registered in the catalog with it)."""
 
     def __init__(
         self,
@@ -242,6 +243,7 @@ class Workflow(_FlowCallable):
         description: Optional[str] = None,
         inputs: Optional[Mapping[str, Mapping[str, Any]]] = None,
         lazy: bool = False,
+        inline: bool = False,
     ) -> None:
         if not callable(fn) or isinstance(fn, _FlowCallable):
             raise TypeError("@workflow needs a function; got %r" % (fn,))
@@ -253,6 +255,7 @@ class Workflow(_FlowCallable):
         if name is not None and not isinstance(name, str):
             raise TypeError("%s: name must be a string" % label)
         self.name = name if name is not None else fn_name
+        self._inline = bool(inline)
         if description is None:
             doc = inspect.getdoc(fn) or ""
             description = doc.strip().splitlines()[0].strip() if doc.strip() else ""
@@ -262,6 +265,7 @@ class Workflow(_FlowCallable):
         self._inputs = self._declare_inputs(label, inputs or {})
         self._lock = threading.RLock()
         self._traced: Optional[Tuple[Dict[str, Any], Tuple[Task, ...]]] = None
+        self._subflows: Tuple["Workflow", ...] = ()
         self._compiled: Optional[Tuple[WorkflowSpec, Tuple[Task, ...]]] = None
         functools.update_wrapper(self, fn, updated=())
         if not lazy:
@@ -346,6 +350,7 @@ class Workflow(_FlowCallable):
             "inputs": self._inputs,
             "steps": tracer.root.to_list(),
         }
+        self._subflows = tuple(tracer.subflows.values())
         self._traced = (data, tuple(tracer.tasks.values()))
         return self._traced
 
@@ -388,6 +393,14 @@ class Workflow(_FlowCallable):
         return self._compile()[1]
 
     @property
+    def subflows(self) -> Tuple["Workflow", ...]:
+        """The workflows this one's ``kind: workflow`` steps run (calls of another ``@workflow``
+        that are not inlined), one per name. ``Engine.run``, ``submit`` and ``register_workflow``
+        register them in the catalog (with their tasks and their own sub-workflows) first."""
+        self._compile()
+        return self._subflows
+
+    @property
     def inputs(self) -> Dict[str, Dict[str, Any]]:
         """The declared inputs, as in the spec."""
         out: Dict[str, Dict[str, Any]] = json.loads(json.dumps(self._inputs))
@@ -419,16 +432,40 @@ class Workflow(_FlowCallable):
             return temporary.run(self, inputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside another ``@workflow``: a ``kind: workflow`` step that runs this workflow as a
+        child run (docs/spec.md, "workflow"); returns a reference to its output, the child's
+        outputs by step id. A workflow made with ``inline=True`` has its steps inlined instead
+        (see ``inline``). Outside a workflow it is an error: use ``run``."""
         tracer = _current()
         site = _user_site()
         if tracer is None:
             var = str(getattr(self.fn, "__name__", "flow"))
             raise TypeError(
                 "workflow '%s' is not a plain function: run it with %s.run(engine, **inputs) or "
-                "engine.run(%s, inputs), or call it inside another @workflow to inline its steps"
-                % (self.name, var, var)
+                "engine.run(%s, inputs), or call it inside another @workflow to run it as a child run "
+                "(%s.inline(...) inlines its steps)"
+                % (self.name, var, var, var)
             )
-        if any(f is self for f in tracer.flows):
+        if self._inline:
+            return self._inline_call(tracer, site, args, kwargs)
+        return self._step_call(tracer, site, args, kwargs)
+
+    def inline(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside another ``@workflow``: inline this workflow's steps, ids prefixed ``name__``
+        (``step_id=`` sets the prefix), instead of running it as a child run; returns what its
+        function returns. The code-first form of copying its steps into the caller."""
+        tracer = _current()
+        site = _user_site()
+        if tracer is None:
+            raise TypeError("%s.inline(...) only works inside a @workflow" % getattr(self.fn, "__name__", self.name))
+        return self._inline_call(tracer, site, args, kwargs)
+
+    def _bind(
+        self, tracer: _Tracer, site: Site, args: Tuple[Any, ...], kwargs: Dict[str, Any], defaults: bool
+    ) -> Tuple[Dict[str, Any], Any, Any]:
+        """The inputs of a call (with the defaults of those not passed when ``defaults``), its
+        ``step_id`` and its ``after``."""
+        if any(f is self for f in tracer.flows) or tracer.flow.name == self.name:
             _fail("workflow '%s' calls itself; sub-workflows cannot recurse" % self.name, site)
         if args and isinstance(args[0], FlowContext):
             args[0]._tracer.check_active("the ctx passed to %s()" % self.name, site)
@@ -453,9 +490,28 @@ class Workflow(_FlowCallable):
             if input_name in bound.arguments:
                 values[input_name] = bound.arguments[input_name]
             elif "default" in self._inputs[input_name]:
-                values[input_name] = self._inputs[input_name]["default"]
+                if defaults:
+                    values[input_name] = self._inputs[input_name]["default"]
             else:
                 _fail("calling sub-workflow %s(...): missing input %r" % (self.name, input_name), site)
+        return values, step_id, after
+
+    def _step_call(self, tracer: _Tracer, site: Site, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Ref:
+        """A ``kind: workflow`` step running this workflow; its inputs are the values passed (the
+        child applies its own defaults)."""
+        values, step_id, after = self._bind(tracer, site, args, kwargs, defaults=False)
+        sid = tracer.new_id(str(getattr(self.fn, "__name__", self.name)), step_id, site)
+        step = _Step(sid, {}, site)
+        conv = _Converter(tracer, site, step)
+        inputs = {k: conv.value(v, "input %r of sub-workflow %s(...)" % (k, self.name)) for k, v in values.items()}
+        step.data = {"id": sid, "kind": "workflow", "workflow": self.name, "inputs": inputs}
+        tracer.add(step, after)
+        tracer.finalize(step)
+        tracer.use_subflow(self, site)
+        return Ref(tracer, "step", sid, (), step)
+
+    def _inline_call(self, tracer: _Tracer, site: Site, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        values, step_id, after = self._bind(tracer, site, args, kwargs, defaults=True)
         prefix = tracer.new_prefix(str(getattr(self.fn, "__name__", self.name)), step_id, site)
         parent = tracer.scope
         if parent.kind == "guard":
@@ -488,6 +544,7 @@ def workflow(
     description: Optional[str] = None,
     inputs: Optional[Mapping[str, Mapping[str, Any]]] = None,
     lazy: bool = False,
+    inline: bool = False,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Workflow`` compiled by tracing.
 
@@ -497,11 +554,15 @@ def workflow(
     of its docstring; ``inputs={"date": {"format": "date"}}`` adds fields to a declaration. The
     function is traced at decoration (so mistakes fail at import) unless ``lazy=True``, which
     waits for the first ``.spec`` (useful when it calls tasks defined further down the module).
+
+    Called inside another ``@workflow``, a workflow is a ``kind: workflow`` step that runs it as
+    a child run; with ``inline=True`` its steps are inlined into the caller instead (as
+    ``flow.inline(...)`` does for one call).
     """
     if fn is not None:
-        return Workflow(fn, name=name, description=description, inputs=inputs, lazy=lazy)
+        return Workflow(fn, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline)
 
     def decorate(func: Callable[..., Any]) -> Workflow:
-        return Workflow(func, name=name, description=description, inputs=inputs, lazy=lazy)
+        return Workflow(func, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline)
 
     return decorate

@@ -11,7 +11,9 @@ The drawing follows the ordering rules of the spec (docs/spec.md, "Ordering: dep
 - a ``branch`` step is a diamond with ``then``/``else`` edges to the first steps of each list; the
   steps after the branch follow the last steps of both lists (or the diamond itself, with the
   label of the empty list);
-- ``approve`` steps are hexagons, ``tool_remote`` steps double boxes (Mermaid subroutines).
+- ``approve`` steps are hexagons, ``tool_remote`` steps double boxes (Mermaid subroutines);
+- a ``workflow`` step (a child run) is one node naming the workflow it runs, a stadium in
+  Mermaid and a 3-D box in DOT (the child's steps are drawn by graphing that workflow).
 
 The output depends only on the spec: the same spec always gives the same text.
 """
@@ -194,6 +196,8 @@ def _label_lines(step: WorkflowStep) -> List[str]:
             detail += " (concurrency %d)" % step.concurrency
     elif kind == "branch":
         detail = "branch on %s" % _expr(step.on)
+    elif kind == "workflow":
+        detail = "workflow %s" % (step.workflow or "?")
     else:
         detail = kind
     return [step.id, detail]
@@ -240,6 +244,7 @@ _MERMAID_SHAPES = {
     "tool_remote": ("[[", "]]"),
     "branch": ("{", "}"),
     "approve": ("{{", "}}"),
+    "workflow": ("([", "])"),
 }
 
 
@@ -311,6 +316,7 @@ _DOT_NODE_ATTRS = {
     "tool_remote": ["peripheries=2"],
     "branch": ["shape=diamond", 'style=""'],
     "approve": ["shape=hexagon", 'style=""'],
+    "workflow": ["shape=box3d", 'style=""'],
 }
 
 

@@ -468,13 +468,14 @@ def _walk(steps: Iterable["WorkflowStep"]) -> Iterator["WorkflowStep"]:
 class WorkflowStep(_View):
     """One step of a spec. Fields that do not apply to its ``kind`` are ``None`` (or empty)."""
 
-    __slots__ = ("_steps", "_then", "_else", "_policy", "_args")
+    __slots__ = ("_steps", "_then", "_else", "_policy", "_args", "_inputs")
 
     _steps: Tuple["WorkflowStep", ...]
     _then: Tuple["WorkflowStep", ...]
     _else: Tuple["WorkflowStep", ...]
     _policy: StepPolicy
     _args: Mapping[str, Any]
+    _inputs: Mapping[str, Any]
 
     @classmethod
     def _from_dict(cls, data: Dict[str, Any]) -> "WorkflowStep":
@@ -487,6 +488,8 @@ class WorkflowStep(_View):
         set_(self, "_policy", StepPolicy._from_dict(data))
         args = data.get("args")
         set_(self, "_args", freeze(args) if isinstance(args, dict) else _EMPTY)
+        inputs = data.get("inputs")
+        set_(self, "_inputs", freeze(inputs) if isinstance(inputs, dict) else _EMPTY)
         return self
 
     def _children(self) -> Tuple[Tuple["WorkflowStep", ...], ...]:
@@ -499,7 +502,7 @@ class WorkflowStep(_View):
 
     @property
     def kind(self) -> str:
-        """``tool``, ``tool_remote``, ``foreach``, ``parallel``, ``branch`` or ``approve``."""
+        """``tool``, ``tool_remote``, ``foreach``, ``parallel``, ``branch``, ``approve`` or ``workflow``."""
         return str(self._data.get("kind", ""))
 
     @property
@@ -585,6 +588,17 @@ class WorkflowStep(_View):
         return self._data.get("prompt")
 
     @property
+    def workflow(self) -> Optional[str]:
+        """The catalog workflow a ``workflow`` step runs as a child run, else ``None``."""
+        return self._data.get("workflow")
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """The inputs of a ``workflow`` step's child run (templates allowed): a read-only mapping;
+        empty for other kinds."""
+        return self._inputs
+
+    @property
     def policy(self) -> StepPolicy:
         """Timeout, retry and idempotency settings."""
         return self._policy
@@ -607,6 +621,8 @@ class WorkflowStep(_View):
         extra = ""
         if self.tool is not None:
             extra = ", tool=%r" % self.tool
+        elif self.workflow is not None:
+            extra = ", workflow=%r" % self.workflow
         elif self.steps or self.then or self.else_:
             extra = ", children=%d" % (sum(1 for _ in self.walk()) - 1)
         return "WorkflowStep(id=%r, kind=%r%s)" % (self.id, self.kind, extra)

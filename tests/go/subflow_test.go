@@ -153,6 +153,9 @@ func TestSubflowCancelParentCancelsChild(t *testing.T) {
 	if err := b.eng.Cancel(b.ctx, id, "operator stop"); err != nil {
 		t.Fatal(err)
 	}
+	if st := b.status(call.RunID); st.Status != run.StatusCancelled {
+		t.Fatalf("the child is cancelled by the time Cancel returns: %s", st.Status)
+	}
 	info := b.wait(id)
 	if info.Status != run.StatusCancelled || len(info.Children) != 1 {
 		t.Fatalf("parent: %s %+v", info.Status, info.Children)
@@ -354,5 +357,34 @@ func TestSubflowSpecDocExampleRuns(t *testing.T) {
 	}
 	if got := jsonOf(t, info.Outputs["notify"]); got != `{"text":"published /publish/hero.fbx"}` {
 		t.Fatalf("notify: %s", got)
+	}
+}
+
+// TestSubflowHostCallsArePulledWithTheParentRun: a host thread that drives one run (a pull
+// with its run id, as Python's Run.wait does) gets the host tool calls of its child runs too,
+// two levels down; a pull for another run does not.
+func TestSubflowHostCallsArePulledWithTheParentRun(t *testing.T) {
+	b := setup(t)
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	b.register("name: leaf\nsteps:\n  - {id: w, tool: work}\n")
+	b.register("name: mid\nsteps:\n  - {id: down, kind: workflow, workflow: leaf}\n")
+	id := b.submit("name: top\nsteps:\n  - {id: down, kind: workflow, workflow: mid}\n", nil)
+	other := b.submit("name: other\nsteps:\n  - {id: z, tool: flow__echo}\n", nil)
+	b.wait(other)
+	none, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: other, Max: 1, Timeout: 50 * time.Millisecond})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("a pull for another run: %v %v", none, err)
+	}
+	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit})
+	if err != nil || len(calls) != 1 || calls[0].RunID == id {
+		t.Fatalf("a pull for the top run: %v %v", calls, err)
+	}
+	if err := b.eng.Host().Complete(calls[0].ID, output(map[string]any{"ok": true})); err != nil {
+		t.Fatal(err)
+	}
+	if info := b.wait(id); info.Status != run.StatusCompleted {
+		t.Fatalf("top: %s %+v", info.Status, info.Error)
 	}
 }

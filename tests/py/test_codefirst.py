@@ -234,8 +234,8 @@ def ingest(date: str, fmt: str = "fbx"):
 
 @workflow
 def nightly(ctx, date: str):
-    first = ingest(date)
-    second = ingest(date=date, fmt="abc", step_id="abc")
+    first = ingest.inline(date)
+    second = ingest.inline(date=date, fmt="abc", step_id="abc")
     notify(text=ctx.template("{} and {}", first.out, second.out))
 
 
@@ -255,7 +255,7 @@ def prep(scene: str):
 @workflow
 def parallel_prep(ctx, scene: str):
     with ctx.parallel() as par:
-        checked = prep(scene)
+        checked = prep.inline(scene)
         playblast(scene=scene)
     report(results=par.output, first=checked.passed)
 
@@ -1102,7 +1102,7 @@ def test_a_dag_sub_workflow_is_waited_for_as_a_whole():
     @workflow(lazy=True)
     def caller(ctx, date: str):
         notify(text="start")
-        fan(date)
+        fan.inline(date)
         cleanup()
 
     steps = {s.id: s.depends_on for s in caller.spec.steps}
@@ -1128,7 +1128,7 @@ def test_after_accepts_blocks_and_approvals_and_ctx_may_be_passed_to_a_sub_workf
         with loop as scene:
             convert(scene=scene)
         gate = ctx.approve("go?", after=[])
-        sub(ctx, scene="x", after=[gate])
+        sub.inline(ctx, scene="x", after=[gate])
         notify(text="done", after=[loop, gate])
 
     deps = {s.id: s.depends_on for s in caller.spec.steps}

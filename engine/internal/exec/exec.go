@@ -145,6 +145,10 @@ type Params struct {
 	// ParentRunID and ParentStepKey, on a new run, record the workflow step instance this run
 	// is the child of (store.Run); "" for a run started on its own.
 	ParentRunID, ParentStepKey string
+	// Ancestors are the runs above this one (outermost first; the last is ParentRunID), for a
+	// child run, new or resumed; its host tool calls carry them (tools.Call.Ancestors), so a
+	// host thread driving an ancestor runs them.
+	Ancestors []string
 	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
@@ -239,8 +243,9 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
-		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
+		ancestors: p.Ancestors,
+		runDoc:    map[string]any{"id": p.RunID, "name": p.Spec.Name},
+		env:       p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{},
 	}
 	for _, f := range p.Force {
@@ -344,6 +349,7 @@ type runner struct {
 	x         *Executor
 	id, name  string
 	origin    string
+	ancestors []string // Params.Ancestors
 	plan      *plan
 	root      *frame
 	ctx       context.Context
@@ -386,6 +392,10 @@ type runner struct {
 	sealed             bool
 	liveMu             sync.Mutex
 	liveHead, liveTail *inst // step instances in flight, oldest first
+
+	// kids are the live child runs of the run's workflow steps, by run id (subworkflow.go).
+	kidsMu sync.Mutex
+	kids   map[string]Child
 }
 
 // stop ends the run from outside: it seals the run first, while the steps in flight are still
@@ -395,6 +405,7 @@ func (r *runner) stop(sc *stopCause) {
 	r.stopCause.CompareAndSwap(nil, sc)
 	r.seal()
 	r.cancelCtx(r.stopCause.Load())
+	r.stopChildren() // subworkflow.go: the child runs end with it, before stop returns
 }
 
 // cancel stops the run with cause (*stopCause for user cancels, engine stops and store

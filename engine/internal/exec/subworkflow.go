@@ -162,6 +162,8 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 	}
 	child.StepKey = in.row.Key
 	if child.Run != nil {
+		r.addChild(child)
+		defer r.removeChild(child)
 		select {
 		case <-child.Run.Done():
 		case <-actx.Done():
@@ -202,6 +204,38 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 		kind = run.KindError
 	}
 	return stepEnd{}, kind, fmt.Sprintf("step %s: child run %s (workflow %s) %s: %s", in.row.Key, child.RunID, sp.st.Workflow, res.Status, msg), false
+}
+
+// addChild registers a live child run, so that stopping the run stops it (stopChildren).
+func (r *runner) addChild(c Child) {
+	r.kidsMu.Lock()
+	if r.kids == nil {
+		r.kids = map[string]Child{}
+	}
+	r.kids[c.RunID] = c
+	r.kidsMu.Unlock()
+}
+
+func (r *runner) removeChild(c Child) {
+	r.kidsMu.Lock()
+	delete(r.kids, c.RunID)
+	r.kidsMu.Unlock()
+}
+
+// stopChildren ends the live child runs of a run being stopped (Cancel, Stop), with its
+// cause, and returns once their terminal records are written: a cancelled parent's children
+// are cancelled when Cancel returns. A child registered after this runs is stopped by its
+// step (stopChild), which sees the run's context ended.
+func (r *runner) stopChildren() {
+	r.kidsMu.Lock()
+	kids := make([]Child, 0, len(r.kids))
+	for _, c := range r.kids {
+		kids = append(kids, c)
+	}
+	r.kidsMu.Unlock()
+	for _, c := range kids {
+		r.stopChild(r.ctx, c)
+	}
 }
 
 // stopChild ends a child whose parent step stopped: with the parent's own cause when the run

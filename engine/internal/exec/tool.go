@@ -33,7 +33,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	defer r.leafEnd()
 
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
-	call := tools.Call{RunID: r.id, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
+	call := tools.Call{RunID: r.id, Ancestors: r.ancestors, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
 	if sp.pool != "" {
 		call.DCC = sp.pool
 	}

@@ -69,8 +69,9 @@ const (
 )
 
 type pending struct {
-	call  PendingCall
-	state pendingState // queue bookkeeping, under Host.mu
+	call      PendingCall
+	ancestors []string     // Call.Ancestors: the runs above call.RunID (lane.go)
+	state     pendingState // queue bookkeeping, under Host.mu
 	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
 	puller uint64
 	gen    uint32          // how many times it was handed back: tells its live queue entries (lane.go)
@@ -130,6 +131,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	h.nextID++
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
 		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
+	p.ancestors = call.Ancestors
 	h.calls[p.call.ID] = p
 	ln.enqueue(p, false)
 	h.mu.Unlock()
@@ -373,4 +375,12 @@ func (d *dropLog) add(id uint64, reason string) {
 func (d *dropLog) get(id uint64) (string, bool) {
 	r, ok := d.reasons[id]
 	return r, ok
+}
+
+// eachRun calls fn with the run id of p's call and the id of each run above it.
+func (p *pending) eachRun(fn func(id string)) {
+	fn(p.call.RunID)
+	for _, a := range p.ancestors {
+		fn(a)
+	}
 }

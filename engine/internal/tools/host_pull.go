@@ -20,8 +20,8 @@ const maxSpins = 300
 type PullRequest struct {
 	// Lanes to take calls from, in priority order; empty means LaneMain.
 	Lanes []string
-	// RunID restricts the calls to one run; "" means any run. A host thread that drives one run
-	// (Python's Engine.run) pulls only that run's calls.
+	// RunID restricts the calls to one run and its sub-workflows' child runs; "" means any run.
+	// A host thread that drives one run (Python's Engine.run) pulls only that run's calls.
 	RunID string
 	// Max is the most calls returned; ≤ 0 means 1.
 	Max int

@@ -74,20 +74,27 @@ func (f *fifo) front() *pending {
 	return nil
 }
 
-// enqueue adds p at the back (handedBack false) or the front (true) of the lane.
+// enqueue adds p at the back (handedBack false) or the front (true) of the lane: in all, and
+// in byRun under its run and under each run above it (Call.Ancestors: a sub-workflow's call is
+// also a call of its parent run, for a host thread that drives the parent).
 func (ln *lane) enqueue(p *pending, handedBack bool) {
-	rq := ln.byRun[p.call.RunID]
-	if rq == nil {
-		rq = &fifo{}
-		ln.byRun[p.call.RunID] = rq
-	}
 	if handedBack {
 		ln.all.pushFront(p)
-		rq.pushFront(p)
 	} else {
 		ln.all.push(p)
-		rq.push(p)
 	}
+	p.eachRun(func(id string) {
+		rq := ln.byRun[id]
+		if rq == nil {
+			rq = &fifo{}
+			ln.byRun[id] = rq
+		}
+		if handedBack {
+			rq.pushFront(p)
+		} else {
+			rq.push(p)
+		}
+	})
 	if ln.waiters > 0 {
 		close(ln.wake)
 		ln.wake = make(chan struct{})
@@ -100,11 +107,13 @@ func (ln *lane) enqueue(p *pending, handedBack bool) {
 func (ln *lane) left(p *pending, compact bool) {
 	ln.dead++
 	ln.dead -= ln.all.trim()
-	if rq := ln.byRun[p.call.RunID]; rq != nil {
-		if rq.trim(); rq.front() == nil {
-			delete(ln.byRun, p.call.RunID)
+	p.eachRun(func(id string) {
+		if rq := ln.byRun[id]; rq != nil {
+			if rq.trim(); rq.front() == nil {
+				delete(ln.byRun, id)
+			}
 		}
-	}
+	})
 	if compact && ln.dead > 64 && ln.dead*2 > len(ln.all.s)-ln.all.head {
 		live := ln.all.s[:0]
 		for _, s := range ln.all.s[ln.all.head:] {

@@ -14,10 +14,13 @@ import (
 
 // Call is one attempt of a tool step.
 type Call struct {
-	RunID   string
-	StepKey string // the step instance key, e.g. "per_file[3].export"
-	Tool    string
-	DCC     string // the remote's name for tool_remote calls; "" otherwise
+	RunID string
+	// Ancestors are the runs above RunID when it is a sub-workflow's child run, outermost
+	// first; nil for a run started on its own. A pull of one of them takes this call too.
+	Ancestors []string
+	StepKey   string // the step instance key, e.g. "per_file[3].export"
+	Tool      string
+	DCC       string // the remote's name for tool_remote calls; "" otherwise
 	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
 	// shared with the spec.
 	Args     map[string]any

@@ -203,13 +203,19 @@ def _import(spec: str, what: str = "--tools") -> Any:
 
 
 def resolve_run(engine: Engine, run_id: str) -> str:
-    """``run_id``, or for ``last`` the id of the newest run of the database."""
+    """``run_id``, or for ``last`` the id of the newest run of the database (when that is a
+    sub-workflow's child run, the run at the top of its chain, which shows it)."""
     if run_id != "last":
         return run_id
     newest = engine.runs(limit=1)
     if not newest:
         raise CliError("'last' names the newest run, and the database has no runs")
-    return newest[0].run_id
+    found = newest[0]
+    for _ in range(64):  # the engine's max_depth ceiling
+        if not found.parent_run_id:
+            break
+        found = engine.get_status(found.parent_run_id)
+    return found.run_id
 
 
 def parse_inputs(pairs: Sequence[str], json_file: Optional[str]) -> Dict[str, Any]:

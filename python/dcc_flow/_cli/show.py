@@ -1,7 +1,7 @@
 """``dcc-flow show RUN``: a run's step timeline, with errors and their tracebacks."""
 
 import argparse
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 from ._base import Command, Context
 from ._engine import RUN_HELP, add_db_argument, elapsed, format_duration, open_engine, resolve_run
@@ -19,7 +19,8 @@ class ShowCommand(Command):
         "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
         "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, the\n"
         "last lines its tool printed (a pool worker's output: 'out|' stdout, 'err|' stderr), and the\n"
-        "error and traceback of each failed step."
+        "error and traceback of each failed step. A workflow step's child run is shown under it,\n"
+        "its steps indented (sub-workflows, docs/spec.md \"workflow\")."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
                 ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"))
@@ -35,42 +36,64 @@ class ShowCommand(Command):
         with open_engine(args, beside_owner=True) as engine:
             run_id = resolve_run(engine, args.run_id)
             result = engine.get_status(run_id, all_steps=True)
-        ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
-                                                    result.progress[0], result.progress[1]))
-        width = max([len(s.key) for s in result.steps] + [4])
-        # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
-        run_end = result.raw.get("finished_at") if result.terminal else None
-        for s in result.steps:
-            flags = (" cached" if s.cached else "") + (" on worker " + s.worker if s.worker else "")
-            attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
-            took = elapsed(s.started_at, s.finished_at or run_end)
-            ctx.print("  %s  %-16s %-10s  %8s%s" % (s.key.ljust(width), s.status.value, attempt,
-                                                   format_duration(took), flags))
-            _print_logs(ctx, s.logs, s.logs_dropped, args.lines)
-            if s.error:
-                kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
-                ctx.print("      " + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
-                for line in (s.error.get("trace") or "").rstrip().splitlines():
-                    ctx.print("      | " + line)
+            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed",
+                                                        result.status.value, result.progress[0], result.progress[1]))
+            if result.parent_run_id:
+                ctx.print("  child of run %s, step %s" % (result.parent_run_id, result.parent_step_key))
+            _print_steps(engine, ctx, result, args.lines, "  ", set())
         if result.error:
             ctx.print("error: %s" % result.error.get("message", ""))
         return 0
 
 
-def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: int) -> None:
+#: How deep ``show`` nests child runs (the engine's max_depth ceiling).
+MAX_NESTING = 64
+
+
+def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, shown: Set[str]) -> None:
+    """The step lines of a run, each workflow step followed by its child run, indented."""
+    shown.add(result.run_id)
+    width = max([len(s.key) for s in result.steps] + [4])
+    # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
+    run_end = result.raw.get("finished_at") if result.terminal else None
+    inner = pad + "    "
+    for s in result.steps:
+        flags = (" cached" if s.cached else "") + (" on worker " + s.worker if s.worker else "")
+        attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
+        took = elapsed(s.started_at, s.finished_at or run_end)
+        ctx.print("%s%s  %-16s %-10s  %8s%s" % (pad, s.key.ljust(width), s.status.value, attempt,
+                                               format_duration(took), flags))
+        _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
+        if s.error:
+            kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
+            ctx.print(inner + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
+            for line in (s.error.get("trace") or "").rstrip().splitlines():
+                ctx.print(inner + "| " + line)
+        if s.child_run_id and s.child_run_id not in shown and len(pad) < 4 * MAX_NESTING:
+            try:
+                child = engine.get_status(s.child_run_id, all_steps=True)
+            except Exception as exc:  # noqa: BLE001 - pruned or unreadable: say so and go on
+                ctx.print("%schild run %s: %s" % (inner, s.child_run_id, exc))
+                continue
+            ctx.print("%schild run %s (%s): %s, %d/%d steps" % (inner, child.run_id, child.name or "unnamed",
+                                                               child.status.value, child.progress[0], child.progress[1]))
+            _print_steps(engine, ctx, child, lines, inner, shown)
+
+
+def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: int, pad: str = "      ") -> None:
     """A step's output lines, indented under it: the last ``limit`` (all when 0), after a line
     counting the others; an ``attempt N:`` line where the attempt changes, when several wrote."""
     shown = logs[-limit:] if limit > 0 else logs
     hidden = len(logs) - len(shown) + dropped
     if hidden:
-        ctx.print("      … %d more line%s" % (hidden, "" if hidden == 1 else "s"))
+        ctx.print("%s… %d more line%s" % (pad, hidden, "" if hidden == 1 else "s"))
     several = len({e.get("attempt") for e in logs}) > 1
     last = None
     for e in shown:
         if several and e.get("attempt") != last:
             last = e.get("attempt")
-            ctx.print("      attempt %s:" % last)
-        ctx.print("      %s| %s" % ("err" if e.get("stream") == "stderr" else "out", e.get("text", "")))
+            ctx.print("%sattempt %s:" % (pad, last))
+        ctx.print("%s%s| %s" % (pad, "err" if e.get("stream") == "stderr" else "out", e.get("text", "")))
 
 
 COMMAND = ShowCommand()
