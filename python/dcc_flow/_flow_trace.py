@@ -109,7 +109,7 @@ class _Tracer:
         self.scopes: List[_Scope] = [self.root]
         self.flows: List[Workflow] = [flow]
         self.tasks: Dict[str, Task] = {}
-        self.subflows: Dict[str, "Workflow"] = {}  # the workflows `kind: workflow` steps run, by name
+        self.subflows: Dict[str, Workflow] = {}  # the workflows `kind: workflow` steps run, by name
         self.pending: List[_Block] = []
         self.ctx = context(self)  # the FlowContext (passed in: it lives above the tracer)
 

@@ -265,7 +265,7 @@ class Workflow(_FlowCallable):
         self._inputs = self._declare_inputs(label, inputs or {})
         self._lock = threading.RLock()
         self._traced: Optional[Tuple[Dict[str, Any], Tuple[Task, ...]]] = None
-        self._subflows: Tuple["Workflow", ...] = ()
+        self._subflows: Tuple[Workflow, ...] = ()
         self._compiled: Optional[Tuple[WorkflowSpec, Tuple[Task, ...]]] = None
         functools.update_wrapper(self, fn, updated=())
         if not lazy:

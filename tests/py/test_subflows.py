@@ -169,9 +169,8 @@ def test_mutual_recursion_of_code_first_workflows_is_refused_at_registration():
     def pong(n: int):
         ping(n=n)
 
-    with Engine() as engine:
-        with pytest.raises(ValidationError, match="cycle|leads back"):
-            engine.register_workflow(ping)
+    with Engine() as engine, pytest.raises(ValidationError, match="cycle|leads back"):
+        engine.register_workflow(ping)
 
 
 # --- resume after the process is killed mid-child ---------------------------------------------------

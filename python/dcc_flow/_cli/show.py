@@ -75,8 +75,9 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
             except Exception as exc:  # noqa: BLE001 - pruned or unreadable: say so and go on
                 ctx.print("%schild run %s: %s" % (inner, s.child_run_id, exc))
                 continue
-            ctx.print("%schild run %s (%s): %s, %d/%d steps" % (inner, child.run_id, child.name or "unnamed",
-                                                               child.status.value, child.progress[0], child.progress[1]))
+            done, total = child.progress
+            ctx.print("%schild run %s (%s): %s, %d/%d steps"
+                      % (inner, child.run_id, child.name or "unnamed", child.status.value, done, total))
             _print_steps(engine, ctx, child, lines, inner, shown)
 
 
