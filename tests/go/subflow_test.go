@@ -388,3 +388,90 @@ func TestSubflowHostCallsArePulledWithTheParentRun(t *testing.T) {
 		t.Fatalf("top: %s %+v", info.Status, info.Error)
 	}
 }
+
+// TestSubflowResumeOfAFailedChild: resuming the parent resumes its failed child under the same
+// id (its completed step is not called again); forcing the workflow step starts a new child.
+func TestSubflowResumeOfAFailedChild(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	broken := true
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	b.serve(engine.LaneWorker, func(c engine.PendingCall) engine.ToolResult {
+		mu.Lock()
+		defer mu.Unlock()
+		k := c.Args["k"].(string)
+		calls[k]++
+		if k == "second" && broken {
+			return engine.ToolResult{Error: &engine.ToolError{Kind: run.KindFatal, Message: "corrupt cache"}}
+		}
+		return output(map[string]any{"k": k})
+	})
+	b.register("name: two\nsteps:\n  - {id: first, tool: work, args: {k: first}}\n  - {id: second, tool: work, args: {k: second}}\n")
+	failed := b.run("name: p\nsteps:\n  - {id: sub, kind: workflow, workflow: two}\n", nil)
+	if failed.Status != run.StatusFailed || failed.Error.Kind != run.KindFatal || len(failed.Children) != 1 {
+		t.Fatalf("first run: %s %+v %+v", failed.Status, failed.Error, failed.Children)
+	}
+	childID := failed.Children[0].ID
+	mu.Lock()
+	broken = false
+	mu.Unlock()
+	if _, err := b.eng.Resume(b.ctx, failed.ID, engine.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info := b.wait(failed.ID)
+	if info.Status != run.StatusCompleted || len(info.Children) != 1 || info.Children[0].ID != childID {
+		t.Fatalf("resumed: %s %+v %+v", info.Status, info.Error, info.Children)
+	}
+	mu.Lock()
+	if calls["first"] != 1 || calls["second"] != 2 {
+		t.Errorf("calls %v: the child's completed step must not run again", calls)
+	}
+	mu.Unlock()
+	if _, err := b.eng.Resume(b.ctx, failed.ID, engine.ResumeOptions{ForceSteps: []string{"sub"}}); err != nil {
+		t.Fatal(err)
+	}
+	info = b.wait(failed.ID)
+	if info.Status != run.StatusCompleted || len(info.Children) != 2 || info.Children[1].ID == childID {
+		t.Fatalf("forced: a new child: %s %+v", info.Status, info.Children)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["first"] != 2 {
+		t.Errorf("calls %v: the forced step's new child runs its steps", calls)
+	}
+}
+
+// TestSubflowChildCancelledOnItsOwnOrUnregistered: a child cancelled by itself fails the step
+// with kind cancelled; a workflow unregistered after the submit fails the step with not_found.
+func TestSubflowChildCancelledOnItsOwnOrUnregistered(t *testing.T) {
+	b := setup(t)
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	b.register("name: slow_child\nsteps:\n  - {id: s, tool: slow}\n")
+	id := b.submit("name: p\nsteps:\n  - {id: sub, kind: workflow, workflow: slow_child}\n", nil)
+	call := b.nextCall(engine.LaneMain)
+	if err := b.eng.Cancel(b.ctx, call.RunID, "not this one"); err != nil {
+		t.Fatal(err)
+	}
+	info := b.wait(id)
+	if info.Status != run.StatusFailed || info.Error.Kind != run.KindCancelled {
+		t.Fatalf("parent: %s %+v", info.Status, info.Error)
+	}
+	mustContain(t, "the error", info.Error.Message, call.RunID, "cancelled", "not this one")
+
+	b.register("name: later\nsteps:\n  - {id: x, tool: flow__echo}\n")
+	id = b.submit("name: p2\nsteps:\n  - {id: gate, kind: approve}\n  - {id: sub, kind: workflow, workflow: later}\n", nil)
+	b.eng.Unregister("later")
+	b.waitFor("the gate", func() bool { return len(b.status(id).Approvals) == 1 })
+	if err := b.eng.Approve(b.ctx, id, "gate", true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	info = b.wait(id)
+	if info.Status != run.StatusFailed || info.Error.Kind != run.KindNotFound || !strings.Contains(info.Error.Message, `no workflow named "later"`) {
+		t.Fatalf("unregistered: %s %+v", info.Status, info.Error)
+	}
+}
