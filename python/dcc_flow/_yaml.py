@@ -22,7 +22,7 @@ _SAFE_ASCII = re.compile(r'^[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and
 _SPEC_ORDER = ("name", "description", "inputs", "steps")
 _INPUT_ORDER = ("type", "required", "default", "format", "enum", "description")
 _STEP_ORDER = (
-    "id", "kind", "description", "depends_on", "tool", "dcc", "pool", "args", "items", "as",
+    "id", "kind", "description", "depends_on", "tool", "dcc", "pool", "args", "workflow", "inputs", "items", "as",
     "concurrency", "on_any_fail", "on", "prompt", "timeout_secs", "retry", "idempotency_key",
     "idempotency_scope", "idempotency_ttl_secs", "steps", "then", "else",
 )

@@ -51,6 +51,9 @@ def test_a_workflow_step_outputs_the_child_outputs_and_links_the_child():
     spec = dcc_flow.WorkflowSpec.from_yaml_str(PARENT)
     step = spec.step("sub")
     assert (step.kind, step.workflow, dict(step.inputs)) == ("workflow", "child", {"shot": "sh010"})
+    text = spec.to_yaml()
+    assert text.index("workflow: \"child\"") < text.index("inputs:\n      shot:")
+    assert dcc_flow.WorkflowSpec.from_yaml_str(text) == spec
 
 
 def test_a_failed_child_fails_the_step_with_its_kind_and_names_the_child():
