@@ -264,6 +264,11 @@ def test_cli_show_nests_the_child_steps_under_the_workflow_step(tmp_path):
     assert lines[at + 1].startswith("      child run r") and "(child): completed, 2/2 steps" in lines[at + 1]
     assert lines[at + 2].startswith("      a ") and lines[at + 3].startswith("      b ")
     assert lines[at + 4].startswith("  after")
+    status = cli("status", run_id)
+    assert status.returncode == 0, status.stderr
+    child_id = lines[at + 1].split()[2]
+    assert "child run %s (child) of step sub: completed" % child_id in status.stdout
+    assert "child of run %s, step sub" % run_id in cli("status", child_id).stdout
     graph = cli("graph", "parent.yaml")
     assert graph.returncode == 0, graph.stderr
     assert 'sub(["sub<br/>workflow child"])' in graph.stdout

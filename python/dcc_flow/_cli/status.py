@@ -40,6 +40,11 @@ class StatusCommand(Command):
             if result.error:
                 where = " at %s" % result.error["step_key"] if result.error.get("step_key") else ""
                 ctx.print("error%s: %s" % (where, result.error.get("message", "")))
+            if result.parent_run_id:
+                ctx.print("child of run %s, step %s" % (result.parent_run_id, result.parent_step_key))
+            for child in result.children:  # sub-workflows: dcc-flow show nests their steps
+                ctx.print("child run %s (%s) of step %s: %s" % (child.get("run_id"), child.get("name") or "unnamed",
+                                                              child.get("step_key"), child.get("status")))
             for key, value in sorted(result.outputs.items()):
                 text = json.dumps(value)
                 if len(text) > OUTPUT_WIDTH:  # a cut value is not JSON any more: say so
