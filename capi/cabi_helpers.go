@@ -38,6 +38,7 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_calls_next":         dccflow_calls_next,
 	"dccflow_calls_complete":     dccflow_calls_complete,
 	"dccflow_call_cancelled":     dccflow_call_cancelled,
+	"dccflow_call_report":        dccflow_call_report,
 	"dccflow_puller_open":        dccflow_puller_open,
 	"dccflow_puller_close":       dccflow_puller_close,
 	"dccflow_calls_release":      dccflow_calls_release,

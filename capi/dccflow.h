@@ -43,6 +43,7 @@ int32_t dccflow_runs_prune(uint64_t handle, const char *in_json, char **out_json
 int32_t dccflow_calls_next(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_call_report(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_puller_open(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_puller_close(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_release(uint64_t handle, const char *in_json, char **out_json);

@@ -427,6 +427,7 @@ var requestTypes = map[string]any{
 	"dccflow_calls_next":         nextRequest{},
 	"dccflow_calls_complete":     completeRequest{},
 	"dccflow_call_cancelled":     callRequest{},
+	"dccflow_call_report":        reportRequest{},
 	"dccflow_puller_open":        nil,
 	"dccflow_puller_close":       pullerRequest{},
 	"dccflow_calls_release":      releaseRequest{},

@@ -184,6 +184,15 @@ func dccflow_call_cancelled(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.i
 	return call(h, in, out, opCallCancelled)
 }
 
+// dccflow_call_report: in {"call_id": 1, "progress": {"done", "total", "message"}, "logs":
+// [{"message", "fields"}]} → {"accepted": true}. What a running host tool reports about itself
+// (current_call().progress and .log); false when the call is no longer running.
+//
+//export dccflow_call_report
+func dccflow_call_report(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opCallReport)
+}
+
 // dccflow_puller_open: in {} → {"puller": 1}. A puller is a thread that takes tool calls:
 // calls_next with "puller" records it as their holder until it answers them.
 //

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -540,6 +541,47 @@ type callRequest struct {
 
 var opCallCancelled = withEngine(func(e *engine.Engine, req *callRequest) (any, error) {
 	return map[string]bool{"cancelled": e.Host().Cancelled(req.CallID)}, nil
+})
+
+// reportRequest is what a running host tool reports (dccflow_call_report): its progress, log
+// lines, or both.
+type reportRequest struct {
+	CallID   uint64          `json:"call_id"`
+	Progress *progressReport `json:"progress"`
+	Logs     []logReport     `json:"logs"`
+}
+
+type progressReport struct {
+	Done    *float64 `json:"done"`
+	Total   *float64 `json:"total"`
+	Message string   `json:"message"`
+}
+
+type logReport struct {
+	Message string          `json:"message"`
+	Fields  json.RawMessage `json:"fields"`
+}
+
+var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, error) {
+	var rep engine.ToolReport
+	if p := req.Progress; p != nil {
+		if p.Done == nil {
+			return nil, run.Errorf(run.CodeInvalidInput, "progress.done is required (a number ≥ 0)")
+		}
+		sp := run.StepProgress{Done: *p.Done, Total: p.Total, Message: p.Message}
+		if msg := sp.Check(); msg != "" {
+			return nil, run.Errorf(run.CodeInvalidInput, "%s", msg)
+		}
+		rep.Progress = &sp
+	}
+	for i, l := range req.Logs {
+		f := bytes.TrimSpace(l.Fields)
+		if len(f) > 0 && f[0] != '{' && string(f) != "null" {
+			return nil, run.Errorf(run.CodeInvalidInput, "logs[%d].fields must be a JSON object", i)
+		}
+		rep.Logs = append(rep.Logs, run.LogLineOf(l.Message, f))
+	}
+	return map[string]bool{"accepted": e.Host().Report(req.CallID, rep)}, nil
 })
 
 type eventsRequest struct {

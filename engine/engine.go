@@ -51,10 +51,13 @@ type (
 	ToolError = tools.ToolError
 	// ToolInfo describes a tool: host tools are registered with RegisterTool.
 	ToolInfo = tools.ToolInfo
-	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled; OpenPuller, Release, ClosePuller).
+	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled, Report; OpenPuller, Release, ClosePuller).
 	Host = tools.Host
 	// PendingCall is a host tool call handed out by Host.Pull.
 	PendingCall = tools.PendingCall
+	// ToolReport is what a running host tool reports about itself (Host.Report): progress, log
+	// lines.
+	ToolReport = tools.Report
 	// Approval is an open approval of a run.
 	Approval = exec.Approval
 )

@@ -82,8 +82,11 @@ type StepInfo struct {
 	// (docs/limits.md "Step output").
 	Logs        []run.LogLine `json:"logs,omitempty"`
 	LogsDropped int           `json:"logs_dropped,omitempty"`
-	StartedAt   time.Time     `json:"started_at,omitzero"`
-	FinishedAt  time.Time     `json:"finished_at,omitzero"`
+	// Progress is the latest progress the tool of the current (or last) attempt reported
+	// (current_call().progress, docs/python.md); nil when it reported none.
+	Progress   *run.StepProgress `json:"progress,omitempty"`
+	StartedAt  time.Time         `json:"started_at,omitzero"`
+	FinishedAt time.Time         `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -533,6 +536,12 @@ func stepInfo(st store.Step, raw bool) StepInfo {
 		Worker: st.Worker, LogsDropped: st.LogsDropped, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
 	if len(st.Logs) > 0 {
 		_ = json.Unmarshal(st.Logs, &si.Logs)
+	}
+	if len(st.Progress) > 0 {
+		var p run.StepProgress
+		if json.Unmarshal(st.Progress, &p) == nil {
+			si.Progress = &p
+		}
 	}
 	switch {
 	case len(st.Output) == 0:

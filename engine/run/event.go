@@ -18,6 +18,11 @@ const (
 	EventWorkflowResumed  = "workflow_resumed"
 	EventInterrupted      = "interrupted"
 	EventStallDetected    = "stall_detected"
+	// EventStepProgress carries the latest progress a running tool reported (detail: a
+	// StepProgress); EventStepLog the lines it logged (detail: {"lines": [LogLine…], "dropped"}).
+	// Both are throttled per call (ReportInterval, MaxLogLinesPerFlush; docs/limits.md).
+	EventStepProgress = "step_progress"
+	EventStepLog      = "step_log"
 )
 
 // Progress counts the step instances of a run: Total grows as foreach steps expand, Completed

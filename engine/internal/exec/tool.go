@@ -69,6 +69,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if attempt > 1 {
 			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 			in.row.Status = run.StepRetrying
+			in.row.Progress = nil // the progress of the attempt that failed
 			in.setAttempt(attempt)
 			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
 			if err := in.save(run.EventStepRetry, detail); err != nil {
@@ -92,7 +93,13 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				return r.stoppedEnd(r.ctx)
 			}
 		}
+		rep := in.startReport(attempt)
+		call.Reporter = nil
+		if rep != nil {
+			call.Reporter = rep
+		}
 		res, err := r.attempt(ctx, sp, call, attempt)
+		in.endReport(rep)
 		in.row.Worker = res.Worker
 		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {

@@ -183,9 +183,12 @@ type Step struct {
 	// (migration 0006).
 	Logs        []byte
 	LogsDropped int
-	StartedAt   time.Time
-	FinishedAt  time.Time // zero until terminal
-	UpdatedAt   time.Time
+	// Progress is the latest progress the step's tool reported, a JSON run.StepProgress object;
+	// nil when it reported none. Stored in the nullable column progress (migration 0008).
+	Progress   []byte
+	StartedAt  time.Time
+	FinishedAt time.Time // zero until terminal
+	UpdatedAt  time.Time
 	// Insert is a hint from the writer: this is the instance's first write, so (RunID, Key) is
 	// not stored yet and a store may skip looking it up (an INSERT rather than an upsert).
 	// False is always correct. Not stored.

@@ -69,8 +69,9 @@ const (
 )
 
 type pending struct {
-	call  PendingCall
-	state pendingState // queue bookkeeping, under Host.mu
+	call     PendingCall
+	reporter Reporter     // the step's, or nil
+	state    pendingState // queue bookkeeping, under Host.mu
 	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
 	puller uint64
 	gen    uint32          // how many times it was handed back: tells its live queue entries (lane.go)
@@ -130,6 +131,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	h.nextID++
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
 		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
+	p.reporter = call.Reporter
 	h.calls[p.call.ID] = p
 	ln.enqueue(p, false)
 	h.mu.Unlock()
@@ -321,6 +323,22 @@ func (h *Host) Cancelled(id uint64) bool {
 	p, ok := h.calls[id]
 	h.mu.Unlock()
 	return !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil
+}
+
+// Report passes a report of the pulled call id to its step. It returns false, and drops the
+// report, when the call is not running: unknown, answered, withdrawn, or cancelled.
+func (h *Host) Report(id uint64, rep Report) bool {
+	h.mu.Lock()
+	p, ok := h.calls[id]
+	running := ok && p.state == statePulled
+	h.mu.Unlock()
+	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil {
+		return false
+	}
+	if p.reporter != nil {
+		p.reporter.Report(rep)
+	}
+	return true
 }
 
 // Pending returns the number of calls queued or pulled and not answered.

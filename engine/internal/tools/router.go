@@ -184,6 +184,9 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if r.remote == nil {
 		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
 	}
+	if call.Reporter != nil {
+		ctx = WithReporter(ctx, call.Reporter)
+	}
 	return abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
 }
 

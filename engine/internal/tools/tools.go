@@ -23,6 +23,22 @@ type Call struct {
 	Args     map[string]any
 	Attempt  int       // 1-based
 	Deadline time.Time // the attempt's deadline on the engine clock; zero = none
+	// Reporter receives what the running call reports about itself (progress, log lines);
+	// nil when nobody listens (the reports are then dropped).
+	Reporter Reporter
+}
+
+// Report is what a running call tells about itself (current_call().progress and .log,
+// docs/python.md): its latest progress, log lines, or both.
+type Report struct {
+	Progress *run.StepProgress
+	Logs     []run.LogLine // StreamLog lines
+}
+
+// Reporter takes the reports of one running call. Report is safe for concurrent use, never
+// blocks on I/O (it coalesces and writes later) and ignores reports after the call ended.
+type Reporter interface {
+	Report(Report)
 }
 
 // Result is what a tool returned: an output, or a structured error.
@@ -97,3 +113,17 @@ var (
 	// ErrClosed: the host was closed; no call can be made or pulled.
 	ErrClosed = errors.New("tool host closed")
 )
+
+type reporterKey struct{}
+
+// WithReporter returns ctx carrying rep: how a RemoteCaller learns the reporter of the call it
+// makes (see ReporterFrom).
+func WithReporter(ctx context.Context, rep Reporter) context.Context {
+	return context.WithValue(ctx, reporterKey{}, rep)
+}
+
+// ReporterFrom returns the reporter ctx carries (WithReporter), or nil.
+func ReporterFrom(ctx context.Context) Reporter {
+	rep, _ := ctx.Value(reporterKey{}).(Reporter)
+	return rep
+}

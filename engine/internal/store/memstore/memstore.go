@@ -76,7 +76,7 @@ type runRec struct {
 type stepRec struct {
 	key, stepID, output, fileRefs span
 	errKind, errMessage, errTrace span
-	worker, logs                  span
+	worker, logs, progress        span
 	logsDropped                   int32
 	started, finished, updated    int64
 	attempt                       int32
@@ -293,7 +293,7 @@ func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	}
 	r.output, r.fileRefs = a.put(st.Output), a.put(st.FileRefs)
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
-	r.worker, r.logs, r.logsDropped = a.putString(st.Worker), a.put(st.Logs), int32(st.LogsDropped)
+	r.worker, r.logs, r.logsDropped, r.progress = a.putString(st.Worker), a.put(st.Logs), int32(st.LogsDropped), a.put(st.Progress)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
 	status := s.codes.code(string(st.Status))
@@ -344,7 +344,7 @@ func (s *Store) stepOf(runID string, r *stepRec) store.Step {
 		Status: run.StepStatus(s.codes.name(r.status)), Attempt: int(r.attempt), Cached: r.cached,
 		Output: a.bytes(r.output), FileRefs: a.bytes(r.fileRefs),
 		ErrorKind: a.string(r.errKind), ErrorMessage: a.string(r.errMessage), ErrorTrace: a.string(r.errTrace),
-		Worker: a.string(r.worker), Logs: a.bytes(r.logs), LogsDropped: int(r.logsDropped),
+		Worker: a.string(r.worker), Logs: a.bytes(r.logs), LogsDropped: int(r.logsDropped), Progress: a.bytes(r.progress),
 		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished), UpdatedAt: unnanos(r.updated),
 	}
 }
@@ -661,7 +661,7 @@ func (s *Store) compact(doomed []bool) {
 			st := rec.step(j)
 			st.key, st.stepID, st.output, st.fileRefs = moved(st.key), moved(st.stepID), moved(st.output), moved(st.fileRefs)
 			st.errKind, st.errMessage, st.errTrace = moved(st.errKind), moved(st.errMessage), moved(st.errTrace)
-			st.worker, st.logs = moved(st.worker), moved(st.logs)
+			st.worker, st.logs, st.progress = moved(st.worker), moved(st.logs), moved(st.progress)
 		}
 		rec.events = nil
 	}

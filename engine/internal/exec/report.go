@@ -1,0 +1,241 @@
+package exec
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// reporter takes what one attempt of a host or remote tool step reports about itself while it
+// runs (current_call().progress and .log, docs/python.md) and writes it, throttled:
+//
+//   - at most one write of events per run.ReportInterval: a step_progress event with the latest
+//     progress (the ones in between are replaced, never queued) and a step_log event with the
+//     lines logged since the last write, at most run.MaxLogLinesPerFlush of them (the others are
+//     counted as dropped, in the event and in the step record's logs_dropped);
+//   - the step record (its progress and logs) at most once per run.ReportRowInterval while the
+//     call runs, and with the step's next write when the call ends (end).
+//
+// Report never writes: the first report starts a flush in a goroutine, later ones within the
+// interval wait for a timer on the engine clock, so a tool calling progress() in a tight loop
+// pays for a mutex and a few fields, not for a commit. Whatever is pending when the call ends is
+// written by end before the step's own next write, so the last value is never lost and the
+// events of an attempt precede its step_exit or step_retry. A reporter is made per attempt and
+// never reused: a report that arrives after end is dropped.
+type reporter struct {
+	in      *inst
+	attempt int
+	base    store.Step // the running row at the attempt's start; not modified
+
+	mu        sync.Mutex // serialises flushes; guards the fields below
+	active    bool
+	touched   bool              // something was reported
+	progress  *run.StepProgress // the latest reported
+	progDirty bool              // progress not written as an event yet
+	lines     []run.LogLine     // logged, not written as an event yet
+	lost      int               // lines logged past MaxLogLinesPerFlush since the last write
+	logs      []run.LogLine     // the record's lines: the row's, then the ones written
+	dropped   int               // the record's logs_dropped
+	rowDirty  bool              // the record lags behind the events
+	lastEvent time.Time
+	lastRow   time.Time
+	scheduled bool        // a flush is due (timer, or a goroutine about to run)
+	timer     clock.Timer // the pending timer, or nil
+
+	// The record's progress and logs as last computed, for seal (which must not wait for mu:
+	// a flush holds mu while it waits for the seal lock).
+	snapMu      sync.Mutex
+	snapLogs    []byte
+	snapDropped int
+	snapProg    []byte
+	snapSet     bool
+}
+
+// startReport returns the reporter of the attempt about to be made, or nil when the step's
+// row is not written yet (an inline built-in tool, which reports nothing).
+func (in *inst) startReport(attempt int) *reporter {
+	if in.enterPending {
+		return nil
+	}
+	in.row.Progress = nil // a new attempt starts with no progress
+	p := &reporter{in: in, attempt: attempt, base: in.row, active: true}
+	in.r.liveMu.Lock()
+	in.rep = p
+	in.r.liveMu.Unlock()
+	return p
+}
+
+// endReport ends the attempt's reporting: it writes the events still pending and moves the
+// reported progress and lines onto the instance's row, for its next write.
+func (in *inst) endReport(p *reporter) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.active {
+		p.active = false
+		if p.timer != nil {
+			p.timer.Stop()
+			p.timer = nil
+		}
+		p.flushLocked(in.r.now(), true)
+	}
+	touched := p.touched
+	logs, dropped, prog := p.logs, p.dropped, p.progress
+	p.mu.Unlock()
+	in.r.liveMu.Lock()
+	in.rep = nil
+	in.r.liveMu.Unlock()
+	if !touched {
+		return
+	}
+	in.row.Logs, in.row.LogsDropped = encodeLogs(logs), dropped
+	in.row.Progress = nil
+	if prog != nil {
+		in.row.Progress, _ = json.Marshal(prog)
+	}
+}
+
+// Report implements tools.Reporter.
+func (p *reporter) Report(rp tools.Report) {
+	if rp.Progress == nil && len(rp.Logs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return
+	}
+	if !p.touched {
+		p.touched = true
+		if len(p.base.Logs) > 0 {
+			_ = json.Unmarshal(p.base.Logs, &p.logs) // written by the engine: valid
+		}
+		p.dropped = p.base.LogsDropped
+	}
+	if rp.Progress != nil {
+		pr := *rp.Progress
+		pr.Message = run.Clip(pr.Message, run.MaxProgressMessageBytes)
+		pr.Attempt = p.attempt
+		p.progress, p.progDirty = &pr, true
+	}
+	for _, l := range rp.Logs {
+		if len(p.lines) >= run.MaxLogLinesPerFlush {
+			p.lost++
+			continue
+		}
+		l.Attempt = p.attempt
+		p.lines = append(p.lines, l)
+	}
+	p.scheduleLocked(p.in.r.now())
+}
+
+// scheduleLocked arranges the next flush, if something waits for one and none is arranged.
+func (p *reporter) scheduleLocked(now time.Time) {
+	if p.scheduled || !p.active {
+		return
+	}
+	var due time.Time
+	switch {
+	case p.progDirty || len(p.lines) > 0 || p.lost > 0:
+		due = p.lastEvent.Add(run.ReportInterval)
+	case p.rowDirty:
+		due = p.lastRow.Add(run.ReportRowInterval)
+	default:
+		return
+	}
+	p.scheduled = true
+	if d := due.Sub(now); d > 0 {
+		p.timer = p.in.r.x.cfg.Clock.AfterFunc(d, p.fire)
+		return
+	}
+	go p.fire() // never write on the reporting thread (a Python tool's)
+}
+
+// fire is a scheduled flush.
+func (p *reporter) fire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return
+	}
+	p.scheduled, p.timer = false, nil
+	now := p.in.r.now()
+	p.flushLocked(now, false)
+	p.scheduleLocked(now)
+}
+
+// flushLocked writes the pending events, and the step record when it is due; final (the call
+// ended) writes the events only: the step's own next write carries the record.
+func (p *reporter) flushLocked(now time.Time, final bool) {
+	r := p.in.r
+	var evs []run.Event
+	key := p.base.Key
+	status := string(run.StepRunning)
+	if p.progDirty {
+		detail, _ := json.Marshal(p.progress)
+		evs = append(evs, r.event(now, run.EventStepProgress, key, status, p.attempt, detail))
+		p.progDirty, p.rowDirty = false, true
+	}
+	if len(p.lines) > 0 || p.lost > 0 {
+		detail, _ := json.Marshal(logDetail{Lines: p.lines, Dropped: p.lost})
+		evs = append(evs, r.event(now, run.EventStepLog, key, status, p.attempt, detail))
+		var cut int
+		p.logs, cut = run.CapLogs(append(p.logs, p.lines...))
+		p.dropped += cut + p.lost
+		p.lines, p.lost, p.rowDirty = nil, 0, true
+	}
+	b := store.Batch{Events: evs}
+	if p.rowDirty && (final || now.Sub(p.lastRow) >= run.ReportRowInterval) {
+		row := p.base
+		row.Logs, row.LogsDropped, row.UpdatedAt = encodeLogs(p.logs), p.dropped, now
+		row.Progress = nil
+		if p.progress != nil {
+			row.Progress, _ = json.Marshal(p.progress)
+		}
+		p.snapMu.Lock()
+		p.snapLogs, p.snapDropped, p.snapProg, p.snapSet = row.Logs, row.LogsDropped, row.Progress, true
+		p.snapMu.Unlock()
+		p.rowDirty, p.lastRow = false, now
+		if !final {
+			b.Steps = []store.Step{row}
+		}
+	}
+	if len(b.Events) == 0 && len(b.Steps) == 0 {
+		return
+	}
+	if len(evs) > 0 {
+		p.lastEvent = now
+		r.touch(now)
+	}
+	if err := r.writeFor(nil, &b, writePlain); err != nil {
+		p.active = false // the run ended (sealed) or its store failed: nothing more is written
+	}
+}
+
+// snapshot returns the record's progress and logs as last computed; ok is false when the
+// attempt reported nothing yet.
+func (p *reporter) snapshot() (logs []byte, dropped int, progress []byte, ok bool) {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snapLogs, p.snapDropped, p.snapProg, p.snapSet
+}
+
+// logDetail is the detail of a step_log event.
+type logDetail struct {
+	Lines   []run.LogLine `json:"lines"`
+	Dropped int           `json:"dropped,omitempty"` // lines logged past MaxLogLinesPerFlush, not kept
+}
+
+func encodeLogs(lines []run.LogLine) []byte {
+	if len(lines) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(lines)
+	return b
+}
