@@ -549,6 +549,8 @@ type reportRequest struct {
 	CallID   uint64          `json:"call_id"`
 	Progress *progressReport `json:"progress"`
 	Logs     []logReport     `json:"logs"`
+	// Dropped counts lines the host logged but did not send (its own throttle).
+	Dropped int `json:"dropped"`
 }
 
 type progressReport struct {
@@ -581,6 +583,10 @@ var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, e
 		}
 		rep.Logs = append(rep.Logs, run.LogLineOf(l.Message, f))
 	}
+	if req.Dropped < 0 {
+		return nil, run.Errorf(run.CodeInvalidInput, "dropped must be ≥ 0")
+	}
+	rep.Dropped = req.Dropped
 	return map[string]bool{"accepted": e.Host().Report(req.CallID, rep)}, nil
 })
 

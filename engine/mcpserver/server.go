@@ -222,6 +222,7 @@ func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressTo
 		return
 	}
 	defer sub.Close()
+	last := 0.0 // the progress value sent last
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -243,14 +244,42 @@ func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressTo
 			"progress": ev.Progress, "seq": ev.Seq, "detail": detail}
 		_ = s.mcp.SendNotificationToClient(ctx, UpdatedMethod, params)
 		if token != nil {
+			value, message := progressNote(ev)
+			last = max(last, value) // never backwards: a parallel step may be less far along
 			_ = s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-				"progressToken": token, "progress": ev.Progress.Completed, "total": ev.Progress.Total,
-				"message": strings.TrimSpace(ev.Type + " " + ev.StepKey)})
+				"progressToken": token, "progress": last, "total": ev.Progress.Total, "message": message})
 		}
 		if terminal {
 			return
 		}
 	}
+}
+
+// progressNote is the value and message of the progress notification of ev: the run's
+// completed step instances, plus, for a step_progress event with a total, the fraction of the
+// running step that is done (so "2 of 5 steps, export 37/120" is 2.31 of 5), and a message such
+// as "step_progress export 37/120 caching frames…".
+func progressNote(ev engine.Event) (float64, string) {
+	value := float64(ev.Progress.Completed)
+	message := strings.TrimSpace(ev.Type + " " + ev.StepKey)
+	if ev.Type != run.EventStepProgress {
+		return value, message
+	}
+	var p run.StepProgress
+	if json.Unmarshal(ev.Detail, &p) != nil {
+		return value, message
+	}
+	message += " " + strconv.FormatFloat(p.Done, 'f', -1, 64)
+	if p.Total != nil {
+		message += "/" + strconv.FormatFloat(*p.Total, 'f', -1, 64)
+		if *p.Total > 0 {
+			value += min(max(p.Done / *p.Total, 0), 0.99)
+		}
+	}
+	if p.Message != "" {
+		message += " " + p.Message
+	}
+	return value, message
 }
 
 func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -52,7 +52,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "progress", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -70,11 +70,15 @@ class StepRecord:
         #: the step did not run on a pool worker.
         self.worker: str = d.get("worker") or ""
         #: The output lines of the step's attempts, oldest first: dicts with ``stream``
-        #: (``"stdout"`` or ``"stderr"``), ``text`` and ``attempt`` (docs/pools.md "Output");
-        #: later kinds of entries may add fields. ``logs_dropped`` counts older lines not kept
-        #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md
+        #: "Output"; ``"log"`` for ``current_call().log()``, with its ``fields``), ``text`` and
+        #: ``attempt``; later kinds of entries may add fields. ``logs_dropped`` counts older lines
+        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
         self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
         self.logs_dropped: int = int(d.get("logs_dropped") or 0)
+        #: The latest progress the tool of the current (or last) attempt reported with
+        #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
+        self.progress: Optional[Dict[str, Any]] = d.get("progress")
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 
@@ -632,6 +636,32 @@ class Engine:
             return True
         return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
 
+    def _report(self, call_id: int, progress: Optional[Dict[str, Any]], logs: List[Dict[str, Any]],
+                dropped: int) -> None:
+        """Send what a running tool reported (``current_call().progress``/``.log``, coalesced by
+        ``_tools.ReportThrottle``) to the engine, which writes it; a report the engine cannot take
+        is dropped, never raised into the tool."""
+        if self._closed:
+            return
+        doc: Dict[str, Any] = {"call_id": call_id}
+        if progress is not None:
+            doc["progress"] = progress
+        if logs:
+            doc["logs"] = logs
+        if dropped:
+            doc["dropped"] = dropped
+        try:
+            data = json.dumps(doc, ensure_ascii=False, allow_nan=False, default=repr, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError):  # NaN, a cycle, nesting too deep in fields
+            for entry in logs:
+                if "fields" in entry:
+                    entry["fields"] = {"repr": repr(entry["fields"])}
+            data = json.dumps(doc, ensure_ascii=False, default=repr, separators=(",", ":"))
+        try:
+            _ffi.call_encoded("dccflow_call_report", self._handle, data.encode("utf-8", "replace"))
+        except DccFlowError as exc:
+            log.debug("report of call %s dropped: %s", call_id, exc)
+
     def _complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
         """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls
         when ``next_json`` is given. An answer the library cannot take fails the step instead:
@@ -681,7 +711,8 @@ class Engine:
         for i, call in enumerate(calls):
             last = i == len(calls) - 1
             try:
-                members = execute(tools.get(call.get("tool")), call, self._cancelled)  # type: ignore[arg-type]
+                members = execute(tools.get(call.get("tool")), call, self._cancelled,  # type: ignore[arg-type]
+                                  self._report)
             except BaseException as exc:
                 if not self._closed:
                     self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"

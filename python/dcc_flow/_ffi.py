@@ -83,6 +83,7 @@ _JSON_EXPORTS = (
     "dccflow_calls_next",
     "dccflow_calls_complete",
     "dccflow_call_cancelled",
+    "dccflow_call_report",
     "dccflow_puller_open",
     "dccflow_puller_close",
     "dccflow_calls_release",

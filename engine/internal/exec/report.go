@@ -103,7 +103,7 @@ func (in *inst) endReport(p *reporter) {
 
 // Report implements tools.Reporter.
 func (p *reporter) Report(rp tools.Report) {
-	if rp.Progress == nil && len(rp.Logs) == 0 {
+	if rp.Progress == nil && len(rp.Logs) == 0 && rp.Dropped <= 0 {
 		return
 	}
 	p.mu.Lock()
@@ -124,6 +124,7 @@ func (p *reporter) Report(rp tools.Report) {
 		pr.Attempt = p.attempt
 		p.progress, p.progDirty = &pr, true
 	}
+	p.lost += max(rp.Dropped, 0)
 	for _, l := range rp.Logs {
 		if len(p.lines) >= run.MaxLogLinesPerFlush {
 			p.lost++

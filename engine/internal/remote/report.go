@@ -13,10 +13,11 @@ import (
 )
 
 // ReportFunc takes what a remote tool reports while its call runs: its latest progress (from
-// notifications/progress) or log lines (from notifications/message whose data names the call's
-// progress token, as a dcc-flow worker sends them: docs/pools.md "Progress and logs"). It must
-// not block: it is called on the connection's reading goroutine.
-type ReportFunc func(progress *run.StepProgress, logs []run.LogLine)
+// notifications/progress) or log lines, or a count of lines the remote dropped (from
+// notifications/message whose data names the call's progress token, as a dcc-flow worker sends
+// them: docs/pools.md "Progress and logs"). It must not block: it is called on the
+// connection's reading goroutine.
+type ReportFunc func(progress *run.StepProgress, logs []run.LogLine, dropped int)
 
 type reportKey struct{}
 
@@ -68,7 +69,7 @@ func onNotification(n mcp.JSONRPCNotification) {
 		if p.Check() != "" {
 			return
 		}
-		f(p, nil)
+		f(p, nil, 0)
 	case "notifications/message":
 		data, _ := fields["data"].(map[string]any)
 		if data == nil {
@@ -78,12 +79,16 @@ func onNotification(n mcp.JSONRPCNotification) {
 		if f == nil {
 			return
 		}
+		if n, ok := data["dropped"].(float64); ok && n > 0 && n < 1e9 {
+			f(nil, nil, int(n))
+			return
+		}
 		text, _ := data["message"].(string)
 		var raw json.RawMessage
 		if fl, ok := data["fields"].(map[string]any); ok && len(fl) > 0 {
 			raw, _ = json.Marshal(fl)
 		}
-		f(nil, []run.LogLine{run.LogLineOf(text, raw)})
+		f(nil, []run.LogLine{run.LogLineOf(text, raw)}, 0)
 	}
 }
 

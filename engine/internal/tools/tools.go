@@ -33,6 +33,8 @@ type Call struct {
 type Report struct {
 	Progress *run.StepProgress
 	Logs     []run.LogLine // StreamLog lines
+	// Dropped counts lines the tool's side logged but did not send (a worker's own throttle).
+	Dropped int
 }
 
 // Reporter takes the reports of one running call. Report is safe for concurrent use, never

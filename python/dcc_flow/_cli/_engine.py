@@ -13,11 +13,12 @@ import argparse
 import difflib
 import importlib
 import importlib.util
+import json
 import os
 import re
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
@@ -27,7 +28,7 @@ from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
            "RUN_HELP", "DEFAULT_DB", "DB_ENV",
-           "parse_inputs", "exit_code", "format_duration", "elapsed"]
+           "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_log"]
 
 DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
 DB_ENV = "DCC_FLOW_DB"
@@ -246,6 +247,33 @@ def exit_code(result: RunResult) -> int:
     if result.status.value in ("cancelled", "interrupted"):
         return EXIT_RUN_STOPPED
     return 1
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value) if isinstance(value, int) else "%.4g" % value
+
+
+def format_progress(progress: Optional[Dict[str, Any]]) -> str:
+    """A step's reported progress (``current_call().progress``): ``37/120 caching frames…``,
+    ``37`` without a total, ``""`` without progress."""
+    if not progress:
+        return ""
+    text = _num(progress.get("done", 0))
+    if progress.get("total") is not None:
+        text += "/" + _num(progress["total"])
+    if progress.get("message"):
+        text += " " + str(progress["message"])
+    return text
+
+
+def format_log(entry: Mapping[str, Any]) -> str:
+    """A logged line (``current_call().log``) with its fields: ``cached frame frame=37``."""
+    fields = entry.get("fields") or {}
+    tail = " ".join("%s=%s" % (k, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+                    for k, v in sorted(fields.items()))
+    return str(entry.get("text", "")) + (" " + tail if tail else "")
 
 
 def format_duration(seconds: Optional[float]) -> str:

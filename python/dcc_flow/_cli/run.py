@@ -17,6 +17,8 @@ from ._engine import (
     add_tools_argument,
     exit_code,
     format_duration,
+    format_log,
+    format_progress,
     load_tools,
     load_workflow,
     open_engine,
@@ -75,6 +77,14 @@ class Progress:
             if kind == "step_enter":
                 attempt = int(ev.get("attempt") or 1)
                 self.current = key + (" (attempt %d)" % attempt if attempt > 1 else "")
+            elif kind == "step_progress":  # a long tool says how far it is: "export 37/120 caching frames…"
+                self.current = ("%s %s" % (key, format_progress(ev.get("detail")))).strip()
+            elif kind == "step_log" and self.tty:
+                detail = ev.get("detail") or {}
+                for entry in detail.get("lines") or ():
+                    self._note("%s| %s" % (key, format_log(entry)))
+                if detail.get("dropped"):
+                    self._note("%s| … %d more lines dropped (logged too fast)" % (key, detail["dropped"]))
             elif kind == "step_retry":
                 self.retries += 1
             elif kind == "approve_requested":
@@ -118,8 +128,10 @@ class RunCommand(Command):
     summary = "run a workflow and its tools, with live progress"
     description = (
         "Run the workflow in FILE (YAML or JSON), or the catalog workflow NAME found in --workflows,\n"
-        "with the tools of --tools. On a terminal a progress line shows steps done, the running step,\n"
-        "retries and elapsed time; otherwise every event is printed as one JSON line. The run is kept\n"
+        "with the tools of --tools. On a terminal a progress line shows steps done, the running step\n"
+        "(with the progress its tool reports: 'export 37/120 caching frames…'), retries and elapsed\n"
+        "time, and the lines tools log are printed above it; otherwise every event is printed as one\n"
+        "JSON line (step_progress and step_log included). The run is kept\n"
         "in the database (--db), so status, show and resume work on it afterwards."
     )
     examples = (

@@ -4,7 +4,7 @@ import argparse
 import json
 
 from ._base import Command, Context
-from ._engine import RUN_HELP, add_db_argument, exit_code, open_engine, resolve_run
+from ._engine import RUN_HELP, add_db_argument, exit_code, format_progress, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -40,6 +40,9 @@ class StatusCommand(Command):
             if result.error:
                 where = " at %s" % result.error["step_key"] if result.error.get("step_key") else ""
                 ctx.print("error%s: %s" % (where, result.error.get("message", "")))
+            for step in result.steps:  # what a long tool says it is doing: "export 37/120 caching frames…"
+                if step.progress and not step.status.is_terminal:
+                    ctx.print("%s %s: %s" % (step.status.value, step.key, format_progress(step.progress)))
             for key, value in sorted(result.outputs.items()):
                 text = json.dumps(value)
                 if len(text) > OUTPUT_WIDTH:  # a cut value is not JSON any more: say so
