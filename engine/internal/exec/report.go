@@ -30,11 +30,23 @@ import (
 type reporter struct {
 	in      *inst
 	attempt int
-	base    store.Step // the running row at the attempt's start; not modified
 
-	mu        sync.Mutex // serialises flushes; guards the fields below
-	active    bool
-	touched   bool              // something was reported
+	mu     sync.Mutex // serialises flushes; guards st and active
+	active bool
+	st     *reportState // made by the first report: a call that reports nothing costs no more
+
+	// The record's progress and logs as last computed, for seal (which must not wait for mu:
+	// a flush holds mu while it waits for the seal lock).
+	snapMu      sync.Mutex
+	snapLogs    []byte
+	snapDropped int
+	snapProg    []byte
+	snapSet     bool
+}
+
+// reportState is what a reporter holds once its call reported something.
+type reportState struct {
+	base      store.Step        // the running row at the attempt's start
 	progress  *run.StepProgress // the latest reported
 	progDirty bool              // progress not written as an event yet
 	lines     []run.LogLine     // logged, not written as an event yet
@@ -46,14 +58,6 @@ type reporter struct {
 	lastRow   time.Time
 	scheduled bool        // a flush is due (timer, or a goroutine about to run)
 	timer     clock.Timer // the pending timer, or nil
-
-	// The record's progress and logs as last computed, for seal (which must not wait for mu:
-	// a flush holds mu while it waits for the seal lock).
-	snapMu      sync.Mutex
-	snapLogs    []byte
-	snapDropped int
-	snapProg    []byte
-	snapSet     bool
 }
 
 // startReport returns the reporter of the attempt about to be made, or nil when the step's
@@ -63,10 +67,8 @@ func (in *inst) startReport(attempt int) *reporter {
 		return nil
 	}
 	in.row.Progress = nil // a new attempt starts with no progress
-	p := &reporter{in: in, attempt: attempt, base: in.row, active: true}
-	in.r.liveMu.Lock()
-	in.rep = p
-	in.r.liveMu.Unlock()
+	p := &reporter{in: in, attempt: attempt, active: true}
+	in.rep.Store(p)
 	return p
 }
 
@@ -77,27 +79,24 @@ func (in *inst) endReport(p *reporter) {
 		return
 	}
 	p.mu.Lock()
-	if p.active {
-		p.active = false
-		if p.timer != nil {
-			p.timer.Stop()
-			p.timer = nil
+	p.active = false
+	st := p.st
+	if st != nil {
+		if st.timer != nil {
+			st.timer.Stop()
+			st.timer = nil
 		}
 		p.flushLocked(in.r.now(), true)
 	}
-	touched := p.touched
-	logs, dropped, prog := p.logs, p.dropped, p.progress
 	p.mu.Unlock()
-	in.r.liveMu.Lock()
-	in.rep = nil
-	in.r.liveMu.Unlock()
-	if !touched {
+	in.rep.Store(nil)
+	if st == nil {
 		return
 	}
-	in.row.Logs, in.row.LogsDropped = encodeLogs(logs), dropped
+	in.row.Logs, in.row.LogsDropped = encodeLogs(st.logs), st.dropped
 	in.row.Progress = nil
-	if prog != nil {
-		in.row.Progress, _ = json.Marshal(prog)
+	if st.progress != nil {
+		in.row.Progress, _ = json.Marshal(st.progress)
 	}
 }
 
@@ -111,48 +110,51 @@ func (p *reporter) Report(rp tools.Report) {
 	if !p.active {
 		return
 	}
-	if !p.touched {
-		p.touched = true
-		if len(p.base.Logs) > 0 {
-			_ = json.Unmarshal(p.base.Logs, &p.logs) // written by the engine: valid
+	st := p.st
+	if st == nil {
+		// The step goroutine does not touch its row while the call runs: reading it is safe.
+		st = &reportState{base: p.in.row, dropped: p.in.row.LogsDropped}
+		if len(st.base.Logs) > 0 {
+			_ = json.Unmarshal(st.base.Logs, &st.logs) // written by the engine: valid
 		}
-		p.dropped = p.base.LogsDropped
+		p.st = st
 	}
 	if rp.Progress != nil {
 		pr := *rp.Progress
 		pr.Message = run.Clip(pr.Message, run.MaxProgressMessageBytes)
 		pr.Attempt = p.attempt
-		p.progress, p.progDirty = &pr, true
+		st.progress, st.progDirty = &pr, true
 	}
-	p.lost += max(rp.Dropped, 0)
+	st.lost += max(rp.Dropped, 0)
 	for _, l := range rp.Logs {
-		if len(p.lines) >= run.MaxLogLinesPerFlush {
-			p.lost++
+		if len(st.lines) >= run.MaxLogLinesPerFlush {
+			st.lost++
 			continue
 		}
 		l.Attempt = p.attempt
-		p.lines = append(p.lines, l)
+		st.lines = append(st.lines, l)
 	}
 	p.scheduleLocked(p.in.r.now())
 }
 
 // scheduleLocked arranges the next flush, if something waits for one and none is arranged.
 func (p *reporter) scheduleLocked(now time.Time) {
-	if p.scheduled || !p.active {
+	st := p.st
+	if st.scheduled || !p.active {
 		return
 	}
 	var due time.Time
 	switch {
-	case p.progDirty || len(p.lines) > 0 || p.lost > 0:
-		due = p.lastEvent.Add(run.ReportInterval)
-	case p.rowDirty:
-		due = p.lastRow.Add(run.ReportRowInterval)
+	case st.progDirty || len(st.lines) > 0 || st.lost > 0:
+		due = st.lastEvent.Add(run.ReportInterval)
+	case st.rowDirty:
+		due = st.lastRow.Add(run.ReportRowInterval)
 	default:
 		return
 	}
-	p.scheduled = true
+	st.scheduled = true
 	if d := due.Sub(now); d > 0 {
-		p.timer = p.in.r.x.cfg.Clock.AfterFunc(d, p.fire)
+		st.timer = p.in.r.x.cfg.Clock.AfterFunc(d, p.fire)
 		return
 	}
 	go p.fire() // never write on the reporting thread (a Python tool's)
@@ -165,7 +167,7 @@ func (p *reporter) fire() {
 	if !p.active {
 		return
 	}
-	p.scheduled, p.timer = false, nil
+	p.st.scheduled, p.st.timer = false, nil
 	now := p.in.r.now()
 	p.flushLocked(now, false)
 	p.scheduleLocked(now)
@@ -174,35 +176,35 @@ func (p *reporter) fire() {
 // flushLocked writes the pending events, and the step record when it is due; final (the call
 // ended) writes the events only: the step's own next write carries the record.
 func (p *reporter) flushLocked(now time.Time, final bool) {
-	r := p.in.r
+	r, st := p.in.r, p.st
 	var evs []run.Event
-	key := p.base.Key
+	key := st.base.Key
 	status := string(run.StepRunning)
-	if p.progDirty {
-		detail, _ := json.Marshal(p.progress)
+	if st.progDirty {
+		detail, _ := json.Marshal(st.progress)
 		evs = append(evs, r.event(now, run.EventStepProgress, key, status, p.attempt, detail))
-		p.progDirty, p.rowDirty = false, true
+		st.progDirty, st.rowDirty = false, true
 	}
-	if len(p.lines) > 0 || p.lost > 0 {
-		detail, _ := json.Marshal(logDetail{Lines: p.lines, Dropped: p.lost})
+	if len(st.lines) > 0 || st.lost > 0 {
+		detail, _ := json.Marshal(logDetail{Lines: st.lines, Dropped: st.lost})
 		evs = append(evs, r.event(now, run.EventStepLog, key, status, p.attempt, detail))
 		var cut int
-		p.logs, cut = run.CapLogs(append(p.logs, p.lines...))
-		p.dropped += cut + p.lost
-		p.lines, p.lost, p.rowDirty = nil, 0, true
+		st.logs, cut = run.CapLogs(append(st.logs, st.lines...))
+		st.dropped += cut + st.lost
+		st.lines, st.lost, st.rowDirty = nil, 0, true
 	}
 	b := store.Batch{Events: evs}
-	if p.rowDirty && (final || now.Sub(p.lastRow) >= run.ReportRowInterval) {
-		row := p.base
-		row.Logs, row.LogsDropped, row.UpdatedAt = encodeLogs(p.logs), p.dropped, now
+	if st.rowDirty && (final || now.Sub(st.lastRow) >= run.ReportRowInterval) {
+		row := st.base
+		row.Logs, row.LogsDropped, row.UpdatedAt = encodeLogs(st.logs), st.dropped, now
 		row.Progress = nil
-		if p.progress != nil {
-			row.Progress, _ = json.Marshal(p.progress)
+		if st.progress != nil {
+			row.Progress, _ = json.Marshal(st.progress)
 		}
 		p.snapMu.Lock()
 		p.snapLogs, p.snapDropped, p.snapProg, p.snapSet = row.Logs, row.LogsDropped, row.Progress, true
 		p.snapMu.Unlock()
-		p.rowDirty, p.lastRow = false, now
+		st.rowDirty, st.lastRow = false, now
 		if !final {
 			b.Steps = []store.Step{row}
 		}
@@ -211,7 +213,7 @@ func (p *reporter) flushLocked(now time.Time, final bool) {
 		return
 	}
 	if len(evs) > 0 {
-		p.lastEvent = now
+		st.lastEvent = now
 		r.touch(now)
 	}
 	if err := r.writeFor(nil, &b, writePlain); err != nil {

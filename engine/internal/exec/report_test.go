@@ -14,6 +14,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // hostBundle runs specs whose tool "export" is a host tool this test answers, on a stub clock.
@@ -257,4 +258,36 @@ func TestRetryClearsProgressAndCancelKeepsIt(t *testing.T) {
 		!strings.Contains(string(st.Logs), "attempt two") {
 		t.Fatalf("cancelled record: %s %s %s", st.Status, st.Progress, st.Logs)
 	}
+}
+
+// BenchmarkReport is the engine's cost of one report of a running call (Host.Report, then the
+// reporter): what dccflow_call_report adds to the C ABI crossing. No time passes on the stub
+// clock, so after the first every report is coalesced: this is the cost a tool pays per report.
+func BenchmarkReport(b *testing.B) {
+	st := memstore.New()
+	defer st.Close()
+	clk := clock.NewStub(time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC))
+	router := tools.NewRouter(clk, nil)
+	if err := router.RegisterHost(tools.ToolInfo{Name: "export", Lane: tools.LaneMain}); err != nil {
+		b.Fatal(err)
+	}
+	x := exec.New(exec.Config{Store: st, Clock: clk, Router: router})
+	s, _ := spec.ParseString("steps:\n  - { id: export, tool: export }\n")
+	h, err := x.Start(context.Background(), exec.Params{RunID: "r1", Spec: s, Origin: "local"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls, err := router.Host().Pull(context.Background(), tools.PullRequest{Timeout: 10 * time.Second})
+	if err != nil || len(calls) != 1 {
+		b.Fatal(calls, err)
+	}
+	total := 1e6
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		router.Host().Report(calls[0].ID, tools.Report{Progress: &run.StepProgress{Done: float64(i), Total: &total, Message: "caching frames"}})
+	}
+	b.StopTimer()
+	_ = router.Host().Complete(calls[0].ID, tools.Result{Output: 1})
+	<-h.Done()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -48,8 +49,8 @@ type inst struct {
 	prev, next  *inst
 	linked      bool
 	liveAttempt int
-	// rep is the reporter of the attempt in progress (report.go), or nil; under runner.liveMu.
-	rep *reporter
+	// rep is the reporter of the attempt in progress (report.go), or nil.
+	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
 	final bool
 }
@@ -278,8 +279,8 @@ func (r *runner) seal() {
 			row := store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID, Kind: in.row.Kind, Status: sc.step,
 				Attempt: in.liveAttempt, ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
 				FinishedAt: now, UpdatedAt: now}
-			if in.rep != nil { // what the running tool reported stays on the record
-				if logs, dropped, prog, ok := in.rep.snapshot(); ok {
+			if rep := in.rep.Load(); rep != nil { // what the running tool reported stays on the record
+				if logs, dropped, prog, ok := rep.snapshot(); ok {
 					row.Logs, row.LogsDropped, row.Progress = logs, dropped, prog
 				}
 			}
