@@ -1114,6 +1114,19 @@ def _user() -> str:
 def _log_event(ev: Mapping[str, Any]) -> None:
     kind = ev.get("type", "")
     key = ev.get("step_key") or ""
+    detail = ev.get("detail") or {}
+    if kind == "step_progress":  # what a tool reported: "export 37/120 caching frames"
+        total = detail.get("total")
+        log.info("run %s %s %s %s%s%s", ev.get("run_id", ""), kind, key, detail.get("done"),
+                 "" if total is None else "/%s" % total, " " + detail["message"] if detail.get("message") else "")
+        return
+    if kind == "step_log":  # the lines a tool logged, one record each
+        for line in detail.get("lines") or ():
+            log.info("run %s %s: %s%s", ev.get("run_id", ""), key, line.get("text", ""),
+                     " %s" % json.dumps(line["fields"], sort_keys=True) if line.get("fields") else "")
+        if detail.get("dropped"):
+            log.info("run %s %s: %d more lines dropped (logged too fast)", ev.get("run_id", ""), key, detail["dropped"])
+        return
     progress = ev.get("progress") or {}
     log.info("run %s %s%s %s (%s/%s)", ev.get("run_id", ""), kind, " " + key if key else "",
              ev.get("status", ""), progress.get("completed", "?"), progress.get("total", "?"))

@@ -299,3 +299,19 @@ def test_cli_status_shows_a_long_steps_progress_from_another_process(cli_dir):
         marker.write_text("")
         out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, err
+
+
+def test_reports_are_logged_while_run_drives_the_run(engine, caplog):
+    @engine.tool()
+    def chatty():
+        call = dcc_flow.current_call()
+        call.progress(3, 10, "frames")
+        call.log("cached", frame=3)
+        return 1
+
+    with caplog.at_level("INFO", logger="dcc_flow"):
+        result = engine.run("steps: [{id: c, tool: chatty}]")
+    assert result.ok
+    messages = [r.getMessage() for r in caplog.records]
+    assert "run %s step_progress c 3/10 frames" % result.run_id in messages, messages
+    assert 'run %s c: cached {"frame": 3}' % result.run_id in messages, messages
