@@ -16,9 +16,12 @@ const (
 	// last report is written at the end of the interval, and at the latest when the call ends.
 	ReportInterval = 100 * time.Millisecond
 	// ReportRowInterval is the shortest time between two writes of the step record with the
-	// reported progress and log lines while the call runs (the record is written once more
-	// when the call ends).
+	// reported progress while the call runs (the record is written once more when the call
+	// ends).
 	ReportRowInterval = time.Second
+	// ReportLogsRowInterval is the shortest time between two writes of the reported log lines
+	// on the step record while the call runs (the step_log events carry them at once).
+	ReportLogsRowInterval = 10 * time.Second
 	// MaxLogLinesPerFlush bounds the log lines buffered between two writes (so at most 1,000
 	// lines a second per call); the lines logged beyond it are counted as dropped.
 	MaxLogLinesPerFlush = 100

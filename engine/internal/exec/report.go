@@ -18,8 +18,11 @@ import (
 //     progress (the ones in between are replaced, never queued) and a step_log event with the
 //     lines logged since the last write, at most run.MaxLogLinesPerFlush of them (the others are
 //     counted as dropped, in the event and in the step record's logs_dropped);
-//   - the step record (its progress and logs) at most once per run.ReportRowInterval while the
-//     call runs, and with the step's next write when the call ends (end).
+//   - the step record while the call runs: its progress at most once per run.ReportRowInterval,
+//     its lines at most once per run.ReportLogsRowInterval (a record is written whole, and up to
+//     256 KiB of lines rewritten every second would cost more than the events that carry them);
+//     all of it with the step's next write when the call ends (endReport), and on the record a
+//     cancel writes (seal).
 //
 // Report never writes: the first report starts a flush in a goroutine, later ones within the
 // interval wait for a timer on the engine clock, so a tool calling progress() in a tight loop
@@ -35,12 +38,13 @@ type reporter struct {
 	active bool
 	st     *reportState // made by the first report: a call that reports nothing costs no more
 
-	// The record's progress and logs as last computed, for seal (which must not wait for mu:
-	// a flush holds mu while it waits for the seal lock).
+	// The record's progress and lines as of the last flush, for seal (which must not wait for
+	// mu: a flush holds mu while it waits for the seal lock). snapLogs shares st.logs' array:
+	// later flushes only append beyond its length.
 	snapMu      sync.Mutex
-	snapLogs    []byte
+	snapLogs    []run.LogLine
 	snapDropped int
-	snapProg    []byte
+	snapProg    *run.StepProgress
 	snapSet     bool
 }
 
@@ -53,9 +57,13 @@ type reportState struct {
 	lost      int               // lines logged past MaxLogLinesPerFlush since the last write
 	logs      []run.LogLine     // the record's lines: the row's, then the ones written
 	dropped   int               // the record's logs_dropped
-	rowDirty  bool              // the record lags behind the events
+	rowDirty  bool              // the record's progress lags behind the events
+	logsDirty bool              // the record's lines lag behind the events
+	rowLogs   []byte            // the lines as last written on the record (JSON)
+	rowDrop   int               // the logs_dropped last written on the record
 	lastEvent time.Time
 	lastRow   time.Time
+	lastLogs  time.Time   // when the lines were last written on the record
 	scheduled bool        // a flush is due (timer, or a goroutine about to run)
 	timer     clock.Timer // the pending timer, or nil
 }
@@ -113,7 +121,7 @@ func (p *reporter) Report(rp tools.Report) {
 	st := p.st
 	if st == nil {
 		// The step goroutine does not touch its row while the call runs: reading it is safe.
-		st = &reportState{base: p.in.row, dropped: p.in.row.LogsDropped}
+		st = &reportState{base: p.in.row, dropped: p.in.row.LogsDropped, rowLogs: p.in.row.Logs, rowDrop: p.in.row.LogsDropped}
 		if len(st.base.Logs) > 0 {
 			_ = json.Unmarshal(st.base.Logs, &st.logs) // written by the engine: valid
 		}
@@ -149,6 +157,8 @@ func (p *reporter) scheduleLocked(now time.Time) {
 		due = st.lastEvent.Add(run.ReportInterval)
 	case st.rowDirty:
 		due = st.lastRow.Add(run.ReportRowInterval)
+	case st.logsDirty:
+		due = later(st.lastRow.Add(run.ReportRowInterval), st.lastLogs.Add(run.ReportLogsRowInterval))
 	default:
 		return
 	}
@@ -191,23 +201,26 @@ func (p *reporter) flushLocked(now time.Time, final bool) {
 		var cut int
 		st.logs, cut = run.CapLogs(append(st.logs, st.lines...))
 		st.dropped += cut + st.lost
-		st.lines, st.lost, st.rowDirty = nil, 0, true
+		st.lines, st.lost, st.logsDirty = nil, 0, true
 	}
+	p.snapMu.Lock()
+	p.snapLogs, p.snapDropped, p.snapProg, p.snapSet = st.logs, st.dropped, st.progress, true
+	p.snapMu.Unlock()
 	b := store.Batch{Events: evs}
-	if st.rowDirty && (final || now.Sub(st.lastRow) >= run.ReportRowInterval) {
+	rowDue := now.Sub(st.lastRow) >= run.ReportRowInterval
+	logsDue := st.logsDirty && rowDue && now.Sub(st.lastLogs) >= run.ReportLogsRowInterval
+	if !final && ((st.rowDirty && rowDue) || logsDue) {
+		if logsDue {
+			st.rowLogs, st.rowDrop, st.logsDirty, st.lastLogs = encodeLogs(st.logs), st.dropped, false, now
+		}
 		row := st.base
-		row.Logs, row.LogsDropped, row.UpdatedAt = encodeLogs(st.logs), st.dropped, now
+		row.Logs, row.LogsDropped, row.UpdatedAt = st.rowLogs, st.rowDrop, now
 		row.Progress = nil
 		if st.progress != nil {
 			row.Progress, _ = json.Marshal(st.progress)
 		}
-		p.snapMu.Lock()
-		p.snapLogs, p.snapDropped, p.snapProg, p.snapSet = row.Logs, row.LogsDropped, row.Progress, true
-		p.snapMu.Unlock()
+		b.Steps = []store.Step{row}
 		st.rowDirty, st.lastRow = false, now
-		if !final {
-			b.Steps = []store.Step{row}
-		}
 	}
 	if len(b.Events) == 0 && len(b.Steps) == 0 {
 		return
@@ -221,12 +234,26 @@ func (p *reporter) flushLocked(now time.Time, final bool) {
 	}
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // snapshot returns the record's progress and logs as last computed; ok is false when the
 // attempt reported nothing yet.
 func (p *reporter) snapshot() (logs []byte, dropped int, progress []byte, ok bool) {
 	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
-	return p.snapLogs, p.snapDropped, p.snapProg, p.snapSet
+	lines, dropped, prog, ok := p.snapLogs, p.snapDropped, p.snapProg, p.snapSet
+	p.snapMu.Unlock()
+	if !ok {
+		return nil, 0, nil, false
+	}
+	if prog != nil {
+		progress, _ = json.Marshal(prog)
+	}
+	return encodeLogs(lines), dropped, progress, true
 }
 
 // logDetail is the detail of a step_log event.

@@ -171,6 +171,23 @@ func TestReportsAreThrottledAndKeptInOrder(t *testing.T) {
 		t.Fatalf("the record's logs: dropped %d, %.200s", st.LogsDropped, st.Logs)
 	}
 
+	// Lines are rewritten on the record at most once per ReportLogsRowInterval: the events
+	// carry them at once.
+	rep(tools.Report{Logs: []run.LogLine{run.LogLineOf("late line", nil)}})
+	b.waitEvents(t, run.EventStepLog, 2)
+	b.clk.Advance(run.ReportRowInterval)
+	time.Sleep(20 * time.Millisecond)
+	if st := b.step(t); strings.Contains(string(st.Logs), "late line") {
+		t.Fatal("the record's lines were rewritten within ReportLogsRowInterval")
+	}
+	b.clk.Advance(run.ReportLogsRowInterval)
+	for !strings.Contains(string(b.step(t).Logs), "late line") {
+		if time.Now().After(deadline) {
+			t.Fatal("the record never got the late line")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
 	// The last report is not lost: the call ends before the interval, its progress is written
 	// before step_exit and stays on the record.
 	rep(tools.Report{Progress: &run.StepProgress{Done: 120, Total: total(120), Message: "done"}})
@@ -187,11 +204,11 @@ func TestReportsAreThrottledAndKeptInOrder(t *testing.T) {
 	for _, e := range all {
 		types = append(types, e.Type)
 	}
-	if got := strings.Join(types, ","); got != "step_enter,step_progress,step_progress,step_log,step_progress,step_exit" {
+	if got := strings.Join(types, ","); got != "step_enter,step_progress,step_progress,step_log,step_log,step_progress,step_exit" {
 		t.Fatalf("events %s", got)
 	}
-	if p := progressOf(t, all[4].Detail); p.Message != "written" {
-		t.Fatalf("the last progress event: %s", all[4].Detail)
+	if p := progressOf(t, all[5].Detail); p.Message != "written" {
+		t.Fatalf("the last progress event: %s", all[5].Detail)
 	}
 	st := b.step(t)
 	if st.Status != run.StepCompleted || progressOf(t, st.Progress).Message != "written" || st.LogsDropped != 50 {

@@ -6,6 +6,7 @@
 package memstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -293,7 +294,10 @@ func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	}
 	r.output, r.fileRefs = a.put(st.Output), a.put(st.FileRefs)
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
-	r.worker, r.logs, r.logsDropped, r.progress = a.putString(st.Worker), a.put(st.Logs), int32(st.LogsDropped), a.put(st.Progress)
+	if !bytes.Equal(a.bytes(r.logs), st.Logs) { // a running tool's progress rewrites the row, not its lines
+		r.logs = a.put(st.Logs)
+	}
+	r.worker, r.logsDropped, r.progress = a.putString(st.Worker), int32(st.LogsDropped), a.put(st.Progress)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
 	status := s.codes.code(string(st.Status))
