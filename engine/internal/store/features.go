@@ -22,6 +22,21 @@ type Pruner interface {
 	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
 	// event is never assigned again, also across a reopen.
 	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
+
+	// PruneCandidates returns the runs Prune(ctx, olderThan, statuses) would delete now, the
+	// earliest FinishedAt first (ties: smaller id first), at most limit of them (≤ 0 = all).
+	// Only ID, Name, Status, Origin, CreatedAt and FinishedAt are set: it is a dry run, and what
+	// the engine deletes in steps.
+	PruneCandidates(ctx context.Context, olderThan time.Time, statuses []run.Status, limit int) ([]Run, error)
+
+	// PruneRuns deletes, as Prune does, those of ids that Prune(ctx, olderThan, statuses) would
+	// delete now, and returns how many. An id that no longer qualifies (resumed since it was
+	// listed, already deleted, unknown) is skipped. A store may split the work into several
+	// atomic transactions so that writers are not held up for the whole prune (the SQLite store
+	// deletes PruneChunk runs per transaction); after each it calls progress, when not nil, with
+	// the number deleted so far. When ctx ends between two transactions it returns what it
+	// deleted and context.Cause(ctx).
+	PruneRuns(ctx context.Context, ids []string, olderThan time.Time, statuses []run.Status, progress func(deleted int)) (int, error)
 }
 
 // Controller carries control requests between processes sharing a database: a process that
