@@ -126,9 +126,10 @@ type Engine struct {
 	wg        sync.WaitGroup
 	catalog   map[string]*spec.Spec
 
-	sched   schedulerState  // see scheduler.go
-	environ func() []string // the process environment: WithEnviron's, else os.Environ
-	remotes *remote.Pool    // the MCP clients of Config.Remotes, or nil
+	sched     schedulerState  // see scheduler.go
+	retention retentionState  // see retention.go
+	environ   func() []string // the process environment: WithEnviron's, else os.Environ
+	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
 	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
 }
@@ -234,6 +235,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	e.mu.Unlock()
 	stopErr := e.StopScheduler(ctx)
+	e.StopRetention()
 	e.mu.Lock()
 	live := make([]*exec.Run, 0, len(e.runs))
 	for _, r := range e.runs {
