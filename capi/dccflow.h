@@ -59,6 +59,12 @@ int32_t dccflow_serve_start(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_stop(uint64_t handle, char *in_json, char **out_json);
 int32_t dccflow_serve_status(uint64_t handle, char *in_json, char **out_json);
 
+/* Retention and history: purge expired idempotency entries, the retention serve applies, the
+ * fire history of schedules (dccflow_runs_prune, above, deletes ended runs). */
+int32_t dccflow_idempotency_purge(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_retention_status(uint64_t handle, char *in_json, char **out_json);
+int32_t dccflow_schedule_fires(uint64_t handle, char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -242,3 +242,18 @@ func dccflow_serve_status(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 func dccflow_run_resume(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
 	return call(h, in, out, opRunResume)
 }
+
+//export dccflow_idempotency_purge
+func dccflow_idempotency_purge(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opIdempotencyPurge)
+}
+
+//export dccflow_retention_status
+func dccflow_retention_status(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opRetentionStatus)
+}
+
+//export dccflow_schedule_fires
+func dccflow_schedule_fires(h C.uint64_t, in *C.char, out **C.char) C.int32_t {
+	return call(h, in, out, opScheduleFires)
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -276,33 +274,6 @@ type poolsRequest struct {
 	Warm      bool  `json:"warm"`
 	TimeoutMs int64 `json:"timeout_ms"` // bounds warm; 0 = 10 minutes
 }
-
-type pruneRequest struct {
-	// OlderThanSecs prunes the runs that finished more than this many seconds ago.
-	OlderThanSecs *float64 `json:"older_than_secs"`
-	// FinishedBefore prunes the runs that finished before this time.
-	FinishedBefore *time.Time   `json:"finished_before"`
-	Statuses       []run.Status `json:"statuses"`
-}
-
-var opRunsPrune = withEngine(func(e *engine.Engine, req *pruneRequest) (any, error) {
-	var before time.Time
-	switch {
-	case (req.OlderThanSecs == nil) == (req.FinishedBefore == nil):
-		return nil, &badRequest{msg: `invalid request: give one of "older_than_secs" (seconds since the runs finished) or "finished_before" (an RFC 3339 time)`}
-	case req.FinishedBefore != nil:
-		before = *req.FinishedBefore
-	case *req.OlderThanSecs < 0 || math.IsNaN(*req.OlderThanSecs) || math.IsInf(*req.OlderThanSecs, 0):
-		return nil, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than_secs" must be a finite number of seconds ≥ 0; got %v`, *req.OlderThanSecs)}
-	default:
-		before = time.Now().Add(-time.Duration(*req.OlderThanSecs * float64(time.Second)))
-	}
-	n, err := e.Prune(context.Background(), before, req.Statuses...)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]int{"pruned": n}, nil
-})
 
 // nextRequest is the input of dccflow_calls_next (and the "next" of dccflow_calls_complete).
 type nextRequest struct {

@@ -93,6 +93,9 @@ _JSON_EXPORTS = (
     "dccflow_serve_start",
     "dccflow_serve_stop",
     "dccflow_serve_status",
+    "dccflow_idempotency_purge",
+    "dccflow_retention_status",
+    "dccflow_schedule_fires",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),
