@@ -143,7 +143,7 @@ func opServeStart(h uint64, in []byte) (any, error) {
 	if err := decode(in, &req); err != nil {
 		return nil, err
 	}
-	retention, retain, err := serveRetention(e, req.Retention)
+	retention, retain, err := serveRetention(e, &req)
 	if err != nil {
 		return nil, err
 	}

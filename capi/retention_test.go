@@ -63,12 +63,16 @@ func TestRunsPruneDryRunAndLimit(t *testing.T) {
 	}
 }
 
-// serve_start applies a retention: 30 days unless told, "forever" keeps runs (and still
-// purges), and a bad value is refused before anything starts. serve_stop stops it.
+// serve_start applies a retention when it serves something: 30 days unless told, "forever"
+// keeps runs (and still purges), and a bad value is refused before anything starts. serve_stop
+// stops it.
 func TestServeStartsTheRetention(t *testing.T) {
 	t.Parallel()
 	h := openEngine(t)
-	res := mustOp(t, h, opServeStart, `{}`)
+	if res := mustOp(t, h, opServeStart, `{"scheduler": false}`); res["retention"] != nil {
+		t.Fatalf("serve_start that serves nothing (schedules only loaded) applied a retention: %v", res)
+	}
+	res := mustOp(t, h, opServeStart, `{"scheduler": true}`)
 	ret, _ := res["retention"].(map[string]any)
 	if ret == nil || ret["keep_secs"] != float64(30*24*3600) || ret["every_secs"] != float64(3600) {
 		t.Fatalf("serve_start without retention: %v; want 30 days, hourly", res)

@@ -354,6 +354,7 @@ func (s *Server) addResources() {
 			}
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 		})
+	s.addScheduleResources()
 }
 
 // limiter is a token bucket per client session.

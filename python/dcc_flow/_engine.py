@@ -163,6 +163,40 @@ def _spec_request(spec: SpecLike) -> Dict[str, Any]:
     )
 
 
+def _age_text(value: Any, what: str) -> str:
+    """An age for the engine: ``"30d"``-style text as is, seconds as ``"<n>s"``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and math.isfinite(value):
+        return "%rs" % float(value)
+    raise ValueError("%s must be an age such as \"30d\" or \"12h\", seconds >= 0, or \"forever\"; got %r"
+                     % (what, value))
+
+
+def _prune_request(older_than: Any, statuses: Optional[Union[str, Sequence[str]]],
+                   limit: Optional[int]) -> Dict[str, Any]:
+    """The ``dccflow_runs_prune`` request of ``Engine.prune``'s arguments."""
+    import datetime
+
+    req: Dict[str, Any] = {}
+    if isinstance(older_than, datetime.datetime):
+        req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+    elif isinstance(older_than, str):
+        req["older_than"] = older_than
+    elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
+        req["older_than_secs"] = float(older_than)
+    else:
+        raise ValueError("older_than must be seconds >= 0, an age such as \"30d\", or a datetime; got %r"
+                         % (older_than,))
+    if statuses:
+        req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
+    if limit is not None:
+        if int(limit) < 0:
+            raise ValueError("limit must be >= 0 (0 = no limit); got %r" % (limit,))
+        req["limit"] = int(limit)
+    return req
+
+
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
 
@@ -368,23 +402,60 @@ class Engine:
         out = self._call("dccflow_run_resume", req)
         return Run(self, str(out.get("run_id", run_id)))
 
-    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None) -> int:
-        """Delete the finished runs that ended more than ``older_than`` seconds ago (or before
-        ``older_than``, a ``datetime``; a naive one is local time), with their steps and events;
-        return how many. ``statuses`` keeps it to some of ``completed``, ``failed``, ``cancelled``,
-        ``interrupted`` (default: all four). A run still going is never deleted."""
-        import datetime
+    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None,
+              dry_run: bool = False, limit: Optional[int] = None,
+              progress: Optional[Callable[[int, int], None]] = None, batch: int = 1000) -> int:
+        """Delete the finished runs that ended more than ``older_than`` ago, with their steps,
+        events and workflow-scoped idempotency entries; return how many. ``older_than`` is
+        seconds, an age such as ``"30d"``, ``"12h"`` or ``"2w"``, or a ``datetime`` (the cutoff;
+        a naive one is local time). ``statuses`` keeps it to some of ``completed``, ``failed``,
+        ``cancelled``, ``interrupted`` (default: all four). A run still going (running, waiting
+        for an approval) is never deleted. ``dry_run`` deletes nothing and returns how many would
+        go (``prunable_runs`` lists them); ``limit`` deletes at most that many, the earliest
+        finished first. With ``progress``, runs are deleted ``batch`` at a time and
+        ``progress(done, total)`` is called after each batch."""
+        req = _prune_request(older_than, statuses, limit)
+        if dry_run:
+            req["dry_run"] = True
+            return int(self._call("dccflow_runs_prune", req)["pruned"])
+        if progress is None:
+            return int(self._call("dccflow_runs_prune", req)["pruned"])
+        if int(batch) < 1:
+            raise ValueError("batch must be >= 1; got %r" % (batch,))
+        total = int(self._call("dccflow_runs_prune", dict(req, dry_run=True))["pruned"])
+        done = 0
+        progress(0, total)
+        while done < total:
+            step = dict(req, limit=min(int(batch), total - done))
+            n = int(self._call("dccflow_runs_prune", step)["pruned"])
+            done += n
+            progress(done, total)
+            if n == 0:  # the rest was resumed or pruned by someone else meanwhile
+                break
+        return done
 
-        req: Dict[str, Any] = {}
-        if isinstance(older_than, datetime.datetime):
-            req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
-        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
-            req["older_than_secs"] = float(older_than)
-        else:
-            raise ValueError("older_than must be seconds >= 0 or a datetime; got %r" % (older_than,))
-        if statuses:
-            req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
-        return int(self._call("dccflow_runs_prune", req)["pruned"])
+    def prunable_runs(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None,
+                      limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The runs ``prune`` with the same arguments would delete, earliest finished first, as
+        dicts with ``run_id``, ``name``, ``status``, ``origin``, ``created_at`` and
+        ``finished_at``; nothing is deleted (a read-only engine can list them too)."""
+        req = _prune_request(older_than, statuses, limit)
+        req["dry_run"] = True
+        return list(self._call("dccflow_runs_prune", req).get("runs") or [])
+
+    def purge_expired(self) -> int:
+        """Delete the idempotency entries whose TTL (``idempotency_ttl_secs``) has run out and
+        return how many. Expired entries are never used; purging gives their space back.
+        ``serve`` purges them every hour on its own."""
+        return int(self._call("dccflow_idempotency_purge", {})["purged"])
+
+    def retention_status(self) -> Optional[Dict[str, Any]]:
+        """The retention ``serve`` applies (docs/operations.md, "Retention"), or None when it
+        applies none: ``keep_secs`` (0 = runs kept forever), ``every_secs``, ``last_pass`` and
+        ``next_pass`` (RFC 3339), ``pruned`` and ``purged`` (the last pass), ``pruned_total``,
+        ``purged_total`` and ``error`` when the last pass failed."""
+        out = self._call("dccflow_retention_status", {}).get("retention")
+        return dict(out) if out else None
 
     def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
              limit: Optional[int] = None) -> List[RunResult]:
@@ -452,6 +523,19 @@ class Engine:
         """The schedules with ``next_fire`` (RFC 3339 or None) and the ``last_fire`` record."""
         return list(self._call("dccflow_schedules_list", {}).get("schedules") or [])
 
+    def schedule_fires(self, schedule_id: Optional[str] = None, limit: int = 20) -> List[Dict[str, Any]]:
+        """The fire history of ``schedule_id`` (None: every schedule), newest first, at most
+        ``limit`` (0: every fire kept): dicts with ``schedule_id``, ``kind`` (``fired``,
+        ``skipped``, ``failed``), ``reason``, ``message``, ``run_id``, ``origin``,
+        ``scheduled_at``, ``fired_at`` and ``delivery_id`` (the optional ones when set). A
+        database keeps the history across restarts."""
+        if int(limit) < 0:
+            raise ValueError("limit must be >= 0 (0 = every fire kept); got %r" % (limit,))
+        req: Dict[str, Any] = {"limit": int(limit)}
+        if schedule_id:
+            req["id"] = schedule_id
+        return list(self._call("dccflow_schedule_fires", req).get("fires") or [])
+
     def start_scheduler(self) -> None:
         """Start firing cron and interval schedules (webhooks need ``serve(webhooks=...)``)."""
         self._call("dccflow_serve_start", {"scheduler": True})
@@ -460,7 +544,8 @@ class Engine:
               scheduler: bool = True, mcp: Optional[str] = None, token: Optional[str] = None,
               mcp_max_body_bytes: Optional[int] = None, allowed_origins: Optional[List[str]] = None,
               allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
-              mcp_session_idle_secs: Optional[float] = None) -> Dict[str, Any]:
+              mcp_session_idle_secs: Optional[float] = None,
+              retention: Optional[Union[str, int, float]] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
@@ -470,10 +555,15 @@ class Engine:
         webhook schedules without ``secret_env`` on a non-loopback address (refused otherwise).
         ``mcp_max_sessions`` (default 1000) caps the MCP HTTP sessions open at once and
         ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
-        Returns ``{"webhooks_addr"?, "mcp_url"?, ...}``.
+        ``retention`` is how long ended runs are kept (``"30d"``, ``"12h"``, seconds, or
+        ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
+        expired idempotency entries (docs/operations.md, "Retention").
+        Returns ``{"webhooks_addr"?, "mcp_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
+        if retention is not None:
+            req["retention"] = _age_text(retention, "retention")
         if webhooks is not None:
             req["webhooks"] = webhooks
             if allow_unsigned_webhooks:

@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "cancel",
     "approve",
     "resume",
+    "prune",
     "schedules",
     "serve",
     "worker",
