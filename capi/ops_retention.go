@@ -125,14 +125,16 @@ var opScheduleFires = withEngine(func(e *engine.Engine, req *scheduleFiresReques
 // serveRetention parses the "retention" of dccflow_serve_start: absent keeps ended runs for
 // engine.DefaultRetention (30 days) when the request serves something (the scheduler, webhooks
 // or MCP); "forever" or "0" keeps them forever (expired idempotency entries are still purged).
-// ok is false when no retention applies: absent, on a request that only loads schedules (dcc-flow
-// schedules lists them so) or on a read-only engine, whose owner applies one.
+// ok is false when no retention is (re)started: absent, on a request that only loads schedules
+// (dcc-flow schedules lists them so), when one runs already (it is kept) or on a read-only
+// engine, whose owner applies one.
 func serveRetention(e *engine.Engine, req *serveRequest) (p engine.RetentionPolicy, ok bool, err error) {
 	given := req.Retention
 	if given == nil {
 		serving := (req.Scheduler == nil && req.SchedulesDir != "") || (req.Scheduler != nil && *req.Scheduler) ||
 			req.Webhooks != nil || req.MCP != ""
-		return engine.RetentionPolicy{KeepFor: engine.DefaultRetention}, serving && !e.Config().ReadOnly, nil
+		_, running := e.Retention() // a later serve_start without one keeps the running one
+		return engine.RetentionPolicy{KeepFor: engine.DefaultRetention}, serving && !running && !e.Config().ReadOnly, nil
 	}
 	keep, err := engine.ParseRetention(*given)
 	if err != nil {

@@ -94,6 +94,10 @@ func TestServeStartsTheRetention(t *testing.T) {
 	if r := mustOp(t, h, opServeStart, `{"retention": "forever"}`)["retention"].(map[string]any); r["keep_secs"] != float64(0) {
 		t.Fatalf("retention forever: %v", r)
 	}
+	if r := mustOp(t, h, opServeStart, `{"scheduler": true}`); r["retention"] != nil ||
+		mustOp(t, h, opRetentionStatus, `{}`)["retention"].(map[string]any)["keep_secs"] != float64(0) {
+		t.Fatalf("serve_start without retention replaced the running one: %v", r)
+	}
 	out, rc := dispatch(h, []byte(`{"retention": "a month", "webhooks": "127.0.0.1:0"}`), opServeStart)
 	if rc != rcBadRequest || !strings.Contains(string(out), "retention") {
 		t.Fatalf("a bad retention: rc %d %s", rc, out)

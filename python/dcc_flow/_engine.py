@@ -557,7 +557,8 @@ class Engine:
         ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
         ``retention`` is how long ended runs are kept (``"30d"``, ``"12h"``, seconds, or
         ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
-        expired idempotency entries (docs/operations.md, "Retention").
+        expired idempotency entries (docs/operations.md, "Retention"); a later ``serve`` without
+        ``retention`` keeps the running one.
         Returns ``{"webhooks_addr"?, "mcp_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""

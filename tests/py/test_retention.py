@@ -170,7 +170,7 @@ def test_cli_prune_dry_run_then_prune(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["RUN", "WORKFLOW", "STATUS", "FINISHED", "(UTC)"]
     assert [line.split()[0] for line in out[1:4]] == ids and all(" completed " in line for line in out[1:4])
-    assert out[4] == "dry run: 3 runs would be pruned (ended more than 0 ago); nothing was deleted"
+    assert out[4] == "dry run: 3 runs would be pruned (ended before now); nothing was deleted"
     assert main(["prune", "--older-than", "0", "--status", "completed", "--limit", "2", "--json", "--db", db]) == 0
     assert json.loads(capsys.readouterr().out) == {"pruned": 2, "purged": 0}
     assert main(["prune", "--older-than", "0", "--dry-run", "--json", "--db", db]) == 0
@@ -209,3 +209,34 @@ def test_cli_schedules_history(tmp_path, capsys):
     empty = str(tmp_path / "empty.db")
     assert main(["schedules", "--history", "--db", empty]) == 0
     assert "(no fires recorded)" in capsys.readouterr().out
+
+
+def test_cli_serve_applies_its_retention_at_start(tmp_path):
+    """`dcc-flow serve --retention AGE` prunes at start (and hourly) what ended more than AGE
+    ago, and says so in its ready line. (A run waiting for an approval is never pruned: the
+    tests above; here every run of the database has ended.)"""
+    import signal
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "flow.db")
+    with dcc_flow.Engine(db=db) as engine:
+        finished_runs(engine, 3)
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "python"))
+    env.pop("DCC_FLOW_DB", None)
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--retention", "50ms", "--db", db],
+                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert "serving 0 workflow(s)" in first and "ended runs kept 0.05s" in first, first + proc.stderr.read()
+        deadline = time.monotonic() + 20
+        with dcc_flow.Engine(db=db, read_only=True) as viewer:
+            while viewer.runs():
+                assert time.monotonic() < deadline, [r.status for r in viewer.runs()]
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+        proc.wait()

@@ -23,6 +23,13 @@ def parse_age(text: str) -> str:
     return text.strip()
 
 
+def describe_age(age: str) -> str:
+    """``more than 30d ago``, or ``before now`` for an age of zero."""
+    if re.match(r"^0+(\.0*)?[a-zµ]*$", age.strip(), re.I):
+        return "before now"
+    return "more than %s ago" % age
+
+
 class PruneCommand(Command):
     name = "prune"
     summary = "delete runs that ended long ago (--dry-run shows what would go)"
@@ -67,8 +74,9 @@ class PruneCommand(Command):
             ctx.print(json.dumps({"pruned": pruned, "purged": purged}, sort_keys=True))
             return 0
         what = " ".join(statuses) if statuses else "finished"
-        ctx.print("pruned %s %s run%s that ended more than %s ago; purged %d expired idempotency entr%s"
-                  % (format(pruned, ","), what, "" if pruned == 1 else "s", age, purged, "y" if purged == 1 else "ies"))
+        ctx.print("pruned %s %s run%s that ended %s; purged %d expired idempotency entr%s"
+                  % (format(pruned, ","), what, "" if pruned == 1 else "s", describe_age(age), purged,
+                     "y" if purged == 1 else "ies"))
         return 0
 
     @staticmethod
@@ -84,8 +92,8 @@ class PruneCommand(Command):
             widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
             for row in rows:
                 ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-        ctx.print("dry run: %s run%s would be pruned (ended more than %s ago); nothing was deleted"
-                  % (format(len(runs), ","), "" if len(runs) == 1 else "s", args.older_than))
+        ctx.print("dry run: %s run%s would be pruned (ended %s); nothing was deleted"
+                  % (format(len(runs), ","), "" if len(runs) == 1 else "s", describe_age(args.older_than)))
         return 0
 
 

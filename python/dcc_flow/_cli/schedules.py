@@ -95,14 +95,15 @@ class SchedulesCommand(Command):
             return 0
         if not by_schedule:
             ctx.print("(no fires recorded)")
-        for schedule_id in sorted(by_schedule):
-            print_history(ctx, schedule_id, by_schedule[schedule_id])
+        for i, schedule_id in enumerate(sorted(by_schedule)):
+            print_history(ctx, schedule_id, by_schedule[schedule_id], blank_before=i > 0)
         return 0
 
 
-def print_history(ctx: Context, schedule_id: str, fires: List[Dict[str, Any]]) -> None:
+def print_history(ctx: Context, schedule_id: str, fires: List[Dict[str, Any]], blank_before: bool = True) -> None:
     """A schedule's fires, newest first: ``  2026-11-23 10:55:16  fired  r01a…  (webhook)``."""
-    ctx.print("")
+    if blank_before:
+        ctx.print("")
     ctx.print("%s: %s" % (schedule_id, plural(len(fires), "fire") if fires else "no fires recorded"))
     for f in fires:
         line = "  %s  %-7s" % (str(f.get("fired_at", ""))[:19].replace("T", " "), f.get("kind", ""))
