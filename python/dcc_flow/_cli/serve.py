@@ -75,12 +75,12 @@ class ServeCommand(Command):
                                         retention=args.retention)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
             out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
+            if info.get("retention") is not None:
+                out.write("; %s" % describe_retention(info["retention"]))
             if info.get("webhooks_addr"):
                 out.write("; webhooks on http://%s" % info["webhooks_addr"])
             if info.get("mcp_url"):
                 out.write("; MCP on %s" % info["mcp_url"])
-            if info.get("retention") is not None:
-                out.write("; %s" % describe_retention(info["retention"]))
             out.write("\n")
             out.flush()
             engine.on_event(lambda ev: log_run_event(engine, ev, out))
