@@ -211,32 +211,75 @@ def test_cli_schedules_history(tmp_path, capsys):
     assert "(no fires recorded)" in capsys.readouterr().out
 
 
-def test_cli_serve_applies_its_retention_at_start(tmp_path):
-    """`dcc-flow serve --retention AGE` prunes at start (and hourly) what ended more than AGE
-    ago, and says so in its ready line. (A run waiting for an approval is never pruned: the
-    tests above; here every run of the database has ended.)"""
-    import signal
-    import subprocess
-    import sys
+def test_cli_prune_draws_a_progress_line_on_a_terminal(tmp_path, capsys, monkeypatch):
+    from dcc_flow._cli._base import Context
 
     db = str(tmp_path / "flow.db")
     with dcc_flow.Engine(db=db) as engine:
-        finished_runs(engine, 3)
+        finished_runs(engine, 5)
+    monkeypatch.setattr(Context, "out_is_tty", property(lambda self: True))
+    assert main(["prune", "--older-than", "0", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "\rpruning 0/5 runs (0%)" in out and "\rpruning 5/5 runs (100%)" in out
+    assert out.endswith("\rpruned 5 finished runs that ended before now; purged 0 expired idempotency entries\n")
+
+
+def serve(db, cwd, *args):
+    """`dcc-flow serve --db DB ARGS` started; returns the process and its ready line."""
+    import subprocess
+    import sys
+
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "python"))
     env.pop("DCC_FLOW_DB", None)
-    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--retention", "50ms", "--db", db],
-                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--db", db] + list(args),
+                            cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline()
+
+
+def stop(proc):
+    import signal
+
     try:
-        first = proc.stdout.readline()
-        assert "serving 0 workflow(s)" in first and "ended runs kept 0.05s" in first, first + proc.stderr.read()
-        deadline = time.monotonic() + 20
-        with dcc_flow.Engine(db=db, read_only=True) as viewer:
-            while viewer.runs():
-                assert time.monotonic() < deadline, [r.status for r in viewer.runs()]
-                time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_cli_prune_beside_a_serving_owner(tmp_path, capsys):
+    """A dry run works beside the `serve` that owns the database; deleting needs to own it."""
+    db = str(tmp_path / "flow.db")
+    with dcc_flow.Engine(db=db) as engine:
+        ids = finished_runs(engine, 2)
+    proc, first = serve(db, tmp_path, "--retention", "forever")
+    try:
+        assert "ended runs kept forever" in first, first
+        assert main(["prune", "--older-than", "0", "--dry-run", "--db", db]) == 0
+        out = capsys.readouterr().out
+        assert all(run_id in out for run_id in ids) and "dry run: 2 runs would be pruned" in out
+        assert main(["prune", "--older-than", "0", "--db", db]) == 1
+        err = capsys.readouterr().err
+        assert "is in use by" in err and err.count("\n") == 1
+    finally:
+        stop(proc)
+
+
+def test_cli_serve_applies_its_retention_at_start(tmp_path):
+    """`dcc-flow serve --retention AGE` prunes at start (and hourly) what ended more than AGE
+    ago, and says so in its ready line. (A run waiting for an approval is never pruned: the
+    tests above; here every run of the database has ended.)"""
+    db = str(tmp_path / "flow.db")
+    with dcc_flow.Engine(db=db) as engine:
+        finished_runs(engine, 3)
+    proc, first = serve(db, tmp_path, "--retention", "50ms")
+    try:
+        assert "serving 0 workflow(s)" in first and "ended runs kept 0.05s" in first, first
+        deadline = time.monotonic() + 20
+        with dcc_flow.Engine(db=db, read_only=True) as viewer:
+            while viewer.runs():
+                assert time.monotonic() < deadline, [r.status for r in viewer.runs()]
+                time.sleep(0.05)
+    finally:
+        stop(proc)
