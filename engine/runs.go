@@ -12,6 +12,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -104,8 +105,8 @@ func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 			return s, nil
 		}
 		msg := fmt.Sprintf("no workflow named %q is registered", req.Workflow)
-		if found := e.Lookup(req.Workflow); len(found) > 0 {
-			msg += fmt.Sprintf("; did you mean %q?", found[0].Name)
+		if sug := e.suggestWorkflow(req.Workflow); sug != "" {
+			msg += fmt.Sprintf("; did you mean %q?", sug)
 		}
 		return nil, &run.Error{Code: run.CodeNotFound, Message: msg}
 	}
@@ -215,7 +216,15 @@ func (e *Engine) checkTools(s *spec.Spec) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(unknown, ", "))
+	suggestions := e.suggestTools(unknown)
+	named := make([]string, len(unknown))
+	for i, u := range unknown {
+		named[i] = u
+		if sug, ok := suggestions[u]; ok {
+			named[i] += fmt.Sprintf(" (did you mean %q?)", sug)
+		}
+	}
+	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(named, ", "))
 	var unknownRemotes []string
 	for _, u := range unknown {
 		if strings.Contains(u, "/") {
@@ -229,7 +238,58 @@ func (e *Engine) checkTools(s *spec.Spec) error {
 			msg += "; this engine has no remote caller for tool_remote steps"
 		}
 	}
-	return &run.Error{Code: run.CodeUnknownTool, Message: msg, Details: map[string]any{"tools": unknown}}
+	details := map[string]any{"tools": unknown}
+	if len(suggestions) > 0 {
+		details["suggestions"] = suggestions
+	}
+	return &run.Error{Code: run.CodeUnknownTool, Message: msg, Details: details}
+}
+
+// suggestTools maps each unknown tool name to the registered tool it is most likely a typo of
+// (yamltext.Suggest: at most two edits), and each unknown "dcc/tool" of a tool_remote step to
+// the configured remote its dcc is most likely a typo of ("dcc/tool" → "remote/tool"). Names
+// with no close match are absent; the map is empty, not nil, when nothing matches.
+func (e *Engine) suggestTools(unknown []string) map[string]string {
+	out := map[string]string{}
+	var tools, remotes []string
+	for _, t := range e.router.Tools() {
+		tools = append(tools, t.Name)
+	}
+	for name := range e.cfg.Remotes {
+		remotes = append(remotes, name)
+	}
+	slices.Sort(remotes)
+	for _, u := range unknown {
+		if dcc, tool, ok := strings.Cut(u, "/"); ok {
+			if sug := yamltext.Suggest(dcc, remotes); sug != "" {
+				out[u] = sug + "/" + tool
+			}
+			continue
+		}
+		if sug := yamltext.Suggest(u, tools); sug != "" {
+			out[u] = sug
+		}
+	}
+	return out
+}
+
+// suggestWorkflow returns the registered workflow name closest to a name that is not
+// registered: one within two edits (a typo), else the best match of Lookup's word search, else "".
+func (e *Engine) suggestWorkflow(name string) string {
+	e.mu.Lock()
+	names := make([]string, 0, len(e.catalog))
+	for n := range e.catalog {
+		names = append(names, n)
+	}
+	e.mu.Unlock()
+	slices.Sort(names)
+	if sug := yamltext.Suggest(name, names); sug != "" {
+		return sug
+	}
+	if found := e.Lookup(name); len(found) > 0 {
+		return found[0].Name
+	}
+	return ""
 }
 
 // Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is

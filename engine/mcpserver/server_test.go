@@ -244,6 +244,15 @@ func TestToolErrorsCarryCodes(t *testing.T) {
 			t.Errorf("%s %v: isError %v, %v", tc.tool, tc.args, isErr, out)
 		}
 	}
+	// A mistyped workflow or tool name is answered with the closest registered one.
+	out, _ := call(t, b.c, "workflows_run", map[string]any{"workflow": "gatd"}, nil)
+	if msg, _ := out["message"].(string); out["code"] != "not_found" || !strings.Contains(msg, `did you mean "gated"?`) {
+		t.Errorf("workflow typo: %v", out)
+	}
+	out, _ = call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__ehco}]"}, nil)
+	if msg, _ := out["message"].(string); out["code"] != "unknown_tool" || !strings.Contains(msg, `flow__ehco (did you mean "flow__echo"?)`) {
+		t.Errorf("tool typo: %v", out)
+	}
 }
 
 func TestCancelOverMCP(t *testing.T) {

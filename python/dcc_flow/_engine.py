@@ -22,8 +22,9 @@ import weakref
 from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _ffi
-from ._errors import DccFlowError, EngineClosedError
+from ._errors import DccFlowError, EngineClosedError, NotFoundError
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
+from ._suggest import file_hint
 from ._tools import LANES, ToolEntry, describe, execute
 from ._tools import error_members as _tools_error
 
@@ -138,6 +139,15 @@ class RunResult:
         )
 
 
+def _missing_file_hint(name: Optional[str]) -> str:
+    """For a workflow name that reads like a spec file (``exprot.yaml``) and is not one: say so,
+    and name the closest file of that folder (``; no file 'exprot.yaml' either; did you mean
+    'export.yaml'?``). "" for other names."""
+    if not name or os.path.splitext(name)[1].lower() not in (".yaml", ".yml", ".json"):
+        return ""
+    return "; no file %r either" % name + file_hint(name)
+
+
 def _spec_request(spec: SpecLike) -> Dict[str, Any]:
     """The part of a submit request that names the workflow."""
     inner = getattr(spec, "spec", None)
@@ -157,6 +167,8 @@ def _spec_request(spec: SpecLike) -> Dict[str, Any]:
         if "\n" not in spec and os.path.isfile(spec):
             with open(spec, "rb") as f:
                 return {"spec": f.read().decode("utf-8"), "source": spec}
+        if "\n" not in spec and _missing_file_hint(spec):  # a path such as "shots/exprot.yaml"
+            raise NotFoundError("no file %r%s" % (spec, file_hint(spec)))
         return {"spec": spec}
     raise TypeError(
         "expected a WorkflowSpec, a @workflow, spec text, a path or a catalog name; got %s" % type(spec).__name__
@@ -335,10 +347,13 @@ class Engine:
             return {name: e.fn for name, e in self._tools.items()}
 
     def register_workflow(self, spec: SpecLike) -> str:
-        """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name."""
+        """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name.
+
+        A code-first ``@workflow`` also registers its ``@task`` tools, as ``submit`` does."""
         req = _spec_request(spec)
         if "workflow" in req:
             raise ValueError("register_workflow needs a spec, not the catalog name %r" % req["workflow"])
+        self._register_flow_tools(spec)  # a @workflow's tasks, so a run by name finds them
         out = self._call("dccflow_workflow_register", {"text": req["spec"], "format": req.get("format", "auto"),
                                                        "source": req.get("source") or ""}, req.get("source"))
         return str(out["name"])
@@ -351,7 +366,13 @@ class Engine:
         self._register_flow_tools(spec)
         req = _spec_request(spec)
         req["inputs"] = dict(inputs or {})
-        out = self._call("dccflow_run_submit", req, req.get("source"))
+        try:
+            out = self._call("dccflow_run_submit", req, req.get("source"))
+        except NotFoundError as e:
+            hint = _missing_file_hint(req.get("workflow"))
+            if not hint:
+                raise
+            raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
         return Run(self, str(out["run_id"]))
 
     def run(

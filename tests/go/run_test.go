@@ -2,6 +2,7 @@ package gotest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,6 +198,53 @@ steps:
 	mustContain(t, "message", re.Message, "houdini__cook, maya__export_fbx", "unreal/import_assets")
 	if runs, _ := b.eng.Runs(b.ctx, engine.RunFilter{}); len(runs) != 0 {
 		t.Fatalf("no run may be recorded: %+v", runs)
+	}
+}
+
+// A mistyped tool, remote or workflow name is answered with the closest registered one.
+func TestUnknownNamesSuggestTheClosest(t *testing.T) {
+	t.Parallel()
+	rd := &remoteDouble{block: make(chan struct{})}
+	t.Cleanup(func() { close(rd.block) })
+	b := setup(t,
+		withConfig(func(c *engine.Config) {
+			c.Remotes = map[string]engine.RemoteConfig{"unreal": {URL: "http://127.0.0.1:9/mcp"}}
+		}),
+		withOptions(engine.WithRemoteCaller(rd)))
+	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export_fbx"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.eng.Submit(b.ctx, engine.StartRequest{Spec: parse(t, `
+name: typos
+steps:
+  - { id: a, tool: maya__exprot_fbx }
+  - { id: b, tool: zzz_nothing_like_it }
+  - { id: r, kind: tool_remote, dcc: unrael, tool: import_assets }
+`)})
+	re := asRunError(err)
+	if re == nil || re.Code != run.CodeUnknownTool {
+		t.Fatalf("err %v", err)
+	}
+	mustContain(t, "message", re.Message,
+		`maya__exprot_fbx (did you mean "maya__export_fbx"?)`,
+		`unrael/import_assets (did you mean "unreal/import_assets"?)`)
+	if strings.Contains(re.Message, `zzz_nothing_like_it (`) {
+		t.Fatalf("no suggestion for a name close to nothing: %s", re.Message)
+	}
+	if got := jsonOf(t, re.Details["suggestions"]); got != `{"maya__exprot_fbx":"maya__export_fbx","unrael/import_assets":"unreal/import_assets"}` {
+		t.Fatalf("suggestions %s", got)
+	}
+
+	if err := b.eng.Register(parse(t, "name: nightly_intake\nsteps: [{ id: a, tool: flow__echo }]")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.eng.Submit(b.ctx, engine.StartRequest{Workflow: "nightly_intkae"})
+	if run.CodeOf(err) != run.CodeNotFound || !strings.Contains(err.Error(), `did you mean "nightly_intake"?`) {
+		t.Fatalf("typo of a workflow name: %v", err)
+	}
+	_, err = b.eng.Submit(b.ctx, engine.StartRequest{Workflow: "render"})
+	if run.CodeOf(err) != run.CodeNotFound || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("no suggestion for an unrelated name: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +85,8 @@ func LoadFile(path string, opts ParseOptions) ([]Spec, error) {
 }
 
 // LoadDir parses every *.schedules.yaml and *.schedules.yml file of dir (not recursively, in
-// name order) as one set: ids and webhook paths must be unique across the files. Problems name
+// name order), then the files dir's SKILL.md lists in its front matter that are not among them
+// (see SkillFile), as one set: ids and webhook paths must be unique across the files. Problems name
 // each file by its path. A directory without schedule files has no schedules. opts.File is
 // ignored.
 func LoadDir(dir string, opts ParseOptions) ([]Spec, error) {
@@ -108,8 +110,13 @@ func LoadDir(dir string, opts ParseOptions) ([]Spec, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	listed, problems := skillSchedules(dir)
+	for _, n := range listed {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	var all []*located
-	var problems []Problem
 	for _, n := range names {
 		p := filepath.Join(dir, n)
 		data, err := readFile(p)

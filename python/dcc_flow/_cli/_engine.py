@@ -10,15 +10,19 @@ module is registered as a main-lane tool under its name.
 """
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
+from .._spec import WorkflowSpec
+from .._suggest import file_hint
 from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
@@ -101,7 +105,12 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
 
 
 def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
-    """Import each module and register its tools; return the tool names registered."""
+    """Import each module and register its tools; return the tool names registered.
+
+    A module with ``register(engine)`` registers what it wants; otherwise each public function
+    defined in it is a tool named after the function, a ``@task`` is registered under its tool
+    name (``@task(name="maya__export")``) with its thread and limits, and a ``@workflow`` is not
+    a tool."""
     names: List[str] = []
     for spec in modules:
         module = _import(spec)
@@ -112,37 +121,81 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
         else:
             for name in dir(module):
                 fn = getattr(module, name)
-                if name.startswith("_") or not callable(fn) or getattr(fn, "__module__", None) != module.__name__:
+                if name.startswith("_") or not callable(fn) or isinstance(fn, type):
                     continue
-                if isinstance(fn, type):
+                if _is_workflow(fn):
                     continue
-                engine.register_tool(fn, name=name)
+                info = fn.tool_info() if hasattr(fn, "tool_info") else None
+                if info is not None:  # a @task, wherever it was defined
+                    tool_name, task_fn, lane, max_concurrent = info
+                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent)
+                elif getattr(fn, "__module__", None) == module.__name__:
+                    engine.register_tool(fn, name=name)
         names.extend(sorted(set(engine.tools) - before))
     return names
 
 
-def _import(spec: str) -> Any:
+def load_workflow(target: str) -> Optional[Any]:
+    """The ``@workflow`` a ``FILE.py:NAME`` or ``package.module:NAME`` target names (its tasks are
+    registered when it runs), or None when ``target`` is not of that form (a spec file or a
+    catalog name). The module is imported as for ``--tools``."""
+    source, sep, attr = target.rpartition(":")
+    if not sep or not attr.isidentifier() or not source or (len(source) == 1 and source.isalpha()):
+        return None  # no colon, or a Windows drive letter ("C:flows.yaml")
+    if not (source.endswith(".py") or _MODULE_NAME.match(source)):
+        return None
+    module = _import(source, what="run")
+    flow = getattr(module, attr, None)
+    if flow is None:
+        public = sorted(n for n in dir(module)
+                        if not n.startswith("_") and _is_workflow(getattr(module, n)))
+        close = difflib.get_close_matches(attr, public, n=1)
+        hint = "did you mean %r?" % close[0] if close else (
+            "its workflows: %s" % ", ".join(public) if public else "it defines no @workflow")
+        raise CliError("%s: %s has no %r; %s" % (target, source, attr, hint))
+    if not _is_workflow(flow):
+        raise CliError("%s: %r is a %s, not a @workflow" % (target, attr, type(flow).__name__))
+    return flow
+
+
+def _is_workflow(obj: Any) -> bool:
+    """Whether obj is a code-first ``@workflow`` (it carries its compiled spec)."""
+    return isinstance(getattr(obj, "spec", None), WorkflowSpec)
+
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _import(spec: str, what: str = "--tools") -> Any:
+    """Import a module file (its folder goes first on sys.path, so it can import its siblings,
+    as ``python FILE`` would) or a module name (the working folder is on sys.path, as with
+    ``python -m dcc_flow``, also from the ``dcc-flow`` console script)."""
     if spec.endswith(".py") or os.sep in spec:
         if not os.path.isfile(spec):
-            raise CliError("--tools %s: no such file" % spec)
+            raise CliError("%s %s: no such file%s" % (what, spec, file_hint(spec)))
+        folder = os.path.dirname(os.path.abspath(spec))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         name = "dcc_flow_tools_" + os.path.splitext(os.path.basename(spec))[0]
         loaded = sys.modules.get(name)
         if loaded is not None and os.path.realpath(getattr(loaded, "__file__", "") or "") == os.path.realpath(spec):
             return loaded  # imported already (--tools, then --init of the same file): one module
         loader_spec = importlib.util.spec_from_file_location(name, spec)
         if loader_spec is None or loader_spec.loader is None:
-            raise CliError("--tools %s: cannot import it" % spec)
+            raise CliError("%s %s: cannot import it" % (what, spec))
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module
         try:
             loader_spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001 - a broken tool module is one clear line
-            raise CliError("--tools %s: importing it failed: %s: %s" % (spec, type(exc).__name__, exc)) from None
+            raise CliError("%s %s: importing it failed: %s: %s" % (what, spec, type(exc).__name__, exc)) from None
         return module
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(spec)
     except Exception as exc:  # noqa: BLE001
-        raise CliError("--tools %s: importing it failed: %s: %s" % (spec, type(exc).__name__, exc)) from None
+        raise CliError("%s %s: importing it failed: %s: %s" % (what, spec, type(exc).__name__, exc)) from None
 
 
 def resolve_run(engine: Engine, run_id: str) -> str:

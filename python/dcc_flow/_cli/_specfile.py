@@ -10,6 +10,7 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 from .._errors import DccFlowError, LibraryLoadError, Problem, ValidationError
 from .._spec import WorkflowSpec
+from .._suggest import file_hint
 from ._base import one_line
 
 __all__ = ["STDIN", "SpecFile", "load_spec", "format_problem", "plural"]
@@ -99,7 +100,8 @@ def load_spec(path: str, stdin: Optional[BinaryIO] = None) -> SpecFile:
         raise
     except OSError as exc:
         what = "standard input" if path == STDIN else path
-        return SpecFile(label, read_error="cannot read %s: %s" % (what, _reason(exc)))
+        hint = file_hint(path) if isinstance(exc, FileNotFoundError) else ""
+        return SpecFile(label, read_error="cannot read %s: %s%s" % (what, _reason(exc), hint))
     except ValidationError as exc:
         return SpecFile(label, problems=list(exc.problems) or [_problem_of(exc)])
     except DccFlowError as exc:

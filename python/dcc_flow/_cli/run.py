@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from .._errors import DccFlowError
 from .._spec import WorkflowSpec
+from .._suggest import file_hint
 from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
@@ -17,6 +18,7 @@ from ._engine import (
     exit_code,
     format_duration,
     load_tools,
+    load_workflow,
     open_engine,
     parse_inputs,
 )
@@ -134,7 +136,9 @@ class RunCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("target", metavar="FILE|NAME", help="a spec file, or a workflow name found in --workflows")
+        parser.add_argument("target", metavar="FILE|NAME|FILE.py:FLOW",
+                            help="a spec file, a workflow name found in --workflows, or a @workflow "
+                                 "(flows.py:intake or package.module:intake)")
         parser.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                             help="an input (repeatable); JSON values are parsed (3, true, [1,2]), others are strings")
         parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
@@ -150,14 +154,18 @@ class RunCommand(Command):
         inputs = parse_inputs(args.input, args.inputs_json)
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
-            register_dir(engine, args.workflows)
+            register_dir(engine, args.workflows, ctx)
             target = args.target
-            if os.path.isfile(target):
-                spec: Any = read_valid_spec(target, ctx)
+            flow = None if os.path.isfile(target) else load_workflow(target)
+            if flow is not None:
+                spec: Any = flow
+            elif os.path.isfile(target):
+                spec = read_valid_spec(target, ctx)
             elif args.workflows:
                 spec = target
             else:
-                raise CliError("%s: no such file (give a spec file, or a workflow name with --workflows DIR)" % target)
+                raise CliError("%s: no such file%s (give a spec file, or a workflow name with --workflows DIR)"
+                               % (target, file_hint(target)))
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             after = engine.last_event_seq()
@@ -261,8 +269,12 @@ def read_valid_spec(path: str, ctx: Context) -> WorkflowSpec:
     return loaded.spec
 
 
-def register_dir(engine: Any, folder: Optional[str]) -> List[str]:
-    """Register every spec file (.yaml, .yml, .json, not *.schedules.*) of folder."""
+def register_dir(engine: Any, folder: Optional[str], ctx: Optional[Context] = None) -> List[str]:
+    """Register every workflow spec file (.yaml, .yml, .json, not *.schedules.*) of folder.
+
+    A file that is not a workflow spec at all (not a mapping, or a mapping with none of a spec's
+    fields, such as a schedules.yaml or a remotes.json beside the specs) is skipped with a line on
+    ``ctx``'s stderr; a spec with problems stops the command as before."""
     if not folder:
         return []
     if not os.path.isdir(folder):
@@ -270,8 +282,33 @@ def register_dir(engine: Any, folder: Optional[str]) -> List[str]:
     names = []
     for entry in sorted(os.listdir(folder)):
         if entry.endswith((".yaml", ".yml", ".json")) and ".schedules." not in entry:
-            names.append(engine.register_workflow(os.path.join(folder, entry)))
+            path = os.path.join(folder, entry)
+            try:
+                names.append(engine.register_workflow(path))
+            except DccFlowError as exc:
+                reason = _not_a_spec(exc)
+                if reason is None:
+                    raise
+                if ctx is not None:
+                    ctx.eprint("--workflows: skipping %s (%s)" % (path, reason))
     return names
+
+
+def _not_a_spec(exc: DccFlowError) -> Optional[str]:
+    """Why the file ``exc`` was raised for is not a workflow spec at all, or None when it is one
+    with problems: its top level is not a mapping, or has no `steps` and only fields a spec does
+    not have, none of them a likely typo of a spec field."""
+    if exc.code == "not_a_mapping":
+        return "not a mapping"
+    problems = getattr(exc, "problems", None) or []
+    codes = [p.code for p in problems]
+    top_unknown = [p.path for p in problems if p.code == "unknown_field" and p.path and "." not in p.path
+                   and "[" not in p.path]
+    typo = any("did you mean" in (p.message or "") for p in problems)  # `stpes:` is a spec with a typo
+    if "no_steps" in codes and top_unknown and len(top_unknown) == len(codes) - 1 and not typo:
+        return "not a workflow spec: no `steps`, and %s %s" % (
+            "fields" if len(top_unknown) > 1 else "field", ", ".join("`%s`" % f for f in sorted(top_unknown)))
+    return None
 
 
 COMMAND = RunCommand()

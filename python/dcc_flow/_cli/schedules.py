@@ -50,7 +50,7 @@ class SchedulesCommand(Command):
         if not os.path.isdir(args.dir):
             raise CliError("%s: no such folder" % args.dir)
         with open_engine(args, beside_owner=True) as engine:
-            register_dir(engine, args.workflows)
+            register_dir(engine, args.workflows, ctx)
             if not args.workflows:
                 # Without a catalog every workflow name is accepted: register placeholders.
                 from .._schedule import parse_schedules_yaml

@@ -63,7 +63,7 @@ class ServeCommand(Command):
         stop = threading.Event()
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
-            names = register_dir(engine, args.workflows)
+            names = register_dir(engine, args.workflows, ctx)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             info: Any = serve_schedules(engine, ctx, args.schedules, webhooks=args.webhooks, mcp=args.mcp,
