@@ -74,6 +74,9 @@ class ServeCommand(Command):
                                         mcp_session_idle_secs=args.mcp_session_idle_secs,
                                         retention=args.retention)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
+            # Before the ready line: a supervisor may stop the server as soon as it reads it.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
             out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
             if info.get("retention") is not None:
                 out.write("; %s" % describe_retention(info["retention"]))
@@ -84,8 +87,6 @@ class ServeCommand(Command):
             out.write("\n")
             out.flush()
             engine.on_event(lambda ev: log_run_event(engine, ev, out))
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
                                  name="dcc-flow-mcp-stdio").start()
