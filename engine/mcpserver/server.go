@@ -1,8 +1,9 @@
 // Package mcpserver serves an engine's workflows over MCP (docs/mcp.md) with mark3labs/mcp-go:
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
-// so its agents work unchanged), the catalog and each run as resources (a run resource can be
-// subscribed to: notifications/resources/updated, coalesced), and run updates as
+// so its agents work unchanged), the catalog, each run, the schedules and each schedule's fire
+// history as resources (a run resource can be subscribed to: notifications/resources/updated,
+// coalesced), and run updates as
 // `notifications/$/dcc.workflowUpdated` plus MCP progress notifications.
 //
 // Transports: ServeStdio (no signal handling: the caller owns the process) and streamable HTTP
