@@ -188,11 +188,12 @@ func TestPruneLetsWritesThroughBetweenChunks(t *testing.T) {
 	}
 }
 
-// BenchmarkPrune measures a prune of every run of a database of 1,000 and 10,000 runs of 10
-// steps: the cost per run should stay flat (linear in the runs pruned).
+// BenchmarkPrune measures a prune of every run of a database of 100, 1,000 and 10,000 runs of
+// 10 steps: the cost per run should stay flat (linear in the runs pruned). scripts/bench_scale.py
+// reads it (sub-benchmarks named by the size).
 func BenchmarkPrune(b *testing.B) {
-	for _, runs := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+	for _, runs := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("%d", runs), func(b *testing.B) {
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for range b.N {
 				b.StopTimer()
