@@ -177,11 +177,14 @@ type RetentionInfo struct {
 
 // retentionState is the engine's retention loop (StartRetention), stopped by Close.
 type retentionState struct {
-	mu   sync.Mutex
-	stop context.CancelFunc
-	done chan struct{}
-	info RetentionInfo
-	on   bool
+	// control serialises StartRetention and StopRetention, so that two concurrent starts
+	// cannot both leave a loop running.
+	control sync.Mutex
+	mu      sync.Mutex
+	stop    context.CancelFunc
+	done    chan struct{}
+	info    RetentionInfo
+	on      bool
 	// passes is signalled after each pass (tests wait on it).
 	passes chan struct{}
 }
@@ -197,18 +200,22 @@ func (e *Engine) StartRetention(p RetentionPolicy) error {
 	if e.cfg.ReadOnly {
 		return e.errReadOnly("apply a retention")
 	}
-	if e.isClosed() {
-		return errClosed()
-	}
 	if p.KeepFor < 0 || p.Every < 0 {
 		return run.Errorf(run.CodeInvalidRequest, "retention: keep_secs and every_secs must be ≥ 0; got %v and %v", p.KeepFor, p.Every)
 	}
 	if p.Every == 0 {
 		p.Every = DefaultRetentionEvery
 	}
-	e.StopRetention()
-	ctx, cancel := context.WithCancel(context.Background())
 	st := &e.retention
+	st.control.Lock()
+	defer st.control.Unlock()
+	// Checked under control: Close marks the engine closed before it stops the retention, so
+	// a loop started here is either refused or stopped by Close.
+	if e.isClosed() {
+		return errClosed()
+	}
+	e.stopRetention()
+	ctx, cancel := context.WithCancel(context.Background())
 	st.mu.Lock()
 	st.stop, st.done, st.on = cancel, make(chan struct{}), true
 	st.info = RetentionInfo{KeepSecs: p.KeepFor.Seconds(), EverySecs: p.Every.Seconds()}
@@ -266,6 +273,13 @@ func (e *Engine) retentionPass(ctx context.Context, p RetentionPolicy) {
 // StopRetention stops the retention loop, waiting for a pass in progress to stop (between two
 // prune transactions). Stopping when none runs is not an error.
 func (e *Engine) StopRetention() {
+	e.retention.control.Lock()
+	defer e.retention.control.Unlock()
+	e.stopRetention()
+}
+
+// stopRetention is StopRetention; the caller holds e.retention.control.
+func (e *Engine) stopRetention() {
 	st := &e.retention
 	st.mu.Lock()
 	stop, done := st.stop, st.done

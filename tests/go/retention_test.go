@@ -159,3 +159,31 @@ func TestParseRetention(t *testing.T) {
 		}
 	}
 }
+
+// Starting the retention from many goroutines at once leaves one loop, which Close stops; an
+// engine that is closed refuses to start one.
+func TestRetentionStartsConcurrentlyAndStopsWithClose(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	done := make(chan error)
+	for i := range 8 {
+		go func() { done <- b.eng.StartRetention(engine.RetentionPolicy{KeepFor: time.Duration(i+1) * time.Hour}) }()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, on := b.eng.Retention(); !on {
+		t.Fatal("no retention after 8 starts")
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, on := b.eng.Retention(); on {
+		t.Error("the retention runs after Close")
+	}
+	if err := b.eng.StartRetention(engine.RetentionPolicy{KeepFor: time.Hour}); codeOf(err) != run.CodeClosed {
+		t.Errorf("StartRetention on a closed engine: %v; want code closed", err)
+	}
+}
