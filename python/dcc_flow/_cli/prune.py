@@ -5,7 +5,7 @@ import json
 import re
 from typing import Any, Dict, List
 
-from ._base import Command, Context
+from ._base import Command, Context, UsageError
 from ._engine import add_db_argument, open_engine
 
 __all__ = ["COMMAND", "parse_age"]
@@ -56,8 +56,6 @@ class PruneCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         if args.limit < 0:
-            from ._base import UsageError
-
             raise UsageError("--limit must be >= 0 (0 = all); got %d" % args.limit)
         statuses = args.status or None
         age = args.older_than
