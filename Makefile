@@ -15,6 +15,10 @@ SETUPTOOLS   := setuptools==80.9.0
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
 PYSIDE       := PySide6-Essentials==6.11.3
+# Go tools that lint needs, installed on first use by go install (pinned) into .tools/<name>-<version>/.
+TOOLS        := .tools
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK  := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
@@ -32,6 +36,7 @@ lib: $(LIB) ## Build the native library python/dcc_flow/_lib/libdccflow.so
 $(LIB): $(GO_SOURCES)
 	@mkdir -p $(LIBDIR)
 	$(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
+	@scripts/check_header.sh $(LIBDIR)/libdccflow.h || { rm -f $@; exit 1; }
 	@rm -f $(LIBDIR)/libdccflow.h
 
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
@@ -54,8 +59,13 @@ test: vet lint test-go test-py test-node smoke soak-short soak-net-short test-wh
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
 
-lint: venv ## gofmt check, mypy --strict and ruff on the Python package and the soak scripts
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: venv $(STATICCHECK) ## gofmt check, staticcheck (with and without the test tags), mypy --strict and ruff on the Python package and the soak scripts
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags $(GOTAGS) ./...
 	$(VPY) -m mypy python/dcc_flow
 	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES) scripts/wheels
 	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict $(SOAK_FILES)
@@ -149,4 +159,4 @@ test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glib
 	WHEEL_PY=$(WHEEL_PY) scripts/wheels/test.sh $(WHEEL_PLATFORMS)
 
 clean: ## Remove build output and the venvs
-	rm -rf $(LIBDIR)/libdccflow.* $(VENV) $(BENCH_VENV) $(WHEEL_VENV) build/wheels .pytest_cache
+	rm -rf $(LIBDIR)/libdccflow.* $(TOOLS) $(VENV) $(BENCH_VENV) $(WHEEL_VENV) build/wheels .pytest_cache

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -74,22 +73,16 @@ func dispatch(handle uint64, in []byte, fn op) (out []byte, rc int32) {
 	return b, rcOK
 }
 
-// errorEnvelope converts an engine error into the envelope, keeping every validation problem.
+// errorEnvelope converts an engine error into the envelope, keeping every validation problem:
+// a spec's and a schedule set's ValidationError alike (spec.ProblemError), with the first
+// problem's step id and position on the envelope.
 func errorEnvelope(err error) envelope {
-	var ve *spec.ValidationError
-	if errors.As(err, &ve) {
-		env := envelope{Code: ve.Code, Message: ve.Error(), Details: map[string]any{"problems": ve.Problems}}
-		if len(ve.Problems) > 0 {
-			p := ve.Problems[0]
-			env.StepID, env.Line, env.Column = p.StepID, p.Line, p.Column
-		}
-		return env
-	}
-	var se *engine.ScheduleValidationError
-	if errors.As(err, &se) {
-		env := envelope{Code: se.Code, Message: se.Error(), Details: map[string]any{"problems": se.Problems}}
-		if len(se.Problems) > 0 {
-			env.Line, env.Column = se.Problems[0].Line, se.Problems[0].Column
+	var pe spec.ProblemError
+	if errors.As(err, &pe) {
+		ps := pe.ProblemList()
+		env := envelope{Code: pe.ErrorCode(), Message: pe.Error(), Details: map[string]any{"problems": ps}}
+		if len(ps) > 0 {
+			env.StepID, env.Line, env.Column = ps[0].StepID, ps[0].Line, ps[0].Column
 		}
 		return env
 	}

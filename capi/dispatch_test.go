@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 func decodeOut(t *testing.T, out []byte) map[string]any {
@@ -34,6 +36,7 @@ func TestDispatchRecoversPanics(t *testing.T) {
 	// A nil-map write panics at run time: recovered the same way.
 	out, rc = dispatch(0, nil, func(uint64, []byte) (any, error) {
 		var m map[string]int
+		//lint:ignore SA5000 the write panics on purpose: dispatch must recover it
 		m["x"] = 1
 		return nil, nil
 	})
@@ -109,6 +112,43 @@ func TestValidationEnvelopeNamesFirstProblem(t *testing.T) {
 	out, rc = dispatch(0, []byte(`{"text": "steps: [{id: a, tool: t, retry: {max_attempts: 2, jitter: 3}}]"}`), opSpecValidate)
 	if m := decodeOut(t, out); rc != rcOK || m["valid"] != true || !strings.Contains(string(out), "jitter_clamped") {
 		t.Fatalf("%d %s", rc, out)
+	}
+}
+
+// Spec and schedule problems reach the envelope through one branch (spec.ProblemError): the
+// code, the first problem's position and every problem, wrapped or not.
+func TestScheduleValidationEnvelope(t *testing.T) {
+	t.Parallel()
+	text := "schedules:\n  - id: a\n    workflow: w\n    max_concurent: 2\n    trigger: {kind: interval, every: 5}\n"
+	req, _ := json.Marshal(map[string]string{"text": text, "source": "x.schedules.yaml"})
+	out, rc := dispatch(0, req, opSchedulesParse)
+	m := decodeOut(t, out)
+	if rc != rcError || m["code"] != "validation_failed" || m["line"] != float64(4) || m["column"] != float64(5) || m["step_id"] != nil {
+		t.Fatalf("%d %s", rc, out)
+	}
+	problems := m["details"].(map[string]any)["problems"].([]any)
+	if len(problems) != 2 {
+		t.Fatalf("problems %v", problems)
+	}
+	first := problems[0].(map[string]any)
+	want := map[string]any{"code": "unknown_field", "severity": "error", "file": "x.schedules.yaml", "schedule_id": "a",
+		"path": "schedules[0].max_concurent", "line": float64(4), "column": float64(5), "hint": `did you mean "max_concurrent"?`,
+		"message": `schedule "a": unknown field "max_concurent"; did you mean "max_concurrent"?`}
+	if fmt.Sprint(first) != fmt.Sprint(want) {
+		t.Fatalf("first problem\n got %v\nwant %v", first, want)
+	}
+	if p := problems[1].(map[string]any); p["code"] != "invalid_interval" || p["line"] != float64(5) {
+		t.Fatalf("second problem %v", p)
+	}
+	// Wrapped errors of either kind give the same envelope as unwrapped ones.
+	_, err := opSpecParse(0, []byte(`{"text": "steps: [{id: a, tol: t}]"}`))
+	if env := errorEnvelope(fmt.Errorf("loading: %w", err)); env.Code != "validation_failed" || env.StepID != "a" || env.Line != 1 || env.Column != 9 ||
+		len(env.Details["problems"].([]spec.Problem)) != 2 {
+		t.Fatalf("wrapped spec error: %+v", env)
+	}
+	_, err = opSchedulesParse(0, req)
+	if env := errorEnvelope(fmt.Errorf("loading: %w", err)); env.Code != "validation_failed" || env.Line != 4 || len(env.Details["problems"].([]spec.Problem)) != 2 {
+		t.Fatalf("wrapped schedule error: %+v", env)
 	}
 }
 

@@ -146,6 +146,8 @@ func TestEngineExportErrors(t *testing.T) {
 		{"handle zero", 0, opRunSubmit, `{"spec": "steps: []"}`, "stale_handle"},
 		{"unknown run", h, opRunStatus, `{"run_id": "nope"}`, "not_found"},
 		{"missing run id", h, opRunCancel, `{}`, "invalid_request"},
+		{"cancel with a wait", h, opRunCancel, `{"run_id": "x", "timeout_ms": 5}`, "invalid_request"},
+		{"a host tool that says it is built in", h, opToolRegister, `{"name": "t", "builtin": true}`, "invalid_request"},
 		{"bad spec", h, opRunSubmit, `{"spec": "steps: [{id: a, tol: t}]"}`, "validation_failed"},
 		{"unknown tool", h, opRunSubmit, `{"spec": "steps: [{id: a, tool: nope}]"}`, "unknown_tool"},
 		{"bad lane", h, opCallsNext, `{"lanes": ["gpu"]}`, "invalid_request"},

@@ -1,11 +1,48 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
+
+// engineEntry is what an engine handle names: the engine and the servers dccflow_serve_start
+// started for it. mu orders serve_start, serve_stop, serve_status and engine_close: close marks
+// the entry closed and stops its servers under mu, and serve_start starts servers under mu only
+// while the entry is open, so no server outlives the engine's handle.
+type engineEntry struct {
+	e *engine.Engine
+
+	mu       sync.Mutex
+	closed   bool // engine_close took the entry; serve_start answers stale_handle
+	webhooks *engine.WebhookServer
+	mcpHTTP  *mcpserver.HTTPServer
+	mcpStdio *stdioDoor
+}
+
+// stopServersLocked stops every server of the entry, waiting up to 5 s for each HTTP server's
+// requests to end. The caller holds mu.
+func (ent *engineEntry) stopServersLocked() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ent.webhooks != nil {
+		_ = ent.webhooks.Close(ctx)
+		ent.webhooks = nil
+	}
+	if ent.mcpHTTP != nil {
+		_ = ent.mcpHTTP.Close(ctx)
+		ent.mcpHTTP = nil
+	}
+	if ent.mcpStdio != nil {
+		ent.mcpStdio.stop()
+		ent.mcpStdio = nil
+	}
+}
 
 // handleTable maps the integer handles given to C callers to Go objects. Handles start at 1, are
 // never reused within a process, and a closed or unknown handle is an error ("stale_handle"), not

@@ -13,8 +13,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// engines holds every open engine of the process.
-var engines = newHandleTable[*engine.Engine]()
+// engines holds every open engine of the process, with its servers.
+var engines = newHandleTable[*engineEntry]()
 
 // maxBlock caps every blocking export: Ctrl-C and shutdown are never stuck for long.
 const maxBlock = 60 * time.Second
@@ -32,10 +32,11 @@ func millis(ms int64) time.Duration {
 
 func withEngine[Req any](fn func(e *engine.Engine, req *Req) (any, error)) op {
 	return func(h uint64, in []byte) (any, error) {
-		e, err := engines.get(h)
+		ent, err := engines.get(h)
 		if err != nil {
 			return nil, err
 		}
+		e := ent.e
 		req := new(Req)
 		decodeReq := decode
 		if d, ok := any(req).(requestDecoder); ok {
@@ -68,31 +69,48 @@ func opEngineOpen(_ uint64, in []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]uint64{"handle": engines.add(e)}, nil
+	return map[string]uint64{"handle": engines.add(&engineEntry{e: e})}, nil
 }
 
+// opEngineClose forgets the handle, stops the servers serve_start started (a serve_start running
+// at the same moment either finished first, and its servers are stopped here, or finds the
+// entry closed and answers stale_handle), then closes the engine.
 func opEngineClose(h uint64, _ []byte) (any, error) {
-	e, ok := engines.remove(h)
+	ent, ok := engines.remove(h)
 	if !ok {
 		return map[string]bool{"closed": false}, nil
 	}
-	stopDoors(h)
+	ent.mu.Lock()
+	ent.closed = true
+	ent.stopServersLocked()
+	ent.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if err := e.Close(ctx); err != nil {
+	if err := ent.e.Close(ctx); err != nil {
 		return nil, err
 	}
 	return map[string]bool{"closed": true}, nil
 }
 
-var opToolRegister = withEngine(func(e *engine.Engine, req *engine.ToolInfo) (any, error) {
+// toolRequest is the input of dccflow_tool_register: engine.ToolInfo without Builtin, which
+// only the engine sets.
+type toolRequest struct {
+	Name          string          `json:"name"`
+	Lane          string          `json:"lane"`
+	MaxConcurrent int             `json:"max_concurrent"`
+	Description   string          `json:"description"`
+	Schema        json.RawMessage `json:"schema"`
+}
+
+var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, error) {
 	if err := required("name", req.Name); err != nil {
 		return nil, err
 	}
 	if req.Lane == "" {
 		req.Lane = engine.LaneMain
 	}
-	return struct{}{}, e.RegisterTool(*req)
+	return struct{}{}, e.RegisterTool(engine.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
+		Description: req.Description, Schema: req.Schema})
 })
 
 var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {
@@ -103,7 +121,13 @@ var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (an
 	if err := e.Register(s); err != nil {
 		return nil, err
 	}
-	return map[string]string{"name": s.Name, "spec_hash": s.Hash()}, nil
+	version := 0
+	for _, c := range e.Lookup(s.Name) {
+		if c.Name == s.Name {
+			version = c.Version
+		}
+	}
+	return map[string]any{"name": s.Name, "spec_hash": s.Hash(), "version": version}, nil
 })
 
 // spec parses the text of a request that has one.
@@ -208,7 +232,12 @@ var opRunWait = withEngine(func(e *engine.Engine, req *runRequest) (any, error) 
 	return status(e, req, info)
 })
 
-var opRunCancel = withEngine(func(e *engine.Engine, req *runRequest) (any, error) {
+type cancelRequest struct {
+	RunID  string `json:"run_id"`
+	Reason string `json:"reason"`
+}
+
+var opRunCancel = withEngine(func(e *engine.Engine, req *cancelRequest) (any, error) {
 	if err := required("run_id", req.RunID); err != nil {
 		return nil, err
 	}
@@ -429,17 +458,17 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 	}
 	accepted := true
 	if err := e.Host().Complete(req.CallID, result); err != nil {
-		var re *run.Error
-		if !errors.As(err, &re) || re.Details["dropped"] != true {
+		if !errors.Is(err, engine.ErrDropped) {
 			return nil, err
 		}
 		accepted = false // a late result: the call timed out or was cancelled
 	}
+	if req.Next == nil {
+		return map[string]bool{"accepted": accepted}, nil // no "calls": null
+	}
 	res := nextResult{Accepted: &accepted}
-	if req.Next != nil {
-		if err := next(e, req.Next, &res); err != nil {
-			return nil, err
-		}
+	if err := next(e, req.Next, &res); err != nil {
+		return nil, err
 	}
 	return res, nil
 })

@@ -5,20 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 )
-
-// doors are the servers the C ABI started for an engine handle, stopped when it closes.
-type doors struct {
-	mu       sync.Mutex
-	webhooks *engine.WebhookServer
-	mcpHTTP  *mcpserver.HTTPServer
-	mcpStdio *stdioDoor
-}
 
 // stdioDoor is MCP served on the process's standard input and output. Its stream ends when the
 // client closes our standard input (an MCP host stopping its child), on a read or write error,
@@ -27,38 +18,6 @@ type stdioDoor struct {
 	stop  context.CancelFunc
 	ended chan struct{} // closed once the stream has ended
 	err   error         // why, when not the end of input or a stop; set before ended closes
-}
-
-var engineDoors sync.Map // handle → *doors
-
-func doorsOf(h uint64) *doors {
-	d, _ := engineDoors.LoadOrStore(h, &doors{})
-	return d.(*doors)
-}
-
-// stopDoors stops every server of handle h (before its engine closes).
-func stopDoors(h uint64) {
-	v, ok := engineDoors.LoadAndDelete(h)
-	if !ok {
-		return
-	}
-	d := v.(*doors)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if d.webhooks != nil {
-		_ = d.webhooks.Close(ctx)
-		d.webhooks = nil
-	}
-	if d.mcpHTTP != nil {
-		_ = d.mcpHTTP.Close(ctx)
-		d.mcpHTTP = nil
-	}
-	if d.mcpStdio != nil {
-		d.mcpStdio.stop()
-		d.mcpStdio = nil
-	}
 }
 
 var opScheduleAdd = withEngine(func(e *engine.Engine, req *engine.ScheduleSpec) (any, error) {
@@ -134,8 +93,11 @@ type serveRequest struct {
 // (to list them with their next fire times, firing nothing).
 // {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "retention"?: {...}}. "retention"
 // ("30d", "forever"; absent = 30 days) starts the engine's retention loop (ops_retention.go).
+//
+// It runs under the entry's lock, so that engine_close, which stops the servers under it, never
+// misses one: on an entry closed meanwhile it answers stale_handle.
 func opServeStart(h uint64, in []byte) (any, error) {
-	e, err := engines.get(h)
+	ent, err := engines.get(h)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +105,12 @@ func opServeStart(h uint64, in []byte) (any, error) {
 	if err := decode(in, &req); err != nil {
 		return nil, err
 	}
+	ent.mu.Lock()
+	defer ent.mu.Unlock()
+	if ent.closed {
+		return nil, staleHandle(h)
+	}
+	e := ent.e
 	retention, retain, err := serveRetention(e, &req)
 	if err != nil {
 		return nil, err
@@ -171,7 +139,7 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		if req.AllowUnsignedWebhooks {
 			opts = append(opts, engine.AllowUnsignedWebhooks())
 		}
-		addr, err := startWebhooks(h, e, *req.Webhooks, opts...)
+		addr, err := ent.startWebhooksLocked(*req.Webhooks, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +156,7 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		if len(req.AllowedOrigins) > 0 {
 			opts = append(opts, mcpserver.WithAllowedOrigins(req.AllowedOrigins...))
 		}
-		url, err := startMCP(h, e, req.MCP, req.Token, opts...)
+		url, err := ent.startMCPLocked(req.MCP, req.Token, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -197,36 +165,30 @@ func opServeStart(h uint64, in []byte) (any, error) {
 	return res, nil
 }
 
-// startWebhooks serves the engine's webhook schedules on addr (once per handle) and returns the
-// address it listens on. It holds the doors' lock only while it runs, so that startMCP, called
-// after it by the same request, can take it.
-func startWebhooks(h uint64, e *engine.Engine, addr string, opts ...engine.WebhookOption) (string, error) {
-	d := doorsOf(h)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.webhooks == nil {
-		ws, err := e.ServeWebhooks(addr, opts...)
+// startWebhooksLocked serves the engine's webhook schedules on addr (once per handle) and
+// returns the address it listens on. The caller holds ent.mu.
+func (ent *engineEntry) startWebhooksLocked(addr string, opts ...engine.WebhookOption) (string, error) {
+	if ent.webhooks == nil {
+		ws, err := ent.e.ServeWebhooks(addr, opts...)
 		if err != nil {
 			return "", err
 		}
-		d.webhooks = ws
+		ent.webhooks = ws
 	}
-	return d.webhooks.Addr(), nil
+	return ent.webhooks.Addr(), nil
 }
 
-// startMCP serves the engine over MCP: "stdio" on the process's standard streams, or
-// "http://HOST:PORT" (port 0 picks one). It returns the endpoint ("stdio" or the URL).
-func startMCP(h uint64, e *engine.Engine, where, token string, opts ...mcpserver.HTTPOption) (string, error) {
-	d := doorsOf(h)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	srv := mcpserver.New(e)
+// startMCPLocked serves the engine over MCP: "stdio" on the process's standard streams, or
+// "http://HOST:PORT" (port 0 picks one), once per handle each. It returns the endpoint ("stdio"
+// or the URL). The caller holds ent.mu.
+func (ent *engineEntry) startMCPLocked(where, token string, opts ...mcpserver.HTTPOption) (string, error) {
+	srv := mcpserver.New(ent.e)
 	switch {
 	case where == "stdio":
-		if d.mcpStdio == nil {
+		if ent.mcpStdio == nil {
 			ctx, cancel := context.WithCancel(context.Background())
 			sd := &stdioDoor{stop: cancel, ended: make(chan struct{})}
-			d.mcpStdio = sd
+			ent.mcpStdio = sd
 			go func() {
 				defer close(sd.ended)
 				defer func() {
@@ -239,14 +201,14 @@ func startMCP(h uint64, e *engine.Engine, where, token string, opts ...mcpserver
 		}
 		return "stdio", nil
 	case strings.HasPrefix(where, "http://"):
-		if d.mcpHTTP == nil {
+		if ent.mcpHTTP == nil {
 			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token, opts...)
 			if err != nil {
 				return "", err
 			}
-			d.mcpHTTP = hs
+			ent.mcpHTTP = hs
 		}
-		return d.mcpHTTP.URL(), nil
+		return ent.mcpHTTP.URL(), nil
 	}
 	return "", &badRequest{msg: fmt.Sprintf(`invalid request: "mcp" must be "stdio" or "http://HOST:PORT"; got %q`, where)}
 }
@@ -263,7 +225,8 @@ type serveStatusRequest struct {
 // as dcc-flow serve then stops, as on SIGTERM. With timeout_ms it returns as soon as the
 // stream ends, or after timeout_ms with "serving".
 func opServeStatus(h uint64, in []byte) (any, error) {
-	if _, err := engines.get(h); err != nil {
+	ent, err := engines.get(h)
+	if err != nil {
 		return nil, err
 	}
 	var req serveStatusRequest
@@ -271,14 +234,9 @@ func opServeStatus(h uint64, in []byte) (any, error) {
 		return nil, err
 	}
 	res := map[string]any{}
-	v, ok := engineDoors.Load(h)
-	if !ok {
-		return res, nil
-	}
-	d := v.(*doors)
-	d.mu.Lock()
-	webhooks, mcpHTTP, sd := d.webhooks, d.mcpHTTP, d.mcpStdio
-	d.mu.Unlock()
+	ent.mu.Lock()
+	webhooks, mcpHTTP, sd := ent.webhooks, ent.mcpHTTP, ent.mcpStdio
+	ent.mu.Unlock()
 	if webhooks != nil {
 		res["webhooks_addr"] = webhooks.Addr()
 	}
@@ -310,15 +268,17 @@ func opServeStatus(h uint64, in []byte) (any, error) {
 
 // opServeStop stops the servers and the scheduler of an engine (the engine stays open).
 func opServeStop(h uint64, _ []byte) (any, error) {
-	e, err := engines.get(h)
+	ent, err := engines.get(h)
 	if err != nil {
 		return nil, err
 	}
-	stopDoors(h)
-	e.StopRetention()
+	ent.mu.Lock()
+	ent.stopServersLocked()
+	ent.mu.Unlock()
+	ent.e.StopRetention()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return struct{}{}, e.StopScheduler(ctx)
+	return struct{}{}, ent.e.StopScheduler(ctx)
 }
 
 func timeOrNil(t time.Time) any {

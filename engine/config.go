@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -79,10 +82,15 @@ func (c Config) limits() exec.Limits {
 }
 
 // RemoteConfig describes a remote MCP server (docs/mcp.md, "Calling other MCP servers"): exactly
-// one of URL and Command.
+// one of URL, URLs and Command. In JSON, "url" is a string (URL) or a list of strings (URLs).
 type RemoteConfig struct {
 	// URL is a streamable HTTP endpoint such as "http://127.0.0.1:8765/mcp".
-	URL string `json:"url,omitempty"`
+	URL string `json:"-"`
+	// URLs makes the remote one pool of streamable HTTP servers (docs/pools.md, "Pools of
+	// servers"), each serving WorkersPerURL calls at a time; "url" given as a list.
+	URLs []string `json:"-"`
+	// WorkersPerURL is how many calls each server of URLs serves at a time: 0 = 1, else 1 to 256.
+	WorkersPerURL int `json:"workers_per_url,omitempty"`
 	// Headers are sent with every HTTP request (URL only).
 	Headers map[string]string `json:"headers,omitempty"`
 	// TokenEnv names an environment variable holding a bearer token (URL only).
@@ -116,6 +124,56 @@ type RemoteConfig struct {
 	// KillAfterSecs is how long a worker has to finish a cancelled call before it is killed and
 	// replaced: 0 = 10, else 0.1 to 604,800.
 	KillAfterSecs float64 `json:"kill_after_secs,omitempty"`
+}
+
+// remoteConfigJSON is RemoteConfig without its methods, for its JSON encoding.
+type remoteConfigJSON RemoteConfig
+
+// UnmarshalJSON reads a remote's object strictly (an unknown field is an error, as for the rest
+// of the config), with "url" a string or a list of strings.
+func (r *RemoteConfig) UnmarshalJSON(data []byte) error {
+	var v struct {
+		*remoteConfigJSON
+		URL json.RawMessage `json:"url,omitempty"`
+	}
+	v.remoteConfigJSON = (*remoteConfigJSON)(r)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	r.URL, r.URLs = "", nil
+	raw := bytes.TrimSpace(v.URL)
+	switch {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+	case raw[0] == '[':
+		if err := json.Unmarshal(raw, &r.URLs); err != nil {
+			return fmt.Errorf("url: a list of URLs must hold strings only: %w", err)
+		}
+		if len(r.URLs) == 0 {
+			return errors.New("url: the list of URLs is empty; give at least one")
+		}
+	default:
+		if err := json.Unmarshal(raw, &r.URL); err != nil {
+			return fmt.Errorf("url: must be a URL or a list of URLs: %w", err)
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes "url" as a string, or as a list for URLs.
+func (r RemoteConfig) MarshalJSON() ([]byte, error) {
+	v := struct {
+		remoteConfigJSON
+		URL any `json:"url,omitempty"`
+	}{remoteConfigJSON: remoteConfigJSON(r)}
+	switch {
+	case len(r.URLs) > 0:
+		v.URL = r.URLs
+	case r.URL != "":
+		v.URL = r.URL
+	}
+	return json.Marshal(v)
 }
 
 // pooled reports whether r sets any pool field (remote.Config makes the same choice).
@@ -195,25 +253,45 @@ func (c Config) validate() error {
 		if !remoteNameRe.MatchString(name) {
 			add(f, "remote names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)")
 		}
+		hasURL := r.URL != "" || len(r.URLs) > 0
 		switch {
-		case r.URL != "" && len(r.Command) > 0:
+		case r.URL != "" && len(r.URLs) > 0:
+			add(f+".url", "URL and URLs are mutually exclusive: set one")
+		case hasURL && len(r.Command) > 0:
 			add(f+".url", "url and command are mutually exclusive: set one")
-		case r.URL == "" && len(r.Command) == 0:
+		case !hasURL && len(r.Command) == 0:
 			add(f+".url", "one of url (streamable HTTP) or command (stdio) is required")
 		case r.URL != "" && !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://"):
 			add(f+".url", "must be an http:// or https:// URL; got %q", r.URL)
 		}
+		seen := map[string]bool{}
+		for i, u := range r.URLs {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				add(fmt.Sprintf("%s.url[%d]", f, i), "must be an http:// or https:// URL; got %q", u)
+			} else if seen[u] {
+				add(fmt.Sprintf("%s.url[%d]", f, i), "%q appears twice; a server that serves more calls at a time takes workers_per_url", u)
+			}
+			seen[u] = true
+		}
+		if r.WorkersPerURL < 0 || r.WorkersPerURL > remote.MaxWorkers {
+			add(f+".workers_per_url", "must be 0 or 1 to %d; got %d", remote.MaxWorkers, r.WorkersPerURL)
+		} else if r.WorkersPerURL != 0 && len(r.URLs) == 0 {
+			add(f+".workers_per_url", "applies to a pool of servers only: give url as a list of URLs")
+		}
 		if r.TimeoutSecs < 0 || math.IsNaN(r.TimeoutSecs) || math.IsInf(r.TimeoutSecs, 0) {
 			add(f+".timeout_secs", "must be ≥ 0 (0 = no limit); got %v", r.TimeoutSecs)
 		}
-		if r.URL == "" && (len(r.Headers) > 0 || r.TokenEnv != "") {
+		if !hasURL && (len(r.Headers) > 0 || r.TokenEnv != "") {
 			add(f+".headers", "headers and token_env apply to url remotes only")
 		}
 		if len(r.Command) == 0 && (len(r.Env) > 0 || r.Dir != "") {
 			add(f+".env", "env and dir apply to command remotes only")
 		}
-		if r.URL != "" && r.pooled() {
-			add(f+".workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes only (a pool of URLs is not supported)")
+		switch {
+		case len(r.URLs) > 0 && (r.Workers != 0 || r.RecycleAfterCalls != 0 || r.MaxRSSMB != 0 || r.KillAfterSecs != 0):
+			add(f+".workers", "workers, recycle_after_calls, max_rss_mb and kill_after_secs apply to pools of processes (command); a pool of servers (url as a list) takes workers_per_url, start_timeout_secs and idle_stop_secs")
+		case r.URL != "" && r.pooled():
+			add(f+".workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes; for a pool of servers give url as a list of URLs")
 		}
 		for _, n := range []struct {
 			field  string

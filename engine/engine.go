@@ -24,7 +24,6 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
-	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // Public names for the engine's collaborators, so callers outside engine/ can implement and
@@ -52,9 +51,9 @@ type (
 	ToolError = tools.ToolError
 	// ToolInfo describes a tool: host tools are registered with RegisterTool.
 	ToolInfo = tools.ToolInfo
-	// Host is the queue host tools are pulled from (Next, Complete, CompleteAndNext, Cancelled).
+	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled; OpenPuller, Release, ClosePuller).
 	Host = tools.Host
-	// PendingCall is a host tool call handed out by Host.Next.
+	// PendingCall is a host tool call handed out by Host.Pull.
 	PendingCall = tools.PendingCall
 	// Approval is an open approval of a run.
 	Approval = exec.Approval
@@ -124,7 +123,9 @@ type Engine struct {
 	runs      map[string]*exec.Run
 	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg        sync.WaitGroup
-	catalog   map[string]*spec.Spec
+	catalog   map[string]catalogItem // catalog.go
+	versions  versionIndex           // the version numbers of every (name, spec hash) known
+	catalogMu sync.Mutex             // one catalog write at a time (catalog.go)
 
 	sched     schedulerState  // see scheduler.go
 	retention retentionState  // see retention.go
@@ -162,7 +163,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, catalog: map[string]*spec.Spec{}, closeDone: make(chan struct{}),
+		runs: map[string]*exec.Run{}, catalog: map[string]catalogItem{}, closeDone: make(chan struct{}),
 	}
 	switch {
 	case o.store != nil:
@@ -195,6 +196,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
 	})
+	if err := e.loadCatalog(ctx); err != nil {
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
 	if cfg.ReadOnly {
 		return e, nil
 	}
@@ -218,7 +225,7 @@ func (e *Engine) float64() float64 {
 }
 
 // Close stops the engine: runs in flight are stopped and become interrupted (not cancelled),
-// blocked Host.Next calls and event subscriptions return code closed, and the store is closed
+// blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
 // if the engine opened it. It waits for the runs to write their final state, or until ctx
 // ends (it then returns context.Cause(ctx)). Closing twice is not an error.
 func (e *Engine) Close(ctx context.Context) error {

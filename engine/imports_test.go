@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,14 +13,15 @@ const module = "github.com/dcc-flow/dcc-flow"
 // goList runs `go list args...` in the module and returns its lines.
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
-	bin, err := exec.LookPath("go")
-	if err != nil {
-		bin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	if runtime.GOOS == "windows" {
 		// The import graph is the same on every OS; the Linux run checks it. A Windows test
 		// binary cross-built here and run under Wine has no go command to list packages with.
 		t.Skip("the import check needs the go command; it runs on the build OS")
+	}
+	// go test puts its own GOROOT/bin first on the test's PATH.
+	bin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the import check needs the go command on PATH: %v", err)
 	}
 	cmd := exec.Command(bin, append([]string{"list"}, args...)...)
 	cmd.Dir = ".."

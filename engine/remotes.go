@@ -17,10 +17,11 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 	if err != nil {
 		return tools.Result{}, err
 	}
+	res := tools.Result{Output: r.Output, Worker: r.Worker.String(), Logs: r.Logs, LogsDropped: r.LogsDropped}
 	if r.IsError {
-		return tools.Result{Error: &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}, Worker: r.Worker.String()}, nil
+		res.Output, res.Error = nil, &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}
 	}
-	return tools.Result{Output: r.Output, Worker: r.Worker.String()}, nil
+	return res, nil
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -30,7 +31,7 @@ func secs(s float64) time.Duration { return time.Duration(s * float64(time.Secon
 func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*remote.Pool, error) {
 	cfgs := make(map[string]remote.Config, len(remotes))
 	for name, r := range remotes {
-		cfgs[name] = remote.Config{URL: r.URL, Headers: r.Headers, TokenEnv: r.TokenEnv, Command: r.Command, Env: r.Env,
+		cfgs[name] = remote.Config{URL: r.URL, URLs: r.URLs, WorkersPerURL: r.WorkersPerURL, Headers: r.Headers, TokenEnv: r.TokenEnv, Command: r.Command, Env: r.Env,
 			Dir: r.Dir, Timeout: secs(r.TimeoutSecs), Workers: r.Workers, RecycleAfterCalls: r.RecycleAfterCalls,
 			MaxRSSMB: r.MaxRSSMB, StartTimeout: secs(r.StartTimeoutSecs), IdleStop: secs(r.IdleStopSecs),
 			KillAfter: secs(r.KillAfterSecs)}
@@ -39,23 +40,26 @@ func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*r
 	return remote.NewPool(cfgs, remote.WithEnviron(environ))
 }
 
-// PoolInfo describes one worker pool (a command remote with pool fields; docs/pools.md).
+// PoolInfo describes one worker pool (a command remote with pool fields, or a list of URLs;
+// docs/pools.md).
 type PoolInfo struct {
 	Name    string       `json:"name"`
-	Command []string     `json:"command"`
-	Workers int          `json:"workers"` // the most workers at once
-	Started int          `json:"started"` // workers ever started
-	Lost    int          `json:"lost"`    // workers that died during a call or were killed
-	Running []WorkerInfo `json:"running"` // the live workers, oldest first
+	Command []string     `json:"command"`        // a pool of processes'; null for a pool of servers
+	URLs    []string     `json:"urls,omitempty"` // a pool of servers'
+	Workers int          `json:"workers"`        // the most workers at once (servers: URLs × workers_per_url)
+	Started int          `json:"started"`        // workers ever started
+	Lost    int          `json:"lost"`           // workers that died during a call or were killed
+	Running []WorkerInfo `json:"running"`        // the live workers, oldest first
 }
 
-// WorkerInfo describes one live worker process of a pool.
+// WorkerInfo describes one live worker of a pool: a process, or a session with a server.
 type WorkerInfo struct {
-	ID         int     `json:"id"`     // 1, 2, … in start order within the pool
-	PID        int     `json:"pid"`    // 0 while starting
-	State      string  `json:"state"`  // starting, idle, busy or draining (finishing a cancelled call)
-	Calls      int     `json:"calls"`  // calls served
-	RSSMB      float64 `json:"rss_mb"` // resident memory in MiB; -1 when unknown (not Linux)
+	ID         int     `json:"id"`            // 1, 2, … in start order within the pool
+	PID        *int    `json:"pid"`           // 0 while starting; nil (null) for a server
+	URL        string  `json:"url,omitempty"` // the server of a pool of servers
+	State      string  `json:"state"`         // starting, idle, busy or draining (finishing a cancelled call)
+	Calls      int     `json:"calls"`         // calls served
+	RSSMB      float64 `json:"rss_mb"`        // resident memory in MiB; -1 when unknown (not Linux)
 	UptimeSecs float64 `json:"uptime_secs"`
 }
 
@@ -74,7 +78,7 @@ func (e *Engine) WarmPools(ctx context.Context) error {
 }
 
 // Pools lists the configured worker pools, by name, with their live workers; remotes that are
-// not pools (URL remotes, command remotes without pool fields) are left out.
+// not pools (a single URL, command remotes without pool fields) are left out.
 func (e *Engine) Pools() []PoolInfo {
 	out := []PoolInfo{}
 	if e.remotes == nil {
@@ -82,13 +86,17 @@ func (e *Engine) Pools() []PoolInfo {
 	}
 	now := time.Now()
 	for _, p := range e.remotes.Pools() {
-		pi := PoolInfo{Name: p.Name, Command: p.Command, Workers: p.Max, Started: p.Started, Lost: p.Lost, Running: []WorkerInfo{}}
+		pi := PoolInfo{Name: p.Name, Command: p.Command, URLs: p.URLs, Workers: p.Max, Started: p.Started, Lost: p.Lost, Running: []WorkerInfo{}}
 		for _, w := range p.Workers {
 			rss := -1.0
 			if w.RSSBytes >= 0 {
 				rss = float64(w.RSSBytes) / (1 << 20)
 			}
-			pi.Running = append(pi.Running, WorkerInfo{ID: w.ID, PID: w.PID, State: w.State, Calls: w.Calls, RSSMB: rss,
+			var pid *int
+			if w.URL == "" {
+				pid = &w.PID
+			}
+			pi.Running = append(pi.Running, WorkerInfo{ID: w.ID, PID: pid, URL: w.URL, State: w.State, Calls: w.Calls, RSSMB: rss,
 				UptimeSecs: now.Sub(w.StartedAt).Seconds()})
 		}
 		out = append(out, pi)

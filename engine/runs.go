@@ -37,19 +37,22 @@ type StartRequest struct {
 
 // RunInfo is the state of a run.
 type RunInfo struct {
-	ID         string         `json:"run_id"`
-	Name       string         `json:"name"`
-	Status     run.Status     `json:"status"`
-	Terminal   bool           `json:"terminal"`
-	Error      *RunError      `json:"error,omitempty"`
-	Progress   run.Progress   `json:"progress"`
-	SpecHash   string         `json:"spec_hash"`
-	Origin     string         `json:"origin"`
-	Inputs     map[string]any `json:"inputs"`
-	Trigger    map[string]any `json:"trigger,omitempty"`
-	CreatedAt  time.Time      `json:"created_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
-	FinishedAt time.Time      `json:"finished_at,omitzero"`
+	ID       string       `json:"run_id"`
+	Name     string       `json:"name"`
+	Status   run.Status   `json:"status"`
+	Terminal bool         `json:"terminal"`
+	Error    *RunError    `json:"error,omitempty"`
+	Progress run.Progress `json:"progress"`
+	SpecHash string       `json:"spec_hash"`
+	// WorkflowVersion is the catalog version of the workflow (its name and spec hash) the run
+	// used; 0 (absent in JSON) when that spec was never registered.
+	WorkflowVersion int            `json:"workflow_version,omitempty"`
+	Origin          string         `json:"origin"`
+	Inputs          map[string]any `json:"inputs"`
+	Trigger         map[string]any `json:"trigger,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	UpdatedAt       time.Time      `json:"updated_at"`
+	FinishedAt      time.Time      `json:"finished_at,omitzero"`
 	// Approvals lists the open approvals of a live run.
 	Approvals []Approval `json:"approvals,omitempty"`
 	// Steps summarises the step instances outside foreach iterations (Status only; use Steps
@@ -73,9 +76,14 @@ type StepInfo struct {
 	Error    *StepErrorInfo `json:"error,omitempty"`
 	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
 	// it did not run on a pool worker.
-	Worker     string    `json:"worker,omitempty"`
-	StartedAt  time.Time `json:"started_at,omitzero"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Worker string `json:"worker,omitempty"`
+	// Logs are the output lines of the step's attempts, oldest first (a pool worker's call
+	// output, docs/pools.md "Output"); LogsDropped counts the older lines not kept
+	// (docs/limits.md "Step output").
+	Logs        []run.LogLine `json:"logs,omitempty"`
+	LogsDropped int           `json:"logs_dropped,omitempty"`
+	StartedAt   time.Time     `json:"started_at,omitzero"`
+	FinishedAt  time.Time     `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -339,6 +347,7 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 		return nil, notFound(runID, err)
 	}
 	info, raw := runInfo(rec), rawOutputs(ctx)
+	info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
 	if h != nil && !info.Terminal {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
@@ -479,6 +488,7 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	out := make([]RunInfo, 0, len(recs))
 	for _, rec := range recs {
 		info := runInfo(rec)
+		info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
 		if h := e.live(rec.ID); h != nil && !info.Terminal {
 			info.Progress = h.Progress()
 		}
@@ -520,7 +530,10 @@ func rawOutputs(ctx context.Context) bool { return ctx.Value(rawOutputsKey{}) !=
 
 func stepInfo(st store.Step, raw bool) StepInfo {
 	si := StepInfo{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempt, Cached: st.Cached,
-		Worker: st.Worker, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+		Worker: st.Worker, LogsDropped: st.LogsDropped, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+	if len(st.Logs) > 0 {
+		_ = json.Unmarshal(st.Logs, &si.Logs)
+	}
 	switch {
 	case len(st.Output) == 0:
 	case raw:

@@ -19,6 +19,7 @@ const DefaultWebhookAddr = "127.0.0.1:8787"
 // WebhookServer serves the engine's webhook schedules over HTTP.
 type WebhookServer struct {
 	srv  *http.Server
+	ln   net.Listener
 	addr string
 	done chan error
 }
@@ -56,6 +57,7 @@ func (e *Engine) ServeWebhooks(addr string, opts ...WebhookOption) (*WebhookServ
 	ws := &WebhookServer{
 		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10},
+		ln:   ln,
 		addr: ln.Addr().String(),
 		done: make(chan error, 1),
 	}
@@ -76,6 +78,9 @@ func (w *WebhookServer) Addr() string { return w.addr }
 // Closing twice is not an error.
 func (w *WebhookServer) Close(ctx context.Context) error {
 	err := w.srv.Shutdown(ctx)
+	// Shutdown closes only the listeners Serve has taken: one whose goroutine has not entered
+	// Serve yet would be closed by Serve later, accepting connections after Close returned.
+	_ = w.ln.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -321,6 +321,7 @@ func httpError(w http.ResponseWriter, status int, code, message string) {
 type HTTPServer struct {
 	mcp      *server.StreamableHTTPServer // knows the http.Server (WithStreamableHTTPServer)
 	sessions *sessionTracker
+	ln       net.Listener
 	addr     string
 }
 
@@ -339,6 +340,9 @@ func (h *HTTPServer) URL() string { return "http://" + h.addr + "/mcp" }
 func (h *HTTPServer) Close(ctx context.Context) error {
 	h.sessions.close()
 	err := h.mcp.Shutdown(ctx)
+	// Shutdown closes only the listeners Serve has taken: one whose goroutine has not entered
+	// Serve yet would be closed by Serve later, accepting connections after Close returned.
+	_ = h.ln.Close()
 	h.mcp.CloseSessions(ctx) // one that the last request in progress opened
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -374,7 +378,7 @@ func (s *Server) ListenHTTP(addr, token string, opts ...HTTPOption) (*HTTPServer
 		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("cannot listen for MCP on %s: %v", addr, err), Err: err}
 	}
 	srv.Handler = handler
-	hs := &HTTPServer{mcp: handler.mcp, sessions: handler.sessions, addr: ln.Addr().String()}
+	hs := &HTTPServer{mcp: handler.mcp, sessions: handler.sessions, ln: ln, addr: ln.Addr().String()}
 	go handler.sessions.run()
 	go func() { _ = srv.Serve(ln) }()
 	return hs, nil

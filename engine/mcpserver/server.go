@@ -136,9 +136,9 @@ func (s *Server) addTools() {
 func toolError(err error) *mcp.CallToolResult {
 	code := run.CodeOf(err)
 	body := map[string]any{"code": code, "message": err.Error()}
-	var ve *spec.ValidationError
-	if errors.As(err, &ve) {
-		body["problems"] = ve.Problems
+	var pe spec.ProblemError // a spec's or a schedule set's problems
+	if errors.As(err, &pe) {
+		body["problems"] = pe.ProblemList()
 	}
 	res := mcp.NewToolResultStructured(body, fmt.Sprintf("%s: %s", code, err.Error()))
 	res.IsError = true

@@ -243,6 +243,11 @@ func TestToolErrorsCarryCodes(t *testing.T) {
 		if !isErr || out["code"] != tc.code {
 			t.Errorf("%s %v: isError %v, %v", tc.tool, tc.args, isErr, out)
 		}
+		// A validation error lists every problem (spec.ProblemError), with its step and position.
+		if ps, _ := out["problems"].([]any); tc.code == "validation_failed" &&
+			(len(ps) != 2 || ps[0].(map[string]any)["step_id"] != "a" || ps[0].(map[string]any)["severity"] != "error") {
+			t.Errorf("%s %v: problems %v", tc.tool, tc.args, out["problems"])
+		}
 	}
 	// A mistyped workflow or tool name is answered with the closest registered one.
 	out, _ := call(t, b.c, "workflows_run", map[string]any{"workflow": "gatd"}, nil)

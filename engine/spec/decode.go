@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -121,13 +120,13 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 			Message: fmt.Sprintf("the spec must be a mapping with at least `steps`; got %s", yamltext.DescribeNode(root))})
 	}
 
-	d := &decoder{}
+	d := newDecoder()
 	s := d.spec(root)
 	s.source = opts.Source
-	if d.tooLarge {
-		return fail(CodeTooLarge, d.structural.errs...)
+	if d.TooLarge {
+		return fail(CodeTooLarge, d.Problems...)
 	}
-	structural := d.structural.errs
+	structural := d.Problems // the decoder reports errors only
 	v := validate(s)
 	if len(structural) > 0 {
 		all := append(append([]Problem(nil), structural...), v.errs...)
@@ -136,7 +135,7 @@ func Parse(data []byte, opts Options) (*Spec, error) {
 	}
 	s.problems = v.errs
 	sortProblems(s.problems)
-	s.warnings = append(d.structural.warns, v.warns...)
+	s.warnings = v.warns
 	sortProblems(s.warnings)
 	s.canonical = canonicalJSON(s)
 	s.hash = hashBytes(s.canonical)
@@ -156,17 +155,24 @@ func sortProblems(ps []Problem) {
 	})
 }
 
-// decoder turns a yaml.Node tree into a Spec, collecting structural problems.
+// decoder turns a yaml.Node tree into a Spec, collecting structural problems in the embedded
+// yamltext.Decoder (whose TooLarge is also set when the steps exceed a limit).
 type decoder struct {
-	structural problems
-	nodes      int
-	steps      int
-	tooLarge   bool
+	yamltext.Decoder
+	steps int
 }
 
-func (d *decoder) add(code string, n *yaml.Node, path, stepID, msg string) {
-	d.structural.add(problemAt(code, nodePos(n), path, stepID, msg))
+func newDecoder() *decoder {
+	return &decoder{Decoder: yamltext.Decoder{
+		Prefix:    func(a yamltext.At) string { return describe(a.Path, a.StepID) },
+		MaxValues: maxNodes,
+		MaxDepth:  MaxDepth,
+	}}
 }
+
+// at locates a value for problems: path is its field path, stepID the id of its step ("" for
+// none); messages start with describe(path, stepID).
+func at(path, stepID string) yamltext.At { return yamltext.At{Path: path, StepID: stepID} }
 
 func nodePos(n *yaml.Node) Pos {
 	if n == nil {
@@ -175,60 +181,26 @@ func nodePos(n *yaml.Node) Pos {
 	return Pos{Line: n.Line, Column: n.Column}
 }
 
-// field is one key/value pair of a mapping.
-type field struct {
-	key   string
-	keyN  *yaml.Node
-	value *yaml.Node
-}
-
-// mapping returns the fields of a mapping node in document order, reporting duplicate keys.
-func (d *decoder) mapping(n *yaml.Node, path, stepID string) []field {
-	n = yamltext.ResolveAlias(n)
-	fields := make([]field, 0, len(n.Content)/2)
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
-		key := k.Value
-		if k.Kind != yaml.ScalarNode {
-			d.add(CodeWrongType, k, path, stepID, "mapping keys must be strings")
-			continue
-		}
-		if seen[key] {
-			d.add(CodeParseError, k, join(path, key), stepID, fmt.Sprintf("duplicate key %q", key))
-			continue
-		}
-		seen[key] = true
-		fields = append(fields, field{key: key, keyN: k, value: v})
-	}
-	return fields
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+func join(path, key string) string { return yamltext.Join(path, key) }
 
 var topFields = []string{"name", "description", "inputs", "steps"}
 
 func (d *decoder) spec(root *yaml.Node) *Spec {
 	s := &Spec{}
 	var stepsNode *yaml.Node
-	for _, f := range d.mapping(root, "", "") {
-		switch f.key {
+	for _, f := range d.Mapping(root, at("", "")) {
+		switch f.Key {
 		case "name":
-			s.Name, _ = d.str(f.value, "name", "")
+			s.Name, _ = d.Str(f.Value, at("name", ""))
 		case "description":
-			s.Description, _ = d.str(f.value, "description", "")
+			s.Description, _ = d.Str(f.Value, at("description", ""))
 		case "inputs":
-			s.Inputs = d.inputs(f.value)
+			s.Inputs = d.inputs(f.Value)
 		case "steps":
-			stepsNode = f.value
-			s.Steps = d.stepList(f.value, "steps", 2)
+			stepsNode = f.Value
+			s.Steps = d.stepList(f.Value, "steps", 2)
 		default:
-			d.unknownField(f, "", "", topFields, "")
+			d.UnknownField(f, at("", ""), topFields, "")
 		}
 	}
 	if stepsNode == nil {
@@ -238,70 +210,55 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 	return s
 }
 
-func (d *decoder) unknownField(f field, path, stepID string, allowed []string, elsewhere string) {
-	msg := fmt.Sprintf("unknown field %q", f.key)
-	hint := ""
-	if sug := yamltext.Suggest(f.key, allowed); sug != "" {
-		hint = fmt.Sprintf("did you mean %q?", sug)
-	} else if elsewhere != "" {
-		hint = elsewhere
-	} else {
-		hint = "allowed fields: " + strings.Join(allowed, ", ")
-	}
-	p := problemAt(CodeUnknownField, nodePos(f.keyN), join(path, f.key), stepID, msg+"; "+hint)
-	p.Hint = hint
-	d.structural.add(p)
-}
-
 func (d *decoder) inputs(n *yaml.Node) []Input {
 	n = yamltext.ResolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, "inputs", "", fmt.Sprintf("`inputs` must be a mapping of input name to declaration; got %s", yamltext.DescribeNode(n)))
+		d.Add(CodeWrongType, n, at("inputs", ""), fmt.Sprintf("`inputs` must be a mapping of input name to declaration; got %s", yamltext.DescribeNode(n)), "")
 		return nil
 	}
 	var out []Input
-	for _, f := range d.mapping(n, "inputs", "") {
-		in := Input{Name: f.key, Type: "any", Pos: nodePos(f.keyN)}
-		path := "inputs." + f.key
-		v := yamltext.ResolveAlias(f.value)
+	for _, f := range d.Mapping(n, at("inputs", "")) {
+		in := Input{Name: f.Key, Type: "any", Pos: nodePos(f.KeyNode)}
+		path := "inputs." + f.Key
+		v := yamltext.ResolveAlias(f.Value)
 		switch {
 		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
 		case v.Kind == yaml.ScalarNode && v.Tag == "!!str":
 			in.Type = v.Value // shorthand: `date: string`
 		case v.Kind == yaml.MappingNode:
-			for _, g := range d.mapping(v, path, "") {
-				fp := join(path, g.key)
-				switch g.key {
+			for _, g := range d.Mapping(v, at(path, "")) {
+				fp := join(path, g.Key)
+				switch g.Key {
 				case "type":
-					in.Type, _ = d.str(g.value, fp, "")
+					in.Type, _ = d.Str(g.Value, at(fp, ""))
 				case "format":
-					in.Format, _ = d.str(g.value, fp, "")
+					in.Format, _ = d.Str(g.Value, at(fp, ""))
 				case "description":
-					in.Description, _ = d.str(g.value, fp, "")
+					in.Description, _ = d.Str(g.Value, at(fp, ""))
 				case "required":
-					in.Required, _ = d.boolean(g.value, fp, "")
+					in.Required, _ = d.Bool(g.Value, at(fp, ""))
 				case "default":
-					in.Default, in.HasDefault = d.value(g.value, fp, "", 3), true
+					in.Default, in.HasDefault = d.Value(g.Value, at(fp, ""), 3), true
 				case "enum":
-					ev := yamltext.ResolveAlias(g.value)
+					ev := yamltext.ResolveAlias(g.Value)
 					if ev.Kind != yaml.SequenceNode {
-						d.add(CodeWrongType, ev, fp, "", fmt.Sprintf("`%s` must be a list of allowed values; got %s", fp, yamltext.DescribeNode(ev)))
+						d.Add(CodeWrongType, ev, at(fp, ""), fmt.Sprintf("`%s` must be a list of allowed values; got %s", fp, yamltext.DescribeNode(ev)), "")
 						continue
 					}
-					list, _ := d.value(ev, fp, "", 3).([]any)
+					list, _ := d.Value(ev, at(fp, ""), 3).([]any)
 					if list == nil {
 						list = []any{}
 					}
 					in.Enum = list
 				default:
-					d.unknownField(g, path, "", []string{"type", "format", "required", "default", "description", "enum"}, "")
+					d.UnknownField(g, at(path, ""), []string{"type", "format", "required", "default", "description", "enum"}, "")
 				}
 			}
 		default:
-			d.add(CodeWrongType, v, path, "", fmt.Sprintf("input %q must be a mapping such as `{type: string, required: true}` or a type name; got %s", f.key, yamltext.DescribeNode(v)))
+			d.Add(CodeWrongType, v, at(path, ""), fmt.Sprintf("input %q must be a mapping such as `{type: string, required: true}` or a type name; got %s", f.Key, yamltext.DescribeNode(v)), "")
 		}
 		out = append(out, in)
 	}
@@ -315,18 +272,18 @@ func (d *decoder) stepList(n *yaml.Node, path string, depth int) []*Step {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, path, "", fmt.Sprintf("`%s` must be a list of steps; got %s", lastKey(path), yamltext.DescribeNode(n)))
+		d.Add(CodeWrongType, n, at(path, ""), fmt.Sprintf("`%s` must be a list of steps; got %s", yamltext.LastKey(path), yamltext.DescribeNode(n)), "")
 		return nil
 	}
 	steps := make([]*Step, 0, len(n.Content))
 	for i, c := range n.Content {
-		if d.tooLarge {
+		if d.TooLarge {
 			return steps
 		}
 		d.steps++
 		if d.steps > MaxSteps {
-			d.tooLarge = true
-			d.add(CodeTooLarge, c, path, "", fmt.Sprintf("the spec declares more than %d steps", MaxSteps))
+			d.TooLarge = true
+			d.Add(CodeTooLarge, c, at(path, ""), fmt.Sprintf("the spec declares more than %d steps", MaxSteps), "")
 			return steps
 		}
 		if st := d.step(c, fmt.Sprintf("%s[%d]", path, i), depth+1); st != nil {
@@ -334,13 +291,6 @@ func (d *decoder) stepList(n *yaml.Node, path string, depth int) []*Step {
 		}
 	}
 	return steps
-}
-
-func lastKey(path string) string {
-	if i := strings.LastIndex(path, "."); i >= 0 {
-		return path[i+1:]
-	}
-	return path
 }
 
 var commonStepFields = []string{"id", "kind", "description", "depends_on", "timeout_secs"}
@@ -386,29 +336,29 @@ func kindsWithField(key string) []string {
 func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 	n = yamltext.ResolveAlias(n)
 	if depth > MaxDepth {
-		d.tooLarge = true
-		d.add(CodeTooLarge, n, path, "", fmt.Sprintf("steps nest deeper than %d levels", MaxDepth))
+		d.TooLarge = true
+		d.Add(CodeTooLarge, n, at(path, ""), fmt.Sprintf("steps nest deeper than %d levels", MaxDepth), "")
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, path, "", fmt.Sprintf("a step must be a mapping with `id` and `kind` (or `tool`); got %s", yamltext.DescribeNode(n)))
+		d.Add(CodeWrongType, n, at(path, ""), fmt.Sprintf("a step must be a mapping with `id` and `kind` (or `tool`); got %s", yamltext.DescribeNode(n)), "")
 		return nil
 	}
 	st := &Step{Pos: nodePos(n), fields: map[string]Pos{}}
-	fields := d.mapping(n, path, "")
-	byKey := make(map[string]field, len(fields))
+	fields := d.Mapping(n, at(path, ""))
+	byKey := make(map[string]yamltext.Field, len(fields))
 	for _, f := range fields {
-		byKey[f.key] = f
-		st.fields[f.key] = nodePos(f.value)
+		byKey[f.Key] = f
+		st.fields[f.Key] = nodePos(f.Value)
 	}
 	if f, ok := byKey["id"]; ok {
-		st.ID, _ = d.str(f.value, join(path, "id"), "")
+		st.ID, _ = d.Str(f.Value, at(join(path, "id"), ""))
 	}
 	id := st.ID
 
 	// Kind: explicit, or inferred from the shorthand `tool:` (and `dcc:` + `tool:`).
 	if f, ok := byKey["kind"]; ok {
-		k, _ := d.str(f.value, join(path, "kind"), id)
+		k, _ := d.Str(f.Value, at(join(path, "kind"), id))
 		st.Kind = Kind(k)
 		if _, known := kindFields[st.Kind]; !known {
 			names := make([]string, len(Kinds))
@@ -419,9 +369,7 @@ func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 			if sug := yamltext.Suggest(k, names); sug != "" {
 				hint = fmt.Sprintf("did you mean %q?", sug)
 			}
-			p := problemAt(CodeUnknownKind, nodePos(f.value), join(path, "kind"), id, fmt.Sprintf("unknown step kind %q; %s", k, hint))
-			p.Hint = hint
-			d.structural.add(p)
+			d.Add(CodeUnknownKind, f.Value, at(join(path, "kind"), id), fmt.Sprintf("unknown step kind %q", k), hint)
 			st.Kind = ""
 		}
 	} else {
@@ -434,9 +382,7 @@ func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 			st.Kind = KindTool
 		default:
 			hint := "add `kind: tool | tool_remote | foreach | parallel | branch | approve`, or `tool: <name>` for a tool call"
-			p := problemAt(CodeMissingField, nodePos(n), join(path, "kind"), id, "missing field `kind`; "+hint)
-			p.Hint = hint
-			d.structural.add(p)
+			d.Add(CodeMissingField, n, at(join(path, "kind"), id), "missing field `kind`", hint)
 		}
 	}
 
@@ -447,28 +393,28 @@ func (d *decoder) step(n *yaml.Node, path string, depth int) *Step {
 		allowed = allStepFields()
 	}
 	for _, f := range fields {
-		fp := join(path, f.key)
-		switch f.key {
+		fp := join(path, f.Key)
+		switch f.Key {
 		case "id", "kind":
 		case "description":
-			st.Description, _ = d.str(f.value, fp, id)
+			st.Description, _ = d.Str(f.Value, at(fp, id))
 		case "depends_on":
-			st.DependsOn, st.HasDependsOn = d.strList(f.value, fp, id), true
+			st.DependsOn, st.HasDependsOn = d.StrList(f.Value, at(fp, id)), true
 			if st.DependsOn == nil {
 				st.DependsOn = []string{}
 			}
 		case "timeout_secs":
-			if v, ok := d.number(f.value, fp, id); ok {
+			if v, ok := d.Number(f.Value, at(fp, id)); ok {
 				st.Policy.TimeoutSecs = v
-				st.keepText("timeout_secs", f.value)
+				st.keepText("timeout_secs", f.Value)
 			}
 		default:
-			if !contains(allowed, f.key) {
+			if !contains(allowed, f.Key) {
 				elsewhere := ""
-				if ks := kindsWithField(f.key); len(ks) > 0 {
-					elsewhere = fmt.Sprintf("`%s` is only valid on %s steps", f.key, strings.Join(ks, "/"))
+				if ks := kindsWithField(f.Key); len(ks) > 0 {
+					elsewhere = fmt.Sprintf("`%s` is only valid on %s steps", f.Key, strings.Join(ks, "/"))
 				}
-				d.unknownField(f, path, id, allowed, elsewhere)
+				d.UnknownField(f, at(path, id), allowed, elsewhere)
 				continue
 			}
 			d.kindField(st, f, fp, depth)
@@ -488,69 +434,69 @@ func contains(list []string, s string) bool {
 }
 
 // kindField decodes one kind-specific or policy field.
-func (d *decoder) kindField(st *Step, f field, fp string, depth int) {
+func (d *decoder) kindField(st *Step, f yamltext.Field, fp string, depth int) {
 	id := st.ID
-	switch f.key {
+	switch f.Key {
 	case "tool":
-		st.Tool, _ = d.str(f.value, fp, id)
+		st.Tool, _ = d.Str(f.Value, at(fp, id))
 	case "dcc":
-		st.DCC, _ = d.str(f.value, fp, id)
+		st.DCC, _ = d.Str(f.Value, at(fp, id))
 	case "pool":
-		st.Pool, _ = d.str(f.value, fp, id)
+		st.Pool, _ = d.Str(f.Value, at(fp, id))
 	case "args":
-		v := yamltext.ResolveAlias(f.value)
+		v := yamltext.ResolveAlias(f.Value)
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 			return
 		}
 		if v.Kind != yaml.MappingNode {
-			d.add(CodeWrongType, v, fp, id, fmt.Sprintf("`args` must be a mapping of argument name to value; got %s", yamltext.DescribeNode(v)))
+			d.Add(CodeWrongType, v, at(fp, id), fmt.Sprintf("`args` must be a mapping of argument name to value; got %s", yamltext.DescribeNode(v)), "")
 			return
 		}
-		st.Args, _ = d.value(v, fp, id, depth+1).(map[string]any)
+		st.Args, _ = d.Value(v, at(fp, id), depth+1).(map[string]any)
 	case "items":
-		st.Items = d.value(f.value, fp, id, depth+1)
+		st.Items = d.Value(f.Value, at(fp, id), depth+1)
 	case "as":
-		st.As, _ = d.str(f.value, fp, id)
+		st.As, _ = d.Str(f.Value, at(fp, id))
 	case "concurrency":
 		st.Concurrency = 1 // a wrong type is reported once, as wrong_type
-		if v, ok := d.integer(f.value, fp, id); ok {
+		if v, ok := d.Int(f.Value, at(fp, id)); ok {
 			st.Concurrency = clampInt(v) // the range is checked by validation, on the text as written
-			st.keepText("concurrency", f.value)
+			st.keepText("concurrency", f.Value)
 		}
 	case "on_any_fail":
-		s, _ := d.str(f.value, fp, id)
+		s, _ := d.Str(f.Value, at(fp, id))
 		st.OnAnyFail = OnAnyFail(s)
 	case "steps":
-		st.Steps = d.stepList(f.value, fp, depth+1)
+		st.Steps = d.stepList(f.Value, fp, depth+1)
 	case "on", "condition":
-		if _, dup := st.fields["on"]; dup && f.key == "condition" {
-			d.add(CodeInvalidValue, f.keyN, fp, id, "give the branch condition once, as `on` or as `condition`, not both")
+		if _, dup := st.fields["on"]; dup && f.Key == "condition" {
+			d.Add(CodeInvalidValue, f.KeyNode, at(fp, id), "give the branch condition once, as `on` or as `condition`, not both", "")
 			return
 		}
-		st.On = d.value(f.value, fp, id, depth+1)
-		st.fields["on"] = nodePos(f.value)
+		st.On = d.Value(f.Value, at(fp, id), depth+1)
+		st.fields["on"] = nodePos(f.Value)
 	case "then":
-		st.Then = d.stepList(f.value, fp, depth+1)
+		st.Then = d.stepList(f.Value, fp, depth+1)
 	case "else":
-		st.Else = d.stepList(f.value, fp, depth+1)
+		st.Else = d.stepList(f.Value, fp, depth+1)
 	case "prompt":
-		st.Prompt, _ = d.str(f.value, fp, id)
+		st.Prompt, _ = d.Str(f.Value, at(fp, id))
 	case "retry":
-		st.Policy.Retry = d.retry(f.value, fp, st)
+		st.Policy.Retry = d.retry(f.Value, fp, st)
 	case "idempotency_key":
-		st.Policy.IdempotencyKey, _ = d.str(f.value, fp, id)
+		st.Policy.IdempotencyKey, _ = d.Str(f.Value, at(fp, id))
 	case "idempotency_scope":
-		s, _ := d.str(f.value, fp, id)
+		s, _ := d.Str(f.Value, at(fp, id))
 		st.Policy.IdempotencyScope = Scope(s)
 	case "idempotency_ttl_secs":
-		if v, ok := d.integer(f.value, fp, id); ok {
+		if v, ok := d.Int(f.Value, at(fp, id)); ok {
 			st.Policy.IdempotencyTTLSecs = v
-			st.keepText("idempotency_ttl_secs", f.value)
+			st.keepText("idempotency_ttl_secs", f.Value)
 		}
 	}
 }
 
-func (d *decoder) applyDefaults(st *Step, byKey map[string]field) {
+func (d *decoder) applyDefaults(st *Step, byKey map[string]yamltext.Field) {
 	switch st.Kind {
 	case KindTool, KindToolRemote:
 		if st.Args == nil {
@@ -583,57 +529,55 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, path, id, fmt.Sprintf("`retry` must be a mapping such as `{max_attempts: 3}`; got %s", yamltext.DescribeNode(n)))
+		d.Add(CodeWrongType, n, at(path, id), fmt.Sprintf("`retry` must be a mapping such as `{max_attempts: 3}`; got %s", yamltext.DescribeNode(n)), "")
 		return nil
 	}
 	r := DefaultRetryPolicy()
 	allowed := []string{"max_attempts", "backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on"}
 	hasMax := false
-	for _, f := range d.mapping(n, path, id) {
-		fp := join(path, f.key)
-		st.fields["retry."+f.key] = nodePos(f.value)
-		switch f.key {
+	for _, f := range d.Mapping(n, at(path, id)) {
+		fp := join(path, f.Key)
+		st.fields["retry."+f.Key] = nodePos(f.Value)
+		switch f.Key {
 		case "max_attempts":
 			hasMax = true // a wrong type is reported once, as wrong_type
-			if v, ok := d.integer(f.value, fp, id); ok {
+			if v, ok := d.Int(f.Value, at(fp, id)); ok {
 				r.MaxAttempts = clampInt(v)
-				st.keepText("retry.max_attempts", f.value)
+				st.keepText("retry.max_attempts", f.Value)
 			}
 		case "backoff":
-			s, _ := d.str(f.value, fp, id)
+			s, _ := d.Str(f.Value, at(fp, id))
 			r.Backoff = Backoff(s)
 		case "initial_delay_ms":
-			if v, ok := d.integer(f.value, fp, id); ok {
+			if v, ok := d.Int(f.Value, at(fp, id)); ok {
 				r.InitialDelayMs = v
-				st.keepText("retry.initial_delay_ms", f.value)
+				st.keepText("retry.initial_delay_ms", f.Value)
 			}
 		case "max_delay_ms":
-			if v, ok := d.integer(f.value, fp, id); ok {
+			if v, ok := d.Int(f.Value, at(fp, id)); ok {
 				r.MaxDelayMs = v
-				st.keepText("retry.max_delay_ms", f.value)
+				st.keepText("retry.max_delay_ms", f.Value)
 			}
 		case "jitter":
-			if v, ok := d.number(f.value, fp, id); ok {
+			if v, ok := d.Number(f.Value, at(fp, id)); ok {
 				r.Jitter = v
 			}
 		case "retry_on":
-			v := yamltext.ResolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.Value)
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 				continue
 			}
-			r.RetryOn = d.strList(v, fp, id)
+			r.RetryOn = d.StrList(v, at(fp, id))
 			if r.RetryOn == nil {
 				r.RetryOn = []string{}
 			}
 		default:
-			d.unknownField(f, path, id, allowed, "")
+			d.UnknownField(f, at(path, id), allowed, "")
 		}
 	}
 	if !hasMax {
 		hint := "add `max_attempts: 3` (1 = no retry)"
-		p := problemAt(CodeMissingField, nodePos(n), join(path, "max_attempts"), id, "`retry` needs `max_attempts`; "+hint)
-		p.Hint = hint
-		d.structural.add(p)
+		d.Add(CodeMissingField, n, at(join(path, "max_attempts"), id), "`retry` needs `max_attempts`", hint)
 	}
 	return &r
 }
@@ -654,179 +598,6 @@ func clampInt(v int64) int {
 		return math.MinInt32
 	}
 	return int(v)
-}
-
-// ---- scalars ---------------------------------------------------------------------------------
-
-func (d *decoder) str(n *yaml.Node, path, stepID string) (string, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode {
-		switch n.Tag {
-		case "!!str", "!!timestamp", "!!binary":
-			return n.Value, true
-		case "!!null":
-			return "", true
-		}
-	}
-	hint := ""
-	if n.Kind == yaml.ScalarNode {
-		hint = fmt.Sprintf("; quote it: %s: \"%s\"", lastKey(path), n.Value)
-	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a string; got %s%s", lastKey(path), yamltext.DescribeNode(n), hint))
-	return "", false
-}
-
-func (d *decoder) boolean(n *yaml.Node, path, stepID string) (bool, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
-		var b bool
-		if err := n.Decode(&b); err == nil {
-			return b, true
-		}
-	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be true or false; got %s", lastKey(path), yamltext.DescribeNode(n)))
-	return false, false
-}
-
-func (d *decoder) number(n *yaml.Node, path, stepID string) (float64, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		if f, ok := nodeFloat(n); ok {
-			return f, true
-		}
-	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a number; got %s", lastKey(path), yamltext.DescribeNode(n)))
-	return 0, false
-}
-
-// integer returns a whole number; one beyond int64 saturates at its bound (ranges are checked by
-// validation, which quotes the number as written).
-func (d *decoder) integer(n *yaml.Node, path, stepID string) (int64, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		if f, ok := nodeFloat(n); ok && f == math.Trunc(f) {
-			switch {
-			case f >= math.MaxInt64:
-				return math.MaxInt64, true
-			case f <= math.MinInt64:
-				return math.MinInt64, true
-			}
-			return int64(f), true
-		}
-	}
-	d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a whole number; got %s", lastKey(path), yamltext.DescribeNode(n)))
-	return 0, false
-}
-
-// nodeFloat returns the value of a numeric scalar as a float64. Plain decimal text (all JSON
-// numbers, integers beyond int64 included) is read with strconv; YAML-only forms (0x1F, 0o17,
-// 1_000) through yaml.v3. NaN and infinities are refused: they are not JSON numbers.
-func nodeFloat(n *yaml.Node) (float64, bool) {
-	f, err := strconv.ParseFloat(n.Value, 64)
-	if err != nil {
-		if err := n.Decode(&f); err != nil {
-			return 0, false
-		}
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, false
-	}
-	return f, true
-}
-
-func (d *decoder) strList(n *yaml.Node, path, stepID string) []string {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s` must be a list of strings; got %s", lastKey(path), yamltext.DescribeNode(n)))
-		return nil
-	}
-	out := make([]string, 0, len(n.Content))
-	for i, c := range n.Content {
-		if s, ok := d.str(c, fmt.Sprintf("%s[%d]", path, i), stepID); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// value converts any node into a JSON value (map[string]any, []any, string, float64, bool, nil,
-// and json.Number for an integer beyond ±2^53: see DecodeValue).
-func (d *decoder) value(n *yaml.Node, path, stepID string, depth int) any {
-	d.nodes++
-	if d.nodes > maxNodes {
-		if !d.tooLarge {
-			d.tooLarge = true
-			d.add(CodeTooLarge, n, path, stepID, fmt.Sprintf("the spec expands to more than %d values (YAML aliases?)", maxNodes))
-		}
-		return nil
-	}
-	if depth > MaxDepth {
-		if !d.tooLarge {
-			d.tooLarge = true
-			d.add(CodeTooLarge, n, path, stepID, fmt.Sprintf("values nest deeper than %d levels", MaxDepth))
-		}
-		return nil
-	}
-	if n.Kind == yaml.AliasNode {
-		return d.value(yamltext.ResolveAlias(n), path, stepID, depth)
-	}
-	switch n.Kind {
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return nil
-		case "!!bool":
-			var b bool
-			_ = n.Decode(&b)
-			return b
-		case "!!int", "!!float":
-			if v, ok := NumberValue(n.Value); ok { // decimal text: a large integer stays exact
-				return v
-			}
-			f, ok := nodeFloat(n)
-			if !ok {
-				d.add(CodeWrongType, n, path, stepID, fmt.Sprintf("`%s`: %q is not a JSON number (NaN and infinities are not allowed); quote it to pass a string", lastKey(path), n.Value))
-				return nil
-			}
-			return f
-		default:
-			return n.Value
-		}
-	case yaml.SequenceNode:
-		out := make([]any, 0, len(n.Content))
-		for i, c := range n.Content {
-			out = append(out, d.value(c, fmt.Sprintf("%s[%d]", path, i), stepID, depth+1))
-		}
-		return out
-	case yaml.MappingNode:
-		out := make(map[string]any, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
-			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-				// `<<: *anchor` merges the anchored mapping(s); explicit keys win.
-				for _, src := range yamltext.MergeSources(v) {
-					if m, ok := d.value(src, path, stepID, depth).(map[string]any); ok {
-						for mk, mv := range m {
-							if _, exists := out[mk]; !exists {
-								out[mk] = mv
-							}
-						}
-					}
-				}
-				continue
-			}
-			if k.Kind != yaml.ScalarNode {
-				d.add(CodeWrongType, k, path, stepID, "mapping keys must be strings")
-				continue
-			}
-			out[k.Value] = d.value(v, join(path, k.Value), stepID, depth+1)
-		}
-		return out
-	}
-	return nil
 }
 
 // ---- text-level checks -----------------------------------------------------------------------

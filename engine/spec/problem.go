@@ -3,9 +3,12 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/problem"
 )
 
-// Problem codes. They are stable: the C ABI, MCP and Python report them as is.
+// Problem codes. They are stable: the C ABI, MCP and Python report them as is. The codes the
+// YAML decoder reports (parse_error, too_large, wrong_type, unknown_field) are problem.Code*.
 const (
 	CodeParseError         = "parse_error"
 	CodeNotAMapping        = "not_a_mapping"
@@ -35,30 +38,21 @@ const (
 
 // Severity of a problem.
 const (
-	SeverityError   = "error"
-	SeverityWarning = "warning"
+	SeverityError   = problem.SeverityError
+	SeverityWarning = problem.SeverityWarning
 )
 
-// Problem is one validation problem. Message is complete on its own: it names the step (by index
-// path and id) and the field, and says how to fix it when that is not obvious.
-type Problem struct {
-	Code     string `json:"code"`
-	Severity string `json:"severity"`
-	Message  string `json:"message"`
-	StepID   string `json:"step_id,omitempty"`
-	Path     string `json:"path,omitempty"` // e.g. "steps[1].retry.max_attempts"
-	Line     int    `json:"line,omitempty"`
-	Column   int    `json:"column,omitempty"`
-	Hint     string `json:"hint,omitempty"`
-}
+// Problem is one validation problem, the one type that spec and schedule problems share.
+// Message is complete on its own: it names the step (by index path and id) and the field, and
+// says how to fix it when that is not obvious. A spec's problems leave File and ScheduleID
+// empty (the error names the source), so their JSON form has code, severity, message and, when
+// known, step_id, path, line, column and hint. String formats it as "line:col: message".
+type Problem = problem.Problem
 
-// String formats the problem as "line:col: message".
-func (p Problem) String() string {
-	if p.Line > 0 {
-		return fmt.Sprintf("%d:%d: %s", p.Line, p.Column, p.Message)
-	}
-	return p.Message
-}
+// ProblemError is implemented by the errors that list problems: *ValidationError and the
+// scheduler's (engine.ScheduleValidationError), so that a door reports either with one branch:
+// ErrorCode is the error's stable code, ProblemList every problem in document order.
+type ProblemError = problem.Error
 
 // ValidationError is returned when a spec has problems. Code is "parse_error" when the text is
 // not well-formed, "too_large" when a limit is exceeded, else "validation_failed".
@@ -70,6 +64,11 @@ type ValidationError struct {
 
 // ErrorCode returns the stable error code (for run.CodeOf).
 func (e *ValidationError) ErrorCode() string { return e.Code }
+
+var _ ProblemError = (*ValidationError)(nil)
+
+// ProblemList returns e.Problems (for ProblemError).
+func (e *ValidationError) ProblemList() []Problem { return e.Problems }
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/big"
 	"strconv"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 )
 
 // JSON values as the engine holds them: map[string]any, []any, string, bool, nil, and numbers as
@@ -15,9 +16,6 @@ import (
 // ids and hashes), which stay json.Number with their exact decimal text. Every encoder, template
 // and JSONPath in the engine writes a json.Number as its text, so such an integer travels from
 // inputs and tool outputs to templates, run records and Python exactly, never rounded.
-
-// maxExactInt is 2^53: every integer of at most this magnitude is exact in a float64.
-const maxExactInt = 1 << 53
 
 // DecodeValue decodes one JSON value into the engine's representation (see above). Trailing data
 // after the value is an error, as is a number beyond the float64 range (1e400).
@@ -67,18 +65,7 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 // NumberValue returns the engine's value of the JSON or YAML number text s: an integer beyond
 // ±2^53 as json.Number (its canonical decimal text), anything else as float64. ok is false for
 // text that is not a finite number.
-func NumberValue(s string) (v any, ok bool) {
-	if isIntegerText(s) && len(s) >= 16 {
-		if n, ok := new(big.Int).SetString(s, 10); ok && n.CmpAbs(big.NewInt(maxExactInt)) > 0 {
-			return json.Number(n.String()), true
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, false
-	}
-	return f, true
-}
+func NumberValue(s string) (v any, ok bool) { return yamltext.NumberValue(s) }
 
 // exactNumbers replaces each json.Number in v (decoded with UseNumber) by its engine value.
 func exactNumbers(v any) (any, error) {
@@ -107,22 +94,6 @@ func exactNumbers(v any) (any, error) {
 		}
 	}
 	return v, nil
-}
-
-// isIntegerText reports whether s is an optionally signed run of decimal digits.
-func isIntegerText(s string) bool {
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		s = s[1:]
-	}
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // hasLongDigitRun reports whether data holds 16 or more digits in a row (inside strings too:

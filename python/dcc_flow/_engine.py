@@ -52,14 +52,16 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
         self.step_id: str = d.get("step_id", "")
         self.kind: str = d.get("kind", "")
         self.status = StepStatus(d.get("status", "pending"))
-        self.attempt: int = int(d.get("attempts") or d.get("attempt") or 0)
+        #: The attempts made (the record's ``attempts``): the number of the last one, 0 when none ran
+        #: (a cached step, an approval, a container).
+        self.attempt: int = int(d.get("attempts") or 0)
         self.cached: bool = bool(d.get("cached"))
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")
@@ -67,6 +69,12 @@ class StepRecord:
         #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md); ``""`` when
         #: the step did not run on a pool worker.
         self.worker: str = d.get("worker") or ""
+        #: The output lines of the step's attempts, oldest first: dicts with ``stream``
+        #: (``"stdout"`` or ``"stderr"``), ``text`` and ``attempt`` (docs/pools.md "Output");
+        #: later kinds of entries may add fields. ``logs_dropped`` counts older lines not kept
+        #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
+        self.logs_dropped: int = int(d.get("logs_dropped") or 0)
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
 
@@ -97,6 +105,9 @@ class RunResult:
         self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
         self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
         self.spec_hash: str = d.get("spec_hash", "")
+        #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
+        #: was never registered.
+        self.workflow_version: int = int(d.get("workflow_version") or 0)
         self.timed_out: bool = bool(d.get("timed_out"))
 
     @property
@@ -358,6 +369,20 @@ class Engine:
                                                        "source": req.get("source") or ""}, req.get("source"))
         return str(out["name"])
 
+    def workflows(self, query: str = "") -> List[Dict[str, Any]]:
+        """The workflows of the catalog, best match of ``query``'s words first ("" = all, by
+        name): each ``{"name", "description"?, "spec_hash", "version", "steps", "inputs"?}``.
+        The catalog is kept in the engine's database, so it outlives the process."""
+        return list(self._call("dccflow_workflows_list", {"query": query}).get("workflows") or [])
+
+    def workflow_versions(self, name: str = "") -> List[Dict[str, Any]]:
+        """Every version of the workflow ``name`` ("" = of every workflow), by name then newest
+        first, unregistered workflows included: each ``{"name", "version", "spec_hash",
+        "description"?, "registered_at", "current"}``. A version is one spec hash; re-registering
+        a spec makes its version current again."""
+        out = self._call("dccflow_workflows_list", {"versions": True, "name": name})
+        return list(out.get("versions") or [])
+
     # -- runs ------------------------------------------------------------------------------------
 
     def submit(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None) -> "Run":
@@ -492,9 +517,10 @@ class Engine:
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
         """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
-        ``name``, ``command``, ``workers`` (the most at once), ``started`` and ``lost`` (workers
-        ever started, and lost during a call or killed) and ``running``: the live workers, each
-        with ``id``, ``pid``, ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
+        ``name``, ``command`` (None for a pool of servers, which has ``urls`` instead), ``workers``
+        (the most at once), ``started`` and ``lost`` (workers ever started, and lost during a call
+        or killed) and ``running``: the live workers, each with ``id``, ``pid`` (None for a
+        server's, which has ``url``), ``state`` (``starting``, ``idle``, ``busy``, ``draining``), ``calls``,
         ``rss_mb`` (-1 when unknown: not Linux) and ``uptime_secs``. With ``warm``, every worker
         of every pool is started first (a check of the command lines and licences); a worker that
         cannot start raises WorkerStartError (code ``worker_start``), naming its command and the end

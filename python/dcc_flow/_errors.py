@@ -42,14 +42,16 @@ __all__ = [
 
 
 class Problem:
-    """One problem found in a spec: immutable, compared by value.
+    """One problem found in a spec or a schedule file: immutable, compared by value.
 
     ``code`` is a stable problem code (``unknown_field``, ``cycle``, …), ``severity`` is
-    ``"error"`` or ``"warning"``; ``step_id``, ``path``, ``line``, ``column`` and ``hint`` are
-    ``None`` when unknown. ``line`` and ``column`` are 1-based positions in the spec text.
+    ``"error"`` or ``"warning"``; ``step_id``, ``path``, ``line``, ``column``, ``hint``, ``file``
+    and ``schedule_id`` are ``None`` when unknown. ``line`` and ``column`` are 1-based positions
+    in the text. A spec's problems name their step (``step_id``); a schedule file's name the file
+    and the schedule (``file``, ``schedule_id``): the library reports both with one type.
     """
 
-    __slots__ = ("code", "severity", "message", "step_id", "path", "line", "column", "hint")
+    __slots__ = ("code", "severity", "message", "step_id", "path", "line", "column", "hint", "file", "schedule_id")
 
     code: str
     severity: str
@@ -59,6 +61,8 @@ class Problem:
     line: Optional[int]
     column: Optional[int]
     hint: Optional[str]
+    file: Optional[str]
+    schedule_id: Optional[str]
 
     def __init__(
         self,
@@ -70,6 +74,8 @@ class Problem:
         line: Optional[int] = None,
         column: Optional[int] = None,
         hint: Optional[str] = None,
+        file: Optional[str] = None,
+        schedule_id: Optional[str] = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "code", code)
@@ -80,6 +86,8 @@ class Problem:
         set_(self, "line", line or None)
         set_(self, "column", column or None)
         set_(self, "hint", hint or None)
+        set_(self, "file", file or None)
+        set_(self, "schedule_id", schedule_id or None)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
@@ -93,12 +101,14 @@ class Problem:
             line=d.get("line"),
             column=d.get("column"),
             hint=d.get("hint"),
+            file=d.get("file"),
+            schedule_id=d.get("schedule_id"),
         )
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object form; unknown fields are omitted, as the library does."""
         out: Dict[str, Any] = {"code": self.code, "severity": self.severity, "message": self.message}
-        for name in ("step_id", "path", "line", "column", "hint"):
+        for name in ("step_id", "path", "line", "column", "hint", "file", "schedule_id"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -145,7 +155,8 @@ class Problem:
         return self.format()
 
     def format(self) -> str:
-        """One line: ``line 7:5 steps[1] (id "export"): message``.
+        """One line: ``line 7:5 steps[1] (id "export"): message``, or for a problem of a schedule
+        file ``nightly.schedules.yaml:7:19 schedule "nightly": message``.
 
         The step id is always named: when the library's message does not already quote it, it is
         appended as ``(step "id")``.
@@ -153,7 +164,9 @@ class Problem:
         parts = []
         if self.severity == "warning":
             parts.append("warning:")
-        if self.line:
+        if self.file:
+            parts.append("%s:%d:%d" % (self.file, self.line, self.column or 0) if self.line else self.file + ":")
+        elif self.line:
             parts.append("line %d:%d" % (self.line, self.column or 0))
         message = self.message or self.code
         if self.step_id and ('"%s"' % self.step_id) not in message:

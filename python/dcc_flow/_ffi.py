@@ -37,6 +37,7 @@ from ._errors import (
     LibraryNotFoundError,
     error_from_envelope,
 )
+from ._json import loads_go
 
 __all__ = ["ABI_VERSION", "call", "call_encoded", "library", "library_path", "candidate_paths"]
 
@@ -69,6 +70,7 @@ _JSON_EXPORTS = (
     "dccflow_engine_close",
     "dccflow_tool_register",
     "dccflow_workflow_register",
+    "dccflow_workflows_list",
     "dccflow_run_submit",
     "dccflow_run_status",
     "dccflow_run_wait",
@@ -270,7 +272,7 @@ def _check(name: str, rc: int, raw: Optional[Union[bytes, str]], source: Optiona
     doc: Any = None
     if raw is not None:
         try:
-            doc = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+            doc = loads_go(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
         except ValueError:
             raise InternalError(
                 "%s returned %d with output that is not JSON: %r" % (name, rc, raw[:200]), code="internal"

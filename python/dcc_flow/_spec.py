@@ -281,11 +281,15 @@ class RetryPolicy(_View):
     def is_retryable(self, kind: str) -> bool:
         """Whether an attempt that failed with error kind ``kind`` is retried (ignoring max_attempts).
 
-        With ``retry_on`` set, only the listed kinds are. Without it, every kind is except
-        ``fatal``, ``cancelled``, ``invalid_input``, ``permission``, ``not_found``,
-        ``invalid_output`` and ``too_large``. The empty kind counts as ``error``.
+        ``cancelled`` never is. With ``retry_on`` set, only the listed kinds are. Without it,
+        every kind is except ``fatal``, ``cancelled``, ``invalid_input``, ``permission``,
+        ``not_found``, ``invalid_output`` and ``too_large``. The empty kind counts as ``error``.
+        (The engine's rule: engine/spec/retry_policy.go; both are checked against
+        testdata/golden/shared_rules.json.)
         """
         kind = str(kind) or "error"
+        if kind == "cancelled":
+            return False
         retry_on = self.retry_on
         if retry_on is None:
             return kind not in NOT_RETRIED_BY_DEFAULT
@@ -312,6 +316,8 @@ class StepPolicy(_View):
 
     __slots__ = ("_retry",)
 
+    _retry: Optional[RetryPolicy]
+
     @classmethod
     def _from_dict(cls, data: Dict[str, Any]) -> "StepPolicy":
         self = cls.__new__(cls)
@@ -329,8 +335,7 @@ class StepPolicy(_View):
     @property
     def retry(self) -> Optional[RetryPolicy]:
         """The retry policy, or ``None`` when the step is not retried."""
-        retry: Optional[RetryPolicy] = self._retry  # type: ignore[attr-defined]
-        return retry
+        return self._retry
 
     @property
     def idempotency_key(self) -> Optional[str]:
@@ -374,6 +379,8 @@ class InputSpec(_View):
 
     __slots__ = ("_name",)
 
+    _name: str
+
     @classmethod
     def _from_dict(cls, name: str, data: Dict[str, Any]) -> "InputSpec":
         self = cls.__new__(cls)
@@ -384,7 +391,7 @@ class InputSpec(_View):
     @property
     def name(self) -> str:
         """The input's name (its key under ``inputs``)."""
-        return str(self._name)  # type: ignore[attr-defined]
+        return self._name
 
     @property
     def type(self) -> str:
@@ -423,7 +430,7 @@ class InputSpec(_View):
         return None if values is None else tuple(freeze(values))
 
     def _key(self) -> Any:
-        return (self._name, self.to_json())  # type: ignore[attr-defined]
+        return (self._name, self.to_json())
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_restore_input, (self.name, self.to_dict()))
@@ -463,6 +470,12 @@ class WorkflowStep(_View):
 
     __slots__ = ("_steps", "_then", "_else", "_policy", "_args")
 
+    _steps: Tuple["WorkflowStep", ...]
+    _then: Tuple["WorkflowStep", ...]
+    _else: Tuple["WorkflowStep", ...]
+    _policy: StepPolicy
+    _args: Mapping[str, Any]
+
     @classmethod
     def _from_dict(cls, data: Dict[str, Any]) -> "WorkflowStep":
         self = cls.__new__(cls)
@@ -477,7 +490,7 @@ class WorkflowStep(_View):
         return self
 
     def _children(self) -> Tuple[Tuple["WorkflowStep", ...], ...]:
-        return (self._steps, self._then, self._else)  # type: ignore[attr-defined]
+        return (self._steps, self._then, self._else)
 
     @property
     def id(self) -> str:
@@ -518,8 +531,7 @@ class WorkflowStep(_View):
     @property
     def args(self) -> Mapping[str, Any]:
         """The tool arguments: a read-only mapping (nested lists are tuples); empty for other kinds."""
-        args: Mapping[str, Any] = self._args  # type: ignore[attr-defined]
-        return args
+        return self._args
 
     @property
     def items(self) -> Any:
@@ -545,8 +557,7 @@ class WorkflowStep(_View):
     @property
     def steps(self) -> Tuple["WorkflowStep", ...]:
         """The body of a ``foreach`` or the branches of a ``parallel`` step; ``()`` for other kinds."""
-        steps: Tuple[WorkflowStep, ...] = self._steps  # type: ignore[attr-defined]
-        return steps
+        return self._steps
 
     @property
     def on(self) -> Any:
@@ -561,14 +572,12 @@ class WorkflowStep(_View):
     @property
     def then(self) -> Tuple["WorkflowStep", ...]:
         """The steps run when a ``branch`` condition is true."""
-        steps: Tuple[WorkflowStep, ...] = self._then  # type: ignore[attr-defined]
-        return steps
+        return self._then
 
     @property
     def else_(self) -> Tuple["WorkflowStep", ...]:
         """The steps run when a ``branch`` condition is false (``else`` in the spec)."""
-        steps: Tuple[WorkflowStep, ...] = self._else  # type: ignore[attr-defined]
-        return steps
+        return self._else
 
     @property
     def prompt(self) -> Optional[str]:
@@ -578,8 +587,7 @@ class WorkflowStep(_View):
     @property
     def policy(self) -> StepPolicy:
         """Timeout, retry and idempotency settings."""
-        policy: StepPolicy = self._policy  # type: ignore[attr-defined]
-        return policy
+        return self._policy
 
     @property
     def timeout_secs(self) -> Optional[Union[int, float]]:
@@ -675,6 +683,13 @@ class WorkflowSpec(_View):
 
     __slots__ = ("_hash", "_problems", "_warnings", "_source", "_steps", "_inputs")
 
+    _hash: str
+    _problems: Tuple[Problem, ...]
+    _warnings: Tuple[Problem, ...]
+    _source: Optional[str]
+    _steps: Tuple[WorkflowStep, ...]
+    _inputs: Mapping[str, InputSpec]
+
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
@@ -751,34 +766,31 @@ class WorkflowSpec(_View):
 
     def validate(self) -> None:
         """Raise ``ValidationError`` listing every problem; return ``None`` when the spec is valid."""
-        errors = [p for p in self._problems if p.is_error]  # type: ignore[attr-defined]
+        errors = [p for p in self._problems if p.is_error]
         if errors:
             raise ValidationError.from_problems(errors, code="validation_failed", source=self.source)
 
     @property
     def is_valid(self) -> bool:
         """True when ``validate()`` would not raise."""
-        return not any(p.is_error for p in self._problems)  # type: ignore[attr-defined]
+        return not any(p.is_error for p in self._problems)
 
     @property
     def problems(self) -> Tuple[Problem, ...]:
         """The semantic problems found (what ``validate()`` raises); ``()`` when valid."""
-        problems: Tuple[Problem, ...] = self._problems  # type: ignore[attr-defined]
-        return problems
+        return self._problems
 
     @property
     def warnings(self) -> Tuple[Problem, ...]:
         """Non-fatal problems, such as a clamped jitter."""
-        warnings: Tuple[Problem, ...] = self._warnings  # type: ignore[attr-defined]
-        return warnings
+        return self._warnings
 
     # --- properties -----------------------------------------------------------------------------
 
     @property
     def source(self) -> Optional[str]:
         """The label given at parse time (a file path for ``from_file``), or ``None``."""
-        source: Optional[str] = self._source  # type: ignore[attr-defined]
-        return source
+        return self._source
 
     @property
     def name(self) -> str:
@@ -793,14 +805,12 @@ class WorkflowSpec(_View):
     @property
     def inputs(self) -> Mapping[str, InputSpec]:
         """Declared inputs, read-only, by name."""
-        inputs: Mapping[str, InputSpec] = self._inputs  # type: ignore[attr-defined]
-        return inputs
+        return self._inputs
 
     @property
     def steps(self) -> Tuple[WorkflowStep, ...]:
         """The top-level steps."""
-        steps: Tuple[WorkflowStep, ...] = self._steps  # type: ignore[attr-defined]
-        return steps
+        return self._steps
 
     @property
     def step_count(self) -> int:
@@ -810,7 +820,7 @@ class WorkflowSpec(_View):
     @property
     def spec_hash(self) -> str:
         """Lowercase hex sha256 of the canonical JSON: equal for specs that run the same way."""
-        return str(self._hash)  # type: ignore[attr-defined]
+        return self._hash
 
     def walk(self) -> Iterator[WorkflowStep]:
         """Every step of the tree, depth-first in document order."""

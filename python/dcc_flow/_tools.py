@@ -80,7 +80,7 @@ def error_kind(exc: BaseException) -> str:
 class CallContext:
     """What a running tool can know about its call: ``dcc_flow.current_call()``."""
 
-    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "deadline_ms", "_cancelled")
+    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled")
 
     def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool]) -> None:
         self.call_id = int(call.get("call_id") or 0)
@@ -88,6 +88,8 @@ class CallContext:
         self.run_id = str(call.get("run_id", ""))
         self.step_key = str(call.get("step_key", ""))
         self.attempt = int(call.get("attempt") or 1)
+        #: The lane the call was queued on: ``"main"`` or ``"worker"`` (the tool's ``thread``).
+        self.lane = str(call.get("lane") or "main")
         deadline = call.get("deadline_ms")
         self.deadline_ms = int(deadline) if deadline else None
         self._cancelled = cancelled

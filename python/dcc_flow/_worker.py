@@ -11,7 +11,9 @@ The protocol is newline-delimited JSON-RPC 2.0 (MCP's stdio transport) on the pr
 standard output. Anything else written to standard output or standard error (a DCC's startup
 banner, ``print`` in a tool, a C library's warnings) is captured from the file descriptors
 themselves, so it cannot corrupt the protocol: the lines a call printed go back with its result
-(``_meta["dcc-flow/output"]``) and the rest is written to the worker's real standard error.
+(``_meta["dcc-flow/output"]``) and the rest is written to the worker's real standard error. The
+capture goes through files (OUTPUT_DIR_ENV), so that when a tool kills the process the engine
+still reads what the call printed, and a segfault's Python stacks (``faulthandler``) with it.
 
 A tool's result is the call's ``structuredContent`` when it is a JSON object, and its text content
 as JSON always; a tool's exception is an error result whose ``structuredContent`` is ``{"kind",
@@ -19,31 +21,47 @@ as JSON always; a tool's exception is an error result whose ``structuredContent`
 worker exits when its standard input closes (the engine stopped or died).
 """
 
+import faulthandler
 import io
 import json
 import os
 import queue
+import shutil
 import sys
+import tempfile
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, TextIO, Tuple
 
 from ._tools import ToolEntry, execute
 
-__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY"]
+__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY"]
 
 #: The MCP revisions this worker speaks (all use the initialize handshake), newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
-#: The ``_meta`` key of a tools/call result that holds the lines the call printed.
+#: The ``_meta`` key of a tools/call result that holds the lines the call printed, a list of
+#: ``{"stream": "stdout" | "stderr", "text": LINE}`` (the engine keeps them on the step record).
 OUTPUT_META_KEY = "dcc-flow/output"
+#: The ``_meta`` key of a tools/call result that counts the lines the call printed past
+#: MAX_OUTPUT_LINES (per stream), which were not kept.
+OUTPUT_DROPPED_META_KEY = "dcc-flow/output-dropped"
 #: The exit status of a worker that left a call running when its engine went away (exit_grace).
 EXIT_ORPHANED = 3
 
 #: At most this many output lines of one call are kept (the rest are counted, not kept).
 MAX_OUTPUT_LINES = 1000
 
-#: Written to a captured descriptor after a call to know when its output has all been read.
-_MARK = b"\x00dcc-flow-output-mark "
+#: The environment variable naming the directory where a worker keeps the output files of its
+#: standard output and error (``stdout.log``, ``stderr.log``): an engine sets it for each worker
+#: of a pool and reads the files when the worker dies during a call. Unset, the worker makes a
+#: temporary directory of its own.
+OUTPUT_DIR_ENV = "DCC_FLOW_WORKER_OUTPUT_DIR"
+
+#: How often output written between calls is copied to the real standard error (seconds).
+_PUMP_SECS = 0.2
+#: Between calls, an output file is emptied once this much of it has been copied.
+_ROTATE_AT = 1 << 20
 
 _METHOD_NOT_FOUND = -32601
 _INVALID_PARAMS = -32602
@@ -51,77 +69,103 @@ _PARSE_ERROR = -32700
 
 
 class _Capture:
-    """Reads lines written to a file descriptor we redirected to a pipe, and hands each to the
-    current call's buffer, or to the worker's real standard error between calls."""
+    """Captures what is written to a file descriptor (1 or 2) into a file, ``DIR/NAME.log``, and
+    hands each call the lines written while it ran; between calls a thread copies new lines to the
+    worker's real standard error.
 
-    def __init__(self, fd: int, fallback: TextIO, name: str) -> None:
-        read_fd, write_fd = os.pipe()
+    A file, not a pipe, so that what a call printed outlives the process: when a tool crashes the
+    interpreter (a segfault, ``os._exit``) the engine reads the call's lines from the file, whose
+    directory it chose (OUTPUT_DIR_ENV). The file is emptied when a call begins and after it ends,
+    so it holds the output of the running call, then of the time since the last call."""
+
+    def __init__(self, fd: int, fallback: TextIO, directory: str, name: str) -> None:
+        self.name = name
+        self.path = os.path.join(directory, name + ".log")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_BINARY", 0)
+        write_fd = os.open(self.path, flags, 0o600)
         os.dup2(write_fd, fd)
         os.close(write_fd)
         self._fd = fd
-        self._marks = 0
-        self._seen = threading.Condition()
-        self._seen_mark = 0
-        self._file = open(read_fd, "rb", buffering=0, closefd=True)  # noqa: SIM115 - read by the thread for ever
+        self._file = open(self.path, "rb")  # noqa: SIM115 - read for the life of the process
         self._fallback = fallback
         self._lock = threading.Lock()
-        self._buffer: Optional[List[str]] = None
-        self._dropped = 0
+        self._active = False
+        self._pos = 0
+        self._pending = b""
+        self._closed = False
         self._thread = threading.Thread(target=self._pump, name="dcc_flow-worker-" + name, daemon=True)
         self._thread.start()
 
     def begin(self) -> None:
         with self._lock:
-            self._buffer, self._dropped = [], 0
+            self._drain(final=True)
+            self._reset()
+            self._active = True
 
     def end(self) -> Tuple[List[str], int]:
-        """Stop collecting, after every byte written to the descriptor so far has been read: a
-        numbered mark written behind them comes back through the pipe in order."""
-        self._marks += 1
-        mark = self._marks
-        try:
-            os.write(self._fd, _MARK + str(mark).encode() + b"\n")
-        except OSError:
-            mark = 0
-        with self._seen:
-            self._seen.wait_for(lambda: self._seen_mark >= mark, timeout=5)
+        """Stop collecting: the call's lines (at most MAX_OUTPUT_LINES) and how many more it wrote."""
         with self._lock:
-            lines, dropped = self._buffer or [], self._dropped
-            self._buffer, self._dropped = None, 0
+            self._active = False
+            self._file.seek(0)
+            lines: List[str] = []
+            dropped = 0
+            for raw in self._file:
+                if len(lines) < MAX_OUTPUT_LINES:
+                    lines.append(raw.rstrip(b"\r\n").decode("utf-8", "replace"))
+                else:
+                    dropped += 1
+            self._reset()
         return lines, dropped
 
-    def _pump(self) -> None:
-        pending = b""
-        while True:
-            chunk = self._file.read(65536)
-            if not chunk:
-                return
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                at = raw.find(_MARK)
-                if at < 0:
-                    self._line(raw.decode("utf-8", "replace"))
-                    continue
-                if at > 0:  # the call's last line had no newline
-                    self._line(raw[:at].decode("utf-8", "replace"))
-                with self._seen:
-                    self._seen_mark = int(raw[at + len(_MARK):] or 0)
-                    self._seen.notify_all()
-
-    def _line(self, line: str) -> None:
+    def close(self) -> None:
+        """Copy what is left to the real standard error and stop the thread."""
         with self._lock:
-            if self._buffer is not None:
-                if len(self._buffer) < MAX_OUTPUT_LINES:
-                    self._buffer.append(line)
-                else:
-                    self._dropped += 1
-                return
+            if not self._active:
+                self._drain(final=True)
+            self._closed = True
+        self._file.close()
+
+    def _reset(self) -> None:
         try:
-            self._fallback.write(line + "\n")
-            self._fallback.flush()
-        except (OSError, ValueError):
+            os.ftruncate(self._fd, 0)
+        except OSError:
             pass
+        self._pos, self._pending = 0, b""
+
+    def _drain(self, final: bool = False) -> None:
+        """Between calls: copy the lines written since the last look to the real stderr."""
+        self._file.seek(self._pos)
+        chunk = self._file.read()
+        self._pos += len(chunk)
+        data = self._pending + chunk
+        *lines, self._pending = data.split(b"\n")
+        if final and self._pending:
+            lines.append(self._pending)
+            self._pending = b""
+        for raw in lines:
+            try:
+                self._fallback.write(raw.rstrip(b"\r").decode("utf-8", "replace") + "\n")
+            except (OSError, ValueError):
+                pass
+        if lines:
+            try:
+                self._fallback.flush()
+            except (OSError, ValueError):
+                pass
+        if self._pos > _ROTATE_AT:
+            self._reset()
+
+    def _pump(self) -> None:
+        while True:
+            time.sleep(_PUMP_SECS)
+            with self._lock:
+                if self._closed:
+                    return
+                if not self._active:
+                    try:
+                        self._drain()
+                    except (OSError, ValueError):
+                        return
 
 
 class Worker:
@@ -141,6 +185,8 @@ class Worker:
         self._state_lock = threading.Lock()
         self._captures = captures
         self._restore: Optional[Callable[[], None]] = None
+        #: Where the captured output files are (over_stdio); removed when the worker exits.
+        self._output_dir: Optional[str] = None
         self.served = 0
         #: Seconds a call still running when standard input closes (the engine closed or died) has
         #: to return after it is marked cancelled, before the process exits with EXIT_ORPHANED
@@ -157,28 +203,43 @@ class Worker:
         proto = os.fdopen(os.dup(1), "wb", buffering=0)
         captures: Tuple[_Capture, ...] = ()
         restore: Optional[Callable[[], None]] = None
+        directory = ""
         if capture:
             saved = (os.dup(1), os.dup(2))
             std = (sys.stdout, sys.stderr)
             real_err = os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace")
-            captures = (_Capture(1, real_err, "stdout"), _Capture(2, real_err, "stderr"))
+            directory = os.environ.get(OUTPUT_DIR_ENV) or ""
+            own_dir = not directory or not os.path.isdir(directory)
+            if own_dir:
+                directory = tempfile.mkdtemp(prefix="dcc-flow-worker-")
+            captures = (_Capture(1, real_err, directory, "stdout"), _Capture(2, real_err, directory, "stderr"))
             # Python-level writers follow the descriptors, line-buffered so prints arrive in order.
             sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8",
                                           errors="replace", line_buffering=True)
             sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb", buffering=0), encoding="utf-8",
                                           errors="replace", line_buffering=True)
+            # A crash of the interpreter (a segfault in a DCC plug-in) writes the Python stack of
+            # every thread to fd 2: into the call's output, which the engine keeps.
+            had_faulthandler = faulthandler.is_enabled()
+            faulthandler.enable(file=sys.stderr, all_threads=True)
 
             def restore() -> None:
                 _flush_std()
                 for c in captures:
-                    c.end()  # what is still in the pipes reaches the real stderr first
+                    c.close()  # what is still in the files reaches the real stderr first
                 os.dup2(saved[0], 1)
                 os.dup2(saved[1], 2)
                 sys.stdout, sys.stderr = std
+                if not had_faulthandler:
+                    faulthandler.disable()
+                # An engine's directory too: its pool reads it only after a crash, and removes it
+                # itself then; a worker whose engine was killed cleans up after itself.
+                shutil.rmtree(directory, ignore_errors=True)
 
         inp = os.fdopen(os.dup(0), "rb")
         worker = cls(tools, inp, proto, name=name, version=version, captures=captures)
         worker._restore = restore
+        worker._output_dir = directory if capture else None
         return worker
 
     def restore_stdio(self) -> None:
@@ -238,6 +299,8 @@ class Worker:
             with self._state_lock:
                 still = any(r in self._cancelled for r in running)
             if still:
+                if self._output_dir:  # nobody is left to read it
+                    shutil.rmtree(self._output_dir, ignore_errors=True)
                 os._exit(EXIT_ORPHANED)
 
         timer = threading.Timer(self.exit_grace, exit_if_still_running)
@@ -304,11 +367,11 @@ class Worker:
                               cancelled)
         finally:
             _flush_std()
-            output: List[str] = []
+            output: List[Dict[str, str]] = []
             dropped = 0
             for c in self._captures:
                 lines, n = c.end()
-                output.extend(lines)
+                output.extend({"stream": c.name, "text": line} for line in lines)
                 dropped += n
             with self._state_lock:
                 self._cancelled.pop(req_id, None)
@@ -316,7 +379,10 @@ class Worker:
         answer = json.loads(members + "}")
         result = _tool_result(answer)
         if output or dropped:
-            result["_meta"] = {OUTPUT_META_KEY: output + (["… %d more lines" % dropped] if dropped else [])}
+            meta: Dict[str, Any] = {OUTPUT_META_KEY: output}
+            if dropped:
+                meta[OUTPUT_DROPPED_META_KEY] = dropped
+            result["_meta"] = meta
         self._reply(req_id, result)
 
 

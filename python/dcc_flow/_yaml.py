@@ -14,10 +14,10 @@ from ._json import go_float
 
 __all__ = ["dump_spec", "yaml_scalar"]
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: Python's $ also matches before a final newline
 # Words that some YAML readers resolve to booleans or null when unquoted.
 _YAML_WORDS = frozenset(["y", "n", "yes", "no", "on", "off", "true", "false", "null"])
-_SAFE_ASCII = re.compile(r'^[ !#-\[\]-~]*$')  # printable ASCII without '"' and '\'
+_SAFE_ASCII = re.compile(r'^[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and '\'
 
 _SPEC_ORDER = ("name", "description", "inputs", "steps")
 _INPUT_ORDER = ("type", "required", "default", "format", "enum", "description")

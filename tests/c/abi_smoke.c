@@ -23,7 +23,12 @@
 
 typedef uint32_t (*abi_version_fn)(void);
 typedef void (*free_fn)(char *);
-typedef int32_t (*op_fn)(uint64_t, char *, char **);
+typedef int32_t (*op_fn)(uint64_t, const char *, char **);
+
+/* The function types of capi/dccflow.h are the ones called through GetProcAddress below. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&dccflow_abi_version), abi_version_fn), "dccflow_abi_version");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&dccflow_free), free_fn), "dccflow_free");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&dccflow_run_submit), op_fn), "dccflow_run_submit");
 
 static free_fn dfree;
 static int failures;
@@ -45,7 +50,7 @@ static void *sym(HMODULE lib, const char *name) {
 /* call runs op and returns its output (to be freed with dccflow_free); *rc gets its result. */
 static char *call(op_fn op, uint64_t handle, const char *in, int32_t *rc) {
 	char *out = NULL;
-	*rc = op(handle, (char *)in, &out);
+	*rc = op(handle, in, &out);
 	return out;
 }
 

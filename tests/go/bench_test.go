@@ -199,8 +199,9 @@ steps:
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
 
-// BenchmarkHostToolRoundTrip: a sequential flow of host tool steps answered by a Go host with
-// CompleteAndNext, as the C ABI does for Python: the Go part of the ≤ 25 µs Python round trip.
+// BenchmarkHostToolRoundTrip: a sequential flow of host tool steps answered by a Go host that
+// completes each call and pulls the next, as the C ABI does for Python (dccflow_calls_complete
+// with "next"): the Go part of the ≤ 25 µs Python round trip.
 func BenchmarkHostToolRoundTrip(b *testing.B) {
 	const steps = 1000
 	var sb strings.Builder
@@ -216,6 +217,11 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 	ctx := context.Background()
 	host := eng.Host()
 	out := engine.ToolResult{OutputJSON: []byte(`{"ok":true}`)}
+	puller, err := host.OpenPuller()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer host.ClosePuller(puller)
 	var ids []string
 	b.ResetTimer()
 	start := time.Now()
@@ -224,13 +230,13 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		calls, err := host.Next(ctx, engine.LaneMain, 1, time.Second)
+		pull := engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: time.Second, Puller: puller}
+		calls, err := host.Pull(ctx, pull)
 		for n := 1; err == nil && len(calls) == 1; n++ {
-			if n == steps {
-				err = host.Complete(calls[0].ID, out)
+			if err = host.Complete(calls[0].ID, out); err != nil || n == steps {
 				break
 			}
-			calls, err = host.CompleteAndNext(ctx, calls[0].ID, out, engine.LaneMain, 1, time.Second)
+			calls, err = host.Pull(ctx, pull)
 		}
 		if err != nil {
 			b.Fatal(err)

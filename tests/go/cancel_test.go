@@ -138,9 +138,12 @@ steps:
 	}
 }
 
+// The tools sleep on the stub clock, which only the test advances: the run must become
+// cancelled while all three still sleep. Ordered by events, not by a stopwatch: an engine that
+// waited for them would never see Wait return (cancelAndWait fails after promptly).
 func TestCancelEvenIfTheToolIgnoresIt(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, withStubClock())
 	id := b.submit(`
 steps:
   - id: each
@@ -151,11 +154,12 @@ steps:
       - { id: stubborn, tool: flow__sleep, args: { ms: 300, ignore_cancel: true } }
 `, nil)
 	b.waitStep(id, "each[2].stubborn", run.StepRunning)
-	start := time.Now()
+	b.waitTimers(3) // the three tools sleep
 	b.cancelAndWait(id, "now")
-	if d := time.Since(start); d > 250*time.Millisecond {
-		t.Fatalf("cancel took %v: it waited for a tool that ignores cancellation", d)
+	if p := b.clk.Pending(); p != 3 {
+		t.Fatalf("%d sleeping tools when the run was cancelled, want all 3 still sleeping", p)
 	}
+	b.clk.Advance(300 * time.Millisecond) // let the abandoned tools return (the leak check waits for them)
 }
 
 func TestCloseInterruptsRuns(t *testing.T) {
@@ -189,8 +193,8 @@ steps:
 	if _, err := b.eng.Status(ctx, id); codeOf(err) != run.CodeClosed {
 		t.Fatalf("Status after Close: %v", err)
 	}
-	if _, err := b.eng.Host().Next(ctx, engine.LaneMain, 1, time.Second); codeOf(err) != run.CodeClosed {
-		t.Fatalf("Host().Next after Close: %v", err)
+	if _, err := b.eng.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: time.Second}); codeOf(err) != run.CodeClosed {
+		t.Fatalf("Host().Pull after Close: %v", err)
 	}
 
 	// The records outlive the engine: a second engine on the same store sees an interrupted run.

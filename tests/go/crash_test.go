@@ -47,7 +47,7 @@ func crashItems() []any {
 // serveWork answers "work" host calls until ctx ends, calling seen(key) for each.
 func serveWork(ctx context.Context, e *engine.Engine, seen func(string)) {
 	for ctx.Err() == nil {
-		calls, err := e.Host().Next(ctx, engine.LaneMain, 8, 20*time.Millisecond)
+		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 20 * time.Millisecond})
 		if err != nil {
 			return
 		}

@@ -27,6 +27,8 @@ type testBundle struct {
 	eng *engine.Engine
 	clk *engine.StubClock // nil unless setup got withStubClock
 	ctx context.Context
+	// testPuller is the puller nextCall pulls with (0 until the first nextCall).
+	testPuller uint64
 }
 
 type setupConfig struct {
@@ -230,9 +232,11 @@ type server struct {
 }
 
 // serve pulls calls of lane and answers each with handle, in its own goroutine per call, until
-// the test ends.
+// the test ends. It pulls as a host thread does in production (Python through the C ABI): with
+// its own puller, in batches, and a pull that waits for the next call.
 func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.ToolResult) *server {
 	s := &server{}
+	puller := b.puller()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	b.t.Cleanup(func() {
@@ -241,8 +245,9 @@ func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.T
 	})
 	go func() {
 		defer close(done)
+		pull := engine.PullRequest{Lanes: []string{lane}, Max: 16, Timeout: 50 * time.Millisecond, Puller: puller}
 		for ctx.Err() == nil {
-			calls, err := b.eng.Host().Next(ctx, lane, 16, 50*time.Millisecond)
+			calls, err := b.eng.Host().Pull(ctx, pull)
 			if err != nil {
 				return
 			}
@@ -275,14 +280,31 @@ func (s *server) pulled() []engine.PendingCall {
 	return append([]engine.PendingCall(nil), s.seen...)
 }
 
-// nextCall pulls exactly one host call of lane, failing the test if none comes.
+// nextCall pulls exactly one host call of lane, failing the test if none comes. The test's
+// own puller holds it (b.puller) until it is answered.
 func (b *testBundle) nextCall(lane string) engine.PendingCall {
 	b.t.Helper()
-	calls, err := b.eng.Host().Next(b.ctx, lane, 1, waitLimit)
+	if b.testPuller == 0 {
+		b.testPuller = b.puller()
+	}
+	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{lane}, Max: 1, Timeout: waitLimit, Puller: b.testPuller})
 	if err != nil || len(calls) != 1 {
-		b.t.Fatalf("Next: %v %v", calls, err)
+		b.t.Fatalf("Pull: %v %v", calls, err)
 	}
 	return calls[0]
+}
+
+// puller opens a puller on the engine's host for the test: production pulls as one per host
+// thread (dccflow_puller_open). It is closed when the test ends (the calls it still holds go
+// back to their lanes), before the engine is.
+func (b *testBundle) puller() uint64 {
+	b.t.Helper()
+	id, err := b.eng.Host().OpenPuller()
+	if err != nil {
+		b.t.Fatalf("OpenPuller: %v", err)
+	}
+	b.t.Cleanup(func() { b.eng.Host().ClosePuller(id) })
+	return id
 }
 
 func output(v any) engine.ToolResult { return engine.ToolResult{Output: v} }

@@ -91,8 +91,10 @@ steps:
 	if steps := b.steps(info.ID); steps["yes"].Status != run.StepSkipped || steps["no"].Status != run.StepSkipped {
 		t.Errorf("the branch's lists: %+v %+v, want skipped", steps["yes"], steps["no"])
 	}
-	if took := time.Since(start); took > 10*time.Second { // about 1 s, 3 s with the race detector
-
+	// The limit, not time, stops the evaluations (the failures above name it); the bound only
+	// catches one that runs on: unbounded, the chain alone took 71 s. Measured: about 1 s, 4.4 s
+	// with the race detector beside the rest of the suite.
+	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("took %v", took)
 	}
 	stillWorks(t, b)
@@ -143,7 +145,9 @@ steps:
 	if n := len(b.steps(info.ID)); n != 1 {
 		t.Errorf("%d step instances, want only the foreach", n)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// No iteration ran (above); the bound only catches a check that comes after expanding the
+	// items. Measured: 1.4 s with the race detector beside the rest of the suite.
+	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("took %v", took)
 	}
 	stillWorks(t, b)

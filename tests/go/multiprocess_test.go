@@ -189,7 +189,7 @@ steps:
 
 	next := func() engine.PendingCall {
 		t.Helper()
-		calls, err := owner.Host().Next(ctx, engine.LaneMain, 1, waitLimit)
+		calls, err := owner.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: waitLimit})
 		if err != nil || len(calls) != 1 {
 			t.Fatalf("waiting for a tool call: %v %v", calls, err)
 		}

@@ -25,10 +25,10 @@ steps:
   - { id: after, tool: flow__echo, args: { l: "{{left.side}}", all: "{{both}}" } }
 `, nil)
 	// Both host calls are pending at once: neither waits for the other.
-	calls, err := b.eng.Host().Next(b.ctx, engine.LaneWorker, 2, waitLimit)
+	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Max: 2, Timeout: waitLimit})
 	for err == nil && len(calls) < 2 {
 		var more []engine.PendingCall
-		more, err = b.eng.Host().Next(b.ctx, engine.LaneWorker, 2, waitLimit)
+		more, err = b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Max: 2, Timeout: waitLimit})
 		calls = append(calls, more...)
 	}
 	if err != nil {

@@ -39,7 +39,7 @@ inputs: {asset: {type: string, default: hero}}
 		}
 		go func() {
 			for ctx.Err() == nil {
-				cs, err := e.Host().Next(ctx, engine.LaneMain, 1, 20*time.Millisecond)
+				cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 20 * time.Millisecond})
 				if err != nil {
 					return
 				}

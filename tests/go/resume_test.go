@@ -17,7 +17,7 @@ import (
 // hostLoop answers host calls with fn until ctx ends.
 func hostLoop(ctx context.Context, e *engine.Engine, fn func(engine.PendingCall) engine.ToolResult) {
 	for ctx.Err() == nil {
-		calls, err := e.Host().Next(ctx, engine.LaneMain, 8, 50*time.Millisecond)
+		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package gotest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -230,7 +231,7 @@ steps:
 	b.clk.AdvanceToNext() // backoff
 	second := b.nextCall(engine.LaneMain)
 	err := b.eng.Host().Complete(first.ID, output("late"))
-	if re := asRunError(err); re == nil || re.Code != run.CodeInvalidState || re.Details["dropped"] != true {
+	if re := asRunError(err); re == nil || re.Code != run.CodeInvalidState || !errors.Is(err, engine.ErrDropped) {
 		t.Fatalf("a late result is dropped and reported: %v", err)
 	}
 	mustContain(t, "late completion", err.Error(), "attempt 1 timed out")

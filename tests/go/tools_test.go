@@ -113,7 +113,7 @@ steps:
 	}
 }
 
-func TestCompleteAndNextKeepsSequentialFlowsToOneCrossing(t *testing.T) {
+func TestHostAnswersASequentialFlowCallByCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "step"}); err != nil {
@@ -126,16 +126,22 @@ steps:
   - { id: c, tool: step, args: { n: "{{b.n}}" } }
 `, nil)
 	host := b.eng.Host()
-	calls, err := host.Next(b.ctx, engine.LaneMain, 1, waitLimit)
+	// One puller answers each call, then pulls the next: Python's loop through the C ABI.
+	puller, err := host.OpenPuller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.ClosePuller(puller)
+	pull := engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit, Puller: puller}
+	calls, err := host.Pull(b.ctx, pull)
 	for n := 1.0; err == nil && len(calls) == 1; n++ {
 		if calls[0].Args["n"] != n {
 			t.Fatalf("call %s got n=%v, want %v", calls[0].StepKey, calls[0].Args["n"], n)
 		}
-		if calls[0].StepKey == "c" {
-			err = host.Complete(calls[0].ID, output(map[string]any{"n": n + 1}))
+		if err = host.Complete(calls[0].ID, output(map[string]any{"n": n + 1})); err != nil || calls[0].StepKey == "c" {
 			break
 		}
-		calls, err = host.CompleteAndNext(b.ctx, calls[0].ID, output(map[string]any{"n": n + 1}), engine.LaneMain, 1, waitLimit)
+		calls, err = host.Pull(b.ctx, pull)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -346,7 +346,7 @@ def test_graph_missing_file_and_unwritable_output(files, capsys):
     "args,prog,words",
     [
         ([], "dcc-flow", ["missing command", "validate, run, status, runs, show, cancel, approve, resume, "
-                                              "prune, schedules, serve, worker, pools, graph"]),
+                                              "prune, schedules, workflows, serve, worker, pools, graph"]),
         (["valdate", "x.yaml"], "dcc-flow", ["unknown command 'valdate'", "did you mean 'validate'?"]),
         (["frobnicate"], "dcc-flow", ["unknown command 'frobnicate'"]),
         (["--bogus"], "dcc-flow", ["unrecognized arguments: --bogus"]),

@@ -622,6 +622,82 @@ steps:
     assert push_to_unreal.tool_info() is None
 
 
+POOL_TOOLS = """
+import os
+from dcc_flow import task
+
+@task(pool="maya", name="pool_pid", timeout_seconds=30)
+def pool_pid(tag):
+    return {"pid": os.getpid(), "tag": tag}
+"""
+
+
+def _pool_flow(tmp_path):
+    """A workflow calling a @task(pool="maya") from a module a pool worker can serve too."""
+    path = tmp_path / "pool_tools.py"
+    path.write_text(POOL_TOOLS, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("pool_tools_%d" % id(tmp_path), str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    @workflow
+    def routed(ctx, tag: str = "t"):
+        module.pool_pid(tag=tag, step_id="where")
+
+    return routed, module.pool_pid, str(path)
+
+
+def test_a_pool_task_compiles_to_the_steps_pool_field_and_is_registered(tmp_path):
+    routed, pool_pid, _ = _pool_flow(tmp_path)
+    hand = WorkflowSpec.from_yaml_str("""
+name: routed
+inputs: { tag: { type: string, default: t } }
+steps:
+  - id: where
+    tool: pool_pid
+    pool: maya
+    args: { tag: "{{inputs.tag}}" }
+    timeout_secs: 30
+""")
+    assert routed.spec == hand
+    assert routed.spec.steps[0].pool == "maya" and routed.spec.steps[0].kind == "tool"
+    assert 'pool: "maya"' in routed.to_yaml()
+    assert pool_pid.pool == "maya" and pool_pid.with_options(pool=None).pool is None
+    assert routed.tasks == (pool_pid,)  # registered: an engine without the pool runs it in-process
+    assert pool_pid.tool_info() == ("pool_pid", pool_pid.fn, "main", None)
+
+
+def test_a_pool_task_runs_in_process_on_an_engine_without_that_remote(tmp_path):
+    routed, _, _ = _pool_flow(tmp_path)
+    with Engine() as engine:
+        result = routed.run(engine, tag="here")
+    assert result.status is WorkflowStatus.COMPLETED, result.error
+    assert result.outputs["where"] == {"pid": os.getpid(), "tag": "here"}
+    (step,) = result.steps
+    assert step.worker == ""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="as tests/py/test_pools.py: pool workers are checked on POSIX")
+def test_a_pool_task_runs_on_the_pool_when_the_engine_has_that_remote(tmp_path):
+    routed, _, path = _pool_flow(tmp_path)
+    worker = {"command": [sys.executable, "-m", "dcc_flow", "worker", "--tools", path],
+              "env": {"PYTHONPATH": os.path.join(ROOT, "python")}, "workers": 1}
+    with Engine(config={"remotes": {"maya": worker}}) as engine:
+        result = routed.run(engine, tag="there")
+    assert result.status is WorkflowStatus.COMPLETED, result.error
+    pid = result.outputs["where"]["pid"]
+    assert pid != os.getpid()
+    (step,) = result.steps
+    assert step.worker == "maya/%d" % pid
+
+
+def test_pool_option_errors_fail_at_decoration():
+    with pytest.raises(ValueError, match="pool='maya pool' must name a worker pool"):
+        task(pool="maya pool")(lambda scene: scene)
+    with pytest.raises(ValueError, match="give pool= or dcc=, not both"):
+        task(pool="maya", dcc="maya")(lambda scene: scene)
+
+
 @pytest.mark.parametrize(
     "delays, retries, expected",
     [
@@ -950,6 +1026,9 @@ def test_lazy_workflows_compile_on_first_use():
     "options, error",
     [
         ({"name": "maya.export"}, "not a valid tool name"),
+        ({"name": "maya_export\n"}, "not a valid tool name"),  # Python's $ would match before the newline
+        ({"id": "export\n"}, "id="),
+        ({"dcc": "maya\n"}, "dcc="),
         ({"retries": -1}, "retries must be an int >= 0"),
         ({"retry_delay_seconds": 2}, "needs retries=N"),
         ({"retries": 3, "retry_delay_seconds": [1, 5, 30]}, "cannot be expressed"),

@@ -155,6 +155,24 @@ def test_transient_failures_are_retried(engine):
     result = engine.run(spec)
     assert result.ok and result.outputs["f"] == "ok"
     assert len(calls) == 3 and result.step("f").attempt == 3
+    # The run record's field is "attempts" (docs/c-abi.md), the one StepRecord reads.
+    (raw,) = [s for s in result.raw["steps"] if s["key"] == "f"]
+    assert raw["attempts"] == 3 and "attempt" not in raw
+
+
+def test_a_tool_sees_the_lane_of_its_call(engine):
+    lanes = []
+
+    @engine.tool()
+    def on_main():
+        lanes.append(("on_main", dcc_flow.current_call().lane))
+
+    @engine.tool(thread="worker")
+    def on_worker():
+        lanes.append(("on_worker", dcc_flow.current_call().lane))
+
+    assert engine.run("steps: [{id: a, tool: on_main}, {id: b, tool: on_worker}]").ok
+    assert lanes == [("on_main", "main"), ("on_worker", "worker")]
 
 
 def test_timed_out_tool_sees_cancelled_and_its_late_result_is_dropped(engine):

@@ -27,7 +27,7 @@ TOOLS = textwrap.dedent('''
     HOARD = []
 
     def _log(event, **fields):
-        fields.update(event=event, pid=os.getpid(), t=time.time())
+        fields.update(event=event, pid=os.getpid(), t=time.time(), out_dir=os.environ.get("DCC_FLOW_WORKER_OUTPUT_DIR"))
         with open(os.environ["POOL_LOG"], "a") as f:
             f.write(__import__("json").dumps(fields) + "\\n")
 
@@ -324,6 +324,9 @@ def test_sigkill_of_the_engine_leaves_no_worker_processes_and_resume_finishes_th
         child.send_signal(signal.SIGKILL)
         child.wait(10)
         _wait_for(lambda: not any(alive(p) for p in pids), secs=15, what="the workers to exit")
+        # Their output directories went with them (the engine that made them is gone).
+        out_dirs = {e["out_dir"] for e in pool.events() if e["event"] == "start"}
+        assert len(out_dirs) == 4 and all(d and not os.path.exists(d) for d in out_dirs), out_dirs
     finally:
         if child.poll() is None:
             child.kill()

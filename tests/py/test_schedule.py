@@ -64,6 +64,19 @@ schedules:
     assert cron.line == 5
 
 
+def test_schedule_problems_name_file_and_schedule():
+    # Schedule and spec problems are one type in the library; a schedule's carry its file and id.
+    bad = "schedules:\n  - id: a\n    workflow: w\n    max_concurent: 2\n    trigger: {kind: interval, every: 1m}\n"
+    with pytest.raises(dcc_flow.ValidationError) as info:
+        dcc_flow.parse_schedules_yaml(bad, path_hint="x.schedules.yaml")
+    (p,) = info.value.problems
+    assert (p.code, p.severity, p.file, p.schedule_id, p.step_id) == ("unknown_field", "error", "x.schedules.yaml", "a", None)
+    assert (p.path, p.line, p.column, p.hint) == ("schedules[0].max_concurent", 4, 5, 'did you mean "max_concurrent"?')
+    assert p.to_dict()["file"] == "x.schedules.yaml" and dcc_flow.Problem.from_dict(p.to_dict()) == p
+    assert str(p) == 'x.schedules.yaml:4:5 schedule "a": unknown field "max_concurent"; did you mean "max_concurrent"?'
+    assert 'x.schedules.yaml:4:5 schedule "a"' in str(info.value)
+
+
 def test_schedule_spec_validate_and_immutability():
     spec = ScheduleSpec(id="nightly_cleanup", workflow="scene_cleanup",
                         trigger=TriggerSpec.cron("0 0 3 * * *", timezone="UTC", jitter_secs=120),

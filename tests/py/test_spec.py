@@ -473,3 +473,23 @@ def test_to_json_reparses_with_raw_control_characters(tmp_path):
     assert WorkflowSpec.from_file(path) == spec
     assert WorkflowSpec.from_json(spec.to_dict()) == spec
     assert WorkflowSpec.from_yaml_str(spec.to_yaml()) == spec
+
+
+def test_to_json_matches_go_for_negative_zero():
+    # Go keeps the float -0 and writes it "-0", which json.loads alone reads as the integer 0.
+    text = '{"name":"z","steps":[{"id":"a","tool":"t","args":{"i":-0,"f":-0.0,"l":[-0,0,-0.5]}}]}'
+    spec = WorkflowSpec.from_json(text)
+    assert '"f":-0,"i":-0,"l":[-0,0,-0.5]' in spec.to_json()
+    assert hashlib.sha256(spec.to_json().encode("utf-8")).hexdigest() == spec.spec_hash
+    assert WorkflowSpec.from_json(spec.to_dict()).spec_hash == spec.spec_hash
+
+
+def test_to_yaml_keeps_a_final_newline_in_strings_and_keys():
+    # A double-quoted YAML scalar folds a raw line break into a space: "line\n" must be escaped.
+    spec = WorkflowSpec.from_json({"name": "n", "description": "ends with a newline\n", "steps": [
+        {"id": "a", "tool": "t", "args": {"x": "line\n", "key\n": 1, "crlf": "a\r\n"}}]})
+    again = WorkflowSpec.from_yaml_str(spec.to_yaml())
+    assert again.steps[0].args["x"] == "line\n"
+    assert again.steps[0].args["key\n"] == 1
+    assert again.description == "ends with a newline\n"
+    assert again == spec

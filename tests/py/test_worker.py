@@ -129,8 +129,9 @@ def test_output_lines_travel_with_the_call_and_the_worker_exits_when_stdin_close
     assert replies[1]["result"]["protocolVersion"] == "2025-11-25"
     call = replies[2]["result"]
     assert call["structuredContent"]["value"] == 1
-    assert sorted(call["_meta"]["dcc-flow/output"]) == sorted(
-        ["exporting 1", "a warning on stderr", "a C library writes to fd 1"])
+    assert call["_meta"]["dcc-flow/output"] == [  # stdout's lines, then stderr's
+        {"stream": "stdout", "text": "exporting 1"}, {"stream": "stdout", "text": "a C library writes to fd 1"},
+        {"stream": "stderr", "text": "a warning on stderr"}]
     assert replies[3]["error"]["code"] == -32601  # lets mcp-go fall back to the initialize handshake
     assert "unknown tool 'nope'" in replies[4]["error"]["message"]
     assert b"plugin loaded" in err  # output outside a call goes to the real stderr

@@ -230,7 +230,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls, err := router.Host().Next(context.Background(), tools.LaneMain, 1, 10*time.Second)
+	calls, err := router.Host().Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneMain}, Max: 1, Timeout: 10 * time.Second})
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("host calls %v %v", calls, err)
 	}

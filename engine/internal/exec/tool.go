@@ -94,6 +94,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 		res, err := r.attempt(ctx, sp, call, attempt)
 		in.row.Worker = res.Worker
+		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx)
 		}
@@ -128,6 +129,28 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			continue
 		}
 		return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg, errTrace: trace}
+	}
+}
+
+// addLogs appends the output lines of an attempt to the step record, keeping the newest within
+// run.MaxStepLogLines and run.MaxStepLogBytes; dropped counts lines the tool's side left out.
+func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
+	if len(lines) == 0 && dropped == 0 {
+		return
+	}
+	var all []run.LogLine
+	if len(row.Logs) > 0 {
+		_ = json.Unmarshal(row.Logs, &all) // written by this function: valid
+	}
+	for _, l := range lines {
+		l.Attempt = attempt
+		all = append(all, l)
+	}
+	kept, cut := run.CapLogs(all)
+	row.LogsDropped += dropped + cut
+	row.Logs = nil
+	if len(kept) > 0 {
+		row.Logs, _ = json.Marshal(kept)
 	}
 }
 

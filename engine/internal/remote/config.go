@@ -8,11 +8,21 @@ import (
 	"time"
 )
 
-// Config describes one remote MCP server. Exactly one of URL and Command is set.
+// Config describes one remote MCP server, or a pool of them. Exactly one of URL, URLs and
+// Command is set.
 type Config struct {
 	// URL is the streamable HTTP endpoint, e.g. "http://127.0.0.1:8765/mcp". The scheme is
 	// http or https.
 	URL string
+	// URLs makes the remote a pool of streamable HTTP servers (docs/pools.md, "Pools of
+	// servers"): each member serves WorkersPerURL calls at a time, each call on a session of its
+	// own. A member that cannot be reached or drops a call fails it with kind "worker_lost", and
+	// is avoided by the next calls for MemberRetryAfter while other members are usable. Each URL
+	// is checked as URL is; no URL may appear twice.
+	URLs []string
+	// WorkersPerURL is how many calls each member of URLs serves at a time: 0 = 1, else 1 to
+	// MaxWorkers (URLs only).
+	WorkersPerURL int
 	// Headers are sent with every HTTP request (URL only).
 	Headers map[string]string
 	// TokenEnv names an environment variable holding a bearer token, sent as
@@ -71,16 +81,28 @@ const (
 	MaxDuration          = 7 * 24 * time.Hour
 	DefaultStartTimeout  = connectTimeout
 	DefaultKillAfter     = 10 * time.Second
+	// MemberRetryAfter is how long a pool of servers avoids a member that could not be reached
+	// or dropped a call, while another member can take the call.
+	MemberRetryAfter = 30 * time.Second
 )
 
-// pooled reports whether c is a pool of workers rather than one shared connection.
+// pooled reports whether c is a pool of workers (processes or servers) rather than one shared
+// connection.
 func (c Config) pooled() bool {
-	return len(c.Command) > 0 && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 ||
+	return len(c.URLs) > 0 || len(c.Command) > 0 && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 ||
 		c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0)
 }
 
-// workers is the pool's size (at least 1).
-func (c Config) workers() int { return max(c.Workers, 1) }
+// workers is the pool's size (at least 1): Workers, or for a pool of servers every member's
+// WorkersPerURL.
+func (c Config) workers() int {
+	if len(c.URLs) > 0 {
+		return len(c.URLs) * c.perURL()
+	}
+	return max(c.Workers, 1)
+}
+
+func (c Config) perURL() int { return max(c.WorkersPerURL, 1) }
 
 func (c Config) startTimeout() time.Duration {
 	if c.StartTimeout > 0 {
@@ -104,24 +126,44 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 
-	hasURL, hasCommand := c.URL != "", len(c.Command) > 0
+	hasURLs := len(c.URLs) > 0
+	hasURL, hasCommand := c.URL != "" || hasURLs, len(c.Command) > 0
 	switch {
+	case c.URL != "" && hasURLs:
+		bad("url", "url and urls are mutually exclusive: set one")
 	case hasURL && hasCommand:
 		bad("url", "url and command are mutually exclusive: set one")
 	case !hasURL && !hasCommand:
 		bad("url", "one of url (streamable HTTP) or command (stdio) is required")
 	}
 
-	if hasURL {
-		u, err := url.Parse(c.URL)
+	checkURL := func(field, raw string) {
+		u, err := url.Parse(raw)
 		switch {
 		case err != nil:
-			bad("url", "%v", err)
+			bad(field, "%v", err)
 		case u.Scheme != "http" && u.Scheme != "https":
-			bad("url", "scheme must be http or https, not %q", u.Scheme)
+			bad(field, "scheme must be http or https, not %q", u.Scheme)
 		case u.Host == "":
-			bad("url", "host is missing in %q", c.URL)
+			bad(field, "host is missing in %q", raw)
 		}
+	}
+	if c.URL != "" {
+		checkURL("url", c.URL)
+	}
+	seen := map[string]bool{}
+	for i, raw := range c.URLs {
+		checkURL(fmt.Sprintf("url[%d]", i), raw)
+		if seen[raw] {
+			bad(fmt.Sprintf("url[%d]", i), "%q appears twice; a server serving more calls at a time takes workers_per_url", raw)
+		}
+		seen[raw] = true
+	}
+	if c.WorkersPerURL < 0 || c.WorkersPerURL > MaxWorkers {
+		bad("workers_per_url", "must be 0 or 1 to %d, got %d", MaxWorkers, c.WorkersPerURL)
+	}
+	if c.WorkersPerURL != 0 && !hasURLs {
+		bad("workers_per_url", "applies to a pool of servers only (url given as a list)")
 	}
 	for name := range c.Headers {
 		if !validHeaderName(name) {
@@ -178,8 +220,11 @@ func (c Config) Validate() error {
 			bad(f.field, "must be 0 or %v to %v, got %v", MinDuration, MaxDuration, f.v)
 		}
 	}
-	if hasURL && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0) {
-		bad("workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout, idle_stop, kill_after) apply to command remotes only")
+	switch {
+	case hasURLs && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.KillAfter > 0):
+		bad("workers", "workers, recycle_after_calls, max_rss_mb and kill_after apply to pools of processes (command); a pool of servers takes workers_per_url, start_timeout and idle_stop")
+	case c.URL != "" && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0):
+		bad("workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout, idle_stop, kill_after) apply to command remotes and to a list of URLs, not to a single url: for a pool of servers give urls")
 	}
 	return errors.Join(errs...)
 }

@@ -75,8 +75,9 @@ func (c *conn) describe(err error) string {
 }
 
 // connect makes and initializes a connection for cfg. life is the pool's lifetime context;
-// ctx bounds the handshake; environ is the environment (Pool.environ).
-func connect(life, ctx context.Context, cfg Config, environ func() []string) (*conn, error) {
+// ctx bounds the handshake, limit being its length for messages; environ is the environment
+// (Pool.environ).
+func connect(life, ctx context.Context, cfg Config, environ func() []string, limit time.Duration) (*conn, error) {
 	c := &conn{}
 	var tr transport.Interface
 	if cfg.URL != "" {
@@ -111,10 +112,6 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string) (*c
 		msg := c.describe(err)
 		c.close()
 		if ctx.Err() != nil && life.Err() == nil {
-			limit := connectTimeout
-			if cfg.pooled() {
-				limit = cfg.startTimeout()
-			}
 			tail := ""
 			if c.proc != nil {
 				if s := strings.TrimSpace(c.proc.stderr.String()); s != "" {

@@ -2,11 +2,17 @@
 // mark3labs/mcp-go's client over streamable HTTP or stdio (a child process).
 //
 // A [Pool] holds one connection per configured remote, made on first use and reused by every
-// later call (concurrent calls share it). Calls report every failure as a [Result] with an
+// later call (concurrent calls share it); a remote with pool fields is a pool of worker
+// processes, and one whose URLs are a list a pool of servers, each worker serving one call at a
+// time (workers.go, docs/pools.md). A pool worker's call output (what its tool printed) comes
+// back in the Result's Logs, from the call's result or, when the worker died during the call,
+// from the capture files the pool gave it (OutputDirEnv). Calls report every failure as a [Result] with an
 // error kind from engine/run, so the executor can retry by kind:
 //
 //   - the tool's own error (isError): the "kind" field of its structured result, or "error";
-//   - a broken or unreachable connection: "transient" (the next call reconnects);
+//   - a broken or unreachable connection: "transient" (the next call reconnects); in a pool, a
+//     worker process that died during the call, or a server that could not be reached or
+//     dropped the call: "worker_lost" (the retry goes to another worker or member);
 //   - the per-call timeout or the caller's deadline: "timeout"; the caller's cancellation:
 //     "cancelled";
 //   - JSON-RPC "method not found" or an unknown tool: "not_found"; other invalid params:

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +77,30 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("classify(%v, status %d) = %+v, want %+v", tc.err, tc.status, got, tc.want)
 			}
 		})
+	}
+}
+
+// A dead worker's output files are read from their end, whole lines only, stdout's then stderr's.
+func TestCallOutputOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	long := strings.Repeat("x", outputTailSize-3)
+	if err := os.WriteFile(filepath.Join(dir, "stdout.log"), []byte("cut away\n"+long+"\nlast\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stderr.log"), []byte("Fatal: segmentation violation\r\nno newline"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := (&process{outDir: dir}).callOutput()
+	want := []run.LogLine{{Stream: "stderr", Text: "Fatal: segmentation violation"}, {Stream: "stderr", Text: "no newline"}}
+	if len(got) != 3 || got[0].Stream != "stdout" || got[0].Text != "last" || !reflect.DeepEqual(got[1:], want) {
+		t.Fatalf("callOutput = %+v", got)
+	}
+	if got := (&process{}).callOutput(); got != nil {
+		t.Fatalf("no output dir: %+v", got)
+	}
+	msg := lastLines(append([]run.LogLine{{Stream: "stdout", Text: "a"}}, want...))
+	if msg != `; the call's last output lines (3 in all, on the step record): "a", "Fatal: segmentation violation", "no newline"` {
+		t.Fatalf("lastLines = %s", msg)
 	}
 }

@@ -44,9 +44,11 @@ func runTests(m *testing.M) int {
 	if runtime.GOOS == "windows" {
 		serverBin += ".exe"
 	}
+	// go test puts its own GOROOT/bin first on the test's PATH; without a toolchain, set mcpServerEnv.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		fmt.Fprintf(os.Stderr, "building tests/mcpserver needs the go command on PATH (or %s): %v\n", mcpServerEnv, err)
+		return 1
 	}
 	build := exec.Command(goBin, "build", "-o", serverBin, "github.com/dcc-flow/dcc-flow/tests/mcpserver")
 	if out, err := build.CombinedOutput(); err != nil {

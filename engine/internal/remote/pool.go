@@ -104,7 +104,7 @@ func NewPool(configs map[string]Config, opts ...Option) (*Pool, error) {
 	}
 	for _, name := range names {
 		cfg := configs[name]
-		cfg.Command = slices.Clone(cfg.Command)
+		cfg.Command, cfg.URLs = slices.Clone(cfg.Command), slices.Clone(cfg.URLs)
 		p.configs[name] = cfg
 		r := &remote{name: name, cfg: cfg, pool: p}
 		if cfg.pooled() {
@@ -258,7 +258,7 @@ func (r *remote) get(ctx context.Context) (*conn, *dial, error) {
 func (r *remote) dial(d *dial) {
 	ctx, cancel := context.WithTimeout(r.pool.life, connectTimeout)
 	ctx, box := withStatusBox(ctx)
-	c, err := connect(r.pool.life, ctx, r.cfg, r.pool.environ)
+	c, err := connect(r.pool.life, ctx, r.cfg, r.pool.environ, connectTimeout)
 	cancel()
 
 	r.mu.Lock()

@@ -1,13 +1,17 @@
 package remote
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 const (
@@ -33,7 +37,19 @@ type process struct {
 	stderr *tail
 	exited chan struct{} // closed when Wait has returned
 	err    error         // Wait's result, set before exited is closed
+	// outDir is where a pool worker keeps its output files (OutputDirEnv); "" for a child that
+	// is not a pool worker, or when the directory could not be made.
+	outDir string
 }
+
+// OutputDirEnv is the environment variable that gives each pool worker a directory of its own
+// for the files its standard output and error are captured in (python/dcc_flow/_worker.py):
+// STREAM.log, emptied when a call begins. The pool reads them when the worker dies during a
+// call, and removes the directory when the worker is gone.
+const OutputDirEnv = "DCC_FLOW_WORKER_OUTPUT_DIR"
+
+// outputTailSize is how much of the end of each output file is read after a worker died.
+const outputTailSize = run.MaxStepLogBytes
 
 // startProcess starts cfg.Command with cfg.Env added to environ (the pool's environment), in
 // cfg.Dir.
@@ -52,6 +68,20 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 	if cmd.Err != nil {
 		return nil, cmd.Err
 	}
+	outDir := ""
+	if cfg.pooled() {
+		// Without it the worker makes a directory of its own: only its crash output is lost.
+		if d, err := os.MkdirTemp("", "dcc-flow-worker-"); err == nil {
+			outDir = d
+			cmd.Env = append(cmd.Env, OutputDirEnv+"="+d)
+		}
+	}
+	started := false
+	defer func() {
+		if !started && outDir != "" {
+			_ = os.RemoveAll(outDir)
+		}
+	}()
 
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -63,7 +93,7 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 		inW.Close()
 		return nil, err
 	}
-	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: &tail{max: stderrTailSize}, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: &tail{max: stderrTailSize}, exited: make(chan struct{}), outDir: outDir}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, p.stderr
 	cmd.WaitDelay = waitDelay
 	err = cmd.Start()
@@ -75,11 +105,49 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 		outR.Close()
 		return nil, err
 	}
+	started = true
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// callOutput reads what a dead pool worker's running call printed: the end (outputTailSize) of
+// each of its output files, as lines, stdout's then stderr's. None for a child without them.
+func (p *process) callOutput() []run.LogLine {
+	if p.outDir == "" {
+		return nil
+	}
+	var out []run.LogLine
+	for _, stream := range []string{run.StreamStdout, run.StreamStderr} {
+		out = append(out, logsFromText(stream, readTail(filepath.Join(p.outDir, stream+".log"), outputTailSize))...)
+	}
+	return out
+}
+
+// readTail returns the last limit bytes of the file at path, from the start of a line when it
+// had to cut; "" when it cannot be read.
+func readTail(path string, limit int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-limit, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	buf = buf[:n]
+	if off > 0 {
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(string(buf), "\uFFFD")
 }
 
 // hasExited reports whether the child has exited (and been waited for).
@@ -104,6 +172,9 @@ func (p *process) stop() {
 		<-p.exited
 	}
 	p.stdout.Close()
+	if p.outDir != "" {
+		_ = os.RemoveAll(p.outDir)
+	}
 }
 
 // describeExit says how the child ended, with the end of its stderr, or "" while it runs.

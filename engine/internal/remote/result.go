@@ -36,18 +36,27 @@ type Result struct {
 	// Worker names the pool worker that ran the call; nil for a remote that is not a pool
 	// (Config.pooled) or a call that never reached a worker.
 	Worker *WorkerRef
+	// Logs are the lines the call wrote, as a dcc-flow worker reports them (docs/pools.md
+	// "Output"): with its result, or read from the files of a worker that died during the call.
+	// Their Attempt is 0. LogsDropped counts the lines the worker did not keep.
+	Logs        []run.LogLine
+	LogsDropped int
 }
 
-// WorkerRef names one worker process of a pool.
+// WorkerRef names one worker of a pool: a process, or a member of a pool of servers.
 type WorkerRef struct {
 	Pool string // the remote's name
-	PID  int
+	PID  int    // a process's; 0 for a server
+	URL  string // a server's (Config.URLs); "" for a process
 }
 
-// String is "POOL/PID", as step records store it.
+// String is "POOL/PID", or "POOL/URL" for a server, as step records store it.
 func (w *WorkerRef) String() string {
 	if w == nil {
 		return ""
+	}
+	if w.URL != "" {
+		return w.Pool + "/" + w.URL
 	}
 	return fmt.Sprintf("%s/%d", w.Pool, w.PID)
 }
@@ -89,6 +98,7 @@ func resultFromTool(res *mcp.CallToolResult) Result {
 	}
 
 	var r Result
+	r.Logs, r.LogsDropped = logsFromMeta(res.Meta)
 	switch {
 	case hasStructured:
 		r.Output = structured

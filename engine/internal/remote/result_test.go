@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func TestResultFromTool(t *testing.T) {
@@ -58,6 +60,13 @@ func TestResultFromTool(t *testing.T) {
 			`{"isError":true,"content":[{"type":"text","text":"ValueError: bad"}],"structuredContent":{"kind":"invalid_input","message":"ValueError: bad","trace":"Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: bad\n"}}`,
 			Result{Output: map[string]any{"kind": "invalid_input", "message": "ValueError: bad", "trace": "Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: bad\n"},
 				IsError: true, Kind: "invalid_input", Message: "ValueError: bad", Trace: "Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: bad\n"}},
+		{"a worker's output lines (_meta)",
+			`{"content":[{"type":"text","text":"1"}],"_meta":{"dcc-flow/output":[{"stream":"stdout","text":"opening a.ma"},{"stream":"stderr","text":"Warning: x"},"old style",{"stream":"other","text":"odd"},{"stream":"stdout"}],"dcc-flow/output-dropped":3}}`,
+			Result{Output: json.Number("1"), Logs: []run.LogLine{{Stream: "stdout", Text: "opening a.ma"}, {Stream: "stderr", Text: "Warning: x"},
+				{Stream: "stdout", Text: "old style"}, {Stream: "stdout", Text: "odd"}}, LogsDropped: 3}},
+		{"an error keeps its output lines",
+			`{"isError":true,"content":[{"type":"text","text":"bad"}],"_meta":{"dcc-flow/output":[{"stream":"stderr","text":"why"}]}}`,
+			Result{Output: map[string]any{"text": "bad"}, IsError: true, Kind: "error", Message: "bad", Logs: []run.LogLine{{Stream: "stderr", Text: "why"}}}},
 		{"error without any text",
 			`{"isError":true,"content":[]}`,
 			Result{Output: map[string]any{"text": ""}, IsError: true, Kind: "error", Message: "the remote tool reported an error without a message"}},

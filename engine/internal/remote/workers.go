@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +29,8 @@ const (
 // WorkerInfo describes one worker process of a pool.
 type WorkerInfo struct {
 	ID        int       // 1, 2, … in start order, never reused within a pool
-	PID       int       // 0 while starting
+	PID       int       // 0 while starting, and for a server
+	URL       string    // the member of a pool of servers (Config.URLs); "" for a process
 	State     string    // WorkerStarting, WorkerIdle, WorkerBusy or WorkerDraining
 	Calls     int       // calls served
 	RSSBytes  int64     // resident set size; -1 when unknown (not Linux, or not readable)
@@ -38,7 +40,8 @@ type WorkerInfo struct {
 // PoolInfo describes the workers of one pooled remote.
 type PoolInfo struct {
 	Name    string
-	Command []string
+	Command []string     // a pool of processes'
+	URLs    []string     // a pool of servers'; Max is len(URLs) × WorkersPerURL
 	Max     int          // Config.Workers
 	Workers []WorkerInfo // by ID
 	Started int          // workers ever started
@@ -55,12 +58,17 @@ type workerPool struct {
 	waiting []*waiter // FIFO
 	nextID  int
 	lost    int
+	// A pool of servers: when each member last failed (could not be reached, or dropped a
+	// call), until a call succeeds on it; and where the search for a member to start starts.
+	failed  map[string]time.Time
+	nextURL int
 }
 
 // worker is one child of a pool.
 type worker struct {
 	id      int
-	conn    *conn // nil while starting
+	url     string // the member of a pool of servers; "" for a process
+	conn    *conn  // nil while starting
 	state   string
 	calls   int
 	started time.Time
@@ -76,7 +84,66 @@ type grant struct {
 	err error // the start failure given to this waiter
 }
 
-func newWorkerPool(r *remote) *workerPool { return &workerPool{r: r} }
+func newWorkerPool(r *remote) *workerPool { return &workerPool{r: r, failed: map[string]time.Time{}} }
+
+// ref names w in results.
+func (wp *workerPool) ref(w *worker, pid int) *WorkerRef {
+	return &WorkerRef{Pool: wp.r.name, PID: pid, URL: w.url}
+}
+
+// pickURLLocked chooses the member of a pool of servers a new worker connects to, or "" for
+// none. Members that failed within MemberRetryAfter are avoided while another member is
+// healthy — even a full one: the call then waits for one of its workers — and tried again,
+// the least recently failed first, when every member failed. Among the members chosen from, one
+// with room (fewer than WorkersPerURL workers) and the least loaded is taken, the next in turn
+// on a tie.
+func (wp *workerPool) pickURLLocked() string {
+	urls := wp.r.cfg.URLs
+	load := map[string]int{}
+	for _, w := range wp.workers {
+		load[w.url]++
+	}
+	now := time.Now()
+	recent := func(u string) bool {
+		t, ok := wp.failed[u]
+		return ok && now.Sub(t) < MemberRetryAfter
+	}
+	anyHealthy := false
+	for _, u := range urls {
+		anyHealthy = anyHealthy || !recent(u)
+	}
+	best := -1
+	for k := range urls {
+		i := (wp.nextURL + k) % len(urls)
+		u := urls[i]
+		if load[u] >= wp.r.cfg.perURL() || anyHealthy && recent(u) {
+			continue
+		}
+		switch {
+		case best < 0:
+			best = i
+		case anyHealthy && load[u] < load[urls[best]]:
+			best = i
+		case !anyHealthy && wp.failed[u].Before(wp.failed[urls[best]]):
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	wp.nextURL = (best + 1) % len(urls)
+	return urls[best]
+}
+
+// memberFailed records that the member u of a pool of servers failed now ("" is no member).
+func (wp *workerPool) memberFailed(u string) {
+	if u == "" {
+		return
+	}
+	wp.mu.Lock()
+	wp.failed[u] = time.Now()
+	wp.mu.Unlock()
+}
 
 // pid is the worker's process id, 0 while it starts.
 func (w *worker) pid() int {
@@ -130,8 +197,11 @@ func (wp *workerPool) dispatchLocked() {
 		if w.state != WorkerIdle {
 			continue
 		}
-		if w.conn.dead() { // exited while idle: forget it, a new one starts below
+		if w.conn.dead() { // exited while idle: forget it (closing its pipes and output files), a new one starts below
 			wp.removeLocked(w)
+			if !wp.r.pool.jobs.goTrack(w.conn.close) {
+				go w.conn.close()
+			}
 			wp.dispatchLocked()
 			return
 		}
@@ -148,6 +218,11 @@ func (wp *workerPool) dispatchLocked() {
 	}
 	for len(wp.waiting) > starting && len(wp.workers) < wp.r.cfg.workers() {
 		w := &worker{state: WorkerStarting, started: time.Now()}
+		if len(wp.r.cfg.URLs) > 0 {
+			if w.url = wp.pickURLLocked(); w.url == "" {
+				return // the healthy members are full: the waiters wait for their workers
+			}
+		}
 		wp.nextID++
 		w.id = wp.nextID
 		if !wp.r.pool.jobs.goTrack(func() { wp.start(w) }) {
@@ -171,10 +246,19 @@ func (wp *workerPool) busyLocked(w *worker) {
 func (wp *workerPool) start(w *worker) {
 	cfg := wp.r.cfg
 	ctx, cancel := context.WithTimeout(wp.r.pool.life, cfg.startTimeout())
-	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ)
+	if w.url != "" {
+		member := cfg
+		member.URL, member.URLs = w.url, nil
+		cfg = member
+	}
+	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ, cfg.startTimeout())
 	cancel()
 	if err != nil {
-		err = fmt.Errorf("starting worker %s: %w", commandLine(cfg.Command), err)
+		if w.url != "" {
+			err = &memberError{url: w.url, err: err}
+		} else {
+			err = fmt.Errorf("starting worker %s: %w", commandLine(cfg.Command), err)
+		}
 	}
 
 	wp.mu.Lock()
@@ -184,6 +268,9 @@ func (wp *workerPool) start(w *worker) {
 		err = errPoolClosed
 	}
 	if err != nil {
+		if w.url != "" {
+			wp.failed[w.url] = time.Now()
+		}
 		wp.removeLocked(w)
 		if len(wp.waiting) > 0 {
 			wt := wp.waiting[0]
@@ -291,12 +378,23 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	w, err := wp.acquire(ctx)
 	if err != nil {
 		f := classify(ctx, err, 0)
-		if ctx.Err() == nil && !errors.Is(err, errPoolClosed) && f.kind == run.KindError {
+		var me *memberError
+		switch {
+		case ctx.Err() != nil || errors.Is(err, errPoolClosed):
+		case errors.As(err, &me) && f.kind != run.KindPermission && f.kind != run.KindFatal:
+			// Another member takes the retry (MemberRetryAfter).
+			f.kind = run.KindWorkerLost
+		case f.kind == run.KindError:
 			f.kind = run.KindTransient
 		}
-		return r.failed(ctx, tool, f, err.Error())
+		out := r.failed(ctx, tool, f, err.Error())
+		if me != nil && ctx.Err() == nil {
+			out.Worker = &WorkerRef{Pool: r.name, URL: me.url}
+		}
+		return out
 	}
 	pid := w.pid()
+	ref := wp.ref(w, pid)
 	st := w.conn.settle
 	res, err := w.conn.client.CallTool(ctx, req)
 	wp.mu.Lock()
@@ -305,28 +403,48 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	switch {
 	case err == nil:
 		out := resultFromTool(res)
-		out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+		out.Worker = ref
+		if w.url != "" {
+			wp.mu.Lock()
+			delete(wp.failed, w.url)
+			wp.mu.Unlock()
+		}
 		wp.release(w)
 		return out
 	case ctx.Err() != nil:
 		// Cancelled or timed out: notifications/cancelled is on its way. The worker finishes
-		// the call within KillAfter, or is killed; the caller does not wait.
+		// the call within KillAfter, or is killed; the caller does not wait. A server's session
+		// is ended instead (its server cancels what still runs on it) and a new one is made
+		// for the next call.
 		wp.mu.Lock()
-		w.state = WorkerDraining
+		if st == nil {
+			wp.retireLocked(w)
+		} else {
+			w.state = WorkerDraining
+		}
 		wp.mu.Unlock()
-		if !r.pool.jobs.goTrack(func() { wp.drain(w, st) }) {
+		if st != nil && !r.pool.jobs.goTrack(func() { wp.drain(w, st) }) {
 			wp.lose(w)
 		}
 		out := r.failed(ctx, tool, classify(ctx, err, 0), err.Error())
-		out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+		out.Worker = ref
 		return out
 	}
 	f := classify(ctx, err, 0)
 	if f.broken || w.conn.dead() {
 		msg := w.conn.describe(err)
+		var logs []run.LogLine
+		if w.conn.proc != nil {
+			logs = w.conn.proc.callOutput() // before lose removes the files
+		}
+		wp.memberFailed(w.url)
 		wp.lose(w)
-		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: &WorkerRef{Pool: r.name, PID: pid},
-			Message: fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s", r.name, tool, pid, msg)}
+		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: ref, Logs: logs}
+		if w.url != "" {
+			out.Message = fmt.Sprintf("remote %q tool %q: server %s was lost during the call: %s", r.name, tool, w.url, msg)
+		} else {
+			out.Message = fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s%s", r.name, tool, pid, msg, lastLines(logs))
+		}
 		if r.pool.isClosed() {
 			out.Kind, out.Message = run.KindCancelled, fmt.Sprintf("remote %q tool %q: %v", r.name, tool, errPoolClosed)
 		}
@@ -334,8 +452,49 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	}
 	wp.release(w)
 	out := r.failed(ctx, tool, f, err.Error())
-	out.Worker = &WorkerRef{Pool: r.name, PID: pid}
+	out.Worker = ref
 	return out
+}
+
+// memberError is a member of a pool of servers that could not be reached.
+type memberError struct {
+	url string
+	err error
+}
+
+func (e *memberError) Error() string {
+	return fmt.Sprintf("connecting to pool member %s: %v", e.url, e.err)
+}
+
+func (e *memberError) Unwrap() error { return e.err }
+
+// lostLines is how many of a lost call's last output lines its failure message quotes (all of
+// them are on the step record).
+const lostLines = 10
+
+// lastLines quotes the last lostLines lines of logs for a failure message, "" when there are none.
+func lastLines(logs []run.LogLine) string {
+	if len(logs) == 0 {
+		return ""
+	}
+	// stdout's lines come before stderr's: quote the end of each, stderr's (the crash) last.
+	var quoted []string
+	for _, stream := range []string{run.StreamStdout, run.StreamStderr} {
+		var mine []string
+		for _, l := range logs {
+			if l.Stream == stream {
+				mine = append(mine, l.Text)
+			}
+		}
+		quoted = append(quoted, mine[max(len(mine)-lostLines/2, 0):]...)
+	}
+	for i, q := range quoted {
+		if len(q) > 200 {
+			q = q[:200] + "…"
+		}
+		quoted[i] = strconv.Quote(q)
+	}
+	return fmt.Sprintf("; the call's last output lines (%d in all, on the step record): %s", len(logs), strings.Join(quoted, ", "))
 }
 
 // drain waits up to KillAfter for w's cancelled call to be answered, then makes it available
@@ -378,10 +537,10 @@ func (wp *workerPool) close() {
 // info describes the pool now.
 func (wp *workerPool) info() PoolInfo {
 	wp.mu.Lock()
-	pi := PoolInfo{Name: wp.r.name, Command: append([]string(nil), wp.r.cfg.Command...), Max: wp.r.cfg.workers(),
-		Started: wp.nextID, Lost: wp.lost}
+	pi := PoolInfo{Name: wp.r.name, Command: slices.Clone(wp.r.cfg.Command), URLs: slices.Clone(wp.r.cfg.URLs),
+		Max: wp.r.cfg.workers(), Started: wp.nextID, Lost: wp.lost}
 	for _, w := range wp.workers {
-		pi.Workers = append(pi.Workers, WorkerInfo{ID: w.id, PID: w.pid(), State: w.state, Calls: w.calls, StartedAt: w.started})
+		pi.Workers = append(pi.Workers, WorkerInfo{ID: w.id, PID: w.pid(), URL: w.url, State: w.state, Calls: w.calls, StartedAt: w.started})
 	}
 	wp.mu.Unlock()
 	for i := range pi.Workers {

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -150,6 +151,11 @@ func TestWorkerCancelKilled(t *testing.T) {
 		c.Command = []string{"python3", "-c", stubbornWorker}
 		c.Workers, c.KillAfter = 1, 300*time.Millisecond
 	})
+	// The worker starts first: on a loaded machine under -race, starting python3 can take
+	// longer than the call's 300 ms, which then times out before any worker holds it.
+	if err := b.pool.Warm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	res := b.call(t, ctx, "hang", nil)
@@ -240,7 +246,7 @@ func TestWorkerConfigInvalid(t *testing.T) {
 		{Config{Command: []string{"x"}, StartTimeout: time.Millisecond}, "start_timeout: must be 0 or 100ms to 168h0m0s"},
 		{Config{Command: []string{"x"}, KillAfter: -time.Second}, "kill_after"},
 		{Config{Command: []string{"x"}, IdleStop: 8 * 24 * time.Hour}, "idle_stop"},
-		{Config{URL: "http://h/mcp", Workers: 2}, "apply to command remotes only"},
+		{Config{URL: "http://h/mcp", Workers: 2}, "apply to command remotes and to a list of URLs, not to a single url"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -303,5 +309,39 @@ func needPOSIXTools(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("the stand-in workers are sh and python3 scripts")
+	}
+}
+
+// A worker that exits while idle is replaced on the next call, and its pipes and output
+// directory (OutputDirEnv) are released.
+func TestWorkerExitWhileIdleIsCleanedUp(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	pid := pidOf(t, b.call(t, nil, "count", nil))
+	wp := b.pool.remotes["srv"].workers
+	wp.mu.Lock()
+	proc := wp.workers[0].conn.proc
+	wp.mu.Unlock()
+	if proc.outDir == "" {
+		t.Fatal("the worker has no output directory")
+	}
+	if _, err := os.Stat(proc.outDir); err != nil {
+		t.Fatalf("output directory: %v", err)
+	}
+	if err := proc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-proc.exited
+	if got := pidOf(t, b.call(t, nil, "count", nil)); got == pid {
+		t.Fatalf("the call ran on the dead worker %d", pid)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(proc.outDir); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead worker's output directory %s is still there", proc.outDir)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
-	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -148,32 +146,22 @@ func readFile(path string) ([]byte, error) {
 }
 
 // decoder turns the yaml.Node tree of one file into located specs, collecting structural
-// problems (malformed YAML, wrong types, unknown or duplicate fields, limits).
+// problems (malformed YAML, wrong types, unknown or duplicate fields, limits) in the embedded
+// yamltext.Decoder.
 type decoder struct {
-	file     string
-	problems []Problem
-	values   int
-	tooLarge bool
+	yamltext.Decoder
 }
 
-func (d *decoder) add(code string, n *yaml.Node, where, msg, hint string) {
-	p := Problem{Code: code, File: d.file, Message: msg, Hint: hint}
-	if where != "" {
-		p.Path = where
-	}
-	if hint != "" {
-		p.Message += "; " + hint
-	}
-	if n != nil {
-		p.Line, p.Column = n.Line, n.Column
-	}
-	d.problems = append(d.problems, p)
+// where locates a field of the schedule l for problems: path is its path in the file, name the
+// field as messages quote it ("trigger.kind"); messages start with the schedule's name.
+func (l *located) where(path, name string) yamltext.At {
+	return yamltext.At{Path: path, Name: name, Owner: l.name(), ScheduleID: l.spec.ID}
 }
 
 // decodeFile returns the located specs of one file and its structural problems. The specs
 // still need checkSet.
 func decodeFile(data []byte, file string) ([]*located, []Problem) {
-	d := &decoder{file: file}
+	d := &decoder{yamltext.Decoder{File: file, MaxValues: maxValues, MaxDepth: MaxDepth}}
 	fail := func(code string, line, col int, msg string) ([]*located, []Problem) {
 		return nil, []Problem{{Code: code, File: file, Line: line, Column: col, Message: msg}}
 	}
@@ -201,23 +189,23 @@ func decodeFile(data []byte, file string) ([]*located, []Problem) {
 		return nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, root, "", fmt.Sprintf("a schedule file must be a mapping with a `schedules:` list; got %s", yamltext.DescribeNode(root)),
+		d.Add(CodeWrongType, root, yamltext.At{}, fmt.Sprintf("a schedule file must be a mapping with a `schedules:` list; got %s", yamltext.DescribeNode(root)),
 			"start the file with `schedules:` followed by a list of schedules")
-		return nil, d.problems
+		return nil, d.Problems
 	}
 	var out []*located
-	for _, f := range d.mapping(root, "") {
-		switch f.key {
+	for _, f := range d.Mapping(root, yamltext.At{}) {
+		switch f.Key {
 		case "schedules":
-			out = d.scheduleList(f.value)
+			out = d.scheduleList(f.Value)
 		default:
-			d.unknownField(f, "", "", []string{"schedules"}, "")
+			d.UnknownField(f, yamltext.At{}, []string{"schedules"}, "")
 		}
 	}
-	if d.tooLarge {
-		return nil, d.problems
+	if d.TooLarge {
+		return nil, d.Problems
 	}
-	return out, d.problems
+	return out, d.Problems
 }
 
 // dedupProblems drops a semantic problem that repeats a structural one at the same place (a
@@ -236,67 +224,18 @@ func dedupProblems(ps []Problem) []Problem {
 	return out
 }
 
-type field struct {
-	key   string
-	keyN  *yaml.Node
-	value *yaml.Node
-}
-
-// mapping returns the fields of a mapping node in order, reporting duplicate and non-string keys.
-func (d *decoder) mapping(n *yaml.Node, where string) []field {
-	n = yamltext.ResolveAlias(n)
-	fields := make([]field, 0, len(n.Content)/2)
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.add(CodeWrongType, k, where, "mapping keys must be strings", "")
-			continue
-		}
-		if seen[k.Value] {
-			d.add(CodeParseError, k, join(where, k.Value), fmt.Sprintf("duplicate key %q", k.Value), "keep one of them")
-			continue
-		}
-		seen[k.Value] = true
-		fields = append(fields, field{key: k.Value, keyN: k, value: v})
-	}
-	return fields
-}
-
-func (d *decoder) unknownField(f field, where, owner string, allowed []string, elsewhere string) {
-	msg := fmt.Sprintf("unknown field %q", f.key)
-	if owner != "" {
-		msg = owner + ": " + msg
-	}
-	var hint string
-	switch sug := yamltext.Suggest(f.key, allowed); {
-	case sug != "":
-		hint = fmt.Sprintf("did you mean %q?", sug)
-	case elsewhere != "":
-		hint = elsewhere
-	default:
-		hint = "allowed fields: " + strings.Join(allowed, ", ")
-	}
-	d.add(CodeUnknownField, f.keyN, join(where, f.key), msg, hint)
-}
-
-func join(where, key string) string {
-	if where == "" {
-		return key
-	}
-	return where + "." + key
-}
+func join(where, key string) string { return yamltext.Join(where, key) }
 
 var scheduleFields = []string{"id", "workflow", "inputs", "enabled", "max_concurrent", "catchup", "trigger"}
 var triggerAllFields = []string{"kind", "expression", "timezone", "jitter_secs", "every", "path", "secret_env", "signature", "tolerance_secs"}
 
 func (d *decoder) scheduleList(n *yaml.Node) []*located {
 	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if yamltext.IsNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(CodeWrongType, n, "schedules", fmt.Sprintf("`schedules` must be a list of schedules; got %s", yamltext.DescribeNode(n)),
+		d.Add(CodeWrongType, n, yamltext.At{Path: "schedules"}, fmt.Sprintf("`schedules` must be a list of schedules; got %s", yamltext.DescribeNode(n)),
 			"write each schedule as a list item starting with `- id: …`")
 		return nil
 	}
@@ -312,73 +251,75 @@ func (d *decoder) scheduleList(n *yaml.Node) []*located {
 func (d *decoder) schedule(n *yaml.Node, index int) *located {
 	where := fmt.Sprintf("schedules[%d]", index)
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, where, fmt.Sprintf("%s must be a mapping with id, workflow and trigger; got %s", where, yamltext.DescribeNode(n)), "")
+		d.Add(CodeWrongType, n, yamltext.At{Path: where}, fmt.Sprintf("%s must be a mapping with id, workflow and trigger; got %s", where, yamltext.DescribeNode(n)), "")
 		return nil
 	}
-	l := &located{file: d.file, index: index, pos: map[string]pos{"": {n.Line, n.Column}}}
+	l := &located{file: d.File, index: index, pos: map[string]pos{"": {n.Line, n.Column}}}
 	s := &l.spec
-	s.Enabled, s.MaxConcurrent, s.Source, s.Line = true, 1, d.file, n.Line
-	fields := d.mapping(n, where)
+	s.Enabled, s.MaxConcurrent, s.Source, s.Line = true, 1, d.File, n.Line
+	fields := d.Mapping(n, yamltext.At{Path: where})
 	// The id first, so that every message about this schedule names it.
 	for _, f := range fields {
-		if f.key == "id" {
-			s.ID, _ = d.str(f.value, join(where, "id"), "id", "")
+		if f.Key == "id" {
+			s.ID, _ = d.Str(f.Value, l.where(join(where, "id"), "id"))
 		}
 	}
-	owner := l.name()
 	for _, f := range fields {
-		fw := join(where, f.key)
-		l.pos[f.key] = nodePos(f.value)
-		switch f.key {
+		at := l.where(join(where, f.Key), f.Key)
+		l.pos[f.Key] = nodePos(f.Value)
+		switch f.Key {
 		case "id":
 		case "workflow":
-			s.Workflow, _ = d.str(f.value, fw, "workflow", owner)
+			s.Workflow, _ = d.Str(f.Value, at)
 		case "inputs":
-			v := yamltext.ResolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.Value)
 			switch {
-			case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+			case yamltext.IsNull(v):
 			case v.Kind != yaml.MappingNode:
-				d.add(CodeWrongType, v, fw, fmt.Sprintf("%s: `inputs` must be a mapping of input name to value; got %s", owner, yamltext.DescribeNode(v)), "")
+				d.Add(CodeWrongType, v, at, fmt.Sprintf("`inputs` must be a mapping of input name to value; got %s", yamltext.DescribeNode(v)), "")
 			default:
-				s.Inputs, _ = d.value(v, "inputs", fw, owner, l.pos, 3).(map[string]any)
+				// Every value's position, for the problems validation finds in it.
+				d.Visit = func(at yamltext.At, n *yaml.Node) { l.pos[at.Name] = nodePos(n) }
+				s.Inputs, _ = d.Value(v, at, 3).(map[string]any)
+				d.Visit = nil
 			}
 		case "enabled":
-			if b, ok := d.boolean(f.value, fw, "enabled", owner); ok {
+			if b, ok := d.Bool(f.Value, at); ok {
 				s.Enabled = b
 			}
 		case "catchup":
-			s.Catchup, _ = d.boolean(f.value, fw, "catchup", owner)
+			s.Catchup, _ = d.Bool(f.Value, at)
 		case "max_concurrent":
-			if v, ok := d.integer(f.value, fw, "max_concurrent", owner); ok {
-				s.MaxConcurrent = clampInt(v)
+			if v, ok := d.smallInt(f.Value, at); ok {
+				s.MaxConcurrent = v
 			}
 		case "trigger":
-			d.trigger(f.value, fw, owner, l)
+			d.trigger(f.Value, at, l)
 		default:
-			d.unknownField(f, where, owner, scheduleFields, "")
+			d.UnknownField(f, l.where(where, ""), scheduleFields, "")
 		}
 	}
 	if _, ok := l.pos["trigger"]; !ok {
 		hint := `add e.g. trigger: {kind: cron, expression: "0 0 3 * * *"}`
-		d.add(CodeMissingField, n, join(where, "trigger"), owner+": missing field `trigger`", hint)
+		d.Add(CodeMissingField, n, l.where(join(where, "trigger"), "trigger"), "missing field `trigger`", hint)
 		l.skipTrigger = true // reported here, not again by checkSpec
 	}
 	return l
 }
 
-func (d *decoder) trigger(n *yaml.Node, where, owner string, l *located) {
+func (d *decoder) trigger(n *yaml.Node, at yamltext.At, l *located) {
 	n = yamltext.ResolveAlias(n)
 	t := &l.spec.Trigger
 	if n.Kind != yaml.MappingNode {
-		d.add(CodeWrongType, n, where, fmt.Sprintf("%s: `trigger` must be a mapping with a `kind`; got %s", owner, yamltext.DescribeNode(n)),
+		d.Add(CodeWrongType, n, at, fmt.Sprintf("`trigger` must be a mapping with a `kind`; got %s", yamltext.DescribeNode(n)),
 			`write e.g. trigger: {kind: cron, expression: "0 0 3 * * *"}`)
 		l.skipTrigger = true
 		return
 	}
-	fields := d.mapping(n, where)
+	fields := d.Mapping(n, at)
 	for _, f := range fields {
-		if f.key == "kind" {
-			k, _ := d.str(f.value, join(where, "kind"), "trigger.kind", owner)
+		if f.Key == "kind" {
+			k, _ := d.Str(f.Value, at.Key("kind"))
 			t.Kind = TriggerKind(k)
 		}
 	}
@@ -390,46 +331,45 @@ func (d *decoder) trigger(n *yaml.Node, where, owner string, l *located) {
 		t.Timezone = "UTC"
 	}
 	for _, f := range fields {
-		fw := join(where, f.key)
-		name := "trigger." + f.key
-		l.pos[name] = nodePos(f.value)
-		if f.key == "kind" {
+		fat := at.Key(f.Key) // Name "trigger.<key>"
+		l.pos[fat.Name] = nodePos(f.Value)
+		if f.Key == "kind" {
 			continue
 		}
-		if !contains(allowed, f.key) {
+		if !contains(allowed, f.Key) {
 			elsewhere := ""
-			if k := kindOfField(f.key); k != "" {
-				elsewhere = fmt.Sprintf("`%s` is only valid on %s triggers", f.key, k)
+			if k := kindOfField(f.Key); k != "" {
+				elsewhere = fmt.Sprintf("`%s` is only valid on %s triggers", f.Key, k)
 			}
-			d.unknownField(f, where, owner, append([]string{"kind"}, allowed...), elsewhere)
+			d.UnknownField(f, at, append([]string{"kind"}, allowed...), elsewhere)
 			continue
 		}
-		switch f.key {
+		switch f.Key {
 		case "expression":
-			t.Expression, _ = d.str(f.value, fw, name, owner)
+			t.Expression, _ = d.Str(f.Value, fat)
 		case "timezone":
-			t.Timezone, _ = d.str(f.value, fw, name, owner)
+			t.Timezone, _ = d.Str(f.Value, fat)
 		case "jitter_secs":
-			if v, ok := d.integer(f.value, fw, name, owner); ok {
-				t.JitterSecs = clampInt(v)
+			if v, ok := d.smallInt(f.Value, fat); ok {
+				t.JitterSecs = v
 			}
 		case "every":
-			v := yamltext.ResolveAlias(f.value)
+			v := yamltext.ResolveAlias(f.Value)
 			if v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!float") {
-				d.add(CodeInvalidInterval, v, fw, fmt.Sprintf("%s: `trigger.every` is the number %s, not a duration", owner, v.Value),
+				d.Add(CodeInvalidInterval, v, fat, fmt.Sprintf("`trigger.every` is the number %s, not a duration", v.Value),
 					fmt.Sprintf(`write a Go duration with a unit, e.g. every: "%ss" or "15m"`, v.Value))
 				continue
 			}
-			t.Every, _ = d.str(f.value, fw, name, owner)
+			t.Every, _ = d.Str(f.Value, fat)
 		case "path":
-			t.Path, _ = d.str(f.value, fw, name, owner)
+			t.Path, _ = d.Str(f.Value, fat)
 		case "secret_env":
-			t.SecretEnv, _ = d.str(f.value, fw, name, owner)
+			t.SecretEnv, _ = d.Str(f.Value, fat)
 		case "signature":
-			t.Signature, _ = d.str(f.value, fw, name, owner)
+			t.Signature, _ = d.Str(f.Value, fat)
 		case "tolerance_secs":
-			if v, ok := d.integer(f.value, fw, name, owner); ok {
-				t.ToleranceSecs = clampInt(v)
+			if v, ok := d.smallInt(f.Value, fat); ok {
+				t.ToleranceSecs = v
 			}
 		}
 	}
@@ -442,137 +382,20 @@ func nodePos(n *yaml.Node) pos {
 	return pos{n.Line, n.Column}
 }
 
-// ---- scalars ---------------------------------------------------------------------------------
-
-func (d *decoder) str(n *yaml.Node, where, name, owner string) (string, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode {
-		switch n.Tag {
-		case "!!str", "!!timestamp", "!!binary":
-			return n.Value, true
-		case "!!null":
-			return "", true
-		}
+// smallInt returns the whole number n holds as an int. No schedule field takes one beyond ±2^31:
+// such a number is an invalid_value problem that quotes it as written (the decoder saturates it
+// at the int64 bounds), and ok is false.
+func (d *decoder) smallInt(n *yaml.Node, at yamltext.At) (int, bool) {
+	v, ok := d.Int(n, at)
+	if !ok {
+		return 0, false
 	}
-	hint := ""
-	if n.Kind == yaml.ScalarNode {
-		hint = fmt.Sprintf("quote it: %q", n.Value)
+	if v > math.MaxInt32 || v < math.MinInt32 {
+		d.Add(CodeInvalidValue, n, at, fmt.Sprintf("`%s` is %s, beyond any value it accepts", at.Name, yamltext.ResolveAlias(n).Value),
+			fmt.Sprintf("use a number from %d to %d", math.MinInt32, math.MaxInt32))
+		return 0, false
 	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a string; got %s", name, yamltext.DescribeNode(n)), hint)
-	return "", false
-}
-
-func (d *decoder) boolean(n *yaml.Node, where, name, owner string) (bool, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
-		var b bool
-		if err := n.Decode(&b); err == nil {
-			return b, true
-		}
-	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be true or false; got %s", name, yamltext.DescribeNode(n)), "write true or false")
-	return false, false
-}
-
-func (d *decoder) integer(n *yaml.Node, where, name, owner string) (int64, bool) {
-	n = yamltext.ResolveAlias(n)
-	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
-		var f float64
-		if err := n.Decode(&f); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return int64(f), true
-		}
-	}
-	d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s` must be a whole number; got %s", name, yamltext.DescribeNode(n)), "")
-	return 0, false
-}
-
-func prefix(owner string) string {
-	if owner == "" {
-		return ""
-	}
-	return owner + ": "
-}
-
-func clampInt(v int64) int {
-	if v > math.MaxInt32 {
-		return math.MaxInt32
-	}
-	if v < math.MinInt32 {
-		return math.MinInt32
-	}
-	return int(v)
-}
-
-// value converts a node into a JSON value (map[string]any, []any, string, float64, bool, nil),
-// recording the position of every value under its field path (e.g. "inputs.files[0]").
-func (d *decoder) value(n *yaml.Node, field, where, owner string, at map[string]pos, depth int) any {
-	d.values++
-	if d.values > maxValues || depth > MaxDepth {
-		if !d.tooLarge {
-			d.tooLarge = true
-			msg := fmt.Sprintf("`%s` expands to more than %d values (YAML aliases?)", field, maxValues)
-			if depth > MaxDepth {
-				msg = fmt.Sprintf("`%s` nests deeper than %d levels", field, MaxDepth)
-			}
-			d.add(CodeTooLarge, n, where, prefix(owner)+msg, "")
-		}
-		return nil
-	}
-	n = yamltext.ResolveAlias(n)
-	at[field] = nodePos(n)
-	switch n.Kind {
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return nil
-		case "!!bool":
-			var b bool
-			_ = n.Decode(&b)
-			return b
-		case "!!int", "!!float":
-			if v, ok := spec.NumberValue(n.Value); ok { // decimal text: a 64-bit id stays exact
-				return v
-			}
-			var f float64
-			if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.add(CodeWrongType, n, where, prefix(owner)+fmt.Sprintf("`%s`: %q is not a JSON number", field, n.Value), "quote it to pass a string")
-				return nil
-			}
-			return f
-		}
-		return n.Value
-	case yaml.SequenceNode:
-		out := make([]any, 0, len(n.Content))
-		for i, c := range n.Content {
-			idx := "[" + strconv.Itoa(i) + "]"
-			out = append(out, d.value(c, field+idx, where+idx, owner, at, depth+1))
-		}
-		return out
-	case yaml.MappingNode:
-		out := make(map[string]any, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := yamltext.ResolveAlias(n.Content[i]), n.Content[i+1]
-			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-				for _, src := range yamltext.MergeSources(v) {
-					if m, ok := d.value(src, field, where, owner, at, depth).(map[string]any); ok {
-						for mk, mv := range m {
-							if _, exists := out[mk]; !exists {
-								out[mk] = mv
-							}
-						}
-					}
-				}
-				continue
-			}
-			if k.Kind != yaml.ScalarNode {
-				d.add(CodeWrongType, k, where, prefix(owner)+fmt.Sprintf("`%s`: mapping keys must be strings", field), "")
-				continue
-			}
-			out[k.Value] = d.value(v, field+"."+k.Value, where+"."+k.Value, owner, at, depth+1)
-		}
-		return out
-	}
-	return nil
+	return int(v), true
 }
 
 // ---- text-level checks -----------------------------------------------------------------------

@@ -3,16 +3,18 @@ package schedule
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/problem"
 )
 
 // Problem codes of schedule files. They are stable: the C ABI, MCP and Python report them as is.
 // Codes shared with engine/spec have the same strings.
 const (
-	CodeParseError           = "parse_error"
-	CodeTooLarge             = "too_large"
-	CodeWrongType            = "wrong_type"
+	CodeParseError           = problem.CodeParseError
+	CodeTooLarge             = problem.CodeTooLarge
+	CodeWrongType            = problem.CodeWrongType
 	CodeMissingField         = "missing_field"
-	CodeUnknownField         = "unknown_field"
+	CodeUnknownField         = problem.CodeUnknownField
 	CodeInvalidValue         = "invalid_value"
 	CodeInvalidID            = "invalid_id"
 	CodeDuplicateID          = "duplicate_id"
@@ -31,35 +33,11 @@ const (
 	CodeValidationFailed = "validation_failed"
 )
 
-// Problem is one problem of a schedule file or Spec. Message is complete on its own: it names
-// the schedule (by id, or by index when the id is missing), the field and the fix.
-type Problem struct {
-	Code       string `json:"code"`
-	Message    string `json:"message"`
-	File       string `json:"file,omitempty"`
-	ScheduleID string `json:"schedule_id,omitempty"`
-	Path       string `json:"path,omitempty"` // e.g. "schedules[1].trigger.expression"
-	Line       int    `json:"line,omitempty"`
-	Column     int    `json:"column,omitempty"`
-	Hint       string `json:"hint,omitempty"`
-}
-
-// String formats the problem as "file:line:col: message"; parts that are unknown are left out.
-func (p Problem) String() string {
-	var b strings.Builder
-	if p.File != "" {
-		b.WriteString(p.File)
-		b.WriteByte(':')
-	}
-	if p.Line > 0 {
-		fmt.Fprintf(&b, "%d:%d:", p.Line, p.Column)
-	}
-	if b.Len() > 0 {
-		b.WriteByte(' ')
-	}
-	b.WriteString(p.Message)
-	return b.String()
-}
+// Problem is one problem of a schedule file or Spec: the type spec problems have too
+// (problem.Problem). Message is complete on its own: it names the schedule (by id, or by index
+// when the id is missing), the field and the fix. File and ScheduleID are set when known;
+// StepID is always empty. String formats it as "file:line:col: message".
+type Problem = problem.Problem
 
 // ValidationError is returned when schedule files or specs have problems. It lists every
 // problem found, in file and line order. Code is "parse_error" or "too_large" when every problem
@@ -71,6 +49,11 @@ type ValidationError struct {
 
 // ErrorCode returns the stable error code (for run.CodeOf).
 func (e *ValidationError) ErrorCode() string { return e.Code }
+
+var _ problem.Error = (*ValidationError)(nil)
+
+// ProblemList returns e.Problems (for problem.Error).
+func (e *ValidationError) ProblemList() []Problem { return e.Problems }
 
 // Error returns the problems, one per line when there are several.
 func (e *ValidationError) Error() string {
@@ -86,11 +69,12 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
-// newValidationError returns nil for no problems.
+// newValidationError returns nil for no problems. Problems without a severity get "error".
 func newValidationError(ps []Problem) error {
 	if len(ps) == 0 {
 		return nil
 	}
+	problem.FillSeverity(ps)
 	code := ps[0].Code
 	for _, p := range ps {
 		if p.Code != code || (code != CodeParseError && code != CodeTooLarge) {

@@ -369,8 +369,6 @@ func (g *replayGuard) put(key, runID string, until, now time.Time) {
 	g.byKey[key] = replaySeen{runID: runID, until: until}
 }
 
-func (g *replayGuard) len() int { return len(g.byKey) }
-
 // mac returns a reset HMAC-SHA256 of the entry's secret from its pool.
 func (e *entry) mac() hash.Hash {
 	if m, ok := e.macs.Get().(hash.Hash); ok {

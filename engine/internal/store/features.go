@@ -130,3 +130,32 @@ type Fire struct {
 	// DeliveryID is the webhook delivery id, or "".
 	DeliveryID string `json:"delivery_id,omitempty"`
 }
+
+// Catalog keeps the workflows registered with the engine, so that the catalog outlives the
+// process, and every version of each: a version is one spec hash under one name, numbered from
+// 1 in the order first registered. Runs name their version by their workflow name and spec hash.
+type Catalog interface {
+	// SaveWorkflow makes w (Name, SpecHash, Spec, Description, RegisteredAt) the current version
+	// of w.Name and returns it with Version and Current set. A spec hash already registered
+	// under that name keeps its version number (re-registering an older spec makes that version
+	// current again, with the new RegisteredAt); a new one gets the next number.
+	SaveWorkflow(ctx context.Context, w WorkflowVersion) (WorkflowVersion, error)
+	// RemoveWorkflow unsets the current version of name, so it is no longer in the catalog, and
+	// reports whether it had one. Its versions stay, for the runs that used them.
+	RemoveWorkflow(ctx context.Context, name string) (bool, error)
+	// WorkflowVersions returns the versions of name ("" = of every workflow), by name, then
+	// newest version first. Without versions it returns none and no error.
+	WorkflowVersions(ctx context.Context, name string) ([]WorkflowVersion, error)
+}
+
+// WorkflowVersion is one version of a workflow in a Catalog.
+type WorkflowVersion struct {
+	Name     string `json:"name"`
+	Version  int    `json:"version"`   // 1, 2, … per name
+	SpecHash string `json:"spec_hash"` // the spec's canonical hash
+	// Spec is the spec's canonical JSON text, from which the engine rebuilds it.
+	Spec         []byte    `json:"-"`
+	Description  string    `json:"description,omitempty"`
+	RegisteredAt time.Time `json:"registered_at"` // when it last became current
+	Current      bool      `json:"current"`       // the version runs by name use
+}

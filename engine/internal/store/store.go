@@ -176,10 +176,16 @@ type Step struct {
 	Cached       bool // the output came from the idempotency cache
 	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
 	// it did not run on a pool worker. Stored in the nullable column worker (migration 0005).
-	Worker     string
-	StartedAt  time.Time
-	FinishedAt time.Time // zero until terminal
-	UpdatedAt  time.Time
+	Worker string
+	// Logs are the output lines of the step's attempts, a JSON array of run.LogLine objects,
+	// newest last, within run.MaxStepLogLines and run.MaxStepLogBytes; nil when there are none.
+	// LogsDropped counts the older lines left out. Stored in the columns logs and logs_dropped
+	// (migration 0006).
+	Logs        []byte
+	LogsDropped int
+	StartedAt   time.Time
+	FinishedAt  time.Time // zero until terminal
+	UpdatedAt   time.Time
 	// Insert is a hint from the writer: this is the instance's first write, so (RunID, Key) is
 	// not stored yet and a store may skip looking it up (an INSERT rather than an upsert).
 	// False is always correct. Not stored.

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,7 @@ const (
 // IsLane reports whether lane is LaneMain or LaneWorker.
 func IsLane(lane string) bool { return lane == LaneMain || lane == LaneWorker }
 
-// PendingCall is a host tool call waiting for the host, as handed out by Next.
+// PendingCall is a host tool call waiting for the host, as handed out by Pull.
 type PendingCall struct {
 	ID       uint64         `json:"id"`
 	Lane     string         `json:"lane"`
@@ -33,9 +34,10 @@ type PendingCall struct {
 }
 
 // Host is the queue between the engine and the process that runs host tools (Python). A step
-// calling a host tool enqueues the call on its lane and waits; the host pulls calls with Next,
-// runs them on the thread it chooses and answers with Complete (or CompleteAndNext, one
-// crossing per sequential step). No goroutine is started per call.
+// calling a host tool enqueues the call on its lane and waits; the host pulls calls with Pull
+// (host_pull.go), runs them on the thread it chooses and answers with Complete (the C ABI's
+// dccflow_calls_complete can pull the next calls in the same crossing). No goroutine is
+// started per call.
 //
 // A call whose step context ends (cancel, timeout) is withdrawn: if it was not pulled yet it is
 // never handed out; if it was, Cancelled reports true and a later Complete is rejected and
@@ -76,9 +78,8 @@ type pending struct {
 	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
-	claim  atomic.Uint32
-	reason string   // why it was dropped; set when withdrawn, under Host.mu
-	next   *pending // in Host.abandoned
+	claim atomic.Uint32
+	next  *pending // in Host.abandoned
 }
 
 // answer is what a waiting Call receives: the host's result, or ErrClosed.
@@ -257,16 +258,27 @@ func (h *Host) requeueLocked(p *pending) {
 	h.lanes[p.call.Lane].enqueue(p, true)
 }
 
-// Next returns up to max (≤ 0 means 1) calls queued on lane, waiting up to timeout for the
-// first one; it is Pull on one lane, for any run, without a puller.
-func (h *Host) Next(ctx context.Context, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
-	return h.Pull(ctx, PullRequest{Lanes: []string{laneName}, Max: max, Timeout: timeout})
+// ErrDropped is the cause of Complete's error for a late result: the call is no longer pending
+// (its step was cancelled or timed out, or it was already answered) and the result was dropped.
+// Test for it with errors.Is; the error is a *run.Error with code invalid_state whose message
+// says why ("attempt 1 timed out after 5s") and whose details are {"call_id", "reason"?}.
+var ErrDropped = errors.New("the tool call is no longer pending; its result was dropped")
+
+// droppedError is Complete's error for a late result of call id; reason is "" when unknown
+// (the drop log forgot it).
+func droppedError(id uint64, reason string) error {
+	if reason == "" {
+		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending; its result was dropped", id),
+			Details: map[string]any{"call_id": id}, Err: ErrDropped}
+	}
+	return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
+		Details: map[string]any{"call_id": id, "reason": reason}, Err: ErrDropped}
 }
 
 // Complete answers the pulled call id. It fails, and the result is dropped, when the call is
 // unknown (code not_found), not pulled yet (code invalid_state) or no longer wanted because its
-// step was cancelled or timed out or it was already answered (code invalid_state, with
-// details {"dropped": true, "reason": …}).
+// step was cancelled or timed out or it was already answered (code invalid_state, wrapping
+// ErrDropped).
 func (h *Host) Complete(id uint64, res Result) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -274,17 +286,15 @@ func (h *Host) Complete(id uint64, res Result) error {
 	p, ok := h.calls[id]
 	if !ok {
 		if reason, known := h.dropped.get(id); known {
-			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
-				Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+			return droppedError(id, reason)
 		}
 		if id > 0 && id <= h.nextID {
-			return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending; its result was dropped", id),
-				Details: map[string]any{"call_id": id, "dropped": true}}
+			return droppedError(id, "")
 		}
 		return &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no tool call with id %d", id), Details: map[string]any{"call_id": id}}
 	}
 	if p.state == stateQueued {
-		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d was not pulled with Next yet", id), Details: map[string]any{"call_id": id}}
+		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d was not pulled yet", id), Details: map[string]any{"call_id": id}}
 	}
 	if p.ctx.Err() != nil {
 		// The step gave up (its goroutine may not have noticed yet): the answer is late.
@@ -294,8 +304,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 		// Abandoned an instant ago; the batch withdrawal has not run yet.
 		reason := dropReason(p.ctx)
 		h.withdrawLocked(p, reason)
-		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("call %d is no longer pending (%s); its result was dropped", id, reason),
-			Details: map[string]any{"call_id": id, "dropped": true, "reason": reason}}
+		return droppedError(id, reason)
 	}
 	p.state = stateGone
 	p.puller = 0
@@ -303,15 +312,6 @@ func (h *Host) Complete(id uint64, res Result) error {
 	h.dropped.add(id, "already completed")
 	p.done <- answer{res: res}
 	return nil
-}
-
-// CompleteAndNext is Complete followed by Next: one crossing per step for a host running
-// sequential flows. When the completion is rejected it returns that error and pulls nothing.
-func (h *Host) CompleteAndNext(ctx context.Context, id uint64, res Result, laneName string, max int, timeout time.Duration) ([]PendingCall, error) {
-	if err := h.Complete(id, res); err != nil {
-		return nil, err
-	}
-	return h.Next(ctx, laneName, max, timeout)
 }
 
 // Cancelled reports whether the call's step no longer wants its result: its context ended, or
@@ -331,7 +331,7 @@ func (h *Host) Pending() int {
 	return len(h.calls)
 }
 
-// Close wakes every blocked Next (they return code closed) and every waiting Call (they return
+// Close wakes every blocked Pull (they return code closed) and every waiting Call (they return
 // ErrClosed). Closing twice is harmless.
 func (h *Host) Close() {
 	h.mu.Lock()

@@ -34,7 +34,8 @@ type PullRequest struct {
 	Puller uint64
 }
 
-// Pull is Next over several lanes, optionally for one run only: it returns as soon as at least
+// Pull hands out up to req.Max queued calls of req.Lanes (the first lane first), optionally of
+// one run only, and marks them pulled (by req.Puller, if any): it returns as soon as at least
 // one matching call is queued, or with none once Timeout elapses, ctx ends or Stop is closed.
 // Errors: an unknown lane (code invalid_request), a closed host (code closed).
 func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error) {

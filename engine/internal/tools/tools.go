@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 // Call is one attempt of a tool step.
@@ -36,6 +38,10 @@ type Result struct {
 	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md);
 	// "" when the call did not run on a pool worker.
 	Worker string
+	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
+	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.
+	Logs        []run.LogLine
+	LogsDropped int
 }
 
 // ToolError is the structured failure of a tool call.

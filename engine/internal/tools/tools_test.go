@@ -45,7 +45,7 @@ func (b *bundle) callAsync(ctx context.Context, call tools.Call) <-chan callOut 
 
 func (b *bundle) next(t *testing.T, lane string, max int) []tools.PendingCall {
 	t.Helper()
-	calls, err := b.host.Next(context.Background(), lane, max, 5*time.Second)
+	calls, err := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{lane}, Max: max, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,17 +92,17 @@ func TestHostRoundTrip(t *testing.T) {
 	}
 }
 
-func TestHostNextBatchesAndTimesOut(t *testing.T) {
+func TestHostPullBatchesAndTimesOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_ = b.router.RegisterHost(tools.ToolInfo{Name: "t"})
 	start := time.Now()
-	calls, err := b.host.Next(context.Background(), tools.LaneMain, 5, 20*time.Millisecond)
+	calls, err := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneMain}, Max: 5, Timeout: 20 * time.Millisecond})
 	if err != nil || len(calls) != 0 {
 		t.Fatalf("empty lane: %v %v", calls, err)
 	}
 	if time.Since(start) < 20*time.Millisecond {
-		t.Fatal("Next returned before its timeout")
+		t.Fatal("Pull returned before its timeout")
 	}
 	outs := make([]<-chan callOut, 3)
 	for i := range outs {
@@ -119,19 +119,22 @@ func TestHostNextBatchesAndTimesOut(t *testing.T) {
 	if len(rest) != 1 {
 		t.Fatalf("max 0 means 1: got %d", len(rest))
 	}
-	if calls, _ := b.host.Next(context.Background(), tools.LaneWorker, 5, 0); len(calls) != 0 {
+	if calls, _ := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneWorker}, Max: 5, Timeout: 0}); len(calls) != 0 {
 		t.Fatal("the worker lane holds nothing")
 	}
-	// CompleteAndNext answers and waits for the next call in one go.
+	// Answering, then pulling the next call (as dccflow_calls_complete with "next" does).
 	for _, c := range append(got, rest...)[:2] {
 		if err := b.host.Complete(c.ID, tools.Result{Output: 1.0}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	next := b.callAsync(context.Background(), tools.Call{Tool: "t", Attempt: 1})
-	calls, err = b.host.CompleteAndNext(context.Background(), rest[0].ID, tools.Result{Output: 2.0}, tools.LaneMain, 1, 5*time.Second)
-	if err != nil || len(calls) != 1 {
-		t.Fatalf("CompleteAndNext: %v %v", calls, err)
+	if err := b.host.Complete(rest[0].ID, tools.Result{Output: 2.0}); err != nil {
+		t.Fatal(err)
+	}
+	calls = b.next(t, tools.LaneMain, 1)
+	if len(calls) != 1 {
+		t.Fatalf("the next call: %v", calls)
 	}
 	_ = b.host.Complete(calls[0].ID, tools.Result{Output: 3.0})
 	for _, ch := range append(outs, next) {
@@ -139,10 +142,10 @@ func TestHostNextBatchesAndTimesOut(t *testing.T) {
 			t.Fatal(o.err)
 		}
 	}
-	if _, err := b.host.CompleteAndNext(context.Background(), calls[0].ID, tools.Result{}, tools.LaneMain, 1, time.Second); run.CodeOf(err) != run.CodeInvalidState {
-		t.Fatalf("CompleteAndNext with a stale id: %v", err)
+	if err := b.host.Complete(calls[0].ID, tools.Result{}); run.CodeOf(err) != run.CodeInvalidState {
+		t.Fatalf("Complete with a stale id: %v", err)
 	}
-	if _, err := b.host.Next(context.Background(), "gpu", 1, 0); run.CodeOf(err) != run.CodeInvalidRequest {
+	if _, err := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{"gpu"}, Max: 1, Timeout: 0}); run.CodeOf(err) != run.CodeInvalidRequest {
 		t.Fatalf("unknown lane: %v", err)
 	}
 }
@@ -163,7 +166,7 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 	if o := <-out1; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", o.err)
 	}
-	if calls, _ := b.host.Next(context.Background(), tools.LaneMain, 5, 0); len(calls) != 0 {
+	if calls, _ := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneMain}, Max: 5, Timeout: 0}); len(calls) != 0 {
 		t.Fatalf("a withdrawn call was handed out: %+v", calls)
 	}
 
@@ -180,7 +183,7 @@ func TestHostWithdrawsCancelledCalls(t *testing.T) {
 	}
 	err := b.host.Complete(c.ID, tools.Result{Output: "late"})
 	var re *run.Error
-	if !errors.As(err, &re) || re.Code != run.CodeInvalidState || re.Details["dropped"] != true || re.Details["reason"] != cause.Error() {
+	if !errors.As(err, &re) || re.Code != run.CodeInvalidState || !errors.Is(err, tools.ErrDropped) || re.Details["reason"] != cause.Error() {
 		t.Fatalf("late Complete: %#v", err)
 	}
 	if b.host.Pending() != 0 {
@@ -250,7 +253,7 @@ func TestHostClose(t *testing.T) {
 	}
 	blocked := make(chan error, 1)
 	go func() {
-		_, err := b.host.Next(context.Background(), tools.LaneWorker, 1, time.Minute)
+		_, err := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneWorker}, Max: 1, Timeout: time.Minute})
 		blocked <- err
 	}()
 	b.host.Close()

@@ -1,6 +1,7 @@
 // Package yamltext holds the text and YAML-node helpers shared by the parsers of untrusted
 // documents (workflow specs, schedule files): alias resolution, type names for messages,
-// byte offsets to line:column, pre-parse nesting bounds and "did you mean" suggestions.
+// byte offsets to line:column, pre-parse nesting bounds, "did you mean" suggestions, and the
+// Decoder both parsers read their node trees with, which reports into a problem list.
 package yamltext
 
 import (

@@ -51,6 +51,7 @@ COMMAND_MODULES = (
     "resume",
     "prune",
     "schedules",
+    "workflows",
     "serve",
     "worker",
     "pools",

@@ -130,6 +130,13 @@ class Context:
         """Write results to ``out`` as they are (no newline added)."""
         _write(self.out, text)
 
+    def table(self, rows: Sequence[Sequence[str]], indent: str = "") -> None:
+        """Write rows (the first is the header) as columns two spaces apart, each line
+        ``indent``-ed and without trailing blanks."""
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
+        for row in rows:
+            self.print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
     def eprint(self, text: str = "") -> None:
         """Write one line of diagnostics to ``err``."""
         _write(self.err, text + "\n")

@@ -83,16 +83,20 @@ def db_path(args: argparse.Namespace) -> str:
 
 
 def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None,
-                beside_owner: bool = False) -> Engine:
+                beside_owner: bool = False, read_only: bool = False) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
-    (runs, status, show, approve, cancel, schedules) open it read-only and act through that
-    process; the others (run, resume, serve) stop with one line naming the owner."""
+    (runs, status, show, approve, cancel) open it read-only and act through that process; the
+    others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
+    (schedules, workflows) only look: they always open it read-only (in memory when the file
+    does not exist yet), so the workflows they register for a check stay out of the catalog."""
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=load_remotes(args.remotes))
     path = db_path(args)
-    if path == ":memory:":
+    if path == ":memory:" or read_only and not os.path.exists(path):
         return Engine(config=config)
+    if read_only:
+        return Engine(db=path, config=config, read_only=True)
     try:
         return Engine(db=path, config=config)
     except DatabaseLockedError as exc:

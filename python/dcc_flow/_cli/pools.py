@@ -16,9 +16,10 @@ class PoolsCommand(Command):
     name = "pools"
     summary = "list the worker pools of --remotes; --warm starts them"
     description = (
-        "List the worker pools of --remotes (the remotes with pool fields, docs/pools.md): their command\n"
-        "and size. With --warm, start every worker of every pool first and wait until each has answered\n"
-        "its initialize, then list the workers with their state, pid, calls served, memory and uptime:\n"
+        "List the worker pools of --remotes (the remotes with pool fields, and url lists: docs/pools.md):\n"
+        "their command or servers and size. With --warm, start every worker of every pool first and\n"
+        "wait until each has answered its initialize, then list the workers with their state, pid (URL\n"
+        "for a pool of servers), calls served, memory and uptime:\n"
         "a check that a pool's command line works and that its licences are free. The workers stop\n"
         "when the command ends."
     )
@@ -42,20 +43,26 @@ class PoolsCommand(Command):
             ctx.print(json.dumps(pools, indent=2, sort_keys=True))
             return 0
         if not pools:
-            ctx.print("(no worker pools in %s: a pool is a command remote with a workers field)" % args.remotes)
+            ctx.print("(no worker pools in %s: a pool is a command remote with a workers field, or a url list)"
+                      % args.remotes)
             return 0
         for p in pools:
-            ctx.print("%s: %d worker%s max, %s" % (p["name"], p["workers"], "" if p["workers"] == 1 else "s",
-                                                 " ".join(p["command"])))
+            servers = p.get("urls") or []
+            where = " ".join(servers) if servers else " ".join(p.get("command") or [])
+            ctx.print("%s: %d worker%s max, %s" % (p["name"], p["workers"], "" if p["workers"] == 1 else "s", where))
             if not args.warm:
                 continue
-            rows: List[Any] = [("ID", "STATE", "PID", "CALLS", "RSS", "UPTIME")]
-            for w in p["running"]:
-                rows.append((str(w["id"]), w["state"], str(w["pid"]), str(w["calls"]), _mb(w),
-                             "%.1fs" % w["uptime_secs"]))
-            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-            for r in rows:
-                ctx.print("  " + "  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip())
+            if servers:
+                rows: List[Any] = [("ID", "STATE", "URL", "CALLS", "UPTIME")]
+                for w in p["running"]:
+                    rows.append((str(w["id"]), w["state"], w.get("url") or "", str(w["calls"]),
+                                 "%.1fs" % w["uptime_secs"]))
+            else:
+                rows = [("ID", "STATE", "PID", "CALLS", "RSS", "UPTIME")]
+                for w in p["running"]:
+                    rows.append((str(w["id"]), w["state"], str(w["pid"]), str(w["calls"]), _mb(w),
+                                 "%.1fs" % w["uptime_secs"]))
+            ctx.table(rows, indent="  ")
         return 0
 
 

@@ -38,9 +38,7 @@ class RunsCommand(Command):
             rows.append((r.run_id, r.name or "-", r.status.value, "%d/%d" % r.progress,
                          str(r.raw.get("created_at", ""))[:19].replace("T", " "),
                          format_duration(elapsed(r.raw.get("created_at"), r.raw.get("finished_at")))))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        ctx.table(rows)
         if not runs:
             ctx.print("(no runs)")
         return 0

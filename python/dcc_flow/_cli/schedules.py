@@ -49,7 +49,7 @@ class SchedulesCommand(Command):
             return self.history_only(args, ctx)
         if not os.path.isdir(args.dir):
             raise CliError("%s: no such folder" % args.dir)
-        with open_engine(args, beside_owner=True) as engine:
+        with open_engine(args, read_only=True) as engine:
             register_dir(engine, args.workflows, ctx)
             if not args.workflows:
                 # Without a catalog every workflow name is accepted: register placeholders.

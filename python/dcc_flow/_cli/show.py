@@ -1,11 +1,15 @@
 """``dcc-flow show RUN``: a run's step timeline, with errors and their tracebacks."""
 
 import argparse
+from typing import Any, Dict, List
 
 from ._base import Command, Context
 from ._engine import RUN_HELP, add_db_argument, elapsed, format_duration, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
+
+#: Output lines ``show`` prints per step by default (the last ones).
+SHOW_LINES = 20
 
 
 class ShowCommand(Command):
@@ -13,13 +17,18 @@ class ShowCommand(Command):
     summary = "show a run's step timeline, durations, errors and tracebacks"
     description = (
         "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
-        "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, and the\n"
+        "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, the\n"
+        "last lines its tool printed (a pool worker's output: 'out|' stdout, 'err|' stderr), and the\n"
         "error and traceback of each failed step."
     )
-    examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),)
+    examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
+                ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"))
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
+        parser.add_argument("--lines", type=int, default=SHOW_LINES, metavar="N",
+                            help="output lines shown per step, the last ones (default %d; 0 = every line kept)"
+                                 % SHOW_LINES)
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
@@ -37,6 +46,7 @@ class ShowCommand(Command):
             took = elapsed(s.started_at, s.finished_at or run_end)
             ctx.print("  %s  %-16s %-10s  %8s%s" % (s.key.ljust(width), s.status.value, attempt,
                                                    format_duration(took), flags))
+            _print_logs(ctx, s.logs, s.logs_dropped, args.lines)
             if s.error:
                 kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
                 ctx.print("      " + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
@@ -45,6 +55,22 @@ class ShowCommand(Command):
         if result.error:
             ctx.print("error: %s" % result.error.get("message", ""))
         return 0
+
+
+def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: int) -> None:
+    """A step's output lines, indented under it: the last ``limit`` (all when 0), after a line
+    counting the others; an ``attempt N:`` line where the attempt changes, when several wrote."""
+    shown = logs[-limit:] if limit > 0 else logs
+    hidden = len(logs) - len(shown) + dropped
+    if hidden:
+        ctx.print("      … %d more line%s" % (hidden, "" if hidden == 1 else "s"))
+    several = len({e.get("attempt") for e in logs}) > 1
+    last = None
+    for e in shown:
+        if several and e.get("attempt") != last:
+            last = e.get("attempt")
+            ctx.print("      attempt %s:" % last)
+        ctx.print("      %s| %s" % ("err" if e.get("stream") == "stderr" else "out", e.get("text", "")))
 
 
 COMMAND = ShowCommand()

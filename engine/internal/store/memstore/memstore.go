@@ -55,9 +55,10 @@ type Store struct {
 	artefacts map[string][]byte
 	bytes     arena
 	codes     codes
-	hash      func(string) uint64 // hashes step keys for the step index
-	last      *runRec             // the run written last: most writes are about the same run
-	finished  []bool              // by code: the code is a finished step status (see isFinished)
+	hash      func(string) uint64                // hashes step keys for the step index
+	last      *runRec                            // the run written last: most writes are about the same run
+	finished  []bool                             // by code: the code is a finished step status (see isFinished)
+	workflows map[string][]store.WorkflowVersion // by name, oldest version first
 }
 
 type runRec struct {
@@ -75,7 +76,8 @@ type runRec struct {
 type stepRec struct {
 	key, stepID, output, fileRefs span
 	errKind, errMessage, errTrace span
-	worker                        span
+	worker, logs                  span
+	logsDropped                   int32
 	started, finished, updated    int64
 	attempt                       int32
 	kind, status                  uint16
@@ -291,7 +293,7 @@ func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	}
 	r.output, r.fileRefs = a.put(st.Output), a.put(st.FileRefs)
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
-	r.worker = a.putString(st.Worker)
+	r.worker, r.logs, r.logsDropped = a.putString(st.Worker), a.put(st.Logs), int32(st.LogsDropped)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
 	status := s.codes.code(string(st.Status))
@@ -342,7 +344,7 @@ func (s *Store) stepOf(runID string, r *stepRec) store.Step {
 		Status: run.StepStatus(s.codes.name(r.status)), Attempt: int(r.attempt), Cached: r.cached,
 		Output: a.bytes(r.output), FileRefs: a.bytes(r.fileRefs),
 		ErrorKind: a.string(r.errKind), ErrorMessage: a.string(r.errMessage), ErrorTrace: a.string(r.errTrace),
-		Worker:    a.string(r.worker),
+		Worker: a.string(r.worker), Logs: a.bytes(r.logs), LogsDropped: int(r.logsDropped),
 		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished), UpdatedAt: unnanos(r.updated),
 	}
 }
@@ -708,7 +710,7 @@ func (s *Store) compact(doomed []bool) {
 			st := rec.step(j)
 			st.key, st.stepID, st.output, st.fileRefs = moved(st.key), moved(st.stepID), moved(st.output), moved(st.fileRefs)
 			st.errKind, st.errMessage, st.errTrace = moved(st.errKind), moved(st.errMessage), moved(st.errTrace)
-			st.worker = moved(st.worker)
+			st.worker, st.logs = moved(st.worker), moved(st.logs)
 		}
 		rec.events = nil
 	}

@@ -28,21 +28,22 @@ const (
 // The parts of the step and event statements, for the multi-row forms (see multiRow).
 const (
 	sqlStepInsertHead = `INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt,
-			output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker)
+			output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped)
 			VALUES `
-	sqlStepValues     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlStepValues     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlStepUpsertTail = `
 			ON CONFLICT(run_id, key) DO UPDATE SET step_id = excluded.step_id, kind = excluded.kind,
 			status = excluded.status, attempt = excluded.attempt, output = excluded.output,
 			file_refs = excluded.file_refs, error_kind = excluded.error_kind, error_message = excluded.error_message,
 			error_trace = excluded.error_trace, cached = excluded.cached, started_at = excluded.started_at,
-			finished_at = excluded.finished_at, updated_at = excluded.updated_at, worker = excluded.worker`
+			finished_at = excluded.finished_at, updated_at = excluded.updated_at, worker = excluded.worker,
+			logs = excluded.logs, logs_dropped = excluded.logs_dropped`
 	sqlEventInsertHead = `INSERT INTO workflow_events (seq, run_id, time, type, step_key, status,
 			attempt, completed, total, detail) VALUES `
 	sqlEventValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-// maxRows bounds the rows of one multi-row statement (a power of two; 64 step rows are 1,088
+// maxRows bounds the rows of one multi-row statement (a power of two; 64 step rows are 1,216
 // parameters, far below SQLite's limit of 32,766).
 const maxRows = 64
 
@@ -341,6 +342,12 @@ func stepArgs(w *wconn, st *store.Step, ord int64) {
 	} else {
 		w.arg(st.Worker)
 	}
+	if len(st.Logs) == 0 {
+		w.arg(nil)
+	} else {
+		w.arg(string(st.Logs))
+	}
+	w.arg(int64(st.LogsDropped))
 }
 
 func putIdempotency(w *wconn, e *store.IdempotencyEntry) error {

@@ -3,6 +3,7 @@
 package sqlite
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -38,6 +39,33 @@ type ownerLock struct {
 // the owner is gone). Windows has no fork, its handles are not inherited, and its locks belong
 // to the process that took them.
 func lockOwner(path string) (release func(), check func() error, err error) {
+	deadline := time.Now().Add(ownLockRetry)
+	for {
+		release, check, err = lockOwnerOnce(path)
+		var le *LockedError
+		if !errors.As(err, &le) || !le.maybeThisProcess() || time.Now().After(deadline) {
+			return release, check, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ownLockRetry is how long lockOwner keeps trying a lock that this process itself may still
+// hold: an engine of this process closed it a moment ago, but a child this process was forking
+// at that instant (any thread starting a subprocess: a pool worker, a tool's command) shares the
+// locked file descriptions until it execs and drops them. A lock another process holds fails at
+// once.
+const ownLockRetry = 500 * time.Millisecond
+
+// maybeThisProcess reports whether the lock may be held by this process: the lock file names
+// this process, or the database lock is held while this process holds the lock file.
+func (e *LockedError) maybeThisProcess() bool {
+	var pid int
+	_, err := fmt.Sscanf(e.Holder, "pid %d", &pid)
+	return e.LockFileLost || err == nil && pid == os.Getpid()
+}
+
+func lockOwnerOnce(path string) (release func(), check func() error, err error) {
 	o := &ownerLock{path: path}
 	if err := o.takeLockFile(); err != nil {
 		return nil, nil, err

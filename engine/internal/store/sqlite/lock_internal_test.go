@@ -117,3 +117,45 @@ func TestRedteamLockHeldAfterOwnerExitedSaysSo(t *testing.T) {
 		t.Fatalf("lock held for an exited holder: %v", err)
 	}
 }
+
+// A database lock this process let go of but a child still shares for a moment (a subprocess
+// forked by another thread at that instant holds the locked descriptions until it execs) does
+// not refuse the next Open of this process: it waits for it. A child that keeps it past
+// ownLockRetry still gets the refusal.
+func TestOpenWaitsForALockAChildStillShares(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "flow.db")
+	share := func(secs string) *exec.Cmd {
+		t.Helper()
+		f, err := lockDBFile(path)
+		if err != nil || f == nil {
+			t.Fatalf("lockDBFile: %v %v", f, err)
+		}
+		child := exec.Command("sleep", secs)
+		child.ExtraFiles = []*os.File{f} // the child shares the locked description
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close() // this process lets go; the child still holds it
+		return child
+	}
+	child := share("0.2")
+	start := time.Now()
+	release, _, err := lockOwner(path)
+	if err != nil {
+		t.Fatalf("lockOwner while a child shares a released lock for 0.2 s: %v", err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Fatalf("took the lock after %v, while the child still held it", waited)
+	}
+	release()
+	_ = child.Wait()
+
+	child = share("5")
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	_, _, err = lockOwner(path)
+	var le *LockedError
+	if !errors.As(err, &le) || !le.LockFileLost {
+		t.Fatalf("lockOwner while a child keeps the lock = %v; want a LockedError", err)
+	}
+}

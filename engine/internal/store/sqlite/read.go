@@ -155,7 +155,7 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 		return nil, err
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
-		error_message, error_trace, cached, started_at, finished_at, updated_at, worker FROM workflow_steps
+		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped FROM workflow_steps
 		WHERE run_id = ? ORDER BY ord`, runID)
 	if err != nil {
 		return nil, err
@@ -167,13 +167,16 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 		var status string
 		var output, fileRefs []byte
 		var started, finished, updated int64
-		var worker sql.NullString
+		var worker, logs sql.NullString
 		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &st.Attempt, &output, &fileRefs, &st.ErrorKind,
-			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker); err != nil {
+			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &st.LogsDropped); err != nil {
 			return nil, err
 		}
 		st.Status = run.StepStatus(status)
 		st.Worker = worker.String
+		if logs.Valid && logs.String != "" {
+			st.Logs = []byte(logs.String)
+		}
 		st.Output, st.FileRefs = raw(output), raw(fileRefs)
 		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
 		out = append(out, st)

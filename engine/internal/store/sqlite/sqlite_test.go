@@ -36,6 +36,7 @@ func TestExercise(t *testing.T) {
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
 }
 
 func TestSchemaVersions(t *testing.T) {

@@ -201,7 +201,8 @@ func testSteps(t *testing.T, s store.Store) {
 		Cached: true, StartedAt: t0, FinishedAt: t0.Add(time.Hour), UpdatedAt: t0.Add(time.Hour),
 	}
 	failed := store.Step{RunID: "r1", Key: "list", StepID: "list", Kind: "tool", Status: run.StepFailed, Attempt: 2,
-		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", Worker: "maya/4242", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0}
+		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", Worker: "maya/4242", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0,
+		Logs: json.RawMessage(`[{"stream":"stdout","text":"opening a.ma","attempt":1},{"stream":"stderr","text":"Warning: ünïcode","attempt":2}]`), LogsDropped: 7}
 	write(t, s, &store.Batch{Steps: []store.Step{done, failed}})
 	steps, err := s.ListSteps(ctx, "r1")
 	if err != nil {
@@ -218,11 +219,12 @@ func testSteps(t *testing.T, s store.Store) {
 	g := steps[1]
 	if g.Status != run.StepCompleted || g.Attempt != 3 || !g.Cached || g.StepID != "export" || g.Kind != "tool" ||
 		!sameJSON(g.Output, done.Output) || !sameJSON(g.FileRefs, done.FileRefs) ||
-		!g.FinishedAt.Equal(done.FinishedAt) || !g.StartedAt.Equal(t0) {
+		!g.FinishedAt.Equal(done.FinishedAt) || !g.StartedAt.Equal(t0) || len(g.Logs) != 0 || g.LogsDropped != 0 {
 		t.Fatalf("upserted step: %+v", g)
 	}
 	f := steps[0]
-	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || f.Output != nil && len(f.Output) != 0 {
+	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || len(f.Output) != 0 ||
+		!sameJSON(f.Logs, failed.Logs) || f.LogsDropped != 7 {
 		t.Fatalf("failed step: %+v", f)
 	}
 	other, _ := s.ListSteps(ctx, "r2")

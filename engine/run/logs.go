@@ -1,0 +1,48 @@
+package run
+
+// Streams of a LogLine.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// Caps on the output kept on one step record (docs/limits.md "Step output"): the newest lines
+// are kept, across the step's attempts, and the rest are counted in the record's logs_dropped.
+const (
+	MaxStepLogLines = 1000
+	MaxStepLogBytes = 256 << 10 // of line text
+)
+
+// LogLine is one line a step's tool wrote while it ran, as kept on the step record (the "logs"
+// of a step's JSON): the output of a call on a pool worker (docs/pools.md "Output"). Later
+// entries of other streams may carry more fields; readers ignore the fields they do not know.
+type LogLine struct {
+	Stream  string `json:"stream"`            // StreamStdout or StreamStderr
+	Text    string `json:"text"`              // without its newline
+	Attempt int    `json:"attempt,omitempty"` // the attempt that wrote it, 1-based; 0 when unknown
+}
+
+// CapLogs keeps the newest lines of lines within MaxStepLogLines and MaxStepLogBytes of text
+// (a single line longer than MaxStepLogBytes keeps its last MaxStepLogBytes bytes). It returns
+// them and how many lines it dropped; it does not modify lines.
+func CapLogs(lines []LogLine) ([]LogLine, int) {
+	keep, size := 0, 0
+	for i := len(lines) - 1; i >= 0 && keep < MaxStepLogLines; i-- {
+		n := len(lines[i].Text)
+		if size+n > MaxStepLogBytes {
+			if keep == 0 { // one huge line: its end
+				l := lines[i]
+				start := n - MaxStepLogBytes
+				for start < n && l.Text[start]&0xC0 == 0x80 { // not in the middle of a UTF-8 sequence
+					start++
+				}
+				l.Text = l.Text[start:]
+				return []LogLine{l}, len(lines) - 1
+			}
+			break
+		}
+		size += n
+		keep++
+	}
+	return lines[len(lines)-keep:], len(lines) - keep
+}
