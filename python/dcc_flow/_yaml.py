@@ -26,7 +26,7 @@ _STEP_ORDER = (
     "concurrency", "on_any_fail", "on", "prompt", "timeout_secs", "retry", "idempotency_key",
     "idempotency_scope", "idempotency_ttl_secs", "steps", "then", "else",
 )
-_RETRY_ORDER = ("max_attempts", "backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on")
+_RETRY_ORDER = ("max_attempts", "backoff", "multiplier", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on")
 _STEP_LISTS = ("steps", "then", "else")
 
 
