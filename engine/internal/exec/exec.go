@@ -56,6 +56,9 @@ type Config struct {
 	// spec's plan is compiled, so it must answer the same for the executor's lifetime. nil =
 	// every tool step runs in-process.
 	PoolFor func(st *spec.Step) string
+	// Defaults are the engine's policy defaults for tool and tool_remote steps: a step's own
+	// field comes first, then its spec's defaults, then these (spec.Defaults.Apply).
+	Defaults spec.Defaults
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
@@ -102,7 +105,7 @@ func New(cfg Config) *Executor {
 	if cfg.Limits.JSONPath.MaxWork <= 0 {
 		cfg.Limits.JSONPath.MaxWork = expr.DefaultMaxWork
 	}
-	return &Executor{cfg: cfg, plans: planCache{poolFor: cfg.PoolFor}}
+	return &Executor{cfg: cfg, plans: planCache{poolFor: cfg.PoolFor, defaults: cfg.Defaults}}
 }
 
 // Tools returns the tools a spec's tool steps name and the remote tools its tool_remote steps

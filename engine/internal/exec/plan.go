@@ -44,7 +44,8 @@ type stepPlan struct {
 	kind    spec.Kind
 	frame   *framePlan // the owning frame
 	slot    int
-	timeout time.Duration
+	timeout time.Duration     // the step's, or for tool kinds its defaults' (spec.Defaults.Apply)
+	retry   *spec.RetryPolicy // tool kinds: the step's, or its defaults'; nil = no retry
 
 	args   *valueTmpl // tool, tool_remote
 	pool   string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
@@ -71,9 +72,10 @@ type listPlan struct {
 
 // planCache holds compiled plans by spec hash.
 type planCache struct {
-	mu      sync.Mutex
-	plans   map[string]*plan
-	poolFor func(*spec.Step) string // Config.PoolFor
+	mu       sync.Mutex
+	plans    map[string]*plan
+	poolFor  func(*spec.Step) string // Config.PoolFor
+	defaults spec.Defaults           // Config.Defaults
 }
 
 // maxCachedPlans bounds the cache; past it, the cache starts over.
@@ -86,7 +88,7 @@ func (c *planCache) get(s *spec.Spec) (*plan, error) {
 	if ok {
 		return p, nil
 	}
-	p, err := compilePlan(s, c.poolFor)
+	p, err := compilePlan(s, c.poolFor, c.defaults)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +102,13 @@ func (c *planCache) get(s *spec.Spec) (*plan, error) {
 }
 
 type compiler struct {
-	byID map[string]*stepPlan
+	byID     map[string]*stepPlan
+	spec     *spec.Spec
+	defaults spec.Defaults // the engine's
 }
 
-func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string) (*plan, error) {
-	c := &compiler{byID: map[string]*stepPlan{}}
+func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.Defaults) (*plan, error) {
+	c := &compiler{byID: map[string]*stepPlan{}, spec: s, defaults: defaults}
 	root := &framePlan{}
 	lp, err := c.list(s.Steps, root, false)
 	if err != nil {
@@ -183,9 +187,11 @@ func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
 	sp := &stepPlan{st: st, id: st.ID, kind: st.Kind, frame: fp, slot: len(fp.owned)}
 	fp.owned = append(fp.owned, sp)
 	c.byID[st.ID] = sp
-	if st.Policy.TimeoutSecs > 0 {
-		sp.timeout = time.Duration(st.Policy.TimeoutSecs * float64(time.Second))
+	timeoutSecs, retry := c.spec.Defaults.Apply(st, c.defaults)
+	if timeoutSecs > 0 {
+		sp.timeout = time.Duration(timeoutSecs * float64(time.Second))
 	}
+	sp.retry = retry
 	fail := func(field string, err error) (*stepPlan, error) {
 		return nil, fmt.Errorf("step %q: %s: %w", st.ID, field, err)
 	}
