@@ -17,6 +17,10 @@ import (
 type plan struct {
 	root      *listPlan
 	rootFrame *framePlan
+	// handler is the on_failure list (nil when the spec has none), in a frame of its own whose
+	// parent is the root frame.
+	handler      *listPlan
+	handlerFrame *framePlan
 	byID      map[string]*stepPlan
 	tools     []string     // the tools of tool steps, sorted, unique
 	remotes   []RemoteTool // the tools of tool_remote steps, sorted, unique
@@ -116,6 +120,13 @@ func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.De
 	}
 	root.body = lp
 	p := &plan{root: lp, rootFrame: root, byID: c.byID}
+	if len(s.OnFailure) > 0 {
+		hf := &framePlan{}
+		if p.handler, err = c.list(s.OnFailure, hf, false); err != nil {
+			return nil, err
+		}
+		hf.body, p.handlerFrame = p.handler, hf
+	}
 	for _, sp := range c.byID {
 		if sp.kind == spec.KindTool && poolFor != nil {
 			sp.pool = poolFor(sp.st)
