@@ -704,7 +704,7 @@ class WorkflowSpec(_View):
     an unknown field, a wrong type) raise at parse time.
     """
 
-    __slots__ = ("_hash", "_problems", "_warnings", "_source", "_steps", "_inputs")
+    __slots__ = ("_hash", "_problems", "_warnings", "_source", "_steps", "_inputs", "_on_failure", "_defaults")
 
     _hash: str
     _problems: Tuple[Problem, ...]
@@ -712,6 +712,8 @@ class WorkflowSpec(_View):
     _source: Optional[str]
     _steps: Tuple[WorkflowStep, ...]
     _inputs: Mapping[str, InputSpec]
+    _on_failure: Tuple[WorkflowStep, ...]
+    _defaults: "StepPolicy"
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -739,6 +741,9 @@ class WorkflowSpec(_View):
         set_(self, "_warnings", tuple(Problem.from_dict(p) for p in out.get("warnings") or () if isinstance(p, dict)))
         set_(self, "_source", source or None)
         set_(self, "_steps", _step_tuple(data.get("steps")))
+        set_(self, "_on_failure", _step_tuple(data.get("on_failure")))
+        raw_defaults = data.get("defaults")
+        set_(self, "_defaults", StepPolicy._from_dict(raw_defaults if isinstance(raw_defaults, dict) else {}))
         raw_inputs = data.get("inputs")
         inputs: Dict[str, Any] = raw_inputs if isinstance(raw_inputs, dict) else {}
         set_(self, "_inputs", MappingProxyType({k: InputSpec._from_dict(k, v) for k, v in inputs.items()}))
@@ -836,8 +841,19 @@ class WorkflowSpec(_View):
         return self._steps
 
     @property
+    def on_failure(self) -> Tuple[WorkflowStep, ...]:
+        """The steps run once when a run fails (docs/spec.md, "on_failure"); ``()`` when none."""
+        return self._on_failure
+
+    @property
+    def defaults(self) -> StepPolicy:
+        """The spec's ``defaults`` for its tool steps: ``timeout_secs`` and ``retry`` (docs/spec.md,
+        "Defaults"); an empty policy (``is_empty``) when the spec has none."""
+        return self._defaults
+
+    @property
     def step_count(self) -> int:
-        """The number of steps in the whole tree (nested ones included)."""
+        """The number of steps in the whole tree (nested and ``on_failure`` ones included)."""
         return sum(1 for _ in self.walk())
 
     @property
@@ -846,8 +862,8 @@ class WorkflowSpec(_View):
         return self._hash
 
     def walk(self) -> Iterator[WorkflowStep]:
-        """Every step of the tree, depth-first in document order."""
-        return _walk(self.steps)
+        """Every step of the tree, depth-first in document order, then the ``on_failure`` steps."""
+        return _walk(self.steps + self.on_failure)
 
     def __iter__(self) -> Iterator[WorkflowStep]:
         return self.walk()
