@@ -25,9 +25,9 @@ from ._flow_base import (
 from ._flow_blocks import _Branch, _Foreach, _Parallel, _timeout
 from ._flow_convert import _Converter, _literal
 from ._flow_refs import Ref, _Template
+from ._flow_retry import Retry
 from ._flow_task import Task
 from ._flow_trace import _Block, _current, _FlowCallable, _Scope, _stack, _Step, _Tracer
-from ._flow_retry import Retry
 from ._spec import RetryPolicy, WorkflowSpec
 
 if typing.TYPE_CHECKING:  # pragma: no cover
@@ -498,7 +498,8 @@ def _defaults_block(label: str, defaults: Optional[Mapping[str, Any]]) -> Dict[s
     if defaults is None:
         return {}
     if not isinstance(defaults, collections.abc.Mapping):
-        raise TypeError("%s: defaults= must be a mapping such as {'retry': RetryPolicy(3), 'timeout_secs': 600}" % label)
+        raise TypeError("%s: defaults= must be a mapping such as {'retry': RetryPolicy(3), 'timeout_secs': 600}"
+                        % label)
     unknown = sorted(set(defaults) - {"retry", "timeout_secs"})
     if unknown:
         raise ValueError("%s: defaults= has unknown key(s) %s; keys: retry, timeout_secs" % (label, ", ".join(unknown)))
@@ -529,7 +530,8 @@ def _on_failure_steps(label: str, steps: Optional[Any]) -> Tuple[List[Dict[str, 
     tasks: List[Task] = []
     for i, step in enumerate(steps):
         if not isinstance(step, collections.abc.Mapping):
-            raise TypeError("%s: on_failure[%d] must be a mapping (a step in the spec's form); got %r" % (label, i, step))
+            raise TypeError("%s: on_failure[%d] must be a mapping (a step in the spec's form); got %r"
+                            % (label, i, step))
         step = dict(step)
         tool = step.get("tool")
         if isinstance(tool, Task):

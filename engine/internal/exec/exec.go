@@ -381,8 +381,8 @@ type runner struct {
 	// failed with it); onFailureEnd how they ended, for the workflow_terminal event (under mu).
 	failing      atomic.Pointer[store.RunError]
 	onFailureEnd run.StepStatus
-	onDone      func(*Run)
-	handle      *Run // what Start returned and onDone is given
+	onDone       func(*Run)
+	handle       *Run // what Start returned and onDone is given
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)

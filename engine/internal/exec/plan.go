@@ -21,9 +21,9 @@ type plan struct {
 	// parent is the root frame.
 	handler      *listPlan
 	handlerFrame *framePlan
-	byID      map[string]*stepPlan
-	tools     []string     // the tools of tool steps, sorted, unique
-	remotes   []RemoteTool // the tools of tool_remote steps, sorted, unique
+	byID         map[string]*stepPlan
+	tools        []string     // the tools of tool steps, sorted, unique
+	remotes      []RemoteTool // the tools of tool_remote steps, sorted, unique
 }
 
 // RemoteTool is a tool of a tool_remote step.
