@@ -296,3 +296,18 @@ on_failure:
 		t.Fatalf("%d step_enter, %d pages; want export, note and page once more", n, pages.Load())
 	}
 }
+
+// The tools of on_failure steps are checked when the run is submitted, like the others: a
+// missing alert tool is found before the pipeline runs, not when it fails at night.
+func TestOnFailureToolsCheckedAtSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.eng.Submit(b.ctx, engine.StartRequest{Spec: parse(t, `
+steps: [{id: a, tool: flow__echo, args: {}}]
+on_failure: [{id: alert, tool: studio__post_slack}]
+`)})
+	if codeOf(err) != run.CodeUnknownTool {
+		t.Fatalf("submit: %v", err)
+	}
+	mustContain(t, "error", err.Error(), "studio__post_slack")
+}
