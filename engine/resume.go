@@ -27,7 +27,9 @@ type ResumeOptions struct {
 // Resume runs again a failed, interrupted or cancelled run (or a completed one when ForceSteps
 // is given) under the same id, reusing every completed step instance: those are not called
 // again and their outputs feed the steps that run. It returns the run id (the same) at once;
-// use Wait. Errors: not_found, not_resumable (still running, or completed without ForceSteps),
+// use Wait. A spec's on_failure steps are not reused: they run again, all of them, only if the
+// resumed run fails again; but a run interrupted while they ran (and resumed without
+// ForceSteps) only finishes them, with the run's error, and ends failed again. Errors: not_found, not_resumable (still running, or completed without ForceSteps),
 // spec_changed, unknown_tool (its host tools must be registered again after a restart).
 func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (string, error) {
 	if e.isClosed() {
