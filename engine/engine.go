@@ -192,9 +192,11 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.StallAfterSecs > 0 {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))
 	}
+	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
+		Defaults: defaults,
 	})
 	if err := e.loadCatalog(ctx); err != nil {
 		if e.ownStore {

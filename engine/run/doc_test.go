@@ -24,7 +24,7 @@ func TestStateMachineDocNamesEverything(t *testing.T) {
 		string(run.StepInterrupted),
 		run.EventWorkflowStarted, run.EventStepEnter, run.EventStepRetry, run.EventStepExit, run.EventStepSkipped,
 		run.EventApproveRequested, run.EventApproveResolved, run.EventWorkflowTerminal, run.EventWorkflowResumed,
-		run.EventInterrupted, run.EventStallDetected,
+		run.EventInterrupted, run.EventStallDetected, run.EventOnFailureStarted,
 	}
 	for _, n := range names {
 		if !strings.Contains(doc, "| `"+n+"` |") {

@@ -18,6 +18,9 @@ const (
 	EventWorkflowResumed  = "workflow_resumed"
 	EventInterrupted      = "interrupted"
 	EventStallDetected    = "stall_detected"
+	// EventOnFailureStarted: the run failed and its on_failure steps start; the detail holds
+	// the run's error ({"error": {kind, message, step_key}}).
+	EventOnFailureStarted = "on_failure_started"
 )
 
 // Progress counts the step instances of a run: Total grows as foreach steps expand, Completed

@@ -60,7 +60,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 	}
 
-	rp := sp.st.Policy.Retry
+	rp := sp.retry
 	maxAttempts := 1
 	if rp != nil {
 		maxAttempts = rp.MaxAttempts
