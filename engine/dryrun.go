@@ -187,11 +187,11 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 					approved = v
 				}
 				prompts[a.StepKey], decided[a.StepKey] = a.Prompt, approved
-				reason := "dry run: approved"
+				reason, by := "dry run: approved automatically", "dry-run"
 				if !approved {
-					reason = "dry run: denied by the request's approvals"
+					reason, by = "the dry run's approvals deny it", ""
 				}
-				_ = h.Approve(a.StepKey, approved, reason, "dry-run") // answered already: nothing to do
+				_ = h.Approve(a.StepKey, approved, reason, by) // answered already: nothing to do
 			}
 		}
 	}

@@ -112,7 +112,7 @@ func TestDryRunOrderArgsFixtures(t *testing.T) {
 		`check completed   null {"condition":true,"taken":"then"}`,
 		`page completed tool notify__page {"count":[{"export":{"fbx":"by_tool.fbx"},"qc":{"fbx":"by_tool.fbx"}},{"export":{"fbx":"by_key.fbx"},"qc":{"fbx":"by_key.fbx"}}]} "paged"`,
 		`mail skipped   null null`,
-		`human_gate completed   null {"approved":true,"by":"dry-run","reason":"dry run: approved"}`,
+		`human_gate completed   null {"approved":true,"by":"dry-run","reason":"dry run: approved automatically"}`,
 		`push completed none  {"message":"would fail if called"} null`,
 	}
 	if !reflect.DeepEqual(got, want) {
