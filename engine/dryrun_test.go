@@ -268,3 +268,43 @@ func TestDryRunRefusals(t *testing.T) {
 		t.Errorf("closed engine: %v", err)
 	}
 }
+
+// TestDryRunDocExample: the order and args docs/spec.md "Dry runs" states for its example.
+func TestDryRunDocExample(t *testing.T) {
+	t.Parallel()
+	e := dryOpen(t, engine.Config{})
+	res, err := e.DryRun(context.Background(), engine.DryRunRequest{
+		StartRequest: engine.StartRequest{Spec: drySpec(t, `
+name: dry_example
+steps:
+  - id: list
+    tool: vendor__list_sftp
+  - id: per_file
+    kind: foreach
+    items: "$.list.files"
+    as: file
+    concurrency: 4
+    steps:
+      - id: export
+        tool: maya__export_fbx
+        args: { scene: "{{file.path}}" }
+  - id: notify
+    tool: flow__echo
+    args: { exported: "{{per_file}}" }
+`)},
+		Fixtures: map[string]any{"list": map[string]any{"files": []any{map[string]any{"path": "a.ma"}, map[string]any{"path": "b.ma"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ds := range res.Steps {
+		args, _ := json.Marshal(ds.Args)
+		got = append(got, ds.Key+" "+string(args))
+	}
+	want := []string{"list {}", "per_file null", `per_file[0].export {"scene":"a.ma"}`, `per_file[1].export {"scene":"b.ma"}`,
+		`notify {"exported":[{"export":null},{"export":null}]}`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}

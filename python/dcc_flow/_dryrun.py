@@ -40,6 +40,8 @@ class DryRunStep:
         self.unknown_tool: bool = bool(d.get("unknown_tool"))
         #: The rendered arguments the tool would receive (tool and tool_remote steps).
         self.args: Optional[Dict[str, Any]] = d.get("args")
+        if self.args is None and self.kind in ("tool", "tool_remote"):
+            self.args = {}  # the answer leaves out empty args
         self.output: Any = d.get("output")
         #: Where a tool step's output came from: "key", "step_id", "tool" (the fixture of that
         #: name, ``fixture``), "echo" (flow__echo's args) or "none" (null).
