@@ -13,7 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -151,7 +151,8 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 
 	caller := &dryCaller{fixtures: req.Fixtures, calls: map[string]dryCall{}}
 	wake := make(chan struct{}, 1)
-	st := memstore.New()
+	st := storeopen.Memory()
+	defer func() { _ = st.Close() }()
 	x := exec.New(exec.Config{
 		Store: st, Clock: clock.New(), Router: tools.NewDryRouter(caller), Environ: e.environ,
 		Limits: e.cfg.limits(),
