@@ -82,7 +82,7 @@ func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	st := server.NewStdioServer(s.mcp)
 	st.SetErrorLogger(log.New(io.Discard, "", 0))
-	err := st.Listen(ctx, r, w)
+	err := st.Listen(ctx, r, &suggestWriter{w: w, fix: s.suggestUnknownTool})
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
