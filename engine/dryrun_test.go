@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -306,5 +307,29 @@ steps:
 		`notify {"exported":[{"export":null},{"export":null}]}`}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("steps %q, want %q", got, want)
+	}
+}
+
+// TestDryRunEnvFollowsOrigin: a dry run's rendered args see the environment a run of the same
+// origin would: all of it locally, only env_allow over MCP (an agent must not read secrets
+// through a dry run).
+func TestDryRunEnvFollowsOrigin(t *testing.T) {
+	t.Parallel()
+	e, err := engine.Open(context.Background(), engine.Config{EnvAllow: []string{"STUDIO_*"}},
+		engine.WithEnviron(func() []string { return []string{"DRY_SECRET=s3cret", "STUDIO_ROOT=/studio"} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	s := drySpec(t, `steps: [{id: a, tool: x__y, args: {secret: "{{env.DRY_SECRET}}", root: "{{env.STUDIO_ROOT}}"}}]`)
+	for origin, want := range map[string]string{engine.OriginLocal: "s3cret /studio", engine.OriginMCP: "<nil> /studio"} {
+		res, err := e.DryRun(context.Background(), engine.DryRunRequest{StartRequest: engine.StartRequest{Spec: s, Origin: origin}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := res.Steps[0].Args
+		if got := fmt.Sprint(args["secret"]) + " " + fmt.Sprint(args["root"]); got != want {
+			t.Errorf("origin %s: args %v, want %q", origin, args, want)
+		}
 	}
 }
