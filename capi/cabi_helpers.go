@@ -27,6 +27,7 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_workflow_register":  dccflow_workflow_register,
 	"dccflow_workflows_list":     dccflow_workflows_list,
 	"dccflow_run_submit":         dccflow_run_submit,
+	"dccflow_run_dry":            dccflow_run_dry,
 	"dccflow_run_status":         dccflow_run_status,
 	"dccflow_run_wait":           dccflow_run_wait,
 	"dccflow_run_cancel":         dccflow_run_cancel,

@@ -32,6 +32,7 @@ int32_t dccflow_tool_register(uint64_t handle, const char *in_json, char **out_j
 int32_t dccflow_workflow_register(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_workflows_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_submit(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_dry(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_status(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_wait(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_cancel(uint64_t handle, const char *in_json, char **out_json);

@@ -416,6 +416,7 @@ var requestTypes = map[string]any{
 	"dccflow_tool_register":      toolRequest{},
 	"dccflow_workflow_register":  specRequest{},
 	"dccflow_run_submit":         submitRequest{},
+	"dccflow_run_dry":            dryRequest{},
 	"dccflow_run_status":         runRequest{},
 	"dccflow_run_wait":           runRequest{},
 	"dccflow_run_cancel":         cancelRequest{},

@@ -134,6 +134,11 @@ func dccflow_run_submit(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32
 	return call(h, in, out, opRunSubmit)
 }
 
+//export dccflow_run_dry
+func dccflow_run_dry(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunDry)
+}
+
 //export dccflow_run_status
 func dccflow_run_status(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunStatus)

@@ -163,6 +163,31 @@ var opRunSubmit = withEngine(func(e *engine.Engine, req *submitRequest) (any, er
 	return map[string]string{"run_id": id}, nil
 })
 
+// dryRequest is a submitRequest with the fixtures and approvals of a dry run.
+type dryRequest struct {
+	Spec      *string         `json:"spec"`
+	Workflow  string          `json:"workflow"`
+	Format    string          `json:"format"`
+	Source    string          `json:"source"`
+	Inputs    spec.Object     `json:"inputs"`   // large integers stay exact
+	Fixtures  spec.Object     `json:"fixtures"` // step key, step id or tool name → output
+	Approvals map[string]bool `json:"approvals"`
+}
+
+var opRunDry = withEngine(func(e *engine.Engine, req *dryRequest) (any, error) {
+	dr := engine.DryRunRequest{StartRequest: engine.StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: "local"},
+		Fixtures: req.Fixtures, Approvals: req.Approvals}
+	if req.Spec != nil {
+		sr := specRequest{Text: req.Spec, Format: req.Format, Source: req.Source}
+		s, err := sr.spec()
+		if err != nil {
+			return nil, err
+		}
+		dr.Spec = s
+	}
+	return e.DryRun(context.Background(), dr)
+})
+
 type runRequest struct {
 	RunID     string `json:"run_id"`
 	TimeoutMs int64  `json:"timeout_ms"`

@@ -205,26 +205,13 @@ func (e *Engine) runDone(h *exec.Run) {
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
 // tool_remote step names a remote that is not configured.
 func (e *Engine) checkTools(s *spec.Spec) error {
-	toolNames, remotes, err := e.exec.Tools(s)
+	unknown, suggestions, err := e.unknownTools(s)
 	if err != nil {
-		return &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
-	}
-	var unknown []string
-	for _, name := range toolNames {
-		if _, ok := e.router.Lookup(name); !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	for _, rt := range remotes {
-		if _, ok := e.cfg.Remotes[rt.DCC]; !ok || !e.router.HasRemote() {
-			unknown = append(unknown, rt.DCC+"/"+rt.Tool)
-		}
+		return err
 	}
 	if len(unknown) == 0 {
 		return nil
 	}
-	slices.Sort(unknown)
-	suggestions := e.suggestTools(unknown)
 	named := make([]string, len(unknown))
 	for i, u := range unknown {
 		named[i] = u

@@ -19,7 +19,22 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    cast,
+    overload,
+)
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
@@ -30,6 +45,10 @@ from ._tools import error_members as _tools_error
 
 if False:  # typing only
     from ._schedule import ScheduleSpec  # noqa: F401
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ._dryrun import DryRunResult
 
 __all__ = ["Engine", "Run", "RunResult", "StepRecord", "RunFailedError"]
 
@@ -400,16 +419,70 @@ class Engine:
             raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
         return Run(self, str(out["run_id"]))
 
+    @overload
+    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+            *, dry_run: "Literal[False]" = False) -> RunResult: ...
+
+    @overload
+    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+            *, dry_run: "Literal[True]", fixtures: Optional[Mapping[str, Any]] = None,
+            approvals: Optional[Mapping[str, bool]] = None) -> "DryRunResult": ...
+
     def run(
-        self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None
-    ) -> RunResult:
+        self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+        *, dry_run: bool = False, fixtures: Optional[Mapping[str, Any]] = None,
+        approvals: Optional[Mapping[str, bool]] = None,
+    ) -> Union[RunResult, "DryRunResult"]:
         """Start a run and drive it to the end on this thread; return its result.
 
         ``timeout`` (seconds) cancels the run when exceeded. Ctrl-C cancels the run and raises
         ``KeyboardInterrupt``.
+
+        ``dry_run=True`` calls no tool and records nothing: it returns ``dry_run(spec, inputs,
+        fixtures, approvals)``, the steps in the order they would run with the arguments each
+        would receive.
         """
+        if dry_run:
+            return self.dry_run(spec, inputs, fixtures=fixtures, approvals=approvals)
+        if fixtures is not None or approvals is not None:
+            raise TypeError("fixtures and approvals are for a dry run: pass dry_run=True")
         run = self.submit(spec, inputs)
         return run.wait(timeout=timeout, cancel_on_timeout=True)
+
+    def dry_run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None,
+                fixtures: Optional[Mapping[str, Any]] = None,
+                approvals: Optional[Mapping[str, bool]] = None) -> "DryRunResult":
+        """Walk the run ``run(spec, inputs)`` would make, calling no tool and recording nothing.
+
+        The spec and inputs are checked as for a run; unknown tools are not an error (they are
+        listed in ``unknown_tools``). Each tool step's output is ``fixtures[instance key]``
+        (``"per_file[1].export"``), else ``fixtures[step id]``, else ``fixtures[tool name]``
+        (``"dcc/tool"`` then ``"tool"`` for ``tool_remote``), else None (``flow__echo``: its
+        args). Approvals are granted, except those ``approvals`` maps to False (by step key or
+        id). Foreach steps iterate what their items resolve to, branches follow their conditions.
+        The idempotency cache is not read: a real run may reuse outputs the dry run does not
+        show. See docs/spec.md, "Dry runs"."""
+        from ._dryrun import DryRunResult
+
+        if fixtures is not None and not isinstance(fixtures, Mapping):
+            raise TypeError("fixtures must be a mapping of step key, step id or tool name to output; got %s"
+                            % type(fixtures).__name__)
+        if approvals is not None and (not isinstance(approvals, Mapping)
+                                      or not all(isinstance(v, bool) for v in approvals.values())):
+            raise TypeError("approvals must map step keys or ids to True or False; got %r" % (approvals,))
+        self._register_flow_tools(spec)  # a @workflow's tasks: so they are not reported unknown
+        req = _spec_request(spec)
+        req["inputs"] = dict(inputs or {})
+        req["fixtures"] = dict(fixtures or {})
+        req["approvals"] = dict(approvals or {})
+        try:
+            out = self._call("dccflow_run_dry", req, req.get("source"))
+        except NotFoundError as e:
+            hint = _missing_file_hint(req.get("workflow"))
+            if not hint:
+                raise
+            raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
+        return DryRunResult(out)
 
     def _register_flow_tools(self, spec: Any) -> None:
         """Register the tasks of a code-first workflow (any object with ``.tasks``)."""

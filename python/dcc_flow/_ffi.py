@@ -72,6 +72,7 @@ _JSON_EXPORTS = (
     "dccflow_workflow_register",
     "dccflow_workflows_list",
     "dccflow_run_submit",
+    "dccflow_run_dry",
     "dccflow_run_status",
     "dccflow_run_wait",
     "dccflow_run_cancel",

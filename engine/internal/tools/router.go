@@ -45,6 +45,9 @@ type route struct {
 type Router struct {
 	host   *Host
 	remote RemoteCaller
+	// dry, when set (NewDryRouter), takes every call, tool and tool_remote alike: nothing
+	// registered is called.
+	dry    Caller
 	mu     sync.Mutex // serialises registrations
 	routes atomic.Pointer[map[string]*route]
 }
@@ -57,6 +60,16 @@ func NewRouter(c clock.Clock, remote RemoteCaller) *Router {
 	for _, b := range builtins(c) {
 		routes[b.info.Name] = b
 	}
+	r.routes.Store(&routes)
+	return r
+}
+
+// NewDryRouter returns a router for a dry run: every tool and tool_remote call, of any name,
+// known or not, goes to dry, which must answer at once without side effects (a fixture). No
+// built-in, host or remote tool is ever called through it; its Host is never pulled from.
+func NewDryRouter(dry Caller) *Router {
+	r := &Router{host: NewHost(), dry: dry}
+	routes := map[string]*route{}
 	r.routes.Store(&routes)
 	return r
 }
@@ -144,8 +157,12 @@ func (r *Router) Tools() []ToolInfo {
 
 // Inline reports whether a call of the named tool runs to its end in the caller's goroutine
 // without waiting for anything: a built-in that does not block (flow__echo, flow__fail). Host
-// tools, blocking built-ins and unknown names are not inline.
+// tools, blocking built-ins and unknown names are not inline. Every call of a dry router
+// (NewDryRouter) is inline.
 func (r *Router) Inline(name string) bool {
+	if r.dry != nil {
+		return true
+	}
 	rt, ok := (*r.routes.Load())[name]
 	return ok && rt.fn != nil && !rt.blocking && rt.sem == nil
 }
@@ -156,6 +173,9 @@ func (r *Router) Inline(name string) bool {
 // ctx ends first, the error is ctx.Err() (context.Cause(ctx) says why); it is not the cause
 // itself because context.Cause takes a lock every call of a cancelled run would contend for.
 func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
+	if r.dry != nil {
+		return r.dry.Call(ctx, call)
+	}
 	rt, ok := (*r.routes.Load())[call.Tool]
 	if !ok {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, call.Tool)
@@ -181,6 +201,9 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 // CallRemote runs a tool_remote attempt through the RemoteCaller. The call is abandoned when
 // ctx ends, whether or not the caller honours it.
 func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
+	if r.dry != nil {
+		return r.dry.Call(ctx, call)
+	}
 	if r.remote == nil {
 		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
 	}
