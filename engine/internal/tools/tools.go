@@ -52,6 +52,9 @@ type ToolError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Trace   string `json:"trace,omitempty"` // e.g. a Python traceback
+	// Final marks a failure that no attempt can change (args that do not conform to the tool's
+	// schema): the step is not retried, whatever its retry policy says.
+	Final bool `json:"-"`
 }
 
 func (e *ToolError) Error() string {
