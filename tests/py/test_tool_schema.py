@@ -225,3 +225,23 @@ def test_large_integers_are_checked_exactly(engine):
     bad = engine.run("steps: [{id: a, tool: asset, args: {asset_id: 9223372036854775808}}]")
     assert bad.error["message"] == ("step a: args.asset_id: must be <= 9223372036854775807; got 9223372036854775808 "
                                     "(schema of tool asset)")
+
+
+def test_cli_tools_module_registers_tasks_with_their_schema(engine, tmp_path):
+    from dcc_flow._cli._engine import load_tools
+
+    module = tmp_path / "schema_cli_tools.py"
+    module.write_text(
+        "from dcc_flow import task\n"
+        "CALLS = []\n"
+        "@task(name='maya__render')\n"
+        "def render(frames: int):\n"
+        "    CALLS.append(frames)\n"
+        "    return frames\n"
+        "def plain(frames: int):\n"
+        "    return frames\n")
+    assert sorted(load_tools(engine, [str(module)])) == ["maya__render", "plain"]
+    result = engine.run("steps: [{id: r, tool: maya__render, args: {frames: ten}}]")
+    assert result.error["message"] == "step r: args.frames: must be integer; got string (schema of tool maya__render)"
+    # A plain function of a --tools module keeps no schema, as register_tool(fn) does.
+    assert engine.run("steps: [{id: p, tool: plain, args: {frames: ten}}]").outputs == {"p": "ten"}
