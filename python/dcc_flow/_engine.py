@@ -325,11 +325,11 @@ class Engine:
             raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
             raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
-        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn))
+        args_sch = _tool_schema(fn, schema, "schema", tool_name)
+        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch)
         req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
         if max_concurrent is not None:
             req["max_concurrent"] = max_concurrent
-        args_sch = _tool_schema(fn, schema, "schema", tool_name)
         if args_sch is not None:
             req["schema"] = args_sch
         out_sch = _tool_schema(fn, output_schema, "output_schema", tool_name)

@@ -1,8 +1,10 @@
 package gotest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dcc-flow/dcc-flow/engine"
@@ -134,4 +136,37 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+type poolDouble struct{ calls atomic.Int32 }
+
+func (p *poolDouble) CallRemote(_ context.Context, dcc, tool string, args map[string]any) (engine.ToolResult, error) {
+	p.calls.Add(1)
+	return engine.ToolResult{Output: map[string]any{"fbx": args["scene"]}}, nil
+}
+
+// A tool step routed to a pool is checked against the host tool of the same name.
+func TestSchemaOfAPoolRoutedStep(t *testing.T) {
+	t.Parallel()
+	pool := &poolDouble{}
+	b := setup(t, withConfig(func(c *engine.Config) {
+		c.Remotes = map[string]engine.RemoteConfig{"maya": {Command: []string{"mayapy", "-m", "dcc_flow", "worker"}}}
+	}), withOptions(engine.WithRemoteCaller(pool)))
+	registerExport(t, b, `{"type":"object","required":["fbx"]}`)
+	info := b.run(`
+steps:
+  - {id: export, tool: maya__export, pool: maya, args: {scene: a.ma, frames: 0}}
+`, nil)
+	step := b.steps(info.ID)["export"]
+	if info.Status != run.StatusFailed || step.Error == nil || step.Error.Kind != run.KindInvalidInput ||
+		step.Error.Message != "step export: args.frames: must be >= 1; got 0 (schema of tool maya__export)" || pool.calls.Load() != 0 {
+		t.Fatalf("status %s, error %+v, pool calls %d", info.Status, step.Error, pool.calls.Load())
+	}
+	info = b.run(`
+steps:
+  - {id: export, tool: maya__export, pool: maya, args: {scene: a.ma, frames: 2}}
+`, nil)
+	if info.Status != run.StatusCompleted || pool.calls.Load() != 1 {
+		t.Fatalf("status %s (%+v), pool calls %d", info.Status, info.Error, pool.calls.Load())
+	}
 }

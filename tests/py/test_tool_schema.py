@@ -245,3 +245,33 @@ def test_cli_tools_module_registers_tasks_with_their_schema(engine, tmp_path):
     assert result.error["message"] == "step r: args.frames: must be integer; got string (schema of tool maya__render)"
     # A plain function of a --tools module keeps no schema, as register_tool(fn) does.
     assert engine.run("steps: [{id: p, tool: plain, args: {frames: ten}}]").outputs == {"p": "ten"}
+
+
+def test_a_worker_publishes_the_enforced_schema_as_mcp_input_schema(engine, tmp_path):
+    """A pool worker is an MCP server of host tools: its tools/list inputSchema is the schema
+    the engine enforces for the tool (a @task's hints), {"type": "object"} for one without."""
+    import io
+    import json
+
+    from dcc_flow._cli._engine import load_tools
+    from dcc_flow._worker import Worker
+
+    module = tmp_path / "schema_worker_tools.py"
+    module.write_text(
+        "from dcc_flow import task\n"
+        "@task(name='maya__cache')\n"
+        "def cache(shot: str, frames: int = 1):\n"
+        "    return shot\n"
+        "def plain(x):\n"
+        "    return x\n")
+    load_tools(engine, [str(module)])
+    entries = {name: engine._tools[name] for name in ("maya__cache", "plain")}
+    request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}) + "\n"
+    out = io.BytesIO()
+    Worker(entries, io.BytesIO(request.encode()), out).serve()
+    listed = {t["name"]: t["inputSchema"] for t in json.loads(out.getvalue().decode())["result"]["tools"]}
+    assert listed == {
+        "maya__cache": {"type": "object", "properties": {"shot": {"type": "string"}, "frames": {"type": "integer"}},
+                        "required": ["shot"], "additionalProperties": False},
+        "plain": {"type": "object"},
+    }

@@ -35,7 +35,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
 	call := tools.Call{RunID: r.id, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
 	if sp.pool != "" {
-		call.DCC = sp.pool
+		call.DCC, call.Pooled = sp.pool, true
 	}
 
 	var idemKey string

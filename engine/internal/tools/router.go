@@ -205,12 +205,27 @@ func (r *Router) call(ctx context.Context, rt *route, call Call) (Result, error)
 }
 
 // CallRemote runs a tool_remote attempt through the RemoteCaller. The call is abandoned when
-// ctx ends, whether or not the caller honours it.
+// ctx ends, whether or not the caller honours it. A pooled call (Call.Pooled) of a tool also
+// registered here as a host tool with schemas is checked against them, as Call does: the pool
+// serves the same tool.
 func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if r.remote == nil {
 		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
 	}
-	return abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	var schemas *toolSchemas
+	if call.Pooled {
+		if rt, ok := (*r.routes.Load())[call.Tool]; ok {
+			schemas = rt.schemas
+		}
+	}
+	if res, ok := schemas.checkArgs(call); !ok {
+		return res, nil
+	}
+	res, err := abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	if err != nil {
+		return res, err
+	}
+	return schemas.checkOutput(call, res), nil
 }
 
 // abandonable runs fn in its own goroutine and returns its result, or ctx.Err() as soon as ctx

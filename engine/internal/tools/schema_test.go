@@ -19,30 +19,38 @@ const exportSchema = `{"type": "object",
                 "files": {"type": "array", "items": {"type": "string"}}},
  "required": ["scene"], "additionalProperties": false}`
 
-// callOnce makes one call and answers it (when it reaches the host) with output.
-func callOnce(t *testing.T, b *bundle, args map[string]any, output string) (tools.Result, bool) {
+// callOnce makes one call and answers it (when it reaches the host) with output; called reports
+// whether it reached the host.
+func callOnce(t *testing.T, b *bundle, args map[string]any, output string) (res tools.Result, called bool) {
 	t.Helper()
 	out := b.callAsync(context.Background(), tools.Call{RunID: "r", StepKey: "export", Tool: "maya__export", Args: args, Attempt: 1})
-	select {
-	case o := <-out: // answered without the host: refused before the call
-		if o.err != nil {
-			t.Fatal(o.err)
+	deadline := time.Now().Add(time.Minute) // a check of a million values is slow under -race
+	for time.Now().Before(deadline) {
+		select {
+		case o := <-out: // answered without the host: refused before the call
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			return o.res, false
+		default:
 		}
-		return o.res, false
-	case <-time.After(50 * time.Millisecond):
+		calls, err := b.host.Pull(context.Background(), tools.PullRequest{Lanes: []string{tools.LaneMain}, Max: 1, Timeout: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) == 1 {
+			if err := b.host.Complete(calls[0].ID, tools.Result{OutputJSON: []byte(output)}); err != nil {
+				t.Fatal(err)
+			}
+			o := <-out
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			return o.res, true
+		}
 	}
-	calls := b.next(t, tools.LaneMain, 1)
-	if len(calls) != 1 {
-		t.Fatalf("calls %+v", calls)
-	}
-	if err := b.host.Complete(calls[0].ID, tools.Result{OutputJSON: []byte(output)}); err != nil {
-		t.Fatal(err)
-	}
-	o := <-out
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	return o.res, true
+	t.Fatal("the call neither reached the host nor ended")
+	return tools.Result{}, false
 }
 
 func TestSchemaChecksArgsBeforeTheCall(t *testing.T) {
@@ -242,5 +250,37 @@ func TestSchemaValueBudget(t *testing.T) {
 	res, _ = callOnce(t, b, nil, string(text))
 	if res.Error == nil || res.Error.Kind != run.KindInvalidOutput || !strings.Contains(res.Error.Message, "output: holds more than 1000000 JSON values") {
 		t.Fatalf("output over the limit: %+v", res.Error)
+	}
+}
+
+// A tool step routed to a worker pool is checked against the schemas of the host tool of the
+// same name (the @task registered for the in-process case); a tool_remote call is not.
+func TestSchemaOfPooledCalls(t *testing.T) {
+	t.Parallel()
+	rd := &remoteDouble{}
+	r := tools.NewRouter(nil, rd)
+	t.Cleanup(r.Host().Close)
+	if err := r.RegisterHost(tools.ToolInfo{Name: "maya__export", Schema: []byte(exportSchema),
+		OutputSchema: []byte(`{"type":"object","required":["fbx"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	bad := tools.Call{StepKey: "export", Tool: "maya__export", DCC: "maya", Pooled: true, Args: map[string]any{"frames": float64(2)}}
+	res, err := r.CallRemote(context.Background(), bad)
+	if err != nil || res.Error == nil || res.Error.Kind != run.KindInvalidInput || !res.Error.Final ||
+		res.Error.Message != "step export: args.scene: is required (schema of tool maya__export)" || rd.calls.Load() != 0 {
+		t.Fatalf("pooled bad args: %+v %v, %d remote calls", res.Error, err, rd.calls.Load())
+	}
+	// Good args reach the pool; the double's output has no "fbx": invalid_output.
+	good := bad
+	good.Args = map[string]any{"scene": "a.ma"}
+	res, err = r.CallRemote(context.Background(), good)
+	if err != nil || res.Error == nil || res.Error.Kind != run.KindInvalidOutput || rd.calls.Load() != 1 {
+		t.Fatalf("pooled output: %+v %v, %d remote calls", res.Error, err, rd.calls.Load())
+	}
+	// tool_remote: the remote's own tool, whatever a host tool of that name says.
+	remote := bad
+	remote.Pooled = false
+	if res, err := r.CallRemote(context.Background(), remote); err != nil || res.Error != nil || rd.calls.Load() != 2 {
+		t.Fatalf("tool_remote: %+v %v", res.Error, err)
 	}
 }

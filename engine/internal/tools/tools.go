@@ -18,6 +18,9 @@ type Call struct {
 	StepKey string // the step instance key, e.g. "per_file[3].export"
 	Tool    string
 	DCC     string // the remote's name for tool_remote calls; "" otherwise
+	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
+	// tool of the same name, when one is registered, are checked as for an in-process call.
+	Pooled bool
 	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
 	// shared with the spec.
 	Args     map[string]any
