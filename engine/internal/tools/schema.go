@@ -324,14 +324,6 @@ func isIdent(s string) bool {
 	return true
 }
 
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = strconv.Quote(n)
-	}
-	return strings.Join(q, ", ")
-}
-
 // ratText writes a number exactly: an integer in full (no float rounding of 2^63), a fraction
 // as its shortest decimal when it has one.
 func ratText(r *big.Rat) string {
