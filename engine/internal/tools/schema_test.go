@@ -16,7 +16,8 @@ import (
 const exportSchema = `{"type": "object",
  "properties": {"scene": {"type": "string", "minLength": 1}, "frames": {"type": "integer", "minimum": 1},
                 "asset_id": {"type": "integer", "maximum": 9223372036854775807},
-                "files": {"type": "array", "items": {"type": "string"}}},
+                "files": {"type": "array", "items": {"type": "string"}}, "day": {"type": "string", "format": "date"},
+                "note": {"type": "string", "format": "studio-shot-code"}},
  "required": ["scene"], "additionalProperties": false}`
 
 // callOnce makes one call and answers it (when it reaches the host) with output; called reports
@@ -63,7 +64,8 @@ func TestSchemaChecksArgsBeforeTheCall(t *testing.T) {
 	if _, ok := big.(json.Number); !ok {
 		t.Fatalf("2^53+1 decodes to %T; the test needs json.Number", big)
 	}
-	res, called := callOnce(t, b, map[string]any{"scene": "a.ma", "frames": float64(10), "asset_id": big}, `{"ok":true}`)
+	res, called := callOnce(t, b, map[string]any{"scene": "a.ma", "frames": float64(10), "asset_id": big, "day": "2026-03-08",
+		"note": "an unknown format is a free hint"}, `{"ok":true}`)
 	if !called || res.Error != nil || string(res.OutputJSON) != `{"ok":true}` {
 		t.Fatalf("valid args: called %v, %+v", called, res)
 	}
@@ -81,6 +83,7 @@ func TestSchemaChecksArgsBeforeTheCall(t *testing.T) {
 		// 2^63 is one over the maximum: compared exactly, not as float64 (where they are equal).
 		{map[string]any{"scene": "a", "asset_id": json.Number("9223372036854775808")}, "args.asset_id: must be <= 9223372036854775807; got 9223372036854775808"},
 		{nil, "args.scene: is required"},
+		{map[string]any{"scene": "a", "day": "2026-13-45"}, `args.day: '2026-13-45' is not valid date`},
 	} {
 		res, called := callOnce(t, b, c.args, `{}`)
 		if called {
