@@ -100,6 +100,7 @@ type toolRequest struct {
 	MaxConcurrent int             `json:"max_concurrent"`
 	Description   string          `json:"description"`
 	Schema        json.RawMessage `json:"schema"`
+	OutputSchema  json.RawMessage `json:"output_schema"`
 }
 
 var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, error) {
@@ -110,7 +111,7 @@ var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, e
 		req.Lane = engine.LaneMain
 	}
 	return struct{}{}, e.RegisterTool(engine.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
-		Description: req.Description, Schema: req.Schema})
+		Description: req.Description, Schema: req.Schema, OutputSchema: req.OutputSchema})
 })
 
 var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {

@@ -294,8 +294,11 @@ func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed
 
 // RegisterTool registers (or replaces) a host tool: a tool whose calls the host process pulls
 // from Host() on its lane ("main", the default, or "worker"). MaxConcurrent bounds its calls in
-// flight across runs (0 = no limit). Names starting with "flow__" are reserved. Errors have code
-// invalid_request.
+// flight across runs (0 = no limit). Names starting with "flow__" are reserved. Schema and
+// OutputSchema, JSON Schema documents, are compiled here and enforced on every call: args that do
+// not conform fail the attempt with kind invalid_input before the call (never retried), an output
+// that does not conform with kind invalid_output (docs/c-abi.md "dccflow_tool_register"). Errors
+// have code invalid_request (a schema that is not one names the tool and its problem).
 func (e *Engine) RegisterTool(info ToolInfo) error {
 	if e.isClosed() {
 		return errClosed()

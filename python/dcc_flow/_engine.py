@@ -38,6 +38,8 @@ from typing import (
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
+from ._schema import SchemaOption
+from ._schema import tool_schema as _tool_schema
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
 from ._tools import LANES, ToolEntry, describe, execute
@@ -326,12 +328,18 @@ class Engine:
     # -- tools -----------------------------------------------------------------------------------
 
     def tool(
-        self, name: Optional[str] = None, thread: str = "main", max_concurrent: Optional[int] = None
+        self,
+        name: Optional[str] = None,
+        thread: str = "main",
+        max_concurrent: Optional[int] = None,
+        schema: SchemaOption = None,
+        output_schema: SchemaOption = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register the function as host tool ``name`` (default: the function's name).
 
         ``thread="main"`` runs it on the thread that drives the run (Maya's main thread);
         ``"worker"`` on the ``serve_tools`` pool. ``max_concurrent`` bounds simultaneous calls.
+        ``schema`` / ``output_schema`` as for ``register_tool``.
         """
         if callable(name):  # used bare: @engine.tool
             fn = name
@@ -339,7 +347,8 @@ class Engine:
             return fn
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent)
+            self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent, schema=schema,
+                               output_schema=output_schema)
             return fn
 
         return decorate
@@ -350,9 +359,18 @@ class Engine:
         name: Optional[str] = None,
         thread: str = "main",
         max_concurrent: Optional[int] = None,
-        schema: Optional[Mapping[str, Any]] = None,
+        schema: SchemaOption = None,
+        output_schema: SchemaOption = None,
     ) -> None:
-        """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it."""
+        """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it.
+
+        ``schema`` is the JSON Schema of its arguments, checked by the engine before every call
+        (a call that does not conform fails with kind ``invalid_input`` and ``fn`` is not
+        called): a mapping, ``True`` for one made from ``fn``'s type hints, ``False`` or ``None``
+        for none; ``None`` on a ``@task`` means its hints' schema. ``output_schema`` is the
+        JSON Schema of its return value, checked after the call (kind ``invalid_output``): a
+        mapping, ``True`` for one made from the return hint, or ``None``. docs/python.md "Tool
+        schemas"."""
         if not callable(fn):
             raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
         tool_name: str = name or str(getattr(fn, "__name__", ""))
@@ -360,12 +378,16 @@ class Engine:
             raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
             raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
-        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn))
+        args_sch = _tool_schema(fn, schema, "schema", tool_name)
+        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch)
         req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
         if max_concurrent is not None:
             req["max_concurrent"] = max_concurrent
-        if schema is not None:
-            req["schema"] = dict(schema)
+        if args_sch is not None:
+            req["schema"] = args_sch
+        out_sch = _tool_schema(fn, output_schema, "output_schema", tool_name)
+        if out_sch is not None:
+            req["output_schema"] = out_sch
         self._call("dccflow_tool_register", req)
         with self._lock:
             self._tools[tool_name] = entry
@@ -494,7 +516,8 @@ class Engine:
             with self._lock:
                 known = self._tools.get(name)
             if known is None or known.fn is not fn:
-                self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent)
+                self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent,
+                                   schema=getattr(task, "tool_schema", lambda: None)())
 
     def get_status(self, run_id: str, all_steps: bool = False) -> RunResult:
         """The current state of a run; ``all_steps`` includes every foreach iteration's steps."""

@@ -35,7 +35,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
 	call := tools.Call{RunID: r.id, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
 	if sp.pool != "" {
-		call.DCC = sp.pool
+		call.DCC, call.Pooled = sp.pool, true
 	}
 
 	var idemKey string
@@ -99,6 +99,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return r.stoppedEnd(ctx)
 		}
 		kind, msg, trace := "", "", ""
+		final := false // a failure no attempt can change (args that break the tool's schema)
 		switch {
 		case err != nil:
 			var at *attemptTimeout
@@ -110,6 +111,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			msg = err.Error()
 		case res.Error != nil:
 			kind, msg, trace = res.Error.Kind, res.Error.Message, res.Error.Trace
+			final = res.Error.Final
 			if kind == "" {
 				kind = run.KindError
 			}
@@ -125,7 +127,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return end
 		}
 		in.row.ErrorKind, in.row.ErrorMessage, in.row.ErrorTrace = kind, msg, trace
-		if attempt < maxAttempts && rp.IsRetryable(kind) {
+		if attempt < maxAttempts && !final && rp.IsRetryable(kind) {
 			continue
 		}
 		return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg, errTrace: trace}

@@ -132,7 +132,8 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
                 info = fn.tool_info() if hasattr(fn, "tool_info") else None
                 if info is not None:  # a @task, wherever it was defined
                     tool_name, task_fn, lane, max_concurrent = info
-                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent)
+                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent,
+                                         schema=fn.tool_schema())
                 elif getattr(fn, "__module__", None) == module.__name__:
                     engine.register_tool(fn, name=name)
         names.extend(sorted(set(engine.tools) - before))
