@@ -450,6 +450,9 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
+	if rec.Status == run.StatusPaused {
+		return e.cancelPaused(ctx, rec, reason) // paused, and no engine runs it (pause.go)
+	}
 	return nil
 }
 

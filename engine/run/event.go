@@ -18,6 +18,8 @@ const (
 	EventWorkflowResumed  = "workflow_resumed"
 	EventInterrupted      = "interrupted"
 	EventStallDetected    = "stall_detected"
+	EventRunPaused        = "run_paused"
+	EventRunUnpaused      = "run_unpaused"
 )
 
 // Progress counts the step instances of a run: Total grows as foreach steps expand, Completed
