@@ -84,6 +84,8 @@ class Progress:
                                % (key, self.run_id, key))
             elif kind == "approve_resolved":
                 self.waiting = ""
+            elif kind in ("run_paused", "run_unpaused") and self.tty:
+                self._note(pause_line(ev))
             if not self.tty:
                 self.ctx.print(json.dumps(ev, sort_keys=True))
                 return
@@ -177,6 +179,18 @@ class RunCommand(Command):
                     raise CliError("%s (%s)" % (exc.message, hint)) from None
                 raise
             return follow(engine, run, after, args, ctx)
+
+
+def pause_line(ev: Dict[str, Any]) -> str:
+    """"run R paused by ana: farm full (dcc-flow unpause R)", "run R unpaused by ana"."""
+    detail, run_id = ev.get("detail") or {}, ev.get("run_id", "")
+    paused = ev.get("type") == "run_paused"
+    line = "run %s %s" % (run_id, "paused" if paused else "unpaused")
+    if detail.get("by"):
+        line += " by %s" % detail["by"]
+    if detail.get("reason"):
+        line += ": %s" % detail["reason"]
+    return line + (" (dcc-flow unpause %s)" % run_id if paused else "")
 
 
 def add_follow_arguments(parser: argparse.ArgumentParser) -> None:
