@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 )
@@ -28,3 +29,7 @@ var opRunUnpause = withEngine(func(e *engine.Engine, req *pauseRequest) (any, er
 	}
 	return struct{}{}, e.Unpause(context.Background(), req.RunID, req.Reason, req.By)
 })
+
+// pausedPoll is how long calls_next waits, at most, when the run it asks for is paused and no
+// engine runs it: the run changes only by an unpause or a cancel.
+const pausedPoll = 100 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -70,6 +71,11 @@ func (e *Engine) setPaused(ctx context.Context, runID string, pause bool, p exec
 		return &run.Error{Code: run.CodeInvalidState, Message: fmt.Sprintf("cannot pause run %s: it is %s but this engine is not running it; resume it if it was interrupted", runID, rec.Status)}
 	}
 	// Unpause of a paused run that no engine is running: resume it.
+	storedPauseMu.Lock()
+	defer storedPauseMu.Unlock()
+	if h := e.live(runID); h != nil && !isDone(h.Done()) {
+		return h.Unpause(p) // an unpause at the same time resumed it
+	}
 	_, err = e.resume(ctx, runID, ResumeOptions{}, &p)
 	if err != nil && run.CodeOf(err) == run.CodeNotResumable && e.live(runID) != nil {
 		return nil // an unpause at the same time resumed it
@@ -85,10 +91,28 @@ func pauseFinished(action, runID string, status run.Status) error {
 	return &run.Error{Code: run.CodeInvalidState, Message: msg}
 }
 
+// storedPauseMu orders the unpause and the cancel of paused runs that no engine runs (which
+// read the record, then write it or start the run): rare operations, one at a time.
+var storedPauseMu sync.Mutex
+
 // cancelPaused cancels a paused run that no engine is running (its steps in flight were
 // interrupted when its engine stopped): the run becomes cancelled with its workflow_terminal
 // event, in one write.
 func (e *Engine) cancelPaused(ctx context.Context, rec store.Run, reason string) error {
+	storedPauseMu.Lock()
+	defer storedPauseMu.Unlock()
+	id := rec.ID
+	if h := e.live(id); h != nil { // unpaused meanwhile: it runs here now
+		h.Cancel(reason)
+		return nil
+	}
+	rec, err := e.store.GetRun(ctx, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if rec.Status != run.StatusPaused {
+		return nil // cancelled or resumed meanwhile
+	}
 	now := e.clock.Now()
 	rerr := exec.CancelledError(reason)
 	detail, _ := json.Marshal(map[string]any{"status": run.StatusCancelled, "error": rerr})
@@ -102,4 +126,11 @@ func (e *Engine) cancelPaused(ctx context.Context, rec store.Run, reason string)
 	}
 	e.hub.notify()
 	return nil
+}
+
+// storedPaused reports whether the store shows runID paused: with no live handle, a paused run
+// that no engine runs (its engine stopped), which only an Unpause or a Cancel changes.
+func (e *Engine) storedPaused(ctx context.Context, runID string) bool {
+	rec, err := e.store.GetRun(ctx, runID)
+	return err == nil && rec.Status == run.StatusPaused
 }

@@ -289,6 +289,17 @@ steps:
 	if err := e2.Pause(ctx, id, "", ""); err != nil {
 		t.Fatalf("pausing a stored paused run: %v", err)
 	}
+	// Wait on a paused run that no engine runs waits (it changes only by an unpause or a cancel)
+	// and follows it once unpaused here.
+	start := time.Now()
+	if info, err := e2.Wait(ctx, id, 200*time.Millisecond); err != nil || info.Status != run.StatusPaused || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("Wait on a stored paused run: %v %+v after %v; want paused after the timeout", err, info, time.Since(start))
+	}
+	waited := make(chan *engine.RunInfo, 1)
+	go func() {
+		info, _ := e2.Wait(ctx, id, 0)
+		waited <- info
+	}()
 	last, _ := e2.LastSeq(ctx)
 	if err := e2.Unpause(ctx, id, "morning", "bo"); err != nil {
 		t.Fatal(err)
@@ -302,6 +313,9 @@ steps:
 	info, err = e2.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
 		t.Fatalf("after unpause: %v %+v", err, info)
+	}
+	if w := <-waited; w == nil || w.Status != run.StatusCompleted {
+		t.Fatalf("a Wait begun while the run was paused returned %+v; want it completed", w)
 	}
 	if calls["a"] != 1 || calls["b"] != 2 || calls["c"] != 1 {
 		t.Fatalf("tool calls per step %v; want a once (completed before the pause), b twice (interrupted), c once", calls)

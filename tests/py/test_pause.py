@@ -2,6 +2,8 @@
 the Run methods."""
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -107,7 +109,13 @@ def test_paused_run_survives_reopen_and_unpause_reruns_no_completed_step(tmp_pat
         assert engine.get_status(run_id).status is WorkflowStatus.PAUSED
         register(engine, holder)
         holder["run"] = None  # step_b must not run again (None.pause would fail it)
-        engine.unpause(run_id, by="lead")
+        # Waiting on a paused run that no engine runs waits without spinning the CPU, and follows
+        # the run once it is unpaused (from another thread here).
+        cpu = time.process_time()
+        result = dcc_flow.Run(engine, run_id).wait(timeout=0.5)
+        assert result.timed_out and result.status is WorkflowStatus.PAUSED
+        assert time.process_time() - cpu < 0.25, "wait() spun on a paused run"
+        threading.Timer(0.2, lambda: engine.unpause(run_id, by="lead")).start()
         result = dcc_flow.Run(engine, run_id).wait(timeout=10)
         assert result.status is WorkflowStatus.COMPLETED, result.error
         assert result.outputs == {"a": 1, "b": 2, "c": 3}
