@@ -76,3 +76,21 @@ def test_unpause_runs_a_run_paused_before_a_restart_without_rerunning_completed_
     with dcc_flow.Engine(db=db) as engine:
         result = engine.get_status(run.run_id)
         assert result.status is dcc_flow.WorkflowStatus.COMPLETED and result.outputs == {"a": "a", "b": "b", "c": "c"}
+
+
+def test_progress_line_shows_the_pause():
+    import io
+
+    from dcc_flow._cli._base import Context
+    from dcc_flow._cli.run import Progress
+
+    out = io.StringIO()
+    progress = Progress(Context("dcc-flow run", out=out), "r1", "shots", tty=True)
+    progress.event({"run_id": "r1", "type": "approve_requested", "step_key": "gate", "progress": {}})
+    progress.event({"run_id": "r1", "type": "run_paused", "detail": {"reason": "farm full", "by": "ana"},
+                    "progress": {}})
+    assert "paused (dcc-flow unpause r1)" in progress.line() and "waiting for approval" not in progress.line()
+    assert "run r1 paused by ana: farm full (dcc-flow unpause r1)\n" in out.getvalue()
+    progress.event({"run_id": "r1", "type": "run_unpaused", "detail": {"reason": "", "by": "ana"}, "progress": {}})
+    assert "paused" not in progress.line() and "waiting for approval of gate" in progress.line()
+    assert "run r1 unpaused by ana\n" in out.getvalue()

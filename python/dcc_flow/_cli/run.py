@@ -38,6 +38,7 @@ class Progress:
         self.current = ""
         self.retries = 0
         self.waiting = ""
+        self.paused = False
         self.lock = threading.Lock()
         self.width = 0
         # foreach id -> [iteration step instances running, done]; keys look like "per_file[3].export"
@@ -48,7 +49,9 @@ class Progress:
         for loop, (running, done) in self.loops.items():
             if running or not self.waiting:
                 parts.append("%s: %d done, %d running" % (loop, done, running))
-        if self.waiting:
+        if self.paused:
+            parts.append("paused (dcc-flow unpause %s)" % self.run_id)
+        elif self.waiting:
             parts.append("waiting for approval of %s" % self.waiting)
         elif self.current:
             parts.append(self.current)
@@ -84,8 +87,10 @@ class Progress:
                                % (key, self.run_id, key))
             elif kind == "approve_resolved":
                 self.waiting = ""
-            elif kind in ("run_paused", "run_unpaused") and self.tty:
-                self._note(pause_line(ev))
+            elif kind in ("run_paused", "run_unpaused"):
+                self.paused = kind == "run_paused"
+                if self.tty:
+                    self._note(pause_line(ev))
             if not self.tty:
                 self.ctx.print(json.dumps(ev, sort_keys=True))
                 return
