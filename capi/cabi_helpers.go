@@ -32,6 +32,8 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_run_wait":           dccflow_run_wait,
 	"dccflow_run_cancel":         dccflow_run_cancel,
 	"dccflow_run_approve":        dccflow_run_approve,
+	"dccflow_run_pause":          dccflow_run_pause,
+	"dccflow_run_unpause":        dccflow_run_unpause,
 	"dccflow_run_resume":         dccflow_run_resume,
 	"dccflow_runs_list":          dccflow_runs_list,
 	"dccflow_pools_list":         dccflow_pools_list,

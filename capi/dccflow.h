@@ -37,6 +37,8 @@ int32_t dccflow_run_status(uint64_t handle, const char *in_json, char **out_json
 int32_t dccflow_run_wait(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_cancel(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_approve(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_pause(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_unpause(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_resume(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_runs_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_pools_list(uint64_t handle, const char *in_json, char **out_json);

@@ -421,6 +421,8 @@ var requestTypes = map[string]any{
 	"dccflow_run_wait":           runRequest{},
 	"dccflow_run_cancel":         cancelRequest{},
 	"dccflow_run_approve":        approveRequest{},
+	"dccflow_run_pause":          pauseRequest{},
+	"dccflow_run_unpause":        pauseRequest{},
 	"dccflow_run_resume":         resumeRequest{},
 	"dccflow_runs_list":          runsRequest{},
 	"dccflow_pools_list":         poolsRequest{},

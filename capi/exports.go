@@ -154,6 +154,16 @@ func dccflow_run_cancel(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32
 	return call(h, in, out, opRunCancel)
 }
 
+//export dccflow_run_pause
+func dccflow_run_pause(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunPause)
+}
+
+//export dccflow_run_unpause
+func dccflow_run_unpause(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunUnpause)
+}
+
 //export dccflow_run_approve
 func dccflow_run_approve(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunApprove)

@@ -391,6 +391,11 @@ func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
 					return err
 				}
 				res.Run = &runSummary{Status: info.Status, Terminal: info.Terminal}
+				if info.Status == run.StatusPaused && req.TimeoutMs > 0 {
+					// Paused and run by no engine (docs/state-machine.md, "Pause"): nothing to
+					// pull until an unpause; a caller looping on calls_next must not spin.
+					time.Sleep(min(millis(req.TimeoutMs), pausedPoll))
+				}
 			default:
 			}
 		}

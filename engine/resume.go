@@ -29,9 +29,15 @@ type ResumeOptions struct {
 // again and their outputs feed the steps that run. It returns the run id (the same) at once;
 // use Wait. A spec's on_failure steps are not reused: they run again, all of them, only if the
 // resumed run fails again; but a run interrupted while they ran (and resumed without
-// ForceSteps) only finishes them, with the run's error, and ends failed again. Errors: not_found, not_resumable (still running, or completed without ForceSteps),
+// ForceSteps) only finishes them, with the run's error, and ends failed again. Errors:
+// not_found, not_resumable (still running or paused, or completed without ForceSteps),
 // spec_changed, unknown_tool (its host tools must be registered again after a restart).
 func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (string, error) {
+	return e.resume(ctx, runID, opts, nil)
+}
+
+// resume is Resume; with unpause, of a paused run that no engine runs (Unpause).
+func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, unpause *exec.PauseInfo) (string, error) {
 	if e.isClosed() {
 		return "", errClosed()
 	}
@@ -53,6 +59,14 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	}
 	switch rec.Status {
 	case run.StatusFailed, run.StatusInterrupted, run.StatusCancelled:
+		if unpause != nil {
+			return "", pauseFinished("unpause", runID, rec.Status)
+		}
+	case run.StatusPaused:
+		if unpause == nil {
+			return "", &run.Error{Code: run.CodeNotResumable, Details: map[string]any{"status": string(rec.Status)},
+				Message: fmt.Sprintf("run %s is paused; unpause it to let it go on", runID)}
+		}
 	case run.StatusCompleted:
 		if len(opts.ForceSteps) == 0 {
 			return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s completed; name the steps to run again with force_steps", runID),
@@ -97,7 +111,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err := e.start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
-		Prior: prior, Force: opts.ForceSteps, Resume: true, OnFailureOnly: onFailureOnly,
+		Prior: prior, Force: opts.ForceSteps, Resume: true, OnFailureOnly: onFailureOnly, Unpause: unpause,
 	}); err != nil {
 		return "", err
 	}

@@ -390,19 +390,29 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-	} else if e.cfg.ReadOnly && timeout >= 0 {
+	} else if timeout >= 0 && (e.cfg.ReadOnly || e.storedPaused(ctx, runID)) {
 		return e.waitStored(ctx, runID, timeout)
 	}
 	return e.Status(ctx, runID)
 }
 
-// waitStored is Wait for a run another process runs: it reads the run until it is terminal.
+// waitStored is Wait for a run another process runs, or for a paused run that no engine runs
+// (until this engine unpauses or cancels it): it reads the run until it is terminal.
 func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	for {
+		if h := e.live(runID); h != nil && !e.cfg.ReadOnly { // a paused run this engine unpaused
+			left := time.Duration(0)
+			if !deadline.IsZero() {
+				if left = time.Until(deadline); left <= 0 {
+					left = -1
+				}
+			}
+			return e.Wait(ctx, runID, left)
+		}
 		info, err := e.Status(ctx, runID)
 		if err != nil || info.Terminal || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return info, err
@@ -436,6 +446,9 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
+	}
+	if rec.Status == run.StatusPaused {
+		return e.cancelPaused(ctx, rec, reason) // paused, and no engine runs it (pause.go)
 	}
 	return nil
 }

@@ -133,6 +133,7 @@ func (s *Server) addTools() {
 		mcp.WithString("reason"), mcp.WithString("by"),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolApprove)
+	s.addPauseTools()
 }
 
 // toolError is a tool failure: isError with the stable code in structuredContent.

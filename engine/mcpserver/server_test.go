@@ -150,6 +150,7 @@ func TestToolsListedWithAnnotations(t *testing.T) {
 	want := map[string][2]bool{ // destructive, read-only
 		"workflows_run": {true, false}, "workflows_get_status": {false, true}, "workflows_cancel": {true, false},
 		"workflows_lookup": {false, true}, "workflows_resume": {true, false}, "workflows_approve": {true, false},
+		"workflows_pause": {false, false}, "workflows_unpause": {false, false},
 	}
 	for name, w := range want {
 		a, ok := got[name]

@@ -21,6 +21,8 @@ const (
 	// EventOnFailureStarted: the run failed and its on_failure steps start; the detail holds
 	// the run's error ({"error": {kind, message, step_key}}).
 	EventOnFailureStarted = "on_failure_started"
+	EventRunPaused        = "run_paused"
+	EventRunUnpaused      = "run_unpaused"
 )
 
 // Progress counts the step instances of a run: Total grows as foreach steps expand, Completed

@@ -536,6 +536,20 @@ class Engine:
         self._call("dccflow_run_approve", {"run_id": run_id, "step": step, "approved": bool(approved),
                                            "reason": reason or "", "by": by or _user()})
 
+    def pause(self, run_id: str, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """Pause a run: no step starts (foreach items and retries included) until ``unpause``;
+        the steps in flight finish and record their results, and an open approval can still be
+        answered. Its status is ``paused``. Pausing a paused run does nothing; a finished run
+        raises ``InvalidStateError``. ``by`` defaults to $DCC_FLOW_USER or the login name. A
+        paused run stays paused when its engine closes."""
+        self._call("dccflow_run_pause", {"run_id": run_id, "reason": reason or "", "by": by or _user()})
+
+    def unpause(self, run_id: str, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """Let a paused run go on (``running`` again). A run paused when its engine closed is
+        resumed: its completed steps are reused, so register its tools first. Unpausing a run that
+        is not paused does nothing; a finished run raises ``InvalidStateError``."""
+        self._call("dccflow_run_unpause", {"run_id": run_id, "reason": reason or "", "by": by or _user()})
+
     def resume(self, run_id: str, force_steps: Sequence[str] = (), expected_spec_hash: Optional[str] = None) -> "Run":
         """Re-run a failed, interrupted or cancelled run, reusing its completed step instances."""
         req: Dict[str, Any] = {"run_id": run_id, "force_steps": list(force_steps)}
@@ -1134,6 +1148,14 @@ class Run:
 
     def approve(self, step: str, approved: bool = True, reason: Optional[str] = None, by: Optional[str] = None) -> None:
         self.engine.approve(self.run_id, step, approved, reason, by)
+
+    def pause(self, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """``Engine.pause`` of this run."""
+        self.engine.pause(self.run_id, reason, by)
+
+    def unpause(self, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """``Engine.unpause`` of this run."""
+        self.engine.unpause(self.run_id, reason, by)
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """This run's events from its start until its ``workflow_terminal`` event, or until

@@ -77,6 +77,8 @@ _JSON_EXPORTS = (
     "dccflow_run_wait",
     "dccflow_run_cancel",
     "dccflow_run_approve",
+    "dccflow_run_pause",
+    "dccflow_run_unpause",
     "dccflow_run_resume",
     "dccflow_runs_list",
     "dccflow_runs_prune",

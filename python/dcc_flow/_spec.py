@@ -63,6 +63,7 @@ class WorkflowStatus(_StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
+    PAUSED = "paused"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"

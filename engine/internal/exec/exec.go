@@ -148,6 +148,10 @@ type Params struct {
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
+	// Unpause, with Resume, is the unpause of a paused run that no engine was running (its
+	// engine stopped, or its process died): a run_unpaused event with this detail precedes the
+	// workflow_resumed event, in the same commit.
+	Unpause *PauseInfo
 	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
@@ -285,6 +289,9 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	if p.Resume {
 		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
 		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, nil)}
+		if p.Unpause != nil {
+			b.Events = append([]run.Event{r.event(now, run.EventRunUnpaused, "", string(run.StatusRunning), 0, p.Unpause.Detail())}, b.Events...)
+		}
 	} else {
 		rec := store.Run{
 			ID: r.id, Name: r.name, SpecJSON: p.Spec.Canonical(), SpecHash: p.Spec.Hash(), Inputs: inputsJSON,
@@ -407,6 +414,12 @@ type runner struct {
 	sealed             bool
 	liveMu             sync.Mutex
 	liveHead, liveTail *inst // step instances in flight, oldest first
+
+	// pauseMu is the pause gate (pause.go): pauseCh is non-nil while the run is paused and
+	// closed by Unpause; a step instance registers itself read-locked. Lock order: mu,
+	// pauseMu, sealMu.
+	pauseMu sync.RWMutex
+	pauseCh chan struct{}
 }
 
 // stop ends the run from outside: it seals the run first, while the steps in flight are still

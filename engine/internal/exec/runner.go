@@ -328,6 +328,8 @@ func (r *runner) seal() {
 		return
 	}
 	r.mu.Lock()
+	// An engine stop leaves a paused run paused (pause.go); read before sealMu (lock order).
+	keepPaused := sc == ErrEngineStop.(*stopCause) && r.isPaused()
 	r.sealMu.Lock()
 	if !r.sealed {
 		now := r.now()
@@ -353,13 +355,17 @@ func (r *runner) seal() {
 			b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
 		}
 		r.liveMu.Unlock()
-		status, rerr := sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
-		if failing := r.failing.Load(); failing != nil && sc.run == run.StatusCancelled {
-			// Cancelled while its on_failure steps ran: the run had failed, and stays failed
-			// with its own error; those steps end cancelled.
-			status, rerr = run.StatusFailed, failing
+		if keepPaused {
+			r.sealPaused(b)
+		} else {
+			status, rerr := sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
+			if failing := r.failing.Load(); failing != nil && sc.run == run.StatusCancelled {
+				// Cancelled while its on_failure steps ran: the run had failed, and stays failed
+				// with its own error; those steps end cancelled.
+				status, rerr = run.StatusFailed, failing
+			}
+			r.writeTerminal(b, status, rerr)
 		}
-		r.writeTerminal(b, status, rerr)
 	}
 	r.sealMu.Unlock()
 	r.mu.Unlock()
@@ -608,25 +614,31 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 			return r.reuse(f, sp, p)
 		}
 	}
-	now := r.now()
+	// A paused run starts nothing: wait at the gate, and register the instance under it.
+	if r.enterGate(ctx) != nil {
+		st, _, _ := r.stopped(ctx)
+		return outcome{status: st}
+	}
 	in := instPool.Get().(*inst)
 	defer instPool.Put(in)
-	*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
-		Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
-	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
-		in.row.Attempt = 1
-	}
 	defer r.unlink(in)
-	var err error
-	switch sp.kind {
-	case spec.KindTool, spec.KindToolRemote, spec.KindApprove:
-		// Written with the step's next write: its exit, its approve_requested, or the running
-		// row runTool writes before a call that may block.
-		err = in.deferEnter(now)
-	default:
+	err := func() error {
+		defer r.pauseMu.RUnlock()
+		now := r.now()
+		*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
+			Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
+		if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote {
+			in.row.Attempt = 1
+		}
+		switch sp.kind {
+		case spec.KindTool, spec.KindToolRemote, spec.KindApprove:
+			// Written with the step's next write: its exit, its approve_requested, or the
+			// running row runTool writes before a call that may block.
+			return in.deferEnter(now)
+		}
 		// A control step's step_enter comes before its children's events.
-		err = in.saveAt(now, run.EventStepEnter, nil)
-	}
+		return in.saveAt(now, run.EventStepEnter, nil)
+	}()
 	if err != nil {
 		if errors.Is(err, errSealed) {
 			st, _, _ := r.stopped(ctx)
@@ -843,17 +855,14 @@ func (r *runner) leafEnd() {
 }
 
 // refreshStatus writes running or waiting (an approval is open and no tool step is in flight)
-// when it changed.
+// when it changed; a paused run stays paused.
 func (r *runner) refreshStatus() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
 		return
 	}
-	want := run.StatusRunning
-	if r.open.Load() > 0 && r.leaf.Load() == 0 {
-		want = run.StatusWaiting
-	}
+	want := r.statusWanted(r.isPaused())
 	if want == r.status {
 		return
 	}

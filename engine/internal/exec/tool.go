@@ -77,8 +77,15 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
 				return r.stoppedEnd(ctx)
 			}
+			// A retry whose delay ends while the run is paused waits for the unpause (its
+			// row stays retrying); the next attempt is a new start.
+			if r.enterGate(ctx) != nil {
+				return r.stoppedEnd(ctx)
+			}
 			in.row.Status = run.StepRunning
-			if err := in.save("", nil); err != nil {
+			err := in.save("", nil)
+			r.pauseMu.RUnlock()
+			if err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
 		}

@@ -48,6 +48,8 @@ COMMAND_MODULES = (
     "show",
     "cancel",
     "approve",
+    "pause",
+    "unpause",
     "resume",
     "prune",
     "schedules",

@@ -39,6 +39,7 @@ class Progress:
         self.current = ""
         self.retries = 0
         self.waiting = ""
+        self.paused = False
         self.lock = threading.Lock()
         self.width = 0
         # foreach id -> [iteration step instances running, done]; keys look like "per_file[3].export"
@@ -49,7 +50,9 @@ class Progress:
         for loop, (running, done) in self.loops.items():
             if running or not self.waiting:
                 parts.append("%s: %d done, %d running" % (loop, done, running))
-        if self.waiting:
+        if self.paused:
+            parts.append("paused (dcc-flow unpause %s)" % self.run_id)
+        elif self.waiting:
             parts.append("waiting for approval of %s" % self.waiting)
         elif self.current:
             parts.append(self.current)
@@ -85,6 +88,10 @@ class Progress:
                                % (key, self.run_id, key))
             elif kind == "approve_resolved":
                 self.waiting = ""
+            elif kind in ("run_paused", "run_unpaused"):
+                self.paused = kind == "run_paused"
+                if self.tty:
+                    self._note(pause_line(ev))
             if not self.tty:
                 self.ctx.print(json.dumps(ev, sort_keys=True))
                 return
@@ -231,6 +238,18 @@ def dry_run(engine: Any, spec: Any, inputs: Dict[str, Any], fixtures: Optional[D
     if not args.json:
         ctx.print(summary_line(result))
     return 0 if result.ok else 1
+
+
+def pause_line(ev: Dict[str, Any]) -> str:
+    """"run R paused by ana: farm full (dcc-flow unpause R)", "run R unpaused by ana"."""
+    detail, run_id = ev.get("detail") or {}, ev.get("run_id", "")
+    paused = ev.get("type") == "run_paused"
+    line = "run %s %s" % (run_id, "paused" if paused else "unpaused")
+    if detail.get("by"):
+        line += " by %s" % detail["by"]
+    if detail.get("reason"):
+        line += ": %s" % detail["reason"]
+    return line + (" (dcc-flow unpause %s)" % run_id if paused else "")
 
 
 def add_follow_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Dict
 from ._base import Command, Context
 from ._engine import add_db_argument, add_remotes_argument, add_tools_argument, load_tools, open_engine
 from .prune import parse_age
-from .run import register_dir
+from .run import pause_line, register_dir
 from .schedules import serve_schedules
 
 __all__ = ["COMMAND"]
@@ -133,7 +133,7 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
 
 
 def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
-    """One line per run start, approval request, stall and end: what a TD tails at 3 a.m."""
+    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m."""
     kind, run_id = ev.get("type"), ev.get("run_id", "")
     progress = ev.get("progress") or {}
     done = "%s/%s steps" % (progress.get("completed", 0), progress.get("total", 0))
@@ -143,6 +143,8 @@ def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
     elif kind == "approve_requested":
         line = "run %s waits for approval of %s (dcc-flow approve %s %s)" % (run_id, ev.get("step_key"), run_id,
                                                                            ev.get("step_key"))
+    elif kind in ("run_paused", "run_unpaused"):
+        line = pause_line(ev)
     elif kind == "stall_detected":
         line = "run %s stalled: no progress for a while (%s)" % (run_id, done)
     elif kind == "workflow_terminal":

@@ -586,6 +586,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 		if rec.run.Status.Terminal() {
 			continue
 		}
+		paused := rec.run.Status == run.StatusPaused
 		for i := range rec.nsteps {
 			st := rec.step(i)
 			if !s.isFinished(st.status) {
@@ -593,6 +594,9 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 				st.updated, st.finished = nanos(now), nanos(now)
 				rec.done++
 			}
+		}
+		if paused { // it stays paused (Unpause resumes it), its steps in flight interrupted
+			continue
 		}
 		rec.run.Progress = s.committedProgress(rec)
 		rec.run.Status, rec.run.Error = run.StatusInterrupted, cloneRunError(in.Error)

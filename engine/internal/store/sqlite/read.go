@@ -340,6 +340,13 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 			return nil, s.fault(fmt.Errorf("appending the interrupted event of run %s: %w", id, err))
 		}
 	}
+	// A paused run stays paused (Unpause resumes it); its steps that were in flight when its
+	// process died are interrupted.
+	if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
+		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval')
+		AND run_id IN (SELECT id FROM workflows WHERE status = 'paused')`, nanos(now)); err != nil {
+		return nil, s.fault(err)
+	}
 	if len(ids) > 0 {
 		// Before the commit, while the connection is held: a commit that fails leaves a gap in
 		// the numbers, never a number used twice.

@@ -117,7 +117,7 @@ func testControl(t *testing.T, c store.Controller) {
 		t.Fatalf("PendingControl of an empty store = %+v, %v", p, err)
 	}
 	if _, err := c.RequestControl(ctx, store.ControlRequest{RunID: "r1", Action: "delete", CreatedAt: t0}); err == nil {
-		t.Fatal(`RequestControl accepted action "delete"; only approve and cancel are actions`)
+		t.Fatal(`RequestControl accepted action "delete"; only approve, cancel, pause and unpause are actions`)
 	}
 	approve := store.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, Reason: "looks good", By: "ana", CreatedAt: t0}
 	cancel := store.ControlRequest{RunID: "r2", Action: "cancel", Reason: "wrong shot", CreatedAt: t0.Add(time.Second)}
@@ -161,6 +161,27 @@ func testControl(t *testing.T, c store.Controller) {
 	}
 	if p, err := c.PendingControl(ctx); err != nil || len(p) != 0 {
 		t.Errorf("PendingControl after answering both = %+v, %v", p, err)
+	}
+	// pause and unpause carry their reason and who asked.
+	for i, action := range []string{"pause", "unpause"} {
+		req := store.ControlRequest{RunID: "r3", Action: action, Reason: "render farm full", By: "ana", CreatedAt: t0.Add(time.Duration(3+i) * time.Second)}
+		id, err := c.RequestControl(ctx, req)
+		if err != nil || id <= 0 {
+			t.Fatalf("RequestControl(%s) = %d, %v", action, id, err)
+		}
+		pending, err := c.PendingControl(ctx)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("PendingControl after a %s request = %+v, %v", action, pending, err)
+		}
+		req.ID = id
+		got := pending[0]
+		got.CreatedAt = req.CreatedAt
+		if !reflect.DeepEqual(got, req) {
+			t.Errorf("pending %s = %+v; want %+v", action, got, req)
+		}
+		if err := c.AnswerControl(ctx, id, t0.Add(10*time.Second), "", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
