@@ -151,6 +151,7 @@ func TestToolsListedWithAnnotations(t *testing.T) {
 	want := map[string][2]bool{ // destructive, read-only
 		"workflows_run": {true, false}, "workflows_get_status": {false, true}, "workflows_cancel": {true, false},
 		"workflows_lookup": {false, true}, "workflows_resume": {true, false}, "workflows_approve": {true, false},
+		"workflows_pause": {false, false}, "workflows_unpause": {false, false},
 	}
 	for name, w := range want {
 		a, ok := got[name]
@@ -483,5 +484,31 @@ func TestToolProgressReachesMCPProgressNotifications(t *testing.T) {
 	}
 	if !logged {
 		t.Fatalf("no workflowUpdated notification with the logged line: %+v", b.notifications(mcpserver.UpdatedMethod))
+	}
+}
+
+// TestOnFailureOverMCP: an inline spec's on_failure steps run when it fails and show in its
+// status, keyed on_failure.<id>, while the run keeps its own error.
+func TestOnFailureOverMCP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	spec := `
+steps: [{id: export, tool: flow__fail, args: {kind: fatal, message: corrupt scene}}]
+on_failure: [{id: alert, tool: flow__echo, args: {text: "{{run.error.step_key}}: {{run.error.message}}"}}]
+`
+	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": spec, "wait_secs": 10}, nil)
+	if isErr || out["status"] != "failed" || out["error"].(map[string]any)["step_key"] != "export" {
+		t.Fatalf("run: %v", out)
+	}
+	st, _ := call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": out["workflow_id"]}, nil)
+	found := false
+	for _, s := range st["steps"].([]any) {
+		s := s.(map[string]any)
+		if s["key"] == "on_failure.alert" {
+			found = s["status"] == "completed" && s["output"].(map[string]any)["text"] == "export: corrupt scene"
+		}
+	}
+	if !found {
+		t.Fatalf("status lacks a completed on_failure.alert with the error: %v", st["steps"])
 	}
 }

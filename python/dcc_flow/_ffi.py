@@ -72,10 +72,13 @@ _JSON_EXPORTS = (
     "dccflow_workflow_register",
     "dccflow_workflows_list",
     "dccflow_run_submit",
+    "dccflow_run_dry",
     "dccflow_run_status",
     "dccflow_run_wait",
     "dccflow_run_cancel",
     "dccflow_run_approve",
+    "dccflow_run_pause",
+    "dccflow_run_unpause",
     "dccflow_run_resume",
     "dccflow_runs_list",
     "dccflow_runs_prune",
@@ -96,6 +99,9 @@ _JSON_EXPORTS = (
     "dccflow_serve_start",
     "dccflow_serve_stop",
     "dccflow_serve_status",
+    "dccflow_idempotency_purge",
+    "dccflow_retention_status",
+    "dccflow_schedule_fires",
 )
 _SIGNATURES: Dict[str, Any] = {
     "dccflow_abi_version": ([], ctypes.c_uint32),

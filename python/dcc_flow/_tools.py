@@ -256,16 +256,25 @@ def current_call() -> Optional[CallContext]:
 class ToolEntry:
     """A registered host tool."""
 
-    __slots__ = ("name", "fn", "lane", "max_concurrent", "description")
+    __slots__ = ("name", "fn", "lane", "max_concurrent", "description", "schema")
 
     def __init__(
-        self, name: str, fn: Callable[..., Any], lane: str, max_concurrent: Optional[int], description: str
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        lane: str,
+        max_concurrent: Optional[int],
+        description: str,
+        schema: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.lane = lane
         self.max_concurrent = max_concurrent
         self.description = description
+        #: The JSON Schema of its arguments the engine enforces (docs/python.md "Tool schemas"),
+        #: or None; a worker publishes it as the tool's MCP inputSchema.
+        self.schema = schema
 
 
 def describe(fn: Callable[..., Any]) -> str:

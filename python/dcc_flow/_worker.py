@@ -441,9 +441,15 @@ def _flush_std() -> None:
 
 
 def _describe(entry: ToolEntry) -> Dict[str, Any]:
+    """The tool's tools/list entry: its inputSchema is the schema the engine enforces for it (a
+    @task's hints, register_tool(schema=...)) when that is an object schema, as MCP requires;
+    else ``{"type": "object"}``."""
     doc = (getattr(entry.fn, "__doc__", None) or "").strip()
+    schema = getattr(entry, "schema", None)
+    if not (isinstance(schema, dict) and schema.get("type") == "object"):
+        schema = {"type": "object"}
     return {"name": entry.name, "description": doc.splitlines()[0] if doc else entry.name,
-            "inputSchema": {"type": "object"}}
+            "inputSchema": schema}
 
 
 def _tool_result(answer: Mapping[str, Any]) -> Dict[str, Any]:

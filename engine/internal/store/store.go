@@ -77,7 +77,9 @@ type Store interface {
 	// instance of those runs into StepInterrupted, UpdatedAt now; and appends for each of those
 	// runs, in id order, one event {Type: run.EventInterrupted, Time: now, Status
 	// "interrupted", Progress: the run's, Detail: in.Detail}. A crash during it leaves all of it
-	// or none of it. It returns the ids of the runs it changed, sorted.
+	// or none of it. A paused run stays paused, without an event, but its non-terminal step
+	// instances become StepInterrupted too (Unpause resumes it). It returns the ids of the runs
+	// it made interrupted, sorted.
 	MarkInterrupted(ctx context.Context, now time.Time, in Interruption) ([]string, error)
 
 	ArtefactStore

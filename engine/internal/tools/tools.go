@@ -18,6 +18,9 @@ type Call struct {
 	StepKey string // the step instance key, e.g. "per_file[3].export"
 	Tool    string
 	DCC     string // the remote's name for tool_remote calls; "" otherwise
+	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
+	// tool of the same name, when one is registered, are checked as for an in-process call.
+	Pooled bool
 	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
 	// shared with the spec.
 	Args     map[string]any
@@ -70,6 +73,9 @@ type ToolError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Trace   string `json:"trace,omitempty"` // e.g. a Python traceback
+	// Final marks a failure that no attempt can change (args that do not conform to the tool's
+	// schema): the step is not retried, whatever its retry policy says.
+	Final bool `json:"-"`
 }
 
 func (e *ToolError) Error() string {

@@ -87,7 +87,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                 beside_owner: bool = False, read_only: bool = False) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
-    (runs, status, show, approve, cancel) open it read-only and act through that process; the
+    (runs, status, show, approve, cancel, pause) open it read-only and act through that process; the
     others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
     (schedules, workflows) only look: they always open it read-only (in memory when the file
     does not exist yet), so the workflows they register for a check stay out of the catalog."""
@@ -104,8 +104,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
         if beside_owner:
             return Engine(db=path, config=config, read_only=True)
         holder = exc.details.get("holder") or "another process"
-        raise CliError("database %s is in use by %s; runs, status, show, approve, cancel and schedules work "
-                       "beside it, but to start runs here use --db ANOTHER.db or stop that process"
+        raise CliError("database %s is in use by %s; runs, status, show, approve, cancel, pause, unpause and "
+                       "schedules work beside it, but to start runs here use --db ANOTHER.db or stop that process"
                        % (path, holder)) from None
 
 
@@ -133,7 +133,8 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
                 info = fn.tool_info() if hasattr(fn, "tool_info") else None
                 if info is not None:  # a @task, wherever it was defined
                     tool_name, task_fn, lane, max_concurrent = info
-                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent)
+                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent,
+                                         schema=fn.tool_schema())
                 elif getattr(fn, "__module__", None) == module.__name__:
                     engine.register_tool(fn, name=name)
         names.extend(sorted(set(engine.tools) - before))

@@ -590,6 +590,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 		if rec.run.Status.Terminal() {
 			continue
 		}
+		paused := rec.run.Status == run.StatusPaused
 		for i := range rec.nsteps {
 			st := rec.step(i)
 			if !s.isFinished(st.status) {
@@ -597,6 +598,9 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 				st.updated, st.finished = nanos(now), nanos(now)
 				rec.done++
 			}
+		}
+		if paused { // it stays paused (Unpause resumes it), its steps in flight interrupted
+			continue
 		}
 		rec.run.Progress = s.committedProgress(rec)
 		rec.run.Status, rec.run.Error = run.StatusInterrupted, cloneRunError(in.Error)
@@ -617,6 +621,57 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 // survivors' step and event bytes are copied into a fresh arena, so their memory is returned
 // to the garbage collector (slices handed out earlier stay valid).
 func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
+	return s.prune(olderThan, statuses, nil)
+}
+
+// prunable reports whether Prune(olderThan, statuses) deletes r.
+func prunable(r *store.Run, olderThan time.Time, statuses []run.Status) bool {
+	return r.Status.Terminal() && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
+		!r.FinishedAt.IsZero() && r.FinishedAt.Before(olderThan)
+}
+
+// PruneCandidates implements store.Pruner.
+func (s *Store) PruneCandidates(ctx context.Context, olderThan time.Time, statuses []run.Status, limit int) ([]store.Run, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	var out []store.Run
+	for _, rec := range s.runList {
+		if r := &rec.run; prunable(r, olderThan, statuses) {
+			out = append(out, store.Run{ID: r.ID, Name: r.Name, Status: r.Status, Origin: r.Origin,
+				CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int {
+		if c := a.FinishedAt.Compare(b.FinishedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// PruneRuns implements store.Pruner, in one pass under the lock (compacting the arena once,
+// however many runs go), then calls progress once.
+func (s *Store) PruneRuns(ctx context.Context, ids []string, olderThan time.Time, statuses []run.Status, progress func(deleted int)) (int, error) {
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
+	}
+	n, err := s.prune(olderThan, statuses, only)
+	if err == nil && progress != nil {
+		progress(n)
+	}
+	return n, err
+}
+
+// prune deletes the runs Prune would delete, only those in only when it is not nil.
+func (s *Store) prune(olderThan time.Time, statuses []run.Status, only map[string]bool) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -625,9 +680,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.S
 	doomed := make([]bool, len(s.runList))
 	n := 0
 	for i, rec := range s.runList {
-		r := &rec.run
-		if r.Status.Terminal() && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
-			!r.FinishedAt.IsZero() && r.FinishedAt.Before(olderThan) {
+		if r := &rec.run; prunable(r, olderThan, statuses) && (only == nil || only[r.ID]) {
 			doomed[i] = true
 			n++
 		}

@@ -519,8 +519,12 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		return r
 	}
 	write(t, s, &store.Batch{
-		CreateRuns: []store.Run{mk("done", run.StatusCompleted), mk("live", run.StatusRunning), mk("gate", run.StatusWaiting)},
+		CreateRuns: []store.Run{mk("done", run.StatusCompleted), mk("live", run.StatusRunning), mk("gate", run.StatusWaiting),
+			mk("held", run.StatusPaused)},
 		Steps: []store.Step{
+			{RunID: "held", Key: "p1", Status: run.StepCompleted},
+			{RunID: "held", Key: "p2", Status: run.StepRunning},
+			{RunID: "held", Key: "p3", Status: run.StepRetrying},
 			{RunID: "live", Key: "a", Status: run.StepCompleted},
 			{RunID: "live", Key: "b", Status: run.StepRetrying},
 			{RunID: "live", Key: "c", Status: run.StepRunning},
@@ -579,6 +583,17 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 	gate, _ := s.ListSteps(ctx, "gate")
 	if gate[0].Status != run.StepInterrupted {
 		t.Errorf("approval step is %s", gate[0].Status)
+	}
+	// A paused run stays paused (not in ids, no event: Unpause resumes it), its steps in flight
+	// interrupted.
+	if r, _ := s.GetRun(ctx, "held"); r.Status != run.StatusPaused || r.Error != nil || !r.FinishedAt.IsZero() {
+		t.Errorf("paused run after MarkInterrupted: %s, error %+v, finished %v; want paused, no error, not finished", r.Status, r.Error, r.FinishedAt)
+	}
+	held, _ := s.ListSteps(ctx, "held")
+	for i, want := range []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted} {
+		if i >= len(held) || held[i].Status != want {
+			t.Errorf("paused run's steps %+v; want %v at %d", held, want, i)
+		}
 	}
 	if ids, _ := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail}); len(ids) != 0 {
 		t.Fatalf("second MarkInterrupted changed %v", ids)
