@@ -27,10 +27,13 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_workflow_register":  dccflow_workflow_register,
 	"dccflow_workflows_list":     dccflow_workflows_list,
 	"dccflow_run_submit":         dccflow_run_submit,
+	"dccflow_run_dry":            dccflow_run_dry,
 	"dccflow_run_status":         dccflow_run_status,
 	"dccflow_run_wait":           dccflow_run_wait,
 	"dccflow_run_cancel":         dccflow_run_cancel,
 	"dccflow_run_approve":        dccflow_run_approve,
+	"dccflow_run_pause":          dccflow_run_pause,
+	"dccflow_run_unpause":        dccflow_run_unpause,
 	"dccflow_run_resume":         dccflow_run_resume,
 	"dccflow_runs_list":          dccflow_runs_list,
 	"dccflow_pools_list":         dccflow_pools_list,
@@ -38,6 +41,7 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_calls_next":         dccflow_calls_next,
 	"dccflow_calls_complete":     dccflow_calls_complete,
 	"dccflow_call_cancelled":     dccflow_call_cancelled,
+	"dccflow_call_report":        dccflow_call_report,
 	"dccflow_puller_open":        dccflow_puller_open,
 	"dccflow_puller_close":       dccflow_puller_close,
 	"dccflow_calls_release":      dccflow_calls_release,
@@ -50,6 +54,9 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_serve_start":        dccflow_serve_start,
 	"dccflow_serve_stop":         dccflow_serve_stop,
 	"dccflow_serve_status":       dccflow_serve_status,
+	"dccflow_idempotency_purge":  dccflow_idempotency_purge,
+	"dccflow_retention_status":   dccflow_retention_status,
+	"dccflow_schedule_fires":     dccflow_schedule_fires,
 }
 
 // callExport calls the named export with in (nil means a NULL in_json) and returns the return

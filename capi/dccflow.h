@@ -32,10 +32,13 @@ int32_t dccflow_tool_register(uint64_t handle, const char *in_json, char **out_j
 int32_t dccflow_workflow_register(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_workflows_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_submit(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_dry(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_status(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_wait(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_cancel(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_approve(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_pause(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_run_unpause(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_run_resume(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_runs_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_pools_list(uint64_t handle, const char *in_json, char **out_json);
@@ -43,6 +46,7 @@ int32_t dccflow_runs_prune(uint64_t handle, const char *in_json, char **out_json
 int32_t dccflow_calls_next(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_call_report(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_puller_open(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_puller_close(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_release(uint64_t handle, const char *in_json, char **out_json);
@@ -59,6 +63,12 @@ int32_t dccflow_schedules_list(uint64_t handle, const char *in_json, char **out_
 int32_t dccflow_serve_start(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_serve_stop(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_serve_status(uint64_t handle, const char *in_json, char **out_json);
+
+/* Retention and history: purge expired idempotency entries, the retention serve applies, the
+ * fire history of schedules (dccflow_runs_prune, above, deletes ended runs). */
+int32_t dccflow_idempotency_purge(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_retention_status(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_schedule_fires(uint64_t handle, const char *in_json, char **out_json);
 
 #ifdef __cplusplus
 }

@@ -416,10 +416,13 @@ var requestTypes = map[string]any{
 	"dccflow_tool_register":      toolRequest{},
 	"dccflow_workflow_register":  specRequest{},
 	"dccflow_run_submit":         submitRequest{},
+	"dccflow_run_dry":            dryRequest{},
 	"dccflow_run_status":         runRequest{},
 	"dccflow_run_wait":           runRequest{},
 	"dccflow_run_cancel":         cancelRequest{},
 	"dccflow_run_approve":        approveRequest{},
+	"dccflow_run_pause":          pauseRequest{},
+	"dccflow_run_unpause":        pauseRequest{},
 	"dccflow_run_resume":         resumeRequest{},
 	"dccflow_runs_list":          runsRequest{},
 	"dccflow_pools_list":         poolsRequest{},
@@ -427,6 +430,7 @@ var requestTypes = map[string]any{
 	"dccflow_calls_next":         nextRequest{},
 	"dccflow_calls_complete":     completeRequest{},
 	"dccflow_call_cancelled":     callRequest{},
+	"dccflow_call_report":        reportRequest{},
 	"dccflow_puller_open":        nil,
 	"dccflow_puller_close":       pullerRequest{},
 	"dccflow_calls_release":      releaseRequest{},
@@ -439,6 +443,9 @@ var requestTypes = map[string]any{
 	"dccflow_serve_start":        serveRequest{},
 	"dccflow_serve_stop":         nil,
 	"dccflow_serve_status":       serveStatusRequest{},
+	"dccflow_idempotency_purge":  nil,
+	"dccflow_retention_status":   nil,
+	"dccflow_schedule_fires":     scheduleFiresRequest{},
 }
 
 // TestDocsRequestFields: every field an export's request accepts is named (`field`) in the

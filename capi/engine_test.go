@@ -201,3 +201,30 @@ func TestServeStatus(t *testing.T) {
 		t.Fatalf("status of a stale handle: %s", out)
 	}
 }
+
+// TestRunDry: dccflow_run_dry answers from fixtures (a large integer stays exact), applies
+// approvals, queues no host call and records no run.
+func TestRunDry(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	mustOp(t, h, opToolRegister, `{"name": "export_fbx", "lane": "main"}`)
+	out, rc := dispatch(h, []byte(`{"spec": "steps:\n  - {id: find, tool: sg__find, args: {code: \"{{inputs.code}}\"}}\n  - {id: export, tool: export_fbx, args: {id: \"{{find.id}}\"}}\n  - {id: gate, kind: approve, prompt: fine}\n",
+		"inputs": {"code": "hero"}, "fixtures": {"sg__find": {"id": 9007199254740993}}, "approvals": {"gate": false}}`), opRunDry)
+	if rc != rcOK {
+		t.Fatalf("rc %d: %s", rc, out)
+	}
+	s := string(out)
+	for _, want := range []string{`"args":{"id":9007199254740993}`, `"status":"failed"`, `"kind":"denied"`, `"unknown_tools":["sg__find"]`,
+		`"approved":false`, `"output_from":"tool","fixture":"sg__find"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the answer lacks %s: %s", want, s)
+		}
+	}
+	if runs := mustOp(t, h, opRunsList, `{}`); len(runs["runs"].([]any)) != 0 {
+		t.Errorf("a dry run left a run: %v", runs)
+	}
+	next := mustOp(t, h, opCallsNext, `{"lanes": ["main"], "max": 4, "timeout_ms": 0}`)
+	if calls, _ := next["calls"].([]any); len(calls) != 0 {
+		t.Errorf("a dry run queued calls: %v", next)
+	}
+}

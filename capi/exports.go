@@ -134,6 +134,11 @@ func dccflow_run_submit(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32
 	return call(h, in, out, opRunSubmit)
 }
 
+//export dccflow_run_dry
+func dccflow_run_dry(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunDry)
+}
+
 //export dccflow_run_status
 func dccflow_run_status(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunStatus)
@@ -147,6 +152,16 @@ func dccflow_run_wait(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t
 //export dccflow_run_cancel
 func dccflow_run_cancel(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunCancel)
+}
+
+//export dccflow_run_pause
+func dccflow_run_pause(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunPause)
+}
+
+//export dccflow_run_unpause
+func dccflow_run_unpause(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRunUnpause)
 }
 
 //export dccflow_run_approve
@@ -182,6 +197,15 @@ func dccflow_calls_complete(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.i
 //export dccflow_call_cancelled
 func dccflow_call_cancelled(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opCallCancelled)
+}
+
+// dccflow_call_report: in {"call_id": 1, "progress": {"done", "total", "message"}, "logs":
+// [{"message", "fields"}]} → {"accepted": true}. What a running host tool reports about itself
+// (current_call().progress and .log); false when the call is no longer running.
+//
+//export dccflow_call_report
+func dccflow_call_report(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opCallReport)
 }
 
 // dccflow_puller_open: in {} → {"puller": 1}. A puller is a thread that takes tool calls:
@@ -256,4 +280,19 @@ func dccflow_serve_status(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int
 //export dccflow_run_resume
 func dccflow_run_resume(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opRunResume)
+}
+
+//export dccflow_idempotency_purge
+func dccflow_idempotency_purge(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opIdempotencyPurge)
+}
+
+//export dccflow_retention_status
+func dccflow_retention_status(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opRetentionStatus)
+}
+
+//export dccflow_schedule_fires
+func dccflow_schedule_fires(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opScheduleFires)
 }

@@ -1,11 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +101,7 @@ type toolRequest struct {
 	MaxConcurrent int             `json:"max_concurrent"`
 	Description   string          `json:"description"`
 	Schema        json.RawMessage `json:"schema"`
+	OutputSchema  json.RawMessage `json:"output_schema"`
 }
 
 var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, error) {
@@ -112,7 +112,7 @@ var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, e
 		req.Lane = engine.LaneMain
 	}
 	return struct{}{}, e.RegisterTool(engine.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
-		Description: req.Description, Schema: req.Schema})
+		Description: req.Description, Schema: req.Schema, OutputSchema: req.OutputSchema})
 })
 
 var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {
@@ -163,6 +163,31 @@ var opRunSubmit = withEngine(func(e *engine.Engine, req *submitRequest) (any, er
 		return nil, err
 	}
 	return map[string]string{"run_id": id}, nil
+})
+
+// dryRequest is a submitRequest with the fixtures and approvals of a dry run.
+type dryRequest struct {
+	Spec      *string         `json:"spec"`
+	Workflow  string          `json:"workflow"`
+	Format    string          `json:"format"`
+	Source    string          `json:"source"`
+	Inputs    spec.Object     `json:"inputs"`   // large integers stay exact
+	Fixtures  spec.Object     `json:"fixtures"` // step key, step id or tool name → output
+	Approvals map[string]bool `json:"approvals"`
+}
+
+var opRunDry = withEngine(func(e *engine.Engine, req *dryRequest) (any, error) {
+	dr := engine.DryRunRequest{StartRequest: engine.StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: "local"},
+		Fixtures: req.Fixtures, Approvals: req.Approvals}
+	if req.Spec != nil {
+		sr := specRequest{Text: req.Spec, Format: req.Format, Source: req.Source}
+		s, err := sr.spec()
+		if err != nil {
+			return nil, err
+		}
+		dr.Spec = s
+	}
+	return e.DryRun(context.Background(), dr)
 })
 
 type runRequest struct {
@@ -306,33 +331,6 @@ type poolsRequest struct {
 	TimeoutMs int64 `json:"timeout_ms"` // bounds warm; 0 = 10 minutes
 }
 
-type pruneRequest struct {
-	// OlderThanSecs prunes the runs that finished more than this many seconds ago.
-	OlderThanSecs *float64 `json:"older_than_secs"`
-	// FinishedBefore prunes the runs that finished before this time.
-	FinishedBefore *time.Time   `json:"finished_before"`
-	Statuses       []run.Status `json:"statuses"`
-}
-
-var opRunsPrune = withEngine(func(e *engine.Engine, req *pruneRequest) (any, error) {
-	var before time.Time
-	switch {
-	case (req.OlderThanSecs == nil) == (req.FinishedBefore == nil):
-		return nil, &badRequest{msg: `invalid request: give one of "older_than_secs" (seconds since the runs finished) or "finished_before" (an RFC 3339 time)`}
-	case req.FinishedBefore != nil:
-		before = *req.FinishedBefore
-	case *req.OlderThanSecs < 0 || math.IsNaN(*req.OlderThanSecs) || math.IsInf(*req.OlderThanSecs, 0):
-		return nil, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than_secs" must be a finite number of seconds ≥ 0; got %v`, *req.OlderThanSecs)}
-	default:
-		before = time.Now().Add(-time.Duration(*req.OlderThanSecs * float64(time.Second)))
-	}
-	n, err := e.Prune(context.Background(), before, req.Statuses...)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]int{"pruned": n}, nil
-})
-
 // nextRequest is the input of dccflow_calls_next (and the "next" of dccflow_calls_complete).
 type nextRequest struct {
 	Puller      uint64   `json:"puller"`
@@ -394,6 +392,11 @@ func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
 					return err
 				}
 				res.Run = &runSummary{Status: info.Status, Terminal: info.Terminal}
+				if info.Status == run.StatusPaused && req.TimeoutMs > 0 {
+					// Paused and run by no engine (docs/state-machine.md, "Pause"): nothing to
+					// pull until an unpause; a caller looping on calls_next must not spin.
+					time.Sleep(min(millis(req.TimeoutMs), pausedPoll))
+				}
 			default:
 			}
 		}
@@ -540,6 +543,53 @@ type callRequest struct {
 
 var opCallCancelled = withEngine(func(e *engine.Engine, req *callRequest) (any, error) {
 	return map[string]bool{"cancelled": e.Host().Cancelled(req.CallID)}, nil
+})
+
+// reportRequest is what a running host tool reports (dccflow_call_report): its progress, log
+// lines, or both.
+type reportRequest struct {
+	CallID   uint64          `json:"call_id"`
+	Progress *progressReport `json:"progress"`
+	Logs     []logReport     `json:"logs"`
+	// Dropped counts lines the host logged but did not send (its own throttle).
+	Dropped int `json:"dropped"`
+}
+
+type progressReport struct {
+	Done    *float64 `json:"done"`
+	Total   *float64 `json:"total"`
+	Message string   `json:"message"`
+}
+
+type logReport struct {
+	Message string          `json:"message"`
+	Fields  json.RawMessage `json:"fields"`
+}
+
+var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, error) {
+	var rep engine.ToolReport
+	if p := req.Progress; p != nil {
+		if p.Done == nil {
+			return nil, run.Errorf(run.CodeInvalidInput, "progress.done is required (a number ≥ 0)")
+		}
+		sp := run.StepProgress{Done: *p.Done, Total: p.Total, Message: p.Message}
+		if msg := sp.Check(); msg != "" {
+			return nil, run.Errorf(run.CodeInvalidInput, "%s", msg)
+		}
+		rep.Progress = &sp
+	}
+	for i, l := range req.Logs {
+		f := bytes.TrimSpace(l.Fields)
+		if len(f) > 0 && f[0] != '{' && string(f) != "null" {
+			return nil, run.Errorf(run.CodeInvalidInput, "logs[%d].fields must be a JSON object", i)
+		}
+		rep.Logs = append(rep.Logs, run.LogLineOf(l.Message, f))
+	}
+	if req.Dropped < 0 {
+		return nil, run.Errorf(run.CodeInvalidInput, "dropped must be ≥ 0")
+	}
+	rep.Dropped = req.Dropped
+	return map[string]bool{"accepted": e.Host().Report(req.CallID, rep)}, nil
 })
 
 type eventsRequest struct {

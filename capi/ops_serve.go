@@ -80,15 +80,19 @@ type serveRequest struct {
 	// AllowUnsignedWebhooks serves webhook schedules without secret_env on a non-loopback
 	// address.
 	AllowUnsignedWebhooks bool `json:"allow_unsigned_webhooks"`
+	// Retention is how long ended runs are kept ("30d", "12h", "forever"; absent = 30 days):
+	// see serveRetention (ops_retention.go).
+	Retention *string `json:"retention"`
 }
 
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
 // {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787",
 // "allow_unsigned_webhooks"?, "mcp"?, "token"?, "mcp_max_body_bytes"?, "allowed_origins"?,
-// "mcp_max_sessions"?, "mcp_session_idle_secs"?} →
+// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "retention"?} →
 // "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
 // (to list them with their next fire times, firing nothing).
-// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787"}.
+// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "retention"?: {...}}. "retention"
+// ("30d", "forever"; absent = 30 days) starts the engine's retention loop (ops_retention.go).
 //
 // It runs under the entry's lock, so that engine_close, which stops the servers under it, never
 // misses one: on an entry closed meanwhile it answers stale_handle.
@@ -107,6 +111,10 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		return nil, staleHandle(h)
 	}
 	e := ent.e
+	retention, retain, err := serveRetention(e, &req)
+	if err != nil {
+		return nil, err
+	}
 	res := map[string]any{}
 	if req.SchedulesDir != "" {
 		specs, err := e.LoadSchedules(req.SchedulesDir)
@@ -119,6 +127,12 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		if err := e.StartScheduler(context.Background()); err != nil {
 			return nil, err
 		}
+	}
+	if retain {
+		if err := e.StartRetention(retention); err != nil {
+			return nil, err
+		}
+		res["retention"] = retentionJSON(e)
 	}
 	if req.Webhooks != nil {
 		var opts []engine.WebhookOption
@@ -261,6 +275,7 @@ func opServeStop(h uint64, _ []byte) (any, error) {
 	ent.mu.Lock()
 	ent.stopServersLocked()
 	ent.mu.Unlock()
+	ent.e.StopRetention()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return struct{}{}, ent.e.StopScheduler(ctx)

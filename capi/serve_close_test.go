@@ -40,12 +40,14 @@ func TestServeStartRacingEngineClose(t *testing.T) {
 			continue // the engine was closed first: stale_handle
 		}
 		started++
-		var res map[string]string
+		var res map[string]any // the addresses, and the retention started
 		if err := json.Unmarshal(out, &res); err != nil {
 			t.Fatalf("serve_start: %s: %v", out, err)
 		}
-		addrs := []string{res["webhooks_addr"]}
-		if u, err := url.Parse(res["mcp_url"]); err == nil && u.Host != "" {
+		webhooks, _ := res["webhooks_addr"].(string)
+		mcpURL, _ := res["mcp_url"].(string)
+		addrs := []string{webhooks}
+		if u, err := url.Parse(mcpURL); err == nil && u.Host != "" {
 			addrs = append(addrs, u.Host)
 		}
 		for _, addr := range addrs {

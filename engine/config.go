@@ -76,6 +76,63 @@ type Config struct {
 	// exec.MaxDepthCeiling (64). A child that would be deeper is not started: its step fails
 	// with kind limit_exceeded.
 	MaxDepth int `json:"max_depth,omitempty"`
+	// Defaults are the engine's policy defaults for the tool and tool_remote steps of every run
+	// (docs/spec.md, "Defaults"): a step's own field comes first, then its spec's `defaults`,
+	// then these, then none. nil = none.
+	Defaults *PolicyDefaults `json:"defaults,omitempty"`
+}
+
+// PolicyDefaults are engine-wide step policy defaults, written as the spec's `defaults` block.
+type PolicyDefaults struct {
+	// TimeoutSecs is the per-attempt deadline of a step that has none: 0 = none, else 0.001 to
+	// 31536000 (as a step's timeout_secs).
+	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+	// Retry is the retry policy of a step that has none, as a spec's `retry` mapping
+	// ({"max_attempts": 3, "backoff": "exponential", "multiplier": 1.5, …}; max_attempts is
+	// required); nil = none. It is checked as a spec's retry is.
+	Retry map[string]any `json:"retry,omitempty"`
+}
+
+// specDefaults checks d as the `defaults` block of a spec and returns it; problems are the
+// spec validator's messages ("defaults.retry.max_attempts: …"), nil when d is fine.
+func (d *PolicyDefaults) specDefaults() (spec.Defaults, []string) {
+	if d == nil || (d.TimeoutSecs == 0 && d.Retry == nil) {
+		return spec.Defaults{}, nil
+	}
+	block := map[string]any{}
+	if d.TimeoutSecs != 0 {
+		block["timeout_secs"] = d.TimeoutSecs
+	}
+	if d.Retry != nil {
+		block["retry"] = d.Retry
+	}
+	if math.IsNaN(d.TimeoutSecs) || math.IsInf(d.TimeoutSecs, 0) {
+		return spec.Defaults{}, []string{"defaults.timeout_secs: must be a finite number of seconds"}
+	}
+	text, err := json.Marshal(map[string]any{"defaults": block, "steps": []any{map[string]any{"id": "a", "tool": "t"}}})
+	if err != nil {
+		return spec.Defaults{}, []string{"defaults: " + err.Error()}
+	}
+	s, err := spec.Parse(text, spec.Options{Format: spec.FormatJSON})
+	if err == nil {
+		err = s.Validate()
+	}
+	var ve *spec.ValidationError
+	if errors.As(err, &ve) {
+		var out []string
+		for _, p := range ve.Problems {
+			msg := p.Message
+			if p.Hint != "" && !strings.Contains(msg, p.Hint) {
+				msg += " (" + p.Hint + ")"
+			}
+			out = append(out, msg)
+		}
+		return spec.Defaults{}, out
+	}
+	if err != nil {
+		return spec.Defaults{}, []string{"defaults: " + err.Error()}
+	}
+	return s.Defaults, nil
 }
 
 // limits returns the executor limits of c (zero fields are the executor's defaults).
@@ -236,6 +293,9 @@ func (c Config) validate() error {
 		if l.v < 0 || l.v > l.ceiling {
 			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
 		}
+	}
+	if _, ps := c.Defaults.specDefaults(); ps != nil {
+		problems = append(problems, ps...)
 	}
 	for _, pattern := range slices.Sorted(maps.Keys(c.ToolPools)) {
 		f := fmt.Sprintf("tool_pools[%q]", pattern)

@@ -11,7 +11,7 @@ import (
 )
 
 // Cross-process control. One process owns a file database (it runs the runs); others open it
-// read-only (Config.ReadOnly) to look at runs, and approve or cancel one by filing a control
+// read-only (Config.ReadOnly) to look at runs, and approve, cancel, pause or unpause one by filing a control
 // request the owner polls for, applies and answers. It is how `dcc-flow approve RUN STEP` in
 // one terminal reaches the `dcc-flow serve` (or `dcc-flow run`) running the run in another.
 
@@ -66,6 +66,10 @@ func (e *Engine) applyControl(cs store.Controller) {
 			err = e.Approve(ctx, r.RunID, r.StepKey, r.Approved, r.Reason, r.By)
 		case "cancel":
 			err = e.Cancel(ctx, r.RunID, r.Reason)
+		case "pause":
+			err = e.Pause(ctx, r.RunID, r.Reason, r.By)
+		case "unpause":
+			err = e.Unpause(ctx, r.RunID, r.Reason, r.By)
 		default:
 			err = run.Errorf(run.CodeInvalidRequest, "unknown control action %q", r.Action)
 		}

@@ -51,10 +51,13 @@ type (
 	ToolError = tools.ToolError
 	// ToolInfo describes a tool: host tools are registered with RegisterTool.
 	ToolInfo = tools.ToolInfo
-	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled; OpenPuller, Release, ClosePuller).
+	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled, Report; OpenPuller, Release, ClosePuller).
 	Host = tools.Host
 	// PendingCall is a host tool call handed out by Host.Pull.
 	PendingCall = tools.PendingCall
+	// ToolReport is what a running host tool reports about itself (Host.Report): progress, log
+	// lines.
+	ToolReport = tools.Report
 	// Approval is an open approval of a run.
 	Approval = exec.Approval
 )
@@ -127,9 +130,10 @@ type Engine struct {
 	versions  versionIndex           // the version numbers of every (name, spec hash) known
 	catalogMu sync.Mutex             // one catalog write at a time (catalog.go)
 
-	sched   schedulerState  // see scheduler.go
-	environ func() []string // the process environment: WithEnviron's, else os.Environ
-	remotes *remote.Pool    // the MCP clients of Config.Remotes, or nil
+	sched     schedulerState  // see scheduler.go
+	retention retentionState  // see retention.go
+	environ   func() []string // the process environment: WithEnviron's, else os.Environ
+	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
 	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
 }
@@ -191,10 +195,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.StallAfterSecs > 0 {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))
 	}
+	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
 		Children: children{e},
+		Defaults: defaults,
 	})
 	if err := e.loadCatalog(ctx); err != nil {
 		if e.ownStore {
@@ -242,6 +248,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	e.mu.Unlock()
 	stopErr := e.StopScheduler(ctx)
+	e.StopRetention()
 	e.mu.Lock()
 	live := make([]*exec.Run, 0, len(e.runs))
 	for _, r := range e.runs {
@@ -291,8 +298,11 @@ func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed
 
 // RegisterTool registers (or replaces) a host tool: a tool whose calls the host process pulls
 // from Host() on its lane ("main", the default, or "worker"). MaxConcurrent bounds its calls in
-// flight across runs (0 = no limit). Names starting with "flow__" are reserved. Errors have code
-// invalid_request.
+// flight across runs (0 = no limit). Names starting with "flow__" are reserved. Schema and
+// OutputSchema, JSON Schema documents, are compiled here and enforced on every call: args that do
+// not conform fail the attempt with kind invalid_input before the call (never retried), an output
+// that does not conform with kind invalid_output (docs/c-abi.md "dccflow_tool_register"). Errors
+// have code invalid_request (a schema that is not one names the tool and its problem).
 func (e *Engine) RegisterTool(info ToolInfo) error {
 	if e.isClosed() {
 		return errClosed()

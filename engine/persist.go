@@ -70,30 +70,11 @@ func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
 // deleted, and naming a status that is not a finished one is code invalid_request. A store
 // given with WithStore that has no Prune (store.Pruner) makes it code invalid_state. Both
 // built-in stores prune: an in-memory engine gives the memory of what it deleted back. Event sequence numbers
-// of deleted events are not used again.
+// of deleted events are not used again. It is PruneRuns without a limit, dry run or progress:
+// the SQLite store deletes 200 runs per transaction.
 func (e *Engine) Prune(ctx context.Context, olderThan time.Time, statuses ...run.Status) (int, error) {
-	if e.cfg.ReadOnly {
-		return 0, e.errReadOnly("prune runs")
-	}
-	if e.isClosed() {
-		return 0, errClosed()
-	}
-	for _, st := range statuses {
-		if !st.Terminal() {
-			return 0, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(
-				"statuses: %q is not a finished status; prune deletes only completed, failed, cancelled or interrupted runs", st),
-				Details: map[string]any{"status": st}}
-		}
-	}
-	p, ok := e.store.(store.Pruner)
-	if !ok {
-		return 0, run.Errorf(run.CodeInvalidState, "this engine's store (%T) cannot prune runs; open the engine on a store that can (the in-memory or the SQLite store)", e.store)
-	}
-	n, err := p.Prune(ctx, olderThan, statuses)
-	if err != nil {
-		return 0, notFound("", err)
-	}
-	return n, nil
+	res, err := e.PruneRuns(ctx, PruneOptions{FinishedBefore: olderThan, Statuses: statuses})
+	return res.Pruned, err
 }
 
 // SetForkHook makes fn hear about the descriptors holding the owner locks of file databases

@@ -13,6 +13,11 @@ import (
 type poolCaller struct{ p *remote.Pool }
 
 func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[string]any) (tools.Result, error) {
+	if rep := tools.ReporterFrom(ctx); rep != nil {
+		ctx = remote.WithReport(ctx, func(p *run.StepProgress, logs []run.LogLine, dropped int) {
+			rep.Report(tools.Report{Progress: p, Logs: logs, Dropped: dropped})
+		})
+	}
 	r, err := c.p.Call(ctx, dcc, tool, args)
 	if err != nil {
 		return tools.Result{}, err

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -25,9 +27,17 @@ type ResumeOptions struct {
 // Resume runs again a failed, interrupted or cancelled run (or a completed one when ForceSteps
 // is given) under the same id, reusing every completed step instance: those are not called
 // again and their outputs feed the steps that run. It returns the run id (the same) at once;
-// use Wait. Errors: not_found, not_resumable (still running, or completed without ForceSteps),
+// use Wait. A spec's on_failure steps are not reused: they run again, all of them, only if the
+// resumed run fails again; but a run interrupted while they ran (and resumed without
+// ForceSteps) only finishes them, with the run's error, and ends failed again. Errors:
+// not_found, not_resumable (still running or paused, or completed without ForceSteps),
 // spec_changed, unknown_tool (its host tools must be registered again after a restart).
 func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (string, error) {
+	return e.resume(ctx, runID, opts, nil)
+}
+
+// resume is Resume; with unpause, of a paused run that no engine runs (Unpause).
+func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, unpause *exec.PauseInfo) (string, error) {
 	if e.isClosed() {
 		return "", errClosed()
 	}
@@ -49,6 +59,14 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	}
 	switch rec.Status {
 	case run.StatusFailed, run.StatusInterrupted, run.StatusCancelled:
+		if unpause != nil {
+			return "", pauseFinished("unpause", runID, rec.Status)
+		}
+	case run.StatusPaused:
+		if unpause == nil {
+			return "", &run.Error{Code: run.CodeNotResumable, Details: map[string]any{"status": string(rec.Status)},
+				Message: fmt.Sprintf("run %s is paused; unpause it to let it go on", runID)}
+		}
 	case run.StatusCompleted:
 		if len(opts.ForceSteps) == 0 {
 			return "", &run.Error{Code: run.CodeNotResumable, Message: fmt.Sprintf("run %s completed; name the steps to run again with force_steps", runID),
@@ -90,14 +108,53 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 			return "", err
 		}
 	}
+	var onFailureOnly *store.RunError
+	if rec.Status == run.StatusInterrupted && len(s.OnFailure) > 0 && len(opts.ForceSteps) == 0 {
+		if onFailureOnly, err = e.failingWhenInterrupted(ctx, runID); err != nil {
+			return "", err
+		}
+	}
 	if err := e.start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
 		Prior: prior, Force: opts.ForceSteps, Resume: true, Ancestors: ancestors,
+		OnFailureOnly: onFailureOnly, Unpause: unpause,
 	}); err != nil {
 		return "", err
 	}
 	return runID, nil
+}
+
+// failingWhenInterrupted returns the run's error when the run was interrupted while its
+// on_failure steps ran (its last on_failure_started event comes after its last start or
+// resume), else nil. It reads the run's events a page at a time.
+func (e *Engine) failingWhenInterrupted(ctx context.Context, runID string) (*store.RunError, error) {
+	const page = 2000
+	var failing *store.RunError
+	after := uint64(0)
+	for {
+		evs, err := e.store.ListEvents(ctx, store.EventFilter{RunID: runID, AfterSeq: after, Limit: page})
+		if err != nil {
+			return nil, &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: reading its events: %v", runID, err), Err: err}
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case run.EventWorkflowStarted, run.EventWorkflowResumed:
+				failing = nil
+			case run.EventOnFailureStarted:
+				var d struct {
+					Error *store.RunError `json:"error"`
+				}
+				if json.Unmarshal(ev.Detail, &d) == nil && d.Error != nil {
+					failing = d.Error
+				}
+			}
+			after = ev.Seq
+		}
+		if len(evs) < page {
+			return failing, nil
+		}
+	}
 }
 
 func isDone(ch <-chan struct{}) bool {

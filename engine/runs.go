@@ -90,6 +90,9 @@ type StepInfo struct {
 	// (docs/limits.md "Step output").
 	Logs        []run.LogLine `json:"logs,omitempty"`
 	LogsDropped int           `json:"logs_dropped,omitempty"`
+	// Progress is the latest progress the tool of the current (or last) attempt reported
+	// (current_call().progress, docs/python.md); nil when it reported none.
+	Progress *run.StepProgress `json:"progress,omitempty"`
 	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
 	ChildRunID string    `json:"child_run_id,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
@@ -218,26 +221,13 @@ func (e *Engine) runDone(h *exec.Run) {
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
 // tool_remote step names a remote that is not configured.
 func (e *Engine) checkTools(s *spec.Spec) error {
-	toolNames, remotes, err := e.exec.Tools(s)
+	unknown, suggestions, err := e.unknownTools(s)
 	if err != nil {
-		return &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
-	}
-	var unknown []string
-	for _, name := range toolNames {
-		if _, ok := e.router.Lookup(name); !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	for _, rt := range remotes {
-		if _, ok := e.cfg.Remotes[rt.DCC]; !ok || !e.router.HasRemote() {
-			unknown = append(unknown, rt.DCC+"/"+rt.Tool)
-		}
+		return err
 	}
 	if len(unknown) == 0 {
 		return nil
 	}
-	slices.Sort(unknown)
-	suggestions := e.suggestTools(unknown)
 	named := make([]string, len(unknown))
 	for i, u := range unknown {
 		named[i] = u
@@ -430,19 +420,29 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-	} else if e.cfg.ReadOnly && timeout >= 0 {
+	} else if timeout >= 0 && (e.cfg.ReadOnly || e.storedPaused(ctx, runID)) {
 		return e.waitStored(ctx, runID, timeout)
 	}
 	return e.Status(ctx, runID)
 }
 
-// waitStored is Wait for a run another process runs: it reads the run until it is terminal.
+// waitStored is Wait for a run another process runs, or for a paused run that no engine runs
+// (until this engine unpauses or cancels it): it reads the run until it is terminal.
 func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	for {
+		if h := e.live(runID); h != nil && !e.cfg.ReadOnly { // a paused run this engine unpaused
+			left := time.Duration(0)
+			if !deadline.IsZero() {
+				if left = time.Until(deadline); left <= 0 {
+					left = -1
+				}
+			}
+			return e.Wait(ctx, runID, left)
+		}
 		info, err := e.Status(ctx, runID)
 		if err != nil || info.Terminal || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return info, err
@@ -476,6 +476,9 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 	}
 	if e.cfg.ReadOnly && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
+	}
+	if rec.Status == run.StatusPaused {
+		return e.cancelPaused(ctx, rec, reason) // paused, and no engine runs it (pause.go)
 	}
 	return nil
 }
@@ -561,6 +564,12 @@ func stepInfo(st store.Step, raw bool) StepInfo {
 		Worker: st.Worker, LogsDropped: st.LogsDropped, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
 	if len(st.Logs) > 0 {
 		_ = json.Unmarshal(st.Logs, &si.Logs)
+	}
+	if len(st.Progress) > 0 {
+		var p run.StepProgress
+		if json.Unmarshal(st.Progress, &p) == nil {
+			si.Progress = &p
+		}
 	}
 	switch {
 	case len(st.Output) == 0:

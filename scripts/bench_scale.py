@@ -32,6 +32,7 @@ GO_BENCHES = [
     ("check n inputs", "./engine/internal/exec", "BenchmarkCheckInputs", "input", True),
     ("in-memory runs(limit=1) with n runs of history", "./engine/internal/store/memstore", "BenchmarkListRunsLimit1",
      "call", False),
+    ("SQLite prune of n finished runs of 10 steps", "./engine/internal/store/sqlite", "BenchmarkPrune", "run", True),
 ]
 
 Row = Tuple[str, str, List[Optional[float]]]  # label, unit, ns per unit at each size

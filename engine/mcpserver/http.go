@@ -103,6 +103,9 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 				"%d MCP sessions are open, the limit (mcp_max_sessions); end unused sessions with DELETE, or retry later", cfg.maxSessions))
 			return
 		}
+		if r.Method == http.MethodPost {
+			w = &suggestResponseWriter{ResponseWriter: w, fix: s.suggestUnknownTool}
+		}
 		h.ServeHTTP(w, r)
 		if sid == "" && r.Method == http.MethodPost {
 			if id := w.Header().Get("Mcp-Session-Id"); id != "" {

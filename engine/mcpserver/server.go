@@ -1,8 +1,9 @@
 // Package mcpserver serves an engine's workflows over MCP (docs/mcp.md) with mark3labs/mcp-go:
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
-// so its agents work unchanged), the catalog and each run as resources (a run resource can be
-// subscribed to: notifications/resources/updated, coalesced), and run updates as
+// so its agents work unchanged), the catalog, each run, the schedules and each schedule's fire
+// history as resources (a run resource can be subscribed to: notifications/resources/updated,
+// coalesced), and run updates as
 // `notifications/$/dcc.workflowUpdated` plus MCP progress notifications.
 //
 // Transports: ServeStdio (no signal handling: the caller owns the process) and streamable HTTP
@@ -82,7 +83,7 @@ func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	st := server.NewStdioServer(s.mcp)
 	st.SetErrorLogger(log.New(io.Discard, "", 0))
-	err := st.Listen(ctx, r, w)
+	err := st.Listen(ctx, r, &suggestWriter{w: w, fix: s.suggestUnknownTool})
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -96,6 +97,9 @@ func (s *Server) addTools() {
 		mcp.WithString("workflow", mcp.Description("A catalog name (see workflows_lookup). Give spec or workflow.")),
 		mcp.WithObject("inputs", mcp.Description("The run's inputs, checked against the spec's declared inputs.")),
 		mcp.WithNumber("wait_secs", mcp.Description("Wait up to this many seconds for the run to end (0 = return at once).")),
+		mcp.WithBoolean("dry_run", mcp.Description("Call no tool and record nothing: answer with the steps in the order they would run and the arguments each would receive (tool outputs from fixtures, approvals granted).")),
+		mcp.WithObject("fixtures", mcp.Description("dry_run: the output of tool steps by step instance key, step id or tool name (most specific first); others output null.")),
+		mcp.WithObject("approvals", mcp.Description("dry_run: step key or id -> false to deny that approval; the others are granted.")),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(true),
 		mcp.WithReadOnlyHintAnnotation(false), mcp.WithIdempotentHintAnnotation(false)), s.toolRun)
 	s.mcp.AddTool(mcp.NewTool("workflows_get_status",
@@ -129,6 +133,7 @@ func (s *Server) addTools() {
 		mcp.WithString("reason"), mcp.WithString("by"),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolApprove)
+	s.addPauseTools()
 }
 
 // toolError is a tool failure: isError with the stable code in structuredContent.
@@ -167,7 +172,7 @@ func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if in, ok := args["inputs"].(map[string]any); ok {
 		start.Inputs = in
 	}
-	if err := refuseRoundedIntegers(args, "inputs", "spec"); err != nil {
+	if err := refuseRoundedIntegers(args, "inputs", "spec", "fixtures"); err != nil {
 		return toolError(err), nil
 	}
 	if raw, ok := args["spec"]; ok && raw != nil {
@@ -187,6 +192,9 @@ func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 			return toolError(err), nil
 		}
 		start.Spec = sp
+	}
+	if dry, _ := args["dry_run"].(bool); dry {
+		return s.dryRun(ctx, start, args), nil
 	}
 	id, err := s.e.Submit(ctx, start)
 	if err != nil {
@@ -213,6 +221,38 @@ func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		"progress": info.Progress, "outputs": info.Outputs, "error": info.Error}), nil
 }
 
+// dryRun answers workflows_run with dry_run: the engine's DryRunResult as structuredContent.
+// It runs with origin mcp, so its rendered args show only the env_allow variables.
+func (s *Server) dryRun(ctx context.Context, start engine.StartRequest, args map[string]any) *mcp.CallToolResult {
+	req := engine.DryRunRequest{StartRequest: start}
+	if f, ok := args["fixtures"]; ok && f != nil {
+		m, ok := f.(map[string]any)
+		if !ok {
+			return toolError(run.Errorf(run.CodeInvalidRequest, "fixtures must be an object of step key, step id or tool name to output"))
+		}
+		req.Fixtures = m
+	}
+	if a, ok := args["approvals"]; ok && a != nil {
+		m, ok := a.(map[string]any)
+		if !ok {
+			return toolError(run.Errorf(run.CodeInvalidRequest, "approvals must be an object of step key or id to true or false"))
+		}
+		req.Approvals = map[string]bool{}
+		for k, v := range m {
+			b, ok := v.(bool)
+			if !ok {
+				return toolError(run.Errorf(run.CodeInvalidRequest, "approvals.%s must be true or false; got %v", k, v))
+			}
+			req.Approvals[k] = b
+		}
+	}
+	res, err := s.e.DryRun(ctx, req)
+	if err != nil {
+		return toolError(err)
+	}
+	return structured(res)
+}
+
 // forward sends the run's events to the session that started it, as workflowUpdated and (with
 // a progress token) progress notifications, until the run ends or ctx does. Sending never blocks
 // the engine: notifications a slow client cannot take are dropped by mcp-go.
@@ -222,6 +262,7 @@ func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressTo
 		return
 	}
 	defer sub.Close()
+	last := 0.0 // the progress value sent last
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -243,14 +284,42 @@ func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressTo
 			"progress": ev.Progress, "seq": ev.Seq, "detail": detail}
 		_ = s.mcp.SendNotificationToClient(ctx, UpdatedMethod, params)
 		if token != nil {
+			value, message := progressNote(ev)
+			last = max(last, value) // never backwards: a parallel step may be less far along
 			_ = s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-				"progressToken": token, "progress": ev.Progress.Completed, "total": ev.Progress.Total,
-				"message": strings.TrimSpace(ev.Type + " " + ev.StepKey)})
+				"progressToken": token, "progress": last, "total": ev.Progress.Total, "message": message})
 		}
 		if terminal {
 			return
 		}
 	}
+}
+
+// progressNote is the value and message of the progress notification of ev: the run's
+// completed step instances, plus, for a step_progress event with a total, the fraction of the
+// running step that is done (so "2 of 5 steps, export 37/120" is 2.31 of 5), and a message such
+// as "step_progress export 37/120 caching frames…".
+func progressNote(ev engine.Event) (float64, string) {
+	value := float64(ev.Progress.Completed)
+	message := strings.TrimSpace(ev.Type + " " + ev.StepKey)
+	if ev.Type != run.EventStepProgress {
+		return value, message
+	}
+	var p run.StepProgress
+	if json.Unmarshal(ev.Detail, &p) != nil {
+		return value, message
+	}
+	message += " " + strconv.FormatFloat(p.Done, 'f', -1, 64)
+	if p.Total != nil {
+		message += "/" + strconv.FormatFloat(*p.Total, 'f', -1, 64)
+		if *p.Total > 0 {
+			value += min(max(p.Done / *p.Total, 0), 0.99)
+		}
+	}
+	if p.Message != "" {
+		message += " " + p.Message
+	}
+	return value, message
 }
 
 func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -362,6 +431,7 @@ func (s *Server) addResources() {
 			}
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 		})
+	s.addScheduleResources()
 }
 
 // limiter is a token bucket per client session.

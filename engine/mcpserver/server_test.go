@@ -20,6 +20,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
@@ -150,6 +151,7 @@ func TestToolsListedWithAnnotations(t *testing.T) {
 	want := map[string][2]bool{ // destructive, read-only
 		"workflows_run": {true, false}, "workflows_get_status": {false, true}, "workflows_cancel": {true, false},
 		"workflows_lookup": {false, true}, "workflows_resume": {true, false}, "workflows_approve": {true, false},
+		"workflows_pause": {false, false}, "workflows_unpause": {false, false},
 	}
 	for name, w := range want {
 		a, ok := got[name]
@@ -412,5 +414,101 @@ func TestRedteamMCPRefusesIntegersItCannotCarryExactly(t *testing.T) {
 		"inputs": map[string]any{"asset": "18446744073709551615", "n": 9007199254740991}}, nil)
 	if isErr {
 		t.Fatalf("a string id and 2^53-1 were refused: %v", out)
+	}
+}
+
+// TestToolProgressReachesMCPProgressNotifications: a host tool's progress (current_call().progress,
+// Host.Report) reaches a client that gave workflows_run a progress token as notifications/progress
+// naming the step and its progress, with the value the run's completed steps plus the step's
+// fraction done, and its logged lines as workflowUpdated notifications.
+func TestToolProgressReachesMCPProgressNotifications(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "http") // notifications on the request's stream
+	if err := b.e.RegisterTool(engine.ToolInfo{Name: "cache", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the host: reports, then answers
+		calls, err := b.e.Host().Pull(context.Background(), engine.PullRequest{Timeout: 10 * time.Second})
+		if err != nil || len(calls) != 1 {
+			t.Errorf("pull: %v %v", calls, err)
+			return
+		}
+		total := 120.0
+		b.e.Host().Report(calls[0].ID, engine.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
+			Logs: []run.LogLine{run.LogLineOf("cached frame", json.RawMessage(`{"frame":37}`))}})
+		time.Sleep(50 * time.Millisecond)
+		_ = b.e.Host().Complete(calls[0].ID, engine.ToolResult{Output: "ok"})
+	}()
+	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: export, tool: cache}, {id: after, tool: flow__echo}]", "wait_secs": 10},
+		&mcp.Meta{ProgressToken: "tok-p"})
+	if isErr || out["status"] != "completed" {
+		t.Fatalf("run: %v", out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var found map[string]any
+	var values []float64
+	for found == nil {
+		values = values[:0]
+		for _, n := range b.notifications("notifications/progress") {
+			f := n.Params.AdditionalFields
+			if f["progressToken"] != "tok-p" {
+				continue
+			}
+			values = append(values, f["progress"].(float64))
+			if f["message"] == "step_progress export 37/120 caching frames" {
+				found = f
+			}
+		}
+		if found == nil && time.Now().After(deadline) {
+			t.Fatalf("no progress notification of the step: %+v", b.notifications("notifications/progress"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := found["progress"].(float64); v < 37.0/120-1e-9 || v > 37.0/120+1e-9 || found["total"].(float64) != 2 || found["progressToken"] != "tok-p" {
+		t.Fatalf("progress notification %+v", found)
+	}
+	for i := 1; i < len(values); i++ {
+		if values[i] < values[i-1] {
+			t.Fatalf("progress went backwards: %v", values)
+		}
+	}
+	var logged bool
+	for _, n := range b.notifications(mcpserver.UpdatedMethod) {
+		d, _ := n.Params.AdditionalFields["detail"].(map[string]any)
+		if d["kind"] == "step_log" {
+			lines, _ := d["lines"].([]any)
+			if len(lines) == 1 && lines[0].(map[string]any)["text"] == "cached frame" {
+				logged = true
+			}
+		}
+	}
+	if !logged {
+		t.Fatalf("no workflowUpdated notification with the logged line: %+v", b.notifications(mcpserver.UpdatedMethod))
+	}
+}
+
+// TestOnFailureOverMCP: an inline spec's on_failure steps run when it fails and show in its
+// status, keyed on_failure.<id>, while the run keeps its own error.
+func TestOnFailureOverMCP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "stdio")
+	spec := `
+steps: [{id: export, tool: flow__fail, args: {kind: fatal, message: corrupt scene}}]
+on_failure: [{id: alert, tool: flow__echo, args: {text: "{{run.error.step_key}}: {{run.error.message}}"}}]
+`
+	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": spec, "wait_secs": 10}, nil)
+	if isErr || out["status"] != "failed" || out["error"].(map[string]any)["step_key"] != "export" {
+		t.Fatalf("run: %v", out)
+	}
+	st, _ := call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": out["workflow_id"]}, nil)
+	found := false
+	for _, s := range st["steps"].([]any) {
+		s := s.(map[string]any)
+		if s["key"] == "on_failure.alert" {
+			found = s["status"] == "completed" && s["output"].(map[string]any)["text"] == "export: corrupt scene"
+		}
+	}
+	if !found {
+		t.Fatalf("status lacks a completed on_failure.alert with the error: %v", st["steps"])
 	}
 }

@@ -475,3 +475,62 @@ func TestSubscribeTerminalRunHTTP(t *testing.T) {
 		t.Fatalf("resource: %v %+v", err, res)
 	}
 }
+
+// TestSubscribedRunShowsAToolsProgress: a session subscribed to a run resource is told when a
+// running tool reports progress (a step_progress event), and reading the resource then shows the
+// step's latest progress and logged lines while the step still runs.
+func TestSubscribedRunShowsAToolsProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "http")
+	if err := b.e.RegisterTool(engine.ToolInfo{Name: "cache", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	watcher, wr := connect(t, b)
+	s, _ := spec.ParseString("steps: [{id: export, tool: cache}]")
+	id, err := b.e.Submit(context.Background(), engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := b.e.Host().Pull(context.Background(), engine.PullRequest{Timeout: 10 * time.Second})
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("pull: %v %v", calls, err)
+	}
+	uri := "dccflow://runs/" + id
+	mustSubscribe(t, watcher, uri)
+	before := wr.updated(uri)
+	total := 120.0
+	if !b.e.Host().Report(calls[0].ID, engine.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
+		Logs: []run.LogLine{run.LogLineOf("cached frame", nil)}}) {
+		t.Fatal("report refused")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for wr.updated(uri) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no resources/updated after the tool's report")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = uri
+	for {
+		res, err := watcher.ReadResource(context.Background(), rr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Contents[0].(mcp.TextResourceContents).Text
+		if strings.Contains(text, `"progress":{"done":37,"total":120,"message":"caching frames","attempt":1}`) &&
+			strings.Contains(text, `"text":"cached frame"`) && strings.Contains(text, `"status":"running"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resource does not show the step's progress: %s", text)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := b.e.Host().Complete(calls[0].ID, engine.ToolResult{Output: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := b.e.Wait(context.Background(), id, 10*time.Second); err != nil || info.Status != "completed" {
+		t.Fatalf("%v %+v", err, info)
+	}
+}

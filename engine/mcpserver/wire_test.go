@@ -106,8 +106,10 @@ func TestWireGolden(t *testing.T) {
 	}
 	exchange("workflows_get_status (completed)", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"workflows_get_status","arguments":{"workflow_id":"r0000000000000000000000000000"}}}`)
 	exchange("workflows_cancel (finished run: nothing to do)", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"workflows_cancel","arguments":{"workflow_id":"r0000000000000000000000000000"}}}`)
+	exchange("workflows_pause (finished run: tool error invalid_state)", `{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"workflows_pause","arguments":{"workflow_id":"r0000000000000000000000000000","reason":"farm full","by":"wrangler"}}}`)
 	exchange("workflows_resume (completed, no force_steps: tool error)", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"workflows_resume","arguments":{"workflow_id":"r0000000000000000000000000000"}}}`)
 	exchange("workflows_run (invalid spec: tool error with problems)", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"workflows_run","arguments":{"spec":"steps: [{id: a, tol: t}]"}}}`)
+	exchange("workflows_run dry_run (no tool called, nothing recorded)", `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"workflows_run","arguments":{"workflow":"gated","inputs":{"shot":"sh020"},"dry_run":true,"fixtures":{"prep":{"value":"fixture"}},"approvals":{"human_gate":false}}}}`)
 	exchange("unknown tool (protocol error)", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"nope","arguments":{}}}`)
 	exchange("resources/read catalog", `{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{"uri":"dccflow://catalog"}}`)
 	// Without a session (HandleMessage) a subscription is acknowledged and tracks nothing.

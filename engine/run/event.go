@@ -18,6 +18,16 @@ const (
 	EventWorkflowResumed  = "workflow_resumed"
 	EventInterrupted      = "interrupted"
 	EventStallDetected    = "stall_detected"
+	// EventOnFailureStarted: the run failed and its on_failure steps start; the detail holds
+	// the run's error ({"error": {kind, message, step_key}}).
+	EventOnFailureStarted = "on_failure_started"
+	EventRunPaused        = "run_paused"
+	EventRunUnpaused      = "run_unpaused"
+	// EventStepProgress carries the latest progress a running tool reported (detail: a
+	// StepProgress); EventStepLog the lines it logged (detail: {"lines": [LogLine…], "dropped"}).
+	// Both are throttled per call (ReportInterval, MaxLogLinesPerFlush; docs/limits.md).
+	EventStepProgress = "step_progress"
+	EventStepLog      = "step_log"
 )
 
 // Progress counts the step instances of a run: Total grows as foreach steps expand, Completed

@@ -1,9 +1,14 @@
 package run
 
+import "encoding/json"
+
 // Streams of a LogLine.
 const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
+	// StreamLog: a line the tool logged with current_call().log (docs/python.md), with its
+	// fields.
+	StreamLog = "log"
 )
 
 // Caps on the output kept on one step record (docs/limits.md "Step output"): the newest lines
@@ -20,6 +25,8 @@ type LogLine struct {
 	Stream  string `json:"stream"`            // StreamStdout or StreamStderr
 	Text    string `json:"text"`              // without its newline
 	Attempt int    `json:"attempt,omitempty"` // the attempt that wrote it, 1-based; 0 when unknown
+	// Fields are the keyword fields of a StreamLog line, a JSON object; nil when none.
+	Fields json.RawMessage `json:"fields,omitempty"`
 }
 
 // CapLogs keeps the newest lines of lines within MaxStepLogLines and MaxStepLogBytes of text

@@ -7,8 +7,11 @@ package run
 // Status is the status of a whole workflow run.
 //
 //	pending → running ⇄ waiting → completed | failed | cancelled | interrupted
+//	running | waiting ⇄ paused → cancelled (and completed or failed, when the steps in flight end it)
 //
-// A run is `waiting` while at least one approval is open and nothing else is running.
+// A run is `waiting` while at least one approval is open and nothing else is running; `paused`
+// from a pause until its unpause: no step starts, the steps in flight finish
+// (docs/state-machine.md, "Pause").
 type Status string
 
 // Run statuses.
@@ -16,6 +19,7 @@ const (
 	StatusPending     Status = "pending"
 	StatusRunning     Status = "running"
 	StatusWaiting     Status = "waiting"
+	StatusPaused      Status = "paused"
 	StatusCompleted   Status = "completed"
 	StatusFailed      Status = "failed"
 	StatusCancelled   Status = "cancelled"
@@ -35,7 +39,7 @@ func (s Status) Terminal() bool {
 // Valid reports whether s is one of the run statuses above.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusPending, StatusRunning, StatusWaiting:
+	case StatusPending, StatusRunning, StatusWaiting, StatusPaused:
 		return true
 	}
 	return s.Terminal()

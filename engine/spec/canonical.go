@@ -33,6 +33,20 @@ func canonicalJSON(s *Spec) []byte {
 		"inputs":      inputs,
 		"steps":       canonicalSteps(s.Steps),
 	}
+	// Absent when not set, so specs without them keep their hash.
+	if !s.Defaults.IsEmpty() {
+		d := map[string]any{}
+		if s.Defaults.TimeoutSecs != 0 {
+			d["timeout_secs"] = s.Defaults.TimeoutSecs
+		}
+		if s.Defaults.Retry != nil {
+			d["retry"] = canonicalRetry(s.Defaults.Retry)
+		}
+		doc["defaults"] = d
+	}
+	if len(s.OnFailure) > 0 {
+		doc["on_failure"] = canonicalSteps(s.OnFailure)
+	}
 	return marshalCanonical(doc)
 }
 
@@ -98,15 +112,7 @@ func canonicalStep(st *Step) map[string]any {
 		m["timeout_secs"] = p.TimeoutSecs
 	}
 	if r := p.Retry; r != nil {
-		var retryOn any
-		if r.RetryOn != nil {
-			retryOn = append([]string{}, r.RetryOn...)
-		}
-		m["retry"] = map[string]any{
-			"max_attempts": r.MaxAttempts, "backoff": string(r.Backoff),
-			"initial_delay_ms": r.InitialDelayMs, "max_delay_ms": r.MaxDelayMs,
-			"jitter": r.Jitter, "retry_on": retryOn,
-		}
+		m["retry"] = canonicalRetry(r)
 	}
 	if p.IdempotencyKey != "" {
 		m["idempotency_key"] = p.IdempotencyKey
@@ -114,6 +120,24 @@ func canonicalStep(st *Step) map[string]any {
 	}
 	if p.IdempotencyTTLSecs != 0 {
 		m["idempotency_ttl_secs"] = p.IdempotencyTTLSecs
+	}
+	return m
+}
+
+// canonicalRetry is the canonical object of a retry policy; "multiplier" only when set, so specs
+// without it keep their hash.
+func canonicalRetry(r *RetryPolicy) map[string]any {
+	var retryOn any
+	if r.RetryOn != nil {
+		retryOn = append([]string{}, r.RetryOn...)
+	}
+	m := map[string]any{
+		"max_attempts": r.MaxAttempts, "backoff": string(r.Backoff),
+		"initial_delay_ms": r.InitialDelayMs, "max_delay_ms": r.MaxDelayMs,
+		"jitter": r.Jitter, "retry_on": retryOn,
+	}
+	if r.Multiplier != 0 {
+		m["multiplier"] = r.Multiplier
 	}
 	return m
 }

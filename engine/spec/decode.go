@@ -183,7 +183,7 @@ func nodePos(n *yaml.Node) Pos {
 
 func join(path, key string) string { return yamltext.Join(path, key) }
 
-var topFields = []string{"name", "description", "inputs", "steps"}
+var topFields = []string{"name", "description", "inputs", "steps", "defaults", "on_failure"}
 
 func (d *decoder) spec(root *yaml.Node) *Spec {
 	s := &Spec{}
@@ -199,6 +199,10 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 		case "steps":
 			stepsNode = f.Value
 			s.Steps = d.stepList(f.Value, "steps", 2)
+		case "defaults":
+			s.Defaults, s.defaultsAt = d.defaults(f.Value)
+		case "on_failure":
+			s.OnFailure = d.stepList(f.Value, "on_failure", 2)
 		default:
 			d.UnknownField(f, at("", ""), topFields, "")
 		}
@@ -208,6 +212,44 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 		s.Steps = nil
 	}
 	return s
+}
+
+// defaultsFields are the fields of the top-level `defaults` mapping.
+var defaultsFields = []string{"retry", "timeout_secs"}
+
+// defaults decodes the top-level `defaults` mapping. The returned step holds the positions and
+// texts of its fields for validation (its ID is "").
+func (d *decoder) defaults(n *yaml.Node) (Defaults, *Step) {
+	n = yamltext.ResolveAlias(n)
+	holder := &Step{Pos: nodePos(n), fields: map[string]Pos{}}
+	var out Defaults
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return out, holder
+	}
+	if n.Kind != yaml.MappingNode {
+		d.Add(CodeWrongType, n, at("defaults", ""), fmt.Sprintf("`defaults` must be a mapping such as `{retry: {max_attempts: 3}, timeout_secs: 600}`; got %s", yamltext.DescribeNode(n)), "")
+		return out, holder
+	}
+	for _, f := range d.Mapping(n, at("defaults", "")) {
+		fp := join("defaults", f.Key)
+		holder.fields[f.Key] = nodePos(f.Value)
+		switch f.Key {
+		case "timeout_secs":
+			if v, ok := d.Number(f.Value, at(fp, "")); ok {
+				out.TimeoutSecs = v
+				holder.keepText("timeout_secs", f.Value)
+			}
+		case "retry":
+			out.Retry = d.retry(f.Value, fp, holder)
+		default:
+			elsewhere := ""
+			if contains(policyFields, f.Key) || contains(commonStepFields, f.Key) {
+				elsewhere = fmt.Sprintf("only retry and timeout_secs have defaults; set `%s` on each step", f.Key)
+			}
+			d.UnknownField(f, at("defaults", ""), defaultsFields, elsewhere)
+		}
+	}
+	return out, holder
 }
 
 func (d *decoder) inputs(n *yaml.Node) []Input {
@@ -550,7 +592,7 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		return nil
 	}
 	r := DefaultRetryPolicy()
-	allowed := []string{"max_attempts", "backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on"}
+	allowed := []string{"max_attempts", "backoff", "multiplier", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on"}
 	hasMax := false
 	for _, f := range d.Mapping(n, at(path, id)) {
 		fp := join(path, f.Key)
@@ -578,6 +620,11 @@ func (d *decoder) retry(n *yaml.Node, path string, st *Step) *RetryPolicy {
 		case "jitter":
 			if v, ok := d.Number(f.Value, at(fp, id)); ok {
 				r.Jitter = v
+			}
+		case "multiplier":
+			if v, ok := d.Number(f.Value, at(fp, id)); ok {
+				r.Multiplier = v
+				st.keepText("retry.multiplier", f.Value)
 			}
 		case "retry_on":
 			v := yamltext.ResolveAlias(f.Value)

@@ -19,6 +19,10 @@ const (
 	// MaxRetryDelayMs is the largest retry.initial_delay_ms and retry.max_delay_ms: 24 hours.
 	// The smallest is 0.
 	MaxRetryDelayMs = 24 * 3600 * 1000
+	// MinMultiplier and MaxMultiplier bound retry.multiplier, the growth factor of exponential
+	// backoff (1 = every delay is the initial one; the default, when not set, is 2).
+	MinMultiplier = 1
+	MaxMultiplier = 100
 	// MaxIdempotencyTTLSecs is the largest idempotency_ttl_secs: 10 years. 0 means no expiry.
 	MaxIdempotencyTTLSecs = 10 * 365 * 24 * 3600
 	// MaxConcurrency is the largest foreach concurrency; the smallest is 1.

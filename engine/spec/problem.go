@@ -140,7 +140,7 @@ func describe(path, stepID string) string {
 // "steps[1].steps[0]".
 func stepPathPrefix(path string) string {
 	end := 0
-	for _, list := range []string{"steps[", "then[", "else["} {
+	for _, list := range []string{"steps[", "then[", "else[", "on_failure["} {
 		for i := 0; ; {
 			j := strings.Index(path[i:], list)
 			if j < 0 {

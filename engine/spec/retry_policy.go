@@ -24,7 +24,11 @@ type RetryPolicy struct {
 	InitialDelayMs int64   // default 500; must be ≤ MaxDelayMs
 	MaxDelayMs     int64   // default 10000; clamps the delay before jitter
 	Jitter         float64 // relative, in [0, 1]; out-of-range values are clamped at parse time
-	RetryOn        []string
+	// Multiplier is the growth factor of exponential backoff, MinMultiplier to MaxMultiplier;
+	// 0 (not set) means 2 computed as before multipliers existed, so specs without it keep
+	// their delays and their hash. Only exponential backoff takes one.
+	Multiplier float64
+	RetryOn    []string
 	// RetryOn nil means the default rule (run.RetryableByDefault); an explicit list, even empty,
 	// retries exactly the kinds it names.
 }
@@ -36,7 +40,10 @@ func DefaultRetryPolicy() RetryPolicy {
 }
 
 // NextDelay returns the unjittered delay before attempt n (1-based): 0 for n ≤ 1; for n ≥ 2,
-// fixed = initial, linear = initial·(n−1), exponential = initial·2^(n−2), clamped to MaxDelayMs.
+// fixed = initial, linear = initial·(n−1), exponential = initial·m^(n−2) with m the Multiplier
+// (2 when not set), clamped to MaxDelayMs and truncated to whole milliseconds. With a
+// Multiplier, m^(n−2) is computed as n−2 float64 multiplications of initial by m, stopping once
+// past MaxDelayMs: the rule the Python package repeats bit for bit (testdata/golden).
 // The result never overflows: huge attempt numbers give MaxDelayMs.
 func (r RetryPolicy) NextDelay(n int) time.Duration {
 	return time.Duration(r.NextDelayMs(n)) * time.Millisecond
@@ -57,7 +64,16 @@ func (r RetryPolicy) NextDelayMs(n int) int64 {
 		d = float64(initial)
 	case BackoffLinear:
 		d = float64(initial) * float64(n-1)
-	default: // exponential
+	case BackoffExponential, "":
+		if r.Multiplier != 0 {
+			d = float64(initial)
+			for i := 0; i < n-2 && d <= float64(max) && d > 0; i++ {
+				d *= r.Multiplier
+			}
+			break
+		}
+		fallthrough
+	default: // exponential with the default multiplier 2
 		e := n - 2
 		if e > 62 {
 			e = 62

@@ -26,6 +26,7 @@ type sharedRules struct {
 	} `json:"canonical_json"`
 	RetryDelayMs []struct {
 		Backoff        Backoff `json:"backoff"`
+		Multiplier     float64 `json:"multiplier,omitempty"` // 0: not set (the default 2)
 		InitialDelayMs int64   `json:"initial_delay_ms"`
 		MaxDelayMs     int64   `json:"max_delay_ms"`
 		Attempt        int     `json:"attempt"`
@@ -78,13 +79,13 @@ func TestSharedRules(t *testing.T) {
 	}
 	for i := range rules.RetryDelayMs {
 		c := &rules.RetryDelayMs[i]
-		r := RetryPolicy{MaxAttempts: 2, Backoff: c.Backoff, InitialDelayMs: c.InitialDelayMs, MaxDelayMs: c.MaxDelayMs}
+		r := RetryPolicy{MaxAttempts: 2, Backoff: c.Backoff, Multiplier: c.Multiplier, InitialDelayMs: c.InitialDelayMs, MaxDelayMs: c.MaxDelayMs}
 		got := r.NextDelayMs(c.Attempt)
 		if *update {
 			c.DelayMs = got
 		} else if got != c.DelayMs {
-			t.Errorf("retry_delay_ms[%d] %s %d/%d ms attempt %d: Go gives %d, the table %d",
-				i, c.Backoff, c.InitialDelayMs, c.MaxDelayMs, c.Attempt, got, c.DelayMs)
+			t.Errorf("retry_delay_ms[%d] %s ×%v %d/%d ms attempt %d: Go gives %d, the table %d",
+				i, c.Backoff, c.Multiplier, c.InitialDelayMs, c.MaxDelayMs, c.Attempt, got, c.DelayMs)
 		}
 	}
 	for i := range rules.Retryable {

@@ -70,12 +70,51 @@ type Spec struct {
 	Description string
 	Inputs      []Input // in declaration order; names are unique
 	Steps       []*Step // top-level step list
+	// Defaults are the spec's policy defaults for its tool and tool_remote steps (docs/spec.md,
+	// "Defaults"); the zero value sets none.
+	Defaults Defaults
+	// OnFailure is the failure handler: steps run once when the run fails (docs/spec.md,
+	// "on_failure"); nil = none. Their ids are unique with the other steps' ids.
+	OnFailure []*Step
 
-	canonical []byte
-	hash      string
-	problems  []Problem // semantic problems found by Parse (errors only)
-	warnings  []Problem
-	source    string
+	defaultsAt *Step // positions and texts of the defaults fields, for problems
+	canonical  []byte
+	hash       string
+	problems   []Problem // semantic problems found by Parse (errors only)
+	warnings   []Problem
+	source     string
+}
+
+// Defaults are policy defaults for tool and tool_remote steps: a step's own field comes first,
+// then the spec's Defaults, then the engine config's (engine.Config.Defaults), then none.
+// Each field is taken whole: a step's `retry` replaces the default retry, it is not merged.
+type Defaults struct {
+	// TimeoutSecs is the per-attempt deadline of a step without `timeout_secs`; 0 = none.
+	TimeoutSecs float64
+	// Retry is the retry policy of a step without `retry`; nil = none.
+	Retry *RetryPolicy
+}
+
+// IsEmpty reports whether d sets nothing.
+func (d Defaults) IsEmpty() bool { return d.TimeoutSecs == 0 && d.Retry == nil }
+
+// Apply returns the timeout and retry policy step st runs with under the spec defaults d and,
+// after them, the engine defaults engine: st's own fields first. Only tool and tool_remote steps
+// take defaults; for other kinds it returns st's own.
+func (d Defaults) Apply(st *Step, engine Defaults) (timeoutSecs float64, retry *RetryPolicy) {
+	timeoutSecs, retry = st.Policy.TimeoutSecs, st.Policy.Retry
+	if st.Kind != KindTool && st.Kind != KindToolRemote {
+		return timeoutSecs, retry
+	}
+	for _, def := range []Defaults{d, engine} {
+		if timeoutSecs == 0 {
+			timeoutSecs = def.TimeoutSecs
+		}
+		if retry == nil {
+			retry = def.Retry
+		}
+	}
+	return timeoutSecs, retry
 }
 
 // Input declares one workflow input.
@@ -187,9 +226,12 @@ func (s *Step) Children() [][]*Step {
 }
 
 // Walk calls fn for every step of the tree, depth-first in document order, with the chain of
-// enclosing steps (outermost first). Returning false stops the walk.
+// enclosing steps (outermost first): the steps, then the on_failure steps. Returning false stops
+// the walk.
 func (s *Spec) Walk(fn func(step *Step, parents []*Step) bool) {
-	walkSteps(s.Steps, nil, fn)
+	if walkSteps(s.Steps, nil, fn) {
+		walkSteps(s.OnFailure, nil, fn)
+	}
 }
 
 func walkSteps(steps []*Step, parents []*Step, fn func(*Step, []*Step) bool) bool {

@@ -26,6 +26,7 @@ type validator struct {
 	s         *Spec
 	ps        problems
 	stepIDs   map[string]*Step // every step id in the tree → its first declaration
+	handlers  map[string]bool  // the ids of the on_failure steps
 	inputs    map[string]bool
 	stepNames []string // the step ids, sorted; built at the first unknown name
 	// suggestWork is what is left of the "did you mean" budget: a spec with thousands of unknown
@@ -41,10 +42,11 @@ const maxSuggestWork = 5_000_000
 // scope is the template scope of a step: the foreach `as` names of its enclosing foreach steps.
 type scope struct {
 	asNames []string
+	handler bool // inside on_failure: on_failure step ids may be referred to
 }
 
 func validate(s *Spec) *problems {
-	v := &validator{s: s, stepIDs: map[string]*Step{}, inputs: map[string]bool{}, suggestWork: maxSuggestWork}
+	v := &validator{s: s, stepIDs: map[string]*Step{}, handlers: map[string]bool{}, inputs: map[string]bool{}, suggestWork: maxSuggestWork}
 	for _, in := range s.Inputs {
 		v.inputs[in.Name] = true
 		v.checkInput(in)
@@ -53,9 +55,34 @@ func validate(s *Spec) *problems {
 		v.ps.add(Problem{Code: CodeNoSteps, Line: 1, Column: 1, Path: "steps",
 			Message: "the spec has no steps; add a `steps:` list with at least one step"})
 	}
+	v.checkDefaults(s)
 	v.collectIDs(s.Steps, "steps")
+	v.collectIDs(s.OnFailure, "on_failure")
+	walkSteps(s.OnFailure, nil, func(st *Step, _ []*Step) bool {
+		v.handlers[st.ID] = true
+		if st.Kind == KindApprove {
+			v.add(CodeInvalidValue, st, "kind", "on_failure", "an on_failure step cannot be an approve step: the failure handler of a failed run does not wait for a person; notify them with a tool step instead")
+		}
+		return true
+	})
 	v.stepList(s.Steps, "steps", scope{})
+	v.stepList(s.OnFailure, "on_failure", scope{handler: true})
 	return &v.ps
+}
+
+// checkDefaults checks the top-level `defaults` as the same fields of a step are checked.
+func (v *validator) checkDefaults(s *Spec) {
+	h := s.defaultsAt
+	if h == nil {
+		h = &Step{fields: map[string]Pos{}}
+	}
+	if _, set := h.texts["timeout_secs"]; set || s.Defaults.TimeoutSecs != 0 {
+		v.checkRange(h, CodeInvalidPolicy, "timeout_secs", "defaults.timeout_secs", s.Defaults.TimeoutSecs, MinTimeoutSecs, MaxTimeoutSecs,
+			"seconds, 1 ms to 365 days; remove it for no default timeout")
+	}
+	if r := s.Defaults.Retry; r != nil {
+		v.retry(h, "defaults.retry", r)
+	}
 }
 
 func (v *validator) add(code string, st *Step, field, path, msg string) {
@@ -249,35 +276,51 @@ func (v *validator) timeout(st *Step, path string) {
 func (v *validator) policy(st *Step, path string, sc scope) {
 	p := &st.Policy
 	if r := p.Retry; r != nil {
-		rp := path + ".retry"
-		v.checkRange(st, CodeInvalidPolicy, "retry.max_attempts", rp+".max_attempts", float64(r.MaxAttempts), 1, MaxRetryAttempts,
-			"1 = no retry")
-		switch r.Backoff {
-		case BackoffFixed, BackoffLinear, BackoffExponential:
-		default:
-			v.add(CodeInvalidPolicy, st, "retry.backoff", rp+".backoff", fmt.Sprintf("`retry.backoff` must be fixed, linear or exponential; got %q", r.Backoff))
-		}
-		delayOK := func(key string, ms int64) bool {
-			return v.checkRange(st, CodeInvalidPolicy, key, rp+strings.TrimPrefix(key, "retry"), float64(ms), 0, MaxRetryDelayMs,
-				"milliseconds, up to 24 hours")
-		}
-		initialOK, maxOK := delayOK("retry.initial_delay_ms", r.InitialDelayMs), delayOK("retry.max_delay_ms", r.MaxDelayMs)
-		if initialOK && maxOK && r.InitialDelayMs > r.MaxDelayMs {
-			v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp+".initial_delay_ms", fmt.Sprintf("`retry.initial_delay_ms` (%d) must be ≤ `retry.max_delay_ms` (%d)", r.InitialDelayMs, r.MaxDelayMs))
-		}
-		if r.Jitter < 0 || r.Jitter > 1 {
-			clamped := min(max(r.Jitter, 0), 1)
-			pr := problemAt(CodeJitterClamped, st.FieldPos("retry.jitter"), rp+".jitter", st.ID, fmt.Sprintf("`retry.jitter` %v is outside [0, 1]; using %v", r.Jitter, clamped))
-			pr.Severity = SeverityWarning
-			v.ps.add(pr)
-			r.Jitter = clamped
-		}
-		for i, k := range r.RetryOn {
-			if strings.TrimSpace(k) == "" {
-				v.add(CodeInvalidPolicy, st, "retry.retry_on", fmt.Sprintf("%s.retry_on[%d]", rp, i), "`retry.retry_on` entries must be non-empty error kinds such as \"transient\" or \"timeout\"")
-			}
+		v.retry(st, path+".retry", r)
+	}
+	v.idempotency(st, path, sc)
+}
+
+// retry checks a retry policy; st holds the positions of its fields, rp is its path.
+func (v *validator) retry(st *Step, rp string, r *RetryPolicy) {
+	v.checkRange(st, CodeInvalidPolicy, "retry.max_attempts", rp+".max_attempts", float64(r.MaxAttempts), 1, MaxRetryAttempts,
+		"1 = no retry")
+	switch r.Backoff {
+	case BackoffFixed, BackoffLinear, BackoffExponential:
+	default:
+		v.add(CodeInvalidPolicy, st, "retry.backoff", rp+".backoff", fmt.Sprintf("`retry.backoff` must be fixed, linear or exponential; got %q", r.Backoff))
+	}
+	if _, set := st.texts["retry.multiplier"]; set || r.Multiplier != 0 {
+		if v.checkRange(st, CodeInvalidPolicy, "retry.multiplier", rp+".multiplier", r.Multiplier, MinMultiplier, MaxMultiplier,
+			"the growth factor of exponential backoff; remove it for the default 2") && r.Backoff != BackoffExponential {
+			v.add(CodeInvalidPolicy, st, "retry.multiplier", rp+".multiplier", fmt.Sprintf("`retry.multiplier` applies to exponential backoff only; this retry has backoff %q: remove the multiplier or use `backoff: exponential`", r.Backoff))
 		}
 	}
+	delayOK := func(key string, ms int64) bool {
+		return v.checkRange(st, CodeInvalidPolicy, key, rp+strings.TrimPrefix(key, "retry"), float64(ms), 0, MaxRetryDelayMs,
+			"milliseconds, up to 24 hours")
+	}
+	initialOK, maxOK := delayOK("retry.initial_delay_ms", r.InitialDelayMs), delayOK("retry.max_delay_ms", r.MaxDelayMs)
+	if initialOK && maxOK && r.InitialDelayMs > r.MaxDelayMs {
+		v.add(CodeInvalidPolicy, st, "retry.initial_delay_ms", rp+".initial_delay_ms", fmt.Sprintf("`retry.initial_delay_ms` (%d) must be ≤ `retry.max_delay_ms` (%d)", r.InitialDelayMs, r.MaxDelayMs))
+	}
+	if r.Jitter < 0 || r.Jitter > 1 {
+		clamped := min(max(r.Jitter, 0), 1)
+		pr := problemAt(CodeJitterClamped, st.FieldPos("retry.jitter"), rp+".jitter", st.ID, fmt.Sprintf("`retry.jitter` %v is outside [0, 1]; using %v", r.Jitter, clamped))
+		pr.Severity = SeverityWarning
+		v.ps.add(pr)
+		r.Jitter = clamped
+	}
+	for i, k := range r.RetryOn {
+		if strings.TrimSpace(k) == "" {
+			v.add(CodeInvalidPolicy, st, "retry.retry_on", fmt.Sprintf("%s.retry_on[%d]", rp, i), "`retry.retry_on` entries must be non-empty error kinds such as \"transient\" or \"timeout\"")
+		}
+	}
+}
+
+// idempotency checks the idempotency fields of a tool step.
+func (v *validator) idempotency(st *Step, path string, sc scope) {
+	p := &st.Policy
 	if p.IdempotencyKey != "" && p.IdempotencyKey != AutoIdempotencyKey {
 		t, err := template.Parse(p.IdempotencyKey)
 		if err != nil {
@@ -354,8 +397,13 @@ func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text
 		if len(r.Path) > 0 && !r.Path[0].IsIndex {
 			if v.stepIDs[r.Path[0].Name] == nil {
 				v.unknownVar(st, field, path, text, fmt.Sprintf("no step has id %q", r.Path[0].Name), r.Path[0].Name, v.sortedStepIDs())
+			} else {
+				v.handlerRef(st, field, path, text, r.Path[0].Name, sc)
 			}
 		}
+		return
+	case v.stepIDs[root] != nil && v.handlers[root] && !sc.handler:
+		v.handlerRef(st, field, path, text, root, sc)
 		return
 	case root == "inputs":
 		if len(v.s.Inputs) > 0 && len(r.Path) > 0 && !r.Path[0].IsIndex && !v.inputs[r.Path[0].Name] {
@@ -367,6 +415,16 @@ func (v *validator) checkRoot(st *Step, field, path string, r template.Ref, text
 	}
 	v.unknownVar(st, field, path, text, fmt.Sprintf("%q is not an input, a step id, a foreach variable in scope or one of %s", root, strings.Join(ReservedRoots, ", ")), root,
 		ReservedRoots, sc.asNames, v.sortedStepIDs(), v.inputNames())
+}
+
+// handlerRef reports a reference to on_failure step id from outside on_failure: those steps run
+// only after every other step has ended, so their outputs never exist for the others.
+func (v *validator) handlerRef(st *Step, field, path, text, id string, sc scope) {
+	if sc.handler || !v.handlers[id] {
+		return
+	}
+	msg := fmt.Sprintf("unknown template variable in `%s`: %s: step %q is an on_failure step, which runs only once the run has failed; only other on_failure steps can use its output", field, text, id)
+	v.ps.add(problemAt(CodeUnknownTemplateVar, st.FieldPos(field), path, st.ID, msg))
 }
 
 func (v *validator) unknownVar(st *Step, field, path, text, why, name string, known ...[]string) {

@@ -14,6 +14,7 @@ Houdini or Qt modules.
 from typing import Any, Dict
 
 from . import _ffi
+from ._dryrun import DryRunResult, DryRunStep
 from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
 from ._errors import (
     AbiVersionError,
@@ -78,6 +79,8 @@ __all__ = [
     "Engine",
     "Run",
     "RunResult",
+    "DryRunResult",
+    "DryRunStep",
     "StepRecord",
     "RunFailedError",
     "current_call",

@@ -19,10 +19,28 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+    overload,
+)
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
+from ._schema import SchemaOption
+from ._schema import tool_schema as _tool_schema
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
 from ._tools import LANES, ToolEntry, describe, execute
@@ -30,6 +48,10 @@ from ._tools import error_members as _tools_error
 
 if False:  # typing only
     from ._schedule import ScheduleSpec  # noqa: F401
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ._dryrun import DryRunResult
 
 __all__ = ["Engine", "Run", "RunResult", "StepRecord", "RunFailedError"]
 
@@ -52,7 +74,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "child_run_id", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "progress", "child_run_id", "started_at", "finished_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -70,11 +92,15 @@ class StepRecord:
         #: the step did not run on a pool worker.
         self.worker: str = d.get("worker") or ""
         #: The output lines of the step's attempts, oldest first: dicts with ``stream``
-        #: (``"stdout"`` or ``"stderr"``), ``text`` and ``attempt`` (docs/pools.md "Output");
-        #: later kinds of entries may add fields. ``logs_dropped`` counts older lines not kept
-        #: (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md
+        #: "Output"; ``"log"`` for ``current_call().log()``, with its ``fields``), ``text`` and
+        #: ``attempt``; later kinds of entries may add fields. ``logs_dropped`` counts older lines
+        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
         self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
         self.logs_dropped: int = int(d.get("logs_dropped") or 0)
+        #: The latest progress the tool of the current (or last) attempt reported with
+        #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
+        self.progress: Optional[Dict[str, Any]] = d.get("progress")
         #: The newest child run of a ``workflow`` step (docs/spec.md, "workflow"); ``""`` for
         #: other kinds.
         self.child_run_id: str = d.get("child_run_id") or ""
@@ -196,6 +222,40 @@ def _spec_request(spec: SpecLike) -> Dict[str, Any]:
     )
 
 
+def _age_text(value: Any, what: str) -> str:
+    """An age for the engine: ``"30d"``-style text as is, seconds as ``"<n>s"``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and math.isfinite(value):
+        return "%rs" % float(value)
+    raise ValueError("%s must be an age such as \"30d\" or \"12h\", seconds >= 0, or \"forever\"; got %r"
+                     % (what, value))
+
+
+def _prune_request(older_than: Any, statuses: Optional[Union[str, Sequence[str]]],
+                   limit: Optional[int]) -> Dict[str, Any]:
+    """The ``dccflow_runs_prune`` request of ``Engine.prune``'s arguments."""
+    import datetime
+
+    req: Dict[str, Any] = {}
+    if isinstance(older_than, datetime.datetime):
+        req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+    elif isinstance(older_than, str):
+        req["older_than"] = older_than
+    elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
+        req["older_than_secs"] = float(older_than)
+    else:
+        raise ValueError("older_than must be seconds >= 0, an age such as \"30d\", or a datetime; got %r"
+                         % (older_than,))
+    if statuses:
+        req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
+    if limit is not None:
+        if int(limit) < 0:
+            raise ValueError("limit must be >= 0 (0 = no limit); got %r" % (limit,))
+        req["limit"] = int(limit)
+    return req
+
+
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
 
@@ -283,12 +343,18 @@ class Engine:
     # -- tools -----------------------------------------------------------------------------------
 
     def tool(
-        self, name: Optional[str] = None, thread: str = "main", max_concurrent: Optional[int] = None
+        self,
+        name: Optional[str] = None,
+        thread: str = "main",
+        max_concurrent: Optional[int] = None,
+        schema: SchemaOption = None,
+        output_schema: SchemaOption = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register the function as host tool ``name`` (default: the function's name).
 
         ``thread="main"`` runs it on the thread that drives the run (Maya's main thread);
         ``"worker"`` on the ``serve_tools`` pool. ``max_concurrent`` bounds simultaneous calls.
+        ``schema`` / ``output_schema`` as for ``register_tool``.
         """
         if callable(name):  # used bare: @engine.tool
             fn = name
@@ -296,7 +362,8 @@ class Engine:
             return fn
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent)
+            self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent, schema=schema,
+                               output_schema=output_schema)
             return fn
 
         return decorate
@@ -307,9 +374,18 @@ class Engine:
         name: Optional[str] = None,
         thread: str = "main",
         max_concurrent: Optional[int] = None,
-        schema: Optional[Mapping[str, Any]] = None,
+        schema: SchemaOption = None,
+        output_schema: SchemaOption = None,
     ) -> None:
-        """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it."""
+        """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it.
+
+        ``schema`` is the JSON Schema of its arguments, checked by the engine before every call
+        (a call that does not conform fails with kind ``invalid_input`` and ``fn`` is not
+        called): a mapping, ``True`` for one made from ``fn``'s type hints, ``False`` or ``None``
+        for none; ``None`` on a ``@task`` means its hints' schema. ``output_schema`` is the
+        JSON Schema of its return value, checked after the call (kind ``invalid_output``): a
+        mapping, ``True`` for one made from the return hint, or ``None``. docs/python.md "Tool
+        schemas"."""
         if not callable(fn):
             raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
         tool_name: str = name or str(getattr(fn, "__name__", ""))
@@ -317,12 +393,16 @@ class Engine:
             raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
             raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
-        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn))
+        args_sch = _tool_schema(fn, schema, "schema", tool_name)
+        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch)
         req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
         if max_concurrent is not None:
             req["max_concurrent"] = max_concurrent
-        if schema is not None:
-            req["schema"] = dict(schema)
+        if args_sch is not None:
+            req["schema"] = args_sch
+        out_sch = _tool_schema(fn, output_schema, "output_schema", tool_name)
+        if out_sch is not None:
+            req["output_schema"] = out_sch
         self._call("dccflow_tool_register", req)
         with self._lock:
             self._tools[tool_name] = entry
@@ -376,16 +456,70 @@ class Engine:
             raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
         return Run(self, str(out["run_id"]))
 
+    @overload
+    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+            *, dry_run: "Literal[False]" = False) -> RunResult: ...
+
+    @overload
+    def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+            *, dry_run: "Literal[True]", fixtures: Optional[Mapping[str, Any]] = None,
+            approvals: Optional[Mapping[str, bool]] = None) -> "DryRunResult": ...
+
     def run(
-        self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None
-    ) -> RunResult:
+        self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+        *, dry_run: bool = False, fixtures: Optional[Mapping[str, Any]] = None,
+        approvals: Optional[Mapping[str, bool]] = None,
+    ) -> Union[RunResult, "DryRunResult"]:
         """Start a run and drive it to the end on this thread; return its result.
 
         ``timeout`` (seconds) cancels the run when exceeded. Ctrl-C cancels the run and raises
         ``KeyboardInterrupt``.
+
+        ``dry_run=True`` calls no tool and records nothing: it returns ``dry_run(spec, inputs,
+        fixtures, approvals)``, the steps in the order they would run with the arguments each
+        would receive.
         """
+        if dry_run:
+            return self.dry_run(spec, inputs, fixtures=fixtures, approvals=approvals)
+        if fixtures is not None or approvals is not None:
+            raise TypeError("fixtures and approvals are for a dry run: pass dry_run=True")
         run = self.submit(spec, inputs)
         return run.wait(timeout=timeout, cancel_on_timeout=True)
+
+    def dry_run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None,
+                fixtures: Optional[Mapping[str, Any]] = None,
+                approvals: Optional[Mapping[str, bool]] = None) -> "DryRunResult":
+        """Walk the run ``run(spec, inputs)`` would make, calling no tool and recording nothing.
+
+        The spec and inputs are checked as for a run; unknown tools are not an error (they are
+        listed in ``unknown_tools``). Each tool step's output is ``fixtures[instance key]``
+        (``"per_file[1].export"``), else ``fixtures[step id]``, else ``fixtures[tool name]``
+        (``"dcc/tool"`` then ``"tool"`` for ``tool_remote``), else None (``flow__echo``: its
+        args). Approvals are granted, except those ``approvals`` maps to False (by step key or
+        id). Foreach steps iterate what their items resolve to, branches follow their conditions.
+        The idempotency cache is not read: a real run may reuse outputs the dry run does not
+        show. See docs/spec.md, "Dry runs"."""
+        from ._dryrun import DryRunResult
+
+        if fixtures is not None and not isinstance(fixtures, Mapping):
+            raise TypeError("fixtures must be a mapping of step key, step id or tool name to output; got %s"
+                            % type(fixtures).__name__)
+        if approvals is not None and (not isinstance(approvals, Mapping)
+                                      or not all(isinstance(v, bool) for v in approvals.values())):
+            raise TypeError("approvals must map step keys or ids to True or False; got %r" % (approvals,))
+        self._register_flow_tools(spec)  # a @workflow's tasks: so they are not reported unknown
+        req = _spec_request(spec)
+        req["inputs"] = dict(inputs or {})
+        req["fixtures"] = dict(fixtures or {})
+        req["approvals"] = dict(approvals or {})
+        try:
+            out = self._call("dccflow_run_dry", req, req.get("source"))
+        except NotFoundError as e:
+            hint = _missing_file_hint(req.get("workflow"))
+            if not hint:
+                raise
+            raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
+        return DryRunResult(out)
 
     def _register_flow_tools(self, spec: Any, _seen: Optional[Set[int]] = None) -> None:
         """Register the tasks of a code-first workflow (any object with ``.tasks``), and register
@@ -408,7 +542,8 @@ class Engine:
             with self._lock:
                 known = self._tools.get(name)
             if known is None or known.fn is not fn:
-                self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent)
+                self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent,
+                                   schema=getattr(task, "tool_schema", lambda: None)())
 
     def get_status(self, run_id: str, all_steps: bool = False) -> RunResult:
         """The current state of a run; ``all_steps`` includes every foreach iteration's steps."""
@@ -427,6 +562,20 @@ class Engine:
         self._call("dccflow_run_approve", {"run_id": run_id, "step": step, "approved": bool(approved),
                                            "reason": reason or "", "by": by or _user()})
 
+    def pause(self, run_id: str, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """Pause a run: no step starts (foreach items and retries included) until ``unpause``;
+        the steps in flight finish and record their results, and an open approval can still be
+        answered. Its status is ``paused``. Pausing a paused run does nothing; a finished run
+        raises ``InvalidStateError``. ``by`` defaults to $DCC_FLOW_USER or the login name. A
+        paused run stays paused when its engine closes."""
+        self._call("dccflow_run_pause", {"run_id": run_id, "reason": reason or "", "by": by or _user()})
+
+    def unpause(self, run_id: str, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """Let a paused run go on (``running`` again). A run paused when its engine closed is
+        resumed: its completed steps are reused, so register its tools first. Unpausing a run that
+        is not paused does nothing; a finished run raises ``InvalidStateError``."""
+        self._call("dccflow_run_unpause", {"run_id": run_id, "reason": reason or "", "by": by or _user()})
+
     def resume(self, run_id: str, force_steps: Sequence[str] = (), expected_spec_hash: Optional[str] = None) -> "Run":
         """Re-run a failed, interrupted or cancelled run, reusing its completed step instances."""
         req: Dict[str, Any] = {"run_id": run_id, "force_steps": list(force_steps)}
@@ -435,23 +584,60 @@ class Engine:
         out = self._call("dccflow_run_resume", req)
         return Run(self, str(out.get("run_id", run_id)))
 
-    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None) -> int:
-        """Delete the finished runs that ended more than ``older_than`` seconds ago (or before
-        ``older_than``, a ``datetime``; a naive one is local time), with their steps and events;
-        return how many. ``statuses`` keeps it to some of ``completed``, ``failed``, ``cancelled``,
-        ``interrupted`` (default: all four). A run still going is never deleted."""
-        import datetime
+    def prune(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None,
+              dry_run: bool = False, limit: Optional[int] = None,
+              progress: Optional[Callable[[int, int], None]] = None, batch: int = 1000) -> int:
+        """Delete the finished runs that ended more than ``older_than`` ago, with their steps,
+        events and workflow-scoped idempotency entries; return how many. ``older_than`` is
+        seconds, an age such as ``"30d"``, ``"12h"`` or ``"2w"``, or a ``datetime`` (the cutoff;
+        a naive one is local time). ``statuses`` keeps it to some of ``completed``, ``failed``,
+        ``cancelled``, ``interrupted`` (default: all four). A run still going (running, waiting
+        for an approval) is never deleted. ``dry_run`` deletes nothing and returns how many would
+        go (``prunable_runs`` lists them); ``limit`` deletes at most that many, the earliest
+        finished first. With ``progress``, runs are deleted ``batch`` at a time and
+        ``progress(done, total)`` is called after each batch."""
+        req = _prune_request(older_than, statuses, limit)
+        if dry_run:
+            req["dry_run"] = True
+            return int(self._call("dccflow_runs_prune", req)["pruned"])
+        if progress is None:
+            return int(self._call("dccflow_runs_prune", req)["pruned"])
+        if int(batch) < 1:
+            raise ValueError("batch must be >= 1; got %r" % (batch,))
+        total = int(self._call("dccflow_runs_prune", dict(req, dry_run=True))["pruned"])
+        done = 0
+        progress(0, total)
+        while done < total:
+            step = dict(req, limit=min(int(batch), total - done))
+            n = int(self._call("dccflow_runs_prune", step)["pruned"])
+            done += n
+            progress(done, total)
+            if n == 0:  # the rest was resumed or pruned by someone else meanwhile
+                break
+        return done
 
-        req: Dict[str, Any] = {}
-        if isinstance(older_than, datetime.datetime):
-            req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
-        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
-            req["older_than_secs"] = float(older_than)
-        else:
-            raise ValueError("older_than must be seconds >= 0 or a datetime; got %r" % (older_than,))
-        if statuses:
-            req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
-        return int(self._call("dccflow_runs_prune", req)["pruned"])
+    def prunable_runs(self, older_than: Any, statuses: Optional[Union[str, Sequence[str]]] = None,
+                      limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The runs ``prune`` with the same arguments would delete, earliest finished first, as
+        dicts with ``run_id``, ``name``, ``status``, ``origin``, ``created_at`` and
+        ``finished_at``; nothing is deleted (a read-only engine can list them too)."""
+        req = _prune_request(older_than, statuses, limit)
+        req["dry_run"] = True
+        return list(self._call("dccflow_runs_prune", req).get("runs") or [])
+
+    def purge_expired(self) -> int:
+        """Delete the idempotency entries whose TTL (``idempotency_ttl_secs``) has run out and
+        return how many. Expired entries are never used; purging gives their space back.
+        ``serve`` purges them every hour on its own."""
+        return int(self._call("dccflow_idempotency_purge", {})["purged"])
+
+    def retention_status(self) -> Optional[Dict[str, Any]]:
+        """The retention ``serve`` applies (docs/operations.md, "Retention"), or None when it
+        applies none: ``keep_secs`` (0 = runs kept forever), ``every_secs``, ``last_pass`` and
+        ``next_pass`` (RFC 3339), ``pruned`` and ``purged`` (the last pass), ``pruned_total``,
+        ``purged_total`` and ``error`` when the last pass failed."""
+        out = self._call("dccflow_retention_status", {}).get("retention")
+        return dict(out) if out else None
 
     def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
              limit: Optional[int] = None) -> List[RunResult]:
@@ -520,6 +706,19 @@ class Engine:
         """The schedules with ``next_fire`` (RFC 3339 or None) and the ``last_fire`` record."""
         return list(self._call("dccflow_schedules_list", {}).get("schedules") or [])
 
+    def schedule_fires(self, schedule_id: Optional[str] = None, limit: int = 20) -> List[Dict[str, Any]]:
+        """The fire history of ``schedule_id`` (None: every schedule), newest first, at most
+        ``limit`` (0: every fire kept): dicts with ``schedule_id``, ``kind`` (``fired``,
+        ``skipped``, ``failed``), ``reason``, ``message``, ``run_id``, ``origin``,
+        ``scheduled_at``, ``fired_at`` and ``delivery_id`` (the optional ones when set). A
+        database keeps the history across restarts."""
+        if int(limit) < 0:
+            raise ValueError("limit must be >= 0 (0 = every fire kept); got %r" % (limit,))
+        req: Dict[str, Any] = {"limit": int(limit)}
+        if schedule_id:
+            req["id"] = schedule_id
+        return list(self._call("dccflow_schedule_fires", req).get("fires") or [])
+
     def start_scheduler(self) -> None:
         """Start firing cron and interval schedules (webhooks need ``serve(webhooks=...)``)."""
         self._call("dccflow_serve_start", {"scheduler": True})
@@ -528,7 +727,8 @@ class Engine:
               scheduler: bool = True, mcp: Optional[str] = None, token: Optional[str] = None,
               mcp_max_body_bytes: Optional[int] = None, allowed_origins: Optional[List[str]] = None,
               allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
-              mcp_session_idle_secs: Optional[float] = None) -> Dict[str, Any]:
+              mcp_session_idle_secs: Optional[float] = None,
+              retention: Optional[Union[str, int, float]] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
@@ -538,10 +738,16 @@ class Engine:
         webhook schedules without ``secret_env`` on a non-loopback address (refused otherwise).
         ``mcp_max_sessions`` (default 1000) caps the MCP HTTP sessions open at once and
         ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
-        Returns ``{"webhooks_addr"?, "mcp_url"?, ...}``.
+        ``retention`` is how long ended runs are kept (``"30d"``, ``"12h"``, seconds, or
+        ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
+        expired idempotency entries (docs/operations.md, "Retention"); a later ``serve`` without
+        ``retention`` keeps the running one.
+        Returns ``{"webhooks_addr"?, "mcp_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
+        if retention is not None:
+            req["retention"] = _age_text(retention, "retention")
         if webhooks is not None:
             req["webhooks"] = webhooks
             if allow_unsigned_webhooks:
@@ -653,6 +859,32 @@ class Engine:
             return True
         return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
 
+    def _report(self, call_id: int, progress: Optional[Dict[str, Any]], logs: List[Dict[str, Any]],
+                dropped: int) -> None:
+        """Send what a running tool reported (``current_call().progress``/``.log``, coalesced by
+        ``_tools.ReportThrottle``) to the engine, which writes it; a report the engine cannot take
+        is dropped, never raised into the tool."""
+        if self._closed:
+            return
+        doc: Dict[str, Any] = {"call_id": call_id}
+        if progress is not None:
+            doc["progress"] = progress
+        if logs:
+            doc["logs"] = logs
+        if dropped:
+            doc["dropped"] = dropped
+        try:
+            data = json.dumps(doc, ensure_ascii=False, allow_nan=False, default=repr, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError):  # NaN, a cycle, nesting too deep in fields
+            for entry in logs:
+                if "fields" in entry:
+                    entry["fields"] = {"repr": repr(entry["fields"])}
+            data = json.dumps(doc, ensure_ascii=False, default=repr, separators=(",", ":"))
+        try:
+            _ffi.call_encoded("dccflow_call_report", self._handle, data.encode("utf-8", "replace"))
+        except DccFlowError as exc:
+            log.debug("report of call %s dropped: %s", call_id, exc)
+
     def _complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
         """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls
         when ``next_json`` is given. An answer the library cannot take fails the step instead:
@@ -702,7 +934,8 @@ class Engine:
         for i, call in enumerate(calls):
             last = i == len(calls) - 1
             try:
-                members = execute(tools.get(call.get("tool")), call, self._cancelled)  # type: ignore[arg-type]
+                members = execute(tools.get(call.get("tool")), call, self._cancelled,  # type: ignore[arg-type]
+                                  self._report)
             except BaseException as exc:
                 if not self._closed:
                     self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
@@ -969,6 +1202,14 @@ class Run:
     def approve(self, step: str, approved: bool = True, reason: Optional[str] = None, by: Optional[str] = None) -> None:
         self.engine.approve(self.run_id, step, approved, reason, by)
 
+    def pause(self, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """``Engine.pause`` of this run."""
+        self.engine.pause(self.run_id, reason, by)
+
+    def unpause(self, reason: Optional[str] = None, by: Optional[str] = None) -> None:
+        """``Engine.unpause`` of this run."""
+        self.engine.unpause(self.run_id, reason, by)
+
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """This run's events from its start until its ``workflow_terminal`` event, or until
         ``timeout`` seconds pass without one.
@@ -1104,6 +1345,19 @@ def _user() -> str:
 def _log_event(ev: Mapping[str, Any]) -> None:
     kind = ev.get("type", "")
     key = ev.get("step_key") or ""
+    detail = ev.get("detail") or {}
+    if kind == "step_progress":  # what a tool reported: "export 37/120 caching frames"
+        total = detail.get("total")
+        log.info("run %s %s %s %s%s%s", ev.get("run_id", ""), kind, key, detail.get("done"),
+                 "" if total is None else "/%s" % total, " " + detail["message"] if detail.get("message") else "")
+        return
+    if kind == "step_log":  # the lines a tool logged, one record each
+        for line in detail.get("lines") or ():
+            log.info("run %s %s: %s%s", ev.get("run_id", ""), key, line.get("text", ""),
+                     " %s" % json.dumps(line["fields"], sort_keys=True) if line.get("fields") else "")
+        if detail.get("dropped"):
+            log.info("run %s %s: %d more lines dropped (logged too fast)", ev.get("run_id", ""), key, detail["dropped"])
+        return
     progress = ev.get("progress") or {}
     log.info("run %s %s%s %s (%s/%s)", ev.get("run_id", ""), kind, " " + key if key else "",
              ev.get("status", ""), progress.get("completed", "?"), progress.get("total", "?"))

@@ -40,14 +40,15 @@ class Retry:
     """How a task's retries are spaced (the ``retry`` block of the spec, in seconds).
 
     ``Retry(backoff="exponential", initial_delay_seconds=0.5, max_delay_seconds=None, jitter=0.0,
-    retry_on=None)``: ``backoff`` is ``fixed``, ``linear`` or ``exponential``; ``max_delay_seconds``
+    retry_on=None, multiplier=None)``: ``backoff`` is ``fixed``, ``linear`` or ``exponential``
+    (``multiplier``, 1 to 100, is its growth factor; ``None`` = 2); ``max_delay_seconds``
     defaults to 10 (or the initial delay when that is larger); ``jitter`` is relative, in [0, 1];
     ``retry_on`` lists error kinds (``"transient"``, ``"timeout"``, …) or exception classes
     (``ConnectionError`` → ``transient``…); ``None`` keeps the default rule. Give it as
     ``@task(retries=N, retry_delay_seconds=Retry(...))``.
     """
 
-    __slots__ = ("backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on")
+    __slots__ = ("backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on", "multiplier")
 
     def __init__(
         self,
@@ -56,7 +57,9 @@ class Retry:
         max_delay_seconds: Optional[float] = None,
         jitter: float = 0.0,
         retry_on: Optional[Sequence[Any]] = None,
+        multiplier: Optional[float] = None,
     ) -> None:
+        self.multiplier = multiplier
         self.initial_delay_ms = _ms(initial_delay_seconds, "Retry(initial_delay_seconds=)")
         if max_delay_seconds is None:
             self.max_delay_ms = max(10000, self.initial_delay_ms)
@@ -78,15 +81,17 @@ class Retry:
             max_delay_ms=self.max_delay_ms,
             jitter=self.jitter,
             retry_on=self.retry_on,
+            multiplier=self.multiplier,
         )
 
     def __repr__(self) -> str:
-        return "Retry(backoff=%r, initial_delay_seconds=%g, max_delay_seconds=%g, jitter=%r, retry_on=%r)" % (
+        return "Retry(backoff=%r, initial_delay_seconds=%g, max_delay_seconds=%g, jitter=%r, retry_on=%r%s)" % (
             self.backoff,
             self.initial_delay_ms / 1000.0,
             self.max_delay_ms / 1000.0,
             self.jitter,
             self.retry_on,
+            "" if self.multiplier is None else ", multiplier=%r" % (self.multiplier,),
         )
 
 

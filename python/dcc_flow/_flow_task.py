@@ -25,6 +25,7 @@ from ._flow_convert import _Converter, _literal
 from ._flow_refs import Ref, Unmapped
 from ._flow_retry import Retry, _retry_from_list
 from ._flow_trace import _Block, _current, _FlowCallable, _Step, _Tracer
+from ._schema import args_schema
 
 
 def _check_tool_params(fn: Callable[..., Any], what: str) -> inspect.Signature:
@@ -138,6 +139,7 @@ class Task(_FlowCallable):
         self.pool = pool
         self._policy = self._build_policy(label)
         self._key: Optional[str] = None
+        self._schema: Optional[Dict[str, Any]] = None  # tool_schema(), made on first use
         if idempotency_key is not None:
             if not isinstance(idempotency_key, str):
                 raise TypeError("%s: idempotency_key must be a string (a template or 'auto')" % label)
@@ -215,6 +217,14 @@ class Task(_FlowCallable):
         if self.dcc is not None:
             return None
         return (self.name, self.fn, self.thread, self.max_concurrent)
+
+    def tool_schema(self) -> Dict[str, Any]:
+        """The JSON Schema of the tool's arguments, made from the function's type hints
+        (docs/python.md "Tool schemas"): the engine checks every call against it, so a call
+        with a wrong type fails with kind ``invalid_input`` before the function runs."""
+        if self._schema is None:
+            self._schema = args_schema(self.fn)
+        return self._schema
 
     def __repr__(self) -> str:
         return "<dcc_flow.Task %s (tool %r)>" % (getattr(self.fn, "__qualname__", self.step_base), self.name)

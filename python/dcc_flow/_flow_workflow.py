@@ -25,9 +25,10 @@ from ._flow_base import (
 from ._flow_blocks import _Branch, _Foreach, _Parallel, _timeout
 from ._flow_convert import _Converter, _literal
 from ._flow_refs import Ref, _Template
+from ._flow_retry import Retry
 from ._flow_task import Task
 from ._flow_trace import _Block, _current, _FlowCallable, _Scope, _stack, _Step, _Tracer
-from ._spec import WorkflowSpec
+from ._spec import RetryPolicy, WorkflowSpec
 
 if typing.TYPE_CHECKING:  # pragma: no cover
     from ._engine import Engine, RunResult
@@ -244,6 +245,8 @@ class Workflow(_FlowCallable):
         inputs: Optional[Mapping[str, Mapping[str, Any]]] = None,
         lazy: bool = False,
         inline: bool = False,
+        defaults: Optional[Mapping[str, Any]] = None,
+        on_failure: Optional[Any] = None,
     ) -> None:
         if not callable(fn) or isinstance(fn, _FlowCallable):
             raise TypeError("@workflow needs a function; got %r" % (fn,))
@@ -263,6 +266,8 @@ class Workflow(_FlowCallable):
         self._ctx_param: Optional[inspect.Parameter] = None
         self._input_names: List[str] = []
         self._inputs = self._declare_inputs(label, inputs or {})
+        self._defaults = _defaults_block(label, defaults)
+        self._on_failure, self._on_failure_tasks = _on_failure_steps(label, on_failure)
         self._lock = threading.RLock()
         self._traced: Optional[Tuple[Dict[str, Any], Tuple[Task, ...]]] = None
         self._subflows: Tuple[Workflow, ...] = ()
@@ -351,6 +356,12 @@ class Workflow(_FlowCallable):
             "steps": tracer.root.to_list(),
         }
         self._subflows = tuple(tracer.subflows.values())
+        if self._defaults:
+            data["defaults"] = self._defaults
+        if self._on_failure:
+            data["on_failure"] = self._on_failure
+        for task in self._on_failure_tasks:
+            tracer.use_task(task, self._site)
         self._traced = (data, tuple(tracer.tasks.values()))
         return self._traced
 
@@ -537,6 +548,58 @@ class Workflow(_FlowCallable):
         return "<dcc_flow.Workflow %r>" % self.name
 
 
+def _defaults_block(label: str, defaults: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The spec's ``defaults`` block from ``@workflow(defaults=...)``: ``timeout_secs`` and
+    ``retry`` (a ``RetryPolicy``, or a mapping in the spec's form). The library checks the values."""
+    if defaults is None:
+        return {}
+    if not isinstance(defaults, collections.abc.Mapping):
+        raise TypeError("%s: defaults= must be a mapping such as {'retry': RetryPolicy(3), 'timeout_secs': 600}"
+                        % label)
+    unknown = sorted(set(defaults) - {"retry", "timeout_secs"})
+    if unknown:
+        raise ValueError("%s: defaults= has unknown key(s) %s; keys: retry, timeout_secs" % (label, ", ".join(unknown)))
+    out: Dict[str, Any] = {}
+    if defaults.get("timeout_secs") is not None:
+        out["timeout_secs"] = defaults["timeout_secs"]
+    retry = defaults.get("retry")
+    if isinstance(retry, Retry):
+        raise TypeError("%s: defaults['retry'] needs the number of attempts: give RetryPolicy(n, ...) "
+                        "or Retry(...).policy(n)" % label)
+    if isinstance(retry, RetryPolicy):
+        out["retry"] = retry.to_dict()
+    elif retry is not None:
+        out["retry"] = dict(retry)
+    return out
+
+
+def _on_failure_steps(label: str, steps: Optional[Any]) -> Tuple[List[Dict[str, Any]], List[Task]]:
+    """The spec's ``on_failure`` list from ``@workflow(on_failure=[...])``: step mappings in the
+    spec's form, whose ``tool`` may be a ``@task`` (its tool name is used, and ``Engine.run``
+    registers it with the flow's other tasks)."""
+    if steps is None:
+        return [], []
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, collections.abc.Sequence):
+        raise TypeError("%s: on_failure= must be a list of steps such as "
+                        "[{'id': 'alert', 'tool': post_slack, 'args': {'text': '{{run.error.message}}'}}]" % label)
+    out: List[Dict[str, Any]] = []
+    tasks: List[Task] = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, collections.abc.Mapping):
+            raise TypeError("%s: on_failure[%d] must be a mapping (a step in the spec's form); got %r"
+                            % (label, i, step))
+        step = dict(step)
+        tool = step.get("tool")
+        if isinstance(tool, Task):
+            step["tool"] = tool.name
+            if tool.dcc is not None:
+                step.setdefault("dcc", tool.dcc)
+            else:
+                tasks.append(tool)
+        out.append(step)
+    return out, tasks
+
+
 def workflow(
     fn: Optional[Callable[..., Any]] = None,
     *,
@@ -545,6 +608,8 @@ def workflow(
     inputs: Optional[Mapping[str, Mapping[str, Any]]] = None,
     lazy: bool = False,
     inline: bool = False,
+    defaults: Optional[Mapping[str, Any]] = None,
+    on_failure: Optional[Any] = None,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Workflow`` compiled by tracing.
 
@@ -555,14 +620,20 @@ def workflow(
     function is traced at decoration (so mistakes fail at import) unless ``lazy=True``, which
     waits for the first ``.spec`` (useful when it calls tasks defined further down the module).
 
+    ``defaults={"retry": RetryPolicy(3), "timeout_secs": 600}`` is the spec's ``defaults`` and
+    ``on_failure=[{"id": "alert", "tool": post_slack, "args": {...}}]`` its ``on_failure`` steps
+    (docs/spec.md), where ``tool`` may be a ``@task``.
+
     Called inside another ``@workflow``, a workflow is a ``kind: workflow`` step that runs it as
     a child run; with ``inline=True`` its steps are inlined into the caller instead (as
     ``flow.inline(...)`` does for one call).
     """
     if fn is not None:
-        return Workflow(fn, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline)
+        return Workflow(fn, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline,
+                        defaults=defaults, on_failure=on_failure)
 
     def decorate(func: Callable[..., Any]) -> Workflow:
-        return Workflow(func, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline)
+        return Workflow(func, name=name, description=description, inputs=inputs, lazy=lazy, inline=inline,
+                        defaults=defaults, on_failure=on_failure)
 
     return decorate

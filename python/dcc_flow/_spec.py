@@ -63,6 +63,7 @@ class WorkflowStatus(_StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
+    PAUSED = "paused"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -184,6 +185,7 @@ class RetryPolicy(_View):
         max_delay_ms: int = 10000,
         jitter: float = 0.0,
         retry_on: Optional[Iterable[str]] = None,
+        multiplier: Optional[float] = None,
     ) -> None:
         if not _is_int(max_attempts) or max_attempts < 1:
             raise ValueError("max_attempts must be an integer >= 1 (1 = no retry), got %r" % (max_attempts,))
@@ -202,21 +204,27 @@ class RetryPolicy(_View):
             )
         if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0.0 <= jitter <= 1.0:
             raise ValueError("jitter must be a number in [0, 1], got %r" % (jitter,))
+        if multiplier is not None:
+            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not 1 <= multiplier <= 100:
+                raise ValueError("multiplier must be a number from 1 to 100, got %r" % (multiplier,))
+            if kind is not BackoffKind.EXPONENTIAL:
+                raise ValueError("multiplier applies to exponential backoff only, not %r" % kind.value)
         kinds: Optional[List[str]] = None
         if retry_on is not None:
             if isinstance(retry_on, (str, bytes)):
                 raise ValueError("retry_on must be a list of error kinds, not a single string")
             kinds = [str(k) for k in retry_on]
-        self._init(
-            {
-                "backoff": kind.value,
-                "initial_delay_ms": initial_delay_ms,
-                "jitter": jitter,
-                "max_attempts": max_attempts,
-                "max_delay_ms": max_delay_ms,
-                "retry_on": kinds,
-            }
-        )
+        data: Dict[str, Any] = {
+            "backoff": kind.value,
+            "initial_delay_ms": initial_delay_ms,
+            "jitter": jitter,
+            "max_attempts": max_attempts,
+            "max_delay_ms": max_delay_ms,
+            "retry_on": kinds,
+        }
+        if multiplier is not None:
+            data["multiplier"] = multiplier
+        self._init(data)
 
     @classmethod
     def _from_dict(cls, data: Dict[str, Any]) -> "RetryPolicy":
@@ -250,6 +258,12 @@ class RetryPolicy(_View):
         return float(self._data.get("jitter", 0))
 
     @property
+    def multiplier(self) -> Optional[float]:
+        """The growth factor of exponential backoff, or ``None`` when not set (the default, 2)."""
+        value = self._data.get("multiplier")
+        return None if value is None else value
+
+    @property
     def retry_on(self) -> Optional[Tuple[str, ...]]:
         """The error kinds that are retried, or ``None`` for the default set (see ``is_retryable``)."""
         kinds = self._data.get("retry_on")
@@ -259,7 +273,9 @@ class RetryPolicy(_View):
         """The unjittered delay before attempt number ``attempt`` (1-based), in milliseconds.
 
         Attempt 1 has no delay. For n >= 2: fixed = initial, linear = initial * (n - 1),
-        exponential = initial * 2**(n - 2); the result is clamped to ``max_delay_ms``.
+        exponential = initial * multiplier**(n - 2) (multiplier 2 when not set); the result is
+        clamped to ``max_delay_ms`` and truncated to whole milliseconds. With a multiplier the
+        power is n - 2 float multiplications, stopping once past the clamp, as the engine does.
         Raises ``ValueError`` unless ``attempt`` is an integer >= 1.
         """
         if not _is_int(attempt) or attempt < 1:
@@ -272,6 +288,13 @@ class RetryPolicy(_View):
             delay = initial
         elif kind is BackoffKind.LINEAR:
             delay = initial * (attempt - 1)
+        elif self.multiplier is not None:
+            value, factor = float(initial), float(self.multiplier)
+            i = 0
+            while i < attempt - 2 and 0 < value <= cap:
+                value *= factor
+                i += 1
+            return cap if value > cap else int(value)
         else:
             shift = attempt - 2
             # Beyond 2**63 every non-zero base is past any clamp; avoid building huge integers.
@@ -297,7 +320,7 @@ class RetryPolicy(_View):
 
     def __repr__(self) -> str:
         return (
-            "RetryPolicy(max_attempts=%d, backoff=%r, initial_delay_ms=%d, max_delay_ms=%d, jitter=%r, retry_on=%r)"
+            "RetryPolicy(max_attempts=%d, backoff=%r, initial_delay_ms=%d, max_delay_ms=%d, jitter=%r, retry_on=%r%s)"
         ) % (
             self.max_attempts,
             self.backoff.value,
@@ -305,6 +328,7 @@ class RetryPolicy(_View):
             self.max_delay_ms,
             self.jitter,
             list(self.retry_on) if self.retry_on is not None else None,
+            "" if self.multiplier is None else ", multiplier=%r" % (self.multiplier,),
         )
 
 
@@ -697,7 +721,7 @@ class WorkflowSpec(_View):
     an unknown field, a wrong type) raise at parse time.
     """
 
-    __slots__ = ("_hash", "_problems", "_warnings", "_source", "_steps", "_inputs")
+    __slots__ = ("_hash", "_problems", "_warnings", "_source", "_steps", "_inputs", "_on_failure", "_defaults")
 
     _hash: str
     _problems: Tuple[Problem, ...]
@@ -705,6 +729,8 @@ class WorkflowSpec(_View):
     _source: Optional[str]
     _steps: Tuple[WorkflowStep, ...]
     _inputs: Mapping[str, InputSpec]
+    _on_failure: Tuple[WorkflowStep, ...]
+    _defaults: "StepPolicy"
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -732,6 +758,9 @@ class WorkflowSpec(_View):
         set_(self, "_warnings", tuple(Problem.from_dict(p) for p in out.get("warnings") or () if isinstance(p, dict)))
         set_(self, "_source", source or None)
         set_(self, "_steps", _step_tuple(data.get("steps")))
+        set_(self, "_on_failure", _step_tuple(data.get("on_failure")))
+        raw_defaults = data.get("defaults")
+        set_(self, "_defaults", StepPolicy._from_dict(raw_defaults if isinstance(raw_defaults, dict) else {}))
         raw_inputs = data.get("inputs")
         inputs: Dict[str, Any] = raw_inputs if isinstance(raw_inputs, dict) else {}
         set_(self, "_inputs", MappingProxyType({k: InputSpec._from_dict(k, v) for k, v in inputs.items()}))
@@ -829,8 +858,19 @@ class WorkflowSpec(_View):
         return self._steps
 
     @property
+    def on_failure(self) -> Tuple[WorkflowStep, ...]:
+        """The steps run once when a run fails (docs/spec.md, "on_failure"); ``()`` when none."""
+        return self._on_failure
+
+    @property
+    def defaults(self) -> StepPolicy:
+        """The spec's ``defaults`` for its tool steps: ``timeout_secs`` and ``retry`` (docs/spec.md,
+        "Defaults"); an empty policy (``is_empty``) when the spec has none."""
+        return self._defaults
+
+    @property
     def step_count(self) -> int:
-        """The number of steps in the whole tree (nested ones included)."""
+        """The number of steps in the whole tree (nested and ``on_failure`` ones included)."""
         return sum(1 for _ in self.walk())
 
     @property
@@ -839,8 +879,8 @@ class WorkflowSpec(_View):
         return self._hash
 
     def walk(self) -> Iterator[WorkflowStep]:
-        """Every step of the tree, depth-first in document order."""
-        return _walk(self.steps)
+        """Every step of the tree, depth-first in document order, then the ``on_failure`` steps."""
+        return _walk(self.steps + self.on_failure)
 
     def __iter__(self) -> Iterator[WorkflowStep]:
         return self.walk()

@@ -25,8 +25,10 @@ are caught where the answer is encoded (``Engine._complete``: ``invalid_output``
 """
 
 import json
+import math
 import threading
-from typing import Any, Callable, Dict, Mapping, Optional
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 __all__ = ["ToolError", "Transient", "Fatal", "CallContext", "current_call", "ToolEntry", "error_kind", "execute",
            "error_members"]
@@ -77,12 +79,102 @@ def error_kind(exc: BaseException) -> str:
     return "error"
 
 
+#: Sends a running call's reports: ``send(call_id, progress, logs, dropped)`` with ``progress``
+#: the latest ``{"done", "total"?, "message"?}`` dict or None, ``logs`` a list of ``{"message",
+#: "fields"?}`` dicts and ``dropped`` the lines logged past MAX_LOG_LINES_PER_INTERVAL. Called at
+#: most once per REPORT_INTERVAL per call (``ReportThrottle``), on the tool's thread or a timer's.
+Reporter = Callable[[int, Optional[Dict[str, Any]], List[Dict[str, Any]], int], None]
+
+#: A call's reports are sent at most once per this many seconds (the engine writes them at most
+#: as often: docs/limits.md "Progress and logs").
+REPORT_INTERVAL = 0.1
+#: At most this many logged lines of a call are sent per send; the others are counted as dropped.
+MAX_LOG_LINES_PER_INTERVAL = 100
+
+
+class ReportThrottle:
+    """Coalesces what one running call reports, so that ``progress()`` in a tight loop costs a lock
+    and a few assignments rather than a crossing into the engine: the first report is sent at
+    once, later ones at most once per REPORT_INTERVAL (the latest progress wins, lines are batched,
+    at most MAX_LOG_LINES_PER_INTERVAL a batch, the others counted), by a timer when the tool
+    reports nothing more, and ``close()`` (when the call returns, before its result) sends what is
+    pending: the last value is never lost, and never sent after the result."""
+
+    def __init__(self, call_id: int, send: Reporter) -> None:
+        self._call_id, self._send = call_id, send
+        self._lock = threading.Lock()
+        self._last = -REPORT_INTERVAL  # time.monotonic() of the last send
+        self._progress: Optional[Dict[str, Any]] = None
+        self._lines: List[Dict[str, Any]] = []
+        self._dropped = 0
+        self._timer: Optional[threading.Timer] = None
+        self._closed = False
+
+    def report(self, progress: Optional[Dict[str, Any]], entry: Optional[Dict[str, Any]]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if progress is not None:
+                self._progress = progress
+            if entry is not None:
+                if len(self._lines) < MAX_LOG_LINES_PER_INTERVAL:
+                    self._lines.append(entry)
+                else:
+                    self._dropped += 1
+            if self._timer is not None:
+                return  # a send is due: it takes this report along
+            now = time.monotonic()
+            wait = self._last + REPORT_INTERVAL - now
+            if wait <= 0:
+                self._send_locked(now)
+            else:
+                self._timer = threading.Timer(wait, self._tick)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._send_locked(time.monotonic())
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._timer = None
+            if not self._closed:
+                self._send_locked(time.monotonic())
+
+    def _send_locked(self, now: float) -> None:
+        progress, lines, dropped = self._progress, self._lines, self._dropped
+        if progress is None and not lines and not dropped:
+            return
+        self._progress, self._lines, self._dropped, self._last = None, [], 0, now
+        try:
+            self._send(self._call_id, progress, lines, dropped)
+        except Exception:  # noqa: BLE001 - a report never fails the tool (the engine went away)
+            pass
+
+
+def _number(name: str, value: Any) -> Union[int, float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("progress %s must be a number, not %s" % (name, type(value).__name__))
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("progress %s must be a finite number >= 0, not %r" % (name, value))
+    return value
+
+
 class CallContext:
     """What a running tool can know about its call: ``dcc_flow.current_call()``."""
 
-    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled")
+    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled", "_report",
+                 "_throttle")
 
-    def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool]) -> None:
+    def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool],
+                 report: Optional[Reporter] = None) -> None:
         self.call_id = int(call.get("call_id") or 0)
         self.tool = str(call.get("tool", ""))
         self.run_id = str(call.get("run_id", ""))
@@ -93,6 +185,51 @@ class CallContext:
         deadline = call.get("deadline_ms")
         self.deadline_ms = int(deadline) if deadline else None
         self._cancelled = cancelled
+        self._report = report
+        self._throttle: Optional[ReportThrottle] = None  # made by the first report
+
+    def progress(self, done: Union[int, float], total: Optional[Union[int, float]] = None, message: str = "") -> None:
+        """Report how far the tool is: ``done`` of ``total`` (any unit: frames, files, bytes;
+        ``total`` may be unknown), with an optional ``message``.
+
+        Cheap enough for a loop: the engine keeps the latest value and writes it at most 10
+        times a second (a ``step_progress`` event, the step record's ``progress``, the CLI's
+        progress line, MCP progress notifications); the last value is never lost. Raises
+        ``TypeError``/``ValueError`` for a ``done`` or ``total`` that is not a finite number
+        >= 0; never fails because of the engine (a report after the step gave up is dropped).
+        """
+        doc: Dict[str, Any] = {"done": _number("done", done)}
+        if total is not None:
+            doc["total"] = _number("total", total)
+        if message:
+            doc["message"] = str(message)
+        self._reported(doc, None)
+
+    def log(self, message: Any, **fields: Any) -> None:
+        """Log a line for this step: ``current_call().log("cached frame", frame=37)``.
+
+        The line goes to a ``step_log`` event and to the step record's ``logs`` (stream
+        ``"log"``, with its ``fields``), batched at most 10 times a second and at most 100 lines
+        a batch: lines logged faster are counted as dropped (docs/limits.md). Fields that are
+        not JSON values are written as their ``repr``. Never fails because of the engine.
+        """
+        entry: Dict[str, Any] = {"message": str(message)}
+        if fields:
+            entry["fields"] = fields
+        self._reported(None, entry)
+
+    def _reported(self, progress: Optional[Dict[str, Any]], entry: Optional[Dict[str, Any]]) -> None:
+        if self._report is None:
+            return
+        throttle = self._throttle
+        if throttle is None:
+            throttle = self._throttle = ReportThrottle(self.call_id, self._report)
+        throttle.report(progress, entry)
+
+    def _finish(self) -> None:
+        """The call returned: send what is pending (before its result), take no more reports."""
+        if self._throttle is not None:
+            self._throttle.close()
 
     @property
     def cancelled(self) -> bool:
@@ -119,16 +256,25 @@ def current_call() -> Optional[CallContext]:
 class ToolEntry:
     """A registered host tool."""
 
-    __slots__ = ("name", "fn", "lane", "max_concurrent", "description")
+    __slots__ = ("name", "fn", "lane", "max_concurrent", "description", "schema")
 
     def __init__(
-        self, name: str, fn: Callable[..., Any], lane: str, max_concurrent: Optional[int], description: str
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        lane: str,
+        max_concurrent: Optional[int],
+        description: str,
+        schema: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.lane = lane
         self.max_concurrent = max_concurrent
         self.description = description
+        #: The JSON Schema of its arguments the engine enforces (docs/python.md "Tool schemas"),
+        #: or None; a worker publishes it as the tool's MCP inputSchema.
+        self.schema = schema
 
 
 def describe(fn: Callable[..., Any]) -> str:
@@ -149,7 +295,8 @@ def error_members(call: Mapping[str, Any], kind: str, message: str) -> str:
     return _error(call.get("call_id"), kind, message)[:-1]
 
 
-def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool]) -> str:
+def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool],
+            report: Optional[Reporter] = None) -> str:
     """Run one pulled call; return the JSON members of its ``calls_complete`` request.
 
     The result is the text of a JSON object (``{"call_id", "output"}`` or ``{"call_id",
@@ -163,7 +310,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     if not isinstance(args, dict):
         args = {"value": args}
     previous = getattr(_local, "call", None)
-    _local.call = CallContext(call, cancelled)
+    context = _local.call = CallContext(call, cancelled, report)
     try:
         result = entry.fn(**args)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every tool failure becomes a step error
@@ -179,6 +326,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         return _error(call_id, error_kind(exc), message, trace)[:-1]
     finally:
         _local.call = previous
+        context._finish()
     try:
         output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)

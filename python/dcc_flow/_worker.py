@@ -52,6 +52,7 @@ EXIT_ORPHANED = 3
 #: At most this many output lines of one call are kept (the rest are counted, not kept).
 MAX_OUTPUT_LINES = 1000
 
+
 #: The environment variable naming the directory where a worker keeps the output files of its
 #: standard output and error (``stdout.log``, ``stderr.log``): an engine sets it for each worker
 #: of a pool and reads the files when the worker dies during a call. Unset, the worker makes a
@@ -336,7 +337,9 @@ class Worker:
                 return
             with self._state_lock:
                 self._cancelled[req_id] = False
-            self._calls.put({"id": req_id, "name": name, "args": params.get("arguments") or {}})
+            meta = params.get("_meta") or {}
+            self._calls.put({"id": req_id, "name": name, "args": params.get("arguments") or {},
+                             "token": meta.get("progressToken") if isinstance(meta, dict) else None})
         else:
             self._reply(req_id, error=(_METHOD_NOT_FOUND, "method %r is not served by a dcc-flow worker" % method))
 
@@ -360,11 +363,13 @@ class Worker:
             with self._state_lock:
                 return bool(self._cancelled.get(req_id))
 
+        token = call.get("token")
+        notifier = _Notifier(self._send, token) if isinstance(token, (str, int)) else None
         for c in self._captures:
             c.begin()
         try:
             members = execute(self.tools[call["name"]], {"call_id": 0, "tool": call["name"], "args": call["args"]},
-                              cancelled)
+                              cancelled, notifier)
         finally:
             _flush_std()
             output: List[Dict[str, str]] = []
@@ -386,6 +391,47 @@ class Worker:
         self._reply(req_id, result)
 
 
+class _Notifier:
+    """Sends what a running tool reported (``current_call().progress``/``.log``, coalesced by
+    ``_tools.ReportThrottle``: at most every REPORT_INTERVAL seconds, at most
+    MAX_LOG_LINES_PER_INTERVAL lines each time) to the engine as MCP notifications naming the
+    call's progress token: ``notifications/progress``, and ``notifications/message`` with ``data``
+    ``{"progressToken", "message", "fields"?}`` per line or ``{"progressToken", "dropped"}``. So a
+    tool reporting in a tight loop does not flood the pipe to the engine."""
+
+    def __init__(self, send: Callable[[Mapping[str, Any]], None], token: Any) -> None:
+        self._send, self._token = send, token
+
+    def __call__(self, _call_id: int, progress: Optional[Dict[str, Any]], logs: List[Dict[str, Any]],
+                 dropped: int) -> None:
+        if progress is not None:
+            params = {"progressToken": self._token, "progress": progress.get("done", 0)}
+            if progress.get("total") is not None:
+                params["total"] = progress["total"]
+            if progress.get("message"):
+                params["message"] = progress["message"]
+            self._send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        for entry in logs:
+            data: Dict[str, Any] = {"progressToken": self._token, "message": entry.get("message", "")}
+            if entry.get("fields"):
+                data["fields"] = _json_fields(entry["fields"])
+            self._message(data)
+        if dropped:
+            self._message({"progressToken": self._token, "dropped": dropped})
+
+    def _message(self, data: Dict[str, Any]) -> None:
+        self._send({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "logger": "dcc-flow", "data": data}})
+
+
+def _json_fields(fields: Any) -> Any:
+    """``fields`` as JSON values: what is not a JSON value becomes its ``repr``."""
+    try:
+        return json.loads(json.dumps(fields, default=repr, allow_nan=False))
+    except (ValueError, TypeError, RecursionError):
+        return {"repr": repr(fields)}
+
+
 def _flush_std() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -395,9 +441,15 @@ def _flush_std() -> None:
 
 
 def _describe(entry: ToolEntry) -> Dict[str, Any]:
+    """The tool's tools/list entry: its inputSchema is the schema the engine enforces for it (a
+    @task's hints, register_tool(schema=...)) when that is an object schema, as MCP requires;
+    else ``{"type": "object"}``."""
     doc = (getattr(entry.fn, "__doc__", None) or "").strip()
+    schema = getattr(entry, "schema", None)
+    if not (isinstance(schema, dict) and schema.get("type") == "object"):
+        schema = {"type": "object"}
     return {"name": entry.name, "description": doc.splitlines()[0] if doc else entry.name,
-            "inputSchema": {"type": "object"}}
+            "inputSchema": schema}
 
 
 def _tool_result(answer: Mapping[str, Any]) -> Dict[str, Any]:

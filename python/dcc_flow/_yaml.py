@@ -19,14 +19,15 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: Python's $ also mat
 _YAML_WORDS = frozenset(["y", "n", "yes", "no", "on", "off", "true", "false", "null"])
 _SAFE_ASCII = re.compile(r'^[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and '\'
 
-_SPEC_ORDER = ("name", "description", "inputs", "steps")
+_SPEC_ORDER = ("name", "description", "inputs", "defaults", "steps", "on_failure")
+_DEFAULTS_ORDER = ("timeout_secs", "retry")
 _INPUT_ORDER = ("type", "required", "default", "format", "enum", "description")
 _STEP_ORDER = (
     "id", "kind", "description", "depends_on", "tool", "dcc", "pool", "args", "workflow", "inputs", "items", "as",
     "concurrency", "on_any_fail", "on", "prompt", "timeout_secs", "retry", "idempotency_key",
     "idempotency_scope", "idempotency_ttl_secs", "steps", "then", "else",
 )
-_RETRY_ORDER = ("max_attempts", "backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on")
+_RETRY_ORDER = ("max_attempts", "backoff", "multiplier", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on")
 _STEP_LISTS = ("steps", "then", "else")
 
 
@@ -101,17 +102,19 @@ def _ordered(mapping: Mapping[str, Any], order: Sequence[str]) -> List[str]:
 def _mapping(value: Mapping[str, Any], indent: int, role: str, lines: List[str]) -> None:
     pad = " " * indent
     order: Sequence[str] = {"spec": _SPEC_ORDER, "step": _STEP_ORDER, "input": _INPUT_ORDER,
-                            "retry": _RETRY_ORDER}.get(role, ())
+                            "retry": _RETRY_ORDER, "defaults": _DEFAULTS_ORDER}.get(role, ())
     for k in _ordered(value, order):
         v = value[k]
         child = "data"
-        if role in ("spec", "step") and k in _STEP_LISTS:
+        if role in ("spec", "step") and k in _STEP_LISTS or role == "spec" and k == "on_failure":
             child = "steps"
         elif role == "spec" and k == "inputs":
             child = "inputs"
+        elif role == "spec" and k == "defaults":
+            child = "defaults"
         elif role == "inputs":
             child = "input"
-        elif role == "step" and k == "retry":
+        elif role in ("step", "defaults") and k == "retry":
             child = "retry"
         if _is_block(v):
             lines.append("%s%s:" % (pad, _key(k)))

@@ -30,7 +30,7 @@ async function exercise(client, { expectProgress }) {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ['workflows_approve', 'workflows_cancel', 'workflows_get_status',
-    'workflows_lookup', 'workflows_resume', 'workflows_run']);
+    'workflows_lookup', 'workflows_pause', 'workflows_resume', 'workflows_run', 'workflows_unpause']);
   const run = tools.find((t) => t.name === 'workflows_run');
   assert.equal(run.annotations.destructiveHint, true);
   assert.equal(run.annotations.openWorldHint, true);

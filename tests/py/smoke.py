@@ -138,6 +138,19 @@ def main():
         check(result.ok, "smoke run completed: %r %r" % (result, result.error))
         check(result.outputs["per_file"][2]["export"]["fbx"] == "2026-11-22/2.fbx", "outputs")
 
+        # A @task's type hints are its args schema, read with this Python's typing (docs/python.md
+        # "Tool schemas"): a wrong type fails invalid_input before the function runs.
+        from typing import Dict, List, Optional
+
+        @dcc_flow.task(name="smoke__typed")
+        def typed(scene: str, frames: int, tags: Optional[List[str]] = None, meta: Dict[str, float] = None):
+            raise AssertionError("called with args that break its schema")
+
+        engine.register_tool(typed, name="smoke__typed")
+        bad = engine.run("steps: [{id: t, tool: smoke__typed, args: {scene: a, frames: '2', tags: [1]}}]")
+        check(bad.error is not None and bad.error["message"] == "step t: args.frames: must be integer; got string; "
+              "args.tags[0]: must be string; got number (schema of tool smoke__typed)", "task schema: %r" % (bad.error,))
+
 
 if __name__ == "__main__":
     try:

@@ -345,8 +345,8 @@ def test_graph_missing_file_and_unwritable_output(files, capsys):
 @pytest.mark.parametrize(
     "args,prog,words",
     [
-        ([], "dcc-flow", ["missing command", "validate, run, status, runs, show, cancel, approve, resume, "
-                                              "schedules, workflows, serve, worker, pools, graph"]),
+        ([], "dcc-flow", ["missing command", "validate, run, status, runs, show, cancel, approve, pause, unpause, "
+                                              "resume, prune, schedules, workflows, serve, worker, pools, graph"]),
         (["valdate", "x.yaml"], "dcc-flow", ["unknown command 'valdate'", "did you mean 'validate'?"]),
         (["frobnicate"], "dcc-flow", ["unknown command 'frobnicate'"]),
         (["--bogus"], "dcc-flow", ["unrecognized arguments: --bogus"]),

@@ -313,3 +313,24 @@ def test_resume_of_a_completed_run_names_the_option(studio):
     assert proc.stderr.endswith("completed; name the steps to run again with --force STEP\n"), proc.stderr
     assert "force_steps" not in proc.stderr
     cli("resume", "last", "--tools", "hello_tools.py", "--force", "greet", cwd=studio, check=0)
+
+
+def test_on_failure_steps_show_in_run_and_show(tmp_path):
+    (tmp_path / "nightly.yaml").write_text(textwrap.dedent("""
+        name: nightly
+        steps:
+          - {id: export, tool: flow__fail, args: {kind: fatal, message: corrupt scene}}
+        on_failure:
+          - id: alert
+            tool: flow__echo
+            args: {text: "{{run.error.step_key}}: {{run.error.message}}"}
+    """))
+    failed = cli("run", "nightly.yaml", cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    lines = [json.loads(line) for line in failed.stdout.splitlines()]
+    result = lines[-1]
+    assert result["status"] == "failed" and result["error"]["step_key"] == "export"
+    assert [ev["type"] for ev in lines if ev.get("type") == "on_failure_started"] == ["on_failure_started"]
+    assert result["outputs"]["alert"] == {"text": "export: corrupt scene"}
+    show = cli("show", result["run_id"], cwd=tmp_path, check=0).stdout
+    assert re.search(r"on_failure\.alert\s+completed", show), show

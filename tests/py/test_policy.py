@@ -200,13 +200,14 @@ def test_backoff_kind_values():
 
 def test_workflow_status():
     assert [s.value for s in WorkflowStatus] == [
-        "pending", "running", "waiting", "completed", "failed", "cancelled", "interrupted",
+        "pending", "running", "waiting", "paused", "completed", "failed", "cancelled", "interrupted",
     ]
     terminal = {s for s in WorkflowStatus if s.is_terminal}
     assert terminal == {
         WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED, WorkflowStatus.INTERRUPTED,
     }
     assert WorkflowStatus("waiting") is WorkflowStatus.WAITING and not WorkflowStatus.WAITING.is_terminal
+    assert WorkflowStatus("paused") is WorkflowStatus.PAUSED and not WorkflowStatus.PAUSED.is_terminal
 
 
 def test_step_status():

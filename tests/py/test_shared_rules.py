@@ -42,7 +42,7 @@ def test_canonical_json_matches_go(case):
 @pytest.mark.parametrize("case", RULES["retry_delay_ms"], ids=_label)
 def test_retry_delay_matches_go(case):
     policy = RetryPolicy(2, backoff=case["backoff"], initial_delay_ms=case["initial_delay_ms"],
-                         max_delay_ms=case["max_delay_ms"])
+                         max_delay_ms=case["max_delay_ms"], multiplier=case.get("multiplier"))
     assert policy.next_delay_ms(case["attempt"]) == case["delay_ms"]
 
 

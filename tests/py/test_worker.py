@@ -45,6 +45,8 @@ TOOLS = textwrap.dedent('''
 
         @engine.tool(name="wk__wait")
         def wait(secs=30.0):
+            with open(os.environ["WORKER_MARK"] + ".started", "w") as f:
+                f.write("started")
             t = time.time()
             while time.time() - t < secs:
                 if dcc_flow.current_call().cancelled:
@@ -92,10 +94,13 @@ def test_a_tool_error_keeps_its_kind_and_traceback(remote):
 def test_cancel_reaches_the_running_tool(remote, tmp_path):
     with dcc_flow.Engine(config={"remotes": {"w": remote}}) as engine:
         run = engine.submit({"steps": [{"id": "w", "dcc": "w", "tool": "wk__wait"}]})
-        for ev in engine.events(run_id=run.run_id, timeout=20):
-            if ev["type"] == "step_enter" and ev.get("step_key") == "w":
-                break
-        time.sleep(0.3)  # the call is in the tool's loop
+        # The call is in the tool's loop once the tool says it started (step_enter comes first:
+        # on a loaded machine the worker process may start the tool much later).
+        started = tmp_path / "mark.started"
+        deadline = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert started.exists(), "the tool never started"
         run.cancel()
         assert run.wait(timeout=20).status is WorkflowStatus.CANCELLED
         deadline = time.monotonic() + 10

@@ -59,6 +59,9 @@ type Config struct {
 	// Children starts and finds the child runs of workflow steps (subworkflow.go); nil = a
 	// workflow step fails with kind error.
 	Children Children
+	// Defaults are the engine's policy defaults for tool and tool_remote steps: a step's own
+	// field comes first, then its spec's defaults, then these (spec.Defaults.Apply).
+	Defaults spec.Defaults
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
@@ -105,7 +108,7 @@ func New(cfg Config) *Executor {
 	if cfg.Limits.JSONPath.MaxWork <= 0 {
 		cfg.Limits.JSONPath.MaxWork = expr.DefaultMaxWork
 	}
-	return &Executor{cfg: cfg, plans: planCache{poolFor: cfg.PoolFor}}
+	return &Executor{cfg: cfg, plans: planCache{poolFor: cfg.PoolFor, defaults: cfg.Defaults}}
 }
 
 // Tools returns the tools a spec's tool steps name and the remote tools its tool_remote steps
@@ -139,6 +142,12 @@ type Params struct {
 	// ForceSteps): their tool steps skip the idempotency cache lookup, so the tool is called, and
 	// the new output replaces the cached one. Empty: every cache entry is used.
 	Force []string
+	// OnFailureOnly resumes a run interrupted while its on_failure steps ran (Resume is set):
+	// its other steps are not run again (their completed instances in Prior feed templates),
+	// the on_failure steps run, reusing their completed instances, with this as the run's
+	// error, and the run ends failed with it. nil: a normal run or resume, where on_failure
+	// steps run (all of them, again) only if the run fails.
+	OnFailureOnly *store.RunError
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
@@ -149,6 +158,10 @@ type Params struct {
 	// child run, new or resumed; its host tool calls carry them (tools.Call.Ancestors), so a
 	// host thread driving an ancestor runs them.
 	Ancestors []string
+	// Unpause, with Resume, is the unpause of a paused run that no engine was running (its
+	// engine stopped, or its process died): a run_unpaused event with this detail precedes the
+	// workflow_resumed event, in the same commit.
+	Unpause *PauseInfo
 	// OnDone is called once the run's goroutines have returned (a cancelled run's Done is
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
@@ -246,7 +259,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		ancestors: p.Ancestors,
 		runDoc:    map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:       p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
-		approvals: map[string]*approval{},
+		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
 	}
 	for _, f := range p.Force {
 		if r.forced == nil {
@@ -254,11 +267,19 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		}
 		r.forced[f] = true
 	}
+	mainRows := 0 // the instances of Prior that are not on_failure steps
 	for _, st := range p.Prior {
 		if r.priorKeys == nil {
 			r.prior, r.priorKeys, r.priorInside = map[string]store.Step{}, map[string]bool{}, map[string]int{}
 		}
 		r.priorKeys[st.Key] = true
+		onFailure := IsOnFailure(st.Key)
+		if !onFailure {
+			mainRows++
+		}
+		if onFailure && p.OnFailureOnly == nil {
+			continue // on_failure steps run again, all of them, if this execution fails
+		}
 		eachEnclosingForeach(st.Key, func(fk string) { r.priorInside[fk]++ })
 		if st.Status == run.StepCompleted {
 			r.prior[st.Key] = st
@@ -268,12 +289,20 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	r.handle = &Run{r: r}
 	r.root = newRootFrame(r, pl.rootFrame)
 	r.total.Store(int64(len(pl.rootFrame.owned)))
+	if p.OnFailureOnly != nil {
+		// The run's steps are over: they count as they are; the on_failure steps add theirs.
+		r.total.Store(int64(mainRows))
+		r.completed.Store(int64(mainRows))
+	}
 
 	now := x.cfg.Clock.Now()
 	b := &store.Batch{}
 	if p.Resume {
 		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
 		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, nil)}
+		if p.Unpause != nil {
+			b.Events = append([]run.Event{r.event(now, run.EventRunUnpaused, "", string(run.StatusRunning), 0, p.Unpause.Detail())}, b.Events...)
+		}
 	} else {
 		rec := store.Run{
 			ID: r.id, Name: r.name, SpecJSON: p.Spec.Canonical(), SpecHash: p.Spec.Hash(), Inputs: inputsJSON,
@@ -366,8 +395,14 @@ type runner struct {
 	// its iterations: a reused foreach adds them to the progress.
 	priorInside map[string]int
 	forced      map[string]bool // step ids and instance keys forced by a resume (Params.Force)
-	onDone      func(*Run)
-	handle      *Run // what Start returned and onDone is given
+	// onFailureOnly is Params.OnFailureOnly.
+	onFailureOnly *store.RunError
+	// failing is the run's error once its on_failure steps run (a cancel then ends the run
+	// failed with it); onFailureEnd how they ended, for the workflow_terminal event (under mu).
+	failing      atomic.Pointer[store.RunError]
+	onFailureEnd run.StepStatus
+	onDone       func(*Run)
+	handle       *Run // what Start returned and onDone is given
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)
@@ -396,6 +431,12 @@ type runner struct {
 	// kids are the live child runs of the run's workflow steps, by run id (subworkflow.go).
 	kidsMu sync.Mutex
 	kids   map[string]Child
+
+	// pauseMu is the pause gate (pause.go): pauseCh is non-nil while the run is paused and
+	// closed by Unpause; a step instance registers itself read-locked. Lock order: mu,
+	// pauseMu, sealMu.
+	pauseMu sync.RWMutex
+	pauseCh chan struct{}
 }
 
 // stop ends the run from outside: it seals the run first, while the steps in flight are still

@@ -81,6 +81,12 @@ func newRootFrame(r *runner, fp *framePlan) *frame {
 	return &frame{r: r, plan: fp, slots: make([]atomic.Pointer[result], len(fp.owned))}
 }
 
+// onFailure returns the frame of the on_failure steps: a child of the root frame f, so their
+// templates see the run's steps, with keys "on_failure.<id>".
+func (f *frame) onFailure(fp *framePlan) *frame {
+	return &frame{r: f.r, parent: f, plan: fp, slots: make([]atomic.Pointer[result], len(fp.owned)), prefix: OnFailurePrefix}
+}
+
 func (f *frame) iteration(sp *stepPlan, i int, item any) *frame {
 	return &frame{
 		r: f.r, parent: f, plan: sp.bodyFrame, slots: make([]atomic.Pointer[result], len(sp.bodyFrame.owned)),
@@ -158,7 +164,7 @@ func (f *frame) resolve(ref template.Ref) any {
 		v, path = res.field(path[1].Name), path[2:]
 	case "item":
 		for fr := f; fr != nil; fr = fr.parent {
-			if fr.parent != nil {
+			if fr.parent != nil && fr.as != "" {
 				v = fr.item
 				break
 			}
@@ -246,6 +252,9 @@ func (f *frame) document() map[string]any {
 	var item any
 	found := false
 	for fr := f; fr.parent != nil; fr = fr.parent {
+		if fr.as == "" {
+			continue // the on_failure frame: no item
+		}
 		if !found {
 			item, found = fr.item, true
 		}

@@ -39,3 +39,11 @@ func eachEnclosingForeach(key string, fn func(foreachKey string)) {
 		}
 	}
 }
+
+// OnFailurePrefix starts the instance key of every on_failure step: "on_failure.alert",
+// "on_failure.notify_each[2].post". No other key has it: step ids contain no dot, and a foreach
+// whose id is on_failure has keys "on_failure[3]…".
+const OnFailurePrefix = "on_failure."
+
+// IsOnFailure reports whether key names an instance of an on_failure step.
+func IsOnFailure(key string) bool { return strings.HasPrefix(key, OnFailurePrefix) }

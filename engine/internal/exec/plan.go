@@ -17,9 +17,13 @@ import (
 type plan struct {
 	root      *listPlan
 	rootFrame *framePlan
-	byID      map[string]*stepPlan
-	tools     []string     // the tools of tool steps, sorted, unique
-	remotes   []RemoteTool // the tools of tool_remote steps, sorted, unique
+	// handler is the on_failure list (nil when the spec has none), in a frame of its own whose
+	// parent is the root frame.
+	handler      *listPlan
+	handlerFrame *framePlan
+	byID         map[string]*stepPlan
+	tools        []string     // the tools of tool steps, sorted, unique
+	remotes      []RemoteTool // the tools of tool_remote steps, sorted, unique
 }
 
 // RemoteTool is a tool of a tool_remote step.
@@ -44,7 +48,8 @@ type stepPlan struct {
 	kind    spec.Kind
 	frame   *framePlan // the owning frame
 	slot    int
-	timeout time.Duration
+	timeout time.Duration     // the step's, or for tool kinds its defaults' (spec.Defaults.Apply)
+	retry   *spec.RetryPolicy // tool kinds: the step's, or its defaults'; nil = no retry
 
 	args   *valueTmpl // tool, tool_remote; workflow: its inputs
 	pool   string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
@@ -71,9 +76,10 @@ type listPlan struct {
 
 // planCache holds compiled plans by spec hash.
 type planCache struct {
-	mu      sync.Mutex
-	plans   map[string]*plan
-	poolFor func(*spec.Step) string // Config.PoolFor
+	mu       sync.Mutex
+	plans    map[string]*plan
+	poolFor  func(*spec.Step) string // Config.PoolFor
+	defaults spec.Defaults           // Config.Defaults
 }
 
 // maxCachedPlans bounds the cache; past it, the cache starts over.
@@ -86,7 +92,7 @@ func (c *planCache) get(s *spec.Spec) (*plan, error) {
 	if ok {
 		return p, nil
 	}
-	p, err := compilePlan(s, c.poolFor)
+	p, err := compilePlan(s, c.poolFor, c.defaults)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +106,13 @@ func (c *planCache) get(s *spec.Spec) (*plan, error) {
 }
 
 type compiler struct {
-	byID map[string]*stepPlan
+	byID     map[string]*stepPlan
+	spec     *spec.Spec
+	defaults spec.Defaults // the engine's
 }
 
-func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string) (*plan, error) {
-	c := &compiler{byID: map[string]*stepPlan{}}
+func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.Defaults) (*plan, error) {
+	c := &compiler{byID: map[string]*stepPlan{}, spec: s, defaults: defaults}
 	root := &framePlan{}
 	lp, err := c.list(s.Steps, root, false)
 	if err != nil {
@@ -112,6 +120,13 @@ func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string) (*plan, error) {
 	}
 	root.body = lp
 	p := &plan{root: lp, rootFrame: root, byID: c.byID}
+	if len(s.OnFailure) > 0 {
+		hf := &framePlan{}
+		if p.handler, err = c.list(s.OnFailure, hf, false); err != nil {
+			return nil, err
+		}
+		hf.body, p.handlerFrame = p.handler, hf
+	}
 	for _, sp := range c.byID {
 		if sp.kind == spec.KindTool && poolFor != nil {
 			sp.pool = poolFor(sp.st)
@@ -183,9 +198,11 @@ func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
 	sp := &stepPlan{st: st, id: st.ID, kind: st.Kind, frame: fp, slot: len(fp.owned)}
 	fp.owned = append(fp.owned, sp)
 	c.byID[st.ID] = sp
-	if st.Policy.TimeoutSecs > 0 {
-		sp.timeout = time.Duration(st.Policy.TimeoutSecs * float64(time.Second))
+	timeoutSecs, retry := c.spec.Defaults.Apply(st, c.defaults)
+	if timeoutSecs > 0 {
+		sp.timeout = time.Duration(timeoutSecs * float64(time.Second))
 	}
+	sp.retry = retry
 	fail := func(field string, err error) (*stepPlan, error) {
 		return nil, fmt.Errorf("step %q: %s: %w", st.ID, field, err)
 	}

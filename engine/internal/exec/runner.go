@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -48,6 +49,8 @@ type inst struct {
 	prev, next  *inst
 	linked      bool
 	liveAttempt int
+	// rep is the reporter of the attempt in progress (report.go), or nil.
+	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
 	final bool
 }
@@ -140,7 +143,8 @@ func (in *inst) setAttempt(n int) {
 	in.r.liveMu.Unlock()
 }
 
-// main runs the root list and writes the terminal state.
+// main runs the root list, then the on_failure steps if the run failed, and writes the
+// terminal state.
 func (r *runner) main() {
 	var o outcome
 	func() {
@@ -150,9 +154,65 @@ func (r *runner) main() {
 					Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())}}
 			}
 		}()
+		if e := r.onFailureOnly; e != nil {
+			r.reuseAll()
+			o = outcome{status: run.StepFailed, err: &run.StepError{RunID: r.id, StepKey: e.StepKey, Kind: e.Kind, Message: e.Message, Trace: e.Trace}}
+			return
+		}
 		o = r.runList(r.ctx, r.root, r.plan.root, false)
 	}()
+	if r.plan.handler != nil && o.status == run.StepFailed && o.err != nil && r.ctx.Err() == nil {
+		r.runOnFailure(o.err)
+	}
 	r.finish(o)
+}
+
+// runOnFailure runs the on_failure steps of a failed run once, with its error as {{run.error}}.
+// How they end is recorded (their rows, events and the workflow_terminal detail) but does not
+// change the run's outcome: a failing handler never replaces the run's error.
+func (r *runner) runOnFailure(cause *run.StepError) {
+	rerr := &store.RunError{Kind: cause.Kind, Message: cause.Message, StepKey: cause.StepKey, Trace: cause.Trace}
+	if rerr.Kind == "" {
+		rerr.Kind = run.KindError
+	}
+	// The run's other steps have all returned: nothing reads runDoc while it is replaced.
+	doc := make(map[string]any, len(r.runDoc)+1)
+	for k, v := range r.runDoc {
+		doc[k] = v
+	}
+	doc["error"] = map[string]any{"kind": rerr.Kind, "message": rerr.Message, "step_key": rerr.StepKey}
+	r.runDoc = doc
+	r.failing.Store(rerr)
+	r.total.Add(int64(len(r.plan.handlerFrame.owned)))
+	now := r.now()
+	ev := r.event(now, run.EventOnFailureStarted, "", string(run.StatusRunning), 0,
+		jsonDetail(map[string]any{"error": rerr}))
+	r.touch(now)
+	if err := r.write(&store.Batch{Events: []run.Event{ev}}); err != nil {
+		return
+	}
+	var o outcome
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				o = outcome{status: run.StepFailed}
+			}
+		}()
+		o = r.runList(r.ctx, r.root.onFailure(r.plan.handlerFrame), r.plan.handler, false)
+	}()
+	r.mu.Lock()
+	r.onFailureEnd = o.status
+	r.mu.Unlock()
+}
+
+// reuseAll publishes the completed instances of an earlier execution of the run's steps (not
+// the on_failure ones), for on_failure steps resumed on their own (Params.OnFailureOnly).
+func (r *runner) reuseAll() {
+	for _, sp := range r.plan.rootFrame.owned {
+		if p, ok := r.prior[sp.id]; ok {
+			r.root.publish(sp, priorResult(p))
+		}
+	}
 }
 
 // finish writes the run's terminal status and its workflow_terminal event, unless a
@@ -194,6 +254,18 @@ func (r *runner) writeTerminal(b *store.Batch, status run.Status, rerr *store.Ru
 	detail := map[string]any{"status": status}
 	if rerr != nil {
 		detail["error"] = rerr
+	}
+	if r.failing.Load() != nil {
+		// How the on_failure steps ended: completed, failed, cancelled or interrupted (still
+		// running when the run was stopped).
+		end := r.onFailureEnd
+		if end == "" {
+			end = run.StepInterrupted
+			if status == run.StatusFailed {
+				end = run.StepCancelled
+			}
+		}
+		detail["on_failure"] = end
 	}
 	b.RunUpdates = append(b.RunUpdates, store.RunUpdate{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now})
 	b.Events = append(b.Events, r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail)))
@@ -259,6 +331,8 @@ func (r *runner) seal() {
 		return
 	}
 	r.mu.Lock()
+	// An engine stop leaves a paused run paused (pause.go); read before sealMu (lock order).
+	keepPaused := sc == ErrEngineStop.(*stopCause) && r.isPaused()
 	r.sealMu.Lock()
 	if !r.sealed {
 		now := r.now()
@@ -276,6 +350,11 @@ func (r *runner) seal() {
 			row := store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID, Kind: in.row.Kind, Status: sc.step,
 				Attempt: in.liveAttempt, ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
 				FinishedAt: now, UpdatedAt: now}
+			if rep := in.rep.Load(); rep != nil { // what the running tool reported stays on the record
+				if logs, dropped, prog, ok := rep.snapshot(); ok {
+					row.Logs, row.LogsDropped, row.Progress = logs, dropped, prog
+				}
+			}
 			b.Steps = append(b.Steps, row)
 			if in.enterPending {
 				b.Events = append(b.Events, in.enter)
@@ -284,7 +363,17 @@ func (r *runner) seal() {
 			b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
 		}
 		r.liveMu.Unlock()
-		r.writeTerminal(b, sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg})
+		if keepPaused {
+			r.sealPaused(b)
+		} else {
+			status, rerr := sc.run, &store.RunError{Kind: sc.kind, Message: sc.msg}
+			if failing := r.failing.Load(); failing != nil && sc.run == run.StatusCancelled {
+				// Cancelled while its on_failure steps ran: the run had failed, and stays failed
+				// with its own error; those steps end cancelled.
+				status, rerr = run.StatusFailed, failing
+			}
+			r.writeTerminal(b, status, rerr)
+		}
 	}
 	r.sealMu.Unlock()
 	r.mu.Unlock()
@@ -533,25 +622,31 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 			return r.reuse(f, sp, p)
 		}
 	}
-	now := r.now()
+	// A paused run starts nothing: wait at the gate, and register the instance under it.
+	if r.enterGate(ctx) != nil {
+		st, _, _ := r.stopped(ctx)
+		return outcome{status: st}
+	}
 	in := instPool.Get().(*inst)
 	defer instPool.Put(in)
-	*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
-		Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
-	if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
-		in.row.Attempt = 1
-	}
 	defer r.unlink(in)
-	var err error
-	switch sp.kind {
-	case spec.KindTool, spec.KindToolRemote, spec.KindApprove:
-		// Written with the step's next write: its exit, its approve_requested, or the running
-		// row runTool writes before a call that may block.
-		err = in.deferEnter(now)
-	default:
+	err := func() error {
+		defer r.pauseMu.RUnlock()
+		now := r.now()
+		*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
+			Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
+		if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
+			in.row.Attempt = 1
+		}
+		switch sp.kind {
+		case spec.KindTool, spec.KindToolRemote, spec.KindApprove:
+			// Written with the step's next write: its exit, its approve_requested, or the
+			// running row runTool writes before a call that may block.
+			return in.deferEnter(now)
+		}
 		// A control step's step_enter comes before its children's events.
-		err = in.saveAt(now, run.EventStepEnter, nil)
-	}
+		return in.saveAt(now, run.EventStepEnter, nil)
+	}()
 	if err != nil {
 		if errors.Is(err, errSealed) {
 			st, _, _ := r.stopped(ctx)
@@ -729,14 +824,7 @@ func (r *runner) reuse(f *frame, sp *stepPlan, p store.Step) outcome {
 				continue
 			}
 		}
-		res := &result{status: run.StepCompleted, attempts: prev.Attempt}
-		if len(prev.Output) > 0 {
-			res.raw, res.lazy = prev.Output, true
-		}
-		if len(prev.FileRefs) > 0 {
-			_ = json.Unmarshal(prev.FileRefs, &res.fileRefs)
-		}
-		f.publish(s, res)
+		f.publish(s, priorResult(prev))
 	}
 	// The iterations of a reused foreach are not expanded: count their instances as done.
 	inside := 0
@@ -746,6 +834,18 @@ func (r *runner) reuse(f *frame, sp *stepPlan, p store.Step) outcome {
 	r.total.Add(int64(inside))
 	r.completed.Add(int64(len(sp.subtree) + inside))
 	return outcome{status: run.StepCompleted}
+}
+
+// priorResult is the result of a completed instance of an earlier execution.
+func priorResult(p store.Step) *result {
+	res := &result{status: run.StepCompleted, attempts: p.Attempt}
+	if len(p.Output) > 0 {
+		res.raw, res.lazy = p.Output, true
+	}
+	if len(p.FileRefs) > 0 {
+		_ = json.Unmarshal(p.FileRefs, &res.fileRefs)
+	}
+	return res
 }
 
 // leafStart and leafEnd bracket a tool step; with approvals open they switch the run between
@@ -765,17 +865,14 @@ func (r *runner) leafEnd() {
 }
 
 // refreshStatus writes running or waiting (an approval is open and no tool step is in flight)
-// when it changed.
+// when it changed; a paused run stays paused.
 func (r *runner) refreshStatus() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
 		return
 	}
-	want := run.StatusRunning
-	if r.open.Load() > 0 && r.leaf.Load() == 0 {
-		want = run.StatusWaiting
-	}
+	want := r.statusWanted(r.isPaused())
 	if want == r.status {
 		return
 	}

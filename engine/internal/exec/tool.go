@@ -35,7 +35,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
 	call := tools.Call{RunID: r.id, Ancestors: r.ancestors, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
 	if sp.pool != "" {
-		call.DCC = sp.pool
+		call.DCC, call.Pooled = sp.pool, true
 	}
 
 	var idemKey string
@@ -60,7 +60,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 	}
 
-	rp := sp.st.Policy.Retry
+	rp := sp.retry
 	maxAttempts := 1
 	if rp != nil {
 		maxAttempts = rp.MaxAttempts
@@ -69,6 +69,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if attempt > 1 {
 			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 			in.row.Status = run.StepRetrying
+			in.row.Progress = nil // the progress of the attempt that failed
 			in.setAttempt(attempt)
 			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
 			if err := in.save(run.EventStepRetry, detail); err != nil {
@@ -77,8 +78,15 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
 				return r.stoppedEnd(ctx)
 			}
+			// A retry whose delay ends while the run is paused waits for the unpause (its
+			// row stays retrying); the next attempt is a new start.
+			if r.enterGate(ctx) != nil {
+				return r.stoppedEnd(ctx)
+			}
 			in.row.Status = run.StepRunning
-			if err := in.save("", nil); err != nil {
+			err := in.save("", nil)
+			r.pauseMu.RUnlock()
+			if err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
 		}
@@ -92,13 +100,20 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				return r.stoppedEnd(r.ctx)
 			}
 		}
+		rep := in.startReport(attempt)
+		call.Reporter = nil
+		if rep != nil {
+			call.Reporter = rep
+		}
 		res, err := r.attempt(ctx, sp, call, attempt)
+		in.endReport(rep)
 		in.row.Worker = res.Worker
 		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx)
 		}
 		kind, msg, trace := "", "", ""
+		final := false // a failure no attempt can change (args that break the tool's schema)
 		switch {
 		case err != nil:
 			var at *attemptTimeout
@@ -110,6 +125,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			msg = err.Error()
 		case res.Error != nil:
 			kind, msg, trace = res.Error.Kind, res.Error.Message, res.Error.Trace
+			final = res.Error.Final
 			if kind == "" {
 				kind = run.KindError
 			}
@@ -125,7 +141,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return end
 		}
 		in.row.ErrorKind, in.row.ErrorMessage, in.row.ErrorTrace = kind, msg, trace
-		if attempt < maxAttempts && rp.IsRetryable(kind) {
+		if attempt < maxAttempts && !final && rp.IsRetryable(kind) {
 			continue
 		}
 		return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg, errTrace: trace}

@@ -100,6 +100,7 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string, lim
 		}
 	}
 	c.client = client.NewClient(tr, client.WithProtocolVersion(protocolVersion))
+	c.client.OnNotification(onNotification) // progress and logs of running calls (report.go)
 	if err := c.client.Start(life); err != nil {
 		c.close()
 		return nil, fmt.Errorf("%w: %w", errDial, err)

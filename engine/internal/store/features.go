@@ -22,15 +22,30 @@ type Pruner interface {
 	// artefacts stay. It never deletes a run that is not terminal, and the Seq of a deleted
 	// event is never assigned again, also across a reopen.
 	Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error)
+
+	// PruneCandidates returns the runs Prune(ctx, olderThan, statuses) would delete now, the
+	// earliest FinishedAt first (ties: smaller id first), at most limit of them (≤ 0 = all).
+	// Only ID, Name, Status, Origin, CreatedAt and FinishedAt are set: it is a dry run, and what
+	// the engine deletes in steps.
+	PruneCandidates(ctx context.Context, olderThan time.Time, statuses []run.Status, limit int) ([]Run, error)
+
+	// PruneRuns deletes, as Prune does, those of ids that Prune(ctx, olderThan, statuses) would
+	// delete now, and returns how many. An id that no longer qualifies (resumed since it was
+	// listed, already deleted, unknown) is skipped. A store may split the work into several
+	// atomic transactions so that writers are not held up for the whole prune (the SQLite store
+	// deletes PruneChunk runs per transaction); after each it calls progress, when not nil, with
+	// the number deleted so far. When ctx ends between two transactions it returns what it
+	// deleted and context.Cause(ctx).
+	PruneRuns(ctx context.Context, ids []string, olderThan time.Time, statuses []run.Status, progress func(deleted int)) (int, error)
 }
 
 // Controller carries control requests between processes sharing a database: a process that
-// opened it read-only files a request (approve or cancel a run); the owner takes the pending
+// opened it read-only files a request (approve, cancel, pause or unpause a run); the owner takes the pending
 // ones, applies them and answers each (docs/state-machine.md, "Crashes and the one owner").
 // Without it, an engine can act only on the runs it owns.
 type Controller interface {
 	// RequestControl files r (its ID is ignored) and returns the request's id, > 0. An Action
-	// other than "approve" or "cancel" is an error and files nothing. It works on a store
+	// that is not one of ValidControlAction's is an error and files nothing. It works on a store
 	// opened read-only too: it is how such a store acts on a run.
 	RequestControl(ctx context.Context, r ControlRequest) (int64, error)
 	// ControlAnswer returns the answer to request id; Handled is false while it is pending.
@@ -43,16 +58,26 @@ type Controller interface {
 }
 
 // ControlRequest asks the process that owns the database to act on one of its runs: approve
-// (or deny) an open approval, or cancel the run.
+// (or deny) an open approval, cancel, pause or unpause the run.
 type ControlRequest struct {
 	ID        int64
 	RunID     string
-	Action    string // "approve" or "cancel"
-	StepKey   string // the approve step's instance key; "" for cancel
+	Action    string // "approve", "cancel", "pause" or "unpause"
+	StepKey   string // the approve step's instance key; "" for the others
 	Approved  bool
 	Reason    string
 	By        string
 	CreatedAt time.Time
+}
+
+// ValidControlAction reports whether action is one a ControlRequest may carry: "approve",
+// "cancel", "pause" or "unpause".
+func ValidControlAction(action string) bool {
+	switch action {
+	case "approve", "cancel", "pause", "unpause":
+		return true
+	}
+	return false
 }
 
 // ControlAnswer is the owner's answer to a request: Handled is false while it is pending;

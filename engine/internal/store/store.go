@@ -77,7 +77,9 @@ type Store interface {
 	// instance of those runs into StepInterrupted, UpdatedAt now; and appends for each of those
 	// runs, in id order, one event {Type: run.EventInterrupted, Time: now, Status
 	// "interrupted", Progress: the run's, Detail: in.Detail}. A crash during it leaves all of it
-	// or none of it. It returns the ids of the runs it changed, sorted.
+	// or none of it. A paused run stays paused, without an event, but its non-terminal step
+	// instances become StepInterrupted too (Unpause resumes it). It returns the ids of the runs
+	// it made interrupted, sorted.
 	MarkInterrupted(ctx context.Context, now time.Time, in Interruption) ([]string, error)
 
 	ArtefactStore
@@ -129,7 +131,7 @@ type Run struct {
 	// ParentRunID and ParentStepKey name the run and the step instance ("publish",
 	// "per_shot[2].render") of the `kind: workflow` step that started this run as its child;
 	// "" for a run started on its own. Stored in the nullable columns parent_run_id and
-	// parent_step_key (migration 0008).
+	// parent_step_key (migration 0009).
 	ParentRunID   string
 	ParentStepKey string
 	// Progress is written with the run (created, resumed, finished, interrupted). A read of a
@@ -189,9 +191,12 @@ type Step struct {
 	// (migration 0006).
 	Logs        []byte
 	LogsDropped int
-	StartedAt   time.Time
-	FinishedAt  time.Time // zero until terminal
-	UpdatedAt   time.Time
+	// Progress is the latest progress the step's tool reported, a JSON run.StepProgress object;
+	// nil when it reported none. Stored in the nullable column progress (migration 0008).
+	Progress   []byte
+	StartedAt  time.Time
+	FinishedAt time.Time // zero until terminal
+	UpdatedAt  time.Time
 	// Insert is a hint from the writer: this is the instance's first write, so (RunID, Key) is
 	// not stored yet and a store may skip looking it up (an INSERT rather than an upsert).
 	// False is always correct. Not stored.

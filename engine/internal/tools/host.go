@@ -71,6 +71,7 @@ const (
 type pending struct {
 	call      PendingCall
 	ancestors []string     // Call.Ancestors: the runs above call.RunID (lane.go)
+	reporter  Reporter     // the step's, or nil
 	state     pendingState // queue bookkeeping, under Host.mu
 	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
 	puller uint64
@@ -132,6 +133,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
 		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
 	p.ancestors = call.Ancestors
+	p.reporter = call.Reporter
 	h.calls[p.call.ID] = p
 	ln.enqueue(p, false)
 	h.mu.Unlock()
@@ -323,6 +325,22 @@ func (h *Host) Cancelled(id uint64) bool {
 	p, ok := h.calls[id]
 	h.mu.Unlock()
 	return !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil
+}
+
+// Report passes a report of the pulled call id to its step. It returns false, and drops the
+// report, when the call is not running: unknown, answered, withdrawn, or cancelled.
+func (h *Host) Report(id uint64, rep Report) bool {
+	h.mu.Lock()
+	p, ok := h.calls[id]
+	running := ok && p.state == statePulled
+	h.mu.Unlock()
+	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil {
+		return false
+	}
+	if p.reporter != nil {
+		p.reporter.Report(rep)
+	}
+	return true
 }
 
 // Pending returns the number of calls queued or pulled and not answered.

@@ -23,10 +23,15 @@ type ToolInfo struct {
 	// Lane is LaneMain or LaneWorker for host tools, "" for built-in tools.
 	Lane string `json:"lane,omitempty"`
 	// MaxConcurrent bounds the calls of this tool in flight at once, across runs; 0 = no limit.
-	MaxConcurrent int             `json:"max_concurrent,omitempty"`
-	Description   string          `json:"description,omitempty"`
-	Schema        json.RawMessage `json:"schema,omitempty"` // JSON schema of the args, informative
-	Builtin       bool            `json:"builtin,omitempty"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
+	Description   string `json:"description,omitempty"`
+	// Schema is the JSON Schema of the args, checked before every call (schema.go): a call whose
+	// args do not conform fails with kind invalid_input and is not retried.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// OutputSchema is the JSON Schema of the output, checked after every successful call: an
+	// output that does not conform fails the attempt with kind invalid_output.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Builtin      bool            `json:"builtin,omitempty"`
 }
 
 type route struct {
@@ -37,6 +42,7 @@ type route struct {
 	// when ctx ends.
 	blocking bool
 	sem      chan struct{} // nil = unlimited
+	schemas  *toolSchemas  // nil = no schema to check
 }
 
 // Router maps tool names to the code that runs them: built-in Go tools, host tools (queued on
@@ -45,6 +51,9 @@ type route struct {
 type Router struct {
 	host   *Host
 	remote RemoteCaller
+	// dry, when set (NewDryRouter), takes every call, tool and tool_remote alike: nothing
+	// registered is called.
+	dry    Caller
 	mu     sync.Mutex // serialises registrations
 	routes atomic.Pointer[map[string]*route]
 }
@@ -61,6 +70,16 @@ func NewRouter(c clock.Clock, remote RemoteCaller) *Router {
 	return r
 }
 
+// NewDryRouter returns a router for a dry run: every tool and tool_remote call, of any name,
+// known or not, goes to dry, which must answer at once without side effects (a fixture). No
+// built-in, host or remote tool is ever called through it; its Host is never pulled from.
+func NewDryRouter(dry Caller) *Router {
+	r := &Router{host: NewHost(), dry: dry}
+	routes := map[string]*route{}
+	r.routes.Store(&routes)
+	return r
+}
+
 // Host returns the queue host tools are pulled from.
 func (r *Router) Host() *Host { return r.host }
 
@@ -69,7 +88,8 @@ func (r *Router) HasRemote() bool { return r.remote != nil }
 
 // RegisterHost registers (or replaces) a host tool. The name must match ^[A-Za-z0-9_-]{1,64}$
 // and not start with "flow__"; the lane is "main" or "worker" ("" means "main");
-// MaxConcurrent ≥ 0 (0 = no limit). Errors have code invalid_request.
+// MaxConcurrent ≥ 0 (0 = no limit); Schema and OutputSchema, when set, must be JSON Schema
+// documents (schema.go), compiled here once. Errors have code invalid_request.
 func (r *Router) RegisterHost(info ToolInfo) error {
 	if !validToolName(info.Name) {
 		return run.Errorf(run.CodeInvalidRequest, "tool name %q is not valid: it must match ^[A-Za-z0-9_-]{1,64}$", info.Name)
@@ -86,11 +106,12 @@ func (r *Router) RegisterHost(info ToolInfo) error {
 	if info.MaxConcurrent < 0 {
 		return run.Errorf(run.CodeInvalidRequest, "tool %s: max_concurrent must be ≥ 0 (0 = no limit); got %d", info.Name, info.MaxConcurrent)
 	}
-	if len(info.Schema) > 0 && !json.Valid(info.Schema) {
-		return run.Errorf(run.CodeInvalidRequest, "tool %s: schema is not valid JSON", info.Name)
+	schemas, err := compileToolSchemas(info)
+	if err != nil {
+		return err
 	}
 	info.Builtin = false
-	rt := &route{info: info}
+	rt := &route{info: info, schemas: schemas}
 	if info.MaxConcurrent > 0 {
 		rt.sem = make(chan struct{}, info.MaxConcurrent)
 	}
@@ -144,8 +165,12 @@ func (r *Router) Tools() []ToolInfo {
 
 // Inline reports whether a call of the named tool runs to its end in the caller's goroutine
 // without waiting for anything: a built-in that does not block (flow__echo, flow__fail). Host
-// tools, blocking built-ins and unknown names are not inline.
+// tools, blocking built-ins and unknown names are not inline. Every call of a dry router
+// (NewDryRouter) is inline.
 func (r *Router) Inline(name string) bool {
+	if r.dry != nil {
+		return true
+	}
 	rt, ok := (*r.routes.Load())[name]
 	return ok && rt.fn != nil && !rt.blocking && rt.sem == nil
 }
@@ -155,11 +180,32 @@ func (r *Router) Inline(name string) bool {
 // limit is waited for first (the wait ends with ctx). An unknown tool is ErrUnknownTool. When
 // ctx ends first, the error is ctx.Err() (context.Cause(ctx) says why); it is not the cause
 // itself because context.Cause takes a lock every call of a cancelled run would contend for.
+//
+// A host tool registered with a schema has its args checked first (a call that does not
+// conform is never made: a Final invalid_input failure), and with an output_schema its output
+// checked after (invalid_output).
 func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
+	if r.dry != nil {
+		return r.dry.Call(ctx, call)
+	}
 	rt, ok := (*r.routes.Load())[call.Tool]
 	if !ok {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, call.Tool)
 	}
+	if rt.schemas != nil {
+		if res, ok := rt.schemas.checkArgs(call); !ok {
+			return res, nil
+		}
+		res, err := r.call(ctx, rt, call)
+		if err != nil {
+			return res, err
+		}
+		return rt.schemas.checkOutput(call, res), nil
+	}
+	return r.call(ctx, rt, call)
+}
+
+func (r *Router) call(ctx context.Context, rt *route, call Call) (Result, error) {
 	if rt.sem != nil {
 		select {
 		case rt.sem <- struct{}{}:
@@ -179,12 +225,33 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 }
 
 // CallRemote runs a tool_remote attempt through the RemoteCaller. The call is abandoned when
-// ctx ends, whether or not the caller honours it.
+// ctx ends, whether or not the caller honours it. A pooled call (Call.Pooled) of a tool also
+// registered here as a host tool with schemas is checked against them, as Call does: the pool
+// serves the same tool.
 func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
+	if r.dry != nil {
+		return r.dry.Call(ctx, call)
+	}
 	if r.remote == nil {
 		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
 	}
-	return abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	if call.Reporter != nil {
+		ctx = WithReporter(ctx, call.Reporter)
+	}
+	var schemas *toolSchemas
+	if call.Pooled {
+		if rt, ok := (*r.routes.Load())[call.Tool]; ok {
+			schemas = rt.schemas
+		}
+	}
+	if res, ok := schemas.checkArgs(call); !ok {
+		return res, nil
+	}
+	res, err := abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	if err != nil {
+		return res, err
+	}
+	return schemas.checkOutput(call, res), nil
 }
 
 // abandonable runs fn in its own goroutine and returns its result, or ctx.Err() as soon as ctx

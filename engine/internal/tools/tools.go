@@ -21,11 +21,32 @@ type Call struct {
 	StepKey   string // the step instance key, e.g. "per_file[3].export"
 	Tool      string
 	DCC       string // the remote's name for tool_remote calls; "" otherwise
+	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
+	// tool of the same name, when one is registered, are checked as for an in-process call.
+	Pooled bool
 	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
 	// shared with the spec.
 	Args     map[string]any
 	Attempt  int       // 1-based
 	Deadline time.Time // the attempt's deadline on the engine clock; zero = none
+	// Reporter receives what the running call reports about itself (progress, log lines);
+	// nil when nobody listens (the reports are then dropped).
+	Reporter Reporter
+}
+
+// Report is what a running call tells about itself (current_call().progress and .log,
+// docs/python.md): its latest progress, log lines, or both.
+type Report struct {
+	Progress *run.StepProgress
+	Logs     []run.LogLine // StreamLog lines
+	// Dropped counts lines the tool's side logged but did not send (a worker's own throttle).
+	Dropped int
+}
+
+// Reporter takes the reports of one running call. Report is safe for concurrent use, never
+// blocks on I/O (it coalesces and writes later) and ignores reports after the call ended.
+type Reporter interface {
+	Report(Report)
 }
 
 // Result is what a tool returned: an output, or a structured error.
@@ -55,6 +76,9 @@ type ToolError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Trace   string `json:"trace,omitempty"` // e.g. a Python traceback
+	// Final marks a failure that no attempt can change (args that do not conform to the tool's
+	// schema): the step is not retried, whatever its retry policy says.
+	Final bool `json:"-"`
 }
 
 func (e *ToolError) Error() string {
@@ -100,3 +124,17 @@ var (
 	// ErrClosed: the host was closed; no call can be made or pulled.
 	ErrClosed = errors.New("tool host closed")
 )
+
+type reporterKey struct{}
+
+// WithReporter returns ctx carrying rep: how a RemoteCaller learns the reporter of the call it
+// makes (see ReporterFrom).
+func WithReporter(ctx context.Context, rep Reporter) context.Context {
+	return context.WithValue(ctx, reporterKey{}, rep)
+}
+
+// ReporterFrom returns the reporter ctx carries (WithReporter), or nil.
+func ReporterFrom(ctx context.Context) Reporter {
+	rep, _ := ctx.Value(reporterKey{}).(Reporter)
+	return rep
+}

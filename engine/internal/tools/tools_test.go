@@ -440,3 +440,39 @@ func TestRemote(t *testing.T) {
 		t.Fatalf("no remote: %v", err)
 	}
 }
+
+// TestDryRouter: a dry router hands every call, of any name (a built-in, an unknown tool, a
+// tool_remote), to its caller, and calls nothing else.
+func TestDryRouter(t *testing.T) {
+	var got []string
+	r := tools.NewDryRouter(tools.CallerFunc(func(_ context.Context, c tools.Call) (tools.Result, error) {
+		got = append(got, c.DCC+"/"+c.Tool)
+		return tools.Result{Output: "fixture"}, nil
+	}))
+	t.Cleanup(r.Host().Close)
+	for _, name := range []string{tools.Fail, tools.Sleep, "never_registered"} {
+		if !r.Inline(name) {
+			t.Errorf("%s is not inline in a dry router", name)
+		}
+		res, err := r.Call(context.Background(), tools.Call{Tool: name, Args: map[string]any{"ms": 60_000}})
+		if err != nil || res.Error != nil || res.Output != "fixture" {
+			t.Errorf("%s: %+v %v", name, res, err)
+		}
+	}
+	res, err := r.CallRemote(context.Background(), tools.Call{DCC: "maya", Tool: "export"})
+	if err != nil || res.Output != "fixture" {
+		t.Errorf("remote: %+v %v", res, err)
+	}
+	want := []string{"/" + tools.Fail, "/" + tools.Sleep, "/never_registered", "maya/export"}
+	if len(got) != len(want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("calls %v, want %v", got, want)
+		}
+	}
+	if len(r.Tools()) != 0 {
+		t.Errorf("a dry router registers no tool: %v", r.Tools())
+	}
+}

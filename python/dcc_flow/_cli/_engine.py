@@ -13,11 +13,12 @@ import argparse
 import difflib
 import importlib
 import importlib.util
+import json
 import os
 import re
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._engine import Engine, RunResult
 from .._errors import DatabaseLockedError
@@ -27,7 +28,7 @@ from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
            "RUN_HELP", "DEFAULT_DB", "DB_ENV",
-           "parse_inputs", "exit_code", "format_duration", "elapsed"]
+           "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_log"]
 
 DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
 DB_ENV = "DCC_FLOW_DB"
@@ -86,7 +87,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                 beside_owner: bool = False, read_only: bool = False) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
-    (runs, status, show, approve, cancel) open it read-only and act through that process; the
+    (runs, status, show, approve, cancel, pause) open it read-only and act through that process; the
     others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
     (schedules, workflows) only look: they always open it read-only (in memory when the file
     does not exist yet), so the workflows they register for a check stay out of the catalog."""
@@ -103,8 +104,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
         if beside_owner:
             return Engine(db=path, config=config, read_only=True)
         holder = exc.details.get("holder") or "another process"
-        raise CliError("database %s is in use by %s; runs, status, show, approve, cancel and schedules work "
-                       "beside it, but to start runs here use --db ANOTHER.db or stop that process"
+        raise CliError("database %s is in use by %s; runs, status, show, approve, cancel, pause, unpause and "
+                       "schedules work beside it, but to start runs here use --db ANOTHER.db or stop that process"
                        % (path, holder)) from None
 
 
@@ -132,7 +133,8 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
                 info = fn.tool_info() if hasattr(fn, "tool_info") else None
                 if info is not None:  # a @task, wherever it was defined
                     tool_name, task_fn, lane, max_concurrent = info
-                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent)
+                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent,
+                                         schema=fn.tool_schema())
                 elif getattr(fn, "__module__", None) == module.__name__:
                     engine.register_tool(fn, name=name)
         names.extend(sorted(set(engine.tools) - before))
@@ -252,6 +254,33 @@ def exit_code(result: RunResult) -> int:
     if result.status.value in ("cancelled", "interrupted"):
         return EXIT_RUN_STOPPED
     return 1
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value) if isinstance(value, int) else "%.4g" % value
+
+
+def format_progress(progress: Optional[Dict[str, Any]]) -> str:
+    """A step's reported progress (``current_call().progress``): ``37/120 caching frames…``,
+    ``37`` without a total, ``""`` without progress."""
+    if not progress:
+        return ""
+    text = _num(progress.get("done", 0))
+    if progress.get("total") is not None:
+        text += "/" + _num(progress["total"])
+    if progress.get("message"):
+        text += " " + str(progress["message"])
+    return text
+
+
+def format_log(entry: Mapping[str, Any]) -> str:
+    """A logged line (``current_call().log``) with its fields: ``cached frame frame=37``."""
+    fields = entry.get("fields") or {}
+    tail = " ".join("%s=%s" % (k, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+                    for k, v in sorted(fields.items()))
+    return str(entry.get("text", "")) + (" " + tail if tail else "")
 
 
 def format_duration(seconds: Optional[float]) -> str:

@@ -7,16 +7,19 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
+from .._dryrun import plan_lines, summary_line, warning_lines
 from .._errors import DccFlowError
 from .._spec import WorkflowSpec
 from .._suggest import file_hint
-from ._base import CliError, Command, Context
+from ._base import CliError, Command, Context, UsageError
 from ._engine import (
     add_db_argument,
     add_remotes_argument,
     add_tools_argument,
     exit_code,
     format_duration,
+    format_log,
+    format_progress,
     load_tools,
     load_workflow,
     open_engine,
@@ -38,6 +41,7 @@ class Progress:
         self.current = ""
         self.retries = 0
         self.waiting = ""
+        self.paused = False
         self.lock = threading.Lock()
         self.width = 0
         # foreach id -> [iteration step instances running, done]; keys look like "per_file[3].export"
@@ -48,7 +52,9 @@ class Progress:
         for loop, (running, done) in self.loops.items():
             if running or not self.waiting:
                 parts.append("%s: %d done, %d running" % (loop, done, running))
-        if self.waiting:
+        if self.paused:
+            parts.append("paused (dcc-flow unpause %s)" % self.run_id)
+        elif self.waiting:
             parts.append("waiting for approval of %s" % self.waiting)
         elif self.current:
             parts.append(self.current)
@@ -75,6 +81,14 @@ class Progress:
             if kind == "step_enter":
                 attempt = int(ev.get("attempt") or 1)
                 self.current = key + (" (attempt %d)" % attempt if attempt > 1 else "")
+            elif kind == "step_progress":  # a long tool says how far it is: "export 37/120 caching frames…"
+                self.current = ("%s %s" % (key, format_progress(ev.get("detail")))).strip()
+            elif kind == "step_log" and self.tty:
+                detail = ev.get("detail") or {}
+                for entry in detail.get("lines") or ():
+                    self._note("%s| %s" % (key, format_log(entry)))
+                if detail.get("dropped"):
+                    self._note("%s| … %d more lines dropped (logged too fast)" % (key, detail["dropped"]))
             elif kind == "step_retry":
                 self.retries += 1
             elif kind == "approve_requested":
@@ -84,6 +98,10 @@ class Progress:
                                % (key, self.run_id, key))
             elif kind == "approve_resolved":
                 self.waiting = ""
+            elif kind in ("run_paused", "run_unpaused"):
+                self.paused = kind == "run_paused"
+                if self.tty:
+                    self._note(pause_line(ev))
             if not self.tty:
                 self.ctx.print(json.dumps(ev, sort_keys=True))
                 return
@@ -118,8 +136,10 @@ class RunCommand(Command):
     summary = "run a workflow and its tools, with live progress"
     description = (
         "Run the workflow in FILE (YAML or JSON), or the catalog workflow NAME found in --workflows,\n"
-        "with the tools of --tools. On a terminal a progress line shows steps done, the running step,\n"
-        "retries and elapsed time; otherwise every event is printed as one JSON line. The run is kept\n"
+        "with the tools of --tools. On a terminal a progress line shows steps done, the running step\n"
+        "(with the progress its tool reports: 'export 37/120 caching frames…'), retries and elapsed\n"
+        "time, and the lines tools log are printed above it; otherwise every event is printed as one\n"
+        "JSON line (step_progress and step_log included). The run is kept\n"
         "in the database (--db), so status, show and resume work on it afterwards."
     )
     examples = (
@@ -129,10 +149,13 @@ class RunCommand(Command):
          "dcc-flow run flow.yaml --inputs-json inputs.json --approve-all"),
         ("a workflow by name from a folder of specs, in memory",
          "dcc-flow run vendor_intake --workflows examples/ --db :memory:"),
+        ("the steps it would run and their arguments, calling no tool (CI); outputs from fixtures",
+         "dcc-flow run examples/vendor_intake.yaml --input date=2026-11-24 --dry-run --fixtures fixtures.json"),
     )
     exit_codes = (
         "0 completed, 1 failed (or a bad spec, input or tool module), 2 usage error, "
-        "3 cancelled or interrupted, 130 Ctrl-C"
+        "3 cancelled or interrupted, 130 Ctrl-C; with --dry-run: 0 the dry run completed, 1 it failed "
+        "(a denied approval, a foreach over a non-list) or the spec or an input is bad"
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -148,11 +171,25 @@ class RunCommand(Command):
         parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
                             help="run worker-lane tools on N threads (default: on this thread)")
         add_follow_arguments(parser)
+        parser.add_argument("--dry-run", action="store_true",
+                            help="call no tool and record nothing: print the steps in the order they would run, "
+                                 "with the arguments each would receive (tools need not be registered)")
+        parser.add_argument("--fixtures", metavar="FILE.json",
+                            help="--dry-run: the outputs of tool steps, a JSON object keyed by step key "
+                                 "(per_file[1].export), step id or tool name, most specific first")
+        parser.add_argument("--deny", action="append", default=[], metavar="STEP",
+                            help="--dry-run: deny this approval (step key or id; repeatable); the others are "
+                                 "approved automatically")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         inputs = parse_inputs(args.input, args.inputs_json)
-        with open_engine(args) as engine:
+        if not args.dry_run and (args.fixtures or args.deny):
+            raise UsageError("--fixtures and --deny need --dry-run", prog="dcc-flow run")
+        fixtures = read_fixtures(args.fixtures) if args.dry_run else None
+        # A dry run records nothing: it only looks at the database (read-only, beside an owner;
+        # in memory when there is no file yet), so it creates no file and works while serve runs.
+        with open_engine(args, read_only=args.dry_run) as engine:
             load_tools(engine, args.tools)
             register_dir(engine, args.workflows, ctx)
             target = args.target
@@ -166,6 +203,8 @@ class RunCommand(Command):
             else:
                 raise CliError("%s: no such file%s (give a spec file, or a workflow name with --workflows DIR)"
                                % (target, file_hint(target)))
+            if args.dry_run:
+                return dry_run(engine, spec, inputs, fixtures, args, ctx)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             after = engine.last_event_seq()
@@ -177,6 +216,52 @@ class RunCommand(Command):
                     raise CliError("%s (%s)" % (exc.message, hint)) from None
                 raise
             return follow(engine, run, after, args, ctx)
+
+
+def read_fixtures(path: Optional[str]) -> Dict[str, Any]:
+    """The --fixtures file: a JSON object (``{}`` without the option)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise CliError("--fixtures %s: %s" % (path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise CliError("--fixtures %s: not JSON: %s" % (path, exc)) from None
+    if not isinstance(data, dict):
+        raise CliError("--fixtures %s: want a JSON object of step key, step id or tool name to output; got %s"
+                       % (path, type(data).__name__))
+    return data
+
+
+def dry_run(engine: Any, spec: Any, inputs: Dict[str, Any], fixtures: Optional[Dict[str, Any]],
+            args: argparse.Namespace, ctx: Context) -> int:
+    """``run --dry-run``: the plan on stdout (one JSON document with --json), warnings on stderr."""
+    result = engine.run(spec, inputs, dry_run=True, fixtures=fixtures or {},
+                        approvals=dict.fromkeys(args.deny, False))
+    if args.json:
+        ctx.print(json.dumps(result.raw, ensure_ascii=False, sort_keys=True, indent=2))
+    else:
+        for line in plan_lines(result):
+            ctx.print(line)
+    for warning in warning_lines(result):
+        ctx.warning(warning)
+    if not args.json:
+        ctx.print(summary_line(result))
+    return 0 if result.ok else 1
+
+
+def pause_line(ev: Dict[str, Any]) -> str:
+    """"run R paused by ana: farm full (dcc-flow unpause R)", "run R unpaused by ana"."""
+    detail, run_id = ev.get("detail") or {}, ev.get("run_id", "")
+    paused = ev.get("type") == "run_paused"
+    line = "run %s %s" % (run_id, "paused" if paused else "unpaused")
+    if detail.get("by"):
+        line += " by %s" % detail["by"]
+    if detail.get("reason"):
+        line += ": %s" % detail["reason"]
+    return line + (" (dcc-flow unpause %s)" % run_id if paused else "")
 
 
 def add_follow_arguments(parser: argparse.ArgumentParser) -> None:

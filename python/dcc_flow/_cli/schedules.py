@@ -4,10 +4,10 @@ import argparse
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from .._errors import Problem, ValidationError
-from ._base import CliError, Command, Context
+from ._base import CliError, Command, Context, UsageError
 from ._engine import add_db_argument, elapsed, format_duration, open_engine
 from ._specfile import format_problem, plural
 from .run import register_dir
@@ -20,17 +20,33 @@ class SchedulesCommand(Command):
     summary = "list schedules with their next and last fires"
     description = (
         "Validate every *.schedules.yaml of DIR and list each schedule: workflow, trigger, next fire\n"
-        "time and, from the database, its last fire. With --workflows, unknown workflow names are errors."
+        "time and, from the database, its last fire. With --workflows, unknown workflow names are errors.\n"
+        "With --history, each schedule's recent fires follow (without DIR: every schedule the database\n"
+        "has fires of)."
     )
-    examples = (("the nightly schedules", "dcc-flow schedules examples/schedules --workflows examples/"),)
+    examples = (("the nightly schedules", "dcc-flow schedules examples/schedules --workflows examples/"),
+                ("the last 5 fires of each webhook", "dcc-flow schedules examples/webhooks --history --limit 5"),
+                ("every fire the database keeps", "dcc-flow schedules --history --limit 0"))
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("dir", metavar="DIR", help="a folder of *.schedules.yaml files")
+        parser.add_argument("dir", metavar="DIR", nargs="?",
+                            help="a folder of *.schedules.yaml files (optional with --history)")
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files (checks workflow names)")
+        parser.add_argument("--history", action="store_true",
+                            help="also show each schedule's fires, newest first, from the database")
+        parser.add_argument("--limit", type=int, default=10, metavar="N",
+                            help="with --history: at most N fires per schedule (default 10, 0 = all kept)")
         parser.add_argument("--json", action="store_true", help="print the schedules as JSON")
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        if args.limit < 0:
+            raise UsageError("--limit must be >= 0 (0 = every fire kept); got %d" % args.limit)
+        if args.dir is None:
+            if not args.history:
+                raise UsageError("give DIR (a folder of *.schedules.yaml files), or --history for the fires "
+                                 "the database keeps")
+            return self.history_only(args, ctx)
         if not os.path.isdir(args.dir):
             raise CliError("%s: no such folder" % args.dir)
         with open_engine(args, read_only=True) as engine:
@@ -47,6 +63,9 @@ class SchedulesCommand(Command):
                                     {"id": "placeholder", "tool": "flow__echo"}]})
             serve_schedules(engine, ctx, args.dir, scheduler=False)
             items: Any = engine.schedules()
+            if args.history:
+                for s in items:
+                    s["fires"] = engine.schedule_fires(s["id"], limit=args.limit)
         if args.json:
             ctx.print(json.dumps(items, indent=2, sort_keys=True))
             return 0
@@ -56,7 +75,47 @@ class SchedulesCommand(Command):
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
         for row in rows:
             ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        if args.history:
+            for s in items:
+                print_history(ctx, s["id"], s["fires"])
         return 0
+
+    def history_only(self, args: argparse.Namespace, ctx: Context) -> int:
+        """``--history`` without DIR: the fires the database keeps, grouped by schedule."""
+        with open_engine(args, beside_owner=True) as engine:
+            fires = engine.schedule_fires(None, limit=0)
+        by_schedule: Dict[str, List[Dict[str, Any]]] = {}
+        for f in fires:  # newest first
+            kept = by_schedule.setdefault(str(f.get("schedule_id", "")), [])
+            if not args.limit or len(kept) < args.limit:
+                kept.append(f)
+        if args.json:
+            ctx.print(json.dumps([{"id": k, "fires": v} for k, v in sorted(by_schedule.items())],
+                                 indent=2, sort_keys=True))
+            return 0
+        if not by_schedule:
+            ctx.print("(no fires recorded)")
+        for i, schedule_id in enumerate(sorted(by_schedule)):
+            print_history(ctx, schedule_id, by_schedule[schedule_id], blank_before=i > 0)
+        return 0
+
+
+def print_history(ctx: Context, schedule_id: str, fires: List[Dict[str, Any]], blank_before: bool = True) -> None:
+    """A schedule's fires, newest first: ``  2026-11-23 10:55:16  fired  r01a…  (webhook)``."""
+    if blank_before:
+        ctx.print("")
+    ctx.print("%s: %s" % (schedule_id, plural(len(fires), "fire") if fires else "no fires recorded"))
+    for f in fires:
+        line = "  %s  %-7s" % (str(f.get("fired_at", ""))[:19].replace("T", " "), f.get("kind", ""))
+        if f.get("run_id"):
+            line += "  " + f["run_id"]
+        notes = [str(f.get("origin", ""))]
+        if f.get("reason"):
+            notes.append(str(f["reason"]))
+        if f.get("message"):
+            notes.append(str(f["message"]))
+        line += "  (%s)" % ", ".join(n for n in notes if n)
+        ctx.print(line.rstrip())
 
 
 def serve_schedules(engine: Any, ctx: Context, schedules_dir: Optional[str], **serve_args: Any) -> Any:

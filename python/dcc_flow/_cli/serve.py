@@ -8,7 +8,8 @@ from typing import Any, Dict
 
 from ._base import Command, Context
 from ._engine import add_db_argument, add_remotes_argument, add_tools_argument, load_tools, open_engine
-from .run import register_dir
+from .prune import parse_age
+from .run import pause_line, register_dir
 from .schedules import serve_schedules
 
 __all__ = ["COMMAND"]
@@ -49,6 +50,9 @@ class ServeCommand(Command):
                             help="end MCP HTTP sessions idle this long (default 1800)")
         parser.add_argument("--allow-unsigned-webhooks", action="store_true",
                             help="serve webhook schedules without secret_env on a non-loopback --webhooks address")
+        parser.add_argument("--retention", metavar="AGE", type=parse_retention,
+                            help="prune runs that ended more than AGE ago, at start and hourly (default 30d; "
+                                 "forever keeps them); expired idempotency entries are purged too")
         add_tools_argument(parser)
         add_remotes_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
@@ -67,9 +71,15 @@ class ServeCommand(Command):
                                         allowed_origins=args.allowed_origin,
                                         allow_unsigned_webhooks=args.allow_unsigned_webhooks,
                                         mcp_max_sessions=args.mcp_max_sessions,
-                                        mcp_session_idle_secs=args.mcp_session_idle_secs)
+                                        mcp_session_idle_secs=args.mcp_session_idle_secs,
+                                        retention=args.retention)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
+            # Before the ready line: a supervisor may stop the server as soon as it reads it.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
             out.write("serving %d workflow(s), %d schedule(s)" % (len(names), info.get("schedules", 0)))
+            if info.get("retention") is not None:
+                out.write("; %s" % describe_retention(info["retention"]))
             if info.get("webhooks_addr"):
                 out.write("; webhooks on http://%s" % info["webhooks_addr"])
             if info.get("mcp_url"):
@@ -77,14 +87,30 @@ class ServeCommand(Command):
             out.write("\n")
             out.flush()
             engine.on_event(lambda ev: log_run_event(engine, ev, out))
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
                                  name="dcc-flow-mcp-stdio").start()
             engine.drive_forever(stop)
             engine.stop_serving()
         return 0
+
+
+def parse_retention(text: str) -> str:
+    """``--retention``'s value: an age (``30d``, ``12h``, ``2w``) or ``forever``/``off``/``0``."""
+    if text.strip().lower() in ("forever", "off", "never", "none", "0"):
+        return text.strip().lower()
+    return parse_age(text)
+
+
+def describe_retention(info: Dict[str, Any]) -> str:
+    """``ended runs kept 30d`` / ``ended runs kept forever``, from serve's retention report."""
+    secs = float(info.get("keep_secs") or 0)
+    if secs <= 0:
+        return "ended runs kept forever"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size and secs % size == 0:
+            return "ended runs kept %d%s" % (secs // size, unit)
+    return "ended runs kept %gs" % secs
 
 
 def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
@@ -107,7 +133,7 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
 
 
 def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
-    """One line per run start, approval request, stall and end: what a TD tails at 3 a.m."""
+    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m."""
     kind, run_id = ev.get("type"), ev.get("run_id", "")
     progress = ev.get("progress") or {}
     done = "%s/%s steps" % (progress.get("completed", 0), progress.get("total", 0))
@@ -117,6 +143,8 @@ def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
     elif kind == "approve_requested":
         line = "run %s waits for approval of %s (dcc-flow approve %s %s)" % (run_id, ev.get("step_key"), run_id,
                                                                            ev.get("step_key"))
+    elif kind in ("run_paused", "run_unpaused"):
+        line = pause_line(ev)
     elif kind == "stall_detected":
         line = "run %s stalled: no progress for a while (%s)" % (run_id, done)
     elif kind == "workflow_terminal":

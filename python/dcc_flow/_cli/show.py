@@ -4,7 +4,16 @@ import argparse
 from typing import Any, Dict, List, Set
 
 from ._base import Command, Context
-from ._engine import RUN_HELP, add_db_argument, elapsed, format_duration, open_engine, resolve_run
+from ._engine import (
+    RUN_HELP,
+    add_db_argument,
+    elapsed,
+    format_duration,
+    format_log,
+    format_progress,
+    open_engine,
+    resolve_run,
+)
 
 __all__ = ["COMMAND"]
 
@@ -18,9 +27,10 @@ class ShowCommand(Command):
     description = (
         "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
         "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, the\n"
-        "last lines its tool printed (a pool worker's output: 'out|' stdout, 'err|' stderr), and the\n"
-        "error and traceback of each failed step. A workflow step's child run is shown under it,\n"
-        "its steps indented (sub-workflows, docs/spec.md \"workflow\")."
+        "progress its tool reported last, the last lines its tool printed or logged (a pool worker's\n"
+        "output: 'out|' stdout, 'err|' stderr; current_call().log(): 'log|'), and the error and\n"
+        "traceback of each failed step. A workflow step's child run is shown under it, its steps\n"
+        "indented (sub-workflows, docs/spec.md \"workflow\")."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
                 ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"))
@@ -63,6 +73,8 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
         took = elapsed(s.started_at, s.finished_at or run_end)
         ctx.print("%s%s  %-16s %-10s  %8s%s" % (pad, s.key.ljust(width), s.status.value, attempt,
                                                format_duration(took), flags))
+        if s.progress:
+            ctx.print("%sprogress %s" % (inner, format_progress(s.progress)))
         _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
         if s.error:
             kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
@@ -94,7 +106,11 @@ def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: i
         if several and e.get("attempt") != last:
             last = e.get("attempt")
             ctx.print("%sattempt %s:" % (pad, last))
-        ctx.print("%s%s| %s" % (pad, "err" if e.get("stream") == "stderr" else "out", e.get("text", "")))
+        stream = e.get("stream")
+        if stream == "log":  # current_call().log(), with its fields
+            ctx.print("%slog| %s" % (pad, format_log(e)))
+        else:
+            ctx.print("%s%s| %s" % (pad, "err" if stream == "stderr" else "out", e.get("text", "")))
 
 
 COMMAND = ShowCommand()

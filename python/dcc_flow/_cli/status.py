@@ -4,7 +4,7 @@ import argparse
 import json
 
 from ._base import Command, Context
-from ._engine import RUN_HELP, add_db_argument, exit_code, open_engine, resolve_run
+from ._engine import RUN_HELP, add_db_argument, exit_code, format_progress, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -45,6 +45,9 @@ class StatusCommand(Command):
             for child in result.children:  # sub-workflows: dcc-flow show nests their steps
                 ctx.print("child run %s (%s) of step %s: %s" % (child.get("run_id"), child.get("name") or "unnamed",
                                                               child.get("step_key"), child.get("status")))
+            for step in result.steps:  # what a long tool says it is doing: "export 37/120 caching frames…"
+                if step.progress and not step.status.is_terminal:
+                    ctx.print("%s %s: %s" % (step.status.value, step.key, format_progress(step.progress)))
             for key, value in sorted(result.outputs.items()):
                 text = json.dumps(value)
                 if len(text) > OUTPUT_WIDTH:  # a cut value is not JSON any more: say so

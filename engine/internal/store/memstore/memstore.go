@@ -6,6 +6,7 @@
 package memstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -76,7 +77,7 @@ type runRec struct {
 type stepRec struct {
 	key, stepID, output, fileRefs span
 	errKind, errMessage, errTrace span
-	worker, logs                  span
+	worker, logs, progress        span
 	logsDropped                   int32
 	started, finished, updated    int64
 	attempt                       int32
@@ -293,7 +294,10 @@ func (s *Store) updateStep(rec *runRec, r *stepRec, st *store.Step) {
 	}
 	r.output, r.fileRefs = a.put(st.Output), a.put(st.FileRefs)
 	r.errKind, r.errMessage, r.errTrace = a.putString(st.ErrorKind), a.putString(st.ErrorMessage), a.putString(st.ErrorTrace)
-	r.worker, r.logs, r.logsDropped = a.putString(st.Worker), a.put(st.Logs), int32(st.LogsDropped)
+	if !bytes.Equal(a.bytes(r.logs), st.Logs) { // a running tool's progress rewrites the row, not its lines
+		r.logs = a.put(st.Logs)
+	}
+	r.worker, r.logsDropped, r.progress = a.putString(st.Worker), int32(st.LogsDropped), a.put(st.Progress)
 	r.started, r.finished, r.updated = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
 	r.attempt, r.cached = int32(st.Attempt), st.Cached
 	status := s.codes.code(string(st.Status))
@@ -344,7 +348,7 @@ func (s *Store) stepOf(runID string, r *stepRec) store.Step {
 		Status: run.StepStatus(s.codes.name(r.status)), Attempt: int(r.attempt), Cached: r.cached,
 		Output: a.bytes(r.output), FileRefs: a.bytes(r.fileRefs),
 		ErrorKind: a.string(r.errKind), ErrorMessage: a.string(r.errMessage), ErrorTrace: a.string(r.errTrace),
-		Worker: a.string(r.worker), Logs: a.bytes(r.logs), LogsDropped: int(r.logsDropped),
+		Worker: a.string(r.worker), Logs: a.bytes(r.logs), LogsDropped: int(r.logsDropped), Progress: a.bytes(r.progress),
 		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished), UpdatedAt: unnanos(r.updated),
 	}
 }
@@ -587,6 +591,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 		if rec.run.Status.Terminal() {
 			continue
 		}
+		paused := rec.run.Status == run.StatusPaused
 		for i := range rec.nsteps {
 			st := rec.step(i)
 			if !s.isFinished(st.status) {
@@ -594,6 +599,9 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 				st.updated, st.finished = nanos(now), nanos(now)
 				rec.done++
 			}
+		}
+		if paused { // it stays paused (Unpause resumes it), its steps in flight interrupted
+			continue
 		}
 		rec.run.Progress = s.committedProgress(rec)
 		rec.run.Status, rec.run.Error = run.StatusInterrupted, cloneRunError(in.Error)
@@ -614,6 +622,57 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 // survivors' step and event bytes are copied into a fresh arena, so their memory is returned
 // to the garbage collector (slices handed out earlier stay valid).
 func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
+	return s.prune(olderThan, statuses, nil)
+}
+
+// prunable reports whether Prune(olderThan, statuses) deletes r.
+func prunable(r *store.Run, olderThan time.Time, statuses []run.Status) bool {
+	return r.Status.Terminal() && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
+		!r.FinishedAt.IsZero() && r.FinishedAt.Before(olderThan)
+}
+
+// PruneCandidates implements store.Pruner.
+func (s *Store) PruneCandidates(ctx context.Context, olderThan time.Time, statuses []run.Status, limit int) ([]store.Run, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	var out []store.Run
+	for _, rec := range s.runList {
+		if r := &rec.run; prunable(r, olderThan, statuses) {
+			out = append(out, store.Run{ID: r.ID, Name: r.Name, Status: r.Status, Origin: r.Origin,
+				CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int {
+		if c := a.FinishedAt.Compare(b.FinishedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// PruneRuns implements store.Pruner, in one pass under the lock (compacting the arena once,
+// however many runs go), then calls progress once.
+func (s *Store) PruneRuns(ctx context.Context, ids []string, olderThan time.Time, statuses []run.Status, progress func(deleted int)) (int, error) {
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
+	}
+	n, err := s.prune(olderThan, statuses, only)
+	if err == nil && progress != nil {
+		progress(n)
+	}
+	return n, err
+}
+
+// prune deletes the runs Prune would delete, only those in only when it is not nil.
+func (s *Store) prune(olderThan time.Time, statuses []run.Status, only map[string]bool) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -622,9 +681,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.S
 	doomed := make([]bool, len(s.runList))
 	n := 0
 	for i, rec := range s.runList {
-		r := &rec.run
-		if r.Status.Terminal() && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
-			!r.FinishedAt.IsZero() && r.FinishedAt.Before(olderThan) {
+		if r := &rec.run; prunable(r, olderThan, statuses) && (only == nil || only[r.ID]) {
 			doomed[i] = true
 			n++
 		}
@@ -662,7 +719,7 @@ func (s *Store) compact(doomed []bool) {
 			st := rec.step(j)
 			st.key, st.stepID, st.output, st.fileRefs = moved(st.key), moved(st.stepID), moved(st.output), moved(st.fileRefs)
 			st.errKind, st.errMessage, st.errTrace = moved(st.errKind), moved(st.errMessage), moved(st.errTrace)
-			st.worker, st.logs = moved(st.worker), moved(st.logs)
+			st.worker, st.logs, st.progress = moved(st.worker), moved(st.logs), moved(st.progress)
 		}
 		rec.events = nil
 	}

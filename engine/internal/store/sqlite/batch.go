@@ -29,16 +29,16 @@ const (
 // The parts of the step and event statements, for the multi-row forms (see multiRow).
 const (
 	sqlStepInsertHead = `INSERT INTO workflow_steps (run_id, key, ord, step_id, kind, status, attempt,
-			output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped)
+			output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress)
 			VALUES `
-	sqlStepValues     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlStepValues     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlStepUpsertTail = `
 			ON CONFLICT(run_id, key) DO UPDATE SET step_id = excluded.step_id, kind = excluded.kind,
 			status = excluded.status, attempt = excluded.attempt, output = excluded.output,
 			file_refs = excluded.file_refs, error_kind = excluded.error_kind, error_message = excluded.error_message,
 			error_trace = excluded.error_trace, cached = excluded.cached, started_at = excluded.started_at,
 			finished_at = excluded.finished_at, updated_at = excluded.updated_at, worker = excluded.worker,
-			logs = excluded.logs, logs_dropped = excluded.logs_dropped`
+			logs = excluded.logs, logs_dropped = excluded.logs_dropped, progress = excluded.progress`
 	sqlEventInsertHead = `INSERT INTO workflow_events (seq, run_id, time, type, step_key, status,
 			attempt, completed, total, detail) VALUES `
 	sqlEventValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -351,6 +351,11 @@ func stepArgs(w *wconn, st *store.Step, ord int64) {
 		w.arg(string(st.Logs))
 	}
 	w.arg(int64(st.LogsDropped))
+	if len(st.Progress) == 0 {
+		w.arg(nil)
+	} else {
+		w.arg(string(st.Progress))
+	}
 }
 
 func putIdempotency(w *wconn, e *store.IdempotencyEntry) error {

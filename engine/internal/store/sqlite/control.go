@@ -54,8 +54,8 @@ func (s *Store) RequestControl(ctx context.Context, r store.ControlRequest) (int
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	if r.Action != "approve" && r.Action != "cancel" {
-		return 0, fmt.Errorf("control request: unknown action %q (approve or cancel)", r.Action)
+	if !store.ValidControlAction(r.Action) {
+		return 0, fmt.Errorf("control request: unknown action %q (approve, cancel, pause or unpause)", r.Action)
 	}
 	db := s.w
 	if s.readOnly {

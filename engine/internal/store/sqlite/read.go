@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -162,7 +161,7 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 		return nil, err
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
-		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped FROM workflow_steps
+		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress FROM workflow_steps
 		WHERE run_id = ? ORDER BY ord`, runID)
 	if err != nil {
 		return nil, err
@@ -174,15 +173,18 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 		var status string
 		var output, fileRefs []byte
 		var started, finished, updated int64
-		var worker, logs sql.NullString
+		var worker, logs, progress sql.NullString
 		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &st.Attempt, &output, &fileRefs, &st.ErrorKind,
-			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &st.LogsDropped); err != nil {
+			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &st.LogsDropped, &progress); err != nil {
 			return nil, err
 		}
 		st.Status = run.StepStatus(status)
 		st.Worker = worker.String
 		if logs.Valid && logs.String != "" {
 			st.Logs = []byte(logs.String)
+		}
+		if progress.Valid && progress.String != "" {
+			st.Progress = []byte(progress.String)
 		}
 		st.Output, st.FileRefs = raw(output), raw(fileRefs)
 		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
@@ -347,6 +349,13 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 			return nil, s.fault(fmt.Errorf("appending the interrupted event of run %s: %w", id, err))
 		}
 	}
+	// A paused run stays paused (Unpause resumes it); its steps that were in flight when its
+	// process died are interrupted.
+	if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
+		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval')
+		AND run_id IN (SELECT id FROM workflows WHERE status = 'paused')`, nanos(now)); err != nil {
+		return nil, s.fault(err)
+	}
 	if len(ids) > 0 {
 		// Before the commit, while the connection is held: a commit that fails leaves a gap in
 		// the numbers, never a number used twice.
@@ -356,47 +365,6 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 		return nil, s.fault(err)
 	}
 	return ids, nil
-}
-
-// Prune deletes the terminal runs of statuses (every terminal status when empty) that
-// finished before olderThan; their steps, events and workflow-scoped idempotency entries go
-// with them (ON DELETE CASCADE and a trigger). The largest seq is kept in store_meta first, so
-// that the next owner does not number events from a smaller one.
-func (s *Store) Prune(ctx context.Context, olderThan time.Time, statuses []run.Status) (int, error) {
-	if err := s.checkWrite(); err != nil {
-		return 0, err
-	}
-	var marks []string
-	var args []any
-	for _, st := range []run.Status{run.StatusCompleted, run.StatusFailed, run.StatusCancelled, run.StatusInterrupted} {
-		if len(statuses) == 0 || slices.Contains(statuses, st) {
-			marks = append(marks, "?")
-			args = append(args, string(st))
-		}
-	}
-	if len(marks) == 0 {
-		return 0, nil
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO store_meta (key, value)
-		SELECT 'last_seq', coalesce(max(seq), 0) FROM workflow_events WHERE true
-		ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`); err != nil {
-		return 0, fmt.Errorf("pruning runs: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM workflows WHERE status IN (`+strings.Join(marks, ", ")+`)
-		AND finished_at != 0 AND finished_at < ?`, append(args, nanos(olderThan))...)
-	if err != nil {
-		return 0, fmt.Errorf("pruning runs: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("pruning runs: %w", err)
-	}
-	return int(n), nil
 }
 
 // PutArtefact stores data content-addressed and returns its sha256.

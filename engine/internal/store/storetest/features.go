@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +28,75 @@ func ExercisePruner(t *testing.T, newStore func(t *testing.T) PrunerStore) {
 		t.Cleanup(func() { _ = s.Close() })
 		testPrune(t, s)
 	})
+	t.Run("PruneCandidatesAndRuns", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		t.Cleanup(func() { _ = s.Close() })
+		testPruneCandidates(t, s)
+	})
+}
+
+// testPruneCandidates lists what a prune would delete, earliest finish first and bounded by a
+// limit, deletes only the listed runs that still qualify, and reports progress.
+func testPruneCandidates(t *testing.T, s PrunerStore) {
+	ctx := context.Background()
+	var runs []store.Run
+	for i := range 7 {
+		r := newRun(fmt.Sprintf("r%d", i), t0)
+		// r0..r5 finished at t0+6m, t0+5m, …, t0+1m (r5 first); r6 runs.
+		if i < 6 {
+			r.Status, r.FinishedAt = run.StatusCompleted, t0.Add(time.Duration(6-i)*time.Minute)
+		}
+		if i == 2 {
+			r.Status = run.StatusFailed
+		}
+		runs = append(runs, r)
+	}
+	write(t, s, &store.Batch{CreateRuns: runs})
+	cutoff := t0.Add(time.Hour)
+	ids := func(rs []store.Run) []string {
+		out := []string{}
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	all, err := s.PruneCandidates(ctx, cutoff, nil, 0)
+	if err != nil || !slices.Equal(ids(all), []string{"r5", "r4", "r3", "r2", "r1", "r0"}) {
+		t.Fatalf("PruneCandidates = %v, %v; want the 6 finished runs, earliest finish first", ids(all), err)
+	}
+	if all[3].Status != run.StatusFailed || all[3].Name != "wf" || !all[3].FinishedAt.Equal(t0.Add(4*time.Minute)) {
+		t.Errorf("candidate r2 = %+v; want its status, name and finish time", all[3])
+	}
+	if got, _ := s.PruneCandidates(ctx, cutoff, nil, 2); !slices.Equal(ids(got), []string{"r5", "r4"}) {
+		t.Errorf("PruneCandidates(limit 2) = %v; want the 2 earliest", ids(got))
+	}
+	if got, _ := s.PruneCandidates(ctx, cutoff, []run.Status{run.StatusFailed}, 0); !slices.Equal(ids(got), []string{"r2"}) {
+		t.Errorf("PruneCandidates(failed) = %v; want r2", ids(got))
+	}
+	if got, _ := s.PruneCandidates(ctx, t0.Add(3*time.Minute), nil, 0); !slices.Equal(ids(got), []string{"r5", "r4"}) {
+		t.Errorf("PruneCandidates(before t0+3m) = %v; want r5, r4", ids(got))
+	}
+	if got, _ := s.PruneCandidates(ctx, cutoff, []run.Status{run.StatusRunning}, 0); len(got) != 0 {
+		t.Errorf("PruneCandidates(running) = %v; a run that has not finished is never a candidate", ids(got))
+	}
+	// r6 is running and r3 is resumed after being listed: neither goes; nope is unknown.
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r3", Status: run.StatusRunning, UpdatedAt: t0.Add(time.Hour)}}})
+	var reported []int
+	n, err := s.PruneRuns(ctx, []string{"r5", "r4", "r3", "r6", "nope"}, cutoff, nil, func(d int) { reported = append(reported, d) })
+	if err != nil || n != 2 {
+		t.Fatalf("PruneRuns = %d, %v; want 2 (r5, r4: r3 was resumed, r6 runs, nope is unknown)", n, err)
+	}
+	if len(reported) == 0 || reported[len(reported)-1] != 2 {
+		t.Errorf("progress reported %v; want it to end at 2", reported)
+	}
+	left, _ := s.ListRuns(ctx, store.RunFilter{})
+	if got := ids(left); len(got) != 5 || slices.Contains(got, "r5") || slices.Contains(got, "r4") {
+		t.Errorf("runs left = %v; want r0, r1, r2, r3, r6", got)
+	}
+	if n, err := s.PruneRuns(ctx, []string{"r2"}, cutoff, []run.Status{run.StatusCompleted}, nil); err != nil || n != 0 {
+		t.Errorf("PruneRuns(r2, completed only) = %d, %v; want 0: r2 failed", n, err)
+	}
 }
 
 // ExerciseController runs the suite of store.Controller. newStore must return a new, empty
@@ -46,7 +117,7 @@ func testControl(t *testing.T, c store.Controller) {
 		t.Fatalf("PendingControl of an empty store = %+v, %v", p, err)
 	}
 	if _, err := c.RequestControl(ctx, store.ControlRequest{RunID: "r1", Action: "delete", CreatedAt: t0}); err == nil {
-		t.Fatal(`RequestControl accepted action "delete"; only approve and cancel are actions`)
+		t.Fatal(`RequestControl accepted action "delete"; only approve, cancel, pause and unpause are actions`)
 	}
 	approve := store.ControlRequest{RunID: "r1", Action: "approve", StepKey: "gate", Approved: true, Reason: "looks good", By: "ana", CreatedAt: t0}
 	cancel := store.ControlRequest{RunID: "r2", Action: "cancel", Reason: "wrong shot", CreatedAt: t0.Add(time.Second)}
@@ -90,6 +161,27 @@ func testControl(t *testing.T, c store.Controller) {
 	}
 	if p, err := c.PendingControl(ctx); err != nil || len(p) != 0 {
 		t.Errorf("PendingControl after answering both = %+v, %v", p, err)
+	}
+	// pause and unpause carry their reason and who asked.
+	for i, action := range []string{"pause", "unpause"} {
+		req := store.ControlRequest{RunID: "r3", Action: action, Reason: "render farm full", By: "ana", CreatedAt: t0.Add(time.Duration(3+i) * time.Second)}
+		id, err := c.RequestControl(ctx, req)
+		if err != nil || id <= 0 {
+			t.Fatalf("RequestControl(%s) = %d, %v", action, id, err)
+		}
+		pending, err := c.PendingControl(ctx)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("PendingControl after a %s request = %+v, %v", action, pending, err)
+		}
+		req.ID = id
+		got := pending[0]
+		got.CreatedAt = req.CreatedAt
+		if !reflect.DeepEqual(got, req) {
+			t.Errorf("pending %s = %+v; want %+v", action, got, req)
+		}
+		if err := c.AnswerControl(ctx, id, t0.Add(10*time.Second), "", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -203,7 +203,8 @@ func testSteps(t *testing.T, s store.Store) {
 	}
 	failed := store.Step{RunID: "r1", Key: "list", StepID: "list", Kind: "tool", Status: run.StepFailed, Attempt: 2,
 		ErrorKind: "validation", ErrorMessage: "bad", ErrorTrace: "Traceback…", Worker: "maya/4242", StartedAt: t0, FinishedAt: t0, UpdatedAt: t0,
-		Logs: json.RawMessage(`[{"stream":"stdout","text":"opening a.ma","attempt":1},{"stream":"stderr","text":"Warning: ünïcode","attempt":2}]`), LogsDropped: 7}
+		Logs: json.RawMessage(`[{"stream":"stdout","text":"opening a.ma","attempt":1},{"stream":"stderr","text":"Warning: ünïcode","attempt":2},{"stream":"log","text":"cached 3 frames","attempt":2,"fields":{"frame":3}}]`), LogsDropped: 7,
+		Progress: json.RawMessage(`{"done":37,"total":120,"message":"caching frames…","attempt":2}`)}
 	write(t, s, &store.Batch{Steps: []store.Step{done, failed}})
 	steps, err := s.ListSteps(ctx, "r1")
 	if err != nil {
@@ -220,12 +221,12 @@ func testSteps(t *testing.T, s store.Store) {
 	g := steps[1]
 	if g.Status != run.StepCompleted || g.Attempt != 3 || !g.Cached || g.StepID != "export" || g.Kind != "tool" ||
 		!sameJSON(g.Output, done.Output) || !sameJSON(g.FileRefs, done.FileRefs) ||
-		!g.FinishedAt.Equal(done.FinishedAt) || !g.StartedAt.Equal(t0) || len(g.Logs) != 0 || g.LogsDropped != 0 {
+		!g.FinishedAt.Equal(done.FinishedAt) || !g.StartedAt.Equal(t0) || len(g.Logs) != 0 || g.LogsDropped != 0 || len(g.Progress) != 0 {
 		t.Fatalf("upserted step: %+v", g)
 	}
 	f := steps[0]
 	if f.Status != run.StepFailed || f.ErrorKind != "validation" || f.ErrorMessage != "bad" || f.ErrorTrace != "Traceback…" || f.Worker != "maya/4242" || len(f.Output) != 0 ||
-		!sameJSON(f.Logs, failed.Logs) || f.LogsDropped != 7 {
+		!sameJSON(f.Logs, failed.Logs) || f.LogsDropped != 7 || !sameJSON(f.Progress, failed.Progress) {
 		t.Fatalf("failed step: %+v", f)
 	}
 	other, _ := s.ListSteps(ctx, "r2")
@@ -519,8 +520,12 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		return r
 	}
 	write(t, s, &store.Batch{
-		CreateRuns: []store.Run{mk("done", run.StatusCompleted), mk("live", run.StatusRunning), mk("gate", run.StatusWaiting)},
+		CreateRuns: []store.Run{mk("done", run.StatusCompleted), mk("live", run.StatusRunning), mk("gate", run.StatusWaiting),
+			mk("held", run.StatusPaused)},
 		Steps: []store.Step{
+			{RunID: "held", Key: "p1", Status: run.StepCompleted},
+			{RunID: "held", Key: "p2", Status: run.StepRunning},
+			{RunID: "held", Key: "p3", Status: run.StepRetrying},
 			{RunID: "live", Key: "a", Status: run.StepCompleted},
 			{RunID: "live", Key: "b", Status: run.StepRetrying},
 			{RunID: "live", Key: "c", Status: run.StepRunning},
@@ -579,6 +584,17 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 	gate, _ := s.ListSteps(ctx, "gate")
 	if gate[0].Status != run.StepInterrupted {
 		t.Errorf("approval step is %s", gate[0].Status)
+	}
+	// A paused run stays paused (not in ids, no event: Unpause resumes it), its steps in flight
+	// interrupted.
+	if r, _ := s.GetRun(ctx, "held"); r.Status != run.StatusPaused || r.Error != nil || !r.FinishedAt.IsZero() {
+		t.Errorf("paused run after MarkInterrupted: %s, error %+v, finished %v; want paused, no error, not finished", r.Status, r.Error, r.FinishedAt)
+	}
+	held, _ := s.ListSteps(ctx, "held")
+	for i, want := range []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted} {
+		if i >= len(held) || held[i].Status != want {
+			t.Errorf("paused run's steps %+v; want %v at %d", held, want, i)
+		}
 	}
 	if ids, _ := s.MarkInterrupted(ctx, now, store.Interruption{Error: runErr, Detail: detail}); len(ids) != 0 {
 		t.Fatalf("second MarkInterrupted changed %v", ids)
