@@ -478,7 +478,11 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
 	if rec.Status == run.StatusPaused {
-		return e.cancelPaused(ctx, rec, reason) // paused, and no engine runs it (pause.go)
+		// Paused, and no engine runs it (pause.go); its children are cancelled with it.
+		if err := e.cancelPaused(ctx, rec, reason); err != nil {
+			return err
+		}
+		return e.cancelStoredChildren(ctx, runID, reason, 0)
 	}
 	return nil
 }

@@ -104,8 +104,14 @@ func (c children) rejoin(ctx context.Context, req exec.ChildRequest) (exec.Child
 		switch k.Status {
 		case run.StatusCompleted:
 			return exec.Child{RunID: k.ID}, true, nil
-		case run.StatusFailed, run.StatusCancelled, run.StatusInterrupted:
-			if _, err := e.Resume(ctx, k.ID, ResumeOptions{}); err != nil {
+		case run.StatusFailed, run.StatusCancelled, run.StatusInterrupted, run.StatusPaused:
+			// A child paused on its own that outlived its engine is unpaused: resuming the
+			// parent resumes the chain under it.
+			var unpause *exec.PauseInfo
+			if k.Status == run.StatusPaused {
+				unpause = &exec.PauseInfo{Reason: fmt.Sprintf("its parent run %s was resumed", req.ParentRunID)}
+			}
+			if _, err := e.resume(ctx, k.ID, ResumeOptions{}, unpause); err != nil {
 				if run.CodeOf(err) == run.CodeClosed {
 					return exec.Child{}, false, err
 				}
@@ -117,6 +123,38 @@ func (c children) rejoin(ctx context.Context, req exec.ChildRequest) (exec.Child
 			Message: fmt.Sprintf("child run %s is %s in the database but not running in this engine", k.ID, k.Status)}
 	}
 	return exec.Child{}, false, nil
+}
+
+// cancelStoredChildren cancels the child runs of parentID, a paused run that no engine ran and
+// that was just cancelled, that have not ended: a paused child left by an engine stop is
+// cancelled in the store, a child running here is cancelled live (an interrupted one stays
+// interrupted: a resume of the parent resumes it). Their own children follow, down to
+// MaxDepthCeiling levels.
+func (e *Engine) cancelStoredChildren(ctx context.Context, parentID, reason string, depth int) error {
+	if depth >= exec.MaxDepthCeiling {
+		return nil
+	}
+	kids, err := e.store.ListRuns(ctx, store.RunFilter{ParentRunID: parentID})
+	if err != nil {
+		return notFound(parentID, err)
+	}
+	why := fmt.Sprintf("its parent run %s was cancelled (%s)", parentID, reason)
+	for _, k := range kids {
+		if h := e.live(k.ID); h != nil && !isDone(h.Done()) {
+			h.Cancel(why) // a running child stops its own children
+			continue
+		}
+		if k.Status != run.StatusPaused {
+			continue
+		}
+		if err := e.cancelPaused(ctx, k, why); err != nil {
+			return err
+		}
+		if err := e.cancelStoredChildren(ctx, k.ID, why, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // childKind is the step error kind of an error code met while starting or resuming a child.

@@ -32,7 +32,7 @@ type Children interface {
 	// newest child an earlier execution of the same parent run started for that instance, if
 	// any: as it is when completed (its outputs are used, nothing runs again), resumed under its
 	// own id when it failed, was cancelled or was interrupted (its completed steps are not run
-	// again), joined while it still runs. Otherwise, and when there is none, it is a new run of
+	// again) or unpaused when it was left paused by an engine stop, joined while it still runs. Otherwise, and when there is none, it is a new run of
 	// req.Workflow. An error that is a *ChildError fails the step with its kind; code closed
 	// means the engine is stopping.
 	Join(ctx context.Context, req ChildRequest) (Child, error)
@@ -91,7 +91,7 @@ func (r *runner) runWorkflow(ctx context.Context, in *inst) stepEnd {
 		return stepEnd{status: run.StepFailed, errKind: run.KindError,
 			errMsg: fmt.Sprintf("step %s: this engine cannot run sub-workflows", in.row.Key)}
 	}
-	rp := sp.st.Policy.Retry
+	rp := sp.retry // the step's own: spec and engine defaults are for tool steps only
 	maxAttempts := 1
 	if rp != nil {
 		maxAttempts = rp.MaxAttempts
@@ -111,8 +111,15 @@ func (r *runner) runWorkflow(ctx context.Context, in *inst) stepEnd {
 			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
 				return r.stoppedEnd(ctx)
 			}
+			// A retry whose delay ends while the run is paused waits for the unpause: no new
+			// child run starts in a paused run (pause.go).
+			if r.enterGate(ctx) != nil {
+				return r.stoppedEnd(ctx)
+			}
 			in.row.Status = run.StepRunning
-			if err := in.save("", nil); err != nil {
+			err := in.save("", nil)
+			r.pauseMu.RUnlock()
+			if err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
 		}
@@ -179,6 +186,9 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 		}
 	}
 	res, err := r.x.cfg.Children.Result(context.Background(), child.RunID)
+	if err != nil && run.CodeOf(err) == run.CodeClosed {
+		return r.parentStopping(ctx), "", "", true // the engine closes under both runs
+	}
 	if err != nil {
 		return stepEnd{}, run.KindError, fmt.Sprintf("step %s: reading child run %s: %v", in.row.Key, child.RunID, err), false
 	}
@@ -189,8 +199,9 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 			out = json.RawMessage("{}")
 		}
 		return stepEnd{status: run.StepCompleted, hasOutput: true, outputJSON: out, lazy: true}, "", "", true
-	case run.StatusInterrupted:
-		// The engine stopped the child: it stops this run too.
+	case run.StatusInterrupted, run.StatusPaused:
+		// The engine stopped the child (a paused child ends paused when its engine stops, to be
+		// unpaused later): it stops this run too.
 		return r.parentStopping(ctx), "", "", true
 	}
 	kind, msg = run.KindError, ""
