@@ -28,8 +28,10 @@ const (
 	FixtureByKey    = "key"     // the fixture named by the step instance key, "per_file[1].export"
 	FixtureByStepID = "step_id" // the fixture named by the step id, "export"
 	FixtureByTool   = "tool"    // the fixture named by the tool ("maya__export_fbx"; "dcc/tool" or "tool" for tool_remote)
-	OutputFromEcho  = "echo"    // flow__echo with no fixture: its args, as a real run gives
-	OutputFromNone  = "none"    // no fixture: null
+	// FixtureByWorkflow is the fixture named by the workflow a workflow step runs ("publish_asset").
+	FixtureByWorkflow = "workflow"
+	OutputFromEcho    = "echo" // flow__echo with no fixture: its args, as a real run gives
+	OutputFromNone    = "none" // no fixture: null
 )
 
 // DryRunRequest describes a dry run: the run that StartRequest describes, walked without calling
@@ -41,7 +43,9 @@ type DryRunRequest struct {
 	// name ("maya__export_fbx"; a tool_remote step looks up "dcc/tool", then "tool"): the most
 	// specific name wins. A fixture is the output as is (any JSON value). A step no fixture names
 	// outputs null, except the built-in flow__echo, whose output is its args as in a real run (it
-	// has no side effects).
+	// has no side effects). A workflow step (sub-workflow) starts no child run: it is answered
+	// the same way, its instance key, then its step id, then the name of the workflow it runs
+	// ("publish_asset"); null when none names it.
 	Fixtures map[string]any
 	// Approvals decide approve steps by instance key, else step id: false denies (the step fails
 	// with kind denied and what depends on it is skipped, as in a real run). Every approval not
@@ -71,7 +75,8 @@ type DryRunResult struct {
 	UnknownTools []string          `json:"unknown_tools,omitempty"`
 	Suggestions  map[string]string `json:"suggestions,omitempty"`
 	// Warnings are sentences about the request: fixtures and approvals that name no step or tool
-	// of the spec (a typo, most likely).
+	// of the spec (a typo, most likely), and workflow steps naming a workflow that is not
+	// registered (a real run would be refused with not_found).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -89,13 +94,18 @@ type DryStep struct {
 	DCC    string         `json:"dcc,omitempty"` // tool_remote: the remote
 	// UnknownTool is true when this engine has no such tool (or remote): see DryRunResult.UnknownTools.
 	UnknownTool bool `json:"unknown_tool,omitempty"`
-	// Args are the rendered arguments the tool would receive (tool and tool_remote steps).
+	// Workflow is the catalog workflow a workflow step would run as a child run; a dry run does
+	// not walk into it (the step is a leaf answered from Fixtures).
+	Workflow string `json:"workflow,omitempty"`
+	// Args are the rendered arguments the tool would receive (tool and tool_remote steps), or the
+	// rendered inputs of the child run (workflow steps).
 	Args map[string]any `json:"args,omitempty"`
 	// Output is the step's output (a fixture, flow__echo's args, an approval's decision, a
 	// foreach's iterations, a branch's condition); null when none.
 	Output any `json:"output"`
-	// OutputFrom says where a tool step's output came from (FixtureByKey, FixtureByStepID,
-	// FixtureByTool, OutputFromEcho, OutputFromNone) and Fixture the fixtures name used.
+	// OutputFrom says where a tool or workflow step's output came from (FixtureByKey,
+	// FixtureByStepID, FixtureByTool, FixtureByWorkflow, OutputFromEcho, OutputFromNone) and
+	// Fixture the fixtures name used.
 	OutputFrom string `json:"output_from,omitempty"`
 	Fixture    string `json:"fixture,omitempty"`
 	Prompt     string `json:"prompt,omitempty"`   // approve: the rendered prompt
@@ -148,6 +158,9 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	if err != nil {
 		return nil, err
 	}
+	if err := e.walkWorkflows(s, e.submittedName(s), false); err != nil {
+		return nil, err // a workflow that reaches itself: refused as Submit refuses it
+	}
 
 	caller := &dryCaller{fixtures: req.Fixtures, calls: map[string]dryCall{}}
 	wake := make(chan struct{}, 1)
@@ -155,7 +168,7 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	defer func() { _ = st.Close() }()
 	x := exec.New(exec.Config{
 		Store: st, Clock: clock.New(), Router: tools.NewDryRouter(caller), Environ: e.environ,
-		Limits: e.cfg.limits(),
+		Limits: e.cfg.limits(), Children: caller,
 		OnWrite: func() {
 			select {
 			case wake <- struct{}{}:
@@ -228,7 +241,7 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 			out.Outputs[ds.StepID] = ds.Output
 		}
 	}
-	out.Warnings = dryWarnings(s, req)
+	out.Warnings = append(dryWarnings(s, req), e.dryUnregistered(s)...)
 	return out, nil
 }
 
@@ -271,9 +284,11 @@ type dryCall struct {
 	tool, dcc  string
 	args       map[string]any
 	from, name string // DryStep.OutputFrom and Fixture
+	output     json.RawMessage
 }
 
-// dryCaller answers every tool call of a dry run from its fixtures, and records each call.
+// dryCaller answers every tool call and every workflow step (exec.Children: no child run is
+// started) of a dry run from its fixtures, and records each call.
 type dryCaller struct {
 	fixtures map[string]any
 	mu       sync.Mutex
@@ -313,6 +328,67 @@ func (c *dryCaller) Call(_ context.Context, call tools.Call) (tools.Result, erro
 	c.calls[call.StepKey] = rec
 	c.mu.Unlock()
 	return res, nil
+}
+
+var _ exec.Children = (*dryCaller)(nil)
+
+// dryChildPrefix makes the run id a dry workflow step's answer is filed under.
+const dryChildPrefix = DryRunID + "/"
+
+// Join implements exec.Children: the step's output is the fixture of its instance key, step id
+// or workflow name, else null; no run starts.
+func (c *dryCaller) Join(_ context.Context, req exec.ChildRequest) (exec.Child, error) {
+	id := stepIDOf(req.StepKey)
+	names := []struct{ name, from string }{{req.StepKey, FixtureByKey}, {id, FixtureByStepID}, {req.Workflow, FixtureByWorkflow}}
+	if req.StepKey == id {
+		names = names[1:]
+	}
+	rec := dryCall{args: req.Inputs, from: OutputFromNone, output: json.RawMessage("null")}
+	for _, n := range names {
+		if v, ok := c.fixtures[n.name]; ok {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return exec.Child{}, &exec.ChildError{Kind: run.KindInvalidInput, Message: fmt.Sprintf("dry run: fixture %q is not JSON-encodable: %v", n.name, err)}
+			}
+			rec.output, rec.from, rec.name = b, n.from, n.name
+			break
+		}
+	}
+	c.mu.Lock()
+	c.calls[req.StepKey] = rec
+	c.mu.Unlock()
+	return exec.Child{RunID: dryChildPrefix + req.StepKey}, nil
+}
+
+// Result implements exec.Children: the answer Join filed.
+func (c *dryCaller) Result(_ context.Context, runID string) (exec.ChildResult, error) {
+	c.mu.Lock()
+	rec, ok := c.calls[strings.TrimPrefix(runID, dryChildPrefix)]
+	c.mu.Unlock()
+	if !ok {
+		return exec.ChildResult{}, fmt.Errorf("dry run: no answer for %s", runID)
+	}
+	return exec.ChildResult{Status: run.StatusCompleted, Outputs: rec.output}, nil
+}
+
+// dryUnregistered warns of the workflow steps of s that name a workflow the catalog does not
+// have: a real run of s would be refused with not_found.
+func (e *Engine) dryUnregistered(s *spec.Spec) []string {
+	var out []string
+	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
+		if st.Kind != spec.KindWorkflow {
+			return true
+		}
+		if _, ok := e.Workflow(st.Workflow); !ok {
+			msg := fmt.Sprintf("step %q runs workflow %q, which is not registered: a real run would be refused (not_found)", st.ID, st.Workflow)
+			if sug := e.suggestWorkflow(st.Workflow); sug != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sug)
+			}
+			out = append(out, msg)
+		}
+		return true
+	})
+	return out
 }
 
 func (c *dryCaller) snapshot() map[string]dryCall {
@@ -419,6 +495,11 @@ func (w *dryWalk) step(st *spec.Step, prefix string, depth int) {
 		if c, ok := w.calls[key]; ok {
 			ds.Args, ds.OutputFrom, ds.Fixture = c.args, c.from, c.name
 		}
+	case spec.KindWorkflow:
+		ds.Workflow = st.Workflow
+		if c, ok := w.calls[key]; ok {
+			ds.Args, ds.OutputFrom, ds.Fixture = c.args, c.from, c.name
+		}
 	case spec.KindApprove:
 		if p, ok := w.prompts[key]; ok {
 			ds.Prompt = p
@@ -472,6 +553,9 @@ func dryWarnings(s *spec.Spec, req DryRunRequest) []string {
 			if st.Kind == spec.KindToolRemote {
 				toolNames = append(toolNames, st.DCC+"/"+st.Tool)
 			}
+		case spec.KindWorkflow:
+			toolIDs = append(toolIDs, st.ID)
+			toolNames = append(toolNames, st.Workflow)
 		case spec.KindApprove:
 			approveIDs = append(approveIDs, st.ID)
 		}

@@ -333,3 +333,54 @@ func TestDryRunEnvFollowsOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunWorkflowStep: a workflow step (sub-workflow) starts no child run in a dry run: it is
+// a leaf of the plan, answered from the fixtures as a tool step is (instance key, step id, then
+// the workflow's name; null when none), with the child's rendered inputs as its args. A
+// workflow that is not registered is a warning (a real run would be refused).
+func TestDryRunWorkflowStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := dryOpen(t, engine.Config{DB: filepath.Join(t.TempDir(), "flow.db")})
+	child := drySpec(t, "name: publish_asset\ninputs:\n  asset: {type: string}\nsteps:\n  - {id: export, tool: flow__fail, args: {message: never called}}\n")
+	if err := e.Register(child); err != nil {
+		t.Fatal(err)
+	}
+	parent := drySpec(t, `
+name: nightly
+steps:
+  - {id: hero, kind: workflow, workflow: publish_asset, inputs: {asset: "hero_{{run.id}}"}}
+  - {id: prop, kind: workflow, workflow: publish_asset, inputs: {asset: prop}}
+  - {id: each, kind: foreach, items: [a], steps: [{id: inner, kind: workflow, workflow: publish_asset, inputs: {asset: "{{item}}"}}]}
+  - {id: ghost, kind: workflow, workflow: publish_assett}
+  - {id: notify, tool: flow__echo, args: {path: "{{steps.hero.output.export.path}}"}}
+`)
+	res, err := e.DryRun(ctx, engine.DryRunRequest{StartRequest: engine.StartRequest{Spec: parent}, Fixtures: map[string]any{
+		"hero":          map[string]any{"export": map[string]any{"path": "/p/hero.fbx"}},
+		"publish_asset": map[string]any{"export": "by name"},
+	}})
+	if err != nil || res.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var got []string
+	for _, ds := range res.Steps {
+		got = append(got, fmt.Sprintf("%d %s %s %s", ds.Order, ds.Kind, ds.Workflow, dryLine(ds)))
+	}
+	want := []string{
+		`1 workflow publish_asset hero completed step_id hero {"asset":"hero_dry-run"} {"export":{"path":"/p/hero.fbx"}}`,
+		`2 workflow publish_asset prop completed workflow publish_asset {"asset":"prop"} {"export":"by name"}`,
+		`0 foreach  each completed   null [{"inner":{"export":"by name"}}]`,
+		`3 workflow publish_asset each[0].inner completed workflow publish_asset {"asset":"a"} {"export":"by name"}`,
+		`4 workflow publish_assett ghost completed none  {} null`,
+		`5 tool  notify completed echo  {"path":"/p/hero.fbx"} {"path":"/p/hero.fbx"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], `"publish_assett", which is not registered`) || !strings.Contains(res.Warnings[0], `did you mean "publish_asset"`) {
+		t.Errorf("warnings: %q", res.Warnings)
+	}
+	if runs, err := e.Runs(ctx, engine.RunFilter{}); err != nil || len(runs) != 0 {
+		t.Errorf("a dry run started child runs: %v %v", runs, err)
+	}
+}

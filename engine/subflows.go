@@ -250,11 +250,15 @@ func newestChildren(kids []ChildRun) map[string]string {
 // way (a *spec.ValidationError with a problem of code cycle): recursion is refused where it is
 // static. A spec with no workflow step costs one walk of its steps.
 func (e *Engine) checkWorkflows(s *spec.Spec) error {
-	name := s.String() + " (submitted)"
+	return e.walkWorkflows(s, e.submittedName(s), true)
+}
+
+// submittedName is the name a submitted spec is known by on the walk of its workflows.
+func (e *Engine) submittedName(s *spec.Spec) string {
 	if reg, ok := e.Workflow(s.Name); ok && reg.Hash() == s.Hash() {
-		name = s.Name // the catalog's own workflow: a call of its name is a call of itself
+		return s.Name // the catalog's own workflow: a call of its name is a call of itself
 	}
-	return e.walkWorkflows(s, name, true)
+	return s.String() + " (submitted)"
 }
 
 // checkRecursion is checkWorkflows for Register: only recursion is refused (a workflow may name

@@ -23,8 +23,8 @@ MAX_ARGS_CHARS = 240
 class DryRunStep:
     """One step instance of a dry run, in the order a run would start it."""
 
-    __slots__ = ("order", "key", "step_id", "kind", "depth", "status", "tool", "dcc", "unknown_tool", "args",
-                 "output", "output_from", "fixture", "prompt", "approved", "items", "taken", "error")
+    __slots__ = ("order", "key", "step_id", "kind", "depth", "status", "tool", "dcc", "unknown_tool", "workflow",
+                 "args", "output", "output_from", "fixture", "prompt", "approved", "items", "taken", "error")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         #: 1, 2, … for the steps that call a tool or wait for an approval; 0 for control steps
@@ -38,13 +38,17 @@ class DryRunStep:
         self.tool: Optional[str] = d.get("tool")
         self.dcc: Optional[str] = d.get("dcc")
         self.unknown_tool: bool = bool(d.get("unknown_tool"))
-        #: The rendered arguments the tool would receive (tool and tool_remote steps).
+        #: The catalog workflow a ``workflow`` step would run as a child run; the dry run does
+        #: not walk into it (the step is answered from the fixtures, like a tool step).
+        self.workflow: Optional[str] = d.get("workflow")
+        #: The rendered arguments the tool would receive (tool and tool_remote steps), or the
+        #: rendered inputs of the child run (workflow steps).
         self.args: Optional[Dict[str, Any]] = d.get("args")
-        if self.args is None and self.kind in ("tool", "tool_remote"):
+        if self.args is None and self.kind in ("tool", "tool_remote", "workflow"):
             self.args = {}  # the answer leaves out empty args
         self.output: Any = d.get("output")
-        #: Where a tool step's output came from: "key", "step_id", "tool" (the fixture of that
-        #: name, ``fixture``), "echo" (flow__echo's args) or "none" (null).
+        #: Where a tool or workflow step's output came from: "key", "step_id", "tool", "workflow"
+        #: (the fixture of that name, ``fixture``), "echo" (flow__echo's args) or "none" (null).
         self.output_from: Optional[str] = d.get("output_from")
         self.fixture: Optional[str] = d.get("fixture")
         self.prompt: Optional[str] = d.get("prompt")
@@ -132,16 +136,20 @@ def _what(s: DryRunStep) -> str:
     """The middle of a step's line: what it would do, and with what."""
     if s.status is StepStatus.SKIPPED:
         return "skipped: %s" % ((s.error or {}).get("message") or "")
-    if s.kind in ("tool", "tool_remote"):
-        name = s.tool or ""
-        if s.kind == "tool_remote":
-            name = "%s/%s" % (s.dcc, s.tool)
-        text = "%s %s%s  args %s" % (s.kind, name, " (not registered)" if s.unknown_tool else "",
-                                     _cut(_json(s.args or {})))
+    if s.kind in ("tool", "tool_remote", "workflow"):
+        if s.kind == "workflow":
+            text = "workflow %s  inputs %s" % (s.workflow or "", _cut(_json(s.args or {})))
+        else:
+            name = s.tool or ""
+            if s.kind == "tool_remote":
+                name = "%s/%s" % (s.dcc, s.tool)
+            text = "%s %s%s  args %s" % (s.kind, name, " (not registered)" if s.unknown_tool else "",
+                                         _cut(_json(s.args or {})))
         source = {
             "key": "fixture %s" % _json(s.fixture),
             "step_id": "fixture %s" % _json(s.fixture),
             "tool": "fixture %s" % _json(s.fixture),
+            "workflow": "fixture %s" % _json(s.fixture),
             "echo": "its args (flow__echo)",
         }.get(s.output_from or "", "null (no fixture)")
         return "%s  → %s" % (text, source)
@@ -185,9 +193,12 @@ def warning_lines(result: DryRunResult) -> List[str]:
 
 def summary_line(result: DryRunResult) -> str:
     """``dry run completed: 3 tool calls, 1 approval``, or how it failed."""
-    calls = sum(1 for s in result.steps if s.order and s.kind != "approve")
+    calls = sum(1 for s in result.steps if s.order and s.kind in ("tool", "tool_remote"))
+    subflows = sum(1 for s in result.steps if s.order and s.kind == "workflow")
     approvals = sum(1 for s in result.steps if s.order and s.kind == "approve")
     counts = "%d tool call%s" % (calls, "" if calls == 1 else "s")
+    if subflows:
+        counts += ", %d sub-workflow%s" % (subflows, "" if subflows == 1 else "s")
     if approvals:
         counts += ", %d approval%s" % (approvals, "" if approvals == 1 else "s")
     if result.ok:

@@ -195,6 +195,19 @@ def _missing_file_hint(name: Optional[str]) -> str:
     return "; no file %r either" % name + file_hint(name)
 
 
+def _subflow_names(spec: Any) -> Set[str]:
+    """The names of a code-first workflow's sub-workflows (``.subflows``), at any depth."""
+    names: Set[str] = set()
+    todo = list(getattr(spec, "subflows", ()) or ())
+    while todo:
+        sub = todo.pop()
+        name = getattr(sub, "name", "")
+        if name and name not in names:
+            names.add(name)
+            todo.extend(getattr(sub, "subflows", ()) or ())
+    return names
+
+
 def _spec_request(spec: SpecLike) -> Dict[str, Any]:
     """The part of a submit request that names the workflow."""
     inner = getattr(spec, "spec", None)
@@ -507,7 +520,9 @@ class Engine:
         if approvals is not None and (not isinstance(approvals, Mapping)
                                       or not all(isinstance(v, bool) for v in approvals.values())):
             raise TypeError("approvals must map step keys or ids to True or False; got %r" % (approvals,))
-        self._register_flow_tools(spec)  # a @workflow's tasks: so they are not reported unknown
+        # A @workflow's tasks, so they are not reported unknown; not its sub-workflows: a dry run
+        # registers nothing in the catalog (its workflow steps are answered from the fixtures).
+        self._register_flow_tools(spec, subflows=False)
         req = _spec_request(spec)
         req["inputs"] = dict(inputs or {})
         req["fixtures"] = dict(fixtures or {})
@@ -519,15 +534,20 @@ class Engine:
             if not hint:
                 raise
             raise NotFoundError(e.message + hint, code=e.code, details=e.details) from None
+        names = _subflow_names(spec)
+        if names:  # the code-first sub-workflows a real run registers first: no warning for them
+            out = dict(out)
+            out["warnings"] = [w for w in out.get("warnings") or ()
+                               if not any(' runs workflow "%s", which is not registered' % n in w for n in names)]
         return DryRunResult(out)
 
-    def _register_flow_tools(self, spec: Any, _seen: Optional[Set[int]] = None) -> None:
-        """Register the tasks of a code-first workflow (any object with ``.tasks``), and register
-        its sub-workflows (``.subflows``, the workflows its ``kind: workflow`` steps run) in the
-        catalog, with their tasks, deepest first."""
+    def _register_flow_tools(self, spec: Any, _seen: Optional[Set[int]] = None, subflows: bool = True) -> None:
+        """Register the tasks of a code-first workflow (any object with ``.tasks``), and, with
+        ``subflows``, register its sub-workflows (``.subflows``, the workflows its ``kind:
+        workflow`` steps run) in the catalog, with their tasks, deepest first."""
         seen = set() if _seen is None else _seen
         seen.add(id(spec))
-        for sub in getattr(spec, "subflows", ()) or ():
+        for sub in (getattr(spec, "subflows", ()) or ()) if subflows else ():
             if id(sub) in seen:
                 continue
             self._register_flow_tools(sub, seen)

@@ -272,3 +272,35 @@ def test_cli_show_nests_the_child_steps_under_the_workflow_step(tmp_path):
     graph = cli("graph", "parent.yaml")
     assert graph.returncode == 0, graph.stderr
     assert 'sub(["sub<br/>workflow child"])' in graph.stdout
+
+
+def test_a_dry_run_answers_a_workflow_step_from_the_fixtures_and_starts_no_child():
+    with Engine() as engine:
+        engine.register_workflow(CHILD)
+        dry = engine.run(PARENT, dry_run=True, fixtures={"sub": {"b": {"v": "from fixture"}}})
+        assert dry.ok, dry.error
+        sub = dry.step("sub")
+        assert (sub.order, sub.kind, sub.workflow, sub.args, sub.output_from, sub.fixture) == \
+            (1, "workflow", "child", {"shot": "sh010"}, "step_id", "sub")
+        assert dry.outputs["after"] == {"got": "from fixture"}
+        assert [s.key for s in dry.calls] == ["after"]  # a workflow step calls no tool
+        text = str(dry)
+        assert 'sub    workflow child  inputs {"shot": "sh010"}  → fixture "sub"' in text, text
+        assert text.endswith("dry run completed: 1 tool call, 1 sub-workflow"), text
+        assert engine.runs() == []  # no child run, no run at all
+        # No fixture: null, and a workflow that is not registered is a warning.
+        dry = engine.run(PARENT.replace("workflow: child", "workflow: chilld"), dry_run=True)
+        assert dry.step("sub").output is None and dry.step("sub").output_from == "none"
+        assert any('"chilld", which is not registered' in w and 'did you mean "child"' in w for w in dry.warnings), \
+            dry.warnings
+
+
+def test_a_dry_run_of_a_code_first_workflow_registers_no_sub_workflow_and_does_not_warn():
+    with Engine() as engine:
+        dry = engine.run(nightly, {"shot": "sh010"}, dry_run=True,
+                         fixtures={"render_shot": {"render": {"frames": "/f"}}})
+        assert dry.ok, dry.error
+        assert dry.step("render_shot").output_from == "step_id" and dry.outputs["again"] is None  # id = name
+        assert dry.warnings == []
+        assert engine.workflows() == []  # a dry run registers nothing in the catalog
+
