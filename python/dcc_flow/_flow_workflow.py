@@ -522,6 +522,10 @@ class Workflow(_FlowCallable):
         return Ref(tracer, "step", sid, (), step)
 
     def _inline_call(self, tracer: _Tracer, site: Site, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        if self._defaults or self._on_failure:
+            _fail("workflow '%s' has %s, which an inlined call cannot keep (they belong to a run): call it "
+                  "without inline to run it as a sub-workflow" % (self.name, " and ".join(
+                      n for n, v in (("defaults=", self._defaults), ("on_failure=", self._on_failure)) if v)), site)
         values, step_id, after = self._bind(tracer, site, args, kwargs, defaults=True)
         prefix = tracer.new_prefix(str(getattr(self.fn, "__name__", self.name)), step_id, site)
         parent = tracer.scope

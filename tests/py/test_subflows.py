@@ -304,3 +304,19 @@ def test_a_dry_run_of_a_code_first_workflow_registers_no_sub_workflow_and_does_n
         assert dry.warnings == []
         assert engine.workflows() == []  # a dry run registers nothing in the catalog
 
+
+def test_a_workflow_with_defaults_or_on_failure_cannot_be_inlined():
+    @workflow(defaults={"timeout_secs": 60})
+    def guarded(shot: str):
+        render(shot)
+
+    with pytest.raises(Exception) as exc:
+        @workflow
+        def uses_it(shot: str):
+            guarded.inline(shot=shot)
+    assert "defaults=" in str(exc.value) and "without inline" in str(exc.value)
+
+    @workflow
+    def calls_it(shot: str):
+        guarded(shot=shot)  # as a sub-workflow its defaults stay with its own runs
+    assert calls_it.spec.step("guarded").kind == "workflow"
