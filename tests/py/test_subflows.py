@@ -310,7 +310,7 @@ def test_a_workflow_with_defaults_or_on_failure_cannot_be_inlined():
     def guarded(shot: str):
         render(shot)
 
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(dcc_flow.WorkflowTraceError) as exc:
         @workflow
         def uses_it(shot: str):
             guarded.inline(shot=shot)
