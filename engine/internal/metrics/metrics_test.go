@@ -38,7 +38,7 @@ func TestObserveCountsRunsAttemptsRetriesAndDurations(t *testing.T) {
 		ev(0, run.EventStepEnter, "per_shot[0].render", "running", 1, ""),
 		ev(2*time.Second, run.EventStepRetry, "per_shot[0].render", "retrying", 2, `{"delay_ms":1000}`),
 		ev(7*time.Second, run.EventStepExit, "per_shot[0].render", "completed", 2, ""), // 4 s after the delay
-		ev(8*time.Second, run.EventStepExit, "per_shot", "completed", 0, ""),         // no attempt
+		ev(8*time.Second, run.EventStepExit, "per_shot", "completed", 0, ""),           // no attempt
 		ev(9*time.Second, run.EventWorkflowTerminal, "", "completed", 0, ""),
 	} {
 		m.Observe(ctx, e)
