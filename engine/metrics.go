@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
@@ -26,9 +27,12 @@ const metricsEventBatch = 1024
 
 // metricsState is the engine's Prometheus metrics, created on first use (docs/metrics.md).
 type metricsState struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // held while a scrape catches up with the stream
 	m     *metrics.Metrics
 	after uint64 // the Seq of the last event observed
+	// on is m once set: the scheduler's fire observer reads it without waiting for a scrape
+	// that is catching up.
+	on atomic.Pointer[metrics.Metrics]
 }
 
 // Metrics returns the handler of the engine's Prometheus metrics in the text format
@@ -73,6 +77,7 @@ func (e *Engine) enableMetrics() (*metrics.Metrics, error) {
 	st.m = metrics.New(metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued,
 		Lanes: []string{tools.LaneMain, tools.LaneWorker}})
 	st.after = seq
+	st.on.Store(st.m)
 	return st.m, nil
 }
 
@@ -107,10 +112,7 @@ func (e *Engine) catchUpMetrics(ctx context.Context) error {
 
 // observeFire counts a scheduler fire once the metrics are enabled (schedule.WithFireObserver).
 func (e *Engine) observeFire(f schedule.Fire) {
-	e.metrics.mu.Lock()
-	m := e.metrics.m
-	e.metrics.mu.Unlock()
-	if m != nil {
+	if m := e.metrics.on.Load(); m != nil {
 		m.Fire(f.ScheduleID, string(f.Kind))
 	}
 }
