@@ -215,6 +215,12 @@ func (ent *engineEntry) startMCPLocked(where, token string, opts ...mcpserver.HT
 		return "stdio", nil
 	case strings.HasPrefix(where, "http://"):
 		if ent.mcpHTTP == nil {
+			// The MCP address also answers GET /metrics, behind the same token and Origin checks.
+			mh, err := ent.e.Metrics()
+			if err != nil {
+				return "", err
+			}
+			opts = append(opts, mcpserver.WithMetrics(mh))
 			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token, opts...)
 			if err != nil {
 				return "", err

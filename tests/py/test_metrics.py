@@ -97,3 +97,15 @@ def test_cli_serve_metrics_after_a_webhook_run(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_mcp_http_address_answers_metrics_behind_its_token():
+    with dcc_flow.Engine() as engine:
+        mcp_url = engine.serve(mcp="http://127.0.0.1:0", token="s3cret", scheduler=False)["mcp_url"]
+        assert engine.run(HELLO).status.value == "completed"
+        url = mcp_url[: -len("/mcp")] + "/metrics"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            get(url)
+        assert err.value.code == 401
+        status, body = get(url, token="s3cret")
+        assert status == 200 and ENDED in body.splitlines(), body
