@@ -79,7 +79,9 @@ func New(e *engine.Engine, opts ...Option) *Server {
 func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 
 // ServeStdio serves one client over r/w until ctx ends or r is closed. It installs no signal
-// handler and logs nothing.
+// handler and logs nothing. One at a time per process: mcp-go keeps a single stdio session in
+// a package variable, so two stdio servers at once would send each other's notifications (a
+// process has one standard input anyway).
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	st := server.NewStdioServer(s.mcp)
 	st.SetErrorLogger(log.New(io.Discard, "", 0))

@@ -81,6 +81,10 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 		}
 		tr = st
 	case "stdio":
+		// mcp-go keeps one stdio session per process (a package variable), so two stdio
+		// servers of one test binary would send each other's notifications: one at a time.
+		stdioMu.Lock()
+		t.Cleanup(stdioMu.Unlock) // registered first, so it runs after the session ends
 		cr, sw := io.Pipe()
 		sr, cw := io.Pipe()
 		served := make(chan struct{})
@@ -104,6 +108,9 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 	})
 	return b
 }
+
+// stdioMu serializes the tests' stdio servers (see setup).
+var stdioMu sync.Mutex
 
 // start starts and initializes a client on tr whose notifications go to onNotification.
 func start(t testing.TB, ctx context.Context, tr transport.Interface, onNotification func(mcp.JSONRPCNotification)) *client.Client {
