@@ -193,18 +193,17 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	e.wg.Add(1)
 	e.mu.Unlock()
 	p.OnDone = e.runDone
-	h, err := e.exec.Start(ctx, p)
-	if err != nil {
+	// Registered before its steps start: a child run's id reaches a host (its calls' RunID)
+	// before Start returns, and Wait, Cancel and Status must find it live from then on.
+	p.OnStart = func(h *exec.Run) {
+		e.mu.Lock()
+		e.runs[p.RunID] = h
+		e.mu.Unlock()
+	}
+	if _, err := e.exec.Start(ctx, p); err != nil {
 		e.wg.Done()
 		return err
 	}
-	e.mu.Lock()
-	select {
-	case <-h.Done(): // already over: not live
-	default:
-		e.runs[p.RunID] = h
-	}
-	e.mu.Unlock()
 	return nil
 }
 

@@ -166,6 +166,10 @@ type Params struct {
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
 	OnDone func(*Run)
+	// OnStart, when set, is called with the run's handle once its first write is stored and
+	// before any of its steps starts, so the caller can register the run before anything of
+	// it (a host call, a child run) can be seen.
+	OnStart func(*Run)
 }
 
 // Approval is an open approval of a run.
@@ -327,6 +331,9 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	x.notify()
 	r.lastActivity.Store(now.UnixNano())
 	r.armStall()
+	if p.OnStart != nil {
+		p.OnStart(r.handle)
+	}
 	go r.main()
 	return r.handle, nil
 }

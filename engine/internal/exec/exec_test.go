@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,50 @@ steps:
 			t.Fatalf("step_enter c progress %+v", e.Progress)
 		}
 	}
+}
+
+// OnStart sees the run before any of its steps starts: a caller registers the run there, so a
+// host that sees one of its calls (or a child run's id) finds it registered.
+func TestOnStartComesBeforeTheFirstStep(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c := clock.New()
+	rec := &startedCheck{}
+	x := exec.New(exec.Config{Store: st, Clock: c, Router: tools.NewRouter(c, rec)})
+	s := mustSpec(t, "steps: [{ id: a, kind: tool_remote, dcc: x, tool: t }]")
+	for i := range 50 { // one run at a time
+		var got *exec.Run
+		h, err := x.Start(context.Background(), exec.Params{RunID: fmt.Sprintf("r%d", i), Spec: s, OnStart: func(h *exec.Run) {
+			got = h
+			rec.started.Store(true)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-h.Done()
+		rec.started.Store(false)
+		if got != h {
+			t.Fatalf("run %d: OnStart got %p, Start returned %p", i, got, h)
+		}
+	}
+	if n := rec.early.Load(); n != 0 {
+		t.Fatalf("%d calls arrived before OnStart", n)
+	}
+	if n := rec.calls.Load(); n != 50 {
+		t.Fatalf("%d calls, want 50", n)
+	}
+}
+
+type startedCheck struct {
+	started      atomic.Bool
+	early, calls atomic.Int32
+}
+
+func (s *startedCheck) CallRemote(context.Context, string, string, map[string]any) (tools.Result, error) {
+	s.calls.Add(1)
+	if !s.started.Load() {
+		s.early.Add(1)
+	}
+	return tools.Result{Output: "ok"}, nil
 }
