@@ -204,11 +204,15 @@ func TestReportsAreThrottledAndKeptInOrder(t *testing.T) {
 	for _, e := range all {
 		types = append(types, e.Type)
 	}
-	if got := strings.Join(types, ","); got != "step_enter,step_progress,step_progress,step_log,step_log,step_progress,step_exit" {
+	// The two last reports come as one event or two: the first may be written before the
+	// second arrives (the writer runs on its own goroutine); the last one is never lost.
+	got := strings.Join(types, ",")
+	if got != "step_enter,step_progress,step_progress,step_log,step_log,step_progress,step_exit" &&
+		got != "step_enter,step_progress,step_progress,step_log,step_log,step_progress,step_progress,step_exit" {
 		t.Fatalf("events %s", got)
 	}
-	if p := progressOf(t, all[5].Detail); p.Message != "written" {
-		t.Fatalf("the last progress event: %s", all[5].Detail)
+	if last := all[len(all)-2]; progressOf(t, last.Detail).Message != "written" {
+		t.Fatalf("the last progress event: %s", last.Detail)
 	}
 	st := b.step(t)
 	if st.Status != run.StepCompleted || progressOf(t, st.Progress).Message != "written" || st.LogsDropped != 50 {
