@@ -100,27 +100,9 @@ func (r *runner) runWorkflow(ctx context.Context, in *inst) stepEnd {
 	// resume forces it to run again.
 	resume := r.priorKeys[in.row.Key] && !r.forced[in.row.Key] && !r.forced[sp.id]
 	for attempt := 1; ; attempt++ {
-		if attempt > 1 {
-			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
-			in.row.Status = run.StepRetrying
-			in.setAttempt(attempt)
-			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds()})
-			if err := in.save(run.EventStepRetry, detail); err != nil {
-				return r.stoppedEnd(r.ctx)
-			}
-			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
-				return r.stoppedEnd(ctx)
-			}
-			// A retry whose delay ends while the run is paused waits for the unpause: no new
-			// child run starts in a paused run (pause.go).
-			if r.enterGate(ctx) != nil {
-				return r.stoppedEnd(ctx)
-			}
-			in.row.Status = run.StepRunning
-			err := in.save("", nil)
-			r.pauseMu.RUnlock()
-			if err != nil {
-				return r.stoppedEnd(r.ctx)
+		if attempt > 1 { // no new child run starts in a paused run (waitRetry's pause gate)
+			if end, ok := r.waitRetry(ctx, in, rp, attempt); !ok {
+				return end
 			}
 		}
 		end, kind, msg, stop := r.childAttempt(ctx, in, attempt, resume)

@@ -67,27 +67,8 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	}
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
-			in.row.Status = run.StepRetrying
-			in.row.Progress = nil // the progress of the attempt that failed
-			in.setAttempt(attempt)
-			detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
-			if err := in.save(run.EventStepRetry, detail); err != nil {
-				return r.stoppedEnd(r.ctx)
-			}
-			if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
-				return r.stoppedEnd(ctx)
-			}
-			// A retry whose delay ends while the run is paused waits for the unpause (its
-			// row stays retrying); the next attempt is a new start.
-			if r.enterGate(ctx) != nil {
-				return r.stoppedEnd(ctx)
-			}
-			in.row.Status = run.StepRunning
-			err := in.save("", nil)
-			r.pauseMu.RUnlock()
-			if err != nil {
-				return r.stoppedEnd(r.ctx)
+			if end, ok := r.waitRetry(ctx, in, rp, attempt); !ok {
+				return end
 			}
 		}
 		if attempt > 1 {
@@ -261,3 +242,32 @@ func (r *runner) idempotencyEntry(sp *stepPlan, key string, end stepEnd) *store.
 // remote reports whether the step's calls go to a remote: a tool_remote step, or a tool step
 // routed to a worker pool.
 func (sp *stepPlan) remote() bool { return sp.kind == spec.KindToolRemote || sp.pool != "" }
+
+// waitRetry starts attempt (> 1) of in: it records the retry (step_retry with the failed
+// attempt's error and pool worker, its progress cleared), sleeps the policy's delay, waits at the
+// pause gate (a retry whose delay ends while the run is paused waits for the unpause, its row
+// still retrying) and marks the step running again. ok is false when the run stopped meanwhile;
+// end is then the step's end.
+func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, attempt int) (end stepEnd, ok bool) {
+	delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
+	in.row.Status = run.StepRetrying
+	in.row.Progress = nil // the progress of the attempt that failed
+	in.setAttempt(attempt)
+	detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
+	if err := in.save(run.EventStepRetry, detail); err != nil {
+		return r.stoppedEnd(r.ctx), false
+	}
+	if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
+		return r.stoppedEnd(ctx), false
+	}
+	if r.enterGate(ctx) != nil {
+		return r.stoppedEnd(ctx), false
+	}
+	in.row.Status = run.StepRunning
+	err := in.save("", nil)
+	r.pauseMu.RUnlock()
+	if err != nil {
+		return r.stoppedEnd(r.ctx), false
+	}
+	return stepEnd{}, true
+}
