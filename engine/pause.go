@@ -129,8 +129,16 @@ func (e *Engine) cancelPaused(ctx context.Context, rec store.Run, reason string)
 }
 
 // storedPaused reports whether the store shows runID paused: with no live handle, a paused run
-// that no engine runs (its engine stopped), which only an Unpause or a Cancel changes.
+// that no engine runs (its engine stopped), which only an Unpause or a Cancel changes. It reads
+// under storedPauseMu, so it never sees an unpause half done (the record already running, the
+// run not yet registered live): a run unpaused meanwhile is live or finished by then, and it
+// returns false.
 func (e *Engine) storedPaused(ctx context.Context, runID string) bool {
+	storedPauseMu.Lock()
+	defer storedPauseMu.Unlock()
+	if e.live(runID) != nil {
+		return false
+	}
 	rec, err := e.store.GetRun(ctx, runID)
 	return err == nil && rec.Status == run.StatusPaused
 }

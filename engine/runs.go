@@ -421,6 +421,8 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		}
 	} else if timeout >= 0 && (e.cfg.ReadOnly || e.storedPaused(ctx, runID)) {
 		return e.waitStored(ctx, runID, timeout)
+	} else if timeout >= 0 && e.live(runID) != nil {
+		return e.Wait(ctx, runID, timeout) // unpaused here between the two reads: follow it
 	}
 	return e.Status(ctx, runID)
 }
