@@ -23,6 +23,7 @@ type engineEntry struct {
 	webhooks *engine.WebhookServer
 	mcpHTTP  *mcpserver.HTTPServer
 	mcpStdio *stdioDoor
+	metrics  *engine.MetricsServer
 }
 
 // stopServersLocked stops every server of the entry, waiting up to 5 s for each HTTP server's
@@ -41,6 +42,10 @@ func (ent *engineEntry) stopServersLocked() {
 	if ent.mcpStdio != nil {
 		ent.mcpStdio.stop()
 		ent.mcpStdio = nil
+	}
+	if ent.metrics != nil {
+		_ = ent.metrics.Close(ctx)
+		ent.metrics = nil
 	}
 }
 

@@ -80,6 +80,9 @@ type serveRequest struct {
 	// AllowUnsignedWebhooks serves webhook schedules without secret_env on a non-loopback
 	// address.
 	AllowUnsignedWebhooks bool `json:"allow_unsigned_webhooks"`
+	// Metrics is "HOST:PORT" (port 0 picks one): serve the engine's Prometheus metrics on GET
+	// /metrics (docs/metrics.md); off loopback it needs Token.
+	Metrics string `json:"metrics"`
 	// Retention is how long ended runs are kept ("30d", "12h", "forever"; absent = 30 days):
 	// see serveRetention (ops_retention.go).
 	Retention *string `json:"retention"`
@@ -88,10 +91,10 @@ type serveRequest struct {
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
 // {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787",
 // "allow_unsigned_webhooks"?, "mcp"?, "token"?, "mcp_max_body_bytes"?, "allowed_origins"?,
-// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "retention"?} →
+// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "retention"?, "metrics"?} →
 // "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
 // (to list them with their next fire times, firing nothing).
-// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "retention"?: {...}}. "retention"
+// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "metrics_addr"?, "retention"?: {...}}. "retention"
 // ("30d", "forever"; absent = 30 days) starts the engine's retention loop (ops_retention.go).
 //
 // It runs under the entry's lock, so that engine_close, which stops the servers under it, never
@@ -144,6 +147,16 @@ func opServeStart(h uint64, in []byte) (any, error) {
 			return nil, err
 		}
 		res["webhooks_addr"] = addr
+	}
+	if req.Metrics != "" {
+		if ent.metrics == nil {
+			ms, err := e.ServeMetrics(req.Metrics, req.Token)
+			if err != nil {
+				return nil, err
+			}
+			ent.metrics = ms
+		}
+		res["metrics_addr"] = ent.metrics.Addr()
 	}
 	if req.MCP != "" {
 		opts := []mcpserver.HTTPOption{mcpserver.WithMaxBodyBytes(req.MCPMaxBodyBytes), mcpserver.WithMaxSessions(req.MCPMaxSessions)}
@@ -202,6 +215,12 @@ func (ent *engineEntry) startMCPLocked(where, token string, opts ...mcpserver.HT
 		return "stdio", nil
 	case strings.HasPrefix(where, "http://"):
 		if ent.mcpHTTP == nil {
+			// The MCP address also answers GET /metrics, behind the same token and Origin checks.
+			mh, err := ent.e.Metrics()
+			if err != nil {
+				return "", err
+			}
+			opts = append(opts, mcpserver.WithMetrics(mh))
 			hs, err := srv.ListenHTTP(strings.TrimSuffix(strings.TrimPrefix(where, "http://"), "/mcp"), token, opts...)
 			if err != nil {
 				return "", err
@@ -219,7 +238,7 @@ type serveStatusRequest struct {
 	TimeoutMs int64 `json:"timeout_ms"`
 }
 
-// opServeStatus reports the servers serve_start started: {"webhooks_addr"?, "mcp_url"?,
+// opServeStatus reports the servers serve_start started: {"webhooks_addr"?, "mcp_url"?, "metrics_addr"?,
 // "mcp_stdio"?: "serving" | "ended", "mcp_stdio_error"?}. "ended" means the MCP client closed
 // the process's standard input (or the stream failed: mcp_stdio_error says why); a host such
 // as dcc-flow serve then stops, as on SIGTERM. With timeout_ms it returns as soon as the
@@ -235,8 +254,11 @@ func opServeStatus(h uint64, in []byte) (any, error) {
 	}
 	res := map[string]any{}
 	ent.mu.Lock()
-	webhooks, mcpHTTP, sd := ent.webhooks, ent.mcpHTTP, ent.mcpStdio
+	webhooks, mcpHTTP, sd, ms := ent.webhooks, ent.mcpHTTP, ent.mcpStdio, ent.metrics
 	ent.mu.Unlock()
+	if ms != nil {
+		res["metrics_addr"] = ms.Addr()
+	}
 	if webhooks != nil {
 		res["webhooks_addr"] = webhooks.Addr()
 	}

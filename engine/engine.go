@@ -132,6 +132,7 @@ type Engine struct {
 
 	sched     schedulerState  // see scheduler.go
 	retention retentionState  // see retention.go
+	metrics   metricsState    // see metrics.go
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 

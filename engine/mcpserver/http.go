@@ -34,7 +34,7 @@ func (s *Server) Handler(token string) http.Handler {
 }
 
 // HTTPHandler is Handler with options (WithMaxBodyBytes, WithAllowedOrigins, WithBodyTimeout,
-// WithMaxSessions, WithSessionIdleTimeout). An option with an invalid value is an error with
+// WithMaxSessions, WithSessionIdleTimeout, WithMetrics). An option with an invalid value is an error with
 // code invalid_request naming the option. A bare handler caps the sessions but does not end
 // idle ones (ListenHTTP does).
 func (s *Server) HTTPHandler(token string, opts ...HTTPOption) (http.Handler, error) {
@@ -88,6 +88,15 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 		if want != nil && !preflight && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow"`)
 			httpError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+			return
+		}
+		if cfg.metrics != nil && r.URL.Path == "/metrics" {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				httpError(w, http.StatusMethodNotAllowed, "method_not_allowed", "/metrics answers GET")
+				return
+			}
+			cfg.metrics.ServeHTTP(w, r)
 			return
 		}
 		if r.Method == http.MethodPost && !cfg.readBody(w, r) {
@@ -188,7 +197,12 @@ func WithBodyTimeout(d time.Duration) HTTPOption {
 	}
 }
 
+// WithMetrics also serves h (the engine's Metrics, docs/metrics.md) on GET /metrics, behind
+// the same token and Origin checks as /mcp; another method there is answered 405.
+func WithMetrics(h http.Handler) HTTPOption { return func(c *httpConfig) { c.metrics = h } }
+
 type httpConfig struct {
+	metrics     http.Handler // WithMetrics; nil = /metrics is not served
 	maxSessions int
 	idle        time.Duration
 	maxBody     int64

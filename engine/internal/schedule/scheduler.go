@@ -70,6 +70,10 @@ func WithRand(r *rand.Rand) Option { return func(s *Scheduler) { s.rnd = r } }
 // cannot record). The default discards.
 func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l } }
 
+// WithFireObserver calls fn with every fire as it is recorded (fired, skipped or failed), also
+// when recording it fails: the engine's metrics count them (docs/metrics.md). fn must not block.
+func WithFireObserver(fn func(Fire)) Option { return func(s *Scheduler) { s.onFire = fn } }
+
 // Scheduler fires schedules: a loop per enabled cron or interval schedule while started, and
 // an http.Handler for webhook schedules. It is safe for concurrent use.
 type Scheduler struct {
@@ -78,6 +82,7 @@ type Scheduler struct {
 	fires   FireLog
 	clk     clock.Clock
 	log     *slog.Logger
+	onFire  func(Fire) // WithFireObserver; nil = none
 	randMu  sync.Mutex
 	rnd     *rand.Rand
 
@@ -599,6 +604,9 @@ func (s *Scheduler) active(ctx context.Context, id string) (n int, err error) {
 }
 
 func (s *Scheduler) record(ctx context.Context, f Fire) {
+	if s.onFire != nil {
+		s.onFire(f)
+	}
 	if err := s.fires.RecordFire(context.WithoutCancel(ctx), f); err != nil {
 		s.log.Warn("schedule: recording a fire failed", "schedule_id", f.ScheduleID, "kind", f.Kind, "run_id", f.RunID, "error", err)
 	}

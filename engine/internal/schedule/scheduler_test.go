@@ -333,7 +333,13 @@ func TestSchedulerOverlapSkipped(t *testing.T) {
 			t.Parallel()
 			sp := DefaultSpec("ov", "wf", Trigger{Kind: KindCron, Expression: "0 * * * * *"})
 			sp.MaxConcurrent = tc.max
-			b := setup(t, t0, Config{Schedules: []Spec{sp}})
+			var obsMu sync.Mutex
+			var observed []FireKind // WithFireObserver sees every fire, skipped ones too
+			b := setup(t, t0, Config{Schedules: []Spec{sp}}, WithFireObserver(func(f Fire) {
+				obsMu.Lock()
+				observed = append(observed, f.Kind)
+				obsMu.Unlock()
+			}))
 			b.start(t)
 			for _, n := range tc.active {
 				b.starter.setActive("ov", n)
@@ -349,6 +355,11 @@ func TestSchedulerOverlapSkipped(t *testing.T) {
 			if !reflect.DeepEqual(kinds, tc.wantKinds) {
 				t.Errorf("kinds %v; want %v", kinds, tc.wantKinds)
 			}
+			obsMu.Lock()
+			if !reflect.DeepEqual(observed, tc.wantKinds) {
+				t.Errorf("observed kinds %v; want %v", observed, tc.wantKinds)
+			}
+			obsMu.Unlock()
 			started := 0
 			for _, k := range tc.wantKinds {
 				if k == FireFired {

@@ -402,3 +402,15 @@ func (p *pending) eachRun(fn func(id string)) {
 		fn(a)
 	}
 }
+
+// Queued returns the number of calls of lane laneName waiting to be pulled (queued, not yet
+// taken by a puller); 0 for an unknown lane.
+func (h *Host) Queued(laneName string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ln := h.lanes[laneName]
+	if ln == nil {
+		return 0
+	}
+	return len(ln.all.s) - ln.all.head - ln.dead
+}

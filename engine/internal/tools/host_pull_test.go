@@ -347,3 +347,36 @@ func BenchmarkPullOneRunAmongMany(b *testing.B) {
 		})
 	}
 }
+
+func TestQueuedCountsTheCallsWaitingPerLane(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"}, [3]string{LaneMain, "b", "b1"}, [3]string{LaneWorker, "a", "a2"})
+	if m, w, x := h.Queued(LaneMain), h.Queued(LaneWorker), h.Queued("nope"); m != 2 || w != 1 || x != 0 {
+		t.Fatalf("queued main %d worker %d unknown %d, want 2 1 0", m, w, x)
+	}
+	// A call pulled from the middle leaves the queue (pulled is not queued).
+	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, RunID: "b", Max: 5})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull b: %+v %v", got, err)
+	}
+	if m := h.Queued(LaneMain); m != 1 {
+		t.Fatalf("queued main after a pull: %d, want 1", m)
+	}
+	got2, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain, LaneWorker}, Max: 5})
+	if err != nil || len(got2) != 2 {
+		t.Fatalf("pull all: %+v %v", got2, err)
+	}
+	if m, w := h.Queued(LaneMain), h.Queued(LaneWorker); m != 0 || w != 0 {
+		t.Fatalf("queued after pulling all: main %d worker %d", m, w)
+	}
+	for _, c := range append(got, got2...) {
+		if err := h.Complete(c.ID, Result{Output: c.Tool}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ch := range answers {
+		<-ch
+	}
+}

@@ -1,4 +1,4 @@
-"""``dcc-flow serve``: scheduler, webhooks and MCP in one process, running the tools."""
+"""``dcc-flow serve``: scheduler, webhooks, MCP and metrics in one process, running the tools."""
 
 import argparse
 import signal
@@ -20,9 +20,9 @@ class ServeCommand(Command):
     summary = "serve schedules, webhooks and MCP until SIGINT/SIGTERM"
     description = (
         "Register the workflows of --workflows, load the *.schedules.yaml of --schedules, start the\n"
-        "scheduler, the webhook server (--webhooks ADDR) and an MCP server (--mcp stdio|http://HOST:PORT),\n"
-        "and run the tools of --tools on this process until SIGINT or SIGTERM (with --mcp stdio, also\n"
-        "until the MCP client closes standard input), then stop gracefully."
+        "scheduler, the webhook server (--webhooks ADDR), an MCP server (--mcp stdio|http://HOST:PORT) and\n"
+        "Prometheus metrics (--metrics ADDR), and run the tools of --tools on this process until SIGINT or\n"
+        "SIGTERM (with --mcp stdio, also until the MCP client closes standard input), then stop gracefully."
     )
     examples = (
         ("nightly schedules and webhooks",
@@ -38,7 +38,7 @@ class ServeCommand(Command):
         parser.add_argument("--schedules", metavar="DIR", help="a folder of *.schedules.yaml files")
         parser.add_argument("--webhooks", metavar="ADDR", help="serve webhook schedules on ADDR, e.g. 127.0.0.1:8787")
         parser.add_argument("--mcp", metavar="WHERE", help="serve MCP: stdio, or http://HOST:PORT")
-        parser.add_argument("--token", help="bearer token for MCP over HTTP (required off loopback)")
+        parser.add_argument("--token", help="bearer token for MCP over HTTP and --metrics (required off loopback)")
         parser.add_argument("--mcp-max-body-bytes", type=int, metavar="N",
                             help="cap MCP HTTP request bodies at N bytes (default 8 MiB; larger ones get 413)")
         parser.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
@@ -50,6 +50,8 @@ class ServeCommand(Command):
                             help="end MCP HTTP sessions idle this long (default 1800)")
         parser.add_argument("--allow-unsigned-webhooks", action="store_true",
                             help="serve webhook schedules without secret_env on a non-loopback --webhooks address")
+        parser.add_argument("--metrics", metavar="ADDR",
+                            help="serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464")
         parser.add_argument("--retention", metavar="AGE", type=parse_retention,
                             help="prune runs that ended more than AGE ago, at start and hourly (default 30d; "
                                  "forever keeps them); expired idempotency entries are purged too")
@@ -72,7 +74,7 @@ class ServeCommand(Command):
                                         allow_unsigned_webhooks=args.allow_unsigned_webhooks,
                                         mcp_max_sessions=args.mcp_max_sessions,
                                         mcp_session_idle_secs=args.mcp_session_idle_secs,
-                                        retention=args.retention)
+                                        retention=args.retention, metrics=args.metrics)
             out = ctx.err if args.mcp == "stdio" else ctx.out  # stdout belongs to MCP over stdio
             # Before the ready line: a supervisor may stop the server as soon as it reads it.
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -84,6 +86,8 @@ class ServeCommand(Command):
                 out.write("; webhooks on http://%s" % info["webhooks_addr"])
             if info.get("mcp_url"):
                 out.write("; MCP on %s" % info["mcp_url"])
+            if info.get("metrics_addr"):
+                out.write("; metrics on http://%s/metrics" % info["metrics_addr"])
             out.write("\n")
             out.flush()
             engine.on_event(lambda ev: log_run_event(engine, ev, out))

@@ -1,0 +1,244 @@
+// Package metrics turns the engine's event stream into Prometheus metrics (docs/metrics.md).
+//
+// A Metrics owns its own registry: several engines in one process never share a series. It is
+// fed events in Seq order by Observe (the engine reads them from its store when scraped), fires
+// by Fire (the scheduler's observer), and reads the host-call queue depth when scraped. Label
+// values are bounded: run ids are never a label, and each label (workflow, tool, schedule)
+// keeps at most MaxLabelValues distinct values, later ones being counted under OtherLabel.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// MaxLabelValues is the most distinct values one label (workflow, tool, schedule) takes; the
+// values seen after it are reported as OtherLabel.
+const MaxLabelValues = 500
+
+// OtherLabel is the label value of the workflows, tools and schedules past MaxLabelValues.
+const OtherLabel = "_other"
+
+// maxRuns bounds the runs whose step and attempt state is kept between events; past it the
+// state of every run is dropped (their later attempts are still counted, without a duration).
+const maxRuns = 10000
+
+// StepInfo is what a spec says of one step id.
+type StepInfo struct {
+	Kind string // the spec step kind: "tool", "foreach", …
+	Tool string // the tool of a tool or tool_remote step, else ""
+}
+
+// RunInfo is what the metrics need to know of a run: its workflow and its steps by spec id.
+type RunInfo struct {
+	Workflow string
+	Steps    map[string]StepInfo
+}
+
+// Resolver looks a run up; an error leaves the run's events labelled with empty values.
+type Resolver func(ctx context.Context, runID string) (RunInfo, error)
+
+// Config wires a Metrics to its engine.
+type Config struct {
+	Resolve Resolver
+	// Queued returns the host calls waiting to be pulled in a lane; nil reports none.
+	Queued func(lane string) int
+	Lanes  []string
+	// MaxLabelValues overrides the package constant when > 0 (tests).
+	MaxLabelValues int
+}
+
+// Metrics is the collector of one engine. Its methods are safe for concurrent use.
+type Metrics struct {
+	reg     *prometheus.Registry
+	resolve Resolver
+
+	runsStarted    *prometheus.CounterVec
+	runsEnded      *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	attemptSeconds *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	fires          *prometheus.CounterVec
+
+	mu        sync.Mutex
+	runs      map[string]*runState
+	workflows bounded
+	tools     bounded
+	schedules bounded
+}
+
+type runState struct {
+	info   RunInfo
+	starts map[string]time.Time // the start of the attempt in progress, by step instance key
+}
+
+// New returns a Metrics with its own registry.
+func New(cfg Config) *Metrics {
+	limit := cfg.MaxLabelValues
+	if limit <= 0 {
+		limit = MaxLabelValues
+	}
+	m := &Metrics{
+		reg:     prometheus.NewRegistry(),
+		resolve: cfg.Resolve,
+		runsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_runs_started_total",
+			Help: "Runs started, by workflow."}, []string{"workflow"}),
+		runsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_runs_ended_total",
+			Help: "Runs that reached a terminal status (completed, failed, cancelled, interrupted), by workflow and status."},
+			[]string{"workflow", "status"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_step_attempts_total",
+			Help: "Step attempts that ended, by tool, step kind and outcome (a step status, or retried)."},
+			[]string{"tool", "kind", "outcome"}),
+		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dccflow_step_attempt_duration_seconds",
+			Help:    "Duration of the attempts of tool steps, by tool.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"tool"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_step_retries_total",
+			Help: "Retries scheduled after a failed attempt, by tool."}, []string{"tool"}),
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_schedule_fires_total",
+			Help: "Scheduler fires, by schedule and kind (fired, skipped, failed)."}, []string{"schedule", "kind"}),
+		runs:      map[string]*runState{},
+		workflows: newBounded(limit),
+		tools:     newBounded(limit),
+		schedules: newBounded(limit),
+	}
+	m.reg.MustRegister(m.runsStarted, m.runsEnded, m.attempts, m.attemptSeconds, m.retries, m.fires)
+	if cfg.Queued != nil {
+		for _, lane := range cfg.Lanes {
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dccflow_host_queue_depth",
+				Help: "Host tool calls waiting to be pulled, by lane.", ConstLabels: prometheus.Labels{"lane": lane}},
+				func() float64 { return float64(cfg.Queued(lane)) }))
+		}
+	}
+	return m
+}
+
+// Registry is the metrics' own registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format; errors are answered 500.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+}
+
+// Fire counts one scheduler fire of kind ("fired", "skipped", "failed").
+func (m *Metrics) Fire(scheduleID, kind string) {
+	m.mu.Lock()
+	id := m.schedules.value(scheduleID)
+	m.mu.Unlock()
+	m.fires.WithLabelValues(id, kind).Inc()
+}
+
+// Observe counts one event; events must come in Seq order.
+func (m *Metrics) Observe(ctx context.Context, ev run.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch ev.Type {
+	case run.EventWorkflowStarted:
+		rs := m.runLocked(ctx, ev.RunID)
+		m.runsStarted.WithLabelValues(rs.info.Workflow).Inc()
+	case run.EventWorkflowResumed:
+		m.runLocked(ctx, ev.RunID)
+	case run.EventWorkflowTerminal, run.EventInterrupted:
+		rs := m.runLocked(ctx, ev.RunID)
+		m.runsEnded.WithLabelValues(rs.info.Workflow, ev.Status).Inc()
+		delete(m.runs, ev.RunID) // a resumed run is looked up again
+	case run.EventStepEnter:
+		if ev.Attempt > 0 {
+			m.runLocked(ctx, ev.RunID).starts[ev.StepKey] = ev.Time
+		}
+	case run.EventStepRetry:
+		rs := m.runLocked(ctx, ev.RunID)
+		st := m.stepLocked(rs, ev.StepKey)
+		m.endAttemptLocked(rs, ev, st, "retried")
+		m.retries.WithLabelValues(st.Tool).Inc()
+		// The next attempt starts when the retry delay ends.
+		var d struct {
+			DelayMs int64 `json:"delay_ms"`
+		}
+		_ = json.Unmarshal(ev.Detail, &d)
+		rs.starts[ev.StepKey] = ev.Time.Add(time.Duration(d.DelayMs) * time.Millisecond)
+	case run.EventStepExit:
+		if ev.Attempt == 0 { // cached, skipped or a control step: no attempt was made
+			return
+		}
+		rs := m.runLocked(ctx, ev.RunID)
+		m.endAttemptLocked(rs, ev, m.stepLocked(rs, ev.StepKey), ev.Status)
+		delete(rs.starts, ev.StepKey)
+	}
+}
+
+func (m *Metrics) endAttemptLocked(rs *runState, ev run.Event, st StepInfo, outcome string) {
+	m.attempts.WithLabelValues(st.Tool, st.Kind, outcome).Inc()
+	start, ok := rs.starts[ev.StepKey]
+	if ok && st.Tool != "" && !ev.Time.Before(start) {
+		m.attemptSeconds.WithLabelValues(st.Tool).Observe(ev.Time.Sub(start).Seconds())
+	}
+}
+
+// runLocked returns the state of run id, looking the run up the first time it is seen.
+func (m *Metrics) runLocked(ctx context.Context, id string) *runState {
+	if rs := m.runs[id]; rs != nil {
+		return rs
+	}
+	var info RunInfo
+	if m.resolve != nil {
+		info, _ = m.resolve(ctx, id)
+	}
+	info.Workflow = m.workflows.value(info.Workflow)
+	if len(m.runs) >= maxRuns {
+		clear(m.runs)
+	}
+	rs := &runState{info: info, starts: map[string]time.Time{}}
+	m.runs[id] = rs
+	return rs
+}
+
+// stepLocked returns the spec's step of an instance key ("per_shot[2].render" → "render"),
+// its tool bounded.
+func (m *Metrics) stepLocked(rs *runState, key string) StepInfo {
+	st := rs.info.Steps[StepID(key)]
+	if st.Tool != "" {
+		st.Tool = m.tools.value(st.Tool)
+	}
+	return st
+}
+
+// StepID returns the spec step id of a step instance key: "per_shot[2].render" → "render",
+// "per_shot[2]" → "per_shot", "export" → "export".
+func StepID(key string) string {
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		key = key[i+1:]
+	}
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		key = key[:i]
+	}
+	return key
+}
+
+// bounded hands out at most limit distinct label values, then OtherLabel.
+type bounded struct {
+	limit int
+	seen  map[string]struct{}
+}
+
+func newBounded(limit int) bounded { return bounded{limit: limit, seen: map[string]struct{}{}} }
+
+func (b *bounded) value(v string) string {
+	if _, ok := b.seen[v]; ok {
+		return v
+	}
+	if len(b.seen) >= b.limit {
+		return OtherLabel
+	}
+	b.seen[v] = struct{}{}
+	return v
+}

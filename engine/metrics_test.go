@@ -1,0 +1,291 @@
+package engine_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// scrape GETs the engine's metrics and parses them with the Prometheus text parser.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parsing the scrape: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the series of family name with exactly these labels, -1 if absent.
+func value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+next:
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if labels[l.GetName()] != l.GetValue() {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return -1
+}
+
+func mustSpec(t *testing.T, text string) *spec.Spec {
+	t.Helper()
+	s, err := spec.ParseString(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The counters match the runs the test made: parsed from the text format, with the retried
+// attempt, the failed run and the attempt durations.
+func TestMetricsCountTheRunsMade(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	// A run before the metrics are enabled is not counted.
+	ok := mustSpec(t, "name: ingest\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+	if _, err := e.Run(ctx, engine.StartRequest{Spec: ok}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if info, err := e.Run(ctx, engine.StartRequest{Spec: ok}); err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("run: %v %+v", err, info)
+		}
+	}
+	flaky := mustSpec(t, `name: publish
+steps:
+  - id: per_shot
+    kind: foreach
+    items: [1, 2]
+    steps:
+      - {id: push, tool: flow__fail, args: {times: 1, kind: transient}, retry: {max_attempts: 2, initial_delay_ms: 1}}
+`)
+	if info, err := e.Run(ctx, engine.StartRequest{Spec: flaky}); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("flaky run: %v %+v", err, info)
+	}
+	broken := mustSpec(t, "name: publish\nsteps: [{id: push, tool: flow__fail, args: {times: 5, kind: fatal}}]")
+	if info, err := e.Run(ctx, engine.StartRequest{Spec: broken}); err != nil || info.Status != run.StatusFailed {
+		t.Fatalf("broken run: %v %+v", err, info)
+	}
+
+	fams := scrape(t, h)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"dccflow_runs_started_total", map[string]string{"workflow": "ingest"}, 3},
+		{"dccflow_runs_started_total", map[string]string{"workflow": "publish"}, 2},
+		{"dccflow_runs_ended_total", map[string]string{"workflow": "ingest", "status": "completed"}, 3},
+		{"dccflow_runs_ended_total", map[string]string{"workflow": "publish", "status": "completed"}, 1},
+		{"dccflow_runs_ended_total", map[string]string{"workflow": "publish", "status": "failed"}, 1},
+		{"dccflow_step_attempts_total", map[string]string{"tool": "flow__echo", "kind": "tool", "outcome": "completed"}, 3},
+		{"dccflow_step_attempts_total", map[string]string{"tool": "flow__fail", "kind": "tool", "outcome": "retried"}, 2},
+		{"dccflow_step_attempts_total", map[string]string{"tool": "flow__fail", "kind": "tool", "outcome": "completed"}, 2},
+		{"dccflow_step_attempts_total", map[string]string{"tool": "flow__fail", "kind": "tool", "outcome": "failed"}, 1},
+		{"dccflow_step_retries_total", map[string]string{"tool": "flow__fail"}, 2},
+		{"dccflow_step_attempt_duration_seconds", map[string]string{"tool": "flow__echo"}, 3},
+		{"dccflow_step_attempt_duration_seconds", map[string]string{"tool": "flow__fail"}, 5},
+		{"dccflow_host_queue_depth", map[string]string{"lane": "main"}, 0},
+	} {
+		if got := value(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.HasPrefix(l.GetValue(), "run_") || l.GetName() == "run_id" {
+					t.Errorf("%s has a run label %s=%s", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+// Two engines in one process have their own registries: a run of one is not counted by the other.
+func TestMetricsOfTwoEnginesAreSeparate(t *testing.T) {
+	ctx := context.Background()
+	var hs [2]http.Handler
+	var es [2]*engine.Engine
+	for i := range es {
+		e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(ctx)
+		if hs[i], err = e.Metrics(); err != nil {
+			t.Fatal(err)
+		}
+		es[i] = e
+	}
+	if _, err := es[0].Run(ctx, engine.StartRequest{Spec: mustSpec(t, "name: one\nsteps: [{id: a, tool: flow__echo}]")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(scrape(t, hs[0]), "dccflow_runs_ended_total", map[string]string{"workflow": "one", "status": "completed"}); got != 1 {
+		t.Errorf("engine 0 counted %v runs, want 1", got)
+	}
+	if got := value(scrape(t, hs[1]), "dccflow_runs_ended_total", map[string]string{"workflow": "one", "status": "completed"}); got != -1 {
+		t.Errorf("engine 1 counted engine 0's run: %v", got)
+	}
+}
+
+// The host-call queue depth is read at scrape time, per lane.
+func TestMetricsQueueDepth(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.RegisterTool(engine.ToolInfo{Name: "maya__export", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 { // two runs, each with one call queued on the main lane
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: q\nsteps: [{id: a, tool: maya__export}]")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for deadline := time.Now().Add(10 * time.Second); value(scrape(t, h), "dccflow_host_queue_depth", map[string]string{"lane": "main"}) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue depth never reached 2: %v", value(scrape(t, h), "dccflow_host_queue_depth", map[string]string{"lane": "main"}))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := value(scrape(t, h), "dccflow_host_queue_depth", map[string]string{"lane": "worker"}); got != 0 {
+		t.Errorf("worker lane depth %v, want 0", got)
+	}
+	for _, id := range ids {
+		if err := e.Cancel(ctx, id, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ServeMetrics refuses an address that is not loopback without a token, and with a token
+// answers 401 to a scraper that does not send it.
+func TestServeMetricsTokenAndLoopback(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if _, err := e.ServeMetrics("0.0.0.0:0", ""); run.CodeOf(err) != run.CodeInvalidRequest || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("off loopback without a token: %v", err)
+	}
+	ms, err := e.ServeMetrics("127.0.0.1:0", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close(ctx)
+	get := func(path, auth string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ms.Addr()+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, _ := get("/metrics", "Bearer wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	if code, body := get("/metrics", "Bearer s3cret"); code != http.StatusOK || !strings.Contains(body, "dccflow_host_queue_depth") {
+		t.Errorf("with the token: %d %s", code, body)
+	}
+	if code, _ := get("/other", "Bearer s3cret"); code != http.StatusNotFound {
+		t.Errorf("another path: %d, want 404", code)
+	}
+}
+
+// Every scheduler fire is counted by schedule and kind: here a webhook delivery that starts a run.
+func TestMetricsCountScheduleFires(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.Register(mustSpec(t, "name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Schedule(engine.ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true,
+		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
+		t.Fatal(err)
+	}
+	mh, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := e.WebhookHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		rec := httptest.NewRecorder()
+		wh.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/push", strings.NewReader(`{"n": 1}`)))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("delivery: %d %s", rec.Code, rec.Body)
+		}
+	}
+	if got := value(scrape(t, mh), "dccflow_schedule_fires_total", map[string]string{"schedule": "on_push", "kind": "fired"}); got != 2 {
+		t.Errorf("fires: %v, want 2", got)
+	}
+}
