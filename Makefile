@@ -135,7 +135,7 @@ ZIGLANG      := ziglang==0.14.1
 AUDITWHEEL   := auditwheel==6.8.2
 WHEEL_APT    := gcc-mingw-w64-x86-64-win32 binutils-mingw-w64-x86-64 binutils llvm file qemu-user libc6-arm64-cross
 WHEEL_PLATFORMS := manylinux2014_x86_64 manylinux2014_aarch64 win_amd64 macosx_11_0_arm64 macosx_10_15_x86_64 macosx_10_15_universal2
-WHEEL_SCRIPTS := scripts/wheels/golib.sh scripts/wheels/darwin_stubs.py
+WHEEL_SCRIPTS := scripts/wheels/golib.sh scripts/wheels/darwin_stubs.py scripts/wheels/darwin-include/mach/mach_vm.h
 
 $(WHEEL_VENV)/.ok: Makefile
 	$(PYTHON) -m venv $(WHEEL_VENV)

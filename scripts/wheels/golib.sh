@@ -28,6 +28,7 @@ if [ "$platform" = macosx_10_15_universal2 ]; then
 fi
 
 ldflags=()
+cflags=()
 case "$platform" in
   manylinux2014_x86_64)  goos=linux   goarch=amd64 zig=x86_64-linux-gnu.2.17  lib=libdccflow.so ;;
   manylinux2014_aarch64) goos=linux   goarch=arm64 zig=aarch64-linux-gnu.2.17 lib=libdccflow.so ;;
@@ -51,7 +52,10 @@ case "$goos" in
   linux)  ldflags+=(-Wl,--strip-all) ;;
   darwin)
     "$WHEEL_PY" scripts/wheels/darwin_stubs.py "$($GO env GOROOT)" "$out/stubs" >/dev/null
-    ldflags+=(-L"$PWD/$out/stubs" -F"$PWD/$out/stubs" -Wl,-install_name,@loader_path/libdccflow.dylib) ;;
+    ldflags+=(-L"$PWD/$out/stubs" -F"$PWD/$out/stubs" -Wl,-install_name,@loader_path/libdccflow.dylib)
+    # The one system header Zig's macOS set lacks (<mach/mach_vm.h>, for Prometheus' Go client):
+    # scripts/wheels/darwin-include/mach/mach_vm.h says why and what it declares.
+    cflags+=(-I"$PWD/scripts/wheels/darwin-include") ;;
   windows) ldflags+=(-Wl,--strip-all) ;;
 esac
 
@@ -59,7 +63,7 @@ rm -f "$out/$lib"
 start=$(date +%s)
 # Zig's cache lives under build/ so a CI runner's home stays clean and `make clean` removes it.
 ZIG_GLOBAL_CACHE_DIR=$PWD/build/wheels/zig-cache ZIG_LOCAL_CACHE_DIR=$PWD/build/wheels/zig-cache \
-GOOS=$goos GOARCH=$goarch CGO_ENABLED=1 CC=$cc CGO_LDFLAGS="${ldflags[*]}" \
+GOOS=$goos GOARCH=$goarch CGO_ENABLED=1 CC=$cc CGO_CFLAGS="-O2 -g ${cflags[*]}" CGO_LDFLAGS="${ldflags[*]}" \
   "$GO" build -trimpath -ldflags="-s -w" -buildmode=c-shared -o "$out/$lib" ./capi
 rm -f "$out/${lib%.*}.h"
 # Zig leaves an empty `-.o` in the working directory when the go command probes its flags (input `-`).
