@@ -169,3 +169,23 @@ type WorkflowVersion struct {
 	RegisteredAt time.Time `json:"registered_at"` // when it last became current
 	Current      bool      `json:"current"`       // the version runs by name use
 }
+
+// CommitObserver is an optional Store feature of a store that commits transactions (SQLite: one
+// per group of concurrent Writes): it reports each commit, so that the engine's metrics show the
+// database's commit latency (docs/metrics.md). The memory store has none.
+type CommitObserver interface {
+	// ObserveCommits makes the store call fn after each transaction it commits, on the goroutine
+	// that committed it (fn must not block: the Writes of the group wait for it to return), and
+	// after none once fn is nil. Failed transactions are not reported.
+	ObserveCommits(fn func(Commit))
+}
+
+// Commit is one committed transaction of a CommitObserver.
+type Commit struct {
+	// Batches is how many Write batches the transaction held: 1 up to the store's group bound.
+	Batches int
+	// Duration runs from the committer taking the group to the end of COMMIT: the batches'
+	// statements, a WAL checkpoint done before the transaction, and the sync of the commit. The
+	// time a Write waited for the previous group is not in it.
+	Duration time.Duration
+}

@@ -69,6 +69,8 @@ type Store struct {
 	ord int64         // the last step order assigned (committer only)
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
+	// onCommit is ObserveCommits' function, nil for none.
+	onCommit atomic.Pointer[func(store.Commit)]
 
 	// broken is set once a statement found the file malformed, or the owner lock was lost:
 	// every later Write returns it.
@@ -83,8 +85,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pruner = (*Store)(nil)
+	_ store.Store          = (*Store)(nil)
+	_ store.Pruner         = (*Store)(nil)
+	_ store.CommitObserver = (*Store)(nil)
 )
 
 type pending struct {
@@ -514,9 +517,13 @@ func (s *Store) commitGroup(group []*pending) {
 			return
 		}
 	}
+	start := time.Now()
 	errs, err := s.tryGroup(group, false)
 	if err == errRetryWithSavepoints {
 		errs, err = s.tryGroup(group, true)
+	}
+	if fn := s.onCommit.Load(); fn != nil && err == nil {
+		(*fn)(store.Commit{Batches: len(group), Duration: time.Since(start)})
 	}
 	for i, p := range group {
 		if err != nil {
@@ -525,6 +532,15 @@ func (s *Store) commitGroup(group []*pending) {
 			p.done <- s.fault(errs[i])
 		}
 	}
+}
+
+// ObserveCommits implements store.CommitObserver: fn is called after each group commit.
+func (s *Store) ObserveCommits(fn func(store.Commit)) {
+	if fn == nil {
+		s.onCommit.Store(nil)
+		return
+	}
+	s.onCommit.Store(&fn)
 }
 
 var errRetryWithSavepoints = errors.New("a batch failed: retry the group with savepoints")
