@@ -74,6 +74,20 @@ func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l }
 // when recording it fails: the engine's metrics count them (docs/metrics.md). fn must not block.
 func WithFireObserver(fn func(Fire)) Option { return func(s *Scheduler) { s.onFire = fn } }
 
+// WithDeliveryObserver calls fn with every webhook request the handler answers, just before its
+// reply is written: the engine's metrics count them by status (docs/metrics.md). fn must not block.
+func WithDeliveryObserver(fn func(Delivery)) Option { return func(s *Scheduler) { s.onDelivery = fn } }
+
+// Delivery is one webhook request the handler answered (WithDeliveryObserver).
+type Delivery struct {
+	// ScheduleID is the schedule of the request's path; "" when no enabled webhook schedule has it.
+	ScheduleID string
+	// Status is the HTTP status answered: 202 enqueued, 200 duplicate, else an error's.
+	Status int
+	// Result is "enqueued", "duplicate", or the error code of the reply (the Webhook* constants).
+	Result string
+}
+
 // Scheduler fires schedules: a loop per enabled cron or interval schedule while started, and
 // an http.Handler for webhook schedules. It is safe for concurrent use.
 type Scheduler struct {
@@ -83,8 +97,10 @@ type Scheduler struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	onFire  func(Fire) // WithFireObserver; nil = none
-	randMu  sync.Mutex
-	rnd     *rand.Rand
+	// onDelivery is WithDeliveryObserver's function; nil = none.
+	onDelivery func(Delivery)
+	randMu     sync.Mutex
+	rnd        *rand.Rand
 
 	changeMu sync.Mutex // serialises Schedule and Unschedule (they wait for loops without mu)
 	mu       sync.Mutex

@@ -130,6 +130,22 @@ func writeReply(w http.ResponseWriter, status int, r webhookReply) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// reply reports the delivery to the scheduler's observer, then writes the reply (so a metrics
+// scrape made after the sender saw its answer counts the delivery).
+func (h *webhookHandler) reply(w http.ResponseWriter, status int, r webhookReply) {
+	defer writeReply(w, status, r)
+	if fn := h.s.onDelivery; fn != nil {
+		result := r.Error
+		switch {
+		case r.Duplicate:
+			result = "duplicate"
+		case result == "":
+			result = r.Status
+		}
+		fn(Delivery{ScheduleID: r.ScheduleID, Status: status, Result: result})
+	}
+}
+
 func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -137,20 +153,20 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			h.s.log.Error("schedule: webhook handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
-			writeReply(w, http.StatusInternalServerError, webhookReply{Error: WebhookInternal,
+			h.reply(w, http.StatusInternalServerError, webhookReply{Error: WebhookInternal,
 				Message: "internal error in the webhook handler; the request was not processed"})
 		}
 	}()
 	v, _ := h.s.routes.Load(r.URL.Path)
 	e, _ := v.(*entry)
 	if e == nil {
-		writeReply(w, http.StatusNotFound, webhookReply{Error: WebhookUnknown,
+		h.reply(w, http.StatusNotFound, webhookReply{Error: WebhookUnknown,
 			Message: fmt.Sprintf("no enabled webhook schedule has the path %q", r.URL.Path)})
 		return
 	}
 	id := e.spec.ID
 	fail := func(status int, code, msg string) {
-		writeReply(w, status, webhookReply{Error: code, Message: msg, ScheduleID: id})
+		h.reply(w, status, webhookReply{Error: code, Message: msg, ScheduleID: id})
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -231,12 +247,12 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.s.admitWebhook(ctx, e, payload, delivery, replayKey, replayUntil)
 	switch {
 	case a.duplicate:
-		writeReply(w, http.StatusOK, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID, Duplicate: true})
+		h.reply(w, http.StatusOK, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID, Duplicate: true})
 	case a.fire.Kind == FireFired:
-		writeReply(w, http.StatusAccepted, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID})
+		h.reply(w, http.StatusAccepted, webhookReply{Status: "enqueued", ScheduleID: id, Workflow: e.spec.Workflow, RunID: a.fire.RunID})
 	case a.fire.Kind == FireSkipped:
 		maxC := e.spec.MaxConcurrent
-		writeReply(w, http.StatusTooManyRequests, webhookReply{Error: WebhookMaxConcurrent, ScheduleID: id,
+		h.reply(w, http.StatusTooManyRequests, webhookReply{Error: WebhookMaxConcurrent, ScheduleID: id,
 			Message:  fmt.Sprintf("schedule %q has %d runs in flight; max_concurrent is %d", id, a.inFlight, maxC),
 			InFlight: &a.inFlight, Max: &maxC})
 	default:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -32,7 +33,7 @@ type webhookBundle struct {
 //	/hooks/signed   secret from SIGNED_SECRET (set), max_concurrent 1
 //	/hooks/missing  secret from MISSING_SECRET (unset)
 //	/hooks/off      disabled
-func setupWebhooks(t *testing.T, cfg Config, fires FireLog) *webhookBundle {
+func setupWebhooks(t *testing.T, cfg Config, fires FireLog, opts ...Option) *webhookBundle {
 	t.Helper()
 	open := DefaultSpec("open", "ingest", Trigger{Kind: KindWebhook, Path: "/hooks/open"})
 	open.MaxConcurrent = 0
@@ -64,7 +65,7 @@ func setupWebhooks(t *testing.T, cfg Config, fires FireLog) *webhookBundle {
 		b.fires = NewMemFireLog(0)
 		fires = b.fires
 	}
-	s, err := New(cfg, b.starter, fires, WithClock(b.clock))
+	s, err := New(cfg, b.starter, fires, append([]Option{WithClock(b.clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +155,27 @@ func TestWebhookStatusCodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := setupWebhooks(t, Config{MaxBodyBytes: 128}, nil)
+			var mu sync.Mutex
+			var seen []Delivery // WithDeliveryObserver: one per request, with the status answered
+			w := setupWebhooks(t, Config{MaxBodyBytes: 128}, nil, WithDeliveryObserver(func(d Delivery) {
+				mu.Lock()
+				seen = append(seen, d)
+				mu.Unlock()
+			}))
 			r := w.do(t, tc.method, tc.path, tc.header, tc.body)
+			mu.Lock()
+			defer mu.Unlock()
 			if r.status != tc.status {
 				t.Fatalf("status %d, body %s; want %d", r.status, r.raw, tc.status)
+			}
+			wantResult := tc.code
+			if wantResult == "" {
+				wantResult = "enqueued"
+			}
+			id, _ := r.body["schedule_id"].(string) // none for an unknown path
+			if want := (Delivery{ScheduleID: id, Status: tc.status, Result: wantResult}); len(seen) != 1 || seen[0] != want ||
+				(tc.code != WebhookUnknown) != (id != "") {
+				t.Errorf("observed %+v, want [%+v]", seen, want)
 			}
 			if tc.code == "" {
 				if r.body["status"] != "enqueued" || r.body["run_id"] != "run-1" || r.body["error"] != nil {
@@ -281,7 +299,21 @@ func TestWebhookRedelivery(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := setupWebhooks(t, Config{}, nil)
+			var mu sync.Mutex
+			results := map[Delivery]int{}
+			w := setupWebhooks(t, Config{}, nil, WithDeliveryObserver(func(d Delivery) {
+				mu.Lock()
+				results[d]++
+				mu.Unlock()
+			}))
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				want := map[Delivery]int{{"signed", 202, "enqueued"}: 1, {"signed", 200, "duplicate"}: 3, {"signed", 429, WebhookMaxConcurrent}: 1}
+				if !maps.Equal(results, want) {
+					t.Errorf("observed deliveries %v, want %v", results, want)
+				}
+			}()
 			body := []byte(`{"n": 1}`)
 			hdr := map[string]string{SignatureHeader: sign(body), tc.header: "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
 			first := w.do(t, "POST", "/hooks/signed", hdr, body)
