@@ -346,6 +346,21 @@ func (p *Pool) Pools() []PoolInfo {
 	return out
 }
 
+// Queued returns, by name of each pooled remote, the calls waiting for one of its workers (all
+// busy, or the ones to serve them still starting); remotes that are not pools are left out. It
+// reads no process state, so a metrics scrape may call it freely.
+func (p *Pool) Queued() map[string]int {
+	out := map[string]int{}
+	for _, name := range p.names {
+		if wp := p.remotes[name].workers; wp != nil {
+			wp.mu.Lock()
+			out[name] = len(wp.waiting)
+			wp.mu.Unlock()
+		}
+	}
+	return out
+}
+
 // Warm starts every worker of every pooled remote (up to its Workers) and waits until each
 // answered initialize or failed to start, or ctx ends; the workers then stay idle (until
 // IdleStop). The error joins the start failures, each naming its remote.

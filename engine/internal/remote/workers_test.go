@@ -307,6 +307,36 @@ func TestWorkerQueueIsFIFO(t *testing.T) {
 	}
 }
 
+// Queued counts the calls waiting for a worker of each pool: 3 behind a busy single worker,
+// none once they were served.
+func TestWorkerQueued(t *testing.T) {
+	b := pooled(t, func(c *Config) { c.Workers = 1 })
+	if q := b.pool.Queued(); len(q) != 1 || q["srv"] != 0 {
+		t.Fatalf("Queued() before any call = %v, want map[srv:0]", q)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.call(t, nil, "sleep", map[string]any{"ms": 1500, "key": "long"}) })
+	for deadline := time.Now().Add(10 * time.Second); len(b.pool.Pools()[0].Workers) == 0 || b.pool.Pools()[0].Workers[0].State != WorkerBusy; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first call never made the worker busy: %+v", b.pool.Pools())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		wg.Go(func() { b.call(t, nil, "sleep", map[string]any{"ms": 1, "key": key}) })
+	}
+	for deadline := time.Now().Add(time.Second); b.pool.Queued()["srv"] != 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Queued() = %v behind a busy worker, want srv: 3", b.pool.Queued())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	if q := b.pool.Queued(); q["srv"] != 0 {
+		t.Fatalf("Queued() after the calls = %v, want srv: 0", q)
+	}
+}
+
 // needPOSIXTools skips tests whose stand-in workers are sh or python3 scripts where those are
 // not POSIX programs (Windows).
 func needPOSIXTools(t *testing.T) {
