@@ -74,11 +74,17 @@ func (e *Engine) enableMetrics() (*metrics.Metrics, error) {
 		return nil, notFound("", err)
 	}
 	host := e.router.Host()
-	st.m = metrics.New(metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued,
-		Lanes: []string{tools.LaneMain, tools.LaneWorker}})
-	st.after = seq
-	st.on.Store(st.m)
-	return st.m, nil
+	cfg := metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker}}
+	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
+		cfg.PoolQueued = e.remotes.Queued
+	}
+	m := metrics.New(cfg)
+	if co, ok := e.store.(store.CommitObserver); ok { // SQLite: its group commits, from now on
+		co.ObserveCommits(func(c store.Commit) { m.Commit(c.Batches, c.Duration) })
+	}
+	st.m, st.after = m, seq
+	st.on.Store(m)
+	return m, nil
 }
 
 // catchUpMetrics observes the events written since the last scrape, up to the last one
@@ -110,10 +116,22 @@ func (e *Engine) catchUpMetrics(ctx context.Context) error {
 	return nil
 }
 
-// observeFire counts a scheduler fire once the metrics are enabled (schedule.WithFireObserver).
+// observeFire counts a scheduler fire once the metrics are enabled (schedule.WithFireObserver),
+// and the lateness of a cron or interval fire (a webhook's has no slot).
 func (e *Engine) observeFire(f schedule.Fire) {
 	if m := e.metrics.on.Load(); m != nil {
 		m.Fire(f.ScheduleID, string(f.Kind))
+		if f.Origin == schedule.OriginSchedule && !f.ScheduledAt.IsZero() {
+			m.FireLate(f.ScheduleID, f.FiredAt.Sub(f.ScheduledAt))
+		}
+	}
+}
+
+// observeDelivery counts a webhook request answered once the metrics are enabled
+// (schedule.WithDeliveryObserver).
+func (e *Engine) observeDelivery(d schedule.Delivery) {
+	if m := e.metrics.on.Load(); m != nil {
+		m.Delivery(d.ScheduleID, d.Status, d.Result)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -285,7 +287,186 @@ func TestMetricsCountScheduleFires(t *testing.T) {
 			t.Fatalf("delivery: %d %s", rec.Code, rec.Body)
 		}
 	}
-	if got := value(scrape(t, mh), "dccflow_schedule_fires_total", map[string]string{"schedule": "on_push", "kind": "fired"}); got != 2 {
+	for _, bad := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/push", nil),                           // 405
+		httptest.NewRequest(http.MethodPost, "/nowhere", strings.NewReader(`{}`)),   // 404
+		httptest.NewRequest(http.MethodPost, "/push", strings.NewReader(`{"n": 1`)), // 400
+	} {
+		wh.ServeHTTP(httptest.NewRecorder(), bad)
+	}
+	fams := scrape(t, mh)
+	if got := value(fams, "dccflow_schedule_fires_total", map[string]string{"schedule": "on_push", "kind": "fired"}); got != 2 {
 		t.Errorf("fires: %v, want 2", got)
+	}
+	// Every delivery by schedule, HTTP status and result; a webhook fire has no lateness.
+	for _, c := range []struct {
+		labels map[string]string
+		want   float64
+	}{
+		{map[string]string{"schedule": "on_push", "code": "202", "result": "enqueued"}, 2},
+		{map[string]string{"schedule": "on_push", "code": "405", "result": "method_not_allowed"}, 1},
+		{map[string]string{"schedule": "", "code": "404", "result": "unknown_webhook"}, 1},
+		{map[string]string{"schedule": "on_push", "code": "400", "result": "invalid_json"}, 1},
+	} {
+		if got := value(fams, "dccflow_webhook_deliveries_total", c.labels); got != c.want {
+			t.Errorf("dccflow_webhook_deliveries_total%v = %v, want %v", c.labels, got, c.want)
+		}
+	}
+	if n := len(fams["dccflow_webhook_deliveries_total"].GetMetric()); n != 4 {
+		t.Errorf("%d delivery series, want 4", n)
+	}
+	if f := fams["dccflow_schedule_fire_lateness_seconds"]; f != nil && len(f.GetMetric()) != 0 {
+		t.Errorf("a webhook fire has a lateness: %v", f)
+	}
+}
+
+// An interval fire handled 2 s after its slot (the engine's clock is a stub) is observed as 2 s
+// late.
+func TestMetricsScheduleFireLateness(t *testing.T) {
+	ctx := context.Background()
+	clk := engine.NewStubClock(time.Date(2026, 3, 2, 1, 0, 0, 0, time.UTC))
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1}, engine.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.Register(mustSpec(t, "name: tick\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Schedule(engine.ScheduleSpec{ID: "every10", Workflow: "tick", Enabled: true,
+		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "10s"}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := clk.Pending()
+	if err := e.StartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.StopScheduler(ctx)
+	if err := clk.WaitForTimers(ctx, armed+1); err != nil { // the schedule's timer
+		t.Fatal(err)
+	}
+	clk.Advance(12 * time.Second) // the slot is 10 s after the start
+	var late *dto.Histogram
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if f := scrape(t, h)["dccflow_schedule_fire_lateness_seconds"]; f != nil && len(f.GetMetric()) == 1 {
+			late = f.GetMetric()[0].GetHistogram()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fire lateness after the interval's slot passed")
+		}
+	}
+	if late.GetSampleCount() != 1 || late.GetSampleSum() != 2 {
+		t.Fatalf("lateness: %d fires, %v s in all; want 1 fire 2 s late", late.GetSampleCount(), late.GetSampleSum())
+	}
+	if got := value(scrape(t, h), "dccflow_schedule_fire_lateness_seconds", map[string]string{"schedule": "every10"}); got != 1 {
+		t.Fatalf("lateness of every10: %v fires, want 1", got)
+	}
+}
+
+// The SQLite store's commits are observed from when the metrics are enabled: each with its
+// duration and its batches (a run's writes). The memory store commits nothing.
+func TestMetricsDatabaseCommits(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, DB: filepath.Join(t.TempDir(), "flow.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(scrape(t, h), "dccflow_db_commit_duration_seconds", map[string]string{}); got != 0 {
+		t.Fatalf("%v commits before any write since enabling", got)
+	}
+	ok := mustSpec(t, "name: ingest\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}, {id: b, tool: flow__echo, args: {value: 2}}]")
+	if info, err := e.Run(ctx, engine.StartRequest{Spec: ok}); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, info)
+	}
+	fams := scrape(t, h)
+	commits := value(fams, "dccflow_db_commit_duration_seconds", map[string]string{})
+	if commits < 2 { // at least the run's creation and its end
+		t.Fatalf("%v commits observed for a run of two steps", commits)
+	}
+	if got := value(fams, "dccflow_db_commit_batches", map[string]string{}); got != commits {
+		t.Fatalf("%v batch observations for %v commits", got, commits)
+	}
+	d := fams["dccflow_db_commit_duration_seconds"].GetMetric()[0].GetHistogram()
+	if d.GetSampleSum() <= 0 {
+		t.Fatalf("commit durations sum to %v s", d.GetSampleSum())
+	}
+	b := fams["dccflow_db_commit_batches"].GetMetric()[0].GetHistogram()
+	if b.GetSampleSum() < commits {
+		t.Fatalf("%v batches in %v commits", b.GetSampleSum(), commits)
+	}
+	t.Logf("%v commits, %.3f ms on average, %v batches", commits, d.GetSampleSum()/commits*1000, b.GetSampleSum())
+
+	mem, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close(ctx)
+	mh, err := mem.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Run(ctx, engine.StartRequest{Spec: ok}); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(scrape(t, mh), "dccflow_db_commit_duration_seconds", map[string]string{}); got != 0 {
+		t.Fatalf("the memory store observed %v commits", got)
+	}
+}
+
+// The calls waiting for a worker of a pool: two runs behind a one-worker pool whose worker
+// never finishes starting (a command that is no MCP server) wait both, until cancelled.
+func TestMetricsPoolQueueDepth(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in worker is the POSIX sleep command")
+	}
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, Remotes: map[string]engine.RemoteConfig{
+		"farm": {Command: []string{"sleep", "60"}, Workers: 1, StartTimeoutSecs: 60}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := func() float64 {
+		return value(scrape(t, h), "dccflow_pool_queue_depth", map[string]string{"pool": "farm"})
+	}
+	if got := depth(); got != 0 {
+		t.Fatalf("depth before any call: %v, want 0", got)
+	}
+	var ids []string
+	for range 2 {
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: q\nsteps: [{id: a, kind: tool_remote, dcc: farm, tool: export}]")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for deadline := time.Now().Add(10 * time.Second); depth() != 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool queue depth never reached 2: %v", depth())
+		}
+	}
+	for _, id := range ids {
+		if err := e.Cancel(ctx, id, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); depth() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool queue depth after cancelling: %v, want 0", depth())
+		}
 	}
 }

@@ -88,7 +88,7 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	}
 	st.runs = map[string][]string{}
 	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires,
-		schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire))
+		schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery))
 	if err != nil {
 		return nil, err
 	}

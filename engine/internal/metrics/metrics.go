@@ -2,7 +2,9 @@
 //
 // A Metrics owns its own registry: several engines in one process never share a series. It is
 // fed events in Seq order by Observe (the engine reads them from its store when scraped), fires
-// by Fire (the scheduler's observer), and reads the host-call queue depth when scraped. Label
+// by Fire and FireLate (the scheduler's observer), webhook requests by Delivery, database
+// commits by Commit (the store's observer), and reads the host-call and worker-pool queue
+// depths when scraped. Label
 // values are bounded: run ids are never a label, and each label (workflow, tool, schedule)
 // keeps at most MaxLabelValues distinct values, later ones being counted under OtherLabel.
 package metrics
@@ -11,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +56,9 @@ type Config struct {
 	// Queued returns the host calls waiting to be pulled in a lane; nil reports none.
 	Queued func(lane string) int
 	Lanes  []string
+	// PoolQueued returns the calls waiting for a worker, by worker pool (docs/pools.md), read at
+	// each scrape; nil reports no pools.
+	PoolQueued func() map[string]int
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -68,6 +74,10 @@ type Metrics struct {
 	attemptSeconds *prometheus.HistogramVec
 	retries        *prometheus.CounterVec
 	fires          *prometheus.CounterVec
+	fireLateness   *prometheus.HistogramVec
+	deliveries     *prometheus.CounterVec
+	commitSeconds  prometheus.Histogram
+	commitBatches  prometheus.Histogram
 
 	mu        sync.Mutex
 	runs      map[string]*runState
@@ -105,12 +115,28 @@ func New(cfg Config) *Metrics {
 			Help: "Retries scheduled after a failed attempt, by tool."}, []string{"tool"}),
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_schedule_fires_total",
 			Help: "Scheduler fires, by schedule and kind (fired, skipped, failed)."}, []string{"schedule", "kind"}),
+		fireLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dccflow_schedule_fire_lateness_seconds",
+			Help:    "How long after its slot each cron or interval fire was handled (jitter and catch-up included), by schedule.",
+			Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 3600}}, []string{"schedule"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dccflow_webhook_deliveries_total",
+			Help: "Webhook requests answered, by schedule (\"\" for an unknown path), HTTP status code and result (enqueued, duplicate or the error code)."},
+			[]string{"schedule", "code", "result"}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dccflow_db_commit_duration_seconds",
+			Help:    "Duration of each database transaction committed (SQLite group commit: statements, checkpoint and sync).",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}}),
+		commitBatches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dccflow_db_commit_batches",
+			Help:    "Write batches grouped into each database transaction committed (group commit).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
 		runs:      map[string]*runState{},
 		workflows: newBounded(limit),
 		tools:     newBounded(limit),
 		schedules: newBounded(limit),
 	}
-	m.reg.MustRegister(m.runsStarted, m.runsEnded, m.attempts, m.attemptSeconds, m.retries, m.fires)
+	m.reg.MustRegister(m.runsStarted, m.runsEnded, m.attempts, m.attemptSeconds, m.retries, m.fires,
+		m.fireLateness, m.deliveries, m.commitSeconds, m.commitBatches)
+	if cfg.PoolQueued != nil {
+		m.reg.MustRegister(poolCollector{queued: cfg.PoolQueued})
+	}
 	if cfg.Queued != nil {
 		for _, lane := range cfg.Lanes {
 			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dccflow_host_queue_depth",
@@ -135,6 +161,53 @@ func (m *Metrics) Fire(scheduleID, kind string) {
 	id := m.schedules.value(scheduleID)
 	m.mu.Unlock()
 	m.fires.WithLabelValues(id, kind).Inc()
+}
+
+// FireLate records how long after its slot a cron or interval fire was handled; a negative d
+// (a clock stepped back) counts as 0.
+func (m *Metrics) FireLate(scheduleID string, d time.Duration) {
+	m.mu.Lock()
+	id := m.schedules.value(scheduleID)
+	m.mu.Unlock()
+	m.fireLateness.WithLabelValues(id).Observe(max(d, 0).Seconds())
+}
+
+// Delivery counts one webhook request answered with HTTP status code: scheduleID is "" for a
+// path no schedule has, result "enqueued", "duplicate" or the reply's error code.
+func (m *Metrics) Delivery(scheduleID string, code int, result string) {
+	m.mu.Lock()
+	id := scheduleID
+	if id != "" {
+		id = m.schedules.value(id)
+	}
+	m.mu.Unlock()
+	m.deliveries.WithLabelValues(id, strconv.Itoa(code), result).Inc()
+}
+
+// Commit records one database transaction committed: its write batches and its duration.
+func (m *Metrics) Commit(batches int, d time.Duration) {
+	m.commitSeconds.Observe(d.Seconds())
+	m.commitBatches.Observe(float64(batches))
+}
+
+// poolDepth describes dccflow_pool_queue_depth.
+var poolDepth = prometheus.NewDesc("dccflow_pool_queue_depth",
+	"Tool calls waiting for a worker, by worker pool.", []string{"pool"}, nil)
+
+// poolCollector reads the queue depth of every worker pool at each scrape (the pools are fixed
+// when the engine opens, so their names bound the label).
+type poolCollector struct{ queued func() map[string]int }
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDepth }
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for pool, n := range c.queued() {
+		m, err := prometheus.NewConstMetric(poolDepth, prometheus.GaugeValue, float64(n), pool)
+		if err != nil { // a pool name that is not UTF-8: the scrape reports it, nothing panics
+			m = prometheus.NewInvalidMetric(poolDepth, err)
+		}
+		ch <- m
+	}
 }
 
 // Observe counts one event; events must come in Seq order.

@@ -135,6 +135,104 @@ dccflow_host_queue_depth{lane="worker"} 0
 	}
 }
 
+func TestPoolQueueDepthIsReadAtScrape(t *testing.T) {
+	t.Parallel()
+	depth := map[string]int{"maya": 2, "houdini": 0}
+	m := New(Config{PoolQueued: func() map[string]int { return depth }})
+	want := `
+# HELP dccflow_pool_queue_depth Tool calls waiting for a worker, by worker pool.
+# TYPE dccflow_pool_queue_depth gauge
+dccflow_pool_queue_depth{pool="houdini"} 0
+dccflow_pool_queue_depth{pool="maya"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "dccflow_pool_queue_depth"); err != nil {
+		t.Fatal(err)
+	}
+	depth = map[string]int{"maya": 5, "houdini": 1}
+	if n, _ := testutil.GatherAndCount(m.Registry(), "dccflow_pool_queue_depth"); n != 2 {
+		t.Fatalf("%d pool series gathered, want 2", n)
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(strings.NewReplacer(`"houdini"} 0`, `"houdini"} 1`, `"maya"} 2`, `"maya"} 5`).Replace(want)),
+		"dccflow_pool_queue_depth"); err != nil {
+		t.Fatalf("the second scrape did not read the depths again: %v", err)
+	}
+	// Without PoolQueued (an engine without pools) the family is absent.
+	if n, _ := testutil.GatherAndCount(New(Config{}).Registry(), "dccflow_pool_queue_depth"); n != 0 {
+		t.Fatalf("%d pool series without pools", n)
+	}
+}
+
+func TestDeliveriesLatenessAndCommits(t *testing.T) {
+	t.Parallel()
+	m := New(Config{MaxLabelValues: 1})
+	m.Delivery("on_push", 202, "enqueued")
+	m.Delivery("on_push", 202, "enqueued")
+	m.Delivery("on_push", 401, "invalid_signature")
+	m.Delivery("", 404, "unknown_webhook")       // an unknown path is no schedule
+	m.Delivery("on_tag", 200, "duplicate")       // past MaxLabelValues
+	m.FireLate("nightly", 1500*time.Millisecond) // ≤ 5 s
+	m.FireLate("nightly", -time.Second)          // a clock stepped back: 0
+	m.Commit(1, 2*time.Millisecond)
+	m.Commit(37, 30*time.Millisecond)
+	want := `
+# HELP dccflow_webhook_deliveries_total Webhook requests answered, by schedule ("" for an unknown path), HTTP status code and result (enqueued, duplicate or the error code).
+# TYPE dccflow_webhook_deliveries_total counter
+dccflow_webhook_deliveries_total{code="202",result="enqueued",schedule="on_push"} 2
+dccflow_webhook_deliveries_total{code="401",result="invalid_signature",schedule="on_push"} 1
+dccflow_webhook_deliveries_total{code="404",result="unknown_webhook",schedule=""} 1
+dccflow_webhook_deliveries_total{code="200",result="duplicate",schedule="_other"} 1
+# HELP dccflow_schedule_fire_lateness_seconds How long after its slot each cron or interval fire was handled (jitter and catch-up included), by schedule.
+# TYPE dccflow_schedule_fire_lateness_seconds histogram
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="0.005"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="0.01"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="0.05"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="0.1"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="0.5"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="1"} 1
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="5"} 2
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="30"} 2
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="60"} 2
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="300"} 2
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="3600"} 2
+dccflow_schedule_fire_lateness_seconds_bucket{schedule="_other",le="+Inf"} 2
+dccflow_schedule_fire_lateness_seconds_sum{schedule="_other"} 1.5
+dccflow_schedule_fire_lateness_seconds_count{schedule="_other"} 2
+# HELP dccflow_db_commit_batches Write batches grouped into each database transaction committed (group commit).
+# TYPE dccflow_db_commit_batches histogram
+dccflow_db_commit_batches_bucket{le="1"} 1
+dccflow_db_commit_batches_bucket{le="2"} 1
+dccflow_db_commit_batches_bucket{le="4"} 1
+dccflow_db_commit_batches_bucket{le="8"} 1
+dccflow_db_commit_batches_bucket{le="16"} 1
+dccflow_db_commit_batches_bucket{le="32"} 1
+dccflow_db_commit_batches_bucket{le="64"} 2
+dccflow_db_commit_batches_bucket{le="128"} 2
+dccflow_db_commit_batches_bucket{le="256"} 2
+dccflow_db_commit_batches_bucket{le="512"} 2
+dccflow_db_commit_batches_bucket{le="+Inf"} 2
+dccflow_db_commit_batches_sum 38
+dccflow_db_commit_batches_count 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "dccflow_webhook_deliveries_total",
+		"dccflow_schedule_fire_lateness_seconds", "dccflow_db_commit_batches"); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "dccflow_db_commit_duration_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 2 || h.GetSampleSum() < 0.0319 || h.GetSampleSum() > 0.0321 {
+				t.Fatalf("commit durations: %d samples, sum %v; want 2 and 0.032", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Fatal("no dccflow_db_commit_duration_seconds family")
+}
+
 func TestStepID(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]string{"export": "export", "per_shot[2].render": "render", "per_shot[2]": "per_shot",
