@@ -46,6 +46,22 @@ def test_engine_serve_metrics_counts_a_run():
             get(url)
 
 
+def test_sqlite_engine_exports_its_commit_latency(tmp_path):
+    with dcc_flow.Engine(db=str(tmp_path / "flow.db")) as engine:
+        info = engine.serve(metrics="127.0.0.1:0", scheduler=False)
+        url = "http://%s/metrics" % info["metrics_addr"]
+        assert engine.run(HELLO).status.value == "completed"
+        counts = {}
+        for line in get(url)[1].splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("dccflow_db_commit_duration_seconds_count", "dccflow_db_commit_batches_count",
+                        "dccflow_db_commit_duration_seconds_sum"):
+                counts[name] = float(value)
+        assert counts["dccflow_db_commit_duration_seconds_count"] >= 2, counts  # the run's start and end at least
+        assert counts["dccflow_db_commit_batches_count"] == counts["dccflow_db_commit_duration_seconds_count"], counts
+        assert counts["dccflow_db_commit_duration_seconds_sum"] > 0, counts
+
+
 def test_metrics_off_loopback_needs_a_token():
     with dcc_flow.Engine() as engine:
         with pytest.raises(dcc_flow.InvalidRequestError, match="token"):
@@ -92,6 +108,7 @@ def test_cli_serve_metrics_after_a_webhook_run(tmp_path):
             time.sleep(0.1)
         assert ENDED in body.splitlines(), body
         assert 'dccflow_schedule_fires_total{kind="fired",schedule="on_push"} 1' in body.splitlines()
+        assert 'dccflow_webhook_deliveries_total{code="202",result="enqueued",schedule="on_push"} 1' in body.splitlines()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
