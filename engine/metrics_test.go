@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -469,4 +470,42 @@ func TestMetricsPoolQueueDepth(t *testing.T) {
 			t.Fatalf("pool queue depth after cancelling: %v, want 0", depth())
 		}
 	}
+}
+
+// An idle scrape (no event since the previous one) of an engine on SQLite whose every metric
+// family has series: docs/metrics.md quotes its cost.
+func BenchmarkMetricsScrapeIdle(b *testing.B) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, DB: filepath.Join(b.TempDir(), "flow.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(ctx)
+	h, err := e.Metrics()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 20 {
+		s, err := spec.ParseString(fmt.Sprintf("name: wf%d\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Run(ctx, engine.StartRequest{Spec: s}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	get := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("GET /metrics: %d", rec.Code)
+		}
+		return rec.Body.Len()
+	}
+	size := get() // catches up with the 20 runs
+	b.ResetTimer()
+	for range b.N {
+		get()
+	}
+	b.ReportMetric(float64(size), "bytes/scrape")
 }
