@@ -242,3 +242,24 @@ func TestStepID(t *testing.T) {
 		}
 	}
 }
+
+// The cost of what the engine calls outside scrapes: a commit, a fire's lateness, a delivery
+// (docs/metrics.md).
+func BenchmarkObserveOutsideScrapes(b *testing.B) {
+	m := New(Config{})
+	b.Run("Commit", func(b *testing.B) {
+		for range b.N {
+			m.Commit(3, time.Millisecond)
+		}
+	})
+	b.Run("FireLate", func(b *testing.B) {
+		for range b.N {
+			m.FireLate("nightly", time.Second)
+		}
+	})
+	b.Run("Delivery", func(b *testing.B) {
+		for range b.N {
+			m.Delivery("on_push", 202, "enqueued")
+		}
+	})
+}
