@@ -1,0 +1,305 @@
+// Package pgtest starts a throwaway PostgreSQL cluster for tests: initdb and pg_ctl a cluster in
+// a temporary folder, listening on a free 127.0.0.1 port (and on a unix socket in that folder
+// only), with fsync off, and stopped and removed when the tests end. One cluster serves a test
+// package (Main, from its TestMain); each test gets a database of its own (DB), created from a
+// template the package may prepare once (Options.Prepare), so tests do not see each other.
+//
+// The binaries: initdb and pg_ctl on PATH, else the newest /usr/lib/postgresql/N/bin (Debian's
+// postgresql-15 package), or the folder in DCC_FLOW_PG_BIN. initdb refuses to run as root, so
+// when the test process is root the cluster runs as the OS user "postgres" (runuser), which owns
+// the temporary folder. Without initdb the tests that need a database are skipped with a loud
+// message, except under CI=true, where they fail: CI must test the PostgreSQL store (.ci/run
+// installs postgresql).
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cluster is a running throwaway cluster. Stop it when done.
+type Cluster struct {
+	dir     string // the temporary folder: data/, sock/, log
+	bin     string // the folder of initdb and pg_ctl
+	port    int
+	asUser  string // "postgres" when the process is root, else ""
+	n       atomic.Int64
+	stopped sync.Once
+}
+
+// Superuser is the role the cluster is created with (initdb -U).
+const Superuser = "postgres"
+
+// templateDB is the database each DB is copied from.
+const templateDB = "dcc_template"
+
+// ErrNoPostgres is returned by Start when no initdb is installed.
+var ErrNoPostgres = errors.New("pgtest: no PostgreSQL server binaries (initdb, pg_ctl) found: install Debian's postgresql-15 " +
+	"(apt-get install -y postgresql-15), put its bin folder on PATH, or set DCC_FLOW_PG_BIN")
+
+// findBin returns the folder holding initdb and pg_ctl.
+func findBin() (string, error) {
+	if d := os.Getenv("DCC_FLOW_PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("pgtest: DCC_FLOW_PG_BIN=%s has no initdb: %w", d, err)
+		}
+		return d, nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// freePort returns a 127.0.0.1 port nobody listens on right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start initialises and starts a cluster. It returns ErrNoPostgres when no initdb is installed.
+func Start(ctx context.Context) (*Cluster, error) {
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "dcc-flow-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: running as root, and initdb refuses root: need the OS user postgres "+
+				"(Debian's postgresql package creates it): %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		c.asUser = "postgres"
+	}
+	for _, sub := range []string{"sock"} {
+		if err := c.run(ctx, "mkdir", filepath.Join(dir, sub)); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if err := c.run(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", Superuser, "--auth=trust",
+		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	// A port free now may be taken before the server binds it: try a few.
+	for attempt := 0; ; attempt++ {
+		if c.port, err = freePort(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "+
+			"-c max_connections=300 -c shared_buffers=64MB", c.port, filepath.Join(dir, "sock"))
+		err = c.run(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60",
+			"-o", opts, "start")
+		if err == nil {
+			break
+		}
+		if attempt == 2 {
+			log, _ := os.ReadFile(filepath.Join(dir, "log"))
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%w; server log:\n%s", err, log)
+		}
+	}
+	if err := c.exec(ctx, "postgres", "CREATE DATABASE "+templateDB); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// run runs a command, as the postgres user when the process is root.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
+	if c.asUser != "" {
+		args = append([]string{"-u", c.asUser, "--", name}, args...)
+		name = "runuser"
+	}
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// URL returns the connection string of database db.
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgresql://%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, c.port, db)
+}
+
+// Port returns the port the cluster listens on.
+func (c *Cluster) Port() int { return c.port }
+
+func (c *Cluster) exec(ctx context.Context, db, sql string) error {
+	conn, err := pgx.Connect(ctx, c.URL(db))
+	if err != nil {
+		return fmt.Errorf("pgtest: connecting to %s: %w", c.URL(db), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("pgtest: %s: %w", sql, err)
+	}
+	return nil
+}
+
+// Prepare runs fn on the template database, before any NewDatabase: e.g. migrate it, so that
+// each test's database starts migrated.
+func (c *Cluster) Prepare(ctx context.Context, fn func(url string) error) error {
+	return fn(c.URL(templateDB))
+}
+
+// NewDatabase creates a new database from the template and returns its URL.
+func (c *Cluster) NewDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("t%d", c.n.Add(1))
+	if err := c.exec(ctx, "postgres", "CREATE DATABASE "+name+" TEMPLATE "+templateDB); err != nil {
+		return "", err
+	}
+	return c.URL(name), nil
+}
+
+// Restart stops the server (fast: open connections are cut) and starts it again on the same
+// port, for tests of reconnection.
+func (c *Cluster) Restart(ctx context.Context) error {
+	data := filepath.Join(c.dir, "data")
+	if err := c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "+
+		"-c max_connections=300 -c shared_buffers=64MB", c.port, filepath.Join(c.dir, "sock"))
+	return c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60",
+		"-o", opts, "start")
+}
+
+// Stop stops the server and removes its folder. Stopping twice is not an error.
+func (c *Cluster) Stop() {
+	c.stopped.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_ = c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", filepath.Join(c.dir, "data"), "-m", "immediate", "-w", "stop")
+		os.RemoveAll(c.dir)
+	})
+}
+
+// The package's cluster, started by Main.
+var (
+	shared    *Cluster
+	sharedErr error // why there is none
+)
+
+// Options configure Main.
+type Options struct {
+	// Prepare, when set, runs once on the template database (e.g. migrates it).
+	Prepare func(url string) error
+}
+
+// Main starts the package's cluster, runs the tests and stops it; call it from TestMain:
+// os.Exit(pgtest.Main(m, pgtest.Options{})). Without initdb it runs the tests anyway (DB skips
+// those that need a database, loudly), except under CI=true, where it fails at once.
+func Main(m *testing.M, o Options) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	shared, sharedErr = Start(ctx)
+	if sharedErr == nil && o.Prepare != nil {
+		if err := shared.Prepare(ctx, o.Prepare); err != nil {
+			shared.Stop()
+			shared, sharedErr = nil, fmt.Errorf("pgtest: preparing the template database: %w", err)
+		}
+	}
+	cancel()
+	if sharedErr != nil {
+		if os.Getenv("CI") == "true" || !errors.Is(sharedErr, ErrNoPostgres) {
+			fmt.Fprintf(os.Stderr, "FAIL: no PostgreSQL test cluster: %v\n", sharedErr)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "\n!!! SKIPPING the PostgreSQL tests of this package: %v !!!\n\n", sharedErr)
+	}
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+	}
+	return code
+}
+
+// Shared returns the package's cluster (started by Main), skipping t when there is none.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	if shared == nil {
+		if sharedErr == nil {
+			t.Fatal("pgtest: no cluster: call pgtest.Main from TestMain")
+		}
+		t.Skipf("!!! PostgreSQL not available, test skipped: %v", sharedErr)
+	}
+	return shared
+}
+
+// DB returns the URL of a new database of the package's cluster, for t alone.
+func DB(t testing.TB) string {
+	t.Helper()
+	c := Shared(t)
+	url, err := c.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// StartT starts a cluster of t's own, stopped and removed by t.Cleanup (for a test that
+// restarts or breaks its server). It skips t without initdb, or fails it under CI=true.
+func StartT(t testing.TB) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx)
+	if err != nil {
+		if errors.Is(err, ErrNoPostgres) && os.Getenv("CI") != "true" {
+			t.Skipf("!!! PostgreSQL not available, test skipped: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
