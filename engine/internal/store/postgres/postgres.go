@@ -143,17 +143,19 @@ func (e *LockedError) Error() string {
 // engine its owner until Close (see the package comment). It does not recover interrupted runs:
 // the engine calls MarkInterrupted.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
-	return open(ctx, rawURL, false)
+	return open(ctx, rawURL, false, true)
 }
 
 // OpenReadOnly connects to a database beside the engine that owns it: every read works, Write
 // and the other writing methods return ErrReadOnly, and RequestControl asks the owner to act on
 // a run. A database of another schema version is refused (the owner migrates it).
 func OpenReadOnly(ctx context.Context, rawURL string) (*Store, error) {
-	return open(ctx, rawURL, true)
+	return open(ctx, rawURL, true, false)
 }
 
-func open(ctx context.Context, rawURL string, readOnly bool) (*Store, error) {
+// open opens the store; lock makes a read-write store take the owner lock (tests of several
+// writers on one database open them without it).
+func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, error) {
 	name := Redact(rawURL)
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
@@ -196,6 +198,12 @@ func open(ctx context.Context, rawURL string, readOnly bool) (*Store, error) {
 			}
 			return fail(fmt.Errorf("database %s has schema version %d, older than this dcc-flow (%d): "+
 				"open it once for writing to migrate it", name, version, current))
+		}
+		return s, nil
+	}
+	if !lock {
+		if err := migrate(ctx, pool, name); err != nil {
+			return fail(err)
 		}
 		return s, nil
 	}

@@ -134,11 +134,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "+
-			"-c max_connections=300 -c shared_buffers=64MB", c.port, filepath.Join(dir, "sock"))
-		err = c.run(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60",
-			"-o", opts, "start")
-		if err == nil {
+		if err = c.StartServer(ctx); err == nil {
 			break
 		}
 		if attempt == 2 {
@@ -202,17 +198,30 @@ func (c *Cluster) NewDatabase(ctx context.Context) (string, error) {
 	return c.URL(name), nil
 }
 
-// Restart stops the server (fast: open connections are cut) and starts it again on the same
-// port, for tests of reconnection.
+// serverOptions are the pg_ctl -o options of the server.
+func (c *Cluster) serverOptions() string {
+	return fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "+
+		"-c max_connections=300 -c shared_buffers=64MB", c.port, filepath.Join(c.dir, "sock"))
+}
+
+// StopServer stops the server (fast: open connections are cut), keeping its data, for tests
+// of an unreachable database; StartServer starts it again on the same port.
+func (c *Cluster) StopServer(ctx context.Context) error {
+	return c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
+}
+
+// StartServer starts the server stopped by StopServer.
+func (c *Cluster) StartServer(ctx context.Context) error {
+	return c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"),
+		"-w", "-t", "60", "-o", c.serverOptions(), "start")
+}
+
+// Restart stops the server and starts it again on the same port.
 func (c *Cluster) Restart(ctx context.Context) error {
-	data := filepath.Join(c.dir, "data")
-	if err := c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+	if err := c.StopServer(ctx); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "+
-		"-c max_connections=300 -c shared_buffers=64MB", c.port, filepath.Join(c.dir, "sock"))
-	return c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60",
-		"-o", opts, "start")
+	return c.StartServer(ctx)
 }
 
 // Stop stops the server and removes its folder. Stopping twice is not an error.
