@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres/pgtest"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres/pgtest"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 

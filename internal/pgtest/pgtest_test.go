@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres/pgtest"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -249,7 +249,10 @@ type Options struct {
 // Main starts the package's cluster, runs the tests and stops it; call it from TestMain:
 // os.Exit(pgtest.Main(m, pgtest.Options{})). Without initdb it runs the tests anyway (DB skips
 // those that need a database, loudly), except under CI=true, where it fails at once.
-func Main(m *testing.M, o Options) int {
+func Main(m *testing.M, o Options) int { return MainFunc(m.Run, o) }
+
+// MainFunc is Main around run, for a TestMain that wraps m.Run (e.g. in leakcheck.Main).
+func MainFunc(run func() int, o Options) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	shared, sharedErr = Start(ctx)
 	if sharedErr == nil && o.Prepare != nil {
@@ -266,7 +269,7 @@ func Main(m *testing.M, o Options) int {
 		}
 		fmt.Fprintf(os.Stderr, "\n!!! SKIPPING the PostgreSQL tests of this package: %v !!!\n\n", sharedErr)
 	}
-	code := m.Run()
+	code := run()
 	if shared != nil {
 		shared.Stop()
 	}
