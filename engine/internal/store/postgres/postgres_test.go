@@ -7,8 +7,8 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
-	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
 // Several writers on one database (engines of the multi-engine mode, opened here without the

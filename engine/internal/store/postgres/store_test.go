@@ -14,8 +14,8 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
-	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
 func newRun(id string) store.Run {

@@ -120,7 +120,9 @@ func openError(path string, err error) error {
 // IsFault reports whether err, returned by a store, is a storage fault (a full disk, an I/O
 // error, a corrupted file, a database server that is down or unreachable) rather than a bug or a
 // missing record.
-func IsFault(err error) bool { return sqlite.AsFault("", err) != nil || postgres.AsFault("", err) != nil }
+func IsFault(err error) bool {
+	return sqlite.AsFault("", err) != nil || postgres.AsFault("", err) != nil
+}
 
 // SetForkHook makes fn hear about the descriptors holding the owner locks of file databases
 // (see engine.SetForkHook).
