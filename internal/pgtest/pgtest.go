@@ -62,6 +62,9 @@ func findBin() (string, error) {
 	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real // /usr/local/bin may link initdb and pg_ctl only
+			}
 			return filepath.Dir(p), nil
 		}
 	}
