@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -306,4 +307,15 @@ func TestRedact(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") || postgres.AsFault("", err) == nil {
 		t.Fatalf("an unreachable server: %v", err)
 	}
+}
+
+// BenchmarkRun100: a run of 100 steps fanned out (storetest.BenchmarkRun); compare with the
+// SQLite store's BenchmarkRun100 (docs/cluster.md, "Figures").
+func BenchmarkRun100(b *testing.B) {
+	storetest.BenchmarkRun(b, func(b *testing.B) store.Store { return openTemp(b) })
+}
+
+// BenchmarkStepSequential: one durable step completion per Write.
+func BenchmarkStepSequential(b *testing.B) {
+	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
 }

@@ -26,8 +26,11 @@ const (
 		origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
 		parent_run_id, parent_step_key)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
-	sqlRunUpdate = `UPDATE workflows SET status = $1, error = $2, completed = $3, total = $4,
-		updated_at = $5, finished_at = $6 WHERE id = $7`
+	// sqlRunUpdate fails with division_by_zero (SQLSTATE 22012) when the run does not exist: a
+	// batch is sent as one pipeline whose statements' results are read only after it
+	// committed, so an unknown run must abort it from inside (see apply).
+	sqlRunUpdate = `WITH u AS (UPDATE workflows SET status = $1, error = $2, completed = $3, total = $4,
+		updated_at = $5, finished_at = $6 WHERE id = $7 RETURNING 1) SELECT 1 / count(*) FROM u`
 	sqlStepsUpsert = `INSERT INTO workflow_steps (run_id, key, step_id, kind, status, attempt, output, file_refs,
 		error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress)
 		SELECT run_id, key, step_id, kind, status, attempt, output, file_refs,
@@ -88,15 +91,12 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	}
 	defer conn.Release()
-	bases := make([]int64, 1)
-	err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
-		var err error
-		bases[0], err = apply(ctx, tx, group)
-		return err
-	})
+	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
+	// implicit transaction, committed at its end (or rolled back whole at its first error).
+	base, err := apply(ctx, conn, group)
 	if err == nil {
 		s.commits.Add(1)
-		number(group, bases[0])
+		number(group, base)
 		return nil, nil
 	}
 	if fe := AsFault(s.name, err); fe != nil {
@@ -106,7 +106,7 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
 	}
 	errs := make([]error, len(group))
-	bases = make([]int64, len(group))
+	bases := make([]int64, len(group))
 	err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
 		for i, b := range group {
 			sp, err := tx.Begin(ctx) // a SAVEPOINT
@@ -168,17 +168,22 @@ func number(batches []*store.Batch, base int64) {
 	}
 }
 
-// apply writes batches in tx, table by table (the runs created, the run updates, the steps, the
+// sender is a connection or a transaction: what apply sends its pipeline on.
+type sender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// apply writes batches on tx (a transaction, or a connection: then the pipeline is one implicit
+// transaction of its own), table by table (the runs created, the run updates, the steps, the
 // idempotency entries, then the events, each in batch order), in one pipelined round trip, and
 // returns the sequence number before the first event appended. The order between tables differs
 // from batch after batch only for batches that depend on a concurrent batch of the same group: no
 // caller does that (as for the SQLite store).
-func apply(ctx context.Context, tx pgx.Tx, batches []*store.Batch) (int64, error) {
+func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
 	var q pgx.Batch
 	type check struct {
-		what   string // the row, for errors
-		update bool   // a run update: 0 rows means an unknown run
-		run    string
+		what string // the row, for errors
+		run  string
 	}
 	var checks []check
 	for _, b := range batches {
@@ -201,7 +206,7 @@ func apply(ctx context.Context, tx pgx.Tx, batches []*store.Batch) (int64, error
 			}
 			q.Queue(sqlRunUpdate, string(u.Status), errJSON, int64(u.Progress.Completed), int64(u.Progress.Total),
 				nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID)
-			checks = append(checks, check{what: "updating run " + u.ID, update: true, run: u.ID})
+			checks = append(checks, check{what: "updating run " + u.ID, run: u.ID})
 		}
 	}
 	if steps := dedupSteps(batches); len(steps) > 0 {
@@ -225,8 +230,7 @@ func apply(ctx context.Context, tx pgx.Tx, batches []*store.Batch) (int64, error
 	br := tx.SendBatch(ctx, &q)
 	defer br.Close()
 	for _, c := range checks {
-		tag, err := br.Exec()
-		if err != nil {
+		if _, err := br.Exec(); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
 				switch {
@@ -234,12 +238,11 @@ func apply(ctx context.Context, tx pgx.Tx, batches []*store.Batch) (int64, error
 					return 0, fmt.Errorf("run %s: %w", c.run, store.ErrExists)
 				case pe.Code == "23503":
 					return 0, fmt.Errorf("%s: %s: %w", c.what, pe.Detail, store.ErrNotFound)
+				case pe.Code == "22012": // sqlRunUpdate: no such run
+					return 0, fmt.Errorf("%s: %w", c.what, store.ErrNotFound)
 				}
 			}
 			return 0, fmt.Errorf("%s: %w", c.what, err)
-		}
-		if c.update && tag.RowsAffected() == 0 {
-			return 0, fmt.Errorf("updating run %s: %w", c.run, store.ErrNotFound)
 		}
 	}
 	var base int64
