@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -318,4 +319,53 @@ func BenchmarkRun100(b *testing.B) {
 // BenchmarkStepSequential: one durable step completion per Write.
 func BenchmarkStepSequential(b *testing.B) {
 	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
+}
+
+// The SQL of docs/cluster.md runs on a database an engine has open, and its last query finds
+// that engine.
+func TestDocsSQL(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("RUN")},
+		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../../../docs/cluster.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	blocks := strings.Split(string(doc), "```sql\n")[1:]
+	if len(blocks) != 2 {
+		t.Fatalf("%d sql blocks in docs/cluster.md", len(blocks))
+	}
+	var rows int
+	for _, stmt := range strings.Split(strings.SplitN(blocks[1], "```", 2)[0], ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		r, err := conn.Query(ctx, stmt)
+		if err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		rows = 0
+		for r.Next() {
+			rows++
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		if rows != 1 {
+			t.Errorf("%d rows from %s", rows, stmt)
+		}
+	}
 }
