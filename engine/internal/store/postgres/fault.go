@@ -18,11 +18,16 @@ import (
 // the connection was lost, its disk is full, it reports an I/O error or corrupted data). Its
 // code is storage (run.CodeOf).
 type FaultError struct {
-	DB  string // the redacted URL
-	Err error
+	DB   string // the redacted URL
+	Lost bool   // the owner lock was lost to another engine: this store writes nothing more
+	Err  error
 }
 
 func (e *FaultError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("this engine no longer owns database %s, so it writes nothing more to it: %v; "+
+			"stop this engine (its runs are the other engine's now, interrupted)", e.DB, e.Err)
+	}
 	return fmt.Sprintf("database %s: %v; check that the PostgreSQL server is running and reachable and that its disk "+
 		"has room, then try again", e.DB, e.Err)
 }

@@ -32,8 +32,10 @@
 // (MarkInterrupted turns every unfinished run into interrupted), which would interrupt the runs
 // of another live engine. So Open takes a session-level advisory lock (ownerLock) on a
 // connection of its own, held until Close: a second read-write Open fails with a *LockedError
-// naming the holder; OpenReadOnly works beside it. The multi-engine mode (leases per run)
-// replaces this lock.
+// naming the holder; OpenReadOnly works beside it. The lock lives in that connection's server
+// session: a store that loses the connection takes the lock again, or, if another engine took
+// it meanwhile, stops writing (see ownerWatch). The multi-engine mode (leases per run) replaces
+// this lock.
 package postgres
 
 import (
@@ -71,9 +73,13 @@ var ErrReadOnly = errors.New("store: the database is open read-only (another eng
 
 // Store is a store.Store on a PostgreSQL database. Create it with Open; Close it when done.
 type Store struct {
-	name     string // the URL without its password, for messages
-	pool     *pgxpool.Pool
-	owner    *pgx.Conn // holds ownerLock; nil for a read-only store
+	name   string // the URL without its password, for messages
+	pool   *pgxpool.Pool
+	owner  *pgx.Conn   // holds ownerLock while opening; then ownerW has it
+	ownerW *ownerWatch // keeps ownerLock; nil for a read-only store
+	// broken is set once the owner lock was lost to another engine: every later write
+	// returns it.
+	broken   atomic.Pointer[FaultError]
 	readOnly bool
 	closed   atomic.Bool
 	gc       groupcommit.Committer[*store.Batch]
@@ -220,6 +226,8 @@ func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, erro
 	if err := migrate(ctx, pool, name); err != nil {
 		return fail(err)
 	}
+	s.watchOwner(cfg.ConnConfig.Copy(), s.owner)
+	s.owner = nil
 	return s, nil
 }
 
@@ -358,8 +366,8 @@ func (s *Store) Close() error {
 	}
 	s.gc.Close()
 	var err error
-	if s.owner != nil {
-		err = s.owner.Close(context.Background()) // ends the session: its advisory lock goes with it
+	if s.ownerW != nil {
+		err = s.ownerW.close()
 	}
 	s.pool.Close()
 	return err
@@ -379,6 +387,9 @@ func (s *Store) checkWrite() error {
 	}
 	if s.readOnly {
 		return ErrReadOnly
+	}
+	if fe := s.broken.Load(); fe != nil {
+		return fe
 	}
 	return nil
 }

@@ -84,6 +84,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 // reason than a fault, it applies them again batch by batch, each in a SAVEPOINT, so that only
 // the failing batch fails, with an error naming its row.
 func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
+	if fe := s.broken.Load(); fe != nil {
+		return nil, fe
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	conn, err := s.pool.Acquire(ctx)
