@@ -1,8 +1,9 @@
 // Package pgtest starts a throwaway PostgreSQL cluster for tests: initdb and pg_ctl a cluster in
 // a temporary folder, listening on a free 127.0.0.1 port (and on a unix socket in that folder
 // only), with fsync off, and stopped and removed when the tests end. One cluster serves a test
-// package (Main, from its TestMain); each test gets a database of its own (DB), created from a
-// template the package may prepare once (Options.Prepare), so tests do not see each other.
+// package (started on first use, stopped by Main from its TestMain); each test gets a database of
+// its own (DB), created from a template the package may prepare once (Options.Prepare), so tests
+// do not see each other.
 //
 // The binaries: initdb and pg_ctl on PATH, else the newest /usr/lib/postgresql/N/bin (Debian's
 // postgresql-15 package), or the folder in DCC_FLOW_PG_BIN. initdb refuses to run as root, so
@@ -242,10 +243,12 @@ func (c *Cluster) Stop() {
 	})
 }
 
-// The package's cluster, started by Main.
+// The package's cluster, started by the first Shared (or DB) of its tests and stopped by Main.
 var (
-	shared    *Cluster
-	sharedErr error // why there is none
+	sharedOnce sync.Once
+	sharedOpts *Options // set by Main; nil: Main was not called
+	shared     *Cluster
+	sharedErr  error // why there is none
 )
 
 // Options configure Main.
@@ -254,32 +257,22 @@ type Options struct {
 	Prepare func(url string) error
 }
 
-// Main starts the package's cluster, runs the tests and stops it; call it from TestMain:
-// os.Exit(pgtest.Main(m, pgtest.Options{})). Without initdb it runs the tests anyway (DB skips
-// those that need a database, loudly), except under CI=true on Linux, where it fails at once.
+// Main runs the tests of a package whose tests use the package's cluster (Shared, DB), and
+// stops that cluster after them; call it from TestMain: os.Exit(pgtest.Main(m,
+// pgtest.Options{})). The cluster starts when a test first asks for it, so a run of tests that
+// need none (go test -run X) costs nothing. Without initdb those tests skip loudly, except under
+// CI=true on Linux, where they fail.
 func Main(m *testing.M, o Options) int { return MainFunc(m.Run, o) }
 
 // MainFunc is Main around run, for a TestMain that wraps m.Run (e.g. in leakcheck.Main).
 func MainFunc(run func() int, o Options) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	shared, sharedErr = Start(ctx)
-	if sharedErr == nil && o.Prepare != nil {
-		if err := shared.Prepare(ctx, o.Prepare); err != nil {
-			shared.Stop()
-			shared, sharedErr = nil, fmt.Errorf("pgtest: preparing the template database: %w", err)
-		}
-	}
-	cancel()
-	if sharedErr != nil {
-		if mustHave() || !errors.Is(sharedErr, ErrNoPostgres) {
-			fmt.Fprintf(os.Stderr, "FAIL: no PostgreSQL test cluster: %v\n", sharedErr)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "\n!!! SKIPPING the PostgreSQL tests of this package: %v !!!\n\n", sharedErr)
-	}
+	sharedOpts = &o
 	code := run()
 	if shared != nil {
 		shared.Stop()
+	}
+	if sharedErr != nil && errors.Is(sharedErr, ErrNoPostgres) && !mustHave() {
+		fmt.Fprintf(os.Stderr, "\n!!! The PostgreSQL tests of this package were SKIPPED: %v !!!\n\n", sharedErr)
 	}
 	return code
 }
@@ -288,12 +281,27 @@ func MainFunc(run func() int, o Options) int {
 // CI=true on Linux, where .ci/run installs postgresql.
 func mustHave() bool { return os.Getenv("CI") == "true" && runtime.GOOS == "linux" }
 
-// Shared returns the package's cluster (started by Main), skipping t when there is none.
+// Shared returns the package's cluster, starting it on first use (see Main). Without initdb it
+// skips t (loudly), or fails it under CI=true on Linux; any other failure to start fails t.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	if sharedOpts == nil {
+		t.Fatal("pgtest: no cluster: call pgtest.Main from TestMain")
+	}
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared, sharedErr = Start(ctx)
+		if sharedErr == nil && sharedOpts.Prepare != nil {
+			if err := shared.Prepare(ctx, sharedOpts.Prepare); err != nil {
+				shared.Stop()
+				shared, sharedErr = nil, fmt.Errorf("pgtest: preparing the template database: %w", err)
+			}
+		}
+	})
 	if shared == nil {
-		if sharedErr == nil {
-			t.Fatal("pgtest: no cluster: call pgtest.Main from TestMain")
+		if mustHave() || !errors.Is(sharedErr, ErrNoPostgres) {
+			t.Fatalf("no PostgreSQL test cluster: %v", sharedErr)
 		}
 		t.Skipf("!!! PostgreSQL not available, test skipped: %v", sharedErr)
 	}
