@@ -61,6 +61,7 @@ func TestEventsCommitInSeqOrderAcrossWriters(t *testing.T) {
 			}()
 		}
 	}
+	defer func() { stop.Store(true); wg.Wait() }() // before the stores close, also when the test fails
 	var last uint64
 	seen := 0
 	deadline := time.Now().Add(2 * time.Second)
