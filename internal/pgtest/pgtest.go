@@ -152,11 +152,28 @@ func Start(ctx context.Context) (*Cluster, error) {
 			return nil, fmt.Errorf("%w; server log:\n%s", err, log)
 		}
 	}
+	c.startReaper()
 	if err := c.exec(ctx, "postgres", "CREATE DATABASE "+templateDB); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// startReaper starts a shell of its own (its own process group, so that a signal to the test's
+// group does not reach it) that waits for the test process to end and then stops the server
+// (SIGQUIT to the postmaster: an immediate shutdown) and removes its folder: a test process
+// that is killed (a crash test's child, a go test timeout) leaves no server running. After a
+// normal Stop it finds nothing left to do.
+func (c *Cluster) startReaper() {
+	script := fmt.Sprintf(`while kill -0 %d 2>/dev/null; do sleep 1; done
+pid=$(head -n 1 %q/data/postmaster.pid 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null && sleep 2
+rm -rf %q`, os.Getpid(), c.dir, c.dir)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = reaperAttr()
+	if err := cmd.Start(); err == nil {
+		_ = cmd.Process.Release() // it outlives this process: nobody here waits for it
+	}
 }
 
 // run runs a command, as the postgres user when the process is root.
@@ -176,6 +193,9 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
 func (c *Cluster) URL(db string) string {
 	return fmt.Sprintf("postgresql://%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, c.port, db)
 }
+
+// Dir returns the cluster's temporary folder.
+func (c *Cluster) Dir() string { return c.dir }
 
 // Port returns the port the cluster listens on.
 func (c *Cluster) Port() int { return c.port }

@@ -1,9 +1,14 @@
 package pgtest_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -72,4 +77,56 @@ func TestStartTRestart(t *testing.T) {
 		t.Fatalf("after restart: %v", err)
 	}
 	conn.Close(ctx)
+}
+
+// A test process that is killed leaves no server behind: the reaper stops it and removes its
+// folder.
+func TestReaperStopsTheClusterOfAKilledProcess(t *testing.T) {
+	if os.Getenv("PGTEST_REAPER_CHILD") == "1" {
+		c, err := pgtest.Start(context.Background())
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("cluster", c.Dir(), c.Port())
+		time.Sleep(time.Minute)
+		return
+	}
+	pgtest.Shared(t) // skips (or fails under CI) without initdb, as the other tests
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReaperStopsTheClusterOfAKilledProcess$")
+	cmd.Env = append(os.Environ(), "PGTEST_REAPER_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	var port int
+	if _, err := fmt.Fscanf(bufio.NewReader(out), "cluster %s %d\n", &dir, &port); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the child did not start its cluster: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, statErr := os.Stat(dir)
+		conn, dialErr := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if dialErr == nil {
+			conn.Close()
+		}
+		if os.IsNotExist(statErr) && dialErr != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after the kill: folder %s: %v; server on %d: %v", dir, statErr, port, dialErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

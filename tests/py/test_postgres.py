@@ -70,6 +70,12 @@ def cluster():
     port = _free_port()
     run(os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w", "-o",
         "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, sock), "start")
+    # A reaper of its own session stops the server and removes the folder once this process is
+    # gone, even when it is killed before the finally below (as internal/pgtest does).
+    reaper = ('while kill -0 %d 2>/dev/null; do sleep 1; done; '
+              'pid=$(head -n 1 "%s/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid"; sleep 2; rm -rf "%s"'
+              % (os.getpid(), data, folder))
+    subprocess.run(["sh", "-c", "(%s) >/dev/null 2>&1 &" % reaper], start_new_session=True, check=True, timeout=30)
     try:
         yield bin_dir, port
     finally:
