@@ -170,8 +170,8 @@ func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, erro
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "dcc-flow"
 	}
-	if cfg.MaxConns < 8 {
-		cfg.MaxConns = 8
+	if cfg.MaxConns < 8 && !strings.Contains(rawURL, "pool_max_conns=") {
+		cfg.MaxConns = 8 // the writer, the owner watch's reconnects, readers beside them
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
