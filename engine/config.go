@@ -30,9 +30,11 @@ const MemoryDB = ":memory:"
 // Config configures an Engine. The zero value is an in-memory engine with defaults; it is
 // JSON-encodable so the C ABI and the CLI pass it as is.
 type Config struct {
-	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close), else the
-	// path of a SQLite file, created with its folder when missing. Opening a file recovers it:
-	// runs a previous process left unfinished become interrupted.
+	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close), a
+	// postgres:// or postgresql:// URL for a PostgreSQL database (docs/cluster.md; migrated
+	// when opened), else the path of a SQLite file, created with its folder when missing.
+	// Opening a database recovers it: runs a previous process left unfinished become
+	// interrupted.
 	DB string `json:"db,omitempty"`
 	// ReadOnly opens DB without owning it, beside the process that does (one process at a
 	// time writes a database; opening one owned elsewhere fails with code db_locked). A

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -94,7 +95,7 @@ func (e *Engine) requestControl(ctx context.Context, r store.ControlRequest) err
 	r.CreatedAt = e.clock.Now()
 	id, err := cs.RequestControl(ctx, r)
 	if err != nil {
-		return &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("asking the owner of %s to %s run %s: %v", e.cfg.DB, r.Action, r.RunID, err), Err: err}
+		return &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("asking the owner of %s to %s run %s: %v", storeopen.Redact(e.cfg.DB), r.Action, r.RunID, err), Err: err}
 	}
 	deadline := time.Now().Add(controlAnswerWait)
 	for {
@@ -111,7 +112,7 @@ func (e *Engine) requestControl(ctx context.Context, r store.ControlRequest) err
 		if time.Now().After(deadline) {
 			return &run.Error{Code: run.CodeTimeout, Message: fmt.Sprintf(
 				"the process that owns %s did not answer the %s request for run %s within %s; is it still running? "+
-					"(the request stays filed and is applied when it next looks)", e.cfg.DB, r.Action, r.RunID, controlAnswerWait)}
+					"(the request stays filed and is applied when it next looks)", storeopen.Redact(e.cfg.DB), r.Action, r.RunID, controlAnswerWait)}
 		}
 		select {
 		case <-ctx.Done():
@@ -124,5 +125,5 @@ func (e *Engine) requestControl(ctx context.Context, r store.ControlRequest) err
 // errReadOnly is the error of the operations a read-only engine cannot do.
 func (e *Engine) errReadOnly(what string) error {
 	return run.Errorf(run.CodeReadOnly, "cannot %s: this engine opened %s read-only (another process owns it); "+
-		"do it in the owning process, or stop that process and open the database normally", what, e.cfg.DB)
+		"do it in the owning process, or stop that process and open the database normally", what, storeopen.Redact(e.cfg.DB))
 }

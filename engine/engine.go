@@ -173,7 +173,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	case o.store != nil:
 		e.store = o.store
 	case cfg.DB != "":
-		st, err := storeopen.File(ctx, cfg.DB, cfg.ReadOnly)
+		st, err := storeopen.Open(ctx, cfg.DB, cfg.ReadOnly)
 		if err != nil {
 			return nil, err
 		}

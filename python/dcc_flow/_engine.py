@@ -270,7 +270,9 @@ def _prune_request(older_than: Any, statuses: Optional[Union[str, Sequence[str]]
 
 
 class Engine:
-    """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``.
+    """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``,
+    or to the PostgreSQL database ``db`` names as a ``postgresql://`` (or ``postgres://``) URL
+    (docs/cluster.md).
 
     An in-memory engine keeps every run it ran, steps and events included, until ``prune()``
     deletes them or the engine closes; with ``db`` the history is in the file and the process
@@ -279,8 +281,8 @@ class Engine:
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
     settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
-    One process at a time owns a database file: opening one another process owns raises
-    ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs,
+    One process at a time owns a database (for now also a PostgreSQL one): opening one another
+    process owns raises ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs,
     steps and events are read as it commits them, and ``approve``/``cancel`` are carried out by
     it; starting or resuming runs raises ``ReadOnlyError``.
     """

@@ -2,7 +2,8 @@
 tool modules, and formatting runs.
 
 Database: ``--db PATH``, else ``$DCC_FLOW_DB``, else ``.dcc-flow/flow.db`` in the working
-directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept).
+directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept);
+``--db postgresql://…`` (or ``postgres://``) is a PostgreSQL database (docs/cluster.md).
 
 Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
 defines ``register(engine)``, that is called; otherwise every public function defined in the
@@ -41,8 +42,8 @@ EXIT_RUN_STOPPED = 3
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="PATH", default=None,
-                        help="the run database (default: $%s, else %s; ':memory:' keeps nothing)"
-                        % (DB_ENV, DEFAULT_DB))
+                        help="the run database: a SQLite file, or a postgresql:// URL (default: $%s, else %s; "
+                             "':memory:' keeps nothing)" % (DB_ENV, DEFAULT_DB))
 
 
 def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +84,27 @@ def db_path(args: argparse.Namespace) -> str:
     return str(path)
 
 
+def is_db_url(path: str) -> bool:
+    """Whether ``path`` names a PostgreSQL database (a postgres:// or postgresql:// URL)."""
+    return path.lower().startswith(("postgres://", "postgresql://"))
+
+
+def db_label(path: str) -> str:
+    """``path`` for messages: a URL's password is replaced by ``xxxxx``."""
+    if not is_db_url(path):
+        return path
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(path)
+        if parts.password is None:
+            return path
+        netloc = "%s:xxxxx@%s" % (parts.username or "", parts.netloc.rsplit("@", 1)[1])
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "postgresql://(an unparsable URL)"
+
+
 def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None,
                 beside_owner: bool = False, read_only: bool = False) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
@@ -94,7 +116,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=load_remotes(args.remotes))
     path = db_path(args)
-    if path == ":memory:" or read_only and not os.path.exists(path):
+    if path == ":memory:" or read_only and not is_db_url(path) and not os.path.exists(path):
         return Engine(config=config)
     if read_only:
         return Engine(db=path, config=config, read_only=True)
@@ -106,7 +128,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
         holder = exc.details.get("holder") or "another process"
         raise CliError("database %s is in use by %s; runs, status, show, approve, cancel, pause, unpause and "
                        "schedules work beside it, but to start runs here use --db ANOTHER.db or stop that process"
-                       % (path, holder)) from None
+                       % (db_label(path), holder)) from None
 
 
 def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:

@@ -200,34 +200,34 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 // batch only for batches that depend on a concurrent batch of the same group (a step of a
 // run created by another Write not yet returned): no caller does that. Its errors do not name
 // the row: on one, the leader applies the group again, batch by batch (apply).
-func applyAll(w *wconn, group []*pending, seq *uint64, ord *int64) error {
+func applyAll(w *wconn, group []*store.Batch, seq *uint64, ord *int64) error {
 	nSteps, nEvents := 0, 0
 	for _, p := range group {
-		for i := range p.b.CreateRuns {
-			if err := createRun(w, &p.b.CreateRuns[i]); err != nil {
+		for i := range p.CreateRuns {
+			if err := createRun(w, &p.CreateRuns[i]); err != nil {
 				return err
 			}
 		}
-		nSteps += len(p.b.Steps)
-		nEvents += len(p.b.Events)
+		nSteps += len(p.Steps)
+		nEvents += len(p.Events)
 	}
 	for _, p := range group {
-		for i := range p.b.RunUpdates {
-			if err := updateRun(w, &p.b.RunUpdates[i]); err != nil {
+		for i := range p.RunUpdates {
+			if err := updateRun(w, &p.RunUpdates[i]); err != nil {
 				return err
 			}
 		}
 	}
 	// Steps, in chunks of multi-row statements.
-	g, i := 0, 0 // the next step row: group[g].b.Steps[i]
+	g, i := 0, 0 // the next step row: group[g].Steps[i]
 	for nSteps > 0 {
 		n, log2 := chunk(nSteps)
 		for range n {
-			for i == len(group[g].b.Steps) {
+			for i == len(group[g].Steps) {
 				g, i = g+1, 0
 			}
 			*ord++
-			stepArgs(w, &group[g].b.Steps[i], *ord)
+			stepArgs(w, &group[g].Steps[i], *ord)
 			i++
 		}
 		if err := w.exec(sqlStepUpserts[log2]); err != nil {
@@ -236,8 +236,8 @@ func applyAll(w *wconn, group []*pending, seq *uint64, ord *int64) error {
 		nSteps -= n
 	}
 	for _, p := range group {
-		for i := range p.b.Idempotency {
-			if err := putIdempotency(w, &p.b.Idempotency[i]); err != nil {
+		for i := range p.Idempotency {
+			if err := putIdempotency(w, &p.Idempotency[i]); err != nil {
 				return err
 			}
 		}
@@ -246,10 +246,10 @@ func applyAll(w *wconn, group []*pending, seq *uint64, ord *int64) error {
 	for nEvents > 0 {
 		n, log2 := chunk(nEvents)
 		for range n {
-			for i == len(group[g].b.Events) {
+			for i == len(group[g].Events) {
 				g, i = g+1, 0
 			}
-			ev := &group[g].b.Events[i]
+			ev := &group[g].Events[i]
 			*seq++
 			ev.Seq = *seq
 			eventArgs(w, ev)

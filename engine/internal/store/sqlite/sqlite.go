@@ -2,12 +2,13 @@
 // "Durability"), on modernc.org/sqlite (pure Go, no cgo): one database file, WAL journal,
 // numbered embedded migrations.
 //
-// Writes: Write queues its batch; one writer at a time, the leader, applies the batches queued
-// at that moment in one BEGIN IMMEDIATE … COMMIT transaction (group commit), so that one
-// failing batch (a duplicate run id, an unknown run) fails alone (see commitGroup). A Write
-// that finds no leader leads itself, in its own goroutine: an idle store commits without a
-// goroutine handoff. A leader commits one group, the one holding its own batch, then hands the
-// lead to the first batch still queued, whose writer commits the next group. Write returns once
+// Writes: Write queues its batch on a group committer (store/groupcommit, shared with the
+// PostgreSQL store); one writer at a time, the leader, applies the batches queued at that moment
+// in one BEGIN IMMEDIATE … COMMIT transaction (group commit), so that one failing batch (a
+// duplicate run id, an unknown run) fails alone (see commitGroup). A Write that finds no leader
+// leads itself, in its own goroutine: an idle store commits without a goroutine handoff. A
+// leader commits one group, the one holding its own batch, then hands the lead to the first
+// batch still queued, whose writer commits the next group. Write returns once
 // the transaction holding its batch has committed. Reads use a separate connection pool and see
 // committed data only.
 //
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -53,12 +55,8 @@ type Store struct {
 	w    *sql.DB // the single writer connection
 	r    *sql.DB // readers
 
-	// The write queue: batches waiting for a leader (see Write), under mu. While leading is
-	// false the queue is empty. idle is signalled when leading becomes false.
-	mu        sync.Mutex
-	queue     []*pending
-	leading   bool
-	idle      sync.Cond
+	// gc is the write queue: batches waiting for a leader, committed in groups (see Write).
+	gc        groupcommit.Committer[*store.Batch]
 	closeOnce sync.Once
 	closed    atomic.Bool
 
@@ -89,14 +87,6 @@ var (
 	_ store.Pruner         = (*Store)(nil)
 	_ store.CommitObserver = (*Store)(nil)
 )
-
-type pending struct {
-	b    *store.Batch
-	done chan error // the batch's outcome, or errLead: the receiver leads the next group
-}
-
-// errLead, sent on pending.done, makes a queued writer the leader (see Write).
-var errLead = errors.New("lead the next group")
 
 // SchemaError is returned by Open for a database whose schema is newer than this dcc-flow.
 type SchemaError struct {
@@ -218,7 +208,6 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 			"open it once for writing to migrate it", path, version, current)
 	}
 	s := &Store{path: path, r: r, readOnly: true, unlock: func() {}}
-	s.idle.L = &s.mu
 	return s, nil
 }
 
@@ -256,7 +245,7 @@ func open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	s := &Store{path: path, w: w, r: r}
-	s.idle.L = &s.mu
+	s.gc.Max, s.gc.Commit = maxGroup, s.commitGroup
 	if s.ckpt, err = startCheckpointer(path); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -396,12 +385,8 @@ func (s *Store) Commits() int64 { return s.commits.Load() }
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
 		s.closed.Store(true)
-		for s.leading {
-			s.idle.Wait()
-		}
-		s.mu.Unlock()
+		s.gc.Close()
 		err = s.closeDBs()
 		if s.unlock != nil {
 			s.unlock()
@@ -449,56 +434,11 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
-	p := &pending{b: b, done: make(chan error, 1)}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	err := s.gc.Do(b)
+	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
-	s.queue = append(s.queue, p)
-	lead := !s.leading
-	s.leading = true
-	s.mu.Unlock()
-	if !lead {
-		if err := <-p.done; err != errLead {
-			return err
-		}
-	}
-	s.lead()
-	return <-p.done
-}
-
-// lead commits the next group of queued batches, which holds the leader's own (it is first in
-// the queue), then hands the lead to the first batch still queued, or ends it.
-func (s *Store) lead() {
-	s.mu.Lock()
-	n := min(len(s.queue), maxGroup)
-	group := make([]*pending, n)
-	copy(group, s.queue)
-	rest := copy(s.queue, s.queue[n:])
-	clear(s.queue[rest:])
-	s.queue = s.queue[:rest]
-	s.mu.Unlock()
-	defer func() {
-		if v := recover(); v != nil {
-			for _, p := range group { // unblock the writers, then crash as a committer would
-				select {
-				case p.done <- fmt.Errorf("sqlite store: %v", v):
-				default:
-				}
-			}
-			defer panic(v)
-		}
-		s.mu.Lock()
-		if len(s.queue) > 0 {
-			s.queue[0].done <- errLead
-		} else {
-			s.leading = false
-			s.idle.Broadcast()
-		}
-		s.mu.Unlock()
-	}()
-	s.commitGroup(group)
+	return err
 }
 
 // commitGroup applies the batches of group in one transaction. It first applies them all at
@@ -506,15 +446,12 @@ func (s *Store) lead() {
 // batch by batch, each in its own SAVEPOINT, so that only the failing batch fails, with an error
 // naming its row (savepoints cost a sub-journal write per page, so they are only paid for when a
 // batch fails).
-func (s *Store) commitGroup(group []*pending) {
+func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	if s.checkLock != nil {
 		if err := s.checkLock(); err != nil {
 			fe := &FaultError{Path: s.path, Lost: true, Err: err}
 			s.broken.CompareAndSwap(nil, fe)
-			for _, p := range group {
-				p.done <- fe
-			}
-			return
+			return nil, fe
 		}
 	}
 	start := time.Now()
@@ -525,13 +462,13 @@ func (s *Store) commitGroup(group []*pending) {
 	if fn := s.onCommit.Load(); fn != nil && err == nil {
 		(*fn)(store.Commit{Batches: len(group), Duration: time.Since(start)})
 	}
-	for i, p := range group {
-		if err != nil {
-			p.done <- s.fault(err)
-		} else {
-			p.done <- s.fault(errs[i])
-		}
+	if err != nil {
+		return nil, s.fault(err)
 	}
+	for i := range errs {
+		errs[i] = s.fault(errs[i])
+	}
+	return errs, nil
 }
 
 // ObserveCommits implements store.CommitObserver: fn is called after each group commit.
@@ -547,7 +484,7 @@ var errRetryWithSavepoints = errors.New("a batch failed: retry the group with sa
 
 // tryGroup applies the batches of group in one transaction on the writer connection, through
 // its driver connection and the statements prepared on it (see wconn).
-func (s *Store) tryGroup(group []*pending, savepoints bool) (errs []error, err error) {
+func (s *Store) tryGroup(group []*store.Batch, savepoints bool) (errs []error, err error) {
 	ctx := context.Background()
 	c, err := s.w.Conn(ctx)
 	if err != nil {
@@ -567,7 +504,7 @@ func (s *Store) tryGroup(group []*pending, savepoints bool) (errs []error, err e
 	return errs, err
 }
 
-func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error, error) {
+func (s *Store) applyGroup(w *wconn, group []*store.Batch, savepoints bool) ([]error, error) {
 	s.ckpt.beforeTransaction(w)
 	if err := w.exec(sqlBegin); err != nil {
 		return nil, fmt.Errorf("sqlite store: begin: %w", err)
@@ -599,13 +536,13 @@ func (s *Store) applyGroup(w *wconn, group []*pending, savepoints bool) ([]error
 
 // applyEach applies the batches of group one by one, each in its own SAVEPOINT, so that a
 // failing batch fails alone (its error in errs) and leaves no trace.
-func applyEach(w *wconn, group []*pending, errs []error, seq *uint64, ord *int64) error {
-	for i, p := range group {
+func applyEach(w *wconn, group []*store.Batch, errs []error, seq *uint64, ord *int64) error {
+	for i, b := range group {
 		if err := w.exec(sqlSavepoint); err != nil {
 			return err
 		}
 		seqBefore, ordBefore := *seq, *ord
-		if err := apply(w, p.b, seq, ord); err != nil {
+		if err := apply(w, b, seq, ord); err != nil {
 			errs[i] = err
 			*seq, *ord = seqBefore, ordBefore
 			if err := w.exec(sqlRollbackTo); err != nil {

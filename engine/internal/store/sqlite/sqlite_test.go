@@ -511,3 +511,16 @@ func TestPruneNeverLetsASeqBeReused(t *testing.T) {
 		t.Fatalf("the first event after the reopen got seq %d, already used (last was %d)", b.Events[0].Seq, last)
 	}
 }
+
+// BenchmarkRun100: a run of 100 steps fanned out (storetest.BenchmarkRun), the same workload as
+// the PostgreSQL store's BenchmarkRun100.
+func BenchmarkRun100(b *testing.B) {
+	storetest.BenchmarkRun(b, func(b *testing.B) store.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "flow.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}

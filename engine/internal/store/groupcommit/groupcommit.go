@@ -1,0 +1,131 @@
+// Package groupcommit coalesces the writes of concurrent callers into one transaction (group
+// commit), for the SQL stores: the executor writes from many goroutines at once, and one
+// transaction of many batches costs about what one batch costs.
+//
+// The scheme is leader-based, without a goroutine of its own: Do queues its item; one caller at
+// a time, the leader, commits the items queued at that moment (at most Max) with the Commit
+// function, then hands the lead to the first item still queued, whose caller commits the next
+// group. A Do that finds no leader leads itself, so an idle store commits without a goroutine
+// handoff. Do returns once the group holding its item has committed (or failed).
+package groupcommit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("groupcommit: closed")
+
+// Committer groups items of type T. Set Commit (and Max) before the first Do.
+type Committer[T any] struct {
+	// Commit applies group in one transaction and returns the outcome of each item (errs[i]
+	// for group[i]; nil errs: all succeeded) or err, the outcome of them all.
+	Commit func(group []T) (errs []error, err error)
+	// Max bounds how many items one group holds; ≤ 0 means 512.
+	Max int
+
+	mu      sync.Mutex
+	queue   []*pending[T]
+	leading bool
+	closed  bool
+	idle    sync.Cond
+}
+
+type pending[T any] struct {
+	v    T
+	done chan error // the item's outcome, or errLead: the receiver leads the next group
+}
+
+// errLead, sent on pending.done, makes a queued caller the leader.
+var errLead = errors.New("lead the next group")
+
+// Do queues v and returns its outcome once the group holding it was committed. After Close it
+// returns ErrClosed.
+func (c *Committer[T]) Do(v T) error {
+	p := &pending[T]{v: v, done: make(chan error, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.queue = append(c.queue, p)
+	lead := !c.leading
+	c.leading = true
+	c.mu.Unlock()
+	if !lead {
+		if err := <-p.done; err != errLead {
+			return err
+		}
+	}
+	c.lead()
+	return <-p.done
+}
+
+// lead commits the next group of queued items, which holds the leader's own (it is first in
+// the queue), then hands the lead to the first item still queued, or ends it.
+func (c *Committer[T]) lead() {
+	limit := c.Max
+	if limit <= 0 {
+		limit = 512
+	}
+	c.mu.Lock()
+	n := min(len(c.queue), limit)
+	group := make([]*pending[T], n)
+	copy(group, c.queue)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	c.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			for _, p := range group { // unblock the callers, then crash as a committer would
+				select {
+				case p.done <- fmt.Errorf("group commit: %v", v):
+				default:
+				}
+			}
+			defer panic(v)
+		}
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			c.queue[0].done <- errLead
+		} else {
+			c.leading = false
+			if c.idle.L != nil {
+				c.idle.Broadcast()
+			}
+		}
+		c.mu.Unlock()
+	}()
+	items := make([]T, n)
+	for i, p := range group {
+		items[i] = p.v
+	}
+	errs, err := c.Commit(items)
+	for i, p := range group {
+		switch {
+		case err != nil:
+			p.done <- err
+		case errs != nil:
+			p.done <- errs[i]
+		default:
+			p.done <- nil
+		}
+	}
+}
+
+// Close makes further Do calls return ErrClosed and waits for the items already queued to be
+// committed. Closing twice is not an error.
+func (c *Committer[T]) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.idle.L == nil {
+		c.idle.L = &c.mu
+	}
+	for c.leading {
+		c.idle.Wait()
+	}
+}

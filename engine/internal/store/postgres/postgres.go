@@ -1,0 +1,395 @@
+// Package postgres is the PostgreSQL implementation of store.Store (docs/cluster.md), on
+// jackc/pgx v5 and its connection pool: the same records as the SQLite store, in a database
+// named by a postgres:// or postgresql:// URL, with numbered embedded migrations.
+//
+// Migrations: the files of migrations/ (NNNN_name.sql) are applied in order, each recorded in
+// the table schema_migrations, all in one transaction that first takes a transaction-level
+// advisory lock (migrationLock): engines that start at once on a new database migrate it once,
+// the others wait and then find it migrated. A database migrated by a newer dcc-flow is refused
+// with a *SchemaError.
+//
+// Writes: Write queues its batch on a group committer (store/groupcommit, the scheme the SQLite
+// store uses): the batches queued at one moment are applied in one transaction, with one
+// statement per table for the steps, idempotency entries and events (unnest of arrays), the
+// statements pipelined in one round trip. When the group fails (a duplicate run id, an unknown
+// run), it is applied again batch by batch, each in a SAVEPOINT, so that only the failing batch
+// fails. Reads go through the pool and see committed data only.
+//
+// Event sequence numbers: PostgreSQL sequences hand out numbers at nextval time, not at commit,
+// so a transaction that drew seq 5 may commit after one that drew 6, and a reader following
+// events by seq would skip 5. So seq is not a sequence: the writer reserves its numbers with
+// UPDATE store_counters SET value = value + n … RETURNING, as the last statement before COMMIT.
+// The row lock that UPDATE takes is held until the transaction ends, so a second transaction
+// appending events (of this engine or of another engine on the same database) waits for the
+// first to commit and then numbers after it: events commit in seq order, and a reader that has
+// seen seq N will never see a smaller one appear. The lock is held for the time of one commit,
+// and group commit appends the events of many batches under one.
+//
+// Durability is PostgreSQL's: Write returns after COMMIT, durable per the server's
+// synchronous_commit (on by default).
+//
+// One engine per database for now: the engine that opens a database read-write recovers it
+// (MarkInterrupted turns every unfinished run into interrupted), which would interrupt the runs
+// of another live engine. So Open takes a session-level advisory lock (ownerLock) on a
+// connection of its own, held until Close: a second read-write Open fails with a *LockedError
+// naming the holder; OpenReadOnly works beside it. The lock lives in that connection's server
+// session: a store that loses the connection takes the lock again, or, if another engine took
+// it meanwhile, stops writing (see ownerWatch). The multi-engine mode (leases per run) replaces
+// this lock.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Advisory lock keys (pg_advisory_lock takes a bigint; these spell "dccflow" + a digit).
+const (
+	migrationLock int64 = 0x6463_6366_6c6f_7701 // held by the migrating transaction
+	ownerLock     int64 = 0x6463_6366_6c6f_7702 // held by the read-write engine's session
+)
+
+// maxGroup bounds how many batches one transaction applies.
+const maxGroup = 512
+
+// ErrReadOnly is returned by the writing methods of a store opened with OpenReadOnly.
+var ErrReadOnly = errors.New("store: the database is open read-only (another engine owns it)")
+
+// Store is a store.Store on a PostgreSQL database. Create it with Open; Close it when done.
+type Store struct {
+	name   string // the URL without its password, for messages
+	pool   *pgxpool.Pool
+	owner  *pgx.Conn   // holds ownerLock while opening; then ownerW has it
+	ownerW *ownerWatch // keeps ownerLock; nil for a read-only store
+	// broken is set once the owner lock was lost to another engine: every later write
+	// returns it.
+	broken   atomic.Pointer[FaultError]
+	readOnly bool
+	closed   atomic.Bool
+	gc       groupcommit.Committer[*store.Batch]
+	commits  atomic.Int64
+}
+
+var (
+	_ store.Store          = (*Store)(nil)
+	_ store.Pruner         = (*Store)(nil)
+	_ store.Controller     = (*Store)(nil)
+	_ store.FireLog        = (*Store)(nil)
+	_ store.DeliveryFinder = (*Store)(nil)
+	_ store.Catalog        = (*Store)(nil)
+)
+
+// IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.
+func IsURL(db string) bool {
+	l := strings.ToLower(db)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// Redact returns the URL with its password replaced by "xxxxx", for messages and logs.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "postgresql://(an unparsable URL)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// SchemaError is returned by Open for a database whose schema is newer than this dcc-flow.
+type SchemaError struct {
+	DB      string // the redacted URL
+	Found   int
+	Current int
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("database %s has schema version %d, newer than this dcc-flow (%d); upgrade dcc-flow to open it",
+		e.DB, e.Found, e.Current)
+}
+
+// LockedError is returned by Open when another engine has the database open read-write.
+type LockedError struct {
+	DB     string // the redacted URL
+	Holder string // "pid 1234 on host 10.0.0.5 (dcc-flow)", or "" when unknown
+}
+
+func (e *LockedError) Error() string {
+	holder := e.Holder
+	if holder == "" {
+		holder = "another engine"
+	}
+	return fmt.Sprintf("database %s is in use by %s; one engine at a time runs a PostgreSQL database for now: "+
+		"open it read-only to look at its runs, stop that engine, or use another database", e.DB, holder)
+}
+
+// Open connects to the database at rawURL, migrates it to the current schema and makes this
+// engine its owner until Close (see the package comment). It does not recover interrupted runs:
+// the engine calls MarkInterrupted.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	return open(ctx, rawURL, false, true)
+}
+
+// OpenReadOnly connects to a database beside the engine that owns it: every read works, Write
+// and the other writing methods return ErrReadOnly, and RequestControl asks the owner to act on
+// a run. A database of another schema version is refused (the owner migrates it).
+func OpenReadOnly(ctx context.Context, rawURL string) (*Store, error) {
+	return open(ctx, rawURL, true, false)
+}
+
+// open opens the store; lock makes a read-write store take the owner lock (tests of several
+// writers on one database open them without it).
+func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, error) {
+	name := Redact(rawURL)
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", name, redactErr(err, rawURL))
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "dcc-flow"
+	}
+	if cfg.MaxConns < 8 && !strings.Contains(rawURL, "pool_max_conns=") {
+		cfg.MaxConns = 8 // the writer, the owner watch's reconnects, readers beside them
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", name, redactErr(err, rawURL))
+	}
+	s := &Store{name: name, pool: pool, readOnly: readOnly}
+	s.gc.Max = maxGroup
+	s.gc.Commit = s.commitGroup
+	fail := func(err error) (*Store, error) {
+		if s.owner != nil {
+			s.owner.Close(context.Background())
+		}
+		pool.Close()
+		if fe := AsFault(name, err); fe != nil {
+			return nil, fe
+		}
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		return fail(fmt.Errorf("connecting to %s: %w", name, redactErr(err, rawURL)))
+	}
+	if readOnly {
+		version, err := schemaVersion(ctx, pool)
+		if err != nil {
+			return fail(err)
+		}
+		if current := SchemaVersion(); version != current {
+			if version > current {
+				return fail(&SchemaError{DB: name, Found: version, Current: current})
+			}
+			return fail(fmt.Errorf("database %s has schema version %d, older than this dcc-flow (%d): "+
+				"open it once for writing to migrate it", name, version, current))
+		}
+		return s, nil
+	}
+	if !lock {
+		if err := migrate(ctx, pool, name); err != nil {
+			return fail(err)
+		}
+		return s, nil
+	}
+	if s.owner, err = pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy()); err != nil {
+		return fail(fmt.Errorf("connecting to %s: %w", name, redactErr(err, rawURL)))
+	}
+	var got bool
+	if err := s.owner.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, ownerLock).Scan(&got); err != nil {
+		return fail(fmt.Errorf("locking %s: %w", name, err))
+	}
+	if !got {
+		return fail(&LockedError{DB: name, Holder: lockHolder(ctx, s.owner)})
+	}
+	if err := migrate(ctx, pool, name); err != nil {
+		return fail(err)
+	}
+	s.watchOwner(cfg.ConnConfig.Copy(), s.owner)
+	s.owner = nil
+	return s, nil
+}
+
+// lockHolder describes the session holding ownerLock, or "".
+func lockHolder(ctx context.Context, c *pgx.Conn) string {
+	var pid int64
+	var app, addr string
+	err := c.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'a unix socket')
+		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`, ownerLock).
+		Scan(&pid, &app, &addr)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("the engine of server session %d (%s, from %s)", pid, app, addr)
+}
+
+// redactErr returns err with rawURL's password taken out of its text (pgx quotes the
+// connection string in some of its errors).
+func redactErr(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), rawURL, "(the URL)"))
+	}
+	pw, has := u.User.Password()
+	if !has || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// migrations returns the embedded migration file names, in order.
+func migrations() []string {
+	entries, _ := migrationFS.ReadDir("migrations")
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SchemaVersion returns the schema version this package writes.
+func SchemaVersion() int { return len(migrations()) }
+
+const sqlMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    BIGINT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`
+
+// schemaVersion returns the highest migration applied, 0 for a database without them.
+func schemaVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, err
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// migrate applies the migrations the database lacks, in one transaction under migrationLock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	names := migrations()
+	current := len(names)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating %s: %w", name, err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("migrating %s: %w", name, err)
+	}
+	if _, err := tx.Exec(ctx, sqlMigrationsTable); err != nil {
+		return fmt.Errorf("migrating %s: %w", name, err)
+	}
+	version, err := schemaVersion(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("migrating %s: %w", name, err)
+	}
+	if version > current {
+		return &SchemaError{DB: name, Found: version, Current: current}
+	}
+	for i := version; i < current; i++ {
+		n, err := strconv.Atoi(strings.SplitN(names[i], "_", 2)[0])
+		if err != nil || n != i+1 {
+			return fmt.Errorf("migration %s is misnumbered (want %04d_…)", names[i], i+1)
+		}
+		body, err := migrationFS.ReadFile("migrations/" + names[i])
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return fmt.Errorf("migrating %s to version %d (%s): %w", name, i+1, names[i], err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, i+1, names[i]); err != nil {
+			return fmt.Errorf("migrating %s to version %d: %w", name, i+1, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrating %s: %w", name, err)
+	}
+	return nil
+}
+
+// Migrate migrates the database at rawURL to the current schema without opening a store (test
+// templates, an operator's upgrade step).
+func Migrate(ctx context.Context, rawURL string) error {
+	pool, err := pgxpool.New(ctx, rawURL)
+	if err != nil {
+		return redactErr(err, rawURL)
+	}
+	defer pool.Close()
+	return migrate(ctx, pool, Redact(rawURL))
+}
+
+// Name returns the database's URL without its password.
+func (s *Store) Name() string { return s.name }
+
+// ReadOnly reports whether the store was opened with OpenReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Commits returns how many write transactions were committed (for tests of group commit).
+func (s *Store) Commits() int64 { return s.commits.Load() }
+
+// Close waits for the batches already queued to be committed, releases the database and closes
+// the connections. Further calls return store.ErrClosed. Closing twice is not an error.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.gc.Close()
+	var err error
+	if s.ownerW != nil {
+		err = s.ownerW.close()
+	}
+	s.pool.Close()
+	return err
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// checkWrite is check for the methods that write: a read-only store refuses them.
+func (s *Store) checkWrite() error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	if fe := s.broken.Load(); fe != nil {
+		return fe
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(pgtest.Main(m, pgtest.Options{Prepare: func(url string) error {
+		return postgres.Migrate(context.Background(), url)
+	}}))
+}
+
+// openTemp opens a store on a new database of the package's cluster.
+func openTemp(t testing.TB) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), pgtest.DB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestExercise(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
+	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
+	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
+	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
+}

@@ -1,0 +1,383 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// finishedRun selects the runs in a finished status.
+const finishedRun = `status IN ('completed', 'failed', 'cancelled', 'interrupted')`
+
+// stepFinished selects the step rows (alias s) in a finished status.
+const stepFinished = `s.status IN ('completed', 'failed', 'cancelled', 'skipped', 'interrupted')`
+
+// progressColumns are the progress of a run as committed (store.Store: Run.Progress): the
+// stored counts of a finished run; for a run still going, its step rows in a finished status
+// and the total of its newest event.
+const progressColumns = `CASE WHEN ` + finishedRun + ` THEN completed
+		ELSE (SELECT count(*) FROM workflow_steps s WHERE s.run_id = workflows.id AND ` + stepFinished + `) END,
+	CASE WHEN ` + finishedRun + ` THEN total
+		ELSE coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = workflows.id ORDER BY e.seq DESC LIMIT 1), total) END`
+
+const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
+	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
+
+func scanRun(sc pgx.Row) (store.Run, error) {
+	var r store.Run
+	var status string
+	var specJSON, inputs, errJSON, envAllow, trigger []byte
+	var created, updated, finished int64
+	var parent, parentKey *string
+	var completed, total int64
+	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
+		&trigger, &completed, &total, &created, &updated, &finished, &parent, &parentKey); err != nil {
+		return r, err
+	}
+	if parent != nil {
+		r.ParentRunID = *parent
+	}
+	if parentKey != nil {
+		r.ParentStepKey = *parentKey
+	}
+	r.Progress.Completed, r.Progress.Total = int(completed), int(total)
+	r.Status = run.Status(status)
+	r.SpecJSON, r.Inputs, r.Trigger = raw(specJSON), raw(inputs), raw(trigger)
+	if errJSON != nil {
+		r.Error = &store.RunError{}
+		if err := json.Unmarshal(errJSON, r.Error); err != nil {
+			return r, fmt.Errorf("run %s: decoding its error: %w", r.ID, err)
+		}
+	}
+	if envAllow != nil {
+		r.EnvAllow = []string{}
+		if err := json.Unmarshal(envAllow, &r.EnvAllow); err != nil {
+			return r, fmt.Errorf("run %s: decoding env_allow: %w", r.ID, err)
+		}
+	}
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt = fromNanos(created), fromNanos(updated), fromNanos(finished)
+	r.Progress.Total = max(r.Progress.Total, r.Progress.Completed)
+	return r, nil
+}
+
+func raw(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// GetRun returns the run, or store.ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if err := s.check(); err != nil {
+		return store.Run{}, err
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = $1`, text(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	return r, s.fault(err)
+}
+
+// ListRuns returns the runs matching f, newest first.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if len(f.Statuses) > 0 {
+		st := make([]string, len(f.Statuses))
+		for i, x := range f.Statuses {
+			st[i] = string(x)
+		}
+		where = append(where, "status = ANY("+arg(st)+")")
+	}
+	if f.Name != "" {
+		where = append(where, "name = "+arg(text(f.Name)))
+	}
+	if f.ParentRunID != "" {
+		where = append(where, "parent_run_id = "+arg(text(f.ParentRunID)))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "created_at >= "+arg(nanos(f.Since)))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "created_at < "+arg(nanos(f.Until)))
+	}
+	q := `SELECT ` + runColumns + ` FROM workflows`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, s.fault(err)
+		}
+		out = append(out, r)
+	}
+	return out, s.fault(rows.Err())
+}
+
+// ListSteps returns the step instances of a run in the order each was first written.
+func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
+		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress
+		FROM workflow_steps WHERE run_id = $1 ORDER BY ord`, text(runID))
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []store.Step
+	for rows.Next() {
+		st := store.Step{RunID: runID}
+		var status string
+		var output, fileRefs []byte
+		var attempt, started, finished, updated, dropped int64
+		var worker, logs, progress *string
+		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &attempt, &output, &fileRefs, &st.ErrorKind,
+			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &dropped, &progress); err != nil {
+			return nil, s.fault(err)
+		}
+		st.Status = run.StepStatus(status)
+		st.Attempt, st.LogsDropped = int(attempt), int(dropped)
+		if worker != nil {
+			st.Worker = *worker
+		}
+		if logs != nil && *logs != "" {
+			st.Logs = []byte(*logs)
+		}
+		if progress != nil && *progress != "" {
+			st.Progress = []byte(*progress)
+		}
+		st.Output, st.FileRefs = raw(output), raw(fileRefs)
+		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fault(err)
+	}
+	if out == nil {
+		if _, err := s.GetRun(ctx, runID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListEvents returns events with Seq > f.AfterSeq in order. Only committed events are listed,
+// and they commit in seq order (see the package comment), so no later commit adds a smaller seq.
+func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT seq, run_id, time, type, step_key, status, attempt, completed, total, detail FROM workflow_events
+		WHERE seq > $1`
+	args := []any{int64(f.AfterSeq)}
+	if f.RunID != "" {
+		q += " AND run_id = $2"
+		args = append(args, text(f.RunID))
+	}
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []run.Event
+	for rows.Next() {
+		var ev run.Event
+		var seq, t, attempt, completed, total int64
+		var detail []byte
+		if err := rows.Scan(&seq, &ev.RunID, &t, &ev.Type, &ev.StepKey, &ev.Status, &attempt,
+			&completed, &total, &detail); err != nil {
+			return nil, s.fault(err)
+		}
+		ev.Seq, ev.Time, ev.Detail = uint64(seq), fromNanos(t), raw(detail)
+		ev.Attempt, ev.Progress.Completed, ev.Progress.Total = int(attempt), int(completed), int(total)
+		out = append(out, ev)
+	}
+	return out, s.fault(rows.Err())
+}
+
+// LastSeq returns the largest event sequence number committed (the counter never goes back,
+// also when a prune deletes the newest events).
+func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var v int64
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM store_counters WHERE name = 'event_seq'`).Scan(&v); err != nil {
+		return 0, s.fault(err)
+	}
+	return uint64(v), nil
+}
+
+// GetIdempotency returns the entry for (scope, runID, key) if it is live at now.
+func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, now time.Time) (store.IdempotencyEntry, bool, error) {
+	if err := s.check(); err != nil {
+		return store.IdempotencyEntry{}, false, err
+	}
+	e := store.IdempotencyEntry{Scope: scope, RunID: runID, Key: key}
+	var output, fileRefs []byte
+	var created, expires int64
+	err := s.pool.QueryRow(ctx, `SELECT output, file_refs, created_at, expires_at FROM workflow_idempotency
+		WHERE scope = $1 AND run_id = $2 AND key = $3`, text(scope), text(runID), text(key)).Scan(&output, &fileRefs, &created, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, false, nil
+	}
+	if err != nil {
+		return e, false, s.fault(err)
+	}
+	if expires != 0 && nanos(now) >= expires {
+		return e, false, nil
+	}
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = raw(output), raw(fileRefs), fromNanos(created), fromNanos(expires)
+	return e, true, nil
+}
+
+// PurgeExpired deletes the idempotency entries expired at now.
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	if err := s.checkWrite(); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM workflow_idempotency WHERE expires_at != 0 AND expires_at <= $1`, nanos(now))
+	if err != nil {
+		return 0, s.fault(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// MarkInterrupted turns every non-terminal run and its non-terminal steps into interrupted,
+// and appends each run's interrupted event, in one transaction (see store.Store).
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Interruption) ([]string, error) {
+	if err := s.checkWrite(); err != nil {
+		return nil, err
+	}
+	runErr, err := runErrorJSON(in.Error)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	rows, err := tx.Query(ctx, `SELECT id FROM workflows WHERE status IN ('pending', 'running', 'waiting') FOR UPDATE`)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	sort.Strings(ids)
+	at := nanos(now)
+	type prog struct{ completed, total int64 }
+	progs := make([]prog, len(ids))
+	for i, id := range ids {
+		if _, err := tx.Exec(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = $1
+			WHERE run_id = $2 AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, at, id); err != nil {
+			return nil, s.fault(err)
+		}
+		// The run's progress as committed (see progressColumns), now that its steps in flight
+		// are interrupted; the total is at least the steps finished.
+		if err := tx.QueryRow(ctx, `UPDATE workflows SET status = 'interrupted', error = $1, updated_at = $2, finished_at = $2,
+			completed = c.completed, total = greatest(c.completed, c.total)
+			FROM (SELECT (SELECT count(*) FROM workflow_steps s WHERE s.run_id = $3 AND `+stepFinished+`) AS completed,
+				coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = $3 ORDER BY e.seq DESC LIMIT 1),
+					(SELECT total FROM workflows WHERE id = $3)) AS total) c
+			WHERE id = $3 RETURNING workflows.completed, workflows.total`, runErr, at, id).Scan(&progs[i].completed, &progs[i].total); err != nil {
+			return nil, s.fault(err)
+		}
+	}
+	// A paused run stays paused (Unpause resumes it); its steps that were in flight when its
+	// engine stopped are interrupted.
+	if _, err := tx.Exec(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = $1
+		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval')
+		AND run_id IN (SELECT id FROM workflows WHERE status = 'paused')`, at); err != nil {
+		return nil, s.fault(err)
+	}
+	if len(ids) > 0 {
+		// The events last, under the counter's row lock (see the package comment).
+		b := &store.Batch{Events: make([]run.Event, len(ids))}
+		for i, id := range ids {
+			b.Events[i] = run.Event{RunID: id, Time: now, Type: run.EventInterrupted, Status: string(run.StatusInterrupted),
+				Progress: run.Progress{Completed: int(progs[i].completed), Total: int(progs[i].total)}, Detail: in.Detail}
+		}
+		if _, err := apply(ctx, tx, []*store.Batch{b}); err != nil {
+			return nil, s.fault(fmt.Errorf("appending the interrupted events: %w", err))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.fault(err)
+	}
+	return ids, nil
+}
+
+// PutArtefact stores data content-addressed and returns its sha256.
+func (s *Store) PutArtefact(ctx context.Context, data []byte) (string, error) {
+	if err := s.checkWrite(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	if data == nil {
+		data = []byte{}
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO artefacts (sha256, size, data) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING`,
+		h, len(data), data); err != nil {
+		return "", s.fault(err)
+	}
+	return h, nil
+}
+
+// GetArtefact returns the bytes stored under sha256, or store.ErrNotFound.
+func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM artefacts WHERE sha256 = $1`, text(strings.ToLower(sum))).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("artefact %s: %w", sum, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}

@@ -1,0 +1,371 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+func newRun(id string) store.Run {
+	now := time.Now()
+	return store.Run{ID: id, SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}
+}
+
+func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Commits()
+	const writers = 200
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := &store.Batch{Steps: []store.Step{{RunID: "r", Key: fmt.Sprintf("s%d", i), StepID: "s", Kind: "tool", Status: run.StepCompleted}},
+				Events: []run.Event{{RunID: "r", Type: run.EventStepExit, Time: now}}}
+			switch i % 50 {
+			case 7:
+				b.Steps[0].RunID = "missing" // this batch fails alone
+			case 9:
+				b.CreateRuns = []store.Run{newRun("r")} // so does this one
+			case 11:
+				b.RunUpdates = []store.RunUpdate{{ID: "missing", Status: run.StatusCompleted}}
+			}
+			errs[i] = s.Write(ctx, b)
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for i, err := range errs {
+		switch i % 50 {
+		case 7, 11:
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("batch %d: want ErrNotFound, got %v", i, err)
+			}
+			failed++
+		case 9:
+			if !errors.Is(err, store.ErrExists) {
+				t.Errorf("batch %d: want ErrExists, got %v", i, err)
+			}
+			failed++
+		default:
+			if err != nil {
+				t.Errorf("batch %d failed with the group: %v", i, err)
+			}
+		}
+	}
+	steps, _ := s.ListSteps(ctx, "r")
+	evs, _ := s.ListEvents(ctx, store.EventFilter{RunID: "r"})
+	if len(steps) != writers-failed || len(evs) != writers-failed {
+		t.Fatalf("%d steps, %d events, want %d", len(steps), len(evs), writers-failed)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("sequence gap after a failed batch: %d then %d", evs[i-1].Seq, evs[i].Seq)
+		}
+	}
+	if n := s.Commits() - before; n >= writers {
+		t.Fatalf("%d transactions for %d concurrent writes: no group commit", n, writers)
+	}
+	t.Logf("%d concurrent writes in %d transactions", writers, s.Commits()-before)
+}
+
+// A key written twice in one group keeps its last write at the place of its first; text that
+// PostgreSQL cannot hold (invalid UTF-8, NUL) is stored with U+FFFD rather than failing the write.
+func TestStepRowsDedupAndOddText(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	b := &store.Batch{CreateRuns: []store.Run{newRun("r")}}
+	for i := range 5 {
+		b.Steps = append(b.Steps, store.Step{RunID: "r", Key: fmt.Sprintf("k%d", i), StepID: "s", Kind: "tool", Status: run.StepRunning})
+	}
+	b.Steps = append(b.Steps, store.Step{RunID: "r", Key: "k1", StepID: "s", Kind: "tool", Status: run.StepFailed,
+		ErrorMessage: "bad \xff byte and a \x00 NUL", Output: json.RawMessage(`{"v":1}`)})
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := s.ListSteps(ctx, "r")
+	if err != nil || len(steps) != 5 {
+		t.Fatalf("%d steps, %v", len(steps), err)
+	}
+	for i, st := range steps {
+		if st.Key != fmt.Sprintf("k%d", i) {
+			t.Fatalf("step %d is %s", i, st.Key)
+		}
+	}
+	if st := steps[1]; st.Status != run.StepFailed || st.ErrorMessage != "bad \uFFFD byte and a \uFFFD NUL" || string(st.Output) != `{"v":1}` {
+		t.Fatalf("k1: %+v", st)
+	}
+}
+
+// One read-write engine per database for now: a second Open is refused with a *LockedError,
+// OpenReadOnly works beside the owner (reads, control requests; no writes), and the database is
+// free again once the owner closes.
+func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	owner, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.Open(ctx, url)
+	var le *postgres.LockedError
+	if !errors.As(err, &le) || !strings.Contains(le.Holder, "dcc-flow") {
+		t.Fatalf("second owner: %v", err)
+	}
+	ro, err := postgres.OpenReadOnly(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := owner.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ro.GetRun(ctx, "r"); err != nil || r.ID != "r" {
+		t.Fatalf("viewer: %+v %v", r, err)
+	}
+	if err := ro.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("x")}}); !errors.Is(err, postgres.ErrReadOnly) {
+		t.Fatalf("viewer write: %v", err)
+	}
+	id, err := ro.RequestControl(ctx, store.ControlRequest{RunID: "r", Action: "cancel", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := owner.PendingControl(ctx); err != nil || len(p) != 1 || p[0].ID != id {
+		t.Fatalf("owner sees %+v %v", p, err)
+	}
+	owner.Close()
+	again, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("after the owner closed: %v", err)
+	}
+	again.Close()
+}
+
+// Events keep their seq across a reopen, and a pruned seq is never assigned again.
+func TestSeqSurvivesReopenAndPrune(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	r := newRun("r")
+	r.Status, r.FinishedAt = run.StatusCompleted, old
+	b := &store.Batch{CreateRuns: []store.Run{r}, Events: []run.Event{{RunID: "r", Type: run.EventWorkflowTerminal, Time: old}, {RunID: "r", Type: run.EventWorkflowTerminal, Time: old}}}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, time.Now(), nil); err != nil || n != 1 {
+		t.Fatalf("prune: %d %v", n, err)
+	}
+	s.Close()
+	s, err = postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if last, _ := s.LastSeq(ctx); last != 2 {
+		t.Fatalf("LastSeq after prune and reopen: %d", last)
+	}
+	b = &store.Batch{CreateRuns: []store.Run{newRun("q")}, Events: []run.Event{{RunID: "q", Type: run.EventWorkflowStarted, Time: old}}}
+	if err := s.Write(ctx, b); err != nil || b.Events[0].Seq != 3 {
+		t.Fatalf("next seq %d, %v", b.Events[0].Seq, err)
+	}
+}
+
+// A database migrated by a newer dcc-flow is refused, naming the versions; concurrent first
+// opens of a new database migrate it once.
+func TestSchemaVersions(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	url, err := c.NewDatabase(ctx) // a copy of the migrated template
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, 'future')`, postgres.SchemaVersion()+5); err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.Open(ctx, url)
+	var se *postgres.SchemaError
+	if !errors.As(err, &se) || se.Found != postgres.SchemaVersion()+5 || !strings.Contains(err.Error(), "upgrade dcc-flow") {
+		t.Fatalf("newer schema: %v", err)
+	}
+	if _, err := postgres.OpenReadOnly(ctx, url); !errors.As(err, &se) {
+		t.Fatalf("newer schema, read-only: %v", err)
+	}
+	// An empty database: several engines migrate it at once.
+	if _, err := conn.Exec(ctx, `CREATE DATABASE empty_one TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	empty := strings.Replace(url, "/"+conn.Config().Database+"?", "/empty_one?", 1)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = postgres.Migrate(ctx, empty) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migration: %v", err)
+		}
+	}
+	s, err := postgres.Open(ctx, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A server that is down makes writes and reads fail with a storage fault (code storage), and
+// the store works again once the server is back: the pool reconnects.
+func TestServerDownIsAFaultAndTheStoreReconnects(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.StartT(t)
+	if err := c.Prepare(ctx, func(url string) error { return postgres.Migrate(ctx, url) }); err != nil {
+		t.Fatal(err)
+	}
+	url, err := c.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("q")}})
+	if postgres.AsFault("", err) == nil || run.CodeOf(err) != run.CodeStorage {
+		t.Fatalf("write with the server down: %v (code %s)", err, run.CodeOf(err))
+	}
+	if _, err := s.GetRun(ctx, "r"); postgres.AsFault("", err) == nil {
+		t.Fatalf("read with the server down: %v", err)
+	}
+	if err := c.StartServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	for range 50 { // the pool drops its dead connections as it meets them
+		if werr = s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("q")}}); werr == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if werr != nil {
+		t.Fatalf("after the server came back: %v", werr)
+	}
+	if r, err := s.GetRun(ctx, "q"); err != nil || r.ID != "q" {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgresql://flow:s3cret@db.studio:5432/flow":              "postgresql://flow:xxxxx@db.studio:5432/flow",
+		"postgres://db.studio/flow?password=s3cret&sslmode=require": "postgres://db.studio/flow?password=xxxxx&sslmode=require",
+		"postgresql://flow@db.studio/flow":                          "postgresql://flow@db.studio/flow",
+	} {
+		if got := postgres.Redact(in); got != want {
+			t.Errorf("Redact(%s) = %s, want %s", in, got, want)
+		}
+	}
+	_, err := postgres.Open(context.Background(), "postgresql://flow:s3cret@127.0.0.1:1/flow?connect_timeout=2")
+	if err == nil || strings.Contains(err.Error(), "s3cret") || postgres.AsFault("", err) == nil {
+		t.Fatalf("an unreachable server: %v", err)
+	}
+}
+
+// BenchmarkRun100: a run of 100 steps fanned out (storetest.BenchmarkRun); compare with the
+// SQLite store's BenchmarkRun100 (docs/cluster.md, "Figures").
+func BenchmarkRun100(b *testing.B) {
+	storetest.BenchmarkRun(b, func(b *testing.B) store.Store { return openTemp(b) })
+}
+
+// BenchmarkStepSequential: one durable step completion per Write.
+func BenchmarkStepSequential(b *testing.B) {
+	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
+}
+
+// The SQL of docs/cluster.md runs on a database an engine has open, and its last query finds
+// that engine.
+func TestDocsSQL(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("RUN")},
+		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../../../docs/cluster.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	blocks := strings.Split(string(doc), "```sql\n")[1:]
+	if len(blocks) != 2 {
+		t.Fatalf("%d sql blocks in docs/cluster.md", len(blocks))
+	}
+	var rows int
+	for _, stmt := range strings.Split(strings.SplitN(blocks[1], "```", 2)[0], ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		r, err := conn.Query(ctx, stmt)
+		if err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		rows = 0
+		for r.Next() {
+			rows++
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		if rows != 1 {
+			t.Errorf("%d rows from %s", rows, stmt)
+		}
+	}
+}

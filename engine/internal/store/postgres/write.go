@@ -1,0 +1,438 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
+)
+
+// writeTimeout bounds one group commit: a server that does not answer fails the writes
+// (code storage) instead of blocking the engine for ever.
+const writeTimeout = 2 * time.Minute
+
+const (
+	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
+		origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
+		parent_run_id, parent_step_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+	// sqlRunUpdate fails with division_by_zero (SQLSTATE 22012) when the run does not exist: a
+	// batch is sent as one pipeline whose statements' results are read only after it
+	// committed, so an unknown run must abort it from inside (see apply).
+	sqlRunUpdate = `WITH u AS (UPDATE workflows SET status = $1, error = $2, completed = $3, total = $4,
+		updated_at = $5, finished_at = $6 WHERE id = $7 RETURNING 1) SELECT 1 / count(*) FROM u`
+	sqlStepsUpsert = `INSERT INTO workflow_steps (run_id, key, step_id, kind, status, attempt, output, file_refs,
+		error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress)
+		SELECT run_id, key, step_id, kind, status, attempt, output, file_refs,
+		error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bytea[], $8::bytea[],
+			$9::text[], $10::text[], $11::text[], $12::boolean[], $13::bigint[], $14::bigint[], $15::bigint[],
+			$16::text[], $17::text[], $18::bigint[], $19::text[])
+		WITH ORDINALITY AS u(run_id, key, step_id, kind, status, attempt, output, file_refs,
+		error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress, i)
+		ORDER BY i
+		ON CONFLICT (run_id, key) DO UPDATE SET step_id = excluded.step_id, kind = excluded.kind,
+		status = excluded.status, attempt = excluded.attempt, output = excluded.output,
+		file_refs = excluded.file_refs, error_kind = excluded.error_kind, error_message = excluded.error_message,
+		error_trace = excluded.error_trace, cached = excluded.cached, started_at = excluded.started_at,
+		finished_at = excluded.finished_at, updated_at = excluded.updated_at, worker = excluded.worker,
+		logs = excluded.logs, logs_dropped = excluded.logs_dropped, progress = excluded.progress`
+	sqlIdemUpsert = `INSERT INTO workflow_idempotency (scope, run_id, key, output, file_refs, created_at, expires_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[])
+		ON CONFLICT (scope, run_id, key) DO UPDATE SET output = excluded.output, file_refs = excluded.file_refs,
+		created_at = excluded.created_at, expires_at = excluded.expires_at`
+	// sqlEventsAppend reserves $1 sequence numbers (see the package comment) and appends the
+	// events numbered from the first, returning the number before it.
+	sqlEventsAppend = `WITH r AS (UPDATE store_counters SET value = value + $1::bigint WHERE name = 'event_seq'
+			RETURNING value - $1::bigint AS base),
+		ins AS (INSERT INTO workflow_events (seq, run_id, time, type, step_key, status, attempt, completed, total, detail)
+			SELECT r.base + u.i, u.run_id, u.time, u.type, u.step_key, u.status, u.attempt, u.completed, u.total, u.detail
+			FROM r, unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+				$9::bigint[], $10::bytea[])
+			WITH ORDINALITY AS u(run_id, time, type, step_key, status, attempt, completed, total, detail, i))
+		SELECT base FROM r`
+)
+
+// Write applies b atomically and durably (see the package comment): it returns once the
+// transaction holding b has committed. ctx bounds nothing but the start: a batch queued is
+// always applied or failed as a whole.
+func (s *Store) Write(ctx context.Context, b *store.Batch) error {
+	if err := s.checkWrite(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	err := s.gc.Do(b)
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return store.ErrClosed
+	}
+	return err
+}
+
+// commitGroup applies the batches of group in one transaction; when that fails for another
+// reason than a fault, it applies them again batch by batch, each in a SAVEPOINT, so that only
+// the failing batch fails, with an error naming its row.
+func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
+	if fe := s.broken.Load(); fe != nil {
+		return nil, fe
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
+	}
+	defer conn.Release()
+	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
+	// implicit transaction, committed at its end (or rolled back whole at its first error).
+	base, err := apply(ctx, conn, group)
+	if err == nil {
+		s.commits.Add(1)
+		number(group, base)
+		return nil, nil
+	}
+	if fe := AsFault(s.name, err); fe != nil {
+		return nil, fe
+	}
+	if ctx.Err() != nil { // the server did not answer in time
+		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+	}
+	errs := make([]error, len(group))
+	bases := make([]int64, len(group))
+	err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
+		for i, b := range group {
+			sp, err := tx.Begin(ctx) // a SAVEPOINT
+			if err != nil {
+				return err
+			}
+			if bases[i], err = apply(ctx, sp, []*store.Batch{b}); err != nil {
+				if AsFault(s.name, err) != nil {
+					return err
+				}
+				errs[i] = err
+				if err := sp.Rollback(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil { // the server did not answer in time
+			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+		}
+		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
+	}
+	s.commits.Add(1)
+	for i, b := range group {
+		if errs[i] == nil {
+			number([]*store.Batch{b}, bases[i])
+		}
+	}
+	return errs, nil
+}
+
+// inTx runs fn in a transaction on conn and commits it.
+func (s *Store) inTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// number sets the Seq of the events of batches, numbered after base in order.
+func number(batches []*store.Batch, base int64) {
+	seq := uint64(base)
+	for _, b := range batches {
+		for i := range b.Events {
+			seq++
+			b.Events[i].Seq = seq
+		}
+	}
+}
+
+// sender is a connection or a transaction: what apply sends its pipeline on.
+type sender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// apply writes batches on tx (a transaction, or a connection: then the pipeline is one implicit
+// transaction of its own), table by table (the runs created, the run updates, the steps, the
+// idempotency entries, then the events, each in batch order), in one pipelined round trip, and
+// returns the sequence number before the first event appended. The order between tables differs
+// from batch after batch only for batches that depend on a concurrent batch of the same group: no
+// caller does that (as for the SQLite store).
+func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
+	var q pgx.Batch
+	type check struct {
+		what string // the row, for errors
+		run  string
+	}
+	var checks []check
+	for _, b := range batches {
+		for i := range b.CreateRuns {
+			r := &b.CreateRuns[i]
+			args, err := runArgs(r)
+			if err != nil {
+				return 0, err
+			}
+			q.Queue(sqlRunInsert, args...)
+			checks = append(checks, check{what: "creating run " + r.ID, run: r.ID})
+		}
+	}
+	for _, b := range batches {
+		for i := range b.RunUpdates {
+			u := &b.RunUpdates[i]
+			errJSON, err := runErrorJSON(u.Error)
+			if err != nil {
+				return 0, err
+			}
+			q.Queue(sqlRunUpdate, string(u.Status), errJSON, int64(u.Progress.Completed), int64(u.Progress.Total),
+				nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID)
+			checks = append(checks, check{what: "updating run " + u.ID, run: u.ID})
+		}
+	}
+	if steps := dedupSteps(batches); len(steps) > 0 {
+		q.Queue(sqlStepsUpsert, stepArrays(steps)...)
+		checks = append(checks, check{what: fmt.Sprintf("writing %d steps", len(steps))})
+	}
+	if idem := dedupIdempotency(batches); len(idem) > 0 {
+		q.Queue(sqlIdemUpsert, idemArrays(idem)...)
+		checks = append(checks, check{what: fmt.Sprintf("writing %d idempotency entries", len(idem))})
+	}
+	nEvents := 0
+	for _, b := range batches {
+		nEvents += len(b.Events)
+	}
+	if nEvents > 0 {
+		q.Queue(sqlEventsAppend, eventArrays(batches, nEvents)...)
+	}
+	if q.Len() == 0 {
+		return 0, nil
+	}
+	br := tx.SendBatch(ctx, &q)
+	defer br.Close()
+	for _, c := range checks {
+		if _, err := br.Exec(); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				switch {
+				case pe.Code == "23505" && pe.ConstraintName == "workflows_pkey":
+					return 0, fmt.Errorf("run %s: %w", c.run, store.ErrExists)
+				case pe.Code == "23503":
+					return 0, fmt.Errorf("%s: %s: %w", c.what, pe.Detail, store.ErrNotFound)
+				case pe.Code == "22012": // sqlRunUpdate: no such run
+					return 0, fmt.Errorf("%s: %w", c.what, store.ErrNotFound)
+				}
+			}
+			return 0, fmt.Errorf("%s: %w", c.what, err)
+		}
+	}
+	var base int64
+	if nEvents > 0 {
+		if err := br.QueryRow().Scan(&base); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23503" {
+				return 0, fmt.Errorf("appending %d events: %s: %w", nEvents, pe.Detail, store.ErrNotFound)
+			}
+			return 0, fmt.Errorf("appending %d events: %w", nEvents, err)
+		}
+	}
+	return base, br.Close()
+}
+
+func runArgs(r *store.Run) ([]any, error) {
+	errJSON, err := runErrorJSON(r.Error)
+	if err != nil {
+		return nil, err
+	}
+	var envAllow []byte
+	if r.EnvAllow != nil {
+		if envAllow, err = json.Marshal(r.EnvAllow); err != nil {
+			return nil, err
+		}
+	}
+	spec := []byte(r.SpecJSON)
+	if spec == nil {
+		spec = []byte{}
+	}
+	return []any{text(r.ID), text(r.Name), spec, text(r.SpecHash), bytesOrNil(r.Inputs), string(r.Status), errJSON,
+		text(r.Origin), envAllow, bytesOrNil(r.Trigger), int64(r.Progress.Completed), int64(r.Progress.Total),
+		nanos(r.CreatedAt), nanos(r.UpdatedAt), nanos(r.FinishedAt), nullText(r.ParentRunID), nullText(r.ParentStepKey)}, nil
+}
+
+// dedupSteps returns the step rows of batches, one per (RunID, Key): an upsert statement cannot
+// write a row twice, and a row is replaced whole, so a key written twice in a group keeps its
+// last write, at the place of its first (which gives the row its order when it is new).
+func dedupSteps(batches []*store.Batch) []*store.Step {
+	type key struct{ run, key string }
+	var out []*store.Step
+	var at map[key]int
+	for _, b := range batches {
+		for i := range b.Steps {
+			st := &b.Steps[i]
+			if at == nil {
+				at = make(map[key]int, len(b.Steps))
+			}
+			k := key{st.RunID, st.Key}
+			if j, ok := at[k]; ok {
+				out[j] = st
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func dedupIdempotency(batches []*store.Batch) []*store.IdempotencyEntry {
+	type key struct{ scope, run, key string }
+	var out []*store.IdempotencyEntry
+	var at map[key]int
+	for _, b := range batches {
+		for i := range b.Idempotency {
+			e := &b.Idempotency[i]
+			if at == nil {
+				at = map[key]int{}
+			}
+			k := key{e.Scope, e.RunID, e.Key}
+			if j, ok := at[k]; ok {
+				out[j] = e
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func stepArrays(steps []*store.Step) []any {
+	n := len(steps)
+	runID, key, stepID, kind, status := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempt, started, finished, updated, dropped := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	output, fileRefs := make([][]byte, n), make([][]byte, n)
+	errKind, errMsg, errTrace := make([]string, n), make([]string, n), make([]string, n)
+	cached := make([]bool, n)
+	worker, logs, progress := make([]*string, n), make([]*string, n), make([]*string, n)
+	for i, st := range steps {
+		runID[i], key[i], stepID[i], kind[i], status[i] = text(st.RunID), text(st.Key), text(st.StepID), text(st.Kind), string(st.Status)
+		attempt[i], dropped[i] = int64(st.Attempt), int64(st.LogsDropped)
+		started[i], finished[i], updated[i] = nanos(st.StartedAt), nanos(st.FinishedAt), nanos(st.UpdatedAt)
+		output[i], fileRefs[i] = bytesOrNil(st.Output), bytesOrNil(st.FileRefs)
+		errKind[i], errMsg[i], errTrace[i] = text(st.ErrorKind), text(st.ErrorMessage), text(st.ErrorTrace)
+		cached[i] = st.Cached
+		worker[i] = textPtr(st.Worker)
+		logs[i] = textPtr(string(st.Logs))
+		progress[i] = textPtr(string(st.Progress))
+	}
+	return []any{runID, key, stepID, kind, status, attempt, output, fileRefs, errKind, errMsg, errTrace, cached,
+		started, finished, updated, worker, logs, dropped, progress}
+}
+
+func idemArrays(es []*store.IdempotencyEntry) []any {
+	n := len(es)
+	scope, runID, key := make([]string, n), make([]string, n), make([]string, n)
+	output, fileRefs := make([][]byte, n), make([][]byte, n)
+	created, expires := make([]int64, n), make([]int64, n)
+	for i, e := range es {
+		scope[i], runID[i], key[i] = text(e.Scope), text(e.RunID), text(e.Key)
+		output[i], fileRefs[i] = bytesOrNil(e.Output), bytesOrNil(e.FileRefs)
+		created[i], expires[i] = nanos(e.CreatedAt), nanos(e.ExpiresAt)
+	}
+	return []any{scope, runID, key, output, fileRefs, created, expires}
+}
+
+func eventArrays(batches []*store.Batch, n int) []any {
+	runID, typ, stepKey, status := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	t, attempt, completed, total := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	detail := make([][]byte, 0, n)
+	for _, b := range batches {
+		for i := range b.Events {
+			ev := &b.Events[i]
+			runID, typ, stepKey, status = append(runID, text(ev.RunID)), append(typ, text(ev.Type)), append(stepKey, text(ev.StepKey)), append(status, text(ev.Status))
+			t, attempt = append(t, nanos(ev.Time)), append(attempt, int64(ev.Attempt))
+			completed, total = append(completed, int64(ev.Progress.Completed)), append(total, int64(ev.Progress.Total))
+			detail = append(detail, bytesOrNil(ev.Detail))
+		}
+	}
+	return []any{int64(n), runID, t, typ, stepKey, status, attempt, completed, total, detail}
+}
+
+func runErrorJSON(e *store.RunError) ([]byte, error) {
+	if e == nil {
+		return nil, nil
+	}
+	return json.Marshal(e)
+}
+
+// bytesOrNil is b as a BYTEA argument: NULL when nil, else its bytes (an empty document stays
+// empty, not NULL).
+func bytesOrNil[T ~[]byte](b T) []byte {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+// text is s as a TEXT argument. PostgreSQL text holds valid UTF-8 without NUL bytes; SQLite
+// keeps any bytes. A string that is not (a tool's error message in another encoding) is stored
+// with each invalid byte and each NUL replaced by U+FFFD, rather than failing the write.
+func text(s string) string {
+	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// textPtr is s as a nullable TEXT argument: NULL for "".
+func textPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	t := text(s)
+	return &t
+}
+
+// nullText is s as a nullable TEXT argument: NULL for "".
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return text(s)
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -1,0 +1,164 @@
+package gotest
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+// An engine on a PostgreSQL database (Config.DB a postgresql:// URL) runs a workflow; closed
+// mid-run (the last foreach item's call unanswered), its run is interrupted; a new engine on the same database finds it there, resumes it
+// without calling the completed instances again, and completes it. Meanwhile a second read-write
+// engine is refused (db_locked) and a read-only one sees the run.
+func TestPostgresRunCloseReopenResume(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	s, err := spec.ParseString(`
+name: intake
+steps:
+  - id: per_file
+    kind: foreach
+    items: [0, 1, 2, 3, 4]
+    steps: [{id: export, tool: export, args: {i: "{{item}}"}}]
+  - {id: after, tool: flow__echo, args: {value: "{{per_file}}"}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [5]atomic.Int32
+	var hang atomic.Bool
+	hang.Store(true)
+	open := func() (context.Context, context.CancelFunc, *engine.Engine) {
+		ctx, cancel := context.WithCancel(context.Background())
+		e, err := engine.Open(ctx, engine.Config{DB: url})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for ctx.Err() == nil {
+				cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+				if err != nil {
+					return
+				}
+				for _, c := range cs {
+					i := int(c.Args["i"].(float64))
+					calls[i].Add(1)
+					if i == 4 && hang.Load() {
+						continue // never answered: the engine is closed under it
+					}
+					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"fbx": i}})
+				}
+			}
+		}()
+		return ctx, cancel, e
+	}
+
+	ctx, cancel, e := open()
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for calls[0].Load()+calls[1].Load()+calls[2].Load()+calls[3].Load()+calls[4].Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the five exports were not all called")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Wait until the four answered instances are committed.
+	for {
+		steps, err := e.Steps(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, st := range steps {
+			if strings.HasSuffix(st.Key, ".export") && st.Status == run.StepCompleted {
+				done++
+			}
+		}
+		if done == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("steps: %+v", steps)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// One read-write engine per database (for now); a read-only one sees the run.
+	if _, err := engine.Open(ctx, engine.Config{DB: url}); run.CodeOf(err) != run.CodeDBLocked {
+		t.Fatalf("a second read-write engine: %v", err)
+	}
+	viewer, err := engine.Open(ctx, engine.Config{DB: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := viewer.Status(ctx, id); err != nil || info.Status != run.StatusRunning {
+		t.Fatalf("viewer: %+v %v", info, err)
+	}
+	if err := viewer.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	cancel()
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	hang.Store(false)
+	ctx, cancel, e = open()
+	defer cancel()
+	defer e.Close(context.Background())
+	info, err := e.Status(ctx, id)
+	if err != nil || info.Status != run.StatusInterrupted {
+		t.Fatalf("after reopen: %+v %v", info, err)
+	}
+	if _, err := e.Resume(ctx, id, engine.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err = e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("resumed: %+v %v", info, err)
+	}
+	for i := range calls {
+		want := int32(1)
+		if i == 4 {
+			want = 2
+		}
+		if got := calls[i].Load(); got != want {
+			t.Errorf("export %d called %d times, want %d", i, got, want)
+		}
+	}
+	// The events of both engines are one sequence: increasing, no gaps (nothing was pruned).
+	evs, err := e.EventsSince(0, 0)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("events %d then %d", evs[i-1].Seq, evs[i].Seq)
+		}
+	}
+}
+
+// A URL that cannot be reached fails Open with code storage, naming the database without its
+// password.
+func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	_, err := engine.Open(context.Background(), engine.Config{DB: "postgresql://flow:s3cret@127.0.0.1:1/flow?connect_timeout=2"})
+	if run.CodeOf(err) != run.CodeStorage || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("%v (code %s)", err, run.CodeOf(err))
+	}
+}

@@ -1,0 +1,144 @@
+"""dcc_flow on a PostgreSQL database (docs/cluster.md): ``Engine(db="postgresql://…")`` and
+``--db postgresql://…`` run and keep workflows there.
+
+The tests start a throwaway PostgreSQL cluster (initdb + pg_ctl in a temporary folder, on a free
+127.0.0.1 port, as the ``postgres`` user when run as root, fsync off), as the Go tests do
+(internal/pgtest). Without initdb (and on Windows) they are skipped with a loud message, except
+under CI=true on Linux, where they fail: CI installs postgresql (.ci/run)."""
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+
+import pytest
+
+import dcc_flow
+from conftest import PYTHON_DIR, ROOT
+from dcc_flow import Engine, WorkflowStatus
+
+
+def _bin_dir():
+    if not sys.platform.startswith(("linux", "darwin")):
+        return None  # Windows (the wheel tests under Wine): no server to start
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return os.path.dirname(os.path.realpath(found))  # /usr/local/bin links initdb and pg_ctl only
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2]), reverse=True)
+    for d in dirs:
+        if os.path.exists(os.path.join(d, "initdb")):
+            return d
+    return None
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """(bin folder, port) of a running throwaway cluster, stopped and removed afterwards."""
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        msg = "no PostgreSQL server binaries (initdb): install postgresql-15"
+        if os.environ.get("CI") == "true" and sys.platform.startswith("linux"):
+            pytest.fail(msg)
+        sys.stderr.write("\n!!! SKIPPING the PostgreSQL tests: %s !!!\n" % msg)
+        pytest.skip(msg)
+    folder = tempfile.mkdtemp(prefix="dcc-flow-pg-py-")
+    prefix = []
+    if os.geteuid() == 0:  # initdb refuses root
+        import pwd
+
+        pw = pwd.getpwnam("postgres")
+        os.chown(folder, pw.pw_uid, pw.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+
+    def run(*args):
+        subprocess.run(prefix + list(args), check=True, capture_output=True, timeout=120)
+
+    data, sock = os.path.join(folder, "data"), os.path.join(folder, "sock")
+    run("mkdir", sock)
+    run(os.path.join(bin_dir, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8",
+        "--locale=C", "--no-sync")
+    port = _free_port()
+    run(os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w", "-o",
+        "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, sock), "start")
+    # A reaper of its own session stops the server and removes the folder once this process is
+    # gone, even when it is killed before the finally below (as internal/pgtest does).
+    reaper = ('while kill -0 %d 2>/dev/null; do sleep 1; done; '
+              'pid=$(head -n 1 "%s/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid"; sleep 2; rm -rf "%s"'
+              % (os.getpid(), data, folder))
+    subprocess.run(["sh", "-c", "(%s) >/dev/null 2>&1 &" % reaper], start_new_session=True, check=True, timeout=30)
+    try:
+        yield bin_dir, port
+    finally:
+        subprocess.run(prefix + [os.path.join(bin_dir, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(cluster):
+    """The URL of a new database of the cluster."""
+    bin_dir, port = cluster
+    name = "t" + uuid.uuid4().hex[:12]
+    subprocess.run([os.path.join(bin_dir, "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", name],
+                   check=True, capture_output=True, timeout=60)
+    return "postgresql://postgres@127.0.0.1:%d/%s?sslmode=disable" % (port, name)
+
+
+FLOW = """\
+name: intake
+steps:
+  - id: per_file
+    kind: foreach
+    items: [1, 2, 3]
+    steps: [{id: export, tool: export, args: {i: "{{item}}"}}]
+  - {id: total, tool: flow__echo, args: {value: "{{per_file}}"}}
+"""
+
+
+def test_engine_runs_and_keeps_a_workflow_on_postgres(pg_url):
+    with Engine(db=pg_url) as eng:
+        @eng.tool()
+        def export(i):
+            return i * 10
+
+        result = eng.run(FLOW)
+        assert result.ok, result.error
+        assert result.outputs["total"]["value"] == [{"export": 10}, {"export": 20}, {"export": 30}]
+        run_id = result.run_id
+
+    # Another engine (a new process would do the same) finds the run and its steps there.
+    with Engine(db=pg_url) as eng:
+        (stored,) = eng.runs()
+        assert stored.run_id == run_id and stored.status is WorkflowStatus.COMPLETED
+        keys = [s.key for s in eng.get_status(run_id, all_steps=True).steps]
+        assert "per_file[2].export" in keys and "total" in keys
+
+    # The CLI takes the URL as --db.
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    out = subprocess.run([sys.executable, "-m", "dcc_flow", "runs", "--db", pg_url], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert run_id in out.stdout and "completed" in out.stdout
+
+
+def test_a_second_engine_on_the_database_is_refused_and_the_password_never_shows(pg_url):
+    with Engine(db=pg_url):
+        with pytest.raises(dcc_flow.DatabaseLockedError):
+            Engine(db=pg_url)
+        with Engine(db=pg_url, read_only=True) as viewer:
+            assert viewer.runs() == []
+    bad = "postgresql://flow:s3cret@127.0.0.1:1/flow?connect_timeout=2"
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        Engine(db=bad)
+    assert info.value.code == "storage" and "s3cret" not in str(info.value)
