@@ -631,3 +631,20 @@ func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// RunSpec returns the spec a run was started from (stored with the run, so it is the run's
+// version even when its workflow was registered again since). An unknown id is code not_found.
+func (e *Engine) RunSpec(ctx context.Context, runID string) (*spec.Spec, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return nil, notFound(runID, err)
+	}
+	s, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + runID})
+	if err != nil {
+		return nil, &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: its stored spec no longer parses: %v", runID, err), Err: err}
+	}
+	return s, nil
+}
