@@ -29,7 +29,20 @@ const (
 func (h *handler) routes() {
 	m := h.mux
 	m.HandleFunc("GET /{$}", h.index)
-	m.Handle("GET /", http.FileServerFS(h.assets))
+	files := http.FileServerFS(h.assets)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/api/"):
+			h.guard(func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (docs/ui.md lists them)", r.Method, r.URL.Path))
+			})(w, r)
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, run.CodeInvalidRequest, r.Method+" is not served here")
+		default:
+			files.ServeHTTP(w, r)
+		}
+	})
 	m.HandleFunc("GET /login", h.login)
 	api := func(pattern string, fn http.HandlerFunc) { m.HandleFunc(pattern, h.guard(fn)) }
 	api("GET /api/runs", h.listRuns)
@@ -47,9 +60,6 @@ func (h *handler) routes() {
 	api("GET /api/schedules/{id}/fires", h.scheduleFires)
 	api("POST /api/schedules/{id}/enable", h.setSchedule(true))
 	api("POST /api/schedules/{id}/disable", h.setSchedule(false))
-	api("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (docs/ui.md lists them)", r.Method, r.URL.Path))
-	})
 	if h.opts.Metrics != nil {
 		metrics := h.opts.Metrics
 		m.HandleFunc("GET /metrics", h.guard(metrics.ServeHTTP))
@@ -164,7 +174,13 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = encodeCursor(engine.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	for i := range infos {
-		out.Runs = append(out.Runs, summaryOf(&infos[i]))
+		sum := summaryOf(&infos[i])
+		if sum.Status == run.StatusWaiting { // Runs lists no approvals: count the open ones
+			if info, err := h.e.Status(r.Context(), sum.ID); err == nil {
+				sum.Approvals = len(info.Approvals)
+			}
+		}
+		out.Runs = append(out.Runs, sum)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -291,31 +307,35 @@ func (h *handler) attempts(ctx context.Context, runID string, steps []engine.Ste
 			default:
 				continue
 			}
-			k := keyOf(ev.StepKey, ev.Attempt)
-			i, ok := open[k]
-			if !ok {
-				st := stepID[ev.StepKey]
-				out = append(out, Attempt{StepKey: ev.StepKey, StepID: st.StepID, Attempt: ev.Attempt, Status: string(run.StepRunning), StartedAt: ev.Time})
-				i = len(out) - 1
-				open[k] = i
+			// step_enter opens attempt n; step_retry (attempt = the next one, n+1) closes
+			// attempt n as failed and opens n+1 after its delay; step_exit closes attempt n.
+			get := func(n int, at time.Time) *Attempt {
+				k := keyOf(ev.StepKey, n)
+				i, ok := open[k]
+				if !ok {
+					out = append(out, Attempt{StepKey: ev.StepKey, StepID: stepID[ev.StepKey].StepID, Attempt: n, Status: string(run.StepRunning), StartedAt: at})
+					i = len(out) - 1
+					open[k] = i
+				}
+				return &out[i]
 			}
-			a := &out[i]
+			var d struct {
+				Error   *engine.StepErrorInfo `json:"error"`
+				DelayMS int64                 `json:"delay_ms"`
+			}
+			_ = json.Unmarshal(ev.Detail, &d)
+			t := ev.Time
 			switch ev.Type {
 			case run.EventStepEnter:
-				a.StartedAt, a.Status, a.FinishedAt = ev.Time, ev.Status, nil
-			case run.EventStepRetry, run.EventStepExit:
-				t := ev.Time
-				a.FinishedAt = &t
-				a.Status = ev.Status
-				if ev.Type == run.EventStepRetry {
-					a.Status = string(run.StepFailed)
-				}
-				var d struct {
-					Error *engine.StepErrorInfo `json:"error"`
-				}
-				if json.Unmarshal(ev.Detail, &d) == nil && d.Error != nil {
-					a.Error = d.Error
-				}
+				a := get(ev.Attempt, t)
+				a.StartedAt, a.Status, a.FinishedAt = t, ev.Status, nil
+			case run.EventStepRetry:
+				failed := get(ev.Attempt-1, t)
+				failed.Status, failed.FinishedAt, failed.Error = string(run.StepFailed), &t, d.Error
+				get(ev.Attempt, t.Add(time.Duration(d.DelayMS)*time.Millisecond))
+			case run.EventStepExit:
+				a := get(ev.Attempt, t)
+				a.Status, a.FinishedAt, a.Error = ev.Status, &t, d.Error
 			}
 		}
 		if seen += len(evs); seen >= maxGanttEvents {
@@ -351,10 +371,26 @@ func (h *handler) getStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, st := range steps {
-		if st.Key == key {
-			writeJSON(w, http.StatusOK, st)
-			return
+		if st.Key != key {
+			continue
 		}
+		out := struct {
+			engine.StepInfo
+			// Args are the step's arguments as its spec declares them (templates not
+			// rendered: the rendered ones are not stored), Tool its tool.
+			Args map[string]any `json:"args,omitempty"`
+			Tool string         `json:"tool,omitempty"`
+		}{StepInfo: st}
+		if sp, err := h.e.RunSpec(r.Context(), id); err == nil {
+			if decl := sp.Find(st.StepID); decl != nil {
+				out.Tool, out.Args = decl.Tool, decl.Args
+				if decl.Kind == "workflow" {
+					out.Tool, out.Args = decl.Workflow, decl.Inputs
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
 	writeError(w, http.StatusNotFound, run.CodeNotFound, fmt.Sprintf("run %s has no step instance %q", id, key))
 }
