@@ -81,18 +81,18 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 
 // RunSummary is a run as the runs table shows it (GET /api/runs, the SSE "run" event).
 type RunSummary struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Status      run.Status      `json:"status"`
-	Terminal    bool            `json:"terminal"`
-	Progress    run.Progress    `json:"progress"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	FinishedAt  *time.Time      `json:"finished_at"`
-	ParentRunID string          `json:"parent_run_id"`
-	Origin      string          `json:"origin"`
-	Error       *SummaryError   `json:"error"`
-	Approvals   int             `json:"approvals"` // open approvals
+	ID          string        `json:"id"`
+	Name        string        `json:"name"`
+	Status      run.Status    `json:"status"`
+	Terminal    bool          `json:"terminal"`
+	Progress    run.Progress  `json:"progress"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+	FinishedAt  *time.Time    `json:"finished_at"`
+	ParentRunID string        `json:"parent_run_id"`
+	Origin      string        `json:"origin"`
+	Error       *SummaryError `json:"error"`
+	Approvals   int           `json:"approvals"` // open approvals
 }
 
 // SummaryError is why a run did not complete, in a RunSummary.
@@ -204,13 +204,13 @@ func decodeCursor(s string) (engine.RunCursor, bool) {
 
 // Attempt is one attempt of a step instance, a bar of the run page's Gantt.
 type Attempt struct {
-	StepKey    string     `json:"step_key"`
-	StepID     string     `json:"step_id"`
-	Attempt    int        `json:"attempt"`
-	Status     string     `json:"status"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Worker     string     `json:"worker,omitempty"`
+	StepKey    string                `json:"step_key"`
+	StepID     string                `json:"step_id"`
+	Attempt    int                   `json:"attempt"`
+	Status     string                `json:"status"`
+	StartedAt  time.Time             `json:"started_at"`
+	FinishedAt *time.Time            `json:"finished_at"`
+	Worker     string                `json:"worker,omitempty"`
 	Error      *engine.StepErrorInfo `json:"error,omitempty"`
 }
 
