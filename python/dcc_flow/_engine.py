@@ -748,7 +748,8 @@ class Engine:
               mcp_max_body_bytes: Optional[int] = None, allowed_origins: Optional[List[str]] = None,
               allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
               mcp_session_idle_secs: Optional[float] = None,
-              retention: Optional[Union[str, int, float]] = None) -> Dict[str, Any]:
+              retention: Optional[Union[str, int, float]] = None,
+              ui: Optional[str] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
@@ -762,7 +763,9 @@ class Engine:
         ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
         expired idempotency entries (docs/operations.md, "Retention"); a later ``serve`` without
         ``retention`` keeps the running one.
-        Returns ``{"webhooks_addr"?, "mcp_url"?, "retention"?, ...}``.
+        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/ui.md); off
+        loopback it needs ``token`` (the same one MCP uses), else ``InvalidInputError``.
+        Returns ``{"webhooks_addr"?, "mcp_url"?, "ui_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
@@ -774,10 +777,12 @@ class Engine:
                 req["allow_unsigned_webhooks"] = True
         if schedules_dir is not None:
             req["schedules_dir"] = os.fspath(schedules_dir)
+        if ui is not None:
+            req["ui"] = ui
+        if token and (mcp is not None or ui is not None):
+            req["token"] = token
         if mcp is not None:
             req["mcp"] = mcp
-            if token:
-                req["token"] = token
             if mcp_max_body_bytes is not None:
                 req["mcp_max_body_bytes"] = int(mcp_max_body_bytes)
             if allowed_origins:
@@ -793,7 +798,7 @@ class Engine:
         self._call("dccflow_serve_stop", {})
 
     def serve_status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "mcp_stdio"?}``.
+        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "ui_url"?, "mcp_stdio"?}``.
         ``mcp_stdio`` is ``"serving"``, or ``"ended"`` once the MCP client closed standard input
         (the host stopped this process; ``mcp_stdio_error`` says why when the stream failed).
         With ``timeout`` (seconds, at most 60) it waits that long for the stdio stream to end."""
