@@ -1,6 +1,6 @@
 // dcc-flow dashboard (docs/ui.md). Plain ES modules, no build step. Run data is shown with
 // textContent and attributes only (dom.js): never parsed as HTML.
-import {el, clear, fmtTime, fmtRelative, durationOf} from "./dom.js";
+import {el, clear, fill, fmtTime, fmtRelative, durationOf} from "./dom.js";
 import {drawGraph, drawGantt} from "./draw.js";
 
 const main = document.getElementById("main");
@@ -58,7 +58,7 @@ function showLogin() {
   const input = el("input", {type: "password", placeholder: "token", "data-testid": "login-token", autocomplete: "current-password"});
   const go = () => { location.href = "/login?token=" + encodeURIComponent(input.value.trim()); };
   input.addEventListener("keydown", (e) => { if (e.key === "Enter") go(); });
-  clear(main).append(el("div", {class: "card login"},
+  fill(main, el("div", {class: "card login"},
     el("div", {class: "card-head"}, el("h2", {text: "This dashboard needs its token"})),
     el("div", {class: "card-body"},
       el("p", {class: "muted", text: "Paste the token the server was started with (dcc-flow serve --token or --token-file). It is kept as a session cookie in this browser."}),
@@ -78,7 +78,7 @@ const dialogBy = document.getElementById("confirm-by");
 function confirmAction(title, text, extra = [], okLabel = "OK", danger = false) {
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
-  clear(document.getElementById("confirm-extra")).append(...extra);
+  fill(document.getElementById("confirm-extra"), ...extra);
   const ok = document.getElementById("confirm-ok");
   ok.textContent = okLabel;
   ok.className = "btn " + (danger ? "danger" : "primary");
@@ -195,7 +195,7 @@ async function route() {
     else { location.hash = "#/runs"; }
   } catch (e) {
     if (e instanceof APIError && e.status === 401) return;
-    clear(main).append(el("div", {class: "error-box"}, el("b", {text: e.code || "error"}), " ", e.message));
+    fill(main, el("div", {class: "error-box"}, el("b", {text: e.code || "error"}), " ", e.message));
   }
 }
 
@@ -303,7 +303,7 @@ async function runsPage(query) {
   more.addEventListener("click", () => load().catch((e) => toast(e.message, true)));
   const empty = el("div", {class: "empty hidden", text: "No runs match these filters."});
 
-  clear(main).append(
+  fill(main,
     el("div", {class: "page-head"}, el("h1", {text: "Runs"}),
       el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel), el("span", {class: "spacer"}), count),
     el("section", {class: "card runs-card"}, el("div", {class: "table-wrap"}, table, empty), el("div", {class: "more"}, more)));
@@ -365,7 +365,7 @@ async function runPage(id) {
   detail.classList.add("hidden");
   const detailEmpty = el("div", {class: "empty", text: "Select a step (in the list, the graph or the timeline) to see its inputs, output, error, logs and worker."});
 
-  clear(main).append(
+  fill(main,
     el("div", {class: "page-head run-head"}, title, status, prog, el("span", {class: "spacer"}), actions),
     meta, errorBox, approvals,
     el("div", {class: "grid run-top"},
@@ -376,7 +376,7 @@ async function runPage(id) {
       card("Step", el("div", {}, detailEmpty, detail))));
 
   function renderMeta() {
-    clear(meta).append(
+    fill(meta,
       el("span", {}, "Created ", el("b", {text: fmtTime(data.created_at), title: data.created_at})),
       data.finished_at ? el("span", {}, "Finished ", el("b", {text: fmtTime(data.finished_at)})) : null,
       el("span", {}, "Duration ", el("b", {text: durationOf(data.created_at, data.finished_at)})),
@@ -471,13 +471,13 @@ async function runPage(id) {
       },
       onPick: (n) => { const is = m.get(n.id); if (is && is.length) select(is[0].key); },
     });
-    clear(graphBody).append(g);
+    fill(graphBody, g);
     markSelected();
   }
 
   function renderGantt() {
     const w = Math.max(ganttBody.clientWidth - 4, 600);
-    clear(ganttBody).append(drawGantt(data.attempts, w, (k) => select(k)));
+    fill(ganttBody, drawGantt(data.attempts, w, (k) => select(k)));
     if (data.attempts_truncated) ganttBody.append(el("div", {class: "muted", text: "This run has too many events for every attempt: one bar per step instance (its last attempt)."}));
   }
 
@@ -500,7 +500,7 @@ async function runPage(id) {
     }
     const more = data.instances_total > data.instances.length ? ` (first ${data.instances.length} of ${data.instances_total} listed)` : "";
     stepCount.textContent = `${data.instances_total} instance${data.instances_total === 1 ? "" : "s"}${more}`;
-    clear(stepsBody).append(el("table", {class: "data"},
+    fill(stepsBody, el("table", {class: "data"},
       el("thead", {}, el("tr", {}, ...["Step", "Kind", "Status", "Attempts", "Duration", "Worker"].map((h) => el("th", {text: h})))), tbody));
   }
   stepFilter.addEventListener("input", framed(renderSteps));
@@ -529,7 +529,7 @@ async function runPage(id) {
     if (!(st.logs || []).length) logs.textContent = "(no log lines)";
     if (st.logs_dropped) logs.prepend(el("span", {class: "muted", text: `(${st.logs_dropped} older lines not kept)\n`}));
     const err = st.error;
-    clear(detail).append(
+    fill(detail,
       el("div", {class: "page-head"}, el("h2", {class: "mono", text: st.key}), badge(st.status),
         st.cached ? el("span", {class: "tag", text: "cached"}) : null, el("span", {class: "spacer"})),
       el("dl", {class: "detail-grid"},
@@ -621,7 +621,7 @@ async function workflowsPage() {
     tr.addEventListener("click", (e) => { if (!e.target.closest("a")) location.hash = "#/workflows/" + encodeURIComponent(w.name); });
     tbody.append(tr);
   }
-  clear(main).append(el("div", {class: "page-head"}, el("h1", {text: "Workflows"}), el("span", {class: "muted", text: `${d.workflows.length} registered`})),
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: "Workflows"}), el("span", {class: "muted", text: `${d.workflows.length} registered`})),
     el("section", {class: "card"}, el("div", {class: "table-wrap"}, el("table", {class: "data", "data-testid": "workflows-table"},
       el("thead", {}, el("tr", {}, ...["Name", "Description", "Version", "Steps", "Inputs", ""].map((h) => el("th", {text: h})))), tbody)),
     d.workflows.length ? null : el("div", {class: "empty", text: "No workflow is registered in this engine's catalog."})));
@@ -636,7 +636,7 @@ async function workflowPage(name) {
       el("td", {text: fmtTime(v.registered_at)}), el("td", {}, v.current ? el("span", {class: "tag", text: "current"}) : "")));
   }
   const inputs = (d.entry && d.entry.inputs) || [];
-  clear(main).append(
+  fill(main,
     el("div", {class: "page-head"}, el("h1", {text: name}), el("span", {class: "muted", text: d.description || ""}), el("span", {class: "spacer"}),
       el("a", {class: "btn", href: "#/runs?workflow=" + encodeURIComponent(name), text: "Runs of this workflow"})),
     el("div", {class: "grid run-top"},
@@ -683,7 +683,7 @@ function schedulesTable(list, after) {
 
 async function schedulesPage() {
   const d = await api("/api/schedules");
-  clear(main).append(el("div", {class: "page-head"}, el("h1", {text: "Schedules"}), el("span", {class: "muted", text: `${d.schedules.length} registered`})),
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: "Schedules"}), el("span", {class: "muted", text: `${d.schedules.length} registered`})),
     el("section", {class: "card"}, el("div", {class: "table-wrap"}, schedulesTable(d.schedules, route)),
       d.schedules.length ? null : el("div", {class: "empty", text: "No schedule is registered (dcc-flow serve --schedules DIR)."})));
 }
@@ -699,7 +699,7 @@ async function schedulePage(id) {
     el("td", {class: "muted", text: x.reason || ""}),
     el("td", {class: "mono"}, x.run_id ? el("a", {href: "#/runs/" + encodeURIComponent(x.run_id), text: x.run_id}) : ""),
     el("td", {class: "wrap muted", text: x.message || ""}))));
-  clear(main).append(el("div", {class: "page-head"}, el("h1", {text: id}), el("span", {class: "spacer"})),
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: id}), el("span", {class: "spacer"})),
     el("section", {class: "card"}, el("div", {class: "table-wrap"}, schedulesTable([s], route))),
     el("div", {class: "grid"}),
     card("Fire history", el("table", {class: "data", "data-testid": "schedule-fires"},

@@ -28,6 +28,13 @@ function build(node, attrs, children) {
   return node;
 }
 
+// fill replaces the children of node with children (null, undefined and false are skipped).
+export function fill(node, ...children) {
+  clear(node);
+  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
 // clear removes every child of node.
 export function clear(node) {
   while (node.firstChild) node.firstChild.remove();
