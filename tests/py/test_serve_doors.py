@@ -88,6 +88,7 @@ def test_serve_ui_off_loopback_needs_a_token(tmp_path):
 def test_engine_serve_ui_with_a_token(tmp_path):
     import urllib.error
     import urllib.request
+
     from dcc_flow import Engine
     with Engine() as engine:
         info = engine.serve(ui="127.0.0.1:0", token="s3cret", scheduler=False)
