@@ -97,8 +97,12 @@ func TestRunsPageStaysFastWith10kRuns(t *testing.T) {
 			t.Fatalf("page %+v", p)
 		}
 	}
-	if per := time.Since(start) / n; per > 300*time.Millisecond {
-		t.Errorf("GET /api/runs?limit=50 took %v over 10,000 runs, want well under 300 ms", per)
+	bound := 300 * time.Millisecond
+	if raceEnabled {
+		bound *= 10 // the race detector slows this code about tenfold; reading every run is slower still
+	}
+	if per := time.Since(start) / n; per > bound {
+		t.Errorf("GET /api/runs?limit=50 took %v over 10,000 runs, want under %v", per, bound)
 	} else {
 		t.Logf("GET /api/runs?limit=50&status=failed over 10,000 runs: %v", per)
 	}

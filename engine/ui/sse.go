@@ -102,7 +102,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintf(w, "retry: 2000\n: dcc-flow events from %d\n\n", from)
 	fl.Flush()
 
-	c := newCoalescer(runID != "")
+	c := newCoalescer(runID != "", h.opts.Coalesce)
 	tick := time.NewTicker(h.opts.Coalesce)
 	defer tick.Stop()
 	beat := time.NewTicker(h.opts.Heartbeat)
@@ -137,7 +137,10 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 // of the runs it has seen (updated from the events, so a step event costs no database read).
 type coalescer struct {
 	steps     bool
-	runs      map[string]bool // run id → must be read again (a run-level event)
+	every     time.Duration        // the shortest interval between two messages about one run or step
+	sentRun   map[string]time.Time // run id → when its last message was written
+	sentStep  map[string]time.Time // run id + key → likewise
+	runs      map[string]bool      // run id → must be read again (a run-level event)
 	runOrder  []string
 	stepByKey map[string]StepChange
 	stepOrder []string
@@ -145,8 +148,9 @@ type coalescer struct {
 	lastSeq   uint64
 }
 
-func newCoalescer(steps bool) *coalescer {
-	return &coalescer{steps: steps, runs: map[string]bool{}, stepByKey: map[string]StepChange{}, summaries: map[string]*RunSummary{}}
+func newCoalescer(steps bool, every time.Duration) *coalescer {
+	return &coalescer{steps: steps, every: every, sentRun: map[string]time.Time{}, sentStep: map[string]time.Time{},
+		runs: map[string]bool{}, stepByKey: map[string]StepChange{}, summaries: map[string]*RunSummary{}}
 }
 
 func (c *coalescer) pending() bool { return len(c.runOrder) > 0 || len(c.stepOrder) > 0 }
@@ -183,14 +187,23 @@ func (c *coalescer) add(ev engine.Event) {
 	c.stepByKey[k] = ch
 }
 
-// flush writes one "run" message per changed run and up to maxStepMessages "step" messages.
+// flush writes one "run" message per changed run and up to maxStepMessages "step" messages,
+// skipping (keeping pending) the runs and steps that had a message less than c.every ago: a tick
+// delayed by a slow flush must not send two messages about one run closer than that.
 func (c *coalescer) flush(ctx context.Context, e *engine.Engine, w http.ResponseWriter) error {
 	id := strconv.FormatUint(c.lastSeq, 10)
+	now := time.Now()
+	keptRuns := c.runOrder[:0]
 	for _, runID := range c.runOrder {
+		if now.Sub(c.sentRun[runID]) < c.every {
+			keptRuns = append(keptRuns, runID)
+			continue
+		}
 		s := c.summaries[runID]
 		if s == nil || c.runs[runID] {
 			info, err := e.Status(ctx, runID)
 			if err != nil {
+				delete(c.runs, runID)
 				continue // pruned meanwhile, or the engine is closing
 			}
 			sum := summaryOf(info)
@@ -200,19 +213,41 @@ func (c *coalescer) flush(ctx context.Context, e *engine.Engine, w http.Response
 		if err := writeEvent(w, "run", id, s); err != nil {
 			return err
 		}
+		c.sentRun[runID] = time.Now()
+		delete(c.runs, runID)
 	}
-	clear(c.runs)
-	c.runOrder = c.runOrder[:0]
-	n := min(len(c.stepOrder), maxStepMessages)
-	for _, k := range c.stepOrder[:n] {
+	c.runOrder = keptRuns
+	sent := 0
+	keptSteps := c.stepOrder[:0]
+	for _, k := range c.stepOrder {
+		if sent == maxStepMessages || now.Sub(c.sentStep[k]) < c.every {
+			keptSteps = append(keptSteps, k)
+			continue
+		}
 		if err := writeEvent(w, "step", id, c.stepByKey[k]); err != nil {
 			return err
 		}
+		sent++
+		c.sentStep[k] = time.Now()
 		delete(c.stepByKey, k)
 	}
-	c.stepOrder = append(c.stepOrder[:0], c.stepOrder[n:]...)
+	c.stepOrder = keptSteps
 	if len(c.summaries) > 10000 { // a long-lived page over many runs: forget, read again
 		clear(c.summaries)
+	}
+	if len(c.sentStep) > 100000 {
+		for k, t := range c.sentStep {
+			if now.Sub(t) >= c.every {
+				delete(c.sentStep, k)
+			}
+		}
+	}
+	if len(c.sentRun) > 10000 {
+		for k, t := range c.sentRun {
+			if now.Sub(t) >= c.every {
+				delete(c.sentRun, k)
+			}
+		}
 	}
 	return nil
 }
