@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"strings"
+
+	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -106,4 +109,56 @@ func TestRunsPageStaysFastWith10kRuns(t *testing.T) {
 	} else {
 		t.Logf("GET /api/runs?limit=50&status=failed over 10,000 runs: %v", per)
 	}
+}
+
+// The run page of a 10,000-item foreach: the answer lists 2,000 instances (instances_total counts
+// them all) and the Gantt bars of those only, and stays fast (figure in docs/ui.md).
+func TestRunPageOfA10kForeach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 10,000-item foreach")
+	}
+	b := newBench(t, ui.Options{})
+	items := make([]string, 10000)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	info, err := b.e.Run(context.Background(), engine.StartRequest{Spec: mustSpec(t, `
+name: big
+steps:
+  - id: frames
+    kind: foreach
+    items: [`+strings.Join(items, ",")+`]
+    concurrency: 16
+    steps:
+      - {id: sim, tool: flow__echo, args: {frame: "{{item}}"}}
+`)})
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("%v %+v", err, info)
+	}
+	var d struct {
+		Instances         []ui.Instance `json:"instances"`
+		InstancesTotal    int           `json:"instances_total"`
+		Attempts          []ui.Attempt  `json:"attempts"`
+		AttemptsTruncated bool          `json:"attempts_truncated"`
+	}
+	start := time.Now()
+	code, body, _ := b.do(t, http.MethodGet, "/api/runs/"+info.ID, nil)
+	took := time.Since(start)
+	if code != 200 {
+		t.Fatalf("%d %.300s", code, body)
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Instances) != 2000 || d.InstancesTotal != 10001 || !d.AttemptsTruncated || len(d.Attempts) == 0 || len(d.Attempts) > 2000 {
+		t.Errorf("instances %d of %d, attempts %d (truncated %v)", len(d.Instances), d.InstancesTotal, len(d.Attempts), d.AttemptsTruncated)
+	}
+	bound := 2 * time.Second
+	if raceEnabled {
+		bound *= 10
+	}
+	if took > bound {
+		t.Errorf("GET /api/runs/ID of a 10,000-item foreach took %v", took)
+	}
+	t.Logf("GET /api/runs/ID of a 10,000-item foreach: %v, %d bytes", took, len(body))
 }
