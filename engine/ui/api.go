@@ -264,8 +264,19 @@ func (h *handler) getRun(w http.ResponseWriter, r *http.Request) {
 		Attempts          []Attempt  `json:"attempts"`
 		AttemptsTruncated bool       `json:"attempts_truncated,omitempty"`
 	}{RunInfo: info, Graph: graphOf(sp), InstancesTotal: len(steps)}
-	out.Instances = make([]Instance, 0, min(len(steps), maxInstances))
-	for i, st := range steps {
+	// ?instances=TEXT lists only the instances whose key contains TEXT or whose status is TEXT:
+	// how the page finds one among more than maxInstances.
+	listed := steps
+	if f := strings.ToLower(r.URL.Query().Get("instances")); f != "" {
+		listed = nil
+		for _, st := range steps {
+			if strings.Contains(strings.ToLower(st.Key), f) || string(st.Status) == f {
+				listed = append(listed, st)
+			}
+		}
+	}
+	out.Instances = make([]Instance, 0, min(len(listed), maxInstances))
+	for i, st := range listed {
 		if i == maxInstances {
 			break
 		}
@@ -279,7 +290,7 @@ func (h *handler) getRun(w http.ResponseWriter, r *http.Request) {
 	if len(steps) > maxInstances {
 		// The Gantt draws the instances listed, not 10,000 more bars, and reading the events of
 		// such a run costs more than the page: one bar per listed instance, its last attempt.
-		out.Attempts, out.AttemptsTruncated = lastAttempts(steps[:maxInstances]), true
+		out.Attempts, out.AttemptsTruncated = lastAttempts(listed[:min(len(listed), maxInstances)]), true
 	} else {
 		out.Attempts, out.AttemptsTruncated = h.attempts(ctx, id, steps)
 	}

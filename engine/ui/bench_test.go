@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -161,4 +162,10 @@ steps:
 		t.Errorf("GET /api/runs/ID of a 10,000-item foreach took %v", took)
 	}
 	t.Logf("GET /api/runs/ID of a 10,000-item foreach: %v, %d bytes", took, len(body))
+	// The filter finds instances beyond the first 2,000.
+	d.Instances = nil
+	b.getJSON(t, "/api/runs/"+info.ID+"?instances="+url.QueryEscape("frames[9876]."), &d)
+	if len(d.Instances) != 1 || d.Instances[0].Key != "frames[9876].sim" || d.InstancesTotal != 10001 {
+		t.Errorf("filtered: %+v (total %d)", d.Instances, d.InstancesTotal)
+	}
 }

@@ -503,7 +503,15 @@ async function runPage(id) {
     fill(stepsBody, el("table", {class: "data"},
       el("thead", {}, el("tr", {}, ...["Step", "Kind", "Status", "Attempts", "Duration", "Worker"].map((h) => el("th", {text: h})))), tbody));
   }
-  stepFilter.addEventListener("input", framed(renderSteps));
+  // Over 2,000 instances the server lists 2,000: the filter then asks it for the matching ones.
+  let filterTimer = 0;
+  stepFilter.addEventListener("input", () => {
+    if (data.instances_total > 2000 || listedFilter) {
+      clearTimeout(filterTimer);
+      filterTimer = setTimeout(() => refresh(), 300);
+    } else renderSteps();
+  });
+  onCleanup(() => clearTimeout(filterTimer));
 
   function markSelected() {
     for (const n of graphBody.querySelectorAll(".node")) n.classList.remove("sel");
@@ -562,12 +570,15 @@ async function runPage(id) {
 
   // Live: the server coalesces; the page updates status and progress at once and reloads the
   // whole run at most once a second (every 4 s for very large runs).
-  let refreshing = false, again = false, lastRefresh = 0, timer = 0;
+  let refreshing = false, again = false, lastRefresh = 0, timer = 0, listedFilter = "";
   async function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = true;
     try {
-      data = await api("/api/runs/" + encodeURIComponent(id));
+      const f = stepFilter.value.trim();
+      const fresh = await api("/api/runs/" + encodeURIComponent(id) + (f && data.instances_total > 2000 ? "?instances=" + encodeURIComponent(f) : ""));
+      listedFilter = f && data.instances_total > 2000 ? f : "";
+      data = fresh;
       lastRefresh = Date.now();
       renderAll();
       if (selected) select(selected);
