@@ -14,7 +14,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/ui"
 )
@@ -25,7 +25,7 @@ func seedRuns(tb testing.TB, n int) string {
 	tb.Helper()
 	ctx := context.Background()
 	db := filepath.Join(tb.TempDir(), "flow.db")
-	s, err := sqlite.Open(ctx, db)
+	s, err := storeopen.File(ctx, db, false)
 	if err != nil {
 		tb.Fatal(err)
 	}
