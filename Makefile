@@ -6,7 +6,8 @@ VENV         := .venv
 VPY          := $(VENV)/bin/python
 LIBDIR       := python/dcc_flow/_lib
 LIB          := $(LIBDIR)/libdccflow.so
-GO_SOURCES   := $(shell find engine capi -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
+GO_SOURCES   := $(shell find engine capi -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum \
+                $(shell find engine/ui/assets -type f 2>/dev/null)
 FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest

@@ -9,6 +9,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/ui"
 )
 
 // engineEntry is what an engine handle names: the engine and the servers dccflow_serve_start
@@ -24,6 +25,7 @@ type engineEntry struct {
 	mcpHTTP  *mcpserver.HTTPServer
 	mcpStdio *stdioDoor
 	metrics  *engine.MetricsServer
+	ui       *ui.Server
 }
 
 // stopServersLocked stops every server of the entry, waiting up to 5 s for each HTTP server's
@@ -38,6 +40,10 @@ func (ent *engineEntry) stopServersLocked() {
 	if ent.mcpHTTP != nil {
 		_ = ent.mcpHTTP.Close(ctx)
 		ent.mcpHTTP = nil
+	}
+	if ent.ui != nil {
+		_ = ent.ui.Close(ctx)
+		ent.ui = nil
 	}
 	if ent.mcpStdio != nil {
 		ent.mcpStdio.stop()

@@ -123,8 +123,8 @@ var opScheduleFires = withEngine(func(e *engine.Engine, req *scheduleFiresReques
 })
 
 // serveRetention parses the "retention" of dccflow_serve_start: absent keeps ended runs for
-// engine.DefaultRetention (30 days) when the request serves something (the scheduler, webhooks
-// or MCP); "forever" or "0" keeps them forever (expired idempotency entries are still purged).
+// engine.DefaultRetention (30 days) when the request serves something (the scheduler, webhooks,
+// MCP or the dashboard); "forever" or "0" keeps them forever (expired idempotency entries are still purged).
 // ok is false when no retention is (re)started: absent, on a request that only loads schedules
 // (dcc-flow schedules lists them so), when one runs already (it is kept) or on a read-only
 // engine, whose owner applies one.
@@ -132,7 +132,7 @@ func serveRetention(e *engine.Engine, req *serveRequest) (p engine.RetentionPoli
 	given := req.Retention
 	if given == nil {
 		serving := (req.Scheduler == nil && req.SchedulesDir != "") || (req.Scheduler != nil && *req.Scheduler) ||
-			req.Webhooks != nil || req.MCP != ""
+			req.Webhooks != nil || req.MCP != "" || req.UI != ""
 		_, running := e.Retention() // a later serve_start without one keeps the running one
 		return engine.RetentionPolicy{KeepFor: engine.DefaultRetention}, serving && !running && !e.Config().ReadOnly, nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
+	"github.com/dcc-flow/dcc-flow/engine/ui"
 )
 
 // stdioDoor is MCP served on the process's standard input and output. Its stream ends when the
@@ -68,6 +69,9 @@ type serveRequest struct {
 	// MCP is "stdio" (the process's standard input and output) or "http://HOST:PORT".
 	MCP   string `json:"mcp"`
 	Token string `json:"token"`
+	// UI is "HOST:PORT" (or "http://HOST:PORT") for the web dashboard (docs/ui.md); port 0
+	// picks one. Off loopback it needs Token.
+	UI string `json:"ui"`
 	// MCPMaxBodyBytes caps MCP HTTP request bodies (0 = 8 MiB; 1 KiB to 1 GiB).
 	MCPMaxBodyBytes int64 `json:"mcp_max_body_bytes"`
 	// AllowedOrigins are the browser origins, besides the server's own, that may call MCP over
@@ -91,10 +95,11 @@ type serveRequest struct {
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
 // {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787",
 // "allow_unsigned_webhooks"?, "mcp"?, "token"?, "mcp_max_body_bytes"?, "allowed_origins"?,
-// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "retention"?, "metrics"?} →
+// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "ui"?, "retention"?, "metrics"?} →
 // "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
 // (to list them with their next fire times, firing nothing).
-// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "metrics_addr"?, "retention"?: {...}}. "retention"
+// {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "mcp_url"?, "ui_url"?, "metrics_addr"?,
+// "retention"?: {...}}. "retention"
 // ("30d", "forever"; absent = 30 days) starts the engine's retention loop (ops_retention.go).
 //
 // It runs under the entry's lock, so that engine_close, which stops the servers under it, never
@@ -175,7 +180,32 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		}
 		res["mcp_url"] = url
 	}
+	if req.UI != "" {
+		url, err := ent.startUILocked(req.UI, req.Token)
+		if err != nil {
+			return nil, err
+		}
+		res["ui_url"] = url
+	}
 	return res, nil
+}
+
+// startUILocked serves the web dashboard on addr (once per handle) and returns its URL. The
+// caller holds ent.mu.
+func (ent *engineEntry) startUILocked(addr, token string) (string, error) {
+	if ent.ui == nil {
+		// The dashboard's address also answers GET /metrics, behind the dashboard's token rule.
+		mh, err := ent.e.Metrics()
+		if err != nil {
+			return "", err
+		}
+		s, err := ui.Serve(ent.e, strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/"), ui.Options{Token: token, Metrics: mh})
+		if err != nil {
+			return "", err
+		}
+		ent.ui = s
+	}
+	return ent.ui.URL(), nil
 }
 
 // startWebhooksLocked serves the engine's webhook schedules on addr (once per handle) and
@@ -238,7 +268,8 @@ type serveStatusRequest struct {
 	TimeoutMs int64 `json:"timeout_ms"`
 }
 
-// opServeStatus reports the servers serve_start started: {"webhooks_addr"?, "mcp_url"?, "metrics_addr"?,
+// opServeStatus reports the servers serve_start started: {"webhooks_addr"?, "mcp_url"?, "ui_url"?,
+// "metrics_addr"?,
 // "mcp_stdio"?: "serving" | "ended", "mcp_stdio_error"?}. "ended" means the MCP client closed
 // the process's standard input (or the stream failed: mcp_stdio_error says why); a host such
 // as dcc-flow serve then stops, as on SIGTERM. With timeout_ms it returns as soon as the
@@ -254,10 +285,13 @@ func opServeStatus(h uint64, in []byte) (any, error) {
 	}
 	res := map[string]any{}
 	ent.mu.Lock()
-	webhooks, mcpHTTP, sd, ms := ent.webhooks, ent.mcpHTTP, ent.mcpStdio, ent.metrics
+	webhooks, mcpHTTP, sd, ms, dash := ent.webhooks, ent.mcpHTTP, ent.mcpStdio, ent.metrics, ent.ui
 	ent.mu.Unlock()
 	if ms != nil {
 		res["metrics_addr"] = ms.Addr()
+	}
+	if dash != nil {
+		res["ui_url"] = dash.URL()
 	}
 	if webhooks != nil {
 		res["webhooks_addr"] = webhooks.Addr()

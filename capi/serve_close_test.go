@@ -26,7 +26,7 @@ func TestServeStartRacingEngineClose(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			out, rc = dispatch(h, []byte(`{"mcp": "http://127.0.0.1:0", "webhooks": "127.0.0.1:0"}`), opServeStart)
+			out, rc = dispatch(h, []byte(`{"mcp": "http://127.0.0.1:0", "webhooks": "127.0.0.1:0", "ui": "127.0.0.1:0"}`), opServeStart)
 		}()
 		go func() {
 			defer wg.Done()
@@ -46,9 +46,12 @@ func TestServeStartRacingEngineClose(t *testing.T) {
 		}
 		webhooks, _ := res["webhooks_addr"].(string)
 		mcpURL, _ := res["mcp_url"].(string)
+		uiURL, _ := res["ui_url"].(string)
 		addrs := []string{webhooks}
-		if u, err := url.Parse(mcpURL); err == nil && u.Host != "" {
-			addrs = append(addrs, u.Host)
+		for _, s := range []string{mcpURL, uiURL} {
+			if u, err := url.Parse(s); err == nil && u.Host != "" {
+				addrs = append(addrs, u.Host)
+			}
 		}
 		for _, addr := range addrs {
 			if addr == "" {

@@ -22,6 +22,9 @@ type ResumeOptions struct {
 	// ExpectedSpecHash, when set, refuses to resume (code spec_changed) unless the run's spec
 	// has this hash: the caller checks it resumes the pipeline it thinks it resumes.
 	ExpectedSpecHash string `json:"expected_spec_hash,omitempty"`
+	// By names who resumes the run (the web dashboard's user): the workflow_resumed event's
+	// detail is {"by": By}. "" records no name.
+	By string `json:"-"`
 }
 
 // Resume runs again a failed, interrupted or cancelled run (or a completed one when ForceSteps
@@ -117,7 +120,7 @@ func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, u
 	if err := e.start(ctx, exec.Params{
 		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
-		Prior: prior, Force: opts.ForceSteps, Resume: true, Ancestors: ancestors,
+		Prior: prior, Force: opts.ForceSteps, Resume: true, ResumedBy: opts.By, Ancestors: ancestors,
 		OnFailureOnly: onFailureOnly, Unpause: unpause,
 	}); err != nil {
 		return "", err

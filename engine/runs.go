@@ -113,7 +113,16 @@ type RunFilter struct {
 	Since    time.Time    `json:"since,omitzero"`  // created at or after
 	Until    time.Time    `json:"until,omitzero"`  // created before
 	Limit    int          `json:"limit,omitempty"` // 0 = no limit
+	// After, when not nil, lists only the runs after that position of the newest-first order
+	// (cursor paging: pass the CreatedAt and ID of the last run of the previous page). The
+	// database walks its (created_at, id) index from there, so a page costs the same with
+	// 10 or 100,000 runs before it.
+	After *RunCursor `json:"-"`
 }
+
+// RunCursor is a position in the newest-first listing of runs (RunFilter.After): the CreatedAt
+// and ID of a run listed.
+type RunCursor = store.RunPosition
 
 func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 	switch {
@@ -516,7 +525,7 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if e.isClosed() {
 		return nil, errClosed()
 	}
-	recs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: f.Statuses, Name: f.Name, Since: f.Since, Until: f.Until, Limit: f.Limit})
+	recs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: f.Statuses, Name: f.Name, Since: f.Since, Until: f.Until, After: f.After, Limit: f.Limit})
 	if err != nil {
 		return nil, notFound("", err)
 	}
@@ -621,4 +630,21 @@ func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
 		return 0, notFound("", err)
 	}
 	return n, nil
+}
+
+// RunSpec returns the spec a run was started from (stored with the run, so it is the run's
+// version even when its workflow was registered again since). An unknown id is code not_found.
+func (e *Engine) RunSpec(ctx context.Context, runID string) (*spec.Spec, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	rec, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return nil, notFound(runID, err)
+	}
+	s, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + runID})
+	if err != nil {
+		return nil, &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: its stored spec no longer parses: %v", runID, err), Err: err}
+	}
+	return s, nil
 }

@@ -222,3 +222,15 @@ func (e *Engine) NextFire(id string) (time.Time, bool) {
 	}
 	return s.NextFire(id)
 }
+
+// SetScheduleEnabled enables or disables the registered schedule id: a disabled schedule is
+// listed but never fires and its webhook answers 404 (docs/scheduler.md). The change is held by
+// the running engine only: schedules loaded from files come back as their file says when they
+// are loaded again. An unknown id is code not_found; setting the state it has does nothing.
+func (e *Engine) SetScheduleEnabled(id string, enabled bool) error {
+	s, err := e.scheduler()
+	if err != nil {
+		return err
+	}
+	return s.SetEnabled(id, enabled)
+}

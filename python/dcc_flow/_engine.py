@@ -751,7 +751,7 @@ class Engine:
               allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
               mcp_session_idle_secs: Optional[float] = None,
               retention: Optional[Union[str, int, float]] = None,
-              metrics: Optional[str] = None) -> Dict[str, Any]:
+              metrics: Optional[str] = None, ui: Optional[str] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
@@ -768,7 +768,10 @@ class Engine:
         ``metrics="127.0.0.1:9464"`` serves the engine's Prometheus metrics on ``GET /metrics``
         (docs/metrics.md); a non-loopback address needs ``token``, which scrapers send as
         ``Authorization: Bearer TOKEN``.
-        Returns ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "retention"?, ...}``.
+        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/ui.md), with the
+        metrics also on its ``GET /metrics``; off loopback it needs ``token`` (the same one MCP
+        uses), else ``InvalidInputError``.
+        Returns ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "ui_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
         req: Dict[str, Any] = {"scheduler": bool(scheduler)}
@@ -782,7 +785,9 @@ class Engine:
             req["schedules_dir"] = os.fspath(schedules_dir)
         if metrics is not None:
             req["metrics"] = metrics
-        if token and (mcp is not None or metrics is not None):
+        if ui is not None:
+            req["ui"] = ui
+        if token and (mcp is not None or metrics is not None or ui is not None):
             req["token"] = token
         if mcp is not None:
             req["mcp"] = mcp
@@ -801,7 +806,8 @@ class Engine:
         self._call("dccflow_serve_stop", {})
 
     def serve_status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "mcp_stdio"?}``.
+        """The servers ``serve`` started: ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "ui_url"?,
+        "mcp_stdio"?}``.
         ``mcp_stdio`` is ``"serving"``, or ``"ended"`` once the MCP client closed standard input
         (the host stopped this process; ``mcp_stdio_error`` says why when the stream failed).
         With ``timeout`` (seconds, at most 60) it waits that long for the stdio stream to end."""

@@ -126,3 +126,17 @@ def test_mcp_http_address_answers_metrics_behind_its_token():
         assert err.value.code == 401
         status, body = get(url, token="s3cret")
         assert status == 200 and ENDED in body.splitlines(), body
+
+
+def test_dashboard_address_answers_metrics_behind_its_token():
+    # The issue asks for /metrics "on the same server" as the dashboard: serve(ui=) mounts it,
+    # behind the dashboard's token rule.
+    with dcc_flow.Engine() as engine:
+        ui_url = engine.serve(ui="127.0.0.1:0", token="s3cret", scheduler=False)["ui_url"]
+        assert engine.run(HELLO).status.value == "completed"
+        url = ui_url.rstrip("/") + "/metrics"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            get(url)
+        assert err.value.code == 401
+        status, body = get(url, token="s3cret")
+        assert status == 200 and ENDED in body.splitlines(), body

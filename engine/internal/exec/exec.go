@@ -151,6 +151,9 @@ type Params struct {
 	// Resume means the run record already exists (Prior comes from it): it is set back to
 	// running with a workflow_resumed event instead of being created.
 	Resume bool
+	// ResumedBy, on a resume, names who asked for it: the workflow_resumed event's detail is
+	// then {"by": ResumedBy}; "" writes no detail.
+	ResumedBy string
 	// ParentRunID and ParentStepKey, on a new run, record the workflow step instance this run
 	// is the child of (store.Run); "" for a run started on its own.
 	ParentRunID, ParentStepKey string
@@ -303,7 +306,11 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	b := &store.Batch{}
 	if p.Resume {
 		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
-		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, nil)}
+		var detail json.RawMessage
+		if p.ResumedBy != "" {
+			detail = jsonDetail(map[string]string{"by": p.ResumedBy})
+		}
+		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, detail)}
 		if p.Unpause != nil {
 			b.Events = append([]run.Event{r.event(now, run.EventRunUnpaused, "", string(run.StatusRunning), 0, p.Unpause.Detail())}, b.Events...)
 		}

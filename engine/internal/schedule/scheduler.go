@@ -252,6 +252,31 @@ func (s *Scheduler) unrouteLocked(e *entry) {
 func (s *Scheduler) Schedule(spec Spec) error {
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
+	return s.scheduleLocked(spec)
+}
+
+// SetEnabled enables or disables the schedule id: it is registered again with Enabled set
+// (Schedule), so an enabled cron or interval schedule plans its next fire from now. Setting the
+// state it has does nothing. The error is a *run.Error with code not_found for an unknown id.
+func (s *Scheduler) SetEnabled(id string, enabled bool) error {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	s.mu.Lock()
+	e := s.entries[id]
+	s.mu.Unlock()
+	if e == nil {
+		return run.Errorf(run.CodeNotFound, "no schedule %q; Schedules() lists the registered ids", id)
+	}
+	if e.spec.Enabled == enabled {
+		return nil
+	}
+	spec := e.spec
+	spec.Enabled = enabled
+	return s.scheduleLocked(spec)
+}
+
+// scheduleLocked is Schedule; s.changeMu must be held.
+func (s *Scheduler) scheduleLocked(spec Spec) error {
 	l := &located{spec: spec, index: -1, file: spec.Source}
 	fps, trig := checkSpec(&l.spec, s.cfg.Workflows)
 	var ps []Problem

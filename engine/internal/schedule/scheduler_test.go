@@ -742,3 +742,38 @@ func TestWebhookRoutesFollowScheduleChanges(t *testing.T) {
 		t.Fatalf("the removed schedule's path: %v, routed to %q", err, routed("/a2"))
 	}
 }
+
+// SetEnabled turns a schedule off (listed, no next fire, no fire) and on again (it fires on its
+// interval from then); an unknown id is not_found.
+func TestSchedulerSetEnabled(t *testing.T) {
+	t.Parallel()
+	sp := DefaultSpec("every", "wf", Trigger{Kind: KindInterval, Every: "15m"})
+	b := setup(t, t0, Config{Schedules: []Spec{sp}})
+	b.start(t)
+	b.waitArmed(t, 1)
+	if err := b.sched.SetEnabled("every", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.sched.NextFire("every"); ok {
+		t.Error("a disabled schedule has a next fire")
+	}
+	if got := b.sched.Schedules(); len(got) != 1 || got[0].Spec.Enabled {
+		t.Fatalf("schedules after disable: %+v", got)
+	}
+	b.clock.Advance(time.Hour)
+	if n := len(b.starter.requests()); n != 0 {
+		t.Fatalf("a disabled schedule started %d runs", n)
+	}
+	if err := b.sched.SetEnabled("every", false); err != nil {
+		t.Errorf("disabling again: %v", err)
+	}
+	if err := b.sched.SetEnabled("every", true); err != nil {
+		t.Fatal(err)
+	}
+	if at := b.fireNext(t, "every"); at.IsZero() {
+		t.Error("the enabled schedule did not fire")
+	}
+	if err := b.sched.SetEnabled("nope", true); run.CodeOf(err) != run.CodeNotFound {
+		t.Errorf("unknown id: %v, want not_found", err)
+	}
+}

@@ -222,7 +222,27 @@ type RunFilter struct {
 	ParentRunID string
 	Since       time.Time // CreatedAt ≥ Since when not zero
 	Until       time.Time // CreatedAt < Until when not zero
-	Limit       int       // at most this many; 0 = no limit
+	// After, when not nil, selects only the runs listed after it in the newest-first order:
+	// created before After.CreatedAt, or at the same time with a smaller id (cursor paging;
+	// the run at After itself is not listed, and need not exist any more).
+	After *RunPosition
+	Limit int // at most this many; 0 = no limit
+}
+
+// RunPosition is a place in the newest-first listing of runs (RunFilter.After): the
+// CreatedAt and ID of a run listed.
+type RunPosition struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Before reports whether a run created at createdAt with id comes after p in the
+// newest-first order (CreatedAt descending, then ID descending).
+func (p RunPosition) Before(createdAt time.Time, id string) bool {
+	if c := createdAt.Compare(p.CreatedAt); c != 0 {
+		return c < 0
+	}
+	return id < p.ID
 }
 
 // EventFilter selects events.

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any, Dict
 
-from ._base import Command, Context
+from ._base import CliError, Command, Context
 from ._engine import add_db_argument, add_remotes_argument, add_tools_argument, load_tools, open_engine
 from .prune import parse_age
 from .run import pause_line, register_dir
@@ -21,8 +21,9 @@ class ServeCommand(Command):
     description = (
         "Register the workflows of --workflows, load the *.schedules.yaml of --schedules, start the\n"
         "scheduler, the webhook server (--webhooks ADDR), an MCP server (--mcp stdio|http://HOST:PORT) and\n"
-        "Prometheus metrics (--metrics ADDR), and run the tools of --tools on this process until SIGINT or\n"
-        "SIGTERM (with --mcp stdio, also until the MCP client closes standard input), then stop gracefully."
+        "Prometheus metrics (--metrics ADDR), the web dashboard (--ui HOST:PORT, docs/ui.md), and run the\n"
+        "tools of --tools on this process until SIGINT or SIGTERM (with --mcp stdio, also until the MCP client\n"
+        "closes standard input), then stop gracefully."
     )
     examples = (
         ("nightly schedules and webhooks",
@@ -30,6 +31,8 @@ class ServeCommand(Command):
          "--tools tools.py"),
         ("an MCP server for agents",
          "dcc-flow serve --workflows examples/ --mcp http://127.0.0.1:8765 --tools tools.py"),
+        ("the web dashboard for the studio network",
+         "dcc-flow serve --workflows examples/ --ui 0.0.0.0:8780 --token-file /etc/dcc-flow/ui.token"),
     )
     exit_codes = "0 stopped by a signal or the end of MCP stdin, 1 failure, 2 usage error"
 
@@ -38,7 +41,13 @@ class ServeCommand(Command):
         parser.add_argument("--schedules", metavar="DIR", help="a folder of *.schedules.yaml files")
         parser.add_argument("--webhooks", metavar="ADDR", help="serve webhook schedules on ADDR, e.g. 127.0.0.1:8787")
         parser.add_argument("--mcp", metavar="WHERE", help="serve MCP: stdio, or http://HOST:PORT")
-        parser.add_argument("--token", help="bearer token for MCP over HTTP and --metrics (required off loopback)")
+        parser.add_argument("--ui", metavar="ADDR",
+                            help="serve the web dashboard on ADDR, e.g. 127.0.0.1:8780 (port 0 picks one)")
+        token = parser.add_mutually_exclusive_group()
+        token.add_argument("--token", help="bearer token for MCP over HTTP, --metrics and the dashboard "
+                                           "(required off loopback)")
+        token.add_argument("--token-file", metavar="PATH",
+                           help="read --token from this file (its first line), so it stays out of the process list")
         parser.add_argument("--mcp-max-body-bytes", type=int, metavar="N",
                             help="cap MCP HTTP request bodies at N bytes (default 8 MiB; larger ones get 413)")
         parser.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
@@ -63,13 +72,15 @@ class ServeCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
+        token = read_token(args.token_file) if args.token_file else args.token
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
             names = register_dir(engine, args.workflows, ctx)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             info: Any = serve_schedules(engine, ctx, args.schedules, webhooks=args.webhooks, mcp=args.mcp,
-                                        token=args.token, mcp_max_body_bytes=args.mcp_max_body_bytes,
+                                        ui=args.ui, token=token,
+                                        mcp_max_body_bytes=args.mcp_max_body_bytes,
                                         allowed_origins=args.allowed_origin,
                                         allow_unsigned_webhooks=args.allow_unsigned_webhooks,
                                         mcp_max_sessions=args.mcp_max_sessions,
@@ -88,8 +99,13 @@ class ServeCommand(Command):
                 out.write("; MCP on %s" % info["mcp_url"])
             if info.get("metrics_addr"):
                 out.write("; metrics on http://%s/metrics" % info["metrics_addr"])
+            if info.get("ui_url"):
+                out.write("; dashboard on %s" % info["ui_url"])
             out.write("\n")
             out.flush()
+            if info.get("ui_url"):  # a line of its own, for scripts and tests to read
+                ctx.err.write("ui: %s\n" % info["ui_url"])
+                ctx.err.flush()
             engine.on_event(lambda ev: log_run_event(engine, ev, out))
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
@@ -97,6 +113,19 @@ class ServeCommand(Command):
             engine.drive_forever(stop)
             engine.stop_serving()
         return 0
+
+
+def read_token(path: str) -> str:
+    """The token of ``--token-file``: the file's first line, stripped; an empty or unreadable file
+    is a ``CliError`` naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.readline().strip()
+    except OSError as exc:
+        raise CliError("--token-file %s: %s" % (path, exc.strerror or exc)) from None
+    if not text:
+        raise CliError("--token-file %s is empty; write the token on its first line" % path)
+    return text
 
 
 def parse_retention(text: str) -> str:

@@ -448,7 +448,8 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 			(f.Name == "" || r.Name == f.Name) &&
 			(f.ParentRunID == "" || r.ParentRunID == f.ParentRunID) &&
 			(f.Since.IsZero() || !r.CreatedAt.Before(f.Since)) &&
-			(f.Until.IsZero() || r.CreatedAt.Before(f.Until))
+			(f.Until.IsZero() || r.CreatedAt.Before(f.Until)) &&
+			(f.After == nil || f.After.Before(r.CreatedAt, r.ID))
 	}
 	var picked []*runRec
 	if f.Limit > 0 && !s.unordered {

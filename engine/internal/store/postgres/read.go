@@ -120,6 +120,11 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if !f.Until.IsZero() {
 		where = append(where, "created_at < "+arg(nanos(f.Until)))
 	}
+	if f.After != nil {
+		// A row value comparison: PostgreSQL walks workflows_created (created_at DESC, id DESC)
+		// from the cursor instead of reading every run before it.
+		where = append(where, "(created_at, id) < ("+arg(nanos(f.After.CreatedAt))+", "+arg(text(f.After.ID))+")")
+	}
 	q := `SELECT ` + runColumns + ` FROM workflows`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

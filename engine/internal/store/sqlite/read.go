@@ -131,6 +131,12 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		where = append(where, "created_at < ?")
 		args = append(args, nanos(f.Until))
 	}
+	if f.After != nil {
+		// A row value comparison: SQLite walks workflows_created (created_at DESC, id DESC)
+		// from the cursor instead of reading every run before it.
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, nanos(f.After.CreatedAt), f.After.ID)
+	}
 	q := `SELECT ` + runColumns + ` FROM workflows`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

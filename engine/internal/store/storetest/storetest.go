@@ -457,6 +457,13 @@ func testListRuns(t *testing.T, s store.Store) {
 		{store.RunFilter{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute)}, "r3 r2 "},
 		{store.RunFilter{Limit: 2}, "r4 r3 "},
 		{store.RunFilter{Name: "zzz"}, ""},
+		// Cursor paging: after r3 come the older runs; a run created at the same time as the
+		// cursor is listed only when its id is smaller; the cursor's run need not exist.
+		{store.RunFilter{After: &store.RunPosition{CreatedAt: t0.Add(2 * time.Minute), ID: "r3"}}, "r2 r1 "},
+		{store.RunFilter{After: &store.RunPosition{CreatedAt: t0.Add(2 * time.Minute), ID: "r4"}}, "r3 r2 r1 "},
+		{store.RunFilter{After: &store.RunPosition{CreatedAt: t0.Add(2 * time.Minute), ID: "r3"}, Limit: 1}, "r2 "},
+		{store.RunFilter{After: &store.RunPosition{CreatedAt: t0.Add(3 * time.Minute), ID: "r4"}, Name: "a"}, "r3 r1 "},
+		{store.RunFilter{After: &store.RunPosition{CreatedAt: t0, ID: "r1"}}, ""},
 	}
 	for _, c := range cases {
 		if got := ids(c.f); got != c.want {

@@ -1,0 +1,726 @@
+// dcc-flow dashboard (docs/ui.md). Plain ES modules, no build step. Run data is shown with
+// textContent and attributes only (dom.js): never parsed as HTML.
+import {el, clear, fill, fmtTime, fmtRelative, durationOf} from "./dom.js";
+import {drawGraph, drawGantt} from "./draw.js";
+
+const main = document.getElementById("main");
+const actor = document.getElementById("actor");
+const live = document.getElementById("live");
+const STATUSES = ["", "running", "completed", "failed", "cancelled", "interrupted", "paused", "waiting_approval"];
+const TERMINAL = new Set(["completed", "failed", "cancelled", "interrupted"]);
+
+// ---- session, CSRF, API ------------------------------------------------------------------
+
+function cookie(name) {
+  for (const part of document.cookie.split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === name) return decodeURIComponent(v.join("="));
+  }
+  return "";
+}
+
+function csrf() {
+  let t = cookie("dccflow_csrf");
+  if (!t) {
+    const b = new Uint8Array(24);
+    crypto.getRandomValues(b);
+    t = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+    document.cookie = `dccflow_csrf=${t}; path=/; samesite=strict`;
+  }
+  return t;
+}
+
+class APIError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(path, body) {
+  const opts = {credentials: "same-origin", headers: {Accept: "application/json"}};
+  if (body !== undefined) {
+    opts.method = "POST";
+    opts.headers["Content-Type"] = "application/json";
+    opts.headers["X-DCC-Flow-CSRF"] = csrf();
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  let data = null;
+  try { data = await res.json(); } catch { /* not JSON */ }
+  if (!res.ok) {
+    const e = (data && data.error) || {};
+    if (res.status === 401) showLogin();
+    throw new APIError(res.status, e.code || "http_" + res.status, e.message || res.statusText);
+  }
+  return data;
+}
+
+function showLogin() {
+  cleanup();
+  const input = el("input", {type: "password", placeholder: "token", "data-testid": "login-token", autocomplete: "current-password"});
+  const go = () => { location.href = "/login?token=" + encodeURIComponent(input.value.trim()); };
+  input.addEventListener("keydown", (e) => { if (e.key === "Enter") go(); });
+  fill(main, el("div", {class: "card login"},
+    el("div", {class: "card-head"}, el("h2", {text: "This dashboard needs its token"})),
+    el("div", {class: "card-body"},
+      el("p", {class: "muted", text: "Paste the token the server was started with (dcc-flow serve --token or --token-file). It is kept as a session cookie in this browser."}),
+      input, el("button", {class: "btn primary", text: "Sign in", onclick: go}))));
+}
+
+// ---- actor name, confirm dialog, toasts ----------------------------------------------------
+
+actor.value = localStorage.getItem("dccflow.actor") || "";
+actor.addEventListener("input", () => localStorage.setItem("dccflow.actor", actor.value.trim()));
+
+const dialog = document.getElementById("confirm");
+const dialogBy = document.getElementById("confirm-by");
+
+// confirm opens the confirm dialog; extra (nodes) go above the name field. It resolves to the
+// name typed (also kept as the header's name) or null when cancelled.
+function confirmAction(title, text, extra = [], okLabel = "OK", danger = false) {
+  document.getElementById("confirm-title").textContent = title;
+  document.getElementById("confirm-text").textContent = text;
+  fill(document.getElementById("confirm-extra"), ...extra);
+  const ok = document.getElementById("confirm-ok");
+  ok.textContent = okLabel;
+  ok.className = "btn " + (danger ? "danger" : "primary");
+  dialogBy.value = actor.value.trim();
+  return new Promise((resolve) => {
+    const form = document.getElementById("confirm-form");
+    const cancel = document.getElementById("confirm-cancel");
+    const done = (v) => {
+      form.removeEventListener("submit", onSubmit);
+      cancel.removeEventListener("click", onCancel);
+      dialog.removeEventListener("cancel", onCancel);
+      if (dialog.open) dialog.close();
+      resolve(v);
+    };
+    const onSubmit = (e) => {
+      e.preventDefault();
+      const by = dialogBy.value.trim();
+      if (!by) { dialogBy.focus(); dialogBy.setCustomValidity("Type your name: every action is recorded with it"); dialogBy.reportValidity(); return; }
+      actor.value = by;
+      localStorage.setItem("dccflow.actor", by);
+      done(by);
+    };
+    const onCancel = (e) => { e.preventDefault(); done(null); };
+    dialogBy.oninput = () => dialogBy.setCustomValidity("");
+    form.addEventListener("submit", onSubmit);
+    cancel.addEventListener("click", onCancel);
+    dialog.addEventListener("cancel", onCancel);
+    dialog.showModal();
+    (extra.find((n) => n.querySelector && n.querySelector("input,textarea"))?.querySelector("input,textarea") || (dialogBy.value ? ok : dialogBy)).focus();
+  });
+}
+
+function toast(message, error = false) {
+  const t = el("div", {"data-testid": "toast", class: "toast" + (error ? " error" : ""), role: error ? "alert" : "status", text: message});
+  document.getElementById("toasts").append(t);
+  setTimeout(() => t.remove(), error ? 9000 : 5000);
+}
+
+// act confirms, posts and toasts; it returns the answer or null.
+async function act({title, text, path, body = {}, extra = [], ok = "OK", danger = false, success, collect}) {
+  const by = await confirmAction(title, text, extra, ok, danger);
+  if (by === null) return null;
+  try {
+    const res = await api(path, {...body, ...(collect ? collect() : {}), by});
+    toast(success || "Done");
+    return res;
+  } catch (e) {
+    toast(`${title} failed: ${e.message}`, true);
+    return null;
+  }
+}
+
+// ---- shared widgets ----------------------------------------------------------------------
+
+function badge(status, testid) {
+  return el("span", {class: `badge s-${status}`, "data-testid": testid, text: status});
+}
+
+function progress(p, status) {
+  const done = (p && p.completed) || 0, total = (p && p.total) || 0;
+  const pct = total ? Math.min(100, (100 * done) / total) : (TERMINAL.has(status) ? 100 : 0);
+  const fill = el("span");
+  fill.style.width = pct.toFixed(1) + "%";
+  return el("span", {class: `progress s-${status}`, "data-testid": "run-progress", "data-done": done, "data-total": total},
+    el("span", {class: "bar"}, fill), el("span", {class: "count", text: `${done} / ${total}`}));
+}
+
+function updateProgress(node, p, status) {
+  if (!node) return;
+  const done = (p && p.completed) || 0, total = (p && p.total) || 0;
+  node.setAttribute("data-done", done);
+  node.setAttribute("data-total", total);
+  node.className = `progress s-${status}`;
+  const pct = total ? Math.min(100, (100 * done) / total) : (TERMINAL.has(status) ? 100 : 0);
+  node.querySelector(".bar > span").style.width = pct.toFixed(1) + "%";
+  node.querySelector(".count").textContent = `${done} / ${total}`;
+}
+
+function setBadge(node, status) {
+  if (!node) return;
+  node.textContent = status;
+  node.className = `badge s-${status}`;
+}
+
+function card(title, body, {head = [], cls = ""} = {}) {
+  return el("section", {class: "card " + cls}, el("div", {class: "card-head"}, el("h2", {text: title}), el("span", {class: "spacer"}), ...head),
+    el("div", {class: "card-body"}, body));
+}
+
+// ---- routing -----------------------------------------------------------------------------
+
+let cleanups = [];
+function onCleanup(fn) { cleanups.push(fn); }
+function cleanup() { for (const fn of cleanups.splice(0)) { try { fn(); } catch { /* ignore */ } } live.classList.remove("on"); }
+
+function parseHash() {
+  const h = location.hash.replace(/^#\/?/, "");
+  const [path, query = ""] = h.split("?");
+  return {parts: path.split("/").filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query)};
+}
+
+async function route() {
+  cleanup();
+  const {parts, query} = parseHash();
+  const page = parts[0] || "runs";
+  for (const a of document.querySelectorAll(".nav a")) a.classList.toggle("active", a.getAttribute("href") === "#/" + page);
+  try {
+    if (page === "runs" && parts[1]) await runPage(parts[1]);
+    else if (page === "runs") await runsPage(query);
+    else if (page === "workflows" && parts[1]) await workflowPage(parts[1]);
+    else if (page === "workflows") await workflowsPage();
+    else if (page === "schedules" && parts[1]) await schedulePage(parts[1]);
+    else if (page === "schedules") await schedulesPage();
+    else { location.hash = "#/runs"; }
+  } catch (e) {
+    if (e instanceof APIError && e.status === 401) return;
+    fill(main, el("div", {class: "error-box"}, el("b", {text: e.code || "error"}), " ", e.message));
+  }
+}
+
+// events opens an EventSource on /api/events and calls handlers[name](data).
+function events(query, handlers) {
+  const es = new EventSource("/api/events" + query);
+  es.onopen = () => live.classList.add("on");
+  es.onerror = () => live.classList.remove("on");
+  for (const [name, fn] of Object.entries(handlers)) {
+    es.addEventListener(name, (ev) => { try { fn(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
+  }
+  onCleanup(() => es.close());
+  return es;
+}
+
+// frame batches DOM work to one animation frame, whatever the event rate.
+function framed(fn) {
+  let queued = false;
+  return () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fn(); }); } };
+}
+
+// ---- runs page ---------------------------------------------------------------------------
+
+async function runsPage(query) {
+  const status = query.get("status") || "", workflow = query.get("workflow") || "", since = query.get("since") || "";
+  const setQuery = (k, v) => {
+    const q = new URLSearchParams(parseHash().query);
+    if (v) q.set(k, v); else q.delete(k);
+    const s = q.toString();
+    location.hash = "#/runs" + (s ? "?" + s : "");
+  };
+  const statusSel = el("select", {"data-testid": "filter-status", "aria-label": "status"},
+    ...STATUSES.map((s) => el("option", {value: s, text: s ? s.replace("_", " ") : "all statuses", selected: s === status})));
+  statusSel.addEventListener("change", () => setQuery("status", statusSel.value));
+  const wfInput = el("input", {"data-testid": "filter-workflow", placeholder: "workflow name", list: "wf-names", value: workflow, spellcheck: "false"});
+  let t;
+  wfInput.addEventListener("change", () => setQuery("workflow", wfInput.value.trim()));
+  wfInput.addEventListener("input", () => { clearTimeout(t); t = setTimeout(() => { if (wfInput.value.trim() !== workflow) setQuery("workflow", wfInput.value.trim()); }, 600); });
+  onCleanup(() => clearTimeout(t));
+  const sinceSel = el("select", {"data-testid": "filter-since", "aria-label": "created"},
+    ...[["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]]
+      .map(([v, l]) => el("option", {value: v, text: l, selected: v === since})));
+  sinceSel.addEventListener("change", () => setQuery("since", sinceSel.value));
+  const datalist = el("datalist", {id: "wf-names"});
+  api("/api/workflows").then((d) => datalist.append(...d.workflows.map((w) => el("option", {value: w.name})))).catch(() => {});
+
+  const tbody = el("tbody");
+  const table = el("table", {class: "data", "data-testid": "runs-table"},
+    el("thead", {}, el("tr", {}, ...["Status", "Workflow", "Run", "Progress", "Created", "Duration", "Origin", "Error"].map((h) => el("th", {text: h})))),
+    tbody);
+  const more = el("button", {class: "btn", "data-testid": "runs-more", text: "Load more"});
+  const count = el("span", {class: "muted"});
+  const rows = new Map();
+
+  const params = new URLSearchParams();
+  if (status) params.set("status", status);
+  if (workflow) params.set("workflow", workflow);
+  if (since) {
+    const n = parseInt(since, 10), unit = since.slice(-1);
+    params.set("since", new Date(Date.now() - n * (unit === "h" ? 3600e3 : 86400e3)).toISOString().replace(/\.\d+Z$/, "Z"));
+  }
+  let cursor = "";
+  const matches = (r) => (!status || r.status === status || (status === "waiting_approval" && r.status === "waiting")) &&
+    (!workflow || r.name === workflow);
+
+  function row(r) {
+    const tr = el("tr", {"data-testid": "run-row", "data-run-id": r.id, "data-status": r.status, "data-workflow": r.name, "data-created": r.created_at, class: "clickable"},
+      el("td", {}, badge(r.status, "run-status")),
+      el("td", {}, el("a", {href: "#/runs?workflow=" + encodeURIComponent(r.name), text: r.name, title: "runs of this workflow"})),
+      el("td", {class: "mono"}, el("a", {"data-testid": "run-link", href: "#/runs/" + encodeURIComponent(r.id), text: r.id})),
+      el("td", {}, progress(r.progress, r.status)),
+      el("td", {title: r.created_at, text: fmtTime(r.created_at)}),
+      el("td", {class: "num", text: durationOf(r.created_at, r.finished_at)}),
+      el("td", {class: "muted", text: r.origin || ""}),
+      el("td", {class: "err", title: r.error ? r.error.message : "", text: r.error ? `${r.error.kind}: ${r.error.message}` : ""}));
+    tr.addEventListener("click", (e) => { if (!e.target.closest("a")) location.hash = "#/runs/" + encodeURIComponent(r.id); });
+    return tr;
+  }
+  function update(tr, r) {
+    tr.setAttribute("data-status", r.status);
+    setBadge(tr.querySelector('[data-testid="run-status"]'), r.status);
+    updateProgress(tr.querySelector('[data-testid="run-progress"]'), r.progress, r.status);
+    tr.cells[5].textContent = durationOf(r.created_at, r.finished_at);
+    tr.cells[7].textContent = r.error ? `${r.error.kind}: ${r.error.message}` : "";
+    tr.cells[7].title = r.error ? r.error.message : "";
+  }
+  async function load() {
+    const q = new URLSearchParams(params);
+    q.set("limit", "50");
+    if (cursor) q.set("cursor", cursor);
+    more.disabled = true;
+    const d = await api("/api/runs?" + q);
+    for (const r of d.runs) {
+      if (rows.has(r.id)) continue;
+      const tr = row(r);
+      rows.set(r.id, tr);
+      tbody.append(tr);
+    }
+    cursor = d.next_cursor;
+    more.disabled = false;
+    more.classList.toggle("hidden", !cursor);
+    count.textContent = rows.size ? `${rows.size} run${rows.size === 1 ? "" : "s"} shown` : "";
+    empty.classList.toggle("hidden", rows.size > 0);
+  }
+  more.addEventListener("click", () => load().catch((e) => toast(e.message, true)));
+  const empty = el("div", {class: "empty hidden", text: "No runs match these filters."});
+
+  fill(main,
+    el("div", {class: "page-head"}, el("h1", {text: "Runs"}),
+      el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel), el("span", {class: "spacer"}), count),
+    el("section", {class: "card runs-card"}, el("div", {class: "table-wrap"}, table, empty), el("div", {class: "more"}, more)));
+  await load();
+
+  // Live: run summaries coalesced by the server; DOM work batched per frame.
+  const pending = new Map();
+  const apply = framed(() => {
+    for (const r of pending.values()) {
+      const tr = rows.get(r.id);
+      if (tr) update(tr, r);
+      else if (matches(r) && !since) {
+        const nr = row(r);
+        rows.set(r.id, nr);
+        tbody.prepend(nr);
+        empty.classList.add("hidden");
+      }
+    }
+    pending.clear();
+  });
+  events("", {run: (r) => { pending.set(r.id, r); apply(); }});
+  const timer = setInterval(() => {
+    for (const tr of rows.values()) {
+      if (!TERMINAL.has(tr.getAttribute("data-status"))) tr.cells[5].textContent = durationOf(tr.getAttribute("data-created"), null);
+    }
+  }, 5000);
+  onCleanup(() => clearInterval(timer));
+}
+
+// ---- run page ----------------------------------------------------------------------------
+
+function stepStatusOf(instances) {
+  // The status of a step id over its instances (a foreach body step has one per item).
+  const s = new Set(instances.map((i) => i.status));
+  for (const k of ["failed", "running", "retrying", "waiting_approval"]) if (s.has(k)) return k;
+  if (s.size === 0) return "pending";
+  if (s.size === 1) return [...s][0];
+  if (s.has("pending")) return "running";
+  if (s.has("cancelled")) return "cancelled";
+  return "completed";
+}
+
+async function runPage(id) {
+  let data = await api("/api/runs/" + encodeURIComponent(id));
+  let selected = "";
+  const title = el("h1", {"data-testid": "run-title"}, el("span", {text: data.name}), el("span", {class: "faint mono", text: "  " + data.run_id}));
+  const status = badge(data.status, "run-status");
+  const prog = progress(data.progress, data.status);
+  const actions = el("div", {class: "toolbar"});
+  const meta = el("div", {class: "meta"});
+  const errorBox = el("div");
+  const approvals = el("div");
+  const graphBody = el("div", {class: "graph-wrap"});
+  const ganttBody = el("div", {class: "gantt-wrap"});
+  const stepsBody = el("div", {class: "table-wrap"});
+  const stepFilter = el("input", {placeholder: "filter steps", spellcheck: "false", "aria-label": "filter steps"});
+  const stepCount = el("span", {class: "muted"});
+  const detail = el("div", {"data-testid": "step-detail"}, el("div", {class: "empty", text: "Select a step to see its inputs, output, error, logs and worker."}));
+  detail.classList.add("hidden");
+  const detailEmpty = el("div", {class: "empty", text: "Select a step (in the list, the graph or the timeline) to see its inputs, output, error, logs and worker."});
+
+  fill(main,
+    el("div", {class: "page-head run-head"}, title, status, prog, el("span", {class: "spacer"}), actions),
+    meta, errorBox, approvals,
+    el("div", {class: "grid run-top"},
+      card("Graph", graphBody, {cls: "scroll"}),
+      card("Timeline", ganttBody, {cls: "scroll"})),
+    el("div", {class: "grid run-bottom"},
+      card("Steps", stepsBody, {cls: "steps-card", head: [stepCount, stepFilter]}),
+      card("Step", el("div", {}, detailEmpty, detail))));
+
+  function renderMeta() {
+    fill(meta,
+      el("span", {}, "Created ", el("b", {text: fmtTime(data.created_at), title: data.created_at})),
+      data.finished_at ? el("span", {}, "Finished ", el("b", {text: fmtTime(data.finished_at)})) : null,
+      el("span", {}, "Duration ", el("b", {text: durationOf(data.created_at, data.finished_at)})),
+      el("span", {}, "Origin ", el("b", {text: data.origin})),
+      data.workflow_version ? el("span", {}, "Version ", el("a", {href: "#/workflows/" + encodeURIComponent(data.name), text: "v" + data.workflow_version})) : null,
+      el("span", {}, "Spec ", el("b", {class: "mono", text: (data.spec_hash || "").slice(0, 12)})),
+      data.parent_run_id ? el("span", {}, "Parent ", el("a", {href: "#/runs/" + encodeURIComponent(data.parent_run_id), text: data.parent_run_id})) : null,
+      Object.keys(data.inputs || {}).length ? el("span", {title: JSON.stringify(data.inputs, null, 2)}, "Inputs ", el("b", {class: "mono", text: truncate(JSON.stringify(data.inputs), 120)})) : null);
+    clear(errorBox);
+    if (data.error) {
+      errorBox.append(el("div", {class: "error-box"}, el("b", {text: data.error.kind + ": "}), el("span", {text: data.error.message}),
+        data.error.step_key ? el("span", {class: "muted", text: "  (step " + data.error.step_key + ")"}) : null));
+    }
+  }
+
+  function renderActions() {
+    clear(actions);
+    const s = data.status;
+    if (s === "running" || s === "waiting" || s === "pending") {
+      actions.append(el("button", {class: "btn", "data-testid": "pause-button", text: "Pause", onclick: () => runAction("pause")}));
+    }
+    if (s === "paused") {
+      actions.append(el("button", {class: "btn good", "data-testid": "unpause-button", text: "Unpause", onclick: () => runAction("unpause")}));
+    }
+    if (!data.terminal) {
+      actions.append(el("button", {class: "btn danger", "data-testid": "cancel-button", text: "Cancel run", onclick: () => runAction("cancel")}));
+    }
+    if (s === "failed" || s === "cancelled" || s === "interrupted" || s === "completed") {
+      actions.append(el("button", {class: "btn primary", "data-testid": "resume-button", text: s === "completed" ? "Re-run steps…" : "Resume", onclick: () => runAction("resume")}));
+    }
+  }
+
+  async function runAction(kind) {
+    const path = `/api/runs/${encodeURIComponent(id)}/${kind}`;
+    if (kind === "resume") {
+      const force = el("input", {"data-testid": "resume-force", placeholder: "e.g. export, per_file[3].publish", spellcheck: "false"});
+      const res = await act({title: "Resume run", text: `Run ${data.name} ${id} again, reusing its completed steps. Name steps to force them to run again (comma-separated step ids or instance keys; required for a completed run).`,
+        path, extra: [el("label", {class: "field"}, "Force steps", force)], ok: "Resume",
+        collect: () => ({force: force.value.split(",").map((s) => s.trim()).filter(Boolean)}), success: `Run ${id} resumed`});
+      if (res) refresh();
+      return;
+    }
+    const reason = el("input", {placeholder: "reason (optional)", "data-testid": "action-reason"});
+    const words = {cancel: ["Cancel run", "Cancel", `Cancel ${data.name} ${id}? No new step starts; calls in flight are told to stop.`, "cancelled"],
+      pause: ["Pause run", "Pause", `Pause ${data.name} ${id}? No step starts until it is unpaused; steps in flight finish.`, "paused"],
+      unpause: ["Unpause run", "Unpause", `Let ${data.name} ${id} go on?`, "unpaused"]}[kind];
+    const res = await act({title: words[0], text: words[2], path, extra: [el("label", {class: "field"}, "Reason", reason)],
+      ok: words[1], danger: kind === "cancel", collect: () => ({reason: reason.value.trim()}), success: `Run ${id} ${words[3]}`});
+    if (res) refresh();
+  }
+
+  function renderApprovals() {
+    clear(approvals);
+    for (const a of data.approvals || []) {
+      const comment = el("textarea", {"data-testid": "approval-comment", placeholder: "comment (recorded with your decision)"});
+      const decide = async (approved) => {
+        const res = await act({title: approved ? "Approve" : "Reject", text: `${approved ? "Approve" : "Reject"} ${a.step_key} of ${data.name}?`,
+          path: `/api/runs/${encodeURIComponent(id)}/approve`, ok: approved ? "Approve" : "Reject", danger: !approved,
+          collect: () => ({step: a.step_key, approved, comment: comment.value.trim()}),
+          success: `${a.step_key} ${approved ? "approved" : "rejected"}`});
+        if (res) refresh();
+      };
+      approvals.append(el("div", {class: "approval", "data-testid": "approval", "data-step": a.step_key},
+        el("h2", {}, "Approval needed: ", el("span", {class: "mono", text: a.step_key})),
+        el("div", {class: "prompt", text: a.prompt || ""}),
+        el("div", {class: "muted", text: "Requested " + fmtTime(a.requested_at) + (a.expires_at ? " · expires " + fmtRelative(a.expires_at) : "")}),
+        comment,
+        el("div", {class: "buttons"},
+          el("button", {class: "btn good", "data-testid": "approve-button", text: "Approve", onclick: () => decide(true)}),
+          el("button", {class: "btn danger", "data-testid": "reject-button", text: "Reject", onclick: () => decide(false)}))));
+    }
+  }
+
+  function byStepID() {
+    const m = new Map();
+    for (const i of data.instances) {
+      if (!m.has(i.step_id)) m.set(i.step_id, []);
+      m.get(i.step_id).push(i);
+    }
+    return m;
+  }
+
+  function renderGraph() {
+    const m = byStepID();
+    const g = drawGraph(data.graph, {
+      testid: "run-graph",
+      status: (n) => stepStatusOf(m.get(n.id) || []),
+      sub: (n) => {
+        const is = m.get(n.id) || [];
+        if (is.length > 1) return `${is.filter((i) => TERMINAL.has(i.status) || i.status === "skipped").length}/${is.length} · ${n.tool || n.kind}`;
+        return n.tool || n.kind;
+      },
+      onPick: (n) => { const is = m.get(n.id); if (is && is.length) select(is[0].key); },
+    });
+    fill(graphBody, g);
+    markSelected();
+  }
+
+  function renderGantt() {
+    const w = Math.max(ganttBody.clientWidth - 4, 600);
+    fill(ganttBody, drawGantt(data.attempts, w, (k) => select(k)));
+    if (data.attempts_truncated) ganttBody.append(el("div", {class: "muted", text: "This run has too many events for every attempt: one bar per step instance (its last attempt)."}));
+  }
+
+  function renderSteps() {
+    const f = stepFilter.value.trim().toLowerCase();
+    const tbody = el("tbody");
+    let shown = 0;
+    for (const i of data.instances) {
+      if (f && !i.key.toLowerCase().includes(f) && !i.status.includes(f)) continue;
+      if (shown++ >= 1000) break;
+      const tr = el("tr", {"data-testid": "step-row", "data-step-key": i.key, "data-status": i.status, class: "clickable" + (i.key === selected ? " selected" : "")},
+        el("td", {class: "mono", text: i.key}),
+        el("td", {class: "muted", text: i.kind}),
+        el("td", {}, badge(i.status)),
+        el("td", {class: "num", text: i.attempts || ""}),
+        el("td", {class: "num", text: i.started_at ? durationOf(i.started_at, i.finished_at) : ""}),
+        el("td", {class: "muted", text: i.worker || (i.cached ? "cached" : "")}));
+      tr.addEventListener("click", () => select(i.key));
+      tbody.append(tr);
+    }
+    const more = data.instances_total > data.instances.length ? ` (first ${data.instances.length} of ${data.instances_total} listed)` : "";
+    stepCount.textContent = `${data.instances_total} instance${data.instances_total === 1 ? "" : "s"}${more}`;
+    fill(stepsBody, el("table", {class: "data"},
+      el("thead", {}, el("tr", {}, ...["Step", "Kind", "Status", "Attempts", "Duration", "Worker"].map((h) => el("th", {text: h})))), tbody));
+  }
+  // Over 2,000 instances the server lists 2,000: the filter then asks it for the matching ones.
+  let filterTimer = 0;
+  stepFilter.addEventListener("input", () => {
+    if (data.instances_total > 2000 || listedFilter) {
+      clearTimeout(filterTimer);
+      filterTimer = setTimeout(() => refresh(), 300);
+    } else renderSteps();
+  });
+  onCleanup(() => clearTimeout(filterTimer));
+
+  function markSelected() {
+    for (const n of graphBody.querySelectorAll(".node")) n.classList.remove("sel");
+    const inst = data.instances.find((i) => i.key === selected);
+    if (inst) graphBody.querySelector(`.node[data-step="${CSS.escape(inst.step_id)}"]`)?.classList.add("sel");
+    for (const tr of stepsBody.querySelectorAll("tr[data-step-key]")) tr.classList.toggle("selected", tr.getAttribute("data-step-key") === selected);
+  }
+
+  async function select(key) {
+    selected = key;
+    markSelected();
+    let st;
+    try { st = await api(`/api/runs/${encodeURIComponent(id)}/steps/${encodeURIComponent(key)}`); } catch (e) { toast(e.message, true); return; }
+    if (selected !== key) return;
+    detailEmpty.classList.add("hidden");
+    detail.classList.remove("hidden");
+    const pre = (testid, value, cls = "") => el("pre", {class: "block " + cls, "data-testid": testid, text: value});
+    const json = (v) => (v === undefined ? "" : JSON.stringify(v, null, 2));
+    const logs = el("pre", {class: "block logs", "data-testid": "step-logs"});
+    for (const l of st.logs || []) {
+      logs.append(el("span", {class: l.stream, text: (l.attempt ? `#${l.attempt} ` : "") + (l.stream === "stderr" ? "[stderr] " : "") + l.text + "\n"}));
+    }
+    if (!(st.logs || []).length) logs.textContent = "(no log lines)";
+    if (st.logs_dropped) logs.prepend(el("span", {class: "muted", text: `(${st.logs_dropped} older lines not kept)\n`}));
+    const err = st.error;
+    fill(detail,
+      el("div", {class: "page-head"}, el("h2", {class: "mono", text: st.key}), badge(st.status),
+        st.cached ? el("span", {class: "tag", text: "cached"}) : null, el("span", {class: "spacer"})),
+      el("dl", {class: "detail-grid"},
+        el("dt", {text: "Kind"}), el("dd", {text: st.kind + (st.tool ? " · " + st.tool : "")}),
+        el("dt", {text: "Attempts"}), el("dd", {text: String(st.attempts || 0)}),
+        el("dt", {text: "Started"}), el("dd", {text: st.started_at ? fmtTime(st.started_at) : "—"}),
+        el("dt", {text: "Duration"}), el("dd", {text: st.started_at ? durationOf(st.started_at, st.finished_at) : "—"}),
+        el("dt", {text: "Worker"}), el("dd", {"data-testid": "step-worker", class: "mono", text: st.worker || "in process"}),
+        st.progress ? el("dt", {text: "Progress"}) : null,
+        st.progress ? el("dd", {text: `${st.progress.done}${st.progress.total != null ? " / " + st.progress.total : ""} ${st.progress.message || ""}`}) : null,
+        st.child_run_id ? el("dt", {text: "Child run"}) : null,
+        st.child_run_id ? el("dd", {}, el("a", {href: "#/runs/" + encodeURIComponent(st.child_run_id), text: st.child_run_id})) : null),
+      el("div", {"data-testid": "step-error", class: err ? "" : "hidden"},
+        el("h3", {text: "Error"}),
+        err ? pre("step-error-message", `${err.kind || "error"}: ${err.message}`, "err") : null,
+        err && err.trace ? el("pre", {class: "block err", "data-testid": "step-traceback", text: err.trace}) : null),
+      el("h3", {text: "Inputs (arguments as declared)"}), pre("step-inputs", st.args ? json(st.args) : "(none)"),
+      el("h3", {text: "Output"}), pre("step-output", st.output === undefined ? "(none)" : json(st.output)),
+      (st.file_refs || []).length ? el("h3", {text: "File refs"}) : null,
+      (st.file_refs || []).length ? pre("step-file-refs", json(st.file_refs)) : null,
+      el("h3", {text: "Logs"}), logs);
+  }
+
+  function renderAll() {
+    setBadge(status, data.status);
+    updateProgress(prog, data.progress, data.status);
+    renderMeta(); renderActions(); renderApprovals(); renderGraph(); renderGantt(); renderSteps();
+  }
+  renderAll();
+
+  // Live: the server coalesces; the page updates status and progress at once and reloads the
+  // whole run at most once a second (every 4 s for very large runs).
+  let refreshing = false, again = false, lastRefresh = 0, timer = 0, listedFilter = "";
+  async function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      const f = stepFilter.value.trim();
+      const fresh = await api("/api/runs/" + encodeURIComponent(id) + (f && data.instances_total > 2000 ? "?instances=" + encodeURIComponent(f) : ""));
+      listedFilter = f && data.instances_total > 2000 ? f : "";
+      data = fresh;
+      lastRefresh = Date.now();
+      renderAll();
+      if (selected) select(selected);
+    } catch (e) { if (e.status !== 401) toast(e.message, true); } finally {
+      refreshing = false;
+      if (again) { again = false; schedule(); }
+    }
+  }
+  function schedule() {
+    if (timer) return;
+    const gap = data.instances_total > 1000 ? 4000 : 1000;
+    timer = setTimeout(() => { timer = 0; refresh(); }, Math.max(0, lastRefresh + gap - Date.now()));
+  }
+  onCleanup(() => clearTimeout(timer));
+  events("?run=" + encodeURIComponent(id), {
+    run: (r) => {
+      if (r.id !== id) return;
+      const changed = r.status !== data.status || (r.approvals || 0) !== (data.approvals || []).length;
+      data.progress = r.progress;
+      updateProgress(prog, r.progress, r.status);
+      setBadge(status, r.status);
+      if (changed) { data.status = r.status; refresh(); } else schedule();
+    },
+    step: (s) => {
+      if (s.run_id !== id) return;
+      updateProgress(prog, s.progress, data.status);
+      const tr = stepsBody.querySelector(`tr[data-step-key="${CSS.escape(s.key)}"]`);
+      if (tr && s.status) { tr.setAttribute("data-status", s.status); setBadge(tr.cells[2].firstChild, s.status); }
+      schedule();
+    },
+  });
+  window.addEventListener("resize", renderGantt);
+  onCleanup(() => window.removeEventListener("resize", renderGantt));
+}
+
+function truncate(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+
+// ---- workflows ---------------------------------------------------------------------------
+
+async function workflowsPage() {
+  const d = await api("/api/workflows");
+  const tbody = el("tbody");
+  for (const w of d.workflows) {
+    const tr = el("tr", {"data-testid": "workflow-row", "data-workflow": w.name, class: "clickable"},
+      el("td", {}, el("a", {href: "#/workflows/" + encodeURIComponent(w.name), text: w.name})),
+      el("td", {class: "wrap muted", text: w.description || ""}),
+      el("td", {class: "num", text: "v" + w.version}),
+      el("td", {class: "num", text: String(w.steps)}),
+      el("td", {class: "mono muted", text: (w.inputs || []).map((i) => i.name + (i.required ? "*" : "")).join(", ")}),
+      el("td", {}, el("a", {href: "#/runs?workflow=" + encodeURIComponent(w.name), text: "runs"})));
+    tr.addEventListener("click", (e) => { if (!e.target.closest("a")) location.hash = "#/workflows/" + encodeURIComponent(w.name); });
+    tbody.append(tr);
+  }
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: "Workflows"}), el("span", {class: "muted", text: `${d.workflows.length} registered`})),
+    el("section", {class: "card"}, el("div", {class: "table-wrap"}, el("table", {class: "data", "data-testid": "workflows-table"},
+      el("thead", {}, el("tr", {}, ...["Name", "Description", "Version", "Steps", "Inputs", ""].map((h) => el("th", {text: h})))), tbody)),
+    d.workflows.length ? null : el("div", {class: "empty", text: "No workflow is registered in this engine's catalog."})));
+}
+
+async function workflowPage(name) {
+  const d = await api("/api/workflows/" + encodeURIComponent(name));
+  const versions = el("tbody");
+  for (const v of [...d.versions].reverse()) {
+    versions.append(el("tr", {"data-testid": "version-row", "data-version": v.version},
+      el("td", {class: "num", text: "v" + v.version}), el("td", {class: "mono", text: v.spec_hash.slice(0, 16)}),
+      el("td", {text: fmtTime(v.registered_at)}), el("td", {}, v.current ? el("span", {class: "tag", text: "current"}) : "")));
+  }
+  const inputs = (d.entry && d.entry.inputs) || [];
+  fill(main,
+    el("div", {class: "page-head"}, el("h1", {text: name}), el("span", {class: "muted", text: d.description || ""}), el("span", {class: "spacer"}),
+      el("a", {class: "btn", href: "#/runs?workflow=" + encodeURIComponent(name), text: "Runs of this workflow"})),
+    el("div", {class: "grid run-top"},
+      card("Graph", el("div", {class: "graph-wrap"}, drawGraph(d.graph, {testid: "workflow-graph"})), {cls: "scroll"}),
+      el("div", {},
+        card("Versions", el("table", {class: "data", "data-testid": "workflow-versions"},
+          el("thead", {}, el("tr", {}, ...["Version", "Spec hash", "Registered", ""].map((h) => el("th", {text: h})))), versions)),
+        el("div", {class: "grid"}),
+        card("Inputs", inputs.length ? el("table", {class: "data"},
+          el("thead", {}, el("tr", {}, ...["Name", "Type", "Required", "Default", "Description"].map((h) => el("th", {text: h})))),
+          el("tbody", {}, ...inputs.map((i) => el("tr", {}, el("td", {class: "mono", text: i.name}), el("td", {text: i.type + (i.format ? " (" + i.format + ")" : "")}),
+            el("td", {text: i.required ? "yes" : ""}), el("td", {class: "mono", text: i.default === undefined ? "" : JSON.stringify(i.default)}),
+            el("td", {class: "wrap muted", text: i.description || ""})))))
+          : el("div", {class: "empty", text: "No inputs."})))));
+}
+
+// ---- schedules ---------------------------------------------------------------------------
+
+async function toggleSchedule(s, after) {
+  const enable = !s.enabled;
+  const res = await act({title: enable ? "Enable schedule" : "Disable schedule",
+    text: `${enable ? "Enable" : "Disable"} schedule ${s.id} (${s.workflow}, ${s.trigger})? The change lasts while this engine runs; the schedules file decides again when it is loaded.`,
+    path: `/api/schedules/${encodeURIComponent(s.id)}/${enable ? "enable" : "disable"}`, ok: enable ? "Enable" : "Disable", danger: !enable,
+    success: `Schedule ${s.id} ${enable ? "enabled" : "disabled"}`});
+  if (res) after();
+}
+
+function scheduleRow(s, after) {
+  return el("tr", {"data-testid": "schedule-row", "data-schedule-id": s.id, "data-enabled": String(s.enabled)},
+    el("td", {}, el("a", {href: "#/schedules/" + encodeURIComponent(s.id), text: s.id})),
+    el("td", {}, el("a", {href: "#/workflows/" + encodeURIComponent(s.workflow), text: s.workflow})),
+    el("td", {class: "mono", text: s.trigger + (s.spec.trigger.timezone ? " (" + s.spec.trigger.timezone + ")" : "")}),
+    el("td", {}, badge(s.enabled ? "enabled" : "disabled")),
+    el("td", {title: s.next_fire || "", text: s.next_fire ? `${fmtTime(s.next_fire)} (${fmtRelative(s.next_fire)})` : "—"}),
+    el("td", {class: "muted", text: s.toggled ? `${s.toggled.enabled ? "enabled" : "disabled"} by ${s.toggled.by}, ${fmtTime(s.toggled.at)}` : ""}),
+    el("td", {}, el("button", {class: "btn small", "data-testid": "schedule-toggle", text: s.enabled ? "Disable" : "Enable", onclick: () => toggleSchedule(s, after)})));
+}
+
+function schedulesTable(list, after) {
+  return el("table", {class: "data", "data-testid": "schedules-table"},
+    el("thead", {}, el("tr", {}, ...["Schedule", "Workflow", "Trigger", "State", "Next fire", "Last change", ""].map((h) => el("th", {text: h})))),
+    el("tbody", {}, ...list.map((s) => scheduleRow(s, after))));
+}
+
+async function schedulesPage() {
+  const d = await api("/api/schedules");
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: "Schedules"}), el("span", {class: "muted", text: `${d.schedules.length} registered`})),
+    el("section", {class: "card"}, el("div", {class: "table-wrap"}, schedulesTable(d.schedules, route)),
+      d.schedules.length ? null : el("div", {class: "empty", text: "No schedule is registered (dcc-flow serve --schedules DIR)."})));
+}
+
+async function schedulePage(id) {
+  const d = await api("/api/schedules");
+  const s = d.schedules.find((x) => x.id === id);
+  if (!s) throw new APIError(404, "not_found", `no schedule ${id}`);
+  const f = await api(`/api/schedules/${encodeURIComponent(id)}/fires?limit=100`);
+  const fires = el("tbody", {}, ...f.fires.map((x) => el("tr", {"data-testid": "fire-row", "data-kind": x.kind},
+    el("td", {text: fmtTime(x.fired_at), title: x.fired_at}), el("td", {class: "muted", text: fmtTime(x.scheduled_at)}),
+    el("td", {}, badge(x.kind === "fired" ? "completed" : x.kind === "failed" ? "failed" : "cancelled")), el("td", {text: x.kind}),
+    el("td", {class: "muted", text: x.reason || ""}),
+    el("td", {class: "mono"}, x.run_id ? el("a", {href: "#/runs/" + encodeURIComponent(x.run_id), text: x.run_id}) : ""),
+    el("td", {class: "wrap muted", text: x.message || ""}))));
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: id}), el("span", {class: "spacer"})),
+    el("section", {class: "card"}, el("div", {class: "table-wrap"}, schedulesTable([s], route))),
+    el("div", {class: "grid"}),
+    card("Fire history", el("table", {class: "data", "data-testid": "schedule-fires"},
+      el("thead", {}, el("tr", {}, ...["Fired", "Scheduled", "", "Kind", "Reason", "Run", "Message"].map((h) => el("th", {text: h})))), fires)),
+    f.fires.length ? null : el("div", {class: "empty", text: "It has not fired yet."}));
+}
+
+// ---- start -------------------------------------------------------------------------------
+
+csrf();
+window.addEventListener("hashchange", route);
+if (!location.hash || location.hash === "#" || location.hash === "#/") history.replaceState(null, "", "#/runs");
+route();

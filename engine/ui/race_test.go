@@ -1,0 +1,5 @@
+//go:build race
+
+package ui_test
+
+const raceEnabled = true
