@@ -9,7 +9,17 @@ import threading
 
 import pytest
 
-from browser import Browser, WaitTimeout, WebDriverError, find_binaries, png_size, read_png, require_chromium, tid
+from browser import (
+    Browser,
+    WaitTimeout,
+    WebDriverError,
+    check_png,
+    find_binaries,
+    png_size,
+    read_png,
+    require_chromium,
+    tid,
+)
 
 PAGE = b"""<!doctype html>
 <html><head><meta charset="utf-8"><title>client test</title>
@@ -171,6 +181,7 @@ def test_screenshot_is_a_png_of_the_asked_size_showing_the_page(page, tmp_path):
         page.set_viewport(w, h)
         path = page.screenshot(str(tmp_path / ("shot-%dx%d.png" % (w, h))))
         assert png_size(path) == (w, h)
+        assert check_png(path) == (w, h)
         width, height, rows = read_png(path)
         assert (width, height) == (w, h)
         # the page's red background, at the bottom-right corner (outside the text)
@@ -182,13 +193,20 @@ def test_screenshot_is_a_png_of_the_asked_size_showing_the_page(page, tmp_path):
     read_png(full)
 
 
-def test_read_png_rejects_a_file_that_is_not_one(tmp_path):
+def test_png_checks_reject_a_file_that_is_not_one_or_is_damaged(page, tmp_path):
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"GIF89a....")
-    with pytest.raises(ValueError, match="not a PNG"):
-        read_png(str(bad))
-    with pytest.raises(ValueError, match="not a PNG"):
-        png_size(str(bad))
+    for check in (read_png, check_png, png_size):
+        with pytest.raises(ValueError, match="not a PNG"):
+            check(str(bad))
+    good = page.screenshot(str(tmp_path / "good.png"))
+    with open(good, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside the image data
+    damaged = tmp_path / "damaged.png"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="bad CRC"):
+        check_png(str(damaged))
 
 
 def test_quit_ends_the_browser_and_the_driver(site):
