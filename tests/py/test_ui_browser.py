@@ -21,6 +21,7 @@ are collected and skipped with the reason "web UI not built"; that guard goes on
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -101,6 +102,18 @@ class Studio:
         return Browser.wait_until(lambda: self.status(run_id).status in want and self.status(run_id),
                                   timeout=timeout, what="run %s to be %s" % (run_id, "/".join(statuses)))
 
+    def stop_serving(self, timeout=10.0):
+        """``engine.stop_serving()``; returns the seconds it took (fails after ``timeout``)."""
+        took = []
+        t = threading.Thread(target=lambda: (self.engine.stop_serving(), took.append(time.monotonic() - t0)),
+                             daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        t.join(timeout)
+        assert took, "stop_serving did not return within %.0f s" % timeout
+        self._serving = False
+        return took[0]
+
     def close(self):
         for gate in self._gates:
             for _ in range(1000):
@@ -113,11 +126,16 @@ class Studio:
 
 
 @pytest.fixture()
-def studio(tmp_path, ui_required):
+def studio(tmp_path, ui_required, request):
     s = Studio(tmp_path)
     try:
         yield s
     finally:
+        if "browser" in request.fixturenames:  # leave the page: its live stream closes first
+            try:
+                request.getfixturevalue("browser").get("about:blank")
+            except Exception:
+                pass
         s.close()
 
 
@@ -201,6 +219,8 @@ def test_runs_page_shows_a_running_foreach_advance_live(studio, browser):
     browser.wait_text(row_sel + " " + tid("run-status"), "completed", timeout=TIMEOUT)
     browser.wait_attr(progress_sel, "data-done", "Number(v) === %d" % total, timeout=TIMEOUT)
     assert browser.execute("return window.__sameDocument;") == "yes", "the page reloaded"
+    # the live stream the open page holds does not keep the server from stopping
+    assert studio.stop_serving() < 5.0
 
 
 def test_runs_page_filters_by_status_and_workflow(studio, browser):
@@ -233,6 +253,28 @@ def test_runs_page_filters_by_status_and_workflow(studio, browser):
     assert [r.attribute("data-workflow") for r in browser.find_all(tid("run-row"))] == ["alpha"]
 
 
+def test_runs_page_loads_older_runs_on_demand(studio, browser):
+    @studio.engine.tool(thread="worker")
+    def ok(i):
+        return i
+
+    studio.serve()
+    runs = [studio.engine.submit("name: many\nsteps: [{id: a, tool: ok, args: {i: %d}}]\n" % i) for i in range(60)]
+    for run in runs:
+        studio.wait_status(run.run_id, "completed")
+    browser.get(studio.page("runs"))
+    browser.wait_css(tid("run-row", run_id=runs[-1].run_id))  # newest first
+    first_page = len(browser.find_all(tid("run-row")))
+    assert 0 < first_page < 60, first_page
+    while len(browser.find_all(tid("run-row"))) < 60:
+        shown = len(browser.find_all(tid("run-row")))
+        browser.wait_css(tid("runs-more")).click()
+        browser.wait_js("return document.querySelectorAll(args[0]).length > args[1];", tid("run-row"), shown,
+                        timeout=TIMEOUT, what="more than %d run rows" % shown)
+    ids = [r.attribute("data-run-id") for r in browser.find_all(tid("run-row"))]
+    assert ids == [r.run_id for r in reversed(runs)]  # every run once, newest first
+
+
 # -- a run's page: approve, cancel, resume ---------------------------------------------------------
 
 PUBLISH = """
@@ -258,12 +300,16 @@ def test_run_page_approves_a_gate_and_shows_the_run_complete(studio, browser):
 
     studio.serve()
     run_id = studio.engine.submit(PUBLISH).run_id
-    studio.wait_status(run_id, "waiting_approval")
+    studio.wait_status(run_id, "waiting")
 
     browser.get(studio.page("runs/" + run_id))
     title = browser.wait_css(tid("run-title"))
     assert "publish" in title.text and run_id in title.text
-    browser.wait_text(tid("run-status"), "waiting_approval")
+    # the run's status word is "waiting" (its gate step's is "waiting_approval"; the contract's
+    # status filter names the latter): either is the truth shown to a producer
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && ['waiting', 'waiting_approval'].includes(e.textContent.trim());",
+                    tid("run-status"), what="run-status 'waiting'")
     _set_actor(browser, "Ada Producer")
 
     approval = browser.wait_css(tid("approval", step="gate"))
@@ -351,6 +397,69 @@ def test_run_page_resumes_a_failed_run(studio, browser):
     assert calls == {"prep": 1, "export": 2}  # prep's result was reused
 
 
+def test_run_page_pauses_and_unpauses_a_foreach(studio, browser):
+    gate = studio.hold()
+    started = []
+
+    @studio.engine.tool(thread="worker")
+    def render(shot):
+        started.append(shot)
+        assert gate.acquire(timeout=60)
+        return {"shot": shot}
+
+    studio.serve()
+    run_id = studio.engine.submit(SHOTS).run_id
+    Browser.wait_until(lambda: started, what="the first render to start")
+
+    browser.get(studio.page("runs/" + run_id))
+    browser.wait_text(tid("run-status"), "running")
+    browser.wait_css(tid("pause-button")).click()
+    _confirm(browser)
+    _toast_ok(browser)
+    browser.wait_text(tid("run-status"), "paused", timeout=TIMEOUT)
+    studio.wait_status(run_id, "paused")
+    gate.release()  # the item in flight finishes; no other starts while paused
+    Browser.wait_until(lambda: studio.status(run_id).progress[0] >= 1, what="the item in flight to finish")
+    assert started == ["sh010"]
+
+    browser.wait_css(tid("unpause-button")).click()
+    _confirm(browser)
+    browser.wait_text(tid("run-status"), "running", timeout=TIMEOUT)
+    for _ in range(5):
+        gate.release()
+    browser.wait_text(tid("run-status"), "completed", timeout=TIMEOUT)
+    assert len(started) == 6
+    details = [ev["detail"] for ev in studio.engine.events(run_id=run_id, timeout=0)
+               if ev["type"] in ("run_paused", "run_unpaused")]
+    assert len(details) == 2 and all(d.get("by") for d in details), details
+
+
+def test_run_page_rejects_a_gate(studio, browser):
+    @studio.engine.tool(thread="worker")
+    def prep():
+        return {"scene": "hero.ma"}
+
+    @studio.engine.tool(thread="worker")
+    def push():
+        raise AssertionError("push ran after a rejection")
+
+    studio.serve()
+    run_id = studio.engine.submit(PUBLISH).run_id
+    studio.wait_status(run_id, "waiting")
+    browser.get(studio.page("runs/" + run_id))
+    _set_actor(browser, "Lead Lighter")
+    approval = browser.wait_css(tid("approval", step="gate"))
+    approval.find(tid("approval-comment")).send_keys("key light too hot")
+    approval.find(tid("reject-button")).click()
+    _confirm(browser)
+    browser.wait_text(tid("run-status"), "failed", timeout=TIMEOUT)
+    result = studio.wait_status(run_id, "failed")
+    assert result.step("gate").status is StepStatus.FAILED
+    [resolved] = [ev["detail"] for ev in studio.engine.events(run_id=run_id, timeout=0)
+                  if ev["type"] == "approve_resolved"]
+    assert resolved["approved"] is False and resolved["by"] == "Lead Lighter"
+
+
 # -- nothing from a run is HTML ----------------------------------------------------------------------
 
 EVIL = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2"><b>bold?</b>'
@@ -412,6 +521,34 @@ def test_schedules_page_disables_a_schedule(studio, browser):
     browser.wait_attr(row_sel, "data-enabled", "v === 'false'", timeout=TIMEOUT)
     [sched] = [s for s in studio.engine.schedules() if s["id"] == "nightly_turntables"]
     assert sched["enabled"] is False
+
+
+def test_workflow_page_shows_versions_and_graph(studio, browser):
+    studio.engine.register_workflow("name: turntables\nsteps: [{id: render, tool: turntable}]\n")
+    studio.engine.register_workflow("name: turntables\nsteps: [{id: render, tool: turntable}, "
+                                    "{id: upload, tool: upload}]\n")
+    studio.serve()
+    browser.get(studio.page("workflows"))
+    browser.wait_css(tid("workflow-row", workflow="turntables")).click()
+    browser.wait_css(tid("workflow-graph"))
+    browser.wait_js("return document.querySelectorAll(args[0]).length === 2;",
+                    tid("workflow-versions") + " " + tid("version-row"), what="two version rows")
+    assert "upload" in browser.find(tid("workflow-graph")).text or browser.find_all(
+        tid("workflow-graph") + ' [data-step="upload"]'), "the current version's graph has no upload step"
+
+
+def test_schedule_page_lists_fires(studio, browser):
+    @studio.engine.tool(thread="worker")
+    def turntable():
+        return 1
+
+    studio.engine.schedule("name: turntables\nsteps: [{id: t, tool: turntable}]\n", every="1s", id="spin")
+    studio.serve(scheduler=True)
+    Browser.wait_until(lambda: len(studio.engine.schedule_fires("spin")) >= 2, timeout=TIMEOUT,
+                       what="two fires")
+    browser.get(studio.page("schedules/spin"))
+    browser.wait_js("return document.querySelectorAll(args[0]).length >= 2;",
+                    tid("schedule-fires") + " " + tid("fire-row"), timeout=TIMEOUT, what="two fire rows")
 
 
 # -- HTTP-level guards (the browser-side security is the UI's own Go tests) ---------------------------
@@ -545,13 +682,13 @@ def _populate(studio):
                     enabled=False)
 
     done = engine.submit("nightly_intake").run_id
-    studio.wait_status(done, "waiting_approval")
+    studio.wait_status(done, "waiting")
     engine.approve(done, "approve_push", by="ada", reason="looks right")
     studio.wait_status(done, "completed")
     failed = engine.submit("lighting_renders", {"sequence": "sq030"}).run_id
     studio.wait_status(failed, "failed")
     waiting = engine.submit("nightly_intake").run_id
-    studio.wait_status(waiting, "waiting_approval")
+    studio.wait_status(waiting, "waiting")
     block["on"] = True
     running = engine.submit("nightly_intake").run_id
     Browser.wait_until(lambda: studio.status(running).progress[0] >= 6, timeout=TIMEOUT,
@@ -577,7 +714,10 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
                 browser.wait_css(ready, timeout=TIMEOUT)
                 if name == "run":
                     browser.wait_css(tid("run-gantt") + " " + tid("gantt-bar"), timeout=TIMEOUT)
-                    assert len(browser.find_all(tid("step-node"))) >= 5  # list, per_shot, export, qc, gate, push
+                    nodes = {n.attribute("data-step"): n.attribute("data-status")
+                             for n in browser.find_all(tid("step-node"))}
+                    assert {"list", "per_shot", "approve_push", "push"} <= set(nodes), nodes  # the spec's graph
+                    assert nodes["list"] == "completed", nodes
                 path = os.path.join(out, "%s-%dx%d.png" % (name, width, height))
                 browser.screenshot(path)
                 written.append(path)
