@@ -398,6 +398,25 @@ if (!finished) {
         el.selector = css
         return el
 
+    # Errors of a click on an element the page was re-rendering at that moment: worth a retry.
+    _RETRY_CLICK = ("stale element reference", "element not interactable", "element click intercepted")
+
+    def click(self, css: str, timeout: float = DEFAULT_TIMEOUT, visible: bool = True) -> Element:
+        """Wait until ``css`` matches a displayed element (any, with ``visible=False``: the
+        ``<option>`` of a closed ``<select>`` has no box) and click it. A live page re-renders
+        under the test: a click that lands while the element is replaced or covered (stale,
+        not interactable, intercepted) is tried again on the element matching ``css`` then,
+        until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            el = self.wait_css(css, timeout=max(0.1, deadline - time.monotonic()), visible=visible)
+            try:
+                el.click()
+                return el
+            except WebDriverError as e:
+                if e.error not in self._RETRY_CLICK or time.monotonic() > deadline:
+                    raise
+
     def wait_gone(self, css: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.wait_js("return !document.querySelector(args[0]);", css, timeout=timeout, what="no %s" % css)
 

@@ -37,6 +37,7 @@ PAGE = b"""<!doctype html>
   document.body.appendChild(p); }, 300)">later</button>
 <ul><li class="item" data-n="1">one</li><li class="item" data-n="2">two</li></ul>
 <a data-testid="next" href="/next.html">next</a>
+<button data-testid="swap" onclick="window.__swapClicks = (window.__swapClicks || 0) + 1">swap</button>
 <div id="tall"></div>
 <script>
   document.querySelector('[data-testid=name]').addEventListener('change', (e) => {
@@ -112,6 +113,19 @@ def test_click_changes_the_page_and_attributes_are_read(page):
     assert page.wait_attr(tid("inc"), "data-count", "Number(v) >= 2") == "2"
     assert button.attribute("no-such-attribute") is None
     assert button.tag_name == "button"
+
+
+def test_click_by_selector_survives_a_re_render(page):
+    old = page.find(tid("swap"))
+    # the page replaces the button (as a live view re-renders a row): the old reference is stale
+    page.execute("const b = arguments[0]; b.replaceWith(b.cloneNode(true));", old)
+    with pytest.raises(WebDriverError) as err:
+        old.click()
+    assert err.value.error == "stale element reference"
+    page.click(tid("swap"))
+    assert page.execute("return window.__swapClicks;") == 1
+    with pytest.raises(WaitTimeout):
+        page.click(tid("no-such-button"), timeout=0.3)
 
 
 def test_send_keys_and_change_event(page):

@@ -140,8 +140,7 @@ def studio(tmp_path, ui_required, request):
 
 
 def _confirm(browser, ok=True):
-    dialog = browser.wait_css(tid("confirm-dialog"))
-    dialog.find(tid("confirm-ok" if ok else "confirm-cancel")).click()
+    browser.click(tid("confirm-dialog") + " " + tid("confirm-ok" if ok else "confirm-cancel"))
     browser.wait_js("const d = document.querySelector(args[0]);"
                     "return !d || !(d.getBoundingClientRect().width || d.getBoundingClientRect().height) "
                     "|| d.open === false;", tid("confirm-dialog"), what="the confirm dialog to close")
@@ -241,7 +240,7 @@ def test_runs_page_filters_by_status_and_workflow(studio, browser):
     browser.get(studio.page("runs"))
     browser.wait_css(tid("run-row", run_id=good))
     browser.wait_css(tid("run-row", run_id=failed))
-    browser.find(tid("filter-status") + " option[value=failed]").click()  # a user's pick: fires change
+    browser.click(tid("filter-status") + " option[value=failed]", visible=False)  # a user's pick: fires change
     browser.wait_gone(tid("run-row", run_id=good), timeout=TIMEOUT)
     row = browser.wait_css(tid("run-row", run_id=failed))
     assert row.attribute("data-status") == "failed"
@@ -268,7 +267,7 @@ def test_runs_page_loads_older_runs_on_demand(studio, browser):
     assert 0 < first_page < 60, first_page
     while len(browser.find_all(tid("run-row"))) < 60:
         shown = len(browser.find_all(tid("run-row")))
-        browser.wait_css(tid("runs-more")).click()
+        browser.click(tid("runs-more"))
         browser.wait_js("return document.querySelectorAll(args[0]).length > args[1];", tid("run-row"), shown,
                         timeout=TIMEOUT, what="more than %d run rows" % shown)
     ids = [r.attribute("data-run-id") for r in browser.find_all(tid("run-row"))]
@@ -312,9 +311,9 @@ def test_run_page_approves_a_gate_and_shows_the_run_complete(studio, browser):
                     tid("run-status"), what="run-status 'waiting'")
     _set_actor(browser, "Ada Producer")
 
-    approval = browser.wait_css(tid("approval", step="gate"))
-    approval.find(tid("approval-comment")).send_keys("colours signed off")
-    approval.find(tid("approve-button")).click()
+    approval = tid("approval", step="gate") + " "
+    browser.wait_css(approval + tid("approval-comment")).send_keys("colours signed off")
+    browser.click(approval + tid("approve-button"))
     _confirm(browser)
     _toast_ok(browser)
     browser.wait_text(tid("run-status"), "completed", timeout=TIMEOUT)
@@ -348,11 +347,11 @@ def test_run_page_cancels_a_running_run_only_once_confirmed(studio, browser):
 
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "running")
-    browser.wait_css(tid("cancel-button")).click()
+    browser.click(tid("cancel-button"))
     _confirm(browser, ok=False)  # the dialog's cancel: nothing happens
     assert studio.status(run_id).status is WorkflowStatus.RUNNING
 
-    browser.find(tid("cancel-button")).click()
+    browser.click(tid("cancel-button"))
     _confirm(browser)
     _toast_ok(browser)
     browser.wait_text(tid("run-status"), "cancelled", timeout=TIMEOUT)
@@ -383,11 +382,11 @@ def test_run_page_resumes_a_failed_run(studio, browser):
 
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "failed")
-    browser.wait_css(tid("step-row", step_key="export")).click()
+    browser.click(tid("step-row", step_key="export"))
     detail = browser.wait_css(tid("step-detail"))
     assert "license server unreachable" in detail.find(tid("step-error")).text
 
-    browser.find(tid("resume-button")).click()
+    browser.click(tid("resume-button"))
     browser.wait_css(tid("resume-force"))  # the dialog offers forcing steps; none here
     _confirm(browser)
     _toast_ok(browser)
@@ -413,7 +412,7 @@ def test_run_page_pauses_and_unpauses_a_foreach(studio, browser):
 
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "running")
-    browser.wait_css(tid("pause-button")).click()
+    browser.click(tid("pause-button"))
     _confirm(browser)
     _toast_ok(browser)
     browser.wait_text(tid("run-status"), "paused", timeout=TIMEOUT)
@@ -422,7 +421,7 @@ def test_run_page_pauses_and_unpauses_a_foreach(studio, browser):
     Browser.wait_until(lambda: studio.status(run_id).progress[0] >= 1, what="the item in flight to finish")
     assert started == ["sh010"]
 
-    browser.wait_css(tid("unpause-button")).click()
+    browser.click(tid("unpause-button"))
     _confirm(browser)
     browser.wait_text(tid("run-status"), "running", timeout=TIMEOUT)
     for _ in range(5):
@@ -448,9 +447,9 @@ def test_run_page_rejects_a_gate(studio, browser):
     studio.wait_status(run_id, "waiting")
     browser.get(studio.page("runs/" + run_id))
     _set_actor(browser, "Lead Lighter")
-    approval = browser.wait_css(tid("approval", step="gate"))
-    approval.find(tid("approval-comment")).send_keys("key light too hot")
-    approval.find(tid("reject-button")).click()
+    approval = tid("approval", step="gate") + " "
+    browser.wait_css(approval + tid("approval-comment")).send_keys("key light too hot")
+    browser.click(approval + tid("reject-button"))
     _confirm(browser)
     browser.wait_text(tid("run-status"), "failed", timeout=TIMEOUT)
     result = studio.wait_status(run_id, "failed")
@@ -481,14 +480,14 @@ def test_step_output_and_error_with_html_show_as_text(studio, browser):
 
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "failed")
-    browser.wait_css(tid("step-row", step_key="out")).click()
+    browser.click(tid("step-row", step_key="out"))
     output = browser.wait_css(tid("step-output"))
     assert output.tag_name == "pre"
     text = output.text
     assert "<script>window.__pwned = 1</script>" in text, text
     assert '<img src=\\"x\\" onerror=' in text or '<img src="x" onerror=' in text, text
 
-    browser.wait_css(tid("step-row", step_key="err")).click()
+    browser.click(tid("step-row", step_key="err"))
     browser.wait_js("const e = document.querySelector(args[0]); return e && e.textContent.includes('broken');",
                     tid("step-error"), what="the step error of err")
     assert '<img src="y" onerror="window.__pwned = 3">broken' in browser.find(tid("step-error")).text
@@ -515,7 +514,7 @@ def test_schedules_page_disables_a_schedule(studio, browser):
     row_sel = tid("schedule-row", schedule_id="nightly_turntables")
     row = browser.wait_css(row_sel)
     assert row.attribute("data-enabled") == "true"
-    row.find(tid("schedule-toggle")).click()
+    browser.click(row_sel + " " + tid("schedule-toggle"))
     _confirm(browser)
     _toast_ok(browser)
     browser.wait_attr(row_sel, "data-enabled", "v === 'false'", timeout=TIMEOUT)
@@ -529,7 +528,7 @@ def test_workflow_page_shows_versions_and_graph(studio, browser):
                                     "{id: upload, tool: upload}]\n")
     studio.serve()
     browser.get(studio.page("workflows"))
-    browser.wait_css(tid("workflow-row", workflow="turntables")).click()
+    browser.click(tid("workflow-row", workflow="turntables"))
     browser.wait_css(tid("workflow-graph"))
     browser.wait_js("return document.querySelectorAll(args[0]).length === 2;",
                     tid("workflow-versions") + " " + tid("version-row"), what="two version rows")
