@@ -131,12 +131,28 @@ def studio(tmp_path, ui_required, request):
     try:
         yield s
     finally:
-        if "browser" in request.fixturenames:  # leave the page: its live stream closes first
+        if "browser" in request.fixturenames:
+            browser = request.getfixturevalue("browser")
+            rep = getattr(request.node, "rep_call", None)
+            if rep is not None and rep.failed:
+                _save_page(browser, str(tmp_path))
             try:
-                request.getfixturevalue("browser").get("about:blank")
+                browser.get("about:blank")  # leave the page: its live stream closes first
             except Exception:
                 pass
         s.close()
+
+
+def _save_page(browser, folder):
+    """After a failed test: the page as it was (screenshot, DOM, URL) in the test's tmp folder."""
+    try:
+        browser.screenshot(os.path.join(folder, "failed-page.png"))
+        with open(os.path.join(folder, "failed-page.html"), "w", encoding="utf-8") as f:
+            f.write("<!-- %s -->\n" % browser.url)
+            f.write(browser.execute("return document.documentElement.outerHTML;"))
+        print("the page at the failure: %s/failed-page.png and failed-page.html" % folder)
+    except Exception as e:  # the browser itself may be what failed
+        print("could not save the page at the failure: %s" % e)
 
 
 def _confirm(browser, ok=True):
