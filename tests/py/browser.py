@@ -292,6 +292,11 @@ class Browser:
     def refresh(self) -> None:
         self._cmd("POST", "/refresh", {})
 
+    def cookies(self) -> List[Dict[str, Any]]:
+        """The cookies of the current page's origin, HttpOnly ones included: dicts with ``name``,
+        ``value``, ``httpOnly``, ``sameSite``, ``path``..."""
+        return list(self._cmd("GET", "/cookie") or [])
+
     def set_viewport(self, width: int, height: int) -> None:
         """Make the page's viewport exactly ``width`` x ``height`` CSS pixels (and screenshots
         that many pixels: the device scale factor is 1)."""

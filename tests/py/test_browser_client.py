@@ -56,6 +56,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = NEXT if self.path.startswith("/next") else PAGE
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Set-Cookie", "probe=p1; Path=/; HttpOnly; SameSite=Strict")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -101,6 +102,12 @@ def test_navigation_title_url_and_text(page, site):
     page.find(tid("next")).click()
     assert page.wait_text(tid("where"), "second page").text == "second page"
     assert page.url == site + "next.html"
+
+
+def test_cookies_include_http_only_ones(page):
+    [probe] = [c for c in page.cookies() if c["name"] == "probe"]
+    assert probe["value"] == "p1" and probe["httpOnly"] is True and probe["sameSite"] == "Strict"
+    assert page.execute("return document.cookie;") == ""  # the page's scripts cannot read it
 
 
 def test_click_changes_the_page_and_attributes_are_read(page):

@@ -28,7 +28,7 @@ import urllib.request
 import pytest
 
 from browser import Browser, check_png, png_size, require_chromium, tid
-from dcc_flow import DccFlowError, Engine, StepStatus, WorkflowStatus
+from dcc_flow import DccFlowError, Engine, InvalidInputError, StepStatus, WorkflowStatus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = ((1366, 768), (2560, 1440))
@@ -611,6 +611,45 @@ def test_actions_need_the_csrf_header_and_the_servers_origin(studio, ui_required
     status, answer = _post(cancel, body, {"Cookie": "dccflow_csrf=k1", "X-DCC-Flow-CSRF": "k1", "Origin": origin})
     assert status == 200, answer
     studio.wait_status(run_id, "cancelled")
+
+
+def test_off_loopback_without_a_token_refuses_to_start(studio):
+    with pytest.raises(InvalidInputError, match="token"):
+        studio.engine.serve(scheduler=False, ui="0.0.0.0:0")
+
+
+def test_a_token_guards_the_api_and_login_opens_a_session(studio, browser):
+    @studio.engine.tool(thread="worker")
+    def ok():
+        return 1
+
+    studio.engine.serve_tools(workers=1)
+    info = studio.engine.serve(scheduler=False, ui="127.0.0.1:0", token="s3cret-token")
+    studio._serving = True
+    url = studio.url = info["ui_url"]
+    run_id = studio.engine.submit("name: guarded\nsteps: [{id: a, tool: ok}]\n").run_id
+    studio.wait_status(run_id, "completed")
+
+    def get(path, headers):
+        req = urllib.request.Request(url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    status, answer = get("api/runs", {})
+    assert status == 401 and answer["error"]["code"] == "unauthorized", answer
+    assert get("api/runs", {"Authorization": "Bearer wrong"})[0] == 401
+    status, answer = get("api/runs", {"Authorization": "Bearer s3cret-token"})
+    assert status == 200 and [r["id"] for r in answer["runs"]] == [run_id], answer
+
+    # a browser logs in once through /login?token=: the session cookie carries the API calls after
+    browser.get(url + "login?token=s3cret-token")
+    browser.wait_css(tid("run-row", run_id=run_id), timeout=TIMEOUT)
+    [session] = [c for c in browser.cookies() if c["name"] == "dccflow_session"]
+    assert session["httpOnly"] is True and session.get("sameSite") == "Strict", session
+    assert "s3cret-token" not in browser.url  # the token does not stay in the address bar
 
 
 # -- screenshots for docs/ui.md --------------------------------------------------------------------
