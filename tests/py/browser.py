@@ -331,6 +331,31 @@ class Browser:
         values = self._cmd("POST", "/elements", {"using": "css selector", "value": css})
         return [Element(self, v[ELEMENT_KEY], css) for v in values]
 
+    # Reading by selector: one script finds the element and reads it, so a live page that
+    # replaces the element between a find and a read cannot make the read fail (stale reference).
+
+    def attr(self, css: str, name: str) -> Optional[str]:
+        """Attribute ``name`` of the first element matching ``css`` now (None when it has none;
+        ``LookupError`` when nothing matches)."""
+        found, value = self.execute("const e = document.querySelector(arguments[0]);"
+                                    "return e ? [true, e.getAttribute(arguments[1])] : [false, null];", css, name)
+        if not found:
+            raise LookupError("no element matches %s" % css)
+        return None if value is None else str(value)
+
+    def attrs(self, css: str, name: str) -> List[Optional[str]]:
+        """Attribute ``name`` of every element matching ``css`` now, in document order."""
+        return list(self.execute("return Array.from(document.querySelectorAll(arguments[0]),"
+                                 " e => e.getAttribute(arguments[1]));", css, name))
+
+    def text_of(self, css: str) -> str:
+        """The rendered text (``innerText``) of the first element matching ``css`` now
+        (``LookupError`` when nothing matches)."""
+        value = self.execute("const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", css)
+        if value is None:
+            raise LookupError("no element matches %s" % css)
+        return str(value)
+
     def execute(self, script: str, *args: Any) -> Any:
         """Run ``script`` (a function body; ``arguments`` holds ``args``) and return its value."""
         return self._unwrap(self._cmd("POST", "/execute/sync", {"script": script, "args": self._wrap_args(args)}))

@@ -145,6 +145,18 @@ def test_send_keys_and_change_event(page):
     assert field.prop("value") == ""
 
 
+def test_reading_by_selector(page):
+    assert page.text_of(tid("title")) == "Hello there"
+    assert page.attr(tid("inc"), "data-count") == "0"
+    assert page.attr(tid("inc"), "no-such") is None
+    assert page.attrs("li.item", "data-n") == ["1", "2"]
+    assert page.attrs(".nothing", "data-n") == []
+    with pytest.raises(LookupError, match="missing"):
+        page.attr(tid("missing"), "x")
+    with pytest.raises(LookupError, match="missing"):
+        page.text_of(tid("missing"))
+
+
 def test_find_all_and_find_within(page):
     items = page.find_all("li.item")
     assert [i.text for i in items] == ["one", "two"]

@@ -181,9 +181,9 @@ def _confirm(browser, ok=True):
 
 
 def _toast_ok(browser):
-    toast = browser.wait_css(tid("toast"))
-    assert "error" not in (toast.attribute("class") or "").split(), "the action failed: %s" % toast.text
-    return toast
+    browser.wait_css(tid("toast"))
+    classes = (browser.attr(tid("toast"), "class") or "").split()
+    assert "error" not in classes, "the action failed: %s" % browser.text_of(tid("toast"))
 
 
 def _set_actor(browser, name):
@@ -225,13 +225,13 @@ def test_runs_page_shows_a_running_foreach_advance_live(studio, browser):
     browser.get(studio.page("runs"))
     browser.wait_css(tid("runs-table"))
     row_sel = tid("run-row", run_id=run_id)
-    row = browser.wait_css(row_sel, timeout=TIMEOUT)
-    assert row.attribute("data-workflow") == "shots"
-    assert row.attribute("data-status") == "running"
-    assert row.find(tid("run-status")).text.strip() == "running"
-    assert row.find(tid("run-link")).attribute("href").endswith("#/runs/" + run_id)
+    browser.wait_css(row_sel, timeout=TIMEOUT)
+    assert browser.attr(row_sel, "data-workflow") == "shots"
+    assert browser.attr(row_sel, "data-status") == "running"
+    assert browser.text_of(row_sel + " " + tid("run-status")).strip() == "running"
+    assert browser.attr(row_sel + " " + tid("run-link"), "href").endswith("#/runs/" + run_id)
     progress_sel = row_sel + " " + tid("run-progress")
-    done0 = int(browser.find(progress_sel).attribute("data-done"))
+    done0 = int(browser.attr(progress_sel, "data-done"))
     total = int(browser.wait_attr(progress_sel, "data-total", "Number(v) > 0"))
     assert studio.status(run_id).progress == (done0, total)
     browser.execute("window.__sameDocument = 'yes';")  # a reload would clear it
@@ -276,14 +276,14 @@ def test_runs_page_filters_by_status_and_workflow(studio, browser):
     browser.wait_css(tid("run-row", run_id=failed))
     browser.click(tid("filter-status") + " option[value=failed]", visible=False)  # a user's pick: fires change
     browser.wait_gone(tid("run-row", run_id=good), timeout=TIMEOUT)
-    row = browser.wait_css(tid("run-row", run_id=failed))
-    assert row.attribute("data-status") == "failed"
+    browser.wait_css(tid("run-row", run_id=failed))
+    assert browser.attr(tid("run-row", run_id=failed), "data-status") == "failed"
 
     # a link with the filter in the hash opens the page filtered
     browser.get(studio.page("runs?workflow=alpha"))
     browser.wait_css(tid("run-row", run_id=good), timeout=TIMEOUT)
     browser.wait_gone(tid("run-row", run_id=failed), timeout=TIMEOUT)
-    assert [r.attribute("data-workflow") for r in browser.find_all(tid("run-row"))] == ["alpha"]
+    assert browser.attrs(tid("run-row"), "data-workflow") == ["alpha"]
 
 
 def test_runs_page_loads_older_runs_on_demand(studio, browser):
@@ -297,14 +297,14 @@ def test_runs_page_loads_older_runs_on_demand(studio, browser):
         studio.wait_status(run.run_id, "completed")
     browser.get(studio.page("runs"))
     browser.wait_css(tid("run-row", run_id=runs[-1].run_id))  # newest first
-    first_page = len(browser.find_all(tid("run-row")))
+    first_page = len(browser.attrs(tid("run-row"), "data-run-id"))
     assert 0 < first_page < 60, first_page
-    while len(browser.find_all(tid("run-row"))) < 60:
-        shown = len(browser.find_all(tid("run-row")))
+    while len(browser.attrs(tid("run-row"), "data-run-id")) < 60:
+        shown = len(browser.attrs(tid("run-row"), "data-run-id"))
         browser.click(tid("runs-more"))
         browser.wait_js("return document.querySelectorAll(args[0]).length > args[1];", tid("run-row"), shown,
                         timeout=TIMEOUT, what="more than %d run rows" % shown)
-    ids = [r.attribute("data-run-id") for r in browser.find_all(tid("run-row"))]
+    ids = browser.attrs(tid("run-row"), "data-run-id")
     assert ids == [r.run_id for r in reversed(runs)]  # every run once, newest first
 
 
@@ -336,8 +336,9 @@ def test_run_page_approves_a_gate_and_shows_the_run_complete(studio, browser):
     studio.wait_status(run_id, "waiting")
 
     browser.get(studio.page("runs/" + run_id))
-    title = browser.wait_css(tid("run-title"))
-    assert "publish" in title.text and run_id in title.text
+    browser.wait_css(tid("run-title"))
+    title = browser.text_of(tid("run-title"))
+    assert "publish" in title and run_id in title, title
     # the run's status word is "waiting" (its gate step's is "waiting_approval"; the contract's
     # status filter names the latter): either is the truth shown to a producer
     browser.wait_js("const e = document.querySelector(args[0]);"
@@ -417,8 +418,9 @@ def test_run_page_resumes_a_failed_run(studio, browser):
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "failed")
     browser.click(tid("step-row", step_key="export"))
-    detail = browser.wait_css(tid("step-detail"))
-    assert "license server unreachable" in detail.find(tid("step-error")).text
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && e.textContent.includes('license server unreachable');",
+                    tid("step-detail") + " " + tid("step-error"), what="the step error of export")
 
     browser.click(tid("resume-button"))
     browser.wait_css(tid("resume-force"))  # the dialog offers forcing steps; none here
@@ -515,16 +517,16 @@ def test_step_output_and_error_with_html_show_as_text(studio, browser):
     browser.get(studio.page("runs/" + run_id))
     browser.wait_text(tid("run-status"), "failed")
     browser.click(tid("step-row", step_key="out"))
-    output = browser.wait_css(tid("step-output"))
-    assert output.tag_name == "pre"
-    text = output.text
+    browser.wait_css(tid("step-output"))
+    assert browser.execute("return document.querySelector(arguments[0]).tagName;", tid("step-output")) == "PRE"
+    text = browser.text_of(tid("step-output"))
     assert "<script>window.__pwned = 1</script>" in text, text
     assert '<img src=\\"x\\" onerror=' in text or '<img src="x" onerror=' in text, text
 
     browser.click(tid("step-row", step_key="err"))
     browser.wait_js("const e = document.querySelector(args[0]); return e && e.textContent.includes('broken');",
                     tid("step-error"), what="the step error of err")
-    assert '<img src="y" onerror="window.__pwned = 3">broken' in browser.find(tid("step-error")).text
+    assert '<img src="y" onerror="window.__pwned = 3">broken' in browser.text_of(tid("step-error"))
 
     # no element was made from the text: no script ran, no image failed to load into a handler
     assert browser.execute("return document.querySelectorAll("
@@ -546,8 +548,8 @@ def test_schedules_page_disables_a_schedule(studio, browser):
     studio.serve(scheduler=True)
     browser.get(studio.page("schedules"))
     row_sel = tid("schedule-row", schedule_id="nightly_turntables")
-    row = browser.wait_css(row_sel)
-    assert row.attribute("data-enabled") == "true"
+    browser.wait_css(row_sel)
+    assert browser.attr(row_sel, "data-enabled") == "true"
     browser.click(row_sel + " " + tid("schedule-toggle"))
     _confirm(browser)
     _toast_ok(browser)
@@ -566,8 +568,9 @@ def test_workflow_page_shows_versions_and_graph(studio, browser):
     browser.wait_css(tid("workflow-graph"))
     browser.wait_js("return document.querySelectorAll(args[0]).length === 2;",
                     tid("workflow-versions") + " " + tid("version-row"), what="two version rows")
-    assert "upload" in browser.find(tid("workflow-graph")).text or browser.find_all(
-        tid("workflow-graph") + ' [data-step="upload"]'), "the current version's graph has no upload step"
+    browser.wait_js("const g = document.querySelector(args[0]);"
+                    "return g && (g.textContent.includes('upload') || g.querySelector('[data-step=upload]'));",
+                    tid("workflow-graph"), what="the current version's graph to show its upload step")
 
 
 def test_schedule_page_lists_fires(studio, browser):
@@ -694,7 +697,7 @@ def test_runs_page_with_10000_runs_shows_its_first_page_within_300_ms(studio, br
         # milliseconds from the navigation's start to 50 rows on screen
         loads.append(browser.wait_js("return document.querySelectorAll(args[0]).length >= 50 && performance.now();",
                                      tid("run-row"), timeout=TIMEOUT, what="50 run rows"))
-    assert browser.find(tid("run-row")).attribute("data-run-id") == runs[-1].run_id  # newest first
+    assert browser.attr(tid("run-row"), "data-run-id") == runs[-1].run_id  # newest first
     print("10,000 runs: GET /api/runs?limit=50 median %.1f ms; runs page to 50 rows %s ms"
           % (sorted(api)[2], ", ".join("%.0f" % v for v in loads)))
     assert min(loads) < 300, loads
@@ -851,8 +854,9 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
                 browser.wait_css(ready, timeout=TIMEOUT)
                 if name == "run":
                     browser.wait_css(tid("run-gantt") + " " + tid("gantt-bar"), timeout=TIMEOUT)
-                    nodes = {n.attribute("data-step"): n.attribute("data-status")
-                             for n in browser.find_all(tid("step-node"))}
+                    nodes = dict(browser.execute(
+                        "return Array.from(document.querySelectorAll(arguments[0]),"
+                        " n => [n.getAttribute('data-step'), n.getAttribute('data-status')]);", tid("step-node")))
                     assert {"list", "per_shot", "approve_push", "push"} <= set(nodes), nodes  # the spec's graph
                     assert nodes["list"] == "completed", nodes
                 path = os.path.join(out, "%s-%dx%d.png" % (name, width, height))
