@@ -74,6 +74,10 @@ lint: venv $(STATICCHECK) ## gofmt check, staticcheck (with and without the test
 test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
 
+.PHONY: screenshots
+screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/ui/ (headless Chromium: tests/py/test_ui_browser.py)
+	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py -k screenshots
+
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 	node --test tests/node/

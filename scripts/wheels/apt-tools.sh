@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages named on the command line that are not installed yet (make wheels,
-# make test-wheels): nothing happens, and apt is not touched, when all are there.
+# make test-wheels, and .ci/run for the browser tests): nothing happens, and apt is not touched, when all
+# are there.
 set -euo pipefail
 missing=()
 for pkg in "$@"; do

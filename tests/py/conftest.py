@@ -174,3 +174,12 @@ def vendor_spec(dcc_flow):
 @pytest.fixture()
 def all_kinds_spec(dcc_flow):
     return dcc_flow.WorkflowSpec.from_yaml_str(ALL_KINDS, source="all_kinds.yaml")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (``item.rep_call``...), so that a fixture's
+    teardown can tell whether its test failed (the browser tests then save the page)."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, "rep_" + report.when, report)
