@@ -120,6 +120,10 @@ type Engine struct {
 	randMu sync.Mutex
 	rng    *rand.Rand
 
+	idMu       sync.Mutex // newRunID's last id: its millisecond and low 64 bits
+	idLastMS   uint64
+	idLastRand uint64
+
 	mu        sync.Mutex
 	closed    bool
 	closeDone chan struct{}
@@ -321,14 +325,32 @@ func (e *Engine) Tools() []ToolInfo { return e.router.Tools() }
 func (e *Engine) Host() *Host { return e.router.Host() }
 
 // newRunID returns a new run id: "r" + 12 hex digits of the creation time in milliseconds +
-// 16 random hex digits, so ids sort by creation time.
+// 16 hex digits, so ids sort by creation time — also within one millisecond (a clock as coarse
+// as Windows' often gives two runs the same time): the 16 digits are random for the first id of
+// a millisecond and the previous id's plus one for the next ones (as monotonic ULIDs do), and a
+// clock that steps back keeps the last millisecond.
 func (e *Engine) newRunID() string {
-	var b [14]byte
 	ms := uint64(e.clock.Now().UnixMilli())
+	e.idMu.Lock()
+	if ms <= e.idLastMS {
+		ms = e.idLastMS
+		e.idLastRand++
+		if e.idLastRand == 0 { // 2^64 ids in one millisecond: borrow the next one
+			ms++
+		}
+	} else {
+		var r [8]byte
+		_, _ = crand.Read(r[:])
+		e.idLastRand = binary.BigEndian.Uint64(r[:]) >> 1 // room for increments
+	}
+	e.idLastMS = ms
+	rnd := e.idLastRand
+	e.idMu.Unlock()
+	var b [14]byte
 	for i := 5; i >= 0; i-- {
 		b[i] = byte(ms)
 		ms >>= 8
 	}
-	_, _ = crand.Read(b[6:])
+	binary.BigEndian.PutUint64(b[6:], rnd)
 	return "r" + hex.EncodeToString(b[:])
 }
