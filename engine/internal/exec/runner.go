@@ -334,6 +334,13 @@ func (r *runner) seal() {
 	// An engine stop leaves a paused run paused (pause.go); read before sealMu (lock order).
 	keepPaused := sc == ErrEngineStop.(*stopCause) && r.isPaused()
 	r.sealMu.Lock()
+	if !r.sealed && sc.abandon {
+		// Another engine holds the run now: write nothing (its steps' writes see sealed).
+		r.sealed, r.finished, r.status = true, true, sc.run
+		if r.stallTimer != nil {
+			r.stallTimer.Stop()
+		}
+	}
 	if !r.sealed {
 		now := r.now()
 		detail := errorJSON(sc.kind, sc.msg)
