@@ -152,7 +152,6 @@ func (e *Engine) leaseLoop() {
 	defer close(ls.done)
 	beat := time.NewTicker(ls.every)
 	defer beat.Stop()
-	beats := 0
 	for {
 		select {
 		case <-ls.stop:
@@ -161,9 +160,9 @@ func (e *Engine) leaseLoop() {
 			e.sweep(context.Background())
 		case <-beat.C:
 			e.heartbeat()
-			if beats++; beats%3 == 0 { // every lease
-				e.sweep(context.Background())
-			}
+			// One indexed read per beat: a dead engine's runs are taken over within a third of
+			// a lease of their lease expiring.
+			e.sweep(context.Background())
 		}
 	}
 }
@@ -186,6 +185,18 @@ func (e *Engine) executing() map[string]*exec.Run {
 func (e *Engine) heartbeat() {
 	ls := &e.lease
 	live := e.executing()
+	ls.mu.Lock()
+	stale := time.Since(ls.lastRenew) > ls.info.Lease
+	ls.mu.Unlock()
+	if stale {
+		// No renewal went through for a whole lease (the process was suspended, the database
+		// away): the leases may have expired and other engines may have taken these runs. Stop
+		// them before anything else; the sweep takes back those nobody took.
+		for _, h := range live {
+			e.abandon(h)
+		}
+		live = nil
+	}
 	ids := make([]string, 0, len(live))
 	for id := range live {
 		ids = append(ids, id)
@@ -197,17 +208,7 @@ func (e *Engine) heartbeat() {
 	defer cancel()
 	owned, err := ls.l.Heartbeat(ctx, info, ids)
 	if err != nil {
-		ls.mu.Lock()
-		expired := time.Since(ls.lastRenew) > ls.info.Lease
-		ls.mu.Unlock()
-		if expired {
-			// The leases may have expired in the database: another engine may take these runs
-			// over at any moment, so this one stops before it could.
-			for _, h := range live {
-				e.abandon(h)
-			}
-		}
-		return
+		return // the next beat tries again; past a whole lease, it abandons the runs (above)
 	}
 	ls.mu.Lock()
 	ls.lastRenew = sent

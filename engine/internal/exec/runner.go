@@ -220,6 +220,9 @@ func (r *runner) reuseAll() {
 func (r *runner) finish(o outcome) {
 	r.mu.Lock()
 	r.sealMu.Lock()
+	if sc := r.stopCause.Load(); !r.sealed && sc != nil && sc.abandon {
+		r.sealed, r.finished, r.status = true, true, sc.run // abandoned: nothing more is written
+	}
 	if !r.sealed {
 		status := run.StatusCompleted
 		var rerr *store.RunError
@@ -424,7 +427,11 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		}
 	}
 	if err := r.x.cfg.Store.Write(context.Background(), b); err != nil {
-		r.cancel(storeFailure(err))
+		if errors.Is(err, store.ErrLeaseLost) {
+			r.cancel(errLeaseLost) // another engine runs it now: stop, writing nothing more
+		} else {
+			r.cancel(storeFailure(err))
+		}
 		return err
 	}
 	if in != nil {

@@ -200,6 +200,16 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 		run  string
 	}
 	var checks []check
+	if l := s.lease.Load(); l != nil {
+		// The fence of an attached engine: a group that writes steps, idempotency entries or
+		// events of a run whose live lease another engine holds fails whole, before any of it
+		// is applied, with numeric_value_out_of_range (store.ErrLeaseLost). Its run updates
+		// carry their own fence (sqlRunUpdate).
+		if ids := fencedRuns(batches); len(ids) > 0 {
+			q.Queue(sqlFence, ids, l.id)
+			checks = append(checks, check{what: fmt.Sprintf("writing to %d runs", len(ids))})
+		}
+	}
 	for _, b := range batches {
 		for i := range b.CreateRuns {
 			r := &b.CreateRuns[i]
@@ -274,6 +284,42 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 		}
 	}
 	return base, br.Close()
+}
+
+// sqlFence fails with numeric_value_out_of_range when another engine holds a live lease on one
+// of the runs $1 ($2 is this engine).
+const sqlFence = `SELECT CASE WHEN count(*) = 0 THEN 0 ELSE 2147483647 + count(*)::int END FROM workflows
+	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2 AND lease_until >= now()`
+
+// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries or
+// events batches write, except the runs the batches create.
+func fencedRuns(batches []*store.Batch) []string {
+	created := map[string]bool{}
+	for _, b := range batches {
+		for i := range b.CreateRuns {
+			created[b.CreateRuns[i].ID] = true
+		}
+	}
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if id != "" && !created[id] && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, b := range batches {
+		for i := range b.Steps {
+			add(b.Steps[i].RunID)
+		}
+		for i := range b.Idempotency {
+			add(b.Idempotency[i].RunID)
+		}
+		for i := range b.Events {
+			add(b.Events[i].RunID)
+		}
+	}
+	return ids
 }
 
 func runArgs(r *store.Run) ([]any, error) {
