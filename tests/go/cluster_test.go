@@ -315,7 +315,7 @@ func readCalls(t *testing.T, path string) []toolCall {
 // that had completed before the kill is called again, and only the step in flight at the kill
 // is called a second time.
 func TestClusterKilledEngineRunIsTakenOver(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
 	db := pgtest.DB(t)
 	calls := filepath.Join(t.TempDir(), "calls")
 	nodes := startCluster(t, db, calls, 3, false)
@@ -409,7 +409,7 @@ func TestClusterKilledEngineRunIsTakenOver(t *testing.T) {
 // An interval schedule (1 s) that all three engines have fires once per slot: one run per
 // scheduled time, never two.
 func TestClusterScheduleFiresOncePerSlot(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
 	db := pgtest.DB(t)
 	nodes := startCluster(t, db, filepath.Join(t.TempDir(), "calls"), 3, true)
 	time.Sleep(3500 * time.Millisecond)
@@ -464,7 +464,7 @@ func TestClusterScheduleFiresOncePerSlot(t *testing.T) {
 // Approve, pause, unpause and cancel a run from engines that do not run it: each goes to the
 // engine that holds the run's lease as a control request, which applies it and answers.
 func TestClusterControlFromAnotherEngine(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
 	db := pgtest.DB(t)
 	nodes := startCluster(t, db, filepath.Join(t.TempDir(), "calls"), 3, false)
 	a, b, c := nodes[0], nodes[1], nodes[2]

@@ -19,7 +19,7 @@ import (
 // run any more: it calls no tool of it after the takeover and does not overwrite the record; the
 // run completes once, on the new owner.
 func TestClusterSuspendedEngineLosesItsRun(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
 	db := pgtest.DB(t)
 	calls := filepath.Join(t.TempDir(), "calls")
 	nodes := startCluster(t, db, calls, 3, false)

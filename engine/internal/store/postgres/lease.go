@@ -73,6 +73,8 @@ func (s *Store) Attach(ctx context.Context, e store.EngineInfo) error {
 		return s.fault(fmt.Errorf("registering engine %s in %s: %w", e.ID, s.name, err))
 	}
 	s.lease.Store(&leaseState{id: e.ID, secs: e.Lease.Seconds()})
+	// The rows of engines that died without closing go once they are long silent.
+	_, _ = s.pool.Exec(ctx, `DELETE FROM engines WHERE heartbeat_at < now() - make_interval(secs => greatest(lease_secs * 10, 60))`)
 	return nil
 }
 

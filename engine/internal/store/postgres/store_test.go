@@ -417,6 +417,23 @@ func BenchmarkStepSequential(b *testing.B) {
 	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
 }
 
+// openAttached is openTemp attached as an engine: its writes are fenced (docs/cluster.md, "Leases").
+func openAttached(b *testing.B) store.Store {
+	s := openTemp(b)
+	if err := s.Attach(context.Background(), store.EngineInfo{ID: "bench", Lease: time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkRun100Attached and BenchmarkStepSequentialAttached: the same, as an engine of a
+// shared database, whose every write carries the lease fence.
+func BenchmarkRun100Attached(b *testing.B) { storetest.BenchmarkRun(b, openAttached) }
+
+func BenchmarkStepSequentialAttached(b *testing.B) {
+	storetest.BenchmarkStepSequential(b, openAttached)
+}
+
 // The SQL of docs/cluster.md runs on a database an engine has open, and its last query finds
 // that engine.
 func TestDocsSQL(t *testing.T) {
