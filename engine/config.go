@@ -58,6 +58,11 @@ type Config struct {
 	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
 	// stall detection.
 	StallAfterSecs float64 `json:"stall_after_secs,omitempty"`
+	// LeaseSecs is the lease under which an engine on a shared database (PostgreSQL,
+	// docs/cluster.md "Leases") orchestrates each of its runs: it renews its leases every
+	// LeaseSecs/3, and another engine takes a run over once its lease has expired. 0 means
+	// DefaultLeaseSecs (15); otherwise 0.3 to 3600. Unused on other databases.
+	LeaseSecs float64 `json:"lease_secs,omitempty"`
 	// Seed seeds the random source of retry jitter; 0 means a random seed. Tests set it for
 	// reproducible delays.
 	Seed int64 `json:"seed,omitempty"`
@@ -253,6 +258,9 @@ func (c Config) WithDefaults() Config {
 	if c.StallAfterSecs == 0 {
 		c.StallAfterSecs = DefaultStallAfterSecs
 	}
+	if c.LeaseSecs == 0 {
+		c.LeaseSecs = DefaultLeaseSecs
+	}
 	if c.DB == MemoryDB {
 		c.DB = ""
 	}
@@ -278,6 +286,9 @@ func (c Config) validate() error {
 		if !exec.ValidEnvPattern(p) {
 			add(fmt.Sprintf("env_allow[%d]", i), "%q is not a valid pattern (path.Match syntax, e.g. \"DCC_*\")", p)
 		}
+	}
+	if c.LeaseSecs != 0 && !(c.LeaseSecs >= 0.3 && c.LeaseSecs <= 3600) {
+		add("lease_secs", "must be 0 (the default, %d) or 0.3 to 3600 seconds; got %v", DefaultLeaseSecs, c.LeaseSecs)
 	}
 	if math.IsNaN(c.StallAfterSecs) || math.IsInf(c.StallAfterSecs, 0) {
 		add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")

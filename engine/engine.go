@@ -141,6 +141,7 @@ type Engine struct {
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
 	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
+	lease            leaseState    // the heartbeat and leases on a shared database (lease.go)
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -216,13 +217,18 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.ReadOnly {
 		return e, nil
 	}
-	if err := e.recover(ctx); err != nil {
+	shared, err := e.attach(ctx)
+	if err == nil && !shared {
+		err = e.recover(ctx)
+	}
+	if err != nil {
 		if e.ownStore {
 			_ = e.store.Close()
 		}
 		return nil, err
 	}
 	e.startControl()
+	e.startLeases(ctx)
 	return e, nil
 }
 
@@ -277,6 +283,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err == nil && !e.cfg.ReadOnly {
 		e.writeUnsaved(ctx) // a last try for the ends of runs a full disk did not take
 	}
+	e.stopLeases(ctx)
 	e.stopControl()
 	e.router.Host().Close()
 	if e.remotes != nil {
@@ -312,7 +319,11 @@ func (e *Engine) RegisterTool(info ToolInfo) error {
 	if e.isClosed() {
 		return errClosed()
 	}
-	return e.router.RegisterHost(info)
+	if err := e.router.RegisterHost(info); err != nil {
+		return err
+	}
+	e.kickSweep() // runs that need this tool may be taken over now
+	return nil
 }
 
 // UnregisterTool removes a host tool and reports whether it was registered.

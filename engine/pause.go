@@ -63,7 +63,7 @@ func (e *Engine) setPaused(ctx context.Context, runID string, pause bool, p exec
 		return pauseFinished(action, runID, rec.Status)
 	case pause && rec.Status == run.StatusPaused, !pause && rec.Status != run.StatusPaused:
 		return nil // already as asked
-	case e.cfg.ReadOnly:
+	case e.cfg.ReadOnly || e.heldElsewhere(ctx, runID):
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: action, Reason: p.Reason, By: p.By})
 	case pause:
 		// Not live here, not finished, not paused: another process runs it (this engine owns the

@@ -89,6 +89,9 @@ func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, u
 	if err := e.checkTools(s); err != nil {
 		return "", err
 	}
+	if err := e.acquire(ctx, runID); err != nil { // a shared database: one engine resumes it
+		return "", err
+	}
 	var inputs, trigger map[string]any
 	if len(rec.Inputs) > 0 {
 		if err := (*spec.Object)(&inputs).UnmarshalJSON(rec.Inputs); err != nil {

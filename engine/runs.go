@@ -428,7 +428,7 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-	} else if timeout >= 0 && (e.cfg.ReadOnly || e.storedPaused(ctx, runID)) {
+	} else if timeout >= 0 && (e.cfg.ReadOnly || e.lease.l != nil || e.storedPaused(ctx, runID)) {
 		return e.waitStored(ctx, runID, timeout)
 	} else if timeout >= 0 && e.live(runID) != nil {
 		return e.Wait(ctx, runID, timeout) // unpaused here between the two reads: follow it
@@ -484,8 +484,13 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 	if err != nil {
 		return notFound(runID, err)
 	}
-	if e.cfg.ReadOnly && !rec.Status.Terminal() {
+	if (e.cfg.ReadOnly || e.heldElsewhere(ctx, runID)) && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
+	}
+	if e.lease.l != nil && !rec.Status.Terminal() && rec.Status != run.StatusPaused {
+		// A shared database: no live engine holds it (its engine died). Take it over, which
+		// interrupts it, then record the cancel.
+		return e.cancelOrphan(ctx, rec, reason)
 	}
 	if rec.Status == run.StatusPaused {
 		// Paused, and no engine runs it (pause.go); its children are cancelled with it.
@@ -512,7 +517,7 @@ func (e *Engine) Approve(ctx context.Context, runID, stepKey string, approved bo
 	if err != nil {
 		return notFound(runID, err)
 	}
-	if e.cfg.ReadOnly && !rec.Status.Terminal() {
+	if (e.cfg.ReadOnly || e.heldElsewhere(ctx, runID)) && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "approve", StepKey: stepKey,
 			Approved: approved, Reason: reason, By: by})
 	}

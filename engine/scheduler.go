@@ -87,8 +87,11 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
 	}
 	st.runs = map[string][]string{}
-	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires,
-		schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery))
+	opts := []schedule.Option{schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery)}
+	if sc, ok := fires.(store.SlotClaimer); ok && e.lease.l != nil {
+		opts = append(opts, schedule.WithSlotClaimer(sc)) // a shared database: each fire once across engines
+	}
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires, opts...)
 	if err != nil {
 		return nil, err
 	}

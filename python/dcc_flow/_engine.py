@@ -281,19 +281,23 @@ class Engine:
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
     settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
-    One process at a time owns a database (for now also a PostgreSQL one): opening one another
-    process owns raises ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs,
-    steps and events are read as it commits them, and ``approve``/``cancel`` are carried out by
-    it; starting or resuming runs raises ``ReadOnlyError``.
+    One process at a time owns a SQLite file: opening one another process owns raises
+    ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs, steps and
+    events are read as it commits them, and ``approve``/``cancel`` are carried out by it; starting or
+    resuming runs raises ``ReadOnlyError``. Any number of engines open one PostgreSQL database
+    read-write (docs/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
+    (default 15), and another engine takes a run over once its engine stopped renewing it.
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
-                 read_only: bool = False):
+                 read_only: bool = False, lease_secs: Optional[float] = None):
         cfg = dict(config or {})
         if db is not None:
             cfg["db"] = os.fspath(db)
         if read_only:
             cfg["read_only"] = True
+        if lease_secs is not None:
+            cfg["lease_secs"] = float(lease_secs)
         self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
         self._lock = threading.RLock()
         self._closed = False

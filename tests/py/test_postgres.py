@@ -132,12 +132,17 @@ def test_engine_runs_and_keeps_a_workflow_on_postgres(pg_url):
     assert run_id in out.stdout and "completed" in out.stdout
 
 
-def test_a_second_engine_on_the_database_is_refused_and_the_password_never_shows(pg_url):
-    with Engine(db=pg_url):
-        with pytest.raises(dcc_flow.DatabaseLockedError):
-            Engine(db=pg_url)
+def test_many_engines_share_the_database_and_the_password_never_shows(pg_url):
+    with Engine(db=pg_url, lease_secs=2) as first:
+        with Engine(db=pg_url, lease_secs=2) as second:  # no one-owner lock on PostgreSQL
+            result = second.run(FLOW.replace("tool: export", "tool: flow__echo").replace('args: {i: "{{item}}"}', 'args: {value: "{{item}}"}'))
+            assert result.ok, result.error
+            assert [r.run_id for r in first.runs()] == [result.run_id]
         with Engine(db=pg_url, read_only=True) as viewer:
-            assert viewer.runs() == []
+            assert len(viewer.runs()) == 1
+    with pytest.raises(dcc_flow.DccFlowError) as info:
+        Engine(db=pg_url, lease_secs=0.01)
+    assert info.value.code == "invalid_request" and "lease_secs" in str(info.value)
     bad = "postgresql://flow:s3cret@127.0.0.1:1/flow?connect_timeout=2"
     with pytest.raises(dcc_flow.DccFlowError) as info:
         Engine(db=bad)

@@ -16,6 +16,8 @@ type stopCause struct {
 	run  run.Status     // the run's status; "" for causes below the run (aborts, step timeouts)
 	kind string         // the error kind recorded on those instances
 	msg  string
+	// abandon: the run stops here without writing anything more (errLeaseLost).
+	abandon bool
 }
 
 func (c *stopCause) Error() string { return c.msg }
@@ -26,6 +28,11 @@ const KindInterrupted = "interrupted"
 // ErrEngineStop is the cause of a run stopped by Engine.Close: it becomes interrupted.
 var ErrEngineStop error = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted,
 	msg: "interrupted: the engine stopped while the run was in progress"}
+
+// errLeaseLost is the cause of a run abandoned by Run.Abandon: another engine holds (or may
+// take) its lease, so this one stops orchestrating it and writes nothing more of it.
+var errLeaseLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
+	msg: "interrupted: this engine lost the run's lease to another engine"}
 
 func userCancel(reason string) *stopCause {
 	msg := "cancelled"

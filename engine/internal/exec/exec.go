@@ -202,6 +202,13 @@ func (h *Run) Cancel(reason string) { h.r.stop(userCancel(reason)) }
 // once the terminal record is written.
 func (h *Run) Stop() { h.r.stop(ErrEngineStop.(*stopCause)) }
 
+// Abandon stops orchestrating the run without writing anything more of it: no step row, no
+// event, no terminal record (the database keeps what was committed, for the engine that holds
+// the run's lease now; store.Leaser). Its steps in flight are cancelled locally (host calls
+// report Cancelled), its live child runs are abandoned with it, and Done is closed at once;
+// Status says interrupted. Abandoning a finished run does nothing.
+func (h *Run) Abandon() { h.r.stop(errLeaseLost) }
+
 // Status returns the run's current status.
 func (h *Run) Status() run.Status {
 	h.r.mu.Lock()

@@ -220,6 +220,9 @@ func (r *runner) reuseAll() {
 func (r *runner) finish(o outcome) {
 	r.mu.Lock()
 	r.sealMu.Lock()
+	if sc := r.stopCause.Load(); !r.sealed && sc != nil && sc.abandon {
+		r.sealed, r.finished, r.status = true, true, sc.run // abandoned: nothing more is written
+	}
 	if !r.sealed {
 		status := run.StatusCompleted
 		var rerr *store.RunError
@@ -334,6 +337,13 @@ func (r *runner) seal() {
 	// An engine stop leaves a paused run paused (pause.go); read before sealMu (lock order).
 	keepPaused := sc == ErrEngineStop.(*stopCause) && r.isPaused()
 	r.sealMu.Lock()
+	if !r.sealed && sc.abandon {
+		// Another engine holds the run now: write nothing (its steps' writes see sealed).
+		r.sealed, r.finished, r.status = true, true, sc.run
+		if r.stallTimer != nil {
+			r.stallTimer.Stop()
+		}
+	}
 	if !r.sealed {
 		now := r.now()
 		detail := errorJSON(sc.kind, sc.msg)
@@ -417,7 +427,11 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		}
 	}
 	if err := r.x.cfg.Store.Write(context.Background(), b); err != nil {
-		r.cancel(storeFailure(err))
+		if errors.Is(err, store.ErrLeaseLost) {
+			r.cancel(errLeaseLost) // another engine runs it now: stop, writing nothing more
+		} else {
+			r.cancel(storeFailure(err))
+		}
 		return err
 	}
 	if in != nil {

@@ -238,6 +238,8 @@ func (r *runner) stopChildren() {
 func (r *runner) stopChild(ctx context.Context, child Child) {
 	sc := r.stopCause.Load()
 	switch {
+	case sc != nil && sc.abandon:
+		child.Run.Abandon()
 	case sc != nil && sc.run == run.StatusInterrupted:
 		child.Run.Stop()
 	case sc != nil && sc.run == run.StatusCancelled:

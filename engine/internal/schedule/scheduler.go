@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -74,6 +75,14 @@ func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l }
 // when recording it fails: the engine's metrics count them (docs/metrics.md). fn must not block.
 func WithFireObserver(fn func(Fire)) Option { return func(s *Scheduler) { s.onFire = fn } }
 
+// WithSlotClaimer makes the scheduler share its cron and interval fires with the other engines
+// that have the same schedules on one database (docs/cluster.md, "Schedules"): each fire is
+// claimed with c before its run starts, and a fire another engine claimed is not fired here.
+// Intervals are then on the phase of the Unix epoch (every k·every seconds since 1970), so that
+// every engine computes the same fire times. A claim that fails (the database is away) skips
+// the fire, with a warning: better a missed fire than two.
+func WithSlotClaimer(c store.SlotClaimer) Option { return func(s *Scheduler) { s.slots = c } }
+
 // WithDeliveryObserver calls fn with every webhook request the handler answers, just before its
 // reply is written: the engine's metrics count them by status (docs/metrics.md). fn must not block.
 func WithDeliveryObserver(fn func(Delivery)) Option { return func(s *Scheduler) { s.onDelivery = fn } }
@@ -96,7 +105,8 @@ type Scheduler struct {
 	fires   FireLog
 	clk     clock.Clock
 	log     *slog.Logger
-	onFire  func(Fire) // WithFireObserver; nil = none
+	onFire  func(Fire)        // WithFireObserver; nil = none
+	slots   store.SlotClaimer // WithSlotClaimer; nil = fires are this scheduler's alone
 	// onDelivery is WithDeliveryObserver's function; nil = none.
 	onDelivery func(Delivery)
 	randMu     sync.Mutex
@@ -462,6 +472,10 @@ func (s *Scheduler) loop(ctx context.Context, e *entry) {
 	}
 	base := now.Add(-time.Nanosecond) // a fire due exactly now still fires
 	anchor := now                     // interval phase
+	if s.slots != nil {
+		anchor = time.Unix(0, 0) // the same phase on every engine
+		hasLast = hasLast && e.spec.Catchup
+	}
 	if hasLast {
 		anchor = last.ScheduledAt
 		if last.ScheduledAt.After(base) {
@@ -576,6 +590,16 @@ func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.
 	f := Fire{ScheduleID: e.spec.ID, Origin: OriginSchedule, ScheduledAt: scheduled, FiredAt: firedAt}
 	if catchup {
 		f.Reason = ReasonCatchup
+	}
+	if s.slots != nil {
+		won, err := s.slots.ClaimSlot(context.WithoutCancel(ctx), e.spec.ID, scheduled)
+		if err != nil {
+			s.log.Warn("schedule: claiming a fire failed; not fired", "schedule_id", e.spec.ID, "scheduled_at", scheduled, "error", err)
+			return
+		}
+		if !won {
+			return // another engine fires it
+		}
 	}
 	e.admit.Lock()
 	defer e.admit.Unlock()

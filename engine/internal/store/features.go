@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -188,4 +189,72 @@ type Commit struct {
 	// statements, a WAL checkpoint done before the transaction, and the sync of the commit. The
 	// time a Write waited for the previous group is not in it.
 	Duration time.Duration
+}
+
+// Leaser is the feature of a store that many read-write engines share at once (PostgreSQL,
+// docs/cluster.md): each engine registers itself, and each unfinished run is orchestrated by one
+// engine at a time under a lease that engine renews. Lease times are the database server's, so
+// the clocks of the engines' hosts do not matter. A run whose lease expired is taken over by
+// another engine (ClaimRun), which resumes it.
+//
+// Once Attach is called, the store writes the engine's id as the owner of every run it creates
+// and of every run it updates to an unfinished status (a resume, an unpause), with a new lease;
+// a run's terminal update releases the lease (the owner stays, for the record). A RunUpdate of a
+// run whose live lease another engine holds fails with ErrLeaseLost and applies nothing of its
+// batch: an engine that lost a run cannot overwrite the new owner's record.
+type Leaser interface {
+	// Attach registers the engine e (its row in the engines table) and makes the store act as it.
+	// Call it once, before the first Write. e.Lease must be > 0.
+	Attach(ctx context.Context, e EngineInfo) error
+	// Heartbeat renews the engine's heartbeat (and its row's tools and lanes, from e) and the
+	// leases of those of runIDs it owns, in one round trip, and returns the ids of runIDs it
+	// owns (those not returned are lost to another engine, or ended meanwhile: Holder tells).
+	Heartbeat(ctx context.Context, e EngineInfo, runIDs []string) (owned []string, err error)
+	// Expired returns up to limit (≤ 0: all) unfinished runs that no live lease holds, oldest
+	// first: the candidates for ClaimRun. A paused run is one only while it has step instances
+	// in flight (which ClaimRun interrupts). Only ID, Name, Status, SpecJSON and CreatedAt are set.
+	Expired(ctx context.Context, limit int) ([]Run, error)
+	// ClaimRun takes run id over if no live lease holds it and it has not finished, and reports
+	// whether it did. In one transaction it makes this engine the owner with a new lease and
+	// interrupts the run as MarkInterrupted does (its step instances in flight become
+	// interrupted; the run becomes interrupted with in.Error and an interrupted event, or stays
+	// paused), ready for the resume path. Of engines claiming a run at once, one gets it.
+	ClaimRun(ctx context.Context, id string, now time.Time, in Interruption) (bool, error)
+	// Acquire makes this engine the owner of run id, with a new lease, unless another engine
+	// holds a live lease on it: then it returns false and that engine's id. It is how an engine
+	// resumes (or unpauses) a run that no engine runs: of engines doing so at once, one wins.
+	Acquire(ctx context.Context, id string) (ok bool, holder string, err error)
+	// Holder returns the id of the engine that holds a live lease on run id, "" when none does
+	// or this engine does. ErrNotFound for an unknown run.
+	Holder(ctx context.Context, id string) (string, error)
+	// Detach releases the leases of the engine's runs (they become claimable at once) and
+	// deletes its registration. The store writes no owner afterwards.
+	Detach(ctx context.Context) error
+	// Engines returns the registered engines, by id.
+	Engines(ctx context.Context) ([]EngineInfo, error)
+}
+
+// ErrLeaseLost: a run update of an engine that no longer holds the run's lease.
+var ErrLeaseLost = errors.New("store: another engine holds this run's lease")
+
+// EngineInfo is one engine attached to a Leaser store.
+type EngineInfo struct {
+	ID          string        `json:"id"`
+	Host        string        `json:"host"`
+	PID         int           `json:"pid"`
+	Tools       []string      `json:"tools"` // the host tools it hosts, when it registered or last beat
+	Lanes       []string      `json:"lanes"`
+	Lease       time.Duration `json:"-"`
+	StartedAt   time.Time     `json:"started_at"`
+	HeartbeatAt time.Time     `json:"heartbeat_at"`
+}
+
+// SlotClaimer is an optional FireLog method of a fire history that several engines share: a
+// cron or interval fire is claimed before its run starts, so that of the engines that have the
+// schedule, one fires each slot (docs/cluster.md, "Schedules").
+type SlotClaimer interface {
+	// ClaimSlot records that the fire of scheduleID due at slot (its nominal time) is being
+	// handled, and reports whether this call recorded it: false when it was claimed before
+	// (by this engine or another). Claims older than a day may be forgotten.
+	ClaimSlot(ctx context.Context, scheduleID string, slot time.Time) (bool, error)
 }

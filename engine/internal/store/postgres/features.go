@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,13 +49,31 @@ func (s *Store) ControlAnswer(ctx context.Context, id int64) (store.ControlAnswe
 	return a, nil
 }
 
-// PendingControl returns the requests not answered yet, oldest first.
+// PendingControl returns the requests not answered yet, oldest first. A store attached as an
+// engine (Attach) returns only those it is to answer: the requests for the runs it holds the
+// lease of, and those for runs that no live lease holds (or unknown runs), which it claims
+// (claimed_by) so that no other engine answers them too, unless the engine that claimed one
+// stopped beating.
 func (s *Store) PendingControl(ctx context.Context) ([]store.ControlRequest, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, run_id, action, step_key, approved, reason, requested_by, created_at
-		FROM control_requests WHERE handled_at = 0 ORDER BY id`)
+	q := `SELECT id, run_id, action, step_key, approved, reason, requested_by, created_at
+		FROM control_requests WHERE handled_at = 0 ORDER BY id`
+	var args []any
+	if l := s.lease.Load(); l != nil {
+		q = `UPDATE control_requests c SET claimed_by = $1 WHERE c.id IN (
+			SELECT c2.id FROM control_requests c2 LEFT JOIN workflows w ON w.id = c2.run_id
+			WHERE c2.handled_at = 0 AND (
+				(w.owner = $1 AND w.lease_until >= now())
+				OR ((w.id IS NULL OR w.lease_until IS NULL OR w.lease_until < now())
+					AND (c2.claimed_by IS NULL OR c2.claimed_by = $1 OR NOT EXISTS (SELECT 1 FROM engines e
+						WHERE e.id = c2.claimed_by AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now()))))
+			ORDER BY c2.id FOR UPDATE OF c2 SKIP LOCKED)
+		RETURNING id, run_id, action, step_key, approved, reason, requested_by, created_at`
+		args = []any{l.id}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.fault(err)
 	}
@@ -69,7 +88,11 @@ func (s *Store) PendingControl(ctx context.Context) ([]store.ControlRequest, err
 		r.CreatedAt = fromNanos(created)
 		out = append(out, r)
 	}
-	return out, s.fault(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, s.fault(err)
+	}
+	slices.SortFunc(out, func(a, b store.ControlRequest) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // AnswerControl records the outcome of request id (code and message "" for success).

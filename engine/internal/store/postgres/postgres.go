@@ -28,14 +28,11 @@
 // Durability is PostgreSQL's: Write returns after COMMIT, durable per the server's
 // synchronous_commit (on by default).
 //
-// One engine per database for now: the engine that opens a database read-write recovers it
-// (MarkInterrupted turns every unfinished run into interrupted), which would interrupt the runs
-// of another live engine. So Open takes a session-level advisory lock (ownerLock) on a
-// connection of its own, held until Close: a second read-write Open fails with a *LockedError
-// naming the holder; OpenReadOnly works beside it. The lock lives in that connection's server
-// session: a store that loses the connection takes the lock again, or, if another engine took
-// it meanwhile, stops writing (see ownerWatch). The multi-engine mode (leases per run) replaces
-// this lock.
+// Many engines per database: no lock keeps a second read-write engine out. Each read-write
+// engine attaches (Attach, store.Leaser): it registers in the engines table and orchestrates
+// each unfinished run under a lease in the run's row (owner, lease_until), which it renews with
+// its heartbeat; another engine takes a run over once its lease expired (ClaimRun). See
+// lease.go and docs/cluster.md.
 package postgres
 
 import (
@@ -62,24 +59,21 @@ var migrationFS embed.FS
 // Advisory lock keys (pg_advisory_lock takes a bigint; these spell "dccflow" + a digit).
 const (
 	migrationLock int64 = 0x6463_6366_6c6f_7701 // held by the migrating transaction
-	ownerLock     int64 = 0x6463_6366_6c6f_7702 // held by the read-write engine's session
 )
 
 // maxGroup bounds how many batches one transaction applies.
 const maxGroup = 512
 
 // ErrReadOnly is returned by the writing methods of a store opened with OpenReadOnly.
-var ErrReadOnly = errors.New("store: the database is open read-only (another engine owns it)")
+var ErrReadOnly = errors.New("store: the database is open read-only")
 
 // Store is a store.Store on a PostgreSQL database. Create it with Open; Close it when done.
 type Store struct {
-	name   string // the URL without its password, for messages
-	pool   *pgxpool.Pool
-	owner  *pgx.Conn   // holds ownerLock while opening; then ownerW has it
-	ownerW *ownerWatch // keeps ownerLock; nil for a read-only store
-	// broken is set once the owner lock was lost to another engine: every later write
-	// returns it.
+	name string // the URL without its password, for messages
+	pool *pgxpool.Pool
+	// broken, once set, is returned by every later write.
 	broken   atomic.Pointer[FaultError]
+	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)
 	readOnly bool
 	closed   atomic.Bool
 	gc       groupcommit.Committer[*store.Batch]
@@ -93,6 +87,8 @@ var (
 	_ store.FireLog        = (*Store)(nil)
 	_ store.DeliveryFinder = (*Store)(nil)
 	_ store.Catalog        = (*Store)(nil)
+	_ store.Leaser         = (*Store)(nil)
+	_ store.SlotClaimer    = (*Store)(nil)
 )
 
 // IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.
@@ -130,38 +126,23 @@ func (e *SchemaError) Error() string {
 		e.DB, e.Found, e.Current)
 }
 
-// LockedError is returned by Open when another engine has the database open read-write.
-type LockedError struct {
-	DB     string // the redacted URL
-	Holder string // "pid 1234 on host 10.0.0.5 (dcc-flow)", or "" when unknown
-}
-
-func (e *LockedError) Error() string {
-	holder := e.Holder
-	if holder == "" {
-		holder = "another engine"
-	}
-	return fmt.Sprintf("database %s is in use by %s; one engine at a time runs a PostgreSQL database for now: "+
-		"open it read-only to look at its runs, stop that engine, or use another database", e.DB, holder)
-}
-
-// Open connects to the database at rawURL, migrates it to the current schema and makes this
-// engine its owner until Close (see the package comment). It does not recover interrupted runs:
-// the engine calls MarkInterrupted.
+// Open connects to the database at rawURL and migrates it to the current schema. Other engines
+// may have it open too: an engine attaches (Attach) before it writes runs. It does not recover
+// runs: the engine claims the runs whose lease expired (ClaimRun).
 func Open(ctx context.Context, rawURL string) (*Store, error) {
-	return open(ctx, rawURL, false, true)
+	return open(ctx, rawURL, false)
 }
 
-// OpenReadOnly connects to a database beside the engine that owns it: every read works, Write
-// and the other writing methods return ErrReadOnly, and RequestControl asks the owner to act on
-// a run. A database of another schema version is refused (the owner migrates it).
+// OpenReadOnly connects to a database beside the engines that run it: every read works, Write
+// and the other writing methods return ErrReadOnly, and RequestControl asks the engine that
+// runs a run to act on it. A database of another schema version is refused (a read-write
+// engine migrates it).
 func OpenReadOnly(ctx context.Context, rawURL string) (*Store, error) {
-	return open(ctx, rawURL, true, false)
+	return open(ctx, rawURL, true)
 }
 
-// open opens the store; lock makes a read-write store take the owner lock (tests of several
-// writers on one database open them without it).
-func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, error) {
+// open opens the store.
+func open(ctx context.Context, rawURL string, readOnly bool) (*Store, error) {
 	name := Redact(rawURL)
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
@@ -171,7 +152,7 @@ func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, erro
 		cfg.ConnConfig.RuntimeParams["application_name"] = "dcc-flow"
 	}
 	if cfg.MaxConns < 8 && !strings.Contains(rawURL, "pool_max_conns=") {
-		cfg.MaxConns = 8 // the writer, the owner watch's reconnects, readers beside them
+		cfg.MaxConns = 8 // the writer, the heartbeat, readers beside them
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -181,9 +162,6 @@ func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, erro
 	s.gc.Max = maxGroup
 	s.gc.Commit = s.commitGroup
 	fail := func(err error) (*Store, error) {
-		if s.owner != nil {
-			s.owner.Close(context.Background())
-		}
 		pool.Close()
 		if fe := AsFault(name, err); fe != nil {
 			return nil, fe
@@ -207,42 +185,10 @@ func open(ctx context.Context, rawURL string, readOnly, lock bool) (*Store, erro
 		}
 		return s, nil
 	}
-	if !lock {
-		if err := migrate(ctx, pool, name); err != nil {
-			return fail(err)
-		}
-		return s, nil
-	}
-	if s.owner, err = pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy()); err != nil {
-		return fail(fmt.Errorf("connecting to %s: %w", name, redactErr(err, rawURL)))
-	}
-	var got bool
-	if err := s.owner.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, ownerLock).Scan(&got); err != nil {
-		return fail(fmt.Errorf("locking %s: %w", name, err))
-	}
-	if !got {
-		return fail(&LockedError{DB: name, Holder: lockHolder(ctx, s.owner)})
-	}
 	if err := migrate(ctx, pool, name); err != nil {
 		return fail(err)
 	}
-	s.watchOwner(cfg.ConnConfig.Copy(), s.owner)
-	s.owner = nil
 	return s, nil
-}
-
-// lockHolder describes the session holding ownerLock, or "".
-func lockHolder(ctx context.Context, c *pgx.Conn) string {
-	var pid int64
-	var app, addr string
-	err := c.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'a unix socket')
-		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`, ownerLock).
-		Scan(&pid, &app, &addr)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("the engine of server session %d (%s, from %s)", pid, app, addr)
 }
 
 // redactErr returns err with rawURL's password taken out of its text (pgx quotes the
@@ -365,12 +311,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.gc.Close()
-	var err error
-	if s.ownerW != nil {
-		err = s.ownerW.close()
-	}
 	s.pool.Close()
-	return err
+	return nil
 }
 
 func (s *Store) check() error {

@@ -34,4 +34,17 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
+	storetest.ExerciseSlotClaimer(t, func(t *testing.T, n int) []store.SlotClaimer {
+		url := pgtest.DB(t)
+		cs := make([]store.SlotClaimer, n)
+		for i := range cs {
+			s, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			cs[i] = s
+		}
+		return cs
+	})
 }

@@ -25,7 +25,7 @@ func TestEventsCommitInSeqOrderAcrossWriters(t *testing.T) {
 	const writers, goroutines = 3, 8
 	stores := make([]*Store, writers)
 	for i := range stores {
-		s, err := open(ctx, url, false, false)
+		s, err := open(ctx, url, false)
 		if err != nil {
 			t.Fatal(err)
 		}

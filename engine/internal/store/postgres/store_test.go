@@ -117,48 +117,144 @@ func TestStepRowsDedupAndOddText(t *testing.T) {
 	}
 }
 
-// One read-write engine per database for now: a second Open is refused with a *LockedError,
-// OpenReadOnly works beside the owner (reads, control requests; no writes), and the database is
-// free again once the owner closes.
-func TestOneOwnerAtATimeAndReadOnlyBesideIt(t *testing.T) {
+// Many read-write stores on one database: each attaches as an engine; a run belongs to the
+// engine that created it while its lease lasts (another's update of it is ErrLeaseLost, its
+// claim and Acquire fail), heartbeats renew it, and once it expired one of two claimers takes it
+// over, interrupting it (and its steps in flight) for the resume path. Read-only stores beside
+// them read and file control requests.
+func TestLeasesAcrossEngines(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	owner, err := postgres.Open(ctx, url)
+	open := func(id string, lease time.Duration) *postgres.Store {
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Attach(ctx, store.EngineInfo{ID: id, Host: "h", PID: 1, Tools: []string{"t"}, Lease: lease}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b, c := open("A", 300*time.Millisecond), open("B", time.Minute), open("C", time.Minute)
+	if es, err := b.Engines(ctx); err != nil || len(es) != 3 || es[0].ID != "A" || es[0].Tools[0] != "t" || es[0].Lease != 300*time.Millisecond {
+		t.Fatalf("engines: %+v %v", es, err)
+	}
+	now := time.Now()
+	if err := a.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")},
+		Steps: []store.Step{{RunID: "r", Key: "done", StepID: "done", Kind: "tool", Status: run.StepCompleted},
+			{RunID: "r", Key: "busy", StepID: "busy", Kind: "tool", Status: run.StepRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.Holder(ctx, "r"); err != nil || h != "A" {
+		t.Fatalf("holder seen by B: %q %v", h, err)
+	}
+	if h, err := a.Holder(ctx, "r"); err != nil || h != "" {
+		t.Fatalf("holder seen by A itself: %q %v", h, err)
+	}
+	upd := store.RunUpdate{ID: "r", Status: run.StatusFailed, UpdatedAt: now, FinishedAt: now}
+	if err := b.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{upd}}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("B updating A's run: %v", err)
+	}
+	if ok, holder, err := b.Acquire(ctx, "r"); ok || holder != "A" || err != nil {
+		t.Fatalf("B acquiring A's run: %v %q %v", ok, holder, err)
+	}
+	// A control request for A's run is A's to answer, not C's; one for an unknown run goes to
+	// the first engine that looks.
+	id, err := c.RequestControl(ctx, store.ControlRequest{RunID: "r", Action: "cancel", CreatedAt: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = postgres.Open(ctx, url)
-	var le *postgres.LockedError
-	if !errors.As(err, &le) || !strings.Contains(le.Holder, "dcc-flow") {
-		t.Fatalf("second owner: %v", err)
+	orphan, _ := c.RequestControl(ctx, store.ControlRequest{RunID: "nope", Action: "cancel", CreatedAt: now})
+	if p, err := c.PendingControl(ctx); err != nil || len(p) != 1 || p[0].ID != orphan {
+		t.Fatalf("C's pending requests: %+v %v", p, err)
 	}
+	if p, err := a.PendingControl(ctx); err != nil || len(p) != 1 || p[0].ID != id {
+		t.Fatalf("A's pending requests: %+v %v", p, err)
+	}
+	in := store.Interruption{Error: &store.RunError{Kind: "interrupted", Message: "taken over"}}
+	if ok, err := b.ClaimRun(ctx, "r", now, in); ok || err != nil {
+		t.Fatalf("B claiming a live run: %v %v", ok, err)
+	}
+	// A beats: its lease goes on past its 300 ms.
+	for i := 0; i < 4; i++ {
+		time.Sleep(150 * time.Millisecond)
+		if owned, err := a.Heartbeat(ctx, store.EngineInfo{ID: "A"}, []string{"r", "unknown"}); err != nil || len(owned) != 1 || owned[0] != "r" {
+			t.Fatalf("heartbeat: %v %v", owned, err)
+		}
+	}
+	if exp, err := b.Expired(ctx, 0); err != nil || len(exp) != 0 {
+		t.Fatalf("expired while A beats: %+v %v", exp, err)
+	}
+	// A stops beating: the lease expires, B and C claim at once, one wins.
+	time.Sleep(400 * time.Millisecond)
+	if exp, err := b.Expired(ctx, 0); err != nil || len(exp) != 1 || exp[0].ID != "r" {
+		t.Fatalf("expired: %+v %v", exp, err)
+	}
+	wins := make(chan bool, 2)
+	for _, s := range []*postgres.Store{b, c} {
+		go func() {
+			ok, err := s.ClaimRun(ctx, "r", now, in)
+			if err != nil {
+				t.Error(err)
+			}
+			wins <- ok
+		}()
+	}
+	if w1, w2 := <-wins, <-wins; w1 == w2 {
+		t.Fatalf("claims: %v %v; want exactly one", w1, w2)
+	}
+	rec, err := a.GetRun(ctx, "r")
+	if err != nil || rec.Status != run.StatusInterrupted || rec.Error == nil || rec.Error.Message != "taken over" {
+		t.Fatalf("claimed run: %+v %v", rec, err)
+	}
+	steps, _ := a.ListSteps(ctx, "r")
+	if steps[0].Status != run.StepCompleted || steps[1].Status != run.StepInterrupted {
+		t.Fatalf("claimed steps: %+v", steps)
+	}
+	// A, which lost it, cannot write the run's end over the new owner's record, nor renew it.
+	if err := a.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{upd}}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("A after the takeover: %v", err)
+	}
+	if owned, err := a.Heartbeat(ctx, store.EngineInfo{ID: "A"}, []string{"r"}); err != nil || len(owned) != 0 {
+		t.Fatalf("A's heartbeat after the takeover: %v %v", owned, err)
+	}
+	if h, err := a.Holder(ctx, "r"); err != nil || (h != "B" && h != "C") {
+		t.Fatalf("holder after the takeover: %q %v", h, err)
+	}
+	// A terminal update by the holder releases the lease; then anyone may acquire it (a resume).
+	winner := b
+	if h, _ := a.Holder(ctx, "r"); h == "C" {
+		winner = c
+	}
+	if err := winner.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{upd}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := a.Holder(ctx, "r"); err != nil || h != "" {
+		t.Fatalf("holder of a finished run: %q %v", h, err)
+	}
+	if ok, _, err := a.Acquire(ctx, "r"); !ok || err != nil {
+		t.Fatalf("acquiring a finished run: %v %v", ok, err)
+	}
+	// Detach releases at once.
+	if err := a.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.Holder(ctx, "r"); err != nil || h != "" {
+		t.Fatalf("holder after detach: %q %v", h, err)
+	}
+	if es, _ := b.Engines(ctx); len(es) != 2 {
+		t.Fatalf("engines after detach: %+v", es)
+	}
+	// Read-only beside them.
 	ro, err := postgres.OpenReadOnly(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if err := owner.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := ro.GetRun(ctx, "r"); err != nil || r.ID != "r" {
-		t.Fatalf("viewer: %+v %v", r, err)
-	}
 	if err := ro.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("x")}}); !errors.Is(err, postgres.ErrReadOnly) {
 		t.Fatalf("viewer write: %v", err)
 	}
-	id, err := ro.RequestControl(ctx, store.ControlRequest{RunID: "r", Action: "cancel", CreatedAt: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := owner.PendingControl(ctx); err != nil || len(p) != 1 || p[0].ID != id {
-		t.Fatalf("owner sees %+v %v", p, err)
-	}
-	owner.Close()
-	again, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatalf("after the owner closed: %v", err)
-	}
-	again.Close()
 }
 
 // Events keep their seq across a reopen, and a pruned seq is never assigned again.
@@ -321,6 +417,23 @@ func BenchmarkStepSequential(b *testing.B) {
 	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
 }
 
+// openAttached is openTemp attached as an engine: its writes are fenced (docs/cluster.md, "Leases").
+func openAttached(b *testing.B) store.Store {
+	s := openTemp(b)
+	if err := s.Attach(context.Background(), store.EngineInfo{ID: "bench", Lease: time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkRun100Attached and BenchmarkStepSequentialAttached: the same, as an engine of a
+// shared database, whose every write carries the lease fence.
+func BenchmarkRun100Attached(b *testing.B) { storetest.BenchmarkRun(b, openAttached) }
+
+func BenchmarkStepSequentialAttached(b *testing.B) {
+	storetest.BenchmarkStepSequential(b, openAttached)
+}
+
 // The SQL of docs/cluster.md runs on a database an engine has open, and its last query finds
 // that engine.
 func TestDocsSQL(t *testing.T) {
@@ -331,6 +444,9 @@ func TestDocsSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if err := s.Attach(ctx, store.EngineInfo{ID: "E", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("RUN")},
 		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}}}); err != nil {
 		t.Fatal(err)

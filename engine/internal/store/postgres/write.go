@@ -24,13 +24,24 @@ const writeTimeout = 2 * time.Minute
 const (
 	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
 		origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
-		parent_run_id, parent_step_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+		parent_run_id, parent_step_key, owner, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+		$18::text, CASE WHEN $18::text IS NOT NULL THEN now() + make_interval(secs => $19::float8) END)`
 	// sqlRunUpdate fails with division_by_zero (SQLSTATE 22012) when the run does not exist: a
 	// batch is sent as one pipeline whose statements' results are read only after it
-	// committed, so an unknown run must abort it from inside (see apply).
+	// committed, so an unknown run must abort it from inside (see apply). $8 is the attached
+	// engine (NULL: none; then owner and lease are left alone): an update of a run whose live
+	// lease another engine holds matches no row and fails with numeric_value_out_of_range
+	// (22003), store.ErrLeaseLost; an unfinished status takes the lease, a terminal one releases
+	// it (store.Leaser).
 	sqlRunUpdate = `WITH u AS (UPDATE workflows SET status = $1, error = $2, completed = $3, total = $4,
-		updated_at = $5, finished_at = $6 WHERE id = $7 RETURNING 1) SELECT 1 / count(*) FROM u`
+		updated_at = $5, finished_at = $6,
+		owner = CASE WHEN $8::text IS NULL OR $1 NOT IN ` + sqlUnfinished + ` THEN owner ELSE $8::text END,
+		lease_until = CASE WHEN $8::text IS NULL THEN lease_until WHEN $1 IN ` + sqlUnfinished + `
+			THEN now() + make_interval(secs => $9::float8) END
+		WHERE id = $7 AND ($8::text IS NULL OR owner IS NULL OR owner = $8::text OR ` + sqlFree + `) RETURNING 1)
+		SELECT CASE WHEN x.c = 1 THEN 1 WHEN x.e = 0 THEN 1 / x.c ELSE 2147483647 + x.e END
+		FROM (SELECT (SELECT count(*)::int FROM u) AS c, (SELECT count(*)::int FROM workflows WHERE id = $7) AS e) x`
 	sqlStepsUpsert = `INSERT INTO workflow_steps (run_id, key, step_id, kind, status, attempt, output, file_refs,
 		error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress)
 		SELECT run_id, key, step_id, kind, status, attempt, output, file_refs,
@@ -96,7 +107,7 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	defer conn.Release()
 	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
 	// implicit transaction, committed at its end (or rolled back whole at its first error).
-	base, err := apply(ctx, conn, group)
+	base, err := s.apply(ctx, conn, group)
 	if err == nil {
 		s.commits.Add(1)
 		number(group, base)
@@ -116,7 +127,7 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 			if err != nil {
 				return err
 			}
-			if bases[i], err = apply(ctx, sp, []*store.Batch{b}); err != nil {
+			if bases[i], err = s.apply(ctx, sp, []*store.Batch{b}); err != nil {
 				if AsFault(s.name, err) != nil {
 					return err
 				}
@@ -182,13 +193,23 @@ type sender interface {
 // returns the sequence number before the first event appended. The order between tables differs
 // from batch after batch only for batches that depend on a concurrent batch of the same group: no
 // caller does that (as for the SQLite store).
-func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
+func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
 	var q pgx.Batch
 	type check struct {
 		what string // the row, for errors
 		run  string
 	}
 	var checks []check
+	if l := s.lease.Load(); l != nil {
+		// The fence of an attached engine: a group that writes steps, idempotency entries or
+		// events of a run whose live lease another engine holds fails whole, before any of it
+		// is applied, with numeric_value_out_of_range (store.ErrLeaseLost). Its run updates
+		// carry their own fence (sqlRunUpdate).
+		if ids := fencedRuns(batches); len(ids) > 0 {
+			q.Queue(sqlFence, ids, l.id)
+			checks = append(checks, check{what: fmt.Sprintf("writing to %d runs", len(ids))})
+		}
+	}
 	for _, b := range batches {
 		for i := range b.CreateRuns {
 			r := &b.CreateRuns[i]
@@ -196,7 +217,8 @@ func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error
 			if err != nil {
 				return 0, err
 			}
-			q.Queue(sqlRunInsert, args...)
+			owner, secs := s.leaseArgs()
+			q.Queue(sqlRunInsert, append(args, owner, secs)...)
 			checks = append(checks, check{what: "creating run " + r.ID, run: r.ID})
 		}
 	}
@@ -207,8 +229,9 @@ func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error
 			if err != nil {
 				return 0, err
 			}
+			owner, secs := s.leaseArgs()
 			q.Queue(sqlRunUpdate, string(u.Status), errJSON, int64(u.Progress.Completed), int64(u.Progress.Total),
-				nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID)
+				nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID, owner, secs)
 			checks = append(checks, check{what: "updating run " + u.ID, run: u.ID})
 		}
 	}
@@ -243,6 +266,8 @@ func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error
 					return 0, fmt.Errorf("%s: %s: %w", c.what, pe.Detail, store.ErrNotFound)
 				case pe.Code == "22012": // sqlRunUpdate: no such run
 					return 0, fmt.Errorf("%s: %w", c.what, store.ErrNotFound)
+				case pe.Code == "22003": // sqlRunUpdate: another engine holds the run
+					return 0, fmt.Errorf("%s: %w", c.what, store.ErrLeaseLost)
 				}
 			}
 			return 0, fmt.Errorf("%s: %w", c.what, err)
@@ -259,6 +284,42 @@ func apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error
 		}
 	}
 	return base, br.Close()
+}
+
+// sqlFence fails with numeric_value_out_of_range when another engine holds a live lease on one
+// of the runs $1 ($2 is this engine).
+const sqlFence = `SELECT CASE WHEN count(*) = 0 THEN 0 ELSE 2147483647 + count(*)::int END FROM workflows
+	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2 AND lease_until >= now()`
+
+// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries or
+// events batches write, except the runs the batches create.
+func fencedRuns(batches []*store.Batch) []string {
+	created := map[string]bool{}
+	for _, b := range batches {
+		for i := range b.CreateRuns {
+			created[b.CreateRuns[i].ID] = true
+		}
+	}
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if id != "" && !created[id] && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, b := range batches {
+		for i := range b.Steps {
+			add(b.Steps[i].RunID)
+		}
+		for i := range b.Idempotency {
+			add(b.Idempotency[i].RunID)
+		}
+		for i := range b.Events {
+			add(b.Events[i].RunID)
+		}
+	}
+	return ids
 }
 
 func runArgs(r *store.Run) ([]any, error) {

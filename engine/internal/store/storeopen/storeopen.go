@@ -46,9 +46,9 @@ func Open(ctx context.Context, db string, readOnly bool) (store.Store, error) {
 
 // Postgres opens the PostgreSQL database at url (migrating it unless readOnly; docs/cluster.md).
 // Errors are *run.Error, naming the URL without its password: invalid_state (a schema this
-// build does not know), storage (the server is unreachable or failing; Details db), db_locked
-// (another engine has it open read-write; Details holder and db) or invalid_request (a
-// malformed URL, a refused login).
+// build does not know), storage (the server is unreachable or failing; Details db) or
+// invalid_request (a malformed URL, a refused login). Any number of engines open one database
+// (the engine attaches to it: store.Leaser).
 func Postgres(ctx context.Context, url string, readOnly bool) (store.Store, error) {
 	var st *postgres.Store
 	var err error
@@ -62,13 +62,8 @@ func Postgres(ctx context.Context, url string, readOnly bool) (store.Store, erro
 	}
 	db := postgres.Redact(url)
 	var se *postgres.SchemaError
-	var le *postgres.LockedError
-	switch {
-	case errors.As(err, &se):
+	if errors.As(err, &se) {
 		return nil, &run.Error{Code: run.CodeInvalidState, Message: se.Error(), Err: err}
-	case errors.As(err, &le):
-		return nil, &run.Error{Code: run.CodeDBLocked, Message: le.Error(), Err: err,
-			Details: map[string]any{"holder": le.Holder, "db": db}}
 	}
 	if fe := postgres.AsFault(db, err); fe != nil {
 		return nil, &run.Error{Code: run.CodeStorage, Message: "db: " + fe.Error(), Err: err, Details: map[string]any{"db": db}}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -271,4 +272,52 @@ func mustFires(t *testing.T, l store.FireLog, id string, limit int) []store.Fire
 		t.Fatal(err)
 	}
 	return fs
+}
+
+// ExerciseSlotClaimer checks a store.SlotClaimer: newClaimers returns n claimers on one shared
+// history (n stores on one database). Of claims of one slot, concurrent or not, exactly one
+// succeeds; other slots and other schedules are claimed apart.
+func ExerciseSlotClaimer(t *testing.T, newClaimers func(t *testing.T, n int) []store.SlotClaimer) {
+	t.Run("SlotClaimedOnce", func(t *testing.T) {
+		ctx := context.Background()
+		cs := newClaimers(t, 3)
+		slot := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		won := make(chan bool, len(cs)*4)
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ok, err := c.ClaimSlot(ctx, "nightly", slot)
+					if err != nil {
+						t.Error(err)
+					}
+					won <- ok
+				}()
+			}
+		}
+		wg.Wait()
+		close(won)
+		n := 0
+		for ok := range won {
+			if ok {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d of 12 claims of one slot succeeded; want 1", n)
+		}
+		for _, k := range []struct {
+			id   string
+			slot time.Time
+		}{{"nightly", slot.Add(time.Second)}, {"hourly", slot}} {
+			if ok, err := cs[1].ClaimSlot(ctx, k.id, k.slot); !ok || err != nil {
+				t.Fatalf("claim of %s at %s: %v %v; want the first claim to succeed", k.id, k.slot, ok, err)
+			}
+		}
+		if ok, err := cs[2].ClaimSlot(ctx, "hourly", slot); ok || err != nil {
+			t.Fatalf("second claim of hourly: %v %v; want false", ok, err)
+		}
+	})
 }

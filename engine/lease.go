@@ -1,0 +1,369 @@
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// Many engines on one database (docs/cluster.md, "Leases"). On a store that several read-write
+// engines share (store.Leaser: PostgreSQL) an engine registers itself and orchestrates each run
+// under a lease it renews with its heartbeat, every LeaseSecs/3. When a run's lease expires
+// (its engine died, hung, or lost the database for longer than the lease), another engine
+// claims it and continues it through the resume path; an engine that finds a run of its own
+// taken over, or that could not renew its leases for a whole lease, abandons the run locally:
+// it stops orchestrating it and writes nothing more of it.
+
+// DefaultLeaseSecs is Config.LeaseSecs when the config says 0.
+const DefaultLeaseSecs = 15
+
+// sweepBatch bounds how many expired runs one sweep looks at.
+const sweepBatch = 100
+
+// leaseState is the engine's side of the leases; l is nil when the store has none.
+type leaseState struct {
+	l     store.Leaser
+	info  store.EngineInfo
+	every time.Duration // the heartbeat period: the lease / 3
+
+	kick       chan struct{} // a sweep soon (RegisterTool)
+	stop, done chan struct{}
+
+	mu        sync.Mutex
+	lastRenew time.Time // when the last heartbeat that succeeded was sent (monotonic)
+	taken     int       // runs this engine took over (LeaseStats)
+	lost      int       // runs it abandoned
+	sweepErr  error     // the last sweep's error, or nil
+}
+
+// LeaseStats says what an engine on a shared database did with leases.
+type LeaseStats struct {
+	EngineID string `json:"engine_id"` // "" when the database is not shared (no leases)
+	// TakenOver counts the runs of other engines (or of no live engine) it claimed and resumed;
+	// Abandoned the runs it stopped orchestrating because it lost their lease.
+	TakenOver int `json:"taken_over"`
+	Abandoned int `json:"abandoned"`
+	// LastSweepError is the error of the last look for expired leases, "" when it went well.
+	LastSweepError string `json:"last_sweep_error,omitempty"`
+}
+
+// LeaseStats returns the engine's lease figures.
+func (e *Engine) LeaseStats() LeaseStats {
+	ls := &e.lease
+	if ls.l == nil {
+		return LeaseStats{}
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	st := LeaseStats{EngineID: ls.info.ID, TakenOver: ls.taken, Abandoned: ls.lost}
+	if ls.sweepErr != nil {
+		st.LastSweepError = ls.sweepErr.Error()
+	}
+	return st
+}
+
+// EngineID returns the id this engine registered with a shared database (the owner written on
+// the runs it orchestrates), "" when its database is not shared.
+func (e *Engine) EngineID() string { return e.lease.info.ID }
+
+// newEngineID returns "HOST-PID-" + 8 random hex digits.
+func newEngineID(host string, pid int) string {
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, pid, hex.EncodeToString(b[:]))
+}
+
+// attach registers the engine with a shared store and starts its heartbeat. It reports whether
+// the store is one (then recovery is the sweep of expired leases, not MarkInterrupted).
+func (e *Engine) attach(ctx context.Context) (bool, error) {
+	l, ok := e.store.(store.Leaser)
+	if !ok {
+		return false, nil
+	}
+	host, _ := os.Hostname()
+	lease := time.Duration(e.cfg.LeaseSecs * float64(time.Second))
+	ls := &e.lease
+	ls.info = store.EngineInfo{ID: newEngineID(host, os.Getpid()), Host: host, PID: os.Getpid(), Lease: lease}
+	ls.info.Tools, ls.info.Lanes = e.hostedTools()
+	if err := l.Attach(ctx, ls.info); err != nil {
+		return true, notFound("", err)
+	}
+	ls.l, ls.every = l, lease/3
+	ls.lastRenew = time.Now()
+	ls.kick = make(chan struct{}, 1)
+	ls.stop, ls.done = make(chan struct{}), make(chan struct{})
+	return true, nil
+}
+
+// startLeases sweeps once (runs left by dead engines that this one can resume with its
+// built-in tools) and starts the heartbeat loop.
+func (e *Engine) startLeases(ctx context.Context) {
+	ls := &e.lease
+	if ls.l == nil {
+		return
+	}
+	e.sweep(ctx)
+	go e.leaseLoop()
+}
+
+// kickSweep asks for a sweep soon (a tool was registered: runs that need it may be taken over).
+func (e *Engine) kickSweep() {
+	if e.lease.l == nil {
+		return
+	}
+	select {
+	case e.lease.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hostedTools returns the host tools registered and their lanes, sorted.
+func (e *Engine) hostedTools() (tools, lanes []string) {
+	seen := map[string]bool{}
+	tools = []string{}
+	lanes = []string{}
+	for _, t := range e.router.Tools() {
+		if t.Lane == "" {
+			continue
+		}
+		tools = append(tools, t.Name)
+		if !seen[t.Lane] {
+			seen[t.Lane] = true
+			lanes = append(lanes, t.Lane)
+		}
+	}
+	sort.Strings(lanes)
+	return tools, lanes
+}
+
+func (e *Engine) leaseLoop() {
+	ls := &e.lease
+	defer close(ls.done)
+	beat := time.NewTicker(ls.every)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ls.stop:
+			return
+		case <-ls.kick:
+			e.sweep(context.Background())
+		case <-beat.C:
+			e.heartbeat()
+			// One indexed read per beat: a dead engine's runs are taken over within a third of
+			// a lease of their lease expiring.
+			e.sweep(context.Background())
+		}
+	}
+}
+
+// liveRuns returns the runs this engine is executing.
+func (e *Engine) executing() map[string]*exec.Run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]*exec.Run, len(e.runs))
+	for id, h := range e.runs {
+		if !isDone(h.Done()) {
+			out[id] = h
+		}
+	}
+	return out
+}
+
+// heartbeat renews the engine's leases in one round trip and abandons the runs it lost: those
+// another engine now holds, or all of them when no renewal went through for a whole lease.
+func (e *Engine) heartbeat() {
+	ls := &e.lease
+	live := e.executing()
+	ls.mu.Lock()
+	stale := time.Since(ls.lastRenew) > ls.info.Lease
+	ls.mu.Unlock()
+	if stale {
+		// No renewal went through for a whole lease (the process was suspended, the database
+		// away): the leases may have expired and other engines may have taken these runs. Stop
+		// them before anything else; the sweep takes back those nobody took.
+		for _, h := range live {
+			e.abandon(h)
+		}
+		live = nil
+	}
+	ids := make([]string, 0, len(live))
+	for id := range live {
+		ids = append(ids, id)
+	}
+	info := ls.info
+	info.Tools, info.Lanes = e.hostedTools()
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), ls.every*2)
+	defer cancel()
+	owned, err := ls.l.Heartbeat(ctx, info, ids)
+	if err != nil {
+		return // the next beat tries again; past a whole lease, it abandons the runs (above)
+	}
+	ls.mu.Lock()
+	ls.lastRenew = sent
+	ls.mu.Unlock()
+	mine := make(map[string]bool, len(owned))
+	for _, id := range owned {
+		mine[id] = true
+	}
+	for id, h := range live {
+		if mine[id] {
+			continue
+		}
+		// Not renewed: ended meanwhile, or another engine holds it now.
+		if holder, err := ls.l.Holder(ctx, id); err == nil && holder != "" {
+			e.abandon(h)
+		}
+	}
+}
+
+// abandon stops orchestrating a run whose lease this engine lost, writing nothing more of it.
+func (e *Engine) abandon(h *exec.Run) {
+	if isDone(h.Done()) {
+		return
+	}
+	h.Abandon()
+	e.lease.mu.Lock()
+	e.lease.lost++
+	e.lease.mu.Unlock()
+	e.hub.notify()
+}
+
+// sweep claims the runs whose lease expired and that this engine can run (it hosts their
+// tools), and resumes each: no completed step instance runs again. A paused run is claimed
+// only to interrupt its steps in flight; it stays paused until someone unpauses it.
+func (e *Engine) sweep(ctx context.Context) {
+	ls := &e.lease
+	if e.isClosed() {
+		return
+	}
+	runs, err := ls.l.Expired(ctx, sweepBatch)
+	ls.mu.Lock()
+	ls.sweepErr = err
+	ls.mu.Unlock()
+	if err != nil {
+		return
+	}
+	for _, r := range runs {
+		if e.isClosed() {
+			return
+		}
+		if r.Status != run.StatusPaused {
+			s, err := spec.Parse(r.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + r.ID})
+			if err != nil || e.checkTools(s) != nil {
+				continue // an engine that hosts its tools takes it
+			}
+		}
+		detail, _ := json.Marshal(map[string]string{"reason": "its engine stopped renewing its lease", "taken_over_by": ls.info.ID})
+		ok, err := ls.l.ClaimRun(ctx, r.ID, e.clock.Now(), store.Interruption{Detail: detail, Error: &store.RunError{Kind: "interrupted",
+			Message: fmt.Sprintf("the engine running this run stopped renewing its lease; engine %s took it over", ls.info.ID)}})
+		if err != nil {
+			ls.mu.Lock()
+			ls.sweepErr = err
+			ls.mu.Unlock()
+			return
+		}
+		if !ok {
+			continue // another engine was quicker
+		}
+		ls.mu.Lock()
+		ls.taken++
+		ls.mu.Unlock()
+		e.hub.notify()
+		if r.Status == run.StatusPaused {
+			continue
+		}
+		if _, err := e.Resume(ctx, r.ID, ResumeOptions{}); err != nil {
+			ls.mu.Lock()
+			ls.sweepErr = fmt.Errorf("resuming run %s, taken over: %w", r.ID, err)
+			ls.mu.Unlock()
+		}
+	}
+}
+
+// acquire makes this engine the owner of runID before it resumes or unpauses it, on a shared
+// database; another engine's live lease is code invalid_state naming it.
+func (e *Engine) acquire(ctx context.Context, runID string) error {
+	ls := &e.lease
+	if ls.l == nil {
+		return nil
+	}
+	ok, holder, err := ls.l.Acquire(ctx, runID)
+	if err != nil {
+		return notFound(runID, err)
+	}
+	if !ok {
+		return &run.Error{Code: run.CodeInvalidState, Details: map[string]any{"engine": holder},
+			Message: fmt.Sprintf("run %s is running on engine %s; ask that engine (cancel, pause, approve reach it from here), or wait for it to end", runID, holder)}
+	}
+	return nil
+}
+
+// heldElsewhere reports whether another live engine holds runID's lease (its control requests
+// go there).
+func (e *Engine) heldElsewhere(ctx context.Context, runID string) bool {
+	if e.lease.l == nil {
+		return false
+	}
+	holder, err := e.lease.l.Holder(ctx, runID)
+	return err == nil && holder != ""
+}
+
+// stopLeases stops the heartbeat and releases the leases of the runs still held (paused
+// ones): other engines may claim them at once. Called after the runs stopped.
+func (e *Engine) stopLeases(ctx context.Context) {
+	ls := &e.lease
+	if ls.l == nil {
+		return
+	}
+	close(ls.stop)
+	<-ls.done
+	_ = ls.l.Detach(ctx)
+}
+
+// cancelOrphan cancels an unfinished run that no live engine holds (its engine died and no
+// engine has taken it over yet): it claims the run (which interrupts it and its steps in
+// flight), then records it cancelled, with its children. A run another engine took over
+// meanwhile gets the cancel as a control request.
+func (e *Engine) cancelOrphan(ctx context.Context, rec store.Run, reason string) error {
+	ls := &e.lease
+	detail, _ := json.Marshal(map[string]string{"reason": "cancelled while no engine held its lease", "taken_over_by": ls.info.ID})
+	ok, err := ls.l.ClaimRun(ctx, rec.ID, e.clock.Now(), store.Interruption{Detail: detail,
+		Error: &store.RunError{Kind: "interrupted", Message: "the engine running this run stopped renewing its lease"}})
+	if err != nil {
+		return notFound(rec.ID, err)
+	}
+	if !ok {
+		if e.heldElsewhere(ctx, rec.ID) {
+			return e.requestControl(ctx, store.ControlRequest{RunID: rec.ID, Action: "cancel", Reason: reason})
+		}
+		return nil // finished meanwhile
+	}
+	if rec, err = e.store.GetRun(ctx, rec.ID); err != nil {
+		return notFound(rec.ID, err)
+	}
+	now := e.clock.Now()
+	rerr := exec.CancelledError(reason)
+	d, _ := json.Marshal(map[string]any{"status": run.StatusCancelled, "error": rerr})
+	b := &store.Batch{
+		RunUpdates: []store.RunUpdate{{ID: rec.ID, Status: run.StatusCancelled, Error: rerr, Progress: rec.Progress, UpdatedAt: now, FinishedAt: now}},
+		Events: []run.Event{{Time: now, RunID: rec.ID, Type: run.EventWorkflowTerminal, Status: string(run.StatusCancelled),
+			Progress: rec.Progress, Detail: d}},
+	}
+	if err := e.store.Write(ctx, b); err != nil {
+		return notFound(rec.ID, err)
+	}
+	e.hub.notify()
+	return e.cancelStoredChildren(ctx, rec.ID, reason, 0)
+}
