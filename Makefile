@@ -22,7 +22,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
-SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
+SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py
 
 .DEFAULT_GOAL := help
 .PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
