@@ -93,6 +93,7 @@ var (
 	_ store.FireLog        = (*Store)(nil)
 	_ store.DeliveryFinder = (*Store)(nil)
 	_ store.Catalog        = (*Store)(nil)
+	_ store.CommitObserver = (*Store)(nil)
 )
 
 // IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.

@@ -35,3 +35,9 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
 }
+
+// ObserveCommits reports each group committed (docs/metrics.md: dccflow_db_commit_*), as the
+// SQLite store's does.
+func TestObserveCommits(t *testing.T) {
+	storetest.ExerciseCommitObserver(t, func(t *testing.T) storetest.CommitStore { return openTemp(t) })
+}
