@@ -125,7 +125,7 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/l
 	$(VPY) -m pytest -q tests/py/test_redteam_*.py
 	$(MAKE) --no-print-directory soak-net-short
 
-soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, then RSS and threads back near rest); part of make test
+soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, a dashboard load of event streams, reads, bad requests and actions; then RSS, threads, goroutines back near rest and no event subscription left); part of make test
 	$(VPY) scripts/soak_net.py --duration 30
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
