@@ -22,7 +22,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
-SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak_net.py
+SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py
 
 .DEFAULT_GOAL := help
 .PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
@@ -125,7 +125,7 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/l
 	$(VPY) -m pytest -q tests/py/test_redteam_*.py
 	$(MAKE) --no-print-directory soak-net-short
 
-soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, then RSS and threads back near rest); part of make test
+soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, a dashboard load of event streams, reads, bad requests and actions; then RSS, threads, goroutines back near rest and no event subscription left); part of make test
 	$(VPY) scripts/soak_net.py --duration 30
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2

@@ -27,6 +27,7 @@ const readOnlyEventPoll = 100 * time.Millisecond
 
 // hub wakes event readers after writes. notify costs one atomic load when nobody waits.
 type hub struct {
+	subs    atomic.Int64 // open subscriptions (OpenSubscriptions)
 	waiting atomic.Bool
 	mu      sync.Mutex
 	ch      chan struct{}
@@ -135,6 +136,9 @@ type Subscription struct {
 	q      EventQuery
 	buf    []Event
 	closed bool
+	// released is set by the first Close: the engine's count of open subscriptions
+	// (OpenSubscriptions) goes down once.
+	released atomic.Bool
 }
 
 // Events subscribes to every event with Seq ≥ fromSeq (0 = from the beginning).
@@ -150,8 +154,15 @@ func (e *Engine) Subscribe(ctx context.Context, q EventQuery) (*Subscription, er
 	if q.FromSeq == 0 {
 		q.FromSeq = 1
 	}
+	e.hub.subs.Add(1)
 	return &Subscription{e: e, q: q}, nil
 }
+
+// OpenSubscriptions is how many subscriptions (Subscribe, Events) are open: made and not yet
+// closed. A reader that ends must Close its subscription, so a server at rest (no dashboard
+// page open, no MCP resource subscription) has 0; the metric dccflow_event_subscriptions
+// reports it (docs/metrics.md).
+func (e *Engine) OpenSubscriptions() int { return int(e.hub.subs.Load()) }
 
 // Next returns the next event, waiting for it until ctx ends (context.Cause(ctx)), the engine
 // closes or the subscription is closed (both code closed).
@@ -173,4 +184,9 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 }
 
 // Close ends the subscription. Closing twice is harmless.
-func (s *Subscription) Close() { s.closed, s.buf = true, nil }
+func (s *Subscription) Close() {
+	s.closed, s.buf = true, nil
+	if s.released.CompareAndSwap(false, true) {
+		s.e.hub.subs.Add(-1)
+	}
+}

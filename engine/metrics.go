@@ -74,7 +74,8 @@ func (e *Engine) enableMetrics() (*metrics.Metrics, error) {
 		return nil, notFound("", err)
 	}
 	host := e.router.Host()
-	cfg := metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker}}
+	cfg := metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker},
+		Subscriptions: e.OpenSubscriptions}
 	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
 		cfg.PoolQueued = e.remotes.Queued
 	}

@@ -514,3 +514,43 @@ func BenchmarkMetricsScrapeIdle(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "bytes/scrape")
 }
+
+// dccflow_event_subscriptions counts the subscriptions open at the scrape: up while readers
+// hold them, back to 0 once they are closed (twice is harmless).
+func TestMetricsEventSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	h, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, h)
+	if got := value(fams, "dccflow_event_subscriptions", map[string]string{}); got != 0 {
+		t.Fatalf("%v subscriptions at rest", got)
+	}
+	if got := value(fams, "go_goroutines", map[string]string{}); got < 1 { // the Go runtime's own metrics
+		t.Fatalf("go_goroutines %v", got)
+	}
+	var subs []*engine.Subscription
+	for i := range 3 {
+		s, err := e.Subscribe(ctx, engine.EventQuery{FromSeq: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if got := value(scrape(t, h), "dccflow_event_subscriptions", map[string]string{}); got != 3 || e.OpenSubscriptions() != 3 {
+		t.Fatalf("%v (%d) subscriptions with 3 open", got, e.OpenSubscriptions())
+	}
+	for _, s := range subs {
+		s.Close()
+		s.Close()
+	}
+	if got := value(scrape(t, h), "dccflow_event_subscriptions", map[string]string{}); got != 0 || e.OpenSubscriptions() != 0 {
+		t.Fatalf("%v (%d) subscriptions after closing them all", got, e.OpenSubscriptions())
+	}
+}

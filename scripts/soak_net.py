@@ -1,34 +1,48 @@
 #!/usr/bin/env python3
-"""Network soak of `dcc-flow serve` (issue #26, item 20): MCP over HTTP and webhooks on 127.0.0.1
-under slowloris connections, 10k-request batches and malformed JSON-RPC, for a bounded time.
+"""Network soak of `dcc-flow serve` (issue #26, item 20; the dashboard, issue #22): MCP over HTTP,
+webhooks and the web dashboard on 127.0.0.1 under slowloris connections, 10k-request batches,
+malformed JSON-RPC and a dashboard load, for a bounded time.
 
-    python scripts/soak_net.py [--duration SECS] [--slowloris N] [--batch N] [--json]
+    python scripts/soak_net.py [--duration SECS] [--slowloris N] [--batch N] [--sse N] [--json]
 
-It starts `python -m dcc_flow serve --mcp http://127.0.0.1:0 --webhooks 127.0.0.1:0` (a SQLite
-database in a temporary folder, the built-in flow__echo tool, one webhook schedule signed with `signature: timestamped`
-and one unsigned), measures the server's RSS and thread count at rest, then for --duration seconds
-at once:
+It starts `python -m dcc_flow serve --mcp http://127.0.0.1:0 --webhooks 127.0.0.1:0 --ui 127.0.0.1:0`
+(a SQLite database in a temporary folder, the built-in flow__echo, flow__sleep and flow__fail
+tools, one webhook schedule signed with `signature: timestamped`, unsigned ones, and the slow
+and failing workflows of scripts/soak/soak_ui.py), measures the server's RSS, threads,
+goroutines and open event subscriptions at rest, then for --duration seconds at once:
 
-- slowloris: --slowloris connections, half to each server, each sending its request a byte a
-  second (half stall in the headers, half in a body they announced); a connection the server
-  closes is opened again;
+- slowloris: --slowloris connections, half to the MCP and half to the webhook server, each
+  sending its request a byte a second (half stall in the headers, half in a body they
+  announced); a connection the server closes is opened again;
 - batches: 10,000 requests at a time (--batch), from 8 keep-alive connections: MCP ping and
   tools/list in a session, MCP initialize without a DELETE, webhook deliveries with a valid
   signature (about 1 in 50 requests: each starts a run), a wrong one,
   an expired one, one from the future, a replayed one, an unknown path, a GET, an unsigned one;
 - malformed JSON-RPC: bodies that are not JSON, not JSON-RPC, an empty batch, deep nesting, a
   huge id, a 9 MiB body (413), a foreign Origin (403);
-- a probe every 0.5 s: a fresh connection runs initialize + tools/list, and a signed webhook
-  delivery; each must be answered (2xx) within --probe-bound seconds.
+- the dashboard (scripts/soak/soak_ui.py): --sse event streams open at a time (`GET
+  /api/events`, half with `run=`) whose clients read a while and drop the connection, half-close
+  it, or never read; API reads with filters and cursors, runs and step details; bad requests
+  (malformed and 1 MiB bodies, wrong methods, missing and forged CSRF, foreign Origin and Host,
+  bad cursors, unknown ids, paths that climb out of the assets), each with the statuses it may
+  get; pause, unpause and cancel of the slow runs it starts;
+- a probe every 0.5 s: a fresh connection runs initialize + tools/list, a signed webhook
+  delivery, and a dashboard GET /api/runs; each must be answered (2xx) within --probe-bound
+  seconds.
 
 Then it stops the load, closes every connection, and waits up to --settle seconds for the
-server's threads and RSS to come back near the rest figures (threads ≤ rest + 4, RSS ≤ rest +
---rss-slack-mib). Measured on a 2-core machine (300 slowloris connections, 10,000-request
-batches): RSS 40.6 MiB at rest, 90-97 MiB under load, 54.6 MiB 40 s after a 30 s soak and
-54.8 MiB after a 60 s one (twice the requests: a plateau, not growth); threads 10-11 at rest,
-12 after. Everything sent goes to 127.0.0.1. Exit status 0 when every probe was
-answered in time and the figures came back, else 1; the figures are printed (or with --json one
-JSON object).
+server to come back near the rest figures: threads ≤ rest + 4, RSS ≤ rest + --rss-slack-mib,
+goroutines (go_goroutines of the dashboard's /metrics) ≤ rest + 20, and no event subscription
+left open (dccflow_event_subscriptions 0). Every dashboard answer must be one its request may
+get (never a 5xx). Measured on a 2-core machine (300 slowloris connections, 10,000-request
+batches, 60 event streams, 30 s): 23,400 dashboard requests and 900 event streams (12 never
+read); RSS 48 MiB at rest, 134 MiB under load, 76 MiB 40 s after (79 MiB after a 60 s soak with
+35,600 dashboard requests: a plateau); Go heap in use 4 MiB at rest, 15 MiB after (17 after
+60 s); goroutines 18 at rest, 676 under load, 18 after; event subscriptions 0, 42, 0; threads
+11 at rest, 13-15 after. Without the dashboard (before issue #22): RSS 48 → 65 MiB, threads 10
+→ 11. Everything sent goes to 127.0.0.1. Exit status 0 when every probe was answered in time,
+every dashboard answer was allowed and the figures came back, else 1; the figures are printed
+(or with --json one JSON object).
 """
 
 import argparse
@@ -51,6 +65,12 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT = os.path.join(ROOT, "scripts", "soak")
+if KIT not in sys.path:
+    sys.path.insert(0, KIT)
+
+import soak_ui  # noqa: E402
+
 SECRET = "soak-net-secret"
 PROTOCOL = "2025-11-25"
 
@@ -101,14 +121,17 @@ class Server:
         os.makedirs(sc, exist_ok=True)
         with open(os.path.join(wf, "soak_net_echo.yaml"), "w") as f:
             f.write(WORKFLOW)
+        for name, text in soak_ui.WORKFLOWS.items():
+            with open(os.path.join(wf, name + ".yaml"), "w") as f:
+                f.write(text)
         with open(os.path.join(sc, "net.schedules.yaml"), "w") as f:
-            f.write(SCHEDULES)
+            f.write(SCHEDULES + soak_ui.SCHEDULES)
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), SOAK_NET_SECRET=SECRET)
         self.stderr = open(os.path.join(workdir, "serve.err"), "wb")  # noqa: SIM115 - the child's, closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dcc_flow", "serve", "--workflows", wf, "--schedules", sc,
-             "--webhooks", "127.0.0.1:0", "--mcp", "http://127.0.0.1:0", "--db", os.path.join(workdir, "net.db"),
-             "--worker-threads", "1"],
+             "--webhooks", "127.0.0.1:0", "--mcp", "http://127.0.0.1:0", "--ui", "127.0.0.1:0",
+             "--db", os.path.join(workdir, "net.db"), "--worker-threads", "1"],
             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=self.stderr)
         line = b""
         deadline = time.monotonic() + 60
@@ -119,13 +142,15 @@ class Server:
         text = line.decode()
         hook = re.search(r"webhooks on http://([\d.]+):(\d+)", text)
         mcp = re.search(r"MCP on http://([\d.]+):(\d+)/mcp", text)
-        if not hook or not mcp:
+        ui = re.search(r"dashboard on http://([\d.]+):(\d+)/", text)
+        if not hook or not mcp or not ui:
             self.stop()
             with open(os.path.join(workdir, "serve.err"), "rb") as f:
                 err = f.read().decode(errors="replace")
             raise RuntimeError("serve did not get ready: %r %s" % (text, err[-4000:]))
         self.hook = (hook.group(1), int(hook.group(2)))
         self.mcp = (mcp.group(1), int(mcp.group(2)))
+        self.ui = (ui.group(1), int(ui.group(2)))
         # Drain the run log so that the child never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -380,6 +405,12 @@ def probe_once(server: Server, bound: float, stats: Stats) -> None:
         conn.close()
         if status not in (200, 202):
             raise RuntimeError("webhook: %d %r" % (status, data[:200]))
+        what = "dashboard"
+        conn = http.client.HTTPConnection(*server.ui, timeout=bound)
+        status, data, _ = request(conn, "GET", "/api/runs?limit=5")
+        conn.close()
+        if status != 200 or b'"runs"' not in data:
+            raise RuntimeError("GET /api/runs: %d %r" % (status, data[:200]))
     except (OSError, http.client.HTTPException, RuntimeError) as exc:
         with stats.lock:
             stats.probe_failures.append("%s: %s: %s" % (what, type(exc).__name__, exc))
@@ -393,60 +424,84 @@ def probe_once(server: Server, bound: float, stats: Stats) -> None:
 
 
 def run_soak(duration: float, n_slowloris: int, batch: int, probe_bound: float = 5.0, settle: float = 90.0,
-             workdir: Optional[str] = None, warmup: float = 1.0, rss_slack_mib: float = 20.0,
-             thread_slack: int = 4) -> Dict[str, Any]:
+             workdir: Optional[str] = None, warmup: float = 1.0, rss_slack_mib: float = 32.0,
+             thread_slack: int = 4, n_sse: int = 60, goroutine_slack: int = 20) -> Dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="soak-net-") if workdir is None else None
     server = Server(workdir or (tmp.name if tmp else "."))
     stats = Stats()
+    ui_stats = soak_ui.UIStats()
+    ui = soak_ui.UILoad(server.ui, server.hook, n_sse, ui_stats)
     try:
         time.sleep(warmup)
         probe_once(server, probe_bound, stats)  # warm: the first sessions and runs
         time.sleep(warmup)
         rest_rss, rest_threads = server.figures()
+        rest_goroutines, rest_subs, rest_heap = ui.goroutines(), ui.subscriptions(), ui.heap_mib()
         stop = threading.Event()
         load = [threading.Thread(target=slowloris, args=(server, n_slowloris, stop, stats), daemon=True)]
         done: List[int] = []
         load.append(threading.Thread(target=lambda: done.append(batches(server, batch, stop, stats)), daemon=True))
         for t in load:
             t.start()
-        peak_rss, peak_threads = rest_rss, rest_threads
+        load += soak_ui.start(ui, stop)
+        peak_rss, peak_threads, peak_goroutines = rest_rss, rest_threads, rest_goroutines
         end = time.monotonic() + duration
         while time.monotonic() < end:
             probe_once(server, probe_bound, stats)
             rss, threads = server.figures()
             peak_rss, peak_threads = max(peak_rss, rss), max(peak_threads, threads)
+            try:
+                subs, goroutines = ui.subscriptions(), ui.goroutines()
+                ui_stats.subs_peak = max(ui_stats.subs_peak, subs)
+                peak_goroutines = max(peak_goroutines, goroutines)
+            except (OSError, http.client.HTTPException, RuntimeError) as exc:
+                stats.probe_failures.append("dashboard /metrics: %s: %s" % (type(exc).__name__, exc))
             time.sleep(0.5)
         stop.set()
         for t in load:
             t.join(timeout=60)
-        # Back to rest: the figures must come near the rest figures within settle seconds.
+        # Back to rest: the figures must come near the rest figures within settle seconds, and
+        # no event subscription may be left open once every stream's client has gone.
         rss_bound = rest_rss + int(rss_slack_mib * 2**20)
         thread_bound = rest_threads + thread_slack
+        goroutine_bound = rest_goroutines + goroutine_slack
         deadline = time.monotonic() + settle
         t_settle = time.monotonic()
-        timeline: List[Tuple[float, float, int]] = []
+        timeline: List[Tuple[float, float, float, int, int, int]] = []
         while True:
             rss, threads = server.figures()
+            subs, goroutines = ui.subscriptions(), ui.goroutines()
             elapsed = time.monotonic() - t_settle
             if not timeline or elapsed - timeline[-1][0] >= 10:
-                timeline.append((round(elapsed, 1), round(rss / 2**20, 1), threads))
-            if (rss <= rss_bound and threads <= thread_bound) or time.monotonic() > deadline:
+                timeline.append((round(elapsed, 1), round(rss / 2**20, 1), ui.heap_mib(), threads, goroutines, subs))
+            back = rss <= rss_bound and threads <= thread_bound and goroutines <= goroutine_bound and subs == 0
+            if back or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         settled_after = time.monotonic() - t_settle
         probe_once(server, probe_bound, stats)  # still answering after the load
-        ok = not stats.probe_failures and rss <= rss_bound and threads <= thread_bound and server.proc.poll() is None
+        ok = not stats.probe_failures and not ui_stats.failures and back and server.proc.poll() is None
+        counts = dict(stats.counts)
+        counts.update(ui_stats.counts)
         report = {
             "ok": ok, "duration_secs": duration, "slowloris_connections": n_slowloris,
             "slowloris_opened": stats.slowloris_opened, "slowloris_cut_by_server": stats.slowloris_cut,
             "batch_size": batch, "batches_done": done[0] if done else 0,
-            "requests": dict(sorted(stats.counts.items())), "probes": stats.probes,
+            "requests": dict(sorted(counts.items())), "probes": stats.probes,
             "probe_worst_secs": round(stats.probe_worst, 3), "probe_failures": stats.probe_failures[:20],
+            "ui_requests": ui_stats.requests(), "ui_failures": ui_stats.failures[:20],
+            "sse_streams_opened": ui_stats.sse_opened,
+            "sse_streams_by_client": dict(sorted(ui_stats.sse_modes.items())),
+            "sse_streams_peak_open": ui_stats.sse_peak_open,
+            "event_subscriptions_rest_peak_after": [rest_subs, ui_stats.subs_peak, subs],
+            "goroutines_rest_peak_after": [rest_goroutines, peak_goroutines, goroutines],
+            "goroutine_bound": goroutine_bound,
             "rest_rss_mib": round(rest_rss / 2**20, 1), "peak_rss_mib": round(peak_rss / 2**20, 1),
             "after_rss_mib": round(rss / 2**20, 1), "rss_bound_mib": round(rss_bound / 2**20, 1),
             "rest_threads": rest_threads, "peak_threads": peak_threads, "after_threads": threads,
             "thread_bound": thread_bound, "settled_after_secs": round(settled_after, 1),
-            "settle_timeline_secs_rss_mib_threads": timeline,
+            "go_heap_inuse_mib_rest_after": [rest_heap, ui.heap_mib()],
+            "settle_timeline_secs_rss_heap_mib_threads_goroutines_subs": timeline,
         }
         code = server.stop()
         report["exit_code"] = code
@@ -467,15 +522,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--settle", type=float, default=90.0,
                    help="seconds to wait for the rest figures (default 90; abandoned MCP sessions end 30 s after "
                         "their initialize, and the memory goes back to the system then)")
-    p.add_argument("--rss-slack-mib", type=float, default=20.0, help="RSS over the rest figure that counts as back "
-                   "(default 20: the SQLite page caches fill as the database grows)")
+    p.add_argument("--rss-slack-mib", type=float, default=32.0, help="RSS over the rest figure that counts as back "
+                   "(default 32: the SQLite page caches fill as the database grows, and the dashboard's reads "
+                   "fill the read connections' caches too; measured 28 MiB over rest after 30 s, 31 after 60 s)")
+    p.add_argument("--sse", type=int, default=60, help="dashboard event streams open at a time (default 60)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--workdir", help="keep the server's files (database, serve.err) in this folder")
     args = p.parse_args(argv)
     if args.workdir:
         os.makedirs(args.workdir, exist_ok=True)
     report = run_soak(args.duration, args.slowloris, args.batch, args.probe_bound, args.settle, args.workdir,
-                      rss_slack_mib=args.rss_slack_mib)
+                      rss_slack_mib=args.rss_slack_mib, n_sse=args.sse)
     if args.json:
         print(json.dumps(report))
     else:

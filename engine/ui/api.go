@@ -34,6 +34,12 @@ func (h *handler) routes() {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/api/"):
 			h.guard(func(w http.ResponseWriter, r *http.Request) {
+				if allow := h.allowed(r); len(allow) > 0 {
+					w.Header().Set("Allow", strings.Join(allow, ", "))
+					writeError(w, http.StatusMethodNotAllowed, run.CodeInvalidRequest, fmt.Sprintf(
+						"%s %s: this route answers %s only (docs/ui.md)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+					return
+				}
 				writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (docs/ui.md lists them)", r.Method, r.URL.Path))
 			})(w, r)
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
@@ -64,6 +70,26 @@ func (h *handler) routes() {
 		metrics := h.opts.Metrics
 		m.HandleFunc("GET /metrics", h.guard(metrics.ServeHTTP))
 	}
+}
+
+// allowed returns the methods an API route answers at r's path when r's method is not one of
+// them (GET, HEAD and POST are the API's only ones); nil when no route has the path.
+func (h *handler) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+			if m == http.MethodGet {
+				out = append(out, http.MethodHead)
+			}
+		}
+	}
+	return out
 }
 
 // index serves the page and gives the browser its CSRF cookie.
@@ -434,6 +460,12 @@ func readAction(w http.ResponseWriter, r *http.Request) (actionBody, bool) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, run.CodeTooLarge, fmt.Sprintf(
+				"the body is larger than %d bytes: an action's body is a small JSON object of its fields (docs/ui.md)", maxBodyBytes))
+			return b, false
+		}
 		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "the body must be a JSON object of the action's fields (docs/ui.md): "+err.Error())
 		return b, false
 	}

@@ -32,11 +32,7 @@ type StepChange struct {
 // the sequence number of the newest event it includes, so a reconnecting EventSource
 // (Last-Event-ID) goes on from there. Without from, only new events are sent.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, run.CodeInternal, "this connection cannot stream events")
-		return
-	}
+	rc := http.NewResponseController(w)
 	q := r.URL.Query()
 	runID := q.Get("run")
 	var from uint64
@@ -94,13 +90,26 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	// Each write must finish within WriteTimeout, so a client that stopped reading (its socket
+	// buffers full) is cut instead of holding this goroutine and its subscription forever.
+	send := func(write func() error) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+		if err := write(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprintf(w, "retry: 2000\n: dcc-flow events from %d\n\n", from)
-	fl.Flush()
+	if err := send(func() error {
+		_, err := fmt.Fprintf(w, "retry: 2000\n: dcc-flow events from %d\n\n", from)
+		return err
+	}); err != nil {
+		return
+	}
 
 	c := newCoalescer(runID != "", h.opts.Coalesce)
 	tick := time.NewTicker(h.opts.Coalesce)
@@ -118,15 +127,16 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			if !c.pending() {
 				continue
 			}
-			if err := c.flush(ctx, h.e, w); err != nil {
+			if err := send(func() error { return c.flush(ctx, h.e, w) }); err != nil {
 				return
 			}
-			fl.Flush()
 		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+			if err := send(func() error {
+				_, err := fmt.Fprint(w, ": heartbeat\n\n")
+				return err
+			}); err != nil {
 				return
 			}
-			fl.Flush()
 		case <-ctx.Done():
 			return
 		}

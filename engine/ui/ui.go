@@ -32,9 +32,12 @@ const DefaultAddr = "127.0.0.1:8780"
 const (
 	DefaultCoalesce  = 250 * time.Millisecond
 	DefaultHeartbeat = 15 * time.Second
-	DefaultPageSize  = 50
-	MaxPageSize      = 500
-	maxBodyBytes     = 64 << 10
+	// DefaultWriteTimeout bounds each write of an event stream: a client that stops reading
+	// for that long (its socket buffers full) is disconnected.
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultPageSize     = 50
+	MaxPageSize         = 500
+	maxBodyBytes        = 64 << 10
 )
 
 // Options configure Handler and Serve.
@@ -50,6 +53,8 @@ type Options struct {
 	Coalesce time.Duration
 	// Heartbeat is the interval of the SSE keep-alive comment; 0 = DefaultHeartbeat.
 	Heartbeat time.Duration
+	// WriteTimeout bounds each write (and flush) of an event stream; 0 = DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
 
 // Handler returns the dashboard's handler over e. Without a token it answers only requests
@@ -63,6 +68,9 @@ func newHandler(e *engine.Engine, opts Options) *handler {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	assets, _ := fs.Sub(assetsFS, "assets") // cannot fail: the directory is embedded
 	h := &handler{e: e, opts: opts, assets: assets, toggles: map[string]toggle{}, stop: make(chan struct{})}

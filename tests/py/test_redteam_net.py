@@ -127,7 +127,8 @@ def _soak_module():
 
 def test_quick_net_soak(tmp_path):
     """A few seconds of scripts/soak_net.py: slowloris connections, a 1,000-request batch with
-    malformed JSON-RPC, and probes that must be answered within 5 s; threads come back."""
+    malformed JSON-RPC, the dashboard's load, and probes that must be answered within 5 s; threads,
+    goroutines and event subscriptions come back."""
     report = _soak_module().run_soak(duration=3.0, n_slowloris=60, batch=1000, probe_bound=5.0, settle=5.0,
                                      workdir=str(tmp_path), warmup=0.3)
     assert not report["probe_failures"] and report["probes"] >= 3, report
@@ -137,3 +138,7 @@ def test_quick_net_soak(tmp_path):
     assert any(k.startswith("mcp malformed 400") for k in counts), counts
     assert counts.get("mcp malformed 403", 0) >= 0 and report["exit_code"] == 0, report
     assert not any(k.startswith("client error") for k in counts), counts
+    # the dashboard under the same load: every answer an allowed one, its event streams gone after
+    assert report["ui_requests"] > 0 and report["sse_streams_opened"] > 0 and not report["ui_failures"], report
+    assert report["event_subscriptions_rest_peak_after"][2] == 0, report
+    assert report["goroutines_rest_peak_after"][2] <= report["goroutine_bound"], report

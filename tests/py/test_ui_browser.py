@@ -12,7 +12,8 @@ through the DOM contract (stable ``data-testid`` attributes) against ``Engine.se
   token, the API is 401 without it and ``/login?token=`` opens a session; off loopback without a
   token the UI does not start;
 - scale: 10,000 runs (the runs page within 300 ms), a 10,000-item foreach (the page stays live);
-- screenshots of the runs, run, workflows and schedules pages at 1366x768 and 2560x1440: into
+- screenshots of the runs, run, failed run (its step selected), workflows, workflow and schedules
+  pages at 1366x768 and 2560x1440: into
   docs/ui/ with ``UPDATE_SCREENSHOTS=1``, into a temporary directory otherwise.
 
 One browser per module, one engine (its own database, its own UI port) per test. Host tools run on
@@ -717,7 +718,10 @@ def test_run_page_of_a_10000_item_foreach_stays_responsive(studio, browser):
     stall = browser.execute("clearInterval(window.__beat); return window.__maxStall;")
     print("10,000-item foreach: engine done in %.1f s, page showed it in %.1f s, longest main-thread stall %.0f ms"
           % (engine_secs, shown_secs, stall))
-    assert stall < 500, "the page froze for %.0f ms while the foreach ran" % stall
+    # The figure is the measurement (printed with -s; quoted in docs/ui.md): 200-600 ms on a loaded
+    # 2-core machine. The assertion only catches a frozen page (a page that redraws every row on each
+    # message stalls about 2 s): a tight bound here would be a timed test that flakes with load.
+    assert stall < 1500, "the page froze for %.0f ms while the foreach ran" % stall
 
 
 # -- screenshots for docs/ui.md --------------------------------------------------------------------
@@ -759,7 +763,8 @@ def _shots_dir(tmp_path_factory):
 def _populate(studio):
     """A studio evening: a completed, a waiting and a running nightly intake (each with a retried
     export), a failed lighting render, scheduled lighting renders, a nightly schedule and a
-    disabled one with fires. Returns the id of the running intake (for the run page)."""
+    disabled one with fires. Returns the ids of the running intake and of the failed render (for
+    the run pages)."""
     engine = studio.engine
     hold = studio.hold()
     flaky = {"n": 0}
@@ -787,12 +792,18 @@ def _populate(studio):
     def push_unreal():
         return {"pushed": 8}
 
+    def check_frames(sequence):
+        raise ValueError("%s: 12 frames have NaN transforms (frames 1012-1023 of the camera rig; "
+                         "re-export the rig from the layout scene)" % sequence)
+
     @engine.tool(thread="worker")
     def render_pass(sequence):
         if sequence == "sq030":
-            raise ValueError("%s: 12 frames have NaN transforms" % sequence)
+            check_frames(sequence)  # a traceback of two frames on the run page
         return {"frames": 240, "sequence": sequence}
 
+    # two versions: an earlier draft, then tonight's (the workflow page lists both)
+    engine.register_workflow(NIGHTLY.replace("once approved.", "once approved (draft)."))
     engine.register_workflow(NIGHTLY)
     engine.schedule(LIGHTING, every="1s", id="lighting_hourly", inputs={"sequence": "sq020"})
     engine.schedule("nightly_intake", cron="0 0 2 * * *", id="nightly_intake")
@@ -815,16 +826,18 @@ def _populate(studio):
     running = engine.submit("nightly_intake").run_id
     Browser.wait_until(lambda: studio.status(running).progress[0] >= 6, timeout=TIMEOUT,
                        what="the running intake to get half way")
-    return running
+    return running, failed
 
 
 def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
     out = _shots_dir(tmp_path_factory)
-    running = _populate(studio)
+    running, failed = _populate(studio)
     pages = (
         ("runs", "runs", tid("run-row")),
         ("run", "runs/" + running, tid("run-graph") + " " + tid("step-node")),
+        ("run-failed", "runs/" + failed, tid("run-graph") + " " + tid("step-node")),
         ("workflows", "workflows", tid("workflow-row")),
+        ("workflow", "workflows/nightly_intake", tid("workflow-versions") + " " + tid("version-row")),
         ("schedules", "schedules", tid("schedule-row")),
     )
     written = []
@@ -841,6 +854,36 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
                         " n => [n.getAttribute('data-step'), n.getAttribute('data-status')]);", tid("step-node")))
                     assert {"list", "per_shot", "approve_push", "push"} <= set(nodes), nodes  # the spec's graph
                     assert nodes["list"] == "completed", nodes
+                    fits = browser.execute("const t = document.querySelector(arguments[0]);"
+                                           " return t.scrollWidth <= t.clientWidth + 1;",
+                                           ".steps-card .table-wrap")
+                    assert fits, "the steps table is wider than its card at %dx%d" % (width, height)
+                if name == "run-failed":  # the failed step selected: its error kind, message and traceback
+                    browser.click(tid("step-row", step_key="render"))
+                    browser.wait_css(tid("step-error-message"), timeout=TIMEOUT)
+                    Browser.wait_until(lambda: "12 frames have NaN transforms" in browser.text_of(tid("step-error-message")),
+                                       timeout=TIMEOUT, what="the failed step's error message")
+                    browser.wait_css(tid("step-traceback"), timeout=TIMEOUT)
+                    trace = browser.text_of(tid("step-traceback"))
+                    assert "check_frames" in trace and "ValueError" in trace, trace
+                    # the error and its traceback in view (below the graph and timeline at 1366x768)
+                    browser.execute("document.querySelector(arguments[0]).scrollIntoView({block: 'center'});",
+                                    tid("step-error"))
+                    labels = browser.execute("return Array.from(document.querySelectorAll(arguments[0]),"
+                                             " t => t.textContent);", tid("run-gantt") + " > text:not(.key)")
+                    assert len(set(labels)) == len(labels), labels  # the time axis tells its ticks apart
+                if name == "workflow":  # the graph and both versions, the newest first and current
+                    browser.wait_css(tid("workflow-graph") + " " + tid("step-node"), timeout=TIMEOUT)
+                    assert browser.attrs(tid("version-row"), "data-version") == ["2", "1"]
+                if name == "runs":  # a long error is clipped in its cell, whole in its title
+                    clip = browser.execute(
+                        "const td = document.querySelector(arguments[0]);"
+                        " const table = td.closest('table').getBoundingClientRect();"
+                        " return [td.getBoundingClientRect().right <= table.right + 0.5,"
+                        " td.scrollWidth > td.clientWidth, td.title];",
+                        tid("run-row", status="failed") + " " + tid("run-error"))
+                    assert clip[0], "the ERROR cell runs past the table's right edge"
+                    assert "re-export the rig" in clip[2], clip
                 path = os.path.join(out, "%s-%dx%d.png" % (name, width, height))
                 browser.screenshot(path)
                 written.append(path)

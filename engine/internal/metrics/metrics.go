@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -59,6 +60,9 @@ type Config struct {
 	// PoolQueued returns the calls waiting for a worker, by worker pool (docs/pools.md), read at
 	// each scrape; nil reports no pools.
 	PoolQueued func() map[string]int
+	// Subscriptions returns the open event subscriptions (the dashboard's event streams, MCP
+	// readers), read at each scrape; nil leaves the gauge out.
+	Subscriptions func() int
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -136,6 +140,14 @@ func New(cfg Config) *Metrics {
 		m.fireLateness, m.deliveries, m.commitSeconds, m.commitBatches)
 	if cfg.PoolQueued != nil {
 		m.reg.MustRegister(poolCollector{queued: cfg.PoolQueued})
+	}
+	// The Go runtime's own (go_goroutines, go_threads, go_memstats_*): a server whose goroutines
+	// or heap grow at rest leaks (scripts/soak_net.py reads go_goroutines).
+	m.reg.MustRegister(collectors.NewGoCollector())
+	if cfg.Subscriptions != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dccflow_event_subscriptions",
+			Help: "Open subscriptions to the event stream (the dashboard's live pages, MCP readers); 0 at rest."},
+			func() float64 { return float64(cfg.Subscriptions()) }))
 	}
 	if cfg.Queued != nil {
 		for _, lane := range cfg.Lanes {

@@ -261,6 +261,8 @@ async function runsPage(query) {
   const matches = (r) => (!status || r.status === status || (status === "waiting_approval" && r.status === "waiting")) &&
     (!workflow || r.name === workflow);
 
+  // errorText is the ERROR cell's text and title (the cell clips it with an ellipsis).
+  const errorText = (r) => r.error ? `${r.error.kind}: ${r.error.message}` : "";
   function row(r) {
     const tr = el("tr", {"data-testid": "run-row", "data-run-id": r.id, "data-status": r.status, "data-workflow": r.name, "data-created": r.created_at, class: "clickable"},
       el("td", {}, badge(r.status, "run-status")),
@@ -270,7 +272,7 @@ async function runsPage(query) {
       el("td", {title: r.created_at, text: fmtTime(r.created_at)}),
       el("td", {class: "num", text: durationOf(r.created_at, r.finished_at)}),
       el("td", {class: "muted", text: r.origin || ""}),
-      el("td", {class: "err", title: r.error ? r.error.message : "", text: r.error ? `${r.error.kind}: ${r.error.message}` : ""}));
+      el("td", {class: "err", "data-testid": "run-error", title: errorText(r), text: errorText(r)}));
     tr.addEventListener("click", (e) => { if (!e.target.closest("a")) location.hash = "#/runs/" + encodeURIComponent(r.id); });
     return tr;
   }
@@ -279,8 +281,7 @@ async function runsPage(query) {
     setBadge(tr.querySelector('[data-testid="run-status"]'), r.status);
     updateProgress(tr.querySelector('[data-testid="run-progress"]'), r.progress, r.status);
     tr.cells[5].textContent = durationOf(r.created_at, r.finished_at);
-    tr.cells[7].textContent = r.error ? `${r.error.kind}: ${r.error.message}` : "";
-    tr.cells[7].title = r.error ? r.error.message : "";
+    tr.cells[7].textContent = tr.cells[7].title = errorText(r);
   }
   async function load() {
     const q = new URLSearchParams(params);
@@ -501,7 +502,7 @@ async function runPage(id) {
     const more = data.instances_total > data.instances.length ? ` (first ${data.instances.length} of ${data.instances_total} listed)` : "";
     stepCount.textContent = `${data.instances_total} instance${data.instances_total === 1 ? "" : "s"}${more}`;
     fill(stepsBody, el("table", {class: "data"},
-      el("thead", {}, el("tr", {}, ...["Step", "Kind", "Status", "Attempts", "Duration", "Worker"].map((h) => el("th", {text: h})))), tbody));
+      el("thead", {}, el("tr", {}, ...["Step", "Kind", "Status", "Tries", "Duration", "Worker"].map((h) => el("th", {text: h})))), tbody));
   }
   // Over 2,000 instances the server lists 2,000: the filter then asks it for the matching ones.
   let filterTimer = 0;
@@ -641,9 +642,9 @@ async function workflowsPage() {
 async function workflowPage(name) {
   const d = await api("/api/workflows/" + encodeURIComponent(name));
   const versions = el("tbody");
-  for (const v of [...d.versions].reverse()) {
+  for (const v of d.versions) { // newest first, as the API lists them
     versions.append(el("tr", {"data-testid": "version-row", "data-version": v.version},
-      el("td", {class: "num", text: "v" + v.version}), el("td", {class: "mono", text: v.spec_hash.slice(0, 16)}),
+      el("td", {text: "v" + v.version}), el("td", {class: "mono", text: v.spec_hash.slice(0, 16)}),
       el("td", {text: fmtTime(v.registered_at)}), el("td", {}, v.current ? el("span", {class: "tag", text: "current"}) : "")));
   }
   const inputs = (d.entry && d.entry.inputs) || [];
@@ -653,7 +654,7 @@ async function workflowPage(name) {
     el("div", {class: "grid run-top"},
       card("Graph", el("div", {class: "graph-wrap"}, drawGraph(d.graph, {testid: "workflow-graph"})), {cls: "scroll"}),
       el("div", {},
-        card("Versions", el("table", {class: "data", "data-testid": "workflow-versions"},
+        card("Versions", el("table", {class: "data fit", "data-testid": "workflow-versions"},
           el("thead", {}, el("tr", {}, ...["Version", "Spec hash", "Registered", ""].map((h) => el("th", {text: h})))), versions)),
         el("div", {class: "grid"}),
         card("Inputs", inputs.length ? el("table", {class: "data"},

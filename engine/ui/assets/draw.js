@@ -76,11 +76,15 @@ export function drawGantt(attempts, width, onPick) {
   const w = Math.max(width, 480), plotW = w - LABEL_W - 16;
   const height = 24 + rows.length * ROW_H + 6;
   const root = svg("svg", {"data-testid": "run-gantt", class: "gantt", width: w, height, viewBox: `0 0 ${w} ${height}`});
-  // time axis: 6 ticks
+  // time axis: 6 ticks, with the decimals a short run needs to tell them apart (a 3 ms run:
+  // +0.6 ms, +1.2 ms, …), the last label right-aligned on its tick so that it stays in the chart
+  const step = span / 5;
+  const tick = (v) => step >= 10 ? fmtDuration(v) : v.toFixed(step >= 1 ? 1 : 2) + " ms";
   for (let i = 0; i <= 5; i++) {
     const x = LABEL_W + (plotW * i) / 5;
+    const last = i === 5;
     root.append(svg("line", {class: "tick", x1: x, x2: x, y1: 18, y2: height}),
-      svg("text", {x: x + 3, y: 12, text: "+" + fmtDuration((span * i) / 5)}));
+      svg("text", {x: last ? x - 3 : x + 3, y: 12, "text-anchor": last ? "end" : "start", text: "+" + tick(step * i)}));
   }
   rows.forEach((k, i) => {
     const y = 24 + i * ROW_H;

@@ -13,6 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
 
 // ErrClosed is returned by Do after Close.
@@ -25,6 +29,8 @@ type Committer[T any] struct {
 	Commit func(group []T) (errs []error, err error)
 	// Max bounds how many items one group holds; ≤ 0 means 512.
 	Max int
+
+	observe atomic.Pointer[func(items int, d time.Duration)] // Observe's function, nil for none
 
 	mu      sync.Mutex
 	queue   []*pending[T]
@@ -40,6 +46,28 @@ type pending[T any] struct {
 
 // errLead, sent on pending.done, makes a queued caller the leader.
 var errLead = errors.New("lead the next group")
+
+// Observe makes the committer call fn after each group whose Commit returned no group-wide
+// error (items may still have failed one by one), on the leader's goroutine, with the group's
+// size and how long Commit took; fn must not block (the group's callers wait for it). nil stops
+// the calls. It may be called at any time, concurrently with Do: the stores' CommitObserver.
+func (c *Committer[T]) Observe(fn func(items int, d time.Duration)) {
+	if fn == nil {
+		c.observe.Store(nil)
+		return
+	}
+	c.observe.Store(&fn)
+}
+
+// ObserveCommits implements store.CommitObserver for a store that commits its batches with c
+// (SQLite and PostgreSQL): fn gets each group committed, its batches and Commit's duration.
+func ObserveCommits(c *Committer[*store.Batch], fn func(store.Commit)) {
+	if fn == nil {
+		c.Observe(nil)
+		return
+	}
+	c.Observe(func(items int, d time.Duration) { fn(store.Commit{Batches: items, Duration: d}) })
+}
 
 // Do queues v and returns its outcome once the group holding it was committed. After Close it
 // returns ErrClosed.
@@ -103,7 +131,11 @@ func (c *Committer[T]) lead() {
 	for i, p := range group {
 		items[i] = p.v
 	}
+	start := time.Now()
 	errs, err := c.Commit(items)
+	if fn := c.observe.Load(); fn != nil && err == nil {
+		(*fn)(n, time.Since(start))
+	}
 	for i, p := range group {
 		switch {
 		case err != nil:

@@ -60,3 +60,36 @@ func TestGroupError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Observe sees each group committed (its size and Commit's duration), not a group that failed
+// whole, and nothing once set to nil.
+func TestObserve(t *testing.T) {
+	fail := false
+	c := &groupcommit.Committer[int]{Commit: func(group []int) ([]error, error) {
+		time.Sleep(time.Millisecond)
+		if fail {
+			return nil, errors.New("disk gone")
+		}
+		return nil, nil
+	}}
+	var seen []int
+	var took []time.Duration
+	c.Observe(func(items int, d time.Duration) { seen, took = append(seen, items), append(took, d) })
+	for i := range 3 {
+		if err := c.Do(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail = true
+	if err := c.Do(9); err == nil {
+		t.Fatal("the failing group succeeded")
+	}
+	fail = false
+	c.Observe(nil)
+	if err := c.Do(10); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen[0] != 1 || took[0] < time.Millisecond {
+		t.Fatalf("observed groups %v taking %v; want 3 groups of 1, each ≥ 1 ms", seen, took)
+	}
+}

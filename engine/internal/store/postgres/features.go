@@ -11,8 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
+
+// ObserveCommits implements store.CommitObserver: fn is called after each group commit (one
+// pipeline of the group's statements, or its retry batch by batch in savepoints).
+func (s *Store) ObserveCommits(fn func(store.Commit)) { groupcommit.ObserveCommits(&s.gc, fn) }
 
 // RequestControl files a request for the engine that runs the run and returns its id. It works
 // on a read-only store too (it is how such a store acts on a run).

@@ -89,6 +89,7 @@ var (
 	_ store.Catalog        = (*Store)(nil)
 	_ store.Leaser         = (*Store)(nil)
 	_ store.SlotClaimer    = (*Store)(nil)
+	_ store.CommitObserver = (*Store)(nil)
 )
 
 // IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.

@@ -67,8 +67,6 @@ type Store struct {
 	ord int64         // the last step order assigned (committer only)
 
 	commits atomic.Int64 // transactions committed (group commit is visible in tests)
-	// onCommit is ObserveCommits' function, nil for none.
-	onCommit atomic.Pointer[func(store.Commit)]
 
 	// broken is set once a statement found the file malformed, or the owner lock was lost:
 	// every later Write returns it.
@@ -454,13 +452,9 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 			return nil, fe
 		}
 	}
-	start := time.Now()
 	errs, err := s.tryGroup(group, false)
 	if err == errRetryWithSavepoints {
 		errs, err = s.tryGroup(group, true)
-	}
-	if fn := s.onCommit.Load(); fn != nil && err == nil {
-		(*fn)(store.Commit{Batches: len(group), Duration: time.Since(start)})
 	}
 	if err != nil {
 		return nil, s.fault(err)
@@ -472,13 +466,7 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 }
 
 // ObserveCommits implements store.CommitObserver: fn is called after each group commit.
-func (s *Store) ObserveCommits(fn func(store.Commit)) {
-	if fn == nil {
-		s.onCommit.Store(nil)
-		return
-	}
-	s.onCommit.Store(&fn)
-}
+func (s *Store) ObserveCommits(fn func(store.Commit)) { groupcommit.ObserveCommits(&s.gc, fn) }
 
 var errRetryWithSavepoints = errors.New("a batch failed: retry the group with savepoints")
 

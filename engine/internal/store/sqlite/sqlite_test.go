@@ -205,55 +205,11 @@ func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
 	t.Logf("%d concurrent writes in %d transactions", writers, s.Commits()-before)
 }
 
-// ObserveCommits reports each committed transaction with its batches (their sum is the writes
-// that landed) and a duration; nil stops the reports.
+// ObserveCommits reports each committed transaction (storetest.ExerciseCommitObserver, shared
+// with the PostgreSQL store).
 func TestObserveCommits(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := openTemp(t)
-	var mu sync.Mutex
-	var commits []store.Commit
-	s.ObserveCommits(func(c store.Commit) {
-		mu.Lock()
-		commits = append(commits, c)
-		mu.Unlock()
-	})
-	now := time.Now()
-	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
-		t.Fatal(err)
-	}
-	const writers = 50
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			b := &store.Batch{Events: []run.Event{{RunID: "r", Type: run.EventStepExit, StepKey: fmt.Sprintf("s%d", i), Time: now}}}
-			if err := s.Write(ctx, b); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	mu.Lock()
-	got, batches := len(commits), 0
-	for _, c := range commits {
-		batches += c.Batches
-		if c.Batches < 1 || c.Duration <= 0 {
-			t.Errorf("commit %+v: want ≥ 1 batch and a positive duration", c)
-		}
-	}
-	mu.Unlock()
-	if batches != writers+1 || int64(got) != s.Commits() {
-		t.Fatalf("%d commits holding %d batches; the store made %d commits of %d writes", got, batches, s.Commits(), writers+1)
-	}
-	s.ObserveCommits(nil)
-	if err := s.Write(ctx, &store.Batch{Events: []run.Event{{RunID: "r", Type: run.EventStepExit, Time: now}}}); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(commits) != got || s.Commits() != int64(got)+1 {
-		t.Fatalf("%d commits reported after ObserveCommits(nil), want %d (the store made %d)", len(commits), got, s.Commits())
-	}
+	storetest.ExerciseCommitObserver(t, func(t *testing.T) storetest.CommitStore { return openTemp(t) })
 }
 
 // TestMultiRowWrites: a group's steps and events go in multi-row statements of 64, 32, … rows;
