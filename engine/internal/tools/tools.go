@@ -21,6 +21,9 @@ type Call struct {
 	StepKey   string // the step instance key, e.g. "per_file[3].export"
 	Tool      string
 	DCC       string // the remote's name for tool_remote calls; "" otherwise
+	// Queued marks a call claimed from the tool-call queue of a shared database (docs/cluster.md):
+	// it runs here or fails, it is never queued again.
+	Queued bool
 	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
 	// tool of the same name, when one is registered, are checked as for an in-process call.
 	Pooled bool
