@@ -258,3 +258,48 @@ func TestQueueCancelReachesQueuedAndClaimedCalls(t *testing.T) {
 		t.Fatalf("queue rows: %q", rows)
 	}
 }
+
+// A worker engine that closes while it runs a queued call fails it worker_lost at once (not a
+// lease later: its lease here is 30 s), and the retry runs on another worker.
+func TestQueueClosingWorkerFailsItsCallsAtOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	orch := openQueueEngine(t, db, "", nil, nil)
+	w, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	if err := w.RegisterTool(engine.ToolInfo{Name: "render", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := orch.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: closing
+steps:
+  - {id: r, tool: render, args: {}, retry: {max_attempts: 2, initial_delay_ms: 0}}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Host().Pending() == 0 { // claimed, waiting for a pull that never comes
+		if time.Now().After(deadline) {
+			t.Fatalf("the call never reached the worker: %q", queueRows(t, db))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed := time.Now()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rows := queueRows(t, db); len(rows) == 0 || rows[0] != "render 1 done worker_lost" {
+		t.Fatalf("after the worker closed: %q", rows)
+	}
+	openQueueEngine(t, db, "render", func(map[string]any) engine.ToolResult { return engine.ToolResult{Output: 1} }, nil)
+	info, err := orch.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	t.Logf("worker closed; retried and completed %s later", time.Since(closed))
+}

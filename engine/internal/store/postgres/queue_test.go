@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -198,6 +200,24 @@ func TestCallQueue(t *testing.T) {
 	}
 	if _, _, err := orch.CallStatus(ctx, 1<<40); err != store.ErrNotFound {
 		t.Fatalf("unknown call: %v", err)
+	}
+	// A call that finished more than a day ago is deleted by the next expiry; a recent one stays.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE tool_calls SET done_at = now() - interval '25 hours' WHERE id = $1`, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orch.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := orch.CallStatus(ctx, c.ID); err != store.ErrNotFound {
+		t.Fatalf("a call done 25 h ago: %v", err)
+	}
+	if st, _, err := orch.CallStatus(ctx, c2.ID); st != "cancelled" || err != nil {
+		t.Fatalf("a call cancelled just now: %s %v", st, err)
 	}
 	stop()
 	if err := <-listening; err != context.Canceled {

@@ -25,3 +25,5 @@ CREATE TABLE tool_calls (
 );
 CREATE INDEX tool_calls_queued ON tool_calls (tool, id) WHERE status = 'queued';
 CREATE INDEX tool_calls_claimed ON tool_calls (lease_until) WHERE status = 'claimed';
+-- Finished calls are deleted a day after they finished (ExpireCalls).
+CREATE INDEX tool_calls_finished ON tool_calls (done_at) WHERE done_at IS NOT NULL;
