@@ -212,9 +212,9 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 		switch status {
 		case "done":
 			if out.ErrorKind != "" {
-				return tools.Result{Error: &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}}, nil
+				return tools.Result{Worker: out.Worker, Error: &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}}, nil
 			}
-			return tools.Result{OutputJSON: out.Output}, nil
+			return tools.Result{Worker: out.Worker, OutputJSON: out.Output}, nil
 		case "cancelled":
 			return tools.Failure(run.KindCancelled, "the queued call was cancelled"), nil
 		}

@@ -104,7 +104,7 @@ steps:
 		t.Fatalf("submit without a host of export: %v", err)
 	}
 	var pulls atomic.Int32
-	openQueueEngine(t, db, "export", func(args map[string]any) engine.ToolResult {
+	worker := openQueueEngine(t, db, "export", func(args map[string]any) engine.ToolResult {
 		return engine.ToolResult{Output: map[string]any{"fbx": args["i"].(float64) * 10}}
 	}, &pulls)
 	start := time.Now()
@@ -126,6 +126,23 @@ steps:
 	}
 	if rows := queueRows(t, db); strings.Join(rows, ",") != "export 1 done ,export 1 done ,export 1 done " {
 		t.Fatalf("queue rows: %q", rows)
+	}
+	// The step records name the engine that ran the call as their worker.
+	steps, err := orch.Steps(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, st := range steps {
+		if st.StepID == "export" {
+			n++
+			if st.Worker != worker.EngineID() {
+				t.Errorf("step %s: worker %q, want %q", st.Key, st.Worker, worker.EngineID())
+			}
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d export steps: %+v", n, steps)
 	}
 }
 

@@ -311,4 +311,6 @@ type CallOutcome struct {
 	ErrorKind    string // "" = success
 	ErrorMessage string
 	ErrorTrace   string
+	// Worker is the id of the engine that claimed the call (CallStatus; "" when none did).
+	Worker string
 }

@@ -62,8 +62,9 @@ type Result struct {
 	OutputJSON json.RawMessage
 	// Error is non-nil when the tool failed; Output is then ignored.
 	Error *ToolError
-	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md);
-	// "" when the call did not run on a pool worker.
+	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md), or
+	// the engine that ran a call of the tool-call queue (its id, docs/cluster.md); "" when the
+	// call ran on neither.
 	Worker string
 	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
 	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.

@@ -104,8 +104,9 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	var status string
 	var result *string
 	var out store.CallOutcome
-	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace)
+	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace, coalesce(claimed_by, '')
+		FROM tool_calls WHERE id = $1`, id).
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}

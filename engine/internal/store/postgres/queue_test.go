@@ -122,7 +122,7 @@ func TestCallQueue(t *testing.T) {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
 	wait("d:" + itoa(c.ID))
-	if st, out, err := orch.CallStatus(ctx, c.ID); st != "done" || string(out.Output) != `{"fbx":"a.fbx"}` || out.ErrorKind != "" || err != nil {
+	if st, out, err := orch.CallStatus(ctx, c.ID); st != "done" || string(out.Output) != `{"fbx":"a.fbx"}` || out.ErrorKind != "" || out.Worker != "W2" || err != nil {
 		t.Fatalf("status: %s %+v %v", st, out, err)
 	}
 
