@@ -18,7 +18,7 @@ __all__ = ["COMMAND"]
 
 class WorkerCommand(Command):
     name = "worker"
-    summary = "serve --tools to an engine as an MCP server over stdio, or to a PostgreSQL database's engines"
+    summary = "serve --tools over MCP stdio, or to the engines on --db"
     description = (
         "Register the tools of --tools (as dcc-flow run does), run --init once, then serve them as an MCP\n"
         "server over standard input and output until standard input closes. Every call runs on this\n"
