@@ -255,7 +255,7 @@ func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, error)
 	}
 	var unknown []string
 	for _, name := range toolNames {
-		if _, ok := e.router.Lookup(name); !ok {
+		if _, ok := e.router.Lookup(name); !ok && (e.queue == nil || !e.queue.hostedNow(name)) {
 			unknown = append(unknown, name)
 		}
 	}

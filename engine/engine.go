@@ -142,6 +142,7 @@ type Engine struct {
 
 	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
 	lease            leaseState    // the heartbeat and leases on a shared database (lease.go)
+	queue            *callQueue    // the tool-call queue on a shared database (queue.go); nil otherwise
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -228,6 +229,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	e.startControl()
+	e.startQueue()
 	e.startLeases(ctx)
 	return e, nil
 }
@@ -283,6 +285,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err == nil && !e.cfg.ReadOnly {
 		e.writeUnsaved(ctx) // a last try for the ends of runs a full disk did not take
 	}
+	e.stopQueue()
 	e.stopLeases(ctx)
 	e.stopControl()
 	e.router.Host().Close()
@@ -322,6 +325,7 @@ func (e *Engine) RegisterTool(info ToolInfo) error {
 	if err := e.router.RegisterHost(info); err != nil {
 		return err
 	}
+	e.publishTools()
 	e.kickSweep() // runs that need this tool may be taken over now
 	return nil
 }

@@ -128,6 +128,23 @@ func (e *Engine) kickSweep() {
 	}
 }
 
+// publishTools writes the host tools this engine hosts in its engines row now (not at the next
+// heartbeat), so that other engines queue their calls at once, and claims the queued ones.
+func (e *Engine) publishTools() {
+	ls := &e.lease
+	if ls.l == nil {
+		return
+	}
+	info := ls.info
+	info.Tools, info.Lanes = e.hostedTools()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = ls.l.Heartbeat(ctx, info, nil) // a failure: the next beat writes them
+	if e.queue != nil {
+		e.queue.kickNow()
+	}
+}
+
 // hostedTools returns the host tools registered and their lanes, sorted.
 func (e *Engine) hostedTools() (tools, lanes []string) {
 	seen := map[string]bool{}
@@ -160,6 +177,11 @@ func (e *Engine) leaseLoop() {
 			e.sweep(context.Background())
 		case <-beat.C:
 			e.heartbeat()
+			if e.queue != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), ls.every*2)
+				e.queue.beat(ctx)
+				cancel()
+			}
 			// One indexed read per beat: a dead engine's runs are taken over within a third of
 			// a lease of their lease expiring.
 			e.sweep(context.Background())

@@ -82,8 +82,8 @@ type StepInfo struct {
 	Output   any            `json:"output,omitempty"`
 	FileRefs []any          `json:"file_refs,omitempty"`
 	Error    *StepErrorInfo `json:"error,omitempty"`
-	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
-	// it did not run on a pool worker.
+	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md), or the
+	// id of the engine that ran it from the tool-call queue (docs/cluster.md); "" when neither.
 	Worker string `json:"worker,omitempty"`
 	// Logs are the output lines of the step's attempts, oldest first (a pool worker's call
 	// output, docs/pools.md "Output"); LogsDropped counts the older lines not kept

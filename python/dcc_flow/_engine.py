@@ -88,8 +88,8 @@ class StepRecord:
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")
         self.error: Optional[Dict[str, Any]] = d.get("error")
-        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md); ``""`` when
-        #: the step did not run on a pool worker.
+        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md), or the id of
+        #: the engine that ran it from the tool-call queue (docs/cluster.md); ``""`` when neither.
         self.worker: str = d.get("worker") or ""
         #: The output lines of the step's attempts, oldest first: dicts with ``stream``
         #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md

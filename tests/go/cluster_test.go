@@ -50,6 +50,11 @@ name: long
 steps:
   - {id: slow, tool: work, args: {k: slow, ms: 20000}}
 `,
+	"retried": `
+name: retried
+steps:
+  - {id: r, tool: work, args: {k: r, ms: 1500}, retry: {max_attempts: 2, initial_delay_ms: 0}}
+`,
 	"tick": `
 name: tick
 steps:
@@ -78,7 +83,9 @@ func TestClusterHelperProcess(t *testing.T) {
 		fmt.Println("calls:", err)
 		os.Exit(2)
 	}
-	if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if os.Getenv("DCC_FLOW_CLUSTER_NOTOOLS") == "1" {
+		// An orchestrator only: its `work` calls go through the tool-call queue.
+	} else if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
 		os.Exit(2)
 	}
 	go func() {
@@ -184,13 +191,23 @@ type clusterNode struct {
 // startCluster starts n engine processes on db (in parallel) and waits until each is ready.
 func startCluster(t *testing.T, db, calls string, n int, schedule bool) []*clusterNode {
 	t.Helper()
-	nodes := make([]*clusterNode, n)
+	envs := make([][]string, n)
+	for i := range envs {
+		if schedule {
+			envs[i] = []string{"DCC_FLOW_CLUSTER_SCHEDULE=1"}
+		}
+	}
+	return startNodes(t, db, calls, envs)
+}
+
+// startNodes starts one engine process per entry of envs (its extra environment) on db.
+func startNodes(t *testing.T, db, calls string, envs [][]string) []*clusterNode {
+	t.Helper()
+	nodes := make([]*clusterNode, len(envs))
 	for i := range nodes {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterHelperProcess$")
 		cmd.Env = append(os.Environ(), "DCC_FLOW_CLUSTER_DB="+db, "DCC_FLOW_CLUSTER_CALLS="+calls)
-		if schedule {
-			cmd.Env = append(cmd.Env, "DCC_FLOW_CLUSTER_SCHEDULE=1")
-		}
+		cmd.Env = append(cmd.Env, envs[i]...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -502,4 +519,60 @@ func TestClusterControlFromAnotherEngine(t *testing.T) {
 	for _, nd := range nodes {
 		nd.do("quit", "closed")
 	}
+}
+
+// The tool-call queue across processes (docs/cluster.md, "The tool-call queue"): engine A hosts
+// no tool; its run's `work` call goes through the queue to B or C. SIGKILL of the worker engine
+// mid-call: once its claim's lease expires the attempt fails worker_lost, and the retry runs on
+// the other worker; the run completes on A.
+func TestClusterKilledWorkerCallIsRetried(t *testing.T) {
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
+	db := pgtest.DB(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	nodes := startNodes(t, db, calls, [][]string{{"DCC_FLOW_CLUSTER_NOTOOLS=1"}, nil, nil})
+	a := nodes[0]
+	id := strings.TrimPrefix(a.do("submit retried", "run "), "run ")
+	deadline := time.Now().Add(10 * time.Second)
+	var first []toolCall
+	for len(first) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the work call never reached a worker engine")
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := os.Stat(calls); err == nil {
+			first = readCalls(t, calls)
+		}
+	}
+	var victim, other *clusterNode
+	for _, nd := range nodes[1:] {
+		if nd.id == first[0].engine {
+			victim = nd
+		} else {
+			other = nd
+		}
+	}
+	if victim == nil || other == nil {
+		t.Fatalf("the call ran on %s, not on a worker engine (%s, %s)", first[0].engine, nodes[1].id, nodes[2].id)
+	}
+	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+	killedAt := time.Now()
+	v := viewer(t, db)
+	waitFor(t, v, id, run.StatusCompleted, 20*time.Second)
+	took := time.Since(killedAt)
+	got := readCalls(t, calls)
+	if len(got) != 2 || got[0].engine != victim.id || got[1].engine != other.id {
+		t.Fatalf("calls: %+v; want one on %s then one on %s", got, victim.id, other.id)
+	}
+	steps, err := v.Steps(context.Background(), id)
+	if err != nil || len(steps) != 1 || steps[0].Attempts != 2 || steps[0].Status != run.StepCompleted {
+		t.Fatalf("steps: %+v %v", steps, err)
+	}
+	if rows := queueRows(t, db); strings.Join(rows, ",") != "work 1 done worker_lost,work 2 done " {
+		t.Fatalf("queue rows: %q", rows)
+	}
+	t.Logf("worker killed mid-call; the retry started on %s %s after the kill (lease %d s), the run completed %s after it",
+		other.id, got[1].at.Sub(killedAt).Round(time.Millisecond), clusterLeaseSecs, took.Round(time.Millisecond))
 }

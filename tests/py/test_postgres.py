@@ -9,6 +9,7 @@ under CI=true on Linux, where they fail: CI installs postgresql (.ci/run)."""
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -147,3 +148,33 @@ def test_many_engines_share_the_database_and_the_password_never_shows(pg_url):
     with pytest.raises(dcc_flow.DccFlowError) as info:
         Engine(db=bad)
     assert info.value.code == "storage" and "s3cret" not in str(info.value)
+
+
+def test_worker_command_serves_queued_calls_from_the_database(pg_url, tmp_path):
+    """``dcc-flow worker --db URL --tools MODULE``: an engine that does not host ``export`` runs a
+    workflow calling it; the calls go through the database's tool-call queue to the worker process,
+    which runs them (its pid in the output); SIGTERM stops it cleanly (docs/cluster.md)."""
+    tools = tmp_path / "farm_tools.py"
+    tools.write_text("import os\n\ndef export(i):\n    return {'v': i * 10, 'pid': os.getpid()}\n")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    worker = subprocess.Popen([sys.executable, "-m", "dcc_flow", "worker", "--db", pg_url, "--tools", str(tools),
+                               "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT)
+    try:
+        line = worker.stdout.readline()
+        assert line.startswith("worker serving 1 tool(s)") and "export" in line, (line, worker.stderr.read())
+        with Engine(db=pg_url, lease_secs=1) as eng:  # hosts no export
+            result = eng.run(FLOW, timeout=30)
+            assert result.ok, result.error
+            values = result.outputs["total"]["value"]
+            assert [v["export"]["v"] for v in values] == [10, 20, 30]
+            assert {v["export"]["pid"] for v in values} == {worker.pid}
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            rc = worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert rc == 0, worker.stderr.read()

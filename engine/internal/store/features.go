@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -257,4 +258,59 @@ type SlotClaimer interface {
 	// handled, and reports whether this call recorded it: false when it was claimed before
 	// (by this engine or another). Claims older than a day may be forgotten.
 	ClaimSlot(ctx context.Context, scheduleID string, slot time.Time) (bool, error)
+}
+
+// CallQueue is the durable queue of tool calls of a store that many engines share
+// (docs/cluster.md, "The tool-call queue"): an engine that orchestrates a run and does not host
+// a tool that another live engine hosts enqueues the call; an engine that hosts the tool claims
+// it, runs it and writes its result, under a claim lease it renews with its heartbeat. Lease
+// times are the database server's. Every method that changes a call's status wakes the
+// listeners (ListenCalls).
+type CallQueue interface {
+	// EnqueueCall adds c (status queued) and returns its id.
+	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
+	// ClaimCall claims the oldest queued call of one of tools for this engine, with a lease of
+	// the engine's lease_secs, and returns it; nil when none is queued. Engines claiming at once
+	// never get the same call (FOR UPDATE SKIP LOCKED).
+	ClaimCall(ctx context.Context, tools []string) (*QueuedCall, error)
+	// CompleteCall records the outcome of a call this engine claimed, and reports whether it
+	// did: false when the call is no longer this engine's claim (cancelled, or failed
+	// worker_lost after its lease expired): the outcome is dropped.
+	CompleteCall(ctx context.Context, id int64, out CallOutcome) (bool, error)
+	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled") and, once
+	// done, its outcome. ErrNotFound for an unknown id.
+	CallStatus(ctx context.Context, id int64) (string, CallOutcome, error)
+	// CancelCall marks a queued or claimed call cancelled (the engine that claimed it stops it);
+	// a call already done or cancelled is left alone.
+	CancelCall(ctx context.Context, id int64) error
+	// RenewCalls extends the leases of the calls of ids that this engine still holds claimed,
+	// and returns those ids; the others were cancelled or lost.
+	RenewCalls(ctx context.Context, ids []int64) ([]int64, error)
+	// ExpireCalls fails every claimed call whose lease expired with kind worker_lost and
+	// returns their ids. Of engines doing so at once, each call is failed by one.
+	ExpireCalls(ctx context.Context) ([]int64, error)
+	// ListenCalls calls fn with each wake-up of the queue until ctx ends or the connection
+	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call queued),
+	// "d:ID" (a call done) or "c:ID" (a call cancelled).
+	ListenCalls(ctx context.Context, fn func(payload string)) error
+}
+
+// QueuedCall is one tool call on a CallQueue.
+type QueuedCall struct {
+	ID      int64
+	RunID   string
+	StepKey string
+	Attempt int
+	Tool    string
+	Args    json.RawMessage // a JSON object
+}
+
+// CallOutcome is what a queued call returned: Output (JSON text) or an error.
+type CallOutcome struct {
+	Output       json.RawMessage
+	ErrorKind    string // "" = success
+	ErrorMessage string
+	ErrorTrace   string
+	// Worker is the id of the engine that claimed the call (CallStatus; "" when none did).
+	Worker string
 }

@@ -56,6 +56,21 @@ type Router struct {
 	dry    Caller
 	mu     sync.Mutex // serialises registrations
 	routes atomic.Pointer[map[string]*route]
+	// queue, when set (SetQueue), takes the calls of tools not registered here that another
+	// engine hosts (the durable queue of a shared database, docs/cluster.md).
+	queue atomic.Pointer[queueRoute]
+}
+
+type queueRoute struct {
+	caller Caller
+	hosts  func(tool string) bool
+}
+
+// SetQueue makes the router send a call of a tool not registered here to caller when hosts
+// says another engine hosts it (the tool-call queue of a shared database, docs/cluster.md). A
+// call with Call.Queued set (claimed from that queue) is never sent to it again.
+func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool) {
+	r.queue.Store(&queueRoute{caller: caller, hosts: hosts})
 }
 
 // NewRouter returns a router with the built-in tools, a fresh Host, and remote (may be nil: then
@@ -190,6 +205,9 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 	}
 	rt, ok := (*r.routes.Load())[call.Tool]
 	if !ok {
+		if q := r.queue.Load(); q != nil && !call.Queued && q.hosts(call.Tool) {
+			return q.caller.Call(ctx, call)
+		}
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, call.Tool)
 	}
 	if rt.schemas != nil {

@@ -21,6 +21,9 @@ type Call struct {
 	StepKey   string // the step instance key, e.g. "per_file[3].export"
 	Tool      string
 	DCC       string // the remote's name for tool_remote calls; "" otherwise
+	// Queued marks a call claimed from the tool-call queue of a shared database (docs/cluster.md):
+	// it runs here or fails, it is never queued again.
+	Queued bool
 	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
 	// tool of the same name, when one is registered, are checked as for an in-process call.
 	Pooled bool
@@ -59,8 +62,9 @@ type Result struct {
 	OutputJSON json.RawMessage
 	// Error is non-nil when the tool failed; Output is then ignored.
 	Error *ToolError
-	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md);
-	// "" when the call did not run on a pool worker.
+	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md), or
+	// the engine that ran a call of the tool-call queue (its id, docs/cluster.md); "" when the
+	// call ran on neither.
 	Worker string
 	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
 	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.

@@ -1,35 +1,46 @@
-"""``dcc-flow worker``: serve the tools of --tools as an MCP server over stdio (``_worker.py``)."""
+"""``dcc-flow worker``: serve the tools of --tools as an MCP server over stdio (``_worker.py``),
+or, with ``--db postgresql://…``, to every engine on that database through its tool-call queue
+(docs/cluster.md)."""
 
 import argparse
+import signal
+import threading
 from typing import Dict
 
 from .._engine import Engine
 from .._tools import ToolEntry
 from .._worker import Worker, run_init
 from ._base import EXIT_OK, CliError, Command, Context, UsageError
-from ._engine import _import, add_tools_argument, load_tools
+from ._engine import _import, add_tools_argument, is_db_url, load_tools, open_engine
 
 __all__ = ["COMMAND"]
 
 
 class WorkerCommand(Command):
     name = "worker"
-    summary = "serve --tools to an engine as an MCP server over stdio"
+    summary = "serve --tools over MCP stdio, or to the engines on --db"
     description = (
         "Register the tools of --tools (as dcc-flow run does), run --init once, then serve them as an MCP\n"
         "server over standard input and output until standard input closes. Every call runs on this\n"
         "process's main thread, one at a time, so inside mayapy or hython the tools may use maya.cmds or\n"
         "hou. What the tools or the DCC print is captured from the process's stdout and stderr and sent\n"
         "back with each call's result, never into the protocol. An engine starts workers from its\n"
-        "remotes config and calls them with tool_remote steps (docs/mcp.md)."
+        "remotes config and calls them with tool_remote steps (docs/mcp.md).\n"
+        "\n"
+        "With --db postgresql://... the worker is an engine attached to that database instead: it\n"
+        "registers the tools there, claims the calls of them that engines which do not host them put on\n"
+        "the database's tool-call queue, and runs them until SIGINT or SIGTERM (docs/cluster.md)."
     )
     examples = (
         ("what an engine's remotes config starts for a Maya remote",
          "mayapy -m dcc_flow worker --tools studio.maya_tools --init studio.maya_tools:load_plugins"),
         ("try a tools file by hand (type JSON-RPC lines; Ctrl-D ends it)",
          "dcc-flow worker --tools tools.py --no-capture"),
+        ("a farm node serving the Maya tools of every engine on the studio database",
+         "mayapy -m dcc_flow worker --db postgresql://flow@db.studio/flow --tools studio.maya_tools"),
     )
-    exit_codes = ("0 standard input closed, 1 a tools module or --init failed, 2 usage error, 3 standard input "
+    exit_codes = ("0 standard input closed (with --db: stopped by SIGINT or SIGTERM), 1 a tools module or --init "
+                  "failed, 2 usage error, 3 standard input "
                   "closed during a call that did not return within --exit-grace")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -42,6 +53,14 @@ class WorkerCommand(Command):
         parser.add_argument("--exit-grace", type=float, default=5.0, metavar="SECS",
                             help="when standard input closes during a call, the call is cancelled and the "
                                  "worker exits (status 3) if it has not returned after SECS (default 5)")
+        parser.add_argument("--db", metavar="URL", default=None,
+                            help="a postgresql:// URL: serve the tools to the engines on that database through "
+                                 "its tool-call queue, until SIGINT or SIGTERM, instead of over stdio")
+        parser.add_argument("--worker-threads", type=int, default=4, metavar="N",
+                            help="with --db: threads for worker-lane tools (default 4)")
+        parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
+                            help="with --db: the engine's lease (default 15); a call it claimed is retried "
+                                 "elsewhere this long after it dies")
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         if not args.tools:
@@ -52,6 +71,8 @@ class WorkerCommand(Command):
         # printed at import or in --init must not reach the protocol either.
         if not args.exit_grace >= 0:
             raise UsageError("--exit-grace must be a number of seconds >= 0; got %s" % args.exit_grace)
+        if args.db is not None:
+            return _serve_db(args, ctx)
         worker = Worker.over_stdio({}, version=__version__, capture=not args.no_capture)
         worker.exit_grace = args.exit_grace
         try:
@@ -62,6 +83,36 @@ class WorkerCommand(Command):
         worker.serve()
         worker.restore_stdio()
         return EXIT_OK
+
+
+def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
+    """``--db URL``: an engine attached to the database that hosts the tools and claims their
+    queued calls; main-lane tools run on this thread, worker-lane ones on --worker-threads."""
+    if not is_db_url(args.db):
+        raise UsageError("--db must be a postgresql:// URL (the database the engines share); got %r" % args.db)
+    if args.worker_threads < 1:
+        raise UsageError("--worker-threads must be >= 1; got %s" % args.worker_threads)
+    config = {"lease_secs": args.lease_secs} if args.lease_secs is not None else None
+    stop = threading.Event()
+    with open_engine(args, config=config) as engine:
+        names = load_tools(engine, args.tools)
+        if not names:
+            raise CliError("--tools %s registered no tools" % " ".join(args.tools))
+        if args.init:
+            try:
+                run_init(args.init, _import)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - a failing --init is one clear line
+                raise CliError("--init %s failed: %s: %s" % (args.init, type(exc).__name__, exc)) from None
+        engine.serve_tools(workers=args.worker_threads)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        ctx.out.write("worker serving %d tool(s) to the engines on the database: %s\n"
+                      % (len(names), ", ".join(sorted(names))))
+        ctx.out.flush()
+        engine.drive_forever(stop)
+    return EXIT_OK
 
 
 def _load(args: argparse.Namespace) -> Dict[str, ToolEntry]:

@@ -451,6 +451,9 @@ func TestDocsSQL(t *testing.T) {
 		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.EnqueueCall(ctx, store.QueuedCall{RunID: "RUN", StepKey: "a", Attempt: 1, Tool: "export"}); err != nil {
+		t.Fatal(err)
+	}
 	doc, err := os.ReadFile("../../../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+)
+
+// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue").
+// Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
+// the statement that changes a call's status, so a listener is woken only once the change is
+// committed. Lease times are the server's (now()).
+
+// callsChannel is the LISTEN/NOTIFY channel of the queue.
+const callsChannel = "dcc_flow_calls"
+
+var _ store.CallQueue = (*Store)(nil)
+
+// EnqueueCall adds c, queued, and wakes the engines listening ("q:TOOL").
+func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, error) {
+	l, err := s.attached()
+	if err != nil {
+		return 0, err
+	}
+	args := string(c.Args)
+	if args == "" {
+		args = "{}"
+	}
+	var id int64
+	err = s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, args, enqueued_by)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, tool)
+		SELECT c.id, pg_notify('`+callsChannel+`', 'q:' || c.tool)::text FROM c`,
+		text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(args), l.id).Scan(&id, new(string))
+	if err != nil {
+		return 0, s.fault(fmt.Errorf("queueing the call of tool %s (run %s, step %s): %w", c.Tool, c.RunID, c.StepKey, err))
+	}
+	return id, nil
+}
+
+// ClaimCall claims the oldest queued call of one of tools.
+func (s *Store) ClaimCall(ctx context.Context, tools []string) (*store.QueuedCall, error) {
+	l, err := s.attached()
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	var c store.QueuedCall
+	var args string
+	err = s.pool.QueryRow(ctx, `UPDATE tool_calls SET status = 'claimed', claimed_by = $2,
+			lease_until = now() + make_interval(secs => $3), claimed_at = now()
+		WHERE id = (SELECT id FROM tool_calls WHERE status = 'queued' AND tool = ANY($1)
+			ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)
+		RETURNING id, run_id, step_key, attempt, tool, args`, tools, l.id, l.secs).
+		Scan(&c.ID, &c.RunID, &c.StepKey, &c.Attempt, &c.Tool, &args)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("claiming a queued tool call: %w", err))
+	}
+	c.Args = json.RawMessage(args)
+	return &c, nil
+}
+
+// CompleteCall records the outcome of a call this engine holds claimed, and wakes its
+// orchestrator ("d:ID").
+func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcome) (bool, error) {
+	l, err := s.attached()
+	if err != nil {
+		return false, err
+	}
+	var result *string
+	if out.ErrorKind == "" {
+		r := string(out.Output)
+		if r == "" {
+			r = "null"
+		}
+		r = text(r)
+		result = &r
+	}
+	tag, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
+			error_message = $5, error_trace = $6, lease_until = NULL, done_at = now()
+		WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 RETURNING id)
+		SELECT pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`,
+		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace))
+	if err != nil {
+		return false, s.fault(fmt.Errorf("recording the outcome of queued tool call %d: %w", id, err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CallStatus returns a call's status and, once done, its outcome.
+func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOutcome, error) {
+	if err := s.check(); err != nil {
+		return "", store.CallOutcome{}, err
+	}
+	var status string
+	var result *string
+	var out store.CallOutcome
+	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace, coalesce(claimed_by, '')
+		FROM tool_calls WHERE id = $1`, id).
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", out, store.ErrNotFound
+	}
+	if err != nil {
+		return "", out, s.fault(fmt.Errorf("reading queued tool call %d: %w", id, err))
+	}
+	if result != nil {
+		out.Output = json.RawMessage(*result)
+	}
+	return status, out, nil
+}
+
+// CancelCall marks a queued or claimed call cancelled and wakes its worker ("c:ID").
+func (s *Store) CancelCall(ctx context.Context, id int64) error {
+	if err := s.checkWrite(); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'cancelled', lease_until = NULL, done_at = now()
+		WHERE id = $1 AND status IN ('queued', 'claimed') RETURNING id)
+		SELECT pg_notify('`+callsChannel+`', 'c:' || u.id)::text FROM u`, id)
+	if err != nil {
+		return s.fault(fmt.Errorf("cancelling queued tool call %d: %w", id, err))
+	}
+	return nil
+}
+
+// RenewCalls extends the leases of the calls of ids this engine still holds claimed.
+func (s *Store) RenewCalls(ctx context.Context, ids []int64) ([]int64, error) {
+	l, err := s.attached()
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE tool_calls SET lease_until = now() + make_interval(secs => $3)
+		WHERE id = ANY($1) AND status = 'claimed' AND claimed_by = $2 RETURNING id`, ids, l.id, l.secs)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("renewing the claims of engine %s: %w", l.id, err))
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("renewing the claims of engine %s: %w", l.id, err))
+	}
+	return held, nil
+}
+
+// ExpireCalls fails the claimed calls whose lease expired with kind worker_lost. The
+// conditional UPDATE is the exactly-once: of engines expiring at once, the first takes the
+// row lock; the others re-evaluate the condition on its committed row (done) and skip it. It
+// also deletes the calls that finished more than a day ago (their orchestrator read them).
+func (s *Store) ExpireCalls(ctx context.Context) ([]int64, error) {
+	if err := s.checkWrite(); err != nil {
+		return nil, err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM tool_calls WHERE done_at < now() - interval '1 day'`); err != nil {
+		return nil, s.fault(fmt.Errorf("deleting the finished queued tool calls: %w", err))
+	}
+	rows, err := s.pool.Query(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', error_kind = 'worker_lost',
+			error_message = 'engine ' || coalesce(claimed_by, '?') || ' claimed this call and stopped renewing its claim (it died, hung or lost the database)',
+			lease_until = NULL, done_at = now()
+		WHERE status = 'claimed' AND lease_until < now() RETURNING id)
+		SELECT u.id, pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("failing the expired claims of queued tool calls: %w", err))
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int64, error) {
+		var id int64
+		return id, r.Scan(&id, new(string))
+	})
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("failing the expired claims of queued tool calls: %w", err))
+	}
+	return ids, nil
+}
+
+// ListenCalls listens on the queue's channel on a connection of its own (taken out of the
+// pool, closed at the end) and calls fn with each notification's payload.
+func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.fault(err)
+	}
+	conn := pc.Hijack()
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, `LISTEN `+callsChannel); err != nil {
+		return s.fault(err)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return s.fault(err)
+		}
+		fn(n.Payload)
+	}
+}

@@ -1,0 +1,344 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// The tool-call queue of a shared database (docs/cluster.md, "The tool-call queue"). An engine
+// that orchestrates a run and does not host a step's tool, while another engine attached to the
+// database does (its engines row lists it), puts the call on the queue (store.CallQueue) and
+// waits for its outcome; an engine that hosts the tool claims the call, runs it through its
+// host-tool path and writes the outcome. Wake-ups are LISTEN/NOTIFY, with a poll every
+// queuePoll as the fallback. A claim is under a lease the claiming engine renews with its
+// heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
+// engine's heartbeat notices first, and the step is retried per its policy.
+
+const (
+	// queuePoll is the fallback poll of waiters and claimers when no notification comes.
+	queuePoll = time.Second
+	// maxClaims bounds the queued calls one engine runs at once.
+	maxClaims = 64
+)
+
+type callQueue struct {
+	e *Engine
+	q store.CallQueue
+
+	stop context.CancelFunc
+	ctx  context.Context
+	wg   sync.WaitGroup
+	kick chan struct{} // claim soon
+
+	mu      sync.Mutex
+	waiters map[int64]chan struct{}      // calls this engine queued, by id
+	running map[int64]context.CancelFunc // calls this engine claimed and runs
+	remote  map[string]bool              // tools other engines host (engines rows)
+	fetched time.Time                    // when remote was read
+}
+
+// startQueue starts the queue's listener and claimer on a shared database whose store has one.
+func (e *Engine) startQueue() {
+	q, ok := e.store.(store.CallQueue)
+	if !ok || e.lease.l == nil {
+		return
+	}
+	cq := &callQueue{e: e, q: q, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
+		running: map[int64]context.CancelFunc{}}
+	cq.ctx, cq.stop = context.WithCancel(context.Background())
+	e.queue = cq
+	e.router.SetQueue(tools.CallerFunc(cq.call), cq.hosted)
+	cq.wg.Add(2)
+	go cq.listen()
+	go cq.claimLoop()
+}
+
+// stopQueue stops claiming; the calls this engine runs are cancelled (their claims fail
+// worker_lost at once, to be retried elsewhere).
+func (e *Engine) stopQueue() {
+	if e.queue == nil {
+		return
+	}
+	e.queue.stop()
+	e.queue.wg.Wait()
+}
+
+// kickQueue makes the claimer look for calls now (a tool was registered).
+func (cq *callQueue) kickNow() {
+	select {
+	case cq.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (cq *callQueue) listen() {
+	defer cq.wg.Done()
+	for cq.ctx.Err() == nil {
+		err := cq.q.ListenCalls(cq.ctx, cq.notified)
+		if cq.ctx.Err() != nil {
+			return
+		}
+		_ = err // the database is away: the polls carry on; listen again shortly
+		select {
+		case <-cq.ctx.Done():
+		case <-time.After(queuePoll):
+		}
+	}
+}
+
+func (cq *callQueue) notified(p string) {
+	kind, rest, _ := strings.Cut(p, ":")
+	switch kind {
+	case "q":
+		if _, ok := cq.e.router.Lookup(rest); ok {
+			cq.kickNow()
+		}
+	case "d", "c":
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil {
+			return
+		}
+		cq.mu.Lock()
+		if ch, ok := cq.waiters[id]; ok {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		cancel := cq.running[id]
+		cq.mu.Unlock()
+		if kind == "c" && cancel != nil {
+			cancel()
+		}
+	}
+}
+
+// hostedNow is hosted, reading the engines table on a miss whenever it is asked (a submit).
+func (cq *callQueue) hostedNow(tool string) bool {
+	cq.mu.Lock()
+	cq.fetched = time.Time{}
+	cq.mu.Unlock()
+	return cq.hosted(tool)
+}
+
+// hosted reports whether another engine attached to the database hosts tool (read from the
+// engines table, at most once a second on a miss).
+func (cq *callQueue) hosted(tool string) bool {
+	cq.mu.Lock()
+	if cq.remote[tool] {
+		cq.mu.Unlock()
+		return true
+	}
+	fresh := time.Since(cq.fetched) < time.Second
+	cq.mu.Unlock()
+	if fresh {
+		return false
+	}
+	cq.refresh(cq.ctx)
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.remote[tool]
+}
+
+// refresh reads the tools the other engines host.
+func (cq *callQueue) refresh(ctx context.Context) {
+	es, err := cq.e.lease.l.Engines(ctx)
+	if err != nil {
+		return
+	}
+	m := map[string]bool{}
+	for _, en := range es {
+		if en.ID == cq.e.lease.info.ID {
+			continue
+		}
+		for _, t := range en.Tools {
+			m[t] = true
+		}
+	}
+	cq.mu.Lock()
+	cq.remote, cq.fetched = m, time.Now()
+	cq.mu.Unlock()
+}
+
+// call queues a call and waits for its outcome; when ctx ends first (a cancel, the step's
+// timeout, the run abandoned) the queued call is cancelled.
+func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, error) {
+	args, err := json.Marshal(call.Args)
+	if err != nil {
+		return tools.Failure(run.KindInvalidInput, "the args cannot be queued as JSON: "+err.Error()), nil
+	}
+	id, err := cq.q.EnqueueCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt, Tool: call.Tool, Args: args})
+	if err != nil {
+		if ctx.Err() != nil {
+			return tools.Result{}, ctx.Err()
+		}
+		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", call.Tool, err)), nil
+	}
+	ch := make(chan struct{}, 1)
+	cq.mu.Lock()
+	cq.waiters[id] = ch
+	cq.mu.Unlock()
+	defer func() {
+		cq.mu.Lock()
+		delete(cq.waiters, id)
+		cq.mu.Unlock()
+	}()
+	poll := time.NewTicker(queuePoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = cq.q.CancelCall(cctx, id)
+			cancel()
+			return tools.Result{}, ctx.Err()
+		case <-ch:
+		case <-poll.C:
+		}
+		status, out, err := cq.q.CallStatus(ctx, id)
+		if err != nil {
+			continue // the database is away: the next poll tries again
+		}
+		switch status {
+		case "done":
+			if out.ErrorKind != "" {
+				return tools.Result{Worker: out.Worker, Error: &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}}, nil
+			}
+			return tools.Result{Worker: out.Worker, OutputJSON: out.Output}, nil
+		case "cancelled":
+			return tools.Failure(run.KindCancelled, "the queued call was cancelled"), nil
+		}
+	}
+}
+
+// claimLoop claims the queued calls of the tools this engine hosts while it has room.
+func (cq *callQueue) claimLoop() {
+	defer cq.wg.Done()
+	poll := time.NewTicker(queuePoll)
+	defer poll.Stop()
+	for {
+		cq.claimAll()
+		select {
+		case <-cq.ctx.Done():
+			cq.mu.Lock()
+			for _, cancel := range cq.running {
+				cancel()
+			}
+			cq.mu.Unlock()
+			return
+		case <-cq.kick:
+		case <-poll.C:
+		}
+	}
+}
+
+func (cq *callQueue) claimAll() {
+	hosted, _ := cq.e.hostedTools()
+	for cq.ctx.Err() == nil {
+		cq.mu.Lock()
+		full := len(cq.running) >= maxClaims
+		cq.mu.Unlock()
+		if full || len(hosted) == 0 {
+			return
+		}
+		c, err := cq.q.ClaimCall(cq.ctx, hosted)
+		if err != nil || c == nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(cq.ctx)
+		cq.mu.Lock()
+		cq.running[c.ID] = cancel
+		cq.mu.Unlock()
+		cq.wg.Add(1)
+		go cq.run(ctx, cancel, c)
+	}
+}
+
+// run runs a claimed call through the host-tool path and writes its outcome.
+func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
+	defer cq.wg.Done()
+	defer func() {
+		cancel()
+		cq.mu.Lock()
+		delete(cq.running, c.ID)
+		cq.mu.Unlock()
+		cq.kickNow() // room for another
+	}()
+	var out store.CallOutcome
+	var args map[string]any
+	if err := json.Unmarshal(c.Args, &args); err != nil {
+		out = store.CallOutcome{ErrorKind: run.KindInvalidInput, ErrorMessage: "the queued args are not a JSON object: " + err.Error()}
+	} else {
+		res, err := cq.e.router.Call(ctx, tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, Args: args, Attempt: c.Attempt, Queued: true})
+		out = outcome(res, err, cq.ctx.Err() != nil, cq.e.lease.info.ID)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	_, _ = cq.q.CompleteCall(wctx, c.ID, out) // false: cancelled or lost meanwhile; the outcome is dropped
+}
+
+// outcome turns a call's result into what is written on the queue. A call stopped because the
+// engine closes is worker_lost (retried elsewhere per the step's policy).
+func outcome(res tools.Result, err error, closing bool, engineID string) store.CallOutcome {
+	switch {
+	case closing:
+		return store.CallOutcome{ErrorKind: run.KindWorkerLost, ErrorMessage: fmt.Sprintf("engine %s closed while it ran the call", engineID)}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return store.CallOutcome{ErrorKind: run.KindCancelled, ErrorMessage: "the call was cancelled"}
+	case err != nil:
+		return store.CallOutcome{ErrorKind: run.KindError, ErrorMessage: fmt.Sprintf("engine %s could not make the call: %v", engineID, err)}
+	case res.Error != nil:
+		kind := res.Error.Kind
+		if kind == "" {
+			kind = run.KindError
+		}
+		return store.CallOutcome{ErrorKind: kind, ErrorMessage: res.Error.Message, ErrorTrace: res.Error.Trace}
+	case res.OutputJSON != nil:
+		return store.CallOutcome{Output: res.OutputJSON}
+	default:
+		b, err := json.Marshal(res.Output)
+		if err != nil {
+			return store.CallOutcome{ErrorKind: run.KindError, ErrorMessage: "the tool's output is not JSON-encodable: " + err.Error()}
+		}
+		return store.CallOutcome{Output: b}
+	}
+}
+
+// beat renews the claims of the calls this engine runs (those cancelled or lost meanwhile are
+// stopped), fails the expired claims of dead engines worker_lost, and reads the tools the other
+// engines host. Called with every heartbeat.
+func (cq *callQueue) beat(ctx context.Context) {
+	cq.mu.Lock()
+	ids := make([]int64, 0, len(cq.running))
+	for id := range cq.running {
+		ids = append(ids, id)
+	}
+	cq.mu.Unlock()
+	if len(ids) > 0 {
+		if held, err := cq.q.RenewCalls(ctx, ids); err == nil {
+			keep := make(map[int64]bool, len(held))
+			for _, id := range held {
+				keep[id] = true
+			}
+			cq.mu.Lock()
+			for _, id := range ids {
+				if cancel, ok := cq.running[id]; ok && !keep[id] {
+					cancel()
+				}
+			}
+			cq.mu.Unlock()
+		}
+	}
+	_, _ = cq.q.ExpireCalls(ctx)
+	cq.refresh(ctx)
+}
