@@ -78,7 +78,8 @@ func (s *Stub) Advance(d time.Duration) {
 }
 
 // Set moves the time to t, firing timers as Advance does. A t before the current time only
-// fires what is already due.
+// fires what is already due. A callback timer sees its own deadline as the time; a channel
+// timer's reader sees t (it runs in its own goroutine, possibly after Set returned).
 func (s *Stub) Set(t time.Time) {
 	s.mu.Lock()
 	if t.Before(s.now) {
@@ -87,7 +88,21 @@ func (s *Stub) Set(t time.Time) {
 	for len(s.timers) > 0 && !s.timers[0].when.After(t) {
 		next := heap.Pop(&s.timers).(*stubTimer)
 		next.index = -1
-		s.now = next.when
+		if next.fn != nil {
+			// A callback runs here, synchronously: it sees its own deadline, and a timer it
+			// creates within the span fires in this loop too (unless a channel timer before it
+			// already showed the target time: the time never goes back).
+			if next.when.After(s.now) {
+				s.now = next.when
+			}
+		} else {
+			// A channel's reader runs in its own goroutine, at a moment this loop does not
+			// know: it must not see a time this Set is about to pass, or a timer it arms from
+			// that time would be due inside the span yet never fire (a loop that sleeps in
+			// steps stalled so under a slow scheduler). It sees the target time, as it would
+			// had it woken after Set returned.
+			s.now = t
+		}
 		s.mu.Unlock()
 		next.fire(next.when)
 		s.mu.Lock()
