@@ -126,6 +126,16 @@ WARMUP_FRACTION = 0.35
 OVERRUN = 300.0
 
 
+def cpu_seconds(pid: int) -> Optional[float]:
+    """User + system CPU time of process pid so far (Linux /proc), or None when unreadable."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def now_ns() -> int:
     return time.time_ns()
 
@@ -735,9 +745,16 @@ class Soak:
     def finish(self) -> int:
         """Idle, snapshot, stop the server, check, print. Returns the exit status."""
         self.log("idle for %.0f s" % IDLE_SECS)
-        time.sleep(IDLE_SECS)
         g = self.server
         assert g is not None
+        cpu0, t0 = cpu_seconds(g.pid), time.monotonic()
+        time.sleep(IDLE_SECS)
+        cpu1, t1 = cpu_seconds(g.pid), time.monotonic()
+        if cpu0 is not None and cpu1 is not None:
+            # A figure, not a check (a loaded machine skews it): the interval schedule still fires.
+            idle = "server cpu while idle: %.1f%% of a core over %.0f s" % (100.0 * (cpu1 - cpu0) / (t1 - t0), t1 - t0)
+            self.log(idle)
+            print(idle, flush=True)
         snap_at = now_ns()
         snap = self.read_db()
         self.stop_server(g)

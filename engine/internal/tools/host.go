@@ -58,6 +58,19 @@ type Host struct {
 	// a burst of cancellations does not contend for mu. They are withdrawn under mu, in a batch,
 	// by the next locked operation or by a goroutine started by the first one abandoned.
 	abandoned atomic.Pointer[pending]
+	// lastAnswer is when Complete last took an answer, in nanoseconds since hostEpoch (0:
+	// never); Pull spins only shortly after one (spinWindow).
+	lastAnswer atomic.Int64
+	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
+}
+
+// hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
+var hostEpoch = time.Now()
+
+// answeredWithin reports whether Complete took an answer less than d ago.
+func (h *Host) answeredWithin(d time.Duration) bool {
+	last := h.lastAnswer.Load()
+	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < d
 }
 
 type pendingState uint8
@@ -314,6 +327,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 	p.puller = 0
 	delete(h.calls, id)
 	h.dropped.add(id, "already completed")
+	h.lastAnswer.Store(int64(time.Since(hostEpoch)) | 1) // | 1: never 0
 	p.done <- answer{res: res}
 	return nil
 }

@@ -380,3 +380,49 @@ func TestQueuedCountsTheCallsWaitingPerLane(t *testing.T) {
 		<-ch
 	}
 }
+
+// An idle host's Pull parks at once rather than yielding maxSpins times: from a host thread
+// (a cgo callback locked to its OS thread) each yield is a thread hand-off, and an idle serve's
+// 100 ms polls spent 17% of a core on them. Just after an answer it still spins (the next call
+// of a sequential run comes within microseconds).
+func TestPullSpinsOnlyShortlyAfterAnAnswer(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	for i := 0; i < 3; i++ {
+		if got, err := h.Pull(context.Background(), PullRequest{Timeout: 2 * time.Millisecond}); err != nil || len(got) != 0 {
+			t.Fatalf("idle pull: %+v %v", got, err)
+		}
+	}
+	if n := h.yields.Load(); n != 0 {
+		t.Fatalf("an idle host's Pull yielded %d times; want 0 (park at once)", n)
+	}
+
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "r", "t1"})
+	got, err := h.Pull(context.Background(), PullRequest{Max: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	if err := h.Complete(got[0].ID, Result{Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	<-answers[0]
+	if !h.answeredWithin(time.Minute) {
+		t.Fatal("Complete did not record the time of its answer")
+	}
+	h.lastAnswer.Store(int64(time.Since(hostEpoch))) // as if just answered, however slow this machine
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load(); n == 0 {
+		t.Fatal("Pull right after an answer did not spin; want it to yield before parking")
+	}
+
+	// Once the answer is older than spinWindow the host is idle again.
+	time.Sleep(spinWindow + time.Millisecond)
+	before := h.yields.Load()
+	_, _ = h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond})
+	if n := h.yields.Load() - before; n != 0 {
+		t.Fatalf("Pull %v after the last answer yielded %d times; want 0", spinWindow, n)
+	}
+}
