@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -34,56 +34,12 @@ const progressColumns = `CASE WHEN ` + finishedRun + ` THEN completed
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
 	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
 
-func scanRun(sc pgx.Row) (store.Run, error) {
-	var r store.Run
-	var status string
-	var specJSON, inputs, errJSON, envAllow, trigger []byte
-	var created, updated, finished int64
-	var parent, parentKey *string
-	var completed, total int64
-	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
-		&trigger, &completed, &total, &created, &updated, &finished, &parent, &parentKey); err != nil {
-		return r, err
-	}
-	if parent != nil {
-		r.ParentRunID = *parent
-	}
-	if parentKey != nil {
-		r.ParentStepKey = *parentKey
-	}
-	r.Progress.Completed, r.Progress.Total = int(completed), int(total)
-	r.Status = run.Status(status)
-	r.SpecJSON, r.Inputs, r.Trigger = raw(specJSON), raw(inputs), raw(trigger)
-	if errJSON != nil {
-		r.Error = &store.RunError{}
-		if err := json.Unmarshal(errJSON, r.Error); err != nil {
-			return r, fmt.Errorf("run %s: decoding its error: %w", r.ID, err)
-		}
-	}
-	if envAllow != nil {
-		r.EnvAllow = []string{}
-		if err := json.Unmarshal(envAllow, &r.EnvAllow); err != nil {
-			return r, fmt.Errorf("run %s: decoding env_allow: %w", r.ID, err)
-		}
-	}
-	r.CreatedAt, r.UpdatedAt, r.FinishedAt = fromNanos(created), fromNanos(updated), fromNanos(finished)
-	r.Progress.Total = max(r.Progress.Total, r.Progress.Completed)
-	return r, nil
-}
-
-func raw(b []byte) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return json.RawMessage(b)
-}
-
 // GetRun returns the run, or store.ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	if err := s.check(); err != nil {
 		return store.Run{}, err
 	}
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = $1`, text(id)))
+	r, err := sqlrow.Run(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = $1`, text(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
@@ -140,7 +96,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	defer rows.Close()
 	var out []store.Run
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := sqlrow.Run(rows)
 		if err != nil {
 			return nil, s.fault(err)
 		}
@@ -154,37 +110,17 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
-		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress
-		FROM workflow_steps WHERE run_id = $1 ORDER BY ord`, text(runID))
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps WHERE run_id = $1 ORDER BY ord`, text(runID))
 	if err != nil {
 		return nil, s.fault(err)
 	}
 	defer rows.Close()
 	var out []store.Step
 	for rows.Next() {
-		st := store.Step{RunID: runID}
-		var status string
-		var output, fileRefs []byte
-		var attempt, started, finished, updated, dropped int64
-		var worker, logs, progress *string
-		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &attempt, &output, &fileRefs, &st.ErrorKind,
-			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &dropped, &progress); err != nil {
+		st, err := sqlrow.Step(rows, runID)
+		if err != nil {
 			return nil, s.fault(err)
 		}
-		st.Status = run.StepStatus(status)
-		st.Attempt, st.LogsDropped = int(attempt), int(dropped)
-		if worker != nil {
-			st.Worker = *worker
-		}
-		if logs != nil && *logs != "" {
-			st.Logs = []byte(*logs)
-		}
-		if progress != nil && *progress != "" {
-			st.Progress = []byte(*progress)
-		}
-		st.Output, st.FileRefs = raw(output), raw(fileRefs)
-		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
@@ -204,7 +140,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	q := `SELECT seq, run_id, time, type, step_key, status, attempt, completed, total, detail FROM workflow_events
+	q := `SELECT ` + sqlrow.EventColumns + ` FROM workflow_events
 		WHERE seq > $1`
 	args := []any{int64(f.AfterSeq)}
 	if f.RunID != "" {
@@ -222,15 +158,10 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 	defer rows.Close()
 	var out []run.Event
 	for rows.Next() {
-		var ev run.Event
-		var seq, t, attempt, completed, total int64
-		var detail []byte
-		if err := rows.Scan(&seq, &ev.RunID, &t, &ev.Type, &ev.StepKey, &ev.Status, &attempt,
-			&completed, &total, &detail); err != nil {
+		ev, err := sqlrow.Event(rows)
+		if err != nil {
 			return nil, s.fault(err)
 		}
-		ev.Seq, ev.Time, ev.Detail = uint64(seq), fromNanos(t), raw(detail)
-		ev.Attempt, ev.Progress.Completed, ev.Progress.Total = int(attempt), int(completed), int(total)
 		out = append(out, ev)
 	}
 	return out, s.fault(rows.Err())
@@ -268,7 +199,7 @@ func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, no
 	if expires != 0 && nanos(now) >= expires {
 		return e, false, nil
 	}
-	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = raw(output), raw(fileRefs), fromNanos(created), fromNanos(expires)
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), fromNanos(created), fromNanos(expires)
 	return e, true, nil
 }
 

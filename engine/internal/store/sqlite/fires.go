@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 )
 
 // The schedule_fires table keeps the scheduler's fire history.
@@ -30,7 +31,7 @@ func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	return nil
 }
 
-func scanFire(sc scanner) (store.Fire, error) {
+func scanFire(sc sqlrow.Scanner) (store.Fire, error) {
 	var f store.Fire
 	var kind string
 	var scheduled, fired int64

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -49,51 +49,12 @@ const progressColumns = `CASE WHEN status IN ('completed', 'failed', 'cancelled'
 // stepFinished selects the step rows (alias s) in a finished status.
 const stepFinished = `s.status IN ('completed', 'failed', 'cancelled', 'skipped', 'interrupted')`
 
-type scanner interface{ Scan(...any) error }
-
-func scanRun(sc scanner) (store.Run, error) {
-	var r store.Run
-	var status string
-	var specJSON, inputs, errJSON, envAllow, trigger []byte
-	var created, updated, finished int64
-	var parent, parentKey sql.NullString
-	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
-		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished, &parent, &parentKey); err != nil {
-		return r, err
-	}
-	r.ParentRunID, r.ParentStepKey = parent.String, parentKey.String
-	r.Status = run.Status(status)
-	r.SpecJSON, r.Inputs, r.Trigger = raw(specJSON), raw(inputs), raw(trigger)
-	if errJSON != nil {
-		r.Error = &store.RunError{}
-		if err := json.Unmarshal(errJSON, r.Error); err != nil {
-			return r, fmt.Errorf("run %s: decoding its error: %w", r.ID, err)
-		}
-	}
-	if envAllow != nil {
-		r.EnvAllow = []string{}
-		if err := json.Unmarshal(envAllow, &r.EnvAllow); err != nil {
-			return r, fmt.Errorf("run %s: decoding env_allow: %w", r.ID, err)
-		}
-	}
-	r.CreatedAt, r.UpdatedAt, r.FinishedAt = fromNanos(created), fromNanos(updated), fromNanos(finished)
-	r.Progress.Total = max(r.Progress.Total, r.Progress.Completed)
-	return r, nil
-}
-
-func raw(b []byte) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return json.RawMessage(b)
-}
-
 // GetRun returns the run, or store.ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	if err := s.check(); err != nil {
 		return store.Run{}, err
 	}
-	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = ?`, id))
+	r, err := sqlrow.Run(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM workflows WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
@@ -152,7 +113,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	defer rows.Close()
 	var out []store.Run
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := sqlrow.Run(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -166,34 +127,17 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT key, step_id, kind, status, attempt, output, file_refs, error_kind,
-		error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress FROM workflow_steps
-		WHERE run_id = ? ORDER BY ord`, runID)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sqlrow.StepColumns+` FROM workflow_steps WHERE run_id = ? ORDER BY ord`, runID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []store.Step
 	for rows.Next() {
-		st := store.Step{RunID: runID}
-		var status string
-		var output, fileRefs []byte
-		var started, finished, updated int64
-		var worker, logs, progress sql.NullString
-		if err := rows.Scan(&st.Key, &st.StepID, &st.Kind, &status, &st.Attempt, &output, &fileRefs, &st.ErrorKind,
-			&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &st.LogsDropped, &progress); err != nil {
+		st, err := sqlrow.Step(rows, runID)
+		if err != nil {
 			return nil, err
 		}
-		st.Status = run.StepStatus(status)
-		st.Worker = worker.String
-		if logs.Valid && logs.String != "" {
-			st.Logs = []byte(logs.String)
-		}
-		if progress.Valid && progress.String != "" {
-			st.Progress = []byte(progress.String)
-		}
-		st.Output, st.FileRefs = raw(output), raw(fileRefs)
-		st.StartedAt, st.FinishedAt, st.UpdatedAt = fromNanos(started), fromNanos(finished), fromNanos(updated)
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
@@ -212,7 +156,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	q := `SELECT seq, run_id, time, type, step_key, status, attempt, completed, total, detail FROM workflow_events
+	q := `SELECT ` + sqlrow.EventColumns + ` FROM workflow_events
 		WHERE seq > ?`
 	args := []any{int64(f.AfterSeq)}
 	if f.RunID != "" {
@@ -232,14 +176,10 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 	defer rows.Close()
 	var out []run.Event
 	for rows.Next() {
-		var ev run.Event
-		var seq, t int64
-		var detail []byte
-		if err := rows.Scan(&seq, &ev.RunID, &t, &ev.Type, &ev.StepKey, &ev.Status, &ev.Attempt,
-			&ev.Progress.Completed, &ev.Progress.Total, &detail); err != nil {
+		ev, err := sqlrow.Event(rows)
+		if err != nil {
 			return nil, err
 		}
-		ev.Seq, ev.Time, ev.Detail = uint64(seq), fromNanos(t), raw(detail)
 		out = append(out, ev)
 	}
 	return out, rows.Err()
@@ -272,7 +212,7 @@ func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, no
 	if expires != 0 && nanos(now) >= expires {
 		return e, false, nil
 	}
-	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = raw(output), raw(fileRefs), fromNanos(created), fromNanos(expires)
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), fromNanos(created), fromNanos(expires)
 	return e, true, nil
 }
 

@@ -1,0 +1,117 @@
+// Package sqlrow decodes the rows of the SQL stores (SQLite and PostgreSQL) into store values:
+// both stores select the same columns in the same order and hand each row here, so a column
+// is read one way whichever database holds it. Times are Unix nanoseconds, 0 for the zero time;
+// NULL text columns read as "".
+package sqlrow
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Scanner is a row: *sql.Row, *sql.Rows, pgx.Row or pgx.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Run reads a run row of the columns id, name, spec_json, spec_hash, inputs, status, error,
+// origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
+// parent_run_id, parent_step_key (each store computes completed and total with its own SQL). A stored error or env_allow that is not valid JSON is an
+// error naming the run; Progress.Total is at least Progress.Completed.
+func Run(sc Scanner) (store.Run, error) {
+	var r store.Run
+	var status string
+	var specJSON, inputs, errJSON, envAllow, trigger []byte
+	var created, updated, finished int64
+	var parent, parentKey *string
+	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
+		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished, &parent, &parentKey); err != nil {
+		return r, err
+	}
+	r.ParentRunID, r.ParentStepKey = deref(parent), deref(parentKey)
+	r.Status = run.Status(status)
+	r.SpecJSON, r.Inputs, r.Trigger = Raw(specJSON), Raw(inputs), Raw(trigger)
+	if errJSON != nil {
+		r.Error = &store.RunError{}
+		if err := json.Unmarshal(errJSON, r.Error); err != nil {
+			return r, fmt.Errorf("run %s: decoding its error: %w", r.ID, err)
+		}
+	}
+	if envAllow != nil {
+		r.EnvAllow = []string{}
+		if err := json.Unmarshal(envAllow, &r.EnvAllow); err != nil {
+			return r, fmt.Errorf("run %s: decoding env_allow: %w", r.ID, err)
+		}
+	}
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt = FromNanos(created), FromNanos(updated), FromNanos(finished)
+	r.Progress.Total = max(r.Progress.Total, r.Progress.Completed)
+	return r, nil
+}
+
+// StepColumns lists, in order, the columns of workflow_steps that Step reads.
+const StepColumns = "key, step_id, kind, status, attempt, output, file_refs, error_kind, error_message, error_trace, cached, started_at, finished_at, updated_at, worker, logs, logs_dropped, progress"
+
+// Step reads a step row (StepColumns) of run runID. Empty logs and progress read as nil.
+func Step(sc Scanner, runID string) (store.Step, error) {
+	st := store.Step{RunID: runID}
+	var status string
+	var output, fileRefs []byte
+	var started, finished, updated int64
+	var worker, logs, progress *string
+	if err := sc.Scan(&st.Key, &st.StepID, &st.Kind, &status, &st.Attempt, &output, &fileRefs, &st.ErrorKind,
+		&st.ErrorMessage, &st.ErrorTrace, &st.Cached, &started, &finished, &updated, &worker, &logs, &st.LogsDropped, &progress); err != nil {
+		return st, err
+	}
+	st.Status = run.StepStatus(status)
+	st.Worker = deref(worker)
+	if l := deref(logs); l != "" {
+		st.Logs = []byte(l)
+	}
+	if p := deref(progress); p != "" {
+		st.Progress = []byte(p)
+	}
+	st.Output, st.FileRefs = Raw(output), Raw(fileRefs)
+	st.StartedAt, st.FinishedAt, st.UpdatedAt = FromNanos(started), FromNanos(finished), FromNanos(updated)
+	return st, nil
+}
+
+// EventColumns lists, in order, the columns of workflow_events that Event reads.
+const EventColumns = "seq, run_id, time, type, step_key, status, attempt, completed, total, detail"
+
+// Event reads an event row (EventColumns).
+func Event(sc Scanner) (run.Event, error) {
+	var ev run.Event
+	var seq, t int64
+	var detail []byte
+	if err := sc.Scan(&seq, &ev.RunID, &t, &ev.Type, &ev.StepKey, &ev.Status, &ev.Attempt,
+		&ev.Progress.Completed, &ev.Progress.Total, &detail); err != nil {
+		return ev, err
+	}
+	ev.Seq, ev.Time, ev.Detail = uint64(seq), FromNanos(t), Raw(detail)
+	return ev, nil
+}
+
+// Raw returns b as JSON, nil for a NULL column.
+func Raw(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// FromNanos turns a stored time (Unix nanoseconds, 0 for none) into a UTC time.
+func FromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
