@@ -22,8 +22,10 @@ type EventQuery struct {
 
 const defaultEventBatch = 256
 
-// readOnlyEventPoll is how often a read-only engine looks for the owner's new events.
-const readOnlyEventPoll = 100 * time.Millisecond
+// sharedEventPoll is how often a waiting reader looks for new events that another process
+// wrote: the owner of a read-only engine's database, or the other engines attached to a shared
+// one (docs/cluster.md). Their writes do not wake this engine's hub.
+const sharedEventPoll = 100 * time.Millisecond
 
 // hub wakes event readers after writes. notify costs one atomic load when nobody waits.
 type hub struct {
@@ -106,8 +108,8 @@ func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Dura
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var poll <-chan time.Time
-	if e.cfg.ReadOnly { // the owner writes in another process: nothing here notifies the hub
-		tick := time.NewTicker(readOnlyEventPoll)
+	if e.cfg.ReadOnly || e.lease.l != nil { // others write too: nothing here notifies the hub of it
+		tick := time.NewTicker(sharedEventPoll)
 		defer tick.Stop()
 		poll = tick.C
 	}

@@ -460,7 +460,7 @@ func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Dura
 		select {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
-		case <-time.After(readOnlyEventPoll):
+		case <-time.After(sharedEventPoll):
 		}
 	}
 }

@@ -3,6 +3,7 @@ package gotest
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -321,4 +322,52 @@ steps:
 		t.Fatalf("run: %+v %v", info, err)
 	}
 	t.Logf("worker closed; retried and completed %s later", time.Since(closed))
+}
+
+// An event subscription on one engine sees, as they commit, the events of a run another engine
+// orchestrates (the dashboard of the pipeline server following a run submitted elsewhere): the
+// other engine's writes do not wake this engine's readers, so a waiting subscription polls the
+// shared database.
+func TestEventsOfAnotherEngineReachASubscription(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	viewer := openQueueEngine(t, db, "", nil, nil)
+	runner := openQueueEngine(t, db, "", nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := viewer.Subscribe(ctx, engine.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	submitted := make(chan string, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the subscription is waiting before the run starts
+		id, err := runner.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: elsewhere\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]\n")})
+		if err != nil {
+			t.Error(err)
+		}
+		submitted <- id
+	}()
+	var id string
+	var ended []string // runs whose workflow_terminal was seen
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			break
+		}
+		if ev.Type == run.EventWorkflowTerminal {
+			ended = append(ended, ev.RunID)
+		}
+		if id == "" {
+			select {
+			case id = <-submitted:
+			default:
+			}
+		}
+		if id != "" && slices.Contains(ended, id) {
+			return
+		}
+	}
+	t.Fatalf("the viewer engine's subscription never saw run %s complete: %v", id, context.Cause(ctx))
 }
