@@ -229,3 +229,57 @@ func TestSharedAdmissionLockFailure(t *testing.T) {
 		t.Fatalf("retry on the other engine: %d %v", code, body)
 	}
 }
+
+// countingAdmitter is a sharedDB that records which schedules were locked.
+type countingAdmitter struct {
+	*sharedDB
+	mu     sync.Mutex
+	locked []string
+}
+
+func (c *countingAdmitter) LockSchedule(ctx context.Context, id string) (func(), error) {
+	c.mu.Lock()
+	c.locked = append(c.locked, id)
+	c.mu.Unlock()
+	return c.sharedDB.LockSchedule(ctx, id)
+}
+
+// A cron fire of a max_concurrent schedule counts the runs of every engine under the lock: a
+// run another engine started makes it skip, though this engine's Starter.Active counts none; a
+// schedule without max_concurrent takes no lock.
+func TestSharedAdmissionCronFire(t *testing.T) {
+	t.Parallel()
+	limited := DefaultSpec("limited", "wf", Trigger{Kind: KindCron, Expression: "0 * * * * *"})
+	limited.MaxConcurrent = 1
+	free := DefaultSpec("free", "wf", Trigger{Kind: KindCron, Expression: "30 * * * * *"})
+	free.MaxConcurrent = 0
+	a := &countingAdmitter{sharedDB: newSharedDB()}
+	a.active["limited"] = 1 // a run of another engine
+	b := setup(t, t0, Config{Schedules: []Spec{limited}}, WithAdmitter(a))
+	b.start(t)
+	b.fireNext(t, "limited")
+	a.end("limited")
+	b.fireNext(t, "limited")
+	h := b.history(t, "limited") // oldest first
+	if len(h) != 2 || h[0].Kind != FireSkipped || h[0].Reason != ReasonMaxConcurrent ||
+		h[0].Message != "1 runs active; max_concurrent is 1" || h[1].Kind != FireFired {
+		t.Fatalf("history of limited %+v", h)
+	}
+	b.starter.mu.Lock()
+	calls := b.starter.activeCalls
+	b.starter.mu.Unlock()
+	if calls != 0 {
+		t.Fatalf("Starter.Active called %d times; the admitter counts", calls)
+	}
+	f := setup(t, t0, Config{Schedules: []Spec{free}}, WithAdmitter(a))
+	f.start(t)
+	f.fireNext(t, "free")
+	if h := f.history(t, "free"); len(h) != 1 || h[0].Kind != FireFired {
+		t.Fatalf("history of free %+v", h)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if strings.Join(a.locked, " ") != "limited limited" {
+		t.Fatalf("locked %v; want limited twice, free never", a.locked)
+	}
+}
