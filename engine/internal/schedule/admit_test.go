@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 )
 
 // sharedDB stands for the database that several engines share: the runs every engine started
@@ -281,5 +283,34 @@ func TestSharedAdmissionCronFire(t *testing.T) {
 	defer a.mu.Unlock()
 	if strings.Join(a.locked, " ") != "limited limited" {
 		t.Fatalf("locked %v; want limited twice, free never", a.locked)
+	}
+}
+
+// slowLock is an admitter whose lock takes a minute to get (another engine held it): it moves
+// the stub clock on.
+type slowLock struct {
+	*sharedDB
+	clk *clock.Stub
+}
+
+func (l *slowLock) LockSchedule(ctx context.Context, id string) (func(), error) {
+	l.clk.Advance(time.Minute)
+	return l.sharedDB.LockSchedule(ctx, id)
+}
+
+// A webhook fire's fired_at is when it was admitted, after the wait for the shared lock.
+func TestSharedAdmissionFiredAtAfterTheLock(t *testing.T) {
+	t.Parallel()
+	l := &slowLock{sharedDB: newSharedDB()}
+	w := setupWebhooks(t, Config{}, nil, WithAdmitter(l))
+	l.clk = w.clock
+	received := w.clock.Now()
+	if r := w.do(t, "POST", "/hooks/open", map[string]string{DeliveryHeader: "d-1"}, []byte(`{}`)); r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	h := w.history(t, "open")
+	want := received.Add(time.Minute)
+	if len(h) != 1 || !h[0].FiredAt.Equal(want) || w.starter.requests()[0].Trigger["fired_at"] != rfc3339(want) {
+		t.Fatalf("history %+v, trigger %v; want fired at %s", h, w.starter.requests()[0].Trigger, want)
 	}
 }

@@ -318,6 +318,10 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 		return s.lockFailed(ctx, f, err)
 	}
 	defer unlock()
+	if s.admitter != nil { // the lock may have been waited for
+		now = s.clk.Now()
+		f.ScheduledAt, f.FiredAt = now, now
+	}
 	if delivery != "" {
 		if df, ok := s.fires.(DeliveryFinder); ok {
 			f, found, err := df.FireByDelivery(ctx, e.spec.ID, delivery)
