@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The admission of a schedule's fire across engines (store.ScheduleAdmitter, docs/cluster.md,
@@ -35,10 +36,13 @@ import (
 const lockPoolConns = 4
 
 // lockWait bounds how long LockSchedule waits for another engine's admission of the schedule
-// (PostgreSQL's lock_timeout; an admission takes milliseconds).
+// (PostgreSQL's lock_timeout; an admission takes milliseconds). Store.lockWait, when not 0,
+// replaces it (tests).
 const lockWait = 30 * time.Second
 
-// LockSchedule takes the database-wide admission lock of scheduleID (store.ScheduleAdmitter).
+// LockSchedule takes the database-wide admission lock of scheduleID (store.ScheduleAdmitter):
+// BEGIN, the lock's timeout and pg_advisory_xact_lock in one round trip on a connection of the
+// lock pool; the unlock is a ROLLBACK (a second round trip) that returns the connection.
 func (s *Store) LockSchedule(ctx context.Context, scheduleID string) (func(), error) {
 	if err := s.checkWrite(); err != nil {
 		return nil, err
@@ -46,25 +50,34 @@ func (s *Store) LockSchedule(ctx context.Context, scheduleID string) (func(), er
 	fail := func(err error) (func(), error) {
 		return nil, s.fault(fmt.Errorf("taking the admission lock of schedule %s: %w", scheduleID, err))
 	}
-	tx, err := s.lockPool.Begin(ctx)
+	conn, err := s.lockPool.Acquire(ctx)
 	if err != nil {
 		return fail(err)
 	}
+	wait := lockWait
+	if s.lockWait != 0 {
+		wait = s.lockWait
+	}
 	var q pgx.Batch
-	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, lockWait.Milliseconds()))
+	q.Queue(`BEGIN`)
+	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, wait.Milliseconds()))
 	q.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('dcc-flow schedule ' || $1, 0))`, text(scheduleID))
-	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
-		rollback(tx)
+	if err := conn.SendBatch(ctx, &q).Close(); err != nil {
+		release(conn)
 		return fail(err)
 	}
-	return func() { rollback(tx) }, nil
+	return func() { release(conn) }, nil
 }
 
-// rollback ends tx (releasing its transaction-level locks), waiting at most 5 s for the server.
-func rollback(tx pgx.Tx) {
+// release ends the transaction of conn (releasing its transaction-level locks), waiting at most
+// 5 s for the server, and returns conn to its pool (which closes it when the ROLLBACK failed).
+func release(conn *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = tx.Rollback(ctx)
+	if _, err := conn.Exec(ctx, `ROLLBACK`); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+	conn.Release()
 }
 
 // ActiveScheduleRuns counts the unfinished top-level runs whose trigger names scheduleID, of

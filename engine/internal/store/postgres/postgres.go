@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	// lockPool holds the schedules' admission locks (admit.go); nil on a read-only store.
 	lockPool *pgxpool.Pool
+	lockWait time.Duration // LockSchedule's wait; 0 = lockWait (admit.go)
 	// broken, once set, is returned by every later write.
 	broken   atomic.Pointer[FaultError]
 	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)
