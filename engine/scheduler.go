@@ -91,6 +91,10 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	if sc, ok := fires.(store.SlotClaimer); ok && e.lease.l != nil {
 		opts = append(opts, schedule.WithSlotClaimer(sc)) // a shared database: each fire once across engines
 	}
+	if a, ok := fires.(store.ScheduleAdmitter); ok && e.lease.l != nil {
+		// A shared database: redeliveries and max_concurrent are checked across engines.
+		opts = append(opts, schedule.WithAdmitter(a))
+	}
 	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires, opts...)
 	if err != nil {
 		return nil, err

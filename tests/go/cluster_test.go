@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -64,8 +66,9 @@ steps:
 
 // TestClusterHelperProcess is one engine of the cluster tests: it opens DCC_FLOW_CLUSTER_DB
 // with a 1 s lease, hosts the `work` tool, registers clusterSpecs (and, with
-// DCC_FLOW_CLUSTER_SCHEDULE=1, an interval schedule of 1 s on `tick`), prints "ready ENGINE_ID"
-// and then answers commands on stdin, one line each: submit NAME, cancel RUN, approve RUN STEP,
+// DCC_FLOW_CLUSTER_SCHEDULE=1, an interval schedule of 1 s on `tick`; with
+// DCC_FLOW_CLUSTER_WEBHOOK=1, a webhook schedule on `tick` at /hooks/hook, served on a loopback
+// port), prints "ready ENGINE_ID" (then "webhooks URL" with the webhook) and then answers commands on stdin, one line each: submit NAME, cancel RUN, approve RUN STEP,
 // pause RUN, unpause RUN, status RUN, quit.
 func TestClusterHelperProcess(t *testing.T) {
 	db := os.Getenv("DCC_FLOW_CLUSTER_DB")
@@ -130,7 +133,27 @@ func TestClusterHelperProcess(t *testing.T) {
 			os.Exit(2)
 		}
 	}
+	webhooks := ""
+	if os.Getenv("DCC_FLOW_CLUSTER_WEBHOOK") == "1" {
+		scheds, err := engine.ParseSchedules([]byte("schedules:\n  - {id: hook, workflow: tick, max_concurrent: 0, trigger: {kind: webhook, path: /hooks/hook}}\n"),
+			"cluster", nil)
+		if err == nil {
+			err = e.Schedule(scheds[0])
+		}
+		var ws *engine.WebhookServer
+		if err == nil {
+			ws, err = e.ServeWebhooks("127.0.0.1:0")
+		}
+		if err != nil {
+			fmt.Println("webhooks:", err)
+			os.Exit(2)
+		}
+		webhooks = "http://" + ws.Addr()
+	}
 	fmt.Println("ready", e.EngineID())
+	if webhooks != "" {
+		fmt.Println("webhooks", webhooks)
+	}
 	answer := func(what string, err error) {
 		if err != nil {
 			fmt.Println("err", run.CodeOf(err), strings.ReplaceAll(err.Error(), "\n", " "))
@@ -575,4 +598,64 @@ func TestClusterKilledWorkerCallIsRetried(t *testing.T) {
 	}
 	t.Logf("worker killed mid-call; the retry started on %s %s after the kill (lease %d s), the run completed %s after it",
 		other.id, got[1].at.Sub(killedAt).Round(time.Millisecond), clusterLeaseSecs, took.Round(time.Millisecond))
+}
+
+// Two engine processes serve one webhook schedule behind a (simulated) load balancer:
+// deliveries alternate between them and each starts a run on the engine that received it; then
+// 50 deliveries, each sent to both engines at once, start one run each, the other engine
+// answering 200 duplicate with that run's id, as a redelivery to one engine is answered.
+func TestClusterWebhooksOneRunPerDelivery(t *testing.T) {
+	// Not parallel: engine processes on a 1 s lease want the machine to themselves.
+	db := pgtest.DB(t)
+	env := []string{"DCC_FLOW_CLUSTER_WEBHOOK=1"}
+	nodes := startNodes(t, db, filepath.Join(t.TempDir(), "calls"), [][]string{env, env})
+	urls := make([]string, len(nodes))
+	for i, nd := range nodes {
+		urls[i] = strings.TrimPrefix(nd.expect("webhooks "), "webhooks ")
+	}
+	v := viewer(t, db)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	runs := map[string]bool{}
+	for i := range 10 {
+		r := postHook(t, urls[i%2], "/hooks/hook", fmt.Sprintf("alt-%d", i))
+		id, _ := r.body["run_id"].(string)
+		if r.code != 202 || id == "" || runs[id] {
+			t.Fatalf("delivery %d to engine %d: %d %v; want 202 with a new run", i, i%2, r.code, r.body)
+		}
+		runs[id] = true
+		info := waitFor(t, v, id, run.StatusCompleted, 10*time.Second)
+		if info.Origin != engine.OriginWebhook {
+			t.Errorf("run %s origin %q", id, info.Origin)
+		}
+		var owner string
+		if err := conn.QueryRow(ctx, `SELECT owner FROM workflows WHERE id = $1`, id).Scan(&owner); err != nil || owner != nodes[i%2].id {
+			t.Errorf("run %s of delivery %d ran on %q (%v); want the engine that received it, %s", id, i, owner, err, nodes[i%2].id)
+		}
+	}
+	start := time.Now()
+	for i := range 50 {
+		d := fmt.Sprintf("both-%d", i)
+		id := checkOneRunPerDelivery(t, d, sendToAll(t, urls, "/hooks/hook", d))
+		if runs[id] {
+			t.Fatalf("delivery %s answered with the run %s of another delivery", d, id)
+		}
+		runs[id] = true
+	}
+	t.Logf("50 deliveries sent to both engine processes at once in %s", time.Since(start))
+	stored, err := v.Runs(ctx, engine.RunFilter{Name: "tick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fires, err := v.ScheduleFires(ctx, "hook", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 60 || len(fires) != 60 {
+		t.Fatalf("%d runs and %d fires for 60 deliveries; want one each per delivery", len(stored), len(fires))
+	}
 }

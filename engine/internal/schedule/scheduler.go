@@ -83,6 +83,15 @@ func WithFireObserver(fn func(Fire)) Option { return func(s *Scheduler) { s.onFi
 // the fire, with a warning: better a missed fire than two.
 func WithSlotClaimer(c store.SlotClaimer) Option { return func(s *Scheduler) { s.slots = c } }
 
+// WithAdmitter makes the admission of every fire that depends on what other engines did — a
+// webhook with a delivery id, a schedule with max_concurrent — one critical section across the
+// engines sharing a's database (docs/cluster.md, "Schedules"): the redelivery check, the
+// max_concurrent count (a.ActiveScheduleRuns: the schedule's unfinished runs of every engine,
+// instead of Starter.Active), the start and the record of the fire run under a's lock of the
+// schedule. A lock that cannot be taken fails the fire (reason status_failed; a webhook gets 500
+// start_failed), as a count that fails does.
+func WithAdmitter(a store.ScheduleAdmitter) Option { return func(s *Scheduler) { s.admitter = a } }
+
 // WithDeliveryObserver calls fn with every webhook request the handler answers, just before its
 // reply is written: the engine's metrics count them by status (docs/metrics.md). fn must not block.
 func WithDeliveryObserver(fn func(Delivery)) Option { return func(s *Scheduler) { s.onDelivery = fn } }
@@ -107,6 +116,8 @@ type Scheduler struct {
 	log     *slog.Logger
 	onFire  func(Fire)        // WithFireObserver; nil = none
 	slots   store.SlotClaimer // WithSlotClaimer; nil = fires are this scheduler's alone
+	// admitter is WithAdmitter's; nil = admissions are this scheduler's alone.
+	admitter store.ScheduleAdmitter
 	// onDelivery is WithDeliveryObserver's function; nil = none.
 	onDelivery func(Delivery)
 	randMu     sync.Mutex
@@ -603,7 +614,36 @@ func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.
 	}
 	e.admit.Lock()
 	defer e.admit.Unlock()
+	unlock, err := s.lockShared(ctx, e, false)
+	if err != nil {
+		s.lockFailed(ctx, f, err)
+		return
+	}
+	defer unlock()
 	s.admitLocked(ctx, e, trig, "", f)
+}
+
+// lockShared takes the database-wide admission lock of e (WithAdmitter) when its admission
+// depends on what other engines did: a max_concurrent count, or a delivery id to check (dedup).
+// Otherwise, or without an admitter, it takes nothing and returns a no-op unlock.
+func (s *Scheduler) lockShared(ctx context.Context, e *entry, dedup bool) (unlock func(), err error) {
+	if s.admitter == nil || (!dedup && e.spec.MaxConcurrent <= 0) {
+		return func() {}, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			unlock, err = nil, fmt.Errorf("the store panicked taking the lock: %v", v)
+		}
+	}()
+	return s.admitter.LockSchedule(context.WithoutCancel(ctx), e.spec.ID)
+}
+
+// lockFailed records f as failed because lockShared returned err, and returns its admission.
+func (s *Scheduler) lockFailed(ctx context.Context, f Fire, err error) admission {
+	f.Kind, f.Reason = FireFailed, ReasonStatusFailed
+	f.Message = "taking the schedule's admission lock on the shared database failed: " + err.Error()
+	s.record(ctx, f)
+	return admission{fire: f, err: err}
 }
 
 // admission is the outcome of admitLocked.
@@ -658,13 +698,17 @@ func (s *Scheduler) start(ctx context.Context, req StartRequest) (runID string, 
 	return s.starter.Start(ctx, req)
 }
 
-// active calls Starter.Active, turning a panic into an error.
+// active calls Starter.Active (with an admitter, its ActiveScheduleRuns: the runs of every
+// engine), turning a panic into an error.
 func (s *Scheduler) active(ctx context.Context, id string) (n int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			n, err = 0, fmt.Errorf("the engine panicked counting the active runs: %v", v)
 		}
 	}()
+	if s.admitter != nil {
+		return s.admitter.ActiveScheduleRuns(context.WithoutCancel(ctx), id)
+	}
 	return s.starter.Active(ctx, id)
 }
 

@@ -309,6 +309,20 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 		if runID, ok := e.deliveries.get(delivery, now); ok {
 			return admission{duplicate: true, fire: Fire{RunID: runID}}
 		}
+	}
+	f := Fire{ScheduleID: e.spec.ID, Origin: OriginWebhook, ScheduledAt: now, FiredAt: now, DeliveryID: delivery}
+	// On a shared database, another engine may be admitting the same delivery right now: the
+	// history is checked, and the run started, under the schedule's lock across engines.
+	unlock, err := s.lockShared(ctx, e, delivery != "")
+	if err != nil {
+		return s.lockFailed(ctx, f, err)
+	}
+	defer unlock()
+	if s.admitter != nil { // the lock may have been waited for
+		now = s.clk.Now()
+		f.ScheduledAt, f.FiredAt = now, now
+	}
+	if delivery != "" {
 		if df, ok := s.fires.(DeliveryFinder); ok {
 			f, found, err := df.FireByDelivery(ctx, e.spec.ID, delivery)
 			if err != nil {
@@ -329,7 +343,6 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 	if delivery != "" {
 		trig["delivery_id"] = delivery
 	}
-	f := Fire{ScheduleID: e.spec.ID, Origin: OriginWebhook, ScheduledAt: now, FiredAt: now, DeliveryID: delivery}
 	a := s.admitLocked(ctx, e, trig, delivery, f)
 	if a.fire.Kind == FireFired && delivery != "" {
 		e.deliveries.put(delivery, a.fire.RunID, now)

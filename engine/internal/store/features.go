@@ -260,6 +260,25 @@ type SlotClaimer interface {
 	ClaimSlot(ctx context.Context, scheduleID string, slot time.Time) (bool, error)
 }
 
+// ScheduleAdmitter is an optional FireLog feature of a fire history that several engines share
+// (docs/cluster.md, "Schedules"): it makes the admission of a schedule's fire — the webhook
+// redelivery check, the max_concurrent count, the start of the run and the record of the fire —
+// one critical section across every engine on the database, and counts the schedule's
+// unfinished runs of all of them.
+type ScheduleAdmitter interface {
+	// LockSchedule waits until this engine holds the database-wide admission lock of scheduleID
+	// and returns the function that releases it (call it exactly once). While one engine holds
+	// it, another engine's LockSchedule of the same schedule waits; other schedules do not. The
+	// lock goes with the holder's database session: a holder whose process dies releases it.
+	// The wait is bounded by the store (an error once it is over, the fire then fails).
+	LockSchedule(ctx context.Context, scheduleID string) (unlock func(), err error)
+	// ActiveScheduleRuns counts the top-level runs that a fire of scheduleID started (their
+	// trigger names it), of any engine, whose stored status is not terminal (pending, running,
+	// waiting, paused). The fire's run is stored before Starter.Start returns, so a count made
+	// after it, under the lock, sees it.
+	ActiveScheduleRuns(ctx context.Context, scheduleID string) (int, error)
+}
+
 // CallQueue is the durable queue of tool calls of a store that many engines share
 // (docs/cluster.md, "The tool-call queue"): an engine that orchestrates a run and does not host
 // a tool that another live engine hosts enqueues the call; an engine that hosts the tool claims

@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,6 +72,9 @@ var ErrReadOnly = errors.New("store: the database is open read-only")
 type Store struct {
 	name string // the URL without its password, for messages
 	pool *pgxpool.Pool
+	// lockPool holds the schedules' admission locks (admit.go); nil on a read-only store.
+	lockPool *pgxpool.Pool
+	lockWait time.Duration // LockSchedule's wait; 0 = lockWait (admit.go)
 	// broken, once set, is returned by every later write.
 	broken   atomic.Pointer[FaultError]
 	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)
@@ -81,15 +85,16 @@ type Store struct {
 }
 
 var (
-	_ store.Store          = (*Store)(nil)
-	_ store.Pruner         = (*Store)(nil)
-	_ store.Controller     = (*Store)(nil)
-	_ store.FireLog        = (*Store)(nil)
-	_ store.DeliveryFinder = (*Store)(nil)
-	_ store.Catalog        = (*Store)(nil)
-	_ store.Leaser         = (*Store)(nil)
-	_ store.SlotClaimer    = (*Store)(nil)
-	_ store.CommitObserver = (*Store)(nil)
+	_ store.Store            = (*Store)(nil)
+	_ store.Pruner           = (*Store)(nil)
+	_ store.Controller       = (*Store)(nil)
+	_ store.FireLog          = (*Store)(nil)
+	_ store.DeliveryFinder   = (*Store)(nil)
+	_ store.Catalog          = (*Store)(nil)
+	_ store.Leaser           = (*Store)(nil)
+	_ store.SlotClaimer      = (*Store)(nil)
+	_ store.ScheduleAdmitter = (*Store)(nil)
+	_ store.CommitObserver   = (*Store)(nil)
 )
 
 // IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.
@@ -155,15 +160,26 @@ func open(ctx context.Context, rawURL string, readOnly bool) (*Store, error) {
 	if cfg.MaxConns < 8 && !strings.Contains(rawURL, "pool_max_conns=") {
 		cfg.MaxConns = 8 // the writer, the heartbeat, readers beside them
 	}
+	lockCfg := cfg.Copy()
+	lockCfg.MaxConns, lockCfg.MinConns = lockPoolConns, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", name, redactErr(err, rawURL))
 	}
 	s := &Store{name: name, pool: pool, readOnly: readOnly}
+	if !readOnly { // connects on first use
+		if s.lockPool, err = pgxpool.NewWithConfig(ctx, lockCfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("database %s: %w", name, redactErr(err, rawURL))
+		}
+	}
 	s.gc.Max = maxGroup
 	s.gc.Commit = s.commitGroup
 	fail := func(err error) (*Store, error) {
 		pool.Close()
+		if s.lockPool != nil {
+			s.lockPool.Close()
+		}
 		if fe := AsFault(name, err); fe != nil {
 			return nil, fe
 		}
@@ -313,6 +329,9 @@ func (s *Store) Close() error {
 	}
 	s.gc.Close()
 	s.pool.Close()
+	if s.lockPool != nil {
+		s.lockPool.Close()
+	}
 	return nil
 }
 

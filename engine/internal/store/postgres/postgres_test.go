@@ -47,6 +47,19 @@ func TestExercise(t *testing.T) {
 		}
 		return cs
 	})
+	storetest.ExerciseScheduleAdmitter(t, func(t *testing.T, n int) []storetest.AdmitterStore {
+		url := pgtest.DB(t)
+		ss := make([]storetest.AdmitterStore, n)
+		for i := range ss {
+			s, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			ss[i] = s
+		}
+		return ss
+	})
 }
 
 // ObserveCommits reports each group committed (docs/metrics.md: dccflow_db_commit_*), as the

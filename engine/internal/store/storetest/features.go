@@ -321,3 +321,103 @@ func ExerciseSlotClaimer(t *testing.T, newClaimers func(t *testing.T, n int) []s
 		}
 	})
 }
+
+// AdmitterStore is a store with the ScheduleAdmitter feature.
+type AdmitterStore interface {
+	store.Store
+	store.ScheduleAdmitter
+}
+
+// ExerciseScheduleAdmitter checks a store.ScheduleAdmitter: newStores returns n stores on one
+// shared database. The lock of a schedule excludes the other stores (and only for that
+// schedule) until it is released; the count sees the unfinished top-level runs whose trigger
+// names the schedule, whichever store wrote them, and no others.
+func ExerciseScheduleAdmitter(t *testing.T, newStores func(t *testing.T, n int) []AdmitterStore) {
+	t.Run("LockExcludesOtherStores", func(t *testing.T) {
+		ctx := context.Background()
+		ss := newStores(t, 2)
+		unlockA, err := ss[0].LockSchedule(ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan func(), 1)
+		go func() {
+			unlock, err := ss[1].LockSchedule(ctx, "nightly")
+			if err != nil {
+				t.Error(err)
+				unlock = func() {}
+			}
+			got <- unlock
+		}()
+		other, err := ss[1].LockSchedule(ctx, "hourly") // another schedule: not held up
+		if err != nil {
+			t.Fatal(err)
+		}
+		other()
+		select {
+		case unlock := <-got:
+			unlock()
+			t.Fatal("the second store took the lock of nightly while the first held it")
+		case <-time.After(300 * time.Millisecond):
+		}
+		released := time.Now()
+		unlockA()
+		select {
+		case unlock := <-got:
+			t.Logf("the waiting store took the lock %s after its release", time.Since(released))
+			unlock()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second store did not take the lock within 10 s of its release")
+		}
+		again, err := ss[0].LockSchedule(ctx, "nightly") // released again: free
+		if err != nil {
+			t.Fatal(err)
+		}
+		again()
+	})
+	t.Run("ActiveCountsEveryStoresRuns", func(t *testing.T) {
+		ctx := context.Background()
+		ss := newStores(t, 2)
+		now := time.Now()
+		mk := func(id, origin, scheduleID string, status run.Status, parent string) store.Run {
+			r := store.Run{ID: id, Name: "w", SpecJSON: []byte(`{}`), Status: status, Origin: origin,
+				CreatedAt: now, UpdatedAt: now, ParentRunID: parent}
+			if scheduleID != "" {
+				r.Trigger = []byte(fmt.Sprintf(`{"kind":"webhook","payload":{"s":"\u0000 schedule_id"},"schedule_id":%q}`, scheduleID))
+			}
+			return r
+		}
+		write := func(s store.Store, runs ...store.Run) {
+			t.Helper()
+			if err := s.Write(ctx, &store.Batch{CreateRuns: runs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(ss[0], mk("a1", "webhook", "nightly", run.StatusRunning, ""),
+			mk("a2", "schedule", "nightly", run.StatusPaused, ""),
+			mk("a3", "webhook", "nightly", run.StatusCompleted, ""),
+			mk("a4", "webhook", "hourly", run.StatusRunning, ""),
+			mk("a5", "local", "", run.StatusRunning, ""))
+		write(ss[1], mk("b1", "schedule", "nightly", run.StatusPending, ""),
+			mk("b2", "webhook", "nightly", run.StatusFailed, ""))
+		write(ss[1], mk("b3", "schedule", "nightly", run.StatusRunning, "a1")) // a child run
+		decoy := mk("a6", "webhook", "hourly", run.StatusRunning, "")          // nightly's bytes in its payload only
+		decoy.Trigger = []byte(`{"kind":"webhook","payload":{"schedule_id":"nightly"},"schedule_id":"hourly"}`)
+		write(ss[0], decoy)
+		count := func(s store.ScheduleAdmitter, id string, want int) {
+			t.Helper()
+			n, err := s.ActiveScheduleRuns(ctx, id)
+			if err != nil || n != want {
+				t.Fatalf("ActiveScheduleRuns(%s) = %d, %v; want %d", id, n, err, want)
+			}
+		}
+		count(ss[0], "nightly", 3) // a1, a2, b1
+		count(ss[1], "nightly", 3)
+		count(ss[1], "hourly", 2)
+		count(ss[0], "unknown", 0)
+		if err := ss[1].Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "b1", Status: run.StatusCompleted, UpdatedAt: now, FinishedAt: now}}}); err != nil {
+			t.Fatal(err)
+		}
+		count(ss[0], "nightly", 2)
+	})
+}

@@ -1,0 +1,316 @@
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+)
+
+// sharedDB stands for the database that several engines share: the runs every engine started
+// (by schedule, until ended) and a lock per schedule (the ScheduleAdmitter of one engine).
+type sharedDB struct {
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	active  map[string]int
+	started int
+	lockErr error
+}
+
+func newSharedDB() *sharedDB {
+	return &sharedDB{locks: map[string]*sync.Mutex{}, active: map[string]int{}}
+}
+
+func (d *sharedDB) LockSchedule(_ context.Context, id string) (func(), error) {
+	d.mu.Lock()
+	if d.lockErr != nil {
+		d.mu.Unlock()
+		return nil, d.lockErr
+	}
+	l := d.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		d.locks[id] = l
+	}
+	d.mu.Unlock()
+	l.Lock()
+	return l.Unlock, nil
+}
+
+func (d *sharedDB) ActiveScheduleRuns(_ context.Context, id string) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active[id], nil
+}
+
+func (d *sharedDB) end(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active[id]--
+}
+
+// sharedStarter is one engine's Starter on a sharedDB: its Active counts only its own runs, as
+// the engine's does; Start takes a few milliseconds, as a write to the database does.
+type sharedStarter struct {
+	name string
+	db   *sharedDB
+	mu   sync.Mutex
+	own  map[string]int
+}
+
+func (s *sharedStarter) Start(_ context.Context, req StartRequest) (string, error) {
+	time.Sleep(3 * time.Millisecond)
+	s.db.mu.Lock()
+	s.db.started++
+	s.db.active[req.ScheduleID]++
+	id := fmt.Sprintf("%s-run-%d", s.name, s.db.started)
+	s.db.mu.Unlock()
+	s.mu.Lock()
+	s.own[req.ScheduleID]++
+	s.mu.Unlock()
+	return id, nil
+}
+
+func (s *sharedStarter) Active(_ context.Context, id string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own[id], nil
+}
+
+// twoEngines serves the same webhook schedules from two schedulers sharing one fire history and
+// one sharedDB (with WithAdmitter when admit): /hook (max_concurrent 0) and /gated (max 1).
+func twoEngines(t *testing.T, admit bool) (*sharedDB, *MemFireLog, []string) {
+	t.Helper()
+	db, fires := newSharedDB(), NewMemFireLog(0)
+	hook := DefaultSpec("hook", "ingest", Trigger{Kind: KindWebhook, Path: "/hook"})
+	hook.MaxConcurrent = 0
+	gated := DefaultSpec("gated", "ingest", Trigger{Kind: KindWebhook, Path: "/gated"})
+	gated.MaxConcurrent = 1
+	var urls []string
+	for _, name := range []string{"a", "b"} {
+		var opts []Option
+		if admit {
+			opts = append(opts, WithAdmitter(db))
+		}
+		s, err := New(Config{Schedules: []Spec{hook, gated}}, &sharedStarter{name: name, db: db, own: map[string]int{}}, fires, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return db, fires, urls
+}
+
+func post(t *testing.T, url, delivery string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	if delivery != "" {
+		req.Header.Set(DeliveryHeader, delivery)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return res.StatusCode, body
+}
+
+// The same delivery sent to two engines at once starts one run: the other engine answers as for
+// a redelivery (200, duplicate, the first run's id). Without the shared lock both engines find no
+// fire of the delivery in the history and start a run each.
+func TestSharedAdmissionSameDeliveryOnTwoEngines(t *testing.T) {
+	t.Parallel()
+	db, fires, urls := twoEngines(t, true)
+	const deliveries = 20
+	for i := range deliveries {
+		var wg sync.WaitGroup
+		codes, bodies := make([]int, 2), make([]map[string]any, 2)
+		for k, u := range urls {
+			wg.Go(func() { codes[k], bodies[k] = post(t, u+"/hook", fmt.Sprintf("d-%d", i)) })
+		}
+		wg.Wait()
+		first, dup := 0, 1
+		if codes[0] != 202 {
+			first, dup = 1, 0
+		}
+		if codes[first] != 202 || codes[dup] != 200 || bodies[dup]["duplicate"] != true ||
+			bodies[dup]["run_id"] != bodies[first]["run_id"] || bodies[dup]["status"] != "enqueued" {
+			t.Fatalf("delivery %d: %d %v and %d %v; want one 202 and one 200 duplicate of its run", i, codes[0], bodies[0], codes[1], bodies[1])
+		}
+	}
+	if db.started != deliveries {
+		t.Fatalf("%d runs started for %d deliveries", db.started, deliveries)
+	}
+	if fs, _ := fires.Fires(context.Background(), "hook", 0); len(fs) != deliveries {
+		t.Fatalf("%d fires recorded; want one per delivery", len(fs))
+	}
+}
+
+// Without the shared lock the race is real: the control of the test above (it tests the lock).
+func TestSharedAdmissionWithoutAdmitterRaces(t *testing.T) {
+	t.Parallel()
+	db, _, urls := twoEngines(t, false)
+	for i := range 20 {
+		var wg sync.WaitGroup
+		for _, u := range urls {
+			wg.Go(func() { post(t, u+"/hook", fmt.Sprintf("d-%d", i)) })
+		}
+		wg.Wait()
+	}
+	if db.started <= 20 {
+		t.Fatalf("%d runs for 20 deliveries sent to two engines at once without the admitter: the test no longer races the two engines, so TestSharedAdmissionSameDeliveryOnTwoEngines proves nothing", db.started)
+	}
+	t.Logf("without the admitter: %d runs for 20 deliveries", db.started)
+}
+
+// max_concurrent counts the runs of every engine (the admitter's count, not Starter.Active's):
+// a run started by engine a makes engine b skip, 429 with in_flight, recorded skipped.
+func TestSharedAdmissionMaxConcurrentAcrossEngines(t *testing.T) {
+	t.Parallel()
+	db, fires, urls := twoEngines(t, true)
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	bodies := make([]map[string]any, 2)
+	for k, u := range urls {
+		wg.Go(func() { codes[k], bodies[k] = post(t, u+"/gated", "") })
+	}
+	wg.Wait()
+	if codes[0]+codes[1] != 202+429 {
+		t.Fatalf("two fires at once on two engines: %d %v, %d %v; want one 202 and one 429", codes[0], bodies[0], codes[1], bodies[1])
+	}
+	skipped := bodies[0]
+	if codes[1] == 429 {
+		skipped = bodies[1]
+	}
+	if skipped["error"] != WebhookMaxConcurrent || skipped["in_flight"] != 1.0 || skipped["max"] != 1.0 {
+		t.Fatalf("skipped: %v", skipped)
+	}
+	fs, _ := fires.Fires(context.Background(), "gated", 0)
+	if len(fs) != 2 || fs[0].Kind != FireSkipped || fs[0].Reason != ReasonMaxConcurrent || fs[1].Kind != FireFired {
+		t.Fatalf("history %+v", fs)
+	}
+	db.end("gated")
+	if code, body := post(t, urls[1]+"/gated", ""); code != 202 {
+		t.Fatalf("after the run ended: %d %v", code, body)
+	}
+}
+
+// A lock that cannot be taken fails the fire (500 start_failed, recorded failed with reason
+// status_failed), and does not make the delivery a duplicate: its retry starts the run.
+func TestSharedAdmissionLockFailure(t *testing.T) {
+	t.Parallel()
+	db, fires, urls := twoEngines(t, true)
+	db.mu.Lock()
+	db.lockErr = errors.New("the database is away")
+	db.mu.Unlock()
+	code, body := post(t, urls[0]+"/hook", "d-1")
+	if code != 500 || body["error"] != WebhookStartFailed || !strings.Contains(fmt.Sprint(body["message"]), "the database is away") {
+		t.Fatalf("%d %v", code, body)
+	}
+	fs, _ := fires.Fires(context.Background(), "hook", 0)
+	if len(fs) != 1 || fs[0].Kind != FireFailed || fs[0].Reason != ReasonStatusFailed {
+		t.Fatalf("history %+v", fs)
+	}
+	db.mu.Lock()
+	db.lockErr = nil
+	db.mu.Unlock()
+	if code, body := post(t, urls[1]+"/hook", "d-1"); code != 202 {
+		t.Fatalf("retry on the other engine: %d %v", code, body)
+	}
+}
+
+// countingAdmitter is a sharedDB that records which schedules were locked.
+type countingAdmitter struct {
+	*sharedDB
+	mu     sync.Mutex
+	locked []string
+}
+
+func (c *countingAdmitter) LockSchedule(ctx context.Context, id string) (func(), error) {
+	c.mu.Lock()
+	c.locked = append(c.locked, id)
+	c.mu.Unlock()
+	return c.sharedDB.LockSchedule(ctx, id)
+}
+
+// A cron fire of a max_concurrent schedule counts the runs of every engine under the lock: a
+// run another engine started makes it skip, though this engine's Starter.Active counts none; a
+// schedule without max_concurrent takes no lock.
+func TestSharedAdmissionCronFire(t *testing.T) {
+	t.Parallel()
+	limited := DefaultSpec("limited", "wf", Trigger{Kind: KindCron, Expression: "0 * * * * *"})
+	limited.MaxConcurrent = 1
+	free := DefaultSpec("free", "wf", Trigger{Kind: KindCron, Expression: "30 * * * * *"})
+	free.MaxConcurrent = 0
+	a := &countingAdmitter{sharedDB: newSharedDB()}
+	a.active["limited"] = 1 // a run of another engine
+	b := setup(t, t0, Config{Schedules: []Spec{limited}}, WithAdmitter(a))
+	b.start(t)
+	b.fireNext(t, "limited")
+	a.end("limited")
+	b.fireNext(t, "limited")
+	h := b.history(t, "limited") // oldest first
+	if len(h) != 2 || h[0].Kind != FireSkipped || h[0].Reason != ReasonMaxConcurrent ||
+		h[0].Message != "1 runs active; max_concurrent is 1" || h[1].Kind != FireFired {
+		t.Fatalf("history of limited %+v", h)
+	}
+	b.starter.mu.Lock()
+	calls := b.starter.activeCalls
+	b.starter.mu.Unlock()
+	if calls != 0 {
+		t.Fatalf("Starter.Active called %d times; the admitter counts", calls)
+	}
+	f := setup(t, t0, Config{Schedules: []Spec{free}}, WithAdmitter(a))
+	f.start(t)
+	f.fireNext(t, "free")
+	if h := f.history(t, "free"); len(h) != 1 || h[0].Kind != FireFired {
+		t.Fatalf("history of free %+v", h)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if strings.Join(a.locked, " ") != "limited limited" {
+		t.Fatalf("locked %v; want limited twice, free never", a.locked)
+	}
+}
+
+// slowLock is an admitter whose lock takes a minute to get (another engine held it): it moves
+// the stub clock on.
+type slowLock struct {
+	*sharedDB
+	clk *clock.Stub
+}
+
+func (l *slowLock) LockSchedule(ctx context.Context, id string) (func(), error) {
+	l.clk.Advance(time.Minute)
+	return l.sharedDB.LockSchedule(ctx, id)
+}
+
+// A webhook fire's fired_at is when it was admitted, after the wait for the shared lock.
+func TestSharedAdmissionFiredAtAfterTheLock(t *testing.T) {
+	t.Parallel()
+	l := &slowLock{sharedDB: newSharedDB()}
+	w := setupWebhooks(t, Config{}, nil, WithAdmitter(l))
+	l.clk = w.clock
+	received := w.clock.Now()
+	if r := w.do(t, "POST", "/hooks/open", map[string]string{DeliveryHeader: "d-1"}, []byte(`{}`)); r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	h := w.history(t, "open")
+	want := received.Add(time.Minute)
+	if len(h) != 1 || !h[0].FiredAt.Equal(want) || w.starter.requests()[0].Trigger["fired_at"] != rfc3339(want) {
+		t.Fatalf("history %+v, trigger %v; want fired at %s", h, w.starter.requests()[0].Trigger, want)
+	}
+}

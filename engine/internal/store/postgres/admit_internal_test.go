@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+// A LockSchedule that waits longer than its bound for another engine's admission fails with
+// PostgreSQL's lock timeout (the fire then fails, and is retried), not a storage fault, and its
+// connection goes back to the lock pool usable: once the holder released the lock, it is taken.
+// A holder's connection that dies releases the lock with its session.
+func TestLockScheduleTimesOutAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.lockWait = 200 * time.Millisecond
+	unlock, err := a.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range lockPoolConns + 1 { // more than the pool holds: each failure returned its connection
+		start := time.Now()
+		_, err = b.LockSchedule(ctx, "nightly")
+		if err == nil || !strings.Contains(err.Error(), "lock timeout") || !strings.Contains(err.Error(), "schedule nightly") || AsFault("", err) != nil {
+			t.Fatalf("a lock held by another store: %v; want the lock timeout, naming the schedule, not a fault", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("the timeout of 200 ms took %s", d)
+		}
+	}
+	unlock()
+	unlockB, err := b.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	// The holder's session dies (its connection is terminated by the server): a waiter gets it.
+	var pid int
+	conn, err := b.lockPool.Acquire(ctx) // another connection of b's lock pool
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if err := conn.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	a.lockWait = 5 * time.Second
+	unlockA, err := a.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatalf("after the holder's session died: %v", err)
+	}
+	unlockA()
+	unlockB() // its ROLLBACK fails on the dead connection, which the pool then drops
+	again, err := b.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatalf("b after its dead connection: %v", err)
+	}
+	again()
+}
