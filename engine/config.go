@@ -50,7 +50,9 @@ type Config struct {
 	// Remotes are the MCP servers tool_remote steps name with `dcc:`, by name.
 	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
 	// ToolPools routes `tool` steps to remotes (worker pools) by tool name: path.Match patterns
-	// ("maya__*") to a name of Remotes. When several match, the longest pattern wins (then the
+	// ("maya__*") to a name of Remotes (on a shared PostgreSQL database, or of a remote another
+	// attached engine has: checked at submit; docs/cluster.md "Pools and remotes on other
+	// engines"). When several match, the longest pattern wins (then the
 	// first in byte order). A step's own `pool:` comes first. So a spec runs its tools
 	// in-process where no mapping is configured (tests) and on pools where it is
 	// (docs/pools.md, "Routing").
