@@ -118,7 +118,7 @@ steps:
 
 // A cancel reaches a queued remote call that no engine claimed, and one that a worker engine
 // runs on its pool: the pool's server is told (notifications/cancelled) and the rows are
-// cancelled.
+// cancelled. A step's timeout does the same.
 func TestQueueCancelReachesRemoteCalls(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
@@ -172,6 +172,69 @@ func TestQueueCancelReachesRemoteCalls(t *testing.T) {
 	waitLog("cancelled key=k1")
 	t.Logf("the cancel reached the pool's server in %s", time.Since(start))
 	if rows := remoteQueueRows(t, db); strings.Join(rows, ",") != "maya sleep cancelled ,houdini sleep cancelled " {
+		t.Fatalf("queue rows: %q", rows)
+	}
+	// The step's timeout ends the queued remote call the same way: the attempt fails timeout
+	// and the pool's server is told.
+	info, err := orch.Run(ctx, engine.StartRequest{Spec: mustSpec(t,
+		"name: c3\nsteps: [{id: slow, tool: sleep, pool: maya, timeout_secs: 1, args: {ms: 60000, key: k2}}]\n")})
+	if err != nil || info.Status != run.StatusFailed || info.Error == nil || info.Error.Kind != run.KindTimeout {
+		t.Fatalf("timed-out run: %+v %v", info, err)
+	}
+	waitLog("cancelled key=k2")
+}
+
+// A remote call claimed by an engine that then stops renewing its claim (dead) fails
+// worker_lost once the claim's lease passed, as a host-tool call does, and the retry goes to an
+// engine that has the pool.
+func TestQueueLostRemoteCallIsRetriedOnAnotherEngine(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	bin := mcpServer(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	orch := openQueueEngine(t, db, "", nil, nil)
+	if _, err := conn.Exec(ctx, `INSERT INTO engines (id, remotes, lease_secs) VALUES ('ghost', '["maya"]', 0.6)`); err != nil {
+		t.Fatal(err)
+	}
+	id, err := orch.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: lost
+steps:
+  - {id: e, kind: tool_remote, dcc: maya, tool: echo, args: {x: 1}, retry: {max_attempts: 2, initial_delay_ms: 1, max_delay_ms: 2}}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ghost claims the call and dies: its claim's lease is already past.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tag, err := conn.Exec(ctx, `UPDATE tool_calls SET status = 'claimed', claimed_by = 'ghost', claimed_at = now(),
+			lease_until = now() - interval '1 second' WHERE status = 'queued' AND remote = 'maya'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag.RowsAffected() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call was never queued: %q", remoteQueueRows(t, db))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	worker := openPoolWorker(t, db, bin, filepath.Join(t.TempDir(), "server.log"))
+	info, err := orch.Wait(ctx, id, 20*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v; queue %q", info, err, remoteQueueRows(t, db))
+	}
+	steps, err := orch.Steps(ctx, id)
+	if err != nil || len(steps) != 1 || steps[0].Attempts != 2 || !strings.HasPrefix(steps[0].Worker, worker.EngineID()+"/maya/") {
+		t.Fatalf("steps: %+v %v", steps, err)
+	}
+	if rows := remoteQueueRows(t, db); strings.Join(rows, ",") != "maya echo done worker_lost,maya echo done " {
 		t.Fatalf("queue rows: %q", rows)
 	}
 }
