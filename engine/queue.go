@@ -242,10 +242,16 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 		}
 		switch status {
 		case "done":
-			if out.ErrorKind != "" {
-				return tools.Result{Worker: out.Worker, Error: &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}}, nil
+			res := tools.Result{Worker: out.Worker, LogsDropped: out.LogsDropped}
+			if len(out.Logs) > 0 && json.Unmarshal(out.Logs, &res.Logs) != nil {
+				res.Logs = nil // not ours to fail the call over
 			}
-			return tools.Result{Worker: out.Worker, OutputJSON: out.Output}, nil
+			if out.ErrorKind != "" {
+				res.Error = &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}
+				return res, nil
+			}
+			res.OutputJSON = out.Output
+			return res, nil
 		case "cancelled":
 			return tools.Failure(run.KindCancelled, "the queued call was cancelled"), nil
 		}
@@ -326,6 +332,10 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 		if res.Worker != "" {
 			out.Worker += "/" + res.Worker
 		}
+		if len(res.Logs) > 0 {
+			out.Logs, _ = json.Marshal(res.Logs) // strings and JSON the worker sent: cannot fail
+		}
+		out.LogsDropped = res.LogsDropped
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()

@@ -186,9 +186,11 @@ def test_worker_command_runs_its_pool_for_engines_without_it(pg_url, tmp_path):
     of ``dcc_flow worker --tools``), the orchestrating engine has none; its ``pool: maya`` step
     and its ``tool_remote`` step go through the database's tool-call queue to the worker
     process, which runs them on its pool; the step records name the worker engine and the pool
-    worker (docs/cluster.md, "Pools and remotes on other engines")."""
+    worker, and keep what the tool printed there (docs/cluster.md, "Pools and remotes on other
+    engines")."""
     tools = tmp_path / "maya_tools.py"
-    tools.write_text("import os\n\ndef export(i):\n    return {'v': i * 10, 'pid': os.getpid()}\n")
+    tools.write_text("import os\n\ndef export(i):\n    print('exporting', i)\n"
+                     "    return {'v': i * 10, 'pid': os.getpid()}\n")
     remotes = tmp_path / "farm_pools.json"
     remotes.write_text(json.dumps({"remotes": {"maya": {
         "command": [sys.executable, "-m", "dcc_flow", "worker", "--tools", str(tools)],
@@ -224,6 +226,9 @@ steps:
                 assert engine_id.split("-")[-2] == str(worker.pid), step.worker
                 assert pool_worker.startswith("maya/"), step.worker
                 assert int(pool_worker.split("/")[1]) in pids, step.worker
+                # What the tool printed on the farm's worker is on the step record, as for a local pool.
+                assert [(line["stream"], line["text"]) for line in step.logs] == [
+                    ("stdout", "exporting %d" % {"pooled": 1, "remote": 2}[step.key])], step.logs
     finally:
         worker.send_signal(signal.SIGTERM)
         try:

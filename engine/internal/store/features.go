@@ -318,6 +318,10 @@ type CallOutcome struct {
 	ErrorKind    string // "" = success
 	ErrorMessage string
 	ErrorTrace   string
+	// Logs are the output lines the call wrote (a JSON array of run.LogLine: a pool worker's
+	// captured output), LogsDropped the lines not kept; empty and 0 when none.
+	Logs        json.RawMessage
+	LogsDropped int
 	// Worker names what ran the call: CompleteCall records it (the engine id, then "/" and the
 	// pool worker, "ENGINE/POOL/PID", when a pool ran it); CallStatus returns it, or the id of
 	// the engine that claimed the call when none was recorded ("" when none claimed it).

@@ -89,6 +89,10 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	if err != nil {
 		return false, err
 	}
+	logs := string(out.Logs)
+	if logs == "" {
+		logs = "[]"
+	}
 	var result *string
 	if out.ErrorKind == "" {
 		r := string(out.Output)
@@ -99,10 +103,10 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 		result = &r
 	}
 	tag, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
-			error_message = $5, error_trace = $6, worker = $7, lease_until = NULL, done_at = now()
+			error_message = $5, error_trace = $6, worker = $7, logs = $8, logs_dropped = $9, lease_until = NULL, done_at = now()
 		WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 RETURNING id)
 		SELECT pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`,
-		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker))
+		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped)
 	if err != nil {
 		return false, s.fault(fmt.Errorf("recording the outcome of queued tool call %d: %w", id, err))
 	}
@@ -114,12 +118,12 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	if err := s.check(); err != nil {
 		return "", store.CallOutcome{}, err
 	}
-	var status string
+	var status, logs string
 	var result *string
 	var out store.CallOutcome
 	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace,
-			coalesce(nullif(worker, ''), claimed_by, '') FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker)
+			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped FROM tool_calls WHERE id = $1`, id).
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}
@@ -128,6 +132,9 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	}
 	if result != nil {
 		out.Output = json.RawMessage(*result)
+	}
+	if logs != "" && logs != "[]" {
+		out.Logs = json.RawMessage(logs)
 	}
 	return status, out, nil
 }

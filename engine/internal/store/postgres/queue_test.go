@@ -231,8 +231,8 @@ func itoas(v []int64) string { b, _ := json.Marshal(v); return string(b) }
 
 // Calls of a remote (a worker pool, an MCP server): an engine claims them by the remote's
 // name, never by the tool's, and a host-tool claim never takes them; the worker recorded with
-// the outcome (engine and pool worker) is what CallStatus returns; the engines row lists the
-// remotes an engine advertises.
+// the outcome (engine and pool worker) and the call's output lines are what CallStatus returns;
+// the engines row lists the remotes an engine advertises.
 func TestCallQueueRemoteCalls(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
@@ -286,11 +286,14 @@ func TestCallQueueRemoteCalls(t *testing.T) {
 	if err != nil || c == nil || c.ID != id || c.Remote != "maya" || c.Tool != "export" {
 		t.Fatalf("claim by remote: %+v %v", c, err)
 	}
-	if ok, err := farm.CompleteCall(ctx, id, store.CallOutcome{Output: json.RawMessage(`{"ok":1}`), Worker: "FARM/maya/42"}); err != nil || !ok {
+	logs := json.RawMessage(`[{"stream":"stdout","text":"opening sh010.ma"}]`)
+	if ok, err := farm.CompleteCall(ctx, id, store.CallOutcome{Output: json.RawMessage(`{"ok":1}`), Worker: "FARM/maya/42",
+		Logs: logs, LogsDropped: 3}); err != nil || !ok {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
 	status, out, err := orch.CallStatus(ctx, id)
-	if err != nil || status != "done" || out.Worker != "FARM/maya/42" || string(out.Output) != `{"ok":1}` {
+	if err != nil || status != "done" || out.Worker != "FARM/maya/42" || string(out.Output) != `{"ok":1}` ||
+		string(out.Logs) != string(logs) || out.LogsDropped != 3 {
 		t.Fatalf("status: %s %+v %v", status, out, err)
 	}
 	// A host-tool call is still claimed by tool, and its worker defaults to the claiming engine.
@@ -307,7 +310,7 @@ func TestCallQueueRemoteCalls(t *testing.T) {
 	if ok, err := farm.CompleteCall(ctx, hid, store.CallOutcome{Output: json.RawMessage(`1`)}); err != nil || !ok {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
-	if _, out, err := orch.CallStatus(ctx, hid); err != nil || out.Worker != "FARM" {
+	if _, out, err := orch.CallStatus(ctx, hid); err != nil || out.Worker != "FARM" || out.Logs != nil || out.LogsDropped != 0 {
 		t.Fatalf("host-tool call's worker: %+v %v", out, err)
 	}
 }
