@@ -46,6 +46,7 @@ type callQueue struct {
 	mu      sync.Mutex
 	waiters map[int64]chan struct{}      // calls this engine queued, by id
 	running map[int64]context.CancelFunc // calls this engine claimed and runs
+	busy    map[string]int               // of those, the calls of each remote
 	remote  map[string]bool              // tools other engines host (engines rows)
 	remotes map[string]bool              // remotes other engines have (engines rows)
 	fetched time.Time                    // when remote and remotes were read
@@ -58,7 +59,7 @@ func (e *Engine) startQueue() {
 		return
 	}
 	cq := &callQueue{e: e, q: q, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
-		running: map[int64]context.CancelFunc{}}
+		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
 	cq.ctx, cq.stop = context.WithCancel(context.Background())
 	e.queue = cq
 	e.router.SetQueue(tools.CallerFunc(cq.call), cq.hosted, cq.hasRemote)
@@ -259,7 +260,8 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 }
 
 // claimLoop claims the queued calls of the tools this engine hosts and of the remotes it has
-// while it has room.
+// while it has room: at most maxClaims in all, and no more calls of a worker pool than its
+// workers (the others stay queued for another engine with the pool, or for a free worker).
 func (cq *callQueue) claimLoop() {
 	defer cq.wg.Done()
 	poll := time.NewTicker(queuePoll)
@@ -282,10 +284,20 @@ func (cq *callQueue) claimLoop() {
 
 func (cq *callQueue) claimAll() {
 	hosted, _ := cq.e.hostedTools()
-	remotes := cq.e.remoteNames()
+	names := cq.e.remoteNames()
+	capacity := map[string]int{} // a pool's workers: it claims no more calls than it can run
+	for _, p := range cq.e.Pools() {
+		capacity[p.Name] = p.Workers
+	}
 	for cq.ctx.Err() == nil {
 		cq.mu.Lock()
 		full := len(cq.running) >= maxClaims
+		remotes := make([]string, 0, len(names))
+		for _, name := range names {
+			if n, ok := capacity[name]; !ok || cq.busy[name] < n {
+				remotes = append(remotes, name)
+			}
+		}
 		cq.mu.Unlock()
 		if full || len(hosted) == 0 && len(remotes) == 0 {
 			return
@@ -297,6 +309,9 @@ func (cq *callQueue) claimAll() {
 		ctx, cancel := context.WithCancel(cq.ctx)
 		cq.mu.Lock()
 		cq.running[c.ID] = cancel
+		if c.Remote != "" {
+			cq.busy[c.Remote]++
+		}
 		cq.mu.Unlock()
 		cq.wg.Add(1)
 		go cq.run(ctx, cancel, c)
@@ -312,6 +327,11 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 		cancel()
 		cq.mu.Lock()
 		delete(cq.running, c.ID)
+		if c.Remote != "" {
+			if cq.busy[c.Remote]--; cq.busy[c.Remote] <= 0 {
+				delete(cq.busy, c.Remote)
+			}
+		}
 		cq.mu.Unlock()
 		cq.kickNow() // room for another
 	}()

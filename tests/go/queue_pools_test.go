@@ -238,3 +238,68 @@ steps:
 		t.Fatalf("queue rows: %q", rows)
 	}
 }
+
+// An engine claims no more calls of a pool than the pool has workers: the others stay queued,
+// for another engine with the pool to take, so two farm nodes share a batch rather than the
+// first one holding it in its pool's local queue.
+func TestQueuePoolClaimsAreBoundedByItsWorkers(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	bin := mcpServer(t)
+	ctx := context.Background()
+	orch := openQueueEngine(t, db, "", nil, nil)
+	open := func(log string) *engine.Engine {
+		w, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 0.6, Remotes: map[string]engine.RemoteConfig{
+			"maya": {Command: []string{bin, "-log", log}, Workers: 1},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close(context.Background()) })
+		return w
+	}
+	dir := t.TempDir()
+	a := open(filepath.Join(dir, "a.log"))
+	id, err := orch.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: batch
+steps:
+  - id: each
+    kind: foreach
+    items: [1, 2]
+    concurrency: 2
+    steps: [{id: nap, tool: sleep, pool: maya, args: {ms: 1500, key: "k{{item}}"}}]
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's one worker runs one call; the other stays queued (a does not claim it).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows := strings.Join(remoteQueueRows(t, db), ",")
+		if strings.Count(rows, "maya sleep claimed") == 1 && strings.Count(rows, "maya sleep queued") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue rows: %q", rows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := open(filepath.Join(dir, "b.log")) // takes the queued one
+	info, err := orch.Wait(ctx, id, 20*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	steps, err := orch.Steps(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := map[string]bool{}
+	for _, st := range steps {
+		if st.StepID == "nap" {
+			engines[strings.SplitN(st.Worker, "/", 2)[0]] = true
+		}
+	}
+	if !engines[a.EngineID()] || !engines[b.EngineID()] {
+		t.Fatalf("the two calls ran on %v, want one on %s and one on %s", engines, a.EngineID(), b.EngineID())
+	}
+}
