@@ -17,6 +17,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -49,7 +50,9 @@ type Config struct {
 	// Remotes are the MCP servers tool_remote steps name with `dcc:`, by name.
 	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
 	// ToolPools routes `tool` steps to remotes (worker pools) by tool name: path.Match patterns
-	// ("maya__*") to a name of Remotes. When several match, the longest pattern wins (then the
+	// ("maya__*") to a name of Remotes (on a shared PostgreSQL database, or of a remote another
+	// attached engine has: checked at submit; docs/cluster.md "Pools and remotes on other
+	// engines"). When several match, the longest pattern wins (then the
 	// first in byte order). A step's own `pool:` comes first. So a spec runs its tools
 	// in-process where no mapping is configured (tests) and on pools where it is
 	// (docs/pools.md, "Routing").
@@ -317,7 +320,8 @@ func (c Config) validate() error {
 		}
 		if pool := c.ToolPools[pattern]; pool == "" {
 			add(f, "names no remote; give the name of one of remotes")
-		} else if _, ok := c.Remotes[pool]; !ok {
+		} else if _, ok := c.Remotes[pool]; !ok && !storeopen.IsURL(c.DB) {
+			// On a shared database another engine may have it (checked at submit).
 			add(f, "remote %q is not configured in remotes", pool)
 		}
 	}
@@ -399,9 +403,10 @@ func (c Config) validate() error {
 		Details: map[string]any{"problems": problems}}
 }
 
-// poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` when c has that
-// remote (else the step runs in-process), else the longest ToolPools pattern matching its tool.
-func (c Config) poolRouter() func(*spec.Step) string {
+// poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` — optional: it
+// runs in-process when neither c nor another attached engine has that remote —, else the
+// longest ToolPools pattern matching its tool.
+func (c Config) poolRouter() func(*spec.Step) (string, bool) {
 	patterns := slices.Collect(maps.Keys(c.ToolPools))
 	slices.SortFunc(patterns, func(a, b string) int {
 		if len(a) != len(b) {
@@ -409,20 +414,16 @@ func (c Config) poolRouter() func(*spec.Step) string {
 		}
 		return strings.Compare(a, b)
 	})
-	remotes := maps.Clone(c.Remotes)
 	toolPools := maps.Clone(c.ToolPools)
-	return func(st *spec.Step) string {
+	return func(st *spec.Step) (string, bool) {
 		if st.Pool != "" {
-			if _, ok := remotes[st.Pool]; ok {
-				return st.Pool
-			}
-			return ""
+			return st.Pool, true
 		}
 		for _, p := range patterns {
 			if ok, _ := path.Match(p, st.Tool); ok {
-				return toolPools[p]
+				return toolPools[p], false
 			}
 		}
-		return ""
+		return "", false
 	}
 }

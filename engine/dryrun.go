@@ -154,7 +154,7 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	if err != nil {
 		return nil, err
 	}
-	unknown, suggestions, err := e.unknownTools(s)
+	unknown, suggestions, _, err := e.unknownTools(s)
 	if err != nil {
 		return nil, err
 	}
@@ -246,29 +246,58 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 }
 
 // unknownTools lists the tools of s's tool steps that are not registered and the "dcc/tool" of
-// its tool_remote steps whose remote is not configured, sorted, with suggestions
-// (suggestTools).
-func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, error) {
+// its tool_remote steps (and tool steps routed to a pool) whose remote is not configured, sorted,
+// with suggestions (suggestTools) and notes: for each "dcc/tool", and each tool of a pool step
+// left in-process, which step calls it and why it is unknown ("step export: remote …"). On a
+// shared database a tool another attached engine hosts, and a remote another attached engine
+// has, are known (their calls go through the tool-call queue, docs/cluster.md). A step's own
+// `pool:` that no engine has runs in-process: then its tool must be known.
+func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[string]string, error) {
 	toolNames, remotes, err := e.exec.Tools(s)
 	if err != nil {
-		return nil, nil, &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
+		return nil, nil, nil, &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
 	}
 	var unknown []string
+	knownTool := func(name string) bool {
+		_, ok := e.router.Lookup(name)
+		return ok || e.queue != nil && e.queue.hostedNow(name)
+	}
 	for _, name := range toolNames {
-		if _, ok := e.router.Lookup(name); !ok && (e.queue == nil || !e.queue.hostedNow(name)) {
+		if !knownTool(name) {
 			unknown = append(unknown, name)
 		}
 	}
+	notes := map[string]string{}
+	nowhere := "is not in the engine config's remotes"
+	if e.queue != nil {
+		nowhere = "is neither in this engine's config nor advertised by an engine attached to the database"
+	}
 	for _, rt := range remotes {
-		if _, ok := e.cfg.Remotes[rt.DCC]; !ok || !e.router.HasRemote() {
-			unknown = append(unknown, rt.DCC+"/"+rt.Tool)
+		_, configured := e.cfg.Remotes[rt.DCC]
+		switch {
+		case configured && e.router.HasRemoteNamed(rt.DCC):
+		case e.queue != nil && e.queue.hasRemoteNow(rt.DCC):
+		case rt.Optional:
+			if !knownTool(rt.Tool) {
+				unknown = append(unknown, rt.Tool)
+				if _, ok := notes[rt.Tool]; !ok {
+					notes[rt.Tool] = fmt.Sprintf("step %s: pool %q %s, so the tool runs in-process", rt.Step, rt.DCC, nowhere)
+				}
+			}
+		default:
+			name := rt.DCC + "/" + rt.Tool
+			unknown = append(unknown, name)
+			if _, ok := notes[name]; !ok {
+				notes[name] = fmt.Sprintf("step %s: remote %q %s", rt.Step, rt.DCC, nowhere)
+			}
 		}
 	}
 	slices.Sort(unknown)
+	unknown = slices.Compact(unknown)
 	if len(unknown) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	return unknown, e.suggestTools(unknown), nil
+	return unknown, e.suggestTools(unknown), notes, nil
 }
 
 // stepIDOf returns the step id of an instance key: "per_file[1].export" → "export".

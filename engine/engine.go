@@ -12,8 +12,10 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -198,6 +200,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		e.remotes, o.remote = pool, poolCaller{pool}
 	}
 	e.router = tools.NewRouter(o.clock, o.remote)
+	e.router.SetRemoteNames(slices.Collect(maps.Keys(cfg.Remotes)))
 	var stall time.Duration
 	if cfg.StallAfterSecs > 0 {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))

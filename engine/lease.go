@@ -96,6 +96,7 @@ func (e *Engine) attach(ctx context.Context) (bool, error) {
 	ls := &e.lease
 	ls.info = store.EngineInfo{ID: newEngineID(host, os.Getpid()), Host: host, PID: os.Getpid(), Lease: lease}
 	ls.info.Tools, ls.info.Lanes = e.hostedTools()
+	ls.info.Remotes = e.remoteNames()
 	if err := l.Attach(ctx, ls.info); err != nil {
 		return true, notFound("", err)
 	}
@@ -143,6 +144,19 @@ func (e *Engine) publishTools() {
 	if e.queue != nil {
 		e.queue.kickNow()
 	}
+}
+
+// remoteNames returns the remotes of the engine's config (worker pools, MCP servers), sorted,
+// when it can call them: those whose calls other engines may queue for it.
+func (e *Engine) remoteNames() []string {
+	names := []string{}
+	for name := range e.cfg.Remotes {
+		if e.router.HasRemoteNamed(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // hostedTools returns the host tools registered and their lanes, sorted.

@@ -19,7 +19,10 @@ import (
 // that orchestrates a run and does not host a step's tool, while another engine attached to the
 // database does (its engines row lists it), puts the call on the queue (store.CallQueue) and
 // waits for its outcome; an engine that hosts the tool claims the call, runs it through its
-// host-tool path and writes the outcome. Wake-ups are LISTEN/NOTIFY, with a poll every
+// host-tool path and writes the outcome. Likewise the call of a remote (a worker pool, an MCP
+// server: a pool step's or a tool_remote step's) that this engine does not have and another
+// engine does ("Pools and remotes on other engines") is queued with that remote's name and
+// claimed by an engine that has it, which runs it through its own remote pool. Wake-ups are LISTEN/NOTIFY, with a poll every
 // queuePoll as the fallback. A claim is under a lease the claiming engine renews with its
 // heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
 // engine's heartbeat notices first, and the step is retried per its policy.
@@ -43,8 +46,10 @@ type callQueue struct {
 	mu      sync.Mutex
 	waiters map[int64]chan struct{}      // calls this engine queued, by id
 	running map[int64]context.CancelFunc // calls this engine claimed and runs
+	busy    map[string]int               // of those, the calls of each remote
 	remote  map[string]bool              // tools other engines host (engines rows)
-	fetched time.Time                    // when remote was read
+	remotes map[string]bool              // remotes other engines have (engines rows)
+	fetched time.Time                    // when remote and remotes were read
 }
 
 // startQueue starts the queue's listener and claimer on a shared database whose store has one.
@@ -54,10 +59,10 @@ func (e *Engine) startQueue() {
 		return
 	}
 	cq := &callQueue{e: e, q: q, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
-		running: map[int64]context.CancelFunc{}}
+		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
 	cq.ctx, cq.stop = context.WithCancel(context.Background())
 	e.queue = cq
-	e.router.SetQueue(tools.CallerFunc(cq.call), cq.hosted)
+	e.router.SetQueue(tools.CallerFunc(cq.call), cq.hosted, cq.hasRemote)
 	cq.wg.Add(2)
 	go cq.listen()
 	go cq.claimLoop()
@@ -103,6 +108,10 @@ func (cq *callQueue) notified(p string) {
 		if _, ok := cq.e.router.Lookup(rest); ok {
 			cq.kickNow()
 		}
+	case "r":
+		if cq.e.router.HasRemoteNamed(rest) {
+			cq.kickNow()
+		}
 	case "d", "c":
 		id, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil {
@@ -125,21 +134,35 @@ func (cq *callQueue) notified(p string) {
 
 // hostedNow is hosted, reading the engines table on a miss whenever it is asked (a submit).
 func (cq *callQueue) hostedNow(tool string) bool {
-	cq.mu.Lock()
-	cq.fetched = time.Time{}
-	cq.mu.Unlock()
-	return cq.hosted(tool)
+	return cq.lookup(func() map[string]bool { return cq.remote }, tool, true)
 }
 
 // hosted reports whether another engine attached to the database hosts tool (read from the
 // engines table, at most once a second on a miss).
 func (cq *callQueue) hosted(tool string) bool {
+	return cq.lookup(func() map[string]bool { return cq.remote }, tool, false)
+}
+
+// hasRemoteNow is hasRemote, reading the engines table on a miss whenever it is asked.
+func (cq *callQueue) hasRemoteNow(name string) bool {
+	return cq.lookup(func() map[string]bool { return cq.remotes }, name, true)
+}
+
+// hasRemote reports whether another engine attached to the database has the remote name (a
+// worker pool, an MCP server) in its config, as hosted does for tools.
+func (cq *callQueue) hasRemote(name string) bool {
+	return cq.lookup(func() map[string]bool { return cq.remotes }, name, false)
+}
+
+// lookup reports whether set() (read under mu) has name, reading the engines table on a
+// miss: always when now, else at most once a second.
+func (cq *callQueue) lookup(set func() map[string]bool, name string, now bool) bool {
 	cq.mu.Lock()
-	if cq.remote[tool] {
+	if set()[name] {
 		cq.mu.Unlock()
 		return true
 	}
-	fresh := time.Since(cq.fetched) < time.Second
+	fresh := !now && time.Since(cq.fetched) < time.Second
 	cq.mu.Unlock()
 	if fresh {
 		return false
@@ -147,7 +170,7 @@ func (cq *callQueue) hosted(tool string) bool {
 	cq.refresh(cq.ctx)
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.remote[tool]
+	return set()[name]
 }
 
 // refresh reads the tools the other engines host.
@@ -156,7 +179,7 @@ func (cq *callQueue) refresh(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	m := map[string]bool{}
+	m, r := map[string]bool{}, map[string]bool{}
 	for _, en := range es {
 		if en.ID == cq.e.lease.info.ID {
 			continue
@@ -164,25 +187,34 @@ func (cq *callQueue) refresh(ctx context.Context) {
 		for _, t := range en.Tools {
 			m[t] = true
 		}
+		for _, name := range en.Remotes {
+			r[name] = true
+		}
 	}
 	cq.mu.Lock()
-	cq.remote, cq.fetched = m, time.Now()
+	cq.remote, cq.remotes, cq.fetched = m, r, time.Now()
 	cq.mu.Unlock()
 }
 
-// call queues a call and waits for its outcome; when ctx ends first (a cancel, the step's
+// call queues a call — of a host tool, or of the remote call.DCC (a pool step's or a
+// tool_remote step's) — and waits for its outcome; when ctx ends first (a cancel, the step's
 // timeout, the run abandoned) the queued call is cancelled.
 func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, error) {
 	args, err := json.Marshal(call.Args)
 	if err != nil {
 		return tools.Failure(run.KindInvalidInput, "the args cannot be queued as JSON: "+err.Error()), nil
 	}
-	id, err := cq.q.EnqueueCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt, Tool: call.Tool, Args: args})
+	id, err := cq.q.EnqueueCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt, Tool: call.Tool,
+		Remote: call.DCC, Args: args})
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, ctx.Err()
 		}
-		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", call.Tool, err)), nil
+		what := call.Tool
+		if call.DCC != "" {
+			what = call.DCC + "/" + call.Tool
+		}
+		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", what, err)), nil
 	}
 	ch := make(chan struct{}, 1)
 	cq.mu.Lock()
@@ -211,17 +243,25 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 		}
 		switch status {
 		case "done":
-			if out.ErrorKind != "" {
-				return tools.Result{Worker: out.Worker, Error: &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}}, nil
+			res := tools.Result{Worker: out.Worker, LogsDropped: out.LogsDropped}
+			if len(out.Logs) > 0 && json.Unmarshal(out.Logs, &res.Logs) != nil {
+				res.Logs = nil // not ours to fail the call over
 			}
-			return tools.Result{Worker: out.Worker, OutputJSON: out.Output}, nil
+			if out.ErrorKind != "" {
+				res.Error = &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}
+				return res, nil
+			}
+			res.OutputJSON = out.Output
+			return res, nil
 		case "cancelled":
 			return tools.Failure(run.KindCancelled, "the queued call was cancelled"), nil
 		}
 	}
 }
 
-// claimLoop claims the queued calls of the tools this engine hosts while it has room.
+// claimLoop claims the queued calls of the tools this engine hosts and of the remotes it has
+// while it has room: at most maxClaims in all, and no more calls of a worker pool than its
+// workers (the others stay queued for another engine with the pool, or for a free worker).
 func (cq *callQueue) claimLoop() {
 	defer cq.wg.Done()
 	poll := time.NewTicker(queuePoll)
@@ -244,33 +284,54 @@ func (cq *callQueue) claimLoop() {
 
 func (cq *callQueue) claimAll() {
 	hosted, _ := cq.e.hostedTools()
+	names := cq.e.remoteNames()
+	capacity := map[string]int{} // a pool's workers: it claims no more calls than it can run
+	for _, p := range cq.e.Pools() {
+		capacity[p.Name] = p.Workers
+	}
 	for cq.ctx.Err() == nil {
 		cq.mu.Lock()
 		full := len(cq.running) >= maxClaims
+		remotes := make([]string, 0, len(names))
+		for _, name := range names {
+			if n, ok := capacity[name]; !ok || cq.busy[name] < n {
+				remotes = append(remotes, name)
+			}
+		}
 		cq.mu.Unlock()
-		if full || len(hosted) == 0 {
+		if full || len(hosted) == 0 && len(remotes) == 0 {
 			return
 		}
-		c, err := cq.q.ClaimCall(cq.ctx, hosted)
+		c, err := cq.q.ClaimCall(cq.ctx, hosted, remotes)
 		if err != nil || c == nil {
 			return
 		}
 		ctx, cancel := context.WithCancel(cq.ctx)
 		cq.mu.Lock()
 		cq.running[c.ID] = cancel
+		if c.Remote != "" {
+			cq.busy[c.Remote]++
+		}
 		cq.mu.Unlock()
 		cq.wg.Add(1)
 		go cq.run(ctx, cancel, c)
 	}
 }
 
-// run runs a claimed call through the host-tool path and writes its outcome.
+// run runs a claimed call through the host-tool path (a call of a remote: through this
+// engine's remote pool, as a local tool_remote or pooled call) and writes its outcome, with
+// the worker that ran it: this engine, and the pool worker when there is one.
 func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
 	defer cq.wg.Done()
 	defer func() {
 		cancel()
 		cq.mu.Lock()
 		delete(cq.running, c.ID)
+		if c.Remote != "" {
+			if cq.busy[c.Remote]--; cq.busy[c.Remote] <= 0 {
+				delete(cq.busy, c.Remote)
+			}
+		}
 		cq.mu.Unlock()
 		cq.kickNow() // room for another
 	}()
@@ -279,8 +340,22 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		out = store.CallOutcome{ErrorKind: run.KindInvalidInput, ErrorMessage: "the queued args are not a JSON object: " + err.Error()}
 	} else {
-		res, err := cq.e.router.Call(ctx, tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, Args: args, Attempt: c.Attempt, Queued: true})
+		call := tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, DCC: c.Remote, Args: args, Attempt: c.Attempt, Queued: true}
+		var res tools.Result
+		if c.Remote != "" {
+			res, err = cq.e.router.CallRemote(ctx, call)
+		} else {
+			res, err = cq.e.router.Call(ctx, call)
+		}
 		out = outcome(res, err, cq.ctx.Err() != nil, cq.e.lease.info.ID)
+		out.Worker = cq.e.lease.info.ID
+		if res.Worker != "" {
+			out.Worker += "/" + res.Worker
+		}
+		if len(res.Logs) > 0 {
+			out.Logs, _ = json.Marshal(res.Logs) // strings and JSON the worker sent: cannot fail
+		}
+		out.LogsDropped = res.LogsDropped
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()

@@ -229,7 +229,7 @@ func (e *Engine) runDone(h *exec.Run) {
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
 // tool_remote step names a remote that is not configured.
 func (e *Engine) checkTools(s *spec.Spec) error {
-	unknown, suggestions, err := e.unknownTools(s)
+	unknown, suggestions, notes, err := e.unknownTools(s)
 	if err != nil {
 		return err
 	}
@@ -242,6 +242,9 @@ func (e *Engine) checkTools(s *spec.Spec) error {
 		if sug, ok := suggestions[u]; ok {
 			named[i] += fmt.Sprintf(" (did you mean %q?)", sug)
 		}
+		if note, ok := notes[u]; ok {
+			named[i] += " (" + note + ")"
+		}
 	}
 	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(named, ", "))
 	var unknownRemotes []string
@@ -251,13 +254,19 @@ func (e *Engine) checkTools(s *spec.Spec) error {
 		}
 	}
 	if len(unknownRemotes) > 0 {
-		if e.router.HasRemote() {
-			msg += "; tool_remote steps need their `dcc` in the engine config's remotes"
-		} else {
+		switch {
+		case e.queue != nil:
+			msg += "; tool_remote and pool steps need their remote in the engine config's remotes, or a worker engine that has it attached to the database (dcc-flow worker --db URL --remotes FILE)"
+		case e.router.HasRemote():
+			msg += "; tool_remote and pool steps need their remote in the engine config's remotes"
+		default:
 			msg += "; this engine has no remote caller for tool_remote steps"
 		}
 	}
 	details := map[string]any{"tools": unknown}
+	if len(notes) > 0 {
+		details["notes"] = notes // "remote/tool", or a pool step's tool → which step, and why
+	}
 	if len(suggestions) > 0 {
 		details["suggestions"] = suggestions
 	}

@@ -148,7 +148,8 @@ type Step struct {
 	Tool string
 	DCC  string // tool_remote only: a remote named in the engine config
 	// Pool (tool only) runs the call on the engine's worker pool of that name when the engine
-	// config has a remote so named, and in-process otherwise (docs/pools.md, "Routing"); "" =
+	// config has a remote so named, else on another engine's attached to the same PostgreSQL
+	// database that has one, and in-process when none has (docs/pools.md, "Routing"); "" =
 	// the engine's tool_pools mapping decides.
 	Pool string
 	Args map[string]any // never nil for tool kinds

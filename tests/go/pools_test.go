@@ -168,3 +168,16 @@ steps:
 		t.Errorf("pool on tool_remote: %v", err)
 	}
 }
+
+// tool_pools naming a remote the engine lacks is a config error on a database of its own (no
+// other engine can have it); on a shared PostgreSQL database it is checked at submit instead
+// (TestQueuePoolStepsRunOnTheEngineThatHasThePool).
+func TestToolPoolsNamingAMissingRemote(t *testing.T) {
+	t.Parallel()
+	_, err := engine.Open(context.Background(), engine.Config{DB: t.TempDir() + "/runs.db", ToolPools: map[string]string{"maya__*": "maya"}})
+	re := asRunError(err)
+	if re == nil || re.Code != run.CodeInvalidRequest {
+		t.Fatalf("err %v", err)
+	}
+	mustContain(t, "message", re.Message, `tool_pools["maya__*"]: remote "maya" is not configured in remotes`)
+}

@@ -7,6 +7,7 @@ The tests start a throwaway PostgreSQL cluster (initdb + pg_ctl in a temporary f
 under CI=true on Linux, where they fail: CI installs postgresql (.ci/run)."""
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -178,3 +179,68 @@ def test_worker_command_serves_queued_calls_from_the_database(pg_url, tmp_path):
             worker.kill()
             raise
     assert rc == 0, worker.stderr.read()
+
+
+def test_worker_command_runs_its_pool_for_engines_without_it(pg_url, tmp_path):
+    """``dcc-flow worker --db URL --remotes FILE``: a farm node has the ``maya`` pool (processes
+    of ``dcc_flow worker --tools``), the orchestrating engine has none; its ``pool: maya`` step
+    and its ``tool_remote`` step go through the database's tool-call queue to the worker
+    process, which runs them on its pool; the step records name the worker engine and the pool
+    worker, and keep what the tool printed there (docs/cluster.md, "Pools and remotes on other
+    engines")."""
+    tools = tmp_path / "maya_tools.py"
+    tools.write_text("import os\n\ndef export(i):\n    print('exporting', i)\n"
+                     "    return {'v': i * 10, 'pid': os.getpid()}\n")
+    remotes = tmp_path / "farm_pools.json"
+    remotes.write_text(json.dumps({"remotes": {"maya": {
+        "command": [sys.executable, "-m", "dcc_flow", "worker", "--tools", str(tools)],
+        "env": {"PYTHONPATH": PYTHON_DIR}, "workers": 2}}}))
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    flow = """\
+name: farm
+steps:
+  - {id: pooled, tool: export, pool: maya, args: {i: 1}}
+  - {id: remote, kind: tool_remote, dcc: maya, tool: export, args: {i: 2}}
+"""
+    with Engine(db=pg_url, lease_secs=1) as eng:  # no pool maya, no tool export
+        with pytest.raises(dcc_flow.DccFlowError) as info:
+            eng.run(flow, timeout=30)
+        assert info.value.code == "unknown_tool", info.value
+        assert 'step remote: remote "maya"' in str(info.value), info.value
+    worker = subprocess.Popen([sys.executable, "-m", "dcc_flow", "worker", "--db", pg_url, "--remotes", str(remotes),
+                               "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT)
+    try:
+        line = worker.stdout.readline()
+        assert line.startswith("worker serving 0 tool(s) and 1 remote(s)") and "remotes maya" in line, (
+            line, worker.stderr.read())
+        with Engine(db=pg_url, lease_secs=1) as eng:
+            result = eng.run(flow, timeout=60)
+            assert result.ok, result.error
+            pids = {result.outputs[s]["pid"] for s in ("pooled", "remote")}
+            assert [result.outputs[s]["v"] for s in ("pooled", "remote")] == [10, 20]
+            assert worker.pid not in pids and os.getpid() not in pids  # the pool's processes ran them
+            for step in eng.get_status(result.run_id, all_steps=True).steps:
+                engine_id, _, pool_worker = step.worker.partition("/")
+                assert engine_id.split("-")[-2] == str(worker.pid), step.worker
+                assert pool_worker.startswith("maya/"), step.worker
+                assert int(pool_worker.split("/")[1]) in pids, step.worker
+                # What the tool printed on the farm's worker is on the step record, as for a local pool.
+                assert [(line["stream"], line["text"]) for line in step.logs] == [
+                    ("stdout", "exporting %d" % {"pooled": 1, "remote": 2}[step.key])], step.logs
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            rc = worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert rc == 0, worker.stderr.read()
+
+
+def test_worker_command_remotes_needs_db(tmp_path):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    out = subprocess.run([sys.executable, "-m", "dcc_flow", "worker", "--remotes", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 2 and "--remotes needs --db" in out.stderr, out

@@ -52,10 +52,12 @@ type Config struct {
 	// Limits bound what a spec may make one step do; zero fields mean their defaults.
 	Limits Limits
 	// PoolFor returns the remote (a worker pool) a `tool` step's calls go to, "" for
-	// in-process (docs/pools.md, "Routing"). It is asked once per spec and step, when the
-	// spec's plan is compiled, so it must answer the same for the executor's lifetime. nil =
-	// every tool step runs in-process.
-	PoolFor func(st *spec.Step) string
+	// in-process (docs/pools.md, "Routing"), and whether that pool is optional: the step runs
+	// in-process when neither this engine nor another attached engine has it (tools.Call's
+	// PoolOptional). It is asked once per spec and step, when the spec's plan is compiled, so
+	// it must answer the same for the executor's lifetime. nil = every tool step runs
+	// in-process.
+	PoolFor func(st *spec.Step) (pool string, optional bool)
 	// Children starts and finds the child runs of workflow steps (subworkflow.go); nil = a
 	// workflow step fails with kind error.
 	Children Children

@@ -26,9 +26,15 @@ type plan struct {
 	remotes      []RemoteTool // the tools of tool_remote steps, sorted, unique
 }
 
-// RemoteTool is a tool of a tool_remote step.
+// RemoteTool is a tool of a tool_remote step, or of a tool step routed to a pool (DCC is the
+// pool).
 type RemoteTool struct {
 	DCC, Tool string
+	// Optional: a step's own `pool:` that runs in-process when no engine has the pool
+	// (Config.PoolFor).
+	Optional bool
+	// Step is the id of a step that calls it (the first in id order).
+	Step string
 }
 
 // framePlan describes a frame: the run itself, or one iteration of a foreach. A frame owns the
@@ -51,12 +57,13 @@ type stepPlan struct {
 	timeout time.Duration     // the step's, or for tool kinds its defaults' (spec.Defaults.Apply)
 	retry   *spec.RetryPolicy // tool kinds: the step's, or its defaults'; nil = no retry
 
-	args   *valueTmpl // tool, tool_remote; workflow: its inputs
-	pool   string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
-	idem   *template.Template
-	auto   bool               // idempotency_key: auto
-	sel    *selector          // foreach items, branch on
-	prompt *template.Template // approve
+	args    *valueTmpl // tool, tool_remote; workflow: its inputs
+	pool    string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
+	poolOpt bool       // pool is optional: in-process when no engine has it
+	idem    *template.Template
+	auto    bool               // idempotency_key: auto
+	sel     *selector          // foreach items, branch on
+	prompt  *template.Template // approve
 
 	body      *listPlan  // foreach body, parallel branches
 	bodyFrame *framePlan // foreach
@@ -78,8 +85,8 @@ type listPlan struct {
 type planCache struct {
 	mu       sync.Mutex
 	plans    map[string]*plan
-	poolFor  func(*spec.Step) string // Config.PoolFor
-	defaults spec.Defaults           // Config.Defaults
+	poolFor  func(*spec.Step) (string, bool) // Config.PoolFor
+	defaults spec.Defaults                   // Config.Defaults
 }
 
 // maxCachedPlans bounds the cache; past it, the cache starts over.
@@ -111,7 +118,7 @@ type compiler struct {
 	defaults spec.Defaults // the engine's
 }
 
-func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.Defaults) (*plan, error) {
+func compilePlan(s *spec.Spec, poolFor func(*spec.Step) (string, bool), defaults spec.Defaults) (*plan, error) {
 	c := &compiler{byID: map[string]*stepPlan{}, spec: s, defaults: defaults}
 	root := &framePlan{}
 	lp, err := c.list(s.Steps, root, false)
@@ -129,15 +136,16 @@ func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.De
 	}
 	for _, sp := range c.byID {
 		if sp.kind == spec.KindTool && poolFor != nil {
-			sp.pool = poolFor(sp.st)
+			sp.pool, sp.poolOpt = poolFor(sp.st)
+			sp.poolOpt = sp.poolOpt && sp.pool != ""
 		}
 		switch {
 		case sp.pool != "":
-			p.remotes = append(p.remotes, RemoteTool{DCC: sp.pool, Tool: sp.st.Tool})
+			p.remotes = append(p.remotes, RemoteTool{DCC: sp.pool, Tool: sp.st.Tool, Optional: sp.poolOpt, Step: sp.id})
 		case sp.kind == spec.KindTool:
 			p.tools = append(p.tools, sp.st.Tool)
 		case sp.kind == spec.KindToolRemote:
-			p.remotes = append(p.remotes, RemoteTool{DCC: sp.st.DCC, Tool: sp.st.Tool})
+			p.remotes = append(p.remotes, RemoteTool{DCC: sp.st.DCC, Tool: sp.st.Tool, Step: sp.id})
 		}
 	}
 	slices.Sort(p.tools)
@@ -146,9 +154,20 @@ func compilePlan(s *spec.Spec, poolFor func(*spec.Step) string, defaults spec.De
 		if c := strings.Compare(a.DCC, b.DCC); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Tool, b.Tool)
+		if c := strings.Compare(a.Tool, b.Tool); c != 0 {
+			return c
+		}
+		if a.Optional != b.Optional {
+			if a.Optional {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Step, b.Step)
 	})
-	p.remotes = slices.Compact(p.remotes)
+	p.remotes = slices.CompactFunc(p.remotes, func(a, b RemoteTool) bool {
+		return a.DCC == b.DCC && a.Tool == b.Tool && a.Optional == b.Optional
+	})
 	return p, nil
 }
 

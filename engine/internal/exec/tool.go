@@ -35,7 +35,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	args, _ := sp.args.render(in.f.resolve).(map[string]any)
 	call := tools.Call{RunID: r.id, Ancestors: r.ancestors, StepKey: in.row.Key, Tool: sp.st.Tool, DCC: sp.st.DCC, Args: args}
 	if sp.pool != "" {
-		call.DCC, call.Pooled = sp.pool, true
+		call.DCC, call.Pooled, call.PoolOptional = sp.pool, true, sp.poolOpt
 	}
 
 	var idemKey string

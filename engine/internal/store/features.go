@@ -240,11 +240,14 @@ var ErrLeaseLost = errors.New("store: another engine holds this run's lease")
 
 // EngineInfo is one engine attached to a Leaser store.
 type EngineInfo struct {
-	ID          string        `json:"id"`
-	Host        string        `json:"host"`
-	PID         int           `json:"pid"`
-	Tools       []string      `json:"tools"` // the host tools it hosts, when it registered or last beat
-	Lanes       []string      `json:"lanes"`
+	ID    string   `json:"id"`
+	Host  string   `json:"host"`
+	PID   int      `json:"pid"`
+	Tools []string `json:"tools"` // the host tools it hosts, when it registered or last beat
+	Lanes []string `json:"lanes"`
+	// Remotes are the remotes (worker pools, MCP servers) of its config, whose calls other
+	// engines may queue for it (docs/cluster.md, "Pools and remotes on other engines").
+	Remotes     []string      `json:"remotes"`
 	Lease       time.Duration `json:"-"`
 	StartedAt   time.Time     `json:"started_at"`
 	HeartbeatAt time.Time     `json:"heartbeat_at"`
@@ -288,10 +291,11 @@ type ScheduleAdmitter interface {
 type CallQueue interface {
 	// EnqueueCall adds c (status queued) and returns its id.
 	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
-	// ClaimCall claims the oldest queued call of one of tools for this engine, with a lease of
-	// the engine's lease_secs, and returns it; nil when none is queued. Engines claiming at once
-	// never get the same call (FOR UPDATE SKIP LOCKED).
-	ClaimCall(ctx context.Context, tools []string) (*QueuedCall, error)
+	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
+	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with
+	// a lease of the engine's lease_secs, and returns it; nil when none is queued. Engines
+	// claiming at once never get the same call (FOR UPDATE SKIP LOCKED).
+	ClaimCall(ctx context.Context, tools, remotes []string) (*QueuedCall, error)
 	// CompleteCall records the outcome of a call this engine claimed, and reports whether it
 	// did: false when the call is no longer this engine's claim (cancelled, or failed
 	// worker_lost after its lease expired): the outcome is dropped.
@@ -321,7 +325,10 @@ type QueuedCall struct {
 	StepKey string
 	Attempt int
 	Tool    string
-	Args    json.RawMessage // a JSON object
+	// Remote is the remote (worker pool, MCP server) the call must run on, "" for a host tool:
+	// a pool step's or a tool_remote step's call queued for an engine that has that remote.
+	Remote string
+	Args   json.RawMessage // a JSON object
 }
 
 // CallOutcome is what a queued call returned: Output (JSON text) or an error.
@@ -330,6 +337,12 @@ type CallOutcome struct {
 	ErrorKind    string // "" = success
 	ErrorMessage string
 	ErrorTrace   string
-	// Worker is the id of the engine that claimed the call (CallStatus; "" when none did).
+	// Logs are the output lines the call wrote (a JSON array of run.LogLine: a pool worker's
+	// captured output), LogsDropped the lines not kept; empty and 0 when none.
+	Logs        json.RawMessage
+	LogsDropped int
+	// Worker names what ran the call: CompleteCall records it (the engine id, then "/" and the
+	// pool worker, "ENGINE/POOL/PID", when a pool ran it); CallStatus returns it, or the id of
+	// the engine that claimed the call when none was recorded ("" when none claimed it).
 	Worker string
 }

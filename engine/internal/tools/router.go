@@ -57,20 +57,41 @@ type Router struct {
 	mu     sync.Mutex // serialises registrations
 	routes atomic.Pointer[map[string]*route]
 	// queue, when set (SetQueue), takes the calls of tools not registered here that another
-	// engine hosts (the durable queue of a shared database, docs/cluster.md).
+	// engine hosts, and of remotes this engine does not have that another engine has (the
+	// durable queue of a shared database, docs/cluster.md).
 	queue atomic.Pointer[queueRoute]
+	// local names the remotes RemoteCaller serves (SetRemoteNames); nil = every name.
+	local map[string]bool
 }
 
 type queueRoute struct {
-	caller Caller
-	hosts  func(tool string) bool
+	caller  Caller
+	hosts   func(tool string) bool
+	remotes func(remote string) bool
 }
 
 // SetQueue makes the router send a call of a tool not registered here to caller when hosts
-// says another engine hosts it (the tool-call queue of a shared database, docs/cluster.md). A
-// call with Call.Queued set (claimed from that queue) is never sent to it again.
-func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool) {
-	r.queue.Store(&queueRoute{caller: caller, hosts: hosts})
+// says another engine hosts it, and a tool_remote or pooled call of a remote not named by
+// SetRemoteNames to caller when remotes says another engine has it (with Call.DCC the remote;
+// the tool-call queue of a shared database, docs/cluster.md). A call with Call.Queued set
+// (claimed from that queue) is never sent to it again.
+func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool, remotes func(remote string) bool) {
+	r.queue.Store(&queueRoute{caller: caller, hosts: hosts, remotes: remotes})
+}
+
+// SetRemoteNames names the remotes the RemoteCaller serves, before any call: a call of
+// another remote goes to the queue (SetQueue) or, PoolOptional, in-process. Not called: the
+// RemoteCaller takes every name.
+func (r *Router) SetRemoteNames(names []string) {
+	r.local = make(map[string]bool, len(names))
+	for _, n := range names {
+		r.local[n] = true
+	}
+}
+
+// HasRemoteNamed reports whether this engine's RemoteCaller serves the remote name.
+func (r *Router) HasRemoteNamed(name string) bool {
+	return r.remote != nil && (r.local == nil || r.local[name])
 }
 
 // NewRouter returns a router with the built-in tools, a fresh Host, and remote (may be nil: then
@@ -246,11 +267,23 @@ func (r *Router) call(ctx context.Context, rt *route, call Call) (Result, error)
 // ctx ends, whether or not the caller honours it. A pooled call (Call.Pooled) of a tool also
 // registered here as a host tool with schemas is checked against them, as Call does: the pool
 // serves the same tool.
+//
+// A call of a remote this engine does not have goes to the queue when another attached engine
+// has it (SetQueue); else a PoolOptional call runs in-process (Call), as when no pool exists.
 func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if r.dry != nil {
 		return r.dry.Call(ctx, call)
 	}
-	if r.remote == nil {
+	var queue Caller
+	if !r.HasRemoteNamed(call.DCC) {
+		if q := r.queue.Load(); q != nil && !call.Queued && q.remotes != nil && q.remotes(call.DCC) {
+			queue = q.caller
+		} else if call.PoolOptional {
+			call.DCC, call.Pooled, call.PoolOptional = "", false, false
+			return r.Call(ctx, call)
+		}
+	}
+	if queue == nil && r.remote == nil {
 		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
 	}
 	if call.Reporter != nil {
@@ -265,7 +298,13 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if res, ok := schemas.checkArgs(call); !ok {
 		return res, nil
 	}
-	res, err := abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	var res Result
+	var err error
+	if queue != nil {
+		res, err = queue.Call(ctx, call)
+	} else {
+		res, err = abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+	}
 	if err != nil {
 		return res, err
 	}

@@ -27,6 +27,9 @@ type Call struct {
 	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
 	// tool of the same name, when one is registered, are checked as for an in-process call.
 	Pooled bool
+	// PoolOptional marks a Pooled call of a step's own `pool:`: when neither this engine nor
+	// another attached engine has the pool, it runs in-process (Router.Call) instead.
+	PoolOptional bool
 	// Args are the rendered arguments, JSON values. Callers must not modify them: parts may be
 	// shared with the spec.
 	Args     map[string]any

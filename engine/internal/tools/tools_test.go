@@ -441,6 +441,43 @@ func TestRemote(t *testing.T) {
 	}
 }
 
+// TestRemoteRouting: a call of a remote this engine has goes to its RemoteCaller; of one it
+// lacks, to the queue when another engine has it (with the remote in Call.DCC), else a step's
+// own optional pool runs in-process, and anything else is the RemoteCaller's to refuse as
+// before. A call claimed from the queue is never queued again.
+func TestRemoteRouting(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewStub(t0)
+	rd := &remoteDouble{}
+	r := tools.NewRouter(clk, rd)
+	r.SetRemoteNames([]string{"maya"})
+	var queued []tools.Call
+	r.SetQueue(tools.CallerFunc(func(_ context.Context, c tools.Call) (tools.Result, error) {
+		queued = append(queued, c)
+		return tools.Result{Output: "queued", Worker: "E/" + c.DCC + "/1"}, nil
+	}), func(string) bool { return false }, func(name string) bool { return name == "houdini" })
+	if !r.HasRemoteNamed("maya") || r.HasRemoteNamed("houdini") {
+		t.Fatal("HasRemoteNamed")
+	}
+	ctx := context.Background()
+	res, err := r.CallRemote(ctx, tools.Call{DCC: "maya", Tool: "t", Pooled: true, PoolOptional: true})
+	if err != nil || res.Output.(map[string]any)["dcc"] != "maya" || len(queued) != 0 {
+		t.Fatalf("local pool: %+v %v %v", res, err, queued)
+	}
+	res, err = r.CallRemote(ctx, tools.Call{DCC: "houdini", Tool: "t"})
+	if err != nil || res.Output != "queued" || len(queued) != 1 || queued[0].DCC != "houdini" {
+		t.Fatalf("another engine's remote: %+v %v %v", res, err, queued)
+	}
+	res, err = r.CallRemote(ctx, tools.Call{DCC: "nuke", Tool: "flow__echo", Args: map[string]any{"value": 1.0}, Pooled: true, PoolOptional: true})
+	if err != nil || res.Output.(map[string]any)["value"] != 1.0 || len(queued) != 1 {
+		t.Fatalf("optional pool nobody has: %+v %v %v", res, err, queued)
+	}
+	res, err = r.CallRemote(ctx, tools.Call{DCC: "houdini", Tool: "t", Queued: true})
+	if err != nil || res.Output.(map[string]any)["dcc"] != "houdini" || len(queued) != 1 {
+		t.Fatalf("a claimed call went back to the queue: %+v %v %v", res, err, queued)
+	}
+}
+
 // TestDryRouter: a dry router hands every call, of any name (a built-in, an unknown tool, a
 // tool_remote), to its caller, and calls nothing else.
 func TestDryRouter(t *testing.T) {

@@ -11,7 +11,7 @@ from .._engine import Engine
 from .._tools import ToolEntry
 from .._worker import Worker, run_init
 from ._base import EXIT_OK, CliError, Command, Context, UsageError
-from ._engine import _import, add_tools_argument, is_db_url, load_tools, open_engine
+from ._engine import _import, add_tools_argument, is_db_url, load_remotes, load_tools, open_engine
 
 __all__ = ["COMMAND"]
 
@@ -29,7 +29,9 @@ class WorkerCommand(Command):
         "\n"
         "With --db postgresql://... the worker is an engine attached to that database instead: it\n"
         "registers the tools there, claims the calls of them that engines which do not host them put on\n"
-        "the database's tool-call queue, and runs them until SIGINT or SIGTERM (docs/cluster.md)."
+        "the database's tool-call queue, and runs them until SIGINT or SIGTERM (docs/cluster.md). With\n"
+        "--remotes FILE it also has those worker pools and MCP servers: it advertises them there and runs\n"
+        "the calls of them (pool: steps, tool_remote steps) that engines without them queue."
     )
     examples = (
         ("what an engine's remotes config starts for a Maya remote",
@@ -38,6 +40,8 @@ class WorkerCommand(Command):
          "dcc-flow worker --tools tools.py --no-capture"),
         ("a farm node serving the Maya tools of every engine on the studio database",
          "mayapy -m dcc_flow worker --db postgresql://flow@db.studio/flow --tools studio.maya_tools"),
+        ("a farm node running its Maya pool for the engines on the studio database",
+         "dcc-flow worker --db postgresql://flow@db.studio/flow --remotes farm_pools.json"),
     )
     exit_codes = ("0 standard input closed (with --db: stopped by SIGINT or SIGTERM), 1 a tools module or --init "
                   "failed, 2 usage error, 3 standard input "
@@ -58,13 +62,20 @@ class WorkerCommand(Command):
                                  "its tool-call queue, until SIGINT or SIGTERM, instead of over stdio")
         parser.add_argument("--worker-threads", type=int, default=4, metavar="N",
                             help="with --db: threads for worker-lane tools (default 4)")
+        parser.add_argument("--remotes", metavar="FILE",
+                            help="with --db: a JSON file of worker pools and MCP servers (the engine config's "
+                                 "remotes object; docs/pools.md) whose calls the engines on the database that "
+                                 "lack them queue for this worker")
         parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
                             help="with --db: the engine's lease (default 15); a call it claimed is retried "
                                  "elsewhere this long after it dies")
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        if not args.tools:
-            raise UsageError("give the tools to serve with --tools MODULE (repeatable)")
+        if args.remotes and args.db is None:
+            raise UsageError("--remotes needs --db postgresql://...: over stdio the worker serves its --tools only")
+        if not args.tools and not args.remotes:
+            raise UsageError("give the tools to serve with --tools MODULE (repeatable), or with --db the pools to "
+                             "run with --remotes FILE")
         from .. import __version__
 
         # Capture stdout and stderr before importing the tools: a DCC's or a module's banner
@@ -86,17 +97,21 @@ class WorkerCommand(Command):
 
 
 def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
-    """``--db URL``: an engine attached to the database that hosts the tools and claims their
-    queued calls; main-lane tools run on this thread, worker-lane ones on --worker-threads."""
+    """``--db URL``: an engine attached to the database that hosts the tools and the remotes of
+    --remotes and claims their queued calls; main-lane tools run on this thread, worker-lane ones
+    on --worker-threads, remote calls on the engine's pools."""
     if not is_db_url(args.db):
         raise UsageError("--db must be a postgresql:// URL (the database the engines share); got %r" % args.db)
     if args.worker_threads < 1:
         raise UsageError("--worker-threads must be >= 1; got %s" % args.worker_threads)
     config = {"lease_secs": args.lease_secs} if args.lease_secs is not None else None
     stop = threading.Event()
+    remotes = sorted(load_remotes(args.remotes)) if args.remotes else []
+    if args.remotes and not remotes:
+        raise CliError("--remotes %s names no remote" % args.remotes)
     with open_engine(args, config=config) as engine:
-        names = load_tools(engine, args.tools)
-        if not names:
+        names = load_tools(engine, args.tools) if args.tools else []
+        if args.tools and not names:
             raise CliError("--tools %s registered no tools" % " ".join(args.tools))
         if args.init:
             try:
@@ -108,8 +123,14 @@ def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
         engine.serve_tools(workers=args.worker_threads)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        ctx.out.write("worker serving %d tool(s) to the engines on the database: %s\n"
-                      % (len(names), ", ".join(sorted(names))))
+        if remotes:
+            ctx.out.write("worker serving %d tool(s) and %d remote(s) to the engines on the database: %s\n"
+                          % (len(names), len(remotes),
+                             "; ".join(p for p in ("tools " + ", ".join(sorted(names)) if names else "",
+                                                   "remotes " + ", ".join(remotes)) if p)))
+        else:
+            ctx.out.write("worker serving %d tool(s) to the engines on the database: %s\n"
+                          % (len(names), ", ".join(sorted(names))))
         ctx.out.flush()
         engine.drive_forever(stop)
     return EXIT_OK

@@ -66,10 +66,10 @@ func (s *Store) Attach(ctx context.Context, e store.EngineInfo) error {
 	if e.ID == "" || e.Lease <= 0 {
 		return fmt.Errorf("store: Attach needs an engine id and a lease > 0 (got %q, %s)", e.ID, e.Lease)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO engines (id, host, pid, lease_secs, tools, lanes) VALUES ($1, $2, $3, $4, $5, $6)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO engines (id, host, pid, lease_secs, tools, lanes, remotes) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, lease_secs = excluded.lease_secs,
-		tools = excluded.tools, lanes = excluded.lanes, heartbeat_at = now()`,
-		e.ID, text(e.Host), int64(e.PID), e.Lease.Seconds(), jsonList(e.Tools), jsonList(e.Lanes)); err != nil {
+		tools = excluded.tools, lanes = excluded.lanes, remotes = excluded.remotes, heartbeat_at = now()`,
+		e.ID, text(e.Host), int64(e.PID), e.Lease.Seconds(), jsonList(e.Tools), jsonList(e.Lanes), jsonList(e.Remotes)); err != nil {
 		return s.fault(fmt.Errorf("registering engine %s in %s: %w", e.ID, s.name, err))
 	}
 	s.lease.Store(&leaseState{id: e.ID, secs: e.Lease.Seconds()})
@@ -89,9 +89,9 @@ func (s *Store) Heartbeat(ctx context.Context, e store.EngineInfo, runIDs []stri
 	}
 	// One round trip: the engine row (inserted again if someone deleted it) and the leases.
 	var q pgx.Batch
-	q.Queue(`INSERT INTO engines (id, host, pid, lease_secs, tools, lanes) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), tools = excluded.tools, lanes = excluded.lanes`,
-		l.id, text(e.Host), int64(e.PID), l.secs, jsonList(e.Tools), jsonList(e.Lanes))
+	q.Queue(`INSERT INTO engines (id, host, pid, lease_secs, tools, lanes, remotes) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), tools = excluded.tools, lanes = excluded.lanes, remotes = excluded.remotes`,
+		l.id, text(e.Host), int64(e.PID), l.secs, jsonList(e.Tools), jsonList(e.Lanes), jsonList(e.Remotes))
 	q.Queue(`UPDATE workflows SET lease_until = now() + make_interval(secs => $2)
 		WHERE owner = $1 AND id = ANY($3) AND status IN `+sqlUnfinished+` RETURNING id`, l.id, l.secs, runIDs)
 	br := s.pool.SendBatch(ctx, &q)
@@ -286,7 +286,7 @@ func (s *Store) Engines(ctx context.Context) ([]store.EngineInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, host, pid, lease_secs, tools, lanes, started_at, heartbeat_at FROM engines ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, host, pid, lease_secs, tools, lanes, remotes, started_at, heartbeat_at FROM engines ORDER BY id`)
 	if err != nil {
 		return nil, s.fault(err)
 	}
@@ -296,13 +296,14 @@ func (s *Store) Engines(ctx context.Context) ([]store.EngineInfo, error) {
 		var e store.EngineInfo
 		var pid int64
 		var secs float64
-		var tools, lanes string
-		if err := rows.Scan(&e.ID, &e.Host, &pid, &secs, &tools, &lanes, &e.StartedAt, &e.HeartbeatAt); err != nil {
+		var tools, lanes, remotes string
+		if err := rows.Scan(&e.ID, &e.Host, &pid, &secs, &tools, &lanes, &remotes, &e.StartedAt, &e.HeartbeatAt); err != nil {
 			return nil, s.fault(err)
 		}
 		e.PID, e.Lease = int(pid), time.Duration(secs*float64(time.Second))
 		_ = json.Unmarshal([]byte(tools), &e.Tools)
 		_ = json.Unmarshal([]byte(lanes), &e.Lanes)
+		_ = json.Unmarshal([]byte(remotes), &e.Remotes)
 		out = append(out, e)
 	}
 	return out, s.fault(rows.Err())

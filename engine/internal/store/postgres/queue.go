@@ -21,7 +21,8 @@ const callsChannel = "dcc_flow_calls"
 
 var _ store.CallQueue = (*Store)(nil)
 
-// EnqueueCall adds c, queued, and wakes the engines listening ("q:TOOL").
+// EnqueueCall adds c, queued, and wakes the engines listening ("q:TOOL" for a host-tool call,
+// "r:REMOTE" for a call of a remote).
 func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, error) {
 	l, err := s.attached()
 	if err != nil {
@@ -32,33 +33,45 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 		args = "{}"
 	}
 	var id int64
-	err = s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, args, enqueued_by)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, tool)
-		SELECT c.id, pg_notify('`+callsChannel+`', 'q:' || c.tool)::text FROM c`,
-		text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(args), l.id).Scan(&id, new(string))
+	err = s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, tool, remote)
+		SELECT c.id, pg_notify('`+callsChannel+`', CASE WHEN c.remote = '' THEN 'q:' || c.tool ELSE 'r:' || c.remote END)::text FROM c`,
+		text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id).Scan(&id, new(string))
 	if err != nil {
-		return 0, s.fault(fmt.Errorf("queueing the call of tool %s (run %s, step %s): %w", c.Tool, c.RunID, c.StepKey, err))
+		what := "tool " + c.Tool
+		if c.Remote != "" {
+			what = "remote " + c.Remote + " tool " + c.Tool
+		}
+		return 0, s.fault(fmt.Errorf("queueing the call of %s (run %s, step %s): %w", what, c.RunID, c.StepKey, err))
 	}
 	return id, nil
 }
 
-// ClaimCall claims the oldest queued call of one of tools.
-func (s *Store) ClaimCall(ctx context.Context, tools []string) (*store.QueuedCall, error) {
+// ClaimCall claims the oldest queued call of one of tools (host-tool calls) or of one of
+// remotes (calls of a remote).
+func (s *Store) ClaimCall(ctx context.Context, tools, remotes []string) (*store.QueuedCall, error) {
 	l, err := s.attached()
 	if err != nil {
 		return nil, err
 	}
-	if len(tools) == 0 {
+	if len(tools) == 0 && len(remotes) == 0 {
 		return nil, nil
+	}
+	if tools == nil {
+		tools = []string{}
+	}
+	if remotes == nil {
+		remotes = []string{}
 	}
 	var c store.QueuedCall
 	var args string
 	err = s.pool.QueryRow(ctx, `UPDATE tool_calls SET status = 'claimed', claimed_by = $2,
 			lease_until = now() + make_interval(secs => $3), claimed_at = now()
-		WHERE id = (SELECT id FROM tool_calls WHERE status = 'queued' AND tool = ANY($1)
+		WHERE id = (SELECT id FROM tool_calls WHERE status = 'queued'
+				AND (remote = '' AND tool = ANY($1) OR remote <> '' AND remote = ANY($4))
 			ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)
-		RETURNING id, run_id, step_key, attempt, tool, args`, tools, l.id, l.secs).
-		Scan(&c.ID, &c.RunID, &c.StepKey, &c.Attempt, &c.Tool, &args)
+		RETURNING id, run_id, step_key, attempt, tool, remote, args`, tools, l.id, l.secs, remotes).
+		Scan(&c.ID, &c.RunID, &c.StepKey, &c.Attempt, &c.Tool, &c.Remote, &args)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -76,6 +89,10 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	if err != nil {
 		return false, err
 	}
+	logs := string(out.Logs)
+	if logs == "" {
+		logs = "[]"
+	}
 	var result *string
 	if out.ErrorKind == "" {
 		r := string(out.Output)
@@ -86,10 +103,10 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 		result = &r
 	}
 	tag, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
-			error_message = $5, error_trace = $6, lease_until = NULL, done_at = now()
+			error_message = $5, error_trace = $6, worker = $7, logs = $8, logs_dropped = $9, lease_until = NULL, done_at = now()
 		WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 RETURNING id)
 		SELECT pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`,
-		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace))
+		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped)
 	if err != nil {
 		return false, s.fault(fmt.Errorf("recording the outcome of queued tool call %d: %w", id, err))
 	}
@@ -101,12 +118,12 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	if err := s.check(); err != nil {
 		return "", store.CallOutcome{}, err
 	}
-	var status string
+	var status, logs string
 	var result *string
 	var out store.CallOutcome
-	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace, coalesce(claimed_by, '')
-		FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker)
+	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace,
+			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped FROM tool_calls WHERE id = $1`, id).
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}
@@ -115,6 +132,9 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	}
 	if result != nil {
 		out.Output = json.RawMessage(*result)
+	}
+	if logs != "" && logs != "[]" {
+		out.Logs = json.RawMessage(logs)
 	}
 	return status, out, nil
 }

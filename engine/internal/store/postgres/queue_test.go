@@ -72,7 +72,7 @@ func TestCallQueue(t *testing.T) {
 	}
 	var mu sync.Mutex
 	got := map[int64]string{}
-	first, err := w1.ClaimCall(ctx, []string{"export"})
+	first, err := w1.ClaimCall(ctx, []string{"export"}, nil)
 	if err != nil || first == nil || first.ID != ids[0] {
 		t.Fatalf("first claim: %+v %v", first, err)
 	}
@@ -83,7 +83,7 @@ func TestCallQueue(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				c, err := w.ClaimCall(ctx, []string{"export"})
+				c, err := w.ClaimCall(ctx, []string{"export"}, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -111,7 +111,7 @@ func TestCallQueue(t *testing.T) {
 	}
 
 	// A render call claimed by W2 and completed: its orchestrator is woken and reads the output.
-	c, err := w2.ClaimCall(ctx, []string{"render"})
+	c, err := w2.ClaimCall(ctx, []string{"render"}, nil)
 	if err != nil || c == nil || c.Tool != "render" || c.RunID != "r" || string(c.Args) != `{"i":1}` {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
@@ -182,7 +182,7 @@ func TestCallQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("c:" + itoa(q))
-	c2, err := w2.ClaimCall(ctx, []string{"render"})
+	c2, err := w2.ClaimCall(ctx, []string{"render"}, nil)
 	if err != nil || c2 == nil || c2.ID == q {
 		t.Fatalf("claim after cancel: %+v %v", c2, err)
 	}
@@ -228,3 +228,89 @@ func TestCallQueue(t *testing.T) {
 func itoa(v int64) string { b, _ := json.Marshal(v); return string(b) }
 
 func itoas(v []int64) string { b, _ := json.Marshal(v); return string(b) }
+
+// Calls of a remote (a worker pool, an MCP server): an engine claims them by the remote's
+// name, never by the tool's, and a host-tool claim never takes them; the worker recorded with
+// the outcome (engine and pool worker) and the call's output lines are what CallStatus returns;
+// the engines row lists the remotes an engine advertises.
+func TestCallQueueRemoteCalls(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	open := func(id string, remotes []string) *postgres.Store {
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Attach(ctx, store.EngineInfo{ID: id, Lease: time.Minute, Tools: []string{"export"}, Remotes: remotes}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	orch, farm := open("O", nil), open("FARM", []string{"maya"})
+	es, err := orch.Engines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertised := map[string][]string{}
+	for _, e := range es {
+		advertised[e.ID] = e.Remotes
+	}
+	if strings.Join(advertised["FARM"], ",") != "maya" || len(advertised["O"]) != 0 {
+		t.Fatalf("engines' remotes: %v", advertised)
+	}
+	// A heartbeat rewrites them.
+	if _, err := farm.Heartbeat(ctx, store.EngineInfo{ID: "FARM", Remotes: []string{"houdini", "maya"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if es, err = orch.Engines(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.ID == "FARM" && strings.Join(e.Remotes, ",") != "houdini,maya" {
+			t.Fatalf("FARM's remotes after a beat: %v", e.Remotes)
+		}
+	}
+	id, err := orch.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "s", Attempt: 1, Tool: "export", Remote: "maya", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tool is hosted by both, but the call is for remote maya: a host-tool claim skips it.
+	if c, err := orch.ClaimCall(ctx, []string{"export"}, nil); err != nil || c != nil {
+		t.Fatalf("a host-tool claim took a remote call: %+v %v", c, err)
+	}
+	if c, err := orch.ClaimCall(ctx, nil, []string{"houdini"}); err != nil || c != nil {
+		t.Fatalf("a claim for another remote took it: %+v %v", c, err)
+	}
+	c, err := farm.ClaimCall(ctx, []string{"other"}, []string{"maya"})
+	if err != nil || c == nil || c.ID != id || c.Remote != "maya" || c.Tool != "export" {
+		t.Fatalf("claim by remote: %+v %v", c, err)
+	}
+	logs := json.RawMessage(`[{"stream":"stdout","text":"opening sh010.ma"}]`)
+	if ok, err := farm.CompleteCall(ctx, id, store.CallOutcome{Output: json.RawMessage(`{"ok":1}`), Worker: "FARM/maya/42",
+		Logs: logs, LogsDropped: 3}); err != nil || !ok {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	status, out, err := orch.CallStatus(ctx, id)
+	if err != nil || status != "done" || out.Worker != "FARM/maya/42" || string(out.Output) != `{"ok":1}` ||
+		string(out.Logs) != string(logs) || out.LogsDropped != 3 {
+		t.Fatalf("status: %s %+v %v", status, out, err)
+	}
+	// A host-tool call is still claimed by tool, and its worker defaults to the claiming engine.
+	hid, err := orch.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "h", Attempt: 1, Tool: "export"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := farm.ClaimCall(ctx, nil, []string{"maya"}); err != nil || c != nil {
+		t.Fatalf("a remote claim took a host-tool call: %+v %v", c, err)
+	}
+	if c, err := farm.ClaimCall(ctx, []string{"export"}, []string{"maya"}); err != nil || c == nil || c.ID != hid || c.Remote != "" {
+		t.Fatalf("host-tool claim: %+v %v", c, err)
+	}
+	if ok, err := farm.CompleteCall(ctx, hid, store.CallOutcome{Output: json.RawMessage(`1`)}); err != nil || !ok {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	if _, out, err := orch.CallStatus(ctx, hid); err != nil || out.Worker != "FARM" || out.Logs != nil || out.LogsDropped != 0 {
+		t.Fatalf("host-tool call's worker: %+v %v", out, err)
+	}
+}
