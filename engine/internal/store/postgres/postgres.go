@@ -78,6 +78,7 @@ type Store struct {
 	closed   atomic.Bool
 	gc       groupcommit.Committer[*store.Batch]
 	commits  atomic.Int64
+	retries  atomic.Int64 // group commits tried again (commitGroup)
 }
 
 var (
