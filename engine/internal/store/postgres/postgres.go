@@ -79,6 +79,7 @@ type Store struct {
 	gc       groupcommit.Committer[*store.Batch]
 	commits  atomic.Int64
 	retries  atomic.Int64 // group commits tried again (commitGroup)
+	resets   atomic.Int64 // pool resets after a lost connection (dropConns)
 }
 
 var (

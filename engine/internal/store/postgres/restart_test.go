@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -218,5 +219,67 @@ func TestWriteWhileServerDownIsConnectionLost(t *testing.T) {
 	err = s.Write(ctx, stepBatch("missing", "c"))
 	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConnectionLost) {
 		t.Errorf("write to an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+// The tool-call queue across a terminated connection (what a server restart leaves in the
+// pool): queueing a call, renewing a claim and recording a call's outcome are retried on a new
+// connection and succeed, the call queued once; the lost connection closes the pool's other
+// connections (Resets), which were cut as well.
+func TestCallQueueAfterBackendsTerminated(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Attach(ctx, store.EngineInfo{ID: "E", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cut := func() {
+		t.Helper()
+		if terminate(t, conn) == 0 {
+			t.Fatal("no session of the store to terminate")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cut()
+	resets := s.Resets()
+	id, err := s.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "a", Attempt: 1, Tool: "t", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatalf("queueing after the connection was cut: %v", err)
+	}
+	if s.Resets() == resets {
+		t.Error("the lost connection did not reset the pool")
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tool_calls`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d calls queued (%v), want 1", n, err)
+	}
+	c, err := s.ClaimCall(ctx, []string{"t"})
+	if err != nil || c == nil || c.ID != id {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	cut()
+	if held, err := s.RenewCalls(ctx, []int64{id}); err != nil || len(held) != 1 {
+		t.Fatalf("renewing after the connection was cut: %v %v", held, err)
+	}
+	cut()
+	ok, err := s.CompleteCall(ctx, id, store.CallOutcome{Output: json.RawMessage(`{"v":1}`)})
+	if err != nil || !ok {
+		t.Fatalf("recording the outcome after the connection was cut: %v %v", ok, err)
+	}
+	status, out, err := s.CallStatus(ctx, id)
+	if err != nil || status != "done" || string(out.Output) != `{"v": 1}` && string(out.Output) != `{"v":1}` {
+		t.Fatalf("call after its outcome: %s %s %v", status, out.Output, err)
 	}
 }

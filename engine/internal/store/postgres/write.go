@@ -154,6 +154,32 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	}
 }
 
+// retryLost runs fn, a statement of its own (not a group commit), and runs it again on a new
+// connection, with commitGroup's pauses for up to retryFor, while it fails with a lost
+// connection that proves it was not applied (notApplied) or, when idempotent (running it twice
+// is running it once), with any lost connection. It returns fn's last error.
+func (s *Store) retryLost(ctx context.Context, idempotent bool, fn func() error) error {
+	giveUp := time.Now().Add(s.retryFor())
+	pause := retryFirst
+	for {
+		err := fn()
+		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) ||
+			time.Now().Add(pause).After(giveUp) {
+			return err
+		}
+		s.dropConns(err)
+		s.retries.Add(1)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
 // notSentError is a try of commitOnce that lost its connection before the group could have
 // been applied: commitGroup tries again.
 type notSentError struct{ err error }
@@ -203,6 +229,7 @@ func notApplied(err error) bool {
 // classify returns err, an error of a try that was not about the batches' content (see
 // commitOnce), as commitGroup handles it.
 func (s *Store) classify(ctx context.Context, err error) error {
+	s.dropConns(err)
 	switch {
 	case ctx.Err() != nil: // the server did not answer in time
 		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
@@ -223,6 +250,7 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() == nil && AsFault(s.name, err) != nil {
+			s.dropConns(err)
 			return nil, &notSentError{err: fmt.Errorf("connecting to %s: %w", s.name, err)}
 		}
 		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
