@@ -66,6 +66,7 @@ if [ -z "$pg_skip" ]; then
   pgseq_line="$(best PGSequentialSteps 5x 'µs/step' low)"
   pgfan_line="$(best PGFanout 3x 'steps/s' high)"
   pgfan3_line="$(best PGFanout3 3x 'steps/s' high)"
+  pgtake_line="$(run PGTakeover 3x)"
 fi
 
 us_step="$seq_best"
@@ -112,6 +113,10 @@ else
   printf '| PostgreSQL, fan-out (foreach of 5,000 no-op steps, concurrency 256), 1 engine, best of 3 | %.0f steps/s | — | |\n' "$pgfan"
   printf '| PostgreSQL, fan-out, 3 engines on one database each running it at once (sum), best of 3 | %.0f steps/s | ≥ 20,000 steps/s (3 engines) | %s |\n' \
     "$pgfan3" "$(verdict "$pgfan3" '>=' 20000)"
+  pgtake_step="$(metric "$pgtake_line" 'step-max-ms')"
+  pgtake_claim="$(metric "$pgtake_line" 'claim-max-ms')"
+  printf '| PostgreSQL, takeover: another engine continues the run of a SIGKILLed orchestrator (lease 1 s), from the lease expiring to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
+    "$pgtake_step" "$pgtake_claim" "$(verdict "$pgtake_step" '<=' 1000)"
 fi
 mcp_line="$(cd engine/mcpserver && "$GO" test -run '^$' -bench '^BenchmarkWorkflowsRunHTTP$' -benchtime 300x . 2>&1 | grep '^BenchmarkWorkflowsRunHTTP')"
 printf '| MCP workflows_run → terminal, 1-step workflow, streamable HTTP on loopback (300 calls) | p50 %s ms, p99 %s ms | — | |\n' \
