@@ -59,6 +59,15 @@ host_line="$(run HostToolRoundTrip 30x)"
 handoff_line="$(run LockedThreadHandoff 50000x)"
 dseq_line="$(best DurableSequentialSteps 5x 'µs/step' low)"
 dfan_line="$(best DurableFanout 3x 'steps/s' high)"
+# The PostgreSQL rows start a throwaway cluster (internal/pgtest); without initdb the benchmarks
+# skip, and the table says so in place of the rows.
+pg_skip="$(cd tests/go && "$bin" -test.run '^$' -test.bench '^BenchmarkPGSequentialSteps$' -test.benchtime 1x 2>&1 | grep -m1 'PostgreSQL not available' || true)"
+if [ -z "$pg_skip" ]; then
+  pgseq_line="$(best PGSequentialSteps 5x 'µs/step' low)"
+  pgfan_line="$(best PGFanout 3x 'steps/s' high)"
+  pgfan3_line="$(best PGFanout3 3x 'steps/s' high)"
+  pgtake_line="$(run PGTakeover 3x)"
+fi
 
 us_step="$seq_best"
 steps_s="$(metric "$fan_line" 'steps/s')"
@@ -94,6 +103,21 @@ printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit, best of 3) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \
   "$dfan" "$(verdict "$dfan" '>=' 50000)"
 printf '| SQLite file, database file growth per 1,000 steps (step rows, events, indexes; measured after a close checkpoints the WAL) | %.0f KiB | — | |\n' "$dsize"
+if [ -n "$pg_skip" ]; then
+  printf '| PostgreSQL rows SKIPPED: no initdb on this machine (install postgresql-15, or set DCC_FLOW_PG_BIN) | — | — | |\n'
+else
+  pgseq_us="$(metric "$pgseq_line" 'µs/step')"
+  pgfan="$(metric "$pgfan_line" 'steps/s')"
+  pgfan3="$(metric "$pgfan3_line" 'steps/s')"
+  printf '| PostgreSQL (throwaway local cluster, fsync off), sequential no-op steps, every step durable (5 runs × 200 steps, best of 3) | %.1f µs/step | — | |\n' "$pgseq_us"
+  printf '| PostgreSQL, fan-out (foreach of 5,000 no-op steps, concurrency 256), 1 engine, best of 3 | %.0f steps/s | — | |\n' "$pgfan"
+  printf '| PostgreSQL, fan-out, 3 engines on one database each running it at once (sum), best of 3 | %.0f steps/s | ≥ 20,000 steps/s (3 engines) | %s |\n' \
+    "$pgfan3" "$(verdict "$pgfan3" '>=' 20000)"
+  pgtake_step="$(metric "$pgtake_line" 'step-max-ms')"
+  pgtake_claim="$(metric "$pgtake_line" 'claim-max-ms')"
+  printf '| PostgreSQL, takeover: another engine continues the run of a SIGKILLed orchestrator (lease 1 s), from the lease expiring to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
+    "$pgtake_step" "$pgtake_claim" "$(verdict "$pgtake_step" '<=' 1000)"
+fi
 mcp_line="$(cd engine/mcpserver && "$GO" test -run '^$' -bench '^BenchmarkWorkflowsRunHTTP$' -benchtime 300x . 2>&1 | grep '^BenchmarkWorkflowsRunHTTP')"
 printf '| MCP workflows_run → terminal, 1-step workflow, streamable HTTP on loopback (300 calls) | p50 %s ms, p99 %s ms | — | |\n' \
   "$(metric "$mcp_line" 'p50-ms')" "$(metric "$mcp_line" 'p99-ms')"

@@ -204,7 +204,7 @@ func TestClusterHelperProcess(t *testing.T) {
 
 // clusterNode is one engine process of a cluster test.
 type clusterNode struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
@@ -212,7 +212,7 @@ type clusterNode struct {
 }
 
 // startCluster starts n engine processes on db (in parallel) and waits until each is ready.
-func startCluster(t *testing.T, db, calls string, n int, schedule bool) []*clusterNode {
+func startCluster(t testing.TB, db, calls string, n int, schedule bool) []*clusterNode {
 	t.Helper()
 	envs := make([][]string, n)
 	for i := range envs {
@@ -224,7 +224,7 @@ func startCluster(t *testing.T, db, calls string, n int, schedule bool) []*clust
 }
 
 // startNodes starts one engine process per entry of envs (its extra environment) on db.
-func startNodes(t *testing.T, db, calls string, envs [][]string) []*clusterNode {
+func startNodes(t testing.TB, db, calls string, envs [][]string) []*clusterNode {
 	t.Helper()
 	nodes := make([]*clusterNode, len(envs))
 	for i := range nodes {
@@ -298,7 +298,7 @@ func (nd *clusterNode) do(cmd, want string) string {
 }
 
 // viewer opens a read-only engine on db for the test to look at the runs.
-func viewer(t *testing.T, db string) *engine.Engine {
+func viewer(t testing.TB, db string) *engine.Engine {
 	t.Helper()
 	v, err := engine.Open(context.Background(), engine.Config{DB: db, ReadOnly: true})
 	if err != nil {
@@ -308,7 +308,8 @@ func viewer(t *testing.T, db string) *engine.Engine {
 	return v
 }
 
-// waitFor polls the run's stored status until it is want.
+// waitFor polls the run's stored status until it is want. A run that ends otherwise fails t at
+// once, except a run interrupted by a takeover (another engine's claim, before its resume).
 func waitFor(t *testing.T, v *engine.Engine, id string, want run.Status, within time.Duration) *engine.RunInfo {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -317,6 +318,12 @@ func waitFor(t *testing.T, v *engine.Engine, id string, want run.Status, within 
 	for time.Now().Before(deadline) {
 		if info, err = v.Status(context.Background(), id); err == nil && info.Status == want {
 			return info
+		}
+		// Interrupted by a takeover is the moment between an engine's claim and its resume.
+		takenOver := err == nil && info.Status == run.StatusInterrupted && info.Error != nil &&
+			strings.Contains(info.Error.Message, "took it over")
+		if err == nil && info.Terminal && info.Error != nil && !takenOver {
+			t.Fatalf("run %s ended %s, not %s: %+v", id, info.Status, want, *info.Error)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -658,4 +665,130 @@ func TestClusterWebhooksOneRunPerDelivery(t *testing.T) {
 	if len(stored) != 60 || len(fires) != 60 {
 		t.Fatalf("%d runs and %d fires for 60 deliveries; want one each per delivery", len(stored), len(fires))
 	}
+}
+
+// A database restart mid-run across engines (docs/cluster.md, "Errors"): engine A hosts no tool,
+// so its run's `work` calls go through the tool-call queue to B and C. The server is restarted
+// (same port) with two of the six steps completed: every engine reconnects (its heartbeat
+// advances past the restart), the run completes, and no step completed before the restart is
+// called again.
+func TestClusterDatabaseRestartMidRun(t *testing.T) {
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
+	c := pgtest.StartT(t) // a cluster of its own: it is restarted
+	ctx := context.Background()
+	db, err := c.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	nodes := startNodes(t, db, calls, [][]string{{"DCC_FLOW_CLUSTER_NOTOOLS=1"}, nil, nil})
+	a := nodes[0]
+	id := strings.TrimPrefix(a.do("submit seq", "run "), "run ")
+	v := viewer(t, db)
+	completed := func() map[string]bool {
+		steps, err := v.Steps(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := map[string]bool{}
+		for _, st := range steps {
+			if st.Status == run.StepCompleted {
+				done[st.Key] = true
+			}
+		}
+		return done
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(completed()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("two steps never completed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	done := completed()
+	began := time.Now()
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restartTook := time.Since(began)
+	up := dbNow(t, db) // the server's clock, which heartbeat_at is on
+	info := waitFor(t, v, id, run.StatusCompleted, 20*time.Second)
+	took := time.Since(began)
+
+	// Every engine beats again after the restart.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		beats := heartbeats(t, db)
+		late := []string{}
+		for _, nd := range nodes {
+			if b, ok := beats[nd.id]; !ok || !b.After(up) {
+				late = append(late, fmt.Sprintf("%s (%s)", nd.id, b))
+			}
+		}
+		if len(late) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat after the restart (%s) from %v", up, late)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	count := map[string]int{}
+	for _, cl := range readCalls(t, calls) {
+		count[cl.key]++
+		if cl.engine == a.id {
+			t.Errorf("call of %s on engine A, which hosts no tool", cl.key)
+		}
+	}
+	for _, k := range []string{"s1", "s2", "s3", "s4", "s5", "s6"} {
+		switch {
+		case count[k] == 0:
+			t.Errorf("step %s never called", k)
+		case done[k] && count[k] != 1:
+			t.Errorf("step %s completed before the restart and was called %d times", k, count[k])
+		case count[k] > 2:
+			t.Errorf("step %s called %d times", k, count[k])
+		}
+	}
+	t.Logf("restart (%s) with %d of 6 steps completed; the run completed %s after it began (progress %+v); calls %v",
+		restartTook.Round(time.Millisecond), len(done), took.Round(time.Millisecond), info.Progress, count)
+	for _, nd := range nodes {
+		nd.do("quit", "closed")
+	}
+}
+
+// dbNow is the database server's clock.
+func dbNow(t *testing.T, db string) time.Time {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var now time.Time
+	if err := conn.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// heartbeats are the engines rows' heartbeat_at, by engine id.
+func heartbeats(t *testing.T, db string) map[string]time.Time {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT id, heartbeat_at FROM engines`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	var id string
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error { out[id] = at; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package gotest
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,5 +173,99 @@ func TestPostgresUnreachable(t *testing.T) {
 	_, err := engine.Open(context.Background(), engine.Config{DB: "postgresql://flow:s3cret@127.0.0.1:1/flow?connect_timeout=2"})
 	if run.CodeOf(err) != run.CodeStorage || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("%v (code %s)", err, run.CodeOf(err))
+	}
+}
+
+// A PostgreSQL restart between two steps (the pooled connections all cut) loses nothing: the
+// step that completes once the server is back is written through a new connection, the run
+// completes, and no step is called twice (docs/cluster.md, "A database restart").
+func TestPostgresRestartBetweenStepsCompletes(t *testing.T) {
+	c := pgtest.StartT(t) // a cluster of its own: it is restarted
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, err := c.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.ParseString(`
+name: restart
+steps:
+  - {id: s1, tool: work, args: {k: s1}}
+  - {id: s2, tool: work, args: {k: s2}, depends_on: [s1]}
+  - {id: s3, tool: work, args: {k: s3}, depends_on: [s2]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Open(ctx, engine.Config{DB: url, LeaseSecs: 30}) // no heartbeat (every 10 s) takes a cut connection before the step
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close(context.Background()) }()
+	if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	inS2 := make(chan struct{}, 1)
+	release := make(chan struct{})
+	go func() {
+		for ctx.Err() == nil {
+			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			if err != nil {
+				continue // the database is away: pull again
+			}
+			for _, cl := range cs {
+				k, _ := cl.Args["k"].(string)
+				mu.Lock()
+				calls[k]++
+				mu.Unlock()
+				if k == "s2" {
+					inS2 <- struct{}{}
+					<-release
+				}
+				_ = e.Host().Complete(cl.ID, engine.ToolResult{Output: map[string]any{"k": k}})
+			}
+		}
+	}()
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inS2:
+	case <-time.After(15 * time.Second):
+		t.Fatal("s2 was never called")
+	}
+	if err := c.Restart(ctx); err != nil { // s1 committed, s2 in flight
+		t.Fatal(err)
+	}
+	close(release) // s2 completes once the server is back: its write meets the cut connections
+	// No read meanwhile: a read would meet a cut connection first (and drop it from the pool).
+	time.Sleep(300 * time.Millisecond)
+	deadline := time.Now().Add(20 * time.Second)
+	var info *engine.RunInfo
+	for {
+		info, err = e.Status(ctx, id)
+		if err == nil && info.Terminal {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not finished: %+v %v", id, info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if info.Status != run.StatusCompleted {
+		t.Fatalf("run ended %s: %+v", info.Status, info.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range []string{"s1", "s2", "s3"} {
+		if calls[k] != 1 {
+			t.Errorf("step %s called %d times, want 1 (calls %v)", k, calls[k], calls)
+		}
+	}
+	if st := e.LeaseStats(); st.Abandoned != 0 || st.TakenOver != 0 {
+		t.Errorf("lease stats %+v: the restart should cost no takeover", st)
 	}
 }

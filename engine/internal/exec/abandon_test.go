@@ -3,6 +3,7 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,4 +121,66 @@ steps:
 	}
 	st.lost.Store(false)
 	assertUntouched(t, st.Store, "r", last)
+}
+
+// connLostStore fails the writes that fail says with store.ErrConnectionLost (wrapped, as the
+// PostgreSQL store does for a write whose connection was lost before its commit was confirmed),
+// and counts the writes it refused.
+type connLostStore struct {
+	*memstore.Store
+	fail    func(b *store.Batch) bool
+	refused atomic.Int32
+}
+
+func (s *connLostStore) Write(ctx context.Context, b *store.Batch) error {
+	if s.fail(b) {
+		s.refused.Add(1)
+		return fmt.Errorf("database x: writing: %w: unexpected EOF", store.ErrConnectionLost)
+	}
+	return s.Store.Write(ctx, b)
+}
+
+// A write that lost its database connection (store.ErrConnectionLost: applied or not, nobody
+// knows) abandons the run as a lost lease does: it does not fail, nothing more is written, and
+// the takeover path resumes it. Both for a step's write and for the run's terminal write.
+func TestConnectionLostWriteAbandons(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		fail func(b *store.Batch) bool
+	}{
+		{"step", func(b *store.Batch) bool { return len(b.Steps) > 0 && b.Steps[0].Key == "after" }},
+		{"terminal", func(b *store.Batch) bool { return len(b.RunUpdates) > 0 && b.RunUpdates[0].Status.Terminal() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := &connLostStore{Store: memstore.New(), fail: tc.fail}
+			t.Cleanup(func() { _ = st.Close() })
+			c := clock.New()
+			x := exec.New(exec.Config{Store: st, Clock: c, Router: tools.NewRouter(c, nil)})
+			h, err := x.Start(context.Background(), exec.Params{RunID: "r", Spec: mustSpec(t, `
+steps:
+  - {id: first, tool: flow__echo, args: {value: 1}}
+  - {id: after, tool: flow__echo, args: {value: 2}, depends_on: [first]}
+`), Origin: "local"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the run did not stop")
+			}
+			if h.Status() != run.StatusInterrupted || h.Unsaved() != nil {
+				t.Fatalf("handle: %s, unsaved %+v; want interrupted (abandoned), nothing unsaved", h.Status(), h.Unsaved())
+			}
+			if n := st.refused.Load(); n != 1 {
+				t.Errorf("%d writes refused, want 1: nothing is tried again after the lost one", n)
+			}
+			rec, _ := st.GetRun(context.Background(), "r")
+			if rec.Status != run.StatusRunning {
+				t.Errorf("stored run %s, want running (left to the takeover path)", rec.Status)
+			}
+		})
+	}
 }

@@ -34,6 +34,14 @@ var ErrEngineStop error = &stopCause{step: run.StepInterrupted, run: run.StatusI
 var errLeaseLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
 	msg: "interrupted: this engine lost the run's lease to another engine"}
 
+// errConnectionLost is the cause of a run whose store write lost its database connection
+// (store.ErrConnectionLost): the write may or may not be applied, so the engine stops
+// orchestrating the run without writing anything more of it, as for a lost lease; its lease
+// expires and an engine (this one or another) takes it over through the resume path once the
+// database is back.
+var errConnectionLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
+	msg: "interrupted: this engine lost its database connection while writing the run; an engine resumes it once the database is back and its lease expired"}
+
 func userCancel(reason string) *stopCause {
 	msg := "cancelled"
 	if reason != "" {

@@ -272,7 +272,13 @@ func (r *runner) writeTerminal(b *store.Batch, status run.Status, rerr *store.Ru
 	}
 	b.RunUpdates = append(b.RunUpdates, store.RunUpdate{ID: r.id, Status: status, Error: rerr, Progress: r.progress(), UpdatedAt: now, FinishedAt: now})
 	b.Events = append(b.Events, r.event(now, run.EventWorkflowTerminal, "", string(status), 0, jsonDetail(detail)))
-	if err := r.writeRetrying(b); err != nil {
+	if err := r.writeRetrying(b); errors.Is(err, store.ErrConnectionLost) {
+		// The terminal record may or may not be stored: write nothing more and leave the run
+		// to the takeover path (a stored end makes it finished; else its lease expires and an
+		// engine resumes it, running no completed step again), as an abandoned run.
+		r.stopCause.CompareAndSwap(nil, errConnectionLost)
+		status = errConnectionLost.run
+	} else if err != nil {
 		// The run has ended all the same: its waiters, its pull loops and Status see the
 		// terminal state kept in memory (Unsaved), with an error of kind storage.
 		u := b.RunUpdates[len(b.RunUpdates)-1]
@@ -296,7 +302,7 @@ var terminalRetries = []time.Duration{50 * time.Millisecond, 500 * time.Millisec
 func (r *runner) writeRetrying(b *store.Batch) error {
 	err := r.x.cfg.Store.Write(context.Background(), b)
 	for _, d := range terminalRetries {
-		if err == nil || errors.Is(err, store.ErrClosed) {
+		if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrConnectionLost) {
 			break
 		}
 		time.Sleep(d)
@@ -427,9 +433,12 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		}
 	}
 	if err := r.x.cfg.Store.Write(context.Background(), b); err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
 			r.cancel(errLeaseLost) // another engine runs it now: stop, writing nothing more
-		} else {
+		case errors.Is(err, store.ErrConnectionLost):
+			r.cancel(errConnectionLost) // applied or not: the takeover path finds out
+		default:
 			r.cancel(storeFailure(err))
 		}
 		return err

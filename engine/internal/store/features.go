@@ -238,6 +238,15 @@ type Leaser interface {
 // ErrLeaseLost: a run update of an engine that no longer holds the run's lease.
 var ErrLeaseLost = errors.New("store: another engine holds this run's lease")
 
+// ErrConnectionLost is wrapped by the error of a write whose database connection was lost (a
+// server restart, a network cut) so that the store cannot say whether it was applied: it was
+// sent and the connection died before its commit was confirmed, or the database stayed out of
+// reach for longer than the store retries a write that never reached it (about a lease). The
+// writer must not guess: an engine stops orchestrating the runs the write was for without
+// recording anything more of them (as for ErrLeaseLost), and their leases expire, so an engine
+// takes them over and resumes them once the database is back. The error's code stays storage.
+var ErrConnectionLost = errors.New("store: the connection to the database was lost before the write was confirmed")
+
 // EngineInfo is one engine attached to a Leaser store.
 type EngineInfo struct {
 	ID    string   `json:"id"`

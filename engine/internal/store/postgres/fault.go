@@ -71,10 +71,27 @@ func AsFault(db string, err error) *FaultError {
 	return nil
 }
 
-// fault returns err, as a *FaultError when it is a storage fault.
+// fault returns err, as a *FaultError when it is a storage fault (after dropConns).
 func (s *Store) fault(err error) error {
 	if fe := AsFault(s.name, err); fe != nil {
+		s.dropConns(err)
 		return fe
 	}
 	return err
 }
+
+// dropConns closes every pooled connection (pgxpool's Reset; those in use when they are
+// released) when err is a lost connection: after a server restart every idle connection of
+// the pool is dead, and each would otherwise fail one more statement (a heartbeat, a claim's
+// renewal) before the pool replaced it; pgxpool pings only the connections idle for over a
+// second. The next statements connect anew.
+func (s *Store) dropConns(err error) {
+	if connectionLost(err) {
+		s.resets.Add(1)
+		s.pool.Reset()
+	}
+}
+
+// Resets returns how many times a lost connection made the store close its pooled connections
+// (for tests).
+func (s *Store) Resets() int64 { return s.resets.Load() }

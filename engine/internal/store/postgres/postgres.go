@@ -82,6 +82,8 @@ type Store struct {
 	closed   atomic.Bool
 	gc       groupcommit.Committer[*store.Batch]
 	commits  atomic.Int64
+	retries  atomic.Int64 // group commits tried again (commitGroup)
+	resets   atomic.Int64 // pool resets after a lost connection (dropConns)
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
@@ -33,10 +34,14 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 		args = "{}"
 	}
 	var id int64
-	err = s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by)
+	// Not idempotent (a second insert is a second call): retried only when the connection was
+	// lost before the insert could have been applied (a restart; see retryLost).
+	err = s.retryLost(ctx, false, func() error {
+		return s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, tool, remote)
 		SELECT c.id, pg_notify('`+callsChannel+`', CASE WHEN c.remote = '' THEN 'q:' || c.tool ELSE 'r:' || c.remote END)::text FROM c`,
-		text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id).Scan(&id, new(string))
+			text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id).Scan(&id, new(string))
+	})
 	if err != nil {
 		what := "tool " + c.Tool
 		if c.Remote != "" {
@@ -102,11 +107,18 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 		r = text(r)
 		result = &r
 	}
-	tag, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
+	// Idempotent (a second try of an applied one matches no row): retried on any lost connection
+	// (a restart), so that a call's outcome outlives a restart while its claim does.
+	var tag pgconn.CommandTag
+	err = s.retryLost(ctx, true, func() error {
+		var err error
+		tag, err = s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
 			error_message = $5, error_trace = $6, worker = $7, logs = $8, logs_dropped = $9, lease_until = NULL, done_at = now()
 		WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 RETURNING id)
 		SELECT pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`,
-		id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped)
+			id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped)
+		return err
+	})
 	if err != nil {
 		return false, s.fault(fmt.Errorf("recording the outcome of queued tool call %d: %w", id, err))
 	}
@@ -162,12 +174,16 @@ func (s *Store) RenewCalls(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE tool_calls SET lease_until = now() + make_interval(secs => $3)
+	var held []int64
+	err = s.retryLost(ctx, true, func() error { // idempotent: retried on any lost connection
+		rows, err := s.pool.Query(ctx, `UPDATE tool_calls SET lease_until = now() + make_interval(secs => $3)
 		WHERE id = ANY($1) AND status = 'claimed' AND claimed_by = $2 RETURNING id`, ids, l.id, l.secs)
-	if err != nil {
-		return nil, s.fault(fmt.Errorf("renewing the claims of engine %s: %w", l.id, err))
-	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		held, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 	if err != nil {
 		return nil, s.fault(fmt.Errorf("renewing the claims of engine %s: %w", l.id, err))
 	}

@@ -91,20 +91,171 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	return err
 }
 
-// commitGroup applies the batches of group in one transaction; when that fails for another
-// reason than a fault, it applies them again batch by batch, each in a SAVEPOINT, so that only
-// the failing batch fails, with an error naming its row.
+// Retrying a write that never reached the database (docs/cluster.md, "A database restart"):
+// the pauses between tries double from retryFirst up to retryMax, for at most the engine's
+// lease (retryDefault when no engine is attached).
+const (
+	retryFirst   = 10 * time.Millisecond
+	retryMax     = 500 * time.Millisecond
+	retryDefault = 15 * time.Second
+)
+
+// retryFor is how long commitGroup retries a group that never reached the database: the lease
+// of the attached engine (past it, the engine's heartbeat has failed for a whole lease too and
+// other engines may take its runs over), else retryDefault.
+func (s *Store) retryFor() time.Duration {
+	if l := s.lease.Load(); l != nil {
+		return time.Duration(l.secs * float64(time.Second))
+	}
+	return retryDefault
+}
+
+// Retries returns how many times a group commit was tried again after its connection was lost
+// before the write reached the database (for tests and figures).
+func (s *Store) Retries() int64 { return s.retries.Load() }
+
+// commitGroup applies the batches of group in one transaction (commitOnce). A try that lost
+// its connection before the group could have been applied (nothing was sent, or the server
+// ended the session in place of a statement's result: a restart, pg_terminate_backend) is
+// tried again on a new connection, with pauses, for up to retryFor; a connection lost after
+// the group was sent, before its commit was confirmed, or a database still out of reach after
+// retryFor, fails the group with a *FaultError wrapping store.ErrConnectionLost (the writes may
+// or may not be applied: the engine does not guess, see exec). Any other fault (a full disk,
+// an I/O error) fails it as a plain *FaultError, and other errors fail the batches they are
+// about.
 func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	if fe := s.broken.Load(); fe != nil {
 		return nil, fe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
+	began := time.Now()
+	giveUp := began.Add(s.retryFor())
+	pause := retryFirst
+	for {
+		errs, err := s.commitOnce(ctx, group)
+		var ns *notSentError
+		if !errors.As(err, &ns) {
+			return errs, err
+		}
+		if time.Now().Add(pause).After(giveUp) {
+			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: out of reach for %s: %w",
+				store.ErrConnectionLost, time.Since(began).Round(time.Millisecond), ns.err)}
+		}
+		s.retries.Add(1)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, ns.err)}
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// retryLost runs fn, a statement of its own (not a group commit), and runs it again on a new
+// connection, with commitGroup's pauses for up to retryFor, while it fails with a lost
+// connection that proves it was not applied (notApplied) or, when idempotent (running it twice
+// is running it once), with any lost connection. It returns fn's last error.
+func (s *Store) retryLost(ctx context.Context, idempotent bool, fn func() error) error {
+	giveUp := time.Now().Add(s.retryFor())
+	pause := retryFirst
+	for {
+		err := fn()
+		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) ||
+			time.Now().Add(pause).After(giveUp) {
+			return err
+		}
+		s.dropConns(err)
+		s.retries.Add(1)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// notSentError is a try of commitOnce that lost its connection before the group could have
+// been applied: commitGroup tries again.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+
+// commitError is the error of the COMMIT of a write, after every statement succeeded: a
+// connection lost there leaves the outcome unknown.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// connectionLost reports whether err is the loss of the connection (a network error, the
+// server closing it, a FATAL of SQLSTATE class 08 or 57P01 to 57P03), as opposed to a fault
+// the server reports on a live connection (a full disk, an I/O error).
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	return AsFault("", err) != nil
+}
+
+// notApplied reports whether err, a lost connection, proves the write was not applied: pgx sent
+// nothing (pgconn.SafeToRetry), no connection was made, or the server ended the session in
+// place of a statement's result. The commit of a pipeline (an implicit transaction, at its
+// Sync) or of a transaction comes after the results of all its statements, so a session that
+// ended before one of them rolled the write back; an error at the commit (*commitError) or a
+// read that found the connection gone (EOF, a reset) leaves it unknown.
+func notApplied(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var cm *commitError
+	if errors.As(err, &cm) {
+		return false
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Severity == "FATAL" || pe.Severity == "PANIC") && connectionLost(pe)
+}
+
+// classify returns err, an error of a try that was not about the batches' content (see
+// commitOnce), as commitGroup handles it.
+func (s *Store) classify(ctx context.Context, err error) error {
+	s.dropConns(err)
+	switch {
+	case ctx.Err() != nil: // the server did not answer in time
+		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+	case !connectionLost(err):
+		return s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
+	case notApplied(err):
+		return &notSentError{err: err}
+	default:
+		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, err)}
+	}
+}
+
+// commitOnce applies the batches of group in one transaction; when that fails for another
+// reason than a fault, it applies them again batch by batch, each in a SAVEPOINT, so that only
+// the failing batch fails, with an error naming its row. A try that lost its connection before
+// the group could have been applied returns a *notSentError.
+func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
+		if ctx.Err() == nil && AsFault(s.name, err) != nil {
+			s.dropConns(err)
+			return nil, &notSentError{err: fmt.Errorf("connecting to %s: %w", s.name, err)}
+		}
 		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	}
-	defer conn.Release()
+	defer conn.Release() // a connection that was lost is closed: the pool drops it
 	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
 	// implicit transaction, committed at its end (or rolled back whole at its first error).
 	base, err := s.apply(ctx, conn, group)
@@ -113,11 +264,8 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 		number(group, base)
 		return nil, nil
 	}
-	if fe := AsFault(s.name, err); fe != nil {
-		return nil, fe
-	}
-	if ctx.Err() != nil { // the server did not answer in time
-		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+	if AsFault(s.name, err) != nil || ctx.Err() != nil {
+		return nil, s.classify(ctx, err)
 	}
 	errs := make([]error, len(group))
 	bases := make([]int64, len(group))
@@ -144,10 +292,7 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 		return nil
 	})
 	if err != nil {
-		if ctx.Err() != nil { // the server did not answer in time
-			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
-		}
-		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
+		return nil, s.classify(ctx, err)
 	}
 	s.commits.Add(1)
 	for i, b := range group {
@@ -168,7 +313,10 @@ func (s *Store) inTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) er
 		_ = tx.Rollback(ctx)
 		return err
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return &commitError{err: err}
+	}
+	return nil
 }
 
 // number sets the Seq of the events of batches, numbered after base in order.
@@ -283,7 +431,10 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 			return 0, fmt.Errorf("appending %d events: %w", nEvents, err)
 		}
 	}
-	return base, br.Close()
+	if err := br.Close(); err != nil { // the implicit transaction's COMMIT
+		return 0, &commitError{err: err}
+	}
+	return base, nil
 }
 
 // sqlFence fails with numeric_value_out_of_range when another engine holds a live lease on one
