@@ -19,6 +19,8 @@ type (
 	FireLog = store.FireLog
 	// DeliveryFinder is an optional FireLog method (see store.DeliveryFinder).
 	DeliveryFinder = store.DeliveryFinder
+	// ReplayFinder is an optional FireLog method (see store.ReplayFinder).
+	ReplayFinder = store.ReplayFinder
 )
 
 // Fire kinds.
