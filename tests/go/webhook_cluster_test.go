@@ -411,6 +411,12 @@ func TestWebhooksOnTwoEnginesTimestampedReplay(t *testing.T) {
 	if len(fires) != 31 || len(stored) != 31 {
 		t.Fatalf("%d fires and %d runs for 31 signed requests; want one each (a replay is not a fire)", len(fires), len(stored))
 	}
+	// An engine that opens later (a restarted one) has seen nothing in memory: the history
+	// answers.
+	late := openWebhookEngine(t, db, nil)
+	if r := postStamped(t, late.url, "/hooks/stamped", sig, "cap-3", body); fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Fatalf("the replay to an engine opened later: %d %v; want %d %v", r.code, r.body, want.code, want.body)
+	}
 }
 
 // A replay to the other engine once the signature's t is outside tolerance_secs (1 s here) is
