@@ -321,6 +321,7 @@ type replayFireLog struct {
 	*MemFireLog
 	mu   sync.Mutex
 	keys map[string]Fire // schedule id + " " + key → latest fired entry
+	err  error           // FireByReplay's error, when set
 }
 
 func (l *replayFireLog) RecordFire(ctx context.Context, f Fire) error {
@@ -335,6 +336,9 @@ func (l *replayFireLog) RecordFire(ctx context.Context, f Fire) error {
 func (l *replayFireLog) FireByReplay(_ context.Context, id, key string) (Fire, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.err != nil {
+		return Fire{}, false, l.err
+	}
 	f, ok := l.keys[id+" "+key]
 	return f, ok, nil
 }
@@ -434,5 +438,38 @@ func TestSharedAdmissionTimestampedReplayOnTwoEngines(t *testing.T) {
 	}
 	if fs, _ := fires.Fires(context.Background(), "stamped", 0); len(fs) != 1+requests || db.started != 1+requests {
 		t.Fatalf("%d fires, %d runs; want %d each (a replay is no fire)", len(fs), db.started, 1+requests)
+	}
+}
+
+// A signature that cannot be looked up in the shared history is refused (500 start_failed,
+// recorded failed status_failed), not let through as new: the replay guard fails closed. Once
+// the history answers, the replay is a duplicate of the first run.
+func TestSharedAdmissionTimestampedLookupFailure(t *testing.T) {
+	t.Parallel()
+	db, fires, clk, urls := twoStampedEngines(t)
+	body := []byte(`{}`)
+	sig := stamp(clk.Now().Unix(), body)
+	code, first := postStamped(t, urls[0], sig, "", body)
+	if code != 202 {
+		t.Fatalf("first: %d %v", code, first)
+	}
+	fires.mu.Lock()
+	fires.err = errors.New("the database is away")
+	fires.mu.Unlock()
+	code, r := postStamped(t, urls[1], sig, "", body)
+	if code != 500 || r["error"] != WebhookStartFailed || !strings.Contains(fmt.Sprint(r["message"]), "the database is away") {
+		t.Fatalf("the replay while the history fails: %d %v; want 500 start_failed", code, r)
+	}
+	if fs, _ := fires.Fires(context.Background(), "stamped", 1); len(fs) != 1 || fs[0].Kind != FireFailed || fs[0].Reason != ReasonStatusFailed {
+		t.Fatalf("history %+v", fs)
+	}
+	fires.mu.Lock()
+	fires.err = nil
+	fires.mu.Unlock()
+	if code, r := postStamped(t, urls[1], sig, "", body); code != 200 || r["duplicate"] != true || r["run_id"] != first["run_id"] {
+		t.Fatalf("the replay once the history answers: %d %v", code, r)
+	}
+	if db.started != 1 {
+		t.Fatalf("%d runs started; want 1", db.started)
 	}
 }

@@ -336,12 +336,19 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 	}
 	if replayKey != "" && s.admitter != nil {
 		if rf, ok := s.fires.(ReplayFinder); ok {
-			f, found, err := rf.FireByReplay(ctx, e.spec.ID, replayKey)
-			if err != nil {
-				s.log.Warn("schedule: looking up a webhook signature in the fire history failed", "schedule_id", e.spec.ID, "error", err)
-			} else if found && f.Kind == FireFired {
-				e.replays.put(replayKey, f.RunID, replayUntil, now)
-				return admission{duplicate: true, fire: f}
+			// A lookup that fails refuses the request (500 start_failed, the fire recorded failed):
+			// the guard fails closed, else a replay would start a run whenever the database
+			// hiccups. The sender's retry, signed anew, starts the run.
+			prev, found, err := rf.FireByReplay(ctx, e.spec.ID, replayKey)
+			switch {
+			case err != nil:
+				f.Kind, f.Reason = FireFailed, ReasonStatusFailed
+				f.Message = "looking up the request's signature in the shared fire history (the replay guard) failed: " + err.Error()
+				s.record(ctx, f)
+				return admission{fire: f, err: err}
+			case found && prev.Kind == FireFired:
+				e.replays.put(replayKey, prev.RunID, replayUntil, now)
+				return admission{duplicate: true, fire: prev}
 			}
 		}
 	}
