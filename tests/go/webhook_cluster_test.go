@@ -2,9 +2,14 @@ package gotest
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +30,13 @@ schedules:
   - {id: hook, workflow: tick, max_concurrent: 0, trigger: {kind: webhook, path: /hooks/hook}}
   - {id: gated, workflow: hold, max_concurrent: 1, trigger: {kind: webhook, path: /hooks/gated}}
   - {id: later, workflow: later, max_concurrent: 0, trigger: {kind: webhook, path: /hooks/later}}
+  - {id: stamped, workflow: tick, max_concurrent: 0, trigger: {kind: webhook, path: /hooks/stamped, secret_env: HOOK_SECRET, signature: timestamped}}
+  - {id: brief, workflow: tick, max_concurrent: 0, trigger: {kind: webhook, path: /hooks/brief, secret_env: HOOK_SECRET, signature: timestamped, tolerance_secs: 1}}
 `
+
+// hookSecret is the HOOK_SECRET of every engine of these tests (the secret_env of the
+// signature: timestamped schedules).
+const hookSecret = "s3cret-for-replays"
 
 // webhookEngine is one engine of a webhook test and the URL of its webhook server.
 type webhookEngine struct {
@@ -39,7 +50,8 @@ type webhookEngine struct {
 func openWebhookEngine(t *testing.T, db string, release <-chan struct{}) *webhookEngine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 2})
+	environ := func() []string { return append(os.Environ(), "HOOK_SECRET="+hookSecret) }
+	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 2}, engine.WithEnviron(environ))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,5 +311,136 @@ func TestWebhooksOnTwoEnginesMaxConcurrent(t *testing.T) {
 	runs, err := v.Runs(ctx, engine.RunFilter{Name: "hold"})
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("%d runs of hold (%v); want 2", len(runs), err)
+	}
+}
+
+// stampHook is the X-Dcc-Flow-Signature of body sent at unix second t under hookSecret
+// (docs/scheduler.md: "t=<t>,v1=<hex HMAC-SHA256 of "<t>.<body>">").
+func stampHook(t int64, body string) string {
+	ts := strconv.FormatInt(t, 10)
+	m := hmac.New(sha256.New, []byte(hookSecret))
+	m.Write([]byte(ts + "." + body))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// postStamped sends body to url+path signed with sig, with the delivery id (none when "").
+func postStamped(t *testing.T, url, path, sig, delivery, body string) hookReply {
+	t.Helper()
+	req, err := http.NewRequest("POST", url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Dcc-Flow-Signature", sig)
+	if delivery != "" {
+		req.Header.Set("X-GitHub-Delivery", delivery)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return hookReply{}
+	}
+	defer res.Body.Close()
+	r := hookReply{code: res.StatusCode}
+	if err := json.NewDecoder(res.Body).Decode(&r.body); err != nil {
+		t.Errorf("%s%s: the body is not JSON: %v", url, path, err)
+	}
+	return r
+}
+
+// signature: timestamped behind a load balancer: a signed request captured and replayed to the
+// other engine (within tolerance_secs), with a new delivery id or none, is answered 200
+// duplicate of the first run, as a replay to one engine is; 30 signed requests, each sent to
+// both engines at once (with a different delivery id per engine, or none), start one run each. Before the
+// replay guard was shared, each engine knew only the signatures it had admitted, and the other
+// engine started a second run.
+func TestWebhooksOnTwoEnginesTimestampedReplay(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	es := []*webhookEngine{openWebhookEngine(t, db, nil), openWebhookEngine(t, db, nil)}
+	urls := []string{es[0].url, es[1].url}
+	ctx := context.Background()
+	body := `{"file": "/in/shot_010.ma"}`
+	sig := stampHook(time.Now().Unix(), body)
+	first := postStamped(t, urls[0], "/hooks/stamped", sig, "cap-1", body)
+	id, _ := first.body["run_id"].(string)
+	if first.code != http.StatusAccepted || id == "" {
+		t.Fatalf("the signed request to engine a: %d %v; want 202", first.code, first.body)
+	}
+	want := hookReply{code: http.StatusOK, body: map[string]any{"status": "enqueued", "schedule_id": "stamped",
+		"workflow": "tick", "run_id": id, "duplicate": true}}
+	for _, delivery := range []string{"cap-2", ""} {
+		r := postStamped(t, urls[1], "/hooks/stamped", sig, delivery, body)
+		if fmt.Sprint(r) != fmt.Sprint(want) {
+			t.Fatalf("the replay to engine b with delivery id %q: %d %v; want %d %v", delivery, r.code, r.body, want.code, want.body)
+		}
+		// The engine that admitted it answers the same (its own memory).
+		if r := postStamped(t, urls[0], "/hooks/stamped", sig, delivery+"-a", body); fmt.Sprint(r) != fmt.Sprint(want) {
+			t.Fatalf("the replay to engine a: %d %v; want %d %v", r.code, r.body, want.code, want.body)
+		}
+	}
+	runs := map[string]bool{id: true}
+	start := time.Now()
+	for i := range 30 {
+		b := fmt.Sprintf(`{"n": %d}`, i)
+		sig := stampHook(time.Now().Unix(), b)
+		rs := make([]hookReply, 2)
+		var wg sync.WaitGroup
+		for k, u := range urls {
+			delivery := fmt.Sprintf("both-%d-%d", i, k)
+			if i%2 == 1 {
+				delivery = "" // the admission lock is taken for the signature alone
+			}
+			wg.Go(func() { rs[k] = postStamped(t, u, "/hooks/stamped", sig, delivery, b) })
+		}
+		wg.Wait()
+		id := checkOneRunPerDelivery(t, sig, rs)
+		if runs[id] {
+			t.Fatalf("request %d answered with the run %s of another request", i, id)
+		}
+		runs[id] = true
+	}
+	t.Logf("30 signed requests sent to both engines at once in %s", time.Since(start))
+	fires, err := es[1].e.ScheduleFires(ctx, "stamped", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := es[0].e.Runs(ctx, engine.RunFilter{Name: "tick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fires) != 31 || len(stored) != 31 {
+		t.Fatalf("%d fires and %d runs for 31 signed requests; want one each (a replay is not a fire)", len(fires), len(stored))
+	}
+	// An engine that opens later (a restarted one) has seen nothing in memory: the history
+	// answers.
+	late := openWebhookEngine(t, db, nil)
+	if r := postStamped(t, late.url, "/hooks/stamped", sig, "cap-3", body); fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Fatalf("the replay to an engine opened later: %d %v; want %d %v", r.code, r.body, want.code, want.body)
+	}
+}
+
+// A replay to the other engine once the signature's t is outside tolerance_secs (1 s here) is
+// refused 401 signature_expired, as on one engine: an expired signature starts nothing, and
+// its key in the shared history does not make it a duplicate either.
+func TestWebhooksOnTwoEnginesTimestampedReplayExpired(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	a, b := openWebhookEngine(t, db, nil), openWebhookEngine(t, db, nil)
+	body := `{}`
+	signed := time.Now().Unix()
+	sig := stampHook(signed, body)
+	if r := postStamped(t, a.url, "/hooks/brief", sig, "late-1", body); r.code != http.StatusAccepted {
+		t.Fatalf("the signed request to engine a: %d %v; want 202", r.code, r.body)
+	}
+	time.Sleep(time.Until(time.Unix(signed+2, 0)) + 100*time.Millisecond) // t is now > 1 s old
+	for _, u := range []string{b.url, a.url} {
+		r := postStamped(t, u, "/hooks/brief", sig, "late-2", body)
+		if r.code != http.StatusUnauthorized || r.body["error"] != "signature_expired" {
+			t.Fatalf("the replay after the window to %s: %d %v; want 401 signature_expired", u, r.code, r.body)
+		}
+	}
+	fires, err := b.e.ScheduleFires(context.Background(), "brief", 0)
+	if err != nil || len(fires) != 1 {
+		t.Fatalf("%d fires (%v); want the first request's only", len(fires), err)
 	}
 }

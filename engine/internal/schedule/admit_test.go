@@ -314,3 +314,162 @@ func TestSharedAdmissionFiredAtAfterTheLock(t *testing.T) {
 		t.Fatalf("history %+v, trigger %v; want fired at %s", h, w.starter.requests()[0].Trigger, want)
 	}
 }
+
+// replayFireLog is the fire history of a shared database: a MemFireLog that also keeps each
+// fire's replay key (a ReplayFinder, as the PostgreSQL store is).
+type replayFireLog struct {
+	*MemFireLog
+	mu   sync.Mutex
+	keys map[string]Fire // schedule id + " " + key → latest fired entry
+	err  error           // FireByReplay's error, when set
+}
+
+func (l *replayFireLog) RecordFire(ctx context.Context, f Fire) error {
+	if f.Kind == FireFired && f.ReplayKey != "" {
+		l.mu.Lock()
+		l.keys[f.ScheduleID+" "+f.ReplayKey] = f
+		l.mu.Unlock()
+	}
+	return l.MemFireLog.RecordFire(ctx, f)
+}
+
+func (l *replayFireLog) FireByReplay(_ context.Context, id, key string) (Fire, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return Fire{}, false, l.err
+	}
+	f, ok := l.keys[id+" "+key]
+	return f, ok, nil
+}
+
+// twoStampedEngines serves the schedule /stamped (signature: timestamped, tolerance_secs 60,
+// max_concurrent 0) from two schedulers on one stub clock that share a replayFireLog and a
+// sharedDB admitter.
+func twoStampedEngines(t *testing.T) (*sharedDB, *replayFireLog, *clock.Stub, []string) {
+	t.Helper()
+	db, fires := newSharedDB(), &replayFireLog{MemFireLog: NewMemFireLog(0), keys: map[string]Fire{}}
+	clk := clock.NewStub(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))
+	sp := DefaultSpec("stamped", "ingest", Trigger{Kind: KindWebhook, Path: "/stamped", SecretEnv: "SIGNED_SECRET",
+		Signature: SignatureTimestamped, ToleranceSecs: 60})
+	sp.MaxConcurrent = 0
+	env := func(k string) (string, bool) { return testSecret, k == "SIGNED_SECRET" }
+	var urls []string
+	for _, name := range []string{"a", "b"} {
+		s, err := New(Config{Schedules: []Spec{sp}, LookupEnv: env}, &sharedStarter{name: name, db: db, own: map[string]int{}}, fires,
+			WithClock(clk), WithAdmitter(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL+"/stamped")
+	}
+	return db, fires, clk, urls
+}
+
+// postStamped sends body signed with sig and the delivery id (none when "").
+func postStamped(t *testing.T, url, sig, delivery string, body []byte) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(string(body)))
+	req.Header.Set(TimestampedSignatureHeader, sig)
+	if delivery != "" {
+		req.Header.Set(DeliveryHeader, delivery)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+// A signed request captured and replayed to the other engine, with a new delivery id or none,
+// is answered as a duplicate of the first run, as on one engine: the other engine finds the
+// signature in the shared history. Each engine's in-memory guard alone let it start a second
+// run. Sent to both engines at once (different delivery ids), it starts one run. Once outside
+// the window it is refused as expired on both.
+func TestSharedAdmissionTimestampedReplayOnTwoEngines(t *testing.T) {
+	t.Parallel()
+	db, fires, clk, urls := twoStampedEngines(t)
+	body := []byte(`{"file": "/in/a.ma"}`)
+	sig := stamp(clk.Now().Unix(), body)
+	code, first := postStamped(t, urls[0], sig, "d-1", body)
+	if code != 202 {
+		t.Fatalf("first request to a: %d %v", code, first)
+	}
+	for _, delivery := range []string{"d-2", ""} {
+		code, r := postStamped(t, urls[1], sig, delivery, body)
+		if code != 200 || r["duplicate"] != true || r["run_id"] != first["run_id"] || r["status"] != "enqueued" ||
+			r["schedule_id"] != "stamped" || r["workflow"] != "ingest" {
+			t.Fatalf("the replay to b with delivery id %q: %d %v; want 200 duplicate of %v", delivery, code, r, first["run_id"])
+		}
+	}
+	const requests = 20
+	for i := range requests {
+		clk.Advance(time.Second)
+		sig := stamp(clk.Now().Unix(), body)
+		var wg sync.WaitGroup
+		codes, bodies := make([]int, 2), make([]map[string]any, 2)
+		for k, u := range urls {
+			wg.Go(func() { codes[k], bodies[k] = postStamped(t, u, sig, fmt.Sprintf("c-%d-%d", i, k), body) })
+		}
+		wg.Wait()
+		first, dup := 0, 1
+		if codes[0] != 202 {
+			first, dup = 1, 0
+		}
+		if codes[first] != 202 || codes[dup] != 200 || bodies[dup]["duplicate"] != true || bodies[dup]["run_id"] != bodies[first]["run_id"] {
+			t.Fatalf("request %d sent to both engines: %d %v and %d %v; want one 202 and one 200 duplicate of its run", i, codes[0], bodies[0], codes[1], bodies[1])
+		}
+	}
+	if db.started != 1+requests {
+		t.Fatalf("%d runs started for %d signed requests", db.started, 1+requests)
+	}
+	clk.Advance(61 * time.Second) // the last signature is now 61 s old; tolerance_secs is 60
+	last := stamp(clk.Now().Add(-61*time.Second).Unix(), body)
+	for _, u := range urls {
+		if code, r := postStamped(t, u, last, "late", body); code != 401 || r["error"] != WebhookSignatureExpired {
+			t.Fatalf("the replay after the window to %s: %d %v; want 401 signature_expired", u, code, r)
+		}
+	}
+	if fs, _ := fires.Fires(context.Background(), "stamped", 0); len(fs) != 1+requests || db.started != 1+requests {
+		t.Fatalf("%d fires, %d runs; want %d each (a replay is no fire)", len(fs), db.started, 1+requests)
+	}
+}
+
+// A signature that cannot be looked up in the shared history is refused (500 start_failed,
+// recorded failed status_failed), not let through as new: the replay guard fails closed. Once
+// the history answers, the replay is a duplicate of the first run.
+func TestSharedAdmissionTimestampedLookupFailure(t *testing.T) {
+	t.Parallel()
+	db, fires, clk, urls := twoStampedEngines(t)
+	body := []byte(`{}`)
+	sig := stamp(clk.Now().Unix(), body)
+	code, first := postStamped(t, urls[0], sig, "", body)
+	if code != 202 {
+		t.Fatalf("first: %d %v", code, first)
+	}
+	fires.mu.Lock()
+	fires.err = errors.New("the database is away")
+	fires.mu.Unlock()
+	code, r := postStamped(t, urls[1], sig, "", body)
+	if code != 500 || r["error"] != WebhookStartFailed || !strings.Contains(fmt.Sprint(r["message"]), "the database is away") {
+		t.Fatalf("the replay while the history fails: %d %v; want 500 start_failed", code, r)
+	}
+	if fs, _ := fires.Fires(context.Background(), "stamped", 1); len(fs) != 1 || fs[0].Kind != FireFailed || fs[0].Reason != ReasonStatusFailed {
+		t.Fatalf("history %+v", fs)
+	}
+	fires.mu.Lock()
+	fires.err = nil
+	fires.mu.Unlock()
+	if code, r := postStamped(t, urls[1], sig, "", body); code != 200 || r["duplicate"] != true || r["run_id"] != first["run_id"] {
+		t.Fatalf("the replay once the history answers: %d %v", code, r)
+	}
+	if db.started != 1 {
+		t.Fatalf("%d runs started; want 1", db.started)
+	}
+}

@@ -624,7 +624,8 @@ func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.
 }
 
 // lockShared takes the database-wide admission lock of e (WithAdmitter) when its admission
-// depends on what other engines did: a max_concurrent count, or a delivery id to check (dedup).
+// depends on what other engines did: a max_concurrent count, or a delivery id or timestamped
+// signature to check against the shared history (dedup).
 // Otherwise, or without an admitter, it takes nothing and returns a no-op unlock.
 func (s *Scheduler) lockShared(ctx context.Context, e *entry, dedup bool) (unlock func(), err error) {
 	if s.admitter == nil || (!dedup && e.spec.MaxConcurrent <= 0) {

@@ -63,7 +63,8 @@ const MaxDeliveryIDBytes = 256
 //   - 400 invalid_delivery_id: the delivery id is longer than MaxDeliveryIDBytes;
 //   - 200 with "duplicate": true and the first run's id: the delivery id (X-GitHub-Delivery,
 //     else Idempotency-Key) already started a run, or (signature: timestamped) the same
-//     signature did, whatever the delivery id (a replay within the tolerance window);
+//     signature did, whatever the delivery id (a replay within the tolerance window; on a
+//     shared database, whichever engine it was sent to);
 //   - 429 max_concurrent_exceeded (with in_flight and max): the schedule has max_concurrent
 //     runs active;
 //   - 500 start_failed: the engine could not start the run;
@@ -296,6 +297,16 @@ func decodePayload(contentType string, body []byte) (any, string) {
 // admitWebhook handles an authenticated webhook request: a known replay key (a timestamped
 // signature already seen) or delivery id returns the first run; otherwise the run is admitted
 // (or skipped) and the fire recorded.
+//
+// The replay keys this engine saw are in e.replays. On a shared database (WithAdmitter and a
+// fire history that is a ReplayFinder) the keys every engine saw are in the fire history: the
+// fire of a timestamped webhook records its key, and the history is checked for it under the
+// schedule's admission lock across engines, like a delivery id, so a signed request replayed
+// to another engine behind a load balancer is answered as a duplicate of the first run, with
+// the same status and body as on one engine. Without a shared database (SQLite, memory) one
+// engine serves the schedule and e.replays is the whole truth: its check costs a map lookup,
+// where the history's is a query (and the in-memory history forgets keys by count, not by
+// their window), so the history is not consulted.
 func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, delivery, replayKey string, replayUntil time.Time) admission {
 	e.admit.Lock()
 	defer e.admit.Unlock()
@@ -310,10 +321,11 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 			return admission{duplicate: true, fire: Fire{RunID: runID}}
 		}
 	}
-	f := Fire{ScheduleID: e.spec.ID, Origin: OriginWebhook, ScheduledAt: now, FiredAt: now, DeliveryID: delivery}
-	// On a shared database, another engine may be admitting the same delivery right now: the
-	// history is checked, and the run started, under the schedule's lock across engines.
-	unlock, err := s.lockShared(ctx, e, delivery != "")
+	f := Fire{ScheduleID: e.spec.ID, Origin: OriginWebhook, ScheduledAt: now, FiredAt: now, DeliveryID: delivery, ReplayKey: replayKey}
+	// On a shared database, another engine may be admitting the same delivery (or signature)
+	// right now: the history is checked, and the run started, under the schedule's lock across
+	// engines.
+	unlock, err := s.lockShared(ctx, e, delivery != "" || replayKey != "")
 	if err != nil {
 		return s.lockFailed(ctx, f, err)
 	}
@@ -321,6 +333,24 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 	if s.admitter != nil { // the lock may have been waited for
 		now = s.clk.Now()
 		f.ScheduledAt, f.FiredAt = now, now
+	}
+	if replayKey != "" && s.admitter != nil {
+		if rf, ok := s.fires.(ReplayFinder); ok {
+			// A lookup that fails refuses the request (500 start_failed, the fire recorded failed):
+			// the guard fails closed, else a replay would start a run whenever the database
+			// hiccups. The sender's retry, signed anew, starts the run.
+			prev, found, err := rf.FireByReplay(ctx, e.spec.ID, replayKey)
+			switch {
+			case err != nil:
+				f.Kind, f.Reason = FireFailed, ReasonStatusFailed
+				f.Message = "looking up the request's signature in the shared fire history (the replay guard) failed: " + err.Error()
+				s.record(ctx, f)
+				return admission{fire: f, err: err}
+			case found && prev.Kind == FireFired:
+				e.replays.put(replayKey, prev.RunID, replayUntil, now)
+				return admission{duplicate: true, fire: prev}
+			}
+		}
 	}
 	if delivery != "" {
 		if df, ok := s.fires.(DeliveryFinder); ok {

@@ -111,6 +111,18 @@ type DeliveryFinder interface {
 	FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (Fire, bool, error)
 }
 
+// ReplayFinder is an optional FireLog method of a fire history that several engines share
+// (docs/cluster.md, "Schedules"): it keeps the ReplayKey of each fire, so that a timestamped
+// webhook signature replayed to any engine of the database is answered as a duplicate of the
+// run it started. The key holds the signed time t, and a request is checked against the
+// tolerance window before its key is looked up, so a key can only match within its window: an
+// expired key is never found by a request that gets this far.
+type ReplayFinder interface {
+	// FireByReplay returns the latest fire of Kind FireFired of scheduleID whose ReplayKey is
+	// key ("" finds nothing).
+	FireByReplay(ctx context.Context, scheduleID, key string) (Fire, bool, error)
+}
+
 // FireKind says what happened when a schedule was due or a webhook was accepted.
 type FireKind string
 
@@ -141,6 +153,10 @@ type Fire struct {
 	FiredAt time.Time `json:"fired_at"`
 	// DeliveryID is the webhook delivery id, or "".
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// ReplayKey is, for a webhook with signature: timestamped, the signature that was accepted:
+	// "<t>.<v1 hex digest>" (see ReplayFinder), else "". Only a ReplayFinder keeps it; it is
+	// not part of the JSON (the history does not hand out signatures).
+	ReplayKey string `json:"-"`
 }
 
 // Catalog keeps the workflows registered with the engine, so that the catalog outlives the

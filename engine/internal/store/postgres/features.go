@@ -117,9 +117,9 @@ func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	if err := s.checkWrite(); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO schedule_fires (`+fireColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO schedule_fires (`+fireColumns+`, replay_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		text(f.ScheduleID), string(f.Kind), text(f.Reason), text(f.Message), text(f.RunID), text(f.Origin),
-		nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID))
+		nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID), textPtr(f.ReplayKey))
 	if err != nil {
 		return s.fault(fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err))
 	}
@@ -155,6 +155,20 @@ func (s *Store) LastFire(ctx context.Context, scheduleID string) (store.Fire, bo
 func (s *Store) FireByDelivery(ctx context.Context, scheduleID, deliveryID string) (store.Fire, bool, error) {
 	return s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = $1 AND delivery_id = $2
 		AND kind = 'fired' ORDER BY id DESC LIMIT 1`, text(scheduleID), text(deliveryID))
+}
+
+// FireByReplay returns the latest started fire of scheduleID whose replay key is key
+// (store.ReplayFinder; the partial index schedule_fires_replay answers it).
+func (s *Store) FireByReplay(ctx context.Context, scheduleID, key string) (store.Fire, bool, error) {
+	if key == "" {
+		return store.Fire{}, false, s.check()
+	}
+	f, ok, err := s.oneFire(ctx, `SELECT `+fireColumns+` FROM schedule_fires WHERE schedule_id = $1 AND replay_key = $2
+		AND kind = 'fired' ORDER BY id DESC LIMIT 1`, text(scheduleID), text(key))
+	if ok {
+		f.ReplayKey = key
+	}
+	return f, ok, err
 }
 
 // Fires returns up to limit fires of scheduleID ("" = every schedule), newest first.

@@ -92,6 +92,7 @@ var (
 	_ store.Controller       = (*Store)(nil)
 	_ store.FireLog          = (*Store)(nil)
 	_ store.DeliveryFinder   = (*Store)(nil)
+	_ store.ReplayFinder     = (*Store)(nil)
 	_ store.Catalog          = (*Store)(nil)
 	_ store.Leaser           = (*Store)(nil)
 	_ store.SlotClaimer      = (*Store)(nil)

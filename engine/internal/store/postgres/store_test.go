@@ -454,6 +454,11 @@ func TestDocsSQL(t *testing.T) {
 	if _, err := s.EnqueueCall(ctx, store.QueuedCall{RunID: "RUN", StepKey: "a", Attempt: 1, Tool: "export"}); err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	if err := s.RecordFire(ctx, store.Fire{ScheduleID: "ID", Kind: store.FireFired, RunID: "RUN", Origin: "webhook",
+		ScheduledAt: now, FiredAt: now, ReplayKey: "1700000000." + strings.Repeat("ab", 32)}); err != nil {
+		t.Fatal(err)
+	}
 	doc, err := os.ReadFile("../../../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,8 +187,8 @@ func testControl(t *testing.T, c store.Controller) {
 	}
 }
 
-// ExerciseFireLog runs the suite of store.FireLog (and of store.DeliveryFinder when the log
-// has it). newLog must return a new, empty log for each call, keeping at least 10 fires per
+// ExerciseFireLog runs the suite of store.FireLog (and of store.DeliveryFinder and
+// store.ReplayFinder when the log has them). newLog must return a new, empty log for each call, keeping at least 10 fires per
 // schedule (the suite does not close it: close it in t.Cleanup).
 func ExerciseFireLog(t *testing.T, newLog func(t *testing.T) store.FireLog) {
 	t.Helper()
@@ -248,6 +249,9 @@ func testFireLog(t *testing.T, l store.FireLog) {
 	}
 	same("LastFire(hook)", []store.Fire{last}, []store.Fire{fires[3]})
 
+	if rf, ok := l.(store.ReplayFinder); ok {
+		testReplayFinder(t, l, rf)
+	}
 	df, ok := l.(store.DeliveryFinder)
 	if !ok {
 		return
@@ -262,6 +266,34 @@ func testFireLog(t *testing.T, l store.FireLog) {
 	}
 	if _, ok, err := df.FireByDelivery(ctx, "nightly", "d1"); ok || err != nil {
 		t.Errorf("FireByDelivery of another schedule's delivery = %v, %v", ok, err)
+	}
+}
+
+// testReplayFinder checks FireByReplay on fires of the schedule "signed" (which l lacks).
+func testReplayFinder(t *testing.T, l store.FireLog, rf store.ReplayFinder) {
+	t.Helper()
+	ctx := context.Background()
+	k1, k2 := "1700000000."+strings.Repeat("ab", 32), "1700000001."+strings.Repeat("cd", 32)
+	for _, f := range []store.Fire{
+		{ScheduleID: "signed", Kind: store.FireFired, RunID: "r1", Origin: "webhook", ScheduledAt: t0, FiredAt: t0, ReplayKey: k1},
+		{ScheduleID: "signed", Kind: store.FireFailed, Reason: "start_failed", Origin: "webhook", ScheduledAt: t0, FiredAt: t0, ReplayKey: k2},
+		{ScheduleID: "signed", Kind: store.FireFired, RunID: "r2", Origin: "webhook", ScheduledAt: t0, FiredAt: t0, DeliveryID: "d9"},
+	} {
+		if err := l.RecordFire(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, ok, err := rf.FireByReplay(ctx, "signed", k1); err != nil || !ok || f.RunID != "r1" || f.Kind != store.FireFired {
+		t.Errorf("FireByReplay(k1) = %+v, %v, %v; want the fire of run r1", f, ok, err)
+	}
+	if f, ok, err := rf.FireByReplay(ctx, "signed", k2); ok || err != nil {
+		t.Errorf("FireByReplay(k2) = %+v, %v, %v; a failed fire started no run, so its signature is not a replay", f, ok, err)
+	}
+	if f, ok, err := rf.FireByReplay(ctx, "signed", ""); ok || err != nil {
+		t.Errorf(`FireByReplay("") = %+v, %v, %v; a fire without a key is no replay`, f, ok, err)
+	}
+	if f, ok, err := rf.FireByReplay(ctx, "hook", k1); ok || err != nil {
+		t.Errorf("FireByReplay of another schedule's key = %+v, %v, %v", f, ok, err)
 	}
 }
 
