@@ -41,7 +41,25 @@ func TestCallQueue(t *testing.T) {
 	woken := make(chan string, 64)
 	listening := make(chan error, 1)
 	go func() { listening <- orch.ListenCalls(lctx, func(p string) { woken <- p }) }()
-	// LISTEN is issued asynchronously: enqueue until the first wake-up arrives.
+	// LISTEN is issued asynchronously: notify a probe until it arrives, so that no wake-up the
+	// test waits for is sent before the listener listens (one was, under load: "no wake-up d:2").
+	probe, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	for listened := false; !listened; {
+		if _, err := probe.Exec(ctx, `SELECT pg_notify('dcc_flow_calls', 'probe')`); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-woken:
+			listened = p == "probe"
+		case err := <-listening:
+			t.Fatalf("listen: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	wait := func(want string) {
 		t.Helper()
 		deadline := time.After(5 * time.Second)
