@@ -289,10 +289,29 @@ type CallQueue interface {
 	// ExpireCalls fails every claimed call whose lease expired with kind worker_lost and
 	// returns their ids. Of engines doing so at once, each call is failed by one.
 	ExpireCalls(ctx context.Context) ([]int64, error)
+	// ReportCall records report r (its Seq: 1 for a call's first, one more for each next) of a
+	// call this engine holds claimed, and wakes its orchestrator ("r:ID"). It reports whether it
+	// did: false, and nothing written, when the call is no longer this engine's claim (done,
+	// cancelled, failed worker_lost, or claimed by another engine) — the same rule as
+	// CompleteCall's.
+	ReportCall(ctx context.Context, id int64, r CallReport) (bool, error)
+	// CallReports returns the reports of call id numbered past after, in Seq order (none for an
+	// unknown id).
+	CallReports(ctx context.Context, id int64, after int) ([]CallReport, error)
 	// ListenCalls calls fn with each wake-up of the queue until ctx ends or the connection
 	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call queued),
-	// "d:ID" (a call done) or "c:ID" (a call cancelled).
+	// "d:ID" (a call done), "c:ID" (a call cancelled) or "r:ID" (a call reported).
 	ListenCalls(ctx context.Context, fn func(payload string)) error
+}
+
+// CallReport is what a queued call reported while it ran on the engine that claimed it, since
+// its previous report (docs/cluster.md, "The tool-call queue"): the latest progress, the lines
+// logged, the lines dropped.
+type CallReport struct {
+	Seq      int               // 1, 2, … per call
+	Progress *run.StepProgress // nil: unchanged since the previous report
+	Lines    []run.LogLine
+	Dropped  int // lines the worker's side logged and did not relay
 }
 
 // QueuedCall is one tool call on a CallQueue.

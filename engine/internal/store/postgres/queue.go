@@ -9,10 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue").
-// Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
+// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue"),
+// with the reports of running calls (tool_call_reports). Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
 // the statement that changes a call's status, so a listener is woken only once the change is
 // committed. Lease times are the server's (now()).
 
@@ -181,6 +182,78 @@ func (s *Store) ExpireCalls(ctx context.Context) ([]int64, error) {
 		return nil, s.fault(fmt.Errorf("failing the expired claims of queued tool calls: %w", err))
 	}
 	return ids, nil
+}
+
+// ReportCall records a report of a call this engine holds claimed and wakes its orchestrator
+// ("r:ID"). The claim is checked and locked (FOR SHARE) in the statement that inserts the row,
+// so a report never lands after a cancel, an expiry or another engine's claim committed, and the
+// outcome's UPDATE waits for a report being written.
+func (s *Store) ReportCall(ctx context.Context, id int64, r store.CallReport) (bool, error) {
+	l, err := s.attached()
+	if err != nil {
+		return false, err
+	}
+	var progress *string
+	if r.Progress != nil {
+		b, err := json.Marshal(r.Progress)
+		if err != nil {
+			return false, fmt.Errorf("recording a report of queued tool call %d: the progress: %w", id, err)
+		}
+		p := text(string(b))
+		progress = &p
+	}
+	lines := "[]"
+	if len(r.Lines) > 0 {
+		b, err := json.Marshal(r.Lines)
+		if err != nil {
+			return false, fmt.Errorf("recording a report of queued tool call %d: the log lines: %w", id, err)
+		}
+		lines = text(string(b))
+	}
+	tag, err := s.pool.Exec(ctx, `WITH c AS (SELECT id FROM tool_calls
+			WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 FOR SHARE),
+		i AS (INSERT INTO tool_call_reports (call_id, seq, progress, lines, dropped)
+			SELECT c.id, $3, $4, $5, $6 FROM c RETURNING call_id)
+		SELECT pg_notify('`+callsChannel+`', 'r:' || i.call_id)::text FROM i`,
+		id, l.id, r.Seq, progress, lines, max(r.Dropped, 0))
+	if err != nil {
+		return false, s.fault(fmt.Errorf("recording report %d of queued tool call %d: %w", r.Seq, id, err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CallReports returns the reports of call id numbered past after, in order.
+func (s *Store) CallReports(ctx context.Context, id int64, after int) ([]store.CallReport, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, progress, lines, dropped FROM tool_call_reports
+		WHERE call_id = $1 AND seq > $2 ORDER BY seq`, id, after)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("reading the reports of queued tool call %d: %w", id, err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.CallReport, error) {
+		var r store.CallReport
+		var progress *string
+		var lines string
+		if err := row.Scan(&r.Seq, &progress, &lines, &r.Dropped); err != nil {
+			return r, err
+		}
+		if progress != nil {
+			var p run.StepProgress
+			if json.Unmarshal([]byte(*progress), &p) == nil {
+				r.Progress = &p
+			}
+		}
+		if json.Unmarshal([]byte(lines), &r.Lines) != nil {
+			r.Lines = nil // written by an engine: valid; a hand-edited row is skipped, not fatal
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("reading the reports of queued tool call %d: %w", id, err))
+	}
+	return out, nil
 }
 
 // ListenCalls listens on the queue's channel on a connection of its own (taken out of the
