@@ -214,8 +214,10 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 		// The reports are read after the status: once it is done, every report is in (the
 		// worker writes its last one before the outcome), so the step gets all the lines
 		// before the outcome, as from a local call.
-		if err := cq.feedReports(ctx, id, call.Reporter, &after); err != nil && status == "done" {
-			continue // the next poll reads them, then returns the outcome
+		if out.LastReport > after {
+			if err := cq.feedReports(ctx, id, call.Reporter, &after); err != nil && status == "done" {
+				continue // the next poll reads them, then returns the outcome
+			}
 		}
 		switch status {
 		case "done":

@@ -277,8 +277,9 @@ type CallQueue interface {
 	// did: false when the call is no longer this engine's claim (cancelled, or failed
 	// worker_lost after its lease expired): the outcome is dropped.
 	CompleteCall(ctx context.Context, id int64, out CallOutcome) (bool, error)
-	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled") and, once
-	// done, its outcome. ErrNotFound for an unknown id.
+	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled"), the Seq of
+	// its newest report (CallOutcome.LastReport) and, once done, its outcome. ErrNotFound for an
+	// unknown id.
 	CallStatus(ctx context.Context, id int64) (string, CallOutcome, error)
 	// CancelCall marks a queued or claimed call cancelled (the engine that claimed it stops it);
 	// a call already done or cancelled is left alone.
@@ -332,4 +333,7 @@ type CallOutcome struct {
 	ErrorTrace   string
 	// Worker is the id of the engine that claimed the call (CallStatus; "" when none did).
 	Worker string
+	// LastReport is the Seq of the call's newest report (CallStatus; 0 when it has none), so a
+	// waiter reads the reports only when there are new ones.
+	LastReport int
 }

@@ -97,7 +97,7 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	return tag.RowsAffected() == 1, nil
 }
 
-// CallStatus returns a call's status and, once done, its outcome.
+// CallStatus returns a call's status, the Seq of its newest report and, once done, its outcome.
 func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOutcome, error) {
 	if err := s.check(); err != nil {
 		return "", store.CallOutcome{}, err
@@ -105,9 +105,10 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	var status string
 	var result *string
 	var out store.CallOutcome
-	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace, coalesce(claimed_by, '')
+	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace, coalesce(claimed_by, ''),
+			coalesce((SELECT max(seq) FROM tool_call_reports WHERE call_id = $1), 0)
 		FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker)
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &out.LastReport)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}

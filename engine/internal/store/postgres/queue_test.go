@@ -312,6 +312,9 @@ func TestCallReports(t *testing.T) {
 			t.Fatal("no r: wake-up for a report")
 		}
 	}
+	if st, out, err := orch.CallStatus(ctx, id); st != "claimed" || out.LastReport != 3 || err != nil {
+		t.Fatalf("status: %s, last report %d, %v; want claimed, 3", st, out.LastReport, err)
+	}
 	rs, err := orch.CallReports(ctx, id, 1)
 	if err != nil || len(rs) != 2 || rs[0].Seq != 2 || rs[1].Seq != 3 {
 		t.Fatalf("reports past 1: %+v %v", rs, err)
@@ -345,6 +348,9 @@ func TestCallReports(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	if _, err := orch.ExpireCalls(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if _, out, _ := orch.CallStatus(ctx, lost); out.LastReport != 0 {
+		t.Fatalf("a call without reports: last report %d", out.LastReport)
 	}
 	if report(w1, lost, 1) || rows(lost) != 0 {
 		t.Fatal("a worker whose claim expired wrote a report")
