@@ -194,7 +194,7 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
         "    for frame in range(1, frames + 1):\n"
         "        call.progress(frame, frames, 'caching frames')\n"
         "        call.log('cached', frame=frame)\n"
-        "        time.sleep(0.3)\n"
+        "        time.sleep(0.4)\n"
         "    return {'frames': frames}\n")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
     env.pop("DCC_FLOW_DEBUG", None)
@@ -214,7 +214,7 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
             fields = [line["fields"] for e in events if e["type"] == "step_log" for line in e["detail"]["lines"]]
             assert fields == [{"frame": 1}, {"frame": 2}, {"frame": 3}, {"frame": 4}]
             dones = [e["detail"]["done"] for e in events if e["type"] == "step_progress"]
-            assert len(dones) >= 3 and dones == sorted(dones) and dones[-1] == 4, dones
+            assert dones == [1, 2, 3, 4]  # each at once: the tool pauses longer than the relay's interval
             step = result.step("cache")
             assert step.progress == {"done": 4, "total": 4, "message": "caching frames", "attempt": 1}
             assert [(line["stream"], line["text"], line["fields"]) for line in step.logs] == \
