@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,8 +76,13 @@ func TestQueueCallReportsReachTheOrchestrator(t *testing.T) {
 	ctx := context.Background()
 	orch := openQueueEngine(t, db, "", nil, nil)
 	total := 5.0
+	var mu sync.Mutex
+	var reported [6]time.Time // when the tool reported progress i
 	worker := openReportingWorker(t, db, "cache", func(h *engine.Host, id uint64) engine.ToolResult {
 		for i := 1; i <= 5; i++ {
+			mu.Lock()
+			reported[i] = time.Now()
+			mu.Unlock()
 			h.Report(id, engine.ToolReport{
 				Progress: &run.StepProgress{Done: float64(i), Total: &total, Message: "caching frames"},
 				Logs:     []run.LogLine{run.LogLineOf(fmt.Sprintf("cached frame %d", i), json.RawMessage(fmt.Sprintf(`{"frame":%d}`, i)))},
@@ -102,6 +108,7 @@ steps:
 	}
 	var lines []string
 	var dones []float64
+	var slowest time.Duration // from a progress report on B to its event on A
 	exitSeq := uint64(0)
 	for _, ev := range evs {
 		if ev.StepKey != "cache" {
@@ -128,6 +135,11 @@ steps:
 				t.Fatalf("step_progress %s: %v", ev.Detail, err)
 			}
 			dones = append(dones, p.Done)
+			if i := int(p.Done); i >= 1 && i <= 5 {
+				mu.Lock()
+				slowest = max(slowest, ev.Time.Sub(reported[i]))
+				mu.Unlock()
+			}
 		case run.EventStepExit:
 			exitSeq = ev.Seq
 		}
@@ -145,6 +157,7 @@ steps:
 	if got, _ := json.Marshal(dones); string(got) != `[1,2,3,4,5]` {
 		t.Fatalf("the orchestrator's step_progress: %s, want [1,2,3,4,5]", got)
 	}
+	t.Logf("a progress report on the worker became the orchestrator's event within %s", slowest)
 
 	steps, err := orch.Steps(ctx, id)
 	if err != nil || len(steps) != 1 {
