@@ -288,7 +288,9 @@ type CallQueue interface {
 	// and returns those ids; the others were cancelled or lost.
 	RenewCalls(ctx context.Context, ids []int64) ([]int64, error)
 	// ExpireCalls fails every claimed call whose lease expired with kind worker_lost and
-	// returns their ids. Of engines doing so at once, each call is failed by one.
+	// returns their ids. Of engines doing so at once, each call is failed by one. It also
+	// deletes the calls finished more than a day ago, with their reports, and the reports
+	// written more than an hour ago.
 	ExpireCalls(ctx context.Context) ([]int64, error)
 	// ReportCall records report r (its Seq: 1 for a call's first, one more for each next) of a
 	// call this engine holds claimed, and wakes its orchestrator ("r:ID"). It reports whether it

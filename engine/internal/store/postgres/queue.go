@@ -159,13 +159,17 @@ func (s *Store) RenewCalls(ctx context.Context, ids []int64) ([]int64, error) {
 // ExpireCalls fails the claimed calls whose lease expired with kind worker_lost. The
 // conditional UPDATE is the exactly-once: of engines expiring at once, the first takes the
 // row lock; the others re-evaluate the condition on its committed row (done) and skip it. It
-// also deletes the calls that finished more than a day ago (their orchestrator read them).
+// also deletes the calls that finished more than a day ago (their orchestrator read them), with
+// their reports, and the reports written more than an hour ago.
 func (s *Store) ExpireCalls(ctx context.Context) ([]int64, error) {
 	if err := s.checkWrite(); err != nil {
 		return nil, err
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM tool_calls WHERE done_at < now() - interval '1 day'`); err != nil {
 		return nil, s.fault(fmt.Errorf("deleting the finished queued tool calls: %w", err))
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM tool_call_reports WHERE created_at < now() - interval '1 hour'`); err != nil {
+		return nil, s.fault(fmt.Errorf("deleting the queued tool calls' reports older than an hour: %w", err))
 	}
 	rows, err := s.pool.Query(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', error_kind = 'worker_lost',
 			error_message = 'engine ' || coalesce(claimed_by, '?') || ' claimed this call and stopped renewing its claim (it died, hung or lost the database)',

@@ -359,12 +359,31 @@ func TestCallReports(t *testing.T) {
 		t.Fatalf("reports of an unknown call: %v %v", rs, err)
 	}
 
-	// Housekeeping deletes a call's reports with its row.
+	// Housekeeping deletes the reports written more than an hour ago (of a call still running),
+	// and a call's reports with its row.
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	running := enqueueClaim(w2)
+	for seq := 1; seq <= 2; seq++ {
+		if !report(w2, running, seq) {
+			t.Fatal("refused")
+		}
+	}
+	if _, err := conn.Exec(ctx, `UPDATE tool_call_reports SET created_at = now() - interval '61 minutes' WHERE call_id = $1 AND seq = 1`, running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orch.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := orch.CallReports(ctx, running, 0); err != nil || len(rs) != 1 || rs[0].Seq != 2 {
+		t.Fatalf("after an expiry, the reports of a running call: %+v %v; want seq 2 only", rs, err)
+	}
+	if rows(id) != 3 {
+		t.Fatal("recent reports were deleted")
+	}
 	if _, err := conn.Exec(ctx, `UPDATE tool_calls SET done_at = now() - interval '25 hours' WHERE id = ANY($1)`, []int64{id, done}); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +391,7 @@ func TestCallReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tool_call_reports`).Scan(&left); err != nil || left != 0 {
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tool_call_reports WHERE call_id <> $1`, running).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d report rows left after their calls were deleted (%v)", left, err)
 	}
 }

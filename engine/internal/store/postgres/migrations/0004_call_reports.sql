@@ -5,7 +5,9 @@
 -- call, and always one before the call's outcome; the orchestrator reads the rows past the last
 -- seq it read and feeds them to the run's step as a local call's reports. progress is a
 -- StepProgress as JSON (NULL: unchanged since the previous row); lines a JSON array of LogLine.
--- Rows go with their call's row (ON DELETE CASCADE: the queue's housekeeping).
+-- Rows go with their call's row (ON DELETE CASCADE: the queue's housekeeping), and an hour
+-- after they were written (the orchestrator read them within milliseconds; this bounds what a
+-- call that logs for days keeps in the table).
 CREATE TABLE tool_call_reports (
     call_id    BIGINT NOT NULL REFERENCES tool_calls (id) ON DELETE CASCADE,
     seq        INTEGER NOT NULL,
@@ -15,3 +17,4 @@ CREATE TABLE tool_call_reports (
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (call_id, seq)
 );
+CREATE INDEX tool_call_reports_created ON tool_call_reports (created_at);
