@@ -25,7 +25,8 @@ import (
 // claimed by an engine that has it, which runs it through its own remote pool. Wake-ups are LISTEN/NOTIFY, with a poll every
 // queuePoll as the fallback. A claim is under a lease the claiming engine renews with its
 // heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
-// engine's heartbeat notices first, and the step is retried per its policy.
+// engine's heartbeat notices first, and the step is retried per its policy. What the call
+// reports while it runs (progress, log lines) is relayed the same way (queue_report.go).
 
 const (
 	// queuePoll is the fallback poll of waiters and claimers when no notification comes.
@@ -112,7 +113,7 @@ func (cq *callQueue) notified(p string) {
 		if cq.e.router.HasRemoteNamed(rest) {
 			cq.kickNow()
 		}
-	case "d", "c":
+	case "d", "c", "p":
 		id, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil {
 			return
@@ -227,6 +228,7 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 	}()
 	poll := time.NewTicker(queuePoll)
 	defer poll.Stop()
+	after := 0 // the last report fed to the step
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,6 +242,14 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 		status, out, err := cq.q.CallStatus(ctx, id)
 		if err != nil {
 			continue // the database is away: the next poll tries again
+		}
+		// The reports are read after the status: once it is done, every report is in (the
+		// worker writes its last one before the outcome), so the step gets all the lines
+		// before the outcome, as from a local call.
+		if out.LastReport > after {
+			if err := cq.feedReports(ctx, id, call.Reporter, &after); err != nil && status == "done" {
+				continue // the next poll reads them, then returns the outcome
+			}
 		}
 		switch status {
 		case "done":
@@ -340,13 +350,16 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		out = store.CallOutcome{ErrorKind: run.KindInvalidInput, ErrorMessage: "the queued args are not a JSON object: " + err.Error()}
 	} else {
-		call := tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, DCC: c.Remote, Args: args, Attempt: c.Attempt, Queued: true}
+		rl := newRelay(cq.q, c.ID)
+		call := tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, DCC: c.Remote, Args: args, Attempt: c.Attempt,
+			Queued: true, Reporter: rl}
 		var res tools.Result
 		if c.Remote != "" {
 			res, err = cq.e.router.CallRemote(ctx, call)
 		} else {
 			res, err = cq.e.router.Call(ctx, call)
 		}
+		rl.finish() // every report is written before the outcome
 		out = outcome(res, err, cq.ctx.Err() != nil, cq.e.lease.info.ID)
 		out.Worker = cq.e.lease.info.ID
 		if res.Worker != "" {

@@ -244,3 +244,53 @@ def test_worker_command_remotes_needs_db(tmp_path):
     out = subprocess.run([sys.executable, "-m", "dcc_flow", "worker", "--remotes", str(tmp_path / "r.json")],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 2 and "--remotes needs --db" in out.stderr, out
+
+
+def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
+    """A tool run by a ``dcc-flow worker --db`` process reports progress and logs lines with
+    ``current_call()``: the engine that orchestrates the run gets them as ``step_progress`` and
+    ``step_log`` events, in order and before the step's ``step_exit``, and on its step record
+    (``progress``, ``logs``), as for a call it ran itself (docs/cluster.md)."""
+    tools = tmp_path / "cache_tools.py"
+    tools.write_text(
+        "import time\n"
+        "import dcc_flow\n\n"
+        "def cache(frames):\n"
+        "    call = dcc_flow.current_call()\n"
+        "    for frame in range(1, frames + 1):\n"
+        "        call.progress(frame, frames, 'caching frames')\n"
+        "        call.log('cached', frame=frame)\n"
+        "        time.sleep(0.4)\n"
+        "    return {'frames': frames}\n")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    worker = subprocess.Popen([sys.executable, "-m", "dcc_flow", "worker", "--db", pg_url, "--tools", str(tools),
+                               "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT)
+    try:
+        line = worker.stdout.readline()
+        assert line.startswith("worker serving 1 tool(s)") and "cache" in line, (line, worker.stderr.read())
+        with Engine(db=pg_url, lease_secs=1) as eng:  # hosts no cache
+            result = eng.run("name: relay\nsteps: [{id: cache, tool: cache, args: {frames: 4}}]", timeout=30)
+            assert result.ok, result.error
+            events = [e for e in eng.events(run_id=result.run_id, timeout=0) if e.get("step_key") == "cache"]
+            types = [e["type"] for e in events]
+            exit_at = types.index("step_exit")
+            assert "step_progress" not in types[exit_at:] and "step_log" not in types[exit_at:], types
+            fields = [line["fields"] for e in events if e["type"] == "step_log" for line in e["detail"]["lines"]]
+            assert fields == [{"frame": 1}, {"frame": 2}, {"frame": 3}, {"frame": 4}]
+            dones = [e["detail"]["done"] for e in events if e["type"] == "step_progress"]
+            assert dones == [1, 2, 3, 4]  # each at once: the tool pauses longer than the relay's interval
+            step = result.step("cache")
+            assert step.progress == {"done": 4, "total": 4, "message": "caching frames", "attempt": 1}
+            assert [(line["stream"], line["text"], line["fields"]) for line in step.logs] == \
+                [("log", "cached", {"frame": f}) for f in (1, 2, 3, 4)]
+            assert step.worker  # the id of the worker engine that ran it from the queue
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            rc = worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert rc == 0, worker.stderr.read()

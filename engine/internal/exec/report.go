@@ -66,6 +66,7 @@ type reportState struct {
 	lastLogs  time.Time   // when the lines were last written on the record
 	scheduled bool        // a flush is due (timer, or a goroutine about to run)
 	timer     clock.Timer // the pending timer, or nil
+	due       time.Time   // when the pending timer fires
 }
 
 // startReport returns the reporter of the attempt about to be made, or nil when the step's
@@ -142,7 +143,13 @@ func (p *reporter) Report(rp tools.Report) {
 		l.Attempt = p.attempt
 		st.lines = append(st.lines, l)
 	}
-	p.scheduleLocked(p.in.r.now())
+	now := p.in.r.now()
+	if st.timer != nil && st.due.After(st.lastEvent.Add(run.ReportInterval)) && st.timer.Stop() {
+		// The pending timer is a later write of the record alone (up to ReportRowInterval
+		// away): the events of this report must not wait for it.
+		st.scheduled, st.timer = false, nil
+	}
+	p.scheduleLocked(now)
 }
 
 // scheduleLocked arranges the next flush, if something waits for one and none is arranged.
@@ -164,7 +171,7 @@ func (p *reporter) scheduleLocked(now time.Time) {
 	}
 	st.scheduled = true
 	if d := due.Sub(now); d > 0 {
-		st.timer = p.in.r.x.cfg.Clock.AfterFunc(d, p.fire)
+		st.timer, st.due = p.in.r.x.cfg.Clock.AfterFunc(d, p.fire), due
 		return
 	}
 	go p.fire() // never write on the reporting thread (a Python tool's)

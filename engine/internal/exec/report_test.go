@@ -220,6 +220,38 @@ func TestReportsAreThrottledAndKeptInOrder(t *testing.T) {
 	}
 }
 
+// TestReportWaitsNoLongerThanAnInterval: a report made while only a write of the step record is
+// pending (due up to ReportRowInterval later) becomes its events within ReportInterval, not
+// when the record's write is due: a tool reporting every quarter second gets an event each time.
+func TestReportWaitsNoLongerThanAnInterval(t *testing.T) {
+	t.Parallel()
+	b := setupHost(t)
+	h, err := b.x.Start(context.Background(), exec.Params{RunID: "r1", Spec: mustSpec(t, "steps:\n  - { id: export, tool: export }\n"), Origin: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := b.pull(t)
+	for i := 1; i <= 3; i++ {
+		// The first is written with the record; the second's write leaves the record's due in a
+		// second; the third must not wait for it.
+		if !b.host.Report(call.ID, tools.Report{Progress: &run.StepProgress{Done: float64(i)}}) {
+			t.Fatal("refused")
+		}
+		evs := b.waitEvents(t, run.EventStepProgress, i)
+		if p := progressOf(t, evs[i-1].Detail); p.Done != float64(i) {
+			t.Fatalf("progress event %d: %s", i, evs[i-1].Detail)
+		}
+		b.clk.Advance(run.ReportInterval + run.ReportInterval/2)
+	}
+	if err := b.host.Complete(call.ID, tools.Result{Output: 1}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done()
+	if st := b.step(t); progressOf(t, st.Progress).Done != 3 {
+		t.Fatalf("final record: %s", st.Progress)
+	}
+}
+
 // TestSilentCallWritesNothingMore: a call that reports nothing writes no report event and no
 // progress on its record.
 func TestSilentCallWritesNothingMore(t *testing.T) {

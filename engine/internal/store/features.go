@@ -325,8 +325,9 @@ type CallQueue interface {
 	// did: false when the call is no longer this engine's claim (cancelled, or failed
 	// worker_lost after its lease expired): the outcome is dropped.
 	CompleteCall(ctx context.Context, id int64, out CallOutcome) (bool, error)
-	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled") and, once
-	// done, its outcome. ErrNotFound for an unknown id.
+	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled"), the Seq of
+	// its newest report (CallOutcome.LastReport) and, once done, its outcome. ErrNotFound for an
+	// unknown id.
 	CallStatus(ctx context.Context, id int64) (string, CallOutcome, error)
 	// CancelCall marks a queued or claimed call cancelled (the engine that claimed it stops it);
 	// a call already done or cancelled is left alone.
@@ -335,12 +336,33 @@ type CallQueue interface {
 	// and returns those ids; the others were cancelled or lost.
 	RenewCalls(ctx context.Context, ids []int64) ([]int64, error)
 	// ExpireCalls fails every claimed call whose lease expired with kind worker_lost and
-	// returns their ids. Of engines doing so at once, each call is failed by one.
+	// returns their ids. Of engines doing so at once, each call is failed by one. It also
+	// deletes the calls finished more than a day ago, with their reports, and the reports
+	// written more than an hour ago.
 	ExpireCalls(ctx context.Context) ([]int64, error)
+	// ReportCall records report r (its Seq: 1 for a call's first, one more for each next) of a
+	// call this engine holds claimed, and wakes its orchestrator ("r:ID"). It reports whether it
+	// did: false, and nothing written, when the call is no longer this engine's claim (done,
+	// cancelled, failed worker_lost, or claimed by another engine) — the same rule as
+	// CompleteCall's.
+	ReportCall(ctx context.Context, id int64, r CallReport) (bool, error)
+	// CallReports returns the reports of call id numbered past after, in Seq order (none for an
+	// unknown id).
+	CallReports(ctx context.Context, id int64, after int) ([]CallReport, error)
 	// ListenCalls calls fn with each wake-up of the queue until ctx ends or the connection
 	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call queued),
-	// "d:ID" (a call done) or "c:ID" (a call cancelled).
+	// "d:ID" (a call done), "c:ID" (a call cancelled) or "r:ID" (a call reported).
 	ListenCalls(ctx context.Context, fn func(payload string)) error
+}
+
+// CallReport is what a queued call reported while it ran on the engine that claimed it, since
+// its previous report (docs/cluster.md, "The tool-call queue"): the latest progress, the lines
+// logged, the lines dropped.
+type CallReport struct {
+	Seq      int               // 1, 2, … per call
+	Progress *run.StepProgress // nil: unchanged since the previous report
+	Lines    []run.LogLine
+	Dropped  int // lines the worker's side logged and did not relay
 }
 
 // QueuedCall is one tool call on a CallQueue.
@@ -370,4 +392,7 @@ type CallOutcome struct {
 	// pool worker, "ENGINE/POOL/PID", when a pool ran it); CallStatus returns it, or the id of
 	// the engine that claimed the call when none was recorded ("" when none claimed it).
 	Worker string
+	// LastReport is the Seq of the call's newest report (CallStatus; 0 when it has none), so a
+	// waiter reads the reports only when there are new ones.
+	LastReport int
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue").
-// Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
+// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue"),
+// with the reports of running calls (tool_call_reports). Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
 // the statement that changes a call's status, so a listener is woken only once the change is
 // committed. Lease times are the server's (now()).
 
@@ -125,7 +126,7 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	return tag.RowsAffected() == 1, nil
 }
 
-// CallStatus returns a call's status and, once done, its outcome.
+// CallStatus returns a call's status, the Seq of its newest report and, once done, its outcome.
 func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOutcome, error) {
 	if err := s.check(); err != nil {
 		return "", store.CallOutcome{}, err
@@ -134,8 +135,10 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	var result *string
 	var out store.CallOutcome
 	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace,
-			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped)
+			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped,
+			coalesce((SELECT max(seq) FROM tool_call_reports WHERE call_id = $1), 0)
+		FROM tool_calls WHERE id = $1`, id).
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped, &out.LastReport)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}
@@ -193,13 +196,17 @@ func (s *Store) RenewCalls(ctx context.Context, ids []int64) ([]int64, error) {
 // ExpireCalls fails the claimed calls whose lease expired with kind worker_lost. The
 // conditional UPDATE is the exactly-once: of engines expiring at once, the first takes the
 // row lock; the others re-evaluate the condition on its committed row (done) and skip it. It
-// also deletes the calls that finished more than a day ago (their orchestrator read them).
+// also deletes the calls that finished more than a day ago (their orchestrator read them), with
+// their reports, and the reports written more than an hour ago.
 func (s *Store) ExpireCalls(ctx context.Context) ([]int64, error) {
 	if err := s.checkWrite(); err != nil {
 		return nil, err
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM tool_calls WHERE done_at < now() - interval '1 day'`); err != nil {
 		return nil, s.fault(fmt.Errorf("deleting the finished queued tool calls: %w", err))
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM tool_call_reports WHERE created_at < now() - interval '1 hour'`); err != nil {
+		return nil, s.fault(fmt.Errorf("deleting the queued tool calls' reports older than an hour: %w", err))
 	}
 	rows, err := s.pool.Query(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', error_kind = 'worker_lost',
 			error_message = 'engine ' || coalesce(claimed_by, '?') || ' claimed this call and stopped renewing its claim (it died, hung or lost the database)',
@@ -217,6 +224,78 @@ func (s *Store) ExpireCalls(ctx context.Context) ([]int64, error) {
 		return nil, s.fault(fmt.Errorf("failing the expired claims of queued tool calls: %w", err))
 	}
 	return ids, nil
+}
+
+// ReportCall records a report of a call this engine holds claimed and wakes its orchestrator
+// ("p:ID"). The claim is checked and locked (FOR SHARE) in the statement that inserts the row,
+// so a report never lands after a cancel, an expiry or another engine's claim committed, and the
+// outcome's UPDATE waits for a report being written.
+func (s *Store) ReportCall(ctx context.Context, id int64, r store.CallReport) (bool, error) {
+	l, err := s.attached()
+	if err != nil {
+		return false, err
+	}
+	var progress *string
+	if r.Progress != nil {
+		b, err := json.Marshal(r.Progress)
+		if err != nil {
+			return false, fmt.Errorf("recording a report of queued tool call %d: the progress: %w", id, err)
+		}
+		p := text(string(b))
+		progress = &p
+	}
+	lines := "[]"
+	if len(r.Lines) > 0 {
+		b, err := json.Marshal(r.Lines)
+		if err != nil {
+			return false, fmt.Errorf("recording a report of queued tool call %d: the log lines: %w", id, err)
+		}
+		lines = text(string(b))
+	}
+	tag, err := s.pool.Exec(ctx, `WITH c AS (SELECT id FROM tool_calls
+			WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 FOR SHARE),
+		i AS (INSERT INTO tool_call_reports (call_id, seq, progress, lines, dropped)
+			SELECT c.id, $3, $4, $5, $6 FROM c RETURNING call_id)
+		SELECT pg_notify('`+callsChannel+`', 'p:' || i.call_id)::text FROM i`,
+		id, l.id, r.Seq, progress, lines, max(r.Dropped, 0))
+	if err != nil {
+		return false, s.fault(fmt.Errorf("recording report %d of queued tool call %d: %w", r.Seq, id, err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CallReports returns the reports of call id numbered past after, in order.
+func (s *Store) CallReports(ctx context.Context, id int64, after int) ([]store.CallReport, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, progress, lines, dropped FROM tool_call_reports
+		WHERE call_id = $1 AND seq > $2 ORDER BY seq`, id, after)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("reading the reports of queued tool call %d: %w", id, err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.CallReport, error) {
+		var r store.CallReport
+		var progress *string
+		var lines string
+		if err := row.Scan(&r.Seq, &progress, &lines, &r.Dropped); err != nil {
+			return r, err
+		}
+		if progress != nil {
+			var p run.StepProgress
+			if json.Unmarshal([]byte(*progress), &p) == nil {
+				r.Progress = &p
+			}
+		}
+		if json.Unmarshal([]byte(lines), &r.Lines) != nil {
+			r.Lines = nil // written by an engine: valid; a hand-edited row is skipped, not fatal
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("reading the reports of queued tool call %d: %w", id, err))
+	}
+	return out, nil
 }
 
 // ListenCalls listens on the queue's channel on a connection of its own (taken out of the

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 	"sort"
 	"strings"
 	"sync"
@@ -330,5 +331,171 @@ func TestCallQueueRemoteCalls(t *testing.T) {
 	}
 	if _, out, err := orch.CallStatus(ctx, hid); err != nil || out.Worker != "FARM" || out.Logs != nil || out.LogsDropped != 0 {
 		t.Fatalf("host-tool call's worker: %+v %v", out, err)
+	}
+}
+
+// The reports of a queued call: only the engine holding the claim writes them (not another
+// engine, not after a cancel, not after its claim expired); the orchestrator is woken ("p:ID")
+// and reads them past the last seq it read, in order, with their progress, lines and drop
+// counts; they are deleted with the call's row.
+func TestCallReports(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	open := func(id string, lease time.Duration) *postgres.Store {
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Attach(ctx, store.EngineInfo{ID: id, Lease: lease}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	orch, w1, w2 := open("O", time.Minute), open("W1", 300*time.Millisecond), open("W2", time.Minute)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	woken := make(chan string, 64)
+	go func() { _ = orch.ListenCalls(lctx, func(p string) { woken <- p }) }()
+	// LISTEN is issued asynchronously: enqueue until the first wake-up arrives.
+	for listening := false; !listening; {
+		if _, err := orch.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "warm", Tool: "warm"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woken:
+			listening = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	enqueueClaim := func(w *postgres.Store) int64 {
+		t.Helper()
+		if _, err := orch.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "s", Attempt: 1, Tool: "cache"}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := w.ClaimCall(ctx, []string{"cache"}, nil)
+		if err != nil || c == nil {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		return c.ID
+	}
+	report := func(w *postgres.Store, id int64, seq int) bool {
+		t.Helper()
+		total := 10.0
+		ok, err := w.ReportCall(ctx, id, store.CallReport{Seq: seq, Progress: &run.StepProgress{Done: float64(seq), Total: &total, Message: "frames"},
+			Lines: []run.LogLine{run.LogLineOf("line "+itoa(int64(seq)), json.RawMessage(`{"frame":1}`)), run.LogLineOf("bad \xff\x00", nil)}, Dropped: seq - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	rows := func(id int64) int {
+		t.Helper()
+		rs, err := orch.CallReports(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+
+	id := enqueueClaim(w1)
+	if report(w2, id, 1) {
+		t.Fatal("W2 wrote a report of W1's claim")
+	}
+	for seq := 1; seq <= 3; seq++ {
+		if !report(w1, id, seq) {
+			t.Fatalf("W1's report %d of its own claim was refused", seq)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for p := ""; p != "p:"+itoa(id); {
+		select {
+		case p = <-woken:
+		case <-deadline:
+			t.Fatal("no p: wake-up for a report")
+		}
+	}
+	if st, out, err := orch.CallStatus(ctx, id); st != "claimed" || out.LastReport != 3 || err != nil {
+		t.Fatalf("status: %s, last report %d, %v; want claimed, 3", st, out.LastReport, err)
+	}
+	rs, err := orch.CallReports(ctx, id, 1)
+	if err != nil || len(rs) != 2 || rs[0].Seq != 2 || rs[1].Seq != 3 {
+		t.Fatalf("reports past 1: %+v %v", rs, err)
+	}
+	r := rs[1]
+	if r.Progress == nil || r.Progress.Done != 3 || *r.Progress.Total != 10 || r.Progress.Message != "frames" || r.Dropped != 2 ||
+		len(r.Lines) != 2 || r.Lines[0].Text != "line 3" || string(r.Lines[0].Fields) != `{"frame":1}` || r.Lines[0].Stream != run.StreamLog ||
+		r.Lines[1].Text != "bad \uFFFD\u0000" {
+		t.Fatalf("report 3: %+v %+v", r, r.Lines)
+	}
+
+	// A cancelled call takes no more reports; nor does a done one.
+	if err := orch.CancelCall(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if report(w1, id, 4) || rows(id) != 3 {
+		t.Fatalf("a report after the cancel was written (%d rows)", rows(id))
+	}
+	done := enqueueClaim(w2)
+	if !report(w2, done, 1) {
+		t.Fatal("refused")
+	}
+	if ok, err := w2.CompleteCall(ctx, done, store.CallOutcome{Output: json.RawMessage(`1`)}); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if report(w2, done, 2) || rows(done) != 1 {
+		t.Fatal("a report after the outcome was written")
+	}
+	// W1's claim (lease 300 ms) expires and is failed worker_lost: W1 cannot report any more.
+	lost := enqueueClaim(w1)
+	time.Sleep(400 * time.Millisecond)
+	if _, err := orch.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := orch.CallStatus(ctx, lost); out.LastReport != 0 {
+		t.Fatalf("a call without reports: last report %d", out.LastReport)
+	}
+	if report(w1, lost, 1) || rows(lost) != 0 {
+		t.Fatal("a worker whose claim expired wrote a report")
+	}
+	if rs, err := orch.CallReports(ctx, 1<<40, 0); len(rs) != 0 || err != nil {
+		t.Fatalf("reports of an unknown call: %v %v", rs, err)
+	}
+
+	// Housekeeping deletes the reports written more than an hour ago (of a call still running),
+	// and a call's reports with its row.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	running := enqueueClaim(w2)
+	for seq := 1; seq <= 2; seq++ {
+		if !report(w2, running, seq) {
+			t.Fatal("refused")
+		}
+	}
+	if _, err := conn.Exec(ctx, `UPDATE tool_call_reports SET created_at = now() - interval '61 minutes' WHERE call_id = $1 AND seq = 1`, running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orch.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := orch.CallReports(ctx, running, 0); err != nil || len(rs) != 1 || rs[0].Seq != 2 {
+		t.Fatalf("after an expiry, the reports of a running call: %+v %v; want seq 2 only", rs, err)
+	}
+	if rows(id) != 3 {
+		t.Fatal("recent reports were deleted")
+	}
+	if _, err := conn.Exec(ctx, `UPDATE tool_calls SET done_at = now() - interval '25 hours' WHERE id = ANY($1)`, []int64{id, done}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orch.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tool_call_reports WHERE call_id <> $1`, running).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d report rows left after their calls were deleted (%v)", left, err)
 	}
 }

@@ -459,6 +459,16 @@ func TestDocsSQL(t *testing.T) {
 		ScheduledAt: now, FiredAt: now, ReplayKey: "1700000000." + strings.Repeat("ab", 32)}); err != nil {
 		t.Fatal(err)
 	}
+	c, err := s.ClaimCall(ctx, []string{"export"}, nil)
+	if err != nil || c == nil {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	for seq := 1; seq <= 2; seq++ {
+		if ok, err := s.ReportCall(ctx, c.ID, store.CallReport{Seq: seq, Progress: &run.StepProgress{Done: float64(seq)},
+			Lines: []run.LogLine{run.LogLineOf("cached", nil)}}); !ok || err != nil {
+			t.Fatalf("report: %v %v", ok, err)
+		}
+	}
 	doc, err := os.ReadFile("../../../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
