@@ -341,7 +341,7 @@ type CallQueue interface {
 	// written more than an hour ago.
 	ExpireCalls(ctx context.Context) ([]int64, error)
 	// ReportCall records report r (its Seq: 1 for a call's first, one more for each next) of a
-	// call this engine holds claimed, and wakes its orchestrator ("r:ID"). It reports whether it
+	// call this engine holds claimed, and wakes its orchestrator ("p:ID"). It reports whether it
 	// did: false, and nothing written, when the call is no longer this engine's claim (done,
 	// cancelled, failed worker_lost, or claimed by another engine) — the same rule as
 	// CompleteCall's.
@@ -350,8 +350,9 @@ type CallQueue interface {
 	// unknown id).
 	CallReports(ctx context.Context, id int64, after int) ([]CallReport, error)
 	// ListenCalls calls fn with each wake-up of the queue until ctx ends or the connection
-	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call queued),
-	// "d:ID" (a call done), "c:ID" (a call cancelled) or "r:ID" (a call reported).
+	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call of a host
+	// tool queued), "r:REMOTE" (a call of a remote queued), "d:ID" (a call done), "c:ID" (a call
+	// cancelled) or "p:ID" (a call reported progress or log lines).
 	ListenCalls(ctx context.Context, fn func(payload string)) error
 }
 
