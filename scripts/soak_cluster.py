@@ -158,7 +158,8 @@ class ClusterSoak:
         num = len(self.procs) + 1
         log_path = os.path.join(self.workdir, "%s-%d-%02d.log" % (kind, slot, num))
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), SOAK_CALL_LOG=self.call_log,
-                   SOAK_GEN=str(num), SOAK_WEBHOOK_SECRET=SECRET, PYTHONUNBUFFERED="1")
+                   SOAK_GEN=str(num), SOAK_WEBHOOK_SECRET=SECRET, PYTHONUNBUFFERED="1",
+                   SOAK_LEAK_BYTES=str(self.args.leak_per_run))
         env.pop("DCC_FLOW_DB", None)
         if kind == "serve":
             cmd = [sys.executable, "-m", "dcc_flow", "serve", "--workflows", self.workflows, "--schedules", SCHEDULES,
@@ -514,7 +515,36 @@ class ClusterSoak:
                 return what
         return None
 
+    def inject(self) -> None:
+        """--fault: break what one check looks at, so that the check is seen to fail."""
+        faults = set(self.args.fault)
+        if "duplicate" in faults:  # a call of a completed step that starts after its commit
+            row = self.pg_query("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
+                                "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
+            if row:
+                rec = {"gen": 9999, "pid": 1, "call": 1, "tool": "soak__main", "run": row[0]["run_id"],
+                       "step": "prepare", "att": 1}
+                with open(self.call_log, "a") as f:
+                    f.write(json.dumps(dict(rec, ev="start", t=int(row[0]["t"]) + 1000, c0=False)) + "\n")
+                    f.write(json.dumps(dict(rec, ev="end", t=int(row[0]["t"]) + 2000, out="ok", c1=False)) + "\n")
+        if "hung" in faults:  # a run left running with no lease
+            self.pg_query("UPDATE workflows SET status = 'running', lease_until = NULL WHERE id = (SELECT id FROM "
+                          "workflows WHERE status = 'completed' LIMIT 1) RETURNING id")
+        if "queue" in faults:  # a call claimed by an engine that is gone
+            self.pg_query("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) VALUES "
+                          "('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now()) RETURNING id")
+        if "schedule" in faults:  # a slot fired twice
+            self.pg_query("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) SELECT "
+                          "schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE schedule_id = "
+                          "'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+        if "webhook" in faults:  # a delivery answered with another run by a second engine
+            good = [d for d in self.deliveries if d["kind"] == "good" and d["answers"]]
+            if good:
+                good[0]["answers"].append((0, 202, "r-another-run"))
+
     def finish(self) -> int:
+        if self.args.fault:
+            self.inject()
         runs = self.pg_query("SELECT w.id, w.name, w.status, w.owner, "
                              "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
                              "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
@@ -705,6 +735,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "temporary folder, removed when the soak passes)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder even when the soak passes")
     parser.add_argument("--verbose", "-v", action="store_true", help="print what the driver does as it goes")
+    parser.add_argument("--fault", action="append", default=[],
+                        choices=("duplicate", "hung", "queue", "schedule", "webhook"),
+                        help="to check the checks: break what one of them looks at before the end (the soak "
+                             "must then fail with that violation; repeatable)")
+    parser.add_argument("--leak-per-run", type=int, default=0, metavar="BYTES",
+                        help="to check the RSS check: the engines' tools keep BYTES for good per run (default 0)")
     args = parser.parse_args(argv)
     if args.duration < 40:
         parser.error("--duration must be at least 40 seconds")

@@ -86,7 +86,7 @@ class Cluster:
 
     def query(self, sql: str) -> Any:
         """The rows of ``sql`` as a list of JSON objects (``json_agg`` of the query), read by psql."""
-        wrapped = "SELECT coalesce(json_agg(soak_row), '[]'::json) FROM (%s) soak_row" % sql
+        wrapped = "WITH soak_row AS (%s) SELECT coalesce(json_agg(soak_row), '[]'::json) FROM soak_row" % sql
         out = subprocess.run([self.psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "soak",
                               "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", wrapped],
                              check=True, capture_output=True, timeout=60, text=True)
