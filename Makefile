@@ -108,7 +108,7 @@ soak-short: $(LIB) venv ## The soak test for 60 s (part of make test)
 soak-cluster: $(LIB) venv ## Soak test of three serve engines and two workers on one throwaway PostgreSQL: load, SIGKILLs, pg_ctl restarts, a SIGSTOP past the lease, then checks; SOAK_SECS (default 600), SOAK_SEED
 	$(VPY) scripts/soak_cluster.py --duration $(SOAK_SECS) --seed $(SOAK_SEED)
 
-soak-cluster-short: $(LIB) venv ## The cluster soak for 60 s (part of make test; about 100 s with the cluster start and the checks)
+soak-cluster-short: $(LIB) venv ## The cluster soak for 60 s (part of make test; about 75 s with the cluster start and the checks, 160 s at most: a watchdog)
 	$(VPY) scripts/soak_cluster.py --duration 60 --seed $(SOAK_SEED)
 
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each

@@ -66,7 +66,7 @@ CHAOS_FRACTION = 0.75
 WARMUP_SECS = 25.0
 RSS_LIMIT_KB = 10 * 1024
 SETTLE_MAX = 60.0
-OVERRUN = 180.0
+OVERRUN = 100.0
 TERMINAL = ("completed", "failed", "cancelled")
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
