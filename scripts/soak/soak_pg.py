@@ -1,8 +1,9 @@
-"""A throwaway PostgreSQL cluster for the cluster soak (scripts/soak_cluster.py), started as
-tests/py/test_postgres.py starts its own: initdb and pg_ctl in a temporary folder, on a free
-127.0.0.1 port, as the ``postgres`` user when run as root, fsync off, trust authentication; a
-reaper of its own session stops the server and removes the folder once the driver is gone.
-``psql`` reads the database (one JSON document per query)."""
+"""A throwaway PostgreSQL cluster, shared by the cluster soak (scripts/soak_cluster.py) and the
+Python tests (tests/py/test_postgres.py), as the Go tests' internal/pgtest: initdb and pg_ctl in a
+temporary folder, on a free 127.0.0.1 port, as the ``postgres`` user when run as root, fsync off,
+trust authentication; a reaper of its own session stops the server and removes the folder once
+the process that started it is gone, even when it is killed. ``query`` reads the database with
+``psql`` (one JSON document per query)."""
 
 import glob
 import json
@@ -46,8 +47,8 @@ class Cluster:
 
     def __init__(self) -> None:
         found = bin_dir()
-        if found is None or not os.path.exists(os.path.join(found, "psql")) and not shutil.which("psql"):
-            raise NoServer("no PostgreSQL server binaries (initdb, pg_ctl, psql): install postgresql-15")
+        if found is None:
+            raise NoServer("no PostgreSQL server binaries (initdb): install postgresql-15")
         self.bin = found
         self.psql = os.path.join(found, "psql") if os.path.exists(os.path.join(found, "psql")) else "psql"
         self.folder = tempfile.mkdtemp(prefix="dcc-flow-pg-soak-")
