@@ -133,6 +133,7 @@ class ClusterSoak:
                     os.path.join(KIT, "cluster", "soak_cluster.yaml")):
             shutil.copy(src, self.workflows)
         self.threads: List[threading.Thread] = []
+        self.slots_lost = 0
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
@@ -648,6 +649,14 @@ class ClusterSoak:
             self.violation("schedule", "soak_tick: %d fires recorded, %d distinct runs, %d naming no run in the "
                            "database, %d runs with no fire" % (n_fires, int(fires[0]["runs"]), fires[0]["orphans"],
                                                                 fires[0]["unrecorded"]))
+        # Slots claimed with no fire recorded (skipped fires are recorded too): a figure, not a
+        # violation — an engine SIGKILLed between its claim of a slot and the fire loses that slot.
+        lost = self.pg_query("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
+                             "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
+                             "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
+        for r in lost:
+            self.log("soak_tick slot %s claimed by %s has no fire" % (r["slot"], r["engine_id"]))
+        self.slots_lost = len(lost)
         # The queue: nothing claimed by a dead engine, nothing left queued or claimed at rest.
         stale = self.pg_query("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
                               "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
@@ -709,12 +718,13 @@ class ClusterSoak:
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
               "stops %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, webhooks %d "
-              "(pairs %d, bad %d), tick fires %d, cancels %d, approvals %d, rss max +%.1f MB: %s" % (
+              "(pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
                   self.counts.get("stops", 0), q_total, q_lost, duplicates, excused, len(hung), good,
                   self.counts.get("hook_pairs", 0),
                   self.counts.get("hook_bad_signature", 0) + self.counts.get("hook_malformed", 0), n_fires,
+                  self.slots_lost,
                   self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
                   rss_worst / 1024.0, verdict), flush=True)
         return 0 if not self.violations else 1
