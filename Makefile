@@ -22,10 +22,10 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 SOAK_SECS    ?= 600
 SOAK_SEED    ?= 1
-SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py
+SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short
+.PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short soak-cluster soak-cluster-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -55,7 +55,7 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py test-node smoke soak-short soak-net-short test-wheels ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak, the wheels of every OS (Windows under Wine)
+test: vet lint test-go test-py test-node smoke soak-short soak-net-short soak-cluster-short test-wheels ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
 test-go: ## Go tests (race detector on)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
@@ -104,6 +104,12 @@ soak: $(LIB) venv ## Soak test of serve (issue #16): load, SIGKILLs, then checks
 
 soak-short: $(LIB) venv ## The soak test for 60 s (part of make test)
 	$(VPY) scripts/soak.py --duration 60 --seed $(SOAK_SEED)
+
+soak-cluster: $(LIB) venv ## Soak test of three serve engines and two workers on one throwaway PostgreSQL: load, SIGKILLs, pg_ctl restarts, a SIGSTOP past the lease, then checks; SOAK_SECS (default 600), SOAK_SEED
+	$(VPY) scripts/soak_cluster.py --duration $(SOAK_SECS) --seed $(SOAK_SEED)
+
+soak-cluster-short: $(LIB) venv ## The cluster soak for 60 s (part of make test; about 75 s with the cluster start and the checks, 160 s at most: a watchdog)
+	$(VPY) scripts/soak_cluster.py --duration 60 --seed $(SOAK_SEED)
 
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)

@@ -141,6 +141,17 @@ def test_python_m_usage_error_exit_2():
     assert "FILE" in result.stderr and "dcc-flow validate --help" in result.stderr
 
 
+def test_serve_lease_secs_needs_a_postgresql_database(tmp_path):
+    # --lease-secs is the lease of engines sharing a PostgreSQL database (docs/cluster.md); with a
+    # SQLite file it would do nothing, so it is refused before anything is served.
+    result = run_cli("serve", "--lease-secs", "2", "--db", str(tmp_path / "flow.db"))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert_one_error_line(result.stderr, "dcc-flow serve")
+    assert "--lease-secs needs --db postgresql://" in result.stderr
+    assert not (tmp_path / "flow.db").exists()
+
+
 def test_python_m_no_command():
     result = run_cli()
     assert result.returncode == 2

@@ -6,15 +6,11 @@ The tests start a throwaway PostgreSQL cluster (initdb + pg_ctl in a temporary f
 (internal/pgtest). Without initdb (and on Windows) they are skipped with a loud message, except
 under CI=true on Linux, where they fail: CI installs postgresql (.ci/run)."""
 
-import glob
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import uuid
 
 import pytest
@@ -23,67 +19,24 @@ import dcc_flow
 from conftest import PYTHON_DIR, ROOT
 from dcc_flow import Engine, WorkflowStatus
 
-
-def _bin_dir():
-    if not sys.platform.startswith(("linux", "darwin")):
-        return None  # Windows (the wheel tests under Wine): no server to start
-    found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
-        return os.path.dirname(os.path.realpath(found))  # /usr/local/bin links initdb and pg_ctl only
-    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2]), reverse=True)
-    for d in dirs:
-        if os.path.exists(os.path.join(d, "initdb")):
-            return d
-    return None
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "scripts", "soak"))
+import soak_pg  # noqa: E402  (the cluster helper the cluster soak shares)
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """(bin folder, port) of a running throwaway cluster, stopped and removed afterwards."""
-    bin_dir = _bin_dir()
-    if bin_dir is None:
+    if soak_pg.bin_dir() is None:
         msg = "no PostgreSQL server binaries (initdb): install postgresql-15"
         if os.environ.get("CI") == "true" and sys.platform.startswith("linux"):
             pytest.fail(msg)
         sys.stderr.write("\n!!! SKIPPING the PostgreSQL tests: %s !!!\n" % msg)
         pytest.skip(msg)
-    folder = tempfile.mkdtemp(prefix="dcc-flow-pg-py-")
-    prefix = []
-    if os.geteuid() == 0:  # initdb refuses root
-        import pwd
-
-        pw = pwd.getpwnam("postgres")
-        os.chown(folder, pw.pw_uid, pw.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-
-    def run(*args):
-        subprocess.run(prefix + list(args), check=True, capture_output=True, timeout=120)
-
-    data, sock = os.path.join(folder, "data"), os.path.join(folder, "sock")
-    run("mkdir", sock)
-    run(os.path.join(bin_dir, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8",
-        "--locale=C", "--no-sync")
-    port = _free_port()
-    run(os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w", "-o",
-        "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, sock), "start")
-    # A reaper of its own session stops the server and removes the folder once this process is
-    # gone, even when it is killed before the finally below (as internal/pgtest does).
-    reaper = ('while kill -0 %d 2>/dev/null; do sleep 1; done; '
-              'pid=$(head -n 1 "%s/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid"; sleep 2; rm -rf "%s"'
-              % (os.getpid(), data, folder))
-    subprocess.run(["sh", "-c", "(%s) >/dev/null 2>&1 &" % reaper], start_new_session=True, check=True, timeout=30)
+    pg = soak_pg.Cluster()
     try:
-        yield bin_dir, port
+        yield pg.bin, pg.port
     finally:
-        subprocess.run(prefix + [os.path.join(bin_dir, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
-                       capture_output=True, timeout=120)
-        shutil.rmtree(folder, ignore_errors=True)
+        pg.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,815 @@
+#!/usr/bin/env python3
+"""Soak test of dcc-flow's multi-engine mode (docs/cluster.md) on PostgreSQL, with faults.
+
+Usage:
+    python scripts/soak_cluster.py [--duration SECONDS] [--seed N] [--workdir DIR] [--keep] [--verbose]
+
+It starts a throwaway PostgreSQL cluster (scripts/soak/soak_pg.py), three `dcc-flow serve --db URL`
+engines (the soak's tools, the workflow scripts/soak/cluster/soak_cluster.yaml beside soak_hook and
+soak_tick, the soak's schedules: an interval every 2 s and a signed webhook, each engine on its own
+webhook and MCP port, `--lease-secs 2`) and two `dcc-flow worker --db URL` processes hosting
+`soak__queue` (scripts/soak/soak_cluster_tools.py), which the serve engines do not host, so its
+calls go through the tool-call queue. For `--duration` seconds it drives them, from seeded random
+sources:
+
+- soak_cluster runs (~2/s) on random engines over MCP; 10% cancelled, from an engine that does
+  not own the run; every approval answered (85% granted) from an engine that does not own it;
+- signed webhook deliveries (~2/s) to random engines, a quarter of them sent to two engines at
+  once with the same delivery id, plus bad signatures and malformed JSON;
+- faults during the first 75%: a SIGKILL of a serve engine (never the first, whose RSS is
+  measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
+  (once in a short soak, twice from 180 s), and one SIGSTOP of a serve engine for 3 leases, then
+  SIGCONT.
+
+Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
+leases, reads the database and checks (docs/operations.md, "Cluster soak"): no run left
+unfinished, no completed step's tool called again outside a fault window, one run per delivery
+id, one fire per schedule slot, no queued call left claimed or queued, the RSS of the engines that
+lived through the soak flat. One summary line; exit status 1 on any violation, 3 on overrun.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT = os.path.join(ROOT, "scripts", "soak")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, KIT)
+
+import soak_checks as checks  # noqa: E402
+import soak_pg  # noqa: E402
+from soak_mcp import McpClient, RpcError, Unavailable  # noqa: E402
+
+import dcc_flow  # noqa: E402
+
+SCHEDULES = os.path.join(KIT, "schedules")
+TOOLS = os.path.join(KIT, "soak_tools.py")
+QUEUE_TOOLS = os.path.join(KIT, "soak_cluster_tools.py")
+SECRET = "soak-secret-16"
+HOOK_PATH = "/hooks/soak"
+LEASE = 2.0
+SERVES, WORKERS = 3, 2
+CHAOS_FRACTION = 0.75
+WARMUP_SECS = 25.0
+RSS_LIMIT_KB = 10 * 1024
+SETTLE_MAX = 60.0
+OVERRUN = 100.0
+TERMINAL = ("completed", "failed", "cancelled")
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class Proc:
+    """One engine process: a `dcc-flow serve` (kind "serve") or `dcc-flow worker` ("worker")."""
+
+    num: int  # unique over the soak: SOAK_GEN of its tools' call log lines
+    kind: str
+    slot: int
+    proc: "subprocess.Popen[bytes]"
+    log_path: str
+    start: int  # ns
+    start_t: float  # soak seconds
+    end: Optional[int] = None
+    how: str = "running"  # killed, died, stopped
+    mcp_url: str = ""
+    hook_url: str = ""
+    stopped: List[Tuple[int, int]] = field(default_factory=list)  # SIGSTOP .. SIGCONT, ns
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def rss_kb(pid: int) -> Optional[int]:
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class ClusterSoak:
+    def __init__(self, args: argparse.Namespace, pg: soak_pg.Cluster, workdir: str) -> None:
+        self.args, self.pg, self.workdir = args, pg, workdir
+        self.duration = float(args.duration)
+        self.seed = int(args.seed)
+        self.rng = random.Random("chaos:%d" % self.seed)
+        self.t0 = time.monotonic()
+        self.lock = threading.Lock()
+        self.procs: List[Proc] = []
+        self.live: Dict[Tuple[str, int], Proc] = {}
+        self.stop_load = threading.Event()
+        self.stop_all = threading.Event()
+        self.counts: Dict[str, int] = {}
+        self.violations: List[Tuple[str, str]] = []
+        self.faults: List[Tuple[int, int, str]] = []  # (from ns, to ns, what): kills, stops, restarts
+        self.deliveries: List[Dict[str, Any]] = []
+        self.runs_started = 0
+        self.samples: List[checks.RssSample] = []
+        self.call_log = os.path.join(workdir, "calls.jsonl")
+        self.workflows = os.path.join(workdir, "workflows")
+        os.makedirs(self.workflows, exist_ok=True)
+        for src in (os.path.join(KIT, "workflows", "soak_hook.yaml"), os.path.join(KIT, "workflows", "soak_tick.yaml"),
+                    os.path.join(KIT, "cluster", "soak_cluster.yaml")):
+            shutil.copy(src, self.workflows)
+        self.threads: List[threading.Thread] = []
+        self.slots_lost = 0
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def t(self) -> float:
+        return time.monotonic() - self.t0
+
+    def log(self, msg: str) -> None:
+        if self.args.verbose:
+            print("[%7.2f] %s" % (self.t(), msg), flush=True)
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[name] = self.counts.get(name, 0) + n
+
+    def violation(self, kind: str, msg: str) -> None:
+        with self.lock:
+            self.violations.append((kind, msg))
+        self.log("VIOLATION %s: %s" % (kind, msg))
+
+    # -- processes --------------------------------------------------------------------------------
+
+    def start_proc(self, kind: str, slot: int) -> Proc:
+        num = len(self.procs) + 1
+        log_path = os.path.join(self.workdir, "%s-%d-%02d.log" % (kind, slot, num))
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), SOAK_CALL_LOG=self.call_log,
+                   SOAK_GEN=str(num), SOAK_WEBHOOK_SECRET=SECRET, PYTHONUNBUFFERED="1",
+                   SOAK_LEAK_BYTES=str(self.args.leak_per_run))
+        env.pop("DCC_FLOW_DB", None)
+        if kind == "serve":
+            cmd = [sys.executable, "-m", "dcc_flow", "serve", "--workflows", self.workflows, "--schedules", SCHEDULES,
+                   "--webhooks", "127.0.0.1:0", "--mcp", "http://127.0.0.1:0", "--tools", TOOLS,
+                   "--worker-threads", "4", "--lease-secs", str(LEASE), "--db", self.pg.url]
+            ready = "serving "
+        else:
+            cmd = [sys.executable, "-m", "dcc_flow", "worker", "--db", self.pg.url, "--tools", QUEUE_TOOLS,
+                   "--worker-threads", "4", "--lease-secs", str(LEASE)]
+            ready = "worker serving "
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=self.workdir, start_new_session=True)
+        p = Proc(num, kind, slot, proc, log_path, now_ns(), self.t())
+        with self.lock:
+            self.procs.append(p)
+        deadline = time.monotonic() + 40
+        text = ""
+        while time.monotonic() < deadline:
+            with open(log_path, errors="replace") as f:
+                text = f.read()
+            line = next((ln for ln in text.splitlines() if ln.startswith(ready)), None)
+            if line is not None:
+                if kind == "serve":
+                    hook = line.split("webhooks on ")[1].split(";")[0].strip() if "webhooks on " in line else ""
+                    mcp = line.split("MCP on ")[1].split(";")[0].strip() if "MCP on " in line else ""
+                    p.hook_url, p.mcp_url = hook + HOOK_PATH, mcp
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if proc.poll() is not None or (kind == "serve" and not p.mcp_url) or (kind == "worker" and not text):
+            tail = " | ".join(text.strip().splitlines()[-5:])
+            self.kill(p, "stopped")
+            raise RuntimeError("%s %d did not get ready within 40 s; its output: %s" % (kind, num, tail or "-"))
+        with self.lock:
+            self.live[(kind, slot)] = p
+        self.log("%s %d (slot %d) ready: pid %d %s" % (kind, num, slot, p.pid, p.mcp_url))
+        return p
+
+    def kill(self, p: Proc, how: str = "killed") -> None:
+        t = now_ns()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            p.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.violation("process", "%s %d (pid %d) did not die within 20 s of SIGKILL" % (p.kind, p.num, p.pid))
+        p.end, p.how = now_ns(), how
+        if how == "killed":
+            with self.lock:
+                self.faults.append((t, t + int(3 * LEASE * 1e9), "SIGKILL %s %d" % (p.kind, p.num)))
+
+    def serves(self) -> List[Proc]:
+        with self.lock:
+            return [p for (k, _), p in sorted(self.live.items()) if k == "serve"]
+
+    def engine_of(self, rng: random.Random, not_pid: int = 0) -> Optional[Proc]:
+        cands = [p for p in self.serves() if p.pid != not_pid and not self.stopped(p)]
+        return rng.choice(cands) if cands else None
+
+    def check_alive(self) -> None:
+        with self.lock:
+            items = list(self.live.items())
+        for key, p in items:
+            if p.proc.poll() is not None and p.how == "running":
+                p.end, p.how = now_ns(), "died"
+                self.violation("process", "%s %d (pid %d) exited by itself with status %s (see %s)" % (
+                    p.kind, p.num, p.pid, p.proc.returncode, p.log_path))
+                self.start_proc(key[0], key[1])
+
+    # -- MCP --------------------------------------------------------------------------------------
+
+    def mcp(self, p: Proc, tool: str, arguments: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], bool]:
+        c = McpClient(p.mcp_url, timeout=15.0, name="soak-cluster")
+        try:
+            return c.call_tool(tool, arguments)
+        except (Unavailable, RpcError) as exc:
+            self.count("mcp_unanswered")
+            self.log("mcp %s on %s %d: %s" % (tool, p.kind, p.num, exc))
+            return None, False
+        finally:
+            c.close()
+
+    def owner_pid(self, run_id: str) -> int:
+        rows = self.pg_query("SELECT e.pid FROM workflows w JOIN engines e ON e.id = w.owner WHERE w.id = '%s'"
+                             % run_id.replace("'", ""))
+        return int(rows[0]["pid"]) if rows else 0
+
+    def pg_query(self, sql: str) -> List[Dict[str, Any]]:
+        try:
+            return list(self.pg.query(sql))
+        except (subprocess.SubprocessError, ValueError) as exc:
+            self.log("query failed (%s): %s" % (exc, sql[:80]))
+            return []
+
+    # -- load -------------------------------------------------------------------------------------
+
+    def loop(self, name: str, fn: Callable[[], None]) -> None:
+        def body() -> None:
+            try:
+                fn()
+            except Exception as exc:  # a driver bug must not pass for a clean soak
+                self.violation("driver", "%s thread died: %r" % (name, exc))
+        th = threading.Thread(target=body, name=name, daemon=True)
+        th.start()
+        self.threads.append(th)
+
+    def pace(self, rng: random.Random, rate: float) -> None:
+        self.stop_load.wait(rng.expovariate(rate))
+
+    def submit_loop(self) -> None:
+        rng = random.Random("submit:%d" % self.seed)
+        n = 0
+        while not self.stop_load.is_set():
+            self.pace(rng, 2.0)
+            if self.stop_load.is_set():
+                break
+            p = self.engine_of(rng)
+            if p is None:
+                continue
+            n += 1
+            inputs = {"tag": "c%d-%d" % (self.seed, n), "ms": [rng.choice((0, 50, 300, 800, 1500)) for _ in range(4)],
+                      "flaky_n": rng.choice((0, 0, 0, 1, 2)), "ask": rng.random() < 0.25, "doom": rng.random() < 0.08}
+            res, err = self.mcp(p, "workflows_run", {"workflow": "soak_cluster", "inputs": inputs})
+            if res is None or err:
+                self.count("submit_refused")
+                continue
+            rid = str(res.get("workflow_id"))
+            with self.lock:
+                self.runs_started += 1
+            self.count("submitted")
+            if rng.random() < 0.10:
+                delay = rng.uniform(0.05, 2.0)
+                threading.Timer(delay, self.cancel, args=(rid, rng.random())).start()
+
+    def cancel(self, rid: str, u: float) -> None:
+        if self.stop_all.is_set():
+            return
+        owner = self.owner_pid(rid)
+        p = self.engine_of(random.Random(u), not_pid=owner)
+        if p is None:
+            return
+        res, err = self.mcp(p, "workflows_cancel", {"workflow_id": rid})
+        self.count("cancels" if res is not None and not err else "cancels_refused")
+        if owner and owner != p.pid:
+            self.count("cancels_remote")
+
+    def approver_loop(self) -> None:
+        """Answer every open approval from an engine that does not own its run. The open
+        approvals are read from the database (workflow_steps of kind approve, waiting): the MCP
+        status of a run lists them only on the engine that runs it (docs/cluster.md)."""
+        rng = random.Random("approve:%d" % self.seed)
+        while not self.stop_all.is_set():
+            self.stop_all.wait(0.5)
+            rows = self.pg_query("SELECT s.run_id, s.key, e.pid FROM workflow_steps s JOIN workflows w "
+                                 "ON w.id = s.run_id LEFT JOIN engines e ON e.id = w.owner WHERE w.status = 'waiting' "
+                                 "AND s.kind = 'approve' AND s.status = 'waiting_approval'")
+            for r in rows:
+                owner = int(r.get("pid") or 0)
+                p = self.engine_of(rng, not_pid=owner)
+                if p is None:
+                    continue
+                grant = rng.random() >= 0.15
+                res, err = self.mcp(p, "workflows_approve", {"workflow_id": r["run_id"], "step": r["key"],
+                                                             "approved": grant, "by": "soak-cluster"})
+                if res is not None and not err:
+                    self.count("approved" if grant else "denied")
+                    if owner and owner != p.pid:
+                        self.count("approved_remote")
+                elif res is not None:
+                    self.count("approve_refused")
+                    self.log("approve %s on serve %d refused: %s" % (r["run_id"], p.num, res.get("message")))
+
+    def post_hook(self, p: Proc, body: bytes, headers: Dict[str, str], d: Dict[str, Any]) -> None:
+        req = urllib.request.Request(p.hook_url, data=body, method="POST",
+                                     headers=dict(headers, **{"Content-Type": "application/json"}))
+        status: Optional[int] = None
+        text = ""
+        try:
+            with OPENER.open(req, timeout=10) as resp:
+                status = resp.status
+                text = resp.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            text = exc.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, OSError):
+            self.count("hook_unanswered")
+        try:
+            answer = json.loads(text) if text.strip() else {}
+        except ValueError:
+            answer = {}
+        with self.lock:
+            d["answers"].append((p.num, status, str(answer.get("run_id") or "") if isinstance(answer, dict) else ""))
+
+    def hook_loop(self) -> None:
+        rng = random.Random("hook:%d" % self.seed)
+        n = 0
+        while not self.stop_load.is_set():
+            self.pace(rng, 2.0)
+            if self.stop_load.is_set():
+                break
+            engines = self.serves()
+            if not engines:
+                continue
+            n += 1
+            did = "cd-%d-%d" % (self.seed, n)
+            body = json.dumps({"tag": "h%d" % n, "ms": rng.randint(0, 150)}).encode()
+            sig = "sha256=" + dcc_flow.hmac_sha256_hex(SECRET, body)
+            u = rng.random()
+            kind = "good"
+            if u < 0.10:
+                kind, sig = "bad_signature", "sha256=" + dcc_flow.hmac_sha256_hex("not-the-secret", body)
+            elif u < 0.15:
+                kind, body = "malformed", b'{"tag": "m%d", "ms": ' % n
+                sig = "sha256=" + dcc_flow.hmac_sha256_hex(SECRET, body)
+            headers = {"X-GitHub-Delivery": did, "X-Hub-Signature-256": sig}
+            d: Dict[str, Any] = {"id": did, "kind": kind, "answers": []}
+            self.deliveries.append(d)
+            self.count("hook_" + kind)
+            if kind == "good" and rng.random() < 0.25 and len(engines) > 1:
+                a, b = rng.sample(engines, 2)
+                ths = [threading.Thread(target=self.post_hook, args=(q, body, headers, d)) for q in (a, b)]
+                for th in ths:
+                    th.start()
+                for th in ths:
+                    th.join()
+                self.count("hook_pairs")
+            else:
+                self.post_hook(rng.choice(engines), body, headers, d)
+            if kind == "good" and not any(s in (200, 202) for _, s, _ in d["answers"]):
+                self.post_hook(rng.choice(self.serves() or engines), body, headers, d)  # the sender retries once
+                self.count("hook_resent")
+
+    def rss_loop(self) -> None:
+        while not self.stop_all.is_set():
+            with self.lock:
+                live = list(self.live.values())
+                runs = self.runs_started
+            t = self.t()
+            for p in live:
+                kb = rss_kb(p.pid)
+                if kb is not None and p.how == "running" and not self.stopped(p):
+                    self.samples.append(checks.RssSample(t=t, gen=p.num, rss_kb=kb, runs=runs))
+            self.stop_all.wait(0.5)
+
+    def stopped(self, p: Proc) -> bool:
+        return bool(p.stopped) and p.stopped[-1][1] == 0
+
+    # -- faults -----------------------------------------------------------------------------------
+
+    def chaos(self) -> None:
+        chaos_end = self.duration * CHAOS_FRACTION
+        restarts = [self.duration * 0.4] if self.duration < 180 else [self.duration * 0.3, self.duration * 0.6]
+        stop_at = self.duration * 0.5
+        nxt = self.rng.uniform(8.0, 14.0)
+        while not self.stop_load.is_set() and self.t() < chaos_end:
+            self.stop_load.wait(0.2)
+            self.check_alive()
+            t = self.t()
+            if restarts and t >= restarts[0]:
+                restarts.pop(0)
+                self.restart_db()
+            if stop_at and t >= stop_at:
+                stop_at = 0.0
+                self.suspend()
+            if t >= nxt:
+                nxt = t + self.rng.uniform(10.0, 20.0) * min(1.0, self.duration / 300.0 + 0.5)
+                self.kill_one()
+
+    def kill_one(self) -> None:
+        with self.lock:
+            cands = [(k, p) for k, p in self.live.items() if k != ("serve", 0) and not self.stopped(p)]
+        if not cands:
+            return
+        (kind, slot), p = self.rng.choice(sorted(cands, key=lambda kp: kp[0]))
+        self.kill(p)
+        self.count("kills_" + kind)
+        self.log("SIGKILL %s %d (pid %d)" % (kind, p.num, p.pid))
+        self.start_proc(kind, slot)
+
+    def restart_db(self) -> None:
+        t0 = now_ns()
+        m0 = time.monotonic()
+        self.pg.pg_ctl("restart")
+        t1 = now_ns()
+        with self.lock:
+            self.faults.append((t0, t1 + int(3 * LEASE * 1e9), "pg_ctl restart"))
+        self.count("db_restarts")
+        self.log("pg_ctl restart took %.2f s" % (time.monotonic() - m0))
+
+    def suspend(self) -> None:
+        with self.lock:
+            cands = [p for (k, s), p in sorted(self.live.items()) if k == "serve" and s != 0]
+        if not cands:
+            return
+        p = self.rng.choice(cands)
+        t0 = now_ns()
+        p.stopped.append((t0, 0))
+        os.kill(p.pid, signal.SIGSTOP)
+        self.log("SIGSTOP serve %d (pid %d) for %.0f s" % (p.num, p.pid, 3 * LEASE))
+        self.stop_load.wait(3 * LEASE)
+        os.kill(p.pid, signal.SIGCONT)
+        t1 = now_ns()
+        p.stopped[-1] = (t0, t1)
+        with self.lock:
+            self.faults.append((t0, t1 + int(3 * LEASE * 1e9), "SIGSTOP serve %d" % p.num))
+        self.count("stops")
+        self.log("SIGCONT serve %d" % p.num)
+
+    # -- phases -----------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        for slot in range(SERVES):
+            self.start_proc("serve", slot)
+        for slot in range(WORKERS):
+            self.start_proc("worker", slot)
+        self.load_start = self.t()
+        self.loop("rss", self.rss_loop)
+        self.loop("submit", self.submit_loop)
+        self.loop("hooks", self.hook_loop)
+        self.loop("approver", self.approver_loop)
+        self.chaos()
+        while self.t() < self.duration:
+            self.stop_load.wait(0.2)
+            self.check_alive()
+        self.stop_load.set()
+        self.load_end = self.t()
+
+    def settle(self) -> None:
+        """Wait until no run is pending, running or waiting (the approver answers what waits), at
+        most SETTLE_MAX; then stay idle for 3 leases so that expired leases are taken over."""
+        deadline = time.monotonic() + SETTLE_MAX
+        while time.monotonic() < deadline:
+            self.check_alive()
+            rows = self.pg_query("SELECT count(*) AS n FROM workflows "
+                                 "WHERE status IN ('pending', 'running', 'waiting')")
+            if rows and int(rows[0]["n"]) == 0:
+                break
+            time.sleep(1.0)
+        self.rest_start = self.t()
+        time.sleep(3 * LEASE)
+        self.stop_all.set()
+        self.rest_end = self.t()
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    def in_fault(self, a: int, b: int) -> Optional[str]:
+        for f0, f1, what in self.faults:
+            if f0 <= b and a <= f1:
+                return what
+        return None
+
+    def inject(self) -> None:
+        """--fault: break what one check looks at, so that the check is seen to fail."""
+        faults = set(self.args.fault)
+        if "duplicate" in faults:  # a call of a completed step that starts after its commit
+            row = self.pg_query("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
+                                "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
+            if row:
+                rec = {"gen": 9999, "pid": 1, "call": 1, "tool": "soak__main", "run": row[0]["run_id"],
+                       "step": "prepare", "att": 1}
+                with open(self.call_log, "a") as f:
+                    f.write(json.dumps(dict(rec, ev="start", t=int(row[0]["t"]) + 1000, c0=False)) + "\n")
+                    f.write(json.dumps(dict(rec, ev="end", t=int(row[0]["t"]) + 2000, out="ok", c1=False)) + "\n")
+        if "hung" in faults:  # a run left running under an hour's lease of an engine that is gone (one with
+            # no lease is taken over and finished by a live engine within a lease: that is not a fault)
+            self.pg_query("UPDATE workflows SET status = 'running', owner = 'gone-1-x', lease_until = now() + "
+                          "interval '1 hour' WHERE id = (SELECT id FROM workflows WHERE status = 'completed' LIMIT 1) "
+                          "RETURNING id")
+        if "queue" in faults:  # a call claimed by an engine that is gone
+            self.pg_query("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) VALUES "
+                          "('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now() + interval '1 hour') "
+                          "RETURNING id")
+        if "schedule" in faults:  # a slot fired twice
+            self.pg_query("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) SELECT "
+                          "schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE schedule_id = "
+                          "'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+        if "webhook" in faults:  # a delivery answered with another run by a second engine
+            good = [d for d in self.deliveries if d["kind"] == "good" and d["answers"]]
+            if good:
+                good[0]["answers"].append((0, 202, "r-another-run"))
+
+    def finish(self) -> int:
+        if self.args.fault:
+            self.inject()
+        runs = self.pg_query("SELECT w.id, w.name, w.status, w.owner, "
+                             "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
+                             "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
+        by_status: Dict[str, int] = {}
+        for r in runs:
+            by_status[r["status"]] = by_status.get(r["status"], 0) + 1
+        hung = [r for r in runs if r["status"] not in TERMINAL]
+        if hung:  # a schedule fire may be in flight as the driver reads: hung is what is still unfinished 3 s on
+            time.sleep(3.0)
+            again = {r["id"]: r for r in self.pg_query(
+                "SELECT w.id, w.name, w.status, w.owner, (w.lease_until IS NOT NULL AND w.lease_until > now()) AS "
+                "leased, (e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner "
+                "WHERE w.status NOT IN ('completed', 'failed', 'cancelled')")}
+            hung = [again[r["id"]] for r in hung if r["id"] in again]
+        for r in hung:
+            self.violation("hung", "run %s (%s) is %s %.0f s after the load stopped (lease live: %s, owner %s "
+                           "alive: %s)"
+                           % (r["id"], r["name"], r["status"], self.t() - self.load_end, r["leased"], r["owner"],
+                              r["owner_alive"]))
+        # Duplicates: a completed step instance whose tool returned ok twice, the second call not
+        # excused by a fault (a kill, a stop, a database restart) between the first call's end
+        # and the second's start; or any call of it that started after its completion was
+        # committed (no fault excuses that: a completed step never runs again).
+        steps = self.pg_query("SELECT run_id, key FROM workflow_steps WHERE status = 'completed' AND NOT cached "
+                              "AND kind = 'tool'")
+        done = {(s["run_id"], s["key"]) for s in steps}
+        exits = self.pg_query("SELECT run_id, step_key, min(time) AS t FROM workflow_events WHERE type = 'step_exit' "
+                              "AND status = 'completed' GROUP BY run_id, step_key")
+        committed = {(e["run_id"], e["step_key"]): int(e["t"]) for e in exits}
+        with open(self.call_log, errors="replace") as f:
+            calls, problems = checks.parse_call_log(f)
+        for prob in problems:
+            self.violation("call log", prob)
+        by_step: Dict[Tuple[str, str], List[checks.Call]] = {}
+        for c in calls:
+            by_step.setdefault((c.run, c.step), []).append(c)
+        duplicates, excused = 0, 0
+        for key, cs in by_step.items():
+            if key not in done:
+                continue
+            cs.sort(key=lambda c: c.start)
+            t_commit = committed.get(key)
+            late = [c for c in cs if t_commit is not None and c.start > t_commit]
+            if late:
+                duplicates += 1
+                self.violation("duplicate", "%s %s: called again (%s, pid %d) %.3f s after its completion was "
+                               "committed" % (key[0], key[1], late[0].where(), late[0].pid,
+                                              (late[0].start - (t_commit or 0)) / 1e9))
+                continue
+            oks = [c for c in cs if c.ok]
+            for a, b in zip(oks, oks[1:]):
+                why = self.in_fault(a.end or a.start, b.start)
+                if why:
+                    excused += 1
+                    self.log("fault window: %s %s ran twice (%s)" % (key[0], key[1], why))
+                else:
+                    duplicates += 1
+                    self.violation("duplicate", "%s %s: the tool returned ok twice (pid %d then pid %d) with no fault "
+                                   "between" % (key[0], key[1], a.pid, b.pid))
+        # Webhooks: one run per delivery id; a refused delivery starts none.
+        hook_runs = self.pg_query("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, count(*) AS n "
+                                  "FROM workflows WHERE name = 'soak_hook' GROUP BY 1")
+        runs_of = {str(r["d"]): int(r["n"]) for r in hook_runs}
+        for d in self.deliveries:
+            n = runs_of.get(d["id"], 0)
+            statuses = [s for _, s, _ in d["answers"]]
+            if d["kind"] == "good":
+                if n > 1:
+                    self.violation("webhook", "delivery %s started %d runs (answers %s)" % (d["id"], n, statuses))
+                ids = {rid for _, s, rid in d["answers"] if s in (200, 202) and rid}
+                if len(ids) > 1:
+                    self.violation("webhook", "delivery %s was answered with two runs %s" % (d["id"], sorted(ids)))
+                if any(s in (200, 202) for s in statuses) and n == 0:
+                    self.violation("webhook", "delivery %s was accepted (%s) and no run has it" % (d["id"], statuses))
+            else:
+                if n:
+                    self.violation("webhook", "%s delivery %s started %d run(s)" % (d["kind"], d["id"], n))
+                want = 401 if d["kind"] == "bad_signature" else 400
+                if any(s is not None and s != want for s in statuses):
+                    self.violation("webhook", "%s delivery %s answered %s, not %d" % (d["kind"], d["id"], statuses,
+                                                                                         want))
+        # Schedules: one fire per slot, each fire one run.
+        dup_slots = self.pg_query("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
+                                  "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
+        for r in dup_slots:
+            self.violation("schedule", "soak_tick slot %s fired %d times" % (r["scheduled_at"], r["n"]))
+        # The schedule keeps firing while the driver reads, so what is compared is what ended
+        # more than 3 s ago, read in one statement.
+        cutoff = now_ns() - 3_000_000_000
+        fires = self.pg_query(
+            "SELECT count(*) AS n, count(DISTINCT run_id) AS runs, count(*) FILTER (WHERE NOT EXISTS "
+            "(SELECT 1 FROM workflows w WHERE w.id = f.run_id)) AS orphans, (SELECT count(*) FROM workflows w "
+            "WHERE w.name = 'soak_tick' AND w.created_at < %d AND NOT EXISTS (SELECT 1 FROM schedule_fires g "
+            "WHERE g.run_id = w.id)) AS unrecorded FROM schedule_fires f WHERE f.schedule_id = 'soak_tick' "
+            "AND f.kind = 'fired' AND f.fired_at < %d" % (cutoff, cutoff))
+        n_fires = int(fires[0]["n"]) if fires else 0
+        if fires and (int(fires[0]["runs"]) != n_fires or fires[0]["orphans"] or fires[0]["unrecorded"]):
+            self.violation("schedule", "soak_tick: %d fires recorded, %d distinct runs, %d naming no run in the "
+                           "database, %d runs with no fire" % (n_fires, int(fires[0]["runs"]), fires[0]["orphans"],
+                                                                fires[0]["unrecorded"]))
+        # Slots claimed with no fire recorded (skipped fires are recorded too): a figure, not a
+        # violation — an engine SIGKILLed between its claim of a slot and the fire loses that slot.
+        lost = self.pg_query("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
+                             "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
+                             "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
+        for r in lost:
+            self.log("soak_tick slot %s claimed by %s has no fire" % (r["slot"], r["engine_id"]))
+        self.slots_lost = len(lost)
+        # The queue: nothing claimed by a dead engine, nothing left queued or claimed at rest.
+        stale = self.pg_query("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
+                              "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
+                              "WHERE c.status IN ('queued', 'claimed')")
+        for r in stale:
+            self.violation("queue", "call %s (%s %s) is still %s at rest (claimed by %s, alive %s)" % (
+                r["id"], r["run_id"], r["step_key"], r["status"], r["claimed_by"], r["alive"]))
+        queue = self.pg_query("SELECT status, coalesce(error_kind, '') AS kind, count(*) AS n FROM tool_calls "
+                              "GROUP BY 1, 2")
+        q_total = sum(int(r["n"]) for r in queue)
+        q_lost = sum(int(r["n"]) for r in queue if r["kind"] == "worker_lost")
+        takeovers = self.pg_query("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
+                                  "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
+        n_takeovers = int(takeovers[0]["n"]) if takeovers else 0
+        # RSS: every engine that lived from the warm-up to the rest, after warm-up vs at rest.
+        rss_lines, rss_worst = [], 0
+        for p in self.procs:
+            if p.how != "running" or p.start_t > 1.0 + (self.load_start if hasattr(self, "load_start") else 0):
+                continue
+            head = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= WARMUP_SECS][:5]
+            tail = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= self.rest_start][-5:]
+            if len(head) < 5 or len(tail) < 5:
+                rss_lines.append("%s %d: too few samples" % (p.kind, p.num))
+                continue
+            warm, end = sorted(head)[2], sorted(tail)[2]
+            rss_worst = max(rss_worst, end - warm)
+            rss_lines.append("%s %d %.1f -> %.1f MB" % (p.kind, p.num, warm / 1024.0, end / 1024.0))
+            if end - warm > RSS_LIMIT_KB:
+                self.violation("rss", "%s %d (pid %d) grew %.1f MB from after warm-up (%.0f s) to rest" % (
+                    p.kind, p.num, p.pid, (end - warm) / 1024.0, WARMUP_SECS))
+        # Sanity: the soak did what it claims.
+        kills = sum(v for k, v in self.counts.items() if k.startswith("kills_"))
+        need = [("completed runs", by_status.get("completed", 0), 10), ("kills", kills, 2),
+                ("takeovers", n_takeovers, 1), ("database restarts", self.counts.get("db_restarts", 0), 1),
+                ("queued calls", q_total, 10), ("webhook pairs", self.counts.get("hook_pairs", 0), 1),
+                ("schedule fires", n_fires, 5)]
+        for what, got, least in need:
+            if got < least:
+                self.violation("sanity", "%s: %d, fewer than %d" % (what, got, least))
+        for p in self.procs:
+            if p.how == "running":
+                self.stop_proc(p)
+        for p in self.procs:
+            print("%-6s %2d slot %d pid %-7d %6.1f s %-8s" % (p.kind, p.num, p.slot, p.pid,
+                                                             ((p.end or now_ns()) - p.start) / 1e9, p.how))
+        print("rss (after warm-up -> at rest): " + ("; ".join(rss_lines) or "no engine lived through the soak"))
+        by_kind: Dict[str, List[str]] = {}
+        for kind, msg in self.violations:
+            by_kind.setdefault(kind, []).append(msg)
+        for kind, msgs in sorted(by_kind.items()):
+            print("%s: %d" % (kind, len(msgs)))
+            for m in msgs[:5]:
+                print("  " + m)
+        with open(os.path.join(self.workdir, "violations.txt"), "w") as f:
+            for kind, msg in self.violations:
+                f.write("%s: %s\n" % (kind, msg))
+        status_txt = ", ".join("%s %d" % kv for kv in sorted(by_status.items()))
+        verdict = "ok" if not self.violations else "FAILED (%d violations)" % len(self.violations)
+        good = sum(1 for d in self.deliveries if d["kind"] == "good")
+        print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
+              "stops %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, webhooks %d "
+              "(pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
+                  self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
+                  self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
+                  self.counts.get("stops", 0), q_total, q_lost, duplicates, excused, len(hung), good,
+                  self.counts.get("hook_pairs", 0),
+                  self.counts.get("hook_bad_signature", 0) + self.counts.get("hook_malformed", 0), n_fires,
+                  self.slots_lost,
+                  self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
+                  rss_worst / 1024.0, verdict), flush=True)
+        return 0 if not self.violations else 1
+
+    def stop_proc(self, p: Proc) -> None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.violation("process", "%s %d did not stop within 20 s of SIGTERM" % (p.kind, p.num))
+            self.kill(p, "stopped")
+        except OSError:
+            pass
+        p.end, p.how = p.end or now_ns(), "stopped"
+
+    def shutdown(self) -> None:
+        self.stop_load.set()
+        self.stop_all.set()
+        for p in self.procs:
+            if p.proc.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGCONT)
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Soak test of dcc-flow's engines on one PostgreSQL database.")
+    parser.add_argument("--duration", type=float, default=600.0, metavar="SECONDS",
+                        help="how long to drive the engines (default 600; at least 40)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
+    parser.add_argument("--workdir", metavar="DIR", help="where the logs and the call log go (default: a new "
+                        "temporary folder, removed when the soak passes)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder even when the soak passes")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print what the driver does as it goes")
+    parser.add_argument("--fault", action="append", default=[],
+                        choices=("duplicate", "hung", "queue", "schedule", "webhook"),
+                        help="to check the checks: break what one of them looks at before the end (the soak "
+                             "must then fail with that violation; repeatable)")
+    parser.add_argument("--leak-per-run", type=int, default=0, metavar="BYTES",
+                        help="to check the RSS check: the engines' tools keep BYTES for good per run (default 0)")
+    args = parser.parse_args(argv)
+    if args.duration < 40:
+        parser.error("--duration must be at least 40 seconds")
+    try:
+        found = soak_pg.bin_dir()
+        if found is not None and not os.path.exists(os.path.join(found, "psql")) and not shutil.which("psql"):
+            raise soak_pg.NoServer("no psql (the soak reads the database with it): install postgresql-client-15")
+        pg = soak_pg.Cluster()
+    except soak_pg.NoServer as exc:
+        if os.environ.get("CI") == "true":
+            print("soak-cluster: FAILED: %s" % exc, file=sys.stderr)
+            return 1
+        print("\n!!! SKIPPING the cluster soak: %s !!!\n" % exc, file=sys.stderr)
+        return 0
+    workdir = args.workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
+    os.makedirs(workdir, exist_ok=True)
+    soak = ClusterSoak(args, pg, workdir)
+
+    def overrun() -> None:
+        print("soak-cluster: hard deadline passed (%.0f s); killing everything" % (soak.duration + OVERRUN),
+              flush=True)
+        soak.shutdown()
+        pg.stop()
+        os._exit(3)
+
+    watchdog = threading.Timer(soak.duration + OVERRUN, overrun)
+    watchdog.daemon = True
+    watchdog.start()
+    status = 1
+    try:
+        soak.drive()
+        soak.settle()
+        status = soak.finish()
+    finally:
+        watchdog.cancel()
+        soak.shutdown()
+        pg.stop()
+    if status == 0 and not args.keep and not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print("work folder: %s" % workdir)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
