@@ -53,7 +53,9 @@ type RunInfo struct {
 	CreatedAt       time.Time      `json:"created_at"`
 	UpdatedAt       time.Time      `json:"updated_at"`
 	FinishedAt      time.Time      `json:"finished_at,omitzero"`
-	// Approvals lists the open approvals of a live run.
+	// Approvals lists the open approvals of an unfinished run: those of the engine running it,
+	// or, for a run another process runs (another engine on a shared database, the owner of a
+	// read-only engine's file), those its records show (stored_approvals.go).
 	Approvals []Approval `json:"approvals,omitempty"`
 	// Steps summarises the step instances outside foreach iterations (Status only; use Steps
 	// for every instance).
@@ -371,6 +373,10 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	if h != nil && !info.Terminal {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
+	} else if !info.Terminal {
+		if info.Approvals, err = storedApprovals(ctx, e.store, runID, steps); err != nil {
+			return nil, notFound(runID, err)
+		}
 	}
 	e.withUnsaved(info)
 	if info.Children, err = e.childRuns(ctx, rec); err != nil {
