@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,7 +65,7 @@ func (e *Engine) startQueue() {
 		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
 	cq.ctx, cq.stop = context.WithCancel(context.Background())
 	e.queue = cq
-	e.router.SetQueue(tools.CallerFunc(cq.call), cq.hosted, cq.hasRemote)
+	e.router.SetQueue(cq, cq.hosted, cq.hasRemote)
 	cq.wg.Add(2)
 	go cq.listen()
 	go cq.claimLoop()
@@ -197,26 +199,70 @@ func (cq *callQueue) refresh(ctx context.Context) {
 	cq.mu.Unlock()
 }
 
-// call queues a call — of a host tool, or of the remote call.DCC (a pool step's or a
-// tool_remote step's) — and waits for its outcome; when ctx ends first (a cancel, the step's
-// timeout, the run abandoned) the queued call is cancelled.
-func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, error) {
+// Call queues a call — of a host tool, or of the remote call.DCC (a pool step's or a
+// tool_remote step's) — and waits for its outcome (wait). The call carries a nonce, so the
+// store can send it again after a lost connection without queueing it twice; when it still
+// cannot tell whether the call was queued, the error wraps store.ErrConnectionLost and the run
+// is given up to the takeover path, whose resume adopts the call if it was (Adopt).
+func (cq *callQueue) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
 	args, err := json.Marshal(call.Args)
 	if err != nil {
 		return tools.Failure(run.KindInvalidInput, "the args cannot be queued as JSON: "+err.Error()), nil
 	}
 	id, err := cq.q.EnqueueCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt, Tool: call.Tool,
-		Remote: call.DCC, Args: args})
+		Remote: call.DCC, Args: args, Nonce: newNonce()})
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, ctx.Err()
 		}
-		what := call.Tool
-		if call.DCC != "" {
-			what = call.DCC + "/" + call.Tool
+		if errors.Is(err, store.ErrConnectionLost) {
+			return tools.Result{}, err
 		}
-		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", what, err)), nil
+		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", callName(call), err)), nil
 	}
+	return cq.wait(ctx, id, call)
+}
+
+// Adopt takes over the call of a resumed step (tools.Call.Adopt) that the run's former
+// orchestrator left queued or claimed, with the same tool, remote and args: it waits for that
+// call's outcome (wait) and reports true; false when there is none. A failed lookup fails the
+// attempt (kind transient), as a failed queueing does.
+func (cq *callQueue) Adopt(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
+	args, err := json.Marshal(call.Args)
+	if err != nil {
+		return tools.Result{}, false, nil // Call reports it
+	}
+	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Tool: call.Tool, Remote: call.DCC, Args: args})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return tools.Result{}, true, ctx.Err()
+	case err != nil:
+		return tools.Failure(run.KindTransient, fmt.Sprintf("looking for a call of %s in flight on the queue: %v", callName(call), err)), true, nil
+	case !ok:
+		return tools.Result{}, false, nil
+	}
+	res, err := cq.wait(ctx, id, call)
+	return res, true, err
+}
+
+// callName names a call's tool in messages: TOOL, or REMOTE/TOOL.
+func callName(call tools.Call) string {
+	if call.DCC != "" {
+		return call.DCC + "/" + call.Tool
+	}
+	return call.Tool
+}
+
+// newNonce returns a random nonce for a queued call (store.QueuedCall.Nonce).
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// wait waits for the outcome of queued call id, feeding its reports to call.Reporter; when ctx
+// ends first (a cancel, the step's timeout, the run abandoned) the call is cancelled.
+func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call) (tools.Result, error) {
 	ch := make(chan struct{}, 1)
 	cq.mu.Lock()
 	cq.waiters[id] = ch
@@ -232,7 +278,10 @@ func (cq *callQueue) call(ctx context.Context, call tools.Call) (tools.Result, e
 	for {
 		select {
 		case <-ctx.Done():
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// The store retries the cancel across a lost connection (a restart) for up to
+			// the lease; a cancel that never lands leaves the call to the run's end, which
+			// cancels the calls its run left.
+			cctx, cancel := context.WithTimeout(context.Background(), 3*cq.e.lease.every+5*time.Second)
 			_ = cq.q.CancelCall(cctx, id)
 			cancel()
 			return tools.Result{}, ctx.Err()
@@ -370,7 +419,9 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 		}
 		out.LogsDropped = res.LogsDropped
 	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The store retries the write across a lost connection for up to the lease (a failover):
+	// past it the claim has expired and the call is failed worker_lost anyway.
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*cq.e.lease.every+10*time.Second)
 	defer wcancel()
 	_, _ = cq.q.CompleteCall(wctx, c.ID, out) // false: cancelled or lost meanwhile; the outcome is dropped
 }

@@ -52,6 +52,11 @@ name: long
 steps:
   - {id: slow, tool: work, args: {k: slow, ms: 20000}}
 `,
+	"adopt": `
+name: adopt
+steps:
+  - {id: a, tool: work, args: {k: a, ms: 3000}}
+`,
 	"retried": `
 name: retried
 steps:
@@ -337,7 +342,8 @@ type toolCall struct {
 	at          time.Time
 }
 
-// readCalls returns the calls file.
+// readCalls returns the calls file's whole lines (none while it is empty; a line still being
+// written, with no newline yet, is left for the next read).
 func readCalls(t *testing.T, path string) []toolCall {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -345,7 +351,8 @@ func readCalls(t *testing.T, path string) []toolCall {
 		t.Fatal(err)
 	}
 	var out []toolCall
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	lines := strings.Split(string(b), "\n")
+	for _, l := range lines[:len(lines)-1] {
 		var c toolCall
 		var ns int64
 		if _, err := fmt.Sscanf(l, "%s %s %d", &c.engine, &c.key, &ns); err != nil {

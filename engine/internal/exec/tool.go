@@ -86,8 +86,17 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if rep != nil {
 			call.Reporter = rep
 		}
+		// The first attempt of an instance an earlier execution started (a resume, a
+		// takeover) takes over its call if that execution left one in flight on the queue.
+		call.Adopt = attempt == 1 && r.priorKeys[in.row.Key] && !r.forced[in.row.Key] && !r.forced[sp.st.ID]
 		res, err := r.attempt(ctx, sp, call, attempt)
 		in.endReport(rep)
+		if errors.Is(err, store.ErrConnectionLost) {
+			// Whether the call was queued is unknown: stop orchestrating the run, as when a
+			// write's outcome is unknown; the resume adopts the call if it was queued.
+			r.cancel(errConnectionLost)
+			return r.stoppedEnd(r.ctx)
+		}
 		in.row.Worker = res.Worker
 		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {

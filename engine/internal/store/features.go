@@ -312,10 +312,20 @@ type ScheduleAdmitter interface {
 // a tool that another live engine hosts enqueues the call; an engine that hosts the tool claims
 // it, runs it and writes its result, under a claim lease it renews with its heartbeat. Lease
 // times are the database server's. Every method that changes a call's status wakes the
-// listeners (ListenCalls).
+// listeners (ListenCalls), and so does a Write that ends a run (a terminal status): it cancels
+// the run's calls still queued or claimed, which nobody waits for any more.
 type CallQueue interface {
-	// EnqueueCall adds c (status queued) and returns its id.
+	// EnqueueCall adds c (status queued) and returns its id. With c.Nonce set it is
+	// idempotent: a call of EnqueueCall with a nonce already queued returns that call's id and
+	// adds nothing (so a try sent again after a lost connection, when the first may have been
+	// applied, never queues the call twice). An error wrapping ErrConnectionLost leaves it
+	// unknown whether the call was queued.
 	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
+	// AdoptCall returns the id of the newest call still queued or claimed with c's RunID,
+	// StepKey, Tool, Remote and Args (byte for byte), and whether there is one: the call a run's
+	// former orchestrator left in flight when it died or gave the run up, which the engine that
+	// resumes the run waits for instead of making the call again.
+	AdoptCall(ctx context.Context, c QueuedCall) (int64, bool, error)
 	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
 	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with
 	// a lease of the engine's lease_secs, and returns it; nil when none is queued. Engines
@@ -377,6 +387,9 @@ type QueuedCall struct {
 	// a pool step's or a tool_remote step's call queued for an engine that has that remote.
 	Remote string
 	Args   json.RawMessage // a JSON object
+	// Nonce, when set, makes EnqueueCall idempotent: unique per call, made by the engine that
+	// queues it. "" = none (every EnqueueCall adds a call).
+	Nonce string
 }
 
 // CallOutcome is what a queued call returned: Output (JSON text) or an error.

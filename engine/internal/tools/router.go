@@ -70,6 +70,29 @@ type queueRoute struct {
 	remotes func(remote string) bool
 }
 
+// Adopter is a queue Caller (SetQueue) that can take over a call left in flight on the queue
+// (Call.Adopt): Adopt waits for the outcome of such a call and reports true, or reports false
+// at once when there is none (then the call is made as usual).
+type Adopter interface {
+	Adopt(ctx context.Context, call Call) (Result, bool, error)
+}
+
+// adopt runs call.Adopt: the outcome of the queued call it takes over, if any.
+func (r *Router) adopt(ctx context.Context, call Call) (Result, bool, error) {
+	if !call.Adopt || call.Queued {
+		return Result{}, false, nil
+	}
+	q := r.queue.Load()
+	if q == nil {
+		return Result{}, false, nil
+	}
+	a, ok := q.caller.(Adopter)
+	if !ok {
+		return Result{}, false, nil
+	}
+	return a.Adopt(ctx, call)
+}
+
 // SetQueue makes the router send a call of a tool not registered here to caller when hosts
 // says another engine hosts it, and a tool_remote or pooled call of a remote not named by
 // SetRemoteNames to caller when remotes says another engine has it (with Call.DCC the remote;
@@ -224,6 +247,9 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 	if r.dry != nil {
 		return r.dry.Call(ctx, call)
 	}
+	if res, ok, err := r.adopt(ctx, call); ok || err != nil {
+		return res, err
+	}
 	rt, ok := (*r.routes.Load())[call.Tool]
 	if !ok {
 		if q := r.queue.Load(); q != nil && !call.Queued && q.hosts(call.Tool) {
@@ -274,12 +300,15 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if r.dry != nil {
 		return r.dry.Call(ctx, call)
 	}
+	if res, ok, err := r.adopt(ctx, call); ok || err != nil {
+		return res, err
+	}
 	var queue Caller
 	if !r.HasRemoteNamed(call.DCC) {
 		if q := r.queue.Load(); q != nil && !call.Queued && q.remotes != nil && q.remotes(call.DCC) {
 			queue = q.caller
 		} else if call.PoolOptional {
-			call.DCC, call.Pooled, call.PoolOptional = "", false, false
+			call.DCC, call.Pooled, call.PoolOptional, call.Adopt = "", false, false, false // adopt looked already
 			return r.Call(ctx, call)
 		}
 	}

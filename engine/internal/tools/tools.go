@@ -24,6 +24,12 @@ type Call struct {
 	// Queued marks a call claimed from the tool-call queue of a shared database (docs/cluster.md):
 	// it runs here or fails, it is never queued again.
 	Queued bool
+	// Adopt marks the first attempt of a step instance that an earlier execution of the run
+	// had started (a resume, a takeover): on a shared database, when the tool-call queue holds
+	// a call of the same run, step key, tool, remote and args still queued or claimed — left in
+	// flight by the run's former orchestrator — the attempt waits for that call's outcome
+	// instead of making the call again (docs/cluster.md, "The tool-call queue").
+	Adopt bool
 	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
 	// tool of the same name, when one is registered, are checked as for an in-process call.
 	Pooled bool

@@ -24,7 +24,9 @@ const callsChannel = "dcc_flow_calls"
 var _ store.CallQueue = (*Store)(nil)
 
 // EnqueueCall adds c, queued, and wakes the engines listening ("q:TOOL" for a host-tool call,
-// "r:REMOTE" for a call of a remote).
+// "r:REMOTE" for a call of a remote). With c.Nonce it is idempotent: a nonce already on a row
+// returns that row's id, and the insert is retried on any lost connection; without one only
+// when the connection was lost before the insert could have been applied (see retryLost).
 func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, error) {
 	l, err := s.attached()
 	if err != nil {
@@ -35,22 +37,59 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 		args = "{}"
 	}
 	var id int64
-	// Not idempotent (a second insert is a second call): retried only when the connection was
-	// lost before the insert could have been applied (a restart; see retryLost).
-	err = s.retryLost(ctx, false, func() error {
-		return s.pool.QueryRow(ctx, `WITH c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, tool, remote)
-		SELECT c.id, pg_notify('`+callsChannel+`', CASE WHEN c.remote = '' THEN 'q:' || c.tool ELSE 'r:' || c.remote END)::text FROM c`,
-			text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id).Scan(&id, new(string))
+	err = s.retryLost(ctx, c.Nonce != "", func() error {
+		err := s.pool.QueryRow(ctx, `WITH prev AS (SELECT id FROM tool_calls WHERE nonce = $8),
+		c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by, nonce)
+			SELECT $1::text, $2::text, $3::int, $4::text, $5::text, $6::text, $7::text, $8::text WHERE NOT EXISTS (SELECT 1 FROM prev)
+			ON CONFLICT (nonce) WHERE nonce IS NOT NULL DO NOTHING
+			RETURNING id, tool, remote)
+		SELECT c.id, pg_notify('`+callsChannel+`', CASE WHEN c.remote = '' THEN 'q:' || c.tool ELSE 'r:' || c.remote END)::text FROM c
+		UNION ALL SELECT id, '' FROM prev`,
+			text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id, textPtr(c.Nonce)).Scan(&id, new(string))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The nonce's row was inserted by a try still in flight when this one started (a
+			// connection cut, not a restart), committed since: it is the call.
+			err = s.pool.QueryRow(ctx, `SELECT id FROM tool_calls WHERE nonce = $1`, c.Nonce).Scan(&id)
+		}
+		return err
 	})
 	if err != nil {
 		what := "tool " + c.Tool
 		if c.Remote != "" {
 			what = "remote " + c.Remote + " tool " + c.Tool
 		}
+		if connectionLost(err) {
+			// A try may have been applied: the call may be queued (store.ErrConnectionLost).
+			err = fmt.Errorf("%w: %w", store.ErrConnectionLost, err)
+		}
 		return 0, s.fault(fmt.Errorf("queueing the call of %s (run %s, step %s): %w", what, c.RunID, c.StepKey, err))
 	}
 	return id, nil
+}
+
+// AdoptCall finds the newest call still queued or claimed of c's run, step, tool, remote and
+// args (the tool_calls_live index).
+func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool, error) {
+	if _, err := s.attached(); err != nil {
+		return 0, false, err
+	}
+	args := string(c.Args)
+	if args == "" {
+		args = "{}"
+	}
+	var id int64
+	err := s.retryLost(ctx, true, func() error { // a read: retried on any lost connection
+		return s.pool.QueryRow(ctx, `SELECT id FROM tool_calls WHERE run_id = $1 AND step_key = $2
+			AND status IN ('queued', 'claimed') AND tool = $3 AND remote = $4 AND args = $5 ORDER BY id DESC LIMIT 1`,
+			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args)).Scan(&id)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, s.fault(fmt.Errorf("looking for a call in flight of run %s, step %s: %w", c.RunID, c.StepKey, err))
+	}
+	return id, true, nil
 }
 
 // ClaimCall claims the oldest queued call of one of tools (host-tool calls) or of one of
@@ -159,9 +198,12 @@ func (s *Store) CancelCall(ctx context.Context, id int64) error {
 	if err := s.checkWrite(); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'cancelled', lease_until = NULL, done_at = now()
+	err := s.retryLost(ctx, true, func() error { // idempotent: retried on any lost connection
+		_, err := s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'cancelled', lease_until = NULL, done_at = now()
 		WHERE id = $1 AND status IN ('queued', 'claimed') RETURNING id)
 		SELECT pg_notify('`+callsChannel+`', 'c:' || u.id)::text FROM u`, id)
+		return err
+	})
 	if err != nil {
 		return s.fault(fmt.Errorf("cancelling queued tool call %d: %w", id, err))
 	}

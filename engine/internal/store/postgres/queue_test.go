@@ -17,6 +17,39 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
+// listening starts s listening to the queue's wake-ups and returns them, once the listener
+// listens, with the function that stops it (and returns how ListenCalls ended; the test's end
+// stops it too): LISTEN is issued asynchronously, so it notifies a probe until the
+// probe arrives, and no wake-up the test waits for is sent before the listener listens (one
+// was, under load: "no wake-up d:2").
+func listening(t *testing.T, s *postgres.Store, url string) (chan string, func() error) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	woken := make(chan string, 64)
+	failed := make(chan error, 1)
+	go func() { failed <- s.ListenCalls(ctx, func(p string) { woken <- p }) }()
+	probe, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(context.Background())
+	for {
+		if _, err := probe.Exec(ctx, `SELECT pg_notify('dcc_flow_calls', 'probe')`); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-woken:
+			if p == "probe" {
+				return woken, func() error { stop(); return <-failed }
+			}
+		case err := <-failed:
+			t.Fatalf("listen: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // The tool-call queue: a call is claimed once among engines claiming at once, only by an engine
 // that names its tool; the outcome reaches the orchestrator with a NOTIFY; a claim whose lease
 // expires is failed worker_lost once, however many engines expire at once, and its late
@@ -37,30 +70,7 @@ func TestCallQueue(t *testing.T) {
 	}
 	orch, w1, w2 := open("O", time.Minute), open("W1", 300*time.Millisecond), open("W2", time.Minute)
 
-	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	woken := make(chan string, 64)
-	listening := make(chan error, 1)
-	go func() { listening <- orch.ListenCalls(lctx, func(p string) { woken <- p }) }()
-	// LISTEN is issued asynchronously: notify a probe until it arrives, so that no wake-up the
-	// test waits for is sent before the listener listens (one was, under load: "no wake-up d:2").
-	probe, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close(ctx)
-	for listened := false; !listened; {
-		if _, err := probe.Exec(ctx, `SELECT pg_notify('dcc_flow_calls', 'probe')`); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case p := <-woken:
-			listened = p == "probe"
-		case err := <-listening:
-			t.Fatalf("listen: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	woken, stop := listening(t, orch, url)
 	wait := func(want string) {
 		t.Helper()
 		deadline := time.After(5 * time.Second)
@@ -238,8 +248,7 @@ func TestCallQueue(t *testing.T) {
 	if st, _, err := orch.CallStatus(ctx, c2.ID); st != "cancelled" || err != nil {
 		t.Fatalf("a call cancelled just now: %s %v", st, err)
 	}
-	stop()
-	if err := <-listening; err != context.Canceled {
+	if err := stop(); err != context.Canceled {
 		t.Fatalf("listen ended with %v", err)
 	}
 }

@@ -330,6 +330,27 @@ func number(batches []*store.Batch, base int64) {
 	}
 }
 
+// sqlCancelRunCalls cancels the calls still queued or claimed of the runs of $1 (runs that
+// ended) and wakes the engines running them ("c:ID"): nobody waits for them any more. They are
+// calls a former orchestrator of the run left in flight (it died, or gave the run up) that the
+// run's resume did not adopt; the calls of the run's own steps ended with their steps.
+const sqlCancelRunCalls = `WITH u AS (UPDATE tool_calls SET status = 'cancelled', lease_until = NULL, done_at = now()
+		WHERE run_id = ANY($1::text[]) AND status IN ('queued', 'claimed') RETURNING id)
+	SELECT count(pg_notify('` + callsChannel + `', 'c:' || u.id)) FROM u`
+
+// endedRuns returns the ids of the runs that batches end (a run update to a terminal status).
+func endedRuns(batches []*store.Batch) []string {
+	var ids []string
+	for _, b := range batches {
+		for i := range b.RunUpdates {
+			if u := &b.RunUpdates[i]; u.Status.Terminal() {
+				ids = append(ids, text(u.ID))
+			}
+		}
+	}
+	return ids
+}
+
 // sender is a connection or a transaction: what apply sends its pipeline on.
 type sender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -382,6 +403,10 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 				nanos(u.UpdatedAt), nanos(u.FinishedAt), u.ID, owner, secs)
 			checks = append(checks, check{what: "updating run " + u.ID, run: u.ID})
 		}
+	}
+	if ended := endedRuns(batches); len(ended) > 0 {
+		q.Queue(sqlCancelRunCalls, ended)
+		checks = append(checks, check{what: fmt.Sprintf("cancelling the queued calls of %d ended runs", len(ended))})
 	}
 	if steps := dedupSteps(batches); len(steps) > 0 {
 		q.Queue(sqlStepsUpsert, stepArrays(steps)...)
