@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -278,6 +279,12 @@ func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call) (tools
 	for {
 		select {
 		case <-ctx.Done():
+			if exec.Abandoned(context.Cause(ctx)) {
+				// The run is given up to the takeover path: its resume adopts the call
+				// (cancelling it would fail the step of the engine that took the run over
+				// and adopted it already).
+				return tools.Result{}, ctx.Err()
+			}
 			// The store retries the cancel across a lost connection (a restart) for up to
 			// the lease; a cancel that never lands leaves the call to the run's end, which
 			// cancels the calls its run left.

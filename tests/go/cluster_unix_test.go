@@ -4,6 +4,7 @@ package gotest
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -77,6 +78,67 @@ func TestClusterSuspendedEngineLosesItsRun(t *testing.T) {
 		}
 	}
 	a.do("status "+id, "status completed") // it reads the new owner's record
+	for _, nd := range nodes {
+		nd.do("quit", "closed")
+	}
+}
+
+// SIGSTOP of the orchestrator while its call runs on another engine through the tool-call
+// queue, past its lease: the engine that takes the run over adopts the call in flight; the old
+// one, woken (SIGCONT), gives the run up without cancelling that call — a cancel would fail the
+// new owner's step (the run ended failed with "the queued call was cancelled" before) — so the
+// tool is called once and the run completes.
+func TestClusterSuspendedOrchestratorLeavesItsCallToTheNewOwner(t *testing.T) {
+	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
+	db := pgtest.DB(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	noTools := []string{"DCC_FLOW_CLUSTER_NOTOOLS=1"}
+	nodes := startNodes(t, db, calls, [][]string{noTools, noTools, nil})
+	a := nodes[0]
+	id := strings.TrimPrefix(a.do("submit adopt", "run "), "run ")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(readCalls(t, calls)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the work call never reached the worker engine")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	v := viewer(t, db)
+	takenBy := ""
+	for takenBy == "" {
+		if time.Now().After(deadline) {
+			_ = a.cmd.Process.Signal(syscall.SIGCONT)
+			t.Fatal("never taken over")
+		}
+		evs, _ := v.EventsSince(0, 0)
+		for _, ev := range evs {
+			if ev.RunID == id && ev.Type == run.EventInterrupted {
+				var d struct {
+					By string `json:"taken_over_by"`
+				}
+				_ = json.Unmarshal(ev.Detail, &d)
+				takenBy = d.By
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, v, id, run.StatusCompleted, 20*time.Second)
+	if got := readCalls(t, calls); len(got) != 1 {
+		t.Fatalf("the tool was called %d times: %+v; want once", len(got), got)
+	}
+	if rows := queueRows(t, db); strings.Join(rows, ",") != "work 1 done " {
+		t.Fatalf("queue rows: %q; want the one call, done", rows)
+	}
+	if takenBy == a.id {
+		t.Fatalf("taken over by the suspended engine %s", a.id)
+	}
+	t.Logf("taken over by %s; the woken engine left the call to it; run %s", takenBy, info.Status)
 	for _, nd := range nodes {
 		nd.do("quit", "closed")
 	}

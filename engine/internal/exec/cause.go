@@ -42,6 +42,15 @@ var errLeaseLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrup
 var errConnectionLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
 	msg: "interrupted: this engine lost its database connection while writing the run; an engine resumes it once the database is back and its lease expired"}
 
+// Abandoned reports whether cause (a step context's context.Cause) is the run being given up
+// without a record (a lost lease, a write whose outcome is unknown): another engine, or this
+// one, takes it over through the resume path, so work left in flight for it on a shared queue
+// is left there for the resume to adopt rather than cancelled.
+func Abandoned(cause error) bool {
+	var sc *stopCause
+	return errors.As(cause, &sc) && sc.abandon
+}
+
 func userCancel(reason string) *stopCause {
 	msg := "cancelled"
 	if reason != "" {
