@@ -10,14 +10,18 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// storedApprovalsPage is how many of a run's events storedApprovals reads at a time.
+// storedApprovalsPage is how many of a run's approve_requested events storedApprovals reads at
+// a time.
 const storedApprovalsPage = 1000
 
 // storedApprovals returns the open approvals of a run that another process runs, as its records
 // show them: each step instance waiting for approval, with the prompt and expiry of its latest
 // approve_requested event (a step re-opened after a resume asks again). The run's events are
-// read only when one of its steps waits, in pages; an approval whose event is gone (pruned)
-// still lists with its step key and the time its step started waiting. Sorted by step key.
+// read only when one of its steps waits, and then only its approve_requested events (the store
+// filters them, so a run's thousands of step_log events cost no query nor row here; the SQL
+// stores read the run's index entries, workflow_events_run, and drop the other types), in
+// pages; an approval whose event is gone (pruned) still lists with its step key and the time its
+// step started waiting. Sorted by step key.
 func storedApprovals(ctx context.Context, st store.Store, runID string, steps []store.Step) ([]Approval, error) {
 	waiting := map[string]*Approval{}
 	for _, s := range steps {
@@ -29,7 +33,8 @@ func storedApprovals(ctx context.Context, st store.Store, runID string, steps []
 		return nil, nil
 	}
 	for after := uint64(0); ; {
-		evs, err := st.ListEvents(ctx, store.EventFilter{AfterSeq: after, RunID: runID, Limit: storedApprovalsPage})
+		evs, err := st.ListEvents(ctx, store.EventFilter{AfterSeq: after, RunID: runID,
+			Types: []string{run.EventApproveRequested}, Limit: storedApprovalsPage})
 		if err != nil {
 			return nil, err
 		}

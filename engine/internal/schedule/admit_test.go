@@ -89,7 +89,15 @@ func (s *sharedStarter) Active(_ context.Context, id string) (int, error) {
 // one sharedDB (with WithAdmitter when admit): /hook (max_concurrent 0) and /gated (max 1).
 func twoEngines(t *testing.T, admit bool) (*sharedDB, *MemFireLog, []string) {
 	t.Helper()
-	db, fires := newSharedDB(), NewMemFireLog(0)
+	fires := NewMemFireLog(0)
+	db, urls := twoEnginesOn(t, admit, fires)
+	return db, fires, urls
+}
+
+// twoEnginesOn is twoEngines with the fire history fires.
+func twoEnginesOn(t *testing.T, admit bool, fires FireLog) (*sharedDB, []string) {
+	t.Helper()
+	db := newSharedDB()
 	hook := DefaultSpec("hook", "ingest", Trigger{Kind: KindWebhook, Path: "/hook"})
 	hook.MaxConcurrent = 0
 	gated := DefaultSpec("gated", "ingest", Trigger{Kind: KindWebhook, Path: "/gated"})
@@ -108,7 +116,7 @@ func twoEngines(t *testing.T, admit bool) (*sharedDB, *MemFireLog, []string) {
 		t.Cleanup(srv.Close)
 		urls = append(urls, srv.URL)
 	}
-	return db, fires, urls
+	return db, urls
 }
 
 func post(t *testing.T, url, delivery string) (int, map[string]any) {
@@ -471,5 +479,80 @@ func TestSharedAdmissionTimestampedLookupFailure(t *testing.T) {
 	}
 	if db.started != 1 {
 		t.Fatalf("%d runs started; want 1", db.started)
+	}
+}
+
+// failingDeliveries is a MemFireLog whose FireByDelivery fails while err is set.
+type failingDeliveries struct {
+	*MemFireLog
+	mu  sync.Mutex
+	err error
+}
+
+func (l *failingDeliveries) FireByDelivery(ctx context.Context, id, delivery string) (Fire, bool, error) {
+	l.mu.Lock()
+	err := l.err
+	l.mu.Unlock()
+	if err != nil {
+		return Fire{}, false, err
+	}
+	return l.MemFireLog.FireByDelivery(ctx, id, delivery)
+}
+
+func (l *failingDeliveries) fail(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+// On a shared database a delivery id that cannot be looked up in the history is refused (500
+// start_failed, recorded failed status_failed), not let through as new: the redelivery guard
+// fails closed, as the replay guard does, since the history is the only record of what the other
+// engines ran. Once the history answers, the redelivery is a duplicate of the first run.
+func TestSharedAdmissionDeliveryLookupFailure(t *testing.T) {
+	t.Parallel()
+	fires := &failingDeliveries{MemFireLog: NewMemFireLog(0)}
+	db, urls := twoEnginesOn(t, true, fires)
+	code, first := post(t, urls[0]+"/hook", "d-1")
+	if code != 202 {
+		t.Fatalf("first: %d %v", code, first)
+	}
+	fires.fail(errors.New("the database is away"))
+	code, r := post(t, urls[1]+"/hook", "d-1")
+	if msg := fmt.Sprint(r["message"]); code != 500 || r["error"] != WebhookStartFailed ||
+		!strings.Contains(msg, "delivery id") || !strings.Contains(msg, "the database is away") {
+		t.Fatalf("the redelivery to b while the history fails: %d %v; want 500 start_failed naming the delivery lookup", code, r)
+	}
+	fs, _ := fires.Fires(context.Background(), "hook", 0)
+	if len(fs) != 2 || fs[0].Kind != FireFailed || fs[0].Reason != ReasonStatusFailed || fs[0].DeliveryID != "d-1" ||
+		!strings.Contains(fs[0].Message, "delivery id") {
+		t.Fatalf("history %+v; want the refused redelivery recorded failed status_failed", fs)
+	}
+	fires.fail(nil)
+	if code, r := post(t, urls[1]+"/hook", "d-1"); code != 200 || r["duplicate"] != true || r["run_id"] != first["run_id"] {
+		t.Fatalf("the redelivery once the history answers: %d %v; want 200 duplicate of %v", code, r, first["run_id"])
+	}
+	if db.started != 1 {
+		t.Fatalf("%d runs started for one delivery; want 1", db.started)
+	}
+}
+
+// Without an admitter (SQLite, memory: one engine serves the schedule) a delivery id whose lookup
+// in the history fails is let through (logged): the engine's own window, checked first, holds
+// the deliveries it ran recently, so a redelivery to it is still a duplicate.
+func TestDeliveryLookupFailureWithoutAdmitter(t *testing.T) {
+	t.Parallel()
+	fires := &failingDeliveries{MemFireLog: NewMemFireLog(0)}
+	fires.fail(errors.New("the file is away"))
+	w := setupWebhooks(t, Config{}, fires)
+	hdr := map[string]string{DeliveryHeader: "d-1"}
+	if r := w.do(t, "POST", "/hooks/open", hdr, []byte(`{}`)); r.status != 202 {
+		t.Fatalf("a new delivery while the history fails: %d %s; want 202", r.status, r.raw)
+	}
+	if r := w.do(t, "POST", "/hooks/open", hdr, []byte(`{}`)); r.status != 200 || r.body["duplicate"] != true || r.body["run_id"] != "run-1" {
+		t.Fatalf("its redelivery: %d %s; want 200 duplicate of run-1", r.status, r.raw)
+	}
+	if n := len(w.starter.requests()); n != 1 {
+		t.Fatalf("%d runs started; want 1", n)
 	}
 }

@@ -35,7 +35,7 @@ const (
 	ReasonCatchup       = "catchup"        // fired: a catch-up fire at start
 	ReasonMaxConcurrent = "max_concurrent" // skipped
 	ReasonStartFailed   = "start_failed"   // failed: Starter.Start returned an error
-	ReasonStatusFailed  = "status_failed"  // failed: counting the active runs (or, WithAdmitter, taking the shared admission lock or looking a timestamped signature up in the shared history) failed
+	ReasonStatusFailed  = "status_failed"  // failed: counting the active runs (or, WithAdmitter, taking the shared admission lock or looking a timestamped signature or a delivery id up in the shared history) failed
 )
 
 // DefaultFireLogSize is the number of fires a MemFireLog keeps per schedule by default.

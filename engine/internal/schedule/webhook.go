@@ -354,12 +354,28 @@ func (s *Scheduler) admitWebhook(ctx context.Context, e *entry, payload any, del
 	}
 	if delivery != "" {
 		if df, ok := s.fires.(DeliveryFinder); ok {
-			f, found, err := df.FireByDelivery(ctx, e.spec.ID, delivery)
-			if err != nil {
+			prev, found, err := df.FireByDelivery(ctx, e.spec.ID, delivery)
+			switch {
+			case err != nil && s.admitter != nil:
+				// On a shared database the history is the only record of the deliveries the
+				// other engines ran: a lookup that fails refuses the request (500 start_failed,
+				// the fire recorded failed), as the replay guard does, else a database hiccup
+				// would start a second run of a delivery another engine already ran. The
+				// sender's retry starts the run.
+				f.Kind, f.Reason = FireFailed, ReasonStatusFailed
+				f.Message = "looking up the delivery id in the shared fire history (the redelivery guard) failed: " + err.Error()
+				s.record(ctx, f)
+				return admission{fire: f, err: err}
+			case err != nil:
+				// One engine serves the schedule (SQLite, memory): e.deliveries, checked above,
+				// holds every delivery it ran in the window; the history only extends the
+				// window to older deliveries and to those of a previous process, so a failed
+				// lookup (a local file that cannot be read, which the run's start, a write to
+				// the same file, is likely to meet too) lets the request through, logged.
 				s.log.Warn("schedule: looking up a delivery id failed", "schedule_id", e.spec.ID, "delivery_id", delivery, "error", err)
-			} else if found && f.Kind == FireFired {
-				e.deliveries.put(delivery, f.RunID, now)
-				return admission{duplicate: true, fire: f}
+			case found && prev.Kind == FireFired:
+				e.deliveries.put(delivery, prev.RunID, now)
+				return admission{duplicate: true, fire: prev}
 			}
 		}
 	}

@@ -247,7 +247,8 @@ func (p RunPosition) Before(createdAt time.Time, id string) bool {
 
 // EventFilter selects events.
 type EventFilter struct {
-	AfterSeq uint64 // only events with Seq > AfterSeq
-	RunID    string // "" = every run
-	Limit    int    // at most this many; 0 = no limit
+	AfterSeq uint64   // only events with Seq > AfterSeq
+	RunID    string   // "" = every run
+	Types    []string // only events of one of these types (run.Event.Type); empty = every type
+	Limit    int      // at most this many (of those selected); 0 = no limit
 }

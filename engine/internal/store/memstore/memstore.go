@@ -516,6 +516,10 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 		return nil, store.ErrClosed
 	}
 	var out []run.Event
+	// selected reports whether the event at position i is of one of f.Types (when given).
+	selected := func(i int) bool {
+		return len(f.Types) == 0 || slices.Contains(f.Types, s.codes.name(s.eventAt(i).typ))
+	}
 	if f.RunID != "" {
 		rec := s.runs[f.RunID]
 		if rec == nil {
@@ -523,12 +527,16 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 		}
 		i := sort.Search(len(rec.events), func(i int) bool { return s.eventAt(int(rec.events[i])).seq > f.AfterSeq })
 		for ; i < len(rec.events) && (f.Limit <= 0 || len(out) < f.Limit); i++ {
-			out = append(out, s.event(int(rec.events[i])))
+			if selected(int(rec.events[i])) {
+				out = append(out, s.event(int(rec.events[i])))
+			}
 		}
 		return out, nil
 	}
 	for i := s.firstAfter(f.AfterSeq); i < s.nevents && (f.Limit <= 0 || len(out) < f.Limit); i++ {
-		out = append(out, s.event(i))
+		if selected(i) {
+			out = append(out, s.event(i))
+		}
 	}
 	return out, nil
 }

@@ -112,14 +112,22 @@ func (s *Store) AnswerControl(ctx context.Context, id int64, now time.Time, code
 
 const fireColumns = `schedule_id, kind, reason, message, run_id, origin, scheduled_at, fired_at, delivery_id`
 
-// RecordFire appends a fire.
+// RecordFire appends a fire. The fire of a run just started is what the other engines'
+// redelivery, replay and max_concurrent checks find, so a connection lost before the insert
+// could have been applied (a server restart, pg_terminate_backend; see retryLost) is tried
+// again on a new connection. Only then: schedule_fires has no unique key but its generated id,
+// so an insert sent again after a loss that leaves its outcome unknown could record the fire
+// twice.
 func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	if err := s.checkWrite(); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO schedule_fires (`+fireColumns+`, replay_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		text(f.ScheduleID), string(f.Kind), text(f.Reason), text(f.Message), text(f.RunID), text(f.Origin),
-		nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID), textPtr(f.ReplayKey))
+	err := s.retryLost(ctx, false, func() error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO schedule_fires (`+fireColumns+`, replay_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			text(f.ScheduleID), string(f.Kind), text(f.Reason), text(f.Message), text(f.RunID), text(f.Origin),
+			nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID), textPtr(f.ReplayKey))
+		return err
+	})
 	if err != nil {
 		return s.fault(fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err))
 	}

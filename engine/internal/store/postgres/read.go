@@ -144,8 +144,18 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 		WHERE seq > $1`
 	args := []any{int64(f.AfterSeq)}
 	if f.RunID != "" {
-		q += " AND run_id = $2"
 		args = append(args, text(f.RunID))
+		q += fmt.Sprintf(" AND run_id = $%d", len(args))
+	}
+	if len(f.Types) > 0 {
+		// No index has type: with a run id, the run's rows (index workflow_events_run on
+		// (run_id, seq)) are read and the others dropped by the server, not sent to the caller.
+		types := make([]string, len(f.Types))
+		for i, t := range f.Types {
+			types[i] = text(t)
+		}
+		args = append(args, types)
+		q += fmt.Sprintf(" AND type = ANY($%d::text[])", len(args))
 	}
 	q += " ORDER BY seq"
 	if f.Limit > 0 {

@@ -283,3 +283,49 @@ func TestCallQueueAfterBackendsTerminated(t *testing.T) {
 		t.Fatalf("call after its outcome: %s %s %v", status, out.Output, err)
 	}
 }
+
+// A fire recorded on pooled connections whose backends were terminated (what a server restart
+// leaves in the pool) is retried on a new connection and recorded once: the next engine's
+// redelivery check finds it.
+func TestRecordFireAfterBackendsTerminated(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	now := time.Now()
+	fire := func(delivery string) store.Fire {
+		return store.Fire{ScheduleID: "hook", Kind: store.FireFired, RunID: "run-" + delivery, Origin: "webhook",
+			ScheduledAt: now, FiredAt: now, DeliveryID: delivery}
+	}
+	for i, d := range []string{"d-1", "d-2", "d-3"} {
+		if err := s.RecordFire(ctx, fire("warm-"+d)); err != nil { // the pool holds live connections
+			t.Fatal(err)
+		}
+		if terminate(t, conn) == 0 {
+			t.Fatal("no session of the store to terminate")
+		}
+		time.Sleep(20 * time.Millisecond) // the FATAL message is on the pooled sockets
+		before := s.Retries()
+		if err := s.RecordFire(ctx, fire(d)); err != nil {
+			t.Fatalf("fire %d after its connection was terminated: %v", i, err)
+		}
+		if s.Retries() == before {
+			t.Errorf("fire %d: no retry counted, so it never met the terminated connection", i)
+		}
+		if f, ok, err := s.FireByDelivery(ctx, "hook", d); err != nil || !ok || f.RunID != "run-"+d {
+			t.Fatalf("the fire of %s: %+v %v %v", d, f, ok, err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM schedule_fires WHERE delivery_id = $1`, d).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d fires of %s recorded (%v); want 1", n, d, err)
+		}
+	}
+}

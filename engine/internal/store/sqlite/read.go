@@ -163,6 +163,14 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Even
 		q += " AND run_id = ?"
 		args = append(args, f.RunID)
 	}
+	if len(f.Types) > 0 {
+		// No index has type: with a run id, the run's rows (index workflow_events_run) are read
+		// and the others dropped by SQLite, not decoded nor returned.
+		q += " AND type IN (?" + strings.Repeat(", ?", len(f.Types)-1) + ")"
+		for _, t := range f.Types {
+			args = append(args, t)
+		}
+	}
 	// Only what is committed is listed, in order: the committer assigns seq inside its
 	// transaction, so no later commit can add a smaller seq.
 	q += " ORDER BY seq"

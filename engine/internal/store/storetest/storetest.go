@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StepsUpsertInFirstWriteOrder", testSteps},
 		{"StepsWithTheInsertHint", testInsertHint},
 		{"EventsSeqAndFilters", testEvents},
+		{"EventsByType", testEventTypes},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Idempotency", testIdempotency},
 		{"ListRunsFilters", testListRuns},
@@ -320,6 +321,82 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	if err := s.Write(ctx, &store.Batch{Events: []run.Event{{RunID: "ghost", Type: run.EventStepEnter}}}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("event of an unknown run: %v", err)
+	}
+}
+
+// testEventTypes checks EventFilter.Types, alone and with RunID, AfterSeq and Limit (which
+// counts the events selected, so a caller pages through them).
+func testEventTypes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("a", t0), newRun("b", t0)}})
+	var evs []run.Event
+	for i := range 12 {
+		r := []string{"a", "b"}[i%2]
+		evs = append(evs, run.Event{RunID: r, Type: run.EventStepLog, StepKey: "s", Time: t0})
+		if i%3 == 0 {
+			evs = append(evs, run.Event{RunID: r, Type: run.EventApproveRequested, StepKey: fmt.Sprintf("gate%d", i), Time: t0,
+				Detail: json.RawMessage(`{"prompt":"ok?"}`)})
+		}
+	}
+	evs = append(evs, run.Event{RunID: "a", Type: run.EventWorkflowTerminal, Time: t0})
+	b := &store.Batch{Events: evs}
+	write(t, s, b)
+	want := func(f store.EventFilter) []run.Event {
+		var out []run.Event
+		for _, ev := range b.Events {
+			if ev.Seq > f.AfterSeq && (f.RunID == "" || ev.RunID == f.RunID) &&
+				(len(f.Types) == 0 || slices.Contains(f.Types, ev.Type)) && (f.Limit <= 0 || len(out) < f.Limit) {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	approvals := []string{run.EventApproveRequested}
+	for _, f := range []store.EventFilter{
+		{Types: approvals},
+		{RunID: "a", Types: approvals},
+		{RunID: "b", Types: approvals},
+		{RunID: "a", Types: []string{run.EventApproveRequested, run.EventWorkflowTerminal}},
+		{RunID: "a", Types: approvals, Limit: 1},
+		{RunID: "a", Types: approvals, AfterSeq: b.Events[1].Seq},
+		{Types: []string{run.EventStepLog}, Limit: 5},
+		{Types: []string{"no_such_type"}},
+		{RunID: "ghost", Types: approvals},
+		{RunID: "a", Types: []string{}}, // empty: every type
+	} {
+		got, err := s.ListEvents(ctx, f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		w := want(f)
+		if len(got) != len(w) {
+			t.Fatalf("%+v: %d events, want %d: %+v", f, len(got), len(w), got)
+		}
+		for i := range got {
+			if got[i].Seq != w[i].Seq || got[i].Type != w[i].Type || got[i].RunID != w[i].RunID || got[i].StepKey != w[i].StepKey ||
+				!sameJSON(got[i].Detail, w[i].Detail) {
+				t.Fatalf("%+v: event %d is %+v, want %+v", f, i, got[i], w[i])
+			}
+		}
+	}
+	if n := len(want(store.EventFilter{RunID: "a", Types: approvals})); n != 2 {
+		t.Fatalf("the suite's own data: %d approve_requested events of a, want 2", n)
+	}
+	// Paging with Limit and AfterSeq visits every selected event once.
+	var paged []uint64
+	for after := uint64(0); ; {
+		page, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: after, Types: approvals, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page[0].Seq)
+		after = page[0].Seq
+	}
+	if all := want(store.EventFilter{Types: approvals}); len(paged) != len(all) {
+		t.Fatalf("paged through %v, want the %d approve_requested events", paged, len(all))
 	}
 }
 
