@@ -232,8 +232,12 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
             assert "step_progress" not in types[exit_at:] and "step_log" not in types[exit_at:], types
             fields = [line["fields"] for e in events if e["type"] == "step_log" for line in e["detail"]["lines"]]
             assert fields == [{"frame": 1}, {"frame": 2}, {"frame": 3}, {"frame": 4}]
+            # In order, up to the last; not necessarily each value: the tool pauses longer than the
+            # relay's interval, so each report is usually its own event, but reports the relay
+            # reads together (a slow wake-up on a busy machine) pass on the latest progress only
+            # (docs/limits.md).
             dones = [e["detail"]["done"] for e in events if e["type"] == "step_progress"]
-            assert dones == [1, 2, 3, 4]  # each at once: the tool pauses longer than the relay's interval
+            assert dones and dones[-1] == 4 and all(a < b for a, b in zip(dones, dones[1:])), dones
             step = result.step("cache")
             assert step.progress == {"done": 4, "total": 4, "message": "caching frames", "attempt": 1}
             assert [(line["stream"], line["text"], line["fields"]) for line in step.logs] == \
