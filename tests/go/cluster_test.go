@@ -674,7 +674,7 @@ func TestClusterWebhooksOneRunPerDelivery(t *testing.T) {
 	}
 }
 
-// A database restart mid-run across engines (docs/cluster.md, "Errors"): engine A hosts no tool,
+// A database restart mid-run across engines (docs/cluster.md, "A database restart"): engine A hosts no tool,
 // so its run's `work` calls go through the tool-call queue to B and C. The server is restarted
 // (same port) with two of the six steps completed: every engine reconnects (its heartbeat
 // advances past the restart), the run completes, and no step completed before the restart is

@@ -240,10 +240,29 @@ steps:
 	if err := c.Restart(ctx); err != nil { // s1 committed, s2 in flight
 		t.Fatal(err)
 	}
-	close(release) // s2 completes once the server is back: its write meets the cut connections
-	// No read meanwhile: a read would meet a cut connection first (and drop it from the pool).
-	time.Sleep(300 * time.Millisecond)
+	close(release) // s2 completes once the server is back
+	// The test reads nothing until s2's completion is written: a read would meet a cut
+	// connection first and drop them all from the pool, sparing the write. The engine calls s3
+	// once s2's completion is written (the executor writes a step's end before it releases the
+	// steps after it), so wait for that, on the tool's side. (The engine's queue listener, on a
+	// connection of its own, sees the restart as it happens and drops the pooled connections
+	// itself, so the write usually goes out on a new one; a write that meets a cut connection
+	// is retried, which the store's tests check, e.g. TestWriteAfterBackendsTerminatedIsRetried.)
 	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := calls["s3"]
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			info, err := e.Status(ctx, id)
+			t.Fatalf("s3 was never called: the completion of s2 was not written after the restart; run %+v %v", info, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	deadline = time.Now().Add(20 * time.Second)
 	var info *engine.RunInfo
 	for {
 		info, err = e.Status(ctx, id)

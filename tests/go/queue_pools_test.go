@@ -248,9 +248,18 @@ func TestQueuePoolClaimsAreBoundedByItsWorkers(t *testing.T) {
 	bin := mcpServer(t)
 	ctx := context.Background()
 	orch := openQueueEngine(t, db, "", nil, nil)
-	open := func(log string) *engine.Engine {
+	dir := t.TempDir()
+	// a's one worker starts only once the gate file exists (a shell waits for it, then execs
+	// the MCP server): a's first call stays busy, however slowly b opens and claims, until the
+	// test has seen b claim the other one. (PostgreSQL tests run on Linux and macOS only.)
+	gate := filepath.Join(dir, "gate")
+	open := func(log string, gated bool) *engine.Engine {
+		cmd := []string{bin, "-log", log}
+		if gated {
+			cmd = []string{"/bin/sh", "-c", `while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"`, gate, bin, "-log", log}
+		}
 		w, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 0.6, Remotes: map[string]engine.RemoteConfig{
-			"maya": {Command: []string{bin, "-log", log}, Workers: 1},
+			"maya": {Command: cmd, Workers: 1, StartTimeoutSecs: 120},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -258,8 +267,7 @@ func TestQueuePoolClaimsAreBoundedByItsWorkers(t *testing.T) {
 		t.Cleanup(func() { _ = w.Close(context.Background()) })
 		return w
 	}
-	dir := t.TempDir()
-	a := open(filepath.Join(dir, "a.log"))
+	a := open(filepath.Join(dir, "a.log"), true)
 	id, err := orch.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
 name: batch
 steps:
@@ -267,7 +275,7 @@ steps:
     kind: foreach
     items: [1, 2]
     concurrency: 2
-    steps: [{id: nap, tool: sleep, pool: maya, args: {ms: 1500, key: "k{{item}}"}}]
+    steps: [{id: nap, tool: sleep, pool: maya, args: {ms: 100, key: "k{{item}}"}}]
 `)})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +292,29 @@ steps:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b := open(filepath.Join(dir, "b.log")) // takes the queued one
+	b := open(filepath.Join(dir, "b.log"), false) // takes the queued one
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE remote = 'maya' AND claimed_by = $1`, b.EngineID()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never claimed the queued call: %q", remoteQueueRows(t, db))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil { // a's worker starts and runs its call
+		t.Fatal(err)
+	}
 	info, err := orch.Wait(ctx, id, 20*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
 		t.Fatalf("run: %+v %v", info, err)

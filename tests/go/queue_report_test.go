@@ -151,10 +151,15 @@ steps:
 	if got, _ := json.Marshal(lines); string(got) != want {
 		t.Fatalf("the orchestrator's step_log lines before the step's exit: %s, want %s", got, want)
 	}
-	// Each progress report was its own row (the tool paused longer than the relay's interval):
-	// the orchestrator saw each at once, in order, none held back until the step record's
-	// next write was due (ReportRowInterval).
-	if got, _ := json.Marshal(dones); string(got) != `[1,2,3,4,5]` {
+	// The progress reached the orchestrator in order, up to the last. Not necessarily each
+	// value: the tool pauses longer than the relay's interval, so each report is usually its own
+	// row and event, but rows the relay reads together (a slow wake-up on a busy machine) are
+	// passed on as one report with the latest progress (docs/limits.md).
+	increasing := len(dones) > 0 && dones[len(dones)-1] == total
+	for i := 1; i < len(dones); i++ {
+		increasing = increasing && dones[i] > dones[i-1]
+	}
+	if !increasing {
 		var times []string
 		for _, ev := range evs {
 			if ev.Type == run.EventStepProgress {
@@ -163,9 +168,9 @@ steps:
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		t.Fatalf("the orchestrator's step_progress: %s, want [1,2,3,4,5]; events %v; reported at %v", got, times, reported[1:])
+		t.Fatalf("the orchestrator's step_progress: %v, want increasing values ending at %v; events %v; reported at %v", dones, total, times, reported[1:])
 	}
-	t.Logf("a progress report on the worker became the orchestrator's event within %s", slowest)
+	t.Logf("a progress report on the worker became the orchestrator's event within %s; %d of 5 values seen", slowest, len(dones))
 
 	steps, err := orch.Steps(ctx, id)
 	if err != nil || len(steps) != 1 {

@@ -3,9 +3,11 @@ package gotest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -331,7 +333,8 @@ steps:
 func TestEventsOfAnotherEngineReachASubscription(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
-	viewer := openQueueEngine(t, db, "", nil, nil)
+	// The viewer's sessions are named, so the test can watch its reads in pg_stat_activity.
+	viewer := openQueueEngine(t, db+"&application_name=dcc-flow-viewer", "", nil, nil)
 	runner := openQueueEngine(t, db, "", nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -340,15 +343,30 @@ func TestEventsOfAnotherEngineReachASubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	submitted := make(chan string, 1)
-	go func() {
-		time.Sleep(300 * time.Millisecond) // the subscription is waiting before the run starts
+	var wg sync.WaitGroup
+	defer wg.Wait() // before ctx is cancelled: the goroutine ends with ctx at the latest
+	wg.Go(func() {
+		defer close(submitted)
+		// The subscription is waiting before the run starts: Next reads the stream once, then
+		// (finding nothing) again as it starts to wait, then only when its poll ticks. So once
+		// two of the viewer's reads of the stream were seen, the later one finished, whatever
+		// the run writes from then on reaches the subscription only through the poll.
+		if err := awaitReads(ctx, conn, "dcc-flow-viewer", 2); err != nil {
+			t.Error(err)
+			return
+		}
 		id, err := runner.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: elsewhere\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]\n")})
 		if err != nil {
 			t.Error(err)
 		}
 		submitted <- id
-	}()
+	})
 	var id string
 	var ended []string // runs whose workflow_terminal was seen
 	for {
@@ -370,4 +388,45 @@ func TestEventsOfAnotherEngineReachASubscription(t *testing.T) {
 		}
 	}
 	t.Fatalf("the viewer engine's subscription never saw run %s complete: %v", id, context.Cause(ctx))
+}
+
+// awaitReads waits until pg_stat_activity has shown n reads of the event stream
+// (workflow_events) by the sessions named app on conn's database, each started at another
+// time, the latest finished (its session idle).
+func awaitReads(ctx context.Context, conn *pgx.Conn, app string, n int) error {
+	seen := map[int64]bool{} // query_start, in ns
+	for {
+		rows, err := conn.Query(ctx, `SELECT query_start, state FROM pg_stat_activity WHERE datname = current_database()
+			AND application_name = $1 AND query LIKE '%FROM workflow_events%' AND query_start IS NOT NULL`, app)
+		if err != nil {
+			return err
+		}
+		var latest time.Time
+		idle := false
+		for rows.Next() {
+			var start time.Time
+			var state string
+			if err := rows.Scan(&start, &state); err != nil {
+				rows.Close()
+				return err
+			}
+			seen[start.UnixNano()] = true
+			if start.After(latest) {
+				latest, idle = start, state == "idle"
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(seen) >= n && idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d reads of the event stream by %s seen, want %d (a waiting subscription reads again when its poll ticks): %w",
+				len(seen), app, n, context.Cause(ctx))
+		case <-time.After(time.Millisecond):
+		}
+	}
 }

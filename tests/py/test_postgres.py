@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -47,6 +48,38 @@ def pg_url(cluster):
     subprocess.run([os.path.join(bin_dir, "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", name],
                    check=True, capture_output=True, timeout=60)
     return "postgresql://postgres@127.0.0.1:%d/%s?sslmode=disable" % (port, name)
+
+
+def _within(timeout, read):
+    """What read() returns if it returns within timeout seconds, else None (it goes on in a
+    daemon thread: a read of a pipe cannot be interrupted)."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(read()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return got[0] if got else None
+
+
+def worker_banner(worker, prefix, *words, timeout=60):
+    """The first line the ``dcc-flow worker`` process printed, which must start with prefix and
+    contain words. A worker that prints nothing within timeout seconds (wedged at start, or gone)
+    or prints something else is killed, and the test fails with the line and its stderr instead of
+    hanging on readline (or on reading the stderr of a live worker)."""
+    line = _within(timeout, worker.stdout.readline)
+    if line and line.startswith(prefix) and all(w in line for w in words):
+        return line
+    running = worker.poll() is None
+    worker.kill()
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    err = _within(10, worker.stderr.read)  # its pool's processes may still hold the pipe
+    if line is None:
+        what = "printed no line within %d s%s" % (timeout, " (killed)" if running else "")
+    else:
+        what = "printed %r, want a line starting %r with %s" % (line, prefix, list(words))
+    pytest.fail("the worker (exit %s) %s; its stderr: %s" % (worker.returncode, what, err), pytrace=False)
 
 
 FLOW = """\
@@ -116,8 +149,7 @@ def test_worker_command_serves_queued_calls_from_the_database(pg_url, tmp_path):
                                "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env, cwd=ROOT)
     try:
-        line = worker.stdout.readline()
-        assert line.startswith("worker serving 1 tool(s)") and "export" in line, (line, worker.stderr.read())
+        worker_banner(worker, "worker serving 1 tool(s)", "export")
         with Engine(db=pg_url, lease_secs=1) as eng:  # hosts no export
             result = eng.run(FLOW, timeout=30)
             assert result.ok, result.error
@@ -165,9 +197,7 @@ steps:
                                "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env, cwd=ROOT)
     try:
-        line = worker.stdout.readline()
-        assert line.startswith("worker serving 0 tool(s) and 1 remote(s)") and "remotes maya" in line, (
-            line, worker.stderr.read())
+        worker_banner(worker, "worker serving 0 tool(s) and 1 remote(s)", "remotes maya")
         with Engine(db=pg_url, lease_secs=1) as eng:
             result = eng.run(flow, timeout=60)
             assert result.ok, result.error
@@ -221,8 +251,7 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
                                "--lease-secs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env, cwd=ROOT)
     try:
-        line = worker.stdout.readline()
-        assert line.startswith("worker serving 1 tool(s)") and "cache" in line, (line, worker.stderr.read())
+        worker_banner(worker, "worker serving 1 tool(s)", "cache")
         with Engine(db=pg_url, lease_secs=1) as eng:  # hosts no cache
             result = eng.run("name: relay\nsteps: [{id: cache, tool: cache, args: {frames: 4}}]", timeout=30)
             assert result.ok, result.error
@@ -232,8 +261,12 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
             assert "step_progress" not in types[exit_at:] and "step_log" not in types[exit_at:], types
             fields = [line["fields"] for e in events if e["type"] == "step_log" for line in e["detail"]["lines"]]
             assert fields == [{"frame": 1}, {"frame": 2}, {"frame": 3}, {"frame": 4}]
+            # In order, up to the last; not necessarily each value: the tool pauses longer than the
+            # relay's interval, so each report is usually its own event, but reports the relay
+            # reads together (a slow wake-up on a busy machine) pass on the latest progress only
+            # (docs/limits.md).
             dones = [e["detail"]["done"] for e in events if e["type"] == "step_progress"]
-            assert dones == [1, 2, 3, 4]  # each at once: the tool pauses longer than the relay's interval
+            assert dones and dones[-1] == 4 and all(a < b for a, b in zip(dones, dones[1:])), dones
             step = result.step("cache")
             assert step.progress == {"done": 4, "total": 4, "message": "caching frames", "attempt": 1}
             assert [(line["stream"], line["text"], line["fields"]) for line in step.logs] == \

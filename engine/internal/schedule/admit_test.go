@@ -23,6 +23,47 @@ type sharedDB struct {
 	active  map[string]int
 	started int
 	lockErr error
+	meet    *meeting // when set, every Start waits in it (TestSharedAdmissionWithoutAdmitterRaces)
+}
+
+// meeting holds each Start of a delivery until the Starts of n engines for it are all inside
+// Start, so the engines' admissions of the delivery overlap deterministically: each has looked
+// the delivery up in the fire history and found nothing before either records its fire. A
+// Start that waits 10 s in vain counts as missed, and later Starts no longer wait.
+type meeting struct {
+	n      int
+	mu     sync.Mutex
+	in     map[string]int
+	all    map[string]chan struct{}
+	missed int
+}
+
+func newMeeting(n int) *meeting {
+	return &meeting{n: n, in: map[string]int{}, all: map[string]chan struct{}{}}
+}
+
+func (m *meeting) wait(key string) {
+	m.mu.Lock()
+	ch := m.all[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		m.all[key] = ch
+	}
+	if m.in[key]++; m.in[key] == m.n {
+		close(ch)
+	}
+	failed := m.missed > 0
+	m.mu.Unlock()
+	if failed { // the test fails anyway: do not wait out a deadline per delivery
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		m.mu.Lock()
+		m.missed++
+		m.mu.Unlock()
+	}
 }
 
 func newSharedDB() *sharedDB {
@@ -68,6 +109,12 @@ type sharedStarter struct {
 
 func (s *sharedStarter) Start(_ context.Context, req StartRequest) (string, error) {
 	time.Sleep(3 * time.Millisecond)
+	s.db.mu.Lock()
+	meet := s.db.meet
+	s.db.mu.Unlock()
+	if meet != nil {
+		meet.wait(req.DeliveryID)
+	}
 	s.db.mu.Lock()
 	s.db.started++
 	s.db.active[req.ScheduleID]++
@@ -168,20 +215,37 @@ func TestSharedAdmissionSameDeliveryOnTwoEngines(t *testing.T) {
 }
 
 // Without the shared lock the race is real: the control of the test above (it tests the lock).
+// The two engines' Starts of each delivery wait for each other (a meeting in the test's
+// Starter), so both requests are inside Start at once, each past its look-up of the delivery in
+// the shared fire history, however the machine schedules them: without the admitter nothing
+// orders them, so each starts a run. (With it, the second waits for the schedule's lock
+// the first holds through Start, and the meeting is missed.)
 func TestSharedAdmissionWithoutAdmitterRaces(t *testing.T) {
 	t.Parallel()
 	db, _, urls := twoEngines(t, false)
-	for i := range 20 {
+	meet := newMeeting(len(urls))
+	db.mu.Lock()
+	db.meet = meet
+	db.mu.Unlock()
+	const deliveries = 20
+	for i := range deliveries {
 		var wg sync.WaitGroup
 		for _, u := range urls {
 			wg.Go(func() { post(t, u+"/hook", fmt.Sprintf("d-%d", i)) })
 		}
 		wg.Wait()
 	}
-	if db.started <= 20 {
-		t.Fatalf("%d runs for 20 deliveries sent to two engines at once without the admitter: the test no longer races the two engines, so TestSharedAdmissionSameDeliveryOnTwoEngines proves nothing", db.started)
+	meet.mu.Lock()
+	missed := meet.missed
+	meet.mu.Unlock()
+	db.mu.Lock()
+	started := db.started
+	db.mu.Unlock()
+	if missed != 0 || started != 2*deliveries {
+		t.Fatalf("%d runs for %d deliveries sent to two engines at once without the admitter, %d Starts never met the other engine's: "+
+			"the two engines were not inside Start together, so the test no longer races them and TestSharedAdmissionSameDeliveryOnTwoEngines proves nothing",
+			started, deliveries, missed)
 	}
-	t.Logf("without the admitter: %d runs for 20 deliveries", db.started)
 }
 
 // max_concurrent counts the runs of every engine (the admitter's count, not Starter.Active's):

@@ -410,7 +410,10 @@ func TestPullSpinsOnlyShortlyAfterAnAnswer(t *testing.T) {
 	if !h.answeredWithin(time.Minute) {
 		t.Fatal("Complete did not record the time of its answer")
 	}
-	h.lastAnswer.Store(int64(time.Since(hostEpoch))) // as if just answered, however slow this machine
+	// As if just answered, however long this goroutine is descheduled before Pull looks: an
+	// answer stamped a minute ahead stays within spinWindow for a minute (answeredWithin
+	// compares the age, here negative, with the window).
+	h.lastAnswer.Store(int64(time.Since(hostEpoch) + time.Minute))
 	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond}); len(got) != 0 {
 		t.Fatalf("left over: %+v", got)
 	}
@@ -418,7 +421,9 @@ func TestPullSpinsOnlyShortlyAfterAnAnswer(t *testing.T) {
 		t.Fatal("Pull right after an answer did not spin; want it to yield before parking")
 	}
 
-	// Once the answer is older than spinWindow the host is idle again.
+	// Once the answer is older than spinWindow the host is idle again (a slow machine only
+	// makes it older).
+	h.lastAnswer.Store(int64(time.Since(hostEpoch)) | 1)
 	time.Sleep(spinWindow + time.Millisecond)
 	before := h.yields.Load()
 	_, _ = h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond})

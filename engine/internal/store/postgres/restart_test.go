@@ -24,15 +24,31 @@ func stepBatch(r, key string) *store.Batch {
 
 // terminate ends every other session on the database of conn (the store's pooled
 // connections), as a server restart or an operator's pg_terminate_backend does, and returns
-// how many it ended.
+// how many it ended once they are gone: a backend leaves pg_stat_activity as it exits, after
+// it sent its FATAL message, so the pooled sockets then hold it (pg_terminate_backend only
+// signals the backend).
 func terminate(t *testing.T, conn *pgx.Conn) int {
 	t.Helper()
-	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()) x`).Scan(&n); err != nil {
+	ctx := context.Background()
+	var pids []int32
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM (SELECT pid, pg_terminate_backend(pid) AS ended
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()) x WHERE ended`).Scan(&pids); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left int // each statement is a transaction of its own: a new pg_stat_activity snapshot
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return len(pids)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the %d terminated backends still running after 10 s", left, len(pids))
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // countEvents returns how many events of step key run r has.
@@ -76,7 +92,6 @@ func TestWriteAfterBackendsTerminatedIsRetried(t *testing.T) {
 		if n := terminate(t, conn); n == 0 {
 			t.Fatal("no session of the store to terminate")
 		}
-		time.Sleep(20 * time.Millisecond) // the FATAL message is on the pooled sockets
 		before := s.Retries()
 		if err := s.Write(ctx, stepBatch("r", key)); err != nil {
 			t.Fatalf("write %d after its connection was terminated: %v", i, err)
@@ -250,7 +265,6 @@ func TestCallQueueAfterBackendsTerminated(t *testing.T) {
 		if terminate(t, conn) == 0 {
 			t.Fatal("no session of the store to terminate")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cut()
 	resets := s.Resets()
