@@ -221,7 +221,7 @@ func (cq *callQueue) Call(ctx context.Context, call tools.Call) (tools.Result, e
 		}
 		return tools.Failure(run.KindTransient, fmt.Sprintf("queueing the call of %s for another engine: %v", callName(call), err)), nil
 	}
-	return cq.wait(ctx, id, call)
+	return cq.wait(ctx, id, call, false)
 }
 
 // Adopt takes over the call of a resumed step (tools.Call.Adopt) that the run's former
@@ -242,7 +242,7 @@ func (cq *callQueue) Adopt(ctx context.Context, call tools.Call) (tools.Result, 
 	case !ok:
 		return tools.Result{}, false, nil
 	}
-	res, err := cq.wait(ctx, id, call)
+	res, err := cq.wait(ctx, id, call, true)
 	return res, true, err
 }
 
@@ -261,10 +261,13 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// wait waits for the outcome of queued call id, feeding its reports to call.Reporter; when ctx
-// ends first (a cancel, the step's timeout, the run abandoned) the call is cancelled.
-func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call) (tools.Result, error) {
+// wait waits for the outcome of queued call id, feeding its reports to call.Reporter (readNow:
+// reading its status at once, not at the first wake-up or poll); when ctx ends first (a cancel, the step's timeout, the run abandoned) the call is cancelled.
+func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call, readNow bool) (tools.Result, error) {
 	ch := make(chan struct{}, 1)
+	if readNow {
+		ch <- struct{}{} // an adopted call may have ended before this waiter was registered
+	}
 	cq.mu.Lock()
 	cq.waiters[id] = ch
 	cq.mu.Unlock()

@@ -247,10 +247,12 @@ func (r *Router) Call(ctx context.Context, call Call) (Result, error) {
 	if r.dry != nil {
 		return r.dry.Call(ctx, call)
 	}
-	if res, ok, err := r.adopt(ctx, call); ok || err != nil {
-		return res, err
-	}
 	rt, ok := (*r.routes.Load())[call.Tool]
+	if !ok || rt.fn == nil { // a built-in is never queued: nothing to adopt
+		if res, adopted, err := r.adopt(ctx, call); adopted || err != nil {
+			return res, err
+		}
+	}
 	if !ok {
 		if q := r.queue.Load(); q != nil && !call.Queued && q.hosts(call.Tool) {
 			return q.caller.Call(ctx, call)

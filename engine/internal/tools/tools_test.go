@@ -478,6 +478,66 @@ func TestRemoteRouting(t *testing.T) {
 	}
 }
 
+// adoptingQueue is a queue caller that adopts the calls of step "left" (tools.Adopter).
+type adoptingQueue struct {
+	asked []string // the step keys Adopt was asked about
+}
+
+func (q *adoptingQueue) Call(_ context.Context, c tools.Call) (tools.Result, error) {
+	return tools.Result{Output: "queued"}, nil
+}
+
+func (q *adoptingQueue) Adopt(_ context.Context, c tools.Call) (tools.Result, bool, error) {
+	q.asked = append(q.asked, c.StepKey)
+	if c.StepKey == "left" {
+		return tools.Result{Output: "adopted"}, true, nil
+	}
+	return tools.Result{}, false, nil
+}
+
+// TestAdoptRouting: a call with Adopt set asks the queue first — a host tool of this engine, a
+// tool of another engine's, a remote's call — and takes the outcome of the call it adopts; one
+// without Adopt, a built-in's and a call claimed from the queue never ask.
+func TestAdoptRouting(t *testing.T) {
+	t.Parallel()
+	r := tools.NewRouter(clock.NewStub(t0), &remoteDouble{})
+	t.Cleanup(r.Host().Close)
+	r.SetRemoteNames([]string{"maya"})
+	q := &adoptingQueue{}
+	r.SetQueue(q, func(tool string) bool { return tool == "elsewhere" }, func(string) bool { return false })
+	if err := r.RegisterHost(tools.ToolInfo{Name: "export"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []tools.Call{
+		{StepKey: "left", Tool: "export", Adopt: true},
+		{StepKey: "left", Tool: "elsewhere", Adopt: true},
+	} {
+		if res, err := r.Call(ctx, c); err != nil || res.Output != "adopted" {
+			t.Errorf("%s: %+v %v, want the adopted outcome", c.Tool, res, err)
+		}
+	}
+	if res, err := r.CallRemote(ctx, tools.Call{StepKey: "left", DCC: "maya", Tool: "t", Adopt: true}); err != nil || res.Output != "adopted" {
+		t.Errorf("remote: %+v %v, want the adopted outcome", res, err)
+	}
+	if res, err := r.Call(ctx, tools.Call{StepKey: "fresh", Tool: "elsewhere", Adopt: true}); err != nil || res.Output != "queued" {
+		t.Errorf("nothing to adopt: %+v %v, want the call queued", res, err)
+	}
+	asked := len(q.asked)
+	if res, err := r.Call(ctx, tools.Call{StepKey: "left", Tool: tools.Echo, Args: map[string]any{"value": 1.0}, Adopt: true}); err != nil || res.Output == "adopted" {
+		t.Errorf("built-in: %+v %v", res, err)
+	}
+	if res, err := r.Call(ctx, tools.Call{StepKey: "left", Tool: "elsewhere"}); err != nil || res.Output != "queued" {
+		t.Errorf("no Adopt: %+v %v", res, err)
+	}
+	if res, err := r.CallRemote(ctx, tools.Call{StepKey: "left", DCC: "maya", Tool: "t", Adopt: true, Queued: true}); err != nil || res.Output == "adopted" {
+		t.Errorf("a claimed call: %+v %v", res, err)
+	}
+	if len(q.asked) != asked {
+		t.Errorf("asked the queue to adopt %v; a built-in, a call without Adopt and a claimed call must not ask", q.asked[asked:])
+	}
+}
+
 // TestDryRouter: a dry router hands every call, of any name (a built-in, an unknown tool, a
 // tool_remote), to its caller, and calls nothing else.
 func TestDryRouter(t *testing.T) {
