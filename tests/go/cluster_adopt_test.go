@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -20,25 +21,8 @@ import (
 // the tool in-process were it not for the adoption).
 func TestClusterTakeoverAdoptsTheCallInFlight(t *testing.T) {
 	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
-	db := pgtest.DB(t)
-	calls := filepath.Join(t.TempDir(), "calls")
-	noTools := []string{"DCC_FLOW_CLUSTER_NOTOOLS=1"}
-	nodes := startNodes(t, db, calls, [][]string{noTools, noTools, nil})
+	db, calls, nodes, id := submitMidCall(t)
 	a, w := nodes[0], nodes[2]
-	id := strings.TrimPrefix(a.do("submit adopt", "run "), "run ")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got := readCalls(t, calls); len(got) > 0 {
-			if got[0].engine != w.id {
-				t.Fatalf("the call ran on %s, not on the engine that hosts the tool (%s)", got[0].engine, w.id)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the work call never reached the worker engine")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	if err := a.cmd.Process.Kill(); err != nil { // SIGKILL, mid-call
 		t.Fatal(err)
 	}
@@ -58,20 +42,7 @@ func TestClusterTakeoverAdoptsTheCallInFlight(t *testing.T) {
 	if err != nil || len(steps) != 1 || steps[0].Status != run.StepCompleted || !strings.Contains(toJSON(steps[0].Output), `"done":"a"`) {
 		t.Fatalf("steps: %+v %v", steps, err)
 	}
-	evs, err := v.EventsSince(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	takenBy := ""
-	for _, ev := range evs {
-		if ev.RunID == id && ev.Type == run.EventInterrupted {
-			var d struct {
-				By string `json:"taken_over_by"`
-			}
-			_ = json.Unmarshal(ev.Detail, &d)
-			takenBy = d.By
-		}
-	}
+	takenBy := takenOverBy(t, v, id)
 	if takenBy == "" || takenBy == a.id {
 		t.Fatalf("taken over by %q", takenBy)
 	}
@@ -80,6 +51,52 @@ func TestClusterTakeoverAdoptsTheCallInFlight(t *testing.T) {
 	for _, nd := range nodes[1:] {
 		nd.do("quit", "closed")
 	}
+}
+
+// submitMidCall starts engines A and B, hosting no tool, and W, hosting `work`, on a new
+// database; submits the `adopt` workflow (one 3 s call) on A; and returns once the call runs on
+// W, through the tool-call queue.
+func submitMidCall(t *testing.T) (db, calls string, nodes []*clusterNode, runID string) {
+	t.Helper()
+	db = pgtest.DB(t)
+	calls = filepath.Join(t.TempDir(), "calls")
+	noTools := []string{"DCC_FLOW_CLUSTER_NOTOOLS=1"}
+	nodes = startNodes(t, db, calls, [][]string{noTools, noTools, nil})
+	runID = strings.TrimPrefix(nodes[0].do("submit adopt", "run "), "run ")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got := readCalls(t, calls); len(got) > 0 {
+			if got[0].engine != nodes[2].id {
+				t.Fatalf("the call ran on %s, not on the engine that hosts the tool (%s)", got[0].engine, nodes[2].id)
+			}
+			return db, calls, nodes, runID
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the work call never reached the worker engine")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// takenOverBy returns the engine that took run id over (its interrupted event's
+// taken_over_by), "" when none did.
+func takenOverBy(t *testing.T, v *engine.Engine, id string) string {
+	t.Helper()
+	evs, err := v.EventsSince(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := ""
+	for _, ev := range evs {
+		if ev.RunID == id && ev.Type == run.EventInterrupted {
+			var d struct {
+				By string `json:"taken_over_by"`
+			}
+			_ = json.Unmarshal(ev.Detail, &d)
+			by = d.By
+		}
+	}
+	return by
 }
 
 func toJSON(v any) string { b, _ := json.Marshal(v); return string(b) }

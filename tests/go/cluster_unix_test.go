@@ -4,7 +4,6 @@ package gotest
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -90,39 +89,20 @@ func TestClusterSuspendedEngineLosesItsRun(t *testing.T) {
 // tool is called once and the run completes.
 func TestClusterSuspendedOrchestratorLeavesItsCallToTheNewOwner(t *testing.T) {
 	// Not parallel: three engine processes each, on a 1 s lease, want the machine to themselves.
-	db := pgtest.DB(t)
-	calls := filepath.Join(t.TempDir(), "calls")
-	noTools := []string{"DCC_FLOW_CLUSTER_NOTOOLS=1"}
-	nodes := startNodes(t, db, calls, [][]string{noTools, noTools, nil})
+	db, calls, nodes, id := submitMidCall(t)
 	a := nodes[0]
-	id := strings.TrimPrefix(a.do("submit adopt", "run "), "run ")
-	deadline := time.Now().Add(10 * time.Second)
-	for len(readCalls(t, calls)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the work call never reached the worker engine")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	v := viewer(t, db)
+	deadline := time.Now().Add(15 * time.Second)
 	takenBy := ""
 	for takenBy == "" {
 		if time.Now().After(deadline) {
 			_ = a.cmd.Process.Signal(syscall.SIGCONT)
 			t.Fatal("never taken over")
 		}
-		evs, _ := v.EventsSince(0, 0)
-		for _, ev := range evs {
-			if ev.RunID == id && ev.Type == run.EventInterrupted {
-				var d struct {
-					By string `json:"taken_over_by"`
-				}
-				_ = json.Unmarshal(ev.Detail, &d)
-				takenBy = d.By
-			}
-		}
+		takenBy = takenOverBy(t, v, id)
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
