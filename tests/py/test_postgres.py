@@ -305,8 +305,8 @@ def test_cli_status_approve_and_cancel_a_run_another_engine_holds(pg_url):
     env.pop("DCC_FLOW_DB", None)
     outputs = []
 
-    def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "dcc_flow", *args, "--db", url], capture_output=True, text=True,
+    def cli(*args, db=url):
+        out = subprocess.run([sys.executable, "-m", "dcc_flow", *args, "--db", db], capture_output=True, text=True,
                              env=env, cwd=ROOT, timeout=120)
         outputs.append(out)
         return out
@@ -371,5 +371,9 @@ def test_cli_status_approve_and_cancel_a_run_another_engine_holds(pg_url):
         out = cli("status", other.run_id)
         assert out.returncode == 3 and "cancelled" in out.stdout, out
 
+    # An error that names the database (this one does not exist) shows the URL without its password.
+    missing = url.rsplit("/", 1)[0] + "/nosuchdb?sslmode=disable"
+    out = cli("status", run.run_id, db=missing)
+    assert out.returncode == 1 and "postgres:xxxxx@127.0.0.1" in out.stderr and "nosuchdb" in out.stderr, out
     for out in outputs:
         assert password not in out.stdout and password not in out.stderr, out
