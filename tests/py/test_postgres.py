@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -280,3 +281,99 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
             worker.kill()
             raise
     assert rc == 0, worker.stderr.read()
+
+
+GATED = """\
+name: cli_gated
+steps:
+  - {id: prep, tool: flow__echo, args: {value: shot010}}
+  - {id: gate, kind: approve, prompt: "publish {{prep.value}}?", depends_on: [prep]}
+  - {id: publish, tool: publish, args: {shot: "{{prep.value}}"}, depends_on: [gate]}
+"""
+
+
+def test_cli_status_approve_and_cancel_a_run_another_engine_holds(pg_url):
+    """``dcc-flow status|approve|cancel RUN --db postgresql://…`` from another process, on a run
+    that an engine of this process holds (docs/cluster.md, "Control from any engine"): the CLI's
+    engine never ran the run, so it reads the run from the database and files the approval and
+    the cancel for the holder, which carries them out. The URL has a password (the throwaway
+    cluster trusts every login, so it is not checked): no output of the CLI shows it."""
+    password = "pw-" + uuid.uuid4().hex[:10]
+    url = pg_url.replace("postgres@", "postgres:%s@" % password, 1)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    env.pop("DCC_FLOW_DB", None)
+    outputs = []
+
+    def cli(*args, db=url):
+        out = subprocess.run([sys.executable, "-m", "dcc_flow", *args, "--db", db], capture_output=True, text=True,
+                             env=env, cwd=ROOT, timeout=120)
+        outputs.append(out)
+        return out
+
+    def waiting(eng, run):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = eng.get_status(run.run_id)
+            if status.status is WorkflowStatus.WAITING:
+                return
+            assert not status.terminal, status.raw
+            time.sleep(0.05)
+        pytest.fail("run %s never waited for its approval: %s" % (run.run_id, eng.get_status(run.run_id).raw))
+
+    with Engine(db=pg_url, lease_secs=3) as eng:
+        published = []
+
+        @eng.tool()
+        def publish(shot):
+            published.append(shot)
+            return {"shot": shot, "pid": os.getpid()}
+
+        # A run waiting on this process's engine: the CLI shows it waiting, with its open approval.
+        run = eng.submit(GATED)
+        waiting(eng, run)
+        out = cli("status", run.run_id)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("run %s (cli_gated): waiting, 1/3 steps" % run.run_id), out.stdout
+        out = cli("status", run.run_id, "--json")
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert shown["status"] == "waiting", shown
+        assert [(a["step_key"], a["prompt"]) for a in shown.get("approvals") or []] == [("gate", "publish shot010?")], shown
+        # A refusal of the holder comes back to the CLI: a step with no open approval.
+        out = cli("approve", run.run_id, "nope")
+        assert out.returncode == 1, out
+        assert 'no open approval for step "nope"; open approvals: gate' in out.stderr, out.stderr
+        # The approval: the holder carries it out, and the run completes here.
+        out = cli("approve", run.run_id, "gate", "--by", "cli-on-another-host", "--reason", "looks right")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "approved gate of run %s" % run.run_id, out.stdout
+        result = run.wait(timeout=60)
+        assert result.ok, result.raw
+        assert published == ["shot010"]
+        assert result.outputs["publish"] == {"shot": "shot010", "pid": os.getpid()}
+        resolved = [e for e in eng.events(run_id=run.run_id, timeout=0) if e["type"] == "approve_resolved"]
+        assert len(resolved) == 1 and resolved[0]["detail"].get("by") == "cli-on-another-host", resolved
+        assert not [e for e in eng.events(run_id=run.run_id, timeout=0) if e["type"] == "interrupted"]
+        out = cli("status", run.run_id)
+        assert out.returncode == 0 and "completed, 3/3 steps" in out.stdout, out
+
+        # Another run waiting here, cancelled from the CLI: it ends cancelled, with the reason.
+        other = eng.submit(GATED)
+        waiting(eng, other)
+        out = cli("cancel", other.run_id, "--reason", "wrong drop")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "run %s: cancelled" % other.run_id, out.stdout
+        result = other.wait(timeout=30)
+        assert result.status is WorkflowStatus.CANCELLED, result.raw
+        assert "wrong drop" in (result.error or {}).get("message", ""), result.error
+        assert published == ["shot010"]  # the cancelled run never reached publish
+        out = cli("status", other.run_id)
+        assert out.returncode == 3 and "cancelled" in out.stdout, out
+
+    # An error that names the database (this one does not exist) shows the URL without its password.
+    missing = url.rsplit("/", 1)[0] + "/nosuchdb?sslmode=disable"
+    out = cli("status", run.run_id, db=missing)
+    assert out.returncode == 1 and "postgres:xxxxx@127.0.0.1" in out.stderr and "nosuchdb" in out.stderr, out
+    for out in outputs:
+        assert password not in out.stdout and password not in out.stderr, out
