@@ -781,6 +781,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1
         print("\n!!! SKIPPING the cluster soak: %s !!!\n" % exc, file=sys.stderr)
         return 0
+    except (RuntimeError, subprocess.SubprocessError) as exc:  # a bad DCC_FLOW_PG_BIN, initdb or pg_ctl failed
+        err = getattr(exc, "stderr", None)
+        print("soak-cluster: FAILED: no PostgreSQL cluster: %s%s" % (exc, "\n" + err.decode("utf-8", "replace")
+                                                                      if isinstance(err, bytes) else ""),
+              file=sys.stderr)
+        return 1
     workdir = args.workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
     os.makedirs(workdir, exist_ok=True)
     soak = ClusterSoak(args, pg, workdir)
