@@ -253,10 +253,27 @@ class ClusterSoak:
         return int(rows[0]["pid"]) if rows else 0
 
     def pg_query(self, sql: str) -> List[Dict[str, Any]]:
+        """A read under load: a failure (the server is being restarted) is logged and reads as no
+        rows. Never for a check: see read_db."""
         try:
             return list(self.pg.query(sql))
         except (subprocess.SubprocessError, ValueError) as exc:
             self.log("query failed (%s): %s" % (exc, sql[:80]))
+            return []
+
+    def read_db(self, sql: str) -> List[Dict[str, Any]]:
+        """A read of the final checks (and of the --fault injections): a failure is a "driver"
+        violation, so that a check whose query fails (an unreadable database, a broken query)
+        can never pass on no rows."""
+        try:
+            return list(self.pg.query(sql))
+        except (subprocess.SubprocessError, ValueError) as exc:
+            why = "psql: %s" % exc
+            if isinstance(exc, subprocess.CalledProcessError) and str(exc.stderr or "").strip():
+                why = "psql: %s" % str(exc.stderr).strip().splitlines()[0]
+            elif isinstance(exc, subprocess.TimeoutExpired):
+                why = "psql: no answer in %.0f s" % exc.timeout
+            self.violation("driver", "query failed (%s): %s" % (why, " ".join(sql.split())[:120]))
             return []
 
     # -- load -------------------------------------------------------------------------------------
@@ -520,45 +537,55 @@ class ClusterSoak:
         """--fault: break what one check looks at, so that the check is seen to fail."""
         faults = set(self.args.fault)
         if "duplicate" in faults:  # a call of a completed step that starts after its commit
-            row = self.pg_query("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
-                                "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
+            row = self.read_db("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
+                               "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
             if row:
                 rec = {"gen": 9999, "pid": 1, "call": 1, "tool": "soak__main", "run": row[0]["run_id"],
                        "step": "prepare", "att": 1}
                 with open(self.call_log, "a") as f:
                     f.write(json.dumps(dict(rec, ev="start", t=int(row[0]["t"]) + 1000, c0=False)) + "\n")
                     f.write(json.dumps(dict(rec, ev="end", t=int(row[0]["t"]) + 2000, out="ok", c1=False)) + "\n")
+            else:
+                self.violation("driver", "--fault duplicate broke nothing: no completed prepare step")
         if "hung" in faults:  # a run left running under an hour's lease of an engine that is gone (one with
             # no lease is taken over and finished by a live engine within a lease: that is not a fault)
-            self.pg_query("UPDATE workflows SET status = 'running', owner = 'gone-1-x', lease_until = now() + "
-                          "interval '1 hour' WHERE id = (SELECT id FROM workflows WHERE status = 'completed' LIMIT 1) "
-                          "RETURNING id")
+            rows = self.read_db("UPDATE workflows SET status = 'running', owner = 'gone-1-x', lease_until = now() + "
+                                "interval '1 hour' WHERE id = (SELECT id FROM workflows WHERE status = 'completed' "
+                                "LIMIT 1) RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault hung broke nothing: no completed run")
         if "queue" in faults:  # a call claimed by an engine that is gone
-            self.pg_query("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) VALUES "
-                          "('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now() + interval '1 hour') "
-                          "RETURNING id")
+            rows = self.read_db("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) "
+                                "VALUES ('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now() + interval "
+                                "'1 hour') RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault queue broke nothing")
         if "schedule" in faults:  # a slot fired twice
-            self.pg_query("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) SELECT "
-                          "schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE schedule_id = "
-                          "'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+            rows = self.read_db("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) "
+                                "SELECT schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE "
+                                "schedule_id = 'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault schedule broke nothing: no soak_tick fire")
         if "webhook" in faults:  # a delivery answered with another run by a second engine
             good = [d for d in self.deliveries if d["kind"] == "good" and d["answers"]]
             if good:
                 good[0]["answers"].append((0, 202, "r-another-run"))
+            else:
+                self.violation("driver", "--fault webhook broke nothing: no answered delivery")
 
     def finish(self) -> int:
         if self.args.fault:
             self.inject()
-        runs = self.pg_query("SELECT w.id, w.name, w.status, w.owner, "
-                             "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
-                             "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
+        runs = self.read_db("SELECT w.id, w.name, w.status, w.owner, "
+                            "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
+                            "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
         by_status: Dict[str, int] = {}
         for r in runs:
             by_status[r["status"]] = by_status.get(r["status"], 0) + 1
         hung = [r for r in runs if r["status"] not in TERMINAL]
         if hung:  # a schedule fire may be in flight as the driver reads: hung is what is still unfinished 3 s on
             time.sleep(3.0)
-            again = {r["id"]: r for r in self.pg_query(
+            again = {r["id"]: r for r in self.read_db(
                 "SELECT w.id, w.name, w.status, w.owner, (w.lease_until IS NOT NULL AND w.lease_until > now()) AS "
                 "leased, (e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner "
                 "WHERE w.status NOT IN ('completed', 'failed', 'cancelled')")}
@@ -572,11 +599,11 @@ class ClusterSoak:
         # excused by a fault (a kill, a stop, a database restart) between the first call's end
         # and the second's start; or any call of it that started after its completion was
         # committed (no fault excuses that: a completed step never runs again).
-        steps = self.pg_query("SELECT run_id, key FROM workflow_steps WHERE status = 'completed' AND NOT cached "
-                              "AND kind = 'tool'")
+        steps = self.read_db("SELECT run_id, key FROM workflow_steps WHERE status = 'completed' AND NOT cached "
+                             "AND kind = 'tool'")
         done = {(s["run_id"], s["key"]) for s in steps}
-        exits = self.pg_query("SELECT run_id, step_key, min(time) AS t FROM workflow_events WHERE type = 'step_exit' "
-                              "AND status = 'completed' GROUP BY run_id, step_key")
+        exits = self.read_db("SELECT run_id, step_key, min(time) AS t FROM workflow_events WHERE type = 'step_exit' "
+                             "AND status = 'completed' GROUP BY run_id, step_key")
         committed = {(e["run_id"], e["step_key"]): int(e["t"]) for e in exits}
         with open(self.call_log, errors="replace") as f:
             calls, problems = checks.parse_call_log(f)
@@ -609,8 +636,8 @@ class ClusterSoak:
                     self.violation("duplicate", "%s %s: the tool returned ok twice (pid %d then pid %d) with no fault "
                                    "between" % (key[0], key[1], a.pid, b.pid))
         # Webhooks: one run per delivery id; a refused delivery starts none.
-        hook_runs = self.pg_query("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, count(*) AS n "
-                                  "FROM workflows WHERE name = 'soak_hook' GROUP BY 1")
+        hook_runs = self.read_db("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, count(*) AS n "
+                                 "FROM workflows WHERE name = 'soak_hook' GROUP BY 1")
         runs_of = {str(r["d"]): int(r["n"]) for r in hook_runs}
         for d in self.deliveries:
             n = runs_of.get(d["id"], 0)
@@ -631,14 +658,14 @@ class ClusterSoak:
                     self.violation("webhook", "%s delivery %s answered %s, not %d" % (d["kind"], d["id"], statuses,
                                                                                          want))
         # Schedules: one fire per slot, each fire one run.
-        dup_slots = self.pg_query("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
-                                  "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
+        dup_slots = self.read_db("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
+                                 "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
         for r in dup_slots:
             self.violation("schedule", "soak_tick slot %s fired %d times" % (r["scheduled_at"], r["n"]))
         # The schedule keeps firing while the driver reads, so what is compared is what ended
         # more than 3 s ago, read in one statement.
         cutoff = now_ns() - 3_000_000_000
-        fires = self.pg_query(
+        fires = self.read_db(
             "SELECT count(*) AS n, count(DISTINCT run_id) AS runs, count(*) FILTER (WHERE NOT EXISTS "
             "(SELECT 1 FROM workflows w WHERE w.id = f.run_id)) AS orphans, (SELECT count(*) FROM workflows w "
             "WHERE w.name = 'soak_tick' AND w.created_at < %d AND NOT EXISTS (SELECT 1 FROM schedule_fires g "
@@ -651,25 +678,25 @@ class ClusterSoak:
                                                                 fires[0]["unrecorded"]))
         # Slots claimed with no fire recorded (skipped fires are recorded too): a figure, not a
         # violation — an engine SIGKILLed between its claim of a slot and the fire loses that slot.
-        lost = self.pg_query("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
-                             "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
-                             "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
+        lost = self.read_db("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
+                            "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
+                            "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
         for r in lost:
             self.log("soak_tick slot %s claimed by %s has no fire" % (r["slot"], r["engine_id"]))
         self.slots_lost = len(lost)
         # The queue: nothing claimed by a dead engine, nothing left queued or claimed at rest.
-        stale = self.pg_query("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
-                              "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
-                              "WHERE c.status IN ('queued', 'claimed')")
+        stale = self.read_db("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
+                             "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
+                             "WHERE c.status IN ('queued', 'claimed')")
         for r in stale:
             self.violation("queue", "call %s (%s %s) is still %s at rest (claimed by %s, alive %s)" % (
                 r["id"], r["run_id"], r["step_key"], r["status"], r["claimed_by"], r["alive"]))
-        queue = self.pg_query("SELECT status, coalesce(error_kind, '') AS kind, count(*) AS n FROM tool_calls "
-                              "GROUP BY 1, 2")
+        queue = self.read_db("SELECT status, coalesce(error_kind, '') AS kind, count(*) AS n FROM tool_calls "
+                             "GROUP BY 1, 2")
         q_total = sum(int(r["n"]) for r in queue)
         q_lost = sum(int(r["n"]) for r in queue if r["kind"] == "worker_lost")
-        takeovers = self.pg_query("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
-                                  "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
+        takeovers = self.read_db("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
+                                 "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
         n_takeovers = int(takeovers[0]["n"]) if takeovers else 0
         # RSS: every engine that lived from the warm-up to the rest, after warm-up vs at rest.
         rss_lines, rss_worst = [], 0
