@@ -51,7 +51,7 @@ sys.path.insert(0, KIT)
 
 import soak_checks as checks  # noqa: E402
 import soak_pg  # noqa: E402
-from soak_mcp import McpClient, RpcError, Unavailable  # noqa: E402
+from soak_mcp import OPENER, McpClient, RpcError, Unavailable  # noqa: E402
 
 import dcc_flow  # noqa: E402
 
@@ -68,7 +68,6 @@ RSS_LIMIT_KB = 10 * 1024
 SETTLE_MAX = 60.0
 OVERRUN = 100.0
 TERMINAL = ("completed", "failed", "cancelled")
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass
@@ -635,28 +634,18 @@ class ClusterSoak:
                     duplicates += 1
                     self.violation("duplicate", "%s %s: the tool returned ok twice (pid %d then pid %d) with no fault "
                                    "between" % (key[0], key[1], a.pid, b.pid))
-        # Webhooks: one run per delivery id; a refused delivery starts none.
-        hook_runs = self.read_db("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, count(*) AS n "
-                                 "FROM workflows WHERE name = 'soak_hook' GROUP BY 1")
-        runs_of = {str(r["d"]): int(r["n"]) for r in hook_runs}
-        for d in self.deliveries:
-            n = runs_of.get(d["id"], 0)
-            statuses = [s for _, s, _ in d["answers"]]
-            if d["kind"] == "good":
-                if n > 1:
-                    self.violation("webhook", "delivery %s started %d runs (answers %s)" % (d["id"], n, statuses))
-                ids = {rid for _, s, rid in d["answers"] if s in (200, 202) and rid}
-                if len(ids) > 1:
-                    self.violation("webhook", "delivery %s was answered with two runs %s" % (d["id"], sorted(ids)))
-                if any(s in (200, 202) for s in statuses) and n == 0:
-                    self.violation("webhook", "delivery %s was accepted (%s) and no run has it" % (d["id"], statuses))
-            else:
-                if n:
-                    self.violation("webhook", "%s delivery %s started %d run(s)" % (d["kind"], d["id"], n))
-                want = 401 if d["kind"] == "bad_signature" else 400
-                if any(s is not None and s != want for s in statuses):
-                    self.violation("webhook", "%s delivery %s answered %s, not %d" % (d["kind"], d["id"], statuses,
-                                                                                         want))
+        # Webhooks (soak_checks.check_webhooks): one run per delivery id, every answer that accepted it
+        # names that run; a bad signature (a malformed body) was answered 401 (400) and started none.
+        hook_runs = self.read_db("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, id FROM workflows "
+                                 "WHERE name = 'soak_hook'")
+        runs_by_delivery: Dict[str, List[str]] = {}
+        for r in hook_runs:
+            runs_by_delivery.setdefault(str(r["d"]), []).append(str(r["id"]))
+        posts = [checks.Delivery(delivery_id=d["id"], signed=d["kind"] != "bad_signature", sent=0, status=status,
+                                 run_id=rid, gen=num, malformed=d["kind"] == "malformed")
+                 for d in self.deliveries for num, status, rid in d["answers"]]
+        for v in checks.check_webhooks(posts, runs_by_delivery):
+            self.violation("webhook", v)
         # Schedules: one fire per slot, each fire one run.
         dup_slots = self.read_db("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
                                  "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
@@ -698,22 +687,23 @@ class ClusterSoak:
         takeovers = self.read_db("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
                                  "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
         n_takeovers = int(takeovers[0]["n"]) if takeovers else 0
-        # RSS: every engine that lived from the warm-up to the rest, after warm-up vs at rest.
+        # RSS: every engine that lived from the warm-up to the rest: the median of its first 5 samples
+        # after the warm-up against that of its last 5 (soak_checks.rss_growth), which are at rest
+        # when at least 5 were taken at rest (the rest lasts 3 leases: a dozen samples).
         rss_lines, rss_worst = [], 0
         for p in self.procs:
             if p.how != "running" or p.start_t > 1.0 + (self.load_start if hasattr(self, "load_start") else 0):
                 continue
-            head = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= WARMUP_SECS][:5]
-            tail = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= self.rest_start][-5:]
-            if len(head) < 5 or len(tail) < 5:
+            rss = checks.rss_growth(self.samples, p.num, WARMUP_SECS, self.rest_end, self.runs_started, window=5)
+            at_rest = sum(1 for s in self.samples if s.gen == p.num and self.rest_start <= s.t <= self.rest_end)
+            if rss.note.startswith("too few") or at_rest < 5:
                 rss_lines.append("%s %d: too few samples" % (p.kind, p.num))
                 continue
-            warm, end = sorted(head)[2], sorted(tail)[2]
-            rss_worst = max(rss_worst, end - warm)
-            rss_lines.append("%s %d %.1f -> %.1f MB" % (p.kind, p.num, warm / 1024.0, end / 1024.0))
-            if end - warm > RSS_LIMIT_KB:
+            rss_worst = max(rss_worst, rss.growth_kb)
+            rss_lines.append("%s %d %.1f -> %.1f MB" % (p.kind, p.num, rss.warm_kb / 1024.0, rss.last_kb / 1024.0))
+            if rss.growth_kb > RSS_LIMIT_KB:
                 self.violation("rss", "%s %d (pid %d) grew %.1f MB from after warm-up (%.0f s) to rest" % (
-                    p.kind, p.num, p.pid, (end - warm) / 1024.0, WARMUP_SECS))
+                    p.kind, p.num, p.pid, rss.growth_kb / 1024.0, WARMUP_SECS))
         # Sanity: the soak did what it claims.
         kills = sum(v for k, v in self.counts.items() if k.startswith("kills_"))
         need = [("completed runs", by_status.get("completed", 0), 10), ("kills", kills, 2),
