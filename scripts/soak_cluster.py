@@ -169,7 +169,7 @@ class ClusterSoak:
         else:
             cmd = [sys.executable, "-m", "dcc_flow", "worker", "--db", self.pg.url, "--tools", QUEUE_TOOLS,
                    "--worker-threads", "4", "--lease-secs", str(LEASE)]
-            ready = "worker serving "
+            ready = "worker serving "  # "worker serving 1 tool(s) to the engines on the database: soak__queue"
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                     cwd=self.workdir, start_new_session=True)
@@ -178,10 +178,12 @@ class ClusterSoak:
             self.procs.append(p)
         deadline = time.monotonic() + 40
         text = ""
+        line: Optional[str] = None
         while time.monotonic() < deadline:
             with open(log_path, errors="replace") as f:
                 text = f.read()
-            line = next((ln for ln in text.splitlines() if ln.startswith(ready)), None)
+            line = next((ln.rstrip("\n") for ln in text.splitlines(True) if ln.startswith(ready) and ln.endswith("\n")),
+                        None)  # a whole line: a worker's names the tools it serves
             if line is not None:
                 if kind == "serve":
                     hook = line.split("webhooks on ")[1].split(";")[0].strip() if "webhooks on " in line else ""
@@ -191,10 +193,12 @@ class ClusterSoak:
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        if proc.poll() is not None or (kind == "serve" and not p.mcp_url) or (kind == "worker" and not text):
+        if (proc.poll() is not None or line is None or (kind == "serve" and not p.mcp_url)
+                or (kind == "worker" and not line.rstrip().endswith("soak__queue"))):
             tail = " | ".join(text.strip().splitlines()[-5:])
             self.kill(p, "stopped")
-            raise RuntimeError("%s %d did not get ready within 40 s; its output: %s" % (kind, num, tail or "-"))
+            raise RuntimeError("%s %d did not get ready (print its ready line%s) within 40 s; its output: %s" % (
+                kind, num, " serving soak__queue" if kind == "worker" else " naming its MCP URL", tail or "-"))
         with self.lock:
             self.live[(kind, slot)] = p
         self.log("%s %d (slot %d) ready: pid %d %s" % (kind, num, slot, p.pid, p.mcp_url))
