@@ -29,6 +29,7 @@ lived through the soak flat. One summary line; exit status 1 on any violation, 3
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -42,7 +43,8 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from types import FrameType
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT = os.path.join(ROOT, "scripts", "soak")
@@ -94,6 +96,52 @@ class Proc:
 
 def now_ns() -> int:
     return time.time_ns()
+
+
+class Signals:
+    """SIGTERM, SIGHUP and SIGINT (a CI timeout, a closed terminal, ^C) raise SystemExit in the
+    main thread, so that main's cleanup runs: Python's default for SIGTERM and SIGHUP ends the
+    driver at once, skipping it, and the engines and workers (each in a session of its own) run
+    on. A signal that arrives while a process is being started (``hold``) is raised once that
+    process is recorded; one that arrives during the cleanup (``closing``) does not cut it short.
+    A SIGKILL of the driver is soak_pg's reaper's: it kills the adopted process groups."""
+
+    def __init__(self) -> None:
+        self.got = 0  # the signal that stopped the soak
+        self.held = 0
+        self.pending = 0
+        self.closing = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self.handler)
+
+    def handler(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.got or self.closing:
+            self.got = self.got or signum
+            return
+        if self.held:
+            self.pending = signum
+            return
+        self.got = signum
+        raise SystemExit(128 + signum)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self.held += 1
+        try:
+            yield
+        finally:
+            self.held -= 1
+            if not self.held and self.pending and not self.closing:
+                self.got, self.pending = self.pending, 0
+                raise SystemExit(128 + self.got)
+
+    def name(self) -> str:
+        return signal.Signals(self.got).name if self.got else ""
+
+
+SIGNALS = Signals()
 
 
 def rss_kb(pid: int) -> Optional[int]:
@@ -170,12 +218,13 @@ class ClusterSoak:
             cmd = [sys.executable, "-m", "dcc_flow", "worker", "--db", self.pg.url, "--tools", QUEUE_TOOLS,
                    "--worker-threads", "4", "--lease-secs", str(LEASE)]
             ready = "worker serving "  # "worker serving 1 tool(s) to the engines on the database: soak__queue"
-        with open(log_path, "wb") as out:
+        with SIGNALS.hold(), open(log_path, "wb") as out:  # recorded before a SIGTERM can stop the driver
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                     cwd=self.workdir, start_new_session=True)
-        p = Proc(num, kind, slot, proc, log_path, now_ns(), self.t())
-        with self.lock:
-            self.procs.append(p)
+            p = Proc(num, kind, slot, proc, log_path, now_ns(), self.t())
+            with self.lock:
+                self.procs.append(p)
+            self.pg.adopt(proc.pid)  # its group is SIGKILLed by the reaper should the driver die
         deadline = time.monotonic() + 40
         text = ""
         line: Optional[str] = None
@@ -212,6 +261,7 @@ class ClusterSoak:
             pass
         try:
             p.proc.wait(timeout=20)
+            self.pg.release(p.pid)
         except subprocess.TimeoutExpired:
             self.violation("process", "%s %d (pid %d) did not die within 20 s of SIGKILL" % (p.kind, p.num, p.pid))
         p.end, p.how = now_ns(), how
@@ -233,6 +283,7 @@ class ClusterSoak:
         for key, p in items:
             if p.proc.poll() is not None and p.how == "running":
                 p.end, p.how = now_ns(), "died"
+                self.pg.release(p.pid)
                 self.violation("process", "%s %d (pid %d) exited by itself with status %s (see %s)" % (
                     p.kind, p.num, p.pid, p.proc.returncode, p.log_path))
                 self.start_proc(key[0], key[1])
@@ -754,6 +805,7 @@ class ClusterSoak:
         try:
             os.killpg(p.pid, signal.SIGTERM)
             p.proc.wait(timeout=20)
+            self.pg.release(p.pid)
         except subprocess.TimeoutExpired:
             self.violation("process", "%s %d did not stop within 20 s of SIGTERM" % (p.kind, p.num))
             self.kill(p, "stopped")
@@ -761,16 +813,33 @@ class ClusterSoak:
             pass
         p.end, p.how = p.end or now_ns(), "stopped"
 
+    def save_violations(self) -> None:
+        """Write every violation so far to violations.txt in the work folder."""
+        with self.lock:
+            found = list(self.violations)
+        with open(os.path.join(self.workdir, "violations.txt"), "w") as f:
+            for kind, msg in found:
+                f.write("%s: %s\n" % (kind, msg))
+
     def shutdown(self) -> None:
+        """SIGKILL every process group still running and wait for them (a few seconds): the end of
+        main, after a signal or an error too, and the watchdog's."""
         self.stop_load.set()
         self.stop_all.set()
-        for p in self.procs:
-            if p.proc.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGCONT)
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        left = [p for p in list(self.procs) if p.proc.poll() is None]
+        for p in left:
+            try:
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for p in left:
+            try:
+                p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue  # the reaper SIGKILLs its group again once the driver is gone
+            self.pg.release(p.pid)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -791,6 +860,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.duration < 40:
         parser.error("--duration must be at least 40 seconds")
+    SIGNALS.install()  # from here a SIGTERM stops everything this driver started, the cluster's initdb too
     try:
         found = soak_pg.bin_dir()
         if found is not None and not os.path.exists(os.path.join(found, "psql")) and not shutil.which("psql"):
@@ -808,29 +878,45 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                                       if isinstance(err, bytes) else ""),
               file=sys.stderr)
         return 1
-    workdir = args.workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
-    os.makedirs(workdir, exist_ok=True)
-    soak = ClusterSoak(args, pg, workdir)
-
-    def overrun() -> None:
-        print("soak-cluster: hard deadline passed (%.0f s); killing everything" % (soak.duration + OVERRUN),
-              flush=True)
-        soak.shutdown()
-        pg.stop()
-        os._exit(3)
-
-    watchdog = threading.Timer(soak.duration + OVERRUN, overrun)
-    watchdog.daemon = True
-    watchdog.start()
+    workdir = args.workdir or ""
+    soak: Optional[ClusterSoak] = None
+    watchdog: Optional[threading.Timer] = None
     status = 1
     try:
-        soak.drive()
-        soak.settle()
-        status = soak.finish()
-    finally:
-        watchdog.cancel()
-        soak.shutdown()
-        pg.stop()
+        try:
+            workdir = workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
+            os.makedirs(workdir, exist_ok=True)
+            soak = ClusterSoak(args, pg, workdir)
+            the_soak = soak
+
+            def overrun() -> None:
+                print("soak-cluster: hard deadline passed (%.0f s); killing everything" % (
+                    the_soak.duration + OVERRUN), flush=True)
+                the_soak.shutdown()
+                pg.stop()
+                os._exit(3)
+
+            watchdog = threading.Timer(soak.duration + OVERRUN, overrun)
+            watchdog.daemon = True
+            watchdog.start()
+            soak.drive()
+            soak.settle()
+            status = soak.finish()
+        finally:  # also after a signal (SystemExit) or a driver error
+            SIGNALS.closing = True
+            if watchdog is not None:
+                watchdog.cancel()
+            if soak is not None:
+                soak.shutdown()
+            pg.stop()
+    except BaseException as exc:
+        why = "stopped by %s" % SIGNALS.name() if SIGNALS.got else "the driver failed: %r" % exc
+        if soak is not None:
+            soak.violation("driver", why)
+            soak.save_violations()
+        print("soak-cluster: %s: FAILED; its processes and database are stopped; work folder: %s" % (
+            why, workdir or "-"), file=sys.stderr, flush=True)
+        raise
     if status == 0 and not args.keep and not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     else:

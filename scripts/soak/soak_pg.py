@@ -5,12 +5,14 @@ Python tests (tests/py/test_postgres.py): the Python twin of the Go tests' inter
 ``postgres`` user when run as root, with fsync and full-page writes off and trust
 authentication; the folder is removed when the cluster cannot be started. A reaper of its own
 session stops the server and removes the folder once the process that started it is gone, even
-when it is killed. ``query`` reads the database with ``psql`` (one JSON
+when it is killed; it first SIGKILLs the process groups handed to ``adopt`` (the soak's engines
+and workers) that were not ``release``d. ``query`` reads the database with ``psql`` (one JSON
 document per query).
 
 Keep the two in agreement: how the binaries are found (``bin_dir``/findBin), the initdb
 arguments, the server options (``SERVER_OPTIONS``/serverOptions), the port retries, the reaper,
-and how the server is stopped. A difference is a drift, not a choice."""
+and how the server is stopped. A difference is a drift, not a choice (the adopted process groups
+are the soak's own: pgtest has none)."""
 
 import glob
 import json
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 
 class NoServer(Exception):
@@ -84,11 +86,13 @@ class Cluster:
         self.psql = os.path.join(found, "psql") if os.path.exists(os.path.join(found, "psql")) else "psql"
         self.prefix: List[str] = []
         self._lock = threading.Lock()
+        self._groups: Set[int] = set()
         self._stopped = False
         self.folder = tempfile.mkdtemp(prefix="dcc-flow-pg-soak-")
         self.data = os.path.join(self.folder, "data")
         self.sock = os.path.join(self.folder, "sock")
         self.log = os.path.join(self.folder, "log")
+        self.groups_file = os.path.join(self.folder, "groups")  # the adopted process groups, for the reaper
         self.port = 0
         started = False
         try:
@@ -135,14 +139,34 @@ class Cluster:
 
     def _start_reaper(self) -> None:
         """A shell in a session of its own (a signal to the driver's group does not reach it) that
-        waits for this process to end, then stops the server (SIGQUIT to the postmaster: an
-        immediate shutdown) and removes the folder. After a normal stop it finds nothing left to
-        do."""
+        waits for this process to end, then SIGKILLs the adopted process groups still listed,
+        stops the server (SIGQUIT to the postmaster: an immediate shutdown) and removes the
+        folder. After a normal stop it finds nothing left to do."""
         script = ('while kill -0 %d 2>/dev/null; do sleep 1; done\n'
+                  'for g in $(cat "%s" 2>/dev/null); do kill -KILL "-$g" 2>/dev/null; done\n'
                   'pid=$(head -n 1 "%s/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null && sleep 2\n'
-                  'rm -rf "%s"' % (os.getpid(), self.data, self.folder))
+                  'rm -rf "%s"' % (os.getpid(), self.groups_file, self.data, self.folder))
         subprocess.run(["sh", "-c", "(%s) >/dev/null 2>&1 &" % script], start_new_session=True, check=True,
                        timeout=30)  # the subshell outlives this process: nobody here waits for it
+
+    def _write_groups(self) -> None:
+        tmp = self.groups_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("".join("%d\n" % g for g in sorted(self._groups)))
+        os.replace(tmp, self.groups_file)
+
+    def adopt(self, pgid: int) -> None:
+        """Have the reaper SIGKILL process group ``pgid`` if this process ends while it is listed
+        (a process started with start_new_session=True: its pid)."""
+        with self._lock:
+            self._groups.add(pgid)
+            self._write_groups()
+
+    def release(self, pgid: int) -> None:
+        """Take ``pgid`` off the reaper's list: its leader was waited for (its id may be reused)."""
+        with self._lock:
+            self._groups.discard(pgid)
+            self._write_groups()
 
     def _run(self, *args: str) -> None:
         subprocess.run(self.prefix + list(args), check=True, capture_output=True, timeout=120)
