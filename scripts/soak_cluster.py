@@ -68,6 +68,7 @@ CHAOS_FRACTION = 0.75
 WARMUP_SECS = 25.0
 RSS_LIMIT_KB = 10 * 1024
 SETTLE_MAX = 60.0
+STOP_SECS = 20.0  # the stop phase: every process SIGTERMed at once, one deadline for them all
 OVERRUN = 100.0
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -253,17 +254,18 @@ class ClusterSoak:
         self.log("%s %d (slot %d) ready: pid %d %s" % (kind, num, slot, p.pid, p.mcp_url))
         return p
 
-    def kill(self, p: Proc, how: str = "killed") -> None:
+    def kill(self, p: Proc, how: str = "killed", wait: float = 20.0) -> None:
         t = now_ns()
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
         try:
-            p.proc.wait(timeout=20)
+            p.proc.wait(timeout=wait)
             self.pg.release(p.pid)
         except subprocess.TimeoutExpired:
-            self.violation("process", "%s %d (pid %d) did not die within 20 s of SIGKILL" % (p.kind, p.num, p.pid))
+            self.violation("process", "%s %d (pid %d) did not die within %.0f s of SIGKILL" % (
+                p.kind, p.num, p.pid, wait))
         p.end, p.how = now_ns(), how
         if how == "killed":
             with self.lock:
@@ -768,23 +770,14 @@ class ClusterSoak:
         for what, got, least in need:
             if got < least:
                 self.violation("sanity", "%s: %d, fewer than %d" % (what, got, least))
-        for p in self.procs:
-            if p.how == "running":
-                self.stop_proc(p)
+        # The verdict is printed and saved before the processes are stopped: the watchdog may end
+        # the driver while they stop. "running" in the table: alive at the checks, stopped next.
         for p in self.procs:
             print("%-6s %2d slot %d pid %-7d %6.1f s %-8s" % (p.kind, p.num, p.slot, p.pid,
                                                              ((p.end or now_ns()) - p.start) / 1e9, p.how))
         print("rss (after warm-up -> at rest): " + ("; ".join(rss_lines) or "no engine lived through the soak"))
-        by_kind: Dict[str, List[str]] = {}
-        for kind, msg in self.violations:
-            by_kind.setdefault(kind, []).append(msg)
-        for kind, msgs in sorted(by_kind.items()):
-            print("%s: %d" % (kind, len(msgs)))
-            for m in msgs[:5]:
-                print("  " + m)
-        with open(os.path.join(self.workdir, "violations.txt"), "w") as f:
-            for kind, msg in self.violations:
-                f.write("%s: %s\n" % (kind, msg))
+        self.print_violations(self.violations)
+        self.save_violations()
         status_txt = ", ".join("%s %d" % kv for kv in sorted(by_status.items()))
         verdict = "ok" if not self.violations else "FAILED (%d violations)" % len(self.violations)
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
@@ -799,19 +792,52 @@ class ClusterSoak:
                   self.slots_lost,
                   self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
                   rss_worst / 1024.0, verdict), flush=True)
+        found = len(self.violations)
+        self.stop_procs()
+        stopping = self.violations[found:]
+        if stopping:
+            self.print_violations(stopping)
+            self.save_violations()
+            print("soak-cluster %.0fs seed %d: FAILED (%d more violation(s) stopping the processes)" % (
+                self.duration, self.seed, len(stopping)), flush=True)
         return 0 if not self.violations else 1
 
-    def stop_proc(self, p: Proc) -> None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.proc.wait(timeout=20)
+    def print_violations(self, violations: List[Tuple[str, str]]) -> None:
+        by_kind: Dict[str, List[str]] = {}
+        for kind, msg in violations:
+            by_kind.setdefault(kind, []).append(msg)
+        for kind, msgs in sorted(by_kind.items()):
+            print("%s: %d" % (kind, len(msgs)))
+            for m in msgs[:5]:
+                print("  " + m)
+
+    def stop_procs(self) -> None:
+        """SIGTERM every process still running, all at once, and wait for them until one shared
+        deadline, STOP_SECS after the first SIGTERM: one still running then is a violation, and
+        SIGKILLed. One that exited before is a violation too (it died by itself)."""
+        for p in self.procs:
+            if p.how == "running" and p.proc.poll() is not None:
+                p.end, p.how = now_ns(), "died"
+                self.pg.release(p.pid)
+                self.violation("process", "%s %d (pid %d) exited by itself with status %s (see %s)" % (
+                    p.kind, p.num, p.pid, p.proc.returncode, p.log_path))
+        running = [p for p in self.procs if p.how == "running"]
+        for p in running:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.monotonic() + STOP_SECS
+        for p in running:
+            try:
+                p.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.violation("process", "%s %d (pid %d) did not stop within %.0f s of SIGTERM" % (
+                    p.kind, p.num, p.pid, STOP_SECS))
+                self.kill(p, "stopped", wait=5.0)
+                continue
             self.pg.release(p.pid)
-        except subprocess.TimeoutExpired:
-            self.violation("process", "%s %d did not stop within 20 s of SIGTERM" % (p.kind, p.num))
-            self.kill(p, "stopped")
-        except OSError:
-            pass
-        p.end, p.how = p.end or now_ns(), "stopped"
+            p.end, p.how = now_ns(), "stopped"
 
     def save_violations(self) -> None:
         """Write every violation so far to violations.txt in the work folder."""
@@ -890,8 +916,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             the_soak = soak
 
             def overrun() -> None:
-                print("soak-cluster: hard deadline passed (%.0f s); killing everything" % (
-                    the_soak.duration + OVERRUN), flush=True)
+                the_soak.violation("overrun", "hard deadline passed (%.0f s)" % (the_soak.duration + OVERRUN))
+                the_soak.save_violations()
+                print("soak-cluster: hard deadline passed (%.0f s); killing everything; work folder: %s" % (
+                    the_soak.duration + OVERRUN, workdir), flush=True)
                 the_soak.shutdown()
                 pg.stop()
                 os._exit(3)
