@@ -386,8 +386,10 @@ class ClusterSoak:
 
     def approver_loop(self) -> None:
         """Answer every open approval from an engine that does not own its run. The open
-        approvals are read from the database (workflow_steps of kind approve, waiting): the MCP
-        status of a run lists them only on the engine that runs it (docs/cluster.md)."""
+        approvals are read from the database (workflow_steps of kind approve, waiting): one read
+        finds those of every run, whichever engine runs it. Any engine's MCP status of a run lists
+        them too (those of a run another engine runs from its records, since 6ffb519: the cluster
+        soak found that status on another engine listed none), but that is one call per run."""
         rng = random.Random("approve:%d" % self.seed)
         while not self.stop_all.is_set():
             self.stop_all.wait(0.5)
