@@ -29,6 +29,7 @@ lived through the soak flat. One summary line; exit status 1 on any violation, 3
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -42,7 +43,8 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from types import FrameType
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT = os.path.join(ROOT, "scripts", "soak")
@@ -51,7 +53,7 @@ sys.path.insert(0, KIT)
 
 import soak_checks as checks  # noqa: E402
 import soak_pg  # noqa: E402
-from soak_mcp import McpClient, RpcError, Unavailable  # noqa: E402
+from soak_mcp import OPENER, McpClient, RpcError, Unavailable  # noqa: E402
 
 import dcc_flow  # noqa: E402
 
@@ -66,9 +68,9 @@ CHAOS_FRACTION = 0.75
 WARMUP_SECS = 25.0
 RSS_LIMIT_KB = 10 * 1024
 SETTLE_MAX = 60.0
+STOP_SECS = 20.0  # the stop phase: every process SIGTERMed at once, one deadline for them all
 OVERRUN = 100.0
 TERMINAL = ("completed", "failed", "cancelled")
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass
@@ -95,6 +97,52 @@ class Proc:
 
 def now_ns() -> int:
     return time.time_ns()
+
+
+class Signals:
+    """SIGTERM, SIGHUP and SIGINT (a CI timeout, a closed terminal, ^C) raise SystemExit in the
+    main thread, so that main's cleanup runs: Python's default for SIGTERM and SIGHUP ends the
+    driver at once, skipping it, and the engines and workers (each in a session of its own) run
+    on. A signal that arrives while a process is being started (``hold``) is raised once that
+    process is recorded; one that arrives during the cleanup (``closing``) does not cut it short.
+    A SIGKILL of the driver is soak_pg's reaper's: it kills the adopted process groups."""
+
+    def __init__(self) -> None:
+        self.got = 0  # the signal that stopped the soak
+        self.held = 0
+        self.pending = 0
+        self.closing = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self.handler)
+
+    def handler(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.got or self.closing:
+            self.got = self.got or signum
+            return
+        if self.held:
+            self.pending = signum
+            return
+        self.got = signum
+        raise SystemExit(128 + signum)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self.held += 1
+        try:
+            yield
+        finally:
+            self.held -= 1
+            if not self.held and self.pending and not self.closing:
+                self.got, self.pending = self.pending, 0
+                raise SystemExit(128 + self.got)
+
+    def name(self) -> str:
+        return signal.Signals(self.got).name if self.got else ""
+
+
+SIGNALS = Signals()
 
 
 def rss_kb(pid: int) -> Optional[int]:
@@ -170,19 +218,22 @@ class ClusterSoak:
         else:
             cmd = [sys.executable, "-m", "dcc_flow", "worker", "--db", self.pg.url, "--tools", QUEUE_TOOLS,
                    "--worker-threads", "4", "--lease-secs", str(LEASE)]
-            ready = "worker serving "
-        with open(log_path, "wb") as out:
+            ready = "worker serving "  # "worker serving 1 tool(s) to the engines on the database: soak__queue"
+        with SIGNALS.hold(), open(log_path, "wb") as out:  # recorded before a SIGTERM can stop the driver
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                     cwd=self.workdir, start_new_session=True)
-        p = Proc(num, kind, slot, proc, log_path, now_ns(), self.t())
-        with self.lock:
-            self.procs.append(p)
+            p = Proc(num, kind, slot, proc, log_path, now_ns(), self.t())
+            with self.lock:
+                self.procs.append(p)
+            self.pg.adopt(proc.pid)  # its group is SIGKILLed by the reaper should the driver die
         deadline = time.monotonic() + 40
         text = ""
+        line: Optional[str] = None
         while time.monotonic() < deadline:
             with open(log_path, errors="replace") as f:
                 text = f.read()
-            line = next((ln for ln in text.splitlines() if ln.startswith(ready)), None)
+            line = next((ln.rstrip("\n") for ln in text.splitlines(True) if ln.startswith(ready) and ln.endswith("\n")),
+                        None)  # a whole line: a worker's names the tools it serves
             if line is not None:
                 if kind == "serve":
                     hook = line.split("webhooks on ")[1].split(";")[0].strip() if "webhooks on " in line else ""
@@ -192,25 +243,29 @@ class ClusterSoak:
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        if proc.poll() is not None or (kind == "serve" and not p.mcp_url) or (kind == "worker" and not text):
+        if (proc.poll() is not None or line is None or (kind == "serve" and not p.mcp_url)
+                or (kind == "worker" and not line.rstrip().endswith("soak__queue"))):
             tail = " | ".join(text.strip().splitlines()[-5:])
             self.kill(p, "stopped")
-            raise RuntimeError("%s %d did not get ready within 40 s; its output: %s" % (kind, num, tail or "-"))
+            raise RuntimeError("%s %d did not get ready (print its ready line%s) within 40 s; its output: %s" % (
+                kind, num, " serving soak__queue" if kind == "worker" else " naming its MCP URL", tail or "-"))
         with self.lock:
             self.live[(kind, slot)] = p
         self.log("%s %d (slot %d) ready: pid %d %s" % (kind, num, slot, p.pid, p.mcp_url))
         return p
 
-    def kill(self, p: Proc, how: str = "killed") -> None:
+    def kill(self, p: Proc, how: str = "killed", wait: float = 20.0) -> None:
         t = now_ns()
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
         try:
-            p.proc.wait(timeout=20)
+            p.proc.wait(timeout=wait)
+            self.pg.release(p.pid)
         except subprocess.TimeoutExpired:
-            self.violation("process", "%s %d (pid %d) did not die within 20 s of SIGKILL" % (p.kind, p.num, p.pid))
+            self.violation("process", "%s %d (pid %d) did not die within %.0f s of SIGKILL" % (
+                p.kind, p.num, p.pid, wait))
         p.end, p.how = now_ns(), how
         if how == "killed":
             with self.lock:
@@ -230,6 +285,7 @@ class ClusterSoak:
         for key, p in items:
             if p.proc.poll() is not None and p.how == "running":
                 p.end, p.how = now_ns(), "died"
+                self.pg.release(p.pid)
                 self.violation("process", "%s %d (pid %d) exited by itself with status %s (see %s)" % (
                     p.kind, p.num, p.pid, p.proc.returncode, p.log_path))
                 self.start_proc(key[0], key[1])
@@ -253,10 +309,27 @@ class ClusterSoak:
         return int(rows[0]["pid"]) if rows else 0
 
     def pg_query(self, sql: str) -> List[Dict[str, Any]]:
+        """A read under load: a failure (the server is being restarted) is logged and reads as no
+        rows. Never for a check: see read_db."""
         try:
             return list(self.pg.query(sql))
         except (subprocess.SubprocessError, ValueError) as exc:
             self.log("query failed (%s): %s" % (exc, sql[:80]))
+            return []
+
+    def read_db(self, sql: str) -> List[Dict[str, Any]]:
+        """A read of the final checks (and of the --fault injections): a failure is a "driver"
+        violation, so that a check whose query fails (an unreadable database, a broken query)
+        can never pass on no rows."""
+        try:
+            return list(self.pg.query(sql))
+        except (subprocess.SubprocessError, ValueError) as exc:
+            why = "psql: %s" % exc
+            if isinstance(exc, subprocess.CalledProcessError) and str(exc.stderr or "").strip():
+                why = "psql: %s" % str(exc.stderr).strip().splitlines()[0]
+            elif isinstance(exc, subprocess.TimeoutExpired):
+                why = "psql: no answer in %.0f s" % exc.timeout
+            self.violation("driver", "query failed (%s): %s" % (why, " ".join(sql.split())[:120]))
             return []
 
     # -- load -------------------------------------------------------------------------------------
@@ -313,8 +386,10 @@ class ClusterSoak:
 
     def approver_loop(self) -> None:
         """Answer every open approval from an engine that does not own its run. The open
-        approvals are read from the database (workflow_steps of kind approve, waiting): the MCP
-        status of a run lists them only on the engine that runs it (docs/cluster.md)."""
+        approvals are read from the database (workflow_steps of kind approve, waiting): one read
+        finds those of every run, whichever engine runs it. Any engine's MCP status of a run lists
+        them too (those of a run another engine runs from its records, since 6ffb519: the cluster
+        soak found that status on another engine listed none), but that is one call per run."""
         rng = random.Random("approve:%d" % self.seed)
         while not self.stop_all.is_set():
             self.stop_all.wait(0.5)
@@ -520,45 +595,55 @@ class ClusterSoak:
         """--fault: break what one check looks at, so that the check is seen to fail."""
         faults = set(self.args.fault)
         if "duplicate" in faults:  # a call of a completed step that starts after its commit
-            row = self.pg_query("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
-                                "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
+            row = self.read_db("SELECT run_id, step_key, max(time) AS t FROM workflow_events WHERE type = "
+                               "'step_exit' AND status = 'completed' AND step_key = 'prepare' GROUP BY 1, 2 LIMIT 1")
             if row:
                 rec = {"gen": 9999, "pid": 1, "call": 1, "tool": "soak__main", "run": row[0]["run_id"],
                        "step": "prepare", "att": 1}
                 with open(self.call_log, "a") as f:
                     f.write(json.dumps(dict(rec, ev="start", t=int(row[0]["t"]) + 1000, c0=False)) + "\n")
                     f.write(json.dumps(dict(rec, ev="end", t=int(row[0]["t"]) + 2000, out="ok", c1=False)) + "\n")
+            else:
+                self.violation("driver", "--fault duplicate broke nothing: no completed prepare step")
         if "hung" in faults:  # a run left running under an hour's lease of an engine that is gone (one with
             # no lease is taken over and finished by a live engine within a lease: that is not a fault)
-            self.pg_query("UPDATE workflows SET status = 'running', owner = 'gone-1-x', lease_until = now() + "
-                          "interval '1 hour' WHERE id = (SELECT id FROM workflows WHERE status = 'completed' LIMIT 1) "
-                          "RETURNING id")
+            rows = self.read_db("UPDATE workflows SET status = 'running', owner = 'gone-1-x', lease_until = now() + "
+                                "interval '1 hour' WHERE id = (SELECT id FROM workflows WHERE status = 'completed' "
+                                "LIMIT 1) RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault hung broke nothing: no completed run")
         if "queue" in faults:  # a call claimed by an engine that is gone
-            self.pg_query("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) VALUES "
-                          "('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now() + interval '1 hour') "
-                          "RETURNING id")
+            rows = self.read_db("INSERT INTO tool_calls (run_id, step_key, tool, status, claimed_by, lease_until) "
+                                "VALUES ('r-fault', 'x', 'soak__queue', 'claimed', 'gone-1-x', now() + interval "
+                                "'1 hour') RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault queue broke nothing")
         if "schedule" in faults:  # a slot fired twice
-            self.pg_query("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) SELECT "
-                          "schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE schedule_id = "
-                          "'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+            rows = self.read_db("INSERT INTO schedule_fires (schedule_id, kind, run_id, scheduled_at, fired_at) "
+                                "SELECT schedule_id, kind, run_id, scheduled_at, fired_at FROM schedule_fires WHERE "
+                                "schedule_id = 'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
+            if not rows:
+                self.violation("driver", "--fault schedule broke nothing: no soak_tick fire")
         if "webhook" in faults:  # a delivery answered with another run by a second engine
             good = [d for d in self.deliveries if d["kind"] == "good" and d["answers"]]
             if good:
                 good[0]["answers"].append((0, 202, "r-another-run"))
+            else:
+                self.violation("driver", "--fault webhook broke nothing: no answered delivery")
 
     def finish(self) -> int:
         if self.args.fault:
             self.inject()
-        runs = self.pg_query("SELECT w.id, w.name, w.status, w.owner, "
-                             "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
-                             "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
+        runs = self.read_db("SELECT w.id, w.name, w.status, w.owner, "
+                            "(w.lease_until IS NOT NULL AND w.lease_until > now()) AS leased, "
+                            "(e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner")
         by_status: Dict[str, int] = {}
         for r in runs:
             by_status[r["status"]] = by_status.get(r["status"], 0) + 1
         hung = [r for r in runs if r["status"] not in TERMINAL]
         if hung:  # a schedule fire may be in flight as the driver reads: hung is what is still unfinished 3 s on
             time.sleep(3.0)
-            again = {r["id"]: r for r in self.pg_query(
+            again = {r["id"]: r for r in self.read_db(
                 "SELECT w.id, w.name, w.status, w.owner, (w.lease_until IS NOT NULL AND w.lease_until > now()) AS "
                 "leased, (e.id IS NOT NULL) AS owner_alive FROM workflows w LEFT JOIN engines e ON e.id = w.owner "
                 "WHERE w.status NOT IN ('completed', 'failed', 'cancelled')")}
@@ -572,11 +657,11 @@ class ClusterSoak:
         # excused by a fault (a kill, a stop, a database restart) between the first call's end
         # and the second's start; or any call of it that started after its completion was
         # committed (no fault excuses that: a completed step never runs again).
-        steps = self.pg_query("SELECT run_id, key FROM workflow_steps WHERE status = 'completed' AND NOT cached "
-                              "AND kind = 'tool'")
+        steps = self.read_db("SELECT run_id, key FROM workflow_steps WHERE status = 'completed' AND NOT cached "
+                             "AND kind = 'tool'")
         done = {(s["run_id"], s["key"]) for s in steps}
-        exits = self.pg_query("SELECT run_id, step_key, min(time) AS t FROM workflow_events WHERE type = 'step_exit' "
-                              "AND status = 'completed' GROUP BY run_id, step_key")
+        exits = self.read_db("SELECT run_id, step_key, min(time) AS t FROM workflow_events WHERE type = 'step_exit' "
+                             "AND status = 'completed' GROUP BY run_id, step_key")
         committed = {(e["run_id"], e["step_key"]): int(e["t"]) for e in exits}
         with open(self.call_log, errors="replace") as f:
             calls, problems = checks.parse_call_log(f)
@@ -608,37 +693,27 @@ class ClusterSoak:
                     duplicates += 1
                     self.violation("duplicate", "%s %s: the tool returned ok twice (pid %d then pid %d) with no fault "
                                    "between" % (key[0], key[1], a.pid, b.pid))
-        # Webhooks: one run per delivery id; a refused delivery starts none.
-        hook_runs = self.pg_query("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, count(*) AS n "
-                                  "FROM workflows WHERE name = 'soak_hook' GROUP BY 1")
-        runs_of = {str(r["d"]): int(r["n"]) for r in hook_runs}
-        for d in self.deliveries:
-            n = runs_of.get(d["id"], 0)
-            statuses = [s for _, s, _ in d["answers"]]
-            if d["kind"] == "good":
-                if n > 1:
-                    self.violation("webhook", "delivery %s started %d runs (answers %s)" % (d["id"], n, statuses))
-                ids = {rid for _, s, rid in d["answers"] if s in (200, 202) and rid}
-                if len(ids) > 1:
-                    self.violation("webhook", "delivery %s was answered with two runs %s" % (d["id"], sorted(ids)))
-                if any(s in (200, 202) for s in statuses) and n == 0:
-                    self.violation("webhook", "delivery %s was accepted (%s) and no run has it" % (d["id"], statuses))
-            else:
-                if n:
-                    self.violation("webhook", "%s delivery %s started %d run(s)" % (d["kind"], d["id"], n))
-                want = 401 if d["kind"] == "bad_signature" else 400
-                if any(s is not None and s != want for s in statuses):
-                    self.violation("webhook", "%s delivery %s answered %s, not %d" % (d["kind"], d["id"], statuses,
-                                                                                         want))
+        # Webhooks (soak_checks.check_webhooks): one run per delivery id, every answer that accepted it
+        # names that run; a bad signature (a malformed body) was answered 401 (400) and started none.
+        hook_runs = self.read_db("SELECT convert_from(inputs, 'UTF8')::json->>'delivery' AS d, id FROM workflows "
+                                 "WHERE name = 'soak_hook'")
+        runs_by_delivery: Dict[str, List[str]] = {}
+        for r in hook_runs:
+            runs_by_delivery.setdefault(str(r["d"]), []).append(str(r["id"]))
+        posts = [checks.Delivery(delivery_id=d["id"], signed=d["kind"] != "bad_signature", sent=0, status=status,
+                                 run_id=rid, gen=num, malformed=d["kind"] == "malformed")
+                 for d in self.deliveries for num, status, rid in d["answers"]]
+        for v in checks.check_webhooks(posts, runs_by_delivery):
+            self.violation("webhook", v)
         # Schedules: one fire per slot, each fire one run.
-        dup_slots = self.pg_query("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
-                                  "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
+        dup_slots = self.read_db("SELECT scheduled_at, count(*) AS n FROM schedule_fires WHERE schedule_id = "
+                                 "'soak_tick' AND kind = 'fired' GROUP BY scheduled_at HAVING count(*) > 1")
         for r in dup_slots:
             self.violation("schedule", "soak_tick slot %s fired %d times" % (r["scheduled_at"], r["n"]))
         # The schedule keeps firing while the driver reads, so what is compared is what ended
         # more than 3 s ago, read in one statement.
         cutoff = now_ns() - 3_000_000_000
-        fires = self.pg_query(
+        fires = self.read_db(
             "SELECT count(*) AS n, count(DISTINCT run_id) AS runs, count(*) FILTER (WHERE NOT EXISTS "
             "(SELECT 1 FROM workflows w WHERE w.id = f.run_id)) AS orphans, (SELECT count(*) FROM workflows w "
             "WHERE w.name = 'soak_tick' AND w.created_at < %d AND NOT EXISTS (SELECT 1 FROM schedule_fires g "
@@ -651,42 +726,43 @@ class ClusterSoak:
                                                                 fires[0]["unrecorded"]))
         # Slots claimed with no fire recorded (skipped fires are recorded too): a figure, not a
         # violation — an engine SIGKILLed between its claim of a slot and the fire loses that slot.
-        lost = self.pg_query("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
-                             "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
-                             "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
+        lost = self.read_db("SELECT s.slot, s.engine_id FROM schedule_slots s WHERE s.schedule_id = 'soak_tick' "
+                            "AND s.claimed_at < now() - interval '3 seconds' AND NOT EXISTS (SELECT 1 FROM "
+                            "schedule_fires f WHERE f.schedule_id = s.schedule_id AND f.scheduled_at = s.slot)")
         for r in lost:
             self.log("soak_tick slot %s claimed by %s has no fire" % (r["slot"], r["engine_id"]))
         self.slots_lost = len(lost)
         # The queue: nothing claimed by a dead engine, nothing left queued or claimed at rest.
-        stale = self.pg_query("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
-                              "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
-                              "WHERE c.status IN ('queued', 'claimed')")
+        stale = self.read_db("SELECT c.id, c.run_id, c.step_key, c.status, c.claimed_by, (e.id IS NOT NULL) AS alive "
+                             "FROM tool_calls c LEFT JOIN engines e ON e.id = c.claimed_by "
+                             "WHERE c.status IN ('queued', 'claimed')")
         for r in stale:
             self.violation("queue", "call %s (%s %s) is still %s at rest (claimed by %s, alive %s)" % (
                 r["id"], r["run_id"], r["step_key"], r["status"], r["claimed_by"], r["alive"]))
-        queue = self.pg_query("SELECT status, coalesce(error_kind, '') AS kind, count(*) AS n FROM tool_calls "
-                              "GROUP BY 1, 2")
+        queue = self.read_db("SELECT status, coalesce(error_kind, '') AS kind, count(*) AS n FROM tool_calls "
+                             "GROUP BY 1, 2")
         q_total = sum(int(r["n"]) for r in queue)
         q_lost = sum(int(r["n"]) for r in queue if r["kind"] == "worker_lost")
-        takeovers = self.pg_query("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
-                                  "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
+        takeovers = self.read_db("SELECT count(*) AS n FROM workflow_events WHERE type = 'interrupted' AND "
+                                 "convert_from(detail, 'UTF8') LIKE '%taken_over_by%'")
         n_takeovers = int(takeovers[0]["n"]) if takeovers else 0
-        # RSS: every engine that lived from the warm-up to the rest, after warm-up vs at rest.
+        # RSS: every engine that lived from the warm-up to the rest: the median of its first 5 samples
+        # after the warm-up against that of its last 5 (soak_checks.rss_growth), which are at rest
+        # when at least 5 were taken at rest (the rest lasts 3 leases: a dozen samples).
         rss_lines, rss_worst = [], 0
         for p in self.procs:
             if p.how != "running" or p.start_t > 1.0 + (self.load_start if hasattr(self, "load_start") else 0):
                 continue
-            head = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= WARMUP_SECS][:5]
-            tail = [s.rss_kb for s in self.samples if s.gen == p.num and s.t >= self.rest_start][-5:]
-            if len(head) < 5 or len(tail) < 5:
+            rss = checks.rss_growth(self.samples, p.num, WARMUP_SECS, self.rest_end, self.runs_started, window=5)
+            at_rest = sum(1 for s in self.samples if s.gen == p.num and self.rest_start <= s.t <= self.rest_end)
+            if rss.note.startswith("too few") or at_rest < 5:
                 rss_lines.append("%s %d: too few samples" % (p.kind, p.num))
                 continue
-            warm, end = sorted(head)[2], sorted(tail)[2]
-            rss_worst = max(rss_worst, end - warm)
-            rss_lines.append("%s %d %.1f -> %.1f MB" % (p.kind, p.num, warm / 1024.0, end / 1024.0))
-            if end - warm > RSS_LIMIT_KB:
+            rss_worst = max(rss_worst, rss.growth_kb)
+            rss_lines.append("%s %d %.1f -> %.1f MB" % (p.kind, p.num, rss.warm_kb / 1024.0, rss.last_kb / 1024.0))
+            if rss.growth_kb > RSS_LIMIT_KB:
                 self.violation("rss", "%s %d (pid %d) grew %.1f MB from after warm-up (%.0f s) to rest" % (
-                    p.kind, p.num, p.pid, (end - warm) / 1024.0, WARMUP_SECS))
+                    p.kind, p.num, p.pid, rss.growth_kb / 1024.0, WARMUP_SECS))
         # Sanity: the soak did what it claims.
         kills = sum(v for k, v in self.counts.items() if k.startswith("kills_"))
         need = [("completed runs", by_status.get("completed", 0), 10), ("kills", kills, 2),
@@ -696,23 +772,14 @@ class ClusterSoak:
         for what, got, least in need:
             if got < least:
                 self.violation("sanity", "%s: %d, fewer than %d" % (what, got, least))
-        for p in self.procs:
-            if p.how == "running":
-                self.stop_proc(p)
+        # The verdict is printed and saved before the processes are stopped: the watchdog may end
+        # the driver while they stop. "running" in the table: alive at the checks, stopped next.
         for p in self.procs:
             print("%-6s %2d slot %d pid %-7d %6.1f s %-8s" % (p.kind, p.num, p.slot, p.pid,
                                                              ((p.end or now_ns()) - p.start) / 1e9, p.how))
         print("rss (after warm-up -> at rest): " + ("; ".join(rss_lines) or "no engine lived through the soak"))
-        by_kind: Dict[str, List[str]] = {}
-        for kind, msg in self.violations:
-            by_kind.setdefault(kind, []).append(msg)
-        for kind, msgs in sorted(by_kind.items()):
-            print("%s: %d" % (kind, len(msgs)))
-            for m in msgs[:5]:
-                print("  " + m)
-        with open(os.path.join(self.workdir, "violations.txt"), "w") as f:
-            for kind, msg in self.violations:
-                f.write("%s: %s\n" % (kind, msg))
+        self.print_violations(self.violations)
+        self.save_violations()
         status_txt = ", ".join("%s %d" % kv for kv in sorted(by_status.items()))
         verdict = "ok" if not self.violations else "FAILED (%d violations)" % len(self.violations)
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
@@ -727,29 +794,80 @@ class ClusterSoak:
                   self.slots_lost,
                   self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
                   rss_worst / 1024.0, verdict), flush=True)
+        found = len(self.violations)
+        self.stop_procs()
+        stopping = self.violations[found:]
+        if stopping:
+            self.print_violations(stopping)
+            self.save_violations()
+            print("soak-cluster %.0fs seed %d: FAILED (%d more violation(s) stopping the processes)" % (
+                self.duration, self.seed, len(stopping)), flush=True)
         return 0 if not self.violations else 1
 
-    def stop_proc(self, p: Proc) -> None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.violation("process", "%s %d did not stop within 20 s of SIGTERM" % (p.kind, p.num))
-            self.kill(p, "stopped")
-        except OSError:
-            pass
-        p.end, p.how = p.end or now_ns(), "stopped"
+    def print_violations(self, violations: List[Tuple[str, str]]) -> None:
+        by_kind: Dict[str, List[str]] = {}
+        for kind, msg in violations:
+            by_kind.setdefault(kind, []).append(msg)
+        for kind, msgs in sorted(by_kind.items()):
+            print("%s: %d" % (kind, len(msgs)))
+            for m in msgs[:5]:
+                print("  " + m)
+
+    def stop_procs(self) -> None:
+        """SIGTERM every process still running, all at once, and wait for them until one shared
+        deadline, STOP_SECS after the first SIGTERM: one still running then is a violation, and
+        SIGKILLed. One that exited before is a violation too (it died by itself)."""
+        for p in self.procs:
+            if p.how == "running" and p.proc.poll() is not None:
+                p.end, p.how = now_ns(), "died"
+                self.pg.release(p.pid)
+                self.violation("process", "%s %d (pid %d) exited by itself with status %s (see %s)" % (
+                    p.kind, p.num, p.pid, p.proc.returncode, p.log_path))
+        running = [p for p in self.procs if p.how == "running"]
+        for p in running:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.monotonic() + STOP_SECS
+        for p in running:
+            try:
+                p.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.violation("process", "%s %d (pid %d) did not stop within %.0f s of SIGTERM" % (
+                    p.kind, p.num, p.pid, STOP_SECS))
+                self.kill(p, "stopped", wait=5.0)
+                continue
+            self.pg.release(p.pid)
+            p.end, p.how = now_ns(), "stopped"
+
+    def save_violations(self) -> None:
+        """Write every violation so far to violations.txt in the work folder."""
+        with self.lock:
+            found = list(self.violations)
+        with open(os.path.join(self.workdir, "violations.txt"), "w") as f:
+            for kind, msg in found:
+                f.write("%s: %s\n" % (kind, msg))
 
     def shutdown(self) -> None:
+        """SIGKILL every process group still running and wait for them (a few seconds): the end of
+        main, after a signal or an error too, and the watchdog's."""
         self.stop_load.set()
         self.stop_all.set()
-        for p in self.procs:
-            if p.proc.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGCONT)
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        left = [p for p in list(self.procs) if p.proc.poll() is None]
+        for p in left:
+            try:
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for p in left:
+            try:
+                p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue  # the reaper SIGKILLs its group again once the driver is gone
+            self.pg.release(p.pid)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -770,6 +888,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.duration < 40:
         parser.error("--duration must be at least 40 seconds")
+    SIGNALS.install()  # from here a SIGTERM stops everything this driver started, the cluster's initdb too
     try:
         found = soak_pg.bin_dir()
         if found is not None and not os.path.exists(os.path.join(found, "psql")) and not shutil.which("psql"):
@@ -781,29 +900,53 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1
         print("\n!!! SKIPPING the cluster soak: %s !!!\n" % exc, file=sys.stderr)
         return 0
-    workdir = args.workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
-    os.makedirs(workdir, exist_ok=True)
-    soak = ClusterSoak(args, pg, workdir)
-
-    def overrun() -> None:
-        print("soak-cluster: hard deadline passed (%.0f s); killing everything" % (soak.duration + OVERRUN),
-              flush=True)
-        soak.shutdown()
-        pg.stop()
-        os._exit(3)
-
-    watchdog = threading.Timer(soak.duration + OVERRUN, overrun)
-    watchdog.daemon = True
-    watchdog.start()
+    except (RuntimeError, subprocess.SubprocessError) as exc:  # a bad DCC_FLOW_PG_BIN, initdb or pg_ctl failed
+        err = getattr(exc, "stderr", None)
+        print("soak-cluster: FAILED: no PostgreSQL cluster: %s%s" % (exc, "\n" + err.decode("utf-8", "replace")
+                                                                      if isinstance(err, bytes) else ""),
+              file=sys.stderr)
+        return 1
+    workdir = args.workdir or ""
+    soak: Optional[ClusterSoak] = None
+    watchdog: Optional[threading.Timer] = None
     status = 1
     try:
-        soak.drive()
-        soak.settle()
-        status = soak.finish()
-    finally:
-        watchdog.cancel()
-        soak.shutdown()
-        pg.stop()
+        try:
+            workdir = workdir or tempfile.mkdtemp(prefix="dcc-flow-soak-cluster-")
+            os.makedirs(workdir, exist_ok=True)
+            soak = ClusterSoak(args, pg, workdir)
+            the_soak = soak
+
+            def overrun() -> None:
+                the_soak.violation("overrun", "hard deadline passed (%.0f s)" % (the_soak.duration + OVERRUN))
+                the_soak.save_violations()
+                print("soak-cluster: hard deadline passed (%.0f s); killing everything; work folder: %s" % (
+                    the_soak.duration + OVERRUN, workdir), flush=True)
+                the_soak.shutdown()
+                pg.stop()
+                os._exit(3)
+
+            watchdog = threading.Timer(soak.duration + OVERRUN, overrun)
+            watchdog.daemon = True
+            watchdog.start()
+            soak.drive()
+            soak.settle()
+            status = soak.finish()
+        finally:  # also after a signal (SystemExit) or a driver error
+            SIGNALS.closing = True
+            if watchdog is not None:
+                watchdog.cancel()
+            if soak is not None:
+                soak.shutdown()
+            pg.stop()
+    except BaseException as exc:
+        why = "stopped by %s" % SIGNALS.name() if SIGNALS.got else "the driver failed: %r" % exc
+        if soak is not None:
+            soak.violation("driver", why)
+            soak.save_violations()
+        print("soak-cluster: %s: FAILED; its processes and database are stopped; work folder: %s" % (
+            why, workdir or "-"), file=sys.stderr, flush=True)
+        raise
     if status == 0 and not args.keep and not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     else:

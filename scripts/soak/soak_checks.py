@@ -316,12 +316,19 @@ class Delivery:
     run_id: str = ""
     duplicate: bool = False
     gen: int = 0
+    malformed: bool = False  # a signed body that is not JSON: to be refused 400 (scripts/soak_cluster.py)
+
+    @property
+    def refusal(self) -> Optional[int]:
+        """The status that must refuse this post (401 bad signature, 400 malformed), or None."""
+        return 401 if not self.signed else 400 if self.malformed else None
 
 
 def check_webhooks(deliveries: Sequence[Delivery], runs_by_delivery: Dict[str, List[str]]) -> List[str]:
-    """No delivery id started two runs; a bad signature started none and was answered 401; the
-    answers for one delivery id all name the run the database has for it. ``runs_by_delivery``
-    is what the database holds: delivery id → ids of the runs whose trigger carries it."""
+    """No delivery id started two runs; a bad signature (or a malformed body) started none and was
+    answered 401 (400); the answers for one delivery id all name the run the database has for it
+    (an answer that accepted it naming no run, the database has one). ``runs_by_delivery`` is
+    what the database holds: delivery id → ids of the runs whose trigger carries it."""
     out: List[str] = []
     by_id: Dict[str, List[Delivery]] = {}
     for d in deliveries:
@@ -333,18 +340,20 @@ def check_webhooks(deliveries: Sequence[Delivery], runs_by_delivery: Dict[str, L
                                            " " + p.run_id if p.run_id else "") for p in posts)
         if len(runs) > 1:
             out.append("delivery %s started %d runs (%s); posts: %s" % (did, len(runs), ", ".join(runs), history))
-        if not any(p.signed for p in posts):
+        if all(p.refusal is not None for p in posts):
             if runs:
-                out.append("delivery %s had only bad signatures and started %s" % (did, ", ".join(runs)))
-            wrong = [p for p in posts if p.status is not None and p.status != 401]
-            if wrong:
-                out.append("delivery %s with a bad signature was answered %s, not 401" % (
-                    did, ", ".join(str(p.status) for p in wrong)))
+                kinds = sorted({"bad signatures" if not p.signed else "malformed bodies" for p in posts})
+                out.append("delivery %s had only %s and started %s" % (did, " and ".join(kinds), ", ".join(runs)))
+            for want, what in ((401, "bad signature"), (400, "malformed body")):
+                wrong = [p for p in posts if p.refusal == want and p.status is not None and p.status != want]
+                if wrong:
+                    out.append("delivery %s with a %s was answered %s, not %d" % (
+                        did, what, ", ".join(str(p.status) for p in wrong), want))
             continue
         for p in posts:
-            if p.status in (200, 202) and p.run_id and p.run_id not in runs:
+            if p.status in (200, 202) and (p.run_id not in runs if p.run_id else not runs):
                 out.append("delivery %s was answered %d with run %s, but the database has %s for it" % (
-                    did, p.status, p.run_id, ", ".join(runs) or "no run"))
+                    did, p.status, p.run_id or "(none named)", ", ".join(runs) or "no run"))
     return out
 
 
