@@ -18,7 +18,8 @@ import (
 )
 
 // writeTimeout bounds one group commit: a server that does not answer fails the writes
-// (code storage) instead of blocking the engine for ever.
+// instead of blocking the engine for ever, as a write whose outcome is unknown (a *FaultError
+// wrapping store.ErrConnectionLost: the group may have been sent, see classify).
 const writeTimeout = 2 * time.Minute
 
 const (
@@ -91,6 +92,14 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	return err
 }
 
+// writeFor is how long one group commit may take: writeTimeout, or the store's writeWait.
+func (s *Store) writeFor() time.Duration {
+	if s.writeWait != 0 {
+		return s.writeWait
+	}
+	return writeTimeout
+}
+
 // Retrying a write that never reached the database (docs/cluster.md, "A database restart"):
 // the pauses between tries double from retryFirst up to retryMax, for at most the engine's
 // lease (retryDefault when no engine is attached).
@@ -118,16 +127,16 @@ func (s *Store) Retries() int64 { return s.retries.Load() }
 // its connection before the group could have been applied (nothing was sent, or the server
 // ended the session in place of a statement's result: a restart, pg_terminate_backend) is
 // tried again on a new connection, with pauses, for up to retryFor; a connection lost after
-// the group was sent, before its commit was confirmed, or a database still out of reach after
-// retryFor, fails the group with a *FaultError wrapping store.ErrConnectionLost (the writes may
-// or may not be applied: the engine does not guess, see exec). Any other fault (a full disk,
-// an I/O error) fails it as a plain *FaultError, and other errors fail the batches they are
-// about.
+// the group was sent, before its commit was confirmed, a database still out of reach after
+// retryFor, or no answer within writeTimeout, fails the group with a *FaultError wrapping
+// store.ErrConnectionLost (the writes may or may not be applied: the engine does not guess, see
+// exec). Any other fault (a full disk, an I/O error) fails it as a plain *FaultError, and
+// other errors fail the batches they are about.
 func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	if fe := s.broken.Load(); fe != nil {
 		return nil, fe
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeFor())
 	defer cancel()
 	began := time.Now()
 	giveUp := began.Add(s.retryFor())
@@ -231,8 +240,12 @@ func notApplied(err error) bool {
 func (s *Store) classify(ctx context.Context, err error) error {
 	s.dropConns(err)
 	switch {
-	case ctx.Err() != nil: // the server did not answer in time
-		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+	case ctx.Err() != nil:
+		// writeTimeout passed: the server did not answer in time, or no connection could be
+		// had. The group may have been sent (pgx then closes the connection, and the server
+		// may or may not have committed it first): its outcome is unknown.
+		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: no answer within %s: %w",
+			store.ErrConnectionLost, s.writeFor(), err)}
 	case !connectionLost(err):
 		return s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	case notApplied(err):
@@ -252,6 +265,9 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 		if ctx.Err() == nil && AsFault(s.name, err) != nil {
 			s.dropConns(err)
 			return nil, &notSentError{err: fmt.Errorf("connecting to %s: %w", s.name, err)}
+		}
+		if ctx.Err() != nil {
+			return nil, s.classify(ctx, fmt.Errorf("connecting to %s: %w", s.name, err))
 		}
 		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	}

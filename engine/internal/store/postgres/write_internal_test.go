@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+// A group commit that the write timeout ends after its group was sent has an unknown outcome:
+// pgx closes the connection at the deadline, and the server, which holds the whole pipeline,
+// may still commit it. Its error wraps store.ErrConnectionLost (code storage), so the engine
+// gives the run up to the takeover path instead of failing it (docs/cluster.md, "A database
+// restart"). Here the write waits for a row lock another session holds.
+func TestWriteTimeoutAfterSendIsAnUnknownOutcome(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`),
+		Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(ctx)
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM workflows WHERE id = 'r' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	s.writeWait = 300 * time.Millisecond
+	start := time.Now()
+	err = s.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning,
+		UpdatedAt: time.Now()}}})
+	took := time.Since(start)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, store.ErrConnectionLost) || AsFault(s.name, err) == nil || run.CodeOf(err) != run.CodeStorage {
+		t.Fatalf("a write the timeout ended after it was sent: %v (code %s); want a storage fault wrapping ErrConnectionLost",
+			err, run.CodeOf(err))
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the write timeout of 300 ms took %s", took)
+	}
+	s.writeWait = 0
+	if err := s.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning,
+		UpdatedAt: time.Now()}}}); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+}
