@@ -209,7 +209,7 @@ func (s *Store) ClaimRun(ctx context.Context, id string, now time.Time, in store
 			Progress: run.Progress{Completed: int(completed), Total: int(total)}, Detail: in.Detail})
 	}
 	if len(b.Events) > 0 {
-		if _, err := s.apply(ctx, tx, []*store.Batch{b}); err != nil {
+		if _, err := s.apply(ctx, tx, []*store.Batch{b}, false); err != nil {
 			return false, s.fault(fmt.Errorf("appending the interrupted events: %w", err))
 		}
 	}

@@ -282,7 +282,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 			b.Events[i] = run.Event{RunID: id, Time: now, Type: run.EventInterrupted, Status: string(run.StatusInterrupted),
 				Progress: run.Progress{Completed: int(progs[i].completed), Total: int(progs[i].total)}, Detail: in.Detail}
 		}
-		if _, err := s.apply(ctx, tx, []*store.Batch{b}); err != nil {
+		if _, err := s.apply(ctx, tx, []*store.Batch{b}, false); err != nil {
 			return nil, s.fault(fmt.Errorf("appending the interrupted events: %w", err))
 		}
 	}

@@ -274,7 +274,7 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 	defer conn.Release() // a connection that was lost is closed: the pool drops it
 	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
 	// implicit transaction, committed at its end (or rolled back whole at its first error).
-	base, err := s.apply(ctx, conn, group)
+	base, err := s.apply(ctx, conn, group, true)
 	if err == nil {
 		s.commits.Add(1)
 		number(group, base)
@@ -291,7 +291,7 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 			if err != nil {
 				return err
 			}
-			if bases[i], err = s.apply(ctx, sp, []*store.Batch{b}); err != nil {
+			if bases[i], err = s.apply(ctx, sp, []*store.Batch{b}, false); err != nil {
 				if AsFault(s.name, err) != nil {
 					return err
 				}
@@ -373,12 +373,14 @@ type sender interface {
 }
 
 // apply writes batches on tx (a transaction, or a connection: then the pipeline is one implicit
-// transaction of its own), table by table (the runs created, the run updates, the steps, the
+// transaction of its own, and implicit is true), table by table (the runs created, the run updates, the steps, the
 // idempotency entries, then the events, each in batch order), in one pipelined round trip, and
 // returns the sequence number before the first event appended. The order between tables differs
 // from batch after batch only for batches that depend on a concurrent batch of the same group: no
-// caller does that (as for the SQLite store).
-func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
+// caller does that (as for the SQLite store). When implicit, the end of the pipeline (br.Close)
+// is the COMMIT, and its error a *commitError; in a transaction it is not (the transaction's
+// own COMMIT is its caller's).
+func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, implicit bool) (int64, error) {
 	var q pgx.Batch
 	type check struct {
 		what string // the row, for errors
@@ -472,8 +474,11 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 			return 0, fmt.Errorf("appending %d events: %w", nEvents, err)
 		}
 	}
-	if err := br.Close(); err != nil { // the implicit transaction's COMMIT
-		return 0, &commitError{err: err}
+	if err := br.Close(); err != nil {
+		if implicit { // the implicit transaction's COMMIT
+			return 0, &commitError{err: err}
+		}
+		return 0, err
 	}
 	return base, nil
 }

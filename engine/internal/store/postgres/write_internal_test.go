@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -63,5 +64,41 @@ func TestWriteTimeoutAfterSendIsAnUnknownOutcome(t *testing.T) {
 	if err := s.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning,
 		UpdatedAt: time.Now()}}}); err != nil {
 		t.Fatalf("the next write: %v", err)
+	}
+}
+
+// closeLost is a pipeline whose statements all succeed and whose end (br.Close) finds that the
+// server ended the session: what a restart between the last result and the Sync's answer
+// leaves.
+type closeLost struct{}
+
+func (closeLost) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return closeLostResults{} }
+
+type closeLostResults struct{ pgx.BatchResults }
+
+func (closeLostResults) Exec() (pgconn.CommandTag, error) {
+	return pgconn.NewCommandTag("UPDATE 1"), nil
+}
+func (closeLostResults) Close() error {
+	return &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}
+}
+
+// The end of a pipeline is the COMMIT only when the pipeline is its own implicit transaction: a
+// connection lost there leaves the write's outcome unknown. In a transaction (the savepoint
+// path of commitOnce, which applies each batch of a group in a SAVEPOINT) it is not, and the
+// session ended before the transaction's COMMIT was sent: nothing was applied, so the group is
+// sent again instead of giving its runs up.
+func TestApplyEndIsTheCommitOnlyWhenImplicit(t *testing.T) {
+	s := &Store{name: "postgresql://db/flow"}
+	b := &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning, UpdatedAt: time.Now()}}}
+	var ce *commitError
+	_, err := s.apply(context.Background(), closeLost{}, []*store.Batch{b}, true)
+	if !errors.As(err, &ce) || notApplied(err) {
+		t.Fatalf("implicit: %v; want a *commitError, outcome unknown", err)
+	}
+	ce = nil
+	_, err = s.apply(context.Background(), closeLost{}, []*store.Batch{b}, false)
+	if err == nil || errors.As(err, &ce) || !connectionLost(err) || !notApplied(err) {
+		t.Fatalf("in a transaction: %v; want a lost connection that proves nothing was applied", err)
 	}
 }
