@@ -36,8 +36,8 @@ import (
 const lockPoolConns = 4
 
 // lockWait bounds how long LockSchedule waits for another engine's admission of the schedule
-// (PostgreSQL's lock_timeout; an admission takes milliseconds). Store.lockWait, when not 0,
-// replaces it (tests).
+// (PostgreSQL's lock_timeout, in whole milliseconds, at least 1: 0 would wait for ever; an
+// admission takes milliseconds). Store.lockWait, when not 0, replaces it (tests).
 const lockWait = 30 * time.Second
 
 // LockSchedule takes the database-wide admission lock of scheduleID (store.ScheduleAdmitter):
@@ -60,7 +60,7 @@ func (s *Store) LockSchedule(ctx context.Context, scheduleID string) (func(), er
 	}
 	var q pgx.Batch
 	q.Queue(`BEGIN`)
-	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, wait.Milliseconds()))
+	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, max(wait.Milliseconds(), 1)))
 	q.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('dcc-flow schedule ' || $1, 0))`, text(scheduleID))
 	if err := conn.SendBatch(ctx, &q).Close(); err != nil {
 		release(conn)

@@ -73,3 +73,31 @@ func TestLockScheduleTimesOutAndRecovers(t *testing.T) {
 	}
 	again()
 }
+
+// A wait under a millisecond is a lock_timeout of 1 ms, not 0 (which PostgreSQL takes as no
+// timeout at all): the admission fails with the lock timeout instead of waiting for ever.
+func TestLockScheduleWaitUnderAMillisecondTimesOut(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	unlock, err := a.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	b.lockWait = 500 * time.Microsecond
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := b.LockSchedule(wctx, "nightly"); err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Fatalf("a wait of 0.5 ms for a held lock: %v; want the lock timeout", err)
+	}
+}
