@@ -139,27 +139,21 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.writeFor())
 	defer cancel()
 	began := time.Now()
-	giveUp := began.Add(s.retryFor())
-	pause := retryFirst
-	for {
-		errs, err := s.commitOnce(ctx, group)
-		var ns *notSentError
-		if !errors.As(err, &ns) {
-			return errs, err
-		}
-		if time.Now().Add(pause).After(giveUp) {
-			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: out of reach for %s: %w",
-				store.ErrConnectionLost, time.Since(began).Round(time.Millisecond), ns.err)}
-		}
-		s.retries.Add(1)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, ns.err)}
-		}
-		pause = min(2*pause, retryMax)
+	var errs []error
+	var err error
+	var ns *notSentError
+	stop := s.retry(ctx, func() bool {
+		errs, err = s.commitOnce(ctx, group)
+		return errors.As(err, &ns)
+	})
+	switch {
+	case stop == nil:
+		return errs, err
+	case errors.Is(stop, errGaveUp):
+		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: out of reach for %s: %w",
+			store.ErrConnectionLost, time.Since(began).Round(time.Millisecond), ns.err)}
+	default:
+		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, ns.err)}
 	}
 }
 
@@ -168,25 +162,44 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 // connection that proves it was not applied (notApplied) or, when idempotent (running it twice
 // is running it once), with any lost connection. It returns fn's last error.
 func (s *Store) retryLost(ctx context.Context, idempotent bool, fn func() error) error {
-	giveUp := time.Now().Add(s.retryFor())
-	pause := retryFirst
-	for {
-		err := fn()
-		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) ||
-			time.Now().Add(pause).After(giveUp) {
-			return err
+	var err error
+	_ = s.retry(ctx, func() bool {
+		err = fn()
+		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) {
+			return false
 		}
 		s.dropConns(err)
+		return true
+	})
+	return err
+}
+
+// errGaveUp is retry's answer when it stopped because the database stayed out of reach.
+var errGaveUp = errors.New("out of reach for too long")
+
+// retry calls try, and calls it again after a pause for as long as it asks to (it returns
+// true): the pauses double from retryFirst up to retryMax, each counted in Retries, for up to
+// retryFor from the first call. It returns nil once try did not ask again, errGaveUp (without
+// pausing) when the next pause would end past retryFor, or ctx's error when ctx ended during a
+// pause. The loop of commitGroup and retryLost.
+func (s *Store) retry(ctx context.Context, try func() (again bool)) error {
+	giveUp := time.Now().Add(s.retryFor())
+	pause := retryFirst
+	for try() {
+		if time.Now().Add(pause).After(giveUp) {
+			return errGaveUp
+		}
 		s.retries.Add(1)
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return ctx.Err()
 		}
 		pause = min(2*pause, retryMax)
 	}
+	return nil
 }
 
 // notSentError is a try of commitOnce that lost its connection before the group could have
