@@ -101,7 +101,7 @@ func (s *Store) ActiveScheduleRuns(ctx context.Context, scheduleID string) (int,
 	}
 	needle := append([]byte(`"schedule_id":`), id...)
 	rows, err := s.pool.Query(ctx, `SELECT trigger FROM workflows
-		WHERE status IN ('pending', 'running', 'waiting', 'paused') AND parent_run_id IS NULL
+		WHERE status IN `+sqlUnfinished+` AND parent_run_id IS NULL
 		AND origin IN ('schedule', 'webhook') AND position($1::bytea IN trigger) > 0`, needle)
 	if err != nil {
 		return fail(err)
