@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -135,7 +136,7 @@ func (s *Store) Expired(ctx context.Context, limit int) ([]store.Run, error) {
 		if err := rows.Scan(&r.ID, &r.Name, &status, &r.SpecJSON, &created); err != nil {
 			return nil, s.fault(err)
 		}
-		r.Status, r.CreatedAt = run.Status(status), fromNanos(created)
+		r.Status, r.CreatedAt = run.Status(status), sqlrow.FromNanos(created)
 		out = append(out, r)
 	}
 	return out, s.fault(rows.Err())
