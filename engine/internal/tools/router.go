@@ -60,7 +60,8 @@ type Router struct {
 	// engine hosts, and of remotes this engine does not have that another engine has (the
 	// durable queue of a shared database, docs/cluster.md).
 	queue atomic.Pointer[queueRoute]
-	// local names the remotes RemoteCaller serves (SetRemoteNames); nil = every name.
+	// local names the remotes RemoteCaller serves (SetRemoteNames); nil (a Router on which
+	// SetRemoteNames was never called: one built directly, as in tests) = every name.
 	local map[string]bool
 }
 
@@ -103,8 +104,11 @@ func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool, remotes f
 }
 
 // SetRemoteNames names the remotes the RemoteCaller serves, before any call: a call of
-// another remote goes to the queue (SetQueue) or, PoolOptional, in-process. Not called: the
-// RemoteCaller takes every name.
+// another remote goes to the queue (SetQueue) when another engine has it, else, PoolOptional,
+// in-process; any other call of it still goes to the RemoteCaller, which refuses a name it
+// does not serve. engine.Open always calls it, with the names of its config's remotes (none:
+// an empty list, so then HasRemoteNamed is false for every name). On a Router where it was
+// never called (one built directly, as in tests) the RemoteCaller serves every name.
 func (r *Router) SetRemoteNames(names []string) {
 	r.local = make(map[string]bool, len(names))
 	for _, n := range names {
@@ -112,7 +116,8 @@ func (r *Router) SetRemoteNames(names []string) {
 	}
 }
 
-// HasRemoteNamed reports whether this engine's RemoteCaller serves the remote name.
+// HasRemoteNamed reports whether this engine's RemoteCaller serves the remote name: there is
+// a RemoteCaller, and SetRemoteNames named name or was never called.
 func (r *Router) HasRemoteNamed(name string) bool {
 	return r.remote != nil && (r.local == nil || r.local[name])
 }
