@@ -3,7 +3,9 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -60,7 +62,8 @@ type Router struct {
 	// engine hosts, and of remotes this engine does not have that another engine has (the
 	// durable queue of a shared database, docs/cluster.md).
 	queue atomic.Pointer[queueRoute]
-	// local names the remotes RemoteCaller serves (SetRemoteNames); nil = every name.
+	// local names the remotes RemoteCaller serves (SetRemoteNames); nil (a Router on which
+	// SetRemoteNames was never called: one built directly, as in tests) = every name.
 	local map[string]bool
 }
 
@@ -103,8 +106,11 @@ func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool, remotes f
 }
 
 // SetRemoteNames names the remotes the RemoteCaller serves, before any call: a call of
-// another remote goes to the queue (SetQueue) or, PoolOptional, in-process. Not called: the
-// RemoteCaller takes every name.
+// another remote goes to the queue (SetQueue) when another engine has it, else, PoolOptional,
+// in-process; any other call of it still goes to the RemoteCaller, which refuses a name it
+// does not serve. engine.Open always calls it, with the names of its config's remotes (none:
+// an empty list, so then HasRemoteNamed is false for every name). On a Router where it was
+// never called (one built directly, as in tests) the RemoteCaller serves every name.
 func (r *Router) SetRemoteNames(names []string) {
 	r.local = make(map[string]bool, len(names))
 	for _, n := range names {
@@ -112,7 +118,8 @@ func (r *Router) SetRemoteNames(names []string) {
 	}
 }
 
-// HasRemoteNamed reports whether this engine's RemoteCaller serves the remote name.
+// HasRemoteNamed reports whether this engine's RemoteCaller serves the remote name: there is
+// a RemoteCaller, and SetRemoteNames named name or was never called.
 func (r *Router) HasRemoteNamed(name string) bool {
 	return r.remote != nil && (r.local == nil || r.local[name])
 }
@@ -298,6 +305,9 @@ func (r *Router) call(ctx context.Context, rt *route, call Call) (Result, error)
 //
 // A call of a remote this engine does not have goes to the queue when another attached engine
 // has it (SetQueue); else a PoolOptional call runs in-process (Call), as when no pool exists.
+// Any other such call goes to the RemoteCaller, which refuses it (code not_found); on a shared
+// database (SetQueue) the refusal says that no engine attached to it has the remote either,
+// and how to give it one (nowhere).
 func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 	if r.dry != nil {
 		return r.dry.Call(ctx, call)
@@ -306,16 +316,24 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 		return res, err
 	}
 	var queue Caller
+	nowhere := false // a shared database where no engine, this one included, has the remote
 	if !r.HasRemoteNamed(call.DCC) {
-		if q := r.queue.Load(); q != nil && !call.Queued && q.remotes != nil && q.remotes(call.DCC) {
+		q := r.queue.Load()
+		shared := q != nil && !call.Queued && q.remotes != nil
+		if shared && q.remotes(call.DCC) {
 			queue = q.caller
 		} else if call.PoolOptional {
 			call.DCC, call.Pooled, call.PoolOptional, call.Adopt = "", false, false, false // adopt looked already
 			return r.Call(ctx, call)
 		}
+		nowhere = queue == nil && shared
 	}
 	if queue == nil && r.remote == nil {
-		return Result{}, fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
+		err := fmt.Errorf("%w: tool_remote %s/%s", ErrNoRemote, call.DCC, call.Tool)
+		if nowhere {
+			err = fmt.Errorf("%w: %s", err, r.nowhere(call.DCC))
+		}
+		return Result{}, err
 	}
 	if call.Reporter != nil {
 		ctx = WithReporter(ctx, call.Reporter)
@@ -335,11 +353,28 @@ func (r *Router) CallRemote(ctx context.Context, call Call) (Result, error) {
 		res, err = queue.Call(ctx, call)
 	} else {
 		res, err = abandonable(ctx, func() (Result, error) { return r.remote.CallRemote(ctx, call.DCC, call.Tool, call.Args) })
+		var re *run.Error
+		if nowhere && errors.As(err, &re) && re.Code == run.CodeNotFound {
+			err = &run.Error{Code: re.Code, Message: r.nowhere(call.DCC), Details: re.Details, Err: err}
+		}
 	}
 	if err != nil {
 		return res, err
 	}
 	return schemas.checkOutput(call, res), nil
+}
+
+// nowhere is the message of a call of remote name on a shared database when neither this
+// engine nor any engine attached to it has that remote (the one that had it when the run was
+// submitted may have stopped since).
+func (r *Router) nowhere(name string) string {
+	mine := "no remotes"
+	if len(r.local) > 0 {
+		mine = "remotes: " + strings.Join(slices.Sorted(maps.Keys(r.local)), ", ")
+	}
+	return fmt.Sprintf("neither this engine (%s) nor any engine attached to the database has remote %q now; "+
+		"add %q to the remotes of an engine's config, or start a worker that has it: "+
+		"dcc-flow worker --db <database URL> --remotes FILE", mine, name, name)
 }
 
 // abandonable runs fn in its own goroutine and returns its result, or ctx.Err() as soon as ctx

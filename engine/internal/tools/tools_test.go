@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -571,5 +572,61 @@ func TestDryRouter(t *testing.T) {
 	}
 	if len(r.Tools()) != 0 {
 		t.Errorf("a dry router registers no tool: %v", r.Tools())
+	}
+}
+
+// onlyMaya is a RemoteCaller with the remote maya only: it refuses any other name, as the
+// engine's remote pool does (code not_found).
+type onlyMaya struct{}
+
+func (onlyMaya) CallRemote(_ context.Context, dcc, tool string, _ map[string]any) (tools.Result, error) {
+	if dcc != "maya" {
+		return tools.Result{}, &run.Error{Code: run.CodeNotFound, Message: `unknown remote "` + dcc + `" (known remotes: maya)`,
+			Details: map[string]any{"remote": dcc, "known": []string{"maya"}}}
+	}
+	return tools.Result{Output: tool}, nil
+}
+
+// TestRemoteNobodyHas: a required call of a remote that neither this engine nor, on a shared
+// database, any other engine has is refused with code not_found as before; on a shared database
+// the message says that no attached engine has it either and how to give it one. A call
+// claimed from the queue, and one on an engine without a shared database, keep the
+// RemoteCaller's own refusal.
+func TestRemoteNobodyHas(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewStub(t0)
+	ctx := context.Background()
+	r := tools.NewRouter(clk, onlyMaya{})
+	r.SetRemoteNames([]string{"maya"})
+	_, err := r.CallRemote(ctx, tools.Call{DCC: "nuke", Tool: "t"})
+	if run.CodeOf(err) != run.CodeNotFound || err.Error() != `unknown remote "nuke" (known remotes: maya)` {
+		t.Fatalf("one engine: %v", err)
+	}
+	r.SetQueue(tools.CallerFunc(func(context.Context, tools.Call) (tools.Result, error) {
+		return tools.Result{Output: "queued"}, nil
+	}), func(string) bool { return false }, func(name string) bool { return name == "houdini" })
+	_, err = r.CallRemote(ctx, tools.Call{DCC: "nuke", Tool: "t"})
+	var re *run.Error
+	if !errors.As(err, &re) || re.Code != run.CodeNotFound || re.Details["remote"] != "nuke" ||
+		err.Error() != `neither this engine (remotes: maya) nor any engine attached to the database has remote "nuke" now; `+
+			`add "nuke" to the remotes of an engine's config, or start a worker that has it: `+
+			`dcc-flow worker --db <database URL> --remotes FILE` {
+		t.Fatalf("shared database: %v", err)
+	}
+	if _, err := r.CallRemote(ctx, tools.Call{DCC: "nuke", Tool: "t", Queued: true}); err == nil ||
+		!strings.HasPrefix(err.Error(), "unknown remote") {
+		t.Fatalf("a claimed call: %v", err)
+	}
+	if res, err := r.CallRemote(ctx, tools.Call{DCC: "houdini", Tool: "t"}); err != nil || res.Output != "queued" {
+		t.Fatalf("another engine's remote: %+v %v", res, err)
+	}
+	none := tools.NewRouter(clk, nil)
+	none.SetRemoteNames(nil)
+	none.SetQueue(tools.CallerFunc(func(context.Context, tools.Call) (tools.Result, error) {
+		return tools.Result{}, nil
+	}), func(string) bool { return false }, func(string) bool { return false })
+	_, err = none.CallRemote(ctx, tools.Call{DCC: "nuke", Tool: "t"})
+	if !errors.Is(err, tools.ErrNoRemote) || !strings.Contains(err.Error(), `neither this engine (no remotes) nor any engine attached`) {
+		t.Fatalf("no remote caller, shared database: %v", err)
 	}
 }

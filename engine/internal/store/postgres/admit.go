@@ -36,8 +36,8 @@ import (
 const lockPoolConns = 4
 
 // lockWait bounds how long LockSchedule waits for another engine's admission of the schedule
-// (PostgreSQL's lock_timeout; an admission takes milliseconds). Store.lockWait, when not 0,
-// replaces it (tests).
+// (PostgreSQL's lock_timeout, in whole milliseconds, at least 1: 0 would wait for ever; an
+// admission takes milliseconds). Store.lockWait, when not 0, replaces it (tests).
 const lockWait = 30 * time.Second
 
 // LockSchedule takes the database-wide admission lock of scheduleID (store.ScheduleAdmitter):
@@ -48,7 +48,8 @@ func (s *Store) LockSchedule(ctx context.Context, scheduleID string) (func(), er
 		return nil, err
 	}
 	fail := func(err error) (func(), error) {
-		return nil, s.fault(fmt.Errorf("taking the admission lock of schedule %s: %w", scheduleID, err))
+		// A lost connection resets the lock pool, where the others are as dead as this one.
+		return nil, s.faultOf(s.lockPool, fmt.Errorf("taking the admission lock of schedule %s: %w", scheduleID, err))
 	}
 	conn, err := s.lockPool.Acquire(ctx)
 	if err != nil {
@@ -60,22 +61,24 @@ func (s *Store) LockSchedule(ctx context.Context, scheduleID string) (func(), er
 	}
 	var q pgx.Batch
 	q.Queue(`BEGIN`)
-	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, wait.Milliseconds()))
+	q.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = %d`, max(wait.Milliseconds(), 1)))
 	q.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('dcc-flow schedule ' || $1, 0))`, text(scheduleID))
 	if err := conn.SendBatch(ctx, &q).Close(); err != nil {
-		release(conn)
+		s.release(conn)
 		return fail(err)
 	}
-	return func() { release(conn) }, nil
+	return func() { s.release(conn) }, nil
 }
 
-// release ends the transaction of conn (releasing its transaction-level locks), waiting at most
-// 5 s for the server, and returns conn to its pool (which closes it when the ROLLBACK failed).
-func release(conn *pgxpool.Conn) {
+// release ends the transaction of conn, a connection of the lock pool (releasing its
+// transaction-level locks), waiting at most 5 s for the server, and returns conn to the pool
+// (which closes it when the ROLLBACK failed; a lost connection resets the lock pool).
+func (s *Store) release(conn *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := conn.Exec(ctx, `ROLLBACK`); err != nil {
 		_ = conn.Conn().Close(ctx)
+		s.dropConnsOf(s.lockPool, err)
 	}
 	conn.Release()
 }
@@ -98,7 +101,7 @@ func (s *Store) ActiveScheduleRuns(ctx context.Context, scheduleID string) (int,
 	}
 	needle := append([]byte(`"schedule_id":`), id...)
 	rows, err := s.pool.Query(ctx, `SELECT trigger FROM workflows
-		WHERE status IN ('pending', 'running', 'waiting', 'paused') AND parent_run_id IS NULL
+		WHERE status IN `+sqlUnfinished+` AND parent_run_id IS NULL
 		AND origin IN ('schedule', 'webhook') AND position($1::bytea IN trigger) > 0`, needle)
 	if err != nil {
 		return fail(err)

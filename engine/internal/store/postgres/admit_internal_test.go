@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -72,4 +75,85 @@ func TestLockScheduleTimesOutAndRecovers(t *testing.T) {
 		t.Fatalf("b after its dead connection: %v", err)
 	}
 	again()
+}
+
+// A wait under a millisecond is a lock_timeout of 1 ms, not 0 (which PostgreSQL takes as no
+// timeout at all): the admission fails with the lock timeout instead of waiting for ever.
+func TestLockScheduleWaitUnderAMillisecondTimesOut(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	unlock, err := a.LockSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	b.lockWait = 500 * time.Microsecond
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := b.LockSchedule(wctx, "nightly"); err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Fatalf("a wait of 0.5 ms for a held lock: %v; want the lock timeout", err)
+	}
+}
+
+// After a server restart the idle connections of the lock pool are dead: the first admission
+// that meets one fails (a storage fault) and resets the lock pool, so the next admissions
+// connect anew instead of each failing on another dead connection.
+func TestLockScheduleResetsTheLockPoolOnALostConnection(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := open(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var unlocks []func()
+	for i := range lockPoolConns { // every connection of the lock pool, then idle
+		unlock, err := s.LockSchedule(ctx, fmt.Sprintf("s%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlocks = append(unlocks, unlock)
+	}
+	for _, unlock := range unlocks {
+		unlock()
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()) x`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n < lockPoolConns {
+		t.Fatalf("terminated %d sessions; want the %d of the lock pool at least", n, lockPoolConns)
+	}
+	time.Sleep(20 * time.Millisecond) // the FATAL message is on the pooled sockets
+	failed := 0
+	for range lockPoolConns {
+		unlock, err := s.LockSchedule(ctx, "nightly")
+		if err != nil {
+			if AsFault("", err) == nil {
+				t.Fatalf("on a dead connection: %v; want a storage fault", err)
+			}
+			failed++
+			continue
+		}
+		unlock()
+	}
+	if failed > 1 {
+		t.Fatalf("%d of %d admissions failed after the restart; want at most the first", failed, lockPoolConns)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -71,24 +72,33 @@ func AsFault(db string, err error) *FaultError {
 	return nil
 }
 
-// fault returns err, as a *FaultError when it is a storage fault (after dropConns).
-func (s *Store) fault(err error) error {
+// fault returns err, an error of a connection of the main pool, as a *FaultError when it is a
+// storage fault (after dropConns).
+func (s *Store) fault(err error) error { return s.faultOf(s.pool, err) }
+
+// faultOf is fault for an error of a connection of pool (the main pool or the lock pool).
+func (s *Store) faultOf(pool *pgxpool.Pool, err error) error {
 	if fe := AsFault(s.name, err); fe != nil {
-		s.dropConns(err)
+		s.dropConnsOf(pool, err)
 		return fe
 	}
 	return err
 }
 
-// dropConns closes every pooled connection (pgxpool's Reset; those in use when they are
-// released) when err is a lost connection: after a server restart every idle connection of
-// the pool is dead, and each would otherwise fail one more statement (a heartbeat, a claim's
-// renewal) before the pool replaced it; pgxpool pings only the connections idle for over a
-// second. The next statements connect anew.
-func (s *Store) dropConns(err error) {
+// dropConns closes every connection of the main pool when err, an error of one of them, is a
+// lost connection (dropConnsOf).
+func (s *Store) dropConns(err error) { s.dropConnsOf(s.pool, err) }
+
+// dropConnsOf closes every connection of pool (pgxpool's Reset; those in use when they are
+// released) when err, an error of one of them, is a lost connection: after a server restart
+// every idle connection of the pool is dead, and each would otherwise fail one more statement
+// (a heartbeat, a claim's renewal, a schedule's admission lock) before the pool replaced it;
+// pgxpool pings only the connections idle for over a second. The next statements connect anew.
+// The other pool learns it from its own first lost connection.
+func (s *Store) dropConnsOf(pool *pgxpool.Pool, err error) {
 	if connectionLost(err) {
 		s.resets.Add(1)
-		s.pool.Reset()
+		pool.Reset()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -90,7 +91,7 @@ func (s *Store) PendingControl(ctx context.Context) ([]store.ControlRequest, err
 		if err := rows.Scan(&r.ID, &r.RunID, &r.Action, &r.StepKey, &r.Approved, &r.Reason, &r.By, &created); err != nil {
 			return nil, s.fault(err)
 		}
-		r.CreatedAt = fromNanos(created)
+		r.CreatedAt = sqlrow.FromNanos(created)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -139,7 +140,7 @@ func scanFire(sc pgx.Row) (store.Fire, error) {
 	var kind string
 	var scheduled, fired int64
 	err := sc.Scan(&f.ScheduleID, &kind, &f.Reason, &f.Message, &f.RunID, &f.Origin, &scheduled, &fired, &f.DeliveryID)
-	f.Kind, f.ScheduledAt, f.FiredAt = store.FireKind(kind), fromNanos(scheduled), fromNanos(fired)
+	f.Kind, f.ScheduledAt, f.FiredAt = store.FireKind(kind), sqlrow.FromNanos(scheduled), sqlrow.FromNanos(fired)
 	return f, err
 }
 
@@ -291,7 +292,7 @@ func (s *Store) WorkflowVersions(ctx context.Context, name string) ([]store.Work
 		if err := rows.Scan(&w.Name, &version, &w.SpecHash, &spec, &w.Description, &at, &w.Current); err != nil {
 			return nil, s.fault(fmt.Errorf("reading the workflow catalog: %w", err))
 		}
-		w.Version, w.Spec, w.RegisteredAt = int(version), []byte(spec), fromNanos(at)
+		w.Version, w.Spec, w.RegisteredAt = int(version), []byte(spec), sqlrow.FromNanos(at)
 		out = append(out, w)
 	}
 	return out, s.fault(rows.Err())
@@ -356,7 +357,7 @@ func (s *Store) PruneCandidates(ctx context.Context, olderThan time.Time, status
 		if err := rows.Scan(&r.ID, &r.Name, &status, &r.Origin, &created, &finished); err != nil {
 			return nil, s.fault(err)
 		}
-		r.Status, r.CreatedAt, r.FinishedAt = run.Status(status), fromNanos(created), fromNanos(finished)
+		r.Status, r.CreatedAt, r.FinishedAt = run.Status(status), sqlrow.FromNanos(created), sqlrow.FromNanos(finished)
 		out = append(out, r)
 	}
 	return out, s.fault(rows.Err())

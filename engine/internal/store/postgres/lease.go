@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -135,7 +136,7 @@ func (s *Store) Expired(ctx context.Context, limit int) ([]store.Run, error) {
 		if err := rows.Scan(&r.ID, &r.Name, &status, &r.SpecJSON, &created); err != nil {
 			return nil, s.fault(err)
 		}
-		r.Status, r.CreatedAt = run.Status(status), fromNanos(created)
+		r.Status, r.CreatedAt = run.Status(status), sqlrow.FromNanos(created)
 		out = append(out, r)
 	}
 	return out, s.fault(rows.Err())
@@ -209,7 +210,7 @@ func (s *Store) ClaimRun(ctx context.Context, id string, now time.Time, in store
 			Progress: run.Progress{Completed: int(completed), Total: int(total)}, Detail: in.Detail})
 	}
 	if len(b.Events) > 0 {
-		if _, err := s.apply(ctx, tx, []*store.Batch{b}); err != nil {
+		if _, err := s.apply(ctx, tx, []*store.Batch{b}, false); err != nil {
 			return false, s.fault(fmt.Errorf("appending the interrupted events: %w", err))
 		}
 	}

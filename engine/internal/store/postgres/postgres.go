@@ -75,6 +75,8 @@ type Store struct {
 	// lockPool holds the schedules' admission locks (admit.go); nil on a read-only store.
 	lockPool *pgxpool.Pool
 	lockWait time.Duration // LockSchedule's wait; 0 = lockWait (admit.go)
+	// writeWait bounds one group commit; 0 = writeTimeout (write.go; tests set it).
+	writeWait time.Duration
 	// broken, once set, is returned by every later write.
 	broken   atomic.Pointer[FaultError]
 	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)

@@ -209,7 +209,7 @@ func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, no
 	if expires != 0 && nanos(now) >= expires {
 		return e, false, nil
 	}
-	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), fromNanos(created), fromNanos(expires)
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), sqlrow.FromNanos(created), sqlrow.FromNanos(expires)
 	return e, true, nil
 }
 
@@ -254,7 +254,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 	progs := make([]prog, len(ids))
 	for i, id := range ids {
 		if _, err := tx.Exec(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = $1
-			WHERE run_id = $2 AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, at, id); err != nil {
+			WHERE run_id = $2 AND status IN `+sqlStepInFlight, at, id); err != nil {
 			return nil, s.fault(err)
 		}
 		// The run's progress as committed (see progressColumns), now that its steps in flight
@@ -271,7 +271,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 	// A paused run stays paused (Unpause resumes it); its steps that were in flight when its
 	// engine stopped are interrupted.
 	if _, err := tx.Exec(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = $1
-		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval')
+		WHERE status IN `+sqlStepInFlight+`
 		AND run_id IN (SELECT id FROM workflows WHERE status = 'paused')`, at); err != nil {
 		return nil, s.fault(err)
 	}
@@ -282,7 +282,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 			b.Events[i] = run.Event{RunID: id, Time: now, Type: run.EventInterrupted, Status: string(run.StatusInterrupted),
 				Progress: run.Progress{Completed: int(progs[i].completed), Total: int(progs[i].total)}, Detail: in.Detail}
 		}
-		if _, err := s.apply(ctx, tx, []*store.Batch{b}); err != nil {
+		if _, err := s.apply(ctx, tx, []*store.Batch{b}, false); err != nil {
 			return nil, s.fault(fmt.Errorf("appending the interrupted events: %w", err))
 		}
 	}

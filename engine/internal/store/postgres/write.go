@@ -18,7 +18,8 @@ import (
 )
 
 // writeTimeout bounds one group commit: a server that does not answer fails the writes
-// (code storage) instead of blocking the engine for ever.
+// instead of blocking the engine for ever, as a write whose outcome is unknown (a *FaultError
+// wrapping store.ErrConnectionLost: the group may have been sent, see classify).
 const writeTimeout = 2 * time.Minute
 
 const (
@@ -91,6 +92,14 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	return err
 }
 
+// writeFor is how long one group commit may take: writeTimeout, or the store's writeWait.
+func (s *Store) writeFor() time.Duration {
+	if s.writeWait != 0 {
+		return s.writeWait
+	}
+	return writeTimeout
+}
+
 // Retrying a write that never reached the database (docs/cluster.md, "A database restart"):
 // the pauses between tries double from retryFirst up to retryMax, for at most the engine's
 // lease (retryDefault when no engine is attached).
@@ -118,39 +127,33 @@ func (s *Store) Retries() int64 { return s.retries.Load() }
 // its connection before the group could have been applied (nothing was sent, or the server
 // ended the session in place of a statement's result: a restart, pg_terminate_backend) is
 // tried again on a new connection, with pauses, for up to retryFor; a connection lost after
-// the group was sent, before its commit was confirmed, or a database still out of reach after
-// retryFor, fails the group with a *FaultError wrapping store.ErrConnectionLost (the writes may
-// or may not be applied: the engine does not guess, see exec). Any other fault (a full disk,
-// an I/O error) fails it as a plain *FaultError, and other errors fail the batches they are
-// about.
+// the group was sent, before its commit was confirmed, a database still out of reach after
+// retryFor, or no answer within writeTimeout, fails the group with a *FaultError wrapping
+// store.ErrConnectionLost (the writes may or may not be applied: the engine does not guess, see
+// exec). Any other fault (a full disk, an I/O error) fails it as a plain *FaultError, and
+// other errors fail the batches they are about.
 func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 	if fe := s.broken.Load(); fe != nil {
 		return nil, fe
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeFor())
 	defer cancel()
 	began := time.Now()
-	giveUp := began.Add(s.retryFor())
-	pause := retryFirst
-	for {
-		errs, err := s.commitOnce(ctx, group)
-		var ns *notSentError
-		if !errors.As(err, &ns) {
-			return errs, err
-		}
-		if time.Now().Add(pause).After(giveUp) {
-			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: out of reach for %s: %w",
-				store.ErrConnectionLost, time.Since(began).Round(time.Millisecond), ns.err)}
-		}
-		s.retries.Add(1)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, ns.err)}
-		}
-		pause = min(2*pause, retryMax)
+	var errs []error
+	var err error
+	var ns *notSentError
+	stop := s.retry(ctx, func() bool {
+		errs, err = s.commitOnce(ctx, group)
+		return errors.As(err, &ns)
+	})
+	switch {
+	case stop == nil:
+		return errs, err
+	case errors.Is(stop, errGaveUp):
+		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: out of reach for %s: %w",
+			store.ErrConnectionLost, time.Since(began).Round(time.Millisecond), ns.err)}
+	default:
+		return nil, &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: %w", store.ErrConnectionLost, ns.err)}
 	}
 }
 
@@ -159,25 +162,44 @@ func (s *Store) commitGroup(group []*store.Batch) ([]error, error) {
 // connection that proves it was not applied (notApplied) or, when idempotent (running it twice
 // is running it once), with any lost connection. It returns fn's last error.
 func (s *Store) retryLost(ctx context.Context, idempotent bool, fn func() error) error {
-	giveUp := time.Now().Add(s.retryFor())
-	pause := retryFirst
-	for {
-		err := fn()
-		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) ||
-			time.Now().Add(pause).After(giveUp) {
-			return err
+	var err error
+	_ = s.retry(ctx, func() bool {
+		err = fn()
+		if err == nil || ctx.Err() != nil || !connectionLost(err) || !(idempotent || notApplied(err)) {
+			return false
 		}
 		s.dropConns(err)
+		return true
+	})
+	return err
+}
+
+// errGaveUp is retry's answer when it stopped because the database stayed out of reach.
+var errGaveUp = errors.New("out of reach for too long")
+
+// retry calls try, and calls it again after a pause for as long as it asks to (it returns
+// true): the pauses double from retryFirst up to retryMax, each counted in Retries, for up to
+// retryFor from the first call. It returns nil once try did not ask again, errGaveUp (without
+// pausing) when the next pause would end past retryFor, or ctx's error when ctx ended during a
+// pause. The loop of commitGroup and retryLost.
+func (s *Store) retry(ctx context.Context, try func() (again bool)) error {
+	giveUp := time.Now().Add(s.retryFor())
+	pause := retryFirst
+	for try() {
+		if time.Now().Add(pause).After(giveUp) {
+			return errGaveUp
+		}
 		s.retries.Add(1)
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return ctx.Err()
 		}
 		pause = min(2*pause, retryMax)
 	}
+	return nil
 }
 
 // notSentError is a try of commitOnce that lost its connection before the group could have
@@ -231,8 +253,12 @@ func notApplied(err error) bool {
 func (s *Store) classify(ctx context.Context, err error) error {
 	s.dropConns(err)
 	switch {
-	case ctx.Err() != nil: // the server did not answer in time
-		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w", err)}
+	case ctx.Err() != nil:
+		// writeTimeout passed: the server did not answer in time, or no connection could be
+		// had. The group may have been sent (pgx then closes the connection, and the server
+		// may or may not have committed it first): its outcome is unknown.
+		return &FaultError{DB: s.name, Err: fmt.Errorf("writing: %w: no answer within %s: %w",
+			store.ErrConnectionLost, s.writeFor(), err)}
 	case !connectionLost(err):
 		return s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	case notApplied(err):
@@ -253,12 +279,15 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 			s.dropConns(err)
 			return nil, &notSentError{err: fmt.Errorf("connecting to %s: %w", s.name, err)}
 		}
+		if ctx.Err() != nil {
+			return nil, s.classify(ctx, fmt.Errorf("connecting to %s: %w", s.name, err))
+		}
 		return nil, s.fault(fmt.Errorf("writing to %s: %w", s.name, err))
 	}
 	defer conn.Release() // a connection that was lost is closed: the pool drops it
 	// One round trip: the statements of the group in one pipeline, which PostgreSQL runs as one
 	// implicit transaction, committed at its end (or rolled back whole at its first error).
-	base, err := s.apply(ctx, conn, group)
+	base, err := s.apply(ctx, conn, group, true)
 	if err == nil {
 		s.commits.Add(1)
 		number(group, base)
@@ -275,7 +304,7 @@ func (s *Store) commitOnce(ctx context.Context, group []*store.Batch) ([]error, 
 			if err != nil {
 				return err
 			}
-			if bases[i], err = s.apply(ctx, sp, []*store.Batch{b}); err != nil {
+			if bases[i], err = s.apply(ctx, sp, []*store.Batch{b}, false); err != nil {
 				if AsFault(s.name, err) != nil {
 					return err
 				}
@@ -357,12 +386,14 @@ type sender interface {
 }
 
 // apply writes batches on tx (a transaction, or a connection: then the pipeline is one implicit
-// transaction of its own), table by table (the runs created, the run updates, the steps, the
+// transaction of its own, and implicit is true), table by table (the runs created, the run updates, the steps, the
 // idempotency entries, then the events, each in batch order), in one pipelined round trip, and
 // returns the sequence number before the first event appended. The order between tables differs
 // from batch after batch only for batches that depend on a concurrent batch of the same group: no
-// caller does that (as for the SQLite store).
-func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (int64, error) {
+// caller does that (as for the SQLite store). When implicit, the end of the pipeline (br.Close)
+// is the COMMIT, and its error a *commitError; in a transaction it is not (the transaction's
+// own COMMIT is its caller's).
+func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, implicit bool) (int64, error) {
 	var q pgx.Batch
 	type check struct {
 		what string // the row, for errors
@@ -456,8 +487,11 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch) (i
 			return 0, fmt.Errorf("appending %d events: %w", nEvents, err)
 		}
 	}
-	if err := br.Close(); err != nil { // the implicit transaction's COMMIT
-		return 0, &commitError{err: err}
+	if err := br.Close(); err != nil {
+		if implicit { // the implicit transaction's COMMIT
+			return 0, &commitError{err: err}
+		}
+		return 0, err
 	}
 	return base, nil
 }
@@ -665,11 +699,4 @@ func nanos(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

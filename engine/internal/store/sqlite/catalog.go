@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 )
 
 // The workflow_versions table keeps the engine's workflow catalog.
@@ -89,7 +90,7 @@ func (s *Store) WorkflowVersions(ctx context.Context, name string) ([]store.Work
 		if err := rows.Scan(&w.Name, &w.Version, &w.SpecHash, &text, &w.Description, &at, &w.Current); err != nil {
 			return nil, fmt.Errorf("reading the workflow catalog: %w", err)
 		}
-		w.Spec, w.RegisteredAt = []byte(text), fromNanos(at)
+		w.Spec, w.RegisteredAt = []byte(text), sqlrow.FromNanos(at)
 		out = append(out, w)
 	}
 	return out, rows.Err()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 )
 
 // ErrReadOnly is returned by the writing methods of a store opened with OpenReadOnly.
@@ -106,7 +107,7 @@ func (s *Store) PendingControl(ctx context.Context) ([]store.ControlRequest, err
 		if err := rows.Scan(&r.ID, &r.RunID, &r.Action, &r.StepKey, &r.Approved, &r.Reason, &r.By, &created); err != nil {
 			return nil, err
 		}
-		r.CreatedAt = fromNanos(created)
+		r.CreatedAt = sqlrow.FromNanos(created)
 		out = append(out, r)
 	}
 	return out, rows.Err()

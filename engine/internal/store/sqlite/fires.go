@@ -36,7 +36,7 @@ func scanFire(sc sqlrow.Scanner) (store.Fire, error) {
 	var kind string
 	var scheduled, fired int64
 	err := sc.Scan(&f.ScheduleID, &kind, &f.Reason, &f.Message, &f.RunID, &f.Origin, &scheduled, &fired, &f.DeliveryID)
-	f.Kind, f.ScheduledAt, f.FiredAt = store.FireKind(kind), fromNanos(scheduled), fromNanos(fired)
+	f.Kind, f.ScheduledAt, f.FiredAt = store.FireKind(kind), sqlrow.FromNanos(scheduled), sqlrow.FromNanos(fired)
 	return f, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -79,7 +80,7 @@ func (s *Store) PruneCandidates(ctx context.Context, olderThan time.Time, status
 		if err := rows.Scan(&r.ID, &r.Name, &status, &r.Origin, &created, &finished); err != nil {
 			return nil, s.fault(err)
 		}
-		r.Status, r.CreatedAt, r.FinishedAt = run.Status(status), fromNanos(created), fromNanos(finished)
+		r.Status, r.CreatedAt, r.FinishedAt = run.Status(status), sqlrow.FromNanos(created), sqlrow.FromNanos(finished)
 		out = append(out, r)
 	}
 	return out, s.fault(rows.Err())

@@ -220,7 +220,7 @@ func (s *Store) GetIdempotency(ctx context.Context, scope, runID, key string, no
 	if expires != 0 && nanos(now) >= expires {
 		return e, false, nil
 	}
-	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), fromNanos(created), fromNanos(expires)
+	e.Output, e.FileRefs, e.CreatedAt, e.ExpiresAt = sqlrow.Raw(output), sqlrow.Raw(fileRefs), sqlrow.FromNanos(created), sqlrow.FromNanos(expires)
 	return e, true, nil
 }
 

@@ -550,10 +550,3 @@ func nanos(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
