@@ -12,6 +12,17 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
+// openTest opens the database at url as a store of this package, closed when the test ends.
+func openTest(t *testing.T, url string) *Store {
+	t.Helper()
+	s, err := open(context.Background(), url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // A LockSchedule that waits longer than its bound for another engine's admission fails with
 // PostgreSQL's lock timeout (the fire then fails, and is retried), not a storage fault, and its
 // connection goes back to the lock pool usable: once the holder released the lock, it is taken.
@@ -19,16 +30,8 @@ import (
 func TestLockScheduleTimesOutAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := openTest(t, url)
+	b := openTest(t, url)
 	b.lockWait = 200 * time.Millisecond
 	unlock, err := a.LockSchedule(ctx, "nightly")
 	if err != nil {
@@ -82,16 +85,8 @@ func TestLockScheduleTimesOutAndRecovers(t *testing.T) {
 func TestLockScheduleWaitUnderAMillisecondTimesOut(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := openTest(t, url)
+	b := openTest(t, url)
 	unlock, err := a.LockSchedule(ctx, "nightly")
 	if err != nil {
 		t.Fatal(err)
@@ -111,11 +106,7 @@ func TestLockScheduleWaitUnderAMillisecondTimesOut(t *testing.T) {
 func TestLockScheduleResetsTheLockPoolOnALostConnection(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, url)
 	var unlocks []func()
 	for i := range lockPoolConns { // every connection of the lock pool, then idle
 		unlock, err := s.LockSchedule(ctx, fmt.Sprintf("s%d", i))

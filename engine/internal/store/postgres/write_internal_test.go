@@ -23,11 +23,7 @@ import (
 func TestWriteTimeoutAfterSendIsAnUnknownOutcome(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := open(ctx, url, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, url)
 	now := time.Now()
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r", SpecJSON: json.RawMessage(`{}`),
 		Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
