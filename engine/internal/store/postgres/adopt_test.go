@@ -17,11 +17,7 @@ import (
 // openAttachedAs opens url as an engine named id (lease of a minute).
 func openAttachedAs(t *testing.T, url, id string) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openURL(t, url)
 	if err := s.Attach(context.Background(), store.EngineInfo{ID: id, Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,13 @@ func TestMain(m *testing.M) {
 // openTemp opens a store on a new database of the package's cluster.
 func openTemp(t testing.TB) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), pgtest.DB(t))
+	return openURL(t, pgtest.DB(t))
+}
+
+// openURL opens a store on the database at url, closed when the test ends.
+func openURL(t testing.TB, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

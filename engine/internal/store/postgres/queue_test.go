@@ -58,11 +58,7 @@ func TestCallQueue(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
 	open := func(id string, lease time.Duration) *postgres.Store {
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openURL(t, url)
 		if err := s.Attach(ctx, store.EngineInfo{ID: id, Lease: lease}); err != nil {
 			t.Fatal(err)
 		}
@@ -265,11 +261,7 @@ func TestCallQueueRemoteCalls(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
 	open := func(id string, remotes []string) *postgres.Store {
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openURL(t, url)
 		if err := s.Attach(ctx, store.EngineInfo{ID: id, Lease: time.Minute, Tools: []string{"export"}, Remotes: remotes}); err != nil {
 			t.Fatal(err)
 		}
@@ -351,11 +343,7 @@ func TestCallReports(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
 	open := func(id string, lease time.Duration) *postgres.Store {
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openURL(t, url)
 		if err := s.Attach(ctx, store.EngineInfo{ID: id, Lease: lease}); err != nil {
 			t.Fatal(err)
 		}

@@ -72,11 +72,7 @@ func countEvents(t *testing.T, s *postgres.Store, r, key string) int {
 func TestWriteAfterBackendsTerminatedIsRetried(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +107,7 @@ func TestWriteAfterBackendsTerminatedIsRetried(t *testing.T) {
 func TestWriteTerminatedMidStatementIsRetried(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +193,7 @@ func TestWriteWhileServerDownIsConnectionLost(t *testing.T) {
 	if err := postgres.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	const lease = 600 * time.Millisecond
 	if err := s.Attach(ctx, store.EngineInfo{ID: "e1", Host: "h", PID: 1, Lease: lease}); err != nil {
 		t.Fatal(err)
@@ -244,11 +232,7 @@ func TestWriteWhileServerDownIsConnectionLost(t *testing.T) {
 func TestCallQueueAfterBackendsTerminated(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	if err := s.Attach(ctx, store.EngineInfo{ID: "E", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -304,11 +288,7 @@ func TestCallQueueAfterBackendsTerminated(t *testing.T) {
 func TestRecordFireAfterBackendsTerminated(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)

@@ -126,11 +126,7 @@ func TestLeasesAcrossEngines(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
 	open := func(id string, lease time.Duration) *postgres.Store {
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openURL(t, url)
 		if err := s.Attach(ctx, store.EngineInfo{ID: id, Host: "h", PID: 1, Tools: []string{"t"}, Lease: lease}); err != nil {
 			t.Fatal(err)
 		}
@@ -354,11 +350,7 @@ func TestServerDownIsAFaultAndTheStoreReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -439,11 +431,7 @@ func BenchmarkStepSequentialAttached(b *testing.B) {
 func TestDocsSQL(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openURL(t, url)
 	if err := s.Attach(ctx, store.EngineInfo{ID: "E", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
