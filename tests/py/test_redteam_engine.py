@@ -147,8 +147,19 @@ def test_an_engine_with_a_tool_pool_and_event_callbacks_is_garbage_collected(tmp
             return 1
 
         engine.serve_tools(workers=2)
-        engine.on_event(lambda ev: seen.append(ev["type"]))
+        ended = threading.Event()
+
+        def on_event(ev):
+            seen.append(ev["type"])
+            if ev["type"] == "workflow_terminal":
+                ended.set()
+
+        engine.on_event(on_event)
         assert engine.run("steps: [{id: w, tool: work}]").ok
+        # run() returns at the terminal state; the callback thread delivers that event a poll
+        # later, and dropping the engine first leaves it undelivered (the events of an engine
+        # its user dropped are not promised): wait for it, so the callbacks ran, then drop.
+        assert ended.wait(10), seen
         return weakref.ref(engine)
 
     def collected(ref):
