@@ -247,7 +247,8 @@ func (e *Engine) float64() float64 {
 }
 
 // Close stops the engine: runs in flight are stopped and become interrupted (not cancelled),
-// blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
+// except, on a shared database, those another live engine can run: they are handed over to it
+// and go on there (docs/cluster.md, "Closing an engine"). Blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
 // if the engine opened it. It waits for the runs to write their final state, or until ctx
 // ends (it then returns context.Cause(ctx)). Closing twice is not an error.
 func (e *Engine) Close(ctx context.Context) error {
@@ -271,7 +272,11 @@ func (e *Engine) Close(ctx context.Context) error {
 		live = append(live, r)
 	}
 	e.mu.Unlock()
+	handed := e.handOver(ctx, live) // on a shared database: to the other engines (lease.go)
 	for _, r := range live {
+		if a := r.Ancestors(); handed[r.ID()] || len(a) > 0 && handed[a[0]] {
+			continue // abandoned here; another engine continues it
+		}
 		r.Stop()
 	}
 	waited := make(chan struct{})

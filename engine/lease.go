@@ -44,6 +44,7 @@ type leaseState struct {
 	lastRenew time.Time // when the last heartbeat that succeeded was sent (monotonic)
 	taken     int       // runs this engine took over (LeaseStats)
 	lost      int       // runs it abandoned
+	handed    int       // runs it handed over as it closed
 	sweepErr  error     // the last sweep's error, or nil
 }
 
@@ -54,6 +55,8 @@ type LeaseStats struct {
 	// Abandoned the runs it stopped orchestrating because it lost their lease.
 	TakenOver int `json:"taken_over"`
 	Abandoned int `json:"abandoned"`
+	// HandedOver counts the runs it gave to the other engines as it closed (Engine.Close).
+	HandedOver int `json:"handed_over"`
 	// LastSweepError is the error of the last look for expired leases, "" when it went well.
 	LastSweepError string `json:"last_sweep_error,omitempty"`
 }
@@ -66,7 +69,7 @@ func (e *Engine) LeaseStats() LeaseStats {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	st := LeaseStats{EngineID: ls.info.ID, TakenOver: ls.taken, Abandoned: ls.lost}
+	st := LeaseStats{EngineID: ls.info.ID, TakenOver: ls.taken, Abandoned: ls.lost, HandedOver: ls.handed}
 	if ls.sweepErr != nil {
 		st.LastSweepError = ls.sweepErr.Error()
 	}
@@ -301,9 +304,9 @@ func (e *Engine) sweep(ctx context.Context) {
 				continue // an engine that hosts its tools takes it
 			}
 		}
-		detail, _ := json.Marshal(map[string]string{"reason": "its engine stopped renewing its lease", "taken_over_by": ls.info.ID})
+		detail, _ := json.Marshal(map[string]string{"reason": "its engine closed and handed it over, or stopped renewing its lease", "taken_over_by": ls.info.ID})
 		ok, err := ls.l.ClaimRun(ctx, r.ID, e.clock.Now(), store.Interruption{Detail: detail, Error: &store.RunError{Kind: "interrupted",
-			Message: fmt.Sprintf("the engine running this run stopped renewing its lease; engine %s took it over", ls.info.ID)}})
+			Message: fmt.Sprintf("the engine running this run closed and handed it over, or stopped renewing its lease; engine %s took it over", ls.info.ID)}})
 		if err != nil {
 			ls.mu.Lock()
 			ls.sweepErr = err
@@ -354,6 +357,98 @@ func (e *Engine) heldElsewhere(ctx context.Context, runID string) bool {
 	}
 	holder, err := e.lease.l.Holder(ctx, runID)
 	return err == nil && holder != ""
+}
+
+// handOver, on a shared database, gives the other engines the top-level runs of live that
+// one of them can run, as the engine closes: it marks the engine closing, abandons each such
+// run (nothing more is written of it; its child runs go with it, and a call it queued stays
+// queued for the next orchestrator to adopt) and returns their ids. stopLeases then releases
+// their leases and wakes the other engines, whose sweep claims and resumes them at once,
+// through the takeover path: no completed step runs again, and a step whose host call was in
+// flight here runs again there. A paused run is not handed over (it stays paused; its lease
+// is released). Returns nil when no engine can take any: the runs are then stopped
+// (interrupted) as on a database of one's own.
+func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool {
+	ls := &e.lease
+	if ls.l == nil || e.cfg.ReadOnly || len(live) == 0 {
+		return nil
+	}
+	if err := ls.l.Closing(ctx); err != nil {
+		return nil
+	}
+	engines, err := ls.l.Engines(ctx)
+	if err != nil {
+		return nil
+	}
+	others := &capabilities{tools: map[string]bool{}, remotes: map[string]bool{}}
+	for _, en := range engines {
+		if en.ID == ls.info.ID || !en.Live || en.Closing {
+			continue
+		}
+		others.engines++
+		for _, t := range en.Tools {
+			others.tools[t] = true
+		}
+		for _, r := range en.Remotes {
+			others.remotes[r] = true
+		}
+	}
+	if others.engines == 0 {
+		return nil
+	}
+	handed := map[string]bool{}
+	for _, h := range live {
+		if len(h.Ancestors()) > 0 || isDone(h.Done()) || h.Paused() {
+			continue
+		}
+		rec, err := e.store.GetRun(ctx, h.ID())
+		if err != nil {
+			continue
+		}
+		s, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + rec.ID})
+		if err != nil || !e.canRun(s, others) {
+			continue
+		}
+		h.Abandon()
+		handed[h.ID()] = true
+	}
+	if len(handed) > 0 {
+		ls.mu.Lock()
+		ls.handed += len(handed)
+		ls.mu.Unlock()
+		e.hub.notify()
+	}
+	return handed
+}
+
+// capabilities are what the other live engines on a shared database host, together.
+type capabilities struct {
+	engines        int
+	tools, remotes map[string]bool
+}
+
+// canRun reports whether an engine with c's tools and remotes (and the built-in tools every
+// engine has) can run every tool step and remote call of s.
+func (e *Engine) canRun(s *spec.Spec, c *capabilities) bool {
+	toolNames, remotes, err := e.exec.Tools(s)
+	if err != nil {
+		return false
+	}
+	has := func(tool string) bool {
+		info, ok := e.router.Lookup(tool)
+		return ok && info.Builtin || c.tools[tool]
+	}
+	for _, t := range toolNames {
+		if !has(t) {
+			return false
+		}
+	}
+	for _, rt := range remotes {
+		if !c.remotes[rt.DCC] && !(rt.Optional && has(rt.Tool)) {
+			return false
+		}
+	}
+	return true
 }
 
 // stopLeases stops the heartbeat and releases the leases of the runs still held (paused

@@ -116,6 +116,8 @@ func (cq *callQueue) notified(p string) {
 		if cq.e.router.HasRemoteNamed(rest) {
 			cq.kickNow()
 		}
+	case "h": // an engine closed and released its runs' leases (Store.Detach): claim them now
+		cq.e.kickSweep()
 	case "d", "c", "p":
 		id, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil {
@@ -225,15 +227,17 @@ func (cq *callQueue) Call(ctx context.Context, call tools.Call) (tools.Result, e
 }
 
 // Adopt takes over the call of a resumed step (tools.Call.Adopt) that the run's former
-// orchestrator left queued or claimed, with the same tool, remote and args: it waits for that
-// call's outcome (wait) and reports true; false when there is none. A failed lookup fails the
+// orchestrator left queued or claimed, or that ended after it stopped (tools.Call.AdoptAttempt),
+// with the same tool, remote and args: it waits for that call's outcome (wait; at once for one
+// that ended) and reports true; false when there is none. A failed lookup fails the
 // attempt (kind transient), as a failed queueing does.
 func (cq *callQueue) Adopt(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
 	args, err := json.Marshal(call.Args)
 	if err != nil {
 		return tools.Result{}, false, nil // Call reports it
 	}
-	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Tool: call.Tool, Remote: call.DCC, Args: args})
+	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.AdoptAttempt,
+		Tool: call.Tool, Remote: call.DCC, Args: args})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return tools.Result{}, true, ctx.Err()

@@ -452,7 +452,9 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 }
 
 // waitStored is Wait for a run another process runs, or for a paused run that no engine runs
-// (until this engine unpauses or cancels it): it reads the run until it is terminal.
+// (until this engine unpauses or cancels it): it reads the run until it is terminal. On a
+// shared database an interrupted run that another live engine holds is not yet at its end:
+// that engine took it over (or was handed it) and resumes it.
 func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
@@ -469,7 +471,10 @@ func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Dura
 			return e.Wait(ctx, runID, left)
 		}
 		info, err := e.Status(ctx, runID)
-		if err != nil || info.Terminal || (!deadline.IsZero() && time.Now().After(deadline)) {
+		// An interrupted run that another engine holds is being continued there (a takeover
+		// claims the run, which writes it interrupted, then resumes it): not its end.
+		resuming := err == nil && info.Status == run.StatusInterrupted && e.heldElsewhere(ctx, runID)
+		if err != nil || info.Terminal && !resuming || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return info, err
 		}
 		select {

@@ -326,6 +326,10 @@ class Engine:
     def close(self) -> None:
         """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
 
+        Runs still going become ``interrupted``; on a PostgreSQL database those that another
+        live engine can run are handed over to it and go on there (docs/cluster.md, "Closing
+        an engine").
+
         An error of the close itself (the database could not take the last writes: a full disk)
         is raised, by the first call only; the engine is closed all the same. Only an engine that
         is garbage-collected without ``close()`` closes silently."""

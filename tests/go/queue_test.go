@@ -26,8 +26,14 @@ import (
 // answered by answer (nil: pulled and never answered; the number of pulls is counted).
 func openQueueEngine(t *testing.T, db, tool string, answer func(args map[string]any) engine.ToolResult, pulls *atomic.Int32) *engine.Engine {
 	t.Helper()
+	return openLeasedEngine(t, db, 0.6, tool, answer, pulls)
+}
+
+// openLeasedEngine is openQueueEngine with a lease of leaseSecs.
+func openLeasedEngine(t *testing.T, db string, leaseSecs float64, tool string, answer func(args map[string]any) engine.ToolResult, pulls *atomic.Int32) *engine.Engine {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 0.6})
+	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: leaseSecs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,6 +211,10 @@ func (h *Run) Stop() { h.r.stop(ErrEngineStop.(*stopCause)) }
 // Status says interrupted. Abandoning a finished run does nothing.
 func (h *Run) Abandon() { h.r.stop(errLeaseLost) }
 
+// Ancestors returns the runs above this one, outermost first (Params.Ancestors): nil for a
+// run started on its own.
+func (h *Run) Ancestors() []string { return h.r.ancestors }
+
 // Status returns the run's current status.
 func (h *Run) Status() run.Status {
 	h.r.mu.Lock()
@@ -289,6 +293,12 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			r.prior, r.priorKeys, r.priorInside = map[string]store.Step{}, map[string]bool{}, map[string]int{}
 		}
 		r.priorKeys[st.Key] = true
+		if st.Status == run.StepInterrupted && st.Attempt > 0 {
+			if r.priorAttempt == nil {
+				r.priorAttempt = map[string]int{}
+			}
+			r.priorAttempt[st.Key] = st.Attempt
+		}
 		onFailure := IsOnFailure(st.Key)
 		if !onFailure {
 			mainRows++
@@ -414,6 +424,9 @@ type runner struct {
 	envDoc    map[string]any
 	prior     map[string]store.Step // completed instances of an earlier execution, by key
 	priorKeys map[string]bool       // every instance key of an earlier execution
+	// priorAttempt is, for each instance an earlier execution had in flight when it stopped
+	// (its row interrupted), the attempt it was making (tools.Call.AdoptAttempt).
+	priorAttempt map[string]int
 	// priorInside counts, by foreach instance key, the instances of an earlier execution inside
 	// its iterations: a reused foreach adds them to the progress.
 	priorInside map[string]int

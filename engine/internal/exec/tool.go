@@ -89,6 +89,10 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		// The first attempt of an instance an earlier execution started (a resume, a
 		// takeover) takes over its call if that execution left one in flight on the queue.
 		call.Adopt = attempt == 1 && r.priorKeys[in.row.Key] && !r.forced[in.row.Key] && !r.forced[sp.st.ID]
+		call.AdoptAttempt = 0
+		if call.Adopt {
+			call.AdoptAttempt = r.priorAttempt[in.row.Key]
+		}
 		res, err := r.attempt(ctx, sp, call, attempt)
 		in.endReport(rep)
 		if errors.Is(err, store.ErrConnectionLost) {

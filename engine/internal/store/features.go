@@ -244,8 +244,13 @@ type Leaser interface {
 	// Holder returns the id of the engine that holds a live lease on run id, "" when none does
 	// or this engine does. ErrNotFound for an unknown run.
 	Holder(ctx context.Context, id string) (string, error)
-	// Detach releases the leases of the engine's runs (they become claimable at once) and
-	// deletes its registration. The store writes no owner afterwards.
+	// Closing marks the engine as closing: from then on Engines reports it with Closing set, so
+	// the other engines neither hand their runs to it nor count it as one that could take them.
+	// Its heartbeat keeps the mark.
+	Closing(ctx context.Context) error
+	// Detach releases the leases of the engine's runs (they become claimable at once), deletes
+	// its registration and wakes the other engines' sweeps (a run it released is claimed within
+	// a round trip, not a heartbeat). The store writes no owner afterwards.
 	Detach(ctx context.Context) error
 	// Engines returns the registered engines, by id.
 	Engines(ctx context.Context) ([]EngineInfo, error)
@@ -276,6 +281,10 @@ type EngineInfo struct {
 	Lease       time.Duration `json:"-"`
 	StartedAt   time.Time     `json:"started_at"`
 	HeartbeatAt time.Time     `json:"heartbeat_at"`
+	// Live: its last heartbeat is less than its lease old, by the database's clock (an engine
+	// that died or hangs is registered but not live). Closing: it is closing (Leaser.Closing).
+	Live    bool `json:"live"`
+	Closing bool `json:"closing,omitempty"`
 }
 
 // SlotClaimer is an optional FireLog method of a fire history that several engines share: a
@@ -321,10 +330,13 @@ type CallQueue interface {
 	// applied, never queues the call twice). An error wrapping ErrConnectionLost leaves it
 	// unknown whether the call was queued.
 	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
-	// AdoptCall returns the id of the newest call still queued or claimed with c's RunID,
-	// StepKey, Tool, Remote and Args (byte for byte), and whether there is one: the call a run's
-	// former orchestrator left in flight when it died or gave the run up, which the engine that
-	// resumes the run waits for instead of making the call again.
+	// AdoptCall returns the id of the newest call of c's RunID and StepKey, and whether there
+	// is one, when that call has c's Tool, Remote and Args (byte for byte) and is still queued
+	// or claimed, or (c.Attempt > 0) is done and was made for attempt c.Attempt: the call a
+	// run's former orchestrator left in flight when it died or gave the run up, which the
+	// engine that resumes the run waits for (or whose outcome it takes, when the call ended
+	// after its orchestrator stopped) instead of making the call again. c.Attempt is the
+	// attempt of the interrupted step row; 0 adopts only a call still in flight.
 	AdoptCall(ctx context.Context, c QueuedCall) (int64, bool, error)
 	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
 	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with

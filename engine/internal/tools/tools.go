@@ -30,6 +30,11 @@ type Call struct {
 	// flight by the run's former orchestrator — the attempt waits for that call's outcome
 	// instead of making the call again (docs/cluster.md, "The tool-call queue").
 	Adopt bool
+	// AdoptAttempt, with Adopt, is the attempt the earlier execution was making when it
+	// stopped (its step row interrupted at that attempt); 0 when it was making none. The call
+	// of that attempt is adopted even when it already ended: its outcome came after its
+	// orchestrator stopped, so no step recorded it, and making the call again would run it twice.
+	AdoptAttempt int
 	// Pooled marks a tool step routed to a worker pool (DCC is the pool): the schemas of a host
 	// tool of the same name, when one is registered, are checked as for an in-process call.
 	Pooled bool

@@ -114,8 +114,17 @@ func TestAdoptCall(t *testing.T) {
 	if ok, err := w.CompleteCall(ctx, old, store.CallOutcome{Output: json.RawMessage(`1`)}); !ok || err != nil {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
-	if id, ok := adopt(c); ok {
-		t.Fatalf("adopted done call %d", id)
+	without, other := c, c
+	without.Attempt, other.Attempt = 0, 1
+	if id, ok := adopt(without); ok {
+		t.Fatalf("adopted done call %d with no interrupted attempt", id)
+	}
+	if id, ok := adopt(other); ok {
+		t.Fatalf("adopted done call %d of attempt 2 for interrupted attempt 1", id)
+	}
+	// The interrupted attempt's call ended after its orchestrator stopped: its outcome is taken.
+	if id, ok := adopt(c); !ok || id != old {
+		t.Fatalf("adopted %d (%v), want the done call %d of the interrupted attempt 2", id, ok, old)
 	}
 	first, _ := o.EnqueueCall(ctx, c)
 	newest, _ := o.EnqueueCall(ctx, c)
@@ -131,6 +140,17 @@ func TestAdoptCall(t *testing.T) {
 	}
 	if id, ok := adopt(c); !ok || id != first {
 		t.Fatalf("adopted %d (%v), want the claimed call %d", id, ok, first)
+	}
+	// Once done, the older call is an earlier attempt's: the step's newest call is the
+	// cancelled one, so nothing is adopted, whatever the interrupted attempt.
+	if ok, err := w.CompleteCall(ctx, first, store.CallOutcome{Output: json.RawMessage(`2`)}); !ok || err != nil {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	for _, a := range []int{1, 2} {
+		c.Attempt = a
+		if id, ok := adopt(c); ok {
+			t.Fatalf("attempt %d: adopted %d, an older call than the step's newest", a, id)
+		}
 	}
 	for what, other := range map[string]store.QueuedCall{
 		"other args":   {RunID: "r", StepKey: c.StepKey, Tool: "export", Args: json.RawMessage(`{"a":2,"b":"x"}`)},

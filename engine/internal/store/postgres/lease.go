@@ -275,10 +275,24 @@ func (s *Store) Detach(ctx context.Context) error {
 	var q pgx.Batch
 	q.Queue(`UPDATE workflows SET lease_until = NULL WHERE owner = $1 AND lease_until IS NOT NULL`, l.id)
 	q.Queue(`DELETE FROM engines WHERE id = $1`, l.id)
+	// The other engines' queue listeners take 'h:' as "sweep now" (engine/queue.go).
+	q.Queue(`SELECT pg_notify('`+callsChannel+`', 'h:' || $1::text)`, l.id)
 	if err := s.pool.SendBatch(ctx, &q).Close(); err != nil {
 		return s.fault(fmt.Errorf("detaching engine %s: %w", l.id, err))
 	}
 	s.lease.Store(nil)
+	return nil
+}
+
+// Closing marks the engine closing (store.Leaser).
+func (s *Store) Closing(ctx context.Context) error {
+	l, err := s.attached()
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE engines SET closing = true WHERE id = $1`, l.id); err != nil {
+		return s.fault(fmt.Errorf("marking engine %s closing: %w", l.id, err))
+	}
 	return nil
 }
 
@@ -287,7 +301,8 @@ func (s *Store) Engines(ctx context.Context) ([]store.EngineInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, host, pid, lease_secs, tools, lanes, remotes, started_at, heartbeat_at FROM engines ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, host, pid, lease_secs, tools, lanes, remotes, started_at, heartbeat_at,
+		heartbeat_at > now() - make_interval(secs => lease_secs), closing FROM engines ORDER BY id`)
 	if err != nil {
 		return nil, s.fault(err)
 	}
@@ -298,7 +313,7 @@ func (s *Store) Engines(ctx context.Context) ([]store.EngineInfo, error) {
 		var pid int64
 		var secs float64
 		var tools, lanes, remotes string
-		if err := rows.Scan(&e.ID, &e.Host, &pid, &secs, &tools, &lanes, &remotes, &e.StartedAt, &e.HeartbeatAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Host, &pid, &secs, &tools, &lanes, &remotes, &e.StartedAt, &e.HeartbeatAt, &e.Live, &e.Closing); err != nil {
 			return nil, s.fault(err)
 		}
 		e.PID, e.Lease = int(pid), time.Duration(secs*float64(time.Second))

@@ -79,9 +79,15 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 	}
 	var id int64
 	err := s.retryLost(ctx, true, func() error { // a read: retried on any lost connection
+		// A call in flight first; else a done one only if it is the step's newest call (an
+		// older one was an earlier attempt's, or an earlier execution's, whose outcome its step
+		// recorded).
 		return s.pool.QueryRow(ctx, `SELECT id FROM tool_calls WHERE run_id = $1 AND step_key = $2
-			AND status IN ('queued', 'claimed') AND tool = $3 AND remote = $4 AND args = $5 ORDER BY id DESC LIMIT 1`,
-			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args)).Scan(&id)
+			AND tool = $3 AND remote = $4 AND args = $5
+			AND (status IN ('queued', 'claimed') OR status = 'done' AND $6 > 0 AND attempt = $6
+				AND id = (SELECT max(id) FROM tool_calls WHERE run_id = $1 AND step_key = $2))
+			ORDER BY status IN ('queued', 'claimed') DESC, id DESC LIMIT 1`,
+			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args), int64(c.Attempt)).Scan(&id)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil

@@ -1,0 +1,206 @@
+package gotest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/internal/pgtest"
+)
+
+// Closing an engine on a shared database hands its runs to the other engines
+// (docs/cluster.md, "Closing an engine"), with engines in this process.
+
+// handoverLease is long so that only the hand-over, never a lease's expiry, can explain a run
+// going on elsewhere within a few seconds (the sweep of expired leases runs every 40 s).
+const handoverLease = 120
+
+// waitStep waits until the step instance key of run id is in status want, as e sees it.
+func waitStep(t *testing.T, e *engine.Engine, id, key string, want run.StepStatus) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		steps, err := e.Steps(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			if st.Key == key && st.Status == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("step %s of %s never %s: %+v", key, id, want, steps)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stepCounter answers a host tool's calls and counts them by args.step.
+type stepCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *stepCounter) answer(args map[string]any) engine.ToolResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[args["step"].(string)]++
+	return engine.ToolResult{Output: map[string]any{"ok": true}}
+}
+
+func (c *stepCounter) count(step string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[step]
+}
+
+// An engine closed with a run in flight hands it to another engine, which finishes it at once:
+// the step that completed is not called again, the step in flight runs again there, and the run
+// completes (not interrupted).
+func TestClosingEngineHandsItsRunOver(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	count := &stepCounter{calls: map[string]int{}}
+	a := openLeasedEngine(t, db, handoverLease, "count", count.answer, nil)
+	b := openLeasedEngine(t, db, handoverLease, "count", count.answer, nil)
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: handed
+steps:
+  - {id: first, tool: count, args: {step: first}}
+  - {id: wait, tool: flow__sleep, args: {ms: 1500}, depends_on: [first]}
+  - {id: last, tool: count, args: {step: last}, depends_on: [wait]}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, a, id, "wait", run.StepRunning)
+	closed := time.Now()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 1 || st.Abandoned != 0 {
+		t.Fatalf("closing engine's lease stats: %+v", st)
+	}
+	info, err := b.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run after the hand-over: %+v %v", info, err)
+	}
+	// The sleep ran again in full (1.5 s) on b; the hand-over itself is one notification.
+	if took := time.Since(closed); took > 6*time.Second {
+		t.Fatalf("the run ended %s after its engine closed; with a %d s lease only the hand-over explains an end within seconds", took, handoverLease)
+	}
+	if st := b.LeaseStats(); st.TakenOver != 1 {
+		t.Fatalf("the other engine's lease stats: %+v", st)
+	}
+	if count.count("first") != 1 || count.count("last") != 1 {
+		t.Fatalf("calls: %v, want first and last once each", count.calls)
+	}
+	steps, err := b.Steps(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		if st.Status != run.StepCompleted || st.Key == "first" && st.Attempts != 1 {
+			t.Fatalf("steps: %+v", steps)
+		}
+	}
+}
+
+// A run whose tool no other live engine hosts is stopped as on a database of one's own: it
+// becomes interrupted, and no engine takes it.
+func TestClosingEngineInterruptsWhatNoOtherEngineCanRun(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	a := openLeasedEngine(t, db, handoverLease, "maya_only", nil, nil) // pulled, never answered
+	b := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: local
+steps: [{id: m, tool: maya_only}]
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, a, id, "m", run.StepRunning)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 0 {
+		t.Fatalf("closing engine's lease stats: %+v", st)
+	}
+	info, err := b.Status(ctx, id)
+	if err != nil || info.Status != run.StatusInterrupted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	time.Sleep(300 * time.Millisecond) // a sweep woken by the close would take it now
+	if st := b.LeaseStats(); st.TakenOver != 0 {
+		t.Fatalf("the other engine took an interrupted run: %+v", st)
+	}
+}
+
+// A call the closing engine queued for a worker engine is not made twice: the engine that takes
+// the run over adopts the call in flight, and its outcome completes the run.
+func TestClosingEngineLeavesItsQueuedCallToTheNextOrchestrator(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var pulls atomic.Int32
+	a := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	worker := openLeasedEngine(t, db, handoverLease, "farm", func(args map[string]any) engine.ToolResult {
+		<-release
+		return engine.ToolResult{Output: map[string]any{"frames": 240}}
+	}, &pulls)
+	b := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: farmed
+steps: [{id: render, tool: farm}]
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pulls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never pulled the call")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 1 {
+		t.Fatalf("closing engine's lease stats: %+v", st)
+	}
+	// The run is continued by b or by the worker engine (both can orchestrate it); wait until
+	// one holds it, then let the call finish.
+	deadline = time.Now().Add(5 * time.Second)
+	for b.LeaseStats().TakenOver+worker.LeaseStats().TakenOver == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no engine took the run over within 5 s of the close (lease %d s)", handoverLease)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	info, err := b.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v; b %+v, worker %+v", info, err, b.LeaseStats(), worker.LeaseStats())
+	}
+	if n := pulls.Load(); n != 1 {
+		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
+		for _, e := range ev {
+			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
+		}
+		t.Fatalf("the worker was called %d times, want 1 (taken over by b %d, worker %d; queue %q)", n, b.LeaseStats().TakenOver, worker.LeaseStats().TakenOver, queueRows(t, db))
+	}
+	if rows := queueRows(t, db); strings.Join(rows, ",") != "farm 1 done " {
+		t.Fatalf("queue rows: %q", rows)
+	}
+}
