@@ -18,8 +18,9 @@ sources:
   once with the same delivery id, plus bad signatures and malformed JSON;
 - faults during the first 75%: a SIGKILL of a serve engine (never the first, whose RSS is
   measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
-  (once in a short soak, twice from 180 s), and one SIGSTOP of a serve engine for 3 leases, then
-  SIGCONT.
+  (once in a short soak, twice from 180 s), one SIGSTOP of a serve engine for 3 leases, then
+  SIGCONT, and one SIGTERM of a serve engine under load: it closes and hands its runs to the
+  other engines (docs/cluster.md, "Closing an engine"); a new one takes its place.
 
 Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
 leases, reads the database and checks (docs/operations.md, "Cluster soak"): no run left
@@ -493,6 +494,7 @@ class ClusterSoak:
         chaos_end = self.duration * CHAOS_FRACTION
         restarts = [self.duration * 0.4] if self.duration < 180 else [self.duration * 0.3, self.duration * 0.6]
         stop_at = self.duration * 0.5
+        close_at = self.duration * 0.3
         nxt = self.rng.uniform(8.0, 14.0)
         while not self.stop_load.is_set() and self.t() < chaos_end:
             self.stop_load.wait(0.2)
@@ -504,6 +506,9 @@ class ClusterSoak:
             if stop_at and t >= stop_at:
                 stop_at = 0.0
                 self.suspend()
+            if close_at and t >= close_at:
+                close_at = 0.0
+                self.close_one()
             if t >= nxt:
                 nxt = t + self.rng.uniform(10.0, 20.0) * min(1.0, self.duration / 300.0 + 0.5)
                 self.kill_one()
@@ -518,6 +523,32 @@ class ClusterSoak:
         self.count("kills_" + kind)
         self.log("SIGKILL %s %d (pid %d)" % (kind, p.num, p.pid))
         self.start_proc(kind, slot)
+
+    def close_one(self, wait: float = 20.0) -> None:
+        """SIGTERM a serve engine (never the first): it closes, handing its runs over."""
+        with self.lock:
+            cands = [(s, p) for (k, s), p in sorted(self.live.items()) if k == "serve" and s != 0 and not self.stopped(p)]
+        if not cands:
+            return
+        slot, p = self.rng.choice(cands)
+        t0 = now_ns()
+        p.how = "closed"  # before the exit, so that check_alive does not call it a death
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.proc.wait(timeout=wait)
+            self.pg.release(p.pid)
+        except subprocess.TimeoutExpired:
+            self.violation("process", "serve %d (pid %d) did not close within %.0f s of SIGTERM" % (p.num, p.pid, wait))
+            self.kill(p, "closed")
+        t1 = now_ns()
+        p.end = t1
+        with self.lock:
+            # A step whose call ran on the closing engine's own host is called again by the
+            # engine the run is handed to (the close cancelled the call).
+            self.faults.append((t0, t1 + int(3 * LEASE * 1e9), "SIGTERM serve %d" % p.num))
+        self.count("closes")
+        self.log("SIGTERM serve %d (pid %d): closed in %.2f s" % (p.num, p.pid, (t1 - t0) / 1e9))
+        self.start_proc("serve", slot)
 
     def restart_db(self) -> None:
         t0 = now_ns()
@@ -767,6 +798,7 @@ class ClusterSoak:
         kills = sum(v for k, v in self.counts.items() if k.startswith("kills_"))
         need = [("completed runs", by_status.get("completed", 0), 10), ("kills", kills, 2),
                 ("takeovers", n_takeovers, 1), ("database restarts", self.counts.get("db_restarts", 0), 1),
+                ("closes", self.counts.get("closes", 0), 1),
                 ("queued calls", q_total, 10), ("webhook pairs", self.counts.get("hook_pairs", 0), 1),
                 ("schedule fires", n_fires, 5)]
         for what, got, least in need:
@@ -784,11 +816,11 @@ class ClusterSoak:
         verdict = "ok" if not self.violations else "FAILED (%d violations)" % len(self.violations)
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
-              "stops %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, webhooks %d "
+              "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, webhooks %d "
               "(pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
-                  self.counts.get("stops", 0), q_total, q_lost, duplicates, excused, len(hung), good,
+                  self.counts.get("stops", 0), self.counts.get("closes", 0), q_total, q_lost, duplicates, excused, len(hung), good,
                   self.counts.get("hook_pairs", 0),
                   self.counts.get("hook_bad_signature", 0) + self.counts.get("hook_malformed", 0), n_fires,
                   self.slots_lost,
