@@ -527,7 +527,8 @@ class ClusterSoak:
     def close_one(self, wait: float = 20.0) -> None:
         """SIGTERM a serve engine (never the first): it closes, handing its runs over."""
         with self.lock:
-            cands = [(s, p) for (k, s), p in sorted(self.live.items()) if k == "serve" and s != 0 and not self.stopped(p)]
+            cands = [(s, p) for (k, s), p in sorted(self.live.items())
+                     if k == "serve" and s != 0 and not self.stopped(p)]
         if not cands:
             return
         slot, p = self.rng.choice(cands)
@@ -816,11 +817,12 @@ class ClusterSoak:
         verdict = "ok" if not self.violations else "FAILED (%d violations)" % len(self.violations)
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
-              "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, webhooks %d "
-              "(pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
+              "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, "
+              "webhooks %d (pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
-                  self.counts.get("stops", 0), self.counts.get("closes", 0), q_total, q_lost, duplicates, excused, len(hung), good,
+                  self.counts.get("stops", 0), self.counts.get("closes", 0), q_total, q_lost, duplicates, excused,
+                  len(hung), good,
                   self.counts.get("hook_pairs", 0),
                   self.counts.get("hook_bad_signature", 0) + self.counts.get("hook_malformed", 0), n_fires,
                   self.slots_lost,
