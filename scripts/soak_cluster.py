@@ -818,7 +818,8 @@ class ClusterSoak:
         good = sum(1 for d in self.deliveries if d["kind"] == "good")
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
               "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, "
-              "webhooks %d (pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, rss max +%.1f MB: %s" % (
+              "webhooks %d (pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, "
+              "rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
                   self.counts.get("stops", 0), self.counts.get("closes", 0), q_total, q_lost, duplicates, excused,
