@@ -67,6 +67,7 @@ if [ -z "$pg_skip" ]; then
   pgfan_line="$(best PGFanout 3x 'steps/s' high)"
   pgfan3_line="$(best PGFanout3 3x 'steps/s' high)"
   pgtake_line="$(run PGTakeover 3x)"
+  pghand_line="$(run PGHandover 3x)"
 fi
 
 us_step="$seq_best"
@@ -117,6 +118,10 @@ else
   pgtake_claim="$(metric "$pgtake_line" 'claim-max-ms')"
   printf '| PostgreSQL, takeover: another engine continues the run of a SIGKILLed orchestrator (lease 1 s), from the lease expiring to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
     "$pgtake_step" "$pgtake_claim" "$(verdict "$pgtake_step" '<=' 1000)"
+  pghand_step="$(metric "$pghand_line" 'step-max-ms')"
+  pghand_claim="$(metric "$pghand_line" 'claim-max-ms')"
+  printf '| PostgreSQL, hand-over: another engine continues the run of an orchestrator that closed mid-step, from the close to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
+    "$pghand_step" "$pghand_claim" "$(verdict "$pghand_step" '<=' 1000)"
 fi
 mcp_line="$(cd engine/mcpserver && "$GO" test -run '^$' -bench '^BenchmarkWorkflowsRunHTTP$' -benchtime 300x . 2>&1 | grep '^BenchmarkWorkflowsRunHTTP')"
 printf '| MCP workflows_run → terminal, 1-step workflow, streamable HTTP on loopback (300 calls) | p50 %s ms, p99 %s ms | — | |\n' \

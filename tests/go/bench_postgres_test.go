@@ -127,7 +127,17 @@ func pgBenchFanoutEngines(b *testing.B, n int) {
 // to the other engine's claim (its interrupted event: the first write of the run) and to the
 // first step it starts of the resumed run. Reported: the mean and the worst over the iterations.
 // Goal: the step within 1 s of the expiry.
-func BenchmarkPGTakeover(b *testing.B) {
+func BenchmarkPGTakeover(b *testing.B) { benchContinued(b, false) }
+
+// BenchmarkPGHandover is BenchmarkPGTakeover with the orchestrator closed (docs/cluster.md,
+// "Closing an engine") instead of killed: from the close to the other engine's claim and first
+// step, whatever the lease.
+func BenchmarkPGHandover(b *testing.B) { benchContinued(b, true) }
+
+// benchContinued measures how soon another engine continues a run whose orchestrator stopped
+// while it ran its first step: killed (SIGKILL; timed from the lease's expiry) or, with
+// closed, closed (timed from the close).
+func benchContinued(b *testing.B, closed bool) {
 	var claim, step []time.Duration
 	for range b.N {
 		b.StopTimer()
@@ -147,16 +157,22 @@ func BenchmarkPGTakeover(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		b.StartTimer()
-		if err := a.cmd.Process.Kill(); err != nil { // SIGKILL
-			b.Fatal(err)
+		var from time.Time // the lease's expiry, or the close
+		if closed {
+			from = time.Now()
+			a.do("quit", "closed")
+		} else {
+			if err := a.cmd.Process.Kill(); err != nil { // SIGKILL
+				b.Fatal(err)
+			}
+			_ = a.cmd.Wait()
+			from = leaseUntil(b, db, id)
 		}
-		_ = a.cmd.Wait()
-		expiry := leaseUntil(b, db, id)
 		v := viewer(b, db)
 		var claimedAt, steppedAt time.Time
 		for claimedAt.IsZero() || steppedAt.IsZero() {
-			if time.Now().After(expiry.Add(10 * time.Second)) {
-				b.Fatalf("run %s not continued 10 s after its lease expired", id)
+			if time.Now().After(from.Add(10 * time.Second)) {
+				b.Fatalf("run %s not continued 10 s after its engine stopped (closed %v)", id, closed)
 			}
 			time.Sleep(5 * time.Millisecond)
 			evs, err := v.EventsSince(0, 0)
@@ -179,8 +195,8 @@ func BenchmarkPGTakeover(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		claim = append(claim, claimedAt.Sub(expiry))
-		step = append(step, steppedAt.Sub(expiry))
+		claim = append(claim, claimedAt.Sub(from))
+		step = append(step, steppedAt.Sub(from))
 		for _, nd := range nodes[1:] {
 			nd.do("quit", "closed")
 		}
