@@ -264,6 +264,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	e.markClosing(ctx) // on a shared database (lease.go)
 	stopErr := e.StopScheduler(ctx)
 	e.StopRetention()
 	e.mu.Lock()

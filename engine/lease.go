@@ -349,6 +349,16 @@ func (e *Engine) acquire(ctx context.Context, runID string) error {
 	return nil
 }
 
+// leased reports whether a live lease holds runID, or the run above it (store.Leaser.Leased);
+// false when the database is not shared or cannot say.
+func (e *Engine) leased(ctx context.Context, runID string) bool {
+	if e.lease.l == nil {
+		return false
+	}
+	ok, err := e.lease.l.Leased(ctx, runID)
+	return err == nil && ok
+}
+
 // heldElsewhere reports whether another live engine holds runID's lease (its control requests
 // go there).
 func (e *Engine) heldElsewhere(ctx context.Context, runID string) bool {
@@ -359,21 +369,31 @@ func (e *Engine) heldElsewhere(ctx context.Context, runID string) bool {
 	return err == nil && holder != ""
 }
 
+// markClosing, on a shared database, marks the engine closing (store.Leaser.Closing) as Close
+// starts, whether or not it runs anything: from then on the other engines do not hand it
+// their runs (its own sweep is off). A failure is ignored: the mark only narrows a race.
+func (e *Engine) markClosing(ctx context.Context) {
+	if e.lease.l == nil || e.cfg.ReadOnly {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.lease.every)
+	defer cancel()
+	_ = e.lease.l.Closing(ctx)
+}
+
 // handOver, on a shared database, gives the other engines the top-level runs of live that
-// one of them can run, as the engine closes: it marks the engine closing, abandons each such
+// one of them can run, as the engine closes (markClosing came first): it abandons each such
 // run (nothing more is written of it; its child runs go with it, and a call it queued stays
 // queued for the next orchestrator to adopt) and returns their ids. stopLeases then releases
 // their leases and wakes the other engines, whose sweep claims and resumes them at once,
-// through the takeover path: no completed step runs again, and a step whose host call was in
-// flight here runs again there. A paused run is not handed over (it stays paused; its lease
-// is released). Returns nil when no engine can take any: the runs are then stopped
-// (interrupted) as on a database of one's own.
+// through the takeover path: no completed step runs again. Not handed over, so stopped
+// (interrupted) as on a database of one's own: a paused run or one with a paused child run
+// (it stays paused), and a run with a call this engine's host is running (a host may not
+// honour the cancel, and the call would then run twice). Returns nil when no engine can take
+// any.
 func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool {
 	ls := &e.lease
 	if ls.l == nil || e.cfg.ReadOnly || len(live) == 0 {
-		return nil
-	}
-	if err := ls.l.Closing(ctx); err != nil {
 		return nil
 	}
 	engines, err := ls.l.Engines(ctx)
@@ -396,9 +416,15 @@ func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool
 	if others.engines == 0 {
 		return nil
 	}
+	keep := e.router.Host().Running() // runs whose host calls are running here
+	for _, h := range live {
+		if a := h.Ancestors(); len(a) > 0 && h.Paused() {
+			keep[a[0]] = true
+		}
+	}
 	handed := map[string]bool{}
 	for _, h := range live {
-		if len(h.Ancestors()) > 0 || isDone(h.Done()) || h.Paused() {
+		if len(h.Ancestors()) > 0 || keep[h.ID()] || isDone(h.Done()) || h.Paused() {
 			continue
 		}
 		rec, err := e.store.GetRun(ctx, h.ID())
@@ -428,8 +454,26 @@ type capabilities struct {
 }
 
 // canRun reports whether an engine with c's tools and remotes (and the built-in tools every
-// engine has) can run every tool step and remote call of s.
+// engine has) can run every tool step and remote call of s, and of the catalog workflows its
+// workflow steps run, all the way down (one not in this engine's catalog: false).
 func (e *Engine) canRun(s *spec.Spec, c *capabilities) bool {
+	return e.canRunWithin(s, c, map[string]bool{})
+}
+
+func (e *Engine) canRunWithin(s *spec.Spec, c *capabilities, seen map[string]bool) bool {
+	ok := true
+	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
+		if st.Kind != spec.KindWorkflow || seen[st.Workflow] {
+			return ok
+		}
+		seen[st.Workflow] = true
+		child, found := e.Workflow(st.Workflow)
+		ok = found && e.canRunWithin(child, c, seen)
+		return ok
+	})
+	if !ok {
+		return false
+	}
 	toolNames, remotes, err := e.exec.Tools(s)
 	if err != nil {
 		return false
@@ -460,6 +504,11 @@ func (e *Engine) stopLeases(ctx context.Context) {
 	}
 	close(ls.stop)
 	<-ls.done
+	if ctx.Err() != nil { // Close's context ran out waiting for the runs: release them all the same
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), ls.every)
+		defer cancel()
+	}
 	_ = ls.l.Detach(ctx)
 }
 

@@ -236,8 +236,8 @@ func (cq *callQueue) Adopt(ctx context.Context, call tools.Call) (tools.Result, 
 	if err != nil {
 		return tools.Result{}, false, nil // Call reports it
 	}
-	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.AdoptAttempt,
-		Tool: call.Tool, Remote: call.DCC, Args: args})
+	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt,
+		Interrupted: call.AdoptAttempt, Tool: call.Tool, Remote: call.DCC, Args: args})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return tools.Result{}, true, ctx.Err()

@@ -453,8 +453,8 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 
 // waitStored is Wait for a run another process runs, or for a paused run that no engine runs
 // (until this engine unpauses or cancels it): it reads the run until it is terminal. On a
-// shared database an interrupted run that another live engine holds is not yet at its end:
-// that engine took it over (or was handed it) and resumes it.
+// shared database an interrupted run that a live lease holds is not yet at its end: an engine
+// (another, or this one) took it over, or was handed it, and resumes it.
 func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
@@ -471,9 +471,10 @@ func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Dura
 			return e.Wait(ctx, runID, left)
 		}
 		info, err := e.Status(ctx, runID)
-		// An interrupted run that another engine holds is being continued there (a takeover
-		// claims the run, which writes it interrupted, then resumes it): not its end.
-		resuming := err == nil && info.Status == run.StatusInterrupted && e.heldElsewhere(ctx, runID)
+		// An interrupted run that a live lease holds (its own, or its parent's for a child run)
+		// is being continued (a takeover claims the run, which writes it interrupted, then
+		// resumes it, here or on another engine): not its end.
+		resuming := err == nil && info.Status == run.StatusInterrupted && e.leased(ctx, runID)
 		if err != nil || info.Terminal && !resuming || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return info, err
 		}

@@ -114,6 +114,7 @@ func TestForeachItemsForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.items, func(t *testing.T) {
 			t.Parallel()
+			b := b.sub(t)
 			info := b.run(`
 inputs: { dirs: { type: array, default: ["/a", "/b"] } }
 steps:

@@ -145,6 +145,129 @@ steps: [{id: m, tool: maya_only}]
 	}
 }
 
+// A run with a call the closing engine's host is running is not handed over, though another
+// engine hosts the tool: a host may not honour the cancel, and the call would then run on two
+// hosts at once. It becomes interrupted, as on a database of one's own.
+func TestClosingEngineKeepsARunWhoseHostCallIsRunning(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	var pulls atomic.Int32
+	a := openLeasedEngine(t, db, handoverLease, "bake", nil, &pulls) // pulled, never answered
+	b := openLeasedEngine(t, db, handoverLease, "bake", nil, nil)
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: baking
+steps: [{id: bake, tool: bake}]
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pulls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the host never pulled the call")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 0 {
+		t.Fatalf("handed over a run whose host call was running: %+v", st)
+	}
+	info, err := b.Wait(ctx, id, 5*time.Second)
+	if err != nil || info.Status != run.StatusInterrupted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	if st := b.LeaseStats(); st.TakenOver != 0 {
+		t.Fatalf("the other engine took it: %+v", st)
+	}
+}
+
+// Whether another engine can run a run is judged down its sub-workflows too: a run whose
+// catalog child calls a tool only the closing engine hosts is not handed over.
+func TestClosingEngineJudgesSubWorkflowsToo(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	a := openLeasedEngine(t, db, handoverLease, "maya_only", nil, nil)
+	b := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	if err := a.Register(mustSpec(t, "name: in_maya\nsteps: [{id: m, tool: maya_only}]\n")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: parent
+steps:
+  - {id: first, tool: flow__sleep, args: {ms: 5000}}
+  - {id: sub, kind: workflow, workflow: in_maya, depends_on: [first]}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, a, id, "first", run.StepRunning)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 0 {
+		t.Fatalf("handed over a run whose sub-workflow needs the closing engine: %+v", st)
+	}
+	if info, err := b.Wait(ctx, id, 5*time.Second); err != nil || info.Status != run.StatusInterrupted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+}
+
+// A run with a paused child run is not handed over: the resume that a takeover makes would
+// unpause the child, which only a person may do. The parent becomes interrupted; the child
+// stays paused.
+func TestClosingEngineKeepsARunWithAPausedChild(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	a := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	b := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	if err := a.Register(mustSpec(t, "name: napping\nsteps: [{id: nap, tool: flow__sleep, args: {ms: 5000}}]\n")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: parent
+steps: [{id: sub, kind: workflow, workflow: napping}]
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, a, id, "sub", run.StepRunning)
+	var child string
+	deadline := time.Now().Add(10 * time.Second)
+	for child == "" {
+		info, err := a.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Children) > 0 {
+			child = info.Children[0].ID
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no child run: %+v", info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitStep(t, a, child, "nap", run.StepRunning)
+	if err := a.Pause(ctx, child, "checking", "td"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 0 {
+		t.Fatalf("handed over a run with a paused child: %+v", st)
+	}
+	if info, err := b.Status(ctx, child); err != nil || info.Status != run.StatusPaused {
+		t.Fatalf("child: %+v %v", info, err)
+	}
+	if st := b.LeaseStats(); st.TakenOver != 0 {
+		t.Fatalf("the other engine took it: %+v", st)
+	}
+}
+
 // A call the closing engine queued for a worker engine is not made twice: the engine that takes
 // the run over adopts the call in flight, and its outcome completes the run.
 func TestClosingEngineLeavesItsQueuedCallToTheNextOrchestrator(t *testing.T) {

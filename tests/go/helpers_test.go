@@ -90,6 +90,20 @@ func parse(t *testing.T, text string) *spec.Spec {
 	return s
 }
 
+// sub returns the bundle for a parallel subtest t of the test that set b up: the same engine,
+// with t (so that a failure is the subtest's) and a context whose waitLimit starts now (a
+// parallel subtest may start long after the bundle was set up, once the package's other
+// parallel tests leave it a slot).
+func (b *testBundle) sub(t *testing.T) *testBundle {
+	t.Helper()
+	c := *b
+	c.t = t
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	c.ctx = ctx
+	return &c
+}
+
 // run runs a spec to the end and returns its status.
 func (b *testBundle) run(text string, inputs map[string]any) *engine.RunInfo {
 	b.t.Helper()

@@ -149,6 +149,7 @@ steps:
 	for _, c := range cases {
 		t.Run(jsonOf(t, c.qc), func(t *testing.T) {
 			t.Parallel()
+			b := b.sub(t)
 			info := b.run(text, map[string]any{"qc": c.qc})
 			if info.Status != run.StatusCompleted {
 				t.Fatalf("status %s %+v", info.Status, info.Error)

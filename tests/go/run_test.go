@@ -141,6 +141,7 @@ steps:
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			b := b.sub(t)
 			_, err := b.eng.Submit(b.ctx, engine.StartRequest{Spec: parse(t, text), Inputs: c.inputs})
 			re := asRunError(err)
 			if re == nil || re.Code != run.CodeInvalidInput {

@@ -244,6 +244,10 @@ type Leaser interface {
 	// Holder returns the id of the engine that holds a live lease on run id, "" when none does
 	// or this engine does. ErrNotFound for an unknown run.
 	Holder(ctx context.Context, id string) (string, error)
+	// Leased reports whether a live lease of any engine, this one included, holds run id or
+	// one of the runs above it (a child run goes with its parent's lease). ErrNotFound for an
+	// unknown run.
+	Leased(ctx context.Context, id string) (bool, error)
 	// Closing marks the engine as closing: from then on Engines reports it with Closing set, so
 	// the other engines neither hand their runs to it nor count it as one that could take them.
 	// Its heartbeat keeps the mark.
@@ -330,13 +334,14 @@ type CallQueue interface {
 	// applied, never queues the call twice). An error wrapping ErrConnectionLost leaves it
 	// unknown whether the call was queued.
 	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
-	// AdoptCall returns the id of the newest call of c's RunID and StepKey, and whether there
-	// is one, when that call has c's Tool, Remote and Args (byte for byte) and is still queued
-	// or claimed, or (c.Attempt > 0) is done and was made for attempt c.Attempt: the call a
-	// run's former orchestrator left in flight when it died or gave the run up, which the
-	// engine that resumes the run waits for (or whose outcome it takes, when the call ended
-	// after its orchestrator stopped) instead of making the call again. c.Attempt is the
-	// attempt of the interrupted step row; 0 adopts only a call still in flight.
+	// AdoptCall returns the id of the call a run's former orchestrator left in flight when it
+	// died or gave the run up, and whether there is one: the engine that resumes the run waits
+	// for it (or takes its outcome, when it ended after its orchestrator stopped) instead of
+	// making the call again. That is the newest call of c's RunID and StepKey with c's Tool,
+	// Remote and Args (byte for byte) still queued or claimed, or else, when c.Interrupted > 0,
+	// the step's newest call if it is done and of attempt c.Interrupted (the attempt of the
+	// interrupted step row). The adopted call's attempt becomes c.Attempt, the adopter's, so
+	// that the next adopter finds it by the attempt the step row then records.
 	AdoptCall(ctx context.Context, c QueuedCall) (int64, bool, error)
 	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
 	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with
@@ -394,7 +399,10 @@ type QueuedCall struct {
 	RunID   string
 	StepKey string
 	Attempt int
-	Tool    string
+	// Interrupted is, for AdoptCall only, the attempt of the interrupted step row whose call
+	// is looked for (0: only a call still queued or claimed is adopted).
+	Interrupted int
+	Tool        string
 	// Remote is the remote (worker pool, MCP server) the call must run on, "" for a host tool:
 	// a pool step's or a tool_remote step's call queued for an engine that has that remote.
 	Remote string

@@ -357,6 +357,26 @@ func (h *Host) Report(id uint64, rep Report) bool {
 	return true
 }
 
+// Running returns the top-level runs (a child run's outermost ancestor) that have a call the
+// host pulled and has not answered: calls a host runs on, whether or not it honours a cancel.
+func (h *Host) Running() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drainLocked()
+	out := map[string]bool{}
+	for _, p := range h.calls {
+		if p.state != statePulled {
+			continue
+		}
+		if len(p.ancestors) > 0 {
+			out[p.ancestors[0]] = true
+		} else {
+			out[p.call.RunID] = true
+		}
+	}
+	return out
+}
+
 // Pending returns the number of calls queued or pulled and not answered.
 func (h *Host) Pending() int {
 	h.mu.Lock()

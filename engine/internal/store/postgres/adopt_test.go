@@ -114,8 +114,13 @@ func TestAdoptCall(t *testing.T) {
 	if ok, err := w.CompleteCall(ctx, old, store.CallOutcome{Output: json.RawMessage(`1`)}); !ok || err != nil {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
-	without, other := c, c
-	without.Attempt, other.Attempt = 0, 1
+	// The adopter is a resume, which numbers its attempts from 1; Interrupted is the attempt
+	// the interrupted step row records.
+	without, other, adopter, next := c, c, c, c
+	without.Attempt, without.Interrupted = 1, 0
+	other.Attempt, other.Interrupted = 3, 1
+	adopter.Attempt, adopter.Interrupted = 1, 2
+	next.Attempt, next.Interrupted = 1, 1
 	if id, ok := adopt(without); ok {
 		t.Fatalf("adopted done call %d with no interrupted attempt", id)
 	}
@@ -123,8 +128,17 @@ func TestAdoptCall(t *testing.T) {
 		t.Fatalf("adopted done call %d of attempt 2 for interrupted attempt 1", id)
 	}
 	// The interrupted attempt's call ended after its orchestrator stopped: its outcome is taken.
-	if id, ok := adopt(c); !ok || id != old {
+	if id, ok := adopt(adopter); !ok || id != old {
 		t.Fatalf("adopted %d (%v), want the done call %d of the interrupted attempt 2", id, ok, old)
+	}
+	// The call now has the adopter's attempt: if the adopter stops too before its step records
+	// the outcome (a second hand-over), the next adopter finds it by the attempt the step row
+	// then records (1), and so does a try sent again after a lost connection.
+	if id, ok := adopt(next); !ok || id != old {
+		t.Fatalf("second adoption: %d (%v), want %d", id, ok, old)
+	}
+	if id, ok := adopt(adopter); !ok || id != old {
+		t.Fatalf("the same adoption again: %d (%v), want %d", id, ok, old)
 	}
 	first, _ := o.EnqueueCall(ctx, c)
 	newest, _ := o.EnqueueCall(ctx, c)
@@ -147,7 +161,7 @@ func TestAdoptCall(t *testing.T) {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
 	for _, a := range []int{1, 2} {
-		c.Attempt = a
+		c.Attempt, c.Interrupted = a, a
 		if id, ok := adopt(c); ok {
 			t.Fatalf("attempt %d: adopted %d, an older call than the step's newest", a, id)
 		}

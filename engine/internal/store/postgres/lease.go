@@ -266,6 +266,27 @@ func (s *Store) Holder(ctx context.Context, id string) (string, error) {
 	return *owner, nil
 }
 
+// Leased reports whether a live lease holds run id or a run above it (store.Leaser).
+func (s *Store) Leased(ctx context.Context, id string) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	var found int
+	var live bool
+	err := s.pool.QueryRow(ctx, `WITH RECURSIVE up (id, parent, depth) AS (
+			SELECT id, parent_run_id, 0 FROM workflows WHERE id = $1
+			UNION ALL SELECT w.id, w.parent_run_id, up.depth + 1 FROM workflows w JOIN up ON w.id = up.parent WHERE up.depth < 64)
+		SELECT count(*), coalesce(bool_or(w.lease_until IS NOT NULL AND w.lease_until >= now()), false)
+		FROM up JOIN workflows w ON w.id = up.id`, id).Scan(&found, &live)
+	if err != nil {
+		return false, s.fault(err)
+	}
+	if found == 0 {
+		return false, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	return live, nil
+}
+
 // Detach releases the engine's leases and deletes its row.
 func (s *Store) Detach(ctx context.Context) error {
 	l, err := s.attached()

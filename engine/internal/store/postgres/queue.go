@@ -82,12 +82,15 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 		// A call in flight first; else a done one only if it is the step's newest call (an
 		// older one was an earlier attempt's, or an earlier execution's, whose outcome its step
 		// recorded).
-		return s.pool.QueryRow(ctx, `SELECT id FROM tool_calls WHERE run_id = $1 AND step_key = $2
+		// Retried on any lost connection: a try whose update was applied left the done call's
+		// attempt at $7, which the next try matches too.
+		return s.pool.QueryRow(ctx, `WITH f AS (SELECT id FROM tool_calls WHERE run_id = $1 AND step_key = $2
 			AND tool = $3 AND remote = $4 AND args = $5
-			AND (status IN ('queued', 'claimed') OR status = 'done' AND $6 > 0 AND attempt = $6
+			AND (status IN ('queued', 'claimed') OR status = 'done' AND $6 > 0 AND attempt IN ($6, $7)
 				AND id = (SELECT max(id) FROM tool_calls WHERE run_id = $1 AND step_key = $2))
-			ORDER BY status IN ('queued', 'claimed') DESC, id DESC LIMIT 1`,
-			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args), int64(c.Attempt)).Scan(&id)
+			ORDER BY status IN ('queued', 'claimed') DESC, id DESC LIMIT 1)
+			UPDATE tool_calls t SET attempt = $7 FROM f WHERE t.id = f.id RETURNING t.id`,
+			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args), int64(c.Interrupted), int64(c.Attempt)).Scan(&id)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil

@@ -137,7 +137,9 @@ func TestLeasesAcrossEngines(t *testing.T) {
 		t.Fatalf("engines: %+v %v", es, err)
 	}
 	now := time.Now()
-	if err := a.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")},
+	child := newRun("rc")
+	child.ParentRunID, child.ParentStepKey = "r", "sub"
+	if err := a.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r"), child},
 		Steps: []store.Step{{RunID: "r", Key: "done", StepID: "done", Kind: "tool", Status: run.StepCompleted},
 			{RunID: "r", Key: "busy", StepID: "busy", Kind: "tool", Status: run.StepRunning}}}); err != nil {
 		t.Fatal(err)
@@ -218,6 +220,18 @@ func TestLeasesAcrossEngines(t *testing.T) {
 	if h, err := a.Holder(ctx, "r"); err != nil || (h != "B" && h != "C") {
 		t.Fatalf("holder after the takeover: %q %v", h, err)
 	}
+	// Interrupted by the claim and held by the claimer, which resumes it: Wait goes on waiting
+	// (Leased), for the child too, which goes with its parent's lease.
+	for _, s := range []*postgres.Store{a, b, c} {
+		for _, id := range []string{"r", "rc"} {
+			if ok, err := s.Leased(ctx, id); !ok || err != nil {
+				t.Fatalf("leased %s after the takeover: %v %v", id, ok, err)
+			}
+		}
+	}
+	if _, err := a.Leased(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("leased of an unknown run: %v", err)
+	}
 	// A terminal update by the holder releases the lease; then anyone may acquire it (a resume).
 	winner := b
 	if h, _ := a.Holder(ctx, "r"); h == "C" {
@@ -228,6 +242,9 @@ func TestLeasesAcrossEngines(t *testing.T) {
 	}
 	if h, err := a.Holder(ctx, "r"); err != nil || h != "" {
 		t.Fatalf("holder of a finished run: %q %v", h, err)
+	}
+	if ok, err := a.Leased(ctx, "r"); ok || err != nil {
+		t.Fatalf("leased after the end: %v %v", ok, err)
 	}
 	if ok, _, err := a.Acquire(ctx, "r"); !ok || err != nil {
 		t.Fatalf("acquiring a finished run: %v %v", ok, err)
