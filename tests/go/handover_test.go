@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -265,6 +267,43 @@ steps: [{id: sub, kind: workflow, workflow: napping}]
 	}
 	if st := b.LeaseStats(); st.TakenOver != 0 {
 		t.Fatalf("the other engine took it: %+v", st)
+	}
+}
+
+// An engine marked closing (here by hand, as its Close marks it first) is not handed runs,
+// though it hosts their tools: it would not claim them. The run becomes interrupted.
+func TestClosingEngineDoesNotHandRunsToAClosingOne(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	ctx := context.Background()
+	a := openLeasedEngine(t, db, handoverLease, "", nil, nil)
+	w := openLeasedEngine(t, db, handoverLease, "farm", nil, nil) // pulled, never answered
+	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
+name: farmed
+steps:
+  - {id: first, tool: flow__sleep, args: {ms: 5000}}
+  - {id: render, tool: farm, depends_on: [first]}
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, a, id, "first", run.StepRunning)
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE engines SET closing = true WHERE id = $1`, w.EngineID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.LeaseStats(); st.HandedOver != 0 {
+		t.Fatalf("handed a run to a closing engine: %+v", st)
+	}
+	if info, err := w.Wait(ctx, id, 5*time.Second); err != nil || info.Status != run.StatusInterrupted {
+		t.Fatalf("run: %+v %v", info, err)
 	}
 }
 
