@@ -194,6 +194,11 @@ func dccflow_calls_complete(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.i
 	return call(h, in, out, opCallsComplete)
 }
 
+// dccflow_call_cancelled: in {"call_id": 7} → {"cancelled": false}, or in {"call_ids": [7, 8]}
+// → {"cancelled_ids": [8]}. Whether the step still wants a pulled call's result: true once its
+// run was cancelled or its attempt timed out (the host should stop the tool), and for unknown
+// or answered ids.
+//
 //export dccflow_call_cancelled
 func dccflow_call_cancelled(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opCallCancelled)
@@ -208,8 +213,9 @@ func dccflow_call_report(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int3
 	return call(h, in, out, opCallReport)
 }
 
-// dccflow_puller_open: in {} → {"puller": 1}. A puller is a thread that takes tool calls:
-// calls_next with "puller" records it as their holder until it answers them.
+// dccflow_puller_open: in {"name": "MainThread"} → {"puller": 1}. A puller is a thread that
+// takes tool calls: calls_next with "puller" records it as their holder until it answers them.
+// name (optional) is the thread's name, given in messages about its calls.
 //
 //export dccflow_puller_open
 func dccflow_puller_open(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {

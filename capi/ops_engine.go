@@ -505,8 +505,14 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 	return res, nil
 })
 
-var opPullerOpen = withEngine(func(e *engine.Engine, _ *struct{}) (any, error) {
-	id, err := e.Host().OpenPuller()
+// pullerOpenRequest opens a puller (dccflow_puller_open); name is its thread's name, shown in
+// messages about the calls it runs (an abandoned attempt names its thread).
+type pullerOpenRequest struct {
+	Name string `json:"name"`
+}
+
+var opPullerOpen = withEngine(func(e *engine.Engine, req *pullerOpenRequest) (any, error) {
+	id, err := e.Host().OpenPuller(req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -537,11 +543,17 @@ var opCallsRelease = withEngine(func(e *engine.Engine, req *releaseRequest) (any
 	return map[string]int{"released": n}, nil
 })
 
-type callRequest struct {
-	CallID uint64 `json:"call_id"`
+// cancelledRequest asks whether calls are cancelled (dccflow_call_cancelled): one call_id, or
+// several call_ids at once (a host's watchdog over the calls it runs).
+type cancelledRequest struct {
+	CallID  uint64   `json:"call_id"`
+	CallIDs []uint64 `json:"call_ids"`
 }
 
-var opCallCancelled = withEngine(func(e *engine.Engine, req *callRequest) (any, error) {
+var opCallCancelled = withEngine(func(e *engine.Engine, req *cancelledRequest) (any, error) {
+	if req.CallIDs != nil {
+		return map[string][]uint64{"cancelled_ids": e.Host().CancelledOf(req.CallIDs)}, nil
+	}
 	return map[string]bool{"cancelled": e.Host().Cancelled(req.CallID)}, nil
 })
 

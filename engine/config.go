@@ -61,6 +61,10 @@ type Config struct {
 	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
 	// stall detection.
 	StallAfterSecs float64 `json:"stall_after_secs,omitempty"`
+	// InterruptGraceSecs is how long a host tool whose attempt timed out is given to stop (the
+	// Python package interrupts it) before the attempt is abandoned and the step moves on
+	// (docs/python.md, "Timeouts and cancel"): 0 means 2 seconds; otherwise 0.01 to 300.
+	InterruptGraceSecs float64 `json:"interrupt_grace_secs,omitempty"`
 	// LeaseSecs is the lease under which an engine on a shared database (PostgreSQL,
 	// docs/cluster.md "Leases") orchestrates each of its runs: it renews its leases every
 	// LeaseSecs/3, and another engine takes a run over once its lease has expired. 0 means
@@ -292,6 +296,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseSecs != 0 && !(c.LeaseSecs >= 0.3 && c.LeaseSecs <= 3600) {
 		add("lease_secs", "must be 0 (the default, %d) or 0.3 to 3600 seconds; got %v", DefaultLeaseSecs, c.LeaseSecs)
+	}
+	if c.InterruptGraceSecs != 0 && !(c.InterruptGraceSecs >= 0.01 && c.InterruptGraceSecs <= 300) {
+		add("interrupt_grace_secs", "must be 0 (the default, 2) or 0.01 to 300 seconds; got %v", c.InterruptGraceSecs)
 	}
 	if math.IsNaN(c.StallAfterSecs) || math.IsInf(c.StallAfterSecs, 0) {
 		add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")

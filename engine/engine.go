@@ -201,6 +201,9 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.router = tools.NewRouter(o.clock, o.remote)
 	e.router.SetRemoteNames(slices.Collect(maps.Keys(cfg.Remotes)))
+	if cfg.InterruptGraceSecs > 0 {
+		e.router.Host().SetInterruptGrace(time.Duration(cfg.InterruptGraceSecs * float64(time.Second)))
+	}
 	var stall time.Duration
 	if cfg.StallAfterSecs > 0 {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))

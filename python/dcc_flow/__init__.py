@@ -61,7 +61,7 @@ from ._spec import (
     WorkflowStatus,
     WorkflowStep,
 )
-from ._tools import CallContext, Fatal, ToolError, Transient, current_call
+from ._tools import CallContext, Fatal, ToolError, ToolInterrupted, Transient, current_call
 
 __version__ = "0.1.0"
 
@@ -88,6 +88,7 @@ __all__ = [
     "ToolError",
     "Transient",
     "Fatal",
+    "ToolInterrupted",
     "graph",
     # code-first workflows
     "task",

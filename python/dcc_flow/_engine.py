@@ -868,7 +868,7 @@ class Engine:
             self._close_dead_pullers()
         holder = getattr(self._pullers, "holder", None)
         if holder is None:
-            puller = int(self._call("dccflow_puller_open", {})["puller"])
+            puller = int(self._call("dccflow_puller_open", {"name": threading.current_thread().name})["puller"])
             holder = _PullerHolder(puller, self._dead_pullers)
             self._pullers.holder = holder
         return holder.id
@@ -977,7 +977,7 @@ class Engine:
             last = i == len(calls) - 1
             try:
                 members = execute(tools.get(call.get("tool")), call, self._cancelled,  # type: ignore[arg-type]
-                                  self._report)
+                                  self._report, self._handle)
             except BaseException as exc:
                 if not self._closed:
                     self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
@@ -1222,6 +1222,15 @@ class Run:
         ``cancel_on_timeout``). Ctrl-C cancels the run and raises ``KeyboardInterrupt``.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        # With cancel_on_timeout a timer cancels the run on time, so the process's watchdog
+        # interrupts a tool running on this thread (the pull loop checks the deadline only
+        # between calls).
+        fired: List[bool] = []
+        timer = None
+        if cancel_on_timeout and timeout is not None:
+            timer = threading.Timer(max(0.0, timeout), self._expire, args=(timeout, fired))
+            timer.daemon = True
+            timer.start()
         try:
             run = self.engine._drive(self.run_id, deadline)
         except KeyboardInterrupt:
@@ -1229,7 +1238,12 @@ class Run:
                 self.engine.cancel(self.run_id, "KeyboardInterrupt")
             finally:
                 raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         result = self.engine.get_status(self.run_id)
+        if fired and result.status is WorkflowStatus.CANCELLED:
+            result.timed_out = True
         if not (run and run.get("terminal")) and not result.terminal:
             if cancel_on_timeout:
                 self.engine.cancel(self.run_id, "timed out after %gs" % (timeout or 0))
@@ -1240,6 +1254,14 @@ class Run:
 
     def cancel(self, reason: Optional[str] = None) -> None:
         self.engine.cancel(self.run_id, reason)
+
+    def _expire(self, timeout: float, fired: List[bool]) -> None:
+        """wait()'s timer: cancel the run (a finished run is left as it is)."""
+        fired.append(True)
+        try:
+            self.engine.cancel(self.run_id, "timed out after %gs" % timeout)
+        except DccFlowError as exc:  # closed meanwhile: wait() reports what it finds
+            log.debug("cancelling run %s on timeout: %s", self.run_id, exc)
 
     def approve(self, step: str, approved: bool = True, reason: Optional[str] = None, by: Optional[str] = None) -> None:
         self.engine.approve(self.run_id, step, approved, reason, by)

@@ -30,8 +30,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
-__all__ = ["ToolError", "Transient", "Fatal", "CallContext", "current_call", "ToolEntry", "error_kind", "execute",
-           "error_members"]
+from ._interrupt import WATCHDOG, ToolInterrupted
+
+__all__ = ["ToolError", "Transient", "Fatal", "ToolInterrupted", "CallContext", "current_call", "ToolEntry",
+           "error_kind", "execute", "error_members"]
 
 LANES = ("main", "worker")
 
@@ -296,12 +298,16 @@ def error_members(call: Mapping[str, Any], kind: str, message: str) -> str:
 
 
 def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool],
-            report: Optional[Reporter] = None) -> str:
+            report: Optional[Reporter] = None, handle: Optional[int] = None) -> str:
     """Run one pulled call; return the JSON members of its ``calls_complete`` request.
 
     The result is the text of a JSON object (``{"call_id", "output"}`` or ``{"call_id",
     "error"}``) with its closing brace removed, so the caller can append ``,"next":{...}}``
     without decoding and encoding the output twice.
+
+    With ``handle`` (the engine's), the process's watchdog interrupts the tool when the engine
+    gives up on the call (``_interrupt``): the tool sees ``ToolInterrupted``, and the call is
+    answered with a ``cancelled`` error the engine drops.
     """
     call_id = call.get("call_id")
     if entry is None:
@@ -311,8 +317,20 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         args = {"value": args}
     previous = getattr(_local, "call", None)
     context = _local.call = CallContext(call, cancelled, report)
+    watch = None
     try:
-        result = entry.fn(**args)
+        try:
+            if handle is not None:
+                watch = WATCHDOG.enter(handle, int(call_id or 0))
+            result = entry.fn(**args)
+        finally:
+            if watch is not None:
+                WATCHDOG.leave(watch)  # no interruption from here on
+    except ToolInterrupted:
+        if watch is not None:
+            WATCHDOG.leave(watch)  # delivered inside the first leave: finish it
+        return _error(call_id, "cancelled", "tool %r was interrupted: the engine gave up on the call (its attempt "
+                      "timed out or its run was cancelled)" % entry.name)[:-1]
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every tool failure becomes a step error
         import traceback  # only on failure: keeps `import dcc_flow` light
 

@@ -217,7 +217,7 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 	ctx := context.Background()
 	host := eng.Host()
 	out := engine.ToolResult{OutputJSON: []byte(`{"ok":true}`)}
-	puller, err := host.OpenPuller()
+	puller, err := host.OpenPuller("")
 	if err != nil {
 		b.Fatal(err)
 	}

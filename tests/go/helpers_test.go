@@ -313,7 +313,7 @@ func (b *testBundle) nextCall(lane string) engine.PendingCall {
 // back to their lanes), before the engine is.
 func (b *testBundle) puller() uint64 {
 	b.t.Helper()
-	id, err := b.eng.Host().OpenPuller()
+	id, err := b.eng.Host().OpenPuller("")
 	if err != nil {
 		b.t.Fatalf("OpenPuller: %v", err)
 	}

@@ -127,7 +127,7 @@ steps:
 `, nil)
 	host := b.eng.Host()
 	// One puller answers each call, then pulls the next: Python's loop through the C ABI.
-	puller, err := host.OpenPuller()
+	puller, err := host.OpenPuller("")
 	if err != nil {
 		t.Fatal(err)
 	}

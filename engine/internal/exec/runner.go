@@ -46,9 +46,11 @@ type inst struct {
 	enterPending bool
 
 	// The run's registry of instances in flight (see seal), under runner.liveMu.
-	prev, next  *inst
-	linked      bool
-	liveAttempt int
+	prev, next *inst
+	linked     bool
+	// liveAttempt is the last attempt that started (a host call starts when a thread pulls
+	// it): what a seal records. Atomic: the tools.Host sets it under its own lock.
+	liveAttempt atomic.Int32
 	// rep is the reporter of the attempt in progress (report.go), or nil.
 	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
@@ -138,9 +140,7 @@ func (in *inst) flushEnter() error {
 // setAttempt records the attempt in progress, also for the registry.
 func (in *inst) setAttempt(n int) {
 	in.row.Attempt = n
-	in.r.liveMu.Lock()
-	in.liveAttempt = n
-	in.r.liveMu.Unlock()
+	in.liveAttempt.Store(int32(n))
 }
 
 // main runs the root list, then the on_failure steps if the run failed, and writes the
@@ -364,7 +364,7 @@ func (r *runner) seal() {
 				continue
 			}
 			row := store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID, Kind: in.row.Kind, Status: sc.step,
-				Attempt: in.liveAttempt, ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
+				Attempt: int(in.liveAttempt.Load()), ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
 				FinishedAt: now, UpdatedAt: now}
 			if rep := in.rep.Load(); rep != nil { // what the running tool reported stays on the record
 				if logs, dropped, prog, ok := rep.snapshot(); ok {
@@ -469,7 +469,7 @@ func (r *runner) link(in *inst) {
 		r.liveHead = in
 	}
 	r.liveTail = in
-	in.liveAttempt = in.row.Attempt
+	in.liveAttempt.Store(int32(in.row.Attempt))
 	r.liveMu.Unlock()
 }
 

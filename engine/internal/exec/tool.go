@@ -23,6 +23,17 @@ type retryDetail struct {
 	DelayMs int64       `json:"delay_ms"`
 	// Worker is the pool worker ("POOL/PID") of the failed attempt, when it ran on one.
 	Worker string `json:"worker,omitempty"`
+	// Abandoned describes the failed attempt when it timed out and its host thread did not stop
+	// (tools.AbandonedError): the next attempt starts only once that thread left the tool.
+	Abandoned *abandonedDetail `json:"abandoned,omitempty"`
+}
+
+// abandonedDetail is an abandoned attempt in a step_retry event's detail.
+type abandonedDetail struct {
+	Attempt int    `json:"attempt"`
+	Thread  string `json:"thread,omitempty"`
+	// WaitsForIt: the next attempt waits until the host lets go of this one.
+	WaitsForIt bool `json:"next_attempt_waits"`
 }
 
 // runTool runs a tool or tool_remote step: idempotency lookup, then attempts with per-attempt
@@ -65,14 +76,23 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	if rp != nil {
 		maxAttempts = rp.MaxAttempts
 	}
+	var abandoned *tools.AbandonedError // the last attempt's, when its thread did not stop
+	toHost := !sp.remote() && r.x.cfg.Router.ToHost(sp.st.Tool)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			if end, ok := r.waitRetry(ctx, in, rp, attempt); !ok {
+			if end, ok := r.waitRetry(ctx, in, rp, attempt, abandoned); !ok {
 				return end
 			}
 		}
 		if attempt > 1 {
 			in.setAttempt(attempt) // already set for attempt 1
+		}
+		if toHost {
+			// Counted once a host thread takes the call: one that waits in its lane and is
+			// cancelled there never started (a seal records the attempts that did).
+			in.liveAttempt.Store(int32(attempt - 1))
+			n := int32(attempt)
+			call.Started = func() { in.liveAttempt.Store(n) }
 		}
 		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
 			// The call may block (a host or remote tool, a blocking built-in): the step is
@@ -104,8 +124,12 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		in.row.Worker = res.Worker
 		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {
+			if res.NotStarted {
+				in.setAttempt(attempt - 1) // it never began: not an attempt made
+			}
 			return r.stoppedEnd(ctx)
 		}
+		abandoned = nil
 		kind, msg, trace := "", "", ""
 		final := false // a failure no attempt can change (args that break the tool's schema)
 		switch {
@@ -116,6 +140,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			} else {
 				kind = run.KindError
 			}
+			errors.As(err, &abandoned)
 			msg = err.Error()
 		case res.Error != nil:
 			kind, msg, trace = res.Error.Kind, res.Error.Message, res.Error.Trace
@@ -168,7 +193,12 @@ func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
 func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int) (tools.Result, error) {
 	call.Attempt = attempt
 	actx := ctx
-	if sp.timeout > 0 {
+	switch {
+	case sp.timeout <= 0:
+	case !sp.remote() && r.x.cfg.Router.ToHost(call.Tool):
+		// The host times it from when a thread starts it, and interrupts it (tools.Host).
+		call.Timeout, call.TimeoutErr = sp.timeout, &attemptTimeout{attempt: attempt, d: sp.timeout}
+	default:
 		var cancel context.CancelFunc
 		actx, cancel = clock.WithTimeout(ctx, r.x.cfg.Clock, sp.timeout, &attemptTimeout{attempt: attempt, d: sp.timeout})
 		defer cancel()
@@ -257,21 +287,34 @@ func (r *runner) idempotencyEntry(sp *stepPlan, key string, end stepEnd) *store.
 func (sp *stepPlan) remote() bool { return sp.kind == spec.KindToolRemote || sp.pool != "" }
 
 // waitRetry starts attempt (> 1) of in: it records the retry (step_retry with the failed
-// attempt's error and pool worker, its progress cleared), sleeps the policy's delay, waits at the
-// pause gate (a retry whose delay ends while the run is paused waits for the unpause, its row
-// still retrying) and marks the step running again. ok is false when the run stopped meanwhile;
-// end is then the step's end.
-func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, attempt int) (end stepEnd, ok bool) {
+// attempt's error and pool worker, its progress cleared), sleeps the policy's delay, waits for
+// the host thread of an abandoned attempt to leave the tool (two attempts of a step never run
+// at once), waits at the pause gate (a retry whose delay ends while the run is paused waits for
+// the unpause, its row still retrying) and marks the step running again. ok is false when the
+// run stopped meanwhile; end is then the step's end.
+func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, attempt int, abandoned *tools.AbandonedError) (end stepEnd, ok bool) {
 	delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 	in.row.Status = run.StepRetrying
-	in.row.Progress = nil // the progress of the attempt that failed
-	in.setAttempt(attempt)
-	detail := jsonDetail(retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker})
-	if err := in.save(run.EventStepRetry, detail); err != nil {
+	in.row.Progress = nil    // the progress of the attempt that failed
+	in.row.Attempt = attempt // the attempt to come; counted in a seal once it starts
+	rd := retryDetail{Error: errorDetail{Kind: in.row.ErrorKind, Message: in.row.ErrorMessage}, DelayMs: delay.Milliseconds(), Worker: in.row.Worker}
+	var letGo <-chan struct{}
+	if abandoned != nil {
+		letGo, _, _, _ = r.x.cfg.Router.Host().InFlight(r.id, in.row.Key)
+		rd.Abandoned = &abandonedDetail{Attempt: abandoned.Attempt, Thread: abandoned.Thread, WaitsForIt: letGo != nil}
+	}
+	if err := in.save(run.EventStepRetry, jsonDetail(rd)); err != nil {
 		return r.stoppedEnd(r.ctx), false
 	}
 	if err := clock.Sleep(ctx, r.x.cfg.Clock, delay); err != nil {
 		return r.stoppedEnd(ctx), false
+	}
+	if letGo != nil {
+		select { // the abandoned attempt's thread is still in the tool
+		case <-letGo:
+		case <-ctx.Done():
+			return r.stoppedEnd(ctx), false
+		}
 	}
 	if r.enterGate(ctx) != nil {
 		return r.stoppedEnd(ctx), false

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -23,15 +24,21 @@ func IsLane(lane string) bool { return lane == LaneMain || lane == LaneWorker }
 
 // PendingCall is a host tool call waiting for the host, as handed out by Pull.
 type PendingCall struct {
-	ID       uint64         `json:"id"`
-	Lane     string         `json:"lane"`
-	Tool     string         `json:"tool"`
-	RunID    string         `json:"run_id"`
-	StepKey  string         `json:"step_key"`
-	Args     map[string]any `json:"args"` // must not be modified
-	Attempt  int            `json:"attempt"`
-	Deadline time.Time      `json:"deadline,omitzero"` // zero = none
+	ID      uint64         `json:"id"`
+	Lane    string         `json:"lane"`
+	Tool    string         `json:"tool"`
+	RunID   string         `json:"run_id"`
+	StepKey string         `json:"step_key"`
+	Args    map[string]any `json:"args"` // must not be modified
+	Attempt int            `json:"attempt"`
+	// Deadline is when the attempt times out, set when the call is pulled: an attempt's time
+	// counts from when a host thread starts it, not from when it was queued. Zero = none.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
+
+// DefaultInterruptGrace is how long a timed-out host call is given to stop (the host interrupts
+// the tool) before its attempt is abandoned: SetInterruptGrace.
+const DefaultInterruptGrace = 2 * time.Second
 
 // Host is the queue between the engine and the process that runs host tools (Python). A step
 // calling a host tool enqueues the call on its lane and waits; the host pulls calls with Pull
@@ -39,9 +46,18 @@ type PendingCall struct {
 // dccflow_calls_complete can pull the next calls in the same crossing). No goroutine is
 // started per call.
 //
-// A call whose step context ends (cancel, timeout) is withdrawn: if it was not pulled yet it is
-// never handed out; if it was, Cancelled reports true and a later Complete is rejected and
-// its result dropped.
+// A call whose step context ends (cancel) is withdrawn: if it was not pulled yet it is never
+// handed out; if it was, Cancelled reports true and a later Complete is rejected and its result
+// dropped.
+//
+// Timeouts (Call.Timeout) count from the pull: a call waiting in its lane for a busy thread has
+// not started. When the deadline passes, Cancelled reports true (the host interrupts the tool)
+// and the Host waits the interrupt grace for the host's answer, which ends the attempt as timed
+// out (a result is dropped); without an answer by then the attempt is abandoned
+// (*AbandonedError) and the step moves on. A call the host took stays in flight until the host
+// answers it, hands it back or closes its puller, whether or not its step still waits for it;
+// while it is, no other call of the same step instance is handed out (Call waits): two
+// attempts of one step never run at once in one host.
 type Host struct {
 	mu      sync.Mutex
 	closed  bool
@@ -50,10 +66,17 @@ type Host struct {
 	lanes   map[string]*lane
 	calls   map[uint64]*pending // queued or pulled, not yet answered or withdrawn
 	dropped dropLog
-	// pullers are the open puller ids (OpenPuller); a call pulled by one is handed back to its
-	// lane when the puller releases it or closes.
-	pullers    map[uint64]struct{}
+	// pullers are the open puller ids (OpenPuller) with the names their threads gave; a call
+	// pulled by one is handed back to its lane when the puller releases it or closes.
+	pullers    map[uint64]string
 	nextPuller uint64
+	// inflight are the calls a puller took and the host has not answered or handed back, by id,
+	// including those whose step gave up on them (cancelled, abandoned): the host may still be
+	// running them. busy indexes them by step instance.
+	inflight map[uint64]*pending
+	busy     map[stepRef]*pending
+	clock    clock.Clock  // times the attempts' deadlines (NewRouter sets the engine's)
+	grace    atomic.Int64 // SetInterruptGrace, in nanoseconds
 	// abandoned is a lock-free stack of calls whose step gave up on them (cancel, timeout):
 	// a burst of cancellations does not contend for mu. They are withdrawn under mu, in a batch,
 	// by the next locked operation or by a goroutine started by the first one abandoned.
@@ -91,17 +114,67 @@ type pending struct {
 	gen    uint32          // how many times it was handed back: tells its live queue entries (lane.go)
 	done   chan answer     // buffered 1; receives the answer
 	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
+	// timeout is the attempt's limit from the pull (0: none) and timeoutErr the error of its end.
+	timeout    time.Duration
+	timeoutErr error
+	// expired is closed, and expiredFlag set, when the deadline passes while the call is pulled
+	// (under Host.mu); nil without a timeout. timer fires it.
+	expired     chan struct{}
+	expiredFlag atomic.Bool
+	timer       clock.Timer
+	// letGo, made when a later call of the same step waits, is closed when the host lets go of
+	// the call (answer, hand-back, puller closed).
+	letGo chan struct{}
+	// pulled is set when a host thread first pulls the call: the attempt began; started is
+	// Call.Started, called then.
+	pulled  atomic.Bool
+	started func()
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
 	claim atomic.Uint32
 	next  *pending // in Host.abandoned
 }
 
-// answer is what a waiting Call receives: the host's result, or ErrClosed.
+// answer is what a waiting Call receives: the host's result, or ErrClosed. late marks an
+// answer that came after the call's deadline (its result is dropped); errNotRun marks a
+// timed-out call handed back without being run.
 type answer struct {
-	res Result
-	err error
+	res  Result
+	err  error
+	late bool
 }
+
+// errNotRun answers a timed-out call that its puller handed back: the host did not run it.
+var errNotRun = errors.New("handed back without being run")
+
+// stepRef names a step instance of a run: calls of one ref never run at once in one host.
+type stepRef struct{ run, key string }
+
+// AbandonedError ends an attempt whose call timed out and whose host did not stop it within the
+// interrupt grace: the step moves on (a retry waits until the host lets go of the call), and a
+// result the tool returns later is dropped. It wraps the timeout's error, so errors.As on that
+// error's type still tells a timeout.
+type AbandonedError struct {
+	CallID  uint64
+	Attempt int
+	Tool    string
+	Thread  string // the name the puller's thread gave (OpenPuller); "" when unknown
+	Puller  uint64
+	Grace   time.Duration
+	Err     error // the attempt's timeout
+}
+
+func (e *AbandonedError) Error() string {
+	who := "the host thread running it"
+	if e.Thread != "" {
+		who = fmt.Sprintf("thread %q", e.Thread)
+	}
+	return fmt.Sprintf("%v; tool %s did not stop within %s of being interrupted, so attempt %d was abandoned: "+
+		"%s is still in it (blocked outside Python code, e.g. in time.sleep or a C library, where it cannot be "+
+		"interrupted); what it returns will be dropped", e.Err, e.Tool, e.Grace, e.Attempt, who)
+}
+
+func (e *AbandonedError) Unwrap() error { return e.Err }
 
 const (
 	claimOpen uint32 = iota
@@ -112,30 +185,67 @@ const (
 // NewHost returns a host with the lanes "main" and "worker".
 func NewHost() *Host {
 	h := &Host{
-		closeCh: make(chan struct{}),
-		lanes:   map[string]*lane{},
-		calls:   map[uint64]*pending{},
-		dropped: newDropLog(4096),
-		pullers: map[uint64]struct{}{},
+		closeCh:  make(chan struct{}),
+		lanes:    map[string]*lane{},
+		calls:    map[uint64]*pending{},
+		dropped:  newDropLog(4096),
+		pullers:  map[uint64]string{},
+		inflight: map[uint64]*pending{},
+		busy:     map[stepRef]*pending{},
+		clock:    clock.New(),
 	}
+	h.grace.Store(int64(DefaultInterruptGrace))
 	for _, name := range []string{LaneMain, LaneWorker} {
 		h.lanes[name] = newLane()
 	}
 	return h
 }
 
+// SetInterruptGrace sets how long a timed-out call is given to stop before its attempt is
+// abandoned (DefaultInterruptGrace until set); d ≤ 0 abandons it as soon as it times out. A
+// call that has already timed out keeps the grace it was given.
+func (h *Host) SetInterruptGrace(d time.Duration) { h.grace.Store(int64(max(d, 0))) }
+
 // Call enqueues call on lane and waits for the host's answer or the end of ctx (it then
 // returns ctx.Err(); context.Cause(ctx) says why). An answer that arrives before Call notices
 // the end of ctx is returned.
+//
+// With call.Timeout, the attempt times out that long after a host thread pulls it: Call then
+// waits the interrupt grace for the host to stop the tool and returns call.TimeoutErr (a
+// result the host sends now is dropped), or an *AbandonedError when the host did not answer
+// within the grace. While an earlier call of the same step instance is still in flight (the
+// host has not let go of an abandoned or cancelled attempt), Call waits for it first.
 func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, error) {
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
 	}
+	ref := stepRef{call.RunID, call.StepKey}
 	p := &pending{done: make(chan answer, 1), ctx: ctx}
+	if call.Timeout > 0 {
+		p.timeout, p.timeoutErr, p.expired = call.Timeout, call.TimeoutErr, make(chan struct{})
+		if p.timeoutErr == nil {
+			p.timeoutErr = fmt.Errorf("attempt %d timed out after %s", call.Attempt, call.Timeout)
+		}
+	}
 	h.mu.Lock()
-	if h.closed {
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return Result{}, ErrClosed
+		}
+		prev := h.busy[ref]
+		if prev == nil {
+			break
+		}
+		wait := prev.letGoLocked()
 		h.mu.Unlock()
-		return Result{}, ErrClosed
+		select { // an earlier attempt of this step is still running here: never two at once
+		case <-wait:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-h.closeCh:
+		}
+		h.mu.Lock()
 	}
 	ln := h.lanes[laneName]
 	if ln == nil {
@@ -144,9 +254,13 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	}
 	h.nextID++
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
-		Args: call.Args, Attempt: call.Attempt, Deadline: call.Deadline}
+		Args: call.Args, Attempt: call.Attempt}
+	if call.Timeout <= 0 {
+		p.call.Deadline = call.Deadline
+	}
 	p.ancestors = call.Ancestors
 	p.reporter = call.Reporter
+	p.started = call.Started
 	h.calls[p.call.ID] = p
 	ln.enqueue(p, false)
 	h.mu.Unlock()
@@ -157,10 +271,21 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	case a := <-p.done:
 		return a.res, a.err
 	case <-ctx.Done():
+	case <-p.expired: // nil without a timeout
+		return h.expiredCall(ctx, p)
 	}
+	return h.giveUp(ctx, p)
+}
+
+// giveUp ends the wait of a call whose ctx ended: it returns an answer that won the race, else
+// withdraws the call and returns ctx.Err().
+func (h *Host) giveUp(ctx context.Context, p *pending) (Result, error) {
 	if !p.claim.CompareAndSwap(claimOpen, claimAbandoned) {
 		if p.claim.Load() == claimAnswered {
 			a := <-p.done // answered concurrently: the answer is on its way
+			if a.late {
+				return Result{}, p.timeoutErr
+			}
 			return a.res, a.err
 		}
 		return Result{}, ctx.Err() // Complete saw the context end first and withdrew the call
@@ -168,7 +293,95 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	// No lock and no context.Cause here (it takes the context's mutex): a thousand calls of a
 	// cancelled run return at the same moment.
 	h.abandon(p)
-	return Result{}, ctx.Err()
+	return Result{NotStarted: !p.pulled.Load()}, ctx.Err()
+}
+
+// expiredCall waits, after p's deadline passed while the host ran it, for the host to stop it
+// (Cancelled reports true now, so the host interrupts the tool) for at most the interrupt grace.
+func (h *Host) expiredCall(ctx context.Context, p *pending) (Result, error) {
+	d := time.Duration(h.grace.Load())
+	grace := h.clock.NewTimer(d)
+	defer grace.Stop()
+	select {
+	case a := <-p.done:
+		if !a.late && a.err == nil {
+			return a.res, nil // answered in time; the timer fired an instant later
+		}
+		if errors.Is(a.err, ErrClosed) {
+			return a.res, a.err
+		}
+		return Result{}, p.timeoutErr
+	case <-ctx.Done():
+		return h.giveUp(ctx, p)
+	case <-grace.C():
+	}
+	if !p.claim.CompareAndSwap(claimOpen, claimAbandoned) {
+		a := <-p.done // answered (or handed back) at the last moment
+		if errors.Is(a.err, ErrClosed) {
+			return a.res, a.err
+		}
+		return Result{}, p.timeoutErr
+	}
+	h.mu.Lock()
+	thread := h.pullers[p.puller]
+	reason := fmt.Sprintf("%v; abandoned after %s", p.timeoutErr, d)
+	if p.state != stateGone {
+		h.withdrawLocked(p, reason)
+	}
+	h.mu.Unlock()
+	return Result{}, &AbandonedError{CallID: p.call.ID, Attempt: p.call.Attempt, Tool: p.call.Tool, Thread: thread,
+		Puller: p.puller, Grace: d, Err: p.timeoutErr}
+}
+
+// expire is p's timer: the deadline passed. A call still pulled and unanswered is marked
+// expired (Cancelled reports true, reports are dropped) and its Call told.
+func (h *Host) expire(p *pending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.state == statePulled && !p.expiredFlag.Load() && p.claim.Load() == claimOpen {
+		p.expiredFlag.Store(true)
+		close(p.expired)
+	}
+}
+
+// letGoLocked returns the channel closed when the host lets go of the in-flight call p.
+func (p *pending) letGoLocked() <-chan struct{} {
+	if p.letGo == nil {
+		p.letGo = make(chan struct{})
+	}
+	return p.letGo
+}
+
+// releaseLocked records that the host let go of the pulled call p (it answered it, handed it
+// back, or its puller closed): it is no longer in flight, and a later call of its step may run.
+func (h *Host) releaseLocked(p *pending) {
+	if h.inflight[p.call.ID] != p {
+		return
+	}
+	delete(h.inflight, p.call.ID)
+	ref := stepRef{p.call.RunID, p.call.StepKey}
+	if h.busy[ref] == p {
+		delete(h.busy, ref)
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.letGo != nil {
+		close(p.letGo)
+	}
+}
+
+// InFlight reports whether a call of step instance key of run runID is in flight in the host
+// (pulled and not let go of: see Host); the channel is closed when the host lets go of it, and
+// thread names the puller's thread ("" when unknown).
+func (h *Host) InFlight(runID, key string) (letGo <-chan struct{}, attempt int, thread string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.busy[stepRef{runID, key}]
+	if p == nil {
+		return nil, 0, "", false
+	}
+	return p.letGoLocked(), p.call.Attempt, h.pullers[p.puller], true
 }
 
 // abandon queues p for withdrawal without taking mu; the first call abandoned into an empty
@@ -220,9 +433,9 @@ func (h *Host) withdrawLocked(p *pending, reason string) {
 
 // forgetLocked marks p gone (neither queued nor pulled) and remembers why, for a late Complete.
 // A queued p leaves dead entries in its lane; the caller tells the lane (lane.left).
+// A pulled p stays in flight (Host.inflight) until the host lets go of it.
 func (h *Host) forgetLocked(p *pending, reason string) {
 	p.state = stateGone
-	p.puller = 0
 	delete(h.calls, p.call.ID)
 	h.dropped.add(p.call.ID, reason)
 }
@@ -237,6 +450,15 @@ func (h *Host) takeLocked(p *pending, puller uint64) bool {
 	}
 	p.state = statePulled
 	p.puller = puller
+	if !p.pulled.Swap(true) && p.started != nil {
+		p.started()
+	}
+	h.inflight[p.call.ID] = p
+	h.busy[stepRef{p.call.RunID, p.call.StepKey}] = p
+	if p.timeout > 0 { // the attempt starts now
+		p.call.Deadline = h.clock.Now().Add(p.timeout)
+		p.timer = h.clock.AfterFunc(p.timeout, func() { h.expire(p) })
+	}
 	return true
 }
 
@@ -265,7 +487,17 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 // puller gets it first, and wakes a waiting puller. A call whose step has given up is withdrawn
 // instead.
 func (h *Host) requeueLocked(p *pending) {
+	h.releaseLocked(p)
 	p.puller = 0
+	if p.timeout > 0 {
+		p.call.Deadline = time.Time{} // set again when pulled again
+		if p.expiredFlag.Load() && p.claim.CompareAndSwap(claimOpen, claimAnswered) {
+			// Timed out while held, and handed back unrun: the attempt ends as timed out.
+			h.forgetLocked(p, p.timeoutErr.Error())
+			p.done <- answer{err: errNotRun, late: true}
+			return
+		}
+	}
 	if p.ctx.Err() != nil || p.claim.Load() != claimOpen {
 		h.forgetLocked(p, dropReason(p.ctx))
 		return
@@ -302,6 +534,9 @@ func (h *Host) Complete(id uint64, res Result) error {
 	h.drainLocked()
 	p, ok := h.calls[id]
 	if !ok {
+		if q := h.inflight[id]; q != nil {
+			h.releaseLocked(q) // the answer of a call its step gave up on: the host let go of it
+		}
 		if reason, known := h.dropped.get(id); known {
 			return droppedError(id, reason)
 		}
@@ -321,11 +556,18 @@ func (h *Host) Complete(id uint64, res Result) error {
 		// Abandoned an instant ago; the batch withdrawal has not run yet.
 		reason := dropReason(p.ctx)
 		h.withdrawLocked(p, reason)
+		h.releaseLocked(p)
 		return droppedError(id, reason)
 	}
 	p.state = stateGone
-	p.puller = 0
 	delete(h.calls, id)
+	h.releaseLocked(p)
+	if p.expiredFlag.Load() { // after the deadline: the attempt timed out, the result is dropped
+		reason := p.timeoutErr.Error()
+		h.dropped.add(id, reason)
+		p.done <- answer{res: res, late: true}
+		return droppedError(id, reason)
+	}
 	h.dropped.add(id, "already completed")
 	h.lastAnswer.Store(int64(time.Since(hostEpoch)) | 1) // | 1: never 0
 	p.done <- answer{res: res}
@@ -338,7 +580,22 @@ func (h *Host) Cancelled(id uint64) bool {
 	h.mu.Lock()
 	p, ok := h.calls[id]
 	h.mu.Unlock()
-	return !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil
+	return !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil || p.expiredFlag.Load()
+}
+
+// CancelledOf returns those of ids whose calls Cancelled reports true for, in the order given:
+// one lock for the calls a host runs at once (its watchdog polls them).
+func (h *Host) CancelledOf(ids []uint64) []uint64 {
+	out := []uint64{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		p, ok := h.calls[id]
+		if !ok || p.claim.Load() == claimAbandoned || p.ctx.Err() != nil || p.expiredFlag.Load() {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Report passes a report of the pulled call id to its step. It returns false, and drops the
@@ -348,7 +605,7 @@ func (h *Host) Report(id uint64, rep Report) bool {
 	p, ok := h.calls[id]
 	running := ok && p.state == statePulled
 	h.mu.Unlock()
-	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil {
+	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil || p.expiredFlag.Load() {
 		return false
 	}
 	if p.reporter != nil {
@@ -402,6 +659,9 @@ func (h *Host) Close() {
 		}
 	}
 	clear(h.calls)
+	for _, p := range h.inflight {
+		h.releaseLocked(p)
+	}
 }
 
 // dropLog remembers why recent calls were dropped, for Complete's error; bounded.

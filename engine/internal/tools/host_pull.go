@@ -152,15 +152,16 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 }
 
 // OpenPuller returns a new puller id for PullRequest.Puller: a host thread that takes calls.
-// Errors: a closed host (code closed).
-func (h *Host) OpenPuller() (uint64, error) {
+// name is the thread's name ("MainThread"), used in messages about the calls it runs ("" =
+// none). Errors: a closed host (code closed).
+func (h *Host) OpenPuller(name string) (uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return 0, run.Errorf(run.CodeClosed, "the engine is closed")
 	}
 	h.nextPuller++
-	h.pullers[h.nextPuller] = struct{}{}
+	h.pullers[h.nextPuller] = name
 	return h.nextPuller, nil
 }
 
@@ -175,9 +176,14 @@ func (h *Host) ClosePuller(puller uint64) int {
 	}
 	delete(h.pullers, puller)
 	var held []*pending
-	for _, p := range h.calls {
-		if p.state == statePulled && p.puller == puller {
+	for _, p := range h.inflight {
+		if p.puller != puller {
+			continue
+		}
+		if p.state == statePulled {
 			held = append(held, p)
+		} else {
+			h.releaseLocked(p) // given up on by its step: the thread that ran it has ended
 		}
 	}
 	h.requeueAllLocked(held)
@@ -187,8 +193,9 @@ func (h *Host) ClosePuller(puller uint64) int {
 // Release hands back calls that puller pulled and has not answered or started: each goes back
 // to the front of its lane, to be pulled again, or is withdrawn if its step has given up on it
 // meanwhile. Ids that puller does not hold (answered, withdrawn, held by another puller,
-// unknown) are skipped: a call is never handed out twice at once. It returns how many calls
-// were handed back. Errors: a puller that is not open (code not_found).
+// unknown) are skipped: a call is never handed out twice at once. A call its step gave up on
+// meanwhile is withdrawn and counted as handed back. It returns how many calls were handed
+// back. Errors: a puller that is not open (code not_found).
 func (h *Host) Release(puller uint64, ids []uint64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -197,14 +204,22 @@ func (h *Host) Release(puller uint64, ids []uint64) (int, error) {
 	}
 	h.drainLocked()
 	var held []*pending
+	n := 0
 	for _, id := range ids {
-		if p, ok := h.calls[id]; ok && p.state == statePulled && p.puller == puller {
+		p, ok := h.inflight[id]
+		if !ok || p.puller != puller {
+			continue
+		}
+		n++
+		if p.state == statePulled {
 			held = append(held, p)
 			p.puller = 0 // a repeated id is handed back once
+		} else {
+			h.releaseLocked(p) // its step gave up on it: it is withdrawn, and no longer in flight
 		}
 	}
 	h.requeueAllLocked(held)
-	return len(held), nil
+	return n, nil
 }
 
 // requeueAllLocked hands calls back to the front of their lanes in the order they were first

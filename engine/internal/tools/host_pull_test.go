@@ -129,11 +129,11 @@ func TestReleaseHandsCallsBackToTheFront(t *testing.T) {
 	defer h.Close()
 	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"}, [3]string{LaneMain, "b", "b1"}, [3]string{LaneMain, "a", "a2"})
 
-	p1, err := h.OpenPuller()
+	p1, err := h.OpenPuller("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, _ := h.OpenPuller()
+	p2, _ := h.OpenPuller("")
 	// b1 is taken from the middle of the queue, then handed back: it goes to the front, and the
 	// entry it left in the middle does not hand it out a second time.
 	got, _ := h.Pull(context.Background(), PullRequest{RunID: "b", Max: 5, Puller: p1})
@@ -200,7 +200,7 @@ func TestCancelledCallsAreNeitherHandedOutNorHandedBack(t *testing.T) {
 		}()
 		waitPending(t, h, map[string]int{"one": 1, "two": 2}[c.tool])
 	}
-	p, _ := h.OpenPuller()
+	p, _ := h.OpenPuller("")
 	got, _ := h.Pull(context.Background(), PullRequest{Puller: p})
 	if len(got) != 1 || got[0].Tool != "one" {
 		t.Fatalf("%+v", got)
@@ -232,8 +232,8 @@ func TestReleaseWakesAWaitingPuller(t *testing.T) {
 	defer h.Close()
 	done := enqueue(t, h, LaneWorker, "r", "w")
 	waitPending(t, h, 1)
-	p1, _ := h.OpenPuller()
-	p2, _ := h.OpenPuller()
+	p1, _ := h.OpenPuller("")
+	p2, _ := h.OpenPuller("")
 	got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: p1})
 	if len(got) != 1 {
 		t.Fatalf("%+v", got)
@@ -281,7 +281,7 @@ func TestLaneKeepsNothingOfDrainedRuns(t *testing.T) {
 	}
 	waitPending(t, h, 300)
 	cancel() // a third of them give up while queued
-	p, _ := h.OpenPuller()
+	p, _ := h.OpenPuller("")
 	for pulled := 0; pulled < 200; {
 		got, err := h.Pull(context.Background(), PullRequest{RunID: fmt.Sprint("r", pulled%100), Max: 2, Puller: p})
 		if err != nil {

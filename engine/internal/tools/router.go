@@ -128,6 +128,7 @@ func (r *Router) HasRemoteNamed(name string) bool {
 // tool_remote calls fail). c is the clock flow__sleep sleeps on.
 func NewRouter(c clock.Clock, remote RemoteCaller) *Router {
 	r := &Router{host: NewHost(), remote: remote}
+	r.host.clock = c
 	routes := map[string]*route{}
 	for _, b := range builtins(c) {
 		routes[b.info.Name] = b
@@ -239,6 +240,17 @@ func (r *Router) Inline(name string) bool {
 	}
 	rt, ok := (*r.routes.Load())[name]
 	return ok && rt.fn != nil && !rt.blocking && rt.sem == nil
+}
+
+// ToHost reports whether calls of the named tool go to the Host (a registered host tool): the
+// Host times their attempts from when a host thread pulls them (Call.Timeout) and calls
+// Call.Started then.
+func (r *Router) ToHost(name string) bool {
+	if r.dry != nil {
+		return false
+	}
+	rt, ok := (*r.routes.Load())[name]
+	return ok && rt.fn == nil
 }
 
 // Call runs a tool step attempt: a built-in in this goroutine (blocking built-ins in their own

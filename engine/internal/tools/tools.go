@@ -46,6 +46,14 @@ type Call struct {
 	Args     map[string]any
 	Attempt  int       // 1-based
 	Deadline time.Time // the attempt's deadline on the engine clock; zero = none
+	// Timeout, for a host tool call (Router.HostTimed), is the attempt's limit counted from
+	// when a host thread pulls the call (Deadline is then ignored); 0 = none. TimeoutErr is the
+	// error the attempt ends with when it passes (the step's own, naming the attempt).
+	Timeout    time.Duration
+	TimeoutErr error
+	// Started, for a host tool call, is called when a host thread takes the call (the attempt
+	// starts), under the Host's lock: it must be quick and take no lock. nil = none.
+	Started func()
 	// Reporter receives what the running call reports about itself (progress, log lines);
 	// nil when nobody listens (the reports are then dropped).
 	Reporter Reporter
@@ -84,6 +92,9 @@ type Result struct {
 	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.
 	Logs        []run.LogLine
 	LogsDropped int
+	// NotStarted, with a context error, says the call was never handed to a host thread: the
+	// attempt did not begin (it waited in its lane until its step was cancelled).
+	NotStarted bool
 }
 
 // ToolError is the structured failure of a tool call.

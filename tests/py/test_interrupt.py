@@ -1,0 +1,267 @@
+"""Timeouts and cancel bound a run of in-process tools (docs/python.md, "Timeouts and cancel:
+what can be stopped"): a tool in Python code is interrupted at its next instruction, one blocked
+in C is abandoned after the interrupt grace, an attempt's time counts from when a thread starts
+it, a retry never runs beside the attempt it replaces, and an attempt that never started is not
+counted.
+
+Bounds are generous (a loaded 2-core VM); the tools they stop would run 10-30 s.
+"""
+
+import threading
+import time
+
+import pytest
+
+import dcc_flow
+from dcc_flow._interrupt import IDLE_TICKS, POLL_SECS, Watchdog
+
+pytestmark = pytest.mark.skipif(not dcc_flow._interrupt.can_interrupt(), reason="no PyThreadState_SetAsyncExc")
+
+
+def busy(secs):
+    """Pure Python for ``secs`` seconds: interruptible at every instruction."""
+    end = time.monotonic() + secs
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def test_a_timed_out_python_tool_is_interrupted_and_each_attempt_really_runs():
+    spans = []
+    with dcc_flow.Engine() as engine:
+
+        @engine.tool("loop")
+        def loop():
+            start = time.monotonic()
+            try:
+                busy(20)
+            finally:
+                spans.append((start, time.monotonic()))
+
+        spec = """
+steps:
+  - id: s
+    tool: loop
+    timeout_secs: 0.5
+    retry: {max_attempts: 2, retry_on: [timeout], initial_delay_ms: 10}
+"""
+        t0 = time.monotonic()
+        result = engine.run(spec)
+        took = time.monotonic() - t0
+        events = list(engine.events(run_id=result.run_id, timeout=0.2))
+    assert result.status.value == "failed"
+    assert result.error["kind"] == "timeout" and result.error["message"] == "attempt 2 timed out after 500ms"
+    assert len(spans) == 2, "each attempt the record reports is a call of the tool"
+    for start, end in spans:
+        assert end - start < 1.5, "the tool ran %.2fs past its 0.5s timeout" % (end - start)
+    assert spans[0][1] <= spans[1][0], "attempt 2 started before attempt 1 stopped"
+    assert took < 4, "the run took %.1fs" % took
+    retry = [ev for ev in events if ev["type"] == "step_retry"]
+    assert len(retry) == 1 and retry[0]["detail"]["error"]["message"] == "attempt 1 timed out after 500ms"
+    assert "abandoned" not in retry[0]["detail"]
+
+
+def test_cancel_interrupts_a_running_python_tool():
+    stopped = []
+    with dcc_flow.Engine() as engine:
+
+        @engine.tool("loop")
+        def loop():
+            try:
+                busy(30)
+            except Exception:  # noqa: BLE001 - a tool's broad except must not swallow the interrupt
+                stopped.append("swallowed")
+            finally:
+                stopped.append(time.monotonic())
+
+        run = engine.submit("steps:\n  - {id: s, tool: loop}\n")
+        cancelled_at = []
+
+        def cancel():
+            time.sleep(0.3)
+            run.cancel("test")
+            cancelled_at.append(time.monotonic())
+
+        threading.Thread(target=cancel).start()
+        result = run.wait(timeout=20)
+    assert result.status.value == "cancelled"
+    assert len(stopped) == 1 and stopped[0] != "swallowed"
+    assert stopped[0] - cancelled_at[0] < 1.0, "the tool stopped %.2fs after cancel()" % (stopped[0] - cancelled_at[0])
+    assert result.step("s").attempt == 1
+
+
+def test_a_tool_blocked_in_c_is_abandoned_after_the_grace_and_its_run_ends():
+    returned = threading.Event()
+    with dcc_flow.Engine(config={"interrupt_grace_secs": 0.3}) as engine:
+
+        @engine.tool("blocked", thread="worker")
+        def blocked():
+            try:
+                time.sleep(4)  # C code: the interrupt waits until it returns
+                return {"late": True}
+            finally:
+                returned.set()
+
+        engine.serve_tools(1)
+        run = engine.submit("steps:\n  - {id: s, tool: blocked, timeout_secs: 1}\n")
+        t0 = time.monotonic()
+        result = run.wait(timeout=20)
+        took = time.monotonic() - t0
+        assert not returned.is_set(), "the run waited for the blocked tool"
+        assert result.status.value == "failed" and took < 3, "terminal after %.1fs" % took
+        err = result.error["message"]
+        assert err.startswith("attempt 1 timed out after 1s; tool blocked did not stop within 300ms")
+        assert "abandoned" in err and 'thread "dcc_flow-worker-0"' in err
+        assert returned.wait(10)
+        time.sleep(0.2)
+        after = engine.get_status(run.run_id)
+    assert after.step("s").output is None and after.status.value == "failed", "the late result was not dropped"
+
+
+def test_a_retry_waits_for_the_abandoned_attempt_and_the_record_says_so():
+    spans = []
+    lock = threading.Lock()
+    with dcc_flow.Engine(config={"interrupt_grace_secs": 0.1}) as engine:
+
+        @engine.tool("blocked", thread="worker")
+        def blocked():
+            start = time.monotonic()
+            try:
+                time.sleep(1.2)
+            finally:
+                with lock:
+                    spans.append((start, time.monotonic()))
+
+        engine.serve_tools(2)  # a free thread would take the retry at once
+        spec = """
+steps:
+  - id: s
+    tool: blocked
+    timeout_secs: 0.3
+    retry: {max_attempts: 2, retry_on: [timeout], initial_delay_ms: 10}
+"""
+        result = engine.submit(spec).wait(timeout=20)
+        events = list(engine.events(run_id=result.run_id, timeout=0.2))
+    assert result.status.value == "failed" and len(spans) == 2
+    (s1, e1), (s2, e2) = sorted(spans)
+    assert e1 <= s2, "attempt 2 ran beside the abandoned attempt 1"
+    retry = [ev["detail"] for ev in events if ev["type"] == "step_retry"]
+    assert retry and retry[0]["abandoned"] == {"attempt": 1, "thread": retry[0]["abandoned"]["thread"],
+                                               "next_attempt_waits": True}
+    assert retry[0]["abandoned"]["thread"].startswith("dcc_flow-worker-")
+
+
+def test_queue_time_is_not_attempt_time():
+    """Three 0.3 s items on the one main-lane thread, timeout 0.5: the third waits 0.6 s for the
+    thread but runs for 0.3 s, so every item completes (they all timed out without running
+    before attempts were timed from their start)."""
+    calls = []
+    with dcc_flow.Engine() as engine:
+
+        @engine.tool("work")
+        def work(n):
+            calls.append(n)
+            busy(0.3)
+            return n
+
+        spec = """
+steps:
+  - id: each
+    kind: foreach
+    items: [1, 2, 3]
+    concurrency: 3
+    steps:
+      - {id: w, tool: work, args: {n: "{{item}}"}, timeout_secs: 0.5}
+"""
+        result = engine.run(spec, timeout=20)
+    assert result.ok, result.error
+    assert sorted(calls) == [1, 2, 3]
+
+
+def test_an_attempt_that_never_started_is_not_counted():
+    with dcc_flow.Engine() as engine:
+        started = threading.Event()
+
+        @engine.tool("hold")
+        def hold(n):
+            started.set()
+            busy(30)
+
+        spec = """
+steps:
+  - id: each
+    kind: foreach
+    items: [1, 2]
+    concurrency: 2
+    steps:
+      - {id: w, tool: hold, args: {n: "{{item}}"}}
+"""
+        run = engine.submit(spec)
+
+        def cancel():
+            started.wait(10)
+            time.sleep(0.2)
+            run.cancel()
+
+        threading.Thread(target=cancel).start()
+        result = run.wait(timeout=20)
+        steps = {s.key: s for s in engine.get_status(run.run_id, all_steps=True).steps}
+    assert result.status.value == "cancelled"
+    attempts = sorted(steps[k].attempt for k in ("each[0].w", "each[1].w"))
+    assert attempts == [0, 1], "the item still queued when the run was cancelled counts %s attempts" % attempts
+
+
+def test_the_interrupt_never_escapes_the_tool():
+    """Tools that end right at their deadline, many times: an interruption is raised in the tool
+    or withdrawn, never delivered in the package's own loop (which would raise from run())."""
+    with dcc_flow.Engine(config={"interrupt_grace_secs": 0.05}) as engine:
+
+        @engine.tool("edge")
+        def edge(ms):
+            busy(ms / 1000.0)
+            return ms
+
+        spec = """
+steps:
+  - id: each
+    kind: foreach
+    items: "$.inputs.ms"
+    steps:
+      - {id: e, tool: edge, args: {ms: "{{item}}"}, timeout_secs: 0.02}
+    on_any_fail: continue
+"""
+        items = [15 + (i % 10) for i in range(60)]
+        result = engine.run(spec, {"ms": items}, timeout=60)
+        steps = [s for s in engine.get_status(result.run_id, all_steps=True).steps if s.key.startswith("each[")]
+    assert result.terminal
+    assert len(steps) == 60 and all(s.status.value in ("completed", "failed") for s in steps)
+
+
+def test_watchdog_parks_when_idle_and_wakes_on_enter():
+    checked = []
+
+    def check(handle, ids):
+        checked.append(list(ids))
+        return []
+
+    dog = Watchdog(check=check, poll=0.001)
+    w = dog.enter(1, 7)
+    deadline = time.monotonic() + 5
+    while not checked and time.monotonic() < deadline:
+        time.sleep(0.005)
+    dog.leave(w)
+    dog.leave(w)  # twice is harmless
+    assert checked and checked[0] == [7]
+    time.sleep(IDLE_TICKS * 0.001 + 0.3)
+    assert dog._parked
+    n = len(checked)
+    time.sleep(0.05)
+    assert len(checked) == n, "a parked watchdog still polls"
+    w = dog.enter(1, 8)
+    deadline = time.monotonic() + 5
+    while not any(c == [8] for c in checked) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    dog.leave(w)
+    assert any(c == [8] for c in checked)
+    assert POLL_SECS <= 0.05
