@@ -573,6 +573,83 @@ def test_schedule_page_lists_fires(studio, browser):
 # -- HTTP-level guards (the browser-side security is the UI's own Go tests) ---------------------------
 
 
+TURNTABLE = """
+name: turntable
+description: render a turntable of an asset
+inputs:
+  asset: {type: string, required: true, description: "the asset to render, e.g. hero_chair"}
+  frames: {type: integer, default: 120, description: "frames in one turn"}
+  quality: {type: string, enum: [draft, final], default: draft}
+  preview: {type: boolean, default: false}
+  tags: {type: array}
+steps:
+  - {id: render, tool: turntable, args: {asset: "{{inputs.asset}}", frames: "{{inputs.frames}}", quality: "{{inputs.quality}}"}}
+"""
+
+
+def _field(name):
+    return tid("start-form") + " " + tid("start-field", input=name)
+
+
+def test_start_page_starts_a_run_after_showing_bad_inputs_next_to_their_fields(studio, browser):
+    rendered = []
+
+    @studio.engine.tool(thread="worker")
+    def turntable(asset, frames, quality):
+        rendered.append((asset, frames, quality))
+        return {"movie": "/renders/%s_%d.mov" % (asset, frames)}
+
+    studio.engine.register_workflow(TURNTABLE)
+    studio.serve()
+    browser.get(studio.page("runs"))
+    _set_actor(browser, "Ada Producer")
+    browser.click(tid("start-run-button"))
+    browser.click(tid("start-workflow") + " option[value=turntable]", visible=False)  # a user's pick
+    browser.wait_css(tid("start-form", workflow="turntable"))
+    # The form is the workflow's inputs: defaults prefilled, the enum a select, help text shown.
+    assert browser.find(_field("frames") + " " + tid("start-input")).prop("value") == "120"
+    assert browser.find(_field("quality") + " " + tid("start-input")).prop("value") == "0"  # draft
+    assert browser.find(_field("quality") + " " + tid("start-input")).tag_name == "select"
+    assert "the asset to render" in browser.text_of(_field("asset"))
+    assert browser.find(tid("start-by")).prop("value") == "Ada Producer"
+
+    # The asset left out, text in the integer field: the engine's problems, each by its field.
+    frames = browser.find(_field("frames") + " " + tid("start-input"))
+    frames.clear()
+    frames.send_keys("lots")
+    browser.click(tid("start-submit"))
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && e.textContent.includes('must be of type integer');",
+                    _field("frames") + " " + tid("field-error"), what="the frames field's error")
+    browser.wait_css(_field("asset") + " " + tid("field-error"))
+    assert "is required" in browser.text_of(_field("asset") + " " + tid("field-error"))
+    for ok in ("quality", "preview", "tags"):
+        assert not browser.find(_field(ok) + " " + tid("field-error")).is_displayed(), ok
+    assert "#/start/turntable" in browser.url
+    assert studio.engine.runs() == []  # nothing was started
+
+    # Fixed: the errors go as the fields are edited, and the run starts.
+    frames = browser.find(_field("frames") + " " + tid("start-input"))
+    frames.clear()
+    frames.send_keys("48")
+    assert not browser.find(_field("frames") + " " + tid("field-error")).is_displayed()
+    browser.find(_field("asset") + " " + tid("start-input")).send_keys("hero_chair")
+    browser.click(_field("quality") + " option[value='1']", visible=False)  # final
+    browser.click(tid("start-submit"))
+
+    # It lands on the new run's page, which says who started it.
+    browser.wait_css(tid("run-title"))
+    url = browser.url
+    assert "#/runs/" in url, url
+    run_id = url.split("#/runs/", 1)[1]
+    browser.wait_text(tid("run-status"), "completed", timeout=TIMEOUT)
+    assert "Ada Producer" in browser.text_of(tid("run-started-by"))
+    result = studio.wait_status(run_id, "completed")
+    assert rendered == [("hero_chair", 48, "final")]
+    assert result.raw["origin"] == "ui" and result.raw["trigger"] == {"by": "Ada Producer"}
+    assert result.raw["inputs"] == {"asset": "hero_chair", "frames": 48, "quality": "final", "preview": False}
+
+
 def _post(url, body, headers):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers=dict({"Content-Type": "application/json"}, **headers))
