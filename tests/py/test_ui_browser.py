@@ -12,8 +12,10 @@ through the DOM contract (stable ``data-testid`` attributes) against ``Engine.se
   token, the API is 401 without it and ``/login?token=`` opens a session; off loopback without a
   token the UI does not start;
 - scale: 10,000 runs (the runs page within 300 ms), a 10,000-item foreach (the page stays live);
-- screenshots of the runs, run, failed run (its step selected), workflows, workflow and schedules
-  pages at 1366x768 and 2560x1440: into
+- the start page: a form of the workflow's inputs, the engine's problems shown next to their
+  fields, then the new run's page;
+- screenshots of the runs, run, failed run (its step selected), workflows, workflow, schedules
+  and start (a bad value shown) pages at 1366x768 and 2560x1440: into
   docs/ui/ with ``UPDATE_SCREENSHOTS=1``, into a temporary directory otherwise.
 
 One browser per module, one engine (its own database, its own UI port) per test. Host tools run on
@@ -894,6 +896,7 @@ def _populate(studio):
     # two versions: an earlier draft, then tonight's (the workflow page lists both)
     engine.register_workflow(NIGHTLY.replace("once approved.", "once approved (draft)."))
     engine.register_workflow(NIGHTLY)
+    engine.register_workflow(TURNTABLE)  # the start page's form (its tool is never called)
     engine.schedule(LIGHTING, every="1s", id="lighting_hourly", inputs={"sequence": "sq020"})
     engine.schedule("nightly_intake", cron="0 0 2 * * *", id="nightly_intake")
     studio.serve(workers=4, scheduler=True)
@@ -928,6 +931,7 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
         ("workflows", "workflows", tid("workflow-row")),
         ("workflow", "workflows/nightly_intake", tid("workflow-versions") + " " + tid("version-row")),
         ("schedules", "schedules", tid("schedule-row")),
+        ("start", "start/turntable", tid("start-form", workflow="turntable")),
     )
     written = []
     try:
@@ -964,6 +968,16 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
                 if name == "workflow":  # the graph and both versions, the newest first and current
                     browser.wait_css(tid("workflow-graph") + " " + tid("step-node"), timeout=TIMEOUT)
                     assert browser.attrs(tid("version-row"), "data-version") == ["2", "1"]
+                if name == "start":  # a bad value, shown next to its field by the engine's own check
+                    browser.find(_field("asset") + " " + tid("start-input")).send_keys("hero_chair")
+                    frames = browser.find(_field("frames") + " " + tid("start-input"))
+                    frames.clear()
+                    frames.send_keys("lots")
+                    by = browser.find(tid("start-by"))
+                    by.clear()  # kept from the first size's page
+                    by.send_keys("Ada Producer")
+                    browser.click(tid("start-submit"))
+                    browser.wait_css(_field("frames") + " " + tid("field-error"), timeout=TIMEOUT)
                 if name == "runs":  # a long error is clipped in its cell, whole in its title
                     clip = browser.execute(
                         "const td = document.querySelector(arguments[0]);"
