@@ -268,7 +268,8 @@ func TestStartRunNeedsTheCSRFHeaderTheOwnOriginAndTheToken(t *testing.T) {
 }
 
 // A run started from the dashboard is a remote run: its templates see only the env_allow
-// variables, as a run started over MCP does, while a local run sees them all.
+// variables, as a run started over MCP does, while a local run sees them all. {{trigger.by}} is
+// who started it.
 func TestStartRunSeesOnlyTheEnvAllowVariables(t *testing.T) {
 	t.Setenv("DCCFLOW_UI_TEST_SECRET", "hunter2")
 	t.Setenv("DCCFLOW_UI_TEST_SHARED", "/studio")
@@ -283,6 +284,7 @@ name: env
 steps:
   - {id: secret, tool: flow__echo, args: {value: "{{env.DCCFLOW_UI_TEST_SECRET}}"}}
   - {id: shared, tool: flow__echo, args: {value: "{{env.DCCFLOW_UI_TEST_SHARED}}"}}
+  - {id: who, tool: flow__echo, args: {value: "{{trigger.by}}"}}
 `)
 	b := benchOver(t, e, ui.Options{})
 	outputs := func(id string) string {
@@ -299,10 +301,10 @@ steps:
 		return strings.Join(s, " ")
 	}
 	res := b.post(t, "/api/runs", map[string]any{"workflow": "env", "by": "ann"}, http.StatusCreated)
-	if got := outputs(res["run_id"].(string)); got != "secret=map[value:<nil>] shared=map[value:/studio]" {
-		t.Errorf("a dashboard run sees %s, want only the env_allow variable", got)
+	if got := outputs(res["run_id"].(string)); got != "secret=map[value:<nil>] shared=map[value:/studio] who=map[value:ann]" {
+		t.Errorf("a dashboard run sees %s, want only the env_allow variable (and {{trigger.by}})", got)
 	}
-	if got := outputs(b.submit(t, "env", nil)); got != "secret=map[value:hunter2] shared=map[value:/studio]" {
+	if got := outputs(b.submit(t, "env", nil)); got != "secret=map[value:hunter2] shared=map[value:/studio] who=map[value:<nil>]" {
 		t.Errorf("a local run sees %s, want every variable", got)
 	}
 }
