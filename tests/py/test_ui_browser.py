@@ -615,7 +615,18 @@ def test_start_page_starts_a_run_after_showing_bad_inputs_next_to_their_fields(s
     assert "the asset to render" in browser.text_of(_field("asset"))
     assert browser.find(tid("start-by")).prop("value") == "Ada Producer"
 
+    # A JSON field that does not hold JSON: said at once, nothing is sent.
+    tags = browser.find(_field("tags") + " " + tid("start-input"))
+    tags.send_keys('["hero"')
+    browser.click(tid("start-submit"))
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && e.textContent.includes('is not JSON');",
+                    _field("tags") + " " + tid("field-error"), what="the tags field's error")
+    assert studio.engine.runs() == []
+
     # The asset left out, text in the integer field: the engine's problems, each by its field.
+    tags.clear()
+    tags.send_keys('["hero", "chair"]')
     frames = browser.find(_field("frames") + " " + tid("start-input"))
     frames.clear()
     frames.send_keys("lots")
@@ -649,7 +660,8 @@ def test_start_page_starts_a_run_after_showing_bad_inputs_next_to_their_fields(s
     result = studio.wait_status(run_id, "completed")
     assert rendered == [("hero_chair", 48, "final")]
     assert result.raw["origin"] == "ui" and result.raw["trigger"] == {"by": "Ada Producer"}
-    assert result.raw["inputs"] == {"asset": "hero_chair", "frames": 48, "quality": "final", "preview": False}
+    assert result.raw["inputs"] == {"asset": "hero_chair", "frames": 48, "quality": "final", "preview": False,
+                                    "tags": ["hero", "chair"]}
 
 
 def _post(url, body, headers):
