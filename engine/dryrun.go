@@ -146,9 +146,9 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 		origin = OriginLocal
 	}
 	switch origin {
-	case OriginLocal, OriginMCP, OriginWebhook, OriginSchedule:
+	case OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, OriginUI:
 	default:
-		return nil, run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, origin)
+		return nil, run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, OriginUI, origin)
 	}
 	inputs, err := exec.CheckInputs(s, req.Inputs)
 	if err != nil {

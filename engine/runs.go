@@ -24,6 +24,9 @@ const (
 	OriginMCP      = "mcp"
 	OriginWebhook  = "webhook"
 	OriginSchedule = "schedule"
+	// OriginUI is a run started from the web dashboard (engine/ui, POST /api/runs): a remote
+	// origin like mcp, whose trigger holds who started it ({"by": NAME}).
+	OriginUI = "ui"
 )
 
 // StartRequest describes a run to start: a spec, or the name of a registered workflow.
@@ -166,9 +169,9 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 		origin = OriginLocal
 	}
 	switch origin {
-	case OriginLocal, OriginMCP, OriginWebhook, OriginSchedule:
+	case OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, OriginUI:
 	default:
-		return "", run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, origin)
+		return "", run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, OriginUI, origin)
 	}
 	inputs, err := exec.CheckInputs(s, req.Inputs)
 	if err != nil {

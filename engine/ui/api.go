@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // Bounds of the run page's lists: a 10,000-item foreach is summarised, not sent whole.
@@ -52,6 +53,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /login", h.login)
 	api := func(pattern string, fn http.HandlerFunc) { m.HandleFunc(pattern, h.guard(fn)) }
 	api("GET /api/runs", h.listRuns)
+	api("POST /api/runs", h.startRun)
 	api("GET /api/runs/{id}", h.getRun)
 	api("GET /api/runs/{id}/steps/{key}", h.getStep)
 	api("POST /api/runs/{id}/approve", h.approve)
@@ -457,28 +459,92 @@ type actionBody struct {
 // false on a failure.
 func readAction(w http.ResponseWriter, r *http.Request) (actionBody, bool) {
 	var b actionBody
+	if !readBody(w, r, &b) {
+		return b, false
+	}
+	by, ok := checkBy(w, b.By)
+	b.By = by
+	return b, ok
+}
+
+// readBody decodes a POST's JSON body into v (unknown fields refused; an empty body leaves v
+// zero); it answers the request and returns false on a failure: 413 too_large over
+// maxBodyBytes, 400 invalid_input for anything that is not such an object.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, run.CodeTooLarge, fmt.Sprintf(
 				"the body is larger than %d bytes: an action's body is a small JSON object of its fields (docs/ui.md)", maxBodyBytes))
-			return b, false
+			return false
 		}
 		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "the body must be a JSON object of the action's fields (docs/ui.md): "+err.Error())
-		return b, false
+		return false
 	}
-	b.By = strings.TrimSpace(b.By)
-	if b.By == "" {
+	return true
+}
+
+// checkBy trims by and checks it is there and at most 200 bytes; it answers the request and
+// returns false when not.
+func checkBy(w http.ResponseWriter, by string) (string, bool) {
+	by = strings.TrimSpace(by)
+	if by == "" {
 		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "by is empty: every action is recorded with who did it; type your name in the dashboard's header")
-		return b, false
+		return by, false
 	}
-	if len(b.By) > 200 {
+	if len(by) > 200 {
 		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "by is longer than 200 bytes")
-		return b, false
+		return by, false
 	}
-	return b, true
+	return by, true
+}
+
+// startBody is the JSON body of POST /api/runs.
+type startBody struct {
+	Workflow string      `json:"workflow"`
+	Inputs   spec.Object `json:"inputs"` // decoded so that integers beyond 2^53 stay exact
+	By       string      `json:"by"`
+	// SpecHash, when not "", is the spec hash of the workflow the form was built from: the run
+	// is refused (409 spec_changed) when the catalog's current version has another.
+	SpecHash string `json:"spec_hash"`
+}
+
+// startRun answers POST /api/runs: it starts a run of a catalog workflow as the MCP server does
+// (Engine.Submit), with origin "ui" (a remote origin: the run sees only the env_allow variables)
+// and the trigger {"by": NAME}. 201 {"run_id", "workflow", "by"}; the engine's own checks of the
+// inputs come back as 400 invalid_input whose error.details.problems lists [{input, message}];
+// an unknown workflow is 404 not_found.
+func (h *handler) startRun(w http.ResponseWriter, r *http.Request) {
+	var b startBody
+	if !readBody(w, r, &b) {
+		return
+	}
+	by, ok := checkBy(w, b.By)
+	if !ok {
+		return
+	}
+	name := strings.TrimSpace(b.Workflow)
+	if name == "" {
+		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, `workflow is empty: name a workflow of the catalog (GET /api/workflows lists them)`)
+		return
+	}
+	if b.SpecHash != "" {
+		if sp, ok := h.e.Workflow(name); ok && sp.Hash() != b.SpecHash {
+			writeError(w, http.StatusConflict, run.CodeSpecChanged, fmt.Sprintf(
+				"workflow %s changed since this form was loaded (spec %.12s, now %.12s): reload the form to see its current inputs", name, b.SpecHash, sp.Hash()))
+			return
+		}
+	}
+	id, err := h.e.Submit(r.Context(), engine.StartRequest{Workflow: name, Inputs: b.Inputs, Origin: engine.OriginUI,
+		Trigger: map[string]any{"by": by}})
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/api/runs/"+id)
+	writeJSON(w, http.StatusCreated, map[string]any{"run_id": id, "workflow": name, "by": by})
 }
 
 func (h *handler) approve(w http.ResponseWriter, r *http.Request) {
@@ -595,8 +661,26 @@ func (h *handler) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	if versions == nil {
 		versions = []engine.WorkflowVersion{}
 	}
+	inputs := make([]formInput, 0, len(sp.Inputs))
+	for _, in := range sp.Inputs {
+		inputs = append(inputs, formInput{Name: in.Name, Type: in.Type, Required: in.Required, Default: in.Default,
+			HasDefault: in.HasDefault, Format: in.Format, Description: in.Description, Enum: in.Enum})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": name, "entry": entry, "versions": versions, "graph": graphOf(sp),
-		"spec_hash": sp.Hash(), "description": sp.Description})
+		"spec_hash": sp.Hash(), "description": sp.Description, "inputs": inputs})
+}
+
+// formInput is a declared input of a workflow as the start form needs it (GET
+// /api/workflows/NAME): its enum, and whether it has a default (a default may be null).
+type formInput struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"` // string, number, integer, boolean, object, array or any
+	Required    bool   `json:"required"`
+	Default     any    `json:"default"`
+	HasDefault  bool   `json:"has_default"`
+	Format      string `json:"format,omitempty"`
+	Description string `json:"description,omitempty"`
+	Enum        []any  `json:"enum,omitempty"`
 }
 
 // scheduleRow is a schedule for GET /api/schedules: its spec, next fire and the last toggle
@@ -729,9 +813,31 @@ func writeEngineError(w http.ResponseWriter, err error) {
 		status, code = 499, run.CodeCancelled
 	}
 	msg := err.Error()
+	var details map[string]any
 	var re *run.Error
-	if errors.As(err, &re) && re.Message != "" {
-		msg = re.Message
+	if errors.As(err, &re) {
+		if re.Message != "" {
+			msg = re.Message
+		}
+		details = re.Details
 	}
-	writeError(w, status, code, msg)
+	writeErrorDetails(w, status, code, msg, details)
+}
+
+// writeErrorDetails answers status with {"error": {"code", "message", "details"}}; details
+// (e.g. invalid_input's "problems": [{input, message}], unknown_tool's "tools") is left out
+// when empty.
+func writeErrorDetails(w http.ResponseWriter, status int, code, message string, details map[string]any) {
+	if len(details) == 0 {
+		writeError(w, status, code, message)
+		return
+	}
+	b, err := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": message, "details": details}})
+	if err != nil {
+		writeError(w, status, code, message)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

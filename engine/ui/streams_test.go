@@ -171,7 +171,7 @@ func TestAPIWrongMethodIs405(t *testing.T) {
 		method, path, allow string
 		want                int
 	}{
-		{http.MethodDelete, "/api/runs", "GET, HEAD", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/api/runs", "GET, HEAD, POST", http.StatusMethodNotAllowed},
 		{http.MethodPut, "/api/runs/r-1/cancel", "POST", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/api/runs/r-1/cancel", "POST", http.StatusMethodNotAllowed},
 		{http.MethodPost, "/api/events", "GET, HEAD", http.StatusMethodNotAllowed},

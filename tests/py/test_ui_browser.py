@@ -12,8 +12,10 @@ through the DOM contract (stable ``data-testid`` attributes) against ``Engine.se
   token, the API is 401 without it and ``/login?token=`` opens a session; off loopback without a
   token the UI does not start;
 - scale: 10,000 runs (the runs page within 300 ms), a 10,000-item foreach (the page stays live);
-- screenshots of the runs, run, failed run (its step selected), workflows, workflow and schedules
-  pages at 1366x768 and 2560x1440: into
+- the start page: a form of the workflow's inputs, the engine's problems shown next to their
+  fields, then the new run's page;
+- screenshots of the runs, run, failed run (its step selected), workflows, workflow, schedules
+  and start (a bad value shown) pages at 1366x768 and 2560x1440: into
   docs/ui/ with ``UPDATE_SCREENSHOTS=1``, into a temporary directory otherwise.
 
 One browser per module, one engine (its own database, its own UI port) per test. Host tools run on
@@ -573,6 +575,95 @@ def test_schedule_page_lists_fires(studio, browser):
 # -- HTTP-level guards (the browser-side security is the UI's own Go tests) ---------------------------
 
 
+TURNTABLE = """
+name: turntable
+description: render a turntable of an asset
+inputs:
+  asset: {type: string, required: true, description: "the asset to render, e.g. hero_chair"}
+  frames: {type: integer, default: 120, description: "frames in one turn"}
+  quality: {type: string, enum: [draft, final], default: draft}
+  preview: {type: boolean, default: false}
+  tags: {type: array}
+steps:
+  - {id: render, tool: turntable, args: {asset: "{{inputs.asset}}", frames: "{{inputs.frames}}", quality: "{{inputs.quality}}"}}
+"""
+
+
+def _field(name):
+    return tid("start-form") + " " + tid("start-field", input=name)
+
+
+def test_start_page_starts_a_run_after_showing_bad_inputs_next_to_their_fields(studio, browser):
+    rendered = []
+
+    @studio.engine.tool(thread="worker")
+    def turntable(asset, frames, quality):
+        rendered.append((asset, frames, quality))
+        return {"movie": "/renders/%s_%d.mov" % (asset, frames)}
+
+    studio.engine.register_workflow(TURNTABLE)
+    studio.serve()
+    browser.get(studio.page("runs"))
+    _set_actor(browser, "Ada Producer")
+    browser.click(tid("start-run-button"))
+    browser.click(tid("start-workflow") + " option[value=turntable]", visible=False)  # a user's pick
+    browser.wait_css(tid("start-form", workflow="turntable"))
+    # The form is the workflow's inputs: defaults prefilled, the enum a select, help text shown.
+    assert browser.find(_field("frames") + " " + tid("start-input")).prop("value") == "120"
+    assert browser.find(_field("quality") + " " + tid("start-input")).prop("value") == "0"  # draft
+    assert browser.find(_field("quality") + " " + tid("start-input")).tag_name == "select"
+    assert "the asset to render" in browser.text_of(_field("asset"))
+    assert browser.find(tid("start-by")).prop("value") == "Ada Producer"
+
+    # A JSON field that does not hold JSON: said at once, nothing is sent.
+    tags = browser.find(_field("tags") + " " + tid("start-input"))
+    tags.send_keys('["hero"')
+    browser.click(tid("start-submit"))
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && e.textContent.includes('is not JSON');",
+                    _field("tags") + " " + tid("field-error"), what="the tags field's error")
+    assert studio.engine.runs() == []
+
+    # The asset left out, text in the integer field: the engine's problems, each by its field.
+    tags.clear()
+    tags.send_keys('["hero", "chair"]')
+    frames = browser.find(_field("frames") + " " + tid("start-input"))
+    frames.clear()
+    frames.send_keys("lots")
+    browser.click(tid("start-submit"))
+    browser.wait_js("const e = document.querySelector(args[0]);"
+                    "return e && e.textContent.includes('must be of type integer');",
+                    _field("frames") + " " + tid("field-error"), what="the frames field's error")
+    browser.wait_css(_field("asset") + " " + tid("field-error"))
+    assert "is required" in browser.text_of(_field("asset") + " " + tid("field-error"))
+    for ok in ("quality", "preview", "tags"):
+        assert not browser.find(_field(ok) + " " + tid("field-error")).is_displayed(), ok
+    assert "#/start/turntable" in browser.url
+    assert studio.engine.runs() == []  # nothing was started
+
+    # Fixed: the errors go as the fields are edited, and the run starts.
+    frames = browser.find(_field("frames") + " " + tid("start-input"))
+    frames.clear()
+    frames.send_keys("48")
+    assert not browser.find(_field("frames") + " " + tid("field-error")).is_displayed()
+    browser.find(_field("asset") + " " + tid("start-input")).send_keys("hero_chair")
+    browser.click(_field("quality") + " option[value='1']", visible=False)  # final
+    browser.click(tid("start-submit"))
+
+    # It lands on the new run's page, which says who started it.
+    browser.wait_css(tid("run-title"))
+    url = browser.url
+    assert "#/runs/" in url, url
+    run_id = url.split("#/runs/", 1)[1]
+    browser.wait_text(tid("run-status"), "completed", timeout=TIMEOUT)
+    assert "Ada Producer" in browser.text_of(tid("run-started-by"))
+    result = studio.wait_status(run_id, "completed")
+    assert rendered == [("hero_chair", 48, "final")]
+    assert result.raw["origin"] == "ui" and result.raw["trigger"] == {"by": "Ada Producer"}
+    assert result.raw["inputs"] == {"asset": "hero_chair", "frames": 48, "quality": "final", "preview": False,
+                                    "tags": ["hero", "chair"]}
+
+
 def _post(url, body, headers):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers=dict({"Content-Type": "application/json"}, **headers))
@@ -817,6 +908,7 @@ def _populate(studio):
     # two versions: an earlier draft, then tonight's (the workflow page lists both)
     engine.register_workflow(NIGHTLY.replace("once approved.", "once approved (draft)."))
     engine.register_workflow(NIGHTLY)
+    engine.register_workflow(TURNTABLE)  # the start page's form (its tool is never called)
     engine.schedule(LIGHTING, every="1s", id="lighting_hourly", inputs={"sequence": "sq020"})
     engine.schedule("nightly_intake", cron="0 0 2 * * *", id="nightly_intake")
     studio.serve(workers=4, scheduler=True)
@@ -851,6 +943,7 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
         ("workflows", "workflows", tid("workflow-row")),
         ("workflow", "workflows/nightly_intake", tid("workflow-versions") + " " + tid("version-row")),
         ("schedules", "schedules", tid("schedule-row")),
+        ("start", "start/turntable", tid("start-form", workflow="turntable")),
     )
     written = []
     try:
@@ -887,6 +980,16 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
                 if name == "workflow":  # the graph and both versions, the newest first and current
                     browser.wait_css(tid("workflow-graph") + " " + tid("step-node"), timeout=TIMEOUT)
                     assert browser.attrs(tid("version-row"), "data-version") == ["2", "1"]
+                if name == "start":  # a bad value, shown next to its field by the engine's own check
+                    browser.find(_field("asset") + " " + tid("start-input")).send_keys("hero_chair")
+                    frames = browser.find(_field("frames") + " " + tid("start-input"))
+                    frames.clear()
+                    frames.send_keys("lots")
+                    by = browser.find(tid("start-by"))
+                    by.clear()  # kept from the first size's page
+                    by.send_keys("Ada Producer")
+                    browser.click(tid("start-submit"))
+                    browser.wait_css(_field("frames") + " " + tid("field-error"), timeout=TIMEOUT)
                 if name == "runs":  # a long error is clipped in its cell, whole in its title
                     clip = browser.execute(
                         "const td = document.querySelector(arguments[0]);"

@@ -31,16 +31,18 @@ function csrf() {
 }
 
 class APIError extends Error {
-  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  constructor(status, code, message, details) { super(message); this.status = status; this.code = code; this.details = details || {}; }
 }
 
+// api GETs path, or POSTs body (an object, or a string that is already JSON) with the CSRF
+// header; it resolves to the JSON answer or throws an APIError (its details are the error's).
 async function api(path, body) {
   const opts = {credentials: "same-origin", headers: {Accept: "application/json"}};
   if (body !== undefined) {
     opts.method = "POST";
     opts.headers["Content-Type"] = "application/json";
     opts.headers["X-DCC-Flow-CSRF"] = csrf();
-    opts.body = JSON.stringify(body);
+    opts.body = typeof body === "string" ? body : JSON.stringify(body);
   }
   const res = await fetch(path, opts);
   let data = null;
@@ -48,7 +50,7 @@ async function api(path, body) {
   if (!res.ok) {
     const e = (data && data.error) || {};
     if (res.status === 401) showLogin();
-    throw new APIError(res.status, e.code || "http_" + res.status, e.message || res.statusText);
+    throw new APIError(res.status, e.code || "http_" + res.status, e.message || res.statusText, e.details);
   }
   return data;
 }
@@ -192,6 +194,7 @@ async function route() {
     else if (page === "workflows") await workflowsPage();
     else if (page === "schedules" && parts[1]) await schedulePage(parts[1]);
     else if (page === "schedules") await schedulesPage();
+    else if (page === "start") await startPage(parts[1] || "");
     else { location.hash = "#/runs"; }
   } catch (e) {
     if (e instanceof APIError && e.status === 401) return;
@@ -306,7 +309,8 @@ async function runsPage(query) {
 
   fill(main,
     el("div", {class: "page-head"}, el("h1", {text: "Runs"}),
-      el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel), el("span", {class: "spacer"}), count),
+      el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel), el("span", {class: "spacer"}), count,
+      el("a", {class: "btn primary", "data-testid": "start-run-button", href: "#/start" + (workflow ? "/" + encodeURIComponent(workflow) : ""), text: "Start a run"})),
     el("section", {class: "card runs-card"}, el("div", {class: "table-wrap"}, table, empty), el("div", {class: "more"}, more)));
   await load();
 
@@ -382,6 +386,7 @@ async function runPage(id) {
       data.finished_at ? el("span", {}, "Finished ", el("b", {text: fmtTime(data.finished_at)})) : null,
       el("span", {}, "Duration ", el("b", {text: durationOf(data.created_at, data.finished_at)})),
       el("span", {}, "Origin ", el("b", {text: data.origin})),
+      data.origin === "ui" && data.trigger && data.trigger.by ? el("span", {"data-testid": "run-started-by"}, "Started by ", el("b", {text: String(data.trigger.by)})) : null,
       data.workflow_version ? el("span", {}, "Version ", el("a", {href: "#/workflows/" + encodeURIComponent(data.name), text: "v" + data.workflow_version})) : null,
       el("span", {}, "Spec ", el("b", {class: "mono", text: (data.spec_hash || "").slice(0, 12)})),
       data.parent_run_id ? el("span", {}, "Parent ", el("a", {href: "#/runs/" + encodeURIComponent(data.parent_run_id), text: data.parent_run_id})) : null,
@@ -650,7 +655,8 @@ async function workflowPage(name) {
   const inputs = (d.entry && d.entry.inputs) || [];
   fill(main,
     el("div", {class: "page-head"}, el("h1", {text: name}), el("span", {class: "muted", text: d.description || ""}), el("span", {class: "spacer"}),
-      el("a", {class: "btn", href: "#/runs?workflow=" + encodeURIComponent(name), text: "Runs of this workflow"})),
+      el("a", {class: "btn", href: "#/runs?workflow=" + encodeURIComponent(name), text: "Runs of this workflow"}),
+      el("a", {class: "btn primary", "data-testid": "start-run-button", href: "#/start/" + encodeURIComponent(name), text: "Start a run"})),
     el("div", {class: "grid run-top"},
       card("Graph", el("div", {class: "graph-wrap"}, drawGraph(d.graph, {testid: "workflow-graph"})), {cls: "scroll"}),
       el("div", {},
@@ -717,6 +723,157 @@ async function schedulePage(id) {
     card("Fire history", el("table", {class: "data", "data-testid": "schedule-fires"},
       el("thead", {}, el("tr", {}, ...["Fired", "Scheduled", "", "Kind", "Reason", "Run", "Message"].map((h) => el("th", {text: h})))), fires)),
     f.fires.length ? null : el("div", {class: "empty", text: "It has not fired yet."}));
+}
+
+// ---- start a run -------------------------------------------------------------------------
+
+// A JSON number as JSON writes it: sent as typed, so an integer beyond 2^53 stays exact.
+const JSON_NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+
+// inputField builds the form field of a declared input (GET /api/workflows/NAME's "inputs"). Its
+// read() returns the JSON text to send, undefined to leave the input out (the engine then
+// applies its default, or reports a required input), or {error} for text that is not JSON in a
+// JSON field. The form checks nothing else: the engine checks every value and its problems are
+// shown next to their field (show).
+function inputField(i) {
+  const has = i.has_default && i.default !== null;
+  const shown = (v) => (typeof v === "string" ? v : JSON.stringify(v));
+  const unset = (text) => el("option", {value: "", text});
+  let control, read;
+  if (i.enum && i.enum.length) {
+    control = el("select", {},
+      has ? null : unset(i.required ? "choose…" : "(not set)"),
+      ...i.enum.map((v, n) => el("option", {value: String(n), text: shown(v), selected: has && JSON.stringify(v) === JSON.stringify(i.default)})));
+    read = () => (control.value === "" ? undefined : JSON.stringify(i.enum[Number(control.value)]));
+  } else if (i.type === "boolean") {
+    control = el("select", {},
+      has ? null : unset(i.required ? "choose…" : "(not set)"),
+      el("option", {value: "true", text: "true", selected: has && i.default === true}),
+      el("option", {value: "false", text: "false", selected: has && i.default === false}));
+    read = () => (control.value === "" ? undefined : control.value);
+  } else if (i.type === "array" || i.type === "object" || i.type === "any") {
+    control = el("textarea", {spellcheck: "false", class: "mono", rows: 3,
+      placeholder: i.type === "array" ? "JSON array, e.g. [\"sh010\", \"sh020\"]" : i.type === "object" ? "JSON object, e.g. {\"key\": \"value\"}" : "JSON value, or text"});
+    if (has) control.value = JSON.stringify(i.default, null, 2);
+    read = () => {
+      const t = control.value.trim();
+      if (t === "") return undefined;
+      try { JSON.parse(t); } catch (e) {
+        if (i.type === "any") return JSON.stringify(control.value);
+        return {error: `is not JSON (${i.type === "array" ? "an array like [1, 2]" : "an object like {\"a\": 1}"}): ${e.message}`};
+      }
+      return t;
+    };
+  } else {
+    const numeric = i.type === "number" || i.type === "integer";
+    const hint = i.format === "date" ? "YYYY-MM-DD, e.g. 2026-03-08" : i.format === "date-time" ? "e.g. 2026-03-08T03:00:00Z" : numeric ? i.type : "";
+    control = el("input", {type: "text", spellcheck: "false", inputmode: i.type === "integer" ? "numeric" : numeric ? "decimal" : null, placeholder: hint || null});
+    if (has) control.value = shown(i.default);
+    read = () => {
+      const t = numeric ? control.value.trim() : control.value;
+      if (t.trim() === "") return undefined;
+      return numeric && JSON_NUMBER.test(t) ? t : JSON.stringify(t); // text in a number field: the engine says so
+    };
+  }
+  const initial = control.value;
+  control.setAttribute("data-testid", "start-input");
+  control.id = "in-" + i.name;
+  const error = el("div", {class: "field-error hidden", "data-testid": "field-error", role: "alert"});
+  const row = el("div", {class: "start-field", "data-testid": "start-field", "data-input": i.name},
+    el("label", {for: control.id},
+      el("span", {class: "mono", text: i.name}), i.required ? el("span", {class: "req", title: "required", text: " *"}) : null,
+      el("span", {class: "tag", text: i.type + (i.format ? " · " + i.format : "")})),
+    control,
+    i.description ? el("div", {class: "help", text: i.description}) : null,
+    has ? el("div", {class: "help faint", text: "default: " + shown(i.default)}) : null,
+    error);
+  const show = (message) => {
+    error.textContent = message || "";
+    error.classList.toggle("hidden", !message);
+    row.classList.toggle("bad", !!message);
+    control.setAttribute("aria-invalid", message ? "true" : "false");
+  };
+  control.addEventListener("input", () => show(""));
+  control.addEventListener("change", () => show(""));
+  // An input left at its default is left out: the engine applies the default itself (exactly).
+  return {name: i.name, row, control, show, read: () => (has && control.value === initial ? undefined : read())};
+}
+
+async function startPage(name) {
+  const list = await api("/api/workflows");
+  const pick = el("select", {"data-testid": "start-workflow", "aria-label": "workflow"},
+    el("option", {value: "", text: "choose a workflow…", selected: !name}),
+    ...list.workflows.map((w) => el("option", {value: w.name, text: w.name, selected: w.name === name})));
+  pick.addEventListener("change", () => { location.hash = "#/start" + (pick.value ? "/" + encodeURIComponent(pick.value) : ""); });
+  const head = el("div", {class: "page-head"}, el("h1", {text: "Start a run"}), pick);
+  if (!name) {
+    fill(main, head, el("div", {class: "empty", text: list.workflows.length
+      ? "Choose a workflow of the catalog: its inputs make the form."
+      : "No workflow is registered in this engine's catalog (dcc-flow serve --workflows DIR)."}));
+    return;
+  }
+  if (!list.workflows.some((w) => w.name === name)) throw new APIError(404, "not_found", `no workflow named ${name} is registered`);
+  const d = await api("/api/workflows/" + encodeURIComponent(name));
+  const fields = (d.inputs || []).map(inputField);
+  const by = el("input", {"data-testid": "start-by", id: "start-by", autocomplete: "name", spellcheck: "false", value: actor.value.trim()});
+  const byError = el("div", {class: "field-error hidden", "data-testid": "field-error", role: "alert"});
+  const showBy = (m) => { byError.textContent = m || ""; byError.classList.toggle("hidden", !m); };
+  by.addEventListener("input", () => showBy(""));
+  const formError = el("div", {class: "error-box hidden", "data-testid": "start-error", role: "alert"});
+  const submit = el("button", {type: "submit", class: "btn primary", "data-testid": "start-submit", text: "Start run"});
+  const form = el("form", {class: "start-form", "data-testid": "start-form", "data-workflow": name, novalidate: true},
+    fields.length ? fields.map((f) => f.row) : el("p", {class: "muted", text: "This workflow declares no inputs."}),
+    el("div", {class: "start-field"}, el("label", {for: "start-by", text: "Started by (recorded with the run)"}), by, byError),
+    formError,
+    el("div", {class: "buttons"}, submit, el("a", {class: "btn", href: "#/workflows/" + encodeURIComponent(name), text: "Cancel"})));
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    formError.classList.add("hidden");
+    for (const f of fields) f.show("");
+    showBy("");
+    const parts = [];
+    let bad = null;
+    for (const f of fields) {
+      const v = f.read();
+      if (v === undefined) continue;
+      if (typeof v === "object") { f.show(`input "${f.name}" ${v.error}`); bad = bad || f.control; continue; }
+      parts.push(JSON.stringify(f.name) + ":" + v);
+    }
+    const name_ = by.value.trim();
+    if (!name_) { showBy("Type your name: the run is recorded as started by it."); bad = bad || by; }
+    if (bad) { bad.focus(); return; }
+    actor.value = name_;
+    localStorage.setItem("dccflow.actor", name_);
+    const body = `{"workflow":${JSON.stringify(name)},"by":${JSON.stringify(name_)},"spec_hash":${JSON.stringify(d.spec_hash)},"inputs":{${parts.join(",")}}}`;
+    submit.disabled = true;
+    try {
+      const res = await api("/api/runs", body);
+      toast(`Run ${res.run_id} of ${name} started`);
+      location.hash = "#/runs/" + encodeURIComponent(res.run_id);
+    } catch (err) {
+      submit.disabled = false;
+      const problems = (err.details && err.details.problems) || [];
+      const rest = [];
+      let first = null;
+      for (const p of problems) {
+        const f = fields.find((x) => x.name === p.input);
+        if (f) { f.show(p.message); first = first || f.control; } else rest.push(p.message);
+      }
+      if (!problems.length) rest.push(err.message);
+      if (rest.length) {
+        fill(formError, el("b", {text: (err.code || "error") + ": "}), el("span", {text: rest.join("; ")}));
+        formError.classList.remove("hidden");
+      }
+      if (err.code === "spec_changed") {
+        formError.append(" ", el("a", {href: "#/start/" + encodeURIComponent(name), text: "reload the form", onclick: (ev) => { ev.preventDefault(); route(); }}));
+      }
+      (first || submit).focus();
+    }
+  });
+  fill(main, head, d.description ? el("p", {class: "muted", text: d.description}) : null,
+    el("section", {class: "card start-card"}, el("div", {class: "card-body"}, form)));
+  (fields[0] ? fields[0].control : by).focus();
 }
 
 // ---- start -------------------------------------------------------------------------------
