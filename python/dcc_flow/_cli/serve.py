@@ -6,13 +6,12 @@ import threading
 import time
 from typing import Any, Dict
 
-from ._base import CliError, Command, Context, UsageError
+from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
+    add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
-    db_path,
-    is_db_url,
     load_tools,
     open_engine,
 )
@@ -76,19 +75,13 @@ class ServeCommand(Command):
         add_remotes_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
-        parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
-                            help="with --db postgresql://...: the engine's lease (default 15); another engine "
-                                 "takes its runs over this long after it dies")
+        add_lease_argument(parser)
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
         token = read_token(args.token_file) if args.token_file else args.token
-        if args.lease_secs is not None and not is_db_url(db_path(args)):
-            raise UsageError("--lease-secs needs --db postgresql://...: a lease is what engines sharing a database "
-                             "hold their runs under")
-        config = {"lease_secs": args.lease_secs} if args.lease_secs is not None else None
-        with open_engine(args, config=config) as engine:
+        with open_engine(args) as engine:
             load_tools(engine, args.tools)
             names = register_dir(engine, args.workflows, ctx)
             if args.worker_threads > 0:
