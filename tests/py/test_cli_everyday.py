@@ -4,10 +4,14 @@ cannot work, ``run``/``resume`` take ``--lease-secs`` as ``serve`` does, and the
 the Blender tour say what to install when their DCC module is missing."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 import dcc_flow
+from conftest import PYTHON_DIR, ROOT
 from dcc_flow._cli._base import Context
 from test_cli import BAD_SPEC, assert_one_error_line, call, run_cli
 from test_postgres import cluster, pg_url  # noqa: F401  (fixtures)
@@ -179,3 +183,66 @@ def test_help_of_run_and_resume_lists_lease_secs(capsys):
         code, out, _ = call(capsys, command, "--help")
         assert code == 0 and "--lease-secs SECS" in out, command
 
+
+
+# --- 5. the DCC adapters say what to install when their DCC module is missing ---------------------
+
+
+@pytest.mark.parametrize("adapter, hidden, words", [
+    ("blender", ["bpy"], ["Blender's bpy module", "pip install bpy==5.0.1", "Python 3.11", "blender --background"]),
+    ("maya", ["maya", "maya.cmds"], ["Maya's maya.cmds module", "mayapy"]),
+    ("houdini", ["hou"], ["Houdini's hou module", "hython"]),
+    ("unreal", ["unreal"], ["Unreal's unreal module", "Unreal Editor"]),
+])
+def test_an_adapter_without_its_dcc_module_says_what_to_install(monkeypatch, adapter, hidden, words):
+    import importlib
+
+    module = importlib.import_module("dcc_flow.dcc." + adapter)
+    for name in hidden:  # as outside the DCC (bpy is installed in the dev venv: hide it)
+        monkeypatch.setitem(sys.modules, name, None)
+    with dcc_flow.Engine() as engine:
+        for call_it in (module.is_batch, lambda: module.install(engine)):
+            with pytest.raises(ImportError) as info:
+                call_it()
+            message = str(info.value)
+            assert message.startswith("dcc_flow.dcc.%s needs " % adapter), message
+            for word in words:
+                assert word in message, message
+            assert isinstance(info.value.__cause__, ImportError)  # the import's own error stays
+
+
+# --- 6. the Blender tour stops before its run starts when bpy is missing --------------------------
+
+
+def _without_bpy(*args):
+    """`dcc-flow ARGS` in a Python where `import bpy` fails (as without `pip install bpy`)."""
+    code = ("import sys; sys.modules['bpy'] = None\n"
+            "from dcc_flow.__main__ import main\n"
+            "sys.exit(main(%r))" % (list(args),))
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("DCC_FLOW_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8",
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def test_the_blender_tour_without_bpy_stops_before_the_run_starts(tmp_path):
+    out = tmp_path / "intake"
+    # The command line of README.md and docs/python.md.
+    result = _without_bpy("run", "examples/blender_intake.yaml", "--tools", "examples/blender_intake_tools.py",
+                          "--input", "out=%s" % out, "--approve-all", "--db", str(tmp_path / "flow.db"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == ""  # no run started: not one event
+    assert_one_error_line(result.stderr, "dcc-flow run")
+    assert "examples/blender_intake_tools.py" in result.stderr
+    assert "bpy" in result.stderr and "pip install bpy==5.0.1 on Python 3.11" in result.stderr
+    assert "a bug in dcc-flow" not in result.stderr
+    assert not out.exists()
+
+
+def test_a_tools_register_that_fails_is_the_modules_error_not_a_bug(tmp_path):
+    tools = tmp_path / "tools.py"
+    tools.write_text("def register(engine):\n    raise ImportError('needs nuke: run it in Nuke')\n", encoding="utf-8")
+    result = run_cli("run", "-", "--tools", str(tools), "--db", ":memory:", stdin=ECHO_SPEC)
+    assert result.returncode == 1 and result.stdout == ""
+    assert_one_error_line(result.stderr, "dcc-flow run")
+    assert "--tools %s: its register(engine) failed: ImportError: needs nuke: run it in Nuke" % tools in result.stderr

@@ -22,7 +22,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._engine import Engine, RunResult
-from .._errors import DatabaseLockedError
+from .._errors import DatabaseLockedError, DccFlowError
 from .._spec import WorkflowSpec
 from .._suggest import file_hint
 from ._base import CliError, UsageError
@@ -161,7 +161,13 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
         register = getattr(module, "register", None)
         before = set(engine.tools)
         if callable(register):
-            register(engine)
+            try:
+                register(engine)
+            except DccFlowError:
+                raise  # the engine's own one-line error (a duplicate tool name, ...)
+            except Exception as exc:  # noqa: BLE001 - a tool module's failure is its own, one clear line
+                raise CliError("--tools %s: its register(engine) failed: %s: %s"
+                               % (spec, type(exc).__name__, exc)) from None
         else:
             for name in dir(module):
                 fn = getattr(module, name)
