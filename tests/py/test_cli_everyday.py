@@ -246,3 +246,20 @@ def test_a_tools_register_that_fails_is_the_modules_error_not_a_bug(tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert_one_error_line(result.stderr, "dcc-flow run")
     assert "--tools %s: its register(engine) failed: ImportError: needs nuke: run it in Nuke" % tools in result.stderr
+
+
+def test_a_sub_workflow_approval_says_how_to_answer_it_on_a_terminal(tmp_path, capsys, monkeypatch):
+    # On a database file `dcc-flow approve` reaches the child run: the terminal shows its id.
+    (tmp_path / "gated.yaml").write_text(APPROVE_SPEC, encoding="utf-8")
+    (tmp_path / "parent.yaml").write_text(PARENT_SPEC, encoding="utf-8")
+    monkeypatch.setattr(Context, "out_is_tty", property(lambda self: True))
+    code, out, err = call(capsys, "run", "parent", "--workflows", str(tmp_path), "--db", str(tmp_path / "flow.db"),
+                          "--timeout", "1")
+    assert code == 3, (out, err)
+    hint = [line for line in out.replace("\r", "\n").splitlines() if "waits for approval: dcc-flow approve" in line]
+    assert len(hint) == 1, out
+    child = hint[0].split("sub-workflow run ")[1].split(")")[0]
+    assert hint[0].startswith("review (sub-workflow run %s) waits for approval: dcc-flow approve %s review"
+                              % (child, child)), hint
+    with dcc_flow.Engine(str(tmp_path / "flow.db")) as engine:
+        assert engine.get_status(child).parent_run_id  # the id shown is the child run's

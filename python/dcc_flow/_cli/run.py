@@ -160,7 +160,9 @@ class RunCommand(Command):
         ("inputs from a JSON file, approvals granted automatically (CI, demos)",
          "dcc-flow run flow.yaml --inputs-json inputs.json --approve-all"),
         ("a workflow by name from a folder of specs, in memory",
-         "dcc-flow run vendor_intake --workflows examples/ --db :memory:"),
+         "dcc-flow run vendor_intake --workflows examples/ --db :memory: --approve-all"),
+        ("a spec written by another tool, read from standard input",
+         "generate_flow.py | dcc-flow run - --tools tools.py"),
         ("the steps it would run and their arguments, calling no tool (CI); outputs from fixtures",
          "dcc-flow run examples/vendor_intake.yaml --input date=2026-11-24 --dry-run --fixtures fixtures.json"),
     )
