@@ -263,3 +263,18 @@ def test_a_sub_workflow_approval_says_how_to_answer_it_on_a_terminal(tmp_path, c
                               % (child, child)), hint
     with dcc_flow.Engine(str(tmp_path / "flow.db")) as engine:
         assert engine.get_status(child).parent_run_id  # the id shown is the child run's
+
+
+def test_serve_in_memory_does_not_point_to_dcc_flow_approve():
+    import io
+
+    from dcc_flow._cli.serve import log_run_event
+
+    ev = {"type": "approve_requested", "run_id": "r01", "step_key": "review", "progress": {}}
+    out = io.StringIO()
+    log_run_event(None, ev, out)  # a database: another terminal's dcc-flow approve reaches it
+    assert out.getvalue().endswith("run r01 waits for approval of review (dcc-flow approve r01 review)\n")
+    out = io.StringIO()
+    log_run_event(None, ev, out, reachable=False)
+    assert "dcc-flow approve r01" not in out.getvalue()
+    assert "dashboard (--ui) or over its MCP (--mcp)" in out.getvalue()

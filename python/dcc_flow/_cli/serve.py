@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any, Dict
 
+from ._approvals import approvals_reachable
 from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
@@ -114,7 +115,8 @@ class ServeCommand(Command):
             if info.get("ui_url"):  # a line of its own, for scripts and tests to read
                 ctx.err.write("ui: %s\n" % info["ui_url"])
                 ctx.err.flush()
-            engine.on_event(lambda ev: log_run_event(engine, ev, out))
+            reachable = approvals_reachable(args)
+            engine.on_event(lambda ev: log_run_event(engine, ev, out, reachable))
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
                                  name="dcc-flow-mcp-stdio").start()
@@ -173,8 +175,10 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
             return
 
 
-def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
-    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m."""
+def log_run_event(engine: Any, ev: Dict[str, Any], out: Any, reachable: bool = True) -> None:
+    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m.
+    ``reachable`` False (an in-memory engine): ``dcc-flow approve`` cannot reach the run, so the
+    approval line points to this process's own doors (the dashboard, MCP) instead."""
     kind, run_id = ev.get("type"), ev.get("run_id", "")
     progress = ev.get("progress") or {}
     done = "%s/%s steps" % (progress.get("completed", 0), progress.get("total", 0))
@@ -182,8 +186,12 @@ def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
         status = engine.get_status(run_id)
         line = "run %s started: %s" % (run_id, status.name or "(unnamed)")
     elif kind == "approve_requested":
-        line = "run %s waits for approval of %s (dcc-flow approve %s %s)" % (run_id, ev.get("step_key"), run_id,
-                                                                           ev.get("step_key"))
+        if reachable:
+            how = "dcc-flow approve %s %s" % (run_id, ev.get("step_key"))
+        else:
+            how = ("answer it in this process's dashboard (--ui) or over its MCP (--mcp): dcc-flow approve "
+                   "cannot reach an in-memory engine")
+        line = "run %s waits for approval of %s (%s)" % (run_id, ev.get("step_key"), how)
     elif kind in ("run_paused", "run_unpaused"):
         line = pause_line(ev)
     elif kind == "stall_detected":
