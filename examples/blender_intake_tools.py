@@ -13,7 +13,8 @@ imported ``bpy``. Inside an interactive Blender the same tools run from the adap
     pump = flow_blender.install(engine)          # bpy.app.timers; nothing in --background
     run = engine.submit(open("blender_intake.yaml").read(), {"out": "/tmp/intake"})
 
-Or from a shell, with the Python that has ``bpy``::
+Or from a shell, with the Python that has ``bpy`` (without it, importing this module raises an
+``ImportError`` saying how to get it, so ``dcc-flow run`` stops before the run starts)::
 
     dcc-flow run examples/blender_intake.yaml --tools examples/blender_intake_tools.py \\
         --input out=/tmp/blender_intake --approve-all
@@ -28,13 +29,23 @@ read file "<path>"``) fails its own step only.
 """
 
 import hashlib
+import importlib.util
 import json
 import math
 import os
 import re
+import sys
 from typing import Any, Dict, List
 
 import dcc_flow
+
+# Without bpy every tool would fail at its first call, after the run started: fail here, when
+# `dcc-flow run --tools` (or your script) imports this module, with what to install. (bpy itself is
+# imported by the tools, on the main lane.)
+if importlib.util.find_spec("bpy") is None:
+    raise ImportError("the Blender tour needs Blender's bpy module, which this Python (%d.%d) cannot import: "
+                      "pip install bpy==5.0.1 on Python 3.11 (make venv does), or run it with Blender's own "
+                      "Python" % sys.version_info[:2], name="bpy")
 
 __all__ = ["register", "build_asset", "qc", "export", "thumbnail", "manifest", "NAME_RULE", "ASSETS"]
 

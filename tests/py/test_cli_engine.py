@@ -91,8 +91,9 @@ def test_run_completes_with_exit_code_zero_and_json_outputs(studio):
 @pytest.mark.parametrize("args, code, message", [
     (["run", "missing.yaml"], 1, "missing.yaml: no such file"),
     (["run", SPEC, "--input", "novalue"], 2, "use --input key=value"),
-    (["run", SPEC, "--db", ":memory:"], 1, 'input "date" is required (string) and was not given'),
-    (["run", SPEC, "--input", "date=x", "--db", ":memory:"], 1,
+    # vendor_intake has an approve step: in memory it needs --approve-all (test_cli_everyday.py)
+    (["run", SPEC, "--db", ":memory:", "--approve-all"], 1, 'input "date" is required (string) and was not given'),
+    (["run", SPEC, "--input", "date=x", "--db", ":memory:", "--approve-all"], 1,
      "workflow vendor_intake uses unknown tools: maya__export_fbx, vendor_intake__list_sftp"),
     (["run", SPEC, "--tools", "nope.py", "--db", ":memory:"], 1, "nope.py: no such file"),
     (["status", "r000", "--db", ":memory:"], 1, 'no run with id "r000"'),
@@ -181,8 +182,10 @@ def test_tty_progress_display(studio):
 
 def test_tty_progress_says_how_to_approve_and_why_a_run_stopped(studio):
     (studio / "fixed").write_text("")
+    # A database file: `dcc-flow approve` in another terminal reaches the run (in memory nothing
+    # could, and the run is refused: test_cli_everyday.py).
     code, text = run_in_pty(["run", SPEC, "--tools", "tools.py", "--input", "date=2026-11-24", "--timeout", "1.5",
-                             "--db", ":memory:"], studio)
+                             "--db", "flow.db"], studio)
     assert code == 3, text
     shown = screen(text)
     assert len(shown) == 3, shown

@@ -277,7 +277,8 @@ func (s *Scheduler) Schedule(spec Spec) error {
 }
 
 // SetEnabled enables or disables the schedule id: it is registered again with Enabled set
-// (Schedule), so an enabled cron or interval schedule plans its next fire from now. Setting the
+// (Schedule), so an enabled cron or interval schedule plans its next fire as at Start (an
+// interval on the phase of its last fire, catch-up included). Setting the
 // state it has does nothing. The error is a *run.Error with code not_found for an unknown id.
 func (s *Scheduler) SetEnabled(id string, enabled bool) error {
 	s.changeMu.Lock()
@@ -353,13 +354,17 @@ func (s *Scheduler) Unschedule(id string) error {
 	return nil
 }
 
-// Schedules returns every registered schedule, by id.
+// Schedules returns every registered schedule, by id, with its next fire as NextFire says.
 func (s *Scheduler) Schedules() []Info {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Info, 0, len(s.entries))
+	entries := make([]*entry, 0, len(s.entries))
 	for _, e := range s.entries {
-		out = append(out, Info{Spec: e.spec, NextFire: s.nextLocked(e), SecretMissing: e.secretMissing})
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	out := make([]Info, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Info{Spec: e.spec, NextFire: s.nextFire(e), SecretMissing: e.secretMissing})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
 	return out
@@ -367,26 +372,43 @@ func (s *Scheduler) Schedules() []Info {
 
 // NextFire returns when schedule id fires next, and false for an unknown id, a webhook, a
 // disabled schedule, or one that never fires again. While the scheduler runs it is the time the
-// loop waits for (jitter included); while stopped, the next nominal time after now.
+// loop waits for (jitter included). While stopped (or before the loop has planned), it is when
+// a loop started now would fire, from the fire history as the loop reads it: for an interval,
+// the last fire + every (+ k·every, the first such time at or after now), or now + every without
+// a fire; for cron, the next matching time after now; now itself when catch-up would fire a
+// missed fire at once. Cron jitter is then not included.
 func (s *Scheduler) NextFire(id string) (time.Time, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := s.entries[id]
+	s.mu.Unlock()
 	if e == nil {
 		return time.Time{}, false
 	}
-	t := s.nextLocked(e)
+	t := s.nextFire(e)
 	return t, !t.IsZero()
 }
 
-func (s *Scheduler) nextLocked(e *entry) time.Time {
+// nextFire is NextFire of e. It reads the fire history without holding s.mu.
+func (s *Scheduler) nextFire(e *entry) time.Time {
 	if !e.spec.Enabled || e.trig == nil {
 		return time.Time{}
 	}
-	if e.done != nil && !e.next.IsZero() { // the loop has planned its next fire (jitter included)
-		return e.next
+	s.mu.Lock()
+	planned, looping := e.next, e.done != nil
+	s.mu.Unlock()
+	if looping && !planned.IsZero() { // the loop has planned its next fire (jitter included)
+		return planned
 	}
-	return e.trig.next(s.clk.Now())
+	now := s.clk.Now()
+	last, hasLast, err := s.fires.LastFire(context.Background(), e.spec.ID)
+	if err != nil {
+		hasLast = false // as the loop does: no history
+	}
+	missed, next := s.firstPlan(e, now, last, hasLast)
+	if !missed.IsZero() {
+		return now // the catch-up fire happens as soon as the loop starts
+	}
+	return next
 }
 
 // Start starts a loop for every enabled cron and interval schedule; schedules added later
@@ -478,28 +500,10 @@ func (s *Scheduler) loop(ctx context.Context, e *entry) {
 		s.log.Warn("schedule: reading the last fire failed; no catch-up", "schedule_id", e.spec.ID, "error", err)
 		hasLast = false
 	}
-	if hasLast && (last.ScheduledAt.IsZero() || last.ScheduledAt.After(now)) {
-		hasLast = false // a clock set back: ignore the history
+	missed, next := s.firstPlan(e, now, last, hasLast)
+	if !missed.IsZero() {
+		s.fireScheduled(ctx, e, missed, true)
 	}
-	base := now.Add(-time.Nanosecond) // a fire due exactly now still fires
-	anchor := now                     // interval phase
-	if s.slots != nil {
-		anchor = time.Unix(0, 0) // the same phase on every engine
-		hasLast = hasLast && e.spec.Catchup
-	}
-	if hasLast {
-		anchor = last.ScheduledAt
-		if last.ScheduledAt.After(base) {
-			base = last.ScheduledAt
-		}
-		if e.spec.Catchup {
-			if missed, ok := lastMissed(e.trig, last.ScheduledAt, now); ok {
-				s.fireScheduled(ctx, e, missed, true)
-				base, anchor = missed, missed
-			}
-		}
-	}
-	next := s.nextAfter(e, anchor, base)
 	for {
 		if ctx.Err() != nil {
 			return
@@ -523,6 +527,36 @@ func (s *Scheduler) loop(ctx context.Context, e *entry) {
 		now := s.clk.Now()
 		next = s.nextAfter(e, next, now)
 	}
+}
+
+// firstPlan is what a loop of e starting at now does first, given the schedule's last recorded
+// fire (hasLast false: none, or it could not be read): the missed fire it catches up at once
+// (zero for none) and the nominal time of the fire after that (jitter not included; zero when it
+// never fires again). An interval keeps the phase of the last fire (last + k·every), or of now
+// without one; on a shared database (WithSlotClaimer) the phase of the Unix epoch. A last fire
+// in the future (a clock set back) is ignored.
+func (s *Scheduler) firstPlan(e *entry, now time.Time, last Fire, hasLast bool) (missed, next time.Time) {
+	if hasLast && (last.ScheduledAt.IsZero() || last.ScheduledAt.After(now)) {
+		hasLast = false // a clock set back: ignore the history
+	}
+	base := now.Add(-time.Nanosecond) // a fire due exactly now still fires
+	anchor := now                     // interval phase
+	if s.slots != nil {
+		anchor = time.Unix(0, 0) // the same phase on every engine
+		hasLast = hasLast && e.spec.Catchup
+	}
+	if hasLast {
+		anchor = last.ScheduledAt
+		if last.ScheduledAt.After(base) {
+			base = last.ScheduledAt
+		}
+		if e.spec.Catchup {
+			if m, ok := lastMissed(e.trig, last.ScheduledAt, now); ok {
+				missed, base, anchor = m, m, m
+			}
+		}
+	}
+	return missed, s.nextAfter(e, anchor, base)
 }
 
 // nextAfter returns the first fire time after `after`; for an interval it is on the phase of

@@ -777,3 +777,56 @@ func TestSchedulerSetEnabled(t *testing.T) {
 		t.Errorf("unknown id: %v, want not_found", err)
 	}
 }
+
+// TestNextFireFromLastFire: an interval's next fire is its last fire + every, whether the
+// scheduler runs or not, and a stopped scheduler reports the time its loop then plans.
+func TestNextFireFromLastFire(t *testing.T) {
+	t.Parallel()
+	every := Trigger{Kind: KindInterval, Every: "15m"}
+	tests := []struct {
+		name    string
+		catchup bool
+		last    time.Duration // before t0; 0: no fire recorded
+		want    time.Time     // NextFire while stopped
+		wantRun time.Time     // NextFire once the loop has planned
+	}{
+		{"no fire yet", false, 0, t0.Add(15 * time.Minute), t0.Add(15 * time.Minute)},
+		{"fired 5m ago", false, 5 * time.Minute, t0.Add(10 * time.Minute), t0.Add(10 * time.Minute)},
+		{"fired 40m ago, no catch-up", false, 40 * time.Minute, t0.Add(5 * time.Minute), t0.Add(5 * time.Minute)},
+		// The loop fires the missed fire (t0-10m) at once, then plans on its phase.
+		{"fired 40m ago, catch-up", true, 40 * time.Minute, t0, t0.Add(5 * time.Minute)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sp := DefaultSpec("every", "wf", every)
+			sp.Catchup = tc.catchup
+			b := setup(t, t0, Config{Schedules: []Spec{sp}})
+			if tc.last > 0 {
+				at := t0.Add(-tc.last)
+				if err := b.fires.RecordFire(context.Background(), Fire{ScheduleID: "every", Kind: FireFired, RunID: "old", Origin: OriginSchedule, ScheduledAt: at, FiredAt: at}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, ok := b.sched.NextFire("every"); !ok || !got.Equal(tc.want) {
+				t.Errorf("stopped: NextFire %s, %v; want %s", got, ok, tc.want)
+			}
+			if infos := b.sched.Schedules(); len(infos) != 1 || !infos[0].NextFire.Equal(tc.want) {
+				t.Errorf("stopped: Schedules %+v; want next fire %s", infos, tc.want)
+			}
+			b.start(t)
+			b.waitArmed(t, 1)
+			if got, _ := b.sched.NextFire("every"); !got.Equal(tc.wantRun) {
+				t.Errorf("started: NextFire %s; want %s", got, tc.wantRun)
+			}
+			// And it fires then.
+			if at := b.fireNext(t, "every"); !at.Equal(tc.wantRun) {
+				t.Errorf("fired at %s; want %s", at, tc.wantRun)
+			}
+			h := b.history(t, "every")
+			if got := h[len(h)-1].ScheduledAt; !got.Equal(tc.wantRun) {
+				t.Errorf("recorded fire scheduled at %s; want %s", got, tc.wantRun)
+			}
+		})
+	}
+}

@@ -22,12 +22,13 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._engine import Engine, RunResult
-from .._errors import DatabaseLockedError
+from .._errors import DatabaseLockedError, DccFlowError
 from .._spec import WorkflowSpec
 from .._suggest import file_hint
 from ._base import CliError, UsageError
 
-__all__ = ["add_db_argument", "add_remotes_argument", "load_remotes", "open_engine", "load_tools", "resolve_run",
+__all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "load_remotes", "open_engine",
+           "load_tools", "resolve_run",
            "RUN_HELP", "DEFAULT_DB", "DB_ENV",
            "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_log"]
 
@@ -44,6 +45,14 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="PATH", default=None,
                         help="the run database: a SQLite file, or a postgresql:// URL (default: $%s, else %s; "
                              "':memory:' keeps nothing)" % (DB_ENV, DEFAULT_DB))
+
+
+def add_lease_argument(parser: argparse.ArgumentParser) -> None:
+    """``--lease-secs``, for the commands that run tools on a shared database (run, resume, serve);
+    ``open_engine`` passes it to the engine."""
+    parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
+                        help="with --db postgresql://...: the engine's lease (default 15); another engine "
+                             "takes its runs over this long after it dies")
 
 
 def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
@@ -112,10 +121,18 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     (runs, status, show, approve, cancel, pause) open it read-only and act through that process; the
     others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
     (schedules, workflows) only look: they always open it read-only (in memory when the file
-    does not exist yet), so the workflows they register for a check stay out of the catalog."""
+    does not exist yet), so the workflows they register for a check stay out of the catalog.
+    ``--lease-secs`` (``add_lease_argument``) needs a PostgreSQL database: a ``UsageError`` else."""
+    path = db_path(args)
+    lease_secs = getattr(args, "lease_secs", None)
+    if lease_secs is not None:
+        if not is_db_url(path):
+            raise UsageError("--lease-secs needs --db postgresql://...: a lease is what engines sharing a database "
+                             "hold their runs under")
+        if not read_only:
+            config = dict(config or {}, lease_secs=lease_secs)
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=load_remotes(args.remotes))
-    path = db_path(args)
     if path == ":memory:" or read_only and not is_db_url(path) and not os.path.exists(path):
         return Engine(config=config)
     if read_only:
@@ -144,7 +161,13 @@ def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
         register = getattr(module, "register", None)
         before = set(engine.tools)
         if callable(register):
-            register(engine)
+            try:
+                register(engine)
+            except DccFlowError:
+                raise  # the engine's own one-line error (a duplicate tool name, ...)
+            except Exception as exc:  # noqa: BLE001 - a tool module's failure is its own, one clear line
+                raise CliError("--tools %s: its register(engine) failed: %s: %s"
+                               % (spec, type(exc).__name__, exc)) from None
         else:
             for name in dir(module):
                 fn = getattr(module, name)

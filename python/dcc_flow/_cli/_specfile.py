@@ -5,6 +5,7 @@ holding the parsed spec (when it parsed) and every problem, parse-time and seman
 warnings, sorted by position. ``format_problem`` prints one as ``FILE:LINE:COLUMN: CODE: message``.
 """
 
+import os
 import sys
 from typing import Any, BinaryIO, Dict, List, Optional
 
@@ -13,11 +14,17 @@ from .._spec import WorkflowSpec
 from .._suggest import file_hint
 from ._base import one_line
 
-__all__ = ["STDIN", "SpecFile", "load_spec", "format_problem", "plural"]
+__all__ = ["STDIN", "SpecFile", "load_spec", "is_spec_file", "format_problem", "plural"]
 
 #: The file argument that means "read the spec from standard input".
 STDIN = "-"
 _STDIN_LABEL = "<stdin>"
+
+
+def is_spec_file(path: str) -> bool:
+    """Whether a command's FILE argument names a spec to read with ``load_spec``: ``-`` (standard
+    input) or an existing file. (``run``'s target may also be a catalog name or a @workflow.)"""
+    return path == STDIN or os.path.isfile(path)
 
 
 def plural(count: int, noun: str) -> str:

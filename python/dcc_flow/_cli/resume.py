@@ -8,6 +8,7 @@ from ._base import CliError, Command, Context
 from ._engine import (
     RUN_HELP,
     add_db_argument,
+    add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
     load_tools,
@@ -40,6 +41,7 @@ class ResumeCommand(Command):
                             metavar="STEP", help="a step id or instance key to run again")
         add_follow_arguments(parser)
         add_db_argument(parser)
+        add_lease_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args) as engine:

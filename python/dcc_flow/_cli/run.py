@@ -11,9 +11,16 @@ from .._dryrun import plan_lines, summary_line, warning_lines
 from .._errors import DccFlowError
 from .._spec import WorkflowSpec
 from .._suggest import file_hint
+from ._approvals import (
+    approvals_reachable,
+    cancel_unreachable_approval,
+    refuse_unreachable_approvals,
+    run_tree_events,
+)
 from ._base import CliError, Command, Context, UsageError
 from ._engine import (
     add_db_argument,
+    add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
     exit_code,
@@ -25,7 +32,7 @@ from ._engine import (
     open_engine,
     parse_inputs,
 )
-from ._specfile import format_problem, load_spec, plural
+from ._specfile import format_problem, is_spec_file, load_spec, plural
 
 __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
 
@@ -64,7 +71,12 @@ class Progress:
         return " · ".join(parts)
 
     def event(self, ev: Dict[str, Any]) -> None:
-        if ev.get("run_id") != self.run_id:
+        if ev.get("run_id") != self.run_id:  # a sub-workflow's run: only its approvals show
+            if ev.get("type") == "approve_requested" and self.tty and not self.auto_approve:
+                with self.lock:
+                    self._note("%s (sub-workflow run %s) waits for approval: dcc-flow approve %s %s"
+                               % (ev.get("step_key"), ev.get("run_id"), ev.get("run_id"), ev.get("step_key")))
+                    self._draw()
             return
         with self.lock:
             progress = ev.get("progress") or {}
@@ -148,7 +160,9 @@ class RunCommand(Command):
         ("inputs from a JSON file, approvals granted automatically (CI, demos)",
          "dcc-flow run flow.yaml --inputs-json inputs.json --approve-all"),
         ("a workflow by name from a folder of specs, in memory",
-         "dcc-flow run vendor_intake --workflows examples/ --db :memory:"),
+         "dcc-flow run vendor_intake --workflows examples/ --db :memory: --approve-all"),
+        ("a spec written by another tool, read from standard input",
+         "generate_flow.py | dcc-flow run - --tools tools.py"),
         ("the steps it would run and their arguments, calling no tool (CI); outputs from fixtures",
          "dcc-flow run examples/vendor_intake.yaml --input date=2026-11-24 --dry-run --fixtures fixtures.json"),
     )
@@ -181,6 +195,7 @@ class RunCommand(Command):
                             help="--dry-run: deny this approval (step key or id; repeatable); the others are "
                                  "approved automatically")
         add_db_argument(parser)
+        add_lease_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         inputs = parse_inputs(args.input, args.inputs_json)
@@ -193,10 +208,10 @@ class RunCommand(Command):
             load_tools(engine, args.tools)
             register_dir(engine, args.workflows, ctx)
             target = args.target
-            flow = None if os.path.isfile(target) else load_workflow(target)
+            flow = None if is_spec_file(target) else load_workflow(target)
             if flow is not None:
                 spec: Any = flow
-            elif os.path.isfile(target):
+            elif is_spec_file(target):
                 spec = read_valid_spec(target, ctx)
             elif args.workflows:
                 spec = target
@@ -205,6 +220,7 @@ class RunCommand(Command):
                                % (target, file_hint(target)))
             if args.dry_run:
                 return dry_run(engine, spec, inputs, fixtures, args, ctx)
+            refuse_unreachable_approvals(args, spec, target)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
             after = engine.last_event_seq()
@@ -275,18 +291,23 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
     """Run ``run``'s tools on this thread until it ends, showing its events after ``after_seq``
     (taken before the run started, so none is missed); print the result and return the exit code.
     With ``--approve-all`` every approval is granted as it opens; without it the progress line (or
-    a JSON event) says which step waits, for ``dcc-flow approve``."""
+    a JSON event) says which step waits, for ``dcc-flow approve``; on an in-memory engine, which
+    ``dcc-flow approve`` cannot reach, the run is cancelled instead (``_approvals``)."""
     status = engine.get_status(run.run_id)
-    progress = Progress(ctx, run.run_id, status.name, ctx.out_is_tty and not args.json, args.approve_all)
+    reachable = approvals_reachable(args)
+    progress = Progress(ctx, run.run_id, status.name, ctx.out_is_tty and not args.json,
+                        args.approve_all or not reachable)  # no approve hint that cannot work
 
     def watch() -> None:
-        for ev in engine.events(after_seq=after_seq, run_id=run.run_id, until_terminal=True):
+        for ev in run_tree_events(engine, run.run_id, after_seq):  # sub-workflow runs' approvals too
             progress.event(ev)
             if args.approve_all and ev.get("type") == "approve_requested":
                 try:
-                    engine.approve(run.run_id, ev["step_key"], True, reason="--approve-all", by="dcc-flow")
+                    engine.approve(ev["run_id"], ev["step_key"], True, reason="--approve-all", by="dcc-flow")
                 except DccFlowError as exc:  # answered meanwhile (a timeout, another client)
                     ctx.error("--approve-all: %s" % exc)
+            elif not reachable and ev.get("type") == "approve_requested":
+                cancel_unreachable_approval(engine, run.run_id, ev.get("step_key") or "?", ctx)
 
     watcher = threading.Thread(target=watch, name="dcc-flow-progress", daemon=True)
     watcher.start()
@@ -318,7 +339,8 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
         reason = "%s%s" % (where, err.get("message") or result.status.value)
         # One line. On a terminal the summary is already on screen; elsewhere stderr gets all of it.
         head = "" if progress.tty else summary + "; "
-        ctx.error("%s%s (the steps: dcc-flow show %s)" % (head, reason, result.run_id))
+        show = " (the steps: dcc-flow show %s)" % result.run_id if reachable else ""  # in memory: gone
+        ctx.error("%s%s%s" % (head, reason, show))
     return exit_code(result)
 
 
@@ -350,7 +372,7 @@ def read_valid_spec(path: str, ctx: Context) -> WorkflowSpec:
     if not loaded.ok or loaded.spec is None:
         for problem in loaded.errors:
             ctx.eprint(format_problem(loaded.label, problem))
-        raise CliError("%s: invalid spec (%s); nothing was run" % (path, plural(len(loaded.errors), "error")))
+        raise CliError("%s: invalid spec (%s); nothing was run" % (loaded.label, plural(len(loaded.errors), "error")))
     return loaded.spec
 
 

@@ -6,13 +6,13 @@ import threading
 import time
 from typing import Any, Dict
 
-from ._base import CliError, Command, Context, UsageError
+from ._approvals import approvals_reachable
+from ._base import CliError, Command, Context
 from ._engine import (
     add_db_argument,
+    add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
-    db_path,
-    is_db_url,
     load_tools,
     open_engine,
 )
@@ -76,19 +76,13 @@ class ServeCommand(Command):
         add_remotes_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
-        parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
-                            help="with --db postgresql://...: the engine's lease (default 15); another engine "
-                                 "takes its runs over this long after it dies")
+        add_lease_argument(parser)
         add_db_argument(parser)
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
         token = read_token(args.token_file) if args.token_file else args.token
-        if args.lease_secs is not None and not is_db_url(db_path(args)):
-            raise UsageError("--lease-secs needs --db postgresql://...: a lease is what engines sharing a database "
-                             "hold their runs under")
-        config = {"lease_secs": args.lease_secs} if args.lease_secs is not None else None
-        with open_engine(args, config=config) as engine:
+        with open_engine(args) as engine:
             load_tools(engine, args.tools)
             names = register_dir(engine, args.workflows, ctx)
             if args.worker_threads > 0:
@@ -121,7 +115,8 @@ class ServeCommand(Command):
             if info.get("ui_url"):  # a line of its own, for scripts and tests to read
                 ctx.err.write("ui: %s\n" % info["ui_url"])
                 ctx.err.flush()
-            engine.on_event(lambda ev: log_run_event(engine, ev, out))
+            reachable = approvals_reachable(args)
+            engine.on_event(lambda ev: log_run_event(engine, ev, out, reachable))
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
                                  name="dcc-flow-mcp-stdio").start()
@@ -180,8 +175,10 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
             return
 
 
-def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
-    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m."""
+def log_run_event(engine: Any, ev: Dict[str, Any], out: Any, reachable: bool = True) -> None:
+    """One line per run start, approval request, pause, unpause, stall and end: what a TD tails at 3 a.m.
+    ``reachable`` False (an in-memory engine): ``dcc-flow approve`` cannot reach the run, so the
+    approval line points to this process's own doors (the dashboard, MCP) instead."""
     kind, run_id = ev.get("type"), ev.get("run_id", "")
     progress = ev.get("progress") or {}
     done = "%s/%s steps" % (progress.get("completed", 0), progress.get("total", 0))
@@ -189,8 +186,12 @@ def log_run_event(engine: Any, ev: Dict[str, Any], out: Any) -> None:
         status = engine.get_status(run_id)
         line = "run %s started: %s" % (run_id, status.name or "(unnamed)")
     elif kind == "approve_requested":
-        line = "run %s waits for approval of %s (dcc-flow approve %s %s)" % (run_id, ev.get("step_key"), run_id,
-                                                                           ev.get("step_key"))
+        if reachable:
+            how = "dcc-flow approve %s %s" % (run_id, ev.get("step_key"))
+        else:
+            how = ("answer it in this process's dashboard (--ui) or over its MCP (--mcp): dcc-flow approve "
+                   "cannot reach an in-memory engine")
+        line = "run %s waits for approval of %s (%s)" % (run_id, ev.get("step_key"), how)
     elif kind in ("run_paused", "run_unpaused"):
         line = pause_line(ev)
     elif kind == "stall_detected":

@@ -104,12 +104,11 @@ def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--db must be a postgresql:// URL (the database the engines share); got %r" % args.db)
     if args.worker_threads < 1:
         raise UsageError("--worker-threads must be >= 1; got %s" % args.worker_threads)
-    config = {"lease_secs": args.lease_secs} if args.lease_secs is not None else None
     stop = threading.Event()
     remotes = sorted(load_remotes(args.remotes)) if args.remotes else []
     if args.remotes and not remotes:
         raise CliError("--remotes %s names no remote" % args.remotes)
-    with open_engine(args, config=config) as engine:
+    with open_engine(args) as engine:  # it passes --lease-secs on
         names = load_tools(engine, args.tools) if args.tools else []
         if args.tools and not names:
             raise CliError("--tools %s registered no tools" % " ".join(args.tools))

@@ -15,6 +15,7 @@ operators are not thread-safe, and a ``bpy`` call from a worker thread can crash
 import logging
 from typing import Any, Optional
 
+from ._host import host_module
 from ._pump import DEFAULT_BUDGET, IdlePump
 
 __all__ = ["install", "is_batch", "DEFAULT_INTERVAL"]
@@ -26,8 +27,9 @@ DEFAULT_INTERVAL = 0.02
 
 
 def is_batch() -> bool:
-    """True in ``blender --background`` and in the ``bpy`` module (no UI event loop)."""
-    import bpy  # imported lazily: never at dcc_flow import time
+    """True in ``blender --background`` and in the ``bpy`` module (no UI event loop). Outside
+    Blender, without the ``bpy`` module, an ``ImportError`` says how to get it."""
+    bpy = host_module("bpy", "blender")  # imported lazily: never at dcc_flow import time
 
     return bool(bpy.app.background)
 
@@ -39,11 +41,12 @@ def install(engine: Any, budget: float = DEFAULT_BUDGET, interval: float = DEFAU
     The callback returns 0 (run again at the next event-loop turn) while a call ran less than
     ``interval`` seconds ago, else ``interval``. It never raises into Blender: an exception of
     ``pump()`` is logged and the timer unregistered. Call ``pump.uninstall()`` (or close the
-    engine) to remove it. ``interval`` must be > 0 seconds.
+    engine) to remove it. ``interval`` must be > 0 seconds. Without ``bpy`` (outside Blender, and
+    ``pip install bpy==5.0.1`` not done) it raises an ``ImportError`` that says how to get it.
     """
     if interval <= 0:
         raise ValueError("interval must be > 0 seconds; got %r" % (interval,))
-    import bpy
+    bpy = host_module("bpy", "blender")
 
     pump = IdlePump(engine, budget, inline=is_batch())
     if pump.inline:

@@ -7,14 +7,16 @@ True): ``engine.run()`` runs the tools on the calling thread.
 
 from typing import Any
 
+from ._host import host_module
 from ._pump import DEFAULT_BUDGET, IdlePump
 
 __all__ = ["install", "is_batch"]
 
 
 def is_batch() -> bool:
-    """True in mayapy / ``maya -batch`` (no UI event loop)."""
-    import maya.cmds as cmds  # imported lazily: never at dcc_flow import time
+    """True in mayapy / ``maya -batch`` (no UI event loop). Outside Maya an ``ImportError`` says
+    where ``maya.cmds`` is found."""
+    cmds = host_module("maya.cmds", "maya")  # imported lazily: never at dcc_flow import time
 
     return bool(cmds.about(batch=True))
 
@@ -22,9 +24,10 @@ def is_batch() -> bool:
 def install(engine: Any, budget: float = DEFAULT_BUDGET) -> IdlePump:
     """Register an idle scriptJob that runs ``engine.pump(budget)``; return the pump.
 
-    Call ``pump.uninstall()`` (or close the engine) to remove the scriptJob.
+    Call ``pump.uninstall()`` (or close the engine) to remove the scriptJob. Outside Maya an
+    ``ImportError`` says where ``maya.cmds`` is found.
     """
-    import maya.cmds as cmds
+    cmds = host_module("maya.cmds", "maya")
 
     pump = IdlePump(engine, budget, inline=is_batch())
     if pump.inline:

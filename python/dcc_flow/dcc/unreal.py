@@ -8,6 +8,7 @@ nothing is registered (``inline`` is True): ``engine.run()`` runs the tools on t
 
 from typing import Any
 
+from ._host import host_module
 from ._pump import DEFAULT_BUDGET, IdlePump
 
 __all__ = ["install", "is_batch"]
@@ -16,14 +17,15 @@ __all__ = ["install", "is_batch"]
 def is_batch() -> bool:
     """True outside an interactive editor: ``not unreal.is_editor()`` or
     ``unreal.SystemLibrary.is_unattended()`` (commandlets, automation)."""
-    import unreal  # imported lazily: never at dcc_flow import time
+    unreal = host_module("unreal", "unreal")  # imported lazily: never at dcc_flow import time
 
     return not unreal.is_editor() or bool(unreal.SystemLibrary.is_unattended())
 
 
 def install(engine: Any, budget: float = DEFAULT_BUDGET) -> IdlePump:
-    """Register a Slate post-tick callback that runs ``engine.pump(budget)``; return the pump."""
-    import unreal
+    """Register a Slate post-tick callback that runs ``engine.pump(budget)``; return the pump.
+    Outside the Unreal Editor an ``ImportError`` says where ``unreal`` is found."""
+    unreal = host_module("unreal", "unreal")
 
     pump = IdlePump(engine, budget, inline=is_batch())
     if pump.inline:
