@@ -125,6 +125,11 @@ class Watchdog:
                 _set_async(w.tid, None)
             w.state = _DONE
 
+    def in_tool(self, tid: int) -> bool:
+        """Whether thread ``tid`` (a ``threading.get_ident()``) is inside a tool it runs for an engine."""
+        with self._lock:
+            return any(w.tid == tid for w in self._watches)
+
     def _start_locked(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._loop, name="dcc_flow-watchdog", daemon=True)

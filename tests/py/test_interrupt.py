@@ -265,3 +265,47 @@ def test_watchdog_parks_when_idle_and_wakes_on_enter():
     dog.leave(w)
     assert any(c == [8] for c in checked)
     assert POLL_SECS <= 0.05
+
+
+def _cli(args, cwd, **kw):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.Popen([sys.executable, "-m", "dcc_flow"] + args, cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.dirname(
+    __import__("os").path.abspath(__file__))))
+
+
+def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(tmp_path):
+    """``dcc-flow cancel`` beside a ``dcc-flow run`` whose tool sleeps 60 s in C: the run process
+    reports the cancelled run and exits (code 3) a few seconds later, not after 60 s."""
+    import json
+
+    (tmp_path / "tools.py").write_text("import time\n\ndef nap():\n    time.sleep(60)\n")
+    (tmp_path / "flow.yaml").write_text("steps:\n  - {id: nap, tool: nap}\n")
+    proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the step is running
+            st = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path))
+            out, _ = st.communicate(timeout=30)
+            if b'"running"' in out or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        cancel = _cli(["cancel", "last", "--db", "f.db"], str(tmp_path))
+        assert cancel.wait(timeout=30) == 0, cancel.stderr.read()
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=40)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    assert took < 20, "the run process exited %.1fs after the cancel" % took
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    assert lines[-1]["type"] == "result" and lines[-1]["status"] == "cancelled"
+    assert b"blocked outside Python code" in err

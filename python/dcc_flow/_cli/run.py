@@ -3,9 +3,10 @@
 import argparse
 import json
 import os
+import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .._dryrun import plan_lines, summary_line, warning_lines
 from .._errors import DccFlowError
@@ -309,7 +310,17 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
             elif not reachable and ev.get("type") == "approve_requested":
                 cancel_unreachable_approval(engine, run.run_id, ev.get("step_key") or "?", ctx)
 
-    watcher = threading.Thread(target=watch, name="dcc-flow-progress", daemon=True)
+    returned = threading.Event()  # run.wait() returned on this thread
+    reported = threading.Lock()  # the result is reported once: by this thread, or by leave_stuck_tool
+
+    def report(result: Any) -> int:
+        return _report(engine, result, progress, ctx, reachable)
+
+    def watch_then_guard() -> None:
+        watch()
+        leave_stuck_tool(engine, run.run_id, returned, reported, report, ctx)
+
+    watcher = threading.Thread(target=watch_then_guard, name="dcc-flow-progress", daemon=True)
     watcher.start()
     ended = threading.Event()
 
@@ -321,13 +332,23 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
         threading.Thread(target=ticker, name="dcc-flow-ticker", daemon=True).start()
     try:
         result = run.wait(timeout=args.timeout, cancel_on_timeout=True)
+        returned.set()
         watcher.join(timeout=5)  # it prints the events up to workflow_terminal
     finally:
+        returned.set()
         ended.set()
+    with reported:
+        return report(result)
+
+
+def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachable: bool) -> int:
+    """Print a finished run's result: the summary on a terminal or the JSON result line, and the
+    error line when it did not complete; return the exit code."""
+    ended = time.monotonic()
     progress.finish()
     instances = engine.get_status(result.run_id, all_steps=True)  # foreach iterations included
     summary = "run %s %s in %s: %s" % (result.run_id, result.status.value,
-                                       format_duration(time.monotonic() - progress.started), step_counts(instances))
+                                       format_duration(ended - progress.started), step_counts(instances))
     if progress.tty:
         ctx.print(summary)
     else:
@@ -342,6 +363,40 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
         show = " (the steps: dcc-flow show %s)" % result.run_id if reachable else ""  # in memory: gone
         ctx.error("%s%s%s" % (head, reason, show))
     return exit_code(result)
+
+
+#: How long ``dcc-flow run`` waits, once its run is terminal, for the main thread to leave a tool
+#: before it reports the result and exits without it: past the engine's interrupt grace (2 s by
+#: default), the tool is blocked in C and nothing can stop it (docs/python.md, "Timeouts and cancel").
+STUCK_TOOL_SECS = 3.0
+
+
+def leave_stuck_tool(engine: Any, run_id: str, returned: threading.Event, reported: Any,
+                     report: Callable[[Any], int], ctx: Context) -> None:
+    """Once run ``run_id`` is terminal (its events ended): if the main thread is still inside one
+    of its tools STUCK_TOOL_SECS later (blocked in C: ``time.sleep``, a DCC command), report the
+    result, say so, and end the process with the run's exit code; the tool cannot be stopped,
+    and its late result would be dropped anyway. The run's record is already complete."""
+    from .._interrupt import WATCHDOG
+
+    main = threading.main_thread().ident
+    if main is None or returned.wait(STUCK_TOOL_SECS) or not WATCHDOG.in_tool(main):
+        return
+    try:
+        result = engine.get_status(run_id)
+    except DccFlowError:
+        return
+    if not result.terminal or not reported.acquire(blocking=False):
+        return
+    code = report(result)
+    ctx.error("a tool of run %s is still running on the main thread, blocked outside Python code where it cannot "
+              "be interrupted; exiting without waiting for it (what it returns would be dropped)" % run_id)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 #: The order in which step_counts lists statuses: the good news first.
