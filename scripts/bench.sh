@@ -131,6 +131,8 @@ hook_rate="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "req/s") { print $(i-1);
 printf '| webhook with HMAC-SHA256, loopback (32 keep-alive clients, 3 s, 1 KiB bodies) | %.0f accepted req/s | ≥ 10,000 req/s | %s |\n' \
   "$hook_rate" "$(verdict "$hook_rate" '>=' 10000)"
 "${PYTHON:-python3}" scripts/bench_python.py
+# Interrupting in-process tools on timeout and cancel (docs/python.md "Timeouts and cancel").
+"${PYTHON:-python3}" scripts/bench_interrupt.py
 # Worker pools of real `dcc-flow worker` processes (docs/pools.md).
 "${PYTHON:-python3}" scripts/bench_pool.py
 # The UI stall of the Qt adapter under a real event loop (PySide6 is in .venv: make bench passes
