@@ -151,6 +151,8 @@ class RunCommand(Command):
          "dcc-flow run flow.yaml --inputs-json inputs.json --approve-all"),
         ("a workflow by name from a folder of specs, in memory",
          "dcc-flow run vendor_intake --workflows examples/ --db :memory:"),
+        ("a foreach's plain-function tools 4 calls at a time, each in its own worker process",
+         "dcc-flow run batch.yaml --tools tools.py --input folder=scenes --workers 4"),
         ("the steps it would run and their arguments, calling no tool (CI); outputs from fixtures",
          "dcc-flow run examples/vendor_intake.yaml --input date=2026-11-24 --dry-run --fixtures fixtures.json"),
     )
