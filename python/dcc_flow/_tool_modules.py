@@ -185,7 +185,7 @@ def worker_pool_config(modules: Sequence[str], workers: int, config: Optional[Ma
 class SerialStep:
     """A step that asks for concurrency its tools cannot give: they run in this process on one
     thread. ``what`` is ``"foreach, concurrency 4"``, ``"parallel, 3 branches"`` or ``"depends_on
-    lets them start together"``; ``steps`` the step ids (several for a fan-out); ``tools`` the
+    lets (some of) them run at the same time"``; ``steps`` the step ids (several for a fan-out); ``tools`` the
     serial tools; ``n`` how many could run at once."""
 
     __slots__ = ("steps", "what", "tools", "n", "worker_lane", "explicit")
@@ -228,6 +228,8 @@ class SerialStep:
         fix = "open the engine with Engine(tools=[MODULE], workers=%d) to run %s in worker processes" % (self.n, them)
         if self.worker_lane:
             fix += ", or call engine.serve_tools(%d)" % self.n
+        elif not self.explicit:  # plain functions of Engine(tools=[...])
+            fix += ", or with Engine(tools=[MODULE], worker_threads=%d) on %d threads" % (self.n, self.n)
         else:
             fix += ', or register %s with thread="worker" and call engine.serve_tools(%d)' % (them, self.n)
         return "%s; %s (docs/python.md, \"Worker processes\")" % (self._head(), fix)
@@ -331,7 +333,7 @@ def _fan_out(steps: Sequence[WorkflowStep], candidate: Callable[[WorkflowStep], 
             c = parent[c]
         return c
 
-    beside = {c: 0 for c in cands}
+    beside = dict.fromkeys(cands, 0)
     for i, a in enumerate(cands):
         for b in cands[i + 1:]:
             if a not in ancestors(b) and b not in ancestors(a):

@@ -328,7 +328,16 @@ def test_engine_run_logs_the_warning_once_per_step_and_not_with_workers(work, ca
     assert len(logged) == 2, logged
     assert logged[0].startswith("both (parallel, 2 branches): its tool nap runs in this process on one thread")
     assert logged[1].startswith("per_item (foreach, concurrency 2): its tool nap runs")
-    assert "Engine(tools=[MODULE], workers=2)" in logged[1] and 'thread="worker"' in logged[1]
+    assert logged[1].endswith("; open the engine with Engine(tools=[MODULE], workers=2) to run it in worker processes, "
+                              "or with Engine(tools=[MODULE], worker_threads=2) on 2 threads "
+                              '(docs/python.md, "Worker processes")')
+    caplog.clear()
+    with dcc_flow.Engine() as engine:  # a tool registered by hand: the fix names its lane
+        engine.register_tool(lambda item, secs=0: item, name="nap")
+        assert engine.run(spec).ok
+    logged = [r.getMessage() for r in caplog.records if r.name == "dcc_flow"]
+    assert len(logged) == 2 and logged[1].endswith(
+        'or register it with thread="worker" and call engine.serve_tools(2) (docs/python.md, "Worker processes")')
     caplog.clear()
     with dcc_flow.Engine(tools=[str(work / "tools.py")], worker_threads=2) as engine:
         assert engine.run(spec).ok

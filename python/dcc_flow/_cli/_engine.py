@@ -7,7 +7,8 @@ directory (its folder is created); ``--db :memory:`` is an in-memory engine (not
 
 Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
 defines ``register(engine)``, that is called; otherwise every public function defined in the
-module is registered as a main-lane tool under its name.
+module is registered as a main-lane tool under its name (a worker-lane one with ``run
+--worker-threads N``; ``run --workers N`` runs them in worker processes: ``_workers.py``).
 """
 
 import argparse
