@@ -323,7 +323,7 @@ class Engine:
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
         self._tool_pools: Dict[str, str] = dict(cfg.get("tool_pools") or {})  # for the serial-step warning
         self._plain_tools: Set[str] = set()  # tools registered from plain functions of ``tools``
-        if tools:
+        if tools or worker_threads:
             from ._tool_modules import load_engine_tools
 
             load_engine_tools(self, tools, workers, worker_threads)

@@ -374,6 +374,11 @@ def spec_of(spec: Any) -> Optional[WorkflowSpec]:
     return WorkflowSpec.from_yaml_str(text)
 
 
+def _api_import(spec: str) -> Any:
+    """``import_tool_module`` for ``Engine(tools=...)``: ``tool module x.py: no such file``."""
+    return import_tool_module(spec, "tool module")
+
+
 def engine_config(config: Dict[str, Any], tools: Sequence[str], workers: int, worker_threads: int) -> Dict[str, Any]:
     """``Engine(config, tools=..., workers=N, worker_threads=N)``: the arguments checked, and with
     ``workers`` the config plus the pool (``worker_pool_config``)."""
@@ -384,17 +389,18 @@ def engine_config(config: Dict[str, Any], tools: Sequence[str], workers: int, wo
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError("%s must be an int >= 0; got %r" % (what, value))
     if workers:
-        return worker_pool_config(list(tools), workers, config)
+        return worker_pool_config(list(tools), workers, config, importer=_api_import)
     return config
 
 
 def load_engine_tools(engine: Any, tools: Sequence[str], workers: int, worker_threads: int) -> None:
-    """``Engine(tools=..., ...)`` after the engine opened: register the modules' tools (plain
-    functions on the worker lane with ``worker_threads`` and no ``workers``) and start the
-    ``worker_threads``; on an error the engine is closed and the error raised."""
+    """``Engine(tools=..., worker_threads=...)`` after the engine opened: register the modules'
+    tools (plain functions on the worker lane with ``worker_threads`` and no ``workers``) and
+    start the ``worker_threads`` (``serve_tools``, also without ``tools``); on an error the engine
+    is closed and the error raised."""
     try:
         lane = "worker" if worker_threads and not workers else "main"
-        register_module_tools(engine, list(tools), plain_thread=lane, plain=engine._plain_tools)
+        register_module_tools(engine, list(tools), plain_thread=lane, plain=engine._plain_tools, importer=_api_import)
         if worker_threads:
             engine.serve_tools(workers=worker_threads)
     except BaseException:

@@ -317,6 +317,12 @@ def test_engine_tools_workers_runs_them_in_worker_processes(work):
         assert len(workers) == 2 and all(w.startswith("tools/") for w in workers), workers
     with pytest.raises(ValueError, match="remotes.tools: the worker processes"):
         dcc_flow.Engine(config={"remotes": {"tools": {"command": ["x"]}}}, tools=[str(work / "tools.py")], workers=2)
+    with pytest.raises(ImportError, match="^tool module nope.py: no such file"):
+        dcc_flow.Engine(tools=["nope.py"], workers=2)
+    with pytest.raises(ValueError, match="give the modules"):
+        dcc_flow.Engine(workers=2)
+    with pytest.raises(TypeError, match="write \\['x.py'\\]"):
+        dcc_flow.Engine(tools="x.py")
 
 
 def test_engine_run_logs_the_warning_once_per_step_and_not_with_workers(work, caplog):
