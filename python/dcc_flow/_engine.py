@@ -287,11 +287,21 @@ class Engine:
     resuming runs raises ``ReadOnlyError``. Any number of engines open one PostgreSQL database
     read-write (docs/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
     (default 15), and another engine takes a run over once its engine stopped renewing it.
+
+    ``tools`` are tool modules (``.py`` paths or dotted names) registered as ``dcc-flow run
+    --tools`` does; ``workers=N`` runs their tools in N ``dcc-flow worker`` processes (a pool named
+    ``tools``, docs/pools.md), ``worker_threads=N`` their plain functions on N threads of this
+    process (docs/python.md, "Worker processes").
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
-                 read_only: bool = False, lease_secs: Optional[float] = None):
+                 read_only: bool = False, lease_secs: Optional[float] = None, *, tools: Sequence[str] = (),
+                 workers: int = 0, worker_threads: int = 0):
         cfg = dict(config or {})
+        if tools or workers or worker_threads:
+            from ._tool_modules import engine_config
+
+            cfg = engine_config(cfg, tools, workers, worker_threads)
         if db is not None:
             cfg["db"] = os.fspath(db)
         if read_only:
@@ -311,6 +321,12 @@ class Engine:
         self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
         self._main_owners: List[object] = []
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
+        self._tool_pools: Dict[str, str] = dict(cfg.get("tool_pools") or {})  # for the serial-step warning
+        self._plain_tools: Set[str] = set()  # tools registered from plain functions of ``tools``
+        if tools or worker_threads:
+            from ._tool_modules import load_engine_tools
+
+            load_engine_tools(self, tools, workers, worker_threads)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -436,6 +452,13 @@ class Engine:
         with self._lock:
             return {name: e.fn for name, e in self._tools.items()}
 
+    def _warn_serial(self, spec: SpecLike) -> None:
+        """Log (WARNING, ``dcc_flow`` logger) each step of ``spec`` that asks for concurrency while
+        its tools run one at a time on this thread (docs/python.md, "Worker processes")."""
+        from ._tool_modules import log_serial_steps
+
+        log_serial_steps(self, spec, log)
+
     def register_workflow(self, spec: SpecLike) -> str:
         """Add a workflow to the engine's catalog so runs and schedules can name it; returns its name.
 
@@ -507,6 +530,7 @@ class Engine:
         if fixtures is not None or approvals is not None:
             raise TypeError("fixtures and approvals are for a dry run: pass dry_run=True")
         run = self.submit(spec, inputs)
+        self._warn_serial(spec)
         return run.wait(timeout=timeout, cancel_on_timeout=True)
 
     def dry_run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None,

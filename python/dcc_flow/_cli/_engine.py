@@ -7,24 +7,21 @@ directory (its folder is created); ``--db :memory:`` is an in-memory engine (not
 
 Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
 defines ``register(engine)``, that is called; otherwise every public function defined in the
-module is registered as a main-lane tool under its name.
+module is registered as a main-lane tool under its name (a worker-lane one with ``run
+--worker-threads N``; ``run --workers N`` runs them in worker processes: ``_workers.py``).
 """
 
 import argparse
 import difflib
-import importlib
-import importlib.util
 import json
 import os
 import re
-import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 from .._engine import Engine, RunResult
-from .._errors import DatabaseLockedError, DccFlowError
-from .._spec import WorkflowSpec
-from .._suggest import file_hint
+from .._errors import DatabaseLockedError
+from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError
 
 __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "load_remotes", "open_engine",
@@ -82,6 +79,18 @@ def load_remotes(path: str) -> Dict[str, Any]:
     return doc
 
 
+def merge_remotes(path: str, added: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The remotes of the ``--remotes`` file ``path`` and ``added`` (the worker pool of
+    ``--workers``); a name in both is an error naming it."""
+    remotes = load_remotes(path)
+    for name, entry in (added or {}).items():
+        if name in remotes:
+            raise CliError("--remotes %s: remote %r clashes with the pool of worker processes --workers adds under "
+                           "that name; rename it in the file" % (path, name))
+        remotes[name] = entry
+    return remotes
+
+
 def add_tools_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-t", "--tools", action="append", default=[], metavar="MODULE",
                         help="a module (dotted name or .py path) whose register(engine) or public "
@@ -132,7 +141,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
         if not read_only:
             config = dict(config or {}, lease_secs=lease_secs)
     if getattr(args, "remotes", None):
-        config = dict(config or {}, remotes=load_remotes(args.remotes))
+        config = dict(config or {}, remotes=merge_remotes(args.remotes, (config or {}).get("remotes")))
     if path == ":memory:" or read_only and not is_db_url(path) and not os.path.exists(path):
         return Engine(config=config)
     if read_only:
@@ -148,42 +157,19 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                        % (db_label(path), holder)) from None
 
 
-def load_tools(engine: Engine, modules: Sequence[str]) -> List[str]:
+def load_tools(engine: Engine, modules: Sequence[str], plain_thread: str = "main",
+               plain: Optional[Set[str]] = None) -> List[str]:
     """Import each module and register its tools; return the tool names registered.
 
     A module with ``register(engine)`` registers what it wants; otherwise each public function
-    defined in it is a tool named after the function, a ``@task`` is registered under its tool
-    name (``@task(name="maya__export")``) with its thread and limits, and a ``@workflow`` is not
-    a tool."""
-    names: List[str] = []
-    for spec in modules:
-        module = _import(spec)
-        register = getattr(module, "register", None)
-        before = set(engine.tools)
-        if callable(register):
-            try:
-                register(engine)
-            except DccFlowError:
-                raise  # the engine's own one-line error (a duplicate tool name, ...)
-            except Exception as exc:  # noqa: BLE001 - a tool module's failure is its own, one clear line
-                raise CliError("--tools %s: its register(engine) failed: %s: %s"
-                               % (spec, type(exc).__name__, exc)) from None
-        else:
-            for name in dir(module):
-                fn = getattr(module, name)
-                if name.startswith("_") or not callable(fn) or isinstance(fn, type):
-                    continue
-                if _is_workflow(fn):
-                    continue
-                info = fn.tool_info() if hasattr(fn, "tool_info") else None
-                if info is not None:  # a @task, wherever it was defined
-                    tool_name, task_fn, lane, max_concurrent = info
-                    engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent,
-                                         schema=fn.tool_schema())
-                elif getattr(fn, "__module__", None) == module.__name__:
-                    engine.register_tool(fn, name=name)
-        names.extend(sorted(set(engine.tools) - before))
-    return names
+    defined in it is a tool named after the function (on the main lane, or on ``plain_thread``:
+    ``"worker"`` with ``--worker-threads``; its name is added to ``plain``), a ``@task`` is
+    registered under its tool name (``@task(name="maya__export")``) with its thread and limits,
+    and a ``@workflow`` is not a tool."""
+    try:
+        return register_module_tools(engine, modules, plain_thread=plain_thread, plain=plain, importer=_import)
+    except ToolModuleError as exc:  # a register(engine) that raised
+        raise CliError(str(exc)) from None
 
 
 def load_workflow(target: str) -> Optional[Any]:
@@ -211,7 +197,7 @@ def load_workflow(target: str) -> Optional[Any]:
 
 def _is_workflow(obj: Any) -> bool:
     """Whether obj is a code-first ``@workflow`` (it carries its compiled spec)."""
-    return isinstance(getattr(obj, "spec", None), WorkflowSpec)
+    return is_workflow(obj)
 
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -220,33 +206,12 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 def _import(spec: str, what: str = "--tools") -> Any:
     """Import a module file (its folder goes first on sys.path, so it can import its siblings,
     as ``python FILE`` would) or a module name (the working folder is on sys.path, as with
-    ``python -m dcc_flow``, also from the ``dcc-flow`` console script)."""
-    if spec.endswith(".py") or os.sep in spec:
-        if not os.path.isfile(spec):
-            raise CliError("%s %s: no such file%s" % (what, spec, file_hint(spec)))
-        folder = os.path.dirname(os.path.abspath(spec))
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        name = "dcc_flow_tools_" + os.path.splitext(os.path.basename(spec))[0]
-        loaded = sys.modules.get(name)
-        if loaded is not None and os.path.realpath(getattr(loaded, "__file__", "") or "") == os.path.realpath(spec):
-            return loaded  # imported already (--tools, then --init of the same file): one module
-        loader_spec = importlib.util.spec_from_file_location(name, spec)
-        if loader_spec is None or loader_spec.loader is None:
-            raise CliError("%s %s: cannot import it" % (what, spec))
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - a broken tool module is one clear line
-            raise CliError("%s %s: importing it failed: %s: %s" % (what, spec, type(exc).__name__, exc)) from None
-        return module
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    ``python -m dcc_flow``, also from the ``dcc-flow`` console script); a failure is a one-line
+    ``CliError``."""
     try:
-        return importlib.import_module(spec)
-    except Exception as exc:  # noqa: BLE001
-        raise CliError("%s %s: importing it failed: %s: %s" % (what, spec, type(exc).__name__, exc)) from None
+        return import_tool_module(spec, what)
+    except ToolModuleError as exc:
+        raise CliError(str(exc)) from None
 
 
 def resolve_run(engine: Engine, run_id: str) -> str:

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from .._dryrun import plan_lines, summary_line, warning_lines
 from .._errors import DccFlowError
@@ -20,6 +20,7 @@ from ._approvals import (
 )
 from ._base import CliError, Command, Context, UsageError
 from ._engine import (
+    _import,
     add_db_argument,
     add_lease_argument,
     add_remotes_argument,
@@ -34,6 +35,7 @@ from ._engine import (
     parse_inputs,
 )
 from ._specfile import format_problem, is_spec_file, load_spec, plural
+from ._workers import add_workers_arguments, plain_thread, serial_warnings, workers_config
 
 __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
 
@@ -164,6 +166,8 @@ class RunCommand(Command):
          "dcc-flow run vendor_intake --workflows examples/ --db :memory: --approve-all"),
         ("a spec written by another tool, read from standard input",
          "generate_flow.py | dcc-flow run - --tools tools.py"),
+        ("a foreach's plain-function tools 4 calls at a time, each in its own worker process",
+         "dcc-flow run batch.yaml --tools tools.py --input folder=scenes --workers 4"),
         ("the steps it would run and their arguments, calling no tool (CI); outputs from fixtures",
          "dcc-flow run examples/vendor_intake.yaml --input date=2026-11-24 --dry-run --fixtures fixtures.json"),
     )
@@ -183,8 +187,7 @@ class RunCommand(Command):
         add_tools_argument(parser)
         add_remotes_argument(parser)
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files, registered by name")
-        parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
-                            help="run worker-lane tools on N threads (default: on this thread)")
+        add_workers_arguments(parser)
         add_follow_arguments(parser)
         parser.add_argument("--dry-run", action="store_true",
                             help="call no tool and record nothing: print the steps in the order they would run, "
@@ -205,8 +208,10 @@ class RunCommand(Command):
         fixtures = read_fixtures(args.fixtures) if args.dry_run else None
         # A dry run records nothing: it only looks at the database (read-only, beside an owner;
         # in memory when there is no file yet), so it creates no file and works while serve runs.
-        with open_engine(args, read_only=args.dry_run) as engine:
-            load_tools(engine, args.tools)
+        config = workers_config(args, _import)  # --workers N: a pool of worker processes
+        with open_engine(args, config=config, read_only=args.dry_run) as engine:
+            plain: Set[str] = set()
+            load_tools(engine, args.tools, plain_thread(args), plain)
             register_dir(engine, args.workflows, ctx)
             target = args.target
             flow = None if is_spec_file(target) else load_workflow(target)
@@ -224,6 +229,8 @@ class RunCommand(Command):
             refuse_unreachable_approvals(args, spec, target)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
+            for line in serial_warnings(engine, spec, config, args.worker_threads, plain):
+                ctx.warning(line)
             after = engine.last_event_seq()
             try:
                 run = engine.submit(spec, inputs)
