@@ -146,6 +146,22 @@ def main():
         def typed(scene: str, frames: int, tags: Optional[List[str]] = None, meta: Dict[str, float] = None):
             raise AssertionError("called with args that break its schema")
 
+        # What a tool's thread prints and logs is its step's lines (docs/python.md "Output of
+        # in-process tools"), with this Python's sys.stdout and logging.
+        import logging
+
+        @engine.tool()
+        def smoke__chatty():
+            print("hello from print")
+            sys.stderr.write("to stderr\n")
+            logging.getLogger("smoke").warning("a warning")
+            print("no newline", end="")
+
+        chatty = engine.run("steps: [{id: c, tool: smoke__chatty}]").step("c")
+        check([(line["stream"], line.get("level"), line["text"]) for line in chatty.logs]
+              == [("stdout", None, "hello from print"), ("stderr", None, "to stderr"),
+                  ("log", "WARNING", "a warning"), ("stdout", None, "no newline")], "capture: %r" % (chatty.logs,))
+
         engine.register_tool(typed, name="smoke__typed")
         bad = engine.run("steps: [{id: t, tool: smoke__typed, args: {scene: a, frames: '2', tags: [1]}}]")
         check(bad.error is not None and bad.error["message"] == "step t: args.frames: must be integer; got string; "
