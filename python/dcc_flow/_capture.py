@@ -44,8 +44,15 @@ from typing import Any, Dict, Iterable, Optional
 
 __all__ = ["calls", "ensure", "install", "MAX_LINE_CHARS"]
 
-#: The call each thread is running as a tool: ``calls.call`` (``_tools.current_call()``), or unset.
-calls = threading.local()
+class _Calls(threading.local):
+    #: The call this thread is running as a tool (``_tools.current_call()``), or None. A class
+    #: default, so that reading it on a thread that never ran a tool raises nothing inside (an
+    #: AttributeError caught by getattr would cost microseconds per write).
+    call: Any = None
+
+
+#: The call each thread is running as a tool: ``calls.call``.
+calls = _Calls()
 
 #: The characters of one output line kept (more than the engine's 4 KiB cut, so a longer line
 #: still ends with "…" there).
@@ -123,7 +130,7 @@ def _state(call: Any) -> Optional[_Lines]:
         state = call._out = _Lines()
     elif state is False or state.busy:
         return None
-    return state
+    return state  # type: ignore[no-any-return]
 
 
 class _StdProxy:
@@ -137,7 +144,7 @@ class _StdProxy:
         self._stream = stream
 
     def write(self, text: Any) -> Any:
-        call = getattr(calls, "call", None)
+        call = calls.call
         if call is not None:
             state = _state(call)
             if state is not None:
@@ -169,7 +176,7 @@ _call_handlers = logging.Logger.callHandlers
 def _capturing_call_handlers(self: logging.Logger, record: logging.LogRecord) -> None:
     """``logging.Logger.callHandlers``, except that a record of a thread running a tool goes to
     its step's lines instead of the handlers."""
-    call = getattr(calls, "call", None)
+    call = calls.call
     if call is not None:
         name = record.name
         if not (name == _PACKAGE_LOGGER or name.startswith(_PACKAGE_LOGGER + ".")):

@@ -12,10 +12,8 @@ import threading
 import pytest
 
 import dcc_flow
-from dcc_flow import _capture
-from dcc_flow._cli import main
-
 from conftest import PYTHON_DIR
+from dcc_flow._cli import main
 
 
 @pytest.fixture()

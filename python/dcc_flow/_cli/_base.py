@@ -6,7 +6,6 @@ A command never calls ``sys.exit`` and never lets a traceback out: it returns an
 
 import argparse
 import contextlib
-import io
 import os
 import sys
 from typing import Any, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
@@ -174,8 +173,8 @@ class Context:
             try:
                 out.flush()
                 saved = os.dup(fd)
-                dup = io.open(saved, "w", encoding=getattr(out, "encoding", None) or "utf-8",
-                              errors=getattr(out, "errors", None) or "strict", closefd=True)
+                dup = open(saved, "w", encoding=getattr(out, "encoding", None) or "utf-8",  # noqa: SIM115 - closed below
+                           errors=getattr(out, "errors", None) or "strict", closefd=True)
                 err_fd = _fileno(sys.stderr)
                 os.dup2(2 if err_fd is None else err_fd, fd)
             except (OSError, ValueError):  # a closed stderr, fd limits: only sys.stdout moves

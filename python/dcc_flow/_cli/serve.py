@@ -82,7 +82,7 @@ class ServeCommand(Command):
         add_db_argument(parser)
 
     def owns_stdout(self, args: argparse.Namespace) -> bool:  # runs tools here (Context.own_stdout)
-        return args.mcp != "stdio"  # MCP over stdio writes its protocol to fd 1
+        return bool(args.mcp != "stdio")  # MCP over stdio writes its protocol to fd 1
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
