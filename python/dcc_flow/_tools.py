@@ -106,7 +106,9 @@ class ReportThrottle:
 
     def __init__(self, call_id: int, send: Reporter) -> None:
         self._call_id, self._send = call_id, send
-        self._lock = threading.Lock()
+        # Reentrant: sending runs on the tool's thread, and what it prints or logs meanwhile (a
+        # field's __repr__) is reported again (_capture), into the next send.
+        self._lock = threading.RLock()
         self._last = -REPORT_INTERVAL  # time.monotonic() of the last send
         self._progress: Optional[Dict[str, Any]] = None
         self._lines: List[Dict[str, Any]] = []

@@ -293,3 +293,33 @@ print("print after")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["mine", "after", "print after"]
     assert proc.stderr.splitlines() == ["stray print", "stray fd"]
+
+
+def test_output_written_while_a_report_is_sent_does_not_deadlock():
+    from dcc_flow._tools import ToolEntry, execute
+
+    class Loud:
+        def __repr__(self):  # runs while the report is encoded, on the tool's thread
+            print("printed by a repr")
+            logging.getLogger("studio").warning("logged by a repr")
+            return "Loud()"
+
+    sent = []
+
+    def send(call_id, progress, logs, dropped):
+        sent.append(json.dumps(logs, default=repr))
+
+    def tool():
+        dcc_flow.current_call().log("with a loud field", obj=Loud())
+        print("after it")
+
+    entry = ToolEntry("loud", tool, "main", None, "")
+    done = []
+    t = threading.Thread(target=lambda: done.append(execute(entry, {"call_id": 1, "tool": "loud"},
+                                                             lambda _c: False, send)), daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "the tool deadlocked on its own report"
+    text = "".join(sent)
+    for line in ("with a loud field", "printed by a repr", "logged by a repr", "after it"):
+        assert line in text
