@@ -323,3 +323,58 @@ def test_output_written_while_a_report_is_sent_does_not_deadlock():
     text = "".join(sent)
     for line in ("with a loud field", "printed by a repr", "logged by a repr", "after it"):
         assert line in text
+
+
+class MayaOutput:
+    """A DCC's own sys.stdout: not an io object, no fileno, a method of its own."""
+
+    def __init__(self):
+        self.text = []
+
+    def write(self, text):
+        self.text.append(text)
+
+    def flush(self):
+        pass
+
+    def echo_to_script_editor(self):
+        return "echo"
+
+
+def test_a_dcc_stream_is_wrapped_and_keeps_its_own_attributes(engine, monkeypatch):
+    maya = MayaOutput()
+    monkeypatch.setattr(sys, "stdout", maya)
+
+    @engine.tool()
+    def in_maya():
+        print("captured in maya")
+
+    step = engine.run("steps: [{id: m, tool: in_maya}]").step("m")
+    print("to the script editor")
+    assert sys.stdout is not maya and sys.stdout.echo_to_script_editor() == "echo"
+    with pytest.raises(AttributeError):
+        sys.stdout.fileno  # noqa: B018 - what the DCC's object lacks, the proxy lacks
+    assert [line["text"] for line in step.logs] == ["captured in maya"]
+    assert "".join(maya.text) == "to the script editor\n"
+
+
+def test_show_prefixes_every_line_of_a_logged_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "t.db")
+    with dcc_flow.Engine(db=db) as eng:
+        @eng.tool()
+        def fails_softly():
+            try:
+                {}["frame"]
+            except KeyError:
+                logging.getLogger("studio.export").exception("frame missing")
+            sys.stderr.write("stderr line\n")
+
+        assert eng.run("steps: [{id: f, tool: fails_softly}]").ok
+    assert main(["show", "last", "--db", db]) == 0
+    out = capsys.readouterr().out.splitlines()
+    logged = [line for line in out if line.startswith("      log ERROR studio.export| ")]
+    assert logged[0] == "      log ERROR studio.export| frame missing"
+    assert logged[1] == "      log ERROR studio.export| Traceback (most recent call last):"
+    assert logged[-1] == "      log ERROR studio.export| KeyError: 'frame'"
+    assert out[-1] == "      err| stderr line"
