@@ -342,10 +342,12 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         trace = "".join(traceback.format_exception(type(exc), exc, tb))
         return _error(call_id, error_kind(exc), message, trace)[:-1]
     finally:
-        if context._out:
-            context._out.close(context)  # its last line without a newline, before the result
-        _local.call = previous
-        context._finish()
+        try:
+            if context._out:
+                context._out.close(context)  # its last line without a newline, before the result
+        finally:
+            _local.call = previous
+            context._finish()
     try:
         output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)
