@@ -44,6 +44,7 @@ from typing import Any, Dict, Iterable, Optional
 
 __all__ = ["calls", "ensure", "install", "MAX_LINE_CHARS"]
 
+
 class _Calls(threading.local):
     #: The call this thread is running as a tool (``_tools.current_call()``), or None. A class
     #: default, so that reading it on a thread that never ran a tool raises nothing inside (an
