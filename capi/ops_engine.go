@@ -573,9 +573,15 @@ type progressReport struct {
 	Message string   `json:"message"`
 }
 
+// logReport is one line of a report: a current_call().log line (stream "log", the default),
+// or what an in-process tool printed ("stdout", "stderr") or logged with the logging module
+// ("log" with level and logger).
 type logReport struct {
 	Message string          `json:"message"`
 	Fields  json.RawMessage `json:"fields"`
+	Stream  string          `json:"stream"`
+	Level   string          `json:"level"`
+	Logger  string          `json:"logger"`
 }
 
 var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, error) {
@@ -595,7 +601,16 @@ var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, e
 		if len(f) > 0 && f[0] != '{' && string(f) != "null" {
 			return nil, run.Errorf(run.CodeInvalidInput, "logs[%d].fields must be a JSON object", i)
 		}
-		rep.Logs = append(rep.Logs, run.LogLineOf(l.Message, f))
+		if l.Stream != "" && !run.ValidStream(l.Stream) {
+			return nil, run.Errorf(run.CodeInvalidInput, "logs[%d].stream is %q; use \"stdout\", \"stderr\" or \"log\" (the default)", i, l.Stream)
+		}
+		line := run.LogLineOf(l.Message, f)
+		if l.Stream != "" {
+			line.Stream = l.Stream
+		}
+		line.Level = run.Clip(l.Level, run.MaxLogLevelBytes)
+		line.Logger = run.Clip(l.Logger, run.MaxLogLoggerBytes)
+		rep.Logs = append(rep.Logs, line)
 	}
 	if req.Dropped < 0 {
 		return nil, run.Errorf(run.CodeInvalidInput, "dropped must be ≥ 0")

@@ -166,7 +166,7 @@ func boundLine(l run.LogLine) run.LogLine {
 	if l.Stream != "" {
 		b.Stream = l.Stream
 	}
-	b.Attempt = l.Attempt
+	b.Attempt, b.Level, b.Logger = l.Attempt, l.Level, l.Logger
 	return b
 }
 

@@ -7,9 +7,21 @@ const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
 	// StreamLog: a line the tool logged with current_call().log (docs/python.md), with its
-	// fields.
+	// fields, or a logging record of an in-process Python tool, with its Level and Logger.
 	StreamLog = "log"
 )
+
+// Bounds on a LogLine's Level and Logger (longer ones are cut like a line's text, Clip).
+const (
+	MaxLogLevelBytes  = 32
+	MaxLogLoggerBytes = 256
+)
+
+// ValidStream reports whether s names a stream of a LogLine (StreamStdout, StreamStderr or
+// StreamLog).
+func ValidStream(s string) bool {
+	return s == StreamStdout || s == StreamStderr || s == StreamLog
+}
 
 // Caps on the output kept on one step record (docs/limits.md "Step output"): the newest lines
 // are kept, across the step's attempts, and the rest are counted in the record's logs_dropped.
@@ -19,14 +31,21 @@ const (
 )
 
 // LogLine is one line a step's tool wrote while it ran, as kept on the step record (the "logs"
-// of a step's JSON): the output of a call on a pool worker (docs/pools.md "Output"). Later
-// entries of other streams may carry more fields; readers ignore the fields they do not know.
+// of a step's JSON): the output of a call on a pool worker (docs/pools.md "Output"), what an
+// in-process Python tool printed or logged (docs/python.md "Output of in-process tools"), and
+// current_call().log lines. Later entries may carry more fields; readers ignore the fields they
+// do not know.
 type LogLine struct {
-	Stream  string `json:"stream"`            // StreamStdout or StreamStderr
+	Stream  string `json:"stream"`            // StreamStdout, StreamStderr or StreamLog
 	Text    string `json:"text"`              // without its newline
 	Attempt int    `json:"attempt,omitempty"` // the attempt that wrote it, 1-based; 0 when unknown
 	// Fields are the keyword fields of a StreamLog line, a JSON object; nil when none.
 	Fields json.RawMessage `json:"fields,omitempty"`
+	// Level and Logger are a logging record's level name ("WARNING") and logger name
+	// ("studio.export") for a StreamLog line an in-process Python tool logged with the
+	// logging module; "" otherwise (current_call().log lines, output lines).
+	Level  string `json:"level,omitempty"`
+	Logger string `json:"logger,omitempty"`
 }
 
 // CapLogs keeps the newest lines of lines within MaxStepLogLines and MaxStepLogBytes of text

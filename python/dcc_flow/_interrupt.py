@@ -19,7 +19,8 @@ cancel: what can be stopped").
 The exception is raised at most once per call, only while the thread is inside the tool
 function (``Watchdog.leave`` withdraws one not delivered yet), and is a ``BaseException``: an
 ``except Exception`` in the tool does not swallow it, while ``finally`` blocks and ``with``
-exits run as for any exception.
+exits run as for any exception (but for the frame it interrupts on CPython 3.13, which can raise
+it past that frame's handlers: python/cpython#139622).
 
 When nothing runs, the watchdog parks on an event after ``IDLE_TICKS`` polls; ``enter`` wakes
 it. Entering and leaving cost a lock and a dict operation each: no crossing, no thread wake-up

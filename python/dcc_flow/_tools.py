@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
+from . import _capture
 from ._interrupt import WATCHDOG, ToolInterrupted
 
 __all__ = ["ToolError", "Transient", "Fatal", "ToolInterrupted", "CallContext", "current_call", "ToolEntry",
@@ -90,7 +91,8 @@ Reporter = Callable[[int, Optional[Dict[str, Any]], List[Dict[str, Any]], int], 
 #: A call's reports are sent at most once per this many seconds (the engine writes them at most
 #: as often: docs/limits.md "Progress and logs").
 REPORT_INTERVAL = 0.1
-#: At most this many logged lines of a call are sent per send; the others are counted as dropped.
+#: At most this many logged lines of a call are sent per send, the newest; the others are counted
+#: as dropped.
 MAX_LOG_LINES_PER_INTERVAL = 100
 
 
@@ -98,13 +100,16 @@ class ReportThrottle:
     """Coalesces what one running call reports, so that ``progress()`` in a tight loop costs a lock
     and a few assignments rather than a crossing into the engine: the first report is sent at
     once, later ones at most once per REPORT_INTERVAL (the latest progress wins, lines are batched,
-    at most MAX_LOG_LINES_PER_INTERVAL a batch, the others counted), by a timer when the tool
+    at most MAX_LOG_LINES_PER_INTERVAL a batch, the newest: the older ones are counted, so the
+    lines a tool printed just before it failed are among those kept), by a timer when the tool
     reports nothing more, and ``close()`` (when the call returns, before its result) sends what is
     pending: the last value is never lost, and never sent after the result."""
 
     def __init__(self, call_id: int, send: Reporter) -> None:
         self._call_id, self._send = call_id, send
-        self._lock = threading.Lock()
+        # Reentrant: sending runs on the tool's thread, and what it prints or logs meanwhile (a
+        # field's __repr__) is reported again (_capture), into the next send.
+        self._lock = threading.RLock()
         self._last = -REPORT_INTERVAL  # time.monotonic() of the last send
         self._progress: Optional[Dict[str, Any]] = None
         self._lines: List[Dict[str, Any]] = []
@@ -119,10 +124,11 @@ class ReportThrottle:
             if progress is not None:
                 self._progress = progress
             if entry is not None:
-                if len(self._lines) < MAX_LOG_LINES_PER_INTERVAL:
-                    self._lines.append(entry)
-                else:
+                lines = self._lines
+                if len(lines) >= MAX_LOG_LINES_PER_INTERVAL:
+                    del lines[0]
                     self._dropped += 1
+                lines.append(entry)
             if self._timer is not None:
                 return  # a send is due: it takes this report along
             now = time.monotonic()
@@ -173,7 +179,7 @@ class CallContext:
     """What a running tool can know about its call: ``dcc_flow.current_call()``."""
 
     __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled", "_report",
-                 "_throttle")
+                 "_throttle", "_out")
 
     def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool],
                  report: Optional[Reporter] = None) -> None:
@@ -189,6 +195,8 @@ class CallContext:
         self._cancelled = cancelled
         self._report = report
         self._throttle: Optional[ReportThrottle] = None  # made by the first report
+        #: What the call printed and logged (_capture): None until it writes, False when not captured.
+        self._out: Any = None
 
     def progress(self, done: Union[int, float], total: Optional[Union[int, float]] = None, message: str = "") -> None:
         """Report how far the tool is: ``done`` of ``total`` (any unit: frames, files, bytes;
@@ -247,7 +255,7 @@ class CallContext:
         )
 
 
-_local = threading.local()
+_local = _capture.calls  # the call each thread runs: read by the output capture too
 
 
 def current_call() -> Optional[CallContext]:
@@ -298,8 +306,12 @@ def error_members(call: Mapping[str, Any], kind: str, message: str) -> str:
 
 
 def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool],
-            report: Optional[Reporter] = None, handle: Optional[int] = None) -> str:
+            report: Optional[Reporter] = None, handle: Optional[int] = None, capture: bool = True) -> str:
     """Run one pulled call; return the JSON members of its ``calls_complete`` request.
+
+    With ``capture`` (and a ``report``), what the tool's thread prints and logs is sent as the
+    step's output lines before the result (``_capture``); a pool worker captures its file
+    descriptors instead.
 
     The result is the text of a JSON object (``{"call_id", "output"}`` or ``{"call_id",
     "error"}``) with its closing brace removed, so the caller can append ``,"next":{...}}``
@@ -318,6 +330,10 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     previous = getattr(_local, "call", None)
     context = _local.call = CallContext(call, cancelled, report)
     watch = None
+    if capture and report is not None:
+        _capture.ensure()
+    else:
+        context._out = False
     try:
         try:
             if handle is not None:
@@ -343,8 +359,12 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         trace = "".join(traceback.format_exception(type(exc), exc, tb))
         return _error(call_id, error_kind(exc), message, trace)[:-1]
     finally:
-        _local.call = previous
-        context._finish()
+        try:
+            if context._out:
+                context._out.close(context)  # its last line without a newline, before the result
+        finally:
+            _local.call = previous
+            context._finish()
     try:
         output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)

@@ -369,7 +369,7 @@ class Worker:
             c.begin()
         try:
             members = execute(self.tools[call["name"]], {"call_id": 0, "tool": call["name"], "args": call["args"]},
-                              cancelled, notifier)
+                              cancelled, notifier, capture=False)  # its output: from the fds (self._captures)
         finally:
             _flush_std()
             output: List[Dict[str, str]] = []

@@ -146,6 +146,47 @@ def main():
         def typed(scene: str, frames: int, tags: Optional[List[str]] = None, meta: Dict[str, float] = None):
             raise AssertionError("called with args that break its schema")
 
+        # What a tool's thread prints and logs is its step's lines (docs/python.md "Output of
+        # in-process tools"), with this Python's sys.stdout and logging.
+        import logging
+
+        @engine.tool()
+        def smoke__chatty():
+            print("hello from print")
+            sys.stderr.write("to stderr\n")
+            logging.getLogger("smoke").warning("a warning")
+            print("no newline", end="")
+
+        chatty = engine.run("steps: [{id: c, tool: smoke__chatty}]").step("c")
+        check([(line["stream"], line.get("level"), line["text"]) for line in chatty.logs]
+              == [("stdout", None, "hello from print"), ("stderr", None, "to stderr"),
+                  ("log", "WARNING", "a warning"), ("stdout", None, "no newline")], "capture: %r" % (chatty.logs,))
+
+        # A tool looping in Python is interrupted at its deadline (docs/python.md "Timeouts and
+        # cancel"): PyThreadState_SetAsyncExc as this Python has it.
+        import time
+
+        stopped = []
+
+        @engine.tool()
+        def smoke__spin():
+            end = time.monotonic() + 30
+            try:
+                while time.monotonic() < end:
+                    pass
+            finally:
+                stopped.append(time.monotonic())
+
+        t0 = time.monotonic()
+        spun = engine.run("steps: [{id: s, tool: smoke__spin, timeout_secs: 0.2}]")
+        check(spun.error is not None and spun.error["message"] == "attempt 1 timed out after 200ms", "interrupt: %r"
+              % (spun.error,))
+        took = time.monotonic() - t0
+        check(took < 10, "the spinning tool was interrupted: the run took %.1fs" % took)
+        # CPython 3.13 can raise an asynchronous exception past the handlers of the frame it
+        # interrupts (python/cpython#139622): the tool's own finally: may not run there.
+        check(len(stopped) == 1 or sys.version_info[:2] == (3, 13), "the tool's finally: ran: %r" % (stopped,))
+
         engine.register_tool(typed, name="smoke__typed")
         bad = engine.run("steps: [{id: t, tool: smoke__typed, args: {scene: a, frames: '2', tags: [1]}}]")
         check(bad.error is not None and bad.error["message"] == "step t: args.frames: must be integer; got string; "

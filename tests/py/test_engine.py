@@ -470,7 +470,7 @@ def test_resume_after_a_python_process_is_killed_mid_run(tmp_path):
             def export(i):
                 with open(%r, "a") as f:
                     f.write("%%d\\n" %% i)
-                print("called", i, flush=True)
+                print("called", i, file=sys.__stdout__, flush=True)  # print() alone: the step's line
                 time.sleep(0.01)
                 return i
 

@@ -286,7 +286,7 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     reports the cancelled run and exits (code 3) a few seconds later, not after 60 s."""
     import json
 
-    (tmp_path / "tools.py").write_text("import time\n\ndef nap():\n    time.sleep(60)\n")
+    (tmp_path / "tools.py").write_text("import time\n\ndef nap():\n    print('napping')\n    time.sleep(60)\n")
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: nap, tool: nap}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
@@ -309,3 +309,5 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
     assert lines[-1]["type"] == "result" and lines[-1]["status"] == "cancelled"
     assert b"blocked outside Python code" in err
+    logged = [line for ev in lines if ev.get("type") == "step_log" for line in ev["detail"]["lines"]]
+    assert [(line["stream"], line["text"]) for line in logged] == [("stdout", "napping")], logged

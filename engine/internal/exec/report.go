@@ -16,8 +16,8 @@ import (
 //
 //   - at most one write of events per run.ReportInterval: a step_progress event with the latest
 //     progress (the ones in between are replaced, never queued) and a step_log event with the
-//     lines logged since the last write, at most run.MaxLogLinesPerFlush of them (the others are
-//     counted as dropped, in the event and in the step record's logs_dropped);
+//     lines logged since the last write, at most run.MaxLogLinesPerFlush of them, the newest (the
+//     others are counted as dropped, in the event and in the step record's logs_dropped);
 //   - the step record while the call runs: its progress at most once per run.ReportRowInterval,
 //     its lines at most once per run.ReportLogsRowInterval (a record is written whole, and up to
 //     256 KiB of lines rewritten every second would cost more than the events that carry them);
@@ -136,12 +136,14 @@ func (p *reporter) Report(rp tools.Report) {
 	}
 	st.lost += max(rp.Dropped, 0)
 	for _, l := range rp.Logs {
-		if len(st.lines) >= run.MaxLogLinesPerFlush {
-			st.lost++
-			continue
-		}
 		l.Attempt = p.attempt
 		st.lines = append(st.lines, l)
+	}
+	if over := len(st.lines) - run.MaxLogLinesPerFlush; over > 0 {
+		// Keep the newest: the lines a tool wrote just before it failed, or returned, matter most
+		// (and the step record keeps the newest too).
+		st.lines = append(st.lines[:0], st.lines[over:]...)
+		st.lost += over
 	}
 	now := p.in.r.now()
 	if st.timer != nil && st.due.After(st.lastEvent.Add(run.ReportInterval)) && st.timer.Stop() {

@@ -151,8 +151,9 @@ func TestReportsAreThrottledAndKeptInOrder(t *testing.T) {
 	if err := json.Unmarshal(evs[2].Detail, &logs); err != nil {
 		t.Fatal(err)
 	}
-	if len(logs.Lines) != run.MaxLogLinesPerFlush || logs.Dropped != 50 || logs.Lines[0].Text != "frame 0" ||
-		logs.Lines[0].Stream != run.StreamLog || string(logs.Lines[0].Fields) != `{"frame":0}` || logs.Lines[0].Attempt != 1 {
+	if len(logs.Lines) != run.MaxLogLinesPerFlush || logs.Dropped != 50 || logs.Lines[0].Text != "frame 50" ||
+		logs.Lines[0].Stream != run.StreamLog || string(logs.Lines[0].Fields) != `{"frame":50}` || logs.Lines[0].Attempt != 1 ||
+		logs.Lines[len(logs.Lines)-1].Text != "frame 149" { // the newest are kept
 		t.Fatalf("step_log detail: %d lines, dropped %d, first %+v", len(logs.Lines), logs.Dropped, logs.Lines[0])
 	}
 	// The record is written at most once a second: still the first progress.

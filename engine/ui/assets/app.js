@@ -538,7 +538,8 @@ async function runPage(id) {
     const json = (v) => (v === undefined ? "" : JSON.stringify(v, null, 2));
     const logs = el("pre", {class: "block logs", "data-testid": "step-logs"});
     for (const l of st.logs || []) {
-      logs.append(el("span", {class: l.stream, text: (l.attempt ? `#${l.attempt} ` : "") + (l.stream === "stderr" ? "[stderr] " : "") + l.text + "\n"}));
+      const tag = l.stream === "stderr" ? "[stderr] " : l.level ? `[${[l.level, l.logger].filter(Boolean).join(" ")}] ` : "";
+      logs.append(el("span", {class: l.stream, text: (l.attempt ? `#${l.attempt} ` : "") + tag + l.text + "\n"}));
     }
     if (!(st.logs || []).length) logs.textContent = "(no log lines)";
     if (st.logs_dropped) logs.prepend(el("span", {class: "muted", text: `(${st.logs_dropped} older lines not kept)\n`}));

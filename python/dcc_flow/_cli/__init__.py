@@ -215,7 +215,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         prog = "%s %s" % (PROG, command.name)
         if extras:
             raise _unrecognized(extras, children[command.name])
-        return command.run(namespace, Context(prog))
+        ctx = Context(prog)
+        if command.owns_stdout(namespace):  # it runs tools: their stray output goes to stderr
+            with ctx.own_stdout():
+                return command.run(namespace, ctx)
+        return command.run(namespace, ctx)
     except UsageError as exc:
         where = exc.prog or prog
         Context(where).error("%s (see '%s --help')" % (exc.message.rstrip("."), where))

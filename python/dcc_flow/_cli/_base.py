@@ -5,8 +5,10 @@ A command never calls ``sys.exit`` and never lets a traceback out: it returns an
 """
 
 import argparse
+import contextlib
+import os
 import sys
-from typing import Any, List, NoReturn, Optional, Sequence, TextIO, Tuple
+from typing import Any, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
 
 __all__ = [
     "PROG",
@@ -149,6 +151,65 @@ class Context:
         """Write ``<prog>: warning: <message>`` to ``err``."""
         self.eprint("%s: warning: %s" % (self.prog, one_line(message)))
 
+    @contextlib.contextmanager
+    def own_stdout(self) -> Iterator[None]:
+        """While it is active, standard output is ``out``'s alone: ``out`` writes to a duplicate of
+        the real standard output, and file descriptor 1 and ``sys.stdout`` point at standard
+        error, so what a tool writes that its step cannot capture (a thread it started, a C
+        extension writing to fd 1; docs/python.md "Output of in-process tools") goes to standard
+        error instead of into the command's JSON lines. Everything is put back at the end.
+
+        When ``out`` is not the process's standard output (a stream given to Context) nothing
+        changes; when it has no file descriptor (pytest's capsys, an IDE console) only
+        ``sys.stdout`` is pointed at ``sys.stderr``.
+        """
+        out, real_stdout = self.out, sys.stdout
+        if out is not real_stdout or out is None:
+            yield
+            return
+        fd = _fileno(out)
+        saved = dup = None
+        if fd is not None:
+            try:
+                out.flush()
+                saved = os.dup(fd)
+                dup = open(saved, "w", encoding=getattr(out, "encoding", None) or "utf-8",  # noqa: SIM115 - closed below
+                           errors=getattr(out, "errors", None) or "strict", closefd=True)
+                err_fd = _fileno(sys.stderr)
+                os.dup2(2 if err_fd is None else err_fd, fd)
+            except (OSError, ValueError):  # a closed stderr, fd limits: only sys.stdout moves
+                if dup is not None:
+                    dup.close()
+                elif saved is not None:
+                    os.close(saved)
+                saved = dup = None
+        if dup is not None:
+            self.out = dup
+        if sys.stderr is not None:
+            sys.stdout = sys.stderr
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()  # what stray writers left in its buffer: to stderr, not stdout
+            sys.stdout = real_stdout
+            self.out = out
+            if dup is not None and saved is not None and fd is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    dup.flush()
+                with contextlib.suppress(OSError):
+                    os.dup2(saved, fd)
+                with contextlib.suppress(OSError, ValueError):
+                    dup.close()
+
+
+def _fileno(stream: Any) -> Optional[int]:
+    """The file descriptor of ``stream``, or None when it has none (StringIO, capsys, closed)."""
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return None
+
 
 def _write(stream: TextIO, text: str) -> None:
     """Write ``text``; characters the stream's encoding lacks (a cp1252 console) become escapes."""
@@ -171,7 +232,8 @@ class Command:
     - ``add_arguments(parser)``: declare positional arguments and options (argparse);
     - ``run(args, ctx)``: do the work, write with ``ctx``, return an exit code (0 = success), or
       raise ``CliError``/``UsageError``. ``DccFlowError`` and ``LibraryLoadError`` may propagate:
-      ``main`` prints them as one line with exit code 1.
+      ``main`` prints them as one line with exit code 1;
+    - ``owns_stdout(args)``: True for a command that runs tools (``Context.own_stdout``).
     """
 
     name: str = ""
@@ -185,6 +247,11 @@ class Command:
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         raise NotImplementedError("%s.run" % type(self).__name__)
+
+    def owns_stdout(self, args: argparse.Namespace) -> bool:
+        """True when the command runs tools in this process: ``main`` then runs it inside
+        ``Context.own_stdout``, so that standard output carries only what the command writes."""
+        return False
 
     def epilog(self) -> str:
         """The help epilog: the examples, then where to read more."""

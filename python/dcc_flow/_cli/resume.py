@@ -43,6 +43,9 @@ class ResumeCommand(Command):
         add_db_argument(parser)
         add_lease_argument(parser)
 
+    def owns_stdout(self, args: argparse.Namespace) -> bool:  # it runs tools (Context.own_stdout)
+        return True
+
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args) as engine:
             run_id = resolve_run(engine, args.run_id)

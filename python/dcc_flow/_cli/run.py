@@ -201,6 +201,9 @@ class RunCommand(Command):
         add_db_argument(parser)
         add_lease_argument(parser)
 
+    def owns_stdout(self, args: argparse.Namespace) -> bool:  # it runs tools (Context.own_stdout)
+        return True
+
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         inputs = parse_inputs(args.input, args.inputs_json)
         if not args.dry_run and (args.fixtures or args.deny):

@@ -79,6 +79,9 @@ class ServeCommand(Command):
         add_lease_argument(parser)
         add_db_argument(parser)
 
+    def owns_stdout(self, args: argparse.Namespace) -> bool:  # runs tools here (Context.own_stdout)
+        return bool(args.mcp != "stdio")  # MCP over stdio writes its protocol to fd 1
+
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
         token = read_token(args.token_file) if args.token_file else args.token

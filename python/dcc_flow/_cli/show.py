@@ -27,10 +27,10 @@ class ShowCommand(Command):
     description = (
         "Show every step instance of run RUN (foreach iterations included) in the order they started,\n"
         "with status, attempts, duration and the pool worker (POOL/PID) that ran the last attempt, the\n"
-        "progress its tool reported last, the last lines its tool printed or logged (a pool worker's\n"
-        "output: 'out|' stdout, 'err|' stderr; current_call().log(): 'log|'), and the error and\n"
-        "traceback of each failed step. A workflow step's child run is shown under it, its steps\n"
-        "indented (sub-workflows, docs/spec.md \"workflow\")."
+        "progress its tool reported last, the last lines its tool printed or logged ('out|' stdout,\n"
+        "'err|' stderr, 'log|' current_call().log(), 'log LEVEL LOGGER|' a logging record), and the\n"
+        "error and traceback of each failed step. A workflow step's child run is shown under it, its\n"
+        "steps indented (sub-workflows, docs/spec.md \"workflow\")."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
                 ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"))
@@ -106,11 +106,20 @@ def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: i
         if several and e.get("attempt") != last:
             last = e.get("attempt")
             ctx.print("%sattempt %s:" % (pad, last))
-        stream = e.get("stream")
-        if stream == "log":  # current_call().log(), with its fields
-            ctx.print("%slog| %s" % (pad, format_log(e)))
-        else:
-            ctx.print("%s%s| %s" % (pad, "err" if stream == "stderr" else "out", e.get("text", "")))
+        prefix, text = log_prefix(e), format_log(e) if e.get("stream") == "log" else str(e.get("text", ""))
+        for line in text.split("\n") if "\n" in text else (text,):  # a logged traceback: each line prefixed
+            ctx.print("%s%s| %s" % (pad, prefix, line))
+
+
+def log_prefix(entry: Dict[str, Any]) -> str:
+    """What ``show`` puts before an output line's ``|``: ``out`` (stdout), ``err`` (stderr),
+    ``log`` (``current_call().log()``) or ``log LEVEL LOGGER`` (a ``logging`` record of an
+    in-process tool: ``log WARNING studio.export``)."""
+    stream = entry.get("stream")
+    if stream != "log":
+        return "err" if stream == "stderr" else "out"
+    level, logger = entry.get("level"), entry.get("logger")
+    return " ".join(["log"] + [str(v) for v in (level, logger) if v])
 
 
 COMMAND = ShowCommand()

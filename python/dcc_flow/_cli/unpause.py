@@ -43,6 +43,9 @@ class UnpauseCommand(Command):
         add_follow_arguments(parser)
         add_db_argument(parser)
 
+    def owns_stdout(self, args: argparse.Namespace) -> bool:  # it runs tools (Context.own_stdout)
+        return True
+
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         config = {"remotes": load_remotes(args.remotes)} if args.remotes else None
         path = db_path(args)
