@@ -599,14 +599,15 @@ func (h *Host) CancelledOf(ids []uint64) []uint64 {
 }
 
 // Report passes a report of the pulled call id to its step. It returns false, and drops the
-// report, when the call is not running: unknown, answered, withdrawn, or cancelled.
+// report, when the call is not running: unknown, answered, withdrawn, or cancelled. A call
+// whose attempt timed out reports until it stops or is abandoned.
 func (h *Host) Report(id uint64, rep Report) bool {
 	h.mu.Lock()
 	p, ok := h.calls[id]
 	running := ok && p.state == statePulled
 	h.mu.Unlock()
-	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil || p.expiredFlag.Load() {
-		return false
+	if !running || p.claim.Load() != claimOpen || p.ctx.Err() != nil {
+		return false // a call that timed out still reports until it stops: its last lines explain it
 	}
 	if p.reporter != nil {
 		p.reporter.Report(rep)

@@ -95,8 +95,8 @@ func TestHostTimeoutCountsFromThePull(t *testing.T) {
 	}
 }
 
-// When the deadline passes, the host is told (Cancelled), reports are dropped, and an answer
-// within the grace ends the attempt as timed out with its result dropped.
+// When the deadline passes, the host is told (Cancelled), its reports are still taken until it
+// stops, and an answer within the grace ends the attempt as timed out with its result dropped.
 func TestHostTimedOutCallAnsweredWithinGrace(t *testing.T) {
 	t.Parallel()
 	h, c := timedHost(t)
@@ -107,8 +107,8 @@ func TestHostTimedOutCallAnsweredWithinGrace(t *testing.T) {
 	if got := h.CancelledOf([]uint64{call.ID, 999}); len(got) != 2 {
 		t.Fatalf("CancelledOf: %v", got)
 	}
-	if h.Report(call.ID, Report{Dropped: 1}) {
-		t.Fatal("a report after the deadline was taken")
+	if !h.Report(call.ID, Report{Dropped: 1}) {
+		t.Fatal("a timed-out call's report was dropped before it stopped (its last lines explain the timeout)")
 	}
 	noOutcome(t, ch) // waiting for the host to stop the tool
 	err := h.Complete(call.ID, Result{OutputJSON: []byte(`1`)})
