@@ -1444,7 +1444,8 @@ def _log_event(ev: Mapping[str, Any]) -> None:
             log.info("run %s %s: %s%s", ev.get("run_id", ""), key, line.get("text", ""),
                      " %s" % json.dumps(line["fields"], sort_keys=True) if line.get("fields") else "")
         if detail.get("dropped"):
-            log.info("run %s %s: %d more lines dropped (logged too fast)", ev.get("run_id", ""), key, detail["dropped"])
+            log.info("run %s %s: %d more lines not shown here (logged too fast; the step record has them)",
+                     ev.get("run_id", ""), key, detail["dropped"])
         return
     progress = ev.get("progress") or {}
     log.info("run %s %s%s %s (%s/%s)", ev.get("run_id", ""), kind, " " + key if key else "",

@@ -91,9 +91,11 @@ Reporter = Callable[[int, Optional[Dict[str, Any]], List[Dict[str, Any]], int], 
 #: A call's reports are sent at most once per this many seconds (the engine writes them at most
 #: as often: docs/limits.md "Progress and logs").
 REPORT_INTERVAL = 0.1
-#: At most this many logged lines of a call are sent per send, the newest; the others are counted
-#: as dropped.
-MAX_LOG_LINES_PER_INTERVAL = 100
+#: At most this many logged or printed lines of a call are sent per send, the newest; the others
+#: are counted as dropped. As many as a step record keeps (docs/limits.md "Step output"): a burst
+#: of prints is kept whole on the record, while the engine's live step_log events carry at most
+#: 100 lines each.
+MAX_LOG_LINES_PER_INTERVAL = 1000
 
 
 class ReportThrottle:
@@ -107,6 +109,9 @@ class ReportThrottle:
 
     def __init__(self, call_id: int, send: Reporter) -> None:
         self._call_id, self._send = call_id, send
+        #: Lines per send: ``send.max_lines`` when it has one (a pool worker's MCP notifications,
+        #: one per line, keep to 100), else MAX_LOG_LINES_PER_INTERVAL.
+        self._max_lines = int(getattr(send, "max_lines", MAX_LOG_LINES_PER_INTERVAL))
         # Reentrant: sending runs on the tool's thread, and what it prints or logs meanwhile (a
         # field's __repr__) is reported again (_capture), into the next send.
         self._lock = threading.RLock()
@@ -125,7 +130,7 @@ class ReportThrottle:
                 self._progress = progress
             if entry is not None:
                 lines = self._lines
-                if len(lines) >= MAX_LOG_LINES_PER_INTERVAL:
+                if len(lines) >= self._max_lines:
                     del lines[0]
                     self._dropped += 1
                 lines.append(entry)
@@ -219,9 +224,9 @@ class CallContext:
         """Log a line for this step: ``current_call().log("cached frame", frame=37)``.
 
         The line goes to a ``step_log`` event and to the step record's ``logs`` (stream
-        ``"log"``, with its ``fields``), batched at most 10 times a second and at most 100 lines
-        a batch: lines logged faster are counted as dropped (docs/limits.md). Fields that are
-        not JSON values are written as their ``repr``. Never fails because of the engine.
+        ``"log"``, with its ``fields``), batched at most 10 times a second: the record keeps the
+        newest 1,000 lines, a ``step_log`` event carries at most 100 (docs/limits.md). Fields
+        that are not JSON values are written as their ``repr``. Never fails because of the engine.
         """
         entry: Dict[str, Any] = {"message": str(message)}
         if fields:

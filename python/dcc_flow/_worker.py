@@ -394,10 +394,13 @@ class Worker:
 class _Notifier:
     """Sends what a running tool reported (``current_call().progress``/``.log``, coalesced by
     ``_tools.ReportThrottle``: at most every REPORT_INTERVAL seconds, at most
-    MAX_LOG_LINES_PER_INTERVAL lines each time) to the engine as MCP notifications naming the
+    ``max_lines`` lines each time) to the engine as MCP notifications naming the
     call's progress token: ``notifications/progress``, and ``notifications/message`` with ``data``
     ``{"progressToken", "message", "fields"?}`` per line or ``{"progressToken", "dropped"}``. So a
     tool reporting in a tight loop does not flood the pipe to the engine."""
+
+    #: Lines per send (ReportThrottle): each is a notification on the protocol pipe.
+    max_lines = 100
 
     def __init__(self, send: Callable[[Mapping[str, Any]], None], token: Any) -> None:
         self._send, self._token = send, token

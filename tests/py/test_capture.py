@@ -165,6 +165,25 @@ def test_a_hundred_thousand_lines_stay_bounded_and_are_counted(engine):
     assert step.logs[-2]["text"] == "line %d" % (n - 1)  # the newest lines are kept
 
 
+def test_a_burst_of_prints_is_kept_whole_on_the_record_as_a_pool_workers(engine):
+    """500 lines printed at once: the step record keeps all of them (a pool worker keeps 1,000 of a
+    call's lines); the live step_log events carry at most 100 each and count the others."""
+
+    @engine.tool()
+    def listing():
+        for i in range(500):
+            print("file_%03d.ma" % i)
+
+    run = engine.submit("steps: [{id: l, tool: listing}]")
+    events = [ev for ev in run.events(timeout=30) if ev["type"] == "step_log"]
+    step = engine.get_status(run.run_id, all_steps=True).step("l")
+    assert [line["text"] for line in step.logs] == ["file_%03d.ma" % i for i in range(500)]
+    assert step.logs_dropped == 0
+    assert all(len(ev["detail"]["lines"]) <= 100 for ev in events)
+    shown = sum(len(ev["detail"]["lines"]) for ev in events)
+    assert shown + sum(ev["detail"].get("dropped", 0) for ev in events) == 500
+
+
 def test_a_carriage_return_starts_the_line_over(engine):
     @engine.tool()
     def bar():

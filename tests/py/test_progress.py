@@ -105,7 +105,7 @@ def test_a_tight_loop_is_throttled_and_excess_lines_counted(engine):
     assert all(len(e["detail"]["lines"]) <= 100 for e in logs)
     assert dropped > 0
     step = engine.get_status(run.run_id, all_steps=True).step("s")
-    assert len(step.logs) == min(kept, 1000)
+    assert len(step.logs) == 1000  # the record keeps as many lines as a pool worker's, not only the live ones
     assert step.logs_dropped == n - len(step.logs)
     assert step.logs[-1]["text"] == logs[-1]["detail"]["lines"][-1]["text"]  # the newest are kept
 

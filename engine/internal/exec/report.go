@@ -17,7 +17,10 @@ import (
 //   - at most one write of events per run.ReportInterval: a step_progress event with the latest
 //     progress (the ones in between are replaced, never queued) and a step_log event with the
 //     lines logged since the last write, at most run.MaxLogLinesPerFlush of them, the newest (the
-//     others are counted as dropped, in the event and in the step record's logs_dropped);
+//     others are counted in the event's dropped: the live view skips them);
+//   - every line on the step record, within its caps (run.CapLogs: the newest
+//     run.MaxStepLogLines lines and run.MaxStepLogBytes), as a pool worker's output is kept;
+//     lines past those, and those the tool's side did not send, count in its logs_dropped;
 //   - the step record while the call runs: its progress at most once per run.ReportRowInterval,
 //     its lines at most once per run.ReportLogsRowInterval (a record is written whole, and up to
 //     256 KiB of lines rewritten every second would cost more than the events that carry them);
@@ -53,8 +56,10 @@ type reportState struct {
 	base      store.Step        // the running row at the attempt's start
 	progress  *run.StepProgress // the latest reported
 	progDirty bool              // progress not written as an event yet
-	lines     []run.LogLine     // logged, not written as an event yet
+	lines     []run.LogLine     // logged, not written as an event yet (the newest MaxLogLinesPerFlush)
 	lost      int               // lines logged past MaxLogLinesPerFlush since the last write
+	rec       []run.LogLine     // logged, not on the record yet (the newest MaxStepLogLines)
+	recLost   int               // lines the record will not keep: past MaxStepLogLines, or never sent
 	logs      []run.LogLine     // the record's lines: the row's, then the ones written
 	dropped   int               // the record's logs_dropped
 	rowDirty  bool              // the record's progress lags behind the events
@@ -135,15 +140,21 @@ func (p *reporter) Report(rp tools.Report) {
 		st.progress, st.progDirty = &pr, true
 	}
 	st.lost += max(rp.Dropped, 0)
+	st.recLost += max(rp.Dropped, 0)
 	for _, l := range rp.Logs {
 		l.Attempt = p.attempt
 		st.lines = append(st.lines, l)
+		st.rec = append(st.rec, l)
 	}
+	// Keep the newest: the lines a tool wrote just before it failed, or returned, matter most
+	// (and the step record keeps the newest too).
 	if over := len(st.lines) - run.MaxLogLinesPerFlush; over > 0 {
-		// Keep the newest: the lines a tool wrote just before it failed, or returned, matter most
-		// (and the step record keeps the newest too).
 		st.lines = append(st.lines[:0], st.lines[over:]...)
 		st.lost += over
+	}
+	if over := len(st.rec) - run.MaxStepLogLines; over > 0 {
+		st.rec = append(st.rec[:0], st.rec[over:]...)
+		st.recLost += over
 	}
 	now := p.in.r.now()
 	if st.timer != nil && st.due.After(st.lastEvent.Add(run.ReportInterval)) && st.timer.Stop() {
@@ -208,9 +219,9 @@ func (p *reporter) flushLocked(now time.Time, final bool) {
 		detail, _ := json.Marshal(logDetail{Lines: st.lines, Dropped: st.lost})
 		evs = append(evs, r.event(now, run.EventStepLog, key, status, p.attempt, detail))
 		var cut int
-		st.logs, cut = run.CapLogs(append(st.logs, st.lines...))
-		st.dropped += cut + st.lost
-		st.lines, st.lost, st.logsDirty = nil, 0, true
+		st.logs, cut = run.CapLogs(append(st.logs, st.rec...))
+		st.dropped += cut + st.recLost
+		st.lines, st.lost, st.rec, st.recLost, st.logsDirty = nil, 0, nil, 0, true
 	}
 	p.snapMu.Lock()
 	p.snapLogs, p.snapDropped, p.snapProg, p.snapSet = st.logs, st.dropped, st.progress, true
@@ -267,8 +278,10 @@ func (p *reporter) snapshot() (logs []byte, dropped int, progress []byte, ok boo
 
 // logDetail is the detail of a step_log event.
 type logDetail struct {
-	Lines   []run.LogLine `json:"lines"`
-	Dropped int           `json:"dropped,omitempty"` // lines logged past MaxLogLinesPerFlush, not kept
+	Lines []run.LogLine `json:"lines"`
+	// Dropped counts the lines logged since the last event that this one does not carry (past
+	// MaxLogLinesPerFlush): the live view skips them; the step record keeps them (within its caps).
+	Dropped int `json:"dropped,omitempty"`
 }
 
 func encodeLogs(lines []run.LogLine) []byte {

@@ -103,7 +103,8 @@ class Progress:
                 for entry in detail.get("lines") or ():
                     self._note("%s| %s" % (key, format_log(entry)))
                 if detail.get("dropped"):
-                    self._note("%s| … %d more lines dropped (logged too fast)" % (key, detail["dropped"]))
+                    self._note("%s| … %d more lines not shown here (logged too fast; dcc-flow show %s has them)"
+                               % (key, detail["dropped"], self.run_id))
             elif kind == "step_retry":
                 self.retries += 1
             elif kind == "approve_requested":
