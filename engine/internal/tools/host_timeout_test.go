@@ -10,8 +10,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 )
 
-// timeoutErr stands for the step's attempt-timeout error.
-var timeoutErr = errors.New("attempt 1 timed out after 1s")
+// errTimedOut stands for the step's attempt-timeout error.
+var errTimedOut = errors.New("attempt 1 timed out after 1s")
 
 type callOutcome struct {
 	res Result
@@ -34,7 +34,7 @@ func callAsync(ctx context.Context, h *Host, key string, attempt int) <-chan cal
 	ch := make(chan callOutcome, 1)
 	go func() {
 		res, err := h.Call(ctx, LaneMain, Call{RunID: "r", StepKey: key, Tool: "t", Attempt: attempt,
-			Timeout: time.Second, TimeoutErr: timeoutErr})
+			Timeout: time.Second, TimeoutErr: errTimedOut})
 		ch <- callOutcome{res, err}
 	}()
 	return ch
@@ -115,7 +115,7 @@ func TestHostTimedOutCallAnsweredWithinGrace(t *testing.T) {
 	if !errors.Is(err, ErrDropped) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("late answer: %v", err)
 	}
-	if o := outcome(t, ch); !errors.Is(o.err, timeoutErr) || o.res.OutputJSON != nil {
+	if o := outcome(t, ch); !errors.Is(o.err, errTimedOut) || o.res.OutputJSON != nil {
 		t.Fatalf("outcome %+v, want the timeout and no result", o)
 	}
 	if _, _, _, busy := h.InFlight("r", "s"); busy {
@@ -151,7 +151,7 @@ func TestHostAbandonsAfterGraceAndHoldsTheNextAttempt(t *testing.T) {
 	c.Advance(2 * time.Second)
 	o := outcome(t, ch)
 	var ab *AbandonedError
-	if !errors.As(o.err, &ab) || !errors.Is(o.err, timeoutErr) || ab.Thread != "MainThread" || ab.Attempt != 1 {
+	if !errors.As(o.err, &ab) || !errors.Is(o.err, errTimedOut) || ab.Thread != "MainThread" || ab.Attempt != 1 {
 		t.Fatalf("outcome %+v, want an AbandonedError naming MainThread that wraps the timeout", o)
 	}
 	if !strings.Contains(o.err.Error(), `thread "MainThread"`) || !strings.Contains(o.err.Error(), "abandoned") {
@@ -242,7 +242,7 @@ func TestHostTimedOutCallHandedBack(t *testing.T) {
 	if n, err := h.Release(puller, []uint64{call.ID}); err != nil || n != 1 {
 		t.Fatalf("release: %d %v", n, err)
 	}
-	if o := outcome(t, ch); !errors.Is(o.err, timeoutErr) {
+	if o := outcome(t, ch); !errors.Is(o.err, errTimedOut) {
 		t.Fatalf("outcome %+v, want the timeout", o)
 	}
 	if _, _, _, busy := h.InFlight("r", "s"); busy || h.Pending() != 0 {
