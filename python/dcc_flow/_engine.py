@@ -39,6 +39,7 @@ from typing import (
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
+from ._interrupt import WATCHDOG, ToolInterrupted
 from ._schema import SchemaOption
 from ._schema import tool_schema as _tool_schema
 from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
@@ -1002,6 +1003,12 @@ class Engine:
             try:
                 members = execute(tools.get(call.get("tool")), call, self._cancelled,  # type: ignore[arg-type]
                                   self._report, self._handle)
+            except ToolInterrupted:
+                # Raised past execute's own handlers (CPython 3.13: python/cpython#139622): the
+                # engine gave up on the call; answer it and go on, as execute would have.
+                WATCHDOG.leave_call(int(call.get("call_id") or 0))
+                members = _tools_error(call, "cancelled", "tool %r was interrupted: the engine gave up on the call"
+                                       % call.get("tool"))
             except BaseException as exc:
                 if not self._closed:
                     self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
@@ -1080,7 +1087,11 @@ class Engine:
                             ok = True
                             return run
                         if reply.get("calls") and self._cancelled(int(reply["calls"][0]["call_id"])):
-                            reply = None  # cancelled while the consumer held the events: not started
+                            # Cancelled or timed out while the consumer held the events: not
+                            # started. Hand it back, so the engine lets go of it now.
+                            self._call("dccflow_calls_release",
+                                       {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
+                            reply = None
                     elif run is not None and run.get("terminal") and not reply.get("calls"):
                         ok = True
                         return run  # terminal, and its events were all read (or pruned)

@@ -29,6 +29,7 @@ while it is awake.
 
 import ctypes
 import logging
+import os
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
@@ -42,16 +43,22 @@ POLL_SECS = 0.02
 #: Polls with nothing running before the watchdog parks.
 IDLE_TICKS = 250
 
-_RUNNING, _INTERRUPTED, _DONE = 0, 1, 2
+#: A watch's states: the tool runs; it was told to stop (the exception is pending: a thread
+#: blocked in C stays here); the exception reached it (it unwinds, or cleans up); it left.
+_RUNNING, _INTERRUPTED, _DELIVERED, _DONE = 0, 1, 2, 3
 
 
 class ToolInterrupted(BaseException):
     """Raised inside an in-process tool when its attempt timed out or its run was cancelled (or
     its engine closed): the engine no longer wants its result. A ``BaseException``, like
     ``KeyboardInterrupt``, so ``except Exception`` does not swallow it; catch it only to clean
-    up, then re-raise. ``reason`` is ``"timeout"`` or ``"cancelled"`` when known."""
+    up, then re-raise. (``current_call().cancelled`` is then True.)"""
 
-    reason = ""
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        # Made by the interpreter where it is raised (or first caught), in the tool's thread: the
+        # watchdog learns that the tool is no longer blocked in C.
+        WATCHDOG.delivered(threading.get_ident())
 
 
 def _async_exc_api() -> Optional[Callable[[int, Any], int]]:
@@ -100,22 +107,46 @@ class Watchdog:
     def __init__(self, check: Optional[Checker] = None, poll: float = POLL_SECS) -> None:
         self._check = check or _check_cancelled
         self._poll = poll
-        self._lock = threading.Lock()
+        # Reentrant: ToolInterrupted's __init__ takes it in the tool's thread, which may be
+        # delivered the exception while it holds it (in leave()).
+        self._lock = threading.RLock()
         self._watches: Dict[_Watch, None] = {}
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._parked = True
         self.interrupted = 0  # how many exceptions it raised (tests read it)
 
-    def enter(self, handle: int, call_id: int) -> _Watch:
-        """The calling thread starts running call ``call_id`` of engine ``handle``."""
-        w = _Watch(threading.get_ident(), call_id, handle)
+    @staticmethod
+    def watch(handle: int, call_id: int) -> _Watch:
+        """The watch of call ``call_id`` of engine ``handle`` on the calling thread, not watched
+        yet: ``enter`` it inside the ``try`` whose ``finally`` leaves it, so that an
+        interruption delivered as ``enter`` returns still finds it there."""
+        return _Watch(threading.get_ident(), call_id, handle)
+
+    def enter(self, w: _Watch) -> None:
+        """The thread of ``w`` starts running its call: it may be interrupted from now on."""
         with self._lock:
             self._watches[w] = None
             if self._parked:
                 self._parked = False
                 self._start_locked()
-        return w
+
+    def leave_call(self, call_id: int) -> None:
+        """Leave the calling thread's watch of ``call_id``, wherever an interruption cut it off
+        (CPython 3.13 can raise it past the frame that would leave it: python/cpython#139622)."""
+        tid = threading.get_ident()
+        with self._lock:
+            found = [w for w in self._watches if w.tid == tid and w.call_id == call_id]
+        for w in found:
+            self.leave(w)
+
+    def after_fork(self) -> None:
+        """In a forked child: no thread runs there but the forking one, and the watchdog's is gone."""
+        self._lock = threading.RLock()
+        self._watches = {}
+        self._wake = threading.Event()
+        self._thread = None
+        self._parked = True
 
     def leave(self, w: _Watch) -> None:
         """The thread left the tool: it is not interrupted from now on, and an interruption not
@@ -126,10 +157,19 @@ class Watchdog:
                 _set_async(w.tid, None)
             w.state = _DONE
 
-    def in_tool(self, tid: int) -> bool:
-        """Whether thread ``tid`` (a ``threading.get_ident()``) is inside a tool it runs for an engine."""
+    def delivered(self, tid: int) -> None:
+        """ToolInterrupted reached thread ``tid``: its interrupted watches are no longer pending."""
         with self._lock:
-            return any(w.tid == tid for w in self._watches)
+            for w in self._watches:
+                if w.tid == tid and w.state == _INTERRUPTED:
+                    w.state = _DELIVERED
+
+    def blocked(self, tid: int) -> bool:
+        """Whether thread ``tid`` (a ``threading.get_ident()``) is inside a tool that was told to
+        stop and has not seen the exception yet: blocked in C (or between two instructions)."""
+        with self._lock:
+            inner = [w for w in self._watches if w.tid == tid]
+            return bool(inner) and inner[-1].state == _INTERRUPTED
 
     def _start_locked(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -155,21 +195,30 @@ class Watchdog:
                 parked = self._parked
             if parked:
                 self._wake.wait()  # until enter() wakes it
+                self._wake.clear()
                 idle = 0
                 continue
             if watches:
                 self._sweep(watches)
 
     def _sweep(self, watches: List[_Watch]) -> None:
-        by_handle: Dict[int, List[_Watch]] = {}
+        # A thread can run a tool inside a tool (one that drives a run on the same thread): an
+        # interruption reaches the innermost first, so only the innermost watch of each thread
+        # (the last entered) is checked; the outer one is, once the inner one has left.
+        innermost: Dict[int, _Watch] = {}
         for w in watches:
+            innermost[w.tid] = w
+        by_handle: Dict[int, List[_Watch]] = {}
+        for w in innermost.values():
             by_handle.setdefault(w.handle, []).append(w)
         for handle, ws in by_handle.items():
             try:
                 gone = set(self._check(handle, [w.call_id for w in ws]))
-            except Exception as exc:  # noqa: BLE001 - a closed engine: its calls are left alone
-                log.debug("dcc_flow watchdog: checking calls of engine %s failed: %s", handle, exc)
-                continue
+            except Exception as exc:  # noqa: BLE001 - any failure: try again at the next poll
+                if not _closed(exc):
+                    log.debug("dcc_flow watchdog: checking calls of engine %s failed: %s", handle, exc)
+                    continue
+                gone = {w.call_id for w in ws}  # the engine closed: its runs ended, stop their tools
             for w in ws:
                 if w.call_id in gone:
                     self._interrupt(w)
@@ -185,6 +234,11 @@ class Watchdog:
             self.interrupted += 1
 
 
+def _closed(exc: BaseException) -> bool:
+    """The engine's handle is closed or stale."""
+    return getattr(exc, "code", None) in ("closed", "stale_handle")
+
+
 def _check_cancelled(handle: int, ids: List[int]) -> List[int]:
     from . import _ffi
 
@@ -194,3 +248,5 @@ def _check_cancelled(handle: int, ids: List[int]) -> List[int]:
 
 #: The process's watchdog.
 WATCHDOG = Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCHDOG.after_fork)

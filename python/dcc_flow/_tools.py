@@ -334,15 +334,15 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         args = {"value": args}
     previous = getattr(_local, "call", None)
     context = _local.call = CallContext(call, cancelled, report)
-    watch = None
+    watch = None if handle is None else WATCHDOG.watch(handle, int(call_id or 0))
     if capture and report is not None:
         _capture.ensure()
     else:
         context._out = False
     try:
         try:
-            if handle is not None:
-                watch = WATCHDOG.enter(handle, int(call_id or 0))
+            if watch is not None:
+                WATCHDOG.enter(watch)
             result = entry.fn(**args)
         finally:
             if watch is not None:

@@ -231,6 +231,7 @@ steps:
 		t.Fatalf("a late result is dropped and reported: %v", err)
 	}
 	mustContain(t, "late completion", err.Error(), "attempt 1 timed out")
+	b.waitStep(id, "export", run.StepRetrying) // the attempt ended: its grace timer is gone
 	b.waitTimers(1)
 	b.clk.AdvanceToNext() // backoff
 	second := b.nextCall(engine.LaneMain)

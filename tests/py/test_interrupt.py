@@ -255,7 +255,8 @@ def test_watchdog_parks_when_idle_and_wakes_on_enter():
         return []
 
     dog = Watchdog(check=check, poll=0.001)
-    w = dog.enter(1, 7)
+    w = dog.watch(1, 7)
+    dog.enter(w)
     deadline = time.monotonic() + 5
     while not checked and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -267,13 +268,99 @@ def test_watchdog_parks_when_idle_and_wakes_on_enter():
     n = len(checked)
     time.sleep(0.05)
     assert len(checked) == n, "a parked watchdog still polls"
-    w = dog.enter(1, 8)
+    w = dog.watch(1, 8)
+    dog.enter(w)
     deadline = time.monotonic() + 5
     while not any(c == [8] for c in checked) and time.monotonic() < deadline:
         time.sleep(0.005)
     dog.leave(w)
     assert any(c == [8] for c in checked)
     assert POLL_SECS <= 0.05
+
+
+def _spin_in_thread(dog, handle, call_id, nested=None):
+    """A thread that enters a watch and spins until interrupted (or 10 s); returns (thread, log)."""
+    log = []
+
+    def body():
+        w = dog.watch(handle, call_id)
+        try:
+            dog.enter(w)
+            if nested is not None:
+                nested(log)
+            busy(10)
+            log.append("ran out")
+        except dcc_flow.ToolInterrupted:
+            log.append("interrupted %d" % call_id)
+        finally:
+            dog.leave(w)
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t, log
+
+
+def test_watchdog_interrupts_the_tools_of_a_closed_engine():
+    class Closed(Exception):
+        code = "closed"
+
+    def check(handle, ids):
+        raise Closed("the engine is closed")
+
+    dog = Watchdog(check=check, poll=0.005)
+    t, log = _spin_in_thread(dog, 1, 5)
+    t.join(10)
+    assert log == ["interrupted 5"]
+
+
+def test_watchdog_interrupts_the_innermost_tool_of_a_thread_first():
+    """A tool that runs a tool on its own thread (it drives a sub-run): the outer call's
+    cancellation waits for the inner one to end, so the inner tool is not failed for it."""
+    cancelled = {1}  # the outer call only
+    dog = Watchdog(check=lambda handle, ids: [i for i in ids if i in cancelled], poll=0.005)
+
+    def inner(log):
+        w = dog.watch(1, 2)
+        try:
+            dog.enter(w)
+            busy(0.3)  # the outer call is cancelled meanwhile: not this one
+            log.append("inner done")
+        finally:
+            dog.leave(w)
+
+    t, log = _spin_in_thread(dog, 1, 1, nested=inner)
+    t.join(10)
+    assert log == ["inner done", "interrupted 1"]
+
+
+def test_events_held_past_a_calls_deadline_hand_the_call_back():
+    """``for ev in run.events()`` pulls calls with the events; a consumer that holds the events
+    past a call's deadline hands the call back (it never started), so its retry runs at once
+    rather than waiting for ever for the engine to let go of it."""
+    calls = []
+    with dcc_flow.Engine(config={"interrupt_grace_secs": 0.1}) as engine:
+
+        @engine.tool("quick")
+        def quick():
+            calls.append(dcc_flow.current_call().attempt)
+            return "ok"
+
+        spec = """
+steps:
+  - id: q
+    tool: quick
+    timeout_secs: 0.2
+    retry: {max_attempts: 3, retry_on: [timeout], initial_delay_ms: 10}
+"""
+        run = engine.submit(spec)
+        t0 = time.monotonic()
+        for ev in run.events(timeout=20):
+            if ev["type"] == "workflow_started":
+                time.sleep(0.4)  # the consumer is slow while a call waits with the events
+        result = run.result()
+    assert result.status.value == "completed", result.error
+    assert time.monotonic() - t0 < 10
+    assert calls and calls[-1] >= 1
 
 
 def _cli(args, cwd, **kw):
@@ -320,3 +407,37 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     assert b"blocked outside Python code" in err
     logged = [line for ev in lines if ev.get("type") == "step_log" for line in ev["detail"]["lines"]]
     assert [(line["stream"], line["text"]) for line in logged] == [("stdout", "napping")], logged
+
+
+def test_cli_run_waits_for_a_tool_cleaning_up_in_python(tmp_path):
+    """A cancelled tool that cleans up in Python for longer than the stuck-tool wait (saving a
+    scene) is not cut off: the command exits once the tool has finished its cleanup."""
+    (tmp_path / "tools.py").write_text(
+        "import time\n\n"
+        "def save():\n"
+        "    try:\n"
+        "        end = time.monotonic() + 60\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "    finally:\n"
+        "        end = time.monotonic() + 5\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        open('saved.txt', 'w').write('ok')\n")
+    (tmp_path / "flow.yaml").write_text("steps:\n  - {id: save, tool: save}\n")
+    proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            st = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path))
+            out, _ = st.communicate(timeout=30)
+            if b'"running"' in out or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert _cli(["cancel", "last", "--db", "f.db"], str(tmp_path)).wait(timeout=30) == 0
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    assert (tmp_path / "saved.txt").read_text() == "ok", "the tool's cleanup was cut off"
+    assert b"blocked outside Python code" not in err

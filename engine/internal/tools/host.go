@@ -242,7 +242,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 		select { // an earlier attempt of this step is still running here: never two at once
 		case <-wait:
 		case <-ctx.Done():
-			return Result{}, ctx.Err()
+			return Result{NotStarted: true}, ctx.Err()
 		case <-h.closeCh:
 		}
 		h.mu.Lock()
@@ -269,6 +269,9 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	// third shared channel would make a thousand calls woken at once contend for its lock.
 	select {
 	case a := <-p.done:
+		if a.late { // expired and answered before this goroutine got to its select
+			return Result{}, p.timeoutErr
+		}
 		return a.res, a.err
 	case <-ctx.Done():
 	case <-p.expired: // nil without a timeout
@@ -299,28 +302,27 @@ func (h *Host) giveUp(ctx context.Context, p *pending) (Result, error) {
 // expiredCall waits, after p's deadline passed while the host ran it, for the host to stop it
 // (Cancelled reports true now, so the host interrupts the tool) for at most the interrupt grace.
 func (h *Host) expiredCall(ctx context.Context, p *pending) (Result, error) {
+	select {
+	case a := <-p.done: // answered already: no grace timer
+		return p.lateAnswer(a)
+	default:
+	}
 	d := time.Duration(h.grace.Load())
 	grace := h.clock.NewTimer(d)
 	defer grace.Stop()
 	select {
 	case a := <-p.done:
-		if !a.late && a.err == nil {
-			return a.res, nil // answered in time; the timer fired an instant later
-		}
-		if errors.Is(a.err, ErrClosed) {
-			return a.res, a.err
-		}
-		return Result{}, p.timeoutErr
+		return p.lateAnswer(a)
 	case <-ctx.Done():
 		return h.giveUp(ctx, p)
 	case <-grace.C():
 	}
 	if !p.claim.CompareAndSwap(claimOpen, claimAbandoned) {
-		a := <-p.done // answered (or handed back) at the last moment
-		if errors.Is(a.err, ErrClosed) {
-			return a.res, a.err
+		if p.claim.Load() != claimAnswered {
+			// The step gave up meanwhile (a cancel) and Complete withdrew the call: no answer comes.
+			return Result{}, ctx.Err()
 		}
-		return Result{}, p.timeoutErr
+		return p.lateAnswer(<-p.done) // answered (or handed back) at the last moment
 	}
 	h.mu.Lock()
 	thread := h.pullers[p.puller]
@@ -333,12 +335,26 @@ func (h *Host) expiredCall(ctx context.Context, p *pending) (Result, error) {
 		Puller: p.puller, Grace: d, Err: p.timeoutErr}
 }
 
-// expire is p's timer: the deadline passed. A call still pulled and unanswered is marked
-// expired (Cancelled reports true, reports are dropped) and its Call told.
-func (h *Host) expire(p *pending) {
+// lateAnswer is what a Call whose deadline passed returns for the answer a: the timeout (a result
+// is dropped), an answer that beat the deadline, or ErrClosed.
+func (p *pending) lateAnswer(a answer) (Result, error) {
+	switch {
+	case !a.late && a.err == nil:
+		return a.res, nil // answered in time; the timer fired an instant later
+	case errors.Is(a.err, ErrClosed):
+		return a.res, a.err
+	default:
+		return Result{}, p.timeoutErr
+	}
+}
+
+// expire is p's timer for its pull number gen: the deadline passed. A call still pulled (by
+// that pull, not handed back and pulled again since) and unanswered is marked expired
+// (Cancelled reports true) and its Call told.
+func (h *Host) expire(p *pending, gen uint32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if p.state == statePulled && !p.expiredFlag.Load() && p.claim.Load() == claimOpen {
+	if p.gen == gen && p.state == statePulled && !p.expiredFlag.Load() && p.claim.Load() == claimOpen {
 		p.expiredFlag.Store(true)
 		close(p.expired)
 	}
@@ -368,6 +384,7 @@ func (h *Host) releaseLocked(p *pending) {
 	}
 	if p.letGo != nil {
 		close(p.letGo)
+		p.letGo = nil // pulled again after a hand-back, it gets a new one
 	}
 }
 
@@ -457,7 +474,8 @@ func (h *Host) takeLocked(p *pending, puller uint64) bool {
 	h.busy[stepRef{p.call.RunID, p.call.StepKey}] = p
 	if p.timeout > 0 { // the attempt starts now
 		p.call.Deadline = h.clock.Now().Add(p.timeout)
-		p.timer = h.clock.AfterFunc(p.timeout, func() { h.expire(p) })
+		gen := p.gen // a hand-back bumps it: this timer is of this pull only
+		p.timer = h.clock.AfterFunc(p.timeout, func() { h.expire(p, gen) })
 	}
 	return true
 }
@@ -622,10 +640,7 @@ func (h *Host) Running() map[string]bool {
 	defer h.mu.Unlock()
 	h.drainLocked()
 	out := map[string]bool{}
-	for _, p := range h.calls {
-		if p.state != statePulled {
-			continue
-		}
+	for _, p := range h.inflight { // pulled, or given up on by its step while its thread runs on
 		if len(p.ancestors) > 0 {
 			out[p.ancestors[0]] = true
 		} else {

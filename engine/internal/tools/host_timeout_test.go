@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +248,43 @@ func TestHostTimedOutCallHandedBack(t *testing.T) {
 	}
 	if _, _, _, busy := h.InFlight("r", "s"); busy || h.Pending() != 0 {
 		t.Fatal("a handed-back timed-out call is still pending or in flight")
+	}
+}
+
+// A cancel and the host's answer that both come while a timed-out call waits out its grace
+// end the wait, whichever the Call sees first (it once waited for an answer no one would send).
+func TestHostCancelAndAnswerDuringTheGraceEndTheCall(t *testing.T) {
+	t.Parallel()
+	h, c := timedHost(t)
+	h.SetInterruptGrace(0) // the grace ends as the deadline passes: the race at its widest
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := callAsync(ctx, h, fmt.Sprintf("s%d", i), 1)
+		call := pullOne(t, h, 0)
+		c.Advance(time.Second)
+		waitCancelled(t, h, call.ID)
+		cancel()
+		_ = h.Complete(call.ID, Result{OutputJSON: []byte(`1`)})
+		o := outcome(t, ch)
+		if o.err == nil {
+			t.Fatalf("round %d: a timed-out, cancelled call returned a result: %+v", i, o)
+		}
+	}
+}
+
+// An answer that arrives after the deadline is never a success, even when the Call had not
+// reached its wait when both happened.
+func TestHostLateAnswerIsNeverASuccess(t *testing.T) {
+	t.Parallel()
+	h, c := timedHost(t)
+	for i := range 100 {
+		ch := callAsync(context.Background(), h, fmt.Sprintf("s%d", i), 1)
+		call := pullOne(t, h, 0)
+		c.Advance(time.Second)
+		waitCancelled(t, h, call.ID)
+		_ = h.Complete(call.ID, Result{OutputJSON: []byte(`1`)})
+		if o := outcome(t, ch); !errors.Is(o.err, errTimedOut) {
+			t.Fatalf("round %d: %+v, want the timeout", i, o)
+		}
 	}
 }

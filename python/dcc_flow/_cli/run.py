@@ -376,28 +376,42 @@ def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachabl
     return exit_code(result)
 
 
-#: How long ``dcc-flow run`` waits, once its run is terminal, for the main thread to leave a tool
-#: before it reports the result and exits without it: past the engine's interrupt grace (2 s by
-#: default), the tool is blocked in C and nothing can stop it (docs/python.md, "Timeouts and cancel").
+#: How long ``dcc-flow run`` waits, once its run is terminal, while the main thread is inside one
+#: of its tools that was told to stop and has not seen the exception (blocked in C: ``time.sleep``,
+#: a DCC command), before it reports the result and exits without it. A tool that saw it (cleaning
+#: up after ToolInterrupted) is waited for (docs/python.md, "Timeouts and cancel").
 STUCK_TOOL_SECS = 3.0
 
 
 def leave_stuck_tool(engine: Any, run_id: str, returned: threading.Event, reported: Any,
                      report: Callable[[Any], int], ctx: Context) -> None:
-    """Once run ``run_id`` is terminal (its events ended): if the main thread is still inside one
-    of its tools STUCK_TOOL_SECS later (blocked in C: ``time.sleep``, a DCC command), report the
-    result, say so, and end the process with the run's exit code; the tool cannot be stopped,
-    and its late result would be dropped anyway. The run's record is already complete."""
+    """Once run ``run_id`` is terminal (its events ended): if the main thread stays blocked in one
+    of its tools (interrupted, the exception not delivered) for STUCK_TOOL_SECS, report the
+    result, say so, and end the process with the run's exit code; the tool cannot be stopped, and
+    its late result would be dropped anyway. The run's record is already complete."""
     from .._interrupt import WATCHDOG
 
     main = threading.main_thread().ident
-    if main is None or returned.wait(STUCK_TOOL_SECS) or not WATCHDOG.in_tool(main):
+    if main is None:
+        return
+    since: Optional[float] = None
+    while not returned.wait(0.1):
+        if not WATCHDOG.blocked(main):
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since >= STUCK_TOOL_SECS:
+            break
+    else:
         return
     try:
         result = engine.get_status(run_id)
     except DccFlowError:
         return
     if not result.terminal or not reported.acquire(blocking=False):
+        return
+    if returned.is_set():  # it left the tool after all: the main thread reports
+        reported.release()
         return
     code = report(result)
     ctx.error("a tool of run %s is still running on the main thread, blocked outside Python code where it cannot "
