@@ -42,9 +42,18 @@ steps:
 			time.Sleep(20 * time.Millisecond)
 		}
 		want := info.Approvals[0]
-		seen, err := viewer.Status(ctx, id)
-		if err != nil {
-			t.Fatal(err)
+		// The viewer reads the records as the owner commits them: the owner lists the approval
+		// from its live state a moment before its commit can be read (seen under Wine).
+		var seen *engine.RunInfo
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			seen, err = viewer.Status(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(seen.Approvals) == 1 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if len(seen.Approvals) != 1 {
 			t.Fatalf("the viewer lists %d approvals (%+v); want the owner's %+v", len(seen.Approvals), seen.Approvals, want)

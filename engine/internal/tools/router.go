@@ -297,7 +297,7 @@ func (r *Router) call(ctx context.Context, rt *route, call Call) (Result, error)
 		case rt.sem <- struct{}{}:
 			defer func() { <-rt.sem }()
 		case <-ctx.Done():
-			return Result{}, ctx.Err()
+			return Result{NotStarted: true}, ctx.Err() // waited for a max_concurrent slot: never began
 		}
 	}
 	switch {
