@@ -11,6 +11,8 @@ before timing (start-up is a DCC's, not the pool's):
   `Engine(tools=[...], workers=4)` once its workers are warm, against the in-process engine
   (goal ≥ 3.5× for both).
 """
+import datetime
+import json
 import logging
 import os
 import subprocess
@@ -102,6 +104,12 @@ def main():
         print("| %s | %s | %s | %s |" % row)
 
 
+def _seconds(rfc3339):
+    """An event's time as seconds since the epoch (Python 3.7-3.10 take at most 6 fraction digits)."""
+    head, _, rest = rfc3339.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat("%s.%s+00:00" % (head, (rest or "0")[:6].ljust(6, "0"))).timestamp()
+
+
 def plain_tool_rows(tmp, tools_path):
     """16 calls of a 0.5 s plain function, foreach concurrency 4: with 4 worker processes vs in-process."""
     spec_path = os.path.join(tmp, "bench_workers.yaml")
@@ -111,14 +119,28 @@ def plain_tool_rows(tmp, tools_path):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
 
     def command(*extra):
+        """The whole command's time, and its run's: from workflow_started to workflow_terminal."""
         argv = [sys.executable, "-m", "dcc_flow", "run", spec_path, "--tools", tools_path, "--db", ":memory:",
                 "--input", "items=%s" % items, "--json"] + list(extra)
         t = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - t
+        out = subprocess.run(argv, env=env, cwd=tmp, check=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout
+        took = time.perf_counter() - t
+        times = {}
+        for line in out.decode("utf-8").splitlines():
+            ev = json.loads(line)
+            if ev.get("type") in ("workflow_started", "workflow_terminal"):
+                times[ev["type"]] = _seconds(ev["time"])
+        return took, times["workflow_terminal"] - times["workflow_started"]
 
-    serial_cli = command()
-    workers_cli = min(command("--workers", "4") for _ in range(3))
+    # Installed packages run from bytecode (pip compiles it); this checkout may have none, and
+    # PYTHONDONTWRITEBYTECODE would make each worker compile the package again.
+    import compileall
+
+    compileall.compile_dir(os.path.join(ROOT, "python", "dcc_flow"), quiet=1)
+    serial_cli, serial_run = command()
+    workers = [command("--workers", "4") for _ in range(3)]
+    workers_cli, workers_run = min(w[0] for w in workers), min(w[1] for w in workers)
     quiet = logging.getLogger("dcc_flow")
     level, quiet.level = quiet.level, logging.ERROR  # its warning that the foreach runs one call at a time
     try:
@@ -129,11 +151,14 @@ def plain_tool_rows(tmp, tools_path):
     with dcc_flow.Engine(tools=[tools_path], workers=4) as engine:
         engine.pools(warm=True)
         warm = min(timed(engine, NAPS, items) for _ in range(3))
-    cold, hot = serial_cli / workers_cli, serial / warm
+    cold, cold_cli, hot = serial_run / workers_run, serial_cli / workers_cli, serial / warm
     return [
         ("16 calls of a 0.5 s plain Python tool, foreach concurrency 4: `dcc-flow run --tools` vs `--workers 4`, "
-         "whole commands, cold (Python, the CLI and 4 worker processes start in the time; best of 3)",
-         "%.2f s vs %.2f s: %.2f×" % (serial_cli, workers_cli, cold), "≥ 3.5×", "ok" if cold >= 3.5 else "MISSED"),
+         "cold (the 4 worker processes start in the run's time), the run from start to end (and the whole "
+         "command, Python and the CLI starting too); best of 3",
+         "%.2f s vs %.2f s: %.2f× (commands %.2f s vs %.2f s: %.2f×)" % (
+             serial_run, workers_run, cold, serial_cli, workers_cli, cold_cli),
+         "≥ 3.5×", "ok" if cold >= 3.5 else "MISSED"),
         ("the same run in `Engine(tools=[...])` vs `Engine(tools=[...], workers=4)` with its workers warm (best of 3)",
          "%.2f s vs %.2f s: %.2f×" % (serial, warm, hot), "≥ 3.5×", "ok" if hot >= 3.5 else "MISSED"),
     ]
