@@ -377,6 +377,18 @@ ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("o
     __import__("os").path.abspath(__file__))))
 
 
+def _cancel_once_running(tmp_path):
+    """``dcc-flow cancel last`` beside the ``dcc-flow run`` of tmp_path/f.db, once its run is running."""
+    deadline = time.monotonic() + 30
+    while True:
+        out, _ = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path)).communicate(timeout=30)
+        if b'"running"' in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    cancel = _cli(["cancel", "last", "--db", "f.db"], str(tmp_path))
+    assert cancel.wait(timeout=30) == 0, cancel.stderr.read()
+
+
 def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(tmp_path):
     """``dcc-flow cancel`` beside a ``dcc-flow run`` whose tool sleeps 60 s in C: the run process
     reports the cancelled run and exits (code 3) a few seconds later, not after 60 s."""
@@ -386,15 +398,7 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: nap, tool: nap}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
-        deadline = time.monotonic() + 30
-        while True:  # until the step is running
-            st = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path))
-            out, _ = st.communicate(timeout=30)
-            if b'"running"' in out or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        cancel = _cli(["cancel", "last", "--db", "f.db"], str(tmp_path))
-        assert cancel.wait(timeout=30) == 0, cancel.stderr.read()
+        _cancel_once_running(tmp_path)
         t0 = time.monotonic()
         out, err = proc.communicate(timeout=40)
         took = time.monotonic() - t0
@@ -427,14 +431,7 @@ def test_cli_run_waits_for_a_tool_cleaning_up_in_python(tmp_path):
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: save, tool: save}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            st = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path))
-            out, _ = st.communicate(timeout=30)
-            if b'"running"' in out or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert _cli(["cancel", "last", "--db", "f.db"], str(tmp_path)).wait(timeout=30) == 0
+        _cancel_once_running(tmp_path)
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
