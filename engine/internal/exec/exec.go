@@ -134,7 +134,7 @@ type Params struct {
 	RunID   string
 	Spec    *spec.Spec     // validated
 	Inputs  map[string]any // checked by CheckInputs
-	Origin  string         // "local", "mcp", "webhook", "schedule"
+	Origin  string         // "local", "mcp", "webhook", "schedule", "ui"
 	Env     EnvPolicy
 	Trigger map[string]any // the trigger document, or nil
 	// Prior holds step instances of an earlier execution of this run: the completed ones are

@@ -122,7 +122,7 @@ type Run struct {
 	Inputs   json.RawMessage // the checked inputs, defaults applied (a JSON object)
 	Status   run.Status
 	Error    *RunError // nil unless the run failed, was cancelled or interrupted
-	// Origin says who started the run: "local", "mcp", "webhook" or "schedule".
+	// Origin says who started the run: "local", "mcp", "webhook", "schedule" or "ui" (the dashboard).
 	Origin string
 	// EnvAllow is the env_allow patterns the run's `env` root was filtered with; nil when the
 	// run sees the whole environment (a local run).
