@@ -377,8 +377,12 @@ ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("o
     __import__("os").path.abspath(__file__))))
 
 
-def _cancel_once_running(tmp_path):
-    """``dcc-flow cancel last`` beside the ``dcc-flow run`` of tmp_path/f.db, once its run is running."""
+def _cancel_once_running(tmp_path, proc):
+    """``dcc-flow cancel last`` beside ``proc``, the ``dcc-flow run --json`` of tmp_path/f.db, once its
+    run is running: after its first event line (polling ``status`` before the run process has
+    opened the database would create it, and the run would find it in use). Returns that line."""
+    first = proc.stdout.readline()
+    assert first, proc.stderr.read()
     deadline = time.monotonic() + 30
     while True:
         out, _ = _cli(["status", "last", "--db", "f.db", "--json"], str(tmp_path)).communicate(timeout=30)
@@ -387,6 +391,7 @@ def _cancel_once_running(tmp_path):
         time.sleep(0.2)
     cancel = _cli(["cancel", "last", "--db", "f.db"], str(tmp_path))
     assert cancel.wait(timeout=30) == 0, cancel.stderr.read()
+    return first
 
 
 def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(tmp_path):
@@ -398,9 +403,10 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: nap, tool: nap}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
-        _cancel_once_running(tmp_path)
+        first = _cancel_once_running(tmp_path, proc)
         t0 = time.monotonic()
         out, err = proc.communicate(timeout=40)
+        out = first + out
         took = time.monotonic() - t0
     finally:
         proc.kill()
@@ -431,7 +437,7 @@ def test_cli_run_waits_for_a_tool_cleaning_up_in_python(tmp_path):
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: save, tool: save}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
-        _cancel_once_running(tmp_path)
+        _cancel_once_running(tmp_path, proc)
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
