@@ -127,7 +127,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                 beside_owner: bool = False, read_only: bool = False) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
-    (runs, status, show, approve, cancel, pause) open it read-only and act through that process; the
+    (runs, status, show, approve, cancel, pause) open it read-only and act through that process, and
+    open no file that does not exist (in memory: no runs); the
     others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
     (schedules, workflows) only look: they always open it read-only (in memory when the file
     does not exist yet), so the workflows they register for a check stay out of the catalog.
@@ -142,7 +143,9 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
             config = dict(config or {}, lease_secs=lease_secs)
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=merge_remotes(args.remotes, (config or {}).get("remotes")))
-    if path == ":memory:" or read_only and not is_db_url(path) and not os.path.exists(path):
+    if path == ":memory:" or (read_only or beside_owner) and not is_db_url(path) and not os.path.exists(path):
+        # Nothing to read there yet: creating the file would make this command its owner for a
+        # moment, and a `dcc-flow run` starting on it then would find it in use.
         return Engine(config=config)
     if read_only:
         return Engine(db=path, config=config, read_only=True)
