@@ -640,7 +640,13 @@ func (h *Host) Running() map[string]bool {
 	defer h.mu.Unlock()
 	h.drainLocked()
 	out := map[string]bool{}
-	for _, p := range h.inflight { // pulled, or given up on by its step while its thread runs on
+	for _, p := range h.calls {
+		// Calls their step still waits for. One it gave up on (cancelled, abandoned) does not
+		// keep its run here: a closing engine hands such a run over, and its process, which
+		// is stopping, takes the old attempt's thread with it.
+		if p.state != statePulled {
+			continue
+		}
 		if len(p.ancestors) > 0 {
 			out[p.ancestors[0]] = true
 		} else {
