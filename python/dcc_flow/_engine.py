@@ -61,6 +61,13 @@ log = logging.getLogger("dcc_flow")
 #: How long one blocking crossing waits at most: Ctrl-C and close() are noticed this fast.
 POLL_MS = 100
 
+# Event streams (``on_event``, ``Engine.events``) retry a crossing that fails with one of these codes:
+# the database is unreachable for a while (a PostgreSQL restart, a network blip). The first wait is
+# EVENT_RETRY_FIRST seconds, doubling to EVENT_RETRY_MAX; one warning per outage, one line when it ends.
+EVENT_RETRY_CODES = ("storage", "timeout")
+EVENT_RETRY_FIRST = 0.1
+EVENT_RETRY_MAX = 5.0
+
 #: A string that is a catalog name rather than spec text or a path.
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -1045,6 +1052,7 @@ class Engine:
         cached_key: Any = None
         req_json = ""
         ok = False
+        outage = _Outage("run %s" % run_id if run_id else "tool calls")
         try:
             while True:
                 if self._dead_pullers:
@@ -1073,7 +1081,13 @@ class Engine:
                     if counter is not None:
                         counter[0] += len(calls)
                 else:
-                    reply = self._call_encoded("dccflow_calls_next", req_json)
+                    try:
+                        reply = self._call_encoded("dccflow_calls_next", req_json)
+                    except DccFlowError as exc:  # it holds no call here: waiting out an outage is safe
+                        if self._closed or not outage.failed(exc):
+                            raise
+                        continue
+                    outage.ok()
                 assert reply is not None
                 run = cast(Optional[Dict[str, Any]], reply.get("run"))
                 if events_after is not None:
@@ -1196,12 +1210,19 @@ class Engine:
     def _events(self, after_seq: int, run_id: Optional[str], timeout: Optional[float],
                 until_terminal: bool) -> Iterator[Dict[str, Any]]:
         seq = after_seq
+        outage = _Outage("Engine.events")
         while not self._closed:
             req: Dict[str, Any] = {"after_seq": seq, "max": 256,
                                    "timeout_ms": POLL_MS if timeout is None else int(min(timeout, 60) * 1000)}
             if run_id:
                 req["run_id"] = run_id
-            out = self._call("dccflow_events_next", req)
+            try:
+                out = self._call("dccflow_events_next", req)
+            except DccFlowError as exc:
+                if not outage.failed(exc) or self._closed:
+                    raise
+                continue
+            outage.ok()
             evs = out.get("events") or []
             if not evs and timeout is not None:
                 return
@@ -1355,6 +1376,7 @@ def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:
     """A ``serve_tools`` thread: serve worker-lane calls until ``stop``, the engine closes, or it
     is collected. Only the engine's closing ends it; any other failure is logged and it goes on
     (no call is run twice: the pull loop answers every call it ran, and hands back the rest)."""
+    outage = _Outage("worker %s" % threading.current_thread().name)
     while not stop.is_set():
         engine = ref()
         if engine is None or engine._closed:
@@ -1364,6 +1386,7 @@ def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:
             request = json.dumps({"puller": engine._puller(), "lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS})
             del engine
             reply = _ffi.call_encoded("dccflow_calls_next", handle, request.encode("utf-8"))  # waits without it
+            outage.ok()
             if not reply.get("calls"):
                 continue
             engine = ref()
@@ -1375,15 +1398,49 @@ def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:
             engine = ref()
             if engine is None or engine._closed or _is_closed_error(exc):
                 return
+            engine = None
+            if isinstance(exc, DccFlowError) and outage.failed(exc):
+                continue  # the database is unreachable for a while: one warning, then backoff
             log.exception("dcc_flow worker %s", threading.current_thread().name)
             time.sleep(0.05)
         engine = None
+
+
+class _Outage:
+    """Backoff for a stream (events, a worker's pulls) whose crossing fails while the database is
+    unreachable: ``failed`` waits and says whether to retry (a code of EVENT_RETRY_CODES), logging
+    one warning per outage; ``ok`` ends the outage (an info line with its length), resets the backoff."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.delay = 0.0
+        self.since = 0.0
+        self.errors = 0
+
+    def failed(self, exc: DccFlowError) -> bool:
+        if exc.code not in EVENT_RETRY_CODES:
+            return False
+        if self.errors == 0:
+            self.since = time.monotonic()
+            log.warning("dcc_flow %s: events unavailable, retrying with backoff (up to %gs apart): %s",
+                        self.what, EVENT_RETRY_MAX, exc.message)
+        self.errors += 1
+        self.delay = min(EVENT_RETRY_MAX, self.delay * 2 if self.delay else EVENT_RETRY_FIRST)
+        time.sleep(self.delay)
+        return True
+
+    def ok(self) -> None:
+        if self.errors:
+            log.info("dcc_flow %s: events back after %.1fs (%d failed tries)", self.what,
+                     time.monotonic() - self.since, self.errors)
+            self.errors, self.delay = 0, 0.0
 
 
 def _event_loop(ref: "weakref.ref[Engine]", after_seq: int) -> None:
     """The ``on_event`` thread: pass each event after ``after_seq`` to the callbacks until the
     engine closes or is collected. A failing callback is logged; the others still run."""
     seq = after_seq
+    outage = _Outage("on_event")
     while True:
         engine = ref()
         if engine is None or engine._closed:
@@ -1395,7 +1452,11 @@ def _event_loop(ref: "weakref.ref[Engine]", after_seq: int) -> None:
         except DccFlowError as exc:
             if _is_closed_error(exc):
                 return
-            raise
+            if not outage.failed(exc):
+                log.exception("dcc_flow on_event: the event stream ended")
+                return
+            continue
+        outage.ok()
         events = out.get("events") or []
         if not events:
             continue
