@@ -56,8 +56,14 @@ func (r *pruneRequest) cutoff() (time.Time, error) {
 	if secs < 0 || math.IsNaN(secs) || math.IsInf(secs, 0) {
 		return time.Time{}, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than_secs" must be a finite number of seconds ≥ 0; got %v`, secs)}
 	}
+	if secs >= maxAgeSecs { // a Duration this long would overflow: older than any run
+		return time.Now().Add(-math.MaxInt64), nil
+	}
 	return time.Now().Add(-time.Duration(secs * float64(time.Second))), nil
 }
+
+// maxAgeSecs is the longest age a time.Duration holds (about 292 years).
+const maxAgeSecs = float64(math.MaxInt64) / float64(time.Second)
 
 // opRunsPrune: {"older_than_secs" | "older_than" | "finished_before", "statuses"?, "limit"?,
 // "dry_run"?} → {"pruned": n} or, dry run, {"pruned": n, "dry_run": true, "runs": [...]}.

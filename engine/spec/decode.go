@@ -192,6 +192,10 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 		switch f.Key {
 		case "name":
 			s.Name, _ = d.Str(f.Value, at("name", ""))
+			if why := NameProblem(s.Name); why != "" {
+				d.Add(CodeInvalidName, f.Value, at("name", ""), fmt.Sprintf("workflow name %q is not valid: %s; "+
+					"use at most %d printable characters without / or \\ (e.g. vendor_intake)", s.Name, why, MaxNameLen), "")
+			}
 		case "description":
 			s.Description, _ = d.Str(f.Value, at("description", ""))
 		case "inputs":

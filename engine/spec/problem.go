@@ -18,6 +18,7 @@ const (
 	CodeEmptyStepID        = "empty_step_id"
 	CodeInvalidStepID      = "invalid_step_id"
 	CodeInvalidToolName    = "invalid_tool_name"
+	CodeInvalidName        = "invalid_name"
 	CodeInvalidJSONPath    = "invalid_jsonpath"
 	CodeInvalidPolicy      = "invalid_policy"
 	CodeInvalidTemplate    = "invalid_template"

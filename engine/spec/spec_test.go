@@ -117,6 +117,14 @@ func TestValidationCodes(t *testing.T) {
 		{"missing id", "steps:\n  - tool: t\n", spec.CodeMissingField, "", 2, 5, "missing field `id`"},
 		{"invalid_step_id", "steps:\n  - id: 9lives\n    tool: t\n", spec.CodeInvalidStepID, "9lives", 2, 9, "must start with a letter"},
 		{"invalid_tool_name", "steps:\n  - id: a\n    tool: \"maya.export fbx\"\n", spec.CodeInvalidToolName, "a", 3, 11, "^[A-Za-z0-9_-]{1,64}$"},
+		// Issue #33 item 6: a name that forges a log line or a terminal escape is refused.
+		{"invalid_name newline", "name: \"a\\n2026 run r1 completed\"\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "control character U+000A"},
+		{"invalid_name escape", "name: \"a\\e]0;pwned\\a\"\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "control character U+001B"},
+		{"invalid_name NUL", "{\"name\": \"a\\u0000b\", \"steps\": [{\"id\": \"a\", \"tool\": \"t\"}]}", spec.CodeInvalidName, "", 1, 10, "U+0000"},
+		{"invalid_name path", "name: ../../etc\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "contains '/'"},
+		{"invalid_name long", "name: " + strings.Repeat("n", 65) + "\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "65 characters; the most is 64"},
+		{"invalid_name bidi", "name: \"a\\u202eb\"\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "U+202E"},
+		{"invalid_name space", "name: \" a\"\nsteps: [{id: a, tool: t}]\n", spec.CodeInvalidName, "", 1, 7, "starts or ends with a space"},
 		{"invalid_tool_name long", "steps:\n  - id: a\n    tool: " + strings.Repeat("x", 65) + "\n", spec.CodeInvalidToolName, "a", 3, 11, "not valid"},
 		{"invalid_jsonpath", "steps:\n  - id: f\n    kind: foreach\n    items: \"$.[\"\n    steps: [{id: b, tool: t}]\n", spec.CodeInvalidJSONPath, "f", 4, 12, "not a valid JSONPath"},
 		{"invalid_policy max_attempts", "steps:\n  - id: a\n    tool: t\n    retry: {max_attempts: 0}\n", spec.CodeInvalidPolicy, "a", 4, 27, "max_attempts` must be between 1 and 10000 (1 = no retry); got 0"},
@@ -497,13 +505,13 @@ func TestValidationErrorMessage(t *testing.T) {
 func TestJSONSpecsAcceptEveryValidJSONString(t *testing.T) {
 	t.Parallel()
 	// yaml.v3 rejects these valid JSON strings; JSON specs are read by encoding/json instead.
-	text := `{"name": "a\/b \ud83d\ude00 \u007f\u0085 end", "steps": [{"id": "a", "tool": "t", "args": {"n": 12345678901, "f": 1.5e3, "z": null, "b": false}}]}`
+	text := `{"name": "flow", "description": "a\/b \ud83d\ude00 \u007f\u0085 end", "steps": [{"id": "a", "tool": "t", "args": {"n": 12345678901, "f": 1.5e3, "z": null, "b": false}}]}`
 	s, err := spec.Parse([]byte(text), spec.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "a/b 😀 \u007f\u0085 end" {
-		t.Fatalf("name %q", s.Name)
+	if s.Description != "a/b 😀 \u007f\u0085 end" {
+		t.Fatalf("description %q", s.Description)
 	}
 	args := s.Steps[0].Args
 	if args["n"] != float64(12345678901) || args["f"] != float64(1500) || args["z"] != nil || args["b"] != false {

@@ -260,21 +260,35 @@ def _prune_request(older_than: Any, statuses: Optional[Union[str, Sequence[str]]
 
     req: Dict[str, Any] = {}
     if isinstance(older_than, datetime.datetime):
-        req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+        try:
+            req["finished_before"] = older_than.astimezone(datetime.timezone.utc).isoformat()
+        except (OverflowError, ValueError):  # datetime.min or .max in a local time: past year 1 or 9999 in UTC
+            edge = datetime.datetime.min if older_than.year < 2 else datetime.datetime.max
+            req["finished_before"] = edge.replace(tzinfo=datetime.timezone.utc).isoformat()
     elif isinstance(older_than, str):
         req["older_than"] = older_than
-    elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0:
+    elif (isinstance(older_than, (int, float)) and not isinstance(older_than, bool) and older_than >= 0
+          and math.isfinite(older_than)):
         req["older_than_secs"] = float(older_than)
     else:
-        raise ValueError("older_than must be seconds >= 0, an age such as \"30d\", or a datetime; got %r"
-                         % (older_than,))
+        raise ValueError("older_than must be a finite number of seconds >= 0, an age such as \"30d\", or a "
+                         "datetime; got %r" % (older_than,))
     if statuses:
         req["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
     if limit is not None:
-        if int(limit) < 0:
-            raise ValueError("limit must be >= 0 (0 = no limit); got %r" % (limit,))
-        req["limit"] = int(limit)
+        req["limit"] = _count_arg("limit", limit, 0, "0 = no limit")
     return req
+
+
+def _count_arg(name: str, value: Any, least: int, note: str) -> int:
+    """``value`` as an int of at least ``least``, else ValueError naming ``name`` (``note`` says
+    what its edge means): a bool, a fraction or a string is no count."""
+    whole = isinstance(value, int) or isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not whole:
+        raise ValueError("%s must be a whole number >= %d (%s); got %r" % (name, least, note, value))
+    if value < least:
+        raise ValueError("%s must be >= %d (%s); got %r" % (name, least, note, value))
+    return int(value)
 
 
 class Engine:
@@ -659,13 +673,12 @@ class Engine:
         finished first. With ``progress``, runs are deleted ``batch`` at a time and
         ``progress(done, total)`` is called after each batch."""
         req = _prune_request(older_than, statuses, limit)
+        batch = _count_arg("batch", batch, 1, "runs deleted between progress calls")
         if dry_run:
             req["dry_run"] = True
             return int(self._call("dccflow_runs_prune", req)["pruned"])
         if progress is None:
             return int(self._call("dccflow_runs_prune", req)["pruned"])
-        if int(batch) < 1:
-            raise ValueError("batch must be >= 1; got %r" % (batch,))
         total = int(self._call("dccflow_runs_prune", dict(req, dry_run=True))["pruned"])
         done = 0
         progress(0, total)

@@ -238,7 +238,8 @@ def test_to_json_bytes_match_go_for_every_example(text):
 
 def test_to_json_matches_go_for_awkward_values():
     doc = {
-        "name": "awkward <&> \u2028\u2029 \x01\x1f\x7f \u00e9 \U0001F600 \"q\" \\ \t\n\r\b\f",
+        "name": "awkward",
+        "description": "awkward <&> \u2028\u2029 \x01\x1f\x7f \u00e9 \U0001F600 \"q\" \\ \t\n\r\b\f",
         "steps": [
             {
                 "id": "a",

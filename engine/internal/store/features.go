@@ -92,7 +92,10 @@ type ControlAnswer struct {
 
 // FireLog keeps the scheduler's fire history. A store that has it keeps the history across
 // restarts (and catch-up fires see the last one); without it the engine keeps it in memory.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use. A store keeps every fire of kind FireFired
+// (one per run started: what redelivery and replay checks find) but only the newest refused
+// ones (FireSkipped, FireFailed) of each schedule: at most MaxRefusedFires + RefusedFiresSlack,
+// so a flood of refused webhooks cannot grow the database without bound.
 type FireLog interface {
 	// RecordFire appends f.
 	RecordFire(ctx context.Context, f Fire) error
@@ -102,6 +105,14 @@ type FireLog interface {
 	// schedule; limit ≤ 0 means all that are kept.
 	Fires(ctx context.Context, scheduleID string, limit int) ([]Fire, error)
 }
+
+// MaxRefusedFires is how many refused fires (FireSkipped, FireFailed) of one schedule a store's
+// FireLog keeps at least; the older ones are deleted. RefusedFiresSlack more may be kept for a
+// while: a store trims once every RefusedFiresSlack refused fires it records.
+const (
+	MaxRefusedFires   = 1000
+	RefusedFiresSlack = 32
+)
 
 // DeliveryFinder is an optional FireLog method. When the FireLog has it, a webhook redelivery
 // is recognised for as long as its fire is in the history, not only while its delivery id is in

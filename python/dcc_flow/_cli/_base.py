@@ -8,7 +8,7 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
+from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
 
 __all__ = [
     "PROG",
@@ -29,6 +29,32 @@ PROG = "dcc-flow"
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the command ran and failed: an invalid spec, an unreadable file, a failed run
 EXIT_USAGE = 2  # the command line itself is wrong: an unknown option, a missing argument
+
+
+def _escape_table(keep: str) -> Dict[int, str]:
+    """A str.translate table that writes each character a terminal acts on as a visible ``\\uXXXX``
+    escape, except those in ``keep``: control characters (C0, DEL, C1: an escape sequence, a
+    carriage return, a bell), line and paragraph separators and bidirectional controls."""
+    chars = list(range(0x20)) + list(range(0x7F, 0xA0)) + [0x200E, 0x200F, 0x2028, 0x2029]
+    chars += list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))
+    return {c: "\\u%04x" % c for c in chars if chr(c) not in keep}
+
+
+_FIELD_ESCAPES = _escape_table("")
+_TEXT_ESCAPES = _escape_table("\n\t")
+
+
+def plain(text: object) -> str:
+    """``text`` for one line of human output: every control character, line break and bidirectional
+    control written as a ``\\uXXXX`` escape, so a name, reason or message from a spec, a tool or an
+    MCP client cannot forge a line, move the cursor, retitle the window or clear the screen."""
+    return str(text).translate(_FIELD_ESCAPES)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with what ``plain`` escapes escaped, except line breaks and tabs (multi-line output
+    such as a traceback). JSON stays valid JSON: the escapes are JSON's own."""
+    return text.translate(_TEXT_ESCAPES)
 
 
 def one_line(text: str) -> str:
@@ -125,23 +151,26 @@ class Context:
             return False
 
     def print(self, text: str = "") -> None:
-        """Write one line of results to ``out``."""
-        _write(self.out, text + "\n")
+        """Write one line of results to ``out`` (``terminal_safe``: what a terminal would act on is
+        escaped; fields that must stay on one line go through ``plain`` first)."""
+        _write(self.out, terminal_safe(text) + "\n")
 
     def write(self, text: str) -> None:
-        """Write results to ``out`` as they are (no newline added)."""
+        """Write results to ``out`` as they are (no newline added): only the command's own
+        control characters (a progress line's carriage return); pass others through ``plain``."""
         _write(self.out, text)
 
     def table(self, rows: Sequence[Sequence[str]], indent: str = "") -> None:
         """Write rows (the first is the header) as columns two spaces apart, each line
-        ``indent``-ed and without trailing blanks."""
+        ``indent``-ed and without trailing blanks; each cell is ``plain``."""
+        rows = [[plain(cell) for cell in row] for row in rows]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
         for row in rows:
             self.print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
     def eprint(self, text: str = "") -> None:
-        """Write one line of diagnostics to ``err``."""
-        _write(self.err, text + "\n")
+        """Write one line of diagnostics to ``err`` (``terminal_safe``, as ``print``)."""
+        _write(self.err, terminal_safe(text) + "\n")
 
     def error(self, message: str) -> None:
         """Write ``<prog>: error: <message>`` to ``err`` (the command goes on; raise CliError to stop)."""

@@ -107,8 +107,22 @@ def is_db_url(path: str) -> bool:
     return path.lower().startswith(("postgres://", "postgresql://"))
 
 
+# The start of a libpq keyword/value connection string ("host=db dbname=flow password=…"), which
+# --db does not take (the engine refuses it too: engine/internal/store/postgres IsKeywordString).
+_KEYWORD_STRING = re.compile(r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout|"
+                             r"application_name|options|target_session_attrs|sslrootcert|sslcert|sslkey)\s*=")
+
+
+def is_keyword_string(path: str) -> bool:
+    """Whether ``path`` looks like a libpq keyword/value connection string rather than a file."""
+    return _KEYWORD_STRING.match(path) is not None
+
+
 def db_label(path: str) -> str:
-    """``path`` for messages: a URL's password is replaced by ``xxxxx``."""
+    """``path`` for messages: a URL's password is replaced by ``xxxxx``; a keyword/value string
+    (which may hold one) is not repeated."""
+    if is_keyword_string(path):
+        return "(a keyword/value connection string)"
     if not is_db_url(path):
         return path
     from urllib.parse import urlsplit, urlunsplit
@@ -134,6 +148,10 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     does not exist yet), so the workflows they register for a check stay out of the catalog.
     ``--lease-secs`` (``add_lease_argument``) needs a PostgreSQL database: a ``UsageError`` else."""
     path = db_path(args)
+    if is_keyword_string(path):
+        raise UsageError("--db: a PostgreSQL keyword/value connection string (host=… dbname=…) is not taken; write "
+                         "it as a URL: postgresql://user@host:5432/dbname (the password in PGPASSWORD or ~/.pgpass); "
+                         "a SQLite file of such a name is written ./NAME")
     lease_secs = getattr(args, "lease_secs", None)
     if lease_secs is not None:
         if not is_db_url(path):

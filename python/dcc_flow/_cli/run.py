@@ -18,7 +18,7 @@ from ._approvals import (
     refuse_unreachable_approvals,
     run_tree_events,
 )
-from ._base import CliError, Command, Context, UsageError
+from ._base import CliError, Command, Context, UsageError, plain
 from ._engine import (
     _import,
     add_db_argument,
@@ -133,10 +133,10 @@ class Progress:
         """Print a line that stays, above the progress line (which the next draw puts back)."""
         self.ctx.write("\r" + " " * self.width + "\r")
         self.width = 0
-        self.ctx.print(text)
+        self.ctx.print(plain(text))
 
     def _draw(self) -> None:
-        text = self.line()
+        text = plain(self.line())
         pad = max(0, self.width - len(text))
         self.width = len(text)
         self.ctx.write("\r" + text + " " * pad)

@@ -7,7 +7,7 @@ import time
 from typing import Any, Dict
 
 from ._approvals import approvals_reachable
-from ._base import CliError, Command, Context
+from ._base import CliError, Command, Context, plain
 from ._engine import (
     add_db_argument,
     add_lease_argument,
@@ -203,7 +203,7 @@ def log_run_event(engine: Any, ev: Dict[str, Any], out: Any, reachable: bool = T
         line = "run %s %s (%s)" % (run_id, ev.get("status"), done)
     else:
         return
-    out.write("%s %s\n" % (time.strftime("%H:%M:%S"), line))
+    out.write("%s %s\n" % (time.strftime("%H:%M:%S"), plain(line)))
     out.flush()
 
 

@@ -3,7 +3,7 @@
 import argparse
 from typing import Any, Dict, List, Set
 
-from ._base import Command, Context
+from ._base import Command, Context, one_line, plain
 from ._engine import (
     RUN_HELP,
     add_db_argument,
@@ -46,13 +46,13 @@ class ShowCommand(Command):
         with open_engine(args, beside_owner=True) as engine:
             run_id = resolve_run(engine, args.run_id)
             result = engine.get_status(run_id, all_steps=True)
-            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed",
+            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, plain(result.name or "unnamed"),
                                                         result.status.value, result.progress[0], result.progress[1]))
             if result.parent_run_id:
                 ctx.print("  child of run %s, step %s" % (result.parent_run_id, result.parent_step_key))
             _print_steps(engine, ctx, result, args.lines, "  ", set())
         if result.error:
-            ctx.print("error: %s" % result.error.get("message", ""))
+            ctx.print("error: %s" % plain(one_line(result.error.get("message", ""))))
         return 0
 
 
@@ -77,7 +77,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
             ctx.print("%sprogress %s" % (inner, format_progress(s.progress)))
         _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
         if s.error:
-            kind, message = s.error.get("kind") or "error", s.error.get("message") or ""
+            kind, message = s.error.get("kind") or "error", plain(one_line(s.error.get("message") or ""))
             ctx.print(inner + (message if message.startswith(kind + ":") else "%s: %s" % (kind, message)))
             for line in (s.error.get("trace") or "").rstrip().splitlines():
                 ctx.print(inner + "| " + line)
@@ -89,7 +89,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
                 continue
             done, total = child.progress
             ctx.print("%schild run %s (%s): %s, %d/%d steps"
-                      % (inner, child.run_id, child.name or "unnamed", child.status.value, done, total))
+                      % (inner, child.run_id, plain(child.name or "unnamed"), child.status.value, done, total))
             _print_steps(engine, ctx, child, lines, inner, shown)
 
 
@@ -108,7 +108,7 @@ def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: i
             ctx.print("%sattempt %s:" % (pad, last))
         prefix, text = log_prefix(e), format_log(e) if e.get("stream") == "log" else str(e.get("text", ""))
         for line in text.split("\n") if "\n" in text else (text,):  # a logged traceback: each line prefixed
-            ctx.print("%s%s| %s" % (pad, prefix, line))
+            ctx.print("%s%s| %s" % (pad, prefix, plain(line)))
 
 
 def log_prefix(entry: Dict[str, Any]) -> str:

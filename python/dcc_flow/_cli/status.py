@@ -3,7 +3,7 @@
 import argparse
 import json
 
-from ._base import Command, Context
+from ._base import Command, Context, one_line, plain
 from ._engine import RUN_HELP, add_db_argument, exit_code, format_progress, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
@@ -35,16 +35,17 @@ class StatusCommand(Command):
         if args.json:
             ctx.print(json.dumps(result.raw, indent=2, sort_keys=True))
         else:
-            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, result.name or "unnamed", result.status.value,
-                                                        result.progress[0], result.progress[1]))
+            ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, plain(result.name or "unnamed"),
+                                                        result.status.value, result.progress[0], result.progress[1]))
             if result.error:
                 where = " at %s" % result.error["step_key"] if result.error.get("step_key") else ""
-                ctx.print("error%s: %s" % (where, result.error.get("message", "")))
+                ctx.print("error%s: %s" % (where, plain(one_line(result.error.get("message", "")))))
             if result.parent_run_id:
                 ctx.print("child of run %s, step %s" % (result.parent_run_id, result.parent_step_key))
             for child in result.children:  # sub-workflows: dcc-flow show nests their steps
-                ctx.print("child run %s (%s) of step %s: %s" % (child.get("run_id"), child.get("name") or "unnamed",
-                                                              child.get("step_key"), child.get("status")))
+                name = plain(child.get("name") or "unnamed")
+                ctx.print("child run %s (%s) of step %s: %s" % (child.get("run_id"), name, child.get("step_key"),
+                                                              child.get("status")))
             for step in result.steps:  # what a long tool says it is doing: "export 37/120 caching frames…"
                 if step.progress and not step.status.is_terminal:
                     ctx.print("%s %s: %s" % (step.status.value, step.key, format_progress(step.progress)))

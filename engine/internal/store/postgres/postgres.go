@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,10 +83,12 @@ type Store struct {
 	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)
 	readOnly bool
 	closed   atomic.Bool
-	gc       groupcommit.Committer[*store.Batch]
-	commits  atomic.Int64
-	retries  atomic.Int64 // group commits tried again (commitGroup)
-	resets   atomic.Int64 // pool resets after a lost connection (dropConns)
+	// refusedFires counts the refused fires recorded, to trim them every RefusedFiresSlack (features.go).
+	refusedFires atomic.Uint64
+	gc           groupcommit.Committer[*store.Batch]
+	commits      atomic.Int64
+	retries      atomic.Int64 // group commits tried again (commitGroup)
+	resets       atomic.Int64 // pool resets after a lost connection (dropConns)
 }
 
 var (
@@ -101,6 +104,17 @@ var (
 	_ store.ScheduleAdmitter = (*Store)(nil)
 	_ store.CommitObserver   = (*Store)(nil)
 )
+
+// libpqKeywordRe matches the start of a libpq keyword/value connection string ("host=db
+// dbname=flow password=…"), which Open does not take: see IsKeywordString.
+var libpqKeywordRe = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|` +
+	`connect_timeout|application_name|options|target_session_attrs|sslrootcert|sslcert|sslkey)\s*=`)
+
+// IsKeywordString reports whether db looks like a libpq keyword/value connection string
+// ("host=db.studio dbname=flow …"): it starts with a libpq keyword and "=". Such a string is
+// refused rather than taken as a SQLite file name (with the password in the name); a file really
+// named so is written with a folder, as "./host=x".
+func IsKeywordString(db string) bool { return libpqKeywordRe.MatchString(db) }
 
 // IsURL reports whether db names a PostgreSQL database: a postgres:// or postgresql:// URL.
 func IsURL(db string) bool {
@@ -218,7 +232,10 @@ func open(ctx context.Context, rawURL string, readOnly bool) (*Store, error) {
 func redactErr(err error, rawURL string) error {
 	u, perr := url.Parse(rawURL)
 	if perr != nil {
-		return errors.New(strings.ReplaceAll(err.Error(), rawURL, "(the URL)"))
+		// Neither pgx's error nor url.Parse's may be shown: both quote a part of the text, which
+		// may be the password ("postgresql:// host=… password=…").
+		return errors.New("it is not a valid URL; write it as postgresql://user@host:5432/dbname, " +
+			"percent-encoding spaces and other special characters (the password is best left to PGPASSWORD or ~/.pgpass)")
 	}
 	pw, has := u.User.Password()
 	if !has || pw == "" || !strings.Contains(err.Error(), pw) {

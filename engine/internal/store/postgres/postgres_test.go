@@ -73,3 +73,7 @@ func TestExercise(t *testing.T) {
 func TestObserveCommits(t *testing.T) {
 	storetest.ExerciseCommitObserver(t, func(t *testing.T) storetest.CommitStore { return openTemp(t) })
 }
+
+func TestRedteamRefusedFiresBounded(t *testing.T) {
+	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}

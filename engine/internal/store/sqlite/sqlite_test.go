@@ -480,3 +480,7 @@ func BenchmarkRun100(b *testing.B) {
 		return s
 	})
 }
+
+func TestRedteamRefusedFiresBounded(t *testing.T) {
+	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}

@@ -27,19 +27,30 @@ func Memory() store.Store { return memstore.New() }
 // than a file.
 func IsURL(db string) bool { return postgres.IsURL(db) }
 
-// Redact returns db for messages: a URL without its password, a path as is.
+// Redact returns db for messages: a URL without its password, a keyword/value string not at
+// all, a path as is.
 func Redact(db string) string {
 	if postgres.IsURL(db) {
 		return postgres.Redact(db)
+	}
+	if postgres.IsKeywordString(db) {
+		return "(a keyword/value connection string)"
 	}
 	return db
 }
 
 // Open opens the database db: a PostgreSQL database when db is a postgres:// or postgresql://
 // URL (Postgres), else the SQLite file at that path (File).
+// A libpq keyword/value string ("host=… dbname=… password=…") is refused with invalid_request
+// (postgres.IsKeywordString), its text not repeated: it is no file name, and may hold a password.
 func Open(ctx context.Context, db string, readOnly bool) (store.Store, error) {
 	if postgres.IsURL(db) {
 		return Postgres(ctx, db, readOnly)
+	}
+	if postgres.IsKeywordString(db) {
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: "db: a PostgreSQL keyword/value connection " +
+			"string (host=… dbname=…) is not taken; write it as a URL: postgresql://user@host:5432/dbname " +
+			"(the password in PGPASSWORD or ~/.pgpass); a SQLite file of such a name is written ./NAME"}
 	}
 	return File(ctx, db, readOnly)
 }

@@ -453,3 +453,53 @@ func ExerciseScheduleAdmitter(t *testing.T, newStores func(t *testing.T, n int) 
 		count(ss[0], "nightly", 2)
 	})
 }
+
+// ExerciseRefusedFiresBound checks a store's FireLog keeps every fired fire of a schedule but
+// at most MaxRefusedFires + RefusedFiresSlack refused ones, the newest (issue #33: a flood of
+// refused webhooks grew the database without bound). newLog must return a new, empty log.
+func ExerciseRefusedFiresBound(t *testing.T, newLog func(t *testing.T) store.FireLog) {
+	t.Helper()
+	t.Run("RedteamRefusedFiresBounded", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		l := newLog(t)
+		record := func(f store.Fire) {
+			t.Helper()
+			if err := l.RecordFire(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 3 {
+			record(store.Fire{ScheduleID: "hook", Kind: store.FireFired, RunID: fmt.Sprintf("r%d", i), Origin: "webhook",
+				ScheduledAt: t0, FiredAt: t0, DeliveryID: fmt.Sprintf("d%d", i)})
+		}
+		record(store.Fire{ScheduleID: "other", Kind: store.FireSkipped, Reason: "max_concurrent", ScheduledAt: t0, FiredAt: t0})
+		flood := 2*store.MaxRefusedFires + 50
+		for i := range flood {
+			record(store.Fire{ScheduleID: "hook", Kind: store.FireSkipped, Reason: "max_concurrent",
+				Message: fmt.Sprintf("refused %d", i), Origin: "webhook", ScheduledAt: t0, FiredAt: t0})
+		}
+		fires := mustFires(t, l, "hook", 0)
+		refused, fired := 0, 0
+		for _, f := range fires {
+			if f.Kind == store.FireFired {
+				fired++
+			} else {
+				refused++
+			}
+		}
+		if fired != 3 {
+			t.Errorf("%d fired fires kept; want all 3 (they are what redelivery checks find)", fired)
+		}
+		if refused < store.MaxRefusedFires || refused > store.MaxRefusedFires+store.RefusedFiresSlack {
+			t.Errorf("%d refused fires kept of %d; want %d to %d", refused, flood, store.MaxRefusedFires,
+				store.MaxRefusedFires+store.RefusedFiresSlack)
+		}
+		if want := fmt.Sprintf("refused %d", flood-1); fires[0].Message != want {
+			t.Errorf("newest fire %q; want %q", fires[0].Message, want)
+		}
+		if got := mustFires(t, l, "other", 0); len(got) != 1 {
+			t.Errorf("another schedule's fires: %d; want 1", len(got))
+		}
+	})
+}
