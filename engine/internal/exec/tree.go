@@ -138,11 +138,15 @@ func (t *Tree) takeSlot() bool {
 	if t == nil {
 		return true
 	}
-	if t.parallel.Add(1) > int64(t.MaxParallel) {
-		t.parallel.Add(-1)
-		return false
+	for {
+		n := t.parallel.Load()
+		if n >= int64(t.MaxParallel) {
+			return false
+		}
+		if t.parallel.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	return true
 }
 
 // giveSlot returns a slot takeSlot took.
