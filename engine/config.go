@@ -90,6 +90,25 @@ type Config struct {
 	// exec.MaxDepthCeiling (64). A child that would be deeper is not started: its step fails
 	// with kind limit_exceeded.
 	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxTreeRuns is how many runs one tree of sub-workflows holds — a run started on its own,
+	// its child runs, theirs, and so on, retries and finished runs included, counted from the
+	// database when a tree is resumed: 0 means exec.DefaultMaxTreeRuns (10,000); 1 to
+	// exec.MaxTreeRunsCeiling (10,000,000). A child run past it is not started: its workflow
+	// step fails with kind limit_exceeded.
+	MaxTreeRuns int `json:"max_tree_runs,omitempty"`
+	// MaxTreeInstances is how many step instances the runs of one tree plan together (each
+	// run's steps, and n × its body for a foreach of n items), counted by the engine running
+	// them: 0 means exec.DefaultMaxTreeInstances (1,000,000); 1 to
+	// exec.MaxTreeInstancesCeiling (1,000,000,000). A foreach that would pass it fails before
+	// any iteration, with kind limit_exceeded.
+	MaxTreeInstances int `json:"max_tree_instances,omitempty"`
+	// MaxTreeParallel is how many foreach iterations beyond the first of each foreach the runs
+	// of one tree have in flight at once, in this engine (each holds a goroutine, and whatever
+	// its body runs: a child run and its own foreach workers): 0 means
+	// exec.DefaultMaxTreeParallel (1,000); 1 to exec.MaxTreeParallelCeiling (1,000,000). It
+	// fails nothing: a foreach that finds no slot free runs fewer iterations at once than its
+	// concurrency, at least one, and takes slots back as they free up.
+	MaxTreeParallel int `json:"max_tree_parallel,omitempty"`
 	// Defaults are the engine's policy defaults for the tool and tool_remote steps of every run
 	// (docs/spec.md, "Defaults"): a step's own field comes first, then its spec's `defaults`,
 	// then these, then none. nil = none.
@@ -312,6 +331,9 @@ func (c Config) validate() error {
 		{"jsonpath_max_results", c.JSONPathMaxResults, expr.MaxResultsCeiling, expr.DefaultMaxResults},
 		{"jsonpath_max_work", c.JSONPathMaxWork, expr.MaxWorkCeiling, expr.DefaultMaxWork},
 		{"max_depth", c.MaxDepth, exec.MaxDepthCeiling, exec.DefaultMaxDepth},
+		{"max_tree_runs", c.MaxTreeRuns, exec.MaxTreeRunsCeiling, exec.DefaultMaxTreeRuns},
+		{"max_tree_instances", c.MaxTreeInstances, exec.MaxTreeInstancesCeiling, exec.DefaultMaxTreeInstances},
+		{"max_tree_parallel", c.MaxTreeParallel, exec.MaxTreeParallelCeiling, exec.DefaultMaxTreeParallel},
 	} {
 		if l.v < 0 || l.v > l.ceiling {
 			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)

@@ -130,6 +130,9 @@ type Engine struct {
 	closed    bool
 	closeDone chan struct{}
 	runs      map[string]*exec.Run
+	// trees are the counts of the trees of runs with a run live here, by root run id
+	// (subflows.go, max_tree_runs and max_tree_instances); under mu.
+	trees     map[string]*exec.Tree
 	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg        sync.WaitGroup
 	catalog   map[string]catalogItem // catalog.go
@@ -175,7 +178,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, catalog: map[string]catalogItem{}, closeDone: make(chan struct{}),
+		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, catalog: map[string]catalogItem{}, closeDone: make(chan struct{}),
 	}
 	switch {
 	case o.store != nil:

@@ -206,7 +206,23 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	p.OnDone = e.runDone
+	tree, err := e.acquireTree(ctx, p)
+	if err != nil {
+		e.wg.Done()
+		return err
+	}
+	if p.ParentRunID != "" && !p.Resume {
+		if msg, ok := tree.AddRun(p.Spec.Name); !ok {
+			e.releaseTree(tree)
+			e.wg.Done()
+			return &exec.ChildError{Kind: exec.KindLimitExceeded, Message: msg}
+		}
+	}
+	p.Tree = tree
+	p.OnDone = func(h *exec.Run) {
+		e.releaseTree(tree)
+		e.runDone(h)
+	}
 	// Registered before its steps start: a child run's id reaches a host (its calls' RunID)
 	// before Start returns, and Wait, Cancel and Status must find it live from then on.
 	p.OnStart = func(h *exec.Run) {
@@ -215,6 +231,7 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 		e.mu.Unlock()
 	}
 	if _, err := e.exec.Start(ctx, p); err != nil {
+		e.releaseTree(tree)
 		e.wg.Done()
 		return err
 	}

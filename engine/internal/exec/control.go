@@ -15,7 +15,8 @@ import (
 )
 
 // runForeach runs the body once per item, at most `concurrency` iterations at a time, with no
-// more goroutines than that. The output is one object per item, keyed by body step id. With
+// more goroutines than that: the calling one, and one per slot of the tree's max_tree_parallel
+// it could take (tree.go). The output is one object per item, keyed by body step id. With
 // on_any_fail abort, the first failed iteration cancels those in flight and no new one starts;
 // with continue, every iteration runs and the step fails at the end if any failed.
 func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
@@ -36,7 +37,18 @@ func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 			formatBytes(int64(n)*int64(max(len(sp.bodyFrame.owned), 1))*foreachInstanceBytes), expr.Thousands(MaxForeachItemsCeiling))}
 	}
 	if n > 0 {
-		r.total.Add(int64(n * len(sp.bodyFrame.owned)))
+		planned := n * len(sp.bodyFrame.owned)
+		if sum, ok := r.tree.addInstances(planned, true); !ok {
+			return stepEnd{status: run.StepFailed, errKind: KindLimitExceeded, errMsg: fmt.Sprintf(
+				"foreach %s: its %s items would bring the step instances of run %s's tree of runs to %s, more than the "+
+					"limit of %s (engine config max_tree_instances; every step instance planned by the run and the runs "+
+					"its workflow steps started counts); at about %s each, they would need about %s of memory. Run less "+
+					"per tree — fewer items, or fewer levels of foreach and sub-workflow — or raise max_tree_instances "+
+					"(up to %s) if the host has the memory",
+				in.row.Key, expr.Thousands(n), r.tree.Root, expr.Thousands(sum), expr.Thousands(r.tree.MaxInstances),
+				formatBytes(foreachInstanceBytes), formatBytes(int64(sum)*foreachInstanceBytes), expr.Thousands(MaxTreeInstancesCeiling))}
+		}
+		r.total.Add(int64(planned))
 	}
 	outputs := make([][]byte, n) // each iteration's object, as JSON
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -77,28 +89,58 @@ func (r *runner) runForeach(ctx context.Context, in *inst) stepEnd {
 			}
 		}
 	} else {
+		// The calling goroutine is the first worker; each other one holds a slot of the tree's
+		// max_tree_parallel, taken without waiting (a foreach never waits for its children's
+		// slots, so none can deadlock): when the tree has none free the foreach runs with fewer
+		// workers, and grows back as slots free up, one worker per item finished.
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		var panicked atomic.Pointer[run.StepError]
-		for range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					if p := recover(); p != nil {
-						panicked.CompareAndSwap(nil, &run.StepError{RunID: r.id, StepKey: in.row.Key, Kind: KindInternal,
-							Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())})
-						cancel(siblingAbort(in.row.Key))
-					}
-				}()
-				for fctx.Err() == nil {
-					i := int(next.Add(1) - 1)
-					if i >= n || !iterate(i) {
-						return
-					}
+		var workers atomic.Int32 // running, the first included
+		workers.Store(1)
+		var work func(extra bool)
+		grow := func() {
+			for {
+				w := workers.Load()
+				if int(w) >= conc || int(next.Load()) >= n || fctx.Err() != nil {
+					return
+				}
+				if !r.tree.takeSlot() {
+					return
+				}
+				if !workers.CompareAndSwap(w, w+1) {
+					r.tree.giveSlot()
+					continue
+				}
+				wg.Add(1)
+				go work(true)
+			}
+		}
+		work = func(extra bool) {
+			defer func() {
+				workers.Add(-1)
+				if extra {
+					r.tree.giveSlot()
+					wg.Done()
 				}
 			}()
+			defer func() {
+				if p := recover(); p != nil {
+					panicked.CompareAndSwap(nil, &run.StepError{RunID: r.id, StepKey: in.row.Key, Kind: KindInternal,
+						Message: fmt.Sprintf("internal error (a bug in dcc-flow): %v", p), Trace: string(debug.Stack())})
+					cancel(siblingAbort(in.row.Key))
+				}
+			}()
+			for fctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n || !iterate(i) {
+					return
+				}
+				grow()
+			}
 		}
+		grow()
+		work(false)
 		wg.Wait()
 		if p := panicked.Load(); p != nil && first == nil {
 			first, failed = p, failed+1

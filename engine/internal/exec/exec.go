@@ -163,6 +163,10 @@ type Params struct {
 	// child run, new or resumed; its host tool calls carry them (tools.Call.Ancestors), so a
 	// host thread driving an ancestor runs them.
 	Ancestors []string
+	// Tree counts the runs and step instances of the run's tree (tree.go): the run's own step
+	// instances are added to it, and a foreach that would pass its MaxInstances fails. nil:
+	// not counted.
+	Tree *Tree
 	// Unpause, with Resume, is the unpause of a paused run that no engine was running (its
 	// engine stopped, or its process died): a run_unpaused event with this detail precedes the
 	// workflow_resumed event, in the same commit.
@@ -276,9 +280,9 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		ancestors: p.Ancestors,
-		runDoc:    map[string]any{"id": p.RunID, "name": p.Spec.Name},
-		env:       p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
+		ancestors: p.Ancestors, tree: p.Tree,
+		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
+		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
 	}
 	for _, f := range p.Force {
@@ -315,6 +319,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	r.handle = &Run{r: r}
 	r.root = newRootFrame(r, pl.rootFrame)
 	r.total.Store(int64(len(pl.rootFrame.owned)))
+	r.tree.addInstances(len(pl.rootFrame.owned), false) // at most the spec's 10,000 steps
 	if p.OnFailureOnly != nil {
 		// The run's steps are over: they count as they are; the on_failure steps add theirs.
 		r.total.Store(int64(mainRows))
@@ -412,6 +417,7 @@ type runner struct {
 	id, name  string
 	origin    string
 	ancestors []string // Params.Ancestors
+	tree      *Tree    // Params.Tree
 	plan      *plan
 	root      *frame
 	ctx       context.Context

@@ -184,6 +184,7 @@ func (r *runner) runOnFailure(cause *run.StepError) {
 	r.runDoc = doc
 	r.failing.Store(rerr)
 	r.total.Add(int64(len(r.plan.handlerFrame.owned)))
+	r.tree.addInstances(len(r.plan.handlerFrame.owned), false)
 	now := r.now()
 	ev := r.event(now, run.EventOnFailureStarted, "", string(run.StatusRunning), 0,
 		jsonDetail(map[string]any{"error": rerr}))
