@@ -112,7 +112,7 @@ def test_wrong_tokens_are_throttled_per_address(dashboard):
         status, headers, _ = _request(dashboard, "GET", "/api/runs", headers={"Authorization": "Bearer guess%d" % i})
         statuses.append(status)
         if status == 429:
-            assert int(dict((k.lower(), v) for k, v in headers)["retry-after"]) >= 1
+            assert int({k.lower(): v for k, v in headers}["retry-after"]) >= 1
             break
     assert statuses[-1] == 429 and set(statuses[:-1]) == {401}, statuses
     # The right token from the throttled address waits too; from another address it works.
