@@ -215,6 +215,19 @@ func TestRedteamWrongTokensAreThrottled(t *testing.T) {
 	if code, cs := rtSignIn(t, h, rtToken, "198.51.100.5:5000"); code != http.StatusSeeOther || sessionOf(cs) == nil {
 		t.Errorf("a sign-in from another address: %d", code)
 	}
+	// Another site's page cannot spend a visitor's address's allowance: its form posts (Origin
+	// its own, or null) are refused before the token is looked at, and count for nothing.
+	const visitor = "198.51.100.77:5000"
+	for i := range 3 * ui.ThrottleFree {
+		origin := []string{"http://evil.example", "null"}[i%2]
+		w := rtDo(h, "POST", "/login", visitor, "token=nope", func(r *http.Request) { r.Header.Set("Origin", origin) })
+		if w.Code != http.StatusForbidden {
+			t.Fatalf("a sign-in posted from Origin %s: %d, want 403", origin, w.Code)
+		}
+	}
+	if code, _ := rtSignIn(t, h, rtToken, visitor); code != http.StatusSeeOther {
+		t.Errorf("a sign-in after other sites' refused posts: %d, want 303", code)
+	}
 	// Wrong sign-in forms count as well.
 	const formGuesser = "203.0.113.10:4000"
 	var last int

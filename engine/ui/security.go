@@ -87,7 +87,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Security-Policy", "default-src 'self'")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// No Referer leaves for other sites; same-origin requests keep theirs, so that a form POST
+	// (the sign-in) carries the page's Origin: under no-referrer, Chromium sends Origin: null,
+	// which the Origin rule refuses.
+	hd.Set("Referrer-Policy", "same-origin")
 	if h.opts.Token == "" && !isLoopbackHost(hostOf(r.Host)) {
 		writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf(
 			"Host %q is not a loopback name: this dashboard has no token, so it answers only http://127.0.0.1, http://[::1] or http://localhost; serve it with --token to reach it by another name", r.Host))
