@@ -29,6 +29,7 @@ type sessionTable struct {
 	m         map[[32]byte]*session
 	idle, max time.Duration
 	now       func() time.Time
+	limit     int // MaxSessions (tests lower it)
 }
 
 type session struct {
@@ -37,7 +38,7 @@ type session struct {
 }
 
 func newSessionTable(idle, max time.Duration, now func() time.Time) *sessionTable {
-	return &sessionTable{m: map[[32]byte]*session{}, idle: idle, max: max, now: now}
+	return &sessionTable{m: map[[32]byte]*session{}, idle: idle, max: max, now: now, limit: MaxSessions}
 }
 
 // randomText is n random bytes, URL-safe base64.
@@ -53,8 +54,10 @@ func (t *sessionTable) create() (id, csrf string) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sweepLocked(now)
-	if len(t.m) >= MaxSessions {
+	if len(t.m) >= t.limit {
+		t.sweepLocked(now) // only when full: expired sessions also go when next used
+	}
+	if len(t.m) >= t.limit {
 		var oldest [32]byte
 		var at time.Time
 		first := true

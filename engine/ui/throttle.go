@@ -28,9 +28,10 @@ const (
 // a NAT) delays other sign-ins from it by at most ThrottleMaxWait each, and not browsers that
 // are signed in.
 type throttle struct {
-	mu  sync.Mutex
-	m   map[string]*failures
-	now func() time.Time
+	mu         sync.Mutex
+	m          map[string]*failures
+	now        func() time.Time
+	maxClients int // throttleMaxClients (tests lower it)
 }
 
 type failures struct {
@@ -40,7 +41,7 @@ type failures struct {
 }
 
 func newThrottle(now func() time.Time) *throttle {
-	return &throttle{m: map[string]*failures{}, now: now}
+	return &throttle{m: map[string]*failures{}, now: now, maxClients: throttleMaxClients}
 }
 
 // clientKey is the throttle's key of a request's remote address ("10.0.0.7:51234" → "10.0.0.7",
@@ -100,18 +101,18 @@ func (t *throttle) get(key string, now time.Time, create bool) *failures {
 		return f
 	}
 	if !create {
-		if len(t.m) >= throttleMaxClients {
+		if len(t.m) >= t.maxClients {
 			return t.m["*"] // the address may be one of those that share the overflow record
 		}
 		return nil
 	}
-	if len(t.m) >= throttleMaxClients {
+	if len(t.m) >= t.maxClients {
 		for k, g := range t.m {
 			if now.Sub(g.last) >= ThrottleForget && !now.Before(g.until) {
 				delete(t.m, k)
 			}
 		}
-		if len(t.m) >= throttleMaxClients {
+		if len(t.m) >= t.maxClients {
 			key = "*" // full of live records: new addresses share one
 			if f, ok = t.m[key]; ok {
 				return f
