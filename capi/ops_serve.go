@@ -191,12 +191,13 @@ func opServeStart(h uint64, in []byte) (any, error) {
 			name string
 			secs float64
 			to   *time.Duration
-		}{{"ui_session_idle_secs", req.UISessionIdleSecs, &opts.SessionIdle}, {"ui_session_max_secs", req.UISessionMaxSecs, &opts.SessionMax}} {
+		}{{"ui_session_idle_secs (serve --ui-session-idle)", req.UISessionIdleSecs, &opts.SessionIdle},
+			{"ui_session_max_secs (serve --ui-session-max)", req.UISessionMaxSecs, &opts.SessionMax}} {
 			if d.secs == 0 {
 				continue
 			}
 			if d.secs < 60 || d.secs > 365*24*3600 {
-				return nil, &badRequest{msg: fmt.Sprintf("invalid request: %s is %v; use 0 for the default or 60 to 31536000 (a year)", d.name, d.secs)}
+				return nil, &badRequest{msg: fmt.Sprintf("invalid request: %s is %v; use 0 for the default or 60 to 31536000 seconds (a minute to a year)", d.name, d.secs)}
 			}
 			*d.to = time.Duration(d.secs * float64(time.Second))
 		}

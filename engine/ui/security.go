@@ -68,7 +68,7 @@ func checkToken(addr, token string) error {
 	switch {
 	case problem != "":
 	case utf8.RuneCountInString(t) < MinTokenLength:
-		problem = fmt.Sprintf("it has %d characters (spaces around it not counted), fewer than %d", utf8.RuneCountInString(t), MinTokenLength)
+		problem = fmt.Sprintf("it has %d character(s) (spaces around it not counted), fewer than %d", utf8.RuneCountInString(t), MinTokenLength)
 	case len(distinct) < 5:
 		problem = fmt.Sprintf("it has only %d different characters", len(distinct))
 	default:

@@ -187,3 +187,18 @@ def test_the_token_can_come_from_the_environment(tmp_path):
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_session_lifetimes_are_bounded_settings():
+    from dcc_flow import InvalidRequestError
+    with Engine() as engine:
+        for kw in ({"ui_session_idle_secs": 30}, {"ui_session_max_secs": 400 * 86400}):
+            with pytest.raises(InvalidRequestError, match="60 to 31536000"):
+                engine.serve(ui="127.0.0.1:0", token=TOKEN, scheduler=False, **kw)
+        url = engine.serve(ui="127.0.0.1:0", token=TOKEN, scheduler=False, ui_session_idle_secs=600,
+                           ui_session_max_secs=3600)["ui_url"]
+        status, headers, body = _sign_in(url, TOKEN)
+        assert status == 303
+        [(value, attrs)] = [v for n, v in _cookies(headers).items() if n.startswith("dccflow_session_")]
+        assert "Max-Age=3600" in attrs, attrs
+        engine.stop_serving()
