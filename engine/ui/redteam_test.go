@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -182,7 +183,8 @@ func TestRedteamWeakTokensAreRefusedOffLoopback(t *testing.T) {
 // Retry-After, the token not even checked, the right one included; another address is not
 // affected.
 func TestRedteamWrongTokensAreThrottled(t *testing.T) {
-	h := ui.Handler(newEngine(t, ""), ui.Options{Token: rtToken})
+	clk := &fakeClock{now: time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)} // frozen: the waits never end under load
+	h := ui.Handler(newEngine(t, ""), ui.Options{Token: rtToken, Now: clk.Now})
 	const guesser = "203.0.113.9:4000"
 	throttled := -1
 	for i := range 12 {

@@ -109,15 +109,19 @@ def test_weak_tokens_are_refused_off_loopback():
 def test_wrong_tokens_are_throttled_per_address(dashboard):
     statuses = []
     for i in range(12):
+        started = time.monotonic()  # the last wrong token's: the first wait (1 s) runs from its answer
         status, headers, _ = _request(dashboard, "GET", "/api/runs", headers={"Authorization": "Bearer guess%d" % i})
         statuses.append(status)
         if status == 429:
             assert int({k.lower(): v for k, v in headers}["retry-after"]) >= 1
             break
+        blocked_from = started
     assert statuses[-1] == 429 and set(statuses[:-1]) == {401}, statuses
-    # The right token from the throttled address waits too; from another address it works.
-    assert _request(dashboard, "GET", "/api/runs", headers={"Authorization": "Bearer " + TOKEN})[0] == 429
-    assert _sign_in(dashboard, TOKEN)[0] == 429
+    # The right token from the throttled address waits too (unless the 1 s wait has passed
+    # meanwhile, on a loaded machine); from another address it works.
+    for status in (_request(dashboard, "GET", "/api/runs", headers={"Authorization": "Bearer " + TOKEN})[0],
+                   _sign_in(dashboard, TOKEN)[0]):
+        assert status == 429 or time.monotonic() - blocked_from >= 1.0, status
     if not sys.platform.startswith("linux"):
         return  # 127.0.0.2 is a loopback address of Linux only
     assert _request(dashboard, "GET", "/api/runs", headers={"Authorization": "Bearer " + TOKEN}, source="127.0.0.2")[0] == 200
