@@ -72,6 +72,10 @@ type serveRequest struct {
 	// UI is "HOST:PORT" (or "http://HOST:PORT") for the web dashboard (docs/ui.md); port 0
 	// picks one. Off loopback it needs Token.
 	UI string `json:"ui"`
+	// UISessionIdleSecs ends a dashboard session unused that long (0 = 12 h);
+	// UISessionMaxSecs ends it that long after its sign-in (0 = 7 days). 60 s to 365 days.
+	UISessionIdleSecs float64 `json:"ui_session_idle_secs"`
+	UISessionMaxSecs  float64 `json:"ui_session_max_secs"`
 	// MCPMaxBodyBytes caps MCP HTTP request bodies (0 = 8 MiB; 1 KiB to 1 GiB).
 	MCPMaxBodyBytes int64 `json:"mcp_max_body_bytes"`
 	// AllowedOrigins are the browser origins, besides the server's own, that may call MCP over
@@ -95,7 +99,8 @@ type serveRequest struct {
 // opServeStart loads schedules, starts the scheduler and the webhook server as asked:
 // {"schedules_dir"?, "scheduler"?: true, "webhooks"?: "127.0.0.1:8787",
 // "allow_unsigned_webhooks"?, "mcp"?, "token"?, "mcp_max_body_bytes"?, "allowed_origins"?,
-// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "ui"?, "retention"?, "metrics"?} →
+// "mcp_max_sessions"?, "mcp_session_idle_secs"?, "ui"?, "ui_session_idle_secs"?,
+// "ui_session_max_secs"?, "retention"?, "metrics"?} →
 // "scheduler" absent starts it when schedules_dir is given; false only loads the schedules
 // (to list them with their next fire times, firing nothing).
 // {"schedules": n, "webhooks_addr"?: "127.0.0.1:8787", "mcp_url"?, "ui_url"?, "metrics_addr"?,
@@ -181,7 +186,22 @@ func opServeStart(h uint64, in []byte) (any, error) {
 		res["mcp_url"] = url
 	}
 	if req.UI != "" {
-		url, err := ent.startUILocked(req.UI, req.Token)
+		opts := ui.Options{Token: req.Token}
+		for _, d := range []struct {
+			name string
+			secs float64
+			to   *time.Duration
+		}{{"ui_session_idle_secs (serve --ui-session-idle)", req.UISessionIdleSecs, &opts.SessionIdle},
+			{"ui_session_max_secs (serve --ui-session-max)", req.UISessionMaxSecs, &opts.SessionMax}} {
+			if d.secs == 0 {
+				continue
+			}
+			if d.secs < 60 || d.secs > 365*24*3600 {
+				return nil, &badRequest{msg: fmt.Sprintf("invalid request: %s is %v; use 0 for the default or 60 to 31536000 seconds (a minute to a year)", d.name, d.secs)}
+			}
+			*d.to = time.Duration(d.secs * float64(time.Second))
+		}
+		url, err := ent.startUILocked(req.UI, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -192,14 +212,15 @@ func opServeStart(h uint64, in []byte) (any, error) {
 
 // startUILocked serves the web dashboard on addr (once per handle) and returns its URL. The
 // caller holds ent.mu.
-func (ent *engineEntry) startUILocked(addr, token string) (string, error) {
+func (ent *engineEntry) startUILocked(addr string, opts ui.Options) (string, error) {
 	if ent.ui == nil {
 		// The dashboard's address also answers GET /metrics, behind the dashboard's token rule.
 		mh, err := ent.e.Metrics()
 		if err != nil {
 			return "", err
 		}
-		s, err := ui.Serve(ent.e, strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/"), ui.Options{Token: token, Metrics: mh})
+		opts.Metrics = mh
+		s, err := ui.Serve(ent.e, strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/"), opts)
 		if err != nil {
 			return "", err
 		}

@@ -34,7 +34,7 @@ func (h *handler) routes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/api/"):
-			h.guard(func(w http.ResponseWriter, r *http.Request) {
+			h.guard(func(w http.ResponseWriter, r *http.Request, _ auth) {
 				if allow := h.allowed(r); len(allow) > 0 {
 					w.Header().Set("Allow", strings.Join(allow, ", "))
 					writeError(w, http.StatusMethodNotAllowed, run.CodeInvalidRequest, fmt.Sprintf(
@@ -50,8 +50,13 @@ func (h *handler) routes() {
 			files.ServeHTTP(w, r)
 		}
 	})
-	m.HandleFunc("GET /login", h.login)
-	api := func(pattern string, fn http.HandlerFunc) { m.HandleFunc(pattern, h.guard(fn)) }
+	m.HandleFunc("GET /login", h.loginForm)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("GET /api/session", h.guard(h.sessionInfo))
+	m.HandleFunc("POST /api/logout", h.guard(h.logout))
+	api := func(pattern string, fn http.HandlerFunc) {
+		m.HandleFunc(pattern, h.guard(func(w http.ResponseWriter, r *http.Request, _ auth) { fn(w, r) }))
+	}
 	api("GET /api/runs", h.listRuns)
 	api("POST /api/runs", h.startRun)
 	api("GET /api/runs/{id}", h.getRun)
@@ -70,7 +75,7 @@ func (h *handler) routes() {
 	api("POST /api/schedules/{id}/disable", h.setSchedule(false))
 	if h.opts.Metrics != nil {
 		metrics := h.opts.Metrics
-		m.HandleFunc("GET /metrics", h.guard(metrics.ServeHTTP))
+		m.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ auth) { metrics.ServeHTTP(w, r) }))
 	}
 }
 

@@ -101,7 +101,8 @@ func (b *bench) do(t testing.TB, method, path string, body any, edit ...func(*ht
 		t.Fatal(err)
 	}
 	if method == http.MethodPost {
-		req.AddCookie(&http.Cookie{Name: ui.CSRFCookie, Value: b.csrf})
+		_, name := ui.CookieNames(req.Host, false)
+		req.AddCookie(&http.Cookie{Name: name, Value: b.csrf})
 		req.Header.Set(ui.CSRFHeader, b.csrf)
 		req.Header.Set("Content-Type", "application/json")
 	}

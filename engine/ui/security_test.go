@@ -2,7 +2,9 @@ package ui_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -28,7 +30,7 @@ func TestServeRefusesOffLoopbackWithoutToken(t *testing.T) {
 		t.Errorf("a bad address: %v, want invalid_input", err)
 	}
 	// With a token, any address serves; on loopback, none is needed.
-	s, err := ui.Serve(e, "0.0.0.0:0", ui.Options{Token: "t0ken"})
+	s, err := ui.Serve(e, "0.0.0.0:0", ui.Options{Token: rtToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestServeRefusesOffLoopbackWithoutToken(t *testing.T) {
 	}
 	var csrf bool
 	for _, c := range res.Cookies() {
-		csrf = csrf || (c.Name == ui.CSRFCookie && len(c.Value) >= 32 && c.SameSite == http.SameSiteStrictMode)
+		csrf = csrf || (strings.HasPrefix(c.Name, ui.CSRFCookiePrefix) && len(c.Value) >= 32 && c.SameSite == http.SameSiteStrictMode)
 	}
 	if !csrf {
 		t.Errorf("GET / set no CSRF cookie: %v", res.Header["Set-Cookie"])
@@ -75,16 +77,22 @@ func TestTokenIsRequiredAsBearerOrSessionCookie(t *testing.T) {
 	if code, _, _ := b.do(t, "GET", "/", nil); code != 200 {
 		t.Errorf("GET / with a token configured: %d", code)
 	}
-	if code, _, _ := b.do(t, "GET", "/login?token=nope", nil); code != 401 {
+	form := func(tok string) func(*http.Request) {
+		return func(r *http.Request) {
+			r.Body = io.NopCloser(strings.NewReader(url.Values{"token": {tok}}.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	}
+	if code, _, _ := b.do(t, "POST", "/login", nil, form("nope")); code != 401 {
 		t.Errorf("login with a wrong token: %d", code)
 	}
-	code, _, h := b.do(t, "GET", "/login?token=s3cret", nil)
+	code, _, h := b.do(t, "POST", "/login", nil, form("s3cret"))
 	if code != http.StatusSeeOther || h.Get("Location") != "/" {
 		t.Fatalf("login: %d %v", code, h)
 	}
 	var session *http.Cookie
 	for _, c := range (&http.Response{Header: h}).Cookies() {
-		if c.Name == ui.SessionCookie {
+		if strings.HasPrefix(c.Name, ui.SessionCookiePrefix) {
 			session = c
 		}
 	}

@@ -2,8 +2,10 @@
 // *engine.Engine that serves the embedded single-page front-end (assets/, plain ES modules, no
 // build step, no CDN), a JSON API under /api/ and a Server-Sent Events stream of run and step
 // changes, with the security rules of docs/ui.md: loopback needs no token; a token (required
-// off loopback) is asked as a bearer header or a session cookie; every POST carries a
-// double-submit CSRF header and a matching Origin.
+// off loopback, at least MinTokenLength characters there) is asked as a bearer header, or posted
+// once to /login for a session (random, in memory, expiring, ended by POST /api/logout); wrong
+// tokens are throttled per client address; every POST carries a CSRF header (the session's
+// value, or a double-submit cookie) and a matching Origin.
 package ui
 
 import (
@@ -43,9 +45,15 @@ const (
 // Options configure Handler and Serve.
 type Options struct {
 	// Token, when not "", is required on every /api/ request: `Authorization: Bearer TOKEN` or
-	// the session cookie that GET /login?token=TOKEN sets. Required on an address that is not
-	// loopback.
+	// the session cookie that POST /login (form field token) sets. Required on an address that
+	// is not loopback, where Serve refuses one shorter than MinTokenLength.
 	Token string
+	// SessionIdle ends a session unused that long; 0 = DefaultSessionIdle (12 h).
+	SessionIdle time.Duration
+	// SessionMax ends a session that long after its sign-in; 0 = DefaultSessionMax (7 days).
+	SessionMax time.Duration
+	// Now is the clock of sessions and throttling (for tests); nil = time.Now.
+	Now func() time.Time
 	// Metrics, when not nil, is mounted at /metrics (behind the same token rule as /api/).
 	Metrics http.Handler
 	// Coalesce is the shortest interval between two SSE messages about the same run (or the
@@ -72,8 +80,18 @@ func newHandler(e *engine.Engine, opts Options) *handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.SessionMax <= 0 {
+		opts.SessionMax = DefaultSessionMax
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	assets, _ := fs.Sub(assetsFS, "assets") // cannot fail: the directory is embedded
-	h := &handler{e: e, opts: opts, assets: assets, toggles: map[string]toggle{}, stop: make(chan struct{})}
+	h := &handler{e: e, opts: opts, assets: assets, toggles: map[string]toggle{}, stop: make(chan struct{}),
+		sessions: newSessionTable(opts.SessionIdle, opts.SessionMax, opts.Now), throttle: newThrottle(opts.Now)}
 	h.mux = http.NewServeMux()
 	h.routes()
 	return h
@@ -87,6 +105,9 @@ type handler struct {
 
 	mu      sync.Mutex
 	toggles map[string]toggle // schedule id → the last enable/disable from the dashboard
+
+	sessions *sessionTable // signed-in browsers (POST /login)
+	throttle *throttle     // wrong tokens per client address
 
 	stop     chan struct{} // closed by Server.Close: event streams end
 	stopOnce sync.Once
@@ -111,7 +132,9 @@ type Server struct {
 }
 
 // Serve starts the dashboard on addr (HOST:PORT; port 0 picks a free port). An address that is
-// not loopback without opts.Token is refused with code invalid_input (naming --token), and so
+// not loopback without opts.Token, or with a weak one (checkToken: under MinTokenLength
+// characters, under 5 different ones, control characters), is refused with code invalid_input
+// (naming --token-file and how to generate a token), and so
 // is an address that does not parse or cannot be bound. Headers must arrive within 10 s and
 // fit in 64 KiB; responses have no time limit (the event stream lasts while the page is open).
 // Stop it with Close.
@@ -126,7 +149,12 @@ func Serve(e *engine.Engine, addr string, opts Options) (*Server, error) {
 	if !isLoopbackHost(host) && opts.Token == "" {
 		return nil, &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf(
 			"refusing to serve the dashboard on %s, which is not a loopback address, without a token: anyone who can reach the port could cancel and approve runs; "+
-				"give one with --token or --token-file (token in the Python and C APIs), or serve on 127.0.0.1", addr)}
+				"give one with --token-file or DCCFLOW_TOKEN (token in the Python and C APIs), or serve on 127.0.0.1", addr)}
+	}
+	if !isLoopbackHost(host) {
+		if err := checkToken(addr, opts.Token); err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidInput, Message: err.Error()}
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -804,7 +804,9 @@ class Engine:
               allow_unsigned_webhooks: bool = False, mcp_max_sessions: Optional[int] = None,
               mcp_session_idle_secs: Optional[float] = None,
               retention: Optional[Union[str, int, float]] = None,
-              metrics: Optional[str] = None, ui: Optional[str] = None) -> Dict[str, Any]:
+              metrics: Optional[str] = None, ui: Optional[str] = None,
+              ui_session_idle_secs: Optional[float] = None,
+              ui_session_max_secs: Optional[float] = None) -> Dict[str, Any]:
         """Start the scheduler (loading ``*.schedules.yaml`` from ``schedules_dir``), with
         ``webhooks="127.0.0.1:8787"`` the webhook HTTP server, and with ``mcp="stdio"`` or
         ``mcp="http://127.0.0.1:8765"`` an MCP server (a non-loopback address needs ``token``).
@@ -823,7 +825,10 @@ class Engine:
         ``Authorization: Bearer TOKEN``.
         ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/ui.md), with the
         metrics also on its ``GET /metrics``; off loopback it needs ``token`` (the same one MCP
-        uses), else ``InvalidInputError``.
+        uses) of at least 16 characters, else ``InvalidInputError``. A browser signs in by posting
+        the token to ``/login``; its session ends after ``ui_session_idle_secs`` unused (default
+        12 h), ``ui_session_max_secs`` after the sign-in (default 7 days; both 60 s to a year), on
+        sign-out, or when the engine closes (docs/ui.md, "Security").
         Returns ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "ui_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
@@ -840,6 +845,10 @@ class Engine:
             req["metrics"] = metrics
         if ui is not None:
             req["ui"] = ui
+            if ui_session_idle_secs is not None:
+                req["ui_session_idle_secs"] = float(ui_session_idle_secs)
+            if ui_session_max_secs is not None:
+                req["ui_session_max_secs"] = float(ui_session_max_secs)
         if token and (mcp is not None or metrics is not None or ui is not None):
             req["token"] = token
         if mcp is not None:

@@ -116,7 +116,7 @@ class UILoad:
     def action_headers(self, csrf: Optional[str] = CSRF, header: Optional[str] = None) -> Dict[str, str]:
         h = {"Content-Type": "application/json", "Origin": "http://" + self.host}
         if csrf is not None:
-            h["Cookie"] = "dccflow_csrf=" + csrf
+            h["Cookie"] = "dccflow_csrf_%d=%s" % (self.addr[1], csrf)  # the cookie's name ends with the port
         h["X-DCC-Flow-CSRF"] = header if header is not None else (csrf or "")
         if not h["X-DCC-Flow-CSRF"]:
             del h["X-DCC-Flow-CSRF"]

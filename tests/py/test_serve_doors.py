@@ -75,6 +75,7 @@ def test_serve_ui_prints_its_url_and_serves_the_dashboard(tmp_path):
 
 def test_serve_ui_off_loopback_needs_a_token(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("DCCFLOW_TOKEN", None)  # serve takes the token from it when no flag gives one
     res = subprocess.run([sys.executable, "-m", "dcc_flow", "serve", "--ui", "0.0.0.0:0", "--db", ":memory:"],
                          cwd=str(tmp_path), env=env, capture_output=True, timeout=60)
     assert res.returncode == 1 and b"--token" in res.stderr, res.stderr

@@ -9,7 +9,8 @@ through the DOM contract (stable ``data-testid`` attributes) against ``Engine.se
 - a step output or error holding ``<script>`` / ``<img onerror>`` shows as text, nothing runs;
 - a workflow's versions and graph, a schedule's fires, disabling a schedule;
 - at the HTTP level, a POST without the CSRF header (or with a foreign ``Origin``) is 403; with a
-  token, the API is 401 without it and ``/login?token=`` opens a session; off loopback without a
+  token, the API is 401 without it, the page's sign-in form (a POST, never the token in a URL)
+  opens a session of this browser's own and its sign-out button ends it; off loopback without a
   token the UI does not start;
 - scale: 10,000 runs (the runs page within 300 ms), a 10,000-item foreach (the page stays live);
 - the start page: a form of the workflow's inputs, the engine's problems shown next to their
@@ -688,22 +689,24 @@ def test_actions_need_the_csrf_header_and_the_servers_origin(studio):
     cancel = url + "api/runs/%s/cancel" % run_id
     body = {"by": "mallory", "reason": "csrf"}
     origin = url.rstrip("/")
+    k = "dccflow_csrf_%s" % url.rstrip("/").rsplit(":", 1)[1]  # the CSRF cookie's name ends with the port
 
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert "default-src 'self'" in resp.headers.get("Content-Security-Policy", "")
         assert resp.headers.get("X-Content-Type-Options") == "nosniff"
 
     for headers in ({},  # no CSRF header, no cookie
-                    {"Cookie": "dccflow_csrf=k1"},  # cookie without the header
-                    {"Cookie": "dccflow_csrf=k1", "X-DCC-Flow-CSRF": "k2"},  # they differ
-                    {"Cookie": "dccflow_csrf=k1", "X-DCC-Flow-CSRF": "k1", "Origin": "http://evil.example"}):
+                    {"Cookie": k + "=k1"},  # cookie without the header
+                    {"Cookie": k + "=k1", "X-DCC-Flow-CSRF": "k2"},  # they differ
+                    {"Cookie": "dccflow_csrf_1=k1", "X-DCC-Flow-CSRF": "k1"},  # another port's cookie
+                    {"Cookie": k + "=k1", "X-DCC-Flow-CSRF": "k1", "Origin": "http://evil.example"}):
         status, answer = _post(cancel, body, headers)
         assert status == 403, (headers, status, answer)
         assert answer["error"]["code"] == "forbidden", answer
         assert studio.status(run_id).status is WorkflowStatus.RUNNING
 
     # the same request with the double-submitted token and the server's own origin is carried out
-    status, answer = _post(cancel, body, {"Cookie": "dccflow_csrf=k1", "X-DCC-Flow-CSRF": "k1", "Origin": origin})
+    status, answer = _post(cancel, body, {"Cookie": k + "=k1", "X-DCC-Flow-CSRF": "k1", "Origin": origin})
     assert status == 200, answer
     studio.wait_status(run_id, "cancelled")
 
@@ -713,13 +716,13 @@ def test_off_loopback_without_a_token_refuses_to_start(studio):
         studio.engine.serve(scheduler=False, ui="0.0.0.0:0")
 
 
-def test_a_token_guards_the_api_and_login_opens_a_session(studio, browser):
+def test_a_token_guards_the_api_and_the_sign_in_form_opens_a_session(studio, browser):
     @studio.engine.tool(thread="worker")
     def ok():
         return 1
 
     studio.engine.serve_tools(workers=1)
-    info = studio.engine.serve(scheduler=False, ui="127.0.0.1:0", token="s3cret-token")
+    info = studio.engine.serve(scheduler=False, ui="127.0.0.1:0", token="s3cret-token-0f-the-studio")
     studio._serving = True
     url = studio.url = info["ui_url"]
     run_id = studio.engine.submit("name: guarded\nsteps: [{id: a, tool: ok}]\n").run_id
@@ -736,15 +739,29 @@ def test_a_token_guards_the_api_and_login_opens_a_session(studio, browser):
     status, answer = get("api/runs", {})
     assert status == 401 and answer["error"]["code"] == "unauthorized", answer
     assert get("api/runs", {"Authorization": "Bearer wrong"})[0] == 401
-    status, answer = get("api/runs", {"Authorization": "Bearer s3cret-token"})
+    status, answer = get("api/runs", {"Authorization": "Bearer s3cret-token-0f-the-studio"})
     assert status == 200 and [r["id"] for r in answer["runs"]] == [run_id], answer
+    port = url.rstrip("/").rsplit(":", 1)[1]
 
-    # a browser logs in once through /login?token=: the session cookie carries the API calls after
-    browser.get(url + "login?token=s3cret-token")
+    # a token in the address signs nobody in: the page asks for it
+    browser.get(url + "login?token=s3cret-token-0f-the-studio")
+    browser.wait_css(tid("login-token"), timeout=TIMEOUT)
+    assert not [c for c in browser.cookies() if c["name"].startswith("dccflow_session")]
+
+    # the page's own form posts the token once; the session cookie carries the API calls after
+    browser.get(url)
+    browser.wait_css(tid("login-token"), timeout=TIMEOUT).send_keys("s3cret-token-0f-the-studio")
+    browser.find(tid("login-submit")).click()
     browser.wait_css(tid("run-row", run_id=run_id), timeout=TIMEOUT)
-    [session] = [c for c in browser.cookies() if c["name"] == "dccflow_session"]
+    [session] = [c for c in browser.cookies() if c["name"] == "dccflow_session_" + port]
     assert session["httpOnly"] is True and session.get("sameSite") == "Strict", session
-    assert "s3cret-token" not in browser.url  # the token does not stay in the address bar
+    assert "s3cret-token" not in session["value"] and "s3cret-token" not in browser.url
+    assert get("api/runs", {"Cookie": "dccflow_session_%s=%s" % (port, session["value"])})[0] == 200
+
+    # signing out ends the session on the server: its cookie no longer opens anything
+    browser.wait_css(tid("sign-out"), timeout=TIMEOUT).click()
+    browser.wait_css(tid("login-token"), timeout=TIMEOUT)
+    assert get("api/runs", {"Cookie": "dccflow_session_%s=%s" % (port, session["value"])})[0] == 401
 
 
 # -- scale: issue #22's figures -------------------------------------------------------------------

@@ -19,13 +19,19 @@ function cookie(name) {
   return "";
 }
 
+// The cookies' names end with the port (a host's cookies go to all its ports: two dashboards of
+// one host keep theirs apart). With a session, the server sets this cookie to the session's own
+// CSRF value; without a token, any random value the page sets works (double submit).
+const PORT = location.port || (location.protocol === "https:" ? "443" : "80");
+const CSRF_COOKIE = "dccflow_csrf_" + PORT;
+
 function csrf() {
-  let t = cookie("dccflow_csrf");
+  let t = cookie(CSRF_COOKIE);
   if (!t) {
     const b = new Uint8Array(24);
     crypto.getRandomValues(b);
     t = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-    document.cookie = `dccflow_csrf=${t}; path=/; samesite=strict`;
+    document.cookie = `${CSRF_COOKIE}=${t}; path=/; samesite=strict` + (location.protocol === "https:" ? "; secure" : "");
   }
   return t;
 }
@@ -55,17 +61,28 @@ async function api(path, body) {
   return data;
 }
 
+// showLogin shows the sign-in form: it posts the token to /login (never in a URL), which sets
+// the session cookie and comes back here.
 function showLogin() {
   cleanup();
-  const input = el("input", {type: "password", placeholder: "token", "data-testid": "login-token", autocomplete: "current-password"});
-  const go = () => { location.href = "/login?token=" + encodeURIComponent(input.value.trim()); };
-  input.addEventListener("keydown", (e) => { if (e.key === "Enter") go(); });
-  fill(main, el("div", {class: "card login"},
+  signout.hidden = true;
+  const input = el("input", {type: "password", name: "token", placeholder: "token", "data-testid": "login-token",
+    autocomplete: "current-password", required: ""});
+  fill(main, el("form", {class: "card login", method: "post", action: "/login", "data-testid": "login-form"},
     el("div", {class: "card-head"}, el("h2", {text: "This dashboard needs its token"})),
     el("div", {class: "card-body"},
-      el("p", {class: "muted", text: "Paste the token the server was started with (dcc-flow serve --token or --token-file). It is kept as a session cookie in this browser."}),
-      input, el("button", {class: "btn primary", text: "Sign in", onclick: go}))));
+      el("p", {class: "muted", text: "Type the token the server was started with (dcc-flow serve --token-file, DCCFLOW_TOKEN or --token). It is posted once; this browser then holds a session until you sign out or it expires."}),
+      input, el("button", {class: "btn primary", type: "submit", "data-testid": "login-submit", text: "Sign in"}))));
+  input.focus();
 }
+
+// The sign-out button shows when this browser holds a session (GET /api/session).
+const signout = document.getElementById("signout");
+signout.addEventListener("click", async () => {
+  try { await api("/api/logout", {}); } catch (e) { if (e.status !== 401) { toast(e.message, true); return; } }
+  showLogin();
+});
+api("/api/session").then((s) => { signout.hidden = s.auth !== "session"; }, () => {});
 
 // ---- actor name, confirm dialog, toasts ----------------------------------------------------
 

@@ -1,10 +1,12 @@
 """``dcc-flow serve``: scheduler, webhooks, MCP and metrics in one process, running the tools."""
 
 import argparse
+import os
+import re
 import signal
 import threading
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ._approvals import approvals_reachable
 from ._base import CliError, Command, Context, plain
@@ -53,9 +55,15 @@ class ServeCommand(Command):
                             help="serve the web dashboard on ADDR, e.g. 127.0.0.1:8780 (port 0 picks one)")
         token = parser.add_mutually_exclusive_group()
         token.add_argument("--token", help="bearer token for MCP over HTTP, --metrics and the dashboard "
-                                           "(required off loopback)")
+                                           "(required off loopback; every local account sees it in the process "
+                                           "list: prefer --token-file or DCCFLOW_TOKEN)")
         token.add_argument("--token-file", metavar="PATH",
-                           help="read --token from this file (its first line), so it stays out of the process list")
+                           help="read --token from this file (its first line), so it stays out of the process list; "
+                                "without --token or --token-file, the DCCFLOW_TOKEN environment variable is used")
+        parser.add_argument("--ui-session-idle", metavar="AGE", type=parse_secs,
+                            help="end a dashboard sign-in unused this long (default 12h)")
+        parser.add_argument("--ui-session-max", metavar="AGE", type=parse_secs,
+                            help="end a dashboard sign-in this long after it, used or not (default 7d)")
         parser.add_argument("--mcp-max-body-bytes", type=int, metavar="N",
                             help="cap MCP HTTP request bodies at N bytes (default 8 MiB; larger ones get 413)")
         parser.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
@@ -84,7 +92,7 @@ class ServeCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
-        token = read_token(args.token_file) if args.token_file else args.token
+        token = args_token(args, ctx)
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
             names = register_dir(engine, args.workflows, ctx)
@@ -92,6 +100,8 @@ class ServeCommand(Command):
                 engine.serve_tools(workers=args.worker_threads)
             info: Any = serve_schedules(engine, ctx, args.schedules, webhooks=args.webhooks, mcp=args.mcp,
                                         ui=args.ui, token=token,
+                                        ui_session_idle_secs=args.ui_session_idle,
+                                        ui_session_max_secs=args.ui_session_max,
                                         mcp_max_body_bytes=args.mcp_max_body_bytes,
                                         allowed_origins=args.allowed_origin,
                                         allow_unsigned_webhooks=args.allow_unsigned_webhooks,
@@ -126,6 +136,34 @@ class ServeCommand(Command):
             engine.drive_forever(stop)
             engine.stop_serving()
         return 0
+
+
+def args_token(args: argparse.Namespace, ctx: Context) -> Optional[str]:
+    """The token of ``--token-file``, ``--token`` or else the ``DCCFLOW_TOKEN`` environment variable
+    (stripped; empty = none). ``--token`` works, with a note on stderr: every local account reads
+    a command line (``ps``)."""
+    if args.token_file:
+        return read_token(args.token_file)
+    if args.token is not None:
+        ctx.eprint("note: --token is visible to every account of this machine in the process list; "
+                   "prefer --token-file PATH or the DCCFLOW_TOKEN environment variable")
+        return str(args.token)
+    return os.environ.get("DCCFLOW_TOKEN", "").strip() or None
+
+
+_SECS = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([smhdw]))+\s*$", re.I)
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_secs(text: str) -> float:
+    """An age (``12h``, ``7d``, ``90m``, ``1h30m``) or plain seconds, as seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if not _SECS.match(text):
+        raise argparse.ArgumentTypeError("%r is not an age; write a number and a unit, e.g. 12h, 7d, 90m" % text)
+    return float(sum(float(n) * _UNIT[u.lower()] for n, u in re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", text, re.I)))
 
 
 def read_token(path: str) -> str:

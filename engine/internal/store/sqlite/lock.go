@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,9 @@ type ownerLock struct {
 // The lock is two locks, both on open files (flock and an OFD byte lock on Unix, LockFileEx
 // on Windows: lock_unix.go, lock_windows.go), so a second Engine of the same process on the
 // same database is refused too:
-//   - a lock on path+".lock", a file that says who holds it (for the next process's error).
+//   - a lock on path+".lock", a file that says who holds it (for the next process's error):
+//     its pid, program name and start time, never its arguments (they may hold a token). The
+//     file is 0600 and release removes it (a crash leaves it: the next owner takes it over).
 //     After taking it, the locked file must still be the one at that path (another process may
 //     have deleted or replaced it in between); else the lock is taken again.
 //   - on Linux and Windows, a lock on one byte of the database file itself, where SQLite never
@@ -94,10 +97,11 @@ func (o *ownerLock) writeHolder() {
 func (o *ownerLock) takeLockFile() error {
 	name := o.path + ".lock"
 	for range 8 {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, privateMode)
 		if err != nil {
 			return fmt.Errorf("opening the lock file of %s: %w", o.path, err)
 		}
+		_ = f.Chmod(privateMode) // whatever the umask, or the mode an older dcc-flow gave it
 		if held, err := tryLockFile(f); err != nil || !held {
 			holder, _ := os.ReadFile(name)
 			f.Close()
@@ -150,10 +154,16 @@ func (o *ownerLock) release() {
 		o.db = nil
 	}
 	if o.lock != nil {
+		// Removed while still locked (where the platform allows it): a process that opened
+		// the file meanwhile finds it gone once it gets the lock, and locks a new one.
+		removed := removeLockFileHeld(o.lock, o.path+".lock")
 		forkHook(int(o.lock.Fd()), false)
 		unlockFile(o.lock)
 		o.lock.Close()
 		o.lock = nil
+		if !removed {
+			removeLockFileClosed(o.path + ".lock")
+		}
 	}
 }
 
@@ -171,10 +181,29 @@ func samePath(f *os.File, name string) bool {
 	return os.SameFile(a, b)
 }
 
+// holderText is what the lock file says: "pid 1234 (python3 dcc-flow) since 2026-11-23T10:02:00Z".
+// It names the program (and the script it runs, when its first argument is a file), never the
+// other arguments: a command line may hold a token (dcc-flow serve --token).
 func holderText() string {
-	cmd := strings.Join(os.Args, " ")
-	if len(cmd) > 200 {
-		cmd = cmd[:200] + "…"
+	return fmt.Sprintf("pid %d (%s) since %s\n", os.Getpid(), programName(os.Args), time.Now().Format(time.RFC3339))
+}
+
+// programName is the base name of args[0], and of args[1] when that is a file (a script: python3
+// dcc-flow); "?" without arguments.
+func programName(args []string) string {
+	if len(args) == 0 || args[0] == "" {
+		return "?"
 	}
-	return fmt.Sprintf("pid %d (%s) since %s\n", os.Getpid(), cmd, time.Now().Format(time.RFC3339))
+	name := filepath.Base(args[0])
+	if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+		if fi, err := os.Stat(args[1]); err == nil && fi.Mode().IsRegular() {
+			name += " " + filepath.Base(args[1])
+		}
+	}
+	return strings.Map(func(r rune) rune { // the text goes into error messages: no control characters
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, name)
 }

@@ -24,7 +24,7 @@ const fOFDSetLk = 37
 // when missing: SQLite takes an empty file as a new database). A lock held elsewhere is a
 // *LockedError.
 func lockDBFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, privateMode) // makePrivate sets the mode whatever the umask
 	if err != nil {
 		return nil, &FaultError{Path: path, Err: err} // a file or folder this process may not write
 	}

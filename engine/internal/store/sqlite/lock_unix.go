@@ -83,3 +83,15 @@ func openers(name string) []int {
 	}
 	return out
 }
+
+// removeLockFileHeld removes the lock file at name while f, its lock, is still locked, when f is
+// still the file there; it reports whether that was done.
+func removeLockFileHeld(f *os.File, name string) bool {
+	if samePath(f, name) {
+		_ = os.Remove(name)
+	}
+	return true
+}
+
+// removeLockFileClosed is not needed on Unix (removeLockFileHeld removed it).
+func removeLockFileClosed(string) {}

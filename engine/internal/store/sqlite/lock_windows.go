@@ -49,7 +49,7 @@ func unlockFile(f *os.File) {
 // lock file is always the owner's. This lock still guards the database should a file system
 // behave otherwise (a network share).
 func lockDBFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, privateMode)
 	if err != nil {
 		return nil, &FaultError{Path: path, Err: err} // a file or folder this process may not write
 	}
@@ -75,3 +75,11 @@ func lockedError(path, holder string, lockFileLost bool) *LockedError {
 	}
 	return &LockedError{Path: path, Holder: holder}
 }
+
+// removeLockFileHeld cannot remove an open file on Windows: removeLockFileClosed does, once
+// closed.
+func removeLockFileHeld(*os.File, string) bool { return false }
+
+// removeLockFileClosed removes the lock file after its owner closed it; it fails, harmlessly,
+// when another process has it open already (Windows refuses to delete an open file).
+func removeLockFileClosed(name string) { _ = os.Remove(name) }

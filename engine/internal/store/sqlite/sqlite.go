@@ -105,7 +105,7 @@ func (e *SchemaError) Error() string {
 // others open it with OpenReadOnly.
 type LockedError struct {
 	Path   string
-	Holder string // "pid 1234 (dcc-flow serve …) since 2026-11-23T10:02:00Z", or "" if unknown
+	Holder string // "pid 1234 (python3 dcc-flow) since 2026-11-23T10:02:00Z", or "" if unknown
 	// HolderExited: the process Holder names has exited; a process it forked without exec
 	// holds the lock it inherited.
 	HolderExited bool
@@ -142,7 +142,8 @@ func (e *LockedError) Error() string {
 }
 
 // Open opens (creating it if needed) the database file at path for writing and migrates it to
-// the current schema. The calling process becomes the database's owner until Close: another
+// the current schema. A new database, its -wal, -shm and .lock files are created 0600, whatever
+// the umask (makePrivate); the .lock file is removed by Close. The calling process becomes the database's owner until Close: another
 // process's Open fails with a *LockedError (see OpenReadOnly). A database written by a newer
 // dcc-flow is refused with a *SchemaError. Open does not recover interrupted runs: the engine
 // calls MarkInterrupted.
@@ -154,6 +155,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	makePrivate(path)
 	s, err := open(ctx, path)
 	if err != nil {
 		unlock()

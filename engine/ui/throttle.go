@@ -1,0 +1,125 @@
+package ui
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Bounds of the throttle on wrong tokens (docs/limits.md, "Dashboard").
+const (
+	// ThrottleFree is how many wrong tokens a client address may send before it is throttled.
+	ThrottleFree = 5
+	// ThrottleMaxWait is the longest a throttled client waits: after ThrottleFree wrong tokens,
+	// each further one makes the client wait 1 s, 2 s, 4 s … up to this.
+	ThrottleMaxWait = 60 * time.Second
+	// ThrottleForget is how long after its last wrong token a client address is forgotten
+	// (its count starts again from zero).
+	ThrottleForget = 15 * time.Minute
+	// throttleMaxClients bounds the addresses remembered; beyond it, new addresses share one
+	// record (a guesser with many addresses is throttled as one client).
+	throttleMaxClients = 10000
+)
+
+// throttle slows the guessing of the token: per client address (an IPv6 address by its /64,
+// which one machine commonly has whole), wrong tokens beyond ThrottleFree make the address wait
+// (answers 429 with Retry-After, the token not even checked), doubling up to ThrottleMaxWait.
+// Sessions already signed in are never throttled: a guesser sharing an address (the same host,
+// a NAT) delays other sign-ins from it by at most ThrottleMaxWait each, and not browsers that
+// are signed in.
+type throttle struct {
+	mu         sync.Mutex
+	m          map[string]*failures
+	now        func() time.Time
+	maxClients int // throttleMaxClients (tests lower it)
+}
+
+type failures struct {
+	n     int       // wrong tokens since the record started
+	last  time.Time // the last wrong token
+	until time.Time // throttled until then
+}
+
+func newThrottle(now func() time.Time) *throttle {
+	return &throttle{m: map[string]*failures{}, now: now, maxClients: throttleMaxClients}
+}
+
+// clientKey is the throttle's key of a request's remote address ("10.0.0.7:51234" → "10.0.0.7",
+// an IPv6 address → its /64).
+func clientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip.String()
+}
+
+// wait returns how long the client must wait before its next token is checked (0: now).
+func (t *throttle) wait(key string) time.Duration {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.get(key, now, false)
+	if f == nil || !now.Before(f.until) {
+		return 0
+	}
+	return f.until.Sub(now)
+}
+
+// fail records a wrong token from the client.
+func (t *throttle) fail(key string) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.get(key, now, true)
+	f.n++
+	f.last = now
+	if f.n > ThrottleFree {
+		d := ThrottleMaxWait
+		if k := f.n - ThrottleFree - 1; k < 6 {
+			d = min(time.Second<<k, ThrottleMaxWait)
+		}
+		f.until = now.Add(d)
+	}
+}
+
+// get returns the record of key (nil when none and !create), forgetting it when stale.
+func (t *throttle) get(key string, now time.Time, create bool) *failures {
+	f, ok := t.m[key]
+	if ok && now.Sub(f.last) >= ThrottleForget && !now.Before(f.until) {
+		delete(t.m, key)
+		f, ok = nil, false
+	}
+	if ok {
+		return f
+	}
+	if !create {
+		if len(t.m) >= t.maxClients {
+			return t.m["*"] // the address may be one of those that share the overflow record
+		}
+		return nil
+	}
+	if len(t.m) >= t.maxClients {
+		for k, g := range t.m {
+			if now.Sub(g.last) >= ThrottleForget && !now.Before(g.until) {
+				delete(t.m, k)
+			}
+		}
+		if len(t.m) >= t.maxClients {
+			key = "*" // full of live records: new addresses share one
+			if f, ok = t.m[key]; ok {
+				return f
+			}
+		}
+	}
+	f = &failures{}
+	t.m[key] = f
+	return f
+}
