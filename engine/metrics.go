@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"net"
 	"net/http"
 	"sync"
@@ -185,6 +185,11 @@ func (e *Engine) ServeMetrics(addr, token string) (*MetricsServer, error) {
 		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(
 			"refusing to serve metrics on %s, which is not a loopback address, without a token: serve them on 127.0.0.1 or give a token (dcc-flow serve --token), which scrapers send as \"Authorization: Bearer TOKEN\"", addr)}
 	}
+	if !isLoopbackHost(host) {
+		if err := httpauth.CheckToken("metrics", addr, token); err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: err.Error()}
+		}
+	}
 	h, err := e.Metrics()
 	if err != nil {
 		return nil, err
@@ -204,15 +209,22 @@ func (e *Engine) ServeMetrics(addr, token string) (*MetricsServer, error) {
 	return ms, nil
 }
 
-// requireBearer answers 401 to a request without "Authorization: Bearer token"; an empty
-// token lets every request through.
+// requireBearer answers 401 to a request without "Authorization: Bearer token", and 429 with
+// Retry-After to an address throttled for wrong tokens (httpauth.Throttle); an empty token lets
+// every request through.
 func requireBearer(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
-	want := []byte("Bearer " + token)
+	throttle := httpauth.NewThrottle(time.Now)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		ok, wait := throttle.Bearer(r, token)
+		if wait > 0 {
+			w.Header().Set("Retry-After", httpauth.RetryAfter(wait))
+			http.Error(w, "dcc-flow metrics: too many wrong tokens from this address; try again later", http.StatusTooManyRequests)
+			return
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow metrics"`)
 			http.Error(w, "dcc-flow metrics: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
 			return

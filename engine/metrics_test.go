@@ -554,3 +554,39 @@ func TestMetricsEventSubscriptions(t *testing.T) {
 		t.Fatalf("%v (%d) subscriptions after closing them all", got, e.OpenSubscriptions())
 	}
 }
+
+// Issue #33 item 3, for metrics: a weak token is refused off loopback; wrong tokens are
+// throttled (429), so the token cannot be guessed at thousands of tries a second.
+func TestRedteamMetricsTokenStrengthAndThrottle(t *testing.T) {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if ms, err := e.ServeMetrics("0.0.0.0:0", "a"); err == nil {
+		ms.Close(ctx)
+		t.Fatal("a one-character token accepted off loopback")
+	} else if run.CodeOf(err) != run.CodeInvalidRequest || !strings.Contains(err.Error(), "weak token") {
+		t.Fatalf("weak token: %v", err)
+	}
+	ms, err := e.ServeMetrics("127.0.0.1:0", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close(ctx)
+	last := 0
+	for range 8 {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ms.Addr()+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer guess")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		last = resp.StatusCode
+	}
+	if last != http.StatusTooManyRequests {
+		t.Fatalf("8 wrong tokens: last answered %d, want 429", last)
+	}
+}

@@ -3,10 +3,10 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"io"
 	"log/slog"
 	"net"
@@ -72,10 +72,7 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 		mopts = append(mopts, server.WithStreamableHTTPCORS(server.WithCORSAllowedOrigins(cfg.cors...)))
 	}
 	h := server.NewStreamableHTTPServer(s.mcp, append(mopts, extra...)...)
-	var want []byte
-	if token != "" {
-		want = []byte("Bearer " + token)
-	}
+	throttle := httpauth.NewThrottle(time.Now) // wrong bearer tokens, per client address
 	sessions := newSessionTracker(h, cfg)
 	return &httpHandler{mcp: h, sessions: sessions, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !cfg.originAllowed(origin, r.Host) {
@@ -85,10 +82,17 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 			return
 		}
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" && len(cfg.cors) > 0
-		if want != nil && !preflight && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow"`)
-			httpError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
-			return
+		if token != "" && !preflight {
+			if ok, wait := throttle.Bearer(r, token); wait > 0 {
+				w.Header().Set("Retry-After", httpauth.RetryAfter(wait))
+				httpError(w, http.StatusTooManyRequests, "too_many_attempts", fmt.Sprintf(
+					"too many wrong tokens from this address: try again in %s s (docs/limits.md)", httpauth.RetryAfter(wait)))
+				return
+			} else if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow"`)
+				httpError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+				return
+			}
 		}
 		if cfg.metrics != nil && r.URL.Path == "/metrics" {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -383,6 +387,11 @@ func (s *Server) ListenHTTP(addr, token string, opts ...HTTPOption) (*HTTPServer
 	}
 	if !isLoopback(host) && token == "" {
 		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("binding %s requires a bearer token; serve on 127.0.0.1 or give a token", addr)}
+	}
+	if !isLoopback(host) {
+		if err := httpauth.CheckToken("MCP", addr, token); err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: err.Error()}
+		}
 	}
 	srv := &http.Server{ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
 	// The streamable server knows srv so that its Shutdown stops it after closing the sessions.

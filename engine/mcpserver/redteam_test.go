@@ -275,3 +275,38 @@ func TestRedteamMCPAbandonedSessions(t *testing.T) {
 		t.Fatalf("a third session over a cap of 2 in use: %d", code)
 	}
 }
+
+// Issue #33 item 3, for MCP over HTTP: a weak token is refused off loopback, and wrong bearer
+// tokens are throttled per client address (429 with Retry-After), the right one from the same
+// address too while it waits.
+func TestRedteamMCPTokenStrengthAndThrottle(t *testing.T) {
+	e, err := engine.Open(context.Background(), engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	for _, weak := range []string{" ", "\n", "a", "aaaaaaaaaaaaaaaaaaaaaa"} {
+		if hs, err := mcpserver.New(e).ListenHTTP("0.0.0.0:0", weak); err == nil {
+			_ = hs.Close(context.Background())
+			t.Fatalf("token %q accepted off loopback", weak)
+		} else if !strings.Contains(err.Error(), "weak token") {
+			t.Errorf("token %q: %v", weak, err)
+		}
+	}
+	const token = "rT7-q9vXk2LmZ0pWs4Ya"
+	hs := listen(t, token)
+	url := "http://" + hs.Addr() + "/mcp"
+	codes := []int{}
+	for range 8 {
+		resp, _ := mcpPost(t, url, strings.NewReader(initializeBody), map[string]string{"Authorization": "Bearer guess"})
+		codes = append(codes, resp.StatusCode)
+	}
+	if codes[0] != http.StatusUnauthorized || codes[len(codes)-1] != http.StatusTooManyRequests {
+		t.Fatalf("wrong tokens answered %v; want 401 first, 429 once throttled", codes)
+	}
+	resp, _ := mcpPost(t, url, strings.NewReader(initializeBody), map[string]string{"Authorization": "Bearer " + token})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the right token from the throttled address: %d (Retry-After %q); want 429 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"net/http"
 	"sync"
 	"testing"
@@ -85,7 +86,7 @@ func TestRedteamThrottleEndsAndSparesSessions(t *testing.T) {
 	const shared = "192.0.2.50:1000" // a guesser and a signed-in user behind one address
 	_, cs := rtSignIn(t, h, rtToken, shared)
 	s := sessionOf(cs)
-	for i := 0; i < ui.ThrottleFree+20; i++ {
+	for i := 0; i < httpauth.ThrottleFree+20; i++ {
 		_ = rtDo(h, "GET", "/api/runs", shared, "", bearer("guess"))
 		clk.add(time.Second)
 	}
@@ -97,8 +98,8 @@ func TestRedteamThrottleEndsAndSparesSessions(t *testing.T) {
 		t.Errorf("a signed-in session from the throttled address: %d, want 200", got)
 	}
 	retry, _ := time.ParseDuration(w.Header().Get("Retry-After") + "s")
-	if retry <= 0 || retry > ui.ThrottleMaxWait {
-		t.Fatalf("Retry-After %q: want 1 s to %s", w.Header().Get("Retry-After"), ui.ThrottleMaxWait)
+	if retry <= 0 || retry > httpauth.ThrottleMaxWait {
+		t.Fatalf("Retry-After %q: want 1 s to %s", w.Header().Get("Retry-After"), httpauth.ThrottleMaxWait)
 	}
 	clk.add(retry)
 	if got := rtDo(h, "GET", "/api/runs", shared, "", bearer(rtToken)).Code; got != 200 {

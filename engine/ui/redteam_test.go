@@ -8,6 +8,7 @@ package ui_test
 
 import (
 	"context"
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -220,7 +221,7 @@ func TestRedteamWrongTokensAreThrottled(t *testing.T) {
 	// Another site's page cannot spend a visitor's address's allowance: its form posts (Origin
 	// its own, or null) are refused before the token is looked at, and count for nothing.
 	const visitor = "198.51.100.77:5000"
-	for i := range 3 * ui.ThrottleFree {
+	for i := range 3 * httpauth.ThrottleFree {
 		origin := []string{"http://evil.example", "null"}[i%2]
 		w := rtDo(h, "POST", "/login", visitor, "token=nope", func(r *http.Request) { r.Header.Set("Origin", origin) })
 		if w.Code != http.StatusForbidden {

@@ -1,18 +1,15 @@
 package ui
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"html/template"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Cookie and header names of the security rules (docs/ui.md, "Security"). Browsers send a
@@ -24,8 +21,6 @@ const (
 	SessionCookiePrefix = "dccflow_session_" // + port; HttpOnly, SameSite=Strict; set by POST /login
 	CSRFCookiePrefix    = "dccflow_csrf_"    // + port; readable by the page, which echoes it in CSRFHeader
 	CSRFHeader          = "X-DCC-Flow-CSRF"
-	// MinTokenLength is the shortest token Serve accepts on an address that is not loopback.
-	MinTokenLength = 16
 )
 
 // CookieNames returns the session and CSRF cookie names of a dashboard reached at host (a Host
@@ -51,34 +46,6 @@ func secure(r *http.Request) bool {
 }
 
 func cookieNames(r *http.Request) (session, csrf string) { return CookieNames(r.Host, secure(r)) }
-
-// checkToken refuses a token too weak for an address that is not loopback: shorter than
-// MinTokenLength (spaces around it not counted), with fewer than 5 different characters, or with
-// control characters (which no header carries).
-func checkToken(addr, token string) error {
-	t := strings.TrimSpace(token)
-	problem := ""
-	distinct := map[rune]bool{}
-	for _, c := range t {
-		distinct[c] = true
-		if c < 0x20 || c == 0x7f {
-			problem = "it holds control characters"
-		}
-	}
-	switch {
-	case problem != "":
-	case utf8.RuneCountInString(t) < MinTokenLength:
-		problem = fmt.Sprintf("it has %d character(s) (spaces around it not counted), fewer than %d", utf8.RuneCountInString(t), MinTokenLength)
-	case len(distinct) < 5:
-		problem = fmt.Sprintf("it has only %d different characters", len(distinct))
-	default:
-		return nil
-	}
-	return fmt.Errorf("refusing to serve the dashboard on %s, which is not a loopback address, with a weak token: %s, "+
-		"and anyone who can reach the port could guess it; generate one with "+
-		`python -c "import secrets;print(secrets.token_urlsafe(32))" and give it with --token-file or DCCFLOW_TOKEN `+
-		"(token in the Python and C APIs), or serve on 127.0.0.1", addr, problem)
-}
 
 // ServeHTTP applies the rules every response shares (security headers, the Host rule without a
 // token, the Origin rule) and routes the request.
@@ -138,17 +105,11 @@ func (h *handler) csrfOK(r *http.Request, a auth) bool {
 		return false
 	}
 	if a.how == "session" {
-		return equal(got, a.csrf)
+		return httpauth.Equal(got, a.csrf)
 	}
 	_, name := cookieNames(r)
 	c, err := r.Cookie(name)
-	return err == nil && c.Value != "" && equal(c.Value, got)
-}
-
-// equal compares two secrets in constant time (of their hashes: the length is not told either).
-func equal(a, b string) bool {
-	x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
+	return err == nil && c.Value != "" && httpauth.Equal(c.Value, got)
 }
 
 // authenticate reports whether r may use the API: no token is configured, or r carries a live
@@ -164,16 +125,11 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (auth, bo
 			return auth{how: "session", sessionID: c.Value, csrf: csrf}, true
 		}
 	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		key := clientKey(r.RemoteAddr)
-		if d := h.throttle.wait(key); d > 0 {
-			writeThrottled(w, d)
-			return auth{}, false
-		}
-		if equal(a, "Bearer "+h.opts.Token) {
-			return auth{how: "bearer"}, true
-		}
-		h.throttle.fail(key)
+	if ok, wait := h.throttle.Bearer(r, h.opts.Token); ok {
+		return auth{how: "bearer"}, true
+	} else if wait > 0 {
+		writeThrottled(w, wait)
+		return auth{}, false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow"`)
 	writeError(w, http.StatusUnauthorized, "unauthorized",
@@ -183,10 +139,10 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (auth, bo
 
 // writeThrottled answers 429 too_many_attempts with Retry-After (whole seconds, rounded up).
 func writeThrottled(w http.ResponseWriter, d time.Duration) {
-	secs := int(math.Ceil(d.Seconds()))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	secs := httpauth.RetryAfter(d)
+	w.Header().Set("Retry-After", secs)
 	writeError(w, http.StatusTooManyRequests, "too_many_attempts", fmt.Sprintf(
-		"too many wrong tokens from this address: try again in %d s (docs/limits.md, \"Dashboard\")", secs))
+		"too many wrong tokens from this address: try again in %s s (docs/limits.md, \"Dashboard\")", secs))
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
@@ -246,10 +202,10 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	key := clientKey(r.RemoteAddr)
-	if d := h.throttle.wait(key); d > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
-		h.showLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from this address: try again in %d s.", int(math.Ceil(d.Seconds()))))
+	key := httpauth.ClientKey(r.RemoteAddr)
+	if d := h.throttle.Wait(key); d > 0 {
+		w.Header().Set("Retry-After", httpauth.RetryAfter(d))
+		h.showLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from this address: try again in %s s.", httpauth.RetryAfter(d)))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
@@ -257,8 +213,8 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.showLogin(w, http.StatusBadRequest, "The form could not be read: "+err.Error())
 		return
 	}
-	if !equal(r.PostForm.Get("token"), h.opts.Token) {
-		h.throttle.fail(key)
+	if !httpauth.Equal(r.PostForm.Get("token"), h.opts.Token) {
+		h.throttle.Fail(key)
 		h.showLogin(w, http.StatusUnauthorized, "Wrong token: type the token the server was started with.")
 		return
 	}

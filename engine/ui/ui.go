@@ -2,7 +2,7 @@
 // *engine.Engine that serves the embedded single-page front-end (assets/, plain ES modules, no
 // build step, no CDN), a JSON API under /api/ and a Server-Sent Events stream of run and step
 // changes, with the security rules of docs/ui.md: loopback needs no token; a token (required
-// off loopback, at least MinTokenLength characters there) is asked as a bearer header, or posted
+// off loopback, at least httpauth.MinTokenLength characters there) is asked as a bearer header, or posted
 // once to /login for a session (random, in memory, expiring, ended by POST /api/logout); wrong
 // tokens are throttled per client address; every POST carries a CSRF header (the session's
 // value, or a double-submit cookie) and a matching Origin.
@@ -13,6 +13,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"io/fs"
 	"net"
 	"net/http"
@@ -46,7 +47,7 @@ const (
 type Options struct {
 	// Token, when not "", is required on every /api/ request: `Authorization: Bearer TOKEN` or
 	// the session cookie that POST /login (form field token) sets. Required on an address that
-	// is not loopback, where Serve refuses one shorter than MinTokenLength.
+	// is not loopback, where Serve refuses one shorter than httpauth.MinTokenLength.
 	Token string
 	// SessionIdle ends a session unused that long; 0 = DefaultSessionIdle (12 h).
 	SessionIdle time.Duration
@@ -91,7 +92,7 @@ func newHandler(e *engine.Engine, opts Options) *handler {
 	}
 	assets, _ := fs.Sub(assetsFS, "assets") // cannot fail: the directory is embedded
 	h := &handler{e: e, opts: opts, assets: assets, toggles: map[string]toggle{}, stop: make(chan struct{}),
-		sessions: newSessionTable(opts.SessionIdle, opts.SessionMax, opts.Now), throttle: newThrottle(opts.Now)}
+		sessions: newSessionTable(opts.SessionIdle, opts.SessionMax, opts.Now), throttle: httpauth.NewThrottle(opts.Now)}
 	h.mux = http.NewServeMux()
 	h.routes()
 	return h
@@ -106,8 +107,8 @@ type handler struct {
 	mu      sync.Mutex
 	toggles map[string]toggle // schedule id → the last enable/disable from the dashboard
 
-	sessions *sessionTable // signed-in browsers (POST /login)
-	throttle *throttle     // wrong tokens per client address
+	sessions *sessionTable      // signed-in browsers (POST /login)
+	throttle *httpauth.Throttle // wrong tokens per client address
 
 	stop     chan struct{} // closed by Server.Close: event streams end
 	stopOnce sync.Once
@@ -132,7 +133,7 @@ type Server struct {
 }
 
 // Serve starts the dashboard on addr (HOST:PORT; port 0 picks a free port). An address that is
-// not loopback without opts.Token, or with a weak one (checkToken: under MinTokenLength
+// not loopback without opts.Token, or with a weak one (checkToken: under httpauth.MinTokenLength
 // characters, under 5 different ones, control characters), is refused with code invalid_input
 // (naming --token-file and how to generate a token), and so
 // is an address that does not parse or cannot be bound. Headers must arrive within 10 s and
@@ -152,7 +153,7 @@ func Serve(e *engine.Engine, addr string, opts Options) (*Server, error) {
 				"give one with --token-file or DCCFLOW_TOKEN (token in the Python and C APIs), or serve on 127.0.0.1", addr)}
 	}
 	if !isLoopbackHost(host) {
-		if err := checkToken(addr, opts.Token); err != nil {
+		if err := httpauth.CheckToken("the dashboard", addr, opts.Token); err != nil {
 			return nil, &run.Error{Code: run.CodeInvalidInput, Message: err.Error()}
 		}
 	}

@@ -1,4 +1,7 @@
-package ui
+// Package httpauth is what the engine's HTTP doors (the dashboard, MCP over HTTP, the metrics
+// endpoint) share about their token: the strength a token needs on an address that is not
+// loopback (CheckToken), and the throttle on wrong tokens per client address (Throttle).
+package httpauth
 
 import (
 	"net"
@@ -21,17 +24,17 @@ const (
 	throttleMaxClients = 10000
 )
 
-// throttle slows the guessing of the token: per client address (an IPv6 address by its /64,
+// Throttle slows the guessing of the token: per client address (an IPv6 address by its /64,
 // which one machine commonly has whole), wrong tokens beyond ThrottleFree make the address wait
 // (answers 429 with Retry-After, the token not even checked), doubling up to ThrottleMaxWait.
 // Sessions already signed in are never throttled: a guesser sharing an address (the same host,
 // a NAT) delays other sign-ins from it by at most ThrottleMaxWait each, and not browsers that
 // are signed in.
-type throttle struct {
+type Throttle struct {
 	mu         sync.Mutex
 	m          map[string]*failures
 	now        func() time.Time
-	maxClients int // throttleMaxClients (tests lower it)
+	maxClients int // throttleMaxClients
 }
 
 type failures struct {
@@ -40,13 +43,14 @@ type failures struct {
 	until time.Time // throttled until then
 }
 
-func newThrottle(now func() time.Time) *throttle {
-	return &throttle{m: map[string]*failures{}, now: now, maxClients: throttleMaxClients}
+// NewThrottle returns an empty throttle reading the time from now.
+func NewThrottle(now func() time.Time) *Throttle {
+	return &Throttle{m: map[string]*failures{}, now: now, maxClients: throttleMaxClients}
 }
 
-// clientKey is the throttle's key of a request's remote address ("10.0.0.7:51234" → "10.0.0.7",
+// ClientKey is the throttle's key of a request's remote address ("10.0.0.7:51234" → "10.0.0.7",
 // an IPv6 address → its /64).
-func clientKey(remoteAddr string) string {
+func ClientKey(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		host = remoteAddr
@@ -61,8 +65,8 @@ func clientKey(remoteAddr string) string {
 	return ip.String()
 }
 
-// wait returns how long the client must wait before its next token is checked (0: now).
-func (t *throttle) wait(key string) time.Duration {
+// Wait returns how long the client must wait before its next token is checked (0: now).
+func (t *Throttle) Wait(key string) time.Duration {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -73,8 +77,8 @@ func (t *throttle) wait(key string) time.Duration {
 	return f.until.Sub(now)
 }
 
-// fail records a wrong token from the client.
-func (t *throttle) fail(key string) {
+// Fail records a wrong token from the client.
+func (t *Throttle) Fail(key string) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -91,7 +95,7 @@ func (t *throttle) fail(key string) {
 }
 
 // get returns the record of key (nil when none and !create), forgetting it when stale.
-func (t *throttle) get(key string, now time.Time, create bool) *failures {
+func (t *Throttle) get(key string, now time.Time, create bool) *failures {
 	f, ok := t.m[key]
 	if ok && now.Sub(f.last) >= ThrottleForget && !now.Before(f.until) {
 		delete(t.m, key)
