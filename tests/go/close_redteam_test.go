@@ -2,6 +2,7 @@ package gotest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +190,52 @@ func TestRedteamClosingEngineHandsOverARunWhoseHostCallIsStuck(t *testing.T) {
 	}
 	if st := a.LeaseStats(); st.HandedOver != 1 {
 		t.Fatalf("a's lease stats: %+v", st)
+	}
+}
+
+// Close while 8 goroutines keep submitting (issue 33, defect 7): the close refuses new work at
+// once (code closed), stops every run whose start was under way with the others, and returns
+// promptly without an error. A start that slipped past the list of runs to stop made Close wait
+// its whole bound for a run nobody stopped (30 s through the C ABI, which then said internal).
+func TestRedteamCloseWhileSubmitting(t *testing.T) {
+	t.Parallel()
+	for round := 0; round < 3; round++ {
+		e, err := engine.Open(context.Background(), engine.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RegisterTool(engine.ToolInfo{Name: "held", Lane: engine.LaneMain}); err != nil {
+			t.Fatal(err) // nobody pulls it: a run that is not stopped never ends
+		}
+		s := mustSpec(t, "name: held\nsteps: [{id: a, tool: held}]\n")
+		var submitted atomic.Int64
+		codes := make(chan string, 8)
+		for range 8 {
+			go func() {
+				for {
+					if _, err := e.Submit(context.Background(), engine.StartRequest{Spec: s}); err != nil {
+						codes <- run.CodeOf(err)
+						return
+					}
+					submitted.Add(1)
+				}
+			}()
+		}
+		for submitted.Load() < 32 {
+			time.Sleep(time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		err = e.Close(ctx)
+		took := time.Since(start)
+		cancel()
+		if err != nil || took > 5*time.Second {
+			t.Fatalf("round %d: close with 8 goroutines submitting: %v after %s", round, err, took)
+		}
+		for range 8 {
+			if code := <-codes; code != run.CodeClosed {
+				t.Fatalf("round %d: a submit during the close failed with code %s, want closed", round, code)
+			}
+		}
 	}
 }
