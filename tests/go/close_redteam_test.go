@@ -114,16 +114,21 @@ func TestRedteamClosingEngineWaitsForItsHostCallThenHandsOver(t *testing.T) {
 	closed := make(chan error, 1)
 	start := time.Now()
 	go func() { closed <- a.Close(ctx) }()
-	for !engineClosing(t, db, a.EngineID()) { // the close has begun: answer now
+	for !engineClosing(t, db, a.EngineID()) { // the close has begun
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Answer a moment later: a close that did not wait would have cancelled the call by then,
+	// and b would call bake again.
+	time.Sleep(200 * time.Millisecond)
 	close(answer)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 15*time.Second {
+	took := time.Since(start)
+	if took > 15*time.Second {
 		t.Fatalf("close took %s after the host answered", took)
 	}
+	t.Logf("close took %s (the host answered 0.2 s after it began)", took)
 	info, err := b.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
 		t.Fatalf("run after a's close: %+v %v (lease stats a %+v, b %+v)", info, err, a.LeaseStats(), b.LeaseStats())
@@ -175,9 +180,11 @@ func TestRedteamClosingEngineHandsOverARunWhoseHostCallIsStuck(t *testing.T) {
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 8*time.Second {
+	took := time.Since(start)
+	if took > 8*time.Second {
 		t.Fatalf("close took %s with a close grace of 0.5 s", took)
 	}
+	t.Logf("close took %s with a close grace of 0.5 s and a host that never lets go (interrupt grace 2 s)", took)
 	if !a.Host().Cancelled(call.ID) {
 		t.Fatal("the stuck call was not cancelled on the closed engine")
 	}
