@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -73,21 +74,36 @@ func opEngineOpen(_ uint64, in []byte) (any, error) {
 	return map[string]uint64{"handle": engines.add(&engineEntry{e: e})}, nil
 }
 
-// opEngineClose forgets the handle, stops the servers serve_start started (a serve_start running
-// at the same moment either finished first, and its servers are stopped here, or finds the
-// entry closed and answers stale_handle), then closes the engine.
+// opEngineClose marks the entry closed and stops the servers serve_start started (a
+// serve_start running at the same moment either finished first, and its servers are stopped
+// here, or finds the entry closed and answers stale_handle), then closes the engine and forgets
+// the handle. While the engine closes the handle stays valid: new work is refused with code
+// closed by the engine, and the host can still answer the calls it is running (a closing engine
+// on a shared database waits for them: docs/cluster.md, "Closing an engine"). A second close
+// at the same moment answers closed: false at once.
 func opEngineClose(h uint64, _ []byte) (any, error) {
-	ent, ok := engines.remove(h)
-	if !ok {
+	ent, err := engines.get(h)
+	if err != nil {
 		return map[string]bool{"closed": false}, nil
 	}
 	ent.mu.Lock()
+	if ent.closed {
+		ent.mu.Unlock()
+		return map[string]bool{"closed": false}, nil
+	}
 	ent.closed = true
 	ent.stopServersLocked()
 	ent.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer engines.remove(h)
+	limit := closeTimeout + ent.e.CloseBudget()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := ent.e.Close(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, &run.Error{Code: run.CodeTimeout, Err: err, Message: fmt.Sprintf(
+				"closing the engine: its runs did not stop within %s (a tool that does not return?); "+
+					"the handle is closed all the same", limit)}
+		}
 		return nil, err
 	}
 	return map[string]bool{"closed": true}, nil

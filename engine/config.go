@@ -70,6 +70,12 @@ type Config struct {
 	// LeaseSecs/3, and another engine takes a run over once its lease has expired. 0 means
 	// DefaultLeaseSecs (15); otherwise 0.3 to 3600. Unused on other databases.
 	LeaseSecs float64 `json:"lease_secs,omitempty"`
+	// CloseGraceSecs is, on a shared database, how long Close waits for the host calls that the
+	// host is running for runs it can hand over to another engine (docs/cluster.md, "Closing an
+	// engine"): answered within it, a call's result is kept; past it, the call is cancelled and
+	// the run handed over all the same, and the next engine calls that step again. 0 means
+	// DefaultCloseGraceSecs (10); otherwise 0.01 to 3600. Unused on other databases.
+	CloseGraceSecs float64 `json:"close_grace_secs,omitempty"`
 	// Seed seeds the random source of retry jitter; 0 means a random seed. Tests set it for
 	// reproducible delays.
 	Seed int64 `json:"seed,omitempty"`
@@ -287,6 +293,9 @@ func (c Config) WithDefaults() Config {
 	if c.LeaseSecs == 0 {
 		c.LeaseSecs = DefaultLeaseSecs
 	}
+	if c.CloseGraceSecs == 0 {
+		c.CloseGraceSecs = DefaultCloseGraceSecs
+	}
 	if c.DB == MemoryDB {
 		c.DB = ""
 	}
@@ -315,6 +324,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseSecs != 0 && !(c.LeaseSecs >= 0.3 && c.LeaseSecs <= 3600) {
 		add("lease_secs", "must be 0 (the default, %d) or 0.3 to 3600 seconds; got %v", DefaultLeaseSecs, c.LeaseSecs)
+	}
+	if c.CloseGraceSecs != 0 && !(c.CloseGraceSecs >= 0.01 && c.CloseGraceSecs <= 3600) {
+		add("close_grace_secs", "must be 0 (the default, %d) or 0.01 to 3600 seconds; got %v", DefaultCloseGraceSecs, c.CloseGraceSecs)
 	}
 	if c.InterruptGraceSecs != 0 && !(c.InterruptGraceSecs >= 0.01 && c.InterruptGraceSecs <= 300) {
 		add("interrupt_grace_secs", "must be 0 (the default, 2) or 0.01 to 300 seconds; got %v", c.InterruptGraceSecs)

@@ -135,6 +135,9 @@ type Engine struct {
 	trees     map[string]*exec.Tree
 	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg        sync.WaitGroup
+	// starting counts the starts under way (start): Close waits for them before it lists the
+	// runs to stop, so that a run whose start began before the close is stopped with the others.
+	starting  sync.WaitGroup
 	catalog   map[string]catalogItem // catalog.go
 	versions  versionIndex           // the version numbers of every (name, spec hash) known
 	catalogMu sync.Mutex             // one catalog write at a time (catalog.go)
@@ -268,11 +271,12 @@ func (e *Engine) Close(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	e.closed = true
+	e.closed = true // from here every start (Submit, Resume, a child run) fails with code closed
 	e.mu.Unlock()
 	e.markClosing(ctx) // on a shared database (lease.go)
 	stopErr := e.StopScheduler(ctx)
 	e.StopRetention()
+	e.awaitStarts(ctx)
 	e.mu.Lock()
 	live := make([]*exec.Run, 0, len(e.runs))
 	for _, r := range e.runs {
@@ -316,6 +320,21 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	close(e.closeDone)
 	return err
+}
+
+// awaitStarts waits, up to the end of ctx, for the starts that began before Close marked the
+// engine closed: each either failed or registered its run, which Close then stops (or hands
+// over) with the others. A start takes one write.
+func (e *Engine) awaitStarts(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		e.starting.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (e *Engine) isClosed() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -27,6 +28,9 @@ import (
 
 // DefaultLeaseSecs is Config.LeaseSecs when the config says 0.
 const DefaultLeaseSecs = 15
+
+// DefaultCloseGraceSecs is Config.CloseGraceSecs when the config says 0.
+const DefaultCloseGraceSecs = 10
 
 // sweepBatch bounds how many expired runs one sweep looks at.
 const sweepBatch = 100
@@ -45,6 +49,7 @@ type leaseState struct {
 	taken     int       // runs this engine took over (LeaseStats)
 	lost      int       // runs it abandoned
 	handed    int       // runs it handed over as it closed
+	cut       int       // of those, runs whose host call it cancelled past the close grace
 	sweepErr  error     // the last sweep's error, or nil
 }
 
@@ -55,8 +60,11 @@ type LeaseStats struct {
 	// Abandoned the runs it stopped orchestrating because it lost their lease.
 	TakenOver int `json:"taken_over"`
 	Abandoned int `json:"abandoned"`
-	// HandedOver counts the runs it gave to the other engines as it closed (Engine.Close).
-	HandedOver int `json:"handed_over"`
+	// HandedOver counts the runs it gave to the other engines as it closed (Engine.Close);
+	// HandedOverCancelled those of them whose host call was still running past the close
+	// grace: the call was cancelled, and the next engine calls that step again.
+	HandedOver          int `json:"handed_over"`
+	HandedOverCancelled int `json:"handed_over_cancelled"`
 	// LastSweepError is the error of the last look for expired leases, "" when it went well.
 	LastSweepError string `json:"last_sweep_error,omitempty"`
 }
@@ -69,7 +77,7 @@ func (e *Engine) LeaseStats() LeaseStats {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	st := LeaseStats{EngineID: ls.info.ID, TakenOver: ls.taken, Abandoned: ls.lost, HandedOver: ls.handed}
+	st := LeaseStats{EngineID: ls.info.ID, TakenOver: ls.taken, Abandoned: ls.lost, HandedOver: ls.handed, HandedOverCancelled: ls.cut}
 	if ls.sweepErr != nil {
 		st.LastSweepError = ls.sweepErr.Error()
 	}
@@ -382,15 +390,20 @@ func (e *Engine) markClosing(ctx context.Context) {
 }
 
 // handOver, on a shared database, gives the other engines the top-level runs of live that
-// one of them can run, as the engine closes (markClosing came first): it abandons each such
-// run (nothing more is written of it; its child runs go with it, and a call it queued stays
-// queued for the next orchestrator to adopt) and returns their ids. stopLeases then releases
-// their leases and wakes the other engines, whose sweep claims and resumes them at once,
-// through the takeover path: no completed step runs again. Not handed over, so stopped
-// (interrupted) as on a database of one's own: a paused run or one with a paused child run
-// (it stays paused), and a run with a call this engine's host is running (a host may not
-// honour the cancel, and the call would then run twice). Returns nil when no engine can take
-// any.
+// one of them can run, as the engine closes (markClosing came first), and returns their ids.
+// Not handed over, so stopped (interrupted) as on a database of one's own: a paused run or one
+// with a paused child run (it stays paused). Returns nil when no engine can take any.
+//
+// A run to hand over may have host calls that this engine's host is running. handOver holds
+// the host (no call is handed out any more) and those runs (no step instance starts), then
+// waits up to the close grace (Config.CloseGraceSecs) until every such call is answered and
+// its answer written: those steps do not run again. It then abandons each run (nothing more of
+// it is written; its child runs go with it, a call it queued stays queued for the next
+// orchestrator to adopt, and a host call still running is cancelled: the host is told, and
+// the next engine calls that step again, as after a kill), and waits up to the interrupt grace
+// for the host to let go of the calls it cancelled. stopLeases then releases the leases and
+// wakes the other engines, whose sweep claims and resumes the runs at once, through the
+// takeover path: no completed step runs again.
 func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool {
 	ls := &e.lease
 	if ls.l == nil || e.cfg.ReadOnly || len(live) == 0 {
@@ -416,13 +429,13 @@ func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool
 	if others.engines == 0 {
 		return nil
 	}
-	keep := e.router.Host().Running() // runs whose host calls are running here
+	keep := map[string]bool{} // runs with a paused child run
 	for _, h := range live {
 		if a := h.Ancestors(); len(a) > 0 && h.Paused() {
 			keep[a[0]] = true
 		}
 	}
-	handed := map[string]bool{}
+	cands := map[string]*exec.Run{}
 	for _, h := range live {
 		if len(h.Ancestors()) > 0 || keep[h.ID()] || isDone(h.Done()) || h.Paused() {
 			continue
@@ -435,16 +448,127 @@ func (e *Engine) handOver(ctx context.Context, live []*exec.Run) map[string]bool
 		if err != nil || !e.canRun(s, others) {
 			continue
 		}
+		cands[h.ID()] = h
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	// Each candidate with its child runs: their host calls count as the candidate's.
+	group := map[string][]*exec.Run{}
+	for _, h := range live {
+		top := h.ID()
+		if a := h.Ancestors(); len(a) > 0 {
+			top = a[0]
+		}
+		if cands[top] != nil {
+			group[top] = append(group[top], h)
+		}
+	}
+	// Nothing new starts here any more: no host call is handed out, and no step instance of
+	// any run starts (those not handed over are stopped right after).
+	host := e.router.Host()
+	host.Hold()
+	for _, h := range live {
+		h.Hold()
+	}
+	busy := func(top string) bool {
+		for _, h := range group[top] {
+			if h.HostBusy() {
+				return true
+			}
+		}
+		return false
+	}
+	e.settleHostCalls(ctx, cands, busy)
+	handed := map[string]bool{}
+	cut := map[string]bool{} // handed over with a host call still running: cancelled
+	for id, h := range cands {
+		if isDone(h.Done()) || h.Paused() { // ended, or paused, within the grace
+			continue
+		}
+		if busy(id) {
+			cut[id] = true
+		}
 		h.Abandon()
-		handed[h.ID()] = true
+		handed[id] = true
+	}
+	if len(cut) > 0 {
+		e.awaitLetGo(ctx, host.LetGoOf(cut))
 	}
 	if len(handed) > 0 {
 		ls.mu.Lock()
 		ls.handed += len(handed)
+		ls.cut += len(cut)
 		ls.mu.Unlock()
 		e.hub.notify()
 	}
 	return handed
+}
+
+// closeGrace is Config.CloseGraceSecs as a duration.
+func (e *Engine) closeGrace() time.Duration {
+	return time.Duration(e.cfg.CloseGraceSecs * float64(time.Second))
+}
+
+// interruptGrace is the host's interrupt grace (Config.InterruptGraceSecs).
+func (e *Engine) interruptGrace() time.Duration {
+	if e.cfg.InterruptGraceSecs > 0 {
+		return time.Duration(e.cfg.InterruptGraceSecs * float64(time.Second))
+	}
+	return tools.DefaultInterruptGrace
+}
+
+// CloseBudget is how long Close may wait, at most, for the host calls of the runs it hands
+// over to another engine: the close grace, then the interrupt grace for the calls it cancels
+// (docs/cluster.md, "Closing an engine"); 0 when the database is not shared. Callers that
+// bound Close (the C ABI's dccflow_engine_close) add it to their own bound.
+func (e *Engine) CloseBudget() time.Duration {
+	if e.lease.l == nil || e.cfg.ReadOnly {
+		return 0
+	}
+	return e.closeGrace() + e.interruptGrace()
+}
+
+// settleHostCalls waits, up to the close grace or the end of ctx, until no run of cands that is
+// still going has a host call in flight whose outcome is not written (busy).
+func (e *Engine) settleHostCalls(ctx context.Context, cands map[string]*exec.Run, busy func(string) bool) {
+	deadline := time.Now().Add(e.closeGrace())
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		waiting := false
+		for id, h := range cands {
+			if !isDone(h.Done()) && busy(id) {
+				waiting = true
+				break
+			}
+		}
+		if !waiting || !time.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// awaitLetGo waits, up to the interrupt grace or the end of ctx, until every channel of
+// letGo is closed: the host let go of the calls a hand-over cancelled (a host that honours
+// the cancel stops them before the next engine calls the step again).
+func (e *Engine) awaitLetGo(ctx context.Context, letGo []<-chan struct{}) {
+	t := time.NewTimer(e.interruptGrace())
+	defer t.Stop()
+	for _, ch := range letGo {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // capabilities are what the other live engines on a shared database host, together.

@@ -154,6 +154,9 @@ func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 // (unknown_tool, details["tools"] lists them) or the engine is closed (closed). ctx bounds only
 // the start.
 func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
+	if e.isClosed() { // refused at once, before any work
+		return "", errClosed()
+	}
 	if e.cfg.ReadOnly {
 		return "", e.errReadOnly("start a run")
 	}
@@ -205,7 +208,9 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 		return errClosed()
 	}
 	e.wg.Add(1)
+	e.starting.Add(1)
 	e.mu.Unlock()
+	defer e.starting.Done()
 	tree, err := e.acquireTree(ctx, p)
 	if err != nil {
 		e.wg.Done()
@@ -379,6 +384,12 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	if e.isClosed() {
 		return nil, errClosed()
 	}
+	return e.status(ctx, runID)
+}
+
+// status is Status without the closed check: a parent run reads its child's result with it
+// while a closing engine lets its host calls finish (Close, handOver).
+func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
 	h := e.live(runID)
 	rec, err := e.store.GetRun(ctx, runID)
 	if err != nil {

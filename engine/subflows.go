@@ -194,7 +194,7 @@ func (c children) ancestors(ctx context.Context, runID string) ([]string, error)
 
 // Result implements exec.Children.
 func (c children) Result(ctx context.Context, runID string) (exec.ChildResult, error) {
-	info, err := c.e.Status(WithRawOutputs(ctx), runID)
+	info, err := c.e.status(WithRawOutputs(ctx), runID)
 	if err != nil {
 		return exec.ChildResult{}, err
 	}

@@ -333,6 +333,10 @@ class Engine:
         self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
         self._lock = threading.RLock()
         self._closed = False
+        # Set once dccflow_engine_close returned: until then the host side (answers, hand-backs,
+        # reports, cancel checks) still crosses, so a closing engine gets the answers of the
+        # calls its tools are running (docs/cluster.md, "Closing an engine").
+        self._handle_closed = False
         self._tools: Dict[str, ToolEntry] = {}
         self._workers: List[threading.Thread] = []
         self._workers_stop = threading.Event()
@@ -366,7 +370,9 @@ class Engine:
 
         Runs still going become ``interrupted``; on a PostgreSQL database those that another
         live engine can run are handed over to it and go on there (docs/cluster.md, "Closing
-        an engine").
+        an engine"): the close first waits up to the engine's ``close_grace_secs`` (default 10)
+        for the tools its ``serve_tools`` threads are running, whose answers are kept. New work
+        (``submit``, ``run``, ``resume``) is refused at once with ``EngineClosedError``.
 
         An error of the close itself (the database could not take the last writes: a full disk)
         is raised, by the first call only; the engine is closed all the same. Only an engine that
@@ -375,15 +381,18 @@ class Engine:
             if self._closed:
                 return
             self._closed = True
-        self._workers_stop.set()
-        current = threading.current_thread()
-        for t in self._workers:
-            if t is not current:
-                t.join(timeout=5)
-        if self._events_thread is not None and self._events_thread is not current:
-            self._events_thread.join(timeout=5)
-        if self._finalizer.detach() is not None:
-            _ffi.call("dccflow_engine_close", self._handle, {})
+        self._workers_stop.set()  # the pool takes no new call; a tool it is running is answered
+        try:
+            if self._finalizer.detach() is not None:
+                _ffi.call("dccflow_engine_close", self._handle, {})
+        finally:
+            self._handle_closed = True
+            current = threading.current_thread()
+            for t in self._workers:
+                if t is not current:
+                    t.join(timeout=5)
+            if self._events_thread is not None and self._events_thread is not current:
+                self._events_thread.join(timeout=5)
 
     def __enter__(self) -> "Engine":
         return self
@@ -929,13 +938,13 @@ class Engine:
 
     def _close_dead_pullers(self) -> None:
         """Close the pullers of threads that ended (and of loops that raised): their calls go back."""
-        while self._dead_pullers and not self._closed:
+        while self._dead_pullers and not self._handle_closed:
             try:
                 puller = self._dead_pullers.pop()
             except IndexError:  # another thread took the last one
                 return
             try:
-                self._call("dccflow_puller_close", {"puller": puller})
+                self._host_call("dccflow_puller_close", {"puller": puller})
             except DccFlowError as exc:
                 if _is_closed_error(exc):
                     return  # the engine closed: nothing is handed out any more
@@ -950,8 +959,15 @@ class Engine:
             holder.release()
             self._close_dead_pullers()
 
+    def _host_call(self, name: str, payload: Mapping[str, Any]) -> Dict[str, Any]:
+        """A crossing of the host side (hand back, close a puller): allowed while ``close()``
+        runs, until the handle is closed."""
+        if self._handle_closed:
+            raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
+        return _ffi.call(name, self._handle, payload)
+
     def _cancelled(self, call_id: int) -> bool:
-        if self._closed:
+        if self._handle_closed:
             return True
         return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
 
@@ -960,7 +976,7 @@ class Engine:
         """Send what a running tool reported (``current_call().progress``/``.log``, coalesced by
         ``_tools.ReportThrottle``) to the engine, which writes it; a report the engine cannot take
         is dropped, never raised into the tool."""
-        if self._closed:
+        if self._handle_closed:
             return
         doc: Dict[str, Any] = {"call_id": call_id}
         if progress is not None:
@@ -1002,7 +1018,8 @@ class Engine:
                                  "write large data to a file and return its path (file_refs)"
                                  % (call.get("tool"), "at least " if data is None else "", size,
                                     _ffi.MAX_REQUEST_BYTES)) + tail).encode("utf-8")
-        self._check_open()
+        if self._handle_closed:  # answered until the close is over: a closing engine waits for it
+            raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
         try:
             out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
         except DccFlowError as exc:
@@ -1039,7 +1056,7 @@ class Engine:
                 members = _tools_error(call, "cancelled", "tool %r was interrupted: the engine gave up on the call"
                                        % call.get("tool"))
             except BaseException as exc:
-                if not self._closed:
+                if not self._handle_closed:
                     self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
                                                       % type(exc).__name__), None)
                 raise
@@ -1142,9 +1159,13 @@ class Engine:
         finally:
             if not ok:
                 self._drop_puller()  # raised (or abandoned): hand back all it holds
-            elif reply and reply.get("calls") and not self._closed:
-                self._call("dccflow_calls_release",
-                           {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
+            elif reply and reply.get("calls") and not self._handle_closed:
+                try:
+                    self._host_call("dccflow_calls_release",
+                                    {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
+                except DccFlowError as exc:
+                    if not _is_closed_error(exc):
+                        raise
 
     def _call_encoded(self, name: str, req_json: str) -> Dict[str, Any]:
         self._check_open()

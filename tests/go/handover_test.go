@@ -147,45 +147,6 @@ steps: [{id: m, tool: maya_only}]
 	}
 }
 
-// A run with a call the closing engine's host is running is not handed over, though another
-// engine hosts the tool: a host may not honour the cancel, and the call would then run on two
-// hosts at once. It becomes interrupted, as on a database of one's own.
-func TestClosingEngineKeepsARunWhoseHostCallIsRunning(t *testing.T) {
-	t.Parallel()
-	db := pgtest.DB(t)
-	ctx := context.Background()
-	var pulls atomic.Int32
-	a := openLeasedEngine(t, db, handoverLease, "bake", nil, &pulls) // pulled, never answered
-	b := openLeasedEngine(t, db, handoverLease, "bake", nil, nil)
-	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
-name: baking
-steps: [{id: bake, tool: bake}]
-`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for pulls.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the host never pulled the call")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := a.LeaseStats(); st.HandedOver != 0 {
-		t.Fatalf("handed over a run whose host call was running: %+v", st)
-	}
-	info, err := b.Wait(ctx, id, 5*time.Second)
-	if err != nil || info.Status != run.StatusInterrupted {
-		t.Fatalf("run: %+v %v", info, err)
-	}
-	if st := b.LeaseStats(); st.TakenOver != 0 {
-		t.Fatalf("the other engine took it: %+v", st)
-	}
-}
-
 // Whether another engine can run a run is judged down its sub-workflows too: a run whose
 // catalog child calls a tool only the closing engine hosts is not handed over.
 func TestClosingEngineJudgesSubWorkflowsToo(t *testing.T) {

@@ -152,6 +152,16 @@ def test_serve_lease_secs_needs_a_postgresql_database(tmp_path):
     assert not (tmp_path / "flow.db").exists()
 
 
+def test_serve_close_grace_secs_needs_a_postgresql_database(tmp_path):
+    # --close-grace-secs is how long a closing engine waits before it hands runs to the others
+    # (docs/cluster.md, "Closing an engine"): nothing to hand over with a SQLite file.
+    result = run_cli("serve", "--close-grace-secs", "2", "--db", str(tmp_path / "flow.db"))
+    assert result.returncode == 2
+    assert_one_error_line(result.stderr, "dcc-flow serve")
+    assert "--close-grace-secs needs --db postgresql://" in result.stderr
+    assert not (tmp_path / "flow.db").exists()
+
+
 def test_python_m_no_command():
     result = run_cli()
     assert result.returncode == 2

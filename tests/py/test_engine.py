@@ -303,10 +303,10 @@ def test_puller_cleanup_swallows_only_a_closed_engine(engine, monkeypatch):
         return call
 
     engine._dead_pullers.append(12345)
-    monkeypatch.setattr(engine, "_call", failing(dcc_flow.EngineClosedError("closed")))
+    monkeypatch.setattr(engine, "_host_call", failing(dcc_flow.EngineClosedError("closed")))
     engine._close_dead_pullers()  # quiet
     engine._dead_pullers.append(12345)
-    monkeypatch.setattr(engine, "_call", failing(RuntimeError("the library was loaded before a fork")))
+    monkeypatch.setattr(engine, "_host_call", failing(RuntimeError("the library was loaded before a fork")))
     with pytest.raises(RuntimeError, match="fork"):
         engine._close_dead_pullers()
 

@@ -479,6 +479,11 @@ type runner struct {
 	// pauseMu, sealMu.
 	pauseMu sync.RWMutex
 	pauseCh chan struct{}
+	// held is set by Hold, under pauseMu: the gate stays closed for good.
+	held atomic.Bool
+	// hosting counts the instances with a host call a thread took and whose outcome is not
+	// written yet (HostBusy; inst.hostStarted, inst.unhost).
+	hosting atomic.Int32
 }
 
 // stop ends the run from outside: it seals the run first, while the steps in flight are still

@@ -42,6 +42,23 @@ func (h *Run) Pause(p PauseInfo) error { return h.r.setPaused(true, p) }
 // that is not paused does nothing (no event). A finished run is code invalid_state.
 func (h *Run) Unpause(p PauseInfo) error { return h.r.setPaused(false, p) }
 
+// Hold stops the run from starting step instances (retries included) for good, without a
+// record: no event, its status unchanged. A closing engine holds a run it is about to hand over
+// (Engine.Close) while the host calls in flight finish; the run is then abandoned or stopped,
+// which ends the wait of the instances at the gate. Once Hold returns, every instance either
+// was in flight before it or waits at the gate.
+func (h *Run) Hold() {
+	h.r.pauseMu.Lock()
+	h.r.held.Store(true)
+	h.r.pauseMu.Unlock()
+}
+
+// HostBusy reports whether a step instance of the run (not of its child runs) has a host tool
+// call that a host thread took and whose outcome is not settled yet: the host has not answered
+// it, or its step has not written the answer yet (a failed attempt that will be retried
+// counts as settled). Engine.Close waits for it before it hands the run over.
+func (h *Run) HostBusy() bool { return h.r.hosting.Load() > 0 }
+
 // Paused reports whether the run is paused.
 func (h *Run) Paused() bool { return h.r.isPaused() }
 
@@ -121,10 +138,14 @@ func (r *runner) enterGate(ctx context.Context) error {
 	for {
 		r.pauseMu.RLock()
 		ch := r.pauseCh
-		if ch == nil {
+		if ch == nil && !r.held.Load() {
 			return nil
 		}
 		r.pauseMu.RUnlock()
+		if ch == nil { // held (Hold): nothing starts until the run is abandoned or stopped
+			<-ctx.Done()
+			return ctx.Err()
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -51,6 +51,9 @@ type inst struct {
 	// liveAttempt is the last attempt that started (a host call starts when a thread pulls
 	// it): what a seal records. Atomic: the tools.Host sets it under its own lock.
 	liveAttempt atomic.Int32
+	// hosting is set while a host thread runs the instance's call, and until its outcome is
+	// written (runner.hosting counts these instances).
+	hosting atomic.Bool
 	// rep is the reporter of the attempt in progress (report.go), or nil.
 	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
@@ -474,6 +477,21 @@ func (r *runner) link(in *inst) {
 	r.liveMu.Unlock()
 }
 
+// hostStarted records that a host thread took the instance's call (tools.Call.Started).
+func (in *inst) hostStarted() {
+	if in.hosting.CompareAndSwap(false, true) {
+		in.r.hosting.Add(1)
+	}
+}
+
+// unhost records that the outcome of the instance's host call is settled: written, or a failed
+// attempt that the step retries.
+func (in *inst) unhost() {
+	if in.hosting.CompareAndSwap(true, false) {
+		in.r.hosting.Add(-1)
+	}
+}
+
 // unlink removes a finished instance from the registry.
 func (r *runner) unlink(in *inst) {
 	if !in.linked {
@@ -654,6 +672,7 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	in := instPool.Get().(*inst)
 	defer instPool.Put(in)
 	defer r.unlink(in)
+	defer in.unhost() // after its terminal row is written (finish)
 	err := func() error {
 		defer r.pauseMu.RUnlock()
 		now := r.now()

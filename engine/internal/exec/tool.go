@@ -92,7 +92,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			// cancelled there never started (a seal records the attempts that did).
 			in.liveAttempt.Store(int32(attempt - 1))
 			n := int32(attempt)
-			call.Started = func() { in.liveAttempt.Store(n) }
+			call.Started = func() { in.liveAttempt.Store(n); in.hostStarted() }
 		}
 		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
 			// The call may block (a host or remote tool, a blocking built-in): the step is
@@ -161,6 +161,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 		in.row.ErrorKind, in.row.ErrorMessage, in.row.ErrorTrace = kind, msg, trace
 		if attempt < maxAttempts && !final && rp.IsRetryable(kind) {
+			in.unhost() // a failed attempt: nothing of it needs keeping
 			continue
 		}
 		return stepEnd{status: run.StepFailed, errKind: kind, errMsg: msg, errTrace: trace}

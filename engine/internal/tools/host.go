@@ -61,6 +61,7 @@ const DefaultInterruptGrace = 2 * time.Second
 type Host struct {
 	mu      sync.Mutex
 	closed  bool
+	held    bool // Hold: no call is handed out any more
 	closeCh chan struct{}
 	nextID  uint64
 	lanes   map[string]*lane
@@ -483,6 +484,9 @@ func (h *Host) takeLocked(p *pending, puller uint64) bool {
 // popLocked takes up to max queued calls of run runID ("" = any run) from ln for puller, oldest
 // first, and marks them pulled.
 func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []PendingCall {
+	if h.held {
+		return nil
+	}
 	var out []PendingCall
 	for len(out) < max {
 		p := ln.next(runID)
@@ -633,24 +637,30 @@ func (h *Host) Report(id uint64, rep Report) bool {
 	return true
 }
 
-// Running returns the top-level runs (a child run's outermost ancestor) that have a call the
-// host pulled and has not answered: calls a host runs on, whether or not it honours a cancel.
-func (h *Host) Running() map[string]bool {
+// Hold stops handing out calls, for good: Pull (and the next calls of a Complete) find none,
+// and wait as for an empty lane. Calls already pulled are still answered, reported and handed
+// back as before. A closing engine holds its host while the calls in flight finish
+// (Engine.Close), so that no new call starts on it.
+func (h *Host) Hold() {
+	h.mu.Lock()
+	h.held = true
+	h.mu.Unlock()
+}
+
+// LetGoOf returns, for each call in flight in the host (pulled and not let go of, whether or
+// not its step still waits for it) of a run whose top-level run (a child run's outermost
+// ancestor) is in runs, the channel closed when the host lets go of it.
+func (h *Host) LetGoOf(runs map[string]bool) []<-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.drainLocked()
-	out := map[string]bool{}
-	for _, p := range h.calls {
-		// Calls their step still waits for. One it gave up on (cancelled, abandoned) does not
-		// keep its run here: a closing engine hands such a run over, and its process, which
-		// is stopping, takes the old attempt's thread with it.
-		if p.state != statePulled {
-			continue
-		}
+	var out []<-chan struct{}
+	for _, p := range h.inflight {
+		top := p.call.RunID
 		if len(p.ancestors) > 0 {
-			out[p.ancestors[0]] = true
-		} else {
-			out[p.call.RunID] = true
+			top = p.ancestors[0]
+		}
+		if runs[top] {
+			out = append(out, p.letGoLocked())
 		}
 	}
 	return out

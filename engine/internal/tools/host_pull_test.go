@@ -431,3 +431,35 @@ func TestPullSpinsOnlyShortlyAfterAnAnswer(t *testing.T) {
 		t.Fatalf("Pull %v after the last answer yielded %d times; want 0", spinWindow, n)
 	}
 }
+
+// A held host (a closing engine) hands out no call, queued or new, while the calls already
+// pulled are still answered; LetGoOf tells when the host lets go of those of the runs asked.
+func TestHoldHandsOutNothingButTakesAnswers(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"}, [3]string{LaneMain, "b", "b1"})
+	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, Max: 1})
+	if err != nil || len(got) != 1 || got[0].Tool != "a1" {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	letGo := h.LetGoOf(map[string]bool{"a": true})
+	if len(letGo) != 1 || len(h.LetGoOf(map[string]bool{"b": true})) != 0 {
+		t.Fatalf("LetGoOf: %d channels for a, want 1 (and none for b, queued only)", len(letGo))
+	}
+	h.Hold()
+	if got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, Max: 5, Timeout: 20 * time.Millisecond}); err != nil || len(got) != 0 {
+		t.Fatalf("a held host handed out %+v %v", got, err)
+	}
+	if err := h.Complete(got[0].ID, Result{Output: "ok"}); err != nil {
+		t.Fatalf("answer of a pulled call to a held host: %v", err)
+	}
+	select {
+	case <-letGo[0]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host answered a1 but LetGoOf's channel stayed open")
+	}
+	if res := <-answers[0]; res.Output != "ok" {
+		t.Fatalf("a1's answer: %+v", res)
+	}
+}

@@ -146,7 +146,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     others (run, resume, serve) stop with one line naming the owner. ``read_only`` commands
     (schedules, workflows) only look: they always open it read-only (in memory when the file
     does not exist yet), so the workflows they register for a check stay out of the catalog.
-    ``--lease-secs`` (``add_lease_argument``) needs a PostgreSQL database: a ``UsageError`` else."""
+    ``--lease-secs`` (``add_lease_argument``) and ``serve``'s ``--close-grace-secs`` need a PostgreSQL
+    database: a ``UsageError`` else."""
     path = db_path(args)
     if is_keyword_string(path):
         raise UsageError("--db: a PostgreSQL keyword/value connection string (host=… dbname=…) is not taken; write "
@@ -159,6 +160,13 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                              "hold their runs under")
         if not read_only:
             config = dict(config or {}, lease_secs=lease_secs)
+    close_grace = getattr(args, "close_grace_secs", None)
+    if close_grace is not None:
+        if not is_db_url(path):
+            raise UsageError("--close-grace-secs needs --db postgresql://...: it is how long a closing engine waits "
+                             "for its tools before handing their runs to the other engines")
+        if not read_only:
+            config = dict(config or {}, close_grace_secs=close_grace)
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=merge_remotes(args.remotes, (config or {}).get("remotes")))
     if path == ":memory:" or (read_only or beside_owner) and not is_db_url(path) and not os.path.exists(path):

@@ -85,6 +85,9 @@ class ServeCommand(Command):
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
         add_lease_argument(parser)
+        parser.add_argument("--close-grace-secs", type=float, default=None, metavar="SECS",
+                            help="with --db postgresql://...: on SIGTERM, wait this long (default 10) for the tools "
+                                 "running here before handing their runs to the other engines")
         add_db_argument(parser)
 
     def owns_stdout(self, args: argparse.Namespace) -> bool:  # runs tools here (Context.own_stdout)
