@@ -40,6 +40,9 @@ type process struct {
 	// outDir is where a pool worker keeps its output files (OutputDirEnv); "" for a child that
 	// is not a pool worker, or when the directory could not be made.
 	outDir string
+	// group holds the child and what it starts (its own process group on Unix, a job object on
+	// Windows), so that killing or stopping it ends its descendants too.
+	group *procGroup
 }
 
 // OutputDirEnv is the environment variable that gives each pool worker a directory of its own
@@ -96,6 +99,7 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: &tail{max: stderrTailSize}, exited: make(chan struct{}), outDir: outDir}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, p.stderr
 	cmd.WaitDelay = waitDelay
+	inNewGroup(cmd)
 	err = cmd.Start()
 	// The child has its own copies now (or there is no child).
 	inR.Close()
@@ -106,6 +110,7 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 		return nil, err
 	}
 	started = true
+	p.group = joinGroup(cmd.Process)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)
@@ -160,7 +165,15 @@ func (p *process) hasExited() bool {
 	}
 }
 
-// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits.
+// kill kills the child and every process of its group (what it started and did not move out of
+// it). It does not wait.
+func (p *process) kill() {
+	p.group.kill()
+	_ = p.cmd.Process.Kill()
+}
+
+// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits; then
+// it kills what the child left running in its group (a render it forked) and releases the group.
 func (p *process) stop() {
 	p.stdin.Close()
 	timer := time.NewTimer(closeGrace)
@@ -168,9 +181,11 @@ func (p *process) stop() {
 	select {
 	case <-p.exited:
 	case <-timer.C:
-		_ = p.cmd.Process.Kill()
+		p.kill()
 		<-p.exited
 	}
+	p.group.kill()
+	p.group.release()
 	p.stdout.Close()
 	if p.outDir != "" {
 		_ = os.RemoveAll(p.outDir)
