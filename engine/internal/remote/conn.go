@@ -43,7 +43,7 @@ type conn struct {
 	// tooLarge is set (with broken) when the stdio child wrote a line over the message size
 	// limit, and was killed for it: the calls it was serving fail with kind too_large.
 	tooLarge atomic.Bool
-	once   sync.Once
+	once     sync.Once
 }
 
 // dead reports whether the connection must not be used again.
