@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -413,5 +416,32 @@ def register(engine):
 	}
 	if info := b.pool.Pools()[0]; info.Lost != 1 || info.Started != 2 {
 		t.Errorf("Pools() = %+v, want 1 lost of 2 started", info)
+	}
+}
+
+// A worker's _meta output lines are kept as an in-process tool's are, whatever it sends: the
+// newest run.MaxStepLogLines, each cut to run.MaxLogLineBytes, the rest counted.
+func TestRedteamWorkerOutputLinesAreCapped(t *testing.T) {
+	long := strings.Repeat("é", 10000) // 20,000 bytes
+	entries := make([]any, 5000)
+	for i := range entries {
+		entries[i] = map[string]any{"stream": "stdout", "text": fmt.Sprintf("%d %s", i, long)}
+	}
+	meta := &mcp.Meta{AdditionalFields: map[string]any{OutputMetaKey: entries, OutputDroppedMetaKey: float64(7)}}
+	lines, dropped := logsFromMeta(meta)
+	if len(lines) != run.MaxStepLogLines || dropped != 4007 {
+		t.Fatalf("%d lines, %d dropped; want %d and 4007", len(lines), dropped, run.MaxStepLogLines)
+	}
+	for _, l := range lines {
+		if len(l.Text) > run.MaxLogLineBytes || !strings.HasSuffix(l.Text, "…") || !utf8.ValidString(l.Text) {
+			t.Fatalf("line of %d bytes (limit %d): %.40q…", len(l.Text), run.MaxLogLineBytes, l.Text)
+		}
+	}
+	if !strings.HasPrefix(lines[0].Text, "4000 ") {
+		t.Errorf("first kept line %.20q, want the newest lines (4000 on)", lines[0].Text)
+	}
+	meta.AdditionalFields[OutputDroppedMetaKey] = float64(1e300)
+	if _, dropped := logsFromMeta(meta); dropped <= 0 {
+		t.Errorf("a huge dropped count gave %d", dropped)
 	}
 }
