@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, TextIO, Tuple
 
 from ._capture import MAX_LINE_CHARS
 from ._ffi import MAX_REQUEST_BYTES
-from ._tools import ToolEntry, execute
+from ._tools import ToolEntry, error_members, execute
 
 __all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY"]
 
@@ -218,6 +218,11 @@ def _first_lines(f: Any) -> Tuple[List[str], int]:
             return lines, more + (0 if last == b"\n" else 1)
         more += chunk.count(b"\n")
         last = chunk[-1:]
+
+
+def _too_large(tool: str, size: int, what: str = "") -> str:
+    return ("tool %r returned %d bytes of JSON%s; the limit on one message from a worker is %d (64 MiB): return a "
+            "file path instead of the data" % (tool, size, what, MAX_MESSAGE_BYTES))
 
 
 def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -439,8 +444,10 @@ class Worker:
             with self._state_lock:
                 self._cancelled.pop(req_id, None)
         self.served += 1
-        answer = json.loads(members + "}")
         meta: Dict[str, Any] = {}
+        if len(members) > MAX_MESSAGE_BYTES:  # over already: not decoded and encoded twice more
+            members = error_members({"call_id": 0}, "too_large", _too_large(call["name"], len(members)))
+        answer = json.loads(members + "}")
         if output or dropped:
             meta[OUTPUT_META_KEY] = output
             if dropped:
@@ -451,10 +458,8 @@ class Worker:
         data = _encode({"jsonrpc": "2.0", "id": req_id, "result": result})
         if len(data) > MAX_MESSAGE_BYTES:
             # Sent whole, the engine would kill this worker at its limit: say so instead.
-            result = _tool_result({"error": {"kind": "too_large", "message": (
-                "tool %r returned %d bytes of JSON (with its output lines); the limit on one message from a "
-                "worker is %d (64 MiB): return a file path instead of the data") % (
-                call["name"], len(data), MAX_MESSAGE_BYTES)}})
+            message = _too_large(call["name"], len(data), " (its answer, with its output lines)")
+            result = _tool_result({"error": {"kind": "too_large", "message": message}})
             if meta:
                 result["_meta"] = meta
             data = _encode({"jsonrpc": "2.0", "id": req_id, "result": result})
