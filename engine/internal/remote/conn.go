@@ -124,6 +124,9 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string, lim
 	}})
 	if err != nil {
 		msg := c.describe(err)
+		if c.tooLarge.Load() {
+			msg = fmt.Sprintf("%v: the process wrote a message over %s (the limit on one message from a remote) and was killed", err, sizeText(maxMsg))
+		}
 		c.close()
 		if ctx.Err() != nil && life.Err() == nil {
 			tail := ""

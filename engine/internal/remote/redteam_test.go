@@ -52,7 +52,9 @@ def send(m):
 for line in sys.stdin:
     m = json.loads(line)
     meth, mid = m.get("method"), m.get("id")
-    if meth == "initialize":
+    if meth == "initialize" and os.environ.get("FLOOD_INIT"):
+        out.write("x" * (2 << 20)); out.flush(); time.sleep(600)
+    elif meth == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "0"}}})
     elif meth == "tools/call":
         name, args = m["params"]["name"], m["params"].get("arguments") or {}
@@ -443,5 +445,15 @@ func TestRedteamWorkerOutputLinesAreCapped(t *testing.T) {
 	meta.AdditionalFields[OutputDroppedMetaKey] = float64(1e300)
 	if _, dropped := logsFromMeta(meta); dropped <= 0 {
 		t.Errorf("a huge dropped count gave %d", dropped)
+	}
+}
+
+// A worker that floods before it answers initialize fails to start, killed, saying why.
+func TestRedteamWorkerFloodBeforeInitialize(t *testing.T) {
+	lowMessageLimit(t)
+	b := hostilePool(t, 1, func(c *Config) { c.Env = map[string]string{"FLOOD_INIT": "1"} })
+	res := b.call(t, nil, "ok", nil)
+	if !res.IsError || !strings.Contains(res.Message, "wrote a message over 1 MiB") {
+		t.Fatalf("ok: %+v, want a start failure naming the limit", res)
 	}
 }
