@@ -10,6 +10,8 @@ import resource
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import dcc_flow
 from dcc_flow import WorkflowStatus
@@ -47,6 +49,16 @@ TOOLS = textwrap.dedent('''
             call.progress(1, 2, message="p" * size)
             return {"pid": os.getpid()}
 
+        @engine.tool(name="rt__background")
+        def background(size=0):
+            def flood():
+                chunk = b"b" * 65536
+                for _ in range(size // len(chunk)):
+                    os.write(1, chunk)  # between calls, no newline
+            import threading
+            threading.Thread(target=flood, daemon=True).start()
+            return {"pid": os.getpid()}
+
         @engine.tool(name="rt__big")
         def big(n=0):
             return {"pid": os.getpid(), "data": "x" * n}
@@ -63,11 +75,22 @@ class WorkerProc:
         out.mkdir()
         full_env = dict(os.environ, PYTHONPATH=PYTHON_DIR, DCC_FLOW_WORKER_OUTPUT_DIR=str(out), **(env or {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "worker", "--tools", str(path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=full_env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=full_env)
+        self.stderr_bytes = 0
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
         self.next_id = 0
         init = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                            "clientInfo": {"name": "test", "version": "0"}})
         assert init[-1]["result"]["serverInfo"]["name"]
+
+    def _read_stderr(self):
+        while True:
+            data = os.read(self.proc.stderr.fileno(), 1 << 16)
+            if not data:
+                return
+            self.stderr_bytes += len(data)
 
     def request(self, method, params):
         """Send a request; return every message up to its answer, as parsed JSON (the raw sizes in
@@ -107,6 +130,8 @@ class WorkerProc:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
         self.proc.stdout.close()
+        self._reader.join(timeout=30)
+        self.proc.stderr.close()
 
 
 def test_a_call_that_prints_megabytes_answers_with_bounded_output(tmp_path):
@@ -161,6 +186,23 @@ def test_a_result_over_the_message_limit_is_refused_by_the_worker_which_stays(tm
         assert worker.sizes[-1] < 4096
         again = worker.call("rt__big", {"n": 10})[-1]["result"]["structuredContent"]
         assert again["pid"] == ok["pid"]
+    finally:
+        worker.close()
+
+
+def test_output_written_between_calls_is_passed_on_in_bounded_pieces(tmp_path):
+    worker = WorkerProc(tmp_path)
+    try:
+        worker.call("rt__chatty", {})
+        before = worker.hwm()
+        worker.call("rt__background", {"size": 40 * MB})
+        deadline = time.monotonic() + 60
+        while worker.stderr_bytes < 40 * MB:  # the worker's pump copies it to its real stderr
+            assert time.monotonic() < deadline, worker.stderr_bytes
+            time.sleep(0.05)
+        worker.call("rt__chatty", {})  # begin() drains what is left
+        if before:
+            assert worker.hwm() - before < 16 * MB, (before, worker.hwm())
     finally:
         worker.close()
 
