@@ -21,7 +21,7 @@ PYTHON_DIR = os.path.join(ROOT, "python")
 MB = 1 << 20
 
 TOOLS = textwrap.dedent('''
-    import os, sys
+    import os, sys, time
     import dcc_flow
     import dcc_flow._worker
 
@@ -52,9 +52,12 @@ TOOLS = textwrap.dedent('''
         @engine.tool(name="rt__background")
         def background(size=0):
             def flood():
+                while not os.path.exists(os.environ["FLOOD_GO"]):  # the call has been answered
+                    time.sleep(0.01)
                 chunk = b"b" * 65536
                 for _ in range(size // len(chunk)):
                     os.write(1, chunk)  # between calls, no newline
+                open(os.environ["FLOOD_DONE"], "w").close()
             import threading
             threading.Thread(target=flood, daemon=True).start()
             return {"pid": os.getpid()}
@@ -191,16 +194,24 @@ def test_a_result_over_the_message_limit_is_refused_by_the_worker_which_stays(tm
 
 
 def test_output_written_between_calls_is_passed_on_in_bounded_pieces(tmp_path):
-    worker = WorkerProc(tmp_path)
+    done = tmp_path / "flood.done"
+    go = tmp_path / "flood.go"
+    worker = WorkerProc(tmp_path, env={"FLOOD_DONE": str(done), "FLOOD_GO": str(go)})
     try:
         worker.call("rt__chatty", {})
         before = worker.hwm()
         worker.call("rt__background", {"size": 40 * MB})
+        go.touch()
         deadline = time.monotonic() + 60
-        while worker.stderr_bytes < 40 * MB:  # the worker's pump copies it to its real stderr
-            assert time.monotonic() < deadline, worker.stderr_bytes
+        while not done.exists():
+            assert time.monotonic() < deadline, "the flood did not end"
             time.sleep(0.05)
-        worker.call("rt__chatty", {})  # begin() drains what is left
+        worker.call("rt__chatty", {})  # begin() copies what is left
+        # The worker's pump copied it to its real stderr (some may be lost when the file is
+        # emptied as a write lands: it is a log, not the protocol) without holding it.
+        while worker.stderr_bytes == 0:
+            assert time.monotonic() < deadline, "nothing reached the worker's stderr"
+            time.sleep(0.05)
         if before:
             assert worker.hwm() - before < 16 * MB, (before, worker.hwm())
     finally:
