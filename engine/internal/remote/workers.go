@@ -485,9 +485,10 @@ func (wp *workerPool) overLimit(ctx context.Context, w *worker, tool string, ref
 }
 
 // malformedResult describes a tools/call result mcp-go could not read (err) for an
-// invalid_output failure.
+// invalid_output failure, without the Go type encoding/json names.
 func malformedResult(err error) string {
-	return fmt.Sprintf("the answer is not a valid MCP tool result (%v): it needs a \"content\" list of content blocks (docs/pools.md)", err)
+	why, _, _ := strings.Cut(err.Error(), " into Go ")
+	return fmt.Sprintf("the answer is not a valid MCP tool result (%s): it needs a \"content\" list of content blocks (docs/pools.md)", why)
 }
 
 // memberError is a member of a pool of servers that could not be reached.
