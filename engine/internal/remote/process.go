@@ -113,6 +113,10 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 	p.group = joinGroup(cmd.Process)
 	go func() {
 		p.err = cmd.Wait()
+		// What the child left running in its group goes with it, at once: later, on Unix, the
+		// group's id could be a new process's.
+		p.group.kill()
+		p.group.release()
 		close(p.exited)
 	}()
 	return p, nil
@@ -172,8 +176,8 @@ func (p *process) kill() {
 	_ = p.cmd.Process.Kill()
 }
 
-// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits; then
-// it kills what the child left running in its group (a render it forked) and releases the group.
+// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits. Once
+// the child has exited, what it left running in its group (a render it forked) is killed too.
 func (p *process) stop() {
 	p.stdin.Close()
 	timer := time.NewTimer(closeGrace)
@@ -184,8 +188,6 @@ func (p *process) stop() {
 		p.kill()
 		<-p.exited
 	}
-	p.group.kill()
-	p.group.release()
 	p.stdout.Close()
 	if p.outDir != "" {
 		_ = os.RemoveAll(p.outDir)

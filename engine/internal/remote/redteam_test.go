@@ -43,6 +43,7 @@ func lowMessageLimit(t *testing.T) int64 {
 //	flood  writes args.bytes bytes on one line, with no newline, after args.delay_ms, then
 //	       sleeps (so that only a kill ends it)
 //	spawn  starts `sleep 600` (a grandchild) and answers with its pid
+//	exit   exits at once (status 3)
 //	bad    answers a result with no "content"; badstr: a result that is a string
 const hostileWorker = `
 import json, os, subprocess, sys, time
@@ -75,6 +76,8 @@ for line in sys.stdin:
             child = subprocess.Popen(["sleep", "600"])
             res = {"pid": os.getpid(), "child": child.pid}
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": json.dumps(res)}], "structuredContent": res}})
+        elif name == "exit":
+            os._exit(3)
         elif name == "bad":
             send({"jsonrpc": "2.0", "id": mid, "result": {"foo": 1}})
         elif name == "badstr":
@@ -227,7 +230,7 @@ func TestRedteamWorkerMessageAtTheLimit(t *testing.T) {
 }
 
 // What a worker forks dies with it: when the pool closes it (stdin closed, the worker exits and
-// leaves its child behind), and when it is killed for a flood.
+// leaves its child behind), when it exits by itself, and when it is killed for a flood.
 func TestRedteamWorkerGrandchildrenDieWithIt(t *testing.T) {
 	spawn := func(t *testing.T, b *bundle) (int, int) {
 		t.Helper()
@@ -244,6 +247,15 @@ func TestRedteamWorkerGrandchildrenDieWithIt(t *testing.T) {
 		b := hostilePool(t, 1, nil)
 		pid, child := spawn(t, b)
 		b.pool.Close()
+		awaitGone(t, "the worker", pid)
+		awaitGone(t, "the worker's child", child)
+	})
+	t.Run("exited", func(t *testing.T) {
+		b := hostilePool(t, 1, nil)
+		pid, child := spawn(t, b)
+		if res := b.call(t, nil, "exit", nil); res.Kind != run.KindWorkerLost {
+			t.Fatalf("exit: %+v", res)
+		}
 		awaitGone(t, "the worker", pid)
 		awaitGone(t, "the worker's child", child)
 	})
