@@ -30,7 +30,7 @@
 // only aborts the HTTP request there).
 //
 // A stdio child starts in a process group of its own (a job object on Windows), killed with it
-// (process.kill) and after it exits (process.stop), so what it forked does not outlive it.
+// (process.kill) and as soon as it exits, so what it forked does not outlive it.
 //
 // The package installs no signal handlers and does not write to stdout. A child's stderr is
 // kept (its last 4 KiB) for error messages. The one thing it cannot silence is mcp-go's stdio
