@@ -18,7 +18,7 @@ const (
 	rcBadRequest   int32 = 2
 	rcInternal     int32 = 3
 	abiVersion           = 2
-	maxRequestSize       = 64 << 20
+	maxRequestSize       = run.MaxMessageBytes // 64 MiB, the same bound as a pool worker's messages
 )
 
 // op is the Go side of one export: it receives the handle and the raw input JSON and returns a

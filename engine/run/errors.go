@@ -19,7 +19,8 @@ const (
 	// KindInvalidOutput: the tool returned a value that cannot be carried as JSON (a string
 	// that is not Unicode, a value nested too deep, a NaN, an object that is not serialisable).
 	KindInvalidOutput = "invalid_output"
-	// KindTooLarge: the tool's output is over the request size limit (64 MiB of JSON).
+	// KindTooLarge: the tool's output is over MaxMessageBytes (64 MiB of JSON): an in-process
+	// tool's answer, or one message from a pool worker or a remote MCP server.
 	KindTooLarge = "too_large"
 	// KindStorage: the run's database could not be written (a full disk, a read-only or
 	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
@@ -29,6 +30,12 @@ const (
 	// another worker.
 	KindWorkerLost = "worker_lost"
 )
+
+// MaxMessageBytes bounds one message a tool's answer travels in, whichever way it comes: a C
+// ABI request (an in-process tool's result), and every message a pool worker or a remote MCP
+// server sends (a line of a stdio worker, an HTTP response body, an SSE event). Past it the call
+// fails with KindTooLarge; a worker that sent the message is killed (docs/limits.md).
+const MaxMessageBytes = 64 << 20
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
 // retry policy has no `retry_on` list: every kind except fatal, cancelled, invalid_input,

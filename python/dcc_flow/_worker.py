@@ -33,7 +33,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, TextIO, Tuple
 
-from ._tools import ToolEntry, execute
+from ._capture import MAX_LINE_CHARS
+from ._ffi import MAX_REQUEST_BYTES
+from ._tools import ToolEntry, error_members, execute
 
 __all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY"]
 
@@ -49,8 +51,25 @@ OUTPUT_DROPPED_META_KEY = "dcc-flow/output-dropped"
 #: The exit status of a worker that left a call running when its engine went away (exit_grace).
 EXIT_ORPHANED = 3
 
-#: At most this many output lines of one call are kept (the rest are counted, not kept).
+#: At most this many output lines of one call are kept per stream, and at most about
+#: MAX_OUTPUT_BYTES of them (a step record keeps the newest 1,000 lines and 256 KiB): the rest are
+#: counted, not kept. A line keeps its first MAX_LINE_CHARS characters, as in-process (the engine
+#: cuts it at 4 KiB, ending it with "…"). Reading them holds at most _CHUNK bytes at once, so a
+#: tool that prints 1 GB without a newline costs the worker no memory.
 MAX_OUTPUT_LINES = 1000
+MAX_OUTPUT_BYTES = 256 << 10
+
+#: The largest message the worker sends (the engine's limit on one message from a worker,
+#: run.MaxMessageBytes, as for in-process results): a larger result is answered as a
+#: ``too_large`` error instead (an engine kills a worker that sends more).
+MAX_MESSAGE_BYTES = MAX_REQUEST_BYTES
+#: A log line's fields are left out past this many bytes of JSON; a progress message keeps this
+#: many characters (the engine's run.MaxLogFieldsBytes and run.MaxProgressMessageBytes).
+MAX_FIELDS_BYTES = 4 << 10
+MAX_PROGRESS_MESSAGE_CHARS = 512
+
+_LINE_BYTES = MAX_LINE_CHARS * 4  # enough bytes for MAX_LINE_CHARS characters of UTF-8
+_CHUNK = 1 << 20
 
 
 #: The environment variable naming the directory where a worker keeps the output files of its
@@ -104,17 +123,12 @@ class _Capture:
             self._active = True
 
     def end(self) -> Tuple[List[str], int]:
-        """Stop collecting: the call's lines (at most MAX_OUTPUT_LINES) and how many more it wrote."""
+        """Stop collecting: the call's first lines (MAX_OUTPUT_LINES, MAX_OUTPUT_BYTES) and how
+        many more it wrote."""
         with self._lock:
             self._active = False
             self._file.seek(0)
-            lines: List[str] = []
-            dropped = 0
-            for raw in self._file:
-                if len(lines) < MAX_OUTPUT_LINES:
-                    lines.append(raw.rstrip(b"\r\n").decode("utf-8", "replace"))
-                else:
-                    dropped += 1
+            lines, dropped = _first_lines(self._file)
             self._reset()
         return lines, dropped
 
@@ -134,15 +148,29 @@ class _Capture:
         self._pos, self._pending = 0, b""
 
     def _drain(self, final: bool = False) -> None:
-        """Between calls: copy the lines written since the last look to the real stderr."""
+        """Between calls: copy the lines written since the last look to the real stderr, _CHUNK
+        bytes at a time (at most 16 per look, so that a thread writing without pause does not hold
+        the lock); a line without an end is passed on in pieces of _LINE_BYTES."""
         self._file.seek(self._pos)
-        chunk = self._file.read()
-        self._pos += len(chunk)
-        data = self._pending + chunk
-        *lines, self._pending = data.split(b"\n")
+        at_end = False
+        for _ in range(16):
+            chunk = self._file.read(_CHUNK)
+            if not chunk:
+                at_end = True
+                break
+            self._pos += len(chunk)
+            *lines, self._pending = (self._pending + chunk).split(b"\n")
+            if len(self._pending) > _LINE_BYTES:
+                lines.append(self._pending)
+                self._pending = b""
+            self._copy(lines)
         if final and self._pending:
-            lines.append(self._pending)
+            self._copy([self._pending])
             self._pending = b""
+        if at_end and self._pos > _ROTATE_AT:
+            self._reset()
+
+    def _copy(self, lines: List[bytes]) -> None:
         for raw in lines:
             try:
                 self._fallback.write(raw.rstrip(b"\r").decode("utf-8", "replace") + "\n")
@@ -153,8 +181,6 @@ class _Capture:
                 self._fallback.flush()
             except (OSError, ValueError):
                 pass
-        if self._pos > _ROTATE_AT:
-            self._reset()
 
     def _pump(self) -> None:
         while True:
@@ -167,6 +193,41 @@ class _Capture:
                         self._drain()
                     except (OSError, ValueError):
                         return
+
+
+def _first_lines(f: Any) -> Tuple[List[str], int]:
+    """The first lines of the binary file ``f`` from where it is (MAX_OUTPUT_LINES, about
+    MAX_OUTPUT_BYTES, each cut to MAX_LINE_CHARS characters) and how many more lines it holds."""
+    lines: List[str] = []
+    size = 0
+    while len(lines) < MAX_OUTPUT_LINES and size < MAX_OUTPUT_BYTES:
+        raw = f.readline(_LINE_BYTES)
+        if not raw:
+            return lines, 0
+        if not raw.endswith(b"\n"):  # the rest of a longer line is skipped
+            while True:
+                rest = f.readline(_CHUNK)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        lines.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:MAX_LINE_CHARS])
+        size += len(raw)
+    more, last = 0, b"\n"
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return lines, more + (0 if last == b"\n" else 1)
+        more += chunk.count(b"\n")
+        last = chunk[-1:]
+
+
+def _too_large(tool: str, size: int, what: str = "") -> str:
+    return ("tool %r returned %d bytes of JSON%s; the limit on one message from a worker is %d (64 MiB): return a "
+            "file path instead of the data" % (tool, size, what, MAX_MESSAGE_BYTES))
+
+
+def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (the engine cuts it again, in bytes, with "…")."""
+    return text if len(text) <= limit else text[:limit]
 
 
 class Worker:
@@ -253,7 +314,9 @@ class Worker:
     # -- the protocol thread ----------------------------------------------------------------------
 
     def _send(self, msg: Mapping[str, Any]) -> None:
-        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+        self._write(_encode(msg))
+
+    def _write(self, data: bytes) -> None:
         with self._write_lock:
             self._out.write(data)
             if hasattr(self._out, "flush"):
@@ -381,14 +444,26 @@ class Worker:
             with self._state_lock:
                 self._cancelled.pop(req_id, None)
         self.served += 1
+        meta: Dict[str, Any] = {}
+        if len(members) > MAX_MESSAGE_BYTES:  # over already: not decoded and encoded twice more
+            members = error_members({"call_id": 0}, "too_large", _too_large(call["name"], len(members)))
         answer = json.loads(members + "}")
-        result = _tool_result(answer)
         if output or dropped:
-            meta: Dict[str, Any] = {OUTPUT_META_KEY: output}
+            meta[OUTPUT_META_KEY] = output
             if dropped:
                 meta[OUTPUT_DROPPED_META_KEY] = dropped
+        result = _tool_result(answer)
+        if meta:
             result["_meta"] = meta
-        self._reply(req_id, result)
+        data = _encode({"jsonrpc": "2.0", "id": req_id, "result": result})
+        if len(data) > MAX_MESSAGE_BYTES:
+            # Sent whole, the engine would kill this worker at its limit: say so instead.
+            message = _too_large(call["name"], len(data), " (its answer, with its output lines)")
+            result = _tool_result({"error": {"kind": "too_large", "message": message}})
+            if meta:
+                result["_meta"] = meta
+            data = _encode({"jsonrpc": "2.0", "id": req_id, "result": result})
+        self._write(data)
 
 
 class _Notifier:
@@ -412,12 +487,17 @@ class _Notifier:
             if progress.get("total") is not None:
                 params["total"] = progress["total"]
             if progress.get("message"):
-                params["message"] = progress["message"]
+                params["message"] = _clip(str(progress["message"]), MAX_PROGRESS_MESSAGE_CHARS)
             self._send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         for entry in logs:
-            data: Dict[str, Any] = {"progressToken": self._token, "message": entry.get("message", "")}
+            # Cut here as the engine would cut them: a 100 MB log line is not sent whole.
+            data: Dict[str, Any] = {"progressToken": self._token, "message": _clip(str(entry.get("message", "")))}
             if entry.get("fields"):
-                data["fields"] = _json_fields(entry["fields"])
+                fields = _json_fields(entry["fields"])
+                if len(json.dumps(fields, ensure_ascii=False).encode("utf-8", "replace")) > MAX_FIELDS_BYTES:
+                    data["message"] = _clip(data["message"] + " [fields left out: over 4 KiB]")
+                else:
+                    data["fields"] = fields
             self._message(data)
         if dropped:
             self._message({"progressToken": self._token, "dropped": dropped})
@@ -425,6 +505,11 @@ class _Notifier:
     def _message(self, data: Dict[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "method": "notifications/message",
                     "params": {"level": "info", "logger": "dcc-flow", "data": data}})
+
+
+def _encode(msg: Mapping[str, Any]) -> bytes:
+    """One protocol line."""
+    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
 
 
 def _json_fields(fields: Any) -> Any:

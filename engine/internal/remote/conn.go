@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -39,7 +40,10 @@ type conn struct {
 	notes  tracker         // notifications/cancelled being sent (HTTP)
 	settle *settler        // pool workers only: tools/call requests not answered yet
 	broken atomic.Bool
-	once   sync.Once
+	// tooLarge is set (with broken) when the stdio child wrote a line over the message size
+	// limit, and was killed for it: the calls it was serving fail with kind too_large.
+	tooLarge atomic.Bool
+	once     sync.Once
 }
 
 // dead reports whether the connection must not be used again.
@@ -76,12 +80,13 @@ func (c *conn) describe(err error) string {
 
 // connect makes and initializes a connection for cfg. life is the pool's lifetime context;
 // ctx bounds the handshake, limit being its length for messages; environ is the environment
-// (Pool.environ).
-func connect(life, ctx context.Context, cfg Config, environ func() []string, limit time.Duration) (*conn, error) {
+// (Pool.environ); maxMsg bounds each message the remote sends (maxMessageBytes): a stdio child
+// that writes a longer line is killed, an HTTP body past it fails the request.
+func connect(life, ctx context.Context, cfg Config, environ func() []string, limit time.Duration, maxMsg int64) (*conn, error) {
 	c := &conn{}
 	var tr transport.Interface
 	if cfg.URL != "" {
-		t, err := newHTTPTransport(cfg, c, environ)
+		t, err := newHTTPTransport(cfg, c, environ, maxMsg)
 		if err != nil {
 			return nil, err
 		}
@@ -92,12 +97,20 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string, lim
 			return nil, fmt.Errorf("%w: starting %q: %w", errDial, cfg.Command[0], err)
 		}
 		c.proc = p
-		io := transport.NewIO(p.stdout, p.stdin, nil)
-		tr = io
+		// mcp-go reads the child's stdout a line at a time with bufio.Reader.ReadString, which
+		// buffers a line whole: the frameReader stops it at maxMsg bytes (io.EOF, which mcp-go
+		// takes for the child's end, quietly) and kills the child at once.
+		out := &frameReader{r: p.stdout, limit: maxMsg, framing: framesLines, overErr: io.EOF, over: func() {
+			c.tooLarge.Store(true)
+			c.broken.Store(true)
+			p.kill()
+		}}
+		st := &stdioTransport{Stdio: transport.NewIO(out, p.stdin, nil)}
 		if cfg.pooled() {
 			c.settle = newSettler()
-			tr = &settlingStdio{Stdio: io, s: c.settle}
+			st.s = c.settle
 		}
+		tr = st
 	}
 	c.client = client.NewClient(tr, client.WithProtocolVersion(protocolVersion))
 	c.client.OnNotification(onNotification) // progress and logs of running calls (report.go)
@@ -111,6 +124,9 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string, lim
 	}})
 	if err != nil {
 		msg := c.describe(err)
+		if c.tooLarge.Load() {
+			msg = fmt.Sprintf("%v: the process wrote a message over %s (the limit on one message from a remote) and was killed", err, sizeText(maxMsg))
+		}
 		c.close()
 		if ctx.Err() != nil && life.Err() == nil {
 			tail := ""
@@ -129,7 +145,7 @@ func connect(life, ctx context.Context, cfg Config, environ func() []string, lim
 // newHTTPTransport returns a streamable HTTP transport for cfg, with its own connection pool,
 // the configured headers and the bearer token of cfg.TokenEnv read from environ, and
 // notifications/cancelled for aborted calls.
-func newHTTPTransport(cfg Config, c *conn, environ func() []string) (*cancellingHTTP, error) {
+func newHTTPTransport(cfg Config, c *conn, environ func() []string, maxMsg int64) (*cancellingHTTP, error) {
 	headers := maps.Clone(cfg.Headers)
 	if headers == nil {
 		headers = map[string]string{}
@@ -143,7 +159,7 @@ func newHTTPTransport(cfg Config, c *conn, environ func() []string) (*cancelling
 	}
 	c.httpT = http.DefaultTransport.(*http.Transport).Clone()
 	st, err := transport.NewStreamableHTTP(cfg.URL,
-		transport.WithHTTPBasicClient(&http.Client{Transport: statusRecorder{base: c.httpT}}),
+		transport.WithHTTPBasicClient(&http.Client{Transport: statusRecorder{base: c.httpT, limit: maxMsg}}),
 		transport.WithHTTPHeaders(headers),
 		transport.WithHTTPLogger(slog.New(slog.DiscardHandler)),
 	)
@@ -176,6 +192,7 @@ type cancellingHTTP struct {
 
 func (t *cancellingHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
+	noteAnswer(ctx, req, resp, err)
 	if err != nil && ctx.Err() != nil && req.Method == string(mcp.MethodToolsCall) {
 		note := mcp.JSONRPCNotification{
 			JSONRPC: mcp.JSONRPC_VERSION,

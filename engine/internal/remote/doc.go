@@ -16,7 +16,11 @@
 //   - the per-call timeout or the caller's deadline: "timeout"; the caller's cancellation:
 //     "cancelled";
 //   - JSON-RPC "method not found" or an unknown tool: "not_found"; other invalid params:
-//     "invalid_input"; other JSON-RPC errors: "error";
+//     "invalid_input"; other JSON-RPC errors: "error"; an answer that is not a valid MCP tool
+//     result: "invalid_output";
+//   - a message from the remote over run.MaxMessageBytes (64 MiB: a stdio line, an HTTP body,
+//     an SSE event), which is never read whole (frames.go): "too_large"; a stdio child that
+//     wrote it is killed (a pool counts it lost and replaces it), a pool member's session ended;
 //   - HTTP 401/403 or an unset token_env variable: "permission"; a program that cannot be
 //     started, a server speaking only the old HTTP+SSE transport, or an unsupported
 //     protocol version: "fatal".
@@ -24,6 +28,9 @@
 // When a call's context ends before the answer, the remote receives notifications/cancelled
 // for the request: over stdio mcp-go's client sends it; over HTTP this package does (mcp-go
 // only aborts the HTTP request there).
+//
+// A stdio child starts in a process group of its own (a job object on Windows), killed with it
+// (process.kill) and as soon as it exits, so what it forked does not outlive it.
 //
 // The package installs no signal handlers and does not write to stdout. A child's stderr is
 // kept (its last 4 KiB) for error messages. The one thing it cannot silence is mcp-go's stdio

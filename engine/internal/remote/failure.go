@@ -107,8 +107,27 @@ var errDial = errors.New("connecting")
 // statusKey carries a *statusBox in a request context, for statusRecorder.
 type statusKey struct{}
 
-// statusBox holds the last HTTP error status (≥ 400) of the requests made for one call.
-type statusBox struct{ code atomic.Int32 }
+// statusBox holds what the transports saw of the requests made for one call: the last HTTP
+// error status (≥ 400), whether a response body passed the message size limit, and whether the
+// remote answered tools/call with a result (not a JSON-RPC error), so that a result mcp-go could
+// not parse is told from a failure of the transport.
+type statusBox struct {
+	code     atomic.Int32
+	tooLarge atomic.Bool
+	answered atomic.Bool
+}
+
+// boxOf returns the statusBox of ctx (withStatusBox), or nil.
+func boxOf(ctx context.Context) *statusBox {
+	box, _ := ctx.Value(statusKey{}).(*statusBox)
+	return box
+}
+
+// overLimit reports whether a response of the call passed the message size limit.
+func (b *statusBox) overLimit() bool { return b != nil && b.tooLarge.Load() }
+
+// gotResult reports whether the remote answered the call with a result.
+func (b *statusBox) gotResult() bool { return b != nil && b.answered.Load() }
 
 func withStatusBox(ctx context.Context) (context.Context, *statusBox) {
 	box := &statusBox{}
@@ -123,15 +142,22 @@ func (b *statusBox) get() int {
 }
 
 // statusRecorder is an http.RoundTripper that records error statuses in the request
-// context's statusBox: mcp-go reports most of them only as text.
-type statusRecorder struct{ base http.RoundTripper }
+// context's statusBox (mcp-go reports most of them only as text), and bounds every response
+// body to limit bytes per message (boundBody).
+type statusRecorder struct {
+	base  http.RoundTripper
+	limit int64
+}
 
 func (s statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := s.base.RoundTrip(req)
-	if err == nil && resp.StatusCode >= 400 {
-		if box, ok := req.Context().Value(statusKey{}).(*statusBox); ok {
-			box.code.Store(int32(resp.StatusCode))
-		}
+	if err != nil {
+		return resp, err
 	}
-	return resp, err
+	box := boxOf(req.Context())
+	if resp.StatusCode >= 400 && box != nil {
+		box.code.Store(int32(resp.StatusCode))
+	}
+	boundBody(resp, s.limit, box)
+	return resp, nil
 }

@@ -19,8 +19,23 @@ const (
 )
 
 // logsFromMeta reads the output lines of a tools/call result's _meta; a result without them, or
-// with entries of another shape, gives none (a server other than a dcc-flow worker).
+// with entries of another shape, gives none (a server other than a dcc-flow worker). Whatever the
+// worker sent, it keeps the newest run.MaxStepLogLines lines, each cut to run.MaxLogLineBytes
+// (as an in-process tool's lines are), counting the others as dropped; the step record then
+// keeps the newest within run.MaxStepLogBytes.
 func logsFromMeta(meta *mcp.Meta) ([]run.LogLine, int) {
+	lines, dropped := logsFromMetaAll(meta)
+	if over := len(lines) - run.MaxStepLogLines; over > 0 {
+		lines = lines[over:]
+		dropped += over
+	}
+	for i := range lines {
+		lines[i].Text = run.Clip(lines[i].Text, run.MaxLogLineBytes)
+	}
+	return lines, dropped
+}
+
+func logsFromMetaAll(meta *mcp.Meta) ([]run.LogLine, int) {
 	if meta == nil || meta.AdditionalFields == nil {
 		return nil, 0
 	}
@@ -45,16 +60,18 @@ func logsFromMeta(meta *mcp.Meta) ([]run.LogLine, int) {
 	dropped := 0
 	switch n := meta.AdditionalFields[OutputDroppedMetaKey].(type) {
 	case float64:
-		dropped = int(n)
+		if n > 0 && n < 1e15 {
+			dropped = int(n)
+		}
 	case json.Number:
 		i, _ := n.Int64()
-		dropped = int(i)
+		dropped = int(min(max(i, 0), 1e15))
 	}
-	return lines, max(dropped, 0)
+	return lines, dropped
 }
 
-// logsFromText splits output a process wrote (a file's tail) into lines of stream, dropping a
-// trailing empty line.
+// logsFromText splits output a process wrote (a file's tail) into lines of stream, each cut to
+// run.MaxLogLineBytes, dropping a trailing empty line.
 func logsFromText(stream, text string) []run.LogLine {
 	text = strings.TrimSuffix(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
 	if text == "" {
@@ -63,7 +80,7 @@ func logsFromText(stream, text string) []run.LogLine {
 	parts := strings.Split(text, "\n")
 	out := make([]run.LogLine, len(parts))
 	for i, p := range parts {
-		out[i] = run.LogLine{Stream: stream, Text: p}
+		out[i] = run.LogLine{Stream: stream, Text: run.Clip(p, run.MaxLogLineBytes)}
 	}
 	return out
 }

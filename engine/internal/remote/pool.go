@@ -23,6 +23,8 @@ type Pool struct {
 	configs map[string]Config
 	names   []string        // sorted
 	environ func() []string // the environment tokens and stdio children come from (WithEnviron)
+	// maxMessage bounds each message a remote sends (maxMessageBytes when the pool was made).
+	maxMessage int64
 
 	life context.Context // ends when the pool is closed
 	stop context.CancelFunc
@@ -98,7 +100,8 @@ func NewPool(configs map[string]Config, opts ...Option) (*Pool, error) {
 		}
 	}
 	life, stop := context.WithCancel(context.Background())
-	p := &Pool{configs: map[string]Config{}, names: names, environ: os.Environ, life: life, stop: stop, remotes: map[string]*remote{}}
+	p := &Pool{configs: map[string]Config{}, names: names, environ: os.Environ, maxMessage: maxMessageBytes,
+		life: life, stop: stop, remotes: map[string]*remote{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -176,7 +179,19 @@ func (p *Pool) Call(ctx context.Context, dcc, tool string, args map[string]any) 
 		if err == nil {
 			return resultFromTool(res), nil
 		}
+		if killed := c.tooLarge.Load(); killed || box.overLimit() {
+			what := "the remote sent a message over " + sizeText(p.maxMessage)
+			if killed {
+				r.drop(c)
+				what = "the remote process wrote a message over " + sizeText(p.maxMessage) + " and was killed"
+			}
+			return r.failed(ctx, tool, failure{kind: run.KindTooLarge}, what+
+				" (the limit on one message from a remote): return a file path instead of the data"), nil
+		}
 		f := classify(ctx, err, box.get())
+		if f.kind == run.KindError && box.gotResult() {
+			return r.failed(ctx, tool, failure{kind: run.KindInvalidOutput}, malformedResult(err)), nil
+		}
 		if f.broken && p.isClosed() && ctx.Err() == nil {
 			f = failure{kind: run.KindCancelled}
 			err = errPoolClosed
@@ -259,7 +274,7 @@ func (r *remote) get(ctx context.Context) (*conn, *dial, error) {
 func (r *remote) dial(d *dial) {
 	ctx, cancel := context.WithTimeout(r.pool.life, connectTimeout)
 	ctx, box := withStatusBox(ctx)
-	c, err := connect(r.pool.life, ctx, r.cfg, r.pool.environ, connectTimeout)
+	c, err := connect(r.pool.life, ctx, r.cfg, r.pool.environ, connectTimeout, r.pool.maxMessage)
 	cancel()
 
 	r.mu.Lock()

@@ -40,6 +40,9 @@ type process struct {
 	// outDir is where a pool worker keeps its output files (OutputDirEnv); "" for a child that
 	// is not a pool worker, or when the directory could not be made.
 	outDir string
+	// group holds the child and what it starts (its own process group on Unix, a job object on
+	// Windows), so that killing or stopping it ends its descendants too.
+	group *procGroup
 }
 
 // OutputDirEnv is the environment variable that gives each pool worker a directory of its own
@@ -96,6 +99,7 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: &tail{max: stderrTailSize}, exited: make(chan struct{}), outDir: outDir}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, p.stderr
 	cmd.WaitDelay = waitDelay
+	inNewGroup(cmd)
 	err = cmd.Start()
 	// The child has its own copies now (or there is no child).
 	inR.Close()
@@ -106,8 +110,13 @@ func startProcess(cfg Config, environ []string) (*process, error) {
 		return nil, err
 	}
 	started = true
+	p.group = joinGroup(cmd.Process)
 	go func() {
 		p.err = cmd.Wait()
+		// What the child left running in its group goes with it, at once: later, on Unix, the
+		// group's id could be a new process's.
+		p.group.kill()
+		p.group.release()
 		close(p.exited)
 	}()
 	return p, nil
@@ -160,7 +169,15 @@ func (p *process) hasExited() bool {
 	}
 }
 
-// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits.
+// kill kills the child and every process of its group (what it started and did not move out of
+// it). It does not wait.
+func (p *process) kill() {
+	p.group.kill()
+	_ = p.cmd.Process.Kill()
+}
+
+// stop closes the child's stdin, gives it closeGrace to exit, then kills it, and waits. Once
+// the child has exited, what it left running in its group (a render it forked) is killed too.
 func (p *process) stop() {
 	p.stdin.Close()
 	timer := time.NewTimer(closeGrace)
@@ -168,7 +185,7 @@ func (p *process) stop() {
 	select {
 	case <-p.exited:
 	case <-timer.C:
-		_ = p.cmd.Process.Kill()
+		p.kill()
 		<-p.exited
 	}
 	p.stdout.Close()

@@ -251,7 +251,7 @@ func (wp *workerPool) start(w *worker) {
 		member.URL, member.URLs = w.url, nil
 		cfg = member
 	}
-	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ, cfg.startTimeout())
+	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ, cfg.startTimeout(), wp.r.pool.maxMessage)
 	cancel()
 	if err != nil {
 		if w.url != "" {
@@ -359,8 +359,8 @@ func (wp *workerPool) lose(w *worker) {
 	wp.lost++
 	wp.removeLocked(w)
 	wp.mu.Unlock()
-	if w.conn.proc != nil && w.conn.proc.cmd.Process != nil {
-		_ = w.conn.proc.cmd.Process.Kill()
+	if w.conn.proc != nil {
+		w.conn.proc.kill()
 	}
 	if !wp.r.pool.jobs.goTrack(w.conn.close) {
 		w.conn.close()
@@ -430,7 +430,16 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 		out.Worker = ref
 		return out
 	}
+	if out, ok := wp.overLimit(ctx, w, tool, ref, pid); ok {
+		return out
+	}
 	f := classify(ctx, err, 0)
+	if f.kind == run.KindError && boxOf(ctx).gotResult() {
+		wp.release(w)
+		out := r.failed(ctx, tool, failure{kind: run.KindInvalidOutput}, malformedResult(err))
+		out.Worker = ref
+		return out
+	}
 	if f.broken || w.conn.dead() {
 		msg := w.conn.describe(err)
 		var logs []run.LogLine
@@ -454,6 +463,32 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 	out := r.failed(ctx, tool, f, err.Error())
 	out.Worker = ref
 	return out
+}
+
+// overLimit is the outcome of a call during which w sent a message over the size limit, and
+// whether there was one: a process worker was killed at once (frameReader), a server's session
+// is ended; either is lost and replaced, and the call fails with kind too_large.
+func (wp *workerPool) overLimit(ctx context.Context, w *worker, tool string, ref *WorkerRef, pid int) (Result, bool) {
+	r := wp.r
+	if !w.conn.tooLarge.Load() && !boxOf(ctx).overLimit() {
+		return Result{}, false
+	}
+	wp.lose(w)
+	limit := sizeText(r.pool.maxMessage)
+	out := Result{IsError: true, Kind: run.KindTooLarge, Worker: ref}
+	if w.url != "" {
+		out.Message = fmt.Sprintf("remote %q tool %q: server %s sent a message over %s (the limit on one message from a remote); its session was ended: return a file path instead of the data", r.name, tool, w.url, limit)
+	} else {
+		out.Message = fmt.Sprintf("remote %q tool %q: worker pid %d wrote a message over %s (the limit on one message from a worker) and was killed: return a file path instead of the data", r.name, tool, pid, limit)
+	}
+	return out, true
+}
+
+// malformedResult describes a tools/call result mcp-go could not read (err) for an
+// invalid_output failure, without the Go type encoding/json names.
+func malformedResult(err error) string {
+	why, _, _ := strings.Cut(err.Error(), " into Go ")
+	return fmt.Sprintf("the answer is not a valid MCP tool result (%s): it needs a \"content\" list of content blocks (docs/pools.md)", why)
 }
 
 // memberError is a member of a pool of servers that could not be reached.
@@ -504,6 +539,10 @@ func (wp *workerPool) drain(w *worker, st *settler) {
 	defer timer.Stop()
 	select {
 	case <-st.idle():
+		if w.conn.tooLarge.Load() { // killed for a message over the limit
+			wp.lose(w)
+			return
+		}
 		wp.release(w)
 	case <-timer.C:
 		wp.lose(w)
