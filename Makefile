@@ -57,7 +57,7 @@ vet: ## go vet
 
 test: vet lint test-go test-py test-node smoke soak-short soak-net-short soak-cluster-short test-wheels ## Everything CI runs: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
-test-go: ## Go tests (race detector on)
+test-go: $(LIB) ## Go tests (race detector on; a few start a real dcc-flow worker, which needs the library)
 	$(GO) test -race -count=1 -tags $(GOTAGS) $(GOTESTFLAGS) ./...
 
 $(STATICCHECK):
