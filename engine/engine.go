@@ -132,9 +132,9 @@ type Engine struct {
 	runs      map[string]*exec.Run
 	// trees are the counts of the trees of runs with a run live here, by root run id
 	// (subflows.go, max_tree_runs and max_tree_instances); under mu.
-	trees     map[string]*exec.Tree
-	unsaved   map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
-	wg        sync.WaitGroup
+	trees   map[string]*exec.Tree
+	unsaved map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
+	wg      sync.WaitGroup
 	// starting counts the starts under way (start): Close waits for them before it lists the
 	// runs to stop, so that a run whose start began before the close is stopped with the others.
 	starting  sync.WaitGroup
