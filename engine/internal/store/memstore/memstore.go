@@ -72,6 +72,8 @@ type runRec struct {
 	events   []uint32         // log positions of the run's events, ascending
 	lastIdx  int32            // the step inserted last
 	done     int              // steps in a finished status (the run's progress as committed)
+	// attempts are the kept attempts of each step instance (store.AttemptLog), by attempt.
+	attempts map[string][]store.Attempt
 }
 
 type stepRec struct {
@@ -110,6 +112,8 @@ func New() *Store {
 	s.hash = func(k string) uint64 { return maphash.String(seed, k) }
 	return s
 }
+
+var _ store.AttemptLog = (*Store)(nil)
 
 // Write implements store.Store.
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
@@ -153,7 +157,58 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		s.idem[idemKey{e.Scope, e.RunID, e.Key}] = e
 	}
 	s.appendEvents(b.Events)
+	for i := range b.Attempts {
+		s.putAttempt(&b.Attempts[i])
+	}
 	return nil
+}
+
+// putAttempt upserts a by its number and drops the attempt it pushes out of the window kept
+// (store.AttemptDropped). s.mu is held; its run exists.
+func (s *Store) putAttempt(a *store.Attempt) {
+	rec := s.run(a.RunID)
+	if rec.attempts == nil {
+		rec.attempts = map[string][]store.Attempt{}
+	}
+	list := rec.attempts[a.StepKey]
+	i, found := slices.BinarySearchFunc(list, a.Attempt, func(x store.Attempt, n int) int { return x.Attempt - n })
+	if found {
+		list[i] = *a
+	} else {
+		list = slices.Insert(list, i, *a)
+	}
+	if d := store.AttemptDropped(a.Attempt); d > 0 {
+		if j, ok := slices.BinarySearchFunc(list, d, func(x store.Attempt, n int) int { return x.Attempt - n }); ok {
+			list = slices.Delete(list, j, j+1)
+		}
+	}
+	rec.attempts[a.StepKey] = list
+}
+
+// ListAttempts implements store.AttemptLog.
+func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	rec := s.runs[runID]
+	if rec == nil {
+		return nil, nil
+	}
+	if stepKey != "" {
+		return slices.Clone(rec.attempts[stepKey]), nil
+	}
+	keys := make([]string, 0, len(rec.attempts))
+	for k := range rec.attempts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []store.Attempt
+	for _, k := range keys {
+		out = append(out, rec.attempts[k]...)
+	}
+	return out, nil
 }
 
 // appendEvents appends events to the log, setting each one's Seq. Their runs exist. s.mu is
@@ -209,6 +264,11 @@ func (s *Store) check(b *store.Batch) error {
 	for _, e := range b.Events {
 		if e.RunID != "" && !known(e.RunID) {
 			return fmt.Errorf("appending a %s event of run %s: %w", e.Type, e.RunID, store.ErrNotFound)
+		}
+	}
+	for _, a := range b.Attempts {
+		if !known(a.RunID) {
+			return fmt.Errorf("writing attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, store.ErrNotFound)
 		}
 	}
 	return nil

@@ -12,5 +12,6 @@ func TestMemstore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) store.Store { return memstore.New() })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return memstore.New() })
+	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return memstore.New() })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return memstore.New() })
 }
