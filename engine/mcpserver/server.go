@@ -378,7 +378,7 @@ func (s *Server) toolResume(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id is required")), nil
 	}
-	opts := engine.ResumeOptions{ExpectedSpecHash: req.GetString("expected_spec_hash", ""), ForceSteps: req.GetStringSlice("force_steps", nil)}
+	opts := engine.ResumeOptions{ExpectedSpecHash: req.GetString("expected_spec_hash", ""), ForceSteps: req.GetStringSlice("force_steps", nil), By: "mcp"}
 	if _, err := s.e.Resume(ctx, id, opts); err != nil {
 		return toolError(err), nil
 	}

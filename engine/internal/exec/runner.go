@@ -55,6 +55,12 @@ type inst struct {
 	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
 	final bool
+
+	// att is the record of the attempt in progress or last made (attempt.go), written with the
+	// instance's next write while attPending; atts is its batch buffer.
+	att        store.Attempt
+	attPending bool
+	atts       [1]store.Attempt
 }
 
 // instPool recycles instances: nothing keeps an inst once its step has finished (stores copy
@@ -103,6 +109,7 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	if n > 0 {
 		in.batch.Events = in.evs[:n]
 	}
+	in.pendingAttempt(&in.batch)
 	how := writePlain
 	if !in.linked {
 		how = writeLink
@@ -446,6 +453,9 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 	}
 	if in != nil {
 		in.enterPending = false // carried by b
+		if len(b.Attempts) > 0 {
+			in.attPending = false
+		}
 	}
 	switch how {
 	case writeLink:
@@ -795,6 +805,7 @@ func (in *inst) finish(end stepEnd) outcome {
 	if end.idem != nil {
 		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
 	}
+	in.pendingAttempt(&in.batch)
 	r.touch(now)
 	// A failed write cancels the run; a refused one means the run was sealed. Either way the
 	// step's outcome stands for the steps still running.

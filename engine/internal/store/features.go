@@ -451,6 +451,10 @@ type AttemptLog interface {
 	// number; stepKey "" returns those of every step instance of the run, by step key, then
 	// attempt. None (and no error) for an unknown run or step.
 	ListAttempts(ctx context.Context, runID, stepKey string) ([]Attempt, error)
+	// Resumes returns the run's workflow_resumed events (run.EventWorkflowResumed: when, by
+	// whom, which steps were forced, in their Detail), in Seq order; none for a run never
+	// resumed or unknown. Indexed: it does not read the run's other events.
+	Resumes(ctx context.Context, runID string) ([]run.Event, error)
 }
 
 // The attempts of one step instance a store keeps: the first MaxAttemptsFirst and the last

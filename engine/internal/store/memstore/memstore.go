@@ -185,6 +185,26 @@ func (s *Store) putAttempt(a *store.Attempt) {
 	rec.attempts[a.StepKey] = list
 }
 
+// Resumes implements store.AttemptLog.
+func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	rec := s.runs[runID]
+	if rec == nil {
+		return nil, nil
+	}
+	var out []run.Event
+	for _, i := range rec.events {
+		if s.codes.name(s.eventAt(int(i)).typ) == run.EventWorkflowResumed {
+			out = append(out, s.event(int(i)))
+		}
+	}
+	return out, nil
+}
+
 // ListAttempts implements store.AttemptLog.
 func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
 	s.mu.RLock()

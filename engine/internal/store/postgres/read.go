@@ -136,6 +136,28 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 
 var _ store.AttemptLog = (*Store)(nil)
 
+// Resumes implements store.AttemptLog, through the partial index workflow_events_resumed.
+func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlrow.EventColumns+` FROM workflow_events
+		WHERE run_id = $1 AND type = 'workflow_resumed' ORDER BY seq`, text(runID))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run.Event
+	for rows.Next() {
+		ev, err := sqlrow.Event(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
 // ListAttempts implements store.AttemptLog.
 func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
 	if err := s.check(); err != nil {

@@ -33,6 +33,37 @@ func ExerciseAttemptLog(t *testing.T, newStore func(t *testing.T) AttemptStore) 
 	t.Run("AttemptsAtomic", func(t *testing.T) { t.Parallel(); testAttemptsAtomic(t, open(t)) })
 	t.Run("AttemptsWindow", func(t *testing.T) { t.Parallel(); testAttemptsWindow(t, open(t)) })
 	t.Run("AttemptsPruned", func(t *testing.T) { t.Parallel(); testAttemptsPruned(t, open(t)) })
+	t.Run("Resumes", func(t *testing.T) { t.Parallel(); testResumes(t, open(t)) })
+}
+
+// testResumes: Resumes lists a run's workflow_resumed events only, in Seq order.
+func testResumes(t *testing.T, s AttemptStore) {
+	ev := func(id, typ string, at time.Duration, detail string) run.Event {
+		e := run.Event{RunID: id, Type: typ, Time: t0.Add(at), Status: "running"}
+		if detail != "" {
+			e.Detail = json.RawMessage(detail)
+		}
+		return e
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0), newRun("r2", t0)}, Events: []run.Event{
+		ev("r1", run.EventWorkflowStarted, 0, ""), ev("r2", run.EventWorkflowResumed, 0, ""), ev("r1", run.EventStepEnter, time.Second, ""),
+	}})
+	if got, err := s.Resumes(context.Background(), "r1"); err != nil || len(got) != 0 {
+		t.Fatalf("Resumes of a run never resumed = %+v, %v; want none", got, err)
+	}
+	write(t, s, &store.Batch{Events: []run.Event{ev("r1", run.EventWorkflowResumed, time.Minute, `{"by":"alice","forced":["b"]}`), ev("r1", run.EventStepExit, time.Minute, "")}})
+	write(t, s, &store.Batch{Events: []run.Event{ev("r1", run.EventWorkflowResumed, time.Hour, "")}})
+	got, err := s.Resumes(context.Background(), "r1")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Resumes = %+v, %v; want 2", got, err)
+	}
+	if !got[0].Time.Equal(t0.Add(time.Minute)) || !sameJSON(got[0].Detail, json.RawMessage(`{"by":"alice","forced":["b"]}`)) ||
+		!got[1].Time.Equal(t0.Add(time.Hour)) || got[0].Seq >= got[1].Seq || got[0].Type != run.EventWorkflowResumed {
+		t.Errorf("Resumes = %+v; want the two resumes of r1 in order, with their detail", got)
+	}
+	if got, _ := s.Resumes(context.Background(), "ghost"); len(got) != 0 {
+		t.Errorf("Resumes(unknown run) = %+v; want none", got)
+	}
 }
 
 func listAttempts(t *testing.T, s store.AttemptLog, runID, key string) []store.Attempt {

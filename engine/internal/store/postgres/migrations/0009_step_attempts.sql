@@ -20,3 +20,7 @@ CREATE TABLE step_attempts (
     exit          TEXT,
     PRIMARY KEY (run_id, step_key, attempt)
 );
+
+-- The resume history of a run (store.AttemptLog.Resumes): its workflow_resumed events, found
+-- without reading its other events.
+CREATE INDEX workflow_events_resumed ON workflow_events (run_id, seq) WHERE type = 'workflow_resumed';
