@@ -15,3 +15,10 @@ func TestMemstore(t *testing.T) {
 	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return memstore.New() })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return memstore.New() })
 }
+
+// 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
+func TestRedteamAttemptFlood(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.AttemptFlood(t, s)
+}

@@ -485,3 +485,10 @@ func BenchmarkRun100(b *testing.B) {
 func TestRedteamRefusedFiresBounded(t *testing.T) {
 	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 }
+
+// 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
+func TestRedteamAttemptFlood(t *testing.T) {
+	s := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.AttemptFlood(t, s)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,31 @@ func testAttemptsPruned(t *testing.T, s AttemptStore) {
 	}
 	if got := listAttempts(t, s, "live", ""); len(got) != 1 {
 		t.Errorf("attempts of the live run = %+v; want its one", got)
+	}
+}
+
+// AttemptFlood writes 100,000 attempts of one step (a retry loop across many resumes), a
+// thousand per batch with the end of each attempt, and checks the store keeps the window only,
+// and that an error message of invalid UTF-8 and NUL bytes is stored (as valid text). For the
+// stores' Redteam tests.
+func AttemptFlood(t *testing.T, s AttemptStore) {
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	const n, per = 100_000, 1000
+	for base := 0; base < n; base += per {
+		b := &store.Batch{Attempts: make([]store.Attempt, 0, per)}
+		for a := base + 1; a <= base+per; a++ {
+			b.Attempts = append(b.Attempts, store.Attempt{RunID: "r1", StepKey: "loop", Attempt: a, Tool: "t", Status: run.StepFailed,
+				StartedAt: t0, FinishedAt: t0, ErrorKind: "transient", ErrorMessage: "bad \xff\xfe\x00 bytes", Args: json.RawMessage(`{"n":1}`)})
+		}
+		write(t, s, b)
+	}
+	got := listAttempts(t, s, "r1", "loop")
+	if len(got) != store.MaxAttemptsFirst+store.MaxAttemptsLast || got[0].Attempt != 1 ||
+		got[store.MaxAttemptsFirst].Attempt != n-store.MaxAttemptsLast+1 || got[len(got)-1].Attempt != n {
+		t.Fatalf("after %d attempts, %d kept (%v…); want the first %d and the last %d", n, len(got), attemptNumbers(got[:min(12, len(got))]),
+			store.MaxAttemptsFirst, store.MaxAttemptsLast)
+	}
+	if m := got[0].ErrorMessage; !strings.HasPrefix(m, "bad ") || !strings.HasSuffix(m, " bytes") {
+		t.Errorf("an error message of invalid bytes read back as %q; want it kept (PostgreSQL: the bad bytes as U+FFFD)", m)
 	}
 }
