@@ -52,21 +52,33 @@ type secretSet struct {
 	names  map[string]bool
 }
 
-// names returns the property names the schema of tool marks secret: "writeOnly": true,
-// "x-secret": true or "format": "password", at any depth. nil when none (or no schema).
-func (c *schemaSecrets) names(router *tools.Router, tool string) map[string]bool {
+// toolRecord returns what an attempt record of a call of tool (a host or built-in tool, not a
+// remote one) needs from its registration: the names its args schema marks secret (below), and
+// whether its calls run in this engine's process (a host tool it hosts, or a built-in tool).
+func (c *schemaSecrets) toolRecord(router *tools.Router, tool string) (map[string]bool, bool) {
 	if router == nil {
-		return nil
+		return nil, false
 	}
 	info, ok := router.Lookup(tool)
-	if !ok || len(info.Schema) == 0 {
-		return nil
+	if !ok {
+		return nil, false
 	}
+	local := info.Builtin || router.ToHost(tool)
+	if len(info.Schema) == 0 {
+		return nil, local
+	}
+	return c.names(tool, info.Schema), local
+}
+
+// names returns the property names schema (tool's) marks secret: "writeOnly": true,
+// "x-secret": true or "format": "password", at any depth. nil when none.
+func (c *schemaSecrets) names(tool string, schema json.RawMessage) map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.m[tool]; ok && s.schema == string(info.Schema) {
+	if s, ok := c.m[tool]; ok && s.schema == string(schema) {
 		return s.names
 	}
+	info := struct{ Schema json.RawMessage }{schema}
 	var doc any
 	_ = json.Unmarshal(info.Schema, &doc) // compiled at registration: valid
 	names := map[string]bool{}
@@ -178,15 +190,27 @@ func AttemptArgs(args map[string]any, names map[string]bool) json.RawMessage {
 	return out
 }
 
-// The host and process that run the engine's in-process tools.
+// The host and process that run the engine's in-process tools (read once: os.Getpid is a
+// system call).
 var (
 	hostOnce sync.Once
 	hostName string
+	hostPID  int
 )
 
 func localHost() string {
-	hostOnce.Do(func() { hostName, _ = os.Hostname() })
+	hostOnce.Do(func() { hostName, hostPID = hostnameOrEmpty(), os.Getpid() })
 	return hostName
+}
+
+func localPID() int {
+	localHost()
+	return hostPID
+}
+
+func hostnameOrEmpty() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // exitRE finds how a lost worker's process ended in its error message.
@@ -234,7 +258,7 @@ func (in *inst) beginAttempt(n int, args json.RawMessage, local bool) {
 	in.att = store.Attempt{RunID: r.id, StepKey: in.row.Key, Attempt: r.attemptBase[in.row.Key] + n, Tool: attemptTool(in.sp),
 		Status: run.StepRunning, Args: args, StartedAt: r.now()}
 	if local {
-		in.att.Host, in.att.PID = localHost(), os.Getpid()
+		in.att.Host, in.att.PID = localHost(), localPID()
 	}
 	in.attPending = true
 }

@@ -73,11 +73,11 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 
 	// What each attempt's record keeps of the args: secrets redacted, bounded (attempt.go).
 	var secretNames map[string]bool
+	localCall := false
 	if !sp.remote() {
-		secretNames = r.x.secrets.names(r.x.cfg.Router, sp.st.Tool)
+		secretNames, localCall = r.x.secrets.toolRecord(r.x.cfg.Router, sp.st.Tool)
 	}
 	attArgs := AttemptArgs(args, secretNames)
-	localCall := !sp.remote() && (toHostOrInline(r, sp.st.Tool))
 
 	rp := sp.retry
 	maxAttempts := 1
@@ -343,18 +343,4 @@ func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, 
 		return r.stoppedEnd(r.ctx), false
 	}
 	return stepEnd{}, true
-}
-
-// toHostOrInline reports whether calls of tool run in this engine's process: a host tool it
-// hosts, or a built-in tool.
-func toHostOrInline(r *runner, tool string) bool {
-	rt := r.x.cfg.Router
-	if rt == nil {
-		return false
-	}
-	if rt.ToHost(tool) {
-		return true
-	}
-	info, ok := rt.Lookup(tool)
-	return ok && info.Lane == ""
 }

@@ -35,6 +35,40 @@ func ExerciseAttemptLog(t *testing.T, newStore func(t *testing.T) AttemptStore) 
 	t.Run("AttemptsWindow", func(t *testing.T) { t.Parallel(); testAttemptsWindow(t, open(t)) })
 	t.Run("AttemptsPruned", func(t *testing.T) { t.Parallel(); testAttemptsPruned(t, open(t)) })
 	t.Run("Resumes", func(t *testing.T) { t.Parallel(); testResumes(t, open(t)) })
+	t.Run("AttemptsManySteps", func(t *testing.T) { t.Parallel(); testAttemptsManySteps(t, open(t)) })
+}
+
+// testAttemptsManySteps: 3,000 steps of one run with two attempts each (the start and the end of
+// the second written apart), listed for the run and by step.
+func testAttemptsManySteps(t *testing.T, s AttemptStore) {
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	const n = 3000
+	key := func(i int) string { return fmt.Sprintf("each[%d].x", i) }
+	for base := 0; base < n; base += 500 {
+		b := &store.Batch{}
+		for i := base; i < base+500; i++ {
+			b.Steps = append(b.Steps, store.Step{RunID: "r1", Key: key(i), StepID: "x", Kind: "tool", Status: run.StepRunning, Attempt: 2, Insert: true})
+			b.Attempts = append(b.Attempts, store.Attempt{RunID: "r1", StepKey: key(i), Attempt: 1, Status: run.StepFailed, Tool: "t"},
+				store.Attempt{RunID: "r1", StepKey: key(i), Attempt: 2, Status: run.StepRunning, Tool: "t"})
+		}
+		write(t, s, b)
+	}
+	b := &store.Batch{}
+	for i := 0; i < n; i++ {
+		b.Attempts = append(b.Attempts, store.Attempt{RunID: "r1", StepKey: key(i), Attempt: 2, Status: run.StepCompleted, Tool: "t", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	write(t, s, b)
+	all := listAttempts(t, s, "r1", "")
+	if len(all) != 2*n {
+		t.Fatalf("ListAttempts(run) = %d attempts; want %d", len(all), 2*n)
+	}
+	for _, i := range []int{0, 1023, 1024, 2999} {
+		got := listAttempts(t, s, "r1", key(i))
+		if len(got) != 2 || got[0].Status != run.StepFailed || got[1].Status != run.StepCompleted || got[1].StepKey != key(i) ||
+			!sameJSON(got[1].Args, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))) {
+			t.Errorf("attempts of %s = %+v; want its failed first and its completed second", key(i), got)
+		}
+	}
 }
 
 // testResumes: Resumes lists a run's workflow_resumed events only, in Seq order.
@@ -134,6 +168,13 @@ func testAttemptsRoundTrip(t *testing.T, s AttemptStore) {
 	if got := listAttempts(t, s, "r1", "nope"); len(got) != 0 {
 		t.Errorf("ListAttempts(unknown step) = %+v; want none", got)
 	}
+	// Out of order (a resumed step's attempts after a gap, an older one written late): listed by number.
+	for _, n := range []int{7, 5, 6, 4} {
+		write(t, s, &store.Batch{Attempts: []store.Attempt{{RunID: "r1", StepKey: "a", Attempt: n, Status: run.StepFailed}}})
+	}
+	if got := attemptNumbers(listAttempts(t, s, "r1", "a")); fmt.Sprint(got) != "[1 4 5 6 7]" {
+		t.Errorf("attempts written 7, 5, 6, 4 after 1 listed as %v; want [1 4 5 6 7]", got)
+	}
 }
 
 // testAttemptsAtomic: an attempt of an unknown run fails the whole batch.
@@ -193,7 +234,7 @@ func testAttemptsPruned(t *testing.T, s AttemptStore) {
 	done.Status, done.FinishedAt = run.StatusCompleted, t0.Add(time.Minute)
 	write(t, s, &store.Batch{CreateRuns: []store.Run{done, live}, Attempts: []store.Attempt{
 		{RunID: "done", StepKey: "x", Attempt: 1, Status: run.StepCompleted, Args: json.RawMessage(`{"a":1}`)},
-		{RunID: "live", StepKey: "x", Attempt: 1, Status: run.StepRunning},
+		{RunID: "live", StepKey: "x", Attempt: 1, Status: run.StepRunning, Tool: "render", Args: json.RawMessage(`{"shot":"sh010"}`), ErrorMessage: "m"},
 	}})
 	if n, err := p.Prune(context.Background(), t0.Add(time.Hour), nil); err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want 1", n, err)
@@ -201,8 +242,9 @@ func testAttemptsPruned(t *testing.T, s AttemptStore) {
 	if got := listAttempts(t, s, "done", ""); len(got) != 0 {
 		t.Errorf("attempts of the pruned run = %+v; want none", got)
 	}
-	if got := listAttempts(t, s, "live", ""); len(got) != 1 {
-		t.Errorf("attempts of the live run = %+v; want its one", got)
+	if got := listAttempts(t, s, "live", ""); len(got) != 1 || got[0].Tool != "render" || got[0].ErrorMessage != "m" ||
+		!sameJSON(got[0].Args, json.RawMessage(`{"shot":"sh010"}`)) {
+		t.Errorf("attempts of the live run = %+v; want its one, whole", got)
 	}
 }
 
