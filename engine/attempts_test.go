@@ -129,3 +129,26 @@ steps:
 		t.Errorf("resumes = %+v; want one, by alice, forcing a, after the first attempt", info.Resumes)
 	}
 }
+
+// A run whose only step is forced again (its earlier execution then leaves no completed step to
+// reuse) numbers the new attempt after the recorded ones instead of overwriting the first.
+func TestAttemptsOfAForcedOnlyStep(t *testing.T) {
+	ctx := context.Background()
+	e := openAttemptEngine(t, true)
+	info, err := e.Run(ctx, engine.StartRequest{Spec: mustSpec(t, "name: one\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")})
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, info)
+	}
+	for range 2 {
+		if _, err := e.Resume(ctx, info.ID, engine.ResumeOptions{ForceSteps: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		if info, err = e.Wait(ctx, info.ID, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("wait: %v %+v", err, info)
+		}
+	}
+	got := stepOf(t, info, "a").AttemptHistory
+	if len(got) != 3 || got[0].Attempt != 1 || got[2].Attempt != 3 || len(info.Resumes) != 2 {
+		t.Errorf("attempts after two forced resumes = %+v, resumes %+v; want 3 attempts and 2 resumes", got, info.Resumes)
+	}
+}

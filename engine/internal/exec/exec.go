@@ -316,7 +316,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			r.prior[st.Key] = st
 		}
 	}
-	if al, ok := x.cfg.Store.(store.AttemptLog); ok && len(p.Prior) > 0 {
+	if al, ok := x.cfg.Store.(store.AttemptLog); ok && p.Resume {
 		// A resume: number this execution's attempts after those recorded.
 		atts, err := al.ListAttempts(ctx, p.RunID, "")
 		if err != nil {
