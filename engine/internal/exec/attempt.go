@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -171,10 +172,15 @@ func hasSecret(v any, names map[string]bool) bool {
 // "preview": "…"} with the first ArgsPreviewBytes of the text (whole UTF-8 characters). Invalid
 // UTF-8 in a string is kept as U+FFFD. nil when args is nil.
 func AttemptArgs(args map[string]any, names map[string]bool) json.RawMessage {
+	return appendAttemptArgs(nil, args, names)
+}
+
+// appendAttemptArgs is AttemptArgs appending to buf (whose bytes it may overwrite and return).
+func appendAttemptArgs(buf []byte, args map[string]any, names map[string]bool) json.RawMessage {
 	if args == nil {
 		return nil
 	}
-	b, err := marshalJSON(redact(args, names))
+	b, err := appendJSON(buf[:0], redact(args, names))
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"_unencodable": err.Error()})
 		return b
@@ -252,24 +258,28 @@ func attemptTool(sp *stepPlan) string {
 }
 
 // beginAttempt starts the record of attempt n (the step's own numbering) of in: written with
-// the instance's next write.
+// the instance's next write. The first attempt starts with its step.
 func (in *inst) beginAttempt(n int, args json.RawMessage, local bool) {
 	r := in.r
 	in.att = store.Attempt{RunID: r.id, StepKey: in.row.Key, Attempt: r.attemptBase[in.row.Key] + n, Tool: attemptTool(in.sp),
-		Status: run.StepRunning, Args: args, StartedAt: r.now()}
+		Status: run.StepRunning, Args: args, StartedAt: in.row.StartedAt}
+	if n > 1 {
+		in.att.StartedAt = r.now()
+	}
 	if local {
 		in.att.Host, in.att.PID = localHost(), localPID()
 	}
 	in.attPending = true
 }
 
-// endAttempt records the end of the attempt in progress: written with the instance's next write.
+// endAttempt records the end of the attempt in progress: written with the instance's next write,
+// which sets its FinishedAt (the write's time: the step's own end for its last attempt).
 func (in *inst) endAttempt(status run.StepStatus, worker, kind, msg, trace string) {
 	a := &in.att
 	if a.Attempt == 0 {
 		return
 	}
-	a.Status, a.FinishedAt = status, in.r.now()
+	a.Status, a.FinishedAt = status, time.Time{}
 	a.ErrorKind, a.ErrorMessage, a.ErrorTrace = kind, msg, trace
 	a.Exit = workerExit(kind, msg)
 	if worker != "" {
@@ -279,9 +289,13 @@ func (in *inst) endAttempt(status run.StepStatus, worker, kind, msg, trace strin
 	in.attPending = true
 }
 
-// pendingAttempt adds the instance's attempt record to b when it has one not written yet.
-func (in *inst) pendingAttempt(b *store.Batch) {
+// pendingAttempt adds the instance's attempt record to b, written at now, when it has one not
+// written yet; an attempt that ended gets now as its end, once.
+func (in *inst) pendingAttempt(b *store.Batch, now time.Time) {
 	if in.attPending {
+		if in.att.Status != run.StepRunning && in.att.FinishedAt.IsZero() {
+			in.att.FinishedAt = now
+		}
 		in.atts[0] = in.att
 		b.Attempts = in.atts[:]
 	}

@@ -61,6 +61,9 @@ type inst struct {
 	att        store.Attempt
 	attPending bool
 	atts       [1]store.Attempt
+	// argsBuf holds the JSON of att.Args (stores copy it), reused by the next step instance
+	// when small.
+	argsBuf []byte
 }
 
 // instPool recycles instances: nothing keeps an inst once its step has finished (stores copy
@@ -109,7 +112,7 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	if n > 0 {
 		in.batch.Events = in.evs[:n]
 	}
-	in.pendingAttempt(&in.batch)
+	in.pendingAttempt(&in.batch, now)
 	how := writePlain
 	if !in.linked {
 		how = writeLink
@@ -667,8 +670,10 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	err := func() error {
 		defer r.pauseMu.RUnlock()
 		now := r.now()
+		buf := in.argsBuf // an earlier instance's, reused
 		*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
 			Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
+		in.argsBuf = buf[:0]
 		if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
 			in.row.Attempt = 1
 		}
@@ -805,7 +810,7 @@ func (in *inst) finish(end stepEnd) outcome {
 	if end.idem != nil {
 		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
 	}
-	in.pendingAttempt(&in.batch)
+	in.pendingAttempt(&in.batch, now)
 	r.touch(now)
 	// A failed write cancels the run; a refused one means the run was sealed. Either way the
 	// step's outcome stands for the steps still running.
