@@ -300,3 +300,23 @@ func (in *inst) pendingAttempt(b *store.Batch, now time.Time) {
 		b.Attempts = in.atts[:]
 	}
 }
+
+// recordedArgs returns the attempt record's JSON of args, the rendered args of sp (appendAttemptArgs
+// with the secret names of the tool's schema): for args without placeholders and a schema that
+// marks nothing secret, encoded once per plan; else into in's buffer.
+func (sp *stepPlan) recordedArgs(in *inst, args map[string]any, names map[string]bool) json.RawMessage {
+	static := sp.args != nil && sp.args.static && names == nil
+	if static {
+		if b := sp.staticArgs.Load(); b != nil {
+			return *b
+		}
+		b := []byte(appendAttemptArgs(nil, args, nil))
+		sp.staticArgs.Store(&b)
+		return b
+	}
+	b := appendAttemptArgs(in.argsBuf, args, names)
+	if cap(b) <= 4<<10 {
+		in.argsBuf = b[:0]
+	}
+	return b
+}

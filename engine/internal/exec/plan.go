@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
@@ -58,6 +59,9 @@ type stepPlan struct {
 	retry   *spec.RetryPolicy // tool kinds: the step's, or its defaults'; nil = no retry
 
 	args    *valueTmpl // tool, tool_remote; workflow: its inputs
+	// staticArgs is the attempt record's JSON of args without placeholders (attempt.go),
+	// encoded once when the tool's schema marks nothing secret.
+	staticArgs atomic.Pointer[[]byte]
 	pool    string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
 	poolOpt bool       // pool is optional: in-process when no engine has it
 	idem    *template.Template

@@ -77,10 +77,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	if !sp.remote() {
 		secretNames, localCall = r.x.secrets.toolRecord(r.x.cfg.Router, sp.st.Tool)
 	}
-	attArgs := appendAttemptArgs(in.argsBuf, args, secretNames)
-	if cap(attArgs) <= 4<<10 {
-		in.argsBuf = attArgs[:0]
-	}
+	attArgs := sp.recordedArgs(in, args, secretNames)
 
 	rp := sp.retry
 	maxAttempts := 1

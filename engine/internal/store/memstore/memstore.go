@@ -75,9 +75,10 @@ type runRec struct {
 	done     int              // steps in a finished status (the run's progress as committed)
 	// atts are the kept attempts of the run's steps (store.AttemptLog), each step's chained
 	// from its newest (stepRec.lastAtt) back; orphans chains those of steps without a row.
-	atts    [][]attRec // in chunks of attChunk (see att)
-	natts   int32
-	orphans map[string]*int32
+	atts     [][]attRec // in chunks of attChunk (see att)
+	lastTool span       // the tool of the attempt written last
+	natts    int32
+	orphans  map[string]*int32
 }
 
 type stepRec struct {
@@ -171,7 +172,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 // attRec is one kept attempt (store.Attempt), pointer-free like stepRec: its texts are in the
 // arena, its status, error kind and host are codes.
 type attRec struct {
-	key, tool, args, worker    span
+	tool, args, worker         span
 	errMessage, errTrace, exit span
 	started, finished          int64
 	attempt, pid               int32
@@ -182,12 +183,9 @@ type attRec struct {
 // lastAttempt returns where the newest kept attempt of the step with key is recorded: 1 + its
 // index in rec.atts, 0 when it has none. That is the step's row (stepRec.lastAtt) when the step
 // is stored, else rec.orphans.
-// keySpan is the step's key in the arena when the step is stored (its row's), else the empty
-// span.
-func (s *Store) lastAttempt(rec *runRec, key string) (head *int32, keySpan span) {
+func (s *Store) lastAttempt(rec *runRec, key string) *int32 {
 	if idx, ok := s.findStep(rec, key); ok {
-		st := rec.step(int(idx))
-		return &st.lastAtt, st.key
+		return &rec.step(int(idx)).lastAtt
 	}
 	if rec.orphans == nil {
 		rec.orphans = map[string]*int32{}
@@ -197,7 +195,7 @@ func (s *Store) lastAttempt(rec *runRec, key string) (head *int32, keySpan span)
 		p = new(int32)
 		rec.orphans[key] = p
 	}
-	return p, span{}
+	return p
 }
 
 // putAttempt upserts a by its number and drops the attempt it pushes out of the window kept
@@ -205,12 +203,14 @@ func (s *Store) lastAttempt(rec *runRec, key string) (head *int32, keySpan span)
 // (rec.att(i).prev) in descending order. s.mu is held; its run exists.
 func (s *Store) putAttempt(a *store.Attempt) {
 	rec := s.run(a.RunID)
-	head, key := s.lastAttempt(rec, a.StepKey)
-	if key.n == 0 {
-		key = s.bytes.putString(a.StepKey)
+	head := s.lastAttempt(rec, a.StepKey)
+	tool := rec.lastTool // most attempts of a run call the tool its previous one did
+	if !s.bytes.equal(tool, a.Tool) {
+		tool = s.bytes.putString(a.Tool)
+		rec.lastTool = tool
 	}
 	r := attRec{
-		key: key, tool: s.bytes.putString(a.Tool), args: s.bytes.put(a.Args),
+		tool: tool, args: s.bytes.put(a.Args),
 		worker: s.bytes.putString(a.Worker), errMessage: s.bytes.putString(a.ErrorMessage),
 		errTrace: s.bytes.putString(a.ErrorTrace), exit: s.bytes.putString(a.Exit),
 		started: nanos(a.StartedAt), finished: nanos(a.FinishedAt), attempt: int32(a.Attempt), pid: int32(a.PID),
@@ -282,8 +282,8 @@ func (rec *runRec) att(i int32) *attRec {
 	return &rec.atts[i/attChunk][i%attChunk]
 }
 
-func (s *Store) attemptOf(runID string, r *attRec) store.Attempt {
-	return store.Attempt{RunID: runID, StepKey: s.bytes.string(r.key), Attempt: int(r.attempt), Tool: s.bytes.string(r.tool),
+func (s *Store) attemptOf(runID, key string, r *attRec) store.Attempt {
+	return store.Attempt{RunID: runID, StepKey: key, Attempt: int(r.attempt), Tool: s.bytes.string(r.tool),
 		Status: run.StepStatus(s.codes.name(r.status)), Args: json.RawMessage(s.bytes.bytes(r.args)),
 		Worker: s.bytes.string(r.worker), Host: s.codes.name(r.host), PID: int(r.pid), ErrorKind: s.codes.name(r.errKind),
 		ErrorMessage: s.bytes.string(r.errMessage), ErrorTrace: s.bytes.string(r.errTrace), Exit: s.bytes.string(r.exit),
@@ -291,10 +291,10 @@ func (s *Store) attemptOf(runID string, r *attRec) store.Attempt {
 }
 
 // stepAttempts returns the kept attempts of the step whose newest is at last, oldest first.
-func (s *Store) stepAttempts(rec *runRec, last int32) []store.Attempt {
+func (s *Store) stepAttempts(rec *runRec, key string, last int32) []store.Attempt {
 	var out []store.Attempt
 	for i := last; i >= 0; i = rec.att(i).prev {
-		out = append(out, s.attemptOf(rec.run.ID, rec.att(i)))
+		out = append(out, s.attemptOf(rec.run.ID, key, rec.att(i)))
 	}
 	slices.Reverse(out)
 	return out
@@ -311,26 +311,22 @@ func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]stor
 	if rec == nil || rec.natts == 0 {
 		return nil, nil
 	}
-	var lasts []int32
+	var out []store.Attempt
 	if stepKey != "" {
 		if i := s.peekLast(rec, stepKey); i >= 0 {
-			lasts = append(lasts, i)
+			out = s.stepAttempts(rec, stepKey, i)
 		}
 	} else {
 		for i := range rec.nsteps {
-			if l := rec.step(i).lastAtt - 1; l >= 0 {
-				lasts = append(lasts, l)
+			if st := rec.step(i); st.lastAtt > 0 {
+				out = append(out, s.stepAttempts(rec, s.bytes.string(st.key), st.lastAtt-1)...)
 			}
 		}
-		for _, l := range rec.orphans {
+		for key, l := range rec.orphans {
 			if *l > 0 {
-				lasts = append(lasts, *l-1)
+				out = append(out, s.stepAttempts(rec, key, *l-1)...)
 			}
 		}
-	}
-	var out []store.Attempt
-	for _, l := range lasts {
-		out = append(out, s.stepAttempts(rec, l)...)
 	}
 	if stepKey == "" {
 		slices.SortStableFunc(out, func(a, b store.Attempt) int {
@@ -958,7 +954,8 @@ func (s *Store) compact(doomed []bool) {
 		}
 		for j := range rec.natts {
 			at := rec.att(j)
-			at.key, at.tool, at.args, at.worker = moved(at.key), moved(at.tool), moved(at.args), moved(at.worker)
+			at.tool, at.args, at.worker = moved(at.tool), moved(at.args), moved(at.worker)
+			rec.lastTool = span{} // in the old arena
 			at.errMessage, at.errTrace, at.exit = moved(at.errMessage), moved(at.errTrace), moved(at.exit)
 		}
 		rec.events = nil
