@@ -44,7 +44,7 @@ def test_every_attempt_is_recorded_with_its_rendered_args_and_error(engine):
     assert last.status is StepStatus.COMPLETED and last.error is None and last.exit == ""
     assert last.tool == "push" and last.args == step.args and last.started_at and last.finished_at
     assert (last.host, last.pid, last.worker) == (socket.gethostname(), os.getpid(), "")  # in-process: this process
-    assert "AttemptRecord(attempt=1, status=failed, error='transient')" == repr(first)
+    assert repr(first) == "AttemptRecord(attempt=1, status=failed, error='transient')"
 
 
 def test_a_resume_keeps_the_attempts_before_it_and_records_who(engine):
