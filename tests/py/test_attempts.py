@@ -3,6 +3,7 @@ RunResult.resumes (docs/python.md "Attempts")."""
 
 import os
 import socket
+import sys
 
 import pytest
 
@@ -80,3 +81,37 @@ def test_steps_without_attempts_have_none(engine):
     each, inner = result.step("each"), result.step("each[0].e")
     assert each.attempts == () and each.args is None
     assert inner.args == {"v": 1} and len(inner.attempts) == 1
+
+
+POOL_TOOLS = '''
+import os, signal, sys
+
+def register(engine):
+    @engine.tool(name="at__crash")
+    def crash(token, mark):
+        if not os.path.exists(mark):
+            open(mark, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # a DCC that dies under its tool
+        return {"pid": os.getpid()}
+'''
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_a_lost_pool_worker_is_an_attempt_with_its_pid_and_signal(tmp_path):
+    tools = tmp_path / "at_tools.py"
+    tools.write_text(POOL_TOOLS)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pool = {"command": [sys.executable, "-m", "dcc_flow", "worker", "--tools", str(tools)], "workers": 1,
+            "env": {"PYTHONPATH": os.path.join(root, "python")}}
+    spec = {"steps": [{"id": "call", "dcc": "maya", "tool": "at__crash",
+                       "args": {"token": "t0p", "mark": str(tmp_path / "crashed")},
+                       "retry": {"max_attempts": 2, "initial_delay_ms": 1}}]}
+    with Engine(db=str(tmp_path / "flow.db"), config={"remotes": {"maya": pool}}) as engine:
+        result = engine.run(spec)
+        assert result.ok, result.error
+        lost, ok = result.step("call").attempts
+    assert lost.status is StepStatus.FAILED and lost.error["kind"] == "worker_lost"
+    assert lost.exit == "signal: killed", lost.error["message"]
+    assert lost.worker == "maya/%d" % lost.pid and lost.host == socket.gethostname()
+    assert ok.status is StepStatus.COMPLETED and ok.pid == result.outputs["call"]["pid"] != lost.pid
+    assert lost.args["token"] == "[redacted]" and lost.tool == "maya/at__crash"  # a tool_remote step: DCC/TOOL
