@@ -426,16 +426,16 @@ func (h *handler) getStep(w http.ResponseWriter, r *http.Request) {
 		}
 		out := struct {
 			engine.StepInfo
-			// Args are the step's arguments as its spec declares them (templates not
-			// rendered: the rendered ones are not stored), Tool its tool.
-			Args map[string]any `json:"args,omitempty"`
-			Tool string         `json:"tool,omitempty"`
+			// DeclaredArgs are the step's arguments as its spec declares them (templates not
+			// rendered; StepInfo.Args and AttemptHistory have the rendered ones), Tool its tool.
+			DeclaredArgs map[string]any `json:"declared_args,omitempty"`
+			Tool         string         `json:"tool,omitempty"`
 		}{StepInfo: st}
 		if sp, err := h.e.RunSpec(r.Context(), id); err == nil {
 			if decl := sp.Find(st.StepID); decl != nil {
-				out.Tool, out.Args = decl.Tool, decl.Args
+				out.Tool, out.DeclaredArgs = decl.Tool, decl.Args
 				if decl.Kind == "workflow" {
-					out.Tool, out.Args = decl.Workflow, decl.Inputs
+					out.Tool, out.DeclaredArgs = decl.Workflow, decl.Inputs
 				}
 			}
 		}

@@ -1006,3 +1006,23 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
     finally:
         browser.set_viewport(1366, 768)
     assert [png_size(p) for p in written] == [s for s in SIZES for _ in pages]
+
+
+def test_step_panel_lists_attempts_with_rendered_args_as_text(studio, browser):
+    studio.serve()
+    run_id = studio.engine.submit(
+        "name: flaky\ninputs: {note: {type: string}}\nsteps:\n"
+        "  - {id: push, tool: flow__fail, args: {times: 2, kind: transient, note: '{{inputs.note}}', api_token: s3cr3t},"
+        " retry: {max_attempts: 3, initial_delay_ms: 1}}\n", {"note": EVIL}).run_id
+    studio.wait_status(run_id, "completed")
+
+    browser.get(studio.page("runs/" + run_id))
+    browser.wait_text(tid("run-status"), "completed")
+    browser.click(tid("step-row", step_key="push"))
+    browser.wait_css(tid("step-attempts"))
+    assert browser.execute("return document.querySelectorAll(arguments[0]).length;", tid("step-attempt")) == 3
+    attempts = browser.text_of(tid("step-attempts"))
+    assert "transient" in attempts and "#3" in attempts, attempts
+    args = browser.text_of(tid("step-args"))
+    assert "<script>window.__pwned = 1</script>" in args and "[redacted]" in args and "s3cr3t" not in args, args
+    assert browser.execute("return typeof window.__pwned;") == "undefined"
