@@ -58,16 +58,13 @@ type stepPlan struct {
 	timeout time.Duration     // the step's, or for tool kinds its defaults' (spec.Defaults.Apply)
 	retry   *spec.RetryPolicy // tool kinds: the step's, or its defaults'; nil = no retry
 
-	args *valueTmpl // tool, tool_remote; workflow: its inputs
-	// staticArgs is the attempt record's JSON of args without placeholders (attempt.go),
-	// encoded once when the tool's schema marks nothing secret.
-	staticArgs atomic.Pointer[[]byte]
-	pool       string // tool: the remote its calls go to (Config.PoolFor), "" = in-process
-	poolOpt    bool   // pool is optional: in-process when no engine has it
-	idem       *template.Template
-	auto       bool               // idempotency_key: auto
-	sel        *selector          // foreach items, branch on
-	prompt     *template.Template // approve
+	args    *valueTmpl // tool, tool_remote; workflow: its inputs
+	pool    string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
+	poolOpt bool       // pool is optional: in-process when no engine has it
+	idem    *template.Template
+	auto    bool               // idempotency_key: auto
+	sel     *selector          // foreach items, branch on
+	prompt  *template.Template // approve
 
 	body      *listPlan  // foreach body, parallel branches
 	bodyFrame *framePlan // foreach
@@ -76,6 +73,10 @@ type stepPlan struct {
 	// subtree is the step and every step of its frame nested under it (parallel and branch
 	// children, recursively), in document order: what is skipped with it.
 	subtree []*stepPlan
+
+	// staticArgs is the attempt record's JSON of args without placeholders (attempt.go),
+	// encoded once when the tool's schema marks nothing secret.
+	staticArgs atomic.Pointer[[]byte]
 }
 
 type listPlan struct {
