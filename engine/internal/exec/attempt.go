@@ -231,12 +231,28 @@ func workerExit(kind, msg string) string {
 	return exitRE.FindString(msg)
 }
 
+// engineIDRE matches the id of an engine on a shared database: "HOST-PID-" and 8 hex digits.
+var engineIDRE = regexp.MustCompile(`^(.+)-(\d+)-[0-9a-f]{8}$`)
+
 // workerProcess returns the host and pid of the process a worker reference names: a pool
-// worker of this engine ("POOL/PID") runs on this host; a call run by another engine
-// ("ENGINE/POOL/PID") has its pid but no host known here; a server ("POOL/URL") has neither.
+// worker of this engine ("POOL/PID") runs on this host; a host tool another engine ran from the
+// tool-call queue ("ENGINE", whose id is "HOST-PID-…") ran in that engine's process; a pool
+// worker of another engine ("ENGINE/POOL/PID") on that engine's host. A server ("POOL/URL") has
+// neither: "" and 0.
 func workerProcess(worker string) (string, int) {
+	if strings.Contains(worker, "://") {
+		return "", 0
+	}
 	parts := strings.Split(worker, "/")
-	if len(parts) < 2 || strings.Contains(worker, "://") {
+	host := ""
+	if m := engineIDRE.FindStringSubmatch(parts[0]); m != nil && len(parts) != 2 {
+		host = m[1]
+		if len(parts) == 1 {
+			pid, _ := strconv.Atoi(m[2])
+			return host, pid
+		}
+	}
+	if len(parts) < 2 {
 		return "", 0
 	}
 	pid, err := strconv.Atoi(parts[len(parts)-1])
@@ -246,7 +262,7 @@ func workerProcess(worker string) (string, int) {
 	if len(parts) == 2 {
 		return localHost(), pid
 	}
-	return "", pid
+	return host, pid
 }
 
 // attemptTool is the tool an attempt record names: "DCC/TOOL" for a tool_remote step.

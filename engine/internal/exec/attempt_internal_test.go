@@ -85,8 +85,14 @@ func TestWorkerExitAndProcess(t *testing.T) {
 	if h, pid := workerProcess("maya/4242"); h != localHost() || pid != 4242 {
 		t.Errorf(`workerProcess("maya/4242") = %q, %d; want this host and 4242`, h, pid)
 	}
-	if h, pid := workerProcess("eng-b-1-ab/maya/77"); h != "" || pid != 77 {
-		t.Errorf(`workerProcess(ENGINE/POOL/PID) = %q, %d; want no host and 77`, h, pid)
+	if h, pid := workerProcess("farm-07-4242-0a1b2c3d/maya/77"); h != "farm-07" || pid != 77 {
+		t.Errorf(`workerProcess(ENGINE/POOL/PID) = %q, %d; want the engine's host and 77`, h, pid)
+	}
+	if h, pid := workerProcess("farm-07-4242-0a1b2c3d"); h != "farm-07" || pid != 4242 {
+		t.Errorf(`workerProcess(ENGINE) = %q, %d; want the engine's host and pid`, h, pid)
+	}
+	if h, pid := workerProcess("odd-engine/maya/77"); h != "" || pid != 77 {
+		t.Errorf(`workerProcess(odd ENGINE/POOL/PID) = %q, %d; want no host and 77`, h, pid)
 	}
 	for _, w := range []string{"maya/http://farm:8000/mcp", "eng-b-1-ab", "", "maya/x"} {
 		if h, pid := workerProcess(w); h != "" || pid != 0 {
