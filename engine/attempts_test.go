@@ -152,3 +152,42 @@ func TestAttemptsOfAForcedOnlyStep(t *testing.T) {
 		t.Errorf("attempts after two forced resumes = %+v, resumes %+v; want 3 attempts and 2 resumes", got, info.Resumes)
 	}
 }
+
+// An attempt in flight when its run is cancelled reads as cancelled, ended with its step, and
+// is running while it runs.
+func TestAttemptInFlightWhenCancelled(t *testing.T) {
+	ctx := context.Background()
+	e := openAttemptEngine(t, true)
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: long\nsteps: [{id: nap, tool: flow__sleep, args: {ms: 60000}}]")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := e.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := info.Steps; len(h) == 1 && len(h[0].AttemptHistory) == 1 {
+			if a := h[0].AttemptHistory[0]; a.Status != run.StepRunning || !a.FinishedAt.IsZero() {
+				t.Fatalf("the attempt in flight = %+v; want running, no end", a)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running attempt recorded: %+v", info.Steps)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := e.Cancel(ctx, id, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCancelled {
+		t.Fatalf("wait: %v %+v", err, info)
+	}
+	a := stepOf(t, info, "nap").AttemptHistory
+	if len(a) != 1 || a[0].Status != run.StepCancelled || a[0].FinishedAt.IsZero() {
+		t.Errorf("the cancelled attempt = %+v; want cancelled with an end", a)
+	}
+}
