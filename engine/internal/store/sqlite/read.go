@@ -153,13 +153,17 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 
 var _ store.AttemptLog = (*Store)(nil)
 
+// sqlResumes lists a run's workflow_resumed events through the partial index
+// workflow_events_resumed (migration 0010): the type is a literal, so the planner can use it.
+const sqlResumes = `SELECT ` + sqlrow.EventColumns + ` FROM workflow_events
+		WHERE run_id = ? AND type = 'workflow_resumed' ORDER BY seq`
+
 // Resumes implements store.AttemptLog, through the partial index workflow_events_resumed.
 func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+sqlrow.EventColumns+` FROM workflow_events
-		WHERE run_id = ? AND type = 'workflow_resumed' ORDER BY seq`, runID)
+	rows, err := s.r.QueryContext(ctx, sqlResumes, runID)
 	if err != nil {
 		return nil, err
 	}
