@@ -347,6 +347,10 @@ func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if info.ParentRunID != "" {
 		out["parent_workflow_id"], out["parent_step_key"] = info.ParentRunID, info.ParentStepKey
 	}
+	// The resume history (docs/cli.md "show"); each step's attempt_history is in steps.
+	if len(info.Resumes) > 0 {
+		out["resumes"] = info.Resumes
+	}
 	return structured(out), nil
 }
 
