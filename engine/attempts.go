@@ -73,15 +73,35 @@ func (e *Engine) runResumes(ctx context.Context, runID string) ([]ResumeInfo, er
 }
 
 // withAttempts sets the AttemptHistory, AttemptsDropped and Args of steps from the store's
-// attempt log (one read for the run); nothing when the store keeps none.
+// attempt log; nothing when the store keeps none. It reads the attempts of the run at once,
+// unless steps has only a few tool steps (the top-level steps of a run whose
+// foreach iterations made thousands): then those steps' only.
 func (e *Engine) withAttempts(ctx context.Context, runID string, steps []StepInfo) error {
 	al, ok := e.store.(store.AttemptLog)
 	if !ok || len(steps) == 0 {
 		return nil
 	}
-	atts, err := al.ListAttempts(ctx, runID, "")
-	if err != nil {
-		return err
+	const few = 16
+	var tried []string
+	for i := range steps {
+		if steps[i].Kind == "tool" || steps[i].Kind == "tool_remote" {
+			tried = append(tried, steps[i].Key)
+		}
+	}
+	var atts []store.Attempt
+	if len(tried) <= few {
+		for _, key := range tried {
+			as, err := al.ListAttempts(ctx, runID, key)
+			if err != nil {
+				return err
+			}
+			atts = append(atts, as...)
+		}
+	} else {
+		var err error
+		if atts, err = al.ListAttempts(ctx, runID, ""); err != nil {
+			return err
+		}
 	}
 	if len(atts) == 0 {
 		return nil
