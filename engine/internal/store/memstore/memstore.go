@@ -345,6 +345,16 @@ func (s *Store) peekLast(rec *runRec, key string) int32 {
 	if l, ok := rec.orphans[key]; ok {
 		return *l - 1
 	}
+	if rec.stepIdx != nil { // the index by key hash, when a writer built it
+		idx, ok := rec.stepIdx[s.hash(key)]
+		if ok && s.bytes.equal(rec.step(int(idx)).key, key) {
+			return rec.step(int(idx)).lastAtt - 1
+		}
+		if idx, ok := rec.collided[key]; ok {
+			return rec.step(int(idx)).lastAtt - 1
+		}
+		return -1
+	}
 	for i := range rec.nsteps {
 		if st := rec.step(i); st.lastAtt > 0 && s.bytes.equal(st.key, key) {
 			return st.lastAtt - 1
