@@ -191,3 +191,33 @@ func TestAttemptInFlightWhenCancelled(t *testing.T) {
 		t.Errorf("the cancelled attempt = %+v; want cancelled with an end", a)
 	}
 }
+
+// A forced resume rewrites the forced step's row, on the memory store too (it once inserted a
+// second row with the same key, since the forced instance is not among those reused).
+func TestForcedResumeKeepsOneRowPerStep(t *testing.T) {
+	for _, db := range []bool{false, true} {
+		ctx := context.Background()
+		e := openAttemptEngine(t, db)
+		info, err := e.Run(ctx, engine.StartRequest{Spec: mustSpec(t, "name: one\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")})
+		if err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("run: %v %+v", err, info)
+		}
+		if _, err := e.Resume(ctx, info.ID, engine.ResumeOptions{ForceSteps: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		if info, err = e.Wait(ctx, info.ID, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("wait: %v %+v", err, info)
+		}
+		steps, err := e.Steps(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, st := range steps {
+			keys = append(keys, st.Key)
+		}
+		if strings.Join(keys, " ") != "a" {
+			t.Errorf("db %v: step rows after a forced resume = %v; want one per instance", db, keys)
+		}
+	}
+}

@@ -316,6 +316,19 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			r.prior[st.Key] = st
 		}
 	}
+	r.rowKeys = r.priorKeys
+	if p.Resume && len(p.Force) > 0 {
+		// The forced instances (and those enclosing them) are not in Prior but have rows: their
+		// first write updates them (the Insert hint must not say otherwise).
+		rows, err := x.cfg.Store.ListSteps(ctx, p.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("resuming run %s: reading its steps: %w", p.RunID, err)
+		}
+		r.rowKeys = make(map[string]bool, len(rows))
+		for _, st := range rows {
+			r.rowKeys[st.Key] = true
+		}
+	}
 	if al, ok := x.cfg.Store.(store.AttemptLog); ok && p.Resume {
 		// A resume: number this execution's attempts after those recorded.
 		atts, err := al.ListAttempts(ctx, p.RunID, "")
@@ -458,6 +471,9 @@ type runner struct {
 	envDoc    map[string]any
 	prior     map[string]store.Step // completed instances of an earlier execution, by key
 	priorKeys map[string]bool       // every instance key of an earlier execution
+	// rowKeys is every instance key with a stored row: priorKeys, and on a forced resume the
+	// forced instances too (the Insert hint of their first write).
+	rowKeys map[string]bool
 	// attemptBase is, for each instance an earlier execution made attempts of, the largest
 	// attempt number recorded (store.AttemptLog): the attempts of this execution are numbered
 	// after it, so a resume keeps the earlier ones.

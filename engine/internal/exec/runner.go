@@ -672,7 +672,7 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 		now := r.now()
 		buf := in.argsBuf // an earlier instance's, reused
 		*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
-			Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
+			Status: run.StepRunning, StartedAt: now, Insert: !r.rowKeys[key]}}
 		in.argsBuf = buf[:0]
 		if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
 			in.row.Attempt = 1
@@ -843,7 +843,7 @@ func (r *runner) skip(f *frame, sps []*stepPlan, reason string) {
 	for _, sp := range sps {
 		key := f.key(sp)
 		b.Steps = append(b.Steps, store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind), Status: run.StepSkipped,
-			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now, Insert: !r.priorKeys[key]})
+			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now, Insert: !r.rowKeys[key]})
 		b.Events = append(b.Events, r.event(now, run.EventStepSkipped, key, string(run.StepSkipped), 0, detail))
 	}
 	r.touch(now)
