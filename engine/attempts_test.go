@@ -221,3 +221,42 @@ func TestForcedResumeKeepsOneRowPerStep(t *testing.T) {
 		}
 	}
 }
+
+// A host tool's attempt starts when a host thread takes its call, not when its step started
+// (a call that waited in its lane behind a busy main thread).
+func TestAttemptOfAHostCallStartsWhenPulled(t *testing.T) {
+	ctx := context.Background()
+	e := openAttemptEngine(t, false)
+	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: h\nsteps: [{id: a, tool: export, args: {scene: x.ma}}]")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started time.Time
+	for deadline := time.Now().Add(10 * time.Second); started.IsZero(); time.Sleep(2 * time.Millisecond) {
+		info, err := e.Status(ctx, id)
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the step never ran: %v %+v", err, info)
+		}
+		if len(info.Steps) == 1 && info.Steps[0].Status == run.StepRunning {
+			started = info.Steps[0].StartedAt
+		}
+	}
+	cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 5 * time.Second})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("pull: %v %v", cs, err)
+	}
+	if err := e.Host().Complete(cs[0].ID, engine.ToolResult{Output: map[string]any{"ok": true}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Wait(ctx, id, 10*time.Second)
+	if err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, info)
+	}
+	a := stepOf(t, info, "a").AttemptHistory
+	if len(a) != 1 || !a[0].StartedAt.After(started) || a[0].FinishedAt.Before(a[0].StartedAt) {
+		t.Errorf("attempt = %+v; want it started after its step (%v), when pulled", a, started)
+	}
+}

@@ -296,6 +296,9 @@ func (in *inst) endAttempt(status run.StepStatus, worker, kind, msg, trace strin
 		return
 	}
 	a.Status, a.FinishedAt = status, time.Time{}
+	if at := in.pulledAt.Load(); at != 0 {
+		a.StartedAt = time.Unix(0, at).UTC() // a host call waited in its lane until then
+	}
 	a.ErrorKind, a.ErrorMessage, a.ErrorTrace = kind, msg, trace
 	a.Exit = workerExit(kind, msg)
 	if worker != "" {

@@ -61,6 +61,9 @@ type inst struct {
 	att        store.Attempt
 	attPending bool
 	atts       [1]store.Attempt
+	// pulledAt is when a host thread took the attempt's call (Unix ns; 0: not a host call, or not
+	// taken yet): the attempt record's start. Atomic: set on the host's side.
+	pulledAt atomic.Int64
 	// argsBuf holds the JSON of att.Args (stores copy it), reused by the next step instance
 	// when small.
 	argsBuf []byte

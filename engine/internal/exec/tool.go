@@ -102,7 +102,11 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			// cancelled there never started (a seal records the attempts that did).
 			in.liveAttempt.Store(int32(attempt - 1))
 			n := int32(attempt)
-			call.Started = func() { in.liveAttempt.Store(n) }
+			in.pulledAt.Store(0)
+			call.Started = func() {
+				in.liveAttempt.Store(n)
+				in.pulledAt.Store(r.now().UnixNano()) // the attempt starts when a host thread takes it
+			}
 		}
 		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
 			// The call may block (a host or remote tool, a blocking built-in): the step is
