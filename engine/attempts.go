@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -49,6 +50,12 @@ type ResumeInfo struct {
 	// OnFailureOnly: only the on_failure steps ran again.
 	OnFailureOnly bool `json:"on_failure_only,omitempty"`
 }
+
+// RedactArgs returns args with the value of every member named like a secret (a name containing
+// token, password, passwd, secret, api_key or apikey, case-insensitive, at any depth) replaced by
+// "[redacted]", as attempt records keep them; args is not modified. For showing a spec's
+// declared arguments beside the recorded ones.
+func RedactArgs(args map[string]any) map[string]any { return exec.RedactSecrets(args) }
 
 // runResumes returns the resume history of a run; nil when the store keeps none.
 func (e *Engine) runResumes(ctx context.Context, runID string) ([]ResumeInfo, error) {

@@ -427,15 +427,16 @@ func (h *handler) getStep(w http.ResponseWriter, r *http.Request) {
 		out := struct {
 			engine.StepInfo
 			// DeclaredArgs are the step's arguments as its spec declares them (templates not
-			// rendered; StepInfo.Args and AttemptHistory have the rendered ones), Tool its tool.
+			// rendered; StepInfo.Args and AttemptHistory have the rendered ones), secrets
+			// redacted by name as there (engine.RedactArgs), Tool its tool.
 			DeclaredArgs map[string]any `json:"declared_args,omitempty"`
 			Tool         string         `json:"tool,omitempty"`
 		}{StepInfo: st}
 		if sp, err := h.e.RunSpec(r.Context(), id); err == nil {
 			if decl := sp.Find(st.StepID); decl != nil {
-				out.Tool, out.DeclaredArgs = decl.Tool, decl.Args
+				out.Tool, out.DeclaredArgs = decl.Tool, engine.RedactArgs(decl.Args)
 				if decl.Kind == "workflow" {
-					out.Tool, out.DeclaredArgs = decl.Workflow, decl.Inputs
+					out.Tool, out.DeclaredArgs = decl.Workflow, engine.RedactArgs(decl.Inputs)
 				}
 			}
 		}

@@ -1025,4 +1025,6 @@ def test_step_panel_lists_attempts_with_rendered_args_as_text(studio, browser):
     assert "transient" in attempts and "#3" in attempts, attempts
     args = browser.text_of(tid("step-args"))
     assert "<script>window.__pwned = 1</script>" in args and "[redacted]" in args and "s3cr3t" not in args, args
+    declared = browser.text_of(tid("step-inputs"))
+    assert "{{inputs.note}}" in declared and "s3cr3t" not in declared, declared
     assert browser.execute("return typeof window.__pwned;") == "undefined"

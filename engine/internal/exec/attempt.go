@@ -167,6 +167,13 @@ func hasSecret(v any, names map[string]bool) bool {
 	return false
 }
 
+// RedactSecrets returns args with the value of every member whose name is a secret's
+// (SecretName) replaced by Redacted, at any depth; args is not modified.
+func RedactSecrets(args map[string]any) map[string]any {
+	out, _ := redact(args, nil).(map[string]any)
+	return out
+}
+
 // AttemptArgs returns the JSON text an attempt record keeps of rendered args: secrets redacted
 // (redact), at most store.MaxAttemptArgs bytes; larger, {"_truncated": true, "bytes": N,
 // "preview": "…"} with the first ArgsPreviewBytes of the text (whole UTF-8 characters). Invalid
