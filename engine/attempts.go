@@ -57,6 +57,18 @@ type ResumeInfo struct {
 // declared arguments beside the recorded ones.
 func RedactArgs(args map[string]any) map[string]any { return exec.RedactSecrets(args) }
 
+// noAttemptsKey marks a context made by WithoutAttempts.
+type noAttemptsKey struct{}
+
+// WithoutAttempts returns a context under which Steps leaves each step's AttemptHistory, Args
+// and AttemptsDropped out (not read from the database): for a caller that lists the instances
+// of a large run and shows the attempts of one step at a time (the dashboard's run page).
+func WithoutAttempts(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noAttemptsKey{}, true)
+}
+
+func noAttempts(ctx context.Context) bool { return ctx.Value(noAttemptsKey{}) != nil }
+
 // runResumes returns the resume history of a run; nil when the store keeps none.
 func (e *Engine) runResumes(ctx context.Context, runID string) ([]ResumeInfo, error) {
 	al, ok := e.store.(store.AttemptLog)

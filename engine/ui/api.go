@@ -279,7 +279,7 @@ func (h *handler) getRun(w http.ResponseWriter, r *http.Request) {
 		writeEngineError(w, err)
 		return
 	}
-	steps, err := h.e.Steps(ctx, id)
+	steps, err := h.e.Steps(engine.WithoutAttempts(ctx), id) // the instances only: a step's attempts come with it (getStep)
 	if err != nil {
 		writeEngineError(w, err)
 		return

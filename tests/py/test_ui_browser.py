@@ -1027,4 +1027,11 @@ def test_step_panel_lists_attempts_with_rendered_args_as_text(studio, browser):
     assert "<script>window.__pwned = 1</script>" in args and "[redacted]" in args and "s3cr3t" not in args, args
     declared = browser.text_of(tid("step-inputs"))
     assert "{{inputs.note}}" in declared and "s3cr3t" not in declared, declared
+
+    # resumed (push forced to run again): the run says so, and the step lists all six attempts
+    studio.engine.resume(run_id, force_steps=["push"], by="Lead Lighter").wait(timeout=10)
+    browser.get(studio.page("runs/" + run_id))
+    browser.wait_text(tid("run-resumes"), "Resumed 1×, last by Lead Lighter")
+    browser.click(tid("step-row", step_key="push"))
+    browser.wait_js("return document.querySelectorAll(args[0]).length === 6;", tid("step-attempt"), what="six attempts")
     assert browser.execute("return typeof window.__pwned;") == "undefined"

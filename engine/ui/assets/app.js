@@ -389,6 +389,8 @@ async function runPage(id) {
       data.origin === "ui" && data.trigger && data.trigger.by ? el("span", {"data-testid": "run-started-by"}, "Started by ", el("b", {text: String(data.trigger.by)})) : null,
       data.workflow_version ? el("span", {}, "Version ", el("a", {href: "#/workflows/" + encodeURIComponent(data.name), text: "v" + data.workflow_version})) : null,
       el("span", {}, "Spec ", el("b", {class: "mono", text: (data.spec_hash || "").slice(0, 12)})),
+      (data.resumes || []).length ? el("span", {"data-testid": "run-resumes", title: data.resumes.map((r) => `${fmtTime(r.at)}${r.by ? " by " + r.by : ""}${r.forced ? ", forced: " + r.forced.join(", ") : ""}`).join("\n")},
+        "Resumed ", el("b", {text: `${data.resumes.length}×` + (data.resumes[data.resumes.length - 1].by ? ", last by " + data.resumes[data.resumes.length - 1].by : "")})) : null,
       data.parent_run_id ? el("span", {}, "Parent ", el("a", {href: "#/runs/" + encodeURIComponent(data.parent_run_id), text: data.parent_run_id})) : null,
       Object.keys(data.inputs || {}).length ? el("span", {title: JSON.stringify(data.inputs, null, 2)}, "Inputs ", el("b", {class: "mono", text: truncate(JSON.stringify(data.inputs), 120)})) : null);
     clear(errorBox);
