@@ -667,6 +667,8 @@ var opEventsNext = withEngine(func(e *engine.Engine, req *eventsRequest) (any, e
 
 type resumeRequest struct {
 	RunID string `json:"run_id"`
+	// By names who resumes the run, for its resume history (ResumeOptions.By).
+	By string `json:"by"`
 	engine.ResumeOptions
 }
 
@@ -674,6 +676,7 @@ var opRunResume = withEngine(func(e *engine.Engine, req *resumeRequest) (any, er
 	if err := required("run_id", req.RunID); err != nil {
 		return nil, err
 	}
+	req.ResumeOptions.By = req.By
 	id, err := e.Resume(context.Background(), req.RunID, req.ResumeOptions)
 	if err != nil {
 		return nil, err

@@ -331,7 +331,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		if r.Status == run.StatusPaused {
 			continue
 		}
-		if _, err := e.Resume(ctx, r.ID, ResumeOptions{}); err != nil {
+		if _, err := e.Resume(ctx, r.ID, ResumeOptions{By: "engine " + e.EngineID() + " (takeover)"}); err != nil {
 			ls.mu.Lock()
 			ls.sweepErr = fmt.Errorf("resuming run %s, taken over: %w", r.ID, err)
 			ls.mu.Unlock()

@@ -54,7 +54,7 @@ func (e *Engine) ResumeInterrupted(ctx context.Context) ([]string, error) {
 	var resumed []string
 	var errs []error
 	for _, id := range ids {
-		if _, err := e.Resume(ctx, id, ResumeOptions{}); err != nil {
+		if _, err := e.Resume(ctx, id, ResumeOptions{By: "resume_interrupted"}); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", id, err))
 			continue
 		}

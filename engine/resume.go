@@ -22,8 +22,9 @@ type ResumeOptions struct {
 	// ExpectedSpecHash, when set, refuses to resume (code spec_changed) unless the run's spec
 	// has this hash: the caller checks it resumes the pipeline it thinks it resumes.
 	ExpectedSpecHash string `json:"expected_spec_hash,omitempty"`
-	// By names who resumes the run (the web dashboard's user): the workflow_resumed event's
-	// detail is {"by": By}. "" records no name.
+	// By names who resumes the run (the dashboard's user, the Python caller's login name, "mcp",
+	// "engine ID (takeover)"): the workflow_resumed event's detail has {"by": By}, shown in the
+	// run's resume history (docs/cli.md "show"). "" records no name.
 	By string `json:"-"`
 }
 

@@ -74,6 +74,9 @@ type RunInfo struct {
 	// Children lists the child runs the run's workflow steps started, oldest first, a retried
 	// step's every attempt included (Status only).
 	Children []ChildRun `json:"children,omitempty"`
+	// Resumes is the run's resume history, oldest first (Status only): when, by whom, which
+	// steps were forced. Absent for a run never resumed.
+	Resumes []ResumeInfo `json:"resumes,omitempty"`
 }
 
 // StepInfo is the state of one step instance.
@@ -99,9 +102,17 @@ type StepInfo struct {
 	// (current_call().progress, docs/python.md); nil when it reported none.
 	Progress *run.StepProgress `json:"progress,omitempty"`
 	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
-	ChildRunID string    `json:"child_run_id,omitempty"`
-	StartedAt  time.Time `json:"started_at,omitzero"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	ChildRunID string `json:"child_run_id,omitempty"`
+	// Args are the rendered arguments of the latest attempt (AttemptInfo.Args: secrets
+	// redacted, bounded); nil when none was recorded (not a tool step, or no attempt).
+	Args json.RawMessage `json:"args,omitempty"`
+	// AttemptHistory lists the attempts of a tool or tool_remote step, oldest first, across
+	// resumes: the first 10 and the last 100 are kept (docs/limits.md "Attempts"),
+	// AttemptsDropped counts those left out between.
+	AttemptHistory  []AttemptInfo `json:"attempt_history,omitempty"`
+	AttemptsDropped int           `json:"attempts_dropped,omitempty"`
+	StartedAt       time.Time     `json:"started_at,omitzero"`
+	FinishedAt      time.Time     `json:"finished_at,omitzero"`
 }
 
 // StepErrorInfo is the last failure of a step instance (or why it was skipped).
@@ -428,6 +439,12 @@ func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
 			info.Outputs[st.StepID] = si.Output
 		}
 	}
+	if err := e.withAttempts(ctx, runID, info.Steps); err != nil {
+		return nil, notFound(runID, err)
+	}
+	if info.Resumes, err = e.runResumes(ctx, runID); err != nil {
+		return nil, notFound(runID, err)
+	}
 	return info, nil
 }
 
@@ -453,6 +470,11 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 	for i, st := range steps {
 		out[i] = stepInfo(st, raw)
 		out[i].ChildRunID = newest[st.Key]
+	}
+	if !noAttempts(ctx) {
+		if err := e.withAttempts(ctx, runID, out); err != nil {
+			return nil, notFound(runID, err)
+		}
 	}
 	return out, nil
 }

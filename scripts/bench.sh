@@ -103,7 +103,8 @@ printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200
   "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit, best of 3) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \
   "$dfan" "$(verdict "$dfan" '>=' 50000)"
-printf '| SQLite file, database file growth per 1,000 steps (step rows, events, indexes; measured after a close checkpoints the WAL) | %.0f KiB | — | |\n' "$dsize"
+printf '| SQLite file, database file growth per 1,000 steps (step rows, attempt records, events, indexes; measured after a close checkpoints the WAL) | %.0f KiB | ≤ 888 KiB (2× the 444 KiB before attempt records) | %s |\n' \
+  "$dsize" "$(verdict "$dsize" '<=' 888)"
 if [ -n "$pg_skip" ]; then
   printf '| PostgreSQL rows SKIPPED: no initdb on this machine (install postgresql-15, or set DCC_FLOW_PG_BIN) | — | — | |\n'
 else

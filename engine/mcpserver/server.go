@@ -347,6 +347,10 @@ func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if info.ParentRunID != "" {
 		out["parent_workflow_id"], out["parent_step_key"] = info.ParentRunID, info.ParentStepKey
 	}
+	// The resume history (docs/cli.md "show"); each step's attempt_history is in steps.
+	if len(info.Resumes) > 0 {
+		out["resumes"] = info.Resumes
+	}
 	return structured(out), nil
 }
 
@@ -378,7 +382,7 @@ func (s *Server) toolResume(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return toolError(run.Errorf(run.CodeInvalidRequest, "workflow_id is required")), nil
 	}
-	opts := engine.ResumeOptions{ExpectedSpecHash: req.GetString("expected_spec_hash", ""), ForceSteps: req.GetStringSlice("force_steps", nil)}
+	opts := engine.ResumeOptions{ExpectedSpecHash: req.GetString("expected_spec_hash", ""), ForceSteps: req.GetStringSlice("force_steps", nil), By: "mcp"}
 	if _, err := s.e.Resume(ctx, id, opts); err != nil {
 		return toolError(err), nil
 	}

@@ -32,6 +32,9 @@ var (
 	runIDRe = regexp.MustCompile(`r[0-9a-f]{28}`)
 	timeRe  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 	hashRe  = regexp.MustCompile(`"[0-9a-f]{64}"`)
+	// the engine's host and pid in an attempt record, in JSON or in JSON text inside JSON
+	hostRe = regexp.MustCompile(`(\\?"host\\?":\s*\\?")[^"\\]*`)
+	pidRe  = regexp.MustCompile(`(\\?"pid\\?":\s*)\d+`)
 
 	// a run's status and completed steps, in JSON or in JSON text inside JSON
 	runStatusRe   = regexp.MustCompile(`(\\?"status\\?":\s*\\?")(running|waiting)`)
@@ -42,6 +45,8 @@ var (
 func normalize(b []byte) []byte {
 	b = runIDRe.ReplaceAll(b, []byte("<run-id>"))
 	b = timeRe.ReplaceAll(b, []byte("<time>"))
+	b = hostRe.ReplaceAll(b, []byte("${1}<host>"))
+	b = pidRe.ReplaceAll(b, []byte("${1}0"))
 	return hashRe.ReplaceAll(b, []byte(`"<sha256>"`))
 }
 

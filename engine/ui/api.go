@@ -284,7 +284,7 @@ func (h *handler) getRun(w http.ResponseWriter, r *http.Request) {
 		writeEngineError(w, err)
 		return
 	}
-	steps, err := h.e.Steps(ctx, id)
+	steps, err := h.e.Steps(engine.WithoutAttempts(ctx), id) // the instances only: a step's attempts come with it (getStep)
 	if err != nil {
 		writeEngineError(w, err)
 		return
@@ -431,16 +431,17 @@ func (h *handler) getStep(w http.ResponseWriter, r *http.Request) {
 		}
 		out := struct {
 			engine.StepInfo
-			// Args are the step's arguments as its spec declares them (templates not
-			// rendered: the rendered ones are not stored), Tool its tool.
-			Args map[string]any `json:"args,omitempty"`
-			Tool string         `json:"tool,omitempty"`
+			// DeclaredArgs are the step's arguments as its spec declares them (templates not
+			// rendered; StepInfo.Args and AttemptHistory have the rendered ones), secrets
+			// redacted by name as there (engine.RedactArgs), Tool its tool.
+			DeclaredArgs map[string]any `json:"declared_args,omitempty"`
+			Tool         string         `json:"tool,omitempty"`
 		}{StepInfo: st}
 		if sp, err := h.e.RunSpec(r.Context(), id); err == nil {
 			if decl := sp.Find(st.StepID); decl != nil {
-				out.Tool, out.Args = decl.Tool, decl.Args
+				out.Tool, out.DeclaredArgs = decl.Tool, engine.RedactArgs(decl.Args)
 				if decl.Kind == "workflow" {
-					out.Tool, out.Args = decl.Workflow, decl.Inputs
+					out.Tool, out.DeclaredArgs = decl.Workflow, engine.RedactArgs(decl.Inputs)
 				}
 			}
 		}

@@ -144,7 +144,8 @@ func TestRunDetailAndApproval(t *testing.T) {
 	// One step in full.
 	var st map[string]any
 	b.getJSON(t, "/api/runs/"+id+"/steps/push", &st)
-	if st["status"] != "completed" || st["tool"] != "flow__echo" || fmt.Sprint(st["output"]) != "map[value:pushed]" || fmt.Sprint(st["args"]) != "map[value:pushed]" {
+	if st["status"] != "completed" || st["tool"] != "flow__echo" || fmt.Sprint(st["output"]) != "map[value:pushed]" || fmt.Sprint(st["declared_args"]) != "map[value:pushed]" ||
+		fmt.Sprint(st["args"]) != "map[value:pushed]" || len(st["attempt_history"].([]any)) != 1 {
 		t.Errorf("step %v", st)
 	}
 	if code, body, _ := b.do(t, "GET", "/api/runs/"+id+"/steps/nope", nil); code != 404 || errorCode(body) != "not_found" {
@@ -215,7 +216,7 @@ func TestCancelPauseUnpauseResumeRecordWhoDidIt(t *testing.T) {
 		t.Errorf("resume answer %v", res)
 	}
 	b.waitStatus(t, id, run.StatusRunning)
-	if evs := events(t, b.e, id, run.EventWorkflowResumed); len(evs) != 1 || string(evs[0].Detail) != `{"by":"Ann"}` {
+	if evs := events(t, b.e, id, run.EventWorkflowResumed); len(evs) != 1 || string(evs[0].Detail) != `{"by":"Ann","forced":["wait"]}` {
 		t.Errorf("workflow_resumed: %v", evs)
 	}
 	b.post(t, base+"/cancel", map[string]any{"by": "Ann"}, 200)

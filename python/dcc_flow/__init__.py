@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 from . import _ffi
 from ._dryrun import DryRunResult, DryRunStep
-from ._engine import Engine, Run, RunFailedError, RunResult, StepRecord
+from ._engine import AttemptRecord, Engine, Run, RunFailedError, RunResult, StepRecord
 from ._errors import (
     AbiVersionError,
     CancelledError,
@@ -82,6 +82,7 @@ __all__ = [
     "DryRunResult",
     "DryRunStep",
     "StepRecord",
+    "AttemptRecord",
     "RunFailedError",
     "current_call",
     "CallContext",

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from ._dryrun import DryRunResult
 
-__all__ = ["Engine", "Run", "RunResult", "StepRecord", "RunFailedError"]
+__all__ = ["Engine", "Run", "RunResult", "StepRecord", "AttemptRecord", "RunFailedError"]
 
 log = logging.getLogger("dcc_flow")
 
@@ -78,11 +78,53 @@ class RunFailedError(DccFlowError):
     """``RunResult.raise_for_status()``: the run did not complete."""
 
 
+class AttemptRecord:
+    """One attempt of a ``tool`` or ``tool_remote`` step instance: a call it made
+    (``StepRecord.attempts``, docs/python.md "Attempts")."""
+
+    __slots__ = ("attempt", "tool", "status", "args", "worker", "host", "pid", "error", "exit", "started_at",
+                 "finished_at")
+
+    def __init__(self, d: Mapping[str, Any]) -> None:
+        #: 1, 2, ... counted across the run's resumes: a resumed step's attempts follow those made
+        #: before. The ``attempt`` of the step's ``logs`` lines and ``progress`` is this number.
+        self.attempt: int = int(d.get("attempt") or 0)
+        #: The tool called (``"DCC/TOOL"`` for a ``tool_remote`` step).
+        self.tool: str = d.get("tool") or ""
+        #: ``running`` while in flight, then ``completed``, ``failed``, ``cancelled`` or
+        #: ``interrupted``.
+        self.status = StepStatus(d.get("status", "running"))
+        #: The rendered arguments of the call: secrets redacted (``"[redacted]"``: names the tool's
+        #: schema marks ``writeOnly``/``x-secret``/``format: password``, and any name containing
+        #: token, password, passwd, secret, api_key or apikey), at most 64 KiB of JSON; larger,
+        #: ``{"_truncated": True, "bytes": N, "preview": "..."}``. None when not recorded.
+        self.args: Optional[Dict[str, Any]] = d.get("args")
+        #: The pool worker (``"POOL/PID"``) or the engine of a queued call; ``""`` in-process.
+        self.worker: str = d.get("worker") or ""
+        #: The host and pid of the process that ran the call where known (the engine's own for an
+        #: in-process tool); ``""`` and 0 otherwise.
+        self.host: str = d.get("host") or ""
+        self.pid: int = int(d.get("pid") or 0)
+        #: The failure (``kind``, ``message``, ``trace``?), None when the attempt did not fail.
+        self.error: Optional[Dict[str, Any]] = d.get("error")
+        #: For a lost worker (``error["kind"] == "worker_lost"``): how its process ended,
+        #: ``"exit status 139"``, ``"signal: killed"``; ``""`` otherwise.
+        self.exit: str = d.get("exit") or ""
+        #: RFC 3339 UTC times; ``finished_at`` is None while the attempt runs.
+        self.started_at: Optional[str] = d.get("started_at")
+        self.finished_at: Optional[str] = d.get("finished_at")
+
+    def __repr__(self) -> str:
+        return "AttemptRecord(attempt=%d, status=%s%s)" % (
+            self.attempt, self.status.value, ", error=%r" % self.error.get("kind") if self.error else "")
+
+
 class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "progress", "child_run_id", "started_at", "finished_at")
+                 "worker", "logs", "logs_dropped", "progress", "child_run_id", "started_at", "finished_at",
+                 "args", "attempts", "attempts_dropped")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         self.key: str = d.get("key", "")
@@ -114,6 +156,13 @@ class StepRecord:
         self.child_run_id: str = d.get("child_run_id") or ""
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
+        #: The rendered arguments of the latest attempt (``AttemptRecord.args``: secrets redacted,
+        #: bounded); None when none was recorded (not a tool step, or an engine without a record).
+        self.args: Optional[Dict[str, Any]] = d.get("args")
+        #: Every attempt of a ``tool``/``tool_remote`` step, oldest first, across resumes: the first
+        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/limits.md).
+        self.attempts: Tuple[AttemptRecord, ...] = tuple(AttemptRecord(a) for a in d.get("attempt_history") or ())
+        self.attempts_dropped: int = int(d.get("attempts_dropped") or 0)
 
     def __repr__(self) -> str:
         return "StepRecord(key=%r, status=%s, attempt=%d%s)" % (
@@ -152,6 +201,10 @@ class RunResult:
         #: The child runs this run's ``workflow`` steps started, oldest first (every attempt of a
         #: retried step): dicts with ``run_id``, ``step_key``, ``name`` and ``status``.
         self.children: List[Dict[str, Any]] = list(d.get("children") or [])
+        #: The run's resumes, oldest first: dicts with ``at`` (RFC 3339), ``by`` (who: a login
+        #: name, ``"mcp"``, ``"engine ID (takeover)"``; absent when not recorded), ``forced`` (the
+        #: steps forced to run again) and ``on_failure_only``. Empty for a run never resumed.
+        self.resumes: List[Dict[str, Any]] = list(d.get("resumes") or [])
         self.timed_out: bool = bool(d.get("timed_out"))
 
     @property
@@ -661,9 +714,12 @@ class Engine:
         is not paused does nothing; a finished run raises ``InvalidStateError``."""
         self._call("dccflow_run_unpause", {"run_id": run_id, "reason": reason or "", "by": by or _user()})
 
-    def resume(self, run_id: str, force_steps: Sequence[str] = (), expected_spec_hash: Optional[str] = None) -> "Run":
-        """Re-run a failed, interrupted or cancelled run, reusing its completed step instances."""
-        req: Dict[str, Any] = {"run_id": run_id, "force_steps": list(force_steps)}
+    def resume(self, run_id: str, force_steps: Sequence[str] = (), expected_spec_hash: Optional[str] = None,
+               by: Optional[str] = None) -> "Run":
+        """Re-run a failed, interrupted or cancelled run, reusing its completed step instances.
+        ``by`` names who resumes it in the run's resume history (``RunResult.resumes``; default
+        $DCC_FLOW_USER, else the login name)."""
+        req: Dict[str, Any] = {"run_id": run_id, "force_steps": list(force_steps), "by": by or _user()}
         if expected_spec_hash:
             req["expected_spec_hash"] = expected_spec_hash
         out = self._call("dccflow_run_resume", req)

@@ -34,12 +34,16 @@ RUN_ID = re.compile(r"\br[0-9a-f]{28}\b")
 VOLATILE: List[Tuple[Pattern[str], str]] = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "ISOTIME"),
     (RUN_ID, "RUN_ID"),
-    (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b"), "TIME"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\b"), "TIME"),
     (re.compile(r"^\d\d:\d\d:\d\d "), "CLOCK "),
     (re.compile(r"\(in [0-9dhms.]+\)"), "(in DURATION)"),
     (re.compile(r"\b\d+[dhm]\d\d[hms]\b"), "DURATION"),
     (re.compile(r"\b\d+(\.\d+)?(ms|s)\b"), "DURATION"),
     (re.compile(r'"seq": \d+'), '"seq": N'),
+    # an attempt's process: the host and pid of the engine (an in-process tool) or of a worker
+    (re.compile(r'"pid": \d+'), '"pid": PID'),
+    (re.compile(r'"host": "[^"]*"'), '"host": "HOST"'),
+    (re.compile(r"\bpid \d+@\S+"), "pid PID@HOST"),
     (re.compile(r"in use by pid \d+ \(.*?\) since \S+;"), "in use by pid PID (COMMAND) since TIME;"),
     # --version: the versions of the package, the library, Go and Python, and where they are
     (re.compile(r"/\S*/libdccflow\.(so|dylib|dll)\b"), "LIBRARY_PATH"),
@@ -184,7 +188,8 @@ class Session:
         os.symlink(sys.executable, os.path.join(bin_dir, "python3"))  # for the doc's one-line scripts
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DCC_FLOW", "VENDOR_INTAKE"))}
         self.env.update(PYTHONPATH=os.path.join(ROOT, "python"), COLUMNS="100",
-                        PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+                        PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                        DCC_FLOW_USER="td")  # who resumes, approves, pauses: the doc's user
 
     def shown(self, lines: Sequence[str]) -> List[str]:
         """The lines a command printed, with the replay's working directory shown as the doc's."""

@@ -1023,3 +1023,32 @@ def test_screenshots_of_every_page(studio, browser, tmp_path_factory):
     finally:
         browser.set_viewport(1366, 768)
     assert [png_size(p) for p in written] == [s for s in SIZES for _ in pages]
+
+
+def test_step_panel_lists_attempts_with_rendered_args_as_text(studio, browser):
+    studio.serve()
+    run_id = studio.engine.submit(
+        "name: flaky\ninputs: {note: {type: string}}\nsteps:\n"
+        "  - {id: push, tool: flow__fail, args: {times: 2, kind: transient, note: '{{inputs.note}}', api_token: s3cr3t},"
+        " retry: {max_attempts: 3, initial_delay_ms: 1}}\n", {"note": EVIL}).run_id
+    studio.wait_status(run_id, "completed")
+
+    browser.get(studio.page("runs/" + run_id))
+    browser.wait_text(tid("run-status"), "completed")
+    browser.click(tid("step-row", step_key="push"))
+    browser.wait_css(tid("step-attempts"))
+    assert browser.execute("return document.querySelectorAll(arguments[0]).length;", tid("step-attempt")) == 3
+    attempts = browser.text_of(tid("step-attempts"))
+    assert "transient" in attempts and "#3" in attempts, attempts
+    args = browser.text_of(tid("step-args"))
+    assert "<script>window.__pwned = 1</script>" in args and "[redacted]" in args and "s3cr3t" not in args, args
+    declared = browser.text_of(tid("step-inputs"))
+    assert "{{inputs.note}}" in declared and "s3cr3t" not in declared, declared
+
+    # resumed (push forced to run again): the run says so, and the step lists all six attempts
+    studio.engine.resume(run_id, force_steps=["push"], by="Lead Lighter").wait(timeout=10)
+    browser.get(studio.page("runs/" + run_id))
+    browser.wait_text(tid("run-resumes"), "Resumed 1×, last by Lead Lighter")
+    browser.click(tid("step-row", step_key="push"))
+    browser.wait_js("return document.querySelectorAll(args[0]).length === 6;", tid("step-attempt"), what="six attempts")
+    assert browser.execute("return typeof window.__pwned;") == "undefined"

@@ -89,8 +89,9 @@ const KindLimitExceeded = "limit_exceeded"
 
 // Executor starts runs. It is safe for concurrent use.
 type Executor struct {
-	cfg   Config
-	plans planCache
+	cfg     Config
+	plans   planCache
+	secrets schemaSecrets // the args each tool's schema marks secret (attempt.go)
 }
 
 // New returns an executor.
@@ -315,6 +316,34 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			r.prior[st.Key] = st
 		}
 	}
+	r.rowKeys = r.priorKeys
+	if p.Resume && len(p.Force) > 0 {
+		// The forced instances (and those enclosing them) are not in Prior but have rows: their
+		// first write updates them (the Insert hint must not say otherwise).
+		rows, err := x.cfg.Store.ListSteps(ctx, p.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("resuming run %s: reading its steps: %w", p.RunID, err)
+		}
+		r.rowKeys = make(map[string]bool, len(rows))
+		for _, st := range rows {
+			r.rowKeys[st.Key] = true
+		}
+	}
+	if al, ok := x.cfg.Store.(store.AttemptLog); ok && p.Resume {
+		// A resume: number this execution's attempts after those recorded.
+		atts, err := al.ListAttempts(ctx, p.RunID, "")
+		if err != nil {
+			return nil, fmt.Errorf("resuming run %s: reading its attempts: %w", p.RunID, err)
+		}
+		for _, a := range atts {
+			if a.Attempt > r.attemptBase[a.StepKey] {
+				if r.attemptBase == nil {
+					r.attemptBase = map[string]int{}
+				}
+				r.attemptBase[a.StepKey] = a.Attempt
+			}
+		}
+	}
 	r.ctx, r.cancelCtx = context.WithCancelCause(context.Background())
 	r.handle = &Run{r: r}
 	r.root = newRootFrame(r, pl.rootFrame)
@@ -330,9 +359,21 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	b := &store.Batch{}
 	if p.Resume {
 		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
+		// The resume history (store.AttemptLog.Resumes, docs/cli.md "show"): who resumed the
+		// run and which steps were forced.
 		var detail json.RawMessage
+		d := map[string]any{}
 		if p.ResumedBy != "" {
-			detail = jsonDetail(map[string]string{"by": p.ResumedBy})
+			d["by"] = p.ResumedBy
+		}
+		if len(p.Force) > 0 {
+			d["forced"] = p.Force
+		}
+		if p.OnFailureOnly != nil {
+			d["on_failure_only"] = true
+		}
+		if len(d) > 0 {
+			detail = jsonDetail(d)
 		}
 		b.Events = []run.Event{r.event(now, run.EventWorkflowResumed, "", string(run.StatusRunning), 0, detail)}
 		if p.Unpause != nil {
@@ -430,6 +471,13 @@ type runner struct {
 	envDoc    map[string]any
 	prior     map[string]store.Step // completed instances of an earlier execution, by key
 	priorKeys map[string]bool       // every instance key of an earlier execution
+	// rowKeys is every instance key with a stored row: priorKeys, and on a forced resume the
+	// forced instances too (the Insert hint of their first write).
+	rowKeys map[string]bool
+	// attemptBase is, for each instance an earlier execution made attempts of, the largest
+	// attempt number recorded (store.AttemptLog): the attempts of this execution are numbered
+	// after it, so a resume keeps the earlier ones.
+	attemptBase map[string]int
 	// priorAttempt is, for each instance an earlier execution had in flight when it stopped
 	// (its row interrupted), the attempt it was making (tools.Call.AdoptAttempt).
 	priorAttempt map[string]int

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
@@ -72,6 +73,10 @@ type stepPlan struct {
 	// subtree is the step and every step of its frame nested under it (parallel and branch
 	// children, recursively), in document order: what is skipped with it.
 	subtree []*stepPlan
+
+	// staticArgs is the attempt record's JSON of args without placeholders (attempt.go),
+	// encoded once when the tool's schema marks nothing secret.
+	staticArgs atomic.Pointer[[]byte]
 }
 
 type listPlan struct {

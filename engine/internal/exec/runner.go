@@ -58,6 +58,18 @@ type inst struct {
 	rep atomic.Pointer[reporter]
 	// final is set, under runner.sealMu, once the instance's terminal row is written.
 	final bool
+
+	// att is the record of the attempt in progress or last made (attempt.go), written with the
+	// instance's next write while attPending; atts is its batch buffer.
+	att        store.Attempt
+	attPending bool
+	atts       [1]store.Attempt
+	// pulledAt is when a host thread took the attempt's call (Unix ns; 0: not a host call, or not
+	// taken yet): the attempt record's start. Atomic: set on the host's side.
+	pulledAt atomic.Int64
+	// argsBuf holds the JSON of att.Args (stores copy it), reused by the next step instance
+	// when small.
+	argsBuf []byte
 }
 
 // instPool recycles instances: nothing keeps an inst once its step has finished (stores copy
@@ -106,6 +118,7 @@ func (in *inst) saveAt(now time.Time, typ string, detail json.RawMessage) error 
 	if n > 0 {
 		in.batch.Events = in.evs[:n]
 	}
+	in.pendingAttempt(&in.batch, now)
 	how := writePlain
 	if !in.linked {
 		how = writeLink
@@ -449,6 +462,9 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 	}
 	if in != nil {
 		in.enterPending = false // carried by b
+		if len(b.Attempts) > 0 {
+			in.attPending = false
+		}
 	}
 	switch how {
 	case writeLink:
@@ -676,8 +692,10 @@ func (r *runner) runStep(ctx context.Context, f *frame, sp *stepPlan) outcome {
 	err := func() error {
 		defer r.pauseMu.RUnlock()
 		now := r.now()
+		buf := in.argsBuf // an earlier instance's, reused
 		*in = inst{r: r, f: f, sp: sp, row: store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind),
-			Status: run.StepRunning, StartedAt: now, Insert: !r.priorKeys[key]}}
+			Status: run.StepRunning, StartedAt: now, Insert: !r.rowKeys[key]}}
+		in.argsBuf = buf[:0]
 		if sp.kind == spec.KindTool || sp.kind == spec.KindToolRemote || sp.kind == spec.KindWorkflow {
 			in.row.Attempt = 1
 		}
@@ -814,6 +832,7 @@ func (in *inst) finish(end stepEnd) outcome {
 	if end.idem != nil {
 		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
 	}
+	in.pendingAttempt(&in.batch, now)
 	r.touch(now)
 	// A failed write cancels the run; a refused one means the run was sealed. Either way the
 	// step's outcome stands for the steps still running.
@@ -846,7 +865,7 @@ func (r *runner) skip(f *frame, sps []*stepPlan, reason string) {
 	for _, sp := range sps {
 		key := f.key(sp)
 		b.Steps = append(b.Steps, store.Step{RunID: r.id, Key: key, StepID: sp.id, Kind: string(sp.kind), Status: run.StepSkipped,
-			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now, Insert: !r.priorKeys[key]})
+			ErrorMessage: reason, FinishedAt: now, UpdatedAt: now, Insert: !r.rowKeys[key]})
 		b.Events = append(b.Events, r.event(now, run.EventStepSkipped, key, string(run.StepSkipped), 0, detail))
 	}
 	r.touch(now)

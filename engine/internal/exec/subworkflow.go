@@ -101,7 +101,7 @@ func (r *runner) runWorkflow(ctx context.Context, in *inst) stepEnd {
 	resume := r.priorKeys[in.row.Key] && !r.forced[in.row.Key] && !r.forced[sp.id]
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 { // no new child run starts in a paused run (waitRetry's pause gate)
-			if end, ok := r.waitRetry(ctx, in, rp, attempt, nil); !ok {
+			if end, ok := r.waitRetry(ctx, in, rp, attempt, nil, nil, false); !ok {
 				return end
 			}
 		}

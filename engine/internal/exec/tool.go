@@ -71,6 +71,14 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 	}
 
+	// What each attempt's record keeps of the args: secrets redacted, bounded (attempt.go).
+	var secretNames map[string]bool
+	localCall := false
+	if !sp.remote() {
+		secretNames, localCall = r.x.secrets.toolRecord(r.x.cfg.Router, sp.st.Tool)
+	}
+	attArgs := sp.recordedArgs(in, args, secretNames)
+
 	rp := sp.retry
 	maxAttempts := 1
 	if rp != nil {
@@ -80,9 +88,11 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 	toHost := !sp.remote() && r.x.cfg.Router.ToHost(sp.st.Tool)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			if end, ok := r.waitRetry(ctx, in, rp, attempt, abandoned); !ok {
+			if end, ok := r.waitRetry(ctx, in, rp, attempt, abandoned, attArgs, localCall); !ok {
 				return end
 			}
+		} else {
+			in.beginAttempt(1, attArgs, localCall)
 		}
 		if attempt > 1 {
 			in.setAttempt(attempt) // already set for attempt 1
@@ -92,7 +102,12 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			// cancelled there never started (a seal records the attempts that did).
 			in.liveAttempt.Store(int32(attempt - 1))
 			n := int32(attempt)
-			call.Started = func() { in.liveAttempt.Store(n); in.hostStarted() }
+			in.pulledAt.Store(0)
+			call.Started = func() {
+				in.liveAttempt.Store(n)
+				in.pulledAt.Store(r.now().UnixNano()) // the attempt starts when a host thread takes it
+				in.hostStarted()
+			}
 		}
 		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
 			// The call may block (a host or remote tool, a blocking built-in): the step is
@@ -101,7 +116,8 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				return r.stoppedEnd(r.ctx)
 			}
 		}
-		rep := in.startReport(attempt)
+		// Output lines and progress carry the attempt record's number (counted across resumes).
+		rep := in.startReport(r.attemptBase[in.row.Key] + attempt)
 		call.Reporter = nil
 		if rep != nil {
 			call.Reporter = rep
@@ -122,11 +138,12 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return r.stoppedEnd(r.ctx)
 		}
 		in.row.Worker = res.Worker
-		addLogs(&in.row, attempt, res.Logs, res.LogsDropped)
+		addLogs(&in.row, r.attemptBase[in.row.Key]+attempt, res.Logs, res.LogsDropped)
 		if ctx.Err() != nil {
 			if res.NotStarted {
 				in.setAttempt(attempt - 1) // it never began: not an attempt made
 			}
+			in.endAttempt(run.StepCancelled, res.Worker, run.KindCancelled, "the run stopped during the attempt", "")
 			return r.stoppedEnd(ctx)
 		}
 		abandoned = nil
@@ -157,8 +174,10 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			if idemKey != "" {
 				end.idem = r.idempotencyEntry(sp, idemKey, end)
 			}
+			in.endAttempt(run.StepCompleted, res.Worker, "", "", "")
 			return end
 		}
+		in.endAttempt(run.StepFailed, res.Worker, kind, msg, trace)
 		in.row.ErrorKind, in.row.ErrorMessage, in.row.ErrorTrace = kind, msg, trace
 		if attempt < maxAttempts && !final && rp.IsRetryable(kind) {
 			in.unhost() // a failed attempt: nothing of it needs keeping
@@ -293,7 +312,7 @@ func (sp *stepPlan) remote() bool { return sp.kind == spec.KindToolRemote || sp.
 // at once), waits at the pause gate (a retry whose delay ends while the run is paused waits for
 // the unpause, its row still retrying) and marks the step running again. ok is false when the
 // run stopped meanwhile; end is then the step's end.
-func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, attempt int, abandoned *tools.AbandonedError) (end stepEnd, ok bool) {
+func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, attempt int, abandoned *tools.AbandonedError, attArgs json.RawMessage, localCall bool) (end stepEnd, ok bool) {
 	delay := rp.Jittered(rp.NextDelay(attempt), r.x.cfg.Rand)
 	in.row.Status = run.StepRetrying
 	in.row.Progress = nil    // the progress of the attempt that failed
@@ -321,6 +340,9 @@ func (r *runner) waitRetry(ctx context.Context, in *inst, rp *spec.RetryPolicy, 
 		return r.stoppedEnd(ctx), false
 	}
 	in.row.Status = run.StepRunning
+	if in.sp.kind == spec.KindTool || in.sp.kind == spec.KindToolRemote {
+		in.beginAttempt(attempt, attArgs, localCall) // written with the running row
+	}
 	err := in.save("", nil)
 	r.pauseMu.RUnlock()
 	if err != nil {

@@ -441,3 +441,71 @@ type CallOutcome struct {
 	// waiter reads the reports only when there are new ones.
 	LastReport int
 }
+
+// AttemptLog reads the attempt history of step instances (docs/cli.md "show"): one Attempt per
+// call a tool or tool_remote step made, written through Batch.Attempts with the step's own row.
+// A store without it keeps no attempts (Write ignores Batch.Attempts) and the engine shows only
+// the step rows. Prune deletes a run's attempts with the run.
+type AttemptLog interface {
+	// ListAttempts returns the kept attempts of step instance stepKey of run runID, by attempt
+	// number; stepKey "" returns those of every step instance of the run, by step key, then
+	// attempt. None (and no error) for an unknown run or step.
+	ListAttempts(ctx context.Context, runID, stepKey string) ([]Attempt, error)
+	// Resumes returns the run's workflow_resumed events (run.EventWorkflowResumed: when, by
+	// whom, which steps were forced, in their Detail), in Seq order; none for a run never
+	// resumed or unknown. Indexed: it does not read the run's other events.
+	Resumes(ctx context.Context, runID string) ([]run.Event, error)
+}
+
+// The attempts of one step instance a store keeps: the first MaxAttemptsFirst and the last
+// MaxAttemptsLast (a retry loop of 100,000 attempts keeps 110 rows). The number left out is the
+// step's Attempt minus the rows kept.
+const (
+	MaxAttemptsFirst = 10
+	MaxAttemptsLast  = 100
+)
+
+// AttemptDropped returns the attempt a store deletes when it writes attempt n (0 when none):
+// n-MaxAttemptsLast once that is past the first MaxAttemptsFirst.
+func AttemptDropped(n int) int {
+	if d := n - MaxAttemptsLast; d > MaxAttemptsFirst {
+		return d
+	}
+	return 0
+}
+
+// Attempt is one call a step instance made, keyed by (RunID, StepKey, Attempt). Writes replace
+// the whole row: the engine writes it when the attempt starts (Status running) and again when
+// it ends. Stored in the table step_attempts (SQLite migration 0010, PostgreSQL 0009), deleted
+// with its run.
+type Attempt struct {
+	RunID   string
+	StepKey string
+	Attempt int    // 1, 2, …
+	Tool    string // the tool called; "DCC/TOOL" for a tool_remote step
+	// Status is running while the call is in flight, then completed, failed, cancelled or
+	// interrupted (run.StepStatus values).
+	Status run.StepStatus
+	// Args are the rendered arguments of the call, a JSON object, secrets redacted and at most
+	// MaxAttemptArgs bytes: a larger one is {"_truncated": true, "bytes": N, "preview": "…"}.
+	// nil when not recorded.
+	Args json.RawMessage
+	// Worker is the pool worker ("POOL/PID"), the engine of a queued call ("ENGINE" or
+	// "ENGINE/POOL/PID"), or "" for a tool run in the engine's process; Host and PID name the
+	// process that ran the call where known (the engine's for an in-process tool), "" and 0
+	// otherwise.
+	Worker string
+	Host   string
+	PID    int
+	// ErrorKind, ErrorMessage and ErrorTrace describe the attempt's failure, "" when none. Exit
+	// is, for a lost worker, how its process ended ("exit status 139", "signal: killed"), else "".
+	ErrorKind    string
+	ErrorMessage string
+	ErrorTrace   string
+	Exit         string
+	StartedAt    time.Time
+	FinishedAt   time.Time // zero while running
+}
+
+// MaxAttemptArgs bounds the JSON text of an attempt's Args: 64 KiB.
+const MaxAttemptArgs = 64 << 10

@@ -111,6 +111,12 @@ type Batch struct {
 	Idempotency []IdempotencyEntry
 	// Events are appended in order; Write sets each one's Seq.
 	Events []run.Event
+	// Attempts are upserted keyed by (RunID, StepKey, Attempt) after the steps, so an attempt
+	// row is written in the same transaction as its step's row (the run must exist). A store
+	// keeps at most MaxAttemptsFirst + MaxAttemptsLast rows per step instance: writing attempt
+	// n deletes attempt n-MaxAttemptsLast when that is past the first MaxAttemptsFirst
+	// (features.go, AttemptLog).
+	Attempts []Attempt
 }
 
 // Run is the record of one workflow run.

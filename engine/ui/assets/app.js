@@ -406,6 +406,8 @@ async function runPage(id) {
       data.origin === "ui" && data.trigger && data.trigger.by ? el("span", {"data-testid": "run-started-by"}, "Started by ", el("b", {text: String(data.trigger.by)})) : null,
       data.workflow_version ? el("span", {}, "Version ", el("a", {href: "#/workflows/" + encodeURIComponent(data.name), text: "v" + data.workflow_version})) : null,
       el("span", {}, "Spec ", el("b", {class: "mono", text: (data.spec_hash || "").slice(0, 12)})),
+      (data.resumes || []).length ? el("span", {"data-testid": "run-resumes", title: data.resumes.map((r) => `${fmtTime(r.at)}${r.by ? " by " + r.by : ""}${r.forced ? ", forced: " + r.forced.join(", ") : ""}`).join("\n")},
+        "Resumed ", el("b", {text: `${data.resumes.length}×` + (data.resumes[data.resumes.length - 1].by ? ", last by " + data.resumes[data.resumes.length - 1].by : "")})) : null,
       data.parent_run_id ? el("span", {}, "Parent ", el("a", {href: "#/runs/" + encodeURIComponent(data.parent_run_id), text: data.parent_run_id})) : null,
       Object.keys(data.inputs || {}).length ? el("span", {title: JSON.stringify(data.inputs, null, 2)}, "Inputs ", el("b", {class: "mono", text: truncate(JSON.stringify(data.inputs), 120)})) : null);
     clear(errorBox);
@@ -578,11 +580,37 @@ async function runPage(id) {
         el("h3", {text: "Error"}),
         err ? pre("step-error-message", `${err.kind || "error"}: ${err.message}`, "err") : null,
         err && err.trace ? el("pre", {class: "block err", "data-testid": "step-traceback", text: err.trace}) : null),
-      el("h3", {text: "Inputs (arguments as declared)"}), pre("step-inputs", st.args ? json(st.args) : "(none)"),
+      el("h3", {text: "Arguments (rendered, latest attempt)"}), pre("step-args", st.args ? json(st.args) : "(not recorded)"),
+      el("h3", {text: "Arguments as declared"}), pre("step-inputs", st.declared_args ? json(st.declared_args) : "(none)"),
+      (st.attempt_history || []).length ? el("h3", {text: "Attempts"}) : null,
+      (st.attempt_history || []).length ? attemptsTable(st) : null,
       el("h3", {text: "Output"}), pre("step-output", st.output === undefined ? "(none)" : json(st.output)),
       (st.file_refs || []).length ? el("h3", {text: "File refs"}) : null,
       (st.file_refs || []).length ? pre("step-file-refs", json(st.file_refs)) : null,
       el("h3", {text: "Logs"}), logs);
+  }
+
+  // attemptsTable lists a step's attempts: number, start, duration, where, outcome, error.
+  function attemptsTable(st) {
+    const body = el("tbody", {});
+    let prev = 0;
+    for (const a of st.attempt_history) {
+      if (st.attempts_dropped && prev && a.attempt - prev > 1) {
+        body.append(el("tr", {}, el("td", {colspan: "6", class: "muted", text: `… ${st.attempts_dropped} attempts not kept`})));
+      }
+      prev = a.attempt;
+      const where = [a.worker, a.pid ? `pid ${a.pid}${a.host ? "@" + a.host : ""}` : ""].filter(Boolean).join(" ");
+      const err = a.error ? `${a.error.kind || "error"}: ${a.error.message}${a.exit ? " (" + a.exit + ")" : ""}` : "";
+      body.append(el("tr", {"data-testid": "step-attempt", title: a.args ? JSON.stringify(a.args) : ""},
+        el("td", {class: "mono", text: "#" + a.attempt}),
+        el("td", {text: a.started_at ? fmtTime(a.started_at) : "—"}),
+        el("td", {text: a.started_at && a.finished_at ? durationOf(a.started_at, a.finished_at) : "—"}),
+        el("td", {class: "mono", text: where}),
+        el("td", {}, badge(a.status)),
+        el("td", {class: "err", text: err})));
+    }
+    return el("table", {class: "steps", "data-testid": "step-attempts"},
+      el("thead", {}, el("tr", {}, ...["#", "Started", "Duration", "Where", "Outcome", "Error"].map((t) => el("th", {text: t})))), body);
   }
 
   function renderAll() {

@@ -1,9 +1,10 @@
 """``dcc-flow show RUN``: a run's step timeline, with errors and their tracebacks."""
 
 import argparse
-from typing import Any, Dict, List, Set
+import json
+from typing import Any, Dict, List, Optional, Set
 
-from ._base import Command, Context, one_line, plain
+from ._base import CliError, Command, Context, one_line, plain
 from ._engine import (
     RUN_HELP,
     add_db_argument,
@@ -30,13 +31,25 @@ class ShowCommand(Command):
         "progress its tool reported last, the last lines its tool printed or logged ('out|' stdout,\n"
         "'err|' stderr, 'log|' current_call().log(), 'log LEVEL LOGGER|' a logging record), and the\n"
         "error and traceback of each failed step. A workflow step's child run is shown under it, its\n"
-        "steps indented (sub-workflows, docs/spec.md \"workflow\")."
+        "steps indented (sub-workflows, docs/spec.md \"workflow\"). The run's resumes (when, by whom,\n"
+        "the steps forced) are listed under its first line.\n"
+        "\n"
+        "With STEP (an instance key: 'export', 'per_shot[2].render'), only that step is shown, with\n"
+        "its rendered arguments and every attempt it made (start, duration, worker, outcome, error);\n"
+        "--attempts lists the attempts under every step."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
-                ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"))
+                ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"),
+                ("what item 7 got, and each attempt",
+                 "dcc-flow show r01a2059aa058768e2436c40aa9aa 'per_item[7].render'"),
+                ("every step's attempts", "dcc-flow show --attempts r01a2059aa058768e2436c40aa9aa"))
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
+        parser.add_argument("step", metavar="STEP", nargs="?",
+                            help="show only this step instance, with its arguments and attempts")
+        parser.add_argument("--attempts", action="store_true",
+                            help="list the attempts (start, duration, worker, outcome, error, args) under every step")
         parser.add_argument("--lines", type=int, default=SHOW_LINES, metavar="N",
                             help="output lines shown per step, the last ones (default %d; 0 = every line kept)"
                                  % SHOW_LINES)
@@ -46,11 +59,20 @@ class ShowCommand(Command):
         with open_engine(args, beside_owner=True) as engine:
             run_id = resolve_run(engine, args.run_id)
             result = engine.get_status(run_id, all_steps=True)
+            if args.step is not None and not any(s.key == args.step for s in result.steps):
+                raise CliError("run %s has no step instance %s; the keys are listed by: dcc-flow show %s"
+                               % (result.run_id, plain(args.step), result.run_id))
             ctx.print("run %s (%s): %s, %d/%d steps" % (result.run_id, plain(result.name or "unnamed"),
                                                         result.status.value, result.progress[0], result.progress[1]))
             if result.parent_run_id:
                 ctx.print("  child of run %s, step %s" % (result.parent_run_id, result.parent_step_key))
-            _print_steps(engine, ctx, result, args.lines, "  ", set())
+            for r in result.resumes:
+                ctx.print("  " + format_resume(r))
+            if args.step is not None:
+                result.steps = (result.step(args.step),)
+                _print_steps(engine, ctx, result, args.lines, "  ", set(), attempts=True, full_args=True)
+                return 0
+            _print_steps(engine, ctx, result, args.lines, "  ", set(), attempts=args.attempts)
         if result.error:
             ctx.print("error: %s" % plain(one_line(result.error.get("message", ""))))
         return 0
@@ -60,8 +82,79 @@ class ShowCommand(Command):
 MAX_NESTING = 64
 
 
-def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, shown: Set[str]) -> None:
-    """The step lines of a run, each workflow step followed by its child run, indented."""
+def format_resume(r: Dict[str, Any]) -> str:
+    """One line of a run's resume history: ``resumed AT by WHO, forced: a, b``."""
+    text = "resumed %s" % _when(r.get("at"))
+    if r.get("by"):
+        text += " by %s" % plain(r["by"])
+    if r.get("forced"):
+        text += ", forced: %s" % plain(", ".join(str(f) for f in r["forced"]))
+    if r.get("on_failure_only"):
+        text += ", on_failure steps only"
+    return text
+
+
+#: The characters of an args summary in ``show --attempts``.
+ARGS_SUMMARY = 100
+
+
+def args_text(args: Any, limit: Optional[int]) -> str:
+    """An attempt's rendered args as one line of compact JSON, cut to ``limit`` characters (None:
+    whole) with ``…``."""
+    text = plain(json.dumps(args, ensure_ascii=False, separators=(", ", ": "), sort_keys=True))
+    if limit is not None and len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text
+
+
+def _print_attempts(ctx: Context, s: Any, pad: str, full_args: bool) -> None:
+    """The attempts of a step, one line each (number, start, duration, worker, outcome, error's
+    first line), then its args (a summary, or whole for one step)."""
+    if not s.attempts:
+        return
+    if s.args is not None:
+        ctx.print("%sargs %s" % (pad, args_text(s.args, None if full_args else ARGS_SUMMARY)))
+    dropped = s.attempts_dropped
+    previous_args = s.args
+    for i, a in enumerate(s.attempts):
+        if dropped and i > 0 and a.attempt - s.attempts[i - 1].attempt > 1:
+            ctx.print("%s… %d attempt%s not kept" % (pad, dropped, "" if dropped == 1 else "s"))
+        where = a.worker or ""
+        if a.pid:
+            where = (where + " " if where else "") + "pid %d%s" % (a.pid, "@" + a.host if a.host else "")
+        line = "%s#%-3d %-23s %8s  %-11s %s" % (pad, a.attempt, _when(a.started_at),
+                                                 format_duration(elapsed(a.started_at, a.finished_at)),
+                                                 a.status.value, plain(where))
+        if a.error:
+            kind, message = a.error.get("kind") or "error", plain(one_line(a.error.get("message") or ""))
+            first = message if message.startswith(kind + ":") else "%s: %s" % (kind, message)
+            line = line.rstrip() + "  " + (first if len(first) <= 160 else first[:159] + "…")
+        if a.exit:
+            line += " (%s)" % plain(a.exit)
+        ctx.print(line.rstrip())
+        if full_args and a.error:
+            for tline in (a.error.get("trace") or "").rstrip().splitlines():
+                ctx.print("%s     | %s" % (pad, plain(tline)))
+        if a.args is not None and a.args != previous_args:
+            ctx.print("%s     args %s" % (pad, args_text(a.args, None if full_args else ARGS_SUMMARY)))
+
+
+def _when(rfc3339: Optional[str]) -> str:
+    """``2026-11-29 01:19:59.459`` (UTC, milliseconds) of an RFC 3339 time; ``-`` for None."""
+    if not rfc3339:
+        return "-"
+    day, _, rest = rfc3339.partition("T")
+    clock = rest.rstrip("Z")
+    if "." in clock:
+        whole, _, frac = clock.partition(".")
+        clock = whole + "." + (frac + "000")[:3]
+    return plain(day + " " + clock)
+
+
+def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, shown: Set[str],
+                 attempts: bool = False, full_args: bool = False) -> None:
+    """The step lines of a run, each workflow step followed by its child run, indented; with
+    ``attempts``, each step's attempts under it."""
     shown.add(result.run_id)
     width = max([len(s.key) for s in result.steps] + [4])
     # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
@@ -69,10 +162,14 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
     inner = pad + "    "
     for s in result.steps:
         flags = (" cached" if s.cached else "") + (" on worker " + s.worker if s.worker else "")
-        attempt = "attempt %d" % s.attempt if s.attempt else ""  # foreach, parallel, approve: no attempts
+        # The attempt log numbers attempts across resumes; the step record counts this execution's.
+        number = s.attempts[-1].attempt if s.attempts else s.attempt
+        attempt = "attempt %d" % number if number else ""  # foreach, parallel, approve: no attempts
         took = elapsed(s.started_at, s.finished_at or run_end)
         ctx.print("%s%s  %-16s %-10s  %8s%s" % (pad, s.key.ljust(width), s.status.value, attempt,
                                                format_duration(took), flags))
+        if attempts:
+            _print_attempts(ctx, s, inner, full_args)
         if s.progress:
             ctx.print("%sprogress %s" % (inner, format_progress(s.progress)))
         _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
@@ -90,7 +187,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
             done, total = child.progress
             ctx.print("%schild run %s (%s): %s, %d/%d steps"
                       % (inner, child.run_id, plain(child.name or "unnamed"), child.status.value, done, total))
-            _print_steps(engine, ctx, child, lines, inner, shown)
+            _print_steps(engine, ctx, child, lines, inner, shown, attempts=attempts)
 
 
 def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: int, pad: str = "      ") -> None:

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -72,6 +73,12 @@ type runRec struct {
 	events   []uint32         // log positions of the run's events, ascending
 	lastIdx  int32            // the step inserted last
 	done     int              // steps in a finished status (the run's progress as committed)
+	// atts are the kept attempts of the run's steps (store.AttemptLog), each step's chained
+	// from its newest (stepRec.lastAtt) back; orphans chains those of steps without a row.
+	atts     [][]attRec // in chunks of attChunk (see att)
+	lastTool span       // the tool of the attempt written last
+	natts    int32
+	orphans  map[string]*int32
 }
 
 type stepRec struct {
@@ -81,6 +88,7 @@ type stepRec struct {
 	logsDropped                   int32
 	started, finished, updated    int64
 	attempt                       int32
+	lastAtt                       int32 // 1 + the index of its newest kept attempt in runRec.atts; 0 = none
 	kind, status                  uint16
 	cached                        bool
 }
@@ -110,6 +118,8 @@ func New() *Store {
 	s.hash = func(k string) uint64 { return maphash.String(seed, k) }
 	return s
 }
+
+var _ store.AttemptLog = (*Store)(nil)
 
 // Write implements store.Store.
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
@@ -153,7 +163,224 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		s.idem[idemKey{e.Scope, e.RunID, e.Key}] = e
 	}
 	s.appendEvents(b.Events)
+	for i := range b.Attempts {
+		s.putAttempt(&b.Attempts[i])
+	}
 	return nil
+}
+
+// attRec is one kept attempt (store.Attempt), pointer-free like stepRec: its texts are in the
+// arena, its status, error kind and host are codes.
+type attRec struct {
+	tool, args, worker         span
+	errMessage, errTrace, exit span
+	started, finished          int64
+	attempt, pid               int32
+	prev                       int32 // the step's previous kept attempt in runRec.atts, -1 for none
+	status, errKind, host      uint16
+}
+
+// lastAttempt returns where the newest kept attempt of the step with key is recorded: 1 + its
+// index in rec.atts, 0 when it has none. That is the step's row (stepRec.lastAtt) when the step
+// is stored, else rec.orphans.
+func (s *Store) lastAttempt(rec *runRec, key string) *int32 {
+	if idx, ok := s.findStep(rec, key); ok {
+		return &rec.step(int(idx)).lastAtt
+	}
+	if rec.orphans == nil {
+		rec.orphans = map[string]*int32{}
+	}
+	p := rec.orphans[key]
+	if p == nil {
+		p = new(int32)
+		rec.orphans[key] = p
+	}
+	return p
+}
+
+// putAttempt upserts a by its number and drops the attempt it pushes out of the window kept
+// (store.AttemptDropped), reusing its slot. A step's kept attempts are chained from the newest
+// (rec.att(i).prev) in descending order. s.mu is held; its run exists.
+func (s *Store) putAttempt(a *store.Attempt) {
+	rec := s.run(a.RunID)
+	head := s.lastAttempt(rec, a.StepKey)
+	tool := rec.lastTool // most attempts of a run call the tool its previous one did
+	if !s.bytes.equal(tool, a.Tool) {
+		tool = s.bytes.putString(a.Tool)
+		rec.lastTool = tool
+	}
+	r := attRec{
+		tool: tool, args: s.bytes.put(a.Args),
+		worker: s.bytes.putString(a.Worker), errMessage: s.bytes.putString(a.ErrorMessage),
+		errTrace: s.bytes.putString(a.ErrorTrace), exit: s.bytes.putString(a.Exit),
+		started: nanos(a.StartedAt), finished: nanos(a.FinishedAt), attempt: int32(a.Attempt), pid: int32(a.PID),
+		status: s.codes.code(string(a.Status)), errKind: s.codes.code(a.ErrorKind), host: s.codes.code(a.Host),
+	}
+	// The same attempt again (its end after its start): replace it where it is.
+	for i := *head - 1; i >= 0 && rec.att(i).attempt >= r.attempt; i = rec.att(i).prev {
+		if rec.att(i).attempt == r.attempt {
+			r.prev = rec.att(i).prev
+			*rec.att(i) = r
+			return
+		}
+	}
+	slot := s.attemptSlot(rec, head, r.attempt)
+	// Link it after the newest attempt below it (almost always: as the newest).
+	next := int32(-1)
+	i := *head - 1
+	for i >= 0 && rec.att(i).attempt > r.attempt {
+		next, i = i, rec.att(i).prev
+	}
+	r.prev = i
+	*rec.att(slot) = r
+	if next < 0 {
+		*head = slot + 1
+	} else {
+		rec.att(next).prev = slot
+	}
+}
+
+// attemptSlot returns the slot of rec.atts a new attempt n of a step goes in: the slot of the
+// attempt it pushes out of the window kept, unlinked from the step's chain (head), else a new
+// one.
+func (s *Store) attemptSlot(rec *runRec, head *int32, n int32) int32 {
+	if d := int32(store.AttemptDropped(int(n))); d > 0 {
+		next := int32(-1)
+		for i := *head - 1; i >= 0 && rec.att(i).attempt >= d; next, i = i, rec.att(i).prev {
+			if rec.att(i).attempt == d {
+				if next < 0 {
+					*head = rec.att(i).prev + 1
+				} else {
+					rec.att(next).prev = rec.att(i).prev
+				}
+				return i
+			}
+		}
+	}
+	c := len(rec.atts)
+	if c == 0 || len(rec.atts[c-1]) == attChunk {
+		size := attChunk // the first chunk starts small and grows up to attChunk
+		if c == 0 {
+			size = 4
+		}
+		rec.atts = append(rec.atts, make([]attRec, 0, size))
+		c++
+	}
+	rec.atts[c-1] = append(rec.atts[c-1], attRec{}) // a small first chunk grows up to attChunk
+	rec.natts++
+	return rec.natts - 1
+}
+
+// attChunk is the attempt records per chunk of runRec.atts (no slice doubling past it).
+const attChunk = 1024
+
+// att returns the attempt record at index i of rec.
+func (rec *runRec) att(i int32) *attRec {
+	if len(rec.atts) == 1 {
+		return &rec.atts[0][i]
+	}
+	return &rec.atts[i/attChunk][i%attChunk]
+}
+
+func (s *Store) attemptOf(runID, key string, r *attRec) store.Attempt {
+	return store.Attempt{RunID: runID, StepKey: key, Attempt: int(r.attempt), Tool: s.bytes.string(r.tool),
+		Status: run.StepStatus(s.codes.name(r.status)), Args: json.RawMessage(s.bytes.bytes(r.args)),
+		Worker: s.bytes.string(r.worker), Host: s.codes.name(r.host), PID: int(r.pid), ErrorKind: s.codes.name(r.errKind),
+		ErrorMessage: s.bytes.string(r.errMessage), ErrorTrace: s.bytes.string(r.errTrace), Exit: s.bytes.string(r.exit),
+		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished)}
+}
+
+// stepAttempts returns the kept attempts of the step whose newest is at last, oldest first.
+func (s *Store) stepAttempts(rec *runRec, key string, last int32) []store.Attempt {
+	var out []store.Attempt
+	for i := last; i >= 0; i = rec.att(i).prev {
+		out = append(out, s.attemptOf(rec.run.ID, key, rec.att(i)))
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// ListAttempts implements store.AttemptLog.
+func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	rec := s.runs[runID]
+	if rec == nil || rec.natts == 0 {
+		return nil, nil
+	}
+	var out []store.Attempt
+	if stepKey != "" {
+		if i := s.peekLast(rec, stepKey); i >= 0 {
+			out = s.stepAttempts(rec, stepKey, i)
+		}
+	} else {
+		for i := range rec.nsteps {
+			if st := rec.step(i); st.lastAtt > 0 {
+				out = append(out, s.stepAttempts(rec, s.bytes.string(st.key), st.lastAtt-1)...)
+			}
+		}
+		for key, l := range rec.orphans {
+			if *l > 0 {
+				out = append(out, s.stepAttempts(rec, key, *l-1)...)
+			}
+		}
+	}
+	if stepKey == "" {
+		slices.SortStableFunc(out, func(a, b store.Attempt) int {
+			if c := cmp.Compare(a.StepKey, b.StepKey); c != 0 {
+				return c
+			}
+			return a.Attempt - b.Attempt
+		})
+	}
+	return out, nil
+}
+
+// peekLast is lastAttempt for a reader (s.mu read-locked): it builds no index. -1 when the step
+// has no attempt.
+func (s *Store) peekLast(rec *runRec, key string) int32 {
+	if l, ok := rec.orphans[key]; ok {
+		return *l - 1
+	}
+	if rec.stepIdx != nil { // the index by key hash, when a writer built it
+		idx, ok := rec.stepIdx[s.hash(key)]
+		if ok && s.bytes.equal(rec.step(int(idx)).key, key) {
+			return rec.step(int(idx)).lastAtt - 1
+		}
+		if idx, ok := rec.collided[key]; ok {
+			return rec.step(int(idx)).lastAtt - 1
+		}
+		return -1
+	}
+	for i := range rec.nsteps {
+		if st := rec.step(i); st.lastAtt > 0 && s.bytes.equal(st.key, key) {
+			return st.lastAtt - 1
+		}
+	}
+	return -1
+}
+
+// Resumes implements store.AttemptLog.
+func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	rec := s.runs[runID]
+	if rec == nil {
+		return nil, nil
+	}
+	var out []run.Event
+	for _, i := range rec.events {
+		if s.codes.name(s.eventAt(int(i)).typ) == run.EventWorkflowResumed {
+			out = append(out, s.event(int(i)))
+		}
+	}
+	return out, nil
 }
 
 // appendEvents appends events to the log, setting each one's Seq. Their runs exist. s.mu is
@@ -209,6 +436,11 @@ func (s *Store) check(b *store.Batch) error {
 	for _, e := range b.Events {
 		if e.RunID != "" && !known(e.RunID) {
 			return fmt.Errorf("appending a %s event of run %s: %w", e.Type, e.RunID, store.ErrNotFound)
+		}
+	}
+	for _, a := range b.Attempts {
+		if !known(a.RunID) {
+			return fmt.Errorf("writing attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, store.ErrNotFound)
 		}
 	}
 	return nil
@@ -729,6 +961,12 @@ func (s *Store) compact(doomed []bool) {
 			st.key, st.stepID, st.output, st.fileRefs = moved(st.key), moved(st.stepID), moved(st.output), moved(st.fileRefs)
 			st.errKind, st.errMessage, st.errTrace = moved(st.errKind), moved(st.errMessage), moved(st.errTrace)
 			st.worker, st.logs, st.progress = moved(st.worker), moved(st.logs), moved(st.progress)
+		}
+		for j := range rec.natts {
+			at := rec.att(j)
+			at.tool, at.args, at.worker = moved(at.tool), moved(at.args), moved(at.worker)
+			rec.lastTool = span{} // in the old arena
+			at.errMessage, at.errTrace, at.exit = moved(at.errMessage), moved(at.errTrace), moved(at.exit)
 		}
 		rec.events = nil
 	}

@@ -1,16 +1,56 @@
 package memstore_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func TestMemstore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) store.Store { return memstore.New() })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return memstore.New() })
+	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return memstore.New() })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return memstore.New() })
+}
+
+// 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
+func TestRedteamAttemptFlood(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.AttemptFlood(t, s)
+}
+
+// A run with more attempt records than 64 chunks of them (a foreach of 70,000 tool steps): every
+// one is kept and found (the chunk sizes once overflowed a shift past 62 chunks).
+func TestAttemptChunks(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Status: run.StatusRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 70_000
+	for base := 0; base < n; base += 1000 {
+		b := &store.Batch{}
+		for i := base; i < base+1000; i++ {
+			key := fmt.Sprintf("each[%d].s", i)
+			b.Steps = append(b.Steps, store.Step{RunID: "r1", Key: key, StepID: "s", Kind: "tool", Status: run.StepCompleted, Attempt: 1, Insert: true})
+			b.Attempts = append(b.Attempts, store.Attempt{RunID: "r1", StepKey: key, Attempt: 1, Status: run.StepCompleted, Tool: "t"})
+		}
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{0, 1023, 63 * 1024, n - 1} {
+		key := fmt.Sprintf("each[%d].s", i)
+		if got, err := s.ListAttempts(ctx, "r1", key); err != nil || len(got) != 1 || got[0].StepKey != key {
+			t.Fatalf("attempts of %s = %+v, %v; want its one", key, got, err)
+		}
+	}
 }

@@ -37,6 +37,7 @@ func openURL(t testing.TB, url string) *postgres.Store {
 func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
+	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return openTemp(t) })
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
@@ -76,4 +77,11 @@ func TestObserveCommits(t *testing.T) {
 
 func TestRedteamRefusedFiresBounded(t *testing.T) {
 	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}
+
+// 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
+func TestRedteamAttemptFlood(t *testing.T) {
+	s := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.AttemptFlood(t, s)
 }

@@ -134,6 +134,57 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 	return out, nil
 }
 
+var _ store.AttemptLog = (*Store)(nil)
+
+// Resumes implements store.AttemptLog, through the partial index workflow_events_resumed.
+func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlrow.EventColumns+` FROM workflow_events
+		WHERE run_id = $1 AND type = 'workflow_resumed' ORDER BY seq`, text(runID))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run.Event
+	for rows.Next() {
+		ev, err := sqlrow.Event(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// ListAttempts implements store.AttemptLog.
+func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT ` + sqlrow.AttemptColumns + ` FROM step_attempts WHERE run_id = $1`
+	args := []any{text(runID)}
+	if stepKey != "" {
+		q += ` AND step_key = $2`
+		args = append(args, text(stepKey))
+	}
+	rows, err := s.pool.Query(ctx, q+` ORDER BY step_key COLLATE "C", attempt`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Attempt
+	for rows.Next() {
+		a, err := sqlrow.Attempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // ListEvents returns events with Seq > f.AfterSeq in order. Only committed events are listed,
 // and they commit in seq order (see the package comment), so no later commit adds a smaller seq.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Event, error) {

@@ -453,7 +453,9 @@ func TestDocsSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("RUN")},
-		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}}}); err != nil {
+		Steps: []store.Step{{RunID: "RUN", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning}},
+		Attempts: []store.Attempt{{RunID: "RUN", StepKey: "per_shot[7].render", Attempt: 1, Tool: "render", Status: run.StepFailed,
+			Args: json.RawMessage(`{"shot":"sh010"}`), Worker: "maya/4242", PID: 4242, ErrorKind: run.KindWorkerLost, Exit: "exit status 139"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.EnqueueCall(ctx, store.QueuedCall{RunID: "RUN", StepKey: "a", Attempt: 1, Tool: "export"}); err != nil {

@@ -63,6 +63,18 @@ const (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[])
 		ON CONFLICT (scope, run_id, key) DO UPDATE SET output = excluded.output, file_refs = excluded.file_refs,
 		created_at = excluded.created_at, expires_at = excluded.expires_at`
+	// sqlAttemptsUpsert writes attempt rows (store.Attempt); sqlAttemptsTrim deletes those a
+	// write pushes out of the window kept (store.AttemptDropped).
+	sqlAttemptsUpsert = `INSERT INTO step_attempts (run_id, step_key, attempt, tool, status, started_at, finished_at,
+		args, worker, host, pid, error_kind, error_message, error_trace, exit)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+			$8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[])
+		ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, status = excluded.status,
+		started_at = excluded.started_at, finished_at = excluded.finished_at, args = excluded.args,
+		worker = excluded.worker, host = excluded.host, pid = excluded.pid, error_kind = excluded.error_kind,
+		error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit`
+	sqlAttemptsTrim = `DELETE FROM step_attempts WHERE (run_id, step_key, attempt) IN
+		(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`
 	// sqlEventsAppend reserves $1 sequence numbers (see the package comment) and appends the
 	// events numbered from the first, returning the number before it.
 	sqlEventsAppend = `WITH r AS (UPDATE store_counters SET value = value + $1::bigint WHERE name = 'event_seq'
@@ -447,6 +459,14 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 		q.Queue(sqlIdemUpsert, idemArrays(idem)...)
 		checks = append(checks, check{what: fmt.Sprintf("writing %d idempotency entries", len(idem))})
 	}
+	if atts := dedupAttempts(batches); len(atts) > 0 {
+		q.Queue(sqlAttemptsUpsert, attemptArrays(atts)...)
+		checks = append(checks, check{what: fmt.Sprintf("writing %d attempts", len(atts))})
+		if trim := trimArrays(atts); trim != nil {
+			q.Queue(sqlAttemptsTrim, trim...)
+			checks = append(checks, check{what: "trimming the attempts kept"})
+		}
+	}
 	nEvents := 0
 	for _, b := range batches {
 		nEvents += len(b.Events)
@@ -528,8 +548,78 @@ func fencedRuns(batches []*store.Batch) []string {
 		for i := range b.Events {
 			add(b.Events[i].RunID)
 		}
+		for i := range b.Attempts {
+			add(b.Attempts[i].RunID)
+		}
 	}
 	return ids
+}
+
+// dedupAttempts returns the attempt rows of batches, one per (RunID, StepKey, Attempt), the
+// last write of each (as dedupSteps).
+func dedupAttempts(batches []*store.Batch) []*store.Attempt {
+	type key struct {
+		run, step string
+		n         int
+	}
+	var out []*store.Attempt
+	var at map[key]int
+	for _, b := range batches {
+		for i := range b.Attempts {
+			a := &b.Attempts[i]
+			if at == nil {
+				at = map[key]int{}
+			}
+			k := key{a.RunID, a.StepKey, a.Attempt}
+			if j, ok := at[k]; ok {
+				out[j] = a
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func attemptArrays(atts []*store.Attempt) []any {
+	n := len(atts)
+	runID, key, tool, status := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempt, started, finished := make([]int64, n), make([]int64, n), make([]int64, n)
+	args, worker, host, kind, msg, trace, exit := make([]*string, n), make([]*string, n), make([]*string, n),
+		make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	pid := make([]*int64, n)
+	for i, a := range atts {
+		runID[i], key[i], tool[i], status[i] = text(a.RunID), text(a.StepKey), text(a.Tool), string(a.Status)
+		attempt[i], started[i], finished[i] = int64(a.Attempt), nanos(a.StartedAt), nanos(a.FinishedAt)
+		if a.Args != nil {
+			t := text(string(a.Args))
+			args[i] = &t
+		}
+		worker[i], host[i] = textPtr(a.Worker), textPtr(a.Host)
+		if a.PID != 0 {
+			p := int64(a.PID)
+			pid[i] = &p
+		}
+		kind[i], msg[i], trace[i], exit[i] = textPtr(a.ErrorKind), textPtr(a.ErrorMessage), textPtr(a.ErrorTrace), textPtr(a.Exit)
+	}
+	return []any{runID, key, attempt, tool, status, started, finished, args, worker, host, pid, kind, msg, trace, exit}
+}
+
+// trimArrays returns the arguments of sqlAttemptsTrim for the attempts the writes of atts push
+// out of the window kept, nil when none.
+func trimArrays(atts []*store.Attempt) []any {
+	var runID, key []string
+	var attempt []int64
+	for _, a := range atts {
+		if d := store.AttemptDropped(a.Attempt); d > 0 {
+			runID, key, attempt = append(runID, text(a.RunID)), append(key, text(a.StepKey)), append(attempt, int64(d))
+		}
+	}
+	if runID == nil {
+		return nil
+	}
+	return []any{runID, key, attempt}
 }
 
 func runArgs(r *store.Run) ([]any, error) {

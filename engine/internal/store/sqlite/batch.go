@@ -24,6 +24,16 @@ const (
 	sqlIdemUpsert = `INSERT OR REPLACE INTO workflow_idempotency
 			(scope, run_id, key, output, file_refs, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	sqlEventInsert = sqlEventInsertHead + sqlEventValues
+	// sqlAttemptUpsert writes one attempt row; sqlAttemptTrim deletes the attempt a write
+	// pushes out of the window kept (store.AttemptDropped).
+	sqlAttemptUpsert = `INSERT INTO step_attempts (run_id, step_key, attempt, tool, status, started_at, finished_at,
+			args, worker, host, pid, error_kind, error_message, error_trace, exit)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, status = excluded.status,
+			started_at = excluded.started_at, finished_at = excluded.finished_at, args = excluded.args,
+			worker = excluded.worker, host = excluded.host, pid = excluded.pid, error_kind = excluded.error_kind,
+			error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit`
+	sqlAttemptTrim = `DELETE FROM step_attempts WHERE run_id = ? AND step_key = ? AND attempt = ?`
 )
 
 // The parts of the step and event statements, for the multi-row forms (see multiRow).
@@ -190,6 +200,52 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 			return fmt.Errorf("appending event %s: %w", ev.Type, err)
 		}
 	}
+	return putAttempts(w, b.Attempts)
+}
+
+// putAttempts upserts attempt rows, a statement per row, and trims each step's attempts to the
+// window kept.
+func putAttempts(w *wconn, atts []store.Attempt) error {
+	for i := range atts {
+		a := &atts[i]
+		w.arg(a.RunID)
+		w.arg(a.StepKey)
+		w.arg(int64(a.Attempt))
+		w.arg(a.Tool)
+		w.arg(string(a.Status))
+		w.arg(nanos(a.StartedAt))
+		w.arg(nanos(a.FinishedAt))
+		if a.Args == nil {
+			w.arg(nil)
+		} else {
+			w.arg(string(a.Args))
+		}
+		w.arg(nullString(a.Worker))
+		w.arg(nullString(a.Host))
+		if a.PID == 0 {
+			w.arg(nil)
+		} else {
+			w.arg(int64(a.PID))
+		}
+		w.arg(nullString(a.ErrorKind))
+		w.arg(nullString(a.ErrorMessage))
+		w.arg(nullString(a.ErrorTrace))
+		w.arg(nullString(a.Exit))
+		if err := w.exec(sqlAttemptUpsert); err != nil {
+			if isForeignKey(err) {
+				return fmt.Errorf("attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, store.ErrNotFound)
+			}
+			return fmt.Errorf("writing attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, err)
+		}
+		if d := store.AttemptDropped(a.Attempt); d > 0 {
+			w.arg(a.RunID)
+			w.arg(a.StepKey)
+			w.arg(int64(d))
+			if err := w.exec(sqlAttemptTrim); err != nil {
+				return fmt.Errorf("trimming the attempts of step %s of run %s: %w", a.StepKey, a.RunID, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -259,6 +315,11 @@ func applyAll(w *wconn, group []*store.Batch, seq *uint64, ord *int64) error {
 			return fmt.Errorf("appending %d events: %w", n, err)
 		}
 		nEvents -= n
+	}
+	for _, p := range group {
+		if err := putAttempts(w, p.Attempts); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -151,6 +151,61 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]store.Step, erro
 	return out, nil
 }
 
+var _ store.AttemptLog = (*Store)(nil)
+
+// sqlResumes lists a run's workflow_resumed events through the partial index
+// workflow_events_resumed (migration 0010): the type is a literal, so the planner can use it.
+const sqlResumes = `SELECT ` + sqlrow.EventColumns + ` FROM workflow_events
+		WHERE run_id = ? AND type = 'workflow_resumed' ORDER BY seq`
+
+// Resumes implements store.AttemptLog, through the partial index workflow_events_resumed.
+func (s *Store) Resumes(ctx context.Context, runID string) ([]run.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, sqlResumes, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run.Event
+	for rows.Next() {
+		ev, err := sqlrow.Event(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// ListAttempts implements store.AttemptLog.
+func (s *Store) ListAttempts(ctx context.Context, runID, stepKey string) ([]store.Attempt, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT ` + sqlrow.AttemptColumns + ` FROM step_attempts WHERE run_id = ?`
+	args := []any{runID}
+	if stepKey != "" {
+		q += ` AND step_key = ?`
+		args = append(args, stepKey)
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY step_key, attempt`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Attempt
+	for rows.Next() {
+		a, err := sqlrow.Attempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // ListEvents returns events with Seq > f.AfterSeq in order.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]run.Event, error) {
 	if err := s.check(); err != nil {

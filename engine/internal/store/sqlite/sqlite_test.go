@@ -34,6 +34,7 @@ func openTemp(t *testing.T) *sqlite.Store {
 func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
+	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return openTemp(t) })
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
@@ -483,4 +484,11 @@ func BenchmarkRun100(b *testing.B) {
 
 func TestRedteamRefusedFiresBounded(t *testing.T) {
 	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}
+
+// 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
+func TestRedteamAttemptFlood(t *testing.T) {
+	s := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.AttemptFlood(t, s)
 }

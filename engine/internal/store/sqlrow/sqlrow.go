@@ -77,6 +77,33 @@ func Step(sc Scanner, runID string) (store.Step, error) {
 	return st, nil
 }
 
+// AttemptColumns lists, in order, the columns of step_attempts that Attempt reads.
+const AttemptColumns = "run_id, step_key, attempt, tool, status, started_at, finished_at, args, worker, host, pid, error_kind, error_message, error_trace, exit"
+
+// Attempt reads an attempt row (AttemptColumns). NULL texts read as "", a NULL pid as 0.
+func Attempt(sc Scanner) (store.Attempt, error) {
+	var a store.Attempt
+	var status string
+	var started, finished int64
+	var args, worker, host, kind, msg, trace, exit *string
+	var pid *int64
+	if err := sc.Scan(&a.RunID, &a.StepKey, &a.Attempt, &a.Tool, &status, &started, &finished, &args, &worker, &host,
+		&pid, &kind, &msg, &trace, &exit); err != nil {
+		return a, err
+	}
+	a.Status = run.StepStatus(status)
+	a.StartedAt, a.FinishedAt = FromNanos(started), FromNanos(finished)
+	if args != nil {
+		a.Args = json.RawMessage(*args)
+	}
+	a.Worker, a.Host = deref(worker), deref(host)
+	if pid != nil {
+		a.PID = int(*pid)
+	}
+	a.ErrorKind, a.ErrorMessage, a.ErrorTrace, a.Exit = deref(kind), deref(msg), deref(trace), deref(exit)
+	return a, nil
+}
+
 // EventColumns lists, in order, the columns of workflow_events that Event reads.
 const EventColumns = "seq, run_id, time, type, step_key, status, attempt, completed, total, detail"
 
