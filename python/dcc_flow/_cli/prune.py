@@ -5,7 +5,7 @@ import json
 import re
 from typing import Any, Dict, List
 
-from ._base import Command, Context, UsageError
+from ._base import Command, Context, UsageError, plain
 from ._engine import add_db_argument, open_engine
 
 __all__ = ["COMMAND", "parse_age"]
@@ -84,7 +84,7 @@ class PruneCommand(Command):
             return 0
         rows = [("RUN", "WORKFLOW", "STATUS", "FINISHED (UTC)")]
         for r in runs:
-            rows.append((r.get("run_id", ""), r.get("name") or "-", r.get("status", ""),
+            rows.append((r.get("run_id", ""), plain(r.get("name") or "-"), r.get("status", ""),
                          str(r.get("finished_at", ""))[:19].replace("T", " ")))
         if runs:
             widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

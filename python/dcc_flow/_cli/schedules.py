@@ -7,7 +7,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from .._errors import Problem, ValidationError
-from ._base import CliError, Command, Context, UsageError
+from ._base import CliError, Command, Context, UsageError, plain
 from ._engine import add_db_argument, elapsed, format_duration, open_engine
 from ._specfile import format_problem, plural
 from .run import register_dir
@@ -69,9 +69,9 @@ class SchedulesCommand(Command):
         if args.json:
             ctx.print(json.dumps(items, indent=2, sort_keys=True))
             return 0
-        rows = [("SCHEDULE", "WORKFLOW", "TRIGGER", "NEXT FIRE (UTC)", "LAST FIRE")]
-        for s in items:
-            rows.append((s["id"], s["workflow"], describe_trigger(s), next_fire(s), last_fire(s)))
+        rows: List[List[str]] = [["SCHEDULE", "WORKFLOW", "TRIGGER", "NEXT FIRE (UTC)", "LAST FIRE"]]
+        for s in items:  # each cell plain: ids from the files, the last fire's reason
+            rows.append([plain(s["id"]), plain(s["workflow"]), plain(describe_trigger(s)), next_fire(s), last_fire(s)])
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
         for row in rows:
             ctx.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -104,7 +104,7 @@ def print_history(ctx: Context, schedule_id: str, fires: List[Dict[str, Any]], b
     """A schedule's fires, newest first: ``  2026-11-23 10:55:16  fired  r01a…  (webhook)``."""
     if blank_before:
         ctx.print("")
-    ctx.print("%s: %s" % (schedule_id, plural(len(fires), "fire") if fires else "no fires recorded"))
+    ctx.print("%s: %s" % (plain(schedule_id), plural(len(fires), "fire") if fires else "no fires recorded"))
     for f in fires:
         line = "  %s  %-7s" % (str(f.get("fired_at", ""))[:19].replace("T", " "), f.get("kind", ""))
         if f.get("run_id"):
@@ -115,7 +115,7 @@ def print_history(ctx: Context, schedule_id: str, fires: List[Dict[str, Any]], b
         if f.get("message"):
             notes.append(str(f["message"]))
         line += "  (%s)" % ", ".join(n for n in notes if n)
-        ctx.print(line.rstrip())
+        ctx.print(plain(line.rstrip()))  # a fire's message can quote what a webhook caller sent
 
 
 def serve_schedules(engine: Any, ctx: Context, schedules_dir: Optional[str], **serve_args: Any) -> Any:
@@ -168,7 +168,7 @@ def last_fire(s: Any) -> str:
         text += " " + last["run_id"]
     if last.get("reason"):
         text += " (%s)" % last["reason"]
-    return text
+    return plain(text)
 
 
 COMMAND = SchedulesCommand()

@@ -161,7 +161,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
     run_end = result.raw.get("finished_at") if result.terminal else None
     inner = pad + "    "
     for s in result.steps:
-        flags = (" cached" if s.cached else "") + (" on worker " + s.worker if s.worker else "")
+        flags = (" cached" if s.cached else "") + (" on worker " + plain(s.worker) if s.worker else "")
         # The attempt log numbers attempts across resumes; the step record counts this execution's.
         number = s.attempts[-1].attempt if s.attempts else s.attempt
         attempt = "attempt %d" % number if number else ""  # foreach, parallel, approve: no attempts
@@ -171,7 +171,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
         if attempts:
             _print_attempts(ctx, s, inner, full_args)
         if s.progress:
-            ctx.print("%sprogress %s" % (inner, format_progress(s.progress)))
+            ctx.print("%sprogress %s" % (inner, plain(format_progress(s.progress))))
         _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
         if s.error:
             kind, message = s.error.get("kind") or "error", plain(one_line(s.error.get("message") or ""))
@@ -182,7 +182,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
             try:
                 child = engine.get_status(s.child_run_id, all_steps=True)
             except Exception as exc:  # noqa: BLE001 - pruned or unreadable: say so and go on
-                ctx.print("%schild run %s: %s" % (inner, s.child_run_id, exc))
+                ctx.print("%schild run %s: %s" % (inner, s.child_run_id, plain(one_line(str(exc)))))
                 continue
             done, total = child.progress
             ctx.print("%schild run %s (%s): %s, %d/%d steps"
@@ -205,7 +205,7 @@ def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: i
             ctx.print("%sattempt %s:" % (pad, last))
         prefix, text = log_prefix(e), format_log(e) if e.get("stream") == "log" else str(e.get("text", ""))
         for line in text.split("\n") if "\n" in text else (text,):  # a logged traceback: each line prefixed
-            ctx.print("%s%s| %s" % (pad, prefix, plain(line)))
+            ctx.print("%s%s| %s" % (pad, plain(prefix), plain(line)))
 
 
 def log_prefix(entry: Dict[str, Any]) -> str:

@@ -48,7 +48,7 @@ class StatusCommand(Command):
                                                               child.get("status")))
             for step in result.steps:  # what a long tool says it is doing: "export 37/120 caching frames…"
                 if step.progress and not step.status.is_terminal:
-                    ctx.print("%s %s: %s" % (step.status.value, step.key, format_progress(step.progress)))
+                    ctx.print("%s %s: %s" % (step.status.value, step.key, plain(format_progress(step.progress))))
             for key, value in sorted(result.outputs.items()):
                 text = json.dumps(value)
                 if len(text) > OUTPUT_WIDTH:  # a cut value is not JSON any more: say so
