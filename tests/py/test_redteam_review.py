@@ -99,3 +99,14 @@ def test_prune_dry_run_escapes_run_names():
     PruneCommand.report_dry_run(Context("dcc-flow prune", out, io.StringIO()), args, runs)
     text = out.getvalue()
     assert text.count("\n") == 3 and not RAW.search(text) and not FORGED_LINE.search(text), repr(text)
+
+
+def test_worker_db_usage_error_does_not_echo_a_password(tmp_path):
+    # `dcc-flow worker --db` wants a postgresql:// URL: a libpq keyword string (or a mistyped
+    # URL) was echoed whole in the usage error, password included, onto a terminal or a log.
+    (tmp_path / "tools_w.py").write_text("def t():\n    return 1\n", encoding="utf-8")
+    for db in ("host=db.studio password=hunter2secret", "postgress://flow:hunter2secret@db/flow"):
+        got = run_cli("worker", "--tools", "tools_w.py", "--db", db, cwd=str(tmp_path))
+        assert got.returncode == 2, got.stderr
+        assert "postgresql://" in got.stderr
+        assert "hunter2secret" not in got.stderr + got.stdout, got.stderr

@@ -11,7 +11,7 @@ from .._engine import Engine
 from .._tools import ToolEntry
 from .._worker import Worker, run_init
 from ._base import EXIT_OK, CliError, Command, Context, UsageError
-from ._engine import _import, add_tools_argument, is_db_url, load_remotes, load_tools, open_engine
+from ._engine import _import, add_tools_argument, is_db_url, is_keyword_string, load_remotes, load_tools, open_engine
 
 __all__ = ["COMMAND"]
 
@@ -101,7 +101,10 @@ def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
     --remotes and claims their queued calls; main-lane tools run on this thread, worker-lane ones
     on --worker-threads, remote calls on the engine's pools."""
     if not is_db_url(args.db):
-        raise UsageError("--db must be a postgresql:// URL (the database the engines share); got %r" % args.db)
+        # Not echoed when it may hold a password: a keyword string, a mistyped URL with user:password@.
+        shown = "%r" % args.db if "@" not in args.db and not is_keyword_string(args.db) else \
+            "a value not repeated here (it may hold a password)"
+        raise UsageError("--db must be a postgresql:// URL (the database the engines share); got %s" % shown)
     if args.worker_threads < 1:
         raise UsageError("--worker-threads must be >= 1; got %s" % args.worker_threads)
     stop = threading.Event()
