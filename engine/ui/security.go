@@ -203,9 +203,12 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := httpauth.ClientKey(r.RemoteAddr)
-	if d := h.throttle.Wait(key); d > 0 {
+	throttled := func(d time.Duration) {
 		w.Header().Set("Retry-After", httpauth.RetryAfter(d))
 		h.showLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from this address: try again in %s s.", httpauth.RetryAfter(d)))
+	}
+	if d := h.throttle.Wait(key); d > 0 { // before reading the body: a throttled client's is not read
+		throttled(d)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
@@ -213,8 +216,13 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.showLogin(w, http.StatusBadRequest, "The form could not be read: "+err.Error())
 		return
 	}
-	if !httpauth.Equal(r.PostForm.Get("token"), h.opts.Token) {
-		h.throttle.Fail(key)
+	// Checked again with the comparison, in one step (httpauth.Throttle.Check): sign-ins posted
+	// at once are throttled as if posted one after the other.
+	given := r.PostForm.Get("token")
+	if ok, d := h.throttle.Check(key, func() bool { return httpauth.Equal(given, h.opts.Token) }); d > 0 {
+		throttled(d)
+		return
+	} else if !ok {
 		h.showLogin(w, http.StatusUnauthorized, "Wrong token: type the token the server was started with.")
 		return
 	}

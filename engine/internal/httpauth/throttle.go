@@ -77,11 +77,35 @@ func (t *Throttle) Wait(key string) time.Duration {
 	return f.until.Sub(now)
 }
 
+// Check checks a token the client sent, unless it is throttled: ok reports right (right is
+// called only when wait is 0); a wrong token is recorded as Fail does. The check and the record
+// of its failure are one step under the throttle's lock, so tokens sent at once from one address
+// are throttled as if sent one after the other (a burst would otherwise all pass the "not
+// throttled" test before the first of its failures counted). right must be quick (a
+// constant-time comparison): it runs under the lock.
+func (t *Throttle) Check(key string, right func() bool) (ok bool, wait time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.get(key, now, false); f != nil && now.Before(f.until) {
+		return false, f.until.Sub(now)
+	}
+	if right() {
+		return true, 0
+	}
+	t.failLocked(key, now)
+	return false, 0
+}
+
 // Fail records a wrong token from the client.
 func (t *Throttle) Fail(key string) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.failLocked(key, now)
+}
+
+func (t *Throttle) failLocked(key string, now time.Time) {
 	f := t.get(key, now, true)
 	f.n++
 	f.last = now

@@ -59,15 +59,7 @@ func (t *Throttle) Bearer(r *http.Request, token string) (ok bool, wait time.Dur
 	if got == "" {
 		return false, 0
 	}
-	key := ClientKey(r.RemoteAddr)
-	if d := t.Wait(key); d > 0 {
-		return false, d
-	}
-	if Equal(got, "Bearer "+token) {
-		return true, 0
-	}
-	t.Fail(key)
-	return false, 0
+	return t.Check(ClientKey(r.RemoteAddr), func() bool { return Equal(got, "Bearer "+token) })
 }
 
 // RetryAfter is d as a Retry-After value: whole seconds, rounded up, at least 1.
