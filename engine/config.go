@@ -108,8 +108,9 @@ type Config struct {
 	// exec.MaxTreeInstancesCeiling (1,000,000,000). A foreach that would pass it fails before
 	// any iteration, with kind limit_exceeded.
 	MaxTreeInstances int `json:"max_tree_instances,omitempty"`
-	// MaxTreeParallel is how many foreach iterations beyond the first of each foreach the runs
-	// of one tree have in flight at once, in this engine (each holds a goroutine, and whatever
+	// MaxTreeParallel is how many foreach iterations beyond the first of each foreach (and steps
+	// of a parallel step or depends_on list beyond the first of each list) the runs of one tree
+	// have in flight at once, in this engine (each holds a goroutine, and whatever
 	// its body runs: a child run and its own foreach workers): 0 means
 	// exec.DefaultMaxTreeParallel (1,000); 1 to exec.MaxTreeParallelCeiling (1,000,000). It
 	// fails nothing: a foreach that finds no slot free runs fewer iterations at once than its

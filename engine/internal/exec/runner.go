@@ -589,27 +589,60 @@ func (r *runner) runDAG(ctx context.Context, f *frame, lp *listPlan, abort bool)
 	}
 	results := make(chan indexedOutcome, n)
 	running := 0
+	// The first step in flight runs without a slot; each other one holds a slot of the tree's
+	// max_tree_parallel (tree.go), taken without waiting, as a foreach's workers do: a ready step
+	// that finds none waits in ready (still state waiting) until a step of this list ends. So
+	// the goroutines of a tree of parallel sub-workflows are bounded as those of foreaches, and
+	// no list waits for another's slots.
+	slotted := make([]bool, n)
+	var ready []int
 	start := func(i int) {
+		if running > 0 {
+			if !r.tree.takeSlot() {
+				ready = append(ready, i)
+				return
+			}
+			slotted[i] = true
+		}
 		state[i] = started
 		running++
 		go func() { results <- indexedOutcome{i, r.runStepSafe(lctx, f, lp.steps[i])} }()
+	}
+	var first *run.StepError
+	aborted := false
+	startReady := func() {
+		for len(ready) > 0 && !aborted && lctx.Err() == nil {
+			i := ready[0]
+			if running > 0 && !r.tree.takeSlot() {
+				return
+			}
+			ready = ready[1:]
+			if running > 0 {
+				slotted[i] = true
+			}
+			state[i] = started
+			running++
+			go func() { results <- indexedOutcome{i, r.runStepSafe(lctx, f, lp.steps[i])} }()
+		}
 	}
 	for i := range n {
 		if indeg[i] == 0 {
 			start(i)
 		}
 	}
-	var first *run.StepError
-	aborted := false
 	for running > 0 {
 		d := <-results
 		running--
+		if slotted[d.i] {
+			slotted[d.i] = false
+			r.tree.giveSlot()
+		}
 		switch d.o.status {
 		case run.StepCompleted:
 			for _, j := range lp.dependents[d.i] {
 				indeg[j]--
 				if indeg[j] == 0 && state[j] == waiting && !aborted && lctx.Err() == nil {
-					start(j)
+					ready = append(ready, j)
 				}
 			}
 		case run.StepFailed:
@@ -634,6 +667,7 @@ func (r *runner) runDAG(ctx context.Context, f *frame, lp *listPlan, abort bool)
 				cancel(siblingAbort(f.key(lp.steps[d.i])))
 			}
 		}
+		startReady()
 	}
 	if aborted {
 		var skip []*stepPlan

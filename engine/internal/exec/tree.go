@@ -33,8 +33,9 @@ const DefaultMaxTreeInstances = 1_000_000
 // MaxTreeInstancesCeiling is the largest max_tree_instances the engine config accepts.
 const MaxTreeInstancesCeiling = 1_000_000_000
 
-// DefaultMaxTreeParallel is how many foreach iterations beyond the first of each foreach the
-// runs of one tree have in flight at once when Config.MaxTreeParallel is 0. Each holds a
+// DefaultMaxTreeParallel is how many foreach iterations beyond the first of each foreach (and
+// steps of a DAG list — a parallel step's, a depends_on list — beyond the first in flight of
+// each list: runDAG) the runs of one tree have in flight at once when Config.MaxTreeParallel is 0. Each holds a
 // goroutine and the step instances it runs (a sub-workflow's child run, the child's own
 // foreach workers): 40 items 40 at a time 3 levels deep held 60,884 goroutines before.
 const DefaultMaxTreeParallel = 1_000
