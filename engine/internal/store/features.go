@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -113,6 +114,38 @@ const (
 	MaxRefusedFires   = 1000
 	RefusedFiresSlack = 32
 )
+
+// RefusedFiresCounter tells a FireLog when to trim a schedule's refused fires: once every
+// RefusedFiresSlack refused fires of that schedule. The count is per schedule: one count across
+// schedules trimmed only the schedule whose fire hit it, so refused fires interleaved with
+// another schedule's (every RefusedFiresSlack-th one the other's) were never trimmed. The zero
+// value is ready; safe for concurrent use. It remembers up to refusedCountersMax schedules;
+// beyond them, a schedule it does not know is trimmed at each refused fire.
+type RefusedFiresCounter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+const refusedCountersMax = 10_000
+
+// Due counts one refused fire of scheduleID and reports whether to trim its refused fires now.
+func (c *RefusedFiresCounter) Due(scheduleID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	n, ok := c.m[scheduleID]
+	if !ok && len(c.m) >= refusedCountersMax {
+		return true
+	}
+	n++
+	if n >= RefusedFiresSlack {
+		n = 0
+	}
+	c.m[scheduleID] = n
+	return n == 0
+}
 
 // DeliveryFinder is an optional FireLog method. When the FireLog has it, a webhook redelivery
 // is recognised for as long as its fire is in the history, not only while its delivery id is in

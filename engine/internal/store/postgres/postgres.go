@@ -83,8 +83,9 @@ type Store struct {
 	lease    atomic.Pointer[leaseState] // set by Attach (lease.go)
 	readOnly bool
 	closed   atomic.Bool
-	// refusedFires counts the refused fires recorded, to trim them every RefusedFiresSlack (features.go).
-	refusedFires atomic.Uint64
+	// refusedFires counts the refused fires recorded per schedule, to trim them every
+	// RefusedFiresSlack (features.go).
+	refusedFires store.RefusedFiresCounter
 	gc           groupcommit.Committer[*store.Batch]
 	commits      atomic.Int64
 	retries      atomic.Int64 // group commits tried again (commitGroup)

@@ -28,7 +28,7 @@ func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	if err != nil {
 		return fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err)
 	}
-	if f.Kind != store.FireFired && s.refusedFires.Add(1)%store.RefusedFiresSlack == 0 {
+	if f.Kind != store.FireFired && s.refusedFires.Due(f.ScheduleID) {
 		// The newest MaxRefusedFires refused fires of the schedule stay (store.FireLog).
 		if _, err := s.w.ExecContext(ctx, `DELETE FROM schedule_fires WHERE schedule_id = ? AND kind != 'fired' AND id <
 			(SELECT id FROM schedule_fires WHERE schedule_id = ? AND kind != 'fired' ORDER BY id DESC LIMIT 1 OFFSET ?)`,

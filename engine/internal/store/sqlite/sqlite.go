@@ -59,8 +59,9 @@ type Store struct {
 	gc        groupcommit.Committer[*store.Batch]
 	closeOnce sync.Once
 	closed    atomic.Bool
-	// refusedFires counts the refused fires recorded, to trim them every RefusedFiresSlack (fires.go).
-	refusedFires atomic.Uint64
+	// refusedFires counts the refused fires recorded per schedule, to trim them every
+	// RefusedFiresSlack (fires.go).
+	refusedFires store.RefusedFiresCounter
 
 	wc   *wconn        // the writer's driver connection and its prepared statements (leader only)
 	ckpt *checkpointer // nil for a read-only store, which never commits

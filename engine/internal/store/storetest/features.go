@@ -502,4 +502,30 @@ func ExerciseRefusedFiresBound(t *testing.T, newLog func(t *testing.T) store.Fir
 			t.Errorf("another schedule's fires: %d; want 1", len(got))
 		}
 	})
+	// Refused fires of two schedules interleaved so that every RefusedFiresSlack-th refused
+	// fire the store records is the other schedule's: each schedule is still bounded (the
+	// store counted refused fires across schedules and trimmed only the schedule of the fire
+	// that hit the count, so "hook" grew without bound).
+	t.Run("RedteamRefusedFiresBoundedInterleaved", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		l := newLog(t)
+		// Rounds of RefusedFiresSlack-1 "hook" fires and one "decoy" fire, from a fresh store.
+		rounds := (store.MaxRefusedFires+store.RefusedFiresSlack)/(store.RefusedFiresSlack-1) + 5
+		for range rounds {
+			for j := range store.RefusedFiresSlack {
+				id := "hook"
+				if j == store.RefusedFiresSlack-1 {
+					id = "decoy"
+				}
+				if err := l.RecordFire(ctx, store.Fire{ScheduleID: id, Kind: store.FireFailed, Reason: "start_failed",
+					Origin: "webhook", ScheduledAt: t0, FiredAt: t0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if got := len(mustFires(t, l, "hook", 0)); got > store.MaxRefusedFires+store.RefusedFiresSlack {
+			t.Errorf("%d refused fires of one schedule kept; want at most %d", got, store.MaxRefusedFires+store.RefusedFiresSlack)
+		}
+	})
 }
