@@ -79,3 +79,24 @@ def test_progress_notes_of_a_tools_output_on_a_terminal():
     text = out.getvalue().replace("\r", "")  # the progress line's own carriage returns
     assert not RAW.search(text), repr(text)
     assert not re.search(r"(?m)^12:00:00", text)
+
+
+def test_cli_log_warnings_are_escaped(capsys):
+    """A warning on the dcc_flow logger (an outage quoting the server's words) reaches the
+    terminal escaped when the command line shows it (no logging configured)."""
+    import logging
+
+    from dcc_flow import _cli
+
+    logger = logging.getLogger("dcc_flow")
+    saved_root, saved = logging.getLogger().handlers[:], logger.handlers[:]
+    logging.getLogger().handlers, logger.handlers = [], []
+    try:
+        _cli._install_log_handler()
+        _cli._install_log_handler()  # once, however many commands run in one process
+        assert logger.handlers == [_cli._LOG_HANDLER]
+        logger.warning("events unavailable: %s", FORGED)
+    finally:
+        logging.getLogger().handlers, logger.handlers = saved_root, saved
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not RAW.search(err.replace("\n", "")), repr(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -165,4 +166,44 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// DisplayURL is a server's URL as step records, messages and pool listings show it: without
+// the password of its user part, and with the value of every query parameter replaced by
+// "xxxxx" (a pool member's URL may carry a token either way). An unparsable URL shows as
+// "(an unparsable URL)".
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// redactIn returns text with the secrets of raw (its password, its query values) replaced as
+// DisplayURL replaces them: an error of the HTTP client may quote the URL it failed to reach.
+func redactIn(text, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.ReplaceAll(text, raw, "(an unparsable URL)")
+	}
+	text = strings.ReplaceAll(text, raw, DisplayURL(raw))
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		text = strings.ReplaceAll(text, pw, "xxxxx")
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			if len(v) >= 4 { // a short value (a flag, "1") would blank unrelated text
+				text = strings.ReplaceAll(text, v, "xxxxx")
+			}
+		}
+	}
+	return text
 }

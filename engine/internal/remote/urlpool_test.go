@@ -175,3 +175,32 @@ func TestURLPoolConfig(t *testing.T) {
 		t.Errorf("workers() = %d, want 6", got)
 	}
 }
+
+// A pool member's URL may carry a secret (user:password@, ?token=): step records, messages and
+// pool listings show it without (issue #33's review: they printed it whole).
+func TestRedteamPoolURLSecretsAreNotShown(t *testing.T) {
+	const secret = "s3cr3t-pass"
+	dead := strings.Replace(deadURL(t), "http://", "http://ana:"+secret+"@", 1) + "?token=" + secret + "&v=1"
+	live := startHTTPServer(t, "127.0.0.1:0")
+	liveWithToken := live.url + "?token=" + secret
+	p := urlPool(t, 1, dead, liveWithToken)
+	res := p.call(t, nil, "count", nil)
+	if res.Kind != run.KindWorkerLost || res.Worker == nil {
+		t.Fatalf("first call: %+v", res)
+	}
+	if strings.Contains(res.Message, secret) || strings.Contains(res.Worker.String(), secret) {
+		t.Fatalf("the secret is shown: %q, worker %q", res.Message, res.Worker.String())
+	}
+	if !strings.Contains(res.Message, "ana:xxxxx@") || !strings.Contains(res.Message, "token=xxxxx") {
+		t.Errorf("the member is not named recognisably: %q", res.Message)
+	}
+	ok := p.call(t, nil, "count", nil)
+	if ok.Worker == nil || strings.Contains(ok.Worker.String(), secret) {
+		t.Fatalf("second call's worker: %+v", ok.Worker)
+	}
+	for _, w := range p.pool.Pools()[0].Workers {
+		if strings.Contains(w.URL, secret) {
+			t.Fatalf("Pools() shows %q", w.URL)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func newWorkerPool(r *remote) *workerPool { return &workerPool{r: r, failed: map
 
 // ref names w in results.
 func (wp *workerPool) ref(w *worker, pid int) *WorkerRef {
-	return &WorkerRef{Pool: wp.r.name, PID: pid, URL: w.url}
+	return &WorkerRef{Pool: wp.r.name, PID: pid, URL: DisplayURL(w.url)}
 }
 
 // pickURLLocked chooses the member of a pool of servers a new worker connects to, or "" for
@@ -389,7 +389,7 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 		}
 		out := r.failed(ctx, tool, f, err.Error())
 		if me != nil && ctx.Err() == nil {
-			out.Worker = &WorkerRef{Pool: r.name, URL: me.url}
+			out.Worker = &WorkerRef{Pool: r.name, URL: DisplayURL(me.url)}
 		}
 		return out
 	}
@@ -450,7 +450,7 @@ func (wp *workerPool) call(ctx context.Context, tool string, req mcp.CallToolReq
 		wp.lose(w)
 		out := Result{IsError: true, Kind: run.KindWorkerLost, Worker: ref, Logs: logs}
 		if w.url != "" {
-			out.Message = fmt.Sprintf("remote %q tool %q: server %s was lost during the call: %s", r.name, tool, w.url, msg)
+			out.Message = fmt.Sprintf("remote %q tool %q: server %s was lost during the call: %s", r.name, tool, DisplayURL(w.url), msg)
 		} else {
 			out.Message = fmt.Sprintf("remote %q tool %q: worker pid %d was lost during the call: %s%s", r.name, tool, pid, msg, lastLines(logs))
 		}
@@ -477,7 +477,7 @@ func (wp *workerPool) overLimit(ctx context.Context, w *worker, tool string, ref
 	limit := sizeText(r.pool.maxMessage)
 	out := Result{IsError: true, Kind: run.KindTooLarge, Worker: ref}
 	if w.url != "" {
-		out.Message = fmt.Sprintf("remote %q tool %q: server %s sent a message over %s (the limit on one message from a remote); its session was ended: return a file path instead of the data", r.name, tool, w.url, limit)
+		out.Message = fmt.Sprintf("remote %q tool %q: server %s sent a message over %s (the limit on one message from a remote); its session was ended: return a file path instead of the data", r.name, tool, DisplayURL(w.url), limit)
 	} else {
 		out.Message = fmt.Sprintf("remote %q tool %q: worker pid %d wrote a message over %s (the limit on one message from a worker) and was killed: return a file path instead of the data", r.name, tool, pid, limit)
 	}
@@ -498,7 +498,7 @@ type memberError struct {
 }
 
 func (e *memberError) Error() string {
-	return fmt.Sprintf("connecting to pool member %s: %v", e.url, e.err)
+	return fmt.Sprintf("connecting to pool member %s: %s", DisplayURL(e.url), redactIn(e.err.Error(), e.url))
 }
 
 func (e *memberError) Unwrap() error { return e.err }
@@ -579,7 +579,7 @@ func (wp *workerPool) info() PoolInfo {
 	pi := PoolInfo{Name: wp.r.name, Command: slices.Clone(wp.r.cfg.Command), URLs: slices.Clone(wp.r.cfg.URLs),
 		Max: wp.r.cfg.workers(), Started: wp.nextID, Lost: wp.lost}
 	for _, w := range wp.workers {
-		pi.Workers = append(pi.Workers, WorkerInfo{ID: w.id, PID: w.pid(), URL: w.url, State: w.state, Calls: w.calls, StartedAt: w.started})
+		pi.Workers = append(pi.Workers, WorkerInfo{ID: w.id, PID: w.pid(), URL: DisplayURL(w.url), State: w.state, Calls: w.calls, StartedAt: w.started})
 	}
 	wp.mu.Unlock()
 	for i := range pi.Workers {

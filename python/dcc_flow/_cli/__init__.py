@@ -17,6 +17,7 @@ whose name starts with ``_`` are helpers, the others are commands.
 import argparse
 import difflib
 import importlib
+import logging
 import os
 import platform
 import sys
@@ -35,6 +36,8 @@ from ._base import (
     ParserExit,
     UsageError,
     one_line,
+    plain,
+    terminal_safe,
 )
 
 __all__ = ["main", "COMMAND_MODULES", "commands"]
@@ -189,6 +192,37 @@ def _unrecognized(extras: Sequence[str], parser: ArgumentParser) -> UsageError:
     return UsageError(message, prog=parser.prog)
 
 
+class _TerminalSafeHandler(logging.Handler):
+    """What ``logging.lastResort`` does for the command line — WARNING and up, the message alone, on
+    the current ``sys.stderr`` — with ``plain`` applied to the message (``terminal_safe`` to a
+    traceback): a warning may quote a database server's or a tool's words, which must not act on
+    the terminal (docs/operations.md, "Security")."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = plain(record.getMessage())  # one line: a quoted newline must not forge another
+            if record.exc_info:
+                text += "\n" + terminal_safe(logging.Formatter().formatException(record.exc_info))
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging must not raise
+            self.handleError(record)
+
+
+_LOG_HANDLER = _TerminalSafeHandler()
+
+
+def _install_log_handler() -> None:
+    """Show the ``dcc_flow`` logger's warnings through ``_TerminalSafeHandler``, unless logging is
+    configured (a handler on the root or the ``dcc_flow`` logger): then it is the user's."""
+    logger = logging.getLogger("dcc_flow")
+    if not logging.getLogger().handlers and not logger.handlers:
+        logger.addHandler(_LOG_HANDLER)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``dcc-flow`` command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
 
@@ -197,6 +231,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     prog = PROG
+    _install_log_handler()
     try:
         registry = commands()
         word = _command_word(args)

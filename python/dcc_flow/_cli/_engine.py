@@ -109,8 +109,8 @@ def is_db_url(path: str) -> bool:
 
 # The start of a libpq keyword/value connection string ("host=db dbname=flow password=…"), which
 # --db does not take (the engine refuses it too: engine/internal/store/postgres IsKeywordString).
-_KEYWORD_STRING = re.compile(r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout|"
-                             r"application_name|options|target_session_attrs|sslrootcert|sslcert|sslkey)\s*=")
+# Any word and "=" is taken as one: libpq has dozens of keywords (sslpassword, gssencmode, …).
+_KEYWORD_STRING = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 
 
 def is_keyword_string(path: str) -> bool:

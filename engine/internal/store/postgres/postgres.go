@@ -108,11 +108,12 @@ var (
 
 // libpqKeywordRe matches the start of a libpq keyword/value connection string ("host=db
 // dbname=flow password=…"), which Open does not take: see IsKeywordString.
-var libpqKeywordRe = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|` +
-	`connect_timeout|application_name|options|target_session_attrs|sslrootcert|sslcert|sslkey)\s*=`)
+// Any word followed by "=" is taken as one: libpq has dozens of keywords (sslpassword,
+// gssencmode, channel_binding, …) and adds more.
+var libpqKeywordRe = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
 
 // IsKeywordString reports whether db looks like a libpq keyword/value connection string
-// ("host=db.studio dbname=flow …"): it starts with a libpq keyword and "=". Such a string is
+// ("host=db.studio dbname=flow …"): it starts with a word and "=". Such a string is
 // refused rather than taken as a SQLite file name (with the password in the name); a file really
 // named so is written with a folder, as "./host=x".
 func IsKeywordString(db string) bool { return libpqKeywordRe.MatchString(db) }

@@ -19,6 +19,7 @@ func TestRedteamConnectionStringsNeverShowTheirPassword(t *testing.T) {
 	for _, db := range []string{
 		"host=127.0.0.1 password=" + secret + " dbname=x",
 		"  dbname=flow user=ana password=" + secret,
+		"sslpassword=" + secret + " host=db",
 		"postgresql:// host=127.0.0.1 password=" + secret,
 		"postgresql://u:" + secret + "@[bad/x",
 		"postgres://u:" + secret + "@host:99999999/db",
