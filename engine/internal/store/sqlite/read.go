@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		where = append(where, "created_at < ?")
 		args = append(args, nanos(f.Until))
 	}
+	w, a := searchWhere(&f)
+	where, args = append(where, w...), append(args, a...)
 	if f.After != nil {
 		// A row value comparison: SQLite walks workflows_created (created_at DESC, id DESC)
 		// from the cursor instead of reading every run before it.
@@ -407,4 +410,56 @@ func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, err
+}
+
+// searchWhere returns the terms of f's search fields (store.RunFilter), each answered from an
+// index of migration 0011 (TestSearchQueriesUseIndexes): the runs an index entry names are
+// collected first (id IN …), so a search costs what it matches, not the number of runs. A search
+// for completed steps, which most step rows are, walks the newest runs instead (EXISTS), and
+// with a limit stops early.
+func searchWhere(f *store.RunFilter) (where []string, args []any) {
+	keys := make([]string, 0, len(f.Inputs))
+	for k := range f.Inputs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		where = append(where, `id IN (SELECT run_id FROM run_inputs WHERE key = ? AND value = ?)`)
+		args = append(args, k, f.Inputs[k])
+	}
+	if f.Tool != "" {
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE tool = ?)`)
+		args = append(args, f.Tool)
+	}
+	if f.Worker != "" {
+		// The worker itself, or every process of that pool ("POOL/…"): one range of the
+		// index, [W, W + "0"), holds both ('0' follows '/').
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE worker >= ? AND worker < ?
+			AND (worker = ? OR substr(worker, 1, ?) = ?))`)
+		args = append(args, f.Worker, f.Worker+"0", f.Worker, len([]rune(f.Worker))+1, f.Worker+"/")
+	}
+	if f.ErrorKind != "" {
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind = ?
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_kind = ? AND error_message <> '')`)
+		args = append(args, f.ErrorKind, f.ErrorKind)
+	}
+	if f.ErrorText != "" {
+		// LIKE ignores ASCII case; the pattern's own %, _ and \ are escaped.
+		pat := "%" + store.EscapeLike(f.ErrorText) + "%"
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind IS NOT NULL AND error_message LIKE ? ESCAPE '\'
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_message <> '' AND error_message LIKE ? ESCAPE '\')`)
+		args = append(args, pat, pat)
+	}
+	if len(f.StepStatuses) > 0 {
+		marks := strings.Repeat(",?", len(f.StepStatuses))[1:]
+		for _, st := range f.StepStatuses {
+			args = append(args, string(st))
+		}
+		if slices.Contains(f.StepStatuses, run.StepCompleted) {
+			where = append(where, `EXISTS (SELECT 1 FROM workflow_steps s WHERE s.run_id = workflows.id AND s.status IN (`+marks+`))`)
+		} else {
+			where = append(where, `id IN (SELECT run_id FROM workflow_steps WHERE status IN (`+marks+`) AND status <> 'completed')`)
+		}
+	}
+	return where, args
 }
