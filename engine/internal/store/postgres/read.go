@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -76,6 +77,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if !f.Until.IsZero() {
 		where = append(where, "created_at < "+arg(nanos(f.Until)))
 	}
+	where = append(where, searchWhere(&f, arg)...)
 	if f.After != nil {
 		// A row value comparison: PostgreSQL walks workflows_created (created_at DESC, id DESC)
 		// from the cursor instead of reading every run before it.
@@ -377,4 +379,51 @@ func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// searchWhere returns the terms of f's search fields (store.RunFilter), each answered from an
+// index of migration 0010 (as SQLite's, see there); arg adds a parameter and returns its
+// placeholder. A search for completed steps, which most step rows are, walks the newest runs
+// instead (EXISTS), and with a limit stops early.
+func searchWhere(f *store.RunFilter, arg func(any) string) (where []string) {
+	keys := make([]string, 0, len(f.Inputs))
+	for k := range f.Inputs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		where = append(where, `id IN (SELECT run_id FROM run_inputs WHERE key = `+arg(text(k))+` AND value = `+arg(text(f.Inputs[k]))+`)`)
+	}
+	if f.Tool != "" {
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE tool = `+arg(text(f.Tool))+`)`)
+	}
+	if f.Worker != "" {
+		// The worker itself, or every process of that pool ("POOL/…"), through the
+		// text_pattern_ops index (byte order, whatever the collation).
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE worker = `+arg(text(f.Worker))+
+			` OR worker LIKE `+arg(text(store.EscapeLike(f.Worker)+"/%"))+` ESCAPE '\')`)
+	}
+	if f.ErrorKind != "" {
+		k := arg(text(f.ErrorKind))
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind = `+k+`
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_kind = `+k+` AND error_message <> '')`)
+	}
+	if f.ErrorText != "" {
+		// ILIKE ignores case; the pattern's own %, _ and \ are escaped.
+		p := arg(text("%" + store.EscapeLike(f.ErrorText) + "%"))
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind IS NOT NULL AND error_message ILIKE `+p+` ESCAPE '\'
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_message <> '' AND error_message ILIKE `+p+` ESCAPE '\')`)
+	}
+	if len(f.StepStatuses) > 0 {
+		st := make([]string, len(f.StepStatuses))
+		for i, x := range f.StepStatuses {
+			st[i] = string(x)
+		}
+		if slices.Contains(f.StepStatuses, run.StepCompleted) {
+			where = append(where, `EXISTS (SELECT 1 FROM workflow_steps s WHERE s.run_id = workflows.id AND s.status = ANY(`+arg(st)+`))`)
+		} else {
+			where = append(where, `id IN (SELECT run_id FROM workflow_steps WHERE status = ANY(`+arg(st)+`) AND status <> 'completed')`)
+		}
+	}
+	return where
 }
