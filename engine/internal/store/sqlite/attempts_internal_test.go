@@ -64,7 +64,7 @@ func TestSearchQueriesUseIndexes(t *testing.T) {
 		{store.RunFilter{Inputs: map[string]string{"shot": "sh010"}, Tool: "t", Since: time.Unix(1, 0), Limit: 50},
 			[]string{"run_inputs_value", "step_attempts_tool"}},
 	} {
-		where, args := searchWhere(&c.f)
+		where, args := searchWhere(&c.f, nil)
 		q := `EXPLAIN QUERY PLAN SELECT id FROM workflows WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC`
 		rows, err := s.r.Query(q, args...)
 		if err != nil {
