@@ -84,11 +84,25 @@ func (f *RunFilter) validate() error {
 			return err
 		}
 	}
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"since", f.Since}, {"until", f.Until}} {
+		if !b.t.IsZero() && (b.t.Before(minTimeBound) || b.t.After(maxTimeBound)) {
+			return bad("%s %s is out of range: give a time from 1970 to 2261", b.name, b.t.Format(time.RFC3339))
+		}
+	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return bad("since (%s) is not before until (%s): the time range is empty", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
 	}
 	return nil
 }
+
+// The times a search's range can name: stored times are Unix nanoseconds (to 2262).
+var (
+	minTimeBound = time.Unix(0, 0)
+	maxTimeBound = time.Date(2261, 12, 31, 0, 0, 0, 0, time.UTC)
+)
 
 // ParseTimeBound parses a bound of a run search's time range (RunFilter.Since, Until): an RFC
 // 3339 time ("2026-03-08T00:00:00Z", a fraction and any offset allowed) or an age before now:
