@@ -86,14 +86,15 @@ def test_an_underscore_is_an_underscore(db, capsys):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--since", "yesterday"], "--since|since \"yesterday\" is not a time"),
+    (["--since", "yesterday"], "argument --since: 'yesterday' is not a time"),
+    (["--since", "2026-13-01T00:00:00Z"], "RFC 3339"),
     (["--until", "2026-13-01"], "RFC 3339"),
     (["--since=-2h"], "an age such as"),
     (["--since", "0d"], "an age such as"),
     (["--since", "1h", "--until", "2h"], "the time range is empty"),
     (["--until", "2999-01-01T00:00:00Z"], "out of range"),
-    (["--step-status", "done"], "pending, running, retrying, waiting_approval, completed, failed"),
-    (["--error-kind", "timout"], "timeout, transient, error"),
+    (["--step-status", "done"], "'pending', 'running', 'retrying', 'waiting_approval', 'completed', 'failed'"),
+    (["--error-kind", "timout"], "'timeout', 'transient', 'error'"),
     (["--status", "done"], "invalid choice"),
     (["--input", "shot"], "--input KEY=VALUE"),
     (["--input", "=x"], "--input KEY=VALUE"),
@@ -123,5 +124,11 @@ def test_a_huge_filter_value_is_refused_at_once(db, capsys):
             eng.runs(inputs={"k%d" % i: "v" for i in range(17)})
         with pytest.raises(dcc_flow.InvalidInputError, match="NUL"):
             eng.runs(error_text="a\x00b")
+        with pytest.raises(dcc_flow.InvalidInputError, match="step status \"done\" is not a step status; use one of pending"):
+            eng.runs(step_status="done")
+        with pytest.raises(dcc_flow.InvalidInputError, match="error kind \"timout\" is not an error kind; use one of timeout"):
+            eng.runs(error_kind="timout")
+        with pytest.raises(dcc_flow.InvalidInputError, match="an age such as"):
+            eng.runs(since="yesterday")
         with pytest.raises(TypeError, match="str, int or bool"):
             eng.runs(inputs={"scale": 1.5})

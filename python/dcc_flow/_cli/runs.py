@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 
 from .._errors import InvalidInputError, InvalidRequestError
 from .._spec import StepStatus, WorkflowStatus
@@ -9,6 +10,22 @@ from ._base import Command, Context, UsageError
 from ._engine import add_db_argument, elapsed, format_duration, open_engine
 
 __all__ = ["COMMAND"]
+
+#: The error kinds ``--error-kind`` takes: the engine's (docs/spec.md "Retry").
+ERROR_KINDS = ("timeout", "transient", "error", "invalid_input", "not_found", "permission", "fatal", "cancelled",
+               "invalid_output", "too_large", "storage", "worker_lost")
+
+_AGE = re.compile(r"^(\d+[dw]|(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+)$")
+_RFC3339 = re.compile(r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)$")
+
+
+def time_bound(text: str) -> str:
+    """``--since``/``--until``: an RFC 3339 time or an age, by its form (the engine checks the
+    values: a month 13, a zero age)."""
+    if _AGE.match(text.strip()) or _RFC3339.match(text.strip()):
+        return text
+    raise argparse.ArgumentTypeError("%r is not a time: give an RFC 3339 time (2026-03-08T00:00:00Z) or an age "
+                                     "such as 30m, 2h or 7d" % text[:60])
 
 
 class RunsCommand(Command):
@@ -33,18 +50,19 @@ class RunsCommand(Command):
                             "true/false written so (repeatable: all must hold)")
         parser.add_argument("--tool", metavar="TOOL", help="only runs with an attempt that called this tool")
         parser.add_argument("--step-status", action="append", default=[], metavar="STATUS",
+                            choices=[s.value for s in StepStatus],
                             help="only runs with a step in this status (repeatable: any of them): %s"
                             % ", ".join(s.value for s in StepStatus))
-        parser.add_argument("--error-kind", metavar="KIND",
-                            help="only runs with a step or an attempt that failed with this kind (timeout, "
-                            "worker_lost, …)")
+        parser.add_argument("--error-kind", metavar="KIND", choices=ERROR_KINDS,
+                            help="only runs with a step or an attempt that failed with this kind: %s"
+                            % ", ".join(ERROR_KINDS))
         parser.add_argument("--worker", metavar="WORKER",
                             help="only runs with an attempt on this pool worker (POOL/PID) or pool (POOL)")
         parser.add_argument("--error-text", metavar="TEXT",
                             help="only runs with an error message containing TEXT (ignoring case; no wildcards)")
-        parser.add_argument("--since", metavar="WHEN",
+        parser.add_argument("--since", metavar="WHEN", type=time_bound,
                             help="only runs created at or after WHEN: an RFC 3339 time or an age (30m, 2h, 7d)")
-        parser.add_argument("--until", metavar="WHEN", help="only runs created before WHEN (as --since)")
+        parser.add_argument("--until", metavar="WHEN", type=time_bound, help="only runs created before WHEN (as --since)")
         parser.add_argument("--limit", type=int, default=50, metavar="N",
                             help="at most this many (default 50, 0 = all)")
         parser.add_argument("--cursor", metavar="CURSOR",
