@@ -62,7 +62,8 @@ class RunsCommand(Command):
                             help="only runs with an error message containing TEXT (ignoring case; no wildcards)")
         parser.add_argument("--since", metavar="WHEN", type=time_bound,
                             help="only runs created at or after WHEN: an RFC 3339 time or an age (30m, 2h, 7d)")
-        parser.add_argument("--until", metavar="WHEN", type=time_bound, help="only runs created before WHEN (as --since)")
+        parser.add_argument("--until", metavar="WHEN", type=time_bound,
+                            help="only runs created before WHEN (as --since)")
         parser.add_argument("--limit", type=int, default=50, metavar="N",
                             help="at most this many (default 50, 0 = all)")
         parser.add_argument("--cursor", metavar="CURSOR",
