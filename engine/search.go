@@ -32,11 +32,11 @@ var stepStatuses = []run.StepStatus{run.StepPending, run.StepRunning, run.StepRe
 	run.StepCompleted, run.StepFailed, run.StepCancelled, run.StepSkipped, run.StepInterrupted}
 
 // validate checks the search fields of f: known step statuses and error kind, texts of at most
-// MaxSearchText characters, valid UTF-8 without NUL bytes; the error (code invalid_input) names
+// MaxSearchText characters, valid UTF-8 without NUL bytes; the error (code invalid_request) names
 // the field, the valid values and the fix.
 func (f *RunFilter) validate() error {
 	bad := func(format string, a ...any) error {
-		return &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf(format, a...)}
+		return &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
 	}
 	for _, st := range f.Statuses {
 		if !st.Valid() {
@@ -107,7 +107,7 @@ var (
 // ParseTimeBound parses a bound of a run search's time range (RunFilter.Since, Until): an RFC
 // 3339 time ("2026-03-08T00:00:00Z", a fraction and any offset allowed) or an age before now:
 // a whole number and a unit, s, m, h, d (24 hours) or w (7 days) ("90m", "2h", "7d"), or a Go
-// duration ("1h30m"). A negative or zero age and anything else is an error (code invalid_input)
+// duration ("1h30m"). A negative or zero age and anything else is an error (code invalid_request)
 // naming the field and both forms.
 func ParseTimeBound(field, s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
@@ -126,7 +126,7 @@ func ParseTimeBound(field, s string, now time.Time) (time.Time, error) {
 		age = d
 	}
 	if age <= 0 || age > 100*365*24*time.Hour {
-		return time.Time{}, &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf(
+		return time.Time{}, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(
 			"%s %.60q is not a time: give an RFC 3339 time (2026-03-08T00:00:00Z) or an age such as 30m, 2h or 7d", field, s)}
 	}
 	return now.Add(-age), nil

@@ -39,7 +39,7 @@ func (s *Server) addSearchTool() {
 
 func (s *Server) toolSearch(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	bad := func(format string, a ...any) (*mcp.CallToolResult, error) {
-		return toolError(run.Errorf(run.CodeInvalidInput, format, a...)), nil
+		return toolError(run.Errorf(run.CodeInvalidRequest, format, a...)), nil
 	}
 	f := engine.RunFilter{Name: req.GetString("name", ""), Tool: req.GetString("tool", ""),
 		ErrorKind: req.GetString("error_kind", ""), Worker: req.GetString("worker", ""), ErrorText: req.GetString("error_text", "")}

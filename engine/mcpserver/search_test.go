@@ -57,8 +57,8 @@ func TestSearchRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, isErr := call(t, b.c, "workflows_search", a, nil)
-		if !isErr || out["code"] != "invalid_input" || !strings.Contains(out["message"].(string), want) {
-			t.Errorf("workflows_search(%s) = %v; want invalid_input naming %q", args, out, want)
+		if !isErr || out["code"] != "invalid_request" || !strings.Contains(out["message"].(string), want) {
+			t.Errorf("workflows_search(%s) = %v; want invalid_request naming %q", args, out, want)
 		}
 	}
 }

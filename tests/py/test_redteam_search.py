@@ -120,15 +120,15 @@ def test_a_huge_filter_value_is_refused_at_once(db, capsys):
     assert code == 2 and "at most 256" in err and "not indexed" in err
     assert listed(capsys, path, "--input", "shot=" + "é" * 256) == []  # at the bound: searched
     with dcc_flow.Engine(db=path) as eng:
-        with pytest.raises(dcc_flow.InvalidInputError, match="17 input conditions: at most 16"):
+        with pytest.raises(dcc_flow.InvalidRequestError, match="17 input conditions: at most 16"):
             eng.runs(inputs={"k%d" % i: "v" for i in range(17)})
-        with pytest.raises(dcc_flow.InvalidInputError, match="NUL"):
+        with pytest.raises(dcc_flow.InvalidRequestError, match="NUL"):
             eng.runs(error_text="a\x00b")
-        with pytest.raises(dcc_flow.InvalidInputError, match="step status \"done\" is not a step status; use one of pending"):
+        with pytest.raises(dcc_flow.InvalidRequestError, match="step status \"done\" is not a step status; use one of pending"):
             eng.runs(step_status="done")
-        with pytest.raises(dcc_flow.InvalidInputError, match="error kind \"timout\" is not an error kind; use one of timeout"):
+        with pytest.raises(dcc_flow.InvalidRequestError, match="error kind \"timout\" is not an error kind; use one of timeout"):
             eng.runs(error_kind="timout")
-        with pytest.raises(dcc_flow.InvalidInputError, match="an age such as"):
+        with pytest.raises(dcc_flow.InvalidRequestError, match="an age such as"):
             eng.runs(since="yesterday")
         with pytest.raises(TypeError, match="str, int or bool"):
             eng.runs(inputs={"scale": 1.5})

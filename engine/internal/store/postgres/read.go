@@ -52,6 +52,25 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	q, args := listRunsQuery(&f)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := sqlrow.Run(rows)
+		if err != nil {
+			return nil, s.fault(err)
+		}
+		out = append(out, r)
+	}
+	return out, s.fault(rows.Err())
+}
+
+// listRunsQuery is the query of ListRuns(f) and its arguments.
+func listRunsQuery(f *store.RunFilter) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -77,7 +96,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if !f.Until.IsZero() {
 		where = append(where, "created_at < "+arg(nanos(f.Until)))
 	}
-	where = append(where, searchWhere(&f, arg)...)
+	where = append(where, searchWhere(f, arg)...)
 	if f.After != nil {
 		// A row value comparison: PostgreSQL walks workflows_created (created_at DESC, id DESC)
 		// from the cursor instead of reading every run before it.
@@ -91,20 +110,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, s.fault(err)
-	}
-	defer rows.Close()
-	var out []store.Run
-	for rows.Next() {
-		r, err := sqlrow.Run(rows)
-		if err != nil {
-			return nil, s.fault(err)
-		}
-		out = append(out, r)
-	}
-	return out, s.fault(rows.Err())
+	return q, args
 }
 
 // ListSteps returns the step instances of a run in the order each was first written.

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -27,7 +29,17 @@ func BenchmarkPGSearch100k(b *testing.B) {
 		}
 		searchURL = url
 	}
-	storetest.BenchmarkSearch(b, openURL(b, searchURL))
+	s := openURL(b, searchURL)
+	if os.Getenv("DCC_FLOW_EXPLAIN") != "" { // the plan of each search, for a slow one
+		for _, f := range storetest.SearchMix() {
+			plan, err := s.ExplainListRuns(context.Background(), f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(os.Stderr, "%+v\n%s\n\n", f, plan)
+		}
+	}
+	storetest.BenchmarkSearch(b, s)
 }
 
 // searchURL is the database BenchmarkPGSearch100k filled.
