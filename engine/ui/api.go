@@ -853,6 +853,9 @@ func searchQuery(q url.Values, f *engine.RunFilter) error {
 		if f.Inputs == nil {
 			f.Inputs = map[string]string{}
 		}
+		if _, twice := f.Inputs[k]; twice {
+			return &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf("input %.60q is given twice: a run has one value per input", k)}
+		}
 		f.Inputs[k] = v
 	}
 	for _, s := range strings.Split(q.Get("step_status"), ",") {

@@ -98,6 +98,7 @@ def test_an_underscore_is_an_underscore(db, capsys):
     (["--status", "done"], "invalid choice"),
     (["--input", "shot"], "--input KEY=VALUE"),
     (["--input", "=x"], "--input KEY=VALUE"),
+    (["--input", "shot=a", "--input", "shot=b"], "--input shot is given twice"),
     (["--cursor", "not-a-cursor"], "next_cursor"),
     (["--limit", "-1"], "--limit -1"),
 ])

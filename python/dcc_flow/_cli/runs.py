@@ -79,6 +79,8 @@ class RunsCommand(Command):
             key, sep, value = pair.partition("=")
             if not sep or not key:
                 raise UsageError("--input %r: use --input KEY=VALUE, e.g. --input shot=sh010" % pair)
+            if key in inputs:
+                raise UsageError("--input %s is given twice: a run has one value per input" % key)
             inputs[key] = value
         with open_engine(args, beside_owner=True) as engine:
             try:
