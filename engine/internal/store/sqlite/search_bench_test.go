@@ -2,11 +2,13 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlite"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storetest"
 )
@@ -50,4 +52,57 @@ func searchBenchDB(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return path
+}
+
+// Migration 0011 indexes the inputs of the runs already stored (and of none that is not a JSON
+// object), so a database from before run search finds them by input value.
+func TestMigrateIndexesStoredInputs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v10.db")
+	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries[:10] {
+		body, err := os.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec(string(body)); err != nil {
+			t.Fatal(e.Name(), err)
+		}
+	}
+	for _, q := range []string{
+		`PRAGMA user_version = 10`,
+		`INSERT INTO workflows (id, spec_json, spec_hash, inputs, status, created_at, updated_at)
+			VALUES ('r1', '{}', 'h', CAST('{"shot":"sh010","frame":7,"hd":false,"deep":{"shot":"x"}}' AS BLOB), 'completed', 1, 1)`,
+		`INSERT INTO workflows (id, spec_json, spec_hash, inputs, status, created_at, updated_at)
+			VALUES ('r2', '{}', 'h', CAST('not json' AS BLOB), 'completed', 2, 2)`,
+		`INSERT INTO workflows (id, spec_json, spec_hash, inputs, status, created_at, updated_at)
+			VALUES ('r3', '{}', 'h', NULL, 'completed', 3, 3)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	raw.Close()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for k, v := range map[string]string{"shot": "sh010", "frame": "7", "hd": "false"} {
+		runs, err := s.ListRuns(ctx, store.RunFilter{Inputs: map[string]string{k: v}})
+		if err != nil || len(runs) != 1 || runs[0].ID != "r1" {
+			t.Errorf("%s=%s after the migration: %v, %v; want r1", k, v, runs, err)
+		}
+	}
+	if runs, err := s.ListRuns(ctx, store.RunFilter{}); err != nil || len(runs) != 3 {
+		t.Errorf("every run after the migration: %v, %v", runs, err)
+	}
 }
