@@ -4,6 +4,7 @@ hostile filters — SQL LIKE metacharacters and quotes in every text filter, a m
 unknown status or error kind, a huge value — get a clear usage error or an exact (empty) answer,
 never a slow or failed query."""
 
+import datetime
 import time
 
 import pytest
@@ -66,6 +67,10 @@ def test_paging_with_the_printed_cursor(db, capsys):
         assert [r.run_id for r in page] == [b] and page.next_cursor
         assert [r.run_id for r in eng.runs(limit=5, tool="flow__fail", cursor=page.next_cursor)] == [broken, pct, a]
         assert [r.run_id for r in eng.runs(inputs={"frame": 8})] == [b]  # an int is searched as its text
+        hour = datetime.timedelta(hours=1)
+        assert [r.run_id for r in eng.runs(since=datetime.datetime.now() - hour, until=datetime.datetime.now(datetime.timezone.utc) + hour,
+                                           step_status=["failed", "skipped"])] == [broken]  # naive: local time
+        assert eng.runs(until=datetime.datetime.now() - hour) == []
 
 
 @pytest.mark.parametrize("text", ["%", "\\", "%%", "_%_", "fail_re", "f%e", "'", "' OR 1=1 --", "\"; DROP TABLE workflows; --",
