@@ -312,17 +312,63 @@ type runsRequest struct {
 	Status []run.Status `json:"status"`
 	Name   string       `json:"name"`
 	Limit  int          `json:"limit"`
+	// The search (docs/cli.md "runs"): since and until are an RFC 3339 time or an age ("2h",
+	// "7d"); cursor is the next_cursor of the previous page (given only with a limit).
+	Since      string            `json:"since"`
+	Until      string            `json:"until"`
+	Inputs     map[string]string `json:"inputs"`
+	Tool       string            `json:"tool"`
+	StepStatus []run.StepStatus  `json:"step_status"`
+	ErrorKind  string            `json:"error_kind"`
+	Worker     string            `json:"worker"`
+	ErrorText  string            `json:"error_text"`
+	Cursor     string            `json:"cursor"`
 }
 
+// opRunsList lists runs newest first ({"runs": […]}); with a limit and more runs after the page,
+// also "next_cursor", which a request's "cursor" continues from.
 var opRunsList = withEngine(func(e *engine.Engine, req *runsRequest) (any, error) {
-	runs, err := e.Runs(context.Background(), engine.RunFilter{Statuses: req.Status, Name: req.Name, Limit: req.Limit})
+	f := engine.RunFilter{Statuses: req.Status, Name: req.Name, Inputs: req.Inputs, Tool: req.Tool,
+		StepStatuses: req.StepStatus, ErrorKind: req.ErrorKind, Worker: req.Worker, ErrorText: req.ErrorText}
+	now := time.Now()
+	var err error
+	if req.Since != "" {
+		if f.Since, err = engine.ParseTimeBound("since", req.Since, now); err != nil {
+			return nil, err
+		}
+	}
+	if req.Until != "" {
+		if f.Until, err = engine.ParseTimeBound("until", req.Until, now); err != nil {
+			return nil, err
+		}
+	}
+	if req.Cursor != "" {
+		c, ok := engine.ParseRunCursor(req.Cursor)
+		if !ok {
+			return nil, &badRequest{msg: fmt.Sprintf("cursor %.60q is not one a listing gave (its next_cursor)", req.Cursor)}
+		}
+		f.After = &c
+	}
+	if req.Limit < 0 {
+		return nil, &badRequest{msg: fmt.Sprintf("limit %d: give 0 (all) or more", req.Limit)}
+	}
+	if req.Limit > 0 {
+		f.Limit = req.Limit + 1 // one more tells whether a next page exists
+	}
+	runs, err := e.Runs(context.Background(), f)
 	if err != nil {
 		return nil, err
 	}
 	if runs == nil {
 		runs = []engine.RunInfo{}
 	}
-	return map[string]any{"runs": runs}, nil
+	out := map[string]any{"runs": runs}
+	if req.Limit > 0 && len(runs) > req.Limit {
+		runs = runs[:req.Limit]
+		last := runs[len(runs)-1]
+		out["runs"], out["next_cursor"] = runs, engine.FormatRunCursor(engine.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return out, nil
 })
 
 // opPoolsList lists the engine's worker pools and their live workers (docs/pools.md).

@@ -134,6 +134,25 @@ type RunFilter struct {
 	// database walks its (created_at, id) index from there, so a page costs the same with
 	// 10 or 100,000 runs before it.
 	After *RunCursor `json:"-"`
+
+	// The search fields (docs/cli.md "runs"): each one set narrows the selection (AND). Runs
+	// checks them (validate) and answers each from an index of the store.
+
+	// Inputs: each key is a top-level input of the run whose value is that text (a string
+	// equal to it, an integer whose decimal text it is, true or false).
+	Inputs map[string]string `json:"inputs,omitempty"`
+	// Tool: an attempt of the run called this tool.
+	Tool string `json:"tool,omitempty"`
+	// StepStatuses: a step instance of the run is in one of these statuses.
+	StepStatuses []run.StepStatus `json:"step_statuses,omitempty"`
+	// ErrorKind: a step instance or an attempt of the run failed with this kind (ErrorKinds).
+	ErrorKind string `json:"error_kind,omitempty"`
+	// Worker: an attempt of the run ran on this worker ("POOL/PID"), or on any worker of this
+	// pool ("POOL").
+	Worker string `json:"worker,omitempty"`
+	// ErrorText: an error message of a step instance or an attempt of the run contains this
+	// text, ignoring case (a plain substring: % and _ match themselves).
+	ErrorText string `json:"error_text,omitempty"`
 }
 
 // RunCursor is a position in the newest-first listing of runs (RunFilter.After): the CreatedAt
@@ -604,7 +623,12 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if e.isClosed() {
 		return nil, errClosed()
 	}
-	recs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: f.Statuses, Name: f.Name, Since: f.Since, Until: f.Until, After: f.After, Limit: f.Limit})
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	recs, err := e.store.ListRuns(ctx, store.RunFilter{Statuses: f.Statuses, Name: f.Name, Since: f.Since, Until: f.Until,
+		After: f.After, Limit: f.Limit, Inputs: f.Inputs, Tool: f.Tool, StepStatuses: f.StepStatuses, ErrorKind: f.ErrorKind,
+		Worker: f.Worker, ErrorText: f.ErrorText})
 	if err != nil {
 		return nil, notFound("", err)
 	}

@@ -136,6 +136,7 @@ func (s *Server) addTools() {
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)), s.toolApprove)
 	s.addPauseTools()
+	s.addSearchTool()
 }
 
 // toolError is a tool failure: isError with the stable code in structuredContent.

@@ -2,13 +2,13 @@ package ui
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,7 +148,8 @@ func summaryOf(info *engine.RunInfo) RunSummary {
 	return s
 }
 
-// listRuns answers GET /api/runs?status=&workflow=&since=&limit=&cursor=.
+// listRuns answers GET /api/runs?status=&workflow=&since=&until=&input=&tool=&step_status=&error_kind=&worker=&error_text=&limit=&cursor=
+// (the search of docs/cli.md "runs"; see searchQuery).
 func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := engine.RunFilter{Name: q.Get("workflow")}
@@ -166,13 +167,9 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 			f.Statuses = append(f.Statuses, run.Status(s))
 		}
 	}
-	if s := q.Get("since"); s != "" {
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, run.CodeInvalidInput, fmt.Sprintf("since %q is not an RFC 3339 time, e.g. 2026-03-08T00:00:00Z", s))
-			return
-		}
-		f.Since = t
+	if err := searchQuery(q, &f); err != nil {
+		writeEngineError(w, err)
+		return
 	}
 	limit := DefaultPageSize
 	if s := q.Get("limit"); s != "" {
@@ -184,7 +181,7 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	if s := q.Get("cursor"); s != "" {
-		c, ok := decodeCursor(s)
+		c, ok := engine.ParseRunCursor(s)
 		if !ok {
 			writeError(w, http.StatusBadRequest, run.CodeInvalidInput, fmt.Sprintf("cursor %q is not one this server gave (next_cursor of the previous page)", s))
 			return
@@ -204,7 +201,7 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 	if len(infos) > limit {
 		infos = infos[:limit]
 		last := infos[limit-1]
-		out.NextCursor = encodeCursor(engine.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		out.NextCursor = engine.FormatRunCursor(engine.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	for i := range infos {
 		sum := summaryOf(&infos[i])
@@ -216,23 +213,6 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 		out.Runs = append(out.Runs, sum)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func encodeCursor(c engine.RunCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + "." + c.ID))
-}
-
-func decodeCursor(s string) (engine.RunCursor, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return engine.RunCursor{}, false
-	}
-	ns, id, ok := strings.Cut(string(b), ".")
-	n, err := strconv.ParseInt(ns, 10, 64)
-	if !ok || err != nil || id == "" {
-		return engine.RunCursor{}, false
-	}
-	return engine.RunCursor{CreatedAt: time.Unix(0, n).UTC(), ID: id}, true
 }
 
 // Attempt is one attempt of a step instance, a bar of the run page's Gantt.
@@ -846,4 +826,43 @@ func writeErrorDetails(w http.ResponseWriter, status int, code, message string, 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// searchQuery reads the search parameters of GET /api/runs into f: since and until (an RFC 3339
+// time or an age: 2h, 7d), input=KEY=VALUE (repeatable), tool, step_status (comma-separated),
+// error_kind, worker and error_text. Engine.Runs checks the values; this only parses them.
+func searchQuery(q url.Values, f *engine.RunFilter) error {
+	now := time.Now()
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if s := q.Get(b.name); s != "" {
+			t, err := engine.ParseTimeBound(b.name, s, now)
+			if err != nil {
+				return err
+			}
+			*b.t = t
+		}
+	}
+	for _, kv := range q["input"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf("input %.60q is not KEY=VALUE, e.g. input=shot=sh010", kv)}
+		}
+		if f.Inputs == nil {
+			f.Inputs = map[string]string{}
+		}
+		if _, twice := f.Inputs[k]; twice {
+			return &run.Error{Code: run.CodeInvalidInput, Message: fmt.Sprintf("input %.60q is given twice: a run has one value per input", k)}
+		}
+		f.Inputs[k] = v
+	}
+	for _, s := range strings.Split(q.Get("step_status"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			f.StepStatuses = append(f.StepStatuses, run.StepStatus(s))
+		}
+	}
+	f.Tool, f.ErrorKind, f.Worker, f.ErrorText = q.Get("tool"), q.Get("error_kind"), q.Get("worker"), q.Get("error_text")
+	return nil
 }

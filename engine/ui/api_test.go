@@ -81,7 +81,7 @@ func TestRunsArePagedByCursor(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"status=bogus", "limit=0", "limit=501", "limit=x", "cursor=!!", "cursor=" + url.QueryEscape("bm90LWEtY3Vyc29y"), "since=yesterday"} {
-		if code, body, _ := b.do(t, "GET", "/api/runs?"+q, nil); code != 400 || errorCode(body) != run.CodeInvalidInput {
+		if code, body, _ := b.do(t, "GET", "/api/runs?"+q, nil); code != 400 || errorCode(body) != run.CodeInvalidInput && errorCode(body) != run.CodeInvalidRequest {
 			t.Errorf("?%s: %d %s", q, code, body)
 		}
 	}
@@ -339,3 +339,61 @@ func mustSpec(t testing.TB, text string) *spec.Spec {
 }
 
 var _ = json.Marshal
+
+// GET /api/runs searches (docs/cli.md "runs"): by input value, tool, step status, error kind and
+// text, time; combined, paged; a bad search value is a 400 naming the valid ones.
+func TestRunsSearch(t *testing.T) {
+	b := newBench(t, ui.Options{})
+	ctx := context.Background()
+	var echo, failing []string // newest first
+	for i := range 6 {
+		wf, in := "echo", map[string]any{"value": fmt.Sprintf("v%d", i%2)}
+		if i%3 == 2 {
+			wf, in = "failing", nil
+		}
+		info, err := b.e.Run(ctx, engine.StartRequest{Workflow: wf, Inputs: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wf == "echo" {
+			echo = append([]string{info.ID}, echo...)
+		} else {
+			failing = append([]string{info.ID}, failing...)
+		}
+	}
+	ids := func(q string) string {
+		t.Helper()
+		var p runsPage
+		b.getJSON(t, "/api/runs?"+q, &p)
+		var got []string
+		for _, r := range p.Runs {
+			got = append(got, r.ID)
+		}
+		return strings.Join(got, " ")
+	}
+	for q, want := range map[string]string{
+		"input=value%3Dv0":     echo[0] + " " + echo[3], // runs 4 and 0
+		"error_text=DISK+FULL": strings.Join(failing, " "),
+		"error_text=DISK+FULL&since=1h&until=" + url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)): strings.Join(failing, " "),
+		"error_text=%25": "",
+		"step_status=failed,skipped&workflow=failing&limit=1": failing[0],
+		"until=2h": "",
+	} {
+		if got := ids(q); got != want {
+			t.Errorf("?%s: %q, want %q", q, got, want)
+		}
+	}
+	for q, says := range map[string]string{
+		"step_status=done":                  "use one of pending",
+		"error_kind=timout":                 "use one of timeout",
+		"until=2026-13-01":                  "RFC 3339",
+		"input=value%3Dv0&input=value%3Dv1": "given twice",
+		"input=value":                       "KEY=VALUE",
+		"tool=" + strings.Repeat("x", 300):  "at most 256",
+	} {
+		code, body, _ := b.do(t, "GET", "/api/runs?"+q, nil)
+		if code != 400 || !strings.Contains(string(body), says) {
+			t.Errorf("?%.40s: %d %s; want 400 saying %q", q, code, body, says)
+		}
+	}
+}

@@ -11,6 +11,7 @@ Every call a thread takes is run and answered exactly once, or handed back to th
 next thread (docs/python.md, "Lanes: which thread runs a tool").
 """
 
+import datetime
 import json
 import logging
 import math
@@ -25,6 +26,7 @@ from typing import (
     Callable,
     Dict,
     Generator,
+    Iterable,
     Iterator,
     List,
     Mapping,
@@ -171,6 +173,38 @@ class StepRecord:
             self.attempt,
             ", cached=True" if self.cached else "",
         )
+
+
+class RunPage(List["RunResult"]):
+    """A page of ``Engine.runs``: a list of RunResult, newest first, and ``next_cursor``, the
+    ``cursor`` that lists the runs after it (None when there are none)."""
+
+    def __init__(self, runs: Iterable["RunResult"] = (), next_cursor: Optional[str] = None) -> None:
+        super().__init__(runs)
+        self.next_cursor = next_cursor
+
+
+def _search_text(value: Any) -> str:
+    """The text an input value is searched by: a string as is, a bool as true/false, an
+    integer in decimal; anything else is refused (only those are indexed)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int)):
+        return str(value)
+    raise TypeError("runs(inputs=...): a value must be a str, int or bool, not %s" % type(value).__name__)
+
+
+def _time_bound(value: Any) -> str:
+    """A since/until bound as the library takes it: an RFC 3339 text (a naive datetime is local
+    time) or the text given (an age such as "2h")."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()
+        return str(value.isoformat())
+    if isinstance(value, str):
+        return value
+    raise TypeError("runs(since/until=...): give a datetime or a str (RFC 3339 or an age such as '2h'), not %s"
+                    % type(value).__name__)
 
 
 class RunResult:
@@ -780,8 +814,21 @@ class Engine:
         return dict(out) if out else None
 
     def runs(self, status: Optional[Union[str, Sequence[str]]] = None, name: Optional[str] = None,
-             limit: Optional[int] = None) -> List[RunResult]:
-        """Runs, newest first, optionally filtered by status(es) and workflow name."""
+             limit: Optional[int] = None, *, inputs: Optional[Mapping[str, Any]] = None,
+             tool: Optional[str] = None, step_status: Optional[Union[str, Sequence[str]]] = None,
+             error_kind: Optional[str] = None, worker: Optional[str] = None,
+             error_text: Optional[str] = None, since: Any = None, until: Any = None,
+             cursor: Optional[str] = None) -> "RunPage":
+        """Runs, newest first, optionally filtered by status(es) and workflow name, and searched
+        (every filter given must hold, docs/python.md "Engine.runs"): ``inputs`` ({key: value}: a
+        top-level input equal to it; a value is matched as text, so 7 finds the integer 7 and
+        the string "7"), ``tool`` (an attempt called it), ``step_status`` (a step in one of
+        them), ``error_kind``, ``worker`` ("POOL/PID", or "POOL" for any of its workers),
+        ``error_text`` (a substring of an error message, ignoring case), ``since`` and ``until``
+        (a datetime, an RFC 3339 string or an age such as "2h" or "7d"). A bad value raises
+        InvalidInputError naming it and the valid ones. Returns a list of RunResult; with a
+        ``limit`` and more runs after it, its ``next_cursor`` is the ``cursor`` of the next page
+        (else None)."""
         req: Dict[str, Any] = {}
         if status:
             req["status"] = [status] if isinstance(status, str) else list(status)
@@ -789,7 +836,19 @@ class Engine:
             req["name"] = name
         if limit:
             req["limit"] = int(limit)
-        return [RunResult(r) for r in self._call("dccflow_runs_list", req).get("runs", [])]
+        if inputs:
+            req["inputs"] = {str(k): _search_text(v) for k, v in inputs.items()}
+        if step_status:
+            req["step_status"] = [step_status] if isinstance(step_status, str) else list(step_status)
+        for key, value in (("tool", tool), ("error_kind", error_kind), ("worker", worker),
+                           ("error_text", error_text), ("cursor", cursor)):
+            if value:
+                req[key] = value
+        for key, value in (("since", since), ("until", until)):
+            if value is not None and value != "":
+                req[key] = _time_bound(value)
+        res = self._call("dccflow_runs_list", req)
+        return RunPage((RunResult(r) for r in res.get("runs") or []), res.get("next_cursor"))
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
         """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with

@@ -271,6 +271,15 @@ def test_runs_page_filters_by_status_and_workflow(studio, browser):
     browser.wait_gone(tid("run-row", run_id=failed), timeout=TIMEOUT)
     assert browser.attrs(tid("run-row"), "data-workflow") == ["alpha"]
 
+    # the search (docs/cli.md "runs"): an error text, a tool, with their boxes filled in
+    browser.get(studio.page("runs?error_text=EXPORTER%20crashed"))
+    browser.wait_css(tid("run-row", run_id=failed), timeout=TIMEOUT)
+    assert browser.attrs(tid("run-row"), "data-run-id") == [failed]
+    assert browser.attr(tid("filter-error-text"), "value") == "EXPORTER crashed"
+    browser.get(studio.page("runs?tool=ok"))
+    browser.wait_css(tid("run-row", run_id=good), timeout=TIMEOUT)
+    assert browser.attrs(tid("run-row"), "data-run-id") == [good]
+
 
 def test_runs_page_loads_older_runs_on_demand(studio, browser):
     @studio.engine.tool(thread="worker")

@@ -24,6 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -233,7 +234,48 @@ type RunFilter struct {
 	// the run at After itself is not listed, and need not exist any more).
 	After *RunPosition
 	Limit int // at most this many; 0 = no limit
+
+	// The search fields (docs/cli.md "runs"); each one set narrows the selection (AND). The
+	// engine checks them (known statuses and kinds, texts within MaxSearchText) before a
+	// store sees them.
+
+	// Inputs selects the runs whose inputs have each key as a top-level member whose value is
+	// that text: a string equal to it, an integer (int64) whose decimal text it is, or the
+	// boolean true or false. Only members whose key and value are at most MaxSearchText
+	// characters are indexed (run_inputs), so a longer one never matches.
+	Inputs map[string]string
+	// Tool selects runs with an attempt (step_attempts) that called this tool; "" = any.
+	Tool string
+	// StepStatuses selects runs with a step instance in one of these statuses; empty = any.
+	StepStatuses []run.StepStatus
+	// ErrorKind selects runs with a step instance or an attempt that failed with this error
+	// kind (run.Kind*); "" = any.
+	ErrorKind string
+	// Worker selects runs with an attempt run by this worker: its Worker ("POOL/PID",
+	// "ENGINE/POOL/PID") or its Host equal to it; "" = any.
+	Worker string
+	// ErrorText selects runs with a step instance or an attempt whose error message contains
+	// this text, ignoring ASCII case (a substring, no wildcards: % and _ are literal); "" = any.
+	ErrorText string
 }
+
+// MaxSearchText bounds, in characters, every text of a RunFilter search (an input key or
+// value, a tool, a worker, an error text) and the input members indexed for it.
+const MaxSearchText = 256
+
+// Searches reports whether f uses a search field (Inputs, Tool, StepStatuses, ErrorKind,
+// Worker, ErrorText).
+func (f *RunFilter) Searches() bool {
+	return len(f.Inputs) > 0 || f.Tool != "" || len(f.StepStatuses) > 0 || f.ErrorKind != "" ||
+		f.Worker != "" || f.ErrorText != ""
+}
+
+// EscapeLike escapes s for a LIKE pattern with ESCAPE '\': %, _ and \ match themselves.
+func EscapeLike(s string) string {
+	return likeEscaper.Replace(s)
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // RunPosition is a place in the newest-first listing of runs (RunFilter.After): the
 // CreatedAt and ID of a run listed.

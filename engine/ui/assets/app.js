@@ -241,6 +241,9 @@ function framed(fn) {
 
 async function runsPage(query) {
   const status = query.get("status") || "", workflow = query.get("workflow") || "", since = query.get("since") || "";
+  // The search of docs/cli.md "runs": an input value, a tool, a text of an error message.
+  const input = query.get("input") || "", tool = query.get("tool") || "", errText = query.get("error_text") || "";
+  const searching = !!(input || tool || errText);
   const setQuery = (k, v) => {
     const q = new URLSearchParams(parseHash().query);
     if (v) q.set(k, v); else q.delete(k);
@@ -259,6 +262,14 @@ async function runsPage(query) {
     ...[["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]]
       .map(([v, l]) => el("option", {value: v, text: l, selected: v === since})));
   sinceSel.addEventListener("change", () => setQuery("since", sinceSel.value));
+  const searchInput = (key, value, placeholder, title) => {
+    const box = el("input", {"data-testid": "filter-" + key.replace("_", "-"), placeholder, title, value, spellcheck: "false", size: 14});
+    box.addEventListener("change", () => setQuery(key, box.value.trim()));
+    return box;
+  };
+  const inputBox = searchInput("input", input, "input=value", "runs whose input has this value, e.g. shot=sh010");
+  const toolBox = searchInput("tool", tool, "tool", "runs with an attempt that called this tool");
+  const errBox = searchInput("error_text", errText, "error text", "runs with an error message containing this text (any attempt)");
   const datalist = el("datalist", {id: "wf-names"});
   api("/api/workflows").then((d) => datalist.append(...d.workflows.map((w) => el("option", {value: w.name})))).catch(() => {});
 
@@ -277,8 +288,12 @@ async function runsPage(query) {
     const n = parseInt(since, 10), unit = since.slice(-1);
     params.set("since", new Date(Date.now() - n * (unit === "h" ? 3600e3 : 86400e3)).toISOString().replace(/\.\d+Z$/, "Z"));
   }
+  if (input) params.append("input", input);
+  if (tool) params.set("tool", tool);
+  if (errText) params.set("error_text", errText);
   let cursor = "";
-  const matches = (r) => (!status || r.status === status || (status === "waiting_approval" && r.status === "waiting")) &&
+  // A run that starts meanwhile is listed only without a search (its attempts are not known here).
+  const matches = (r) => !searching && (!status || r.status === status || (status === "waiting_approval" && r.status === "waiting")) &&
     (!workflow || r.name === workflow);
 
   // errorText is the ERROR cell's text and title (the cell clips it with an ellipsis).
@@ -326,7 +341,7 @@ async function runsPage(query) {
 
   fill(main,
     el("div", {class: "page-head"}, el("h1", {text: "Runs"}),
-      el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel), el("span", {class: "spacer"}), count,
+      el("div", {class: "toolbar"}, statusSel, wfInput, datalist, sinceSel, inputBox, toolBox, errBox), el("span", {class: "spacer"}), count,
       el("a", {class: "btn primary", "data-testid": "start-run-button", href: "#/start" + (workflow ? "/" + encodeURIComponent(workflow) : ""), text: "Start a run"})),
     el("section", {class: "card runs-card"}, el("div", {class: "table-wrap"}, table, empty), el("div", {class: "more"}, more)));
   await load();

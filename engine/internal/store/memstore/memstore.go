@@ -16,8 +16,11 @@ import (
 	"hash/maphash"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -683,6 +686,10 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 			(f.Until.IsZero() || r.CreatedAt.Before(f.Until)) &&
 			(f.After == nil || f.After.Before(r.CreatedAt, r.ID))
 	}
+	if f.Searches() {
+		plain := match
+		match = func(r *store.Run) bool { return plain(r) && s.searchMatch(s.runs[r.ID], &f) }
+	}
 	var picked []*runRec
 	if f.Limit > 0 && !s.unordered {
 		// Newest first: once limit runs are picked, an older run cannot be among the newest
@@ -1029,4 +1036,102 @@ func (s *Store) Close() error {
 	s.runs, s.runList, s.idem, s.artefacts, s.events, s.nevents, s.last = nil, nil, nil, nil, nil, 0, nil
 	s.bytes = newArena()
 	return nil
+}
+
+// searchMatch reports whether rec matches the search fields of f (store.RunFilter), as the
+// SQL stores answer them from their indexes. s.mu is held.
+func (s *Store) searchMatch(rec *runRec, f *store.RunFilter) bool {
+	if len(f.Inputs) > 0 {
+		var in map[string]json.RawMessage
+		if json.Unmarshal(rec.run.Inputs, &in) != nil {
+			return false
+		}
+		for k, v := range f.Inputs {
+			if got, ok := searchInput(in[k]); !ok || got != v || utf8.RuneCountInString(k) > store.MaxSearchText {
+				return false
+			}
+		}
+	}
+	if len(f.StepStatuses) > 0 {
+		ok := false
+		for i := 0; i < rec.nsteps && !ok; i++ {
+			ok = slices.Contains(f.StepStatuses, run.StepStatus(s.codes.name(rec.step(i).status)))
+		}
+		if !ok {
+			return false
+		}
+	}
+	// The error kind and the error text are separate conditions: each may be met by a
+	// different step or attempt.
+	for _, c := range []struct{ kind, text string }{{f.ErrorKind, ""}, {"", asciiLower(f.ErrorText)}} {
+		if c.kind == "" && c.text == "" {
+			continue
+		}
+		one := func(kind, msg string) bool {
+			if c.kind != "" {
+				return kind == c.kind
+			}
+			return strings.Contains(asciiLower(msg), c.text)
+		}
+		ok := false
+		for i := 0; i < rec.nsteps && !ok; i++ {
+			st := rec.step(i)
+			msg := s.bytes.string(st.errMessage)
+			ok = msg != "" && one(s.bytes.string(st.errKind), msg)
+		}
+		for i := int32(0); i < rec.natts && !ok; i++ {
+			a := rec.att(i)
+			kind := s.codes.name(a.errKind)
+			ok = kind != "" && one(kind, s.bytes.string(a.errMessage)) // SQL: error_kind IS NOT NULL
+		}
+		if !ok {
+			return false
+		}
+	}
+	if f.Tool != "" || f.Worker != "" {
+		tool, worker := f.Tool == "", f.Worker == ""
+		for i := int32(0); i < rec.natts && !(tool && worker); i++ {
+			a := rec.att(i)
+			tool = tool || s.bytes.string(a.tool) == f.Tool
+			w := s.bytes.string(a.worker)
+			worker = worker || w == f.Worker || strings.HasPrefix(w, f.Worker+"/")
+		}
+		if !tool || !worker {
+			return false
+		}
+	}
+	return true
+}
+
+// searchInput returns the text a search by input value matches an input member by (see
+// store.RunFilter.Inputs): a string's own text, an int64's decimal text, "true" or "false";
+// ok is false for any other value and for a text longer than store.MaxSearchText characters.
+func searchInput(v json.RawMessage) (text string, ok bool) {
+	if len(v) == 0 {
+		return "", false
+	}
+	switch v[0] {
+	case '"':
+		if json.Unmarshal(v, &text) != nil {
+			return "", false
+		}
+	case 't', 'f':
+		text = string(v)
+	default:
+		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+			return "", false // a real, a nested value or null
+		}
+		text = string(v)
+	}
+	return text, utf8.RuneCountInString(text) <= store.MaxSearchText
+}
+
+// asciiLower lowers the ASCII letters of s only, as SQL LIKE does.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
 }

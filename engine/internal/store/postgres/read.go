@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -51,6 +52,25 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	q, args := listRunsQuery(&f)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := sqlrow.Run(rows)
+		if err != nil {
+			return nil, s.fault(err)
+		}
+		out = append(out, r)
+	}
+	return out, s.fault(rows.Err())
+}
+
+// listRunsQuery is the query of ListRuns(f) and its arguments.
+func listRunsQuery(f *store.RunFilter) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -76,6 +96,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if !f.Until.IsZero() {
 		where = append(where, "created_at < "+arg(nanos(f.Until)))
 	}
+	where = append(where, searchWhere(f, arg)...)
 	if f.After != nil {
 		// A row value comparison: PostgreSQL walks workflows_created (created_at DESC, id DESC)
 		// from the cursor instead of reading every run before it.
@@ -89,20 +110,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, s.fault(err)
-	}
-	defer rows.Close()
-	var out []store.Run
-	for rows.Next() {
-		r, err := sqlrow.Run(rows)
-		if err != nil {
-			return nil, s.fault(err)
-		}
-		out = append(out, r)
-	}
-	return out, s.fault(rows.Err())
+	return q, args
 }
 
 // ListSteps returns the step instances of a run in the order each was first written.
@@ -377,4 +385,51 @@ func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// searchWhere returns the terms of f's search fields (store.RunFilter), each answered from an
+// index of migration 0010 (as SQLite's, see there); arg adds a parameter and returns its
+// placeholder. A search for completed steps, which most step rows are, walks the newest runs
+// instead (EXISTS), and with a limit stops early.
+func searchWhere(f *store.RunFilter, arg func(any) string) (where []string) {
+	keys := make([]string, 0, len(f.Inputs))
+	for k := range f.Inputs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		where = append(where, `id IN (SELECT run_id FROM run_inputs WHERE key = `+arg(text(k))+` AND value = `+arg(text(f.Inputs[k]))+`)`)
+	}
+	if f.Tool != "" {
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE tool = `+arg(text(f.Tool))+`)`)
+	}
+	if f.Worker != "" {
+		// The worker itself, or every process of that pool ("POOL/…"), through the
+		// text_pattern_ops index (byte order, whatever the collation).
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE worker = `+arg(text(f.Worker))+
+			` OR worker LIKE `+arg(text(store.EscapeLike(f.Worker)+"/%"))+` ESCAPE '\')`)
+	}
+	if f.ErrorKind != "" {
+		k := arg(text(f.ErrorKind))
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind = `+k+`
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_kind = `+k+` AND error_message <> '')`)
+	}
+	if f.ErrorText != "" {
+		// ILIKE ignores case; the pattern's own %, _ and \ are escaped.
+		p := arg(text("%" + store.EscapeLike(f.ErrorText) + "%"))
+		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind IS NOT NULL AND error_message ILIKE `+p+` ESCAPE '\'
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_message <> '' AND error_message ILIKE `+p+` ESCAPE '\')`)
+	}
+	if len(f.StepStatuses) > 0 {
+		st := make([]string, len(f.StepStatuses))
+		for i, x := range f.StepStatuses {
+			st[i] = string(x)
+		}
+		if slices.Contains(f.StepStatuses, run.StepCompleted) {
+			where = append(where, `EXISTS (SELECT 1 FROM workflow_steps s WHERE s.run_id = workflows.id AND s.status = ANY(`+arg(st)+`))`)
+		} else {
+			where = append(where, `id IN (SELECT run_id FROM workflow_steps WHERE status = ANY(`+arg(st)+`) AND status <> 'completed')`)
+		}
+	}
+	return where
 }

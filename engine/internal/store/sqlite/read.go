@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		where = append(where, "created_at < ?")
 		args = append(args, nanos(f.Until))
 	}
+	w, a := searchWhere(&f, s.denseProbe(ctx))
+	where, args = append(where, w...), append(args, a...)
 	if f.After != nil {
 		// A row value comparison: SQLite walks workflows_created (created_at DESC, id DESC)
 		// from the cursor instead of reading every run before it.
@@ -407,4 +410,111 @@ func (s *Store) GetArtefact(ctx context.Context, sum string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, err
+}
+
+// denseEntries is where a search term stops being answered from its index and is checked on
+// the newest runs instead (searchWhere): a term whose index holds this many entries or more.
+// Collecting K entries costs K; walking the newest runs until a page of 50 matches costs about
+// 50·runs/K checks, so the two meet near √(50·runs): 2,000 at 100,000 runs.
+const denseEntries = 2000
+
+// searchTerm is one search field as SQL: from is the table (the subquery's FROM) and cond its
+// condition on the rows that match (one run may have several).
+type searchTerm struct {
+	parts []searchPart // matched when any part is (UNION ALL, OR EXISTS)
+	walk  bool         // no index holds it: always checked run by run
+}
+
+type searchPart struct {
+	from, cond string
+	args       []any
+}
+
+// searchWhere returns the terms of f's search fields (store.RunFilter), each answered from an
+// index of migration 0011 (TestSearchQueriesUseIndexes): a term is either collected from its
+// index first (id IN (SELECT run_id …)), so the search costs what it matches and not the number
+// of runs, or, when dense reports that the index holds denseEntries or more of it (a common tool,
+// a whole pool, completed steps), checked run by run from the newest (EXISTS … run_id = id),
+// which stops at the page's limit. dense may be nil: every term is collected.
+func searchWhere(f *store.RunFilter, dense func(part searchPart) bool) (where []string, args []any) {
+	var terms []searchTerm
+	one := func(from, cond string, a ...any) searchTerm {
+		return searchTerm{parts: []searchPart{{from, cond, a}}}
+	}
+	keys := make([]string, 0, len(f.Inputs))
+	for k := range f.Inputs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		terms = append(terms, one("run_inputs", `key = ? AND value = ?`, k, f.Inputs[k]))
+	}
+	if f.Tool != "" {
+		terms = append(terms, one("step_attempts", `tool = ?`, f.Tool))
+	}
+	if f.Worker != "" {
+		// The worker itself, or every process of that pool ("POOL/…"): one range of the
+		// index, [W, W + "0"), holds both ('0' follows '/').
+		terms = append(terms, one("step_attempts", `worker >= ? AND worker < ? AND (worker = ? OR substr(worker, 1, ?) = ?)`,
+			f.Worker, f.Worker+"0", f.Worker, len([]rune(f.Worker))+1, f.Worker+"/"))
+	}
+	if f.ErrorKind != "" {
+		terms = append(terms, searchTerm{parts: []searchPart{
+			{"step_attempts", `error_kind = ?`, []any{f.ErrorKind}},
+			{"workflow_steps", `error_kind = ? AND error_message <> ''`, []any{f.ErrorKind}},
+		}})
+	}
+	if f.ErrorText != "" {
+		// LIKE ignores ASCII case; the pattern's own %, _ and \ are escaped.
+		pat := "%" + store.EscapeLike(f.ErrorText) + "%"
+		terms = append(terms, searchTerm{parts: []searchPart{
+			{"step_attempts", `error_kind IS NOT NULL AND error_message LIKE ? ESCAPE '\'`, []any{pat}},
+			{"workflow_steps", `error_message <> '' AND error_message LIKE ? ESCAPE '\'`, []any{pat}},
+		}})
+	}
+	if len(f.StepStatuses) > 0 {
+		marks := strings.Repeat(",?", len(f.StepStatuses))[1:]
+		var a []any
+		for _, st := range f.StepStatuses {
+			a = append(a, string(st))
+		}
+		if slices.Contains(f.StepStatuses, run.StepCompleted) { // most step rows: not indexed
+			t := one("workflow_steps", `status IN (`+marks+`)`, a...)
+			t.walk = true
+			terms = append(terms, t)
+		} else { // with the partial index's own condition, for the planner
+			terms = append(terms, one("workflow_steps", `status IN (`+marks+`) AND status <> 'completed'`, a...))
+		}
+	}
+	for _, t := range terms {
+		walk := t.walk
+		for _, p := range t.parts {
+			walk = walk || (dense != nil && dense(p))
+		}
+		var sub []string
+		for _, p := range t.parts {
+			if walk {
+				sub = append(sub, `EXISTS (SELECT 1 FROM `+p.from+` x WHERE x.run_id = workflows.id AND `+p.cond+`)`)
+			} else {
+				sub = append(sub, `SELECT run_id FROM `+p.from+` WHERE `+p.cond)
+			}
+			args = append(args, p.args...)
+		}
+		if walk {
+			where = append(where, `(`+strings.Join(sub, " OR ")+`)`)
+		} else {
+			where = append(where, `id IN (`+strings.Join(sub, " UNION ALL ")+`)`)
+		}
+	}
+	return where, args
+}
+
+// denseProbe reports whether the index of part holds denseEntries or more entries (searchWhere).
+func (s *Store) denseProbe(ctx context.Context) func(part searchPart) bool {
+	return func(p searchPart) bool {
+		var n int
+		err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+p.from+` WHERE `+p.cond+
+			fmt.Sprintf(` LIMIT %d)`, denseEntries), p.args...).Scan(&n)
+		return err == nil && n >= denseEntries
+	}
 }

@@ -36,6 +36,7 @@ func ExerciseAttemptLog(t *testing.T, newStore func(t *testing.T) AttemptStore) 
 	t.Run("AttemptsPruned", func(t *testing.T) { t.Parallel(); testAttemptsPruned(t, open(t)) })
 	t.Run("Resumes", func(t *testing.T) { t.Parallel(); testResumes(t, open(t)) })
 	t.Run("AttemptsManySteps", func(t *testing.T) { t.Parallel(); testAttemptsManySteps(t, open(t)) })
+	t.Run("Search", func(t *testing.T) { t.Parallel(); testSearch(t, open(t)) })
 }
 
 // testAttemptsManySteps: 3,000 steps of one run with two attempts each (the start and the end of
