@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/base64"
 	"fmt"
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,10 +23,12 @@ const MaxSearchText = store.MaxSearchText
 const maxSearchInputs = 16
 
 // ErrorKinds are the error kinds a search by error kind accepts (RunFilter.ErrorKind): the
-// engine's own (run.Kind*).
+// engine's own (run.Kind*, and those of the executor: a limit, a denied approval, an
+// interrupted run, a bug).
 var ErrorKinds = []string{run.KindTimeout, run.KindTransient, run.KindError, run.KindInvalidInput,
 	run.KindNotFound, run.KindPermission, run.KindFatal, run.KindCancelled, run.KindInvalidOutput,
-	run.KindTooLarge, run.KindStorage, run.KindWorkerLost}
+	run.KindTooLarge, run.KindStorage, run.KindWorkerLost, exec.KindLimitExceeded, exec.KindDenied,
+	exec.KindInterrupted, exec.KindInternal}
 
 // stepStatuses are the step statuses, for the error naming them.
 var stepStatuses = []run.StepStatus{run.StepPending, run.StepRunning, run.StepRetrying, run.StepWaitingApproval,

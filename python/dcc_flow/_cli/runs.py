@@ -13,7 +13,8 @@ __all__ = ["COMMAND"]
 
 #: The error kinds ``--error-kind`` takes: the engine's (docs/spec.md "Retry").
 ERROR_KINDS = ("timeout", "transient", "error", "invalid_input", "not_found", "permission", "fatal", "cancelled",
-               "invalid_output", "too_large", "storage", "worker_lost")
+               "invalid_output", "too_large", "storage", "worker_lost", "limit_exceeded", "denied", "interrupted",
+               "internal")
 
 _AGE = re.compile(r"^(\d+[dw]|(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+)$")
 _RFC3339 = re.compile(r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)$")

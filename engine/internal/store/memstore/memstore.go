@@ -1073,7 +1073,7 @@ func (s *Store) searchMatch(rec *runRec, f *store.RunFilter) bool {
 			}
 			return strings.Contains(asciiLower(msg), c.text)
 		}
-		ok := false
+		ok := rec.run.Error != nil && one(rec.run.Error.Kind, rec.run.Error.Message) // the run's own
 		for i := 0; i < rec.nsteps && !ok; i++ {
 			st := rec.step(i)
 			msg := s.bytes.string(st.errMessage)

@@ -412,13 +412,15 @@ func searchWhere(f *store.RunFilter, arg func(any) string) (where []string) {
 	if f.ErrorKind != "" {
 		k := arg(text(f.ErrorKind))
 		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind = `+k+`
-			UNION ALL SELECT run_id FROM workflow_steps WHERE error_kind = `+k+` AND error_message <> '')`)
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_kind = `+k+` AND error_message <> ''
+			UNION ALL SELECT run_id FROM run_errors WHERE kind = `+k+`)`) // the run's own (migration 0011)
 	}
 	if f.ErrorText != "" {
 		// ILIKE ignores case; the pattern's own %, _ and \ are escaped.
 		p := arg(text("%" + store.EscapeLike(f.ErrorText) + "%"))
 		where = append(where, `id IN (SELECT run_id FROM step_attempts WHERE error_kind IS NOT NULL AND error_message ILIKE `+p+` ESCAPE '\'
-			UNION ALL SELECT run_id FROM workflow_steps WHERE error_message <> '' AND error_message ILIKE `+p+` ESCAPE '\')`)
+			UNION ALL SELECT run_id FROM workflow_steps WHERE error_message <> '' AND error_message ILIKE `+p+` ESCAPE '\'
+			UNION ALL SELECT run_id FROM run_errors WHERE message ILIKE `+p+` ESCAPE '\')`)
 	}
 	if len(f.StepStatuses) > 0 {
 		st := make([]string, len(f.StepStatuses))

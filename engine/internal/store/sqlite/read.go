@@ -462,6 +462,7 @@ func searchWhere(f *store.RunFilter, dense func(part searchPart) bool) (where []
 		terms = append(terms, searchTerm{parts: []searchPart{
 			{"step_attempts", `error_kind = ?`, []any{f.ErrorKind}},
 			{"workflow_steps", `error_kind = ? AND error_message <> ''`, []any{f.ErrorKind}},
+			{"run_errors", `kind = ?`, []any{f.ErrorKind}}, // the run's own (migration 0012)
 		}})
 	}
 	if f.ErrorText != "" {
@@ -470,6 +471,7 @@ func searchWhere(f *store.RunFilter, dense func(part searchPart) bool) (where []
 		terms = append(terms, searchTerm{parts: []searchPart{
 			{"step_attempts", `error_kind IS NOT NULL AND error_message LIKE ? ESCAPE '\'`, []any{pat}},
 			{"workflow_steps", `error_message <> '' AND error_message LIKE ? ESCAPE '\'`, []any{pat}},
+			{"run_errors", `message LIKE ? ESCAPE '\'`, []any{pat}},
 		}})
 	}
 	if len(f.StepStatuses) > 0 {

@@ -129,6 +129,40 @@ func testSearch(t *testing.T, s AttemptStore) {
 			t.Errorf("ListRuns(%+v) = %q, want %q", c.f, got, c.want)
 		}
 	}
+	// A run's own error (cancelled before a step ran, interrupted): found by kind and text, and
+	// as it is now — an error replaced or cleared by a later update is not found any more.
+	setErr := func(e *store.RunError) { // r5 ends with e
+		t.Helper()
+		write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r5", Status: run.StatusCancelled, Error: e,
+			UpdatedAt: t0.Add(5 * time.Minute), FinishedAt: t0.Add(5 * time.Minute)}}})
+	}
+	setErr(&store.RunError{Kind: run.KindCancelled, Message: "cancelled: Wrong Camera 100%"})
+	for _, c := range []struct {
+		f    store.RunFilter
+		want string
+	}{
+		{store.RunFilter{ErrorKind: run.KindCancelled}, "r5"},
+		{store.RunFilter{ErrorText: "wrong camera"}, "r5"},
+		{store.RunFilter{ErrorText: "100%"}, "r5 r1"},
+		{store.RunFilter{ErrorKind: run.KindCancelled, ErrorText: "camera"}, "r5"},
+		{store.RunFilter{ErrorKind: run.KindCancelled, Tool: "maya.render"}, ""},
+	} {
+		if got := ids(c.f); got != c.want {
+			t.Errorf("run's own error: ListRuns(%+v) = %q, want %q", c.f, got, c.want)
+		}
+	}
+	setErr(&store.RunError{Kind: "interrupted", Message: "the engine stopped"})
+	if got := ids(store.RunFilter{ErrorKind: run.KindCancelled}); got != "" {
+		t.Errorf("a replaced run error is still found: %q", got)
+	}
+	if got := ids(store.RunFilter{ErrorKind: "interrupted", ErrorText: "ENGINE"}); got != "r5" {
+		t.Errorf("the new run error: %q, want r5", got)
+	}
+	// Resumed: running again, its error cleared (and r5 not finished, for the prune below).
+	write(t, s, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r5", Status: run.StatusRunning, UpdatedAt: t0.Add(6 * time.Minute)}}})
+	if got := ids(store.RunFilter{ErrorKind: "interrupted"}); got != "" {
+		t.Errorf("a cleared run error is still found: %q", got)
+	}
 	p, ok := s.(store.Pruner)
 	if !ok {
 		return
