@@ -30,7 +30,8 @@ async function exercise(client, { lossyEnd }) {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ['workflows_approve', 'workflows_cancel', 'workflows_get_status',
-    'workflows_lookup', 'workflows_pause', 'workflows_resume', 'workflows_run', 'workflows_unpause']);
+    'workflows_lookup', 'workflows_pause', 'workflows_resume', 'workflows_run', 'workflows_search',
+    'workflows_unpause']);
   const run = tools.find((t) => t.name === 'workflows_run');
   assert.equal(run.annotations.destructiveHint, true);
   assert.equal(run.annotations.openWorldHint, true);
@@ -58,6 +59,11 @@ async function exercise(client, { lossyEnd }) {
     for (let i = 0; i < 250 && !updates.some((u) => u.terminal === true); i++) await sleep(20);
     assert.ok(updates.some((u) => u.terminal === true && u.detail.kind === 'workflow_terminal'), JSON.stringify(updates));
   }
+
+  // The run just made, found by the tool one of its steps called (docs/mcp.md, workflows_search).
+  const found = await client.callTool({ name: 'workflows_search', arguments: { tool: 'flow__sleep', limit: 5 } });
+  assert.equal(found.isError ?? false, false, JSON.stringify(found));
+  assert.ok(found.structuredContent.runs.some((r) => r.run_id === res.structuredContent.run_id), JSON.stringify(found));
 
   // The catalog workflow with an approval, approved over MCP.
   const started = await client.callTool({ name: 'workflows_run', arguments: { workflow: 'gated', inputs: { shot: 'sh010' } } });
