@@ -493,3 +493,23 @@ def test_unencodable_output_is_escaped(files, capsys, monkeypatch):
     monkeypatch.undo()
     assert code == 0
     assert "\\xe9 \\u2603" in raw.getvalue().decode("ascii")
+
+
+def test_look_only_commands_say_the_database_does_not_exist(tmp_path):
+    """runs, show, status and cancel on a --db that is not there say so, rather than "no runs"
+    or "no run with id" of what reads like an empty database; and they still create nothing."""
+    db = str(tmp_path / "nope.db")
+    got = run_cli("runs", "--db", db)
+    assert got.returncode == 0 and "(no runs: the database %s does not exist" % db in got.stdout, got.stdout
+    for args in (("show", "last"), ("status", "r123"), ("cancel", "r123")):
+        got = run_cli(*args, "--db", db)
+        assert got.returncode == 1 and "the database %s does not exist" % db in got.stderr, (args, got.stderr)
+        assert "DCC_FLOW_DB" in got.stderr
+    assert not os.path.exists(db)
+    (tmp_path / "empty").mkdir()
+    real = str(tmp_path / "empty" / "flow.db")
+    dcc_flow.Engine(real).close()  # exists, no runs: the plain messages
+    got = run_cli("runs", "--db", real)
+    assert got.stdout.rstrip().endswith("(no runs)"), got.stdout
+    got = run_cli("status", "r123", "--db", real)
+    assert "does not exist" not in got.stderr and 'no run with id "r123"' in got.stderr, got.stderr

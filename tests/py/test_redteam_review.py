@@ -66,7 +66,7 @@ def test_status_escapes_a_running_steps_progress_message():
     args = type("A", (), {"run_id": "r1", "json": False})()
     orig_open, orig_resolve = status_cli.open_engine, status_cli.resolve_run
     status_cli.open_engine = lambda *a, **k: Engine()
-    status_cli.resolve_run = lambda engine, run_id: run_id
+    status_cli.resolve_run = lambda engine, run_id, *rest: run_id
     try:
         status_cli.COMMAND.run(args, Context("dcc-flow status", out, io.StringIO()))
     finally:

@@ -23,7 +23,7 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .._errors import DccFlowError, LibraryLoadError
+from .._errors import DccFlowError, LibraryLoadError, NotFoundError
 from ._base import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -231,6 +231,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     prog = PROG
+    namespace: Optional[argparse.Namespace] = None
     _install_log_handler()
     try:
         registry = commands()
@@ -263,7 +264,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         Context(exc.prog or prog).error(exc.message)
         return exc.exit_code
     except (LibraryLoadError, DccFlowError) as exc:
-        Context(prog).error(str(exc))
+        message = str(exc)
+        if isinstance(exc, NotFoundError) and namespace is not None:  # "no run with id …" of a file not there
+            from ._engine import missing_db
+
+            missing = missing_db(namespace)
+            if missing:
+                message += "; " + missing
+        Context(prog).error(message)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         Context(prog).eprint("%s: interrupted" % prog)

@@ -102,6 +102,19 @@ def db_path(args: argparse.Namespace) -> str:
     return str(path)
 
 
+def missing_db(args: argparse.Namespace) -> str:
+    """For a command that only looks (runs, show, status, …) and so opened nothing: "" when its
+    database exists (or is in memory, or PostgreSQL), else what to say of it — "the database X does
+    not exist (…)" — so that "no runs" is not taken for an empty database."""
+    if not hasattr(args, "db"):
+        return ""
+    path = db_path(args)
+    if path == ":memory:" or is_db_url(path) or is_keyword_string(path) or os.path.exists(path):
+        return ""
+    return ("the database %s does not exist (give --db the file that dcc-flow run or serve writes, or set %s)"
+            % (path, DB_ENV))
+
+
 def is_db_url(path: str) -> bool:
     """Whether ``path`` names a PostgreSQL database (a postgres:// or postgresql:// URL)."""
     return path.lower().startswith(("postgres://", "postgresql://"))
@@ -243,14 +256,15 @@ def _import(spec: str, what: str = "--tools") -> Any:
         raise CliError(str(exc)) from None
 
 
-def resolve_run(engine: Engine, run_id: str) -> str:
+def resolve_run(engine: Engine, run_id: str, args: Optional[argparse.Namespace] = None) -> str:
     """``run_id``, or for ``last`` the id of the newest run of the database (when that is a
     sub-workflow's child run, the run at the top of its chain, which shows it)."""
     if run_id != "last":
         return run_id
     newest = engine.runs(limit=1)
     if not newest:
-        raise CliError("'last' names the newest run, and the database has no runs")
+        missing = missing_db(args) if args is not None else ""
+        raise CliError("'last' names the newest run, and " + (missing or "the database has no runs"))
     found = newest[0]
     for _ in range(64):  # the engine's max_depth ceiling
         if not found.parent_run_id:

@@ -30,7 +30,7 @@ class ApproveCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             engine.approve(run_id, args.step, not args.deny, reason=args.reason, by=args.by)
         ctx.print("%s %s of run %s" % ("denied" if args.deny else "approved", args.step, run_id))
         return 0

@@ -27,7 +27,7 @@ class CancelCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             engine.cancel(run_id, args.reason)
             status = engine.get_status(run_id)
             deadline = time.monotonic() + 10

@@ -32,7 +32,7 @@ class PauseCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             engine.pause(run_id, args.reason, by=args.by)
             ctx.print("run %s: %s" % (run_id, engine.get_status(run_id).status.value))
         return 0

@@ -48,7 +48,7 @@ class ResumeCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             load_tools(engine, args.tools)
             after = engine.last_event_seq()
             try:

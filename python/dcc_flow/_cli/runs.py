@@ -7,7 +7,7 @@ import re
 from .._errors import InvalidInputError, InvalidRequestError
 from .._spec import StepStatus, WorkflowStatus
 from ._base import Command, Context, UsageError
-from ._engine import add_db_argument, elapsed, format_duration, open_engine
+from ._engine import add_db_argument, elapsed, format_duration, missing_db, open_engine
 
 __all__ = ["COMMAND"]
 
@@ -102,7 +102,8 @@ class RunsCommand(Command):
                          format_duration(elapsed(r.raw.get("created_at"), r.raw.get("finished_at")))))
         ctx.table(rows)
         if not runs:
-            ctx.print("(no runs)")
+            missing = missing_db(args)
+            ctx.print("(no runs: %s)" % missing if missing else "(no runs)")
         if runs.next_cursor:
             ctx.print("(more: --cursor %s)" % runs.next_cursor)
         return 0

@@ -57,7 +57,7 @@ class ShowCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             result = engine.get_status(run_id, all_steps=True)
             if args.step is not None and not any(s.key == args.step for s in result.steps):
                 raise CliError("run %s has no step instance %s; the keys are listed by: dcc-flow show %s"

@@ -30,7 +30,7 @@ class StatusCommand(Command):
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             result = engine.get_status(run_id)
         if args.json:
             ctx.print(json.dumps(result.raw, indent=2, sort_keys=True))

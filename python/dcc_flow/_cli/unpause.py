@@ -56,7 +56,7 @@ class UnpauseCommand(Command):
             engine = Engine(db=path, config=config, read_only=True)
             owner = False
         with engine:
-            run_id = resolve_run(engine, args.run_id)
+            run_id = resolve_run(engine, args.run_id, args)
             if not owner:
                 engine.unpause(run_id, args.reason, by=args.by)
                 ctx.print("run %s: %s" % (run_id, engine.get_status(run_id).status.value))
