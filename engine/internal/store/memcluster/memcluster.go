@@ -19,7 +19,7 @@
 //   - Latency and loss. A wake-up (ListenCalls) is delivered to every listener in the order the
 //     changes were made, at once, and never lost; PostgreSQL's LISTEN starts asynchronously and
 //     its notifications arrive later, and a connection that fails loses them (ListenCalls
-//     returns its error). Nothing here fails with ErrConnectionLost or a fault.
+//     returns its error). Nothing fails by itself: a test cuts one engine off with Fail.
 //   - Transactions with other writers of the inner store: the DB's lock orders every change made
 //     through its handles, so a write made to the inner store directly is not fenced.
 //   - Read-only handles (postgres.OpenReadOnly), control requests (store.Controller), the fire
@@ -106,7 +106,9 @@ func NewMem(c clock.Clock) *DB { return New(memstore.New(), c) }
 func (db *DB) Close() error { return db.inner.Close() }
 
 // Open returns a new handle on db, not attached: an engine's store (postgres.Open).
-func (db *DB) Open() *Store { return &Store{db: db, done: make(chan struct{})} }
+func (db *DB) Open() *Store {
+	return &Store{db: db, done: make(chan struct{}), cut: make(chan struct{})}
+}
 
 func (db *DB) now() time.Time { return db.clock.Now() }
 
@@ -124,6 +126,33 @@ type Store struct {
 	closed atomic.Bool
 	once   sync.Once
 	done   chan struct{} // closed by Close: ends ListenCalls
+
+	failMu sync.Mutex
+	fail   error         // Fail's error, nil when the handle works
+	cut    chan struct{} // closed by Fail(err != nil): ends ListenCalls
+}
+
+// Fail makes every method of the handle return err (Close aside) until Fail(nil), and its
+// ListenCalls return err: the engine lost the database (a network cut, a server that does not
+// answer) while the others go on. Wrap store.ErrConnectionLost in err for a write whose outcome
+// is unknown. Nothing the handle does while it fails reaches the database.
+func (s *Store) Fail(err error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if err != nil && s.fail == nil {
+		close(s.cut)
+	}
+	if err == nil && s.fail != nil {
+		s.cut = make(chan struct{})
+	}
+	s.fail = err
+}
+
+// failing returns the channel closed when the handle fails, and Fail's error.
+func (s *Store) failing() (chan struct{}, error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.cut, s.fail
 }
 
 // attachment is the engine a handle acts as.
@@ -136,7 +165,8 @@ func (s *Store) check() error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
-	return nil
+	_, err := s.failing()
+	return err
 }
 
 // attached returns the engine the handle acts as, or an error when it is closed or not attached.

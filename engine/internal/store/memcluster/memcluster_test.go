@@ -235,3 +235,62 @@ func TestConcurrentEngines(t *testing.T) {
 		}
 	}
 }
+
+// Fail cuts one engine off the database: its calls fail with the error given (a write that
+// reaches nothing), its ListenCalls returns it, its leases expire and another engine takes its
+// run over; once back (Fail(nil)), it finds the run lost to the fence.
+func TestFailCutsAnEngineOff(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newDB(t)
+	a, b := attach(t, db, "A", time.Minute), attach(t, db, "B", time.Minute)
+	if err := a.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	started := make(chan struct{})
+	var once sync.Once
+	go func() {
+		ended <- a.ListenCalls(ctx, func(p string) {
+			if p == "q:probe" {
+				once.Do(func() { close(started) })
+			}
+		})
+	}()
+	for probing := true; probing; {
+		if _, err := b.EnqueueCall(ctx, store.QueuedCall{Tool: "probe"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-started:
+			probing = false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cut := fmt.Errorf("engine A's network is down: %w", store.ErrConnectionLost)
+	a.Fail(cut)
+	select {
+	case err := <-ended:
+		if !errors.Is(err, store.ErrConnectionLost) {
+			t.Fatalf("ListenCalls of a failing handle ended with %v; want the cut", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenCalls did not return when its handle failed")
+	}
+	if _, err := a.Heartbeat(ctx, store.EngineInfo{ID: "A"}, []string{"r"}); !errors.Is(err, store.ErrConnectionLost) {
+		t.Fatalf("Heartbeat of a failing handle: %v; want the cut", err)
+	}
+	if err := a.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusCompleted, UpdatedAt: t0, FinishedAt: t0}}}); !errors.Is(err, store.ErrConnectionLost) {
+		t.Fatalf("Write of a failing handle: %v; want the cut", err)
+	}
+	clk.Advance(time.Minute + time.Second)
+	if ok, err := b.ClaimRun(ctx, "r", t0, store.Interruption{}); !ok || err != nil {
+		t.Fatalf("B's ClaimRun of the cut engine's run = %v, %v; want true", ok, err)
+	}
+	a.Fail(nil)
+	if owned, err := a.Heartbeat(ctx, store.EngineInfo{ID: "A"}, []string{"r"}); err != nil || len(owned) != 0 {
+		t.Fatalf("A's first Heartbeat back = %v, %v; want no run (r was taken over)", owned, err)
+	}
+	if err := a.Write(ctx, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusCompleted, UpdatedAt: t0, FinishedAt: t0}}}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("A's Write back = %v; want ErrLeaseLost", err)
+	}
+}

@@ -3,6 +3,7 @@ package memcluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -428,13 +429,15 @@ func (db *DB) notify(payload string) {
 }
 
 // ListenCalls calls fn with each wake-up of the DB's queue, on the calling goroutine, until ctx
-// ends (it returns ctx's error) or the handle is closed (store.ErrClosed). It listens from
+// ends (it returns ctx's error), the handle is closed (store.ErrClosed) or fails (Fail's error:
+// the wake-ups meanwhile are lost, as a dropped connection loses them; call it again). It listens from
 // before its first wait: a change made after it was called may be missed only by a call that
 // has not yet registered, which a test rules out by waiting for a first wake-up (a probe).
 func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	cut, _ := s.failing()
 	db := s.db
 	l := &listener{wake: make(chan struct{}, 1)}
 	db.mu.Lock()
@@ -451,6 +454,11 @@ func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error 
 			return ctx.Err()
 		case <-s.done:
 			return store.ErrClosed
+		case <-cut:
+			if err := s.check(); err != nil {
+				return err
+			}
+			return errors.New("store: the handle failed and recovered while listening (Fail)")
 		case <-l.wake:
 		}
 		l.mu.Lock()
