@@ -187,11 +187,34 @@ func testEngines(t *testing.T, db Shared[LeaserStore]) {
 
 	// C (lease a minute) is silent for 11 minutes: the next Attach deletes its row (ten leases),
 	// not B's (lease 10 minutes: silent for less than ten of them, though not live).
-	attachAs(t, db, "C")
+	c := attachAs(t, db, "C")
 	db.Advance(t, 11*time.Minute)
 	attachAs(t, db, "D")
 	if es := engineByID(t, s); len(es) != 2 || es["B"].ID == "" || es["D"].ID == "" || es["B"].Live {
 		t.Fatalf("Engines after C was silent for ten leases = %+v; want B (not live) and D", es)
+	}
+	// C's next beat registers it again, with the host and pid of the beat.
+	if _, err := c.Heartbeat(ctx, store.EngineInfo{ID: "C", Host: "h3", PID: 3, Tools: []string{"t"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gotC := engineByID(t, s)["C"]; gotC.Host != "h3" || gotC.PID != 3 || gotC.Lease != suiteLease || !gotC.Live ||
+		!reflect.DeepEqual(gotC.Tools, []string{"t"}) {
+		t.Fatalf("C after a beat once its row was deleted = %+v; want it registered again, live", gotC)
+	}
+	// An engine attached again under its id (a restart that kept it) keeps its StartedAt and
+	// its Closing mark; the rest is the new Attach's.
+	if err := b.Closing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db.Advance(t, time.Minute)
+	b2 := db.Open(t)
+	if err := b2.Attach(ctx, store.EngineInfo{ID: "B", Host: "h4", PID: 4, Lease: suiteLease}); err != nil {
+		t.Fatal(err)
+	}
+	after := engineByID(t, s)["B"]
+	if after.Host != "h4" || after.PID != 4 || after.Lease != suiteLease || len(after.Tools) != 0 || !after.Closing || !after.Live ||
+		after.HeartbeatAt.Sub(after.StartedAt) < time.Minute {
+		t.Fatalf("B attached again = %+v; want the new host, pid and lease, its StartedAt (a minute and more ago) and Closing kept", after)
 	}
 }
 
