@@ -13,13 +13,25 @@
 // moves leases and heartbeats forward with the stub clock's Advance.
 //
 // It is not the memory engine's store: an engine turns leasing on when its store implements
-// store.Leaser, so a memory engine (memstore alone) keeps running every run itself.
+// store.Leaser, so a memory engine (memstore alone) keeps running every run itself. Two engines
+// of a test share a DB this way:
+//
+//	clk := clock.NewStub(t0)
+//	db := memcluster.NewMem(clk)
+//	a, b := db.Open(), db.Open() // each engine's store; Attach makes each an engine
+//	…
+//	clk.Advance(lease + time.Second) // a's leases expire unless it beat meanwhile
+//
+// The handles' SlotClaimer is not found by an engine's scheduler, which looks for it on the
+// fire history (store.FireLog, which a handle is not): hand it to the scheduler directly.
 //
 // What it does not model:
-//   - Latency and loss. A wake-up (ListenCalls) is delivered to every listener in the order the
-//     changes were made, at once, and never lost; PostgreSQL's LISTEN starts asynchronously and
-//     its notifications arrive later, and a connection that fails loses them (ListenCalls
-//     returns its error). Nothing fails by itself: a test cuts one engine off with Fail.
+//   - Latency and loss. A wake-up (ListenCalls) is delivered to every listener registered, in
+//     the order the changes were made, at once, and never lost; a ListenCalls registers as it
+//     starts, so a change made while it is being called may be missed (as on PostgreSQL, whose
+//     LISTEN starts asynchronously: wait for a first wake-up). PostgreSQL's notifications arrive
+//     later, and a connection that fails loses them (ListenCalls returns its error). Nothing
+//     fails by itself: a test cuts one engine off with Fail.
 //   - Transactions with other writers of the inner store: the DB's lock orders every change made
 //     through its handles, so a write made to the inner store directly is not fenced.
 //   - Read-only handles (postgres.OpenReadOnly), control requests (store.Controller), the fire
