@@ -52,3 +52,43 @@ func quoteLine(lines []string, i int) string {
 	}
 	return fmt.Sprintf("%q", lines[i])
 }
+
+// TestCheckTableRefuses: a table the scripts could not read is refused before anything is written.
+func TestCheckTableRefuses(t *testing.T) {
+	saved := groups
+	t.Cleanup(func() { groups = saved })
+	for _, tc := range []struct {
+		name   string
+		groups []group
+		want   string
+	}{
+		{"digit", []group{{Exports: []export{jsonExport("dccflow_run2")}}}, "lower case words"},
+		{"prefix", []group{{Exports: []export{jsonExport("dcc_run")}}}, "lower case words"},
+		{"twice", []group{{Exports: []export{jsonExport("dccflow_run_dry")}}, {Exports: []export{jsonExport("dccflow_run_dry")}}}, "listed twice"},
+		{"no body", []group{{Exports: []export{{Name: "dccflow_x", Ret: cVoid}}}}, "no Body"},
+		{"empty group", []group{{Comment: []string{"nothing"}}}, "no export"},
+	} {
+		groups = tc.groups
+		if err := checkTable(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: checkTable() = %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+	groups = saved
+	if err := checkTable(); err != nil {
+		t.Fatalf("the table: %v", err)
+	}
+}
+
+// TestJSONExportOp: a JSON export's wrapper calls the op named after it.
+func TestJSONExportOp(t *testing.T) {
+	e := jsonExport("dccflow_schedules_validate")
+	if e.Body != "call(h, in, out, opSchedulesValidate)" || !e.JSON {
+		t.Fatalf("%+v", e)
+	}
+	if got, want := e.CDecl(), "int32_t dccflow_schedules_validate(uint64_t handle, const char *in_json, char **out_json)"; got != want {
+		t.Fatalf("CDecl = %q, want %q", got, want)
+	}
+	if got, want := e.Ctypes(), "([c_uint64, c_char_p, POINTER(c_void_p)], c_int32)"; got != want {
+		t.Fatalf("Ctypes = %q, want %q", got, want)
+	}
+}
