@@ -25,7 +25,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-wheels wheel-tools help lib test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short soak-cluster soak-cluster-short
+.PHONY: wheels test-wheels wheel-tools help lib generate test test-go test-py test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short redteam soak-net-short soak-cluster soak-cluster-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -39,6 +39,9 @@ $(LIB): $(GO_SOURCES)
 	$(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
 	@scripts/check_header.sh $(LIBDIR)/libdccflow.h || { rm -f $@; exit 1; }
 	@rm -f $(LIBDIR)/libdccflow.h
+
+generate: ## Write the C ABI's exports (capi/exports_gen.go), capi/dccflow.h and python/dcc_flow/_ffi_table.py from capi/internal/gen/table.go
+	$(GO) generate ./capi/...
 
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
 

@@ -17,7 +17,6 @@ const (
 	rcError        int32 = 1
 	rcBadRequest   int32 = 2
 	rcInternal     int32 = 3
-	abiVersion           = 2
 	maxRequestSize       = run.MaxMessageBytes // 64 MiB, the same bound as a pool worker's messages
 )
 

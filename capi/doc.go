@@ -16,4 +16,13 @@
 // Exports are safe to call from any thread, never panic across the boundary, never exit the
 // process and never write to stdout or stderr. Exports only convert JSON and call the engine
 // facade; no logic lives here. docs/c-abi.md documents every export's input and output.
+//
+// # Generated files
+//
+// One table, capi/internal/gen/table.go, lists the exports with their C signatures and doc text.
+// `make generate` (go generate ./capi/...) writes from it the //export wrappers (exports_gen.go),
+// the tests' exportsByName (cabi_exports_gen.go), the header dccflow.h and the ctypes table of
+// Python (python/dcc_flow/_ffi_table.py); a test of capi/internal/gen fails when one is stale.
 package main
+
+//go:generate go run ./internal/gen -root ..

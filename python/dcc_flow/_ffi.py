@@ -29,6 +29,7 @@ import threading
 import types
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
+from . import _ffi_table
 from ._errors import (
     AbiVersionError,
     DccFlowError,
@@ -42,7 +43,7 @@ from ._json import loads_go
 __all__ = ["ABI_VERSION", "call", "call_encoded", "library", "library_path", "candidate_paths"]
 
 #: The C ABI version this package was written for (``DCCFLOW_ABI_VERSION`` in capi/dccflow.h).
-ABI_VERSION = 2
+ABI_VERSION = _ffi_table.ABI_VERSION
 #: The largest request the library accepts, in bytes (``maxRequestSize`` in capi/dispatch.go).
 MAX_REQUEST_BYTES = 64 << 20
 
@@ -59,56 +60,10 @@ RC_ERROR = 1
 RC_INVALID_REQUEST = 2
 RC_INTERNAL = 3
 
-# The table of exports: name -> (argtypes, restype). JSON exports all share one shape; they are
+# The table of exports: name -> (argtypes, restype), generated into _ffi_table.py with
+# capi/dccflow.h from one table (capi/internal/gen/table.go; `make generate`). Exports are
 # configured when present, so an older library simply lacks the newer ones (see `call`).
-_JSON_ARGTYPES = [ctypes.c_uint64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-_JSON_EXPORTS = (
-    "dccflow_version",
-    "dccflow_spec_parse",
-    "dccflow_spec_validate",
-    "dccflow_engine_open",
-    "dccflow_engine_close",
-    "dccflow_tool_register",
-    "dccflow_workflow_register",
-    "dccflow_workflows_list",
-    "dccflow_run_submit",
-    "dccflow_run_dry",
-    "dccflow_run_status",
-    "dccflow_run_wait",
-    "dccflow_run_cancel",
-    "dccflow_run_approve",
-    "dccflow_run_pause",
-    "dccflow_run_unpause",
-    "dccflow_run_resume",
-    "dccflow_runs_list",
-    "dccflow_runs_prune",
-    "dccflow_pools_list",
-    "dccflow_calls_next",
-    "dccflow_calls_complete",
-    "dccflow_call_cancelled",
-    "dccflow_call_report",
-    "dccflow_puller_open",
-    "dccflow_puller_close",
-    "dccflow_calls_release",
-    "dccflow_events_next",
-    "dccflow_schedules_parse",
-    "dccflow_schedules_validate",
-    "dccflow_schedule_add",
-    "dccflow_schedule_remove",
-    "dccflow_schedules_list",
-    "dccflow_serve_start",
-    "dccflow_serve_stop",
-    "dccflow_serve_status",
-    "dccflow_idempotency_purge",
-    "dccflow_retention_status",
-    "dccflow_schedule_fires",
-)
-_SIGNATURES: Dict[str, Any] = {
-    "dccflow_abi_version": ([], ctypes.c_uint32),
-    "dccflow_free": ([ctypes.c_void_p], None),
-}
-for _name in _JSON_EXPORTS:
-    _SIGNATURES[_name] = (_JSON_ARGTYPES, ctypes.c_int32)
+_SIGNATURES: Dict[str, Any] = _ffi_table.SIGNATURES
 _REQUIRED = ("dccflow_abi_version", "dccflow_free")
 
 _FORK_MESSAGE = (
@@ -230,7 +185,10 @@ def _configure(state: Any, name: str) -> Any:
     """Configure export ``name`` from the table on first use; ``None`` if the library lacks it."""
     signature = _SIGNATURES.get(name)
     if signature is None:
-        raise ValueError("unknown dcc_flow export %r (add it to _ffi._SIGNATURES)" % name)
+        raise ValueError(
+            "unknown dcc_flow export %r (exports are listed in capi/internal/gen/table.go; add it there "
+            "and run `make generate`)" % name
+        )
     fn = getattr(state.lib, name, None)
     if fn is None:
         return None
