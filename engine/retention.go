@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -180,9 +181,8 @@ type retentionState struct {
 	// control serialises StartRetention and StopRetention, so that two concurrent starts
 	// cannot both leave a loop running.
 	control sync.Mutex
+	loop    startstop.Base
 	mu      sync.Mutex
-	stop    context.CancelFunc
-	done    chan struct{}
 	info    RetentionInfo
 	on      bool
 	// passes is signalled after each pass (tests wait on it).
@@ -215,24 +215,21 @@ func (e *Engine) StartRetention(p RetentionPolicy) error {
 		return errClosed()
 	}
 	e.stopRetention()
-	ctx, cancel := context.WithCancel(context.Background())
 	st.mu.Lock()
-	st.stop, st.done, st.on = cancel, make(chan struct{}), true
+	st.on = true
 	st.info = RetentionInfo{KeepSecs: p.KeepFor.Seconds(), EverySecs: p.Every.Seconds()}
 	if st.passes == nil {
 		st.passes = make(chan struct{}, 1)
 	}
-	done := st.done
 	st.mu.Unlock()
-	go func() {
-		defer close(done)
+	st.loop.Go(context.Background(), func(ctx context.Context) {
 		for {
 			e.retentionPass(ctx, p)
 			if clock.Sleep(ctx, e.clock, p.Every) != nil {
 				return
 			}
 		}
-	}()
+	})
 	return nil
 }
 
@@ -281,14 +278,10 @@ func (e *Engine) StopRetention() {
 // stopRetention is StopRetention; the caller holds e.retention.control.
 func (e *Engine) stopRetention() {
 	st := &e.retention
+	st.loop.Stop()
 	st.mu.Lock()
-	stop, done := st.stop, st.done
-	st.stop, st.done, st.on = nil, nil, false
+	st.on = false
 	st.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-	}
 }
 
 // Retention reports the retention the engine applies and its last pass; false when
