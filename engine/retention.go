@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -181,7 +180,7 @@ type retentionState struct {
 	// control serialises StartRetention and StopRetention, so that two concurrent starts
 	// cannot both leave a loop running.
 	control sync.Mutex
-	loop    startstop.Base
+	loop    *startstop.Periodic
 	mu      sync.Mutex
 	info    RetentionInfo
 	on      bool
@@ -222,15 +221,8 @@ func (e *Engine) StartRetention(p RetentionPolicy) error {
 		st.passes = make(chan struct{}, 1)
 	}
 	st.mu.Unlock()
-	st.loop.Go(context.Background(), func(ctx context.Context) {
-		for {
-			e.retentionPass(ctx, p)
-			if clock.Sleep(ctx, e.clock, p.Every) != nil {
-				return
-			}
-		}
-	})
-	return nil
+	st.loop = &startstop.Periodic{Clock: e.clock, Period: p.Every, Fn: func(ctx context.Context) { e.retentionPass(ctx, p) }}
+	return st.loop.Start(context.Background())
 }
 
 // retentionPass runs one pass of p and records it.
@@ -278,7 +270,9 @@ func (e *Engine) StopRetention() {
 // stopRetention is StopRetention; the caller holds e.retention.control.
 func (e *Engine) stopRetention() {
 	st := &e.retention
-	st.loop.Stop()
+	if st.loop != nil {
+		st.loop.Stop()
+	}
 	st.mu.Lock()
 	st.on = false
 	st.mu.Unlock()

@@ -41,23 +41,19 @@ type ControlPoller struct {
 	cs    store.Controller
 	clock clock.Clock
 	apply Applier
-	loop  startstop.Base
+	loop  startstop.Periodic
 }
 
 // NewControlPoller returns the poller of the requests filed in cs, applied by apply.
 func NewControlPoller(cs store.Controller, c clock.Clock, apply Applier) *ControlPoller {
-	return &ControlPoller{cs: cs, clock: c, apply: apply}
+	p := &ControlPoller{cs: cs, clock: c, apply: apply}
+	p.loop = startstop.Periodic{Clock: c, Period: ControlPollEvery, Delay: true,
+		Fn: func(ctx context.Context) { p.Poll(context.WithoutCancel(ctx)) }}
+	return p
 }
 
 // Start starts polling.
-func (p *ControlPoller) Start(ctx context.Context) error {
-	p.loop.Go(ctx, func(ctx context.Context) {
-		for clock.Sleep(ctx, p.clock, ControlPollEvery) == nil {
-			p.Poll(context.WithoutCancel(ctx))
-		}
-	})
-	return nil
-}
+func (p *ControlPoller) Start(ctx context.Context) error { return p.loop.Start(ctx) }
 
 // Stop stops polling, after the pass in progress.
 func (p *ControlPoller) Stop() { p.loop.Stop() }

@@ -8,6 +8,9 @@ package startstop
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 )
 
 // Service is background work that runs between Start and Stop.
@@ -106,3 +109,38 @@ func (g *Group) Stop() {
 	}
 	g.started = nil
 }
+
+// Periodic is a Service that calls Fn at once (unless Delay) and then every Period on Clock,
+// until Stop: the retention loop and the control poller. A call in progress finishes before
+// Stop returns; its ctx is cancelled by Stop. Period must be positive.
+type Periodic struct {
+	Clock  clock.Clock
+	Period time.Duration
+	// Delay: the first call comes after a Period, not at Start.
+	Delay bool
+	Fn    func(ctx context.Context)
+
+	loop Base
+}
+
+// Start starts the calls; starting a started Periodic does nothing.
+func (p *Periodic) Start(ctx context.Context) error {
+	p.loop.Go(ctx, func(ctx context.Context) {
+		if p.Delay && clock.Sleep(ctx, p.Clock, p.Period) != nil {
+			return
+		}
+		for {
+			p.Fn(ctx)
+			if clock.Sleep(ctx, p.Clock, p.Period) != nil {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Stop stops the calls and waits for one in progress.
+func (p *Periodic) Stop() { p.loop.Stop() }
+
+// Running reports whether the calls are started and not stopped.
+func (p *Periodic) Running() bool { return p.loop.Running() }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 )
 
 type svc struct {
@@ -114,5 +117,39 @@ func TestBaseStopBeforeGo(t *testing.T) {
 	b.Stop()
 	if b.Running() {
 		t.Fatal("Running without Go")
+	}
+}
+
+// A Periodic calls at once, then every period on its clock; Delay skips the call at Start.
+func TestPeriodicOnTheClock(t *testing.T) {
+	for _, delay := range []bool{false, true} {
+		clk := clock.NewStub(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+		calls := make(chan time.Time, 10)
+		p := &Periodic{Clock: clk, Period: time.Minute, Delay: delay, Fn: func(context.Context) { calls <- clk.Now() }}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := 3
+		if delay {
+			want = 2
+		}
+		for i := 0; i < 2; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := clk.WaitForTimers(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			clk.Advance(time.Minute)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = clk.WaitForTimers(ctx, 1)
+		cancel()
+		p.Stop()
+		if len(calls) != want {
+			t.Fatalf("delay %v: %d calls over two periods; want %d", delay, len(calls), want)
+		}
+		if p.Running() {
+			t.Fatal("Running after Stop")
+		}
 	}
 }
