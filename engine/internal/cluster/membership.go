@@ -216,10 +216,10 @@ func (m *Membership) run(ctx context.Context) {
 		// One indexed read per beat: a dead engine's runs are taken over within a third of a
 		// lease of their lease expiring.
 		m.Sweep(context.WithoutCancel(ctx))
-		// As a ticker: the next beat a period after this one was due, or a period from now when
-		// this one ran late by more than a period.
-		if next = next.Add(m.every); !next.After(c.Now()) {
-			next = c.Now().Add(m.every)
+		// As a ticker: the next beat a period after this one was due; when this one ran later
+		// than that (a slow database), at once — the claims and leases it renews are due.
+		if next = next.Add(m.every); next.Before(c.Now()) {
+			next = c.Now()
 		}
 	}
 }

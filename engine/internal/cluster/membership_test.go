@@ -25,6 +25,7 @@ type fakeLeaser struct {
 	mu        sync.Mutex
 	beats     int
 	beatErr   error
+	onBeat    func(n int) // called by Heartbeat, outside mu, with the beat's number
 	owned     func(ids []string) []string // nil: owns every id sent
 	holders   map[string]string
 	expired   []store.Run
@@ -40,8 +41,14 @@ func (f *fakeLeaser) Attach(context.Context, store.EngineInfo) error { return ni
 
 func (f *fakeLeaser) Heartbeat(_ context.Context, _ store.EngineInfo, ids []string) ([]string, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.beats++
+	if f.onBeat != nil {
+		n, fn := f.beats, f.onBeat
+		f.mu.Unlock()
+		fn(n)
+		f.mu.Lock()
+	}
+	defer f.mu.Unlock()
 	if f.beatErr != nil {
 		return nil, f.beatErr
 	}
@@ -243,6 +250,33 @@ func TestMembershipBeatsOnTheClockAndKicksKeepThePace(t *testing.T) {
 	m.Stop() // twice: nothing more
 	if l.detached != 1 {
 		t.Fatalf("Stop detached %d times; want once", l.detached)
+	}
+}
+
+// A beat that ran late past the next one's time (a slow database) is followed by the next at
+// once, as a ticker's waiting tick is: the leases and claims it renews are due.
+func TestMembershipLateBeatIsFollowedAtOnce(t *testing.T) {
+	clk := clock.NewStub(t0)
+	l := &fakeLeaser{}
+	l.onBeat = func(n int) {
+		if n == 1 {
+			clk.Advance(1500 * time.Millisecond) // the first beat takes a period and a half
+		}
+	}
+	m := join(t, l, &fakeLocal{}, clk)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	waitTimers(t, clk, 1)
+	clk.Advance(time.Second)
+	waitUntil(t, "the second beat, at once after the late first", func() bool { b, _ := l.counts(); return b >= 2 })
+	waitTimers(t, clk, 1)
+	if b, _ := l.counts(); b != 2 {
+		t.Fatalf("%d beats; want 2 before the clock moves again", b)
+	}
+	if next, _ := clk.Next(); !next.Equal(t0.Add(3500 * time.Millisecond)) {
+		t.Fatalf("the third beat is due at %s; want a period after the second (t0 + 3.5 s)", next.Sub(t0))
 	}
 }
 
