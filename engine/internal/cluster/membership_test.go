@@ -25,7 +25,7 @@ type fakeLeaser struct {
 	mu        sync.Mutex
 	beats     int
 	beatErr   error
-	onBeat    func(n int) // called by Heartbeat, outside mu, with the beat's number
+	onBeat    func(n int)                 // called by Heartbeat, outside mu, with the beat's number
 	owned     func(ids []string) []string // nil: owns every id sent
 	holders   map[string]string
 	expired   []store.Run
