@@ -40,12 +40,16 @@ func goList(t *testing.T, args ...string) []string {
 // store.Pruner, store.Controller, store.FireLog) and one constructor package, storeopen: no other
 // package the engine or the C library builds from imports a concrete store, and no store imports
 // the scheduler (the fire history's types are the store's). A new store (PostgreSQL) then plugs
-// in at one place.
+// in at one place. memcluster, the in-memory database of engines for the cluster's unit tests,
+// is a concrete store too, which no other package of the store tree imports either (the opener
+// aside): an engine on a memory store keeps running its runs itself, it does not turn leasing
+// on. Tests may import any store: `go list` lists the imports of the packages' non-test files.
 func TestImportBoundaries(t *testing.T) {
 	const (
 		storePkg  = module + "/engine/internal/store"
 		opener    = storePkg + "/storeopen"
 		suite     = storePkg + "/storetest"
+		testOnly  = storePkg + "/memcluster"
 		scheduler = module + "/engine/internal/schedule"
 	)
 	var concrete []string // every package of the store tree but the interfaces, the suite and the opener
@@ -57,6 +61,9 @@ func TestImportBoundaries(t *testing.T) {
 	if len(concrete) < 2 {
 		t.Fatalf("found the concrete stores %v; want memstore and sqlite at least", concrete)
 	}
+	if !slices.Contains(concrete, testOnly) {
+		t.Errorf("found the concrete stores %v; want %s among them", concrete, testOnly)
+	}
 
 	importers := 0
 	for _, line := range goList(t, "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/engine/...", module+"/capi") {
@@ -65,6 +72,9 @@ func TestImportBoundaries(t *testing.T) {
 			continue
 		}
 		pkg, imports := fields[0], fields[1:]
+		if slices.Contains(imports, testOnly) && pkg != opener {
+			t.Errorf("%s imports %s, a store for tests; only tests (and %s) may", pkg, testOnly, opener)
+		}
 		if pkg == storePkg || strings.HasPrefix(pkg, storePkg+"/") && pkg != opener {
 			continue // the store tree itself: checked below
 		}

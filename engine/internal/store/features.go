@@ -13,7 +13,8 @@ import (
 // Features a store may have beyond Store. The engine finds them by asserting these interfaces
 // on its store, never by naming a concrete store, so that another store (PostgreSQL) gets them
 // by implementing the interface and passing its storetest sub-suite (ExercisePruner,
-// ExerciseController, ExerciseFireLog). An implementation states each one it has with a
+// ExerciseController, ExerciseFireLog; ExerciseLeaser and ExerciseCallQueue for the features of
+// a database that engines share, which memcluster implements in memory for unit tests). An implementation states each one it has with a
 // compile-time check: var _ store.Pruner = (*Store)(nil).
 
 // Pruner deletes finished runs (Engine.Prune). Without it, Prune is code invalid_state.
@@ -260,30 +261,53 @@ type Commit struct {
 //
 // Once Attach is called, the store writes the engine's id as the owner of every run it creates
 // and of every run it updates to an unfinished status (a resume, an unpause), with a new lease;
-// a run's terminal update releases the lease (the owner stays, for the record). A RunUpdate of a
-// run whose live lease another engine holds fails with ErrLeaseLost and applies nothing of its
-// batch: an engine that lost a run cannot overwrite the new owner's record.
+// a run's terminal update releases the lease (the owner stays, for the record). A lease is live
+// until its end, that end included (lease_until ≥ now()): a lease of L written at T is live at
+// T+L and expired just after. A batch of an attached store that updates a run, or writes steps,
+// workflow-scoped idempotency entries, events or attempts of a run (other than one the batch
+// creates), whose live lease another engine holds fails with ErrLeaseLost and applies nothing:
+// an engine that lost a run cannot overwrite the new owner's record. A store not attached (or
+// detached) writes no owner and is not fenced.
+//
+// The methods that act as the engine (Heartbeat, ClaimRun, Acquire, Closing, Detach) fail
+// before Attach; the others read and work on any store. storetest.ExerciseLeaser is the suite
+// (with a clock the test moves: no sleeps).
 type Leaser interface {
 	// Attach registers the engine e (its row in the engines table) and makes the store act as it.
-	// Call it once, before the first Write. e.Lease must be > 0.
+	// Call it once, before the first Write. e.ID must not be "" and e.Lease must be > 0 (else an
+	// error, and nothing registered). An id registered already has its row replaced but for its
+	// StartedAt and Closing. It deletes the rows of engines whose heartbeat is more than ten of
+	// their leases old (at least a minute): engines that died without Detach.
 	Attach(ctx context.Context, e EngineInfo) error
-	// Heartbeat renews the engine's heartbeat (and its row's tools and lanes, from e) and the
-	// leases of those of runIDs it owns, in one round trip, and returns the ids of runIDs it
-	// owns (those not returned are lost to another engine, or ended meanwhile: Holder tells).
+	// Heartbeat renews the engine's heartbeat (and its row's tools, lanes and remotes, from e;
+	// Host and PID only when the row was deleted and is registered again; Closing stays) and the
+	// leases of those of runIDs it owns that have not finished, in one round trip, and returns
+	// their ids (in no set order). A run whose lease expired is still owned until another engine
+	// claims or acquires it, so a late heartbeat takes it back. Those not returned are lost to
+	// another engine, or ended meanwhile (Holder tells), or unknown.
 	Heartbeat(ctx context.Context, e EngineInfo, runIDs []string) (owned []string, err error)
-	// Expired returns up to limit (≤ 0: all) unfinished runs that no live lease holds, oldest
-	// first: the candidates for ClaimRun. A paused run is one only while it has step instances
+	// Expired returns up to limit (≤ 0: all) top-level unfinished runs that no live lease holds,
+	// oldest CreatedAt first (ties: smaller id first): the candidates for ClaimRun. A child run is
+	// never one: it goes with its parent. A paused run is one only while it has step instances
 	// in flight (which ClaimRun interrupts). Only ID, Name, Status, SpecJSON and CreatedAt are set.
 	Expired(ctx context.Context, limit int) ([]Run, error)
 	// ClaimRun takes run id over if no live lease holds it and it has not finished, and reports
-	// whether it did. In one transaction it makes this engine the owner with a new lease and
-	// interrupts the run as MarkInterrupted does (its step instances in flight become
-	// interrupted; the run becomes interrupted with in.Error and an interrupted event, or stays
-	// paused), ready for the resume path. Of engines claiming a run at once, one gets it.
+	// whether it did (false and no error for a run that is held, finished or unknown). In one
+	// transaction it makes this engine the owner with a new lease and interrupts the run as
+	// MarkInterrupted does (its step instances in flight — pending, running, retrying,
+	// waiting_approval — become interrupted with UpdatedAt now; the run becomes interrupted with
+	// in.Error, UpdatedAt and FinishedAt now, its progress as committed with those steps counted,
+	// and an interrupted event with that progress and in.Detail; or it stays paused, with no
+	// event), ready for the resume path. Its unfinished child runs (recursively) are interrupted
+	// alike and get this engine as their owner, without a lease of their own (Leased finds the
+	// parent's). The claim is not the run's end: its queued calls stay (CallQueue.AdoptCall). Of
+	// engines claiming a run at once, one gets it.
 	ClaimRun(ctx context.Context, id string, now time.Time, in Interruption) (bool, error)
 	// Acquire makes this engine the owner of run id, with a new lease, unless another engine
-	// holds a live lease on it: then it returns false and that engine's id. It is how an engine
-	// resumes (or unpauses) a run that no engine runs: of engines doing so at once, one wins.
+	// holds a live lease on it: then it returns false and that engine's id. Whatever the run's
+	// status, and also when this engine holds it. It is how an engine resumes (or unpauses) a
+	// run that no engine runs: of engines doing so at once, one wins. ErrNotFound for an unknown
+	// run.
 	Acquire(ctx context.Context, id string) (ok bool, holder string, err error)
 	// Holder returns the id of the engine that holds a live lease on run id, "" when none does
 	// or this engine does. ErrNotFound for an unknown run.
@@ -297,10 +321,11 @@ type Leaser interface {
 	// Its heartbeat keeps the mark.
 	Closing(ctx context.Context) error
 	// Detach releases the leases of the engine's runs (they become claimable at once), deletes
-	// its registration and wakes the other engines' sweeps (a run it released is claimed within
-	// a round trip, not a heartbeat). The store writes no owner afterwards.
+	// its registration and wakes the other engines' sweeps (a CallQueue's listeners get
+	// "h:ENGINE": a run it released is claimed within a round trip, not a heartbeat). The store
+	// acts as no engine afterwards: it writes no owner, and Detach again is an error.
 	Detach(ctx context.Context) error
-	// Engines returns the registered engines, by id.
+	// Engines returns the registered engines, by id, live or not.
 	Engines(ctx context.Context) ([]EngineInfo, error)
 }
 
@@ -330,7 +355,7 @@ type EngineInfo struct {
 	StartedAt   time.Time     `json:"started_at"`
 	HeartbeatAt time.Time     `json:"heartbeat_at"`
 	// Live: its last heartbeat is less than its lease old, by the database's clock (an engine
-	// that died or hangs is registered but not live). Closing: it is closing (Leaser.Closing).
+	// that died or hangs is registered but not live): HeartbeatAt + Lease > now(). Closing: it is closing (Leaser.Closing).
 	Live    bool `json:"live"`
 	Closing bool `json:"closing,omitempty"`
 }
@@ -370,13 +395,18 @@ type ScheduleAdmitter interface {
 // it, runs it and writes its result, under a claim lease it renews with its heartbeat. Lease
 // times are the database server's. Every method that changes a call's status wakes the
 // listeners (ListenCalls), and so does a Write that ends a run (a terminal status): it cancels
-// the run's calls still queued or claimed, which nobody waits for any more.
+// the run's calls still queued or claimed, which nobody waits for any more (ClaimRun, which
+// interrupts a run, does not). A call's life: queued → claimed → done, or cancelled from
+// queued or claimed. The methods that act as the engine (EnqueueCall, AdoptCall, ClaimCall,
+// CompleteCall, RenewCalls, ReportCall) need the store attached (Leaser.Attach).
+// storetest.ExerciseCallQueue is the suite.
 type CallQueue interface {
-	// EnqueueCall adds c (status queued) and returns its id. With c.Nonce set it is
-	// idempotent: a call of EnqueueCall with a nonce already queued returns that call's id and
-	// adds nothing (so a try sent again after a lost connection, when the first may have been
-	// applied, never queues the call twice). An error wrapping ErrConnectionLost leaves it
-	// unknown whether the call was queued.
+	// EnqueueCall adds c (status queued; Args "" is stored as {}) and returns its id, > 0 and
+	// larger than every id before. With c.Nonce set it is idempotent: a call of EnqueueCall with
+	// a nonce already on a call (queued or since claimed, done or cancelled, but not yet deleted
+	// by ExpireCalls) returns that call's id and adds nothing (so a try sent again after a lost
+	// connection, when the first may have been applied, never queues the call twice). An error
+	// wrapping ErrConnectionLost leaves it unknown whether the call was queued.
 	EnqueueCall(ctx context.Context, c QueuedCall) (int64, error)
 	// AdoptCall returns the id of the call a run's former orchestrator left in flight when it
 	// died or gave the run up, and whether there is one: the engine that resumes the run waits
@@ -384,46 +414,58 @@ type CallQueue interface {
 	// making the call again. That is the newest call of c's RunID and StepKey with c's Tool,
 	// Remote and Args (byte for byte) still queued or claimed, or else, when c.Interrupted > 0,
 	// the step's newest call if it is done and of attempt c.Interrupted (the attempt of the
-	// interrupted step row). The adopted call's attempt becomes c.Attempt, the adopter's, so
-	// that the next adopter finds it by the attempt the step row then records.
+	// interrupted step row) or of attempt c.Attempt (the same adoption made again, after a lost
+	// connection). Any other call of the step that is newer, whatever its tool or status, hides
+	// a done one. The adopted call's attempt becomes c.Attempt, the adopter's, so that the next
+	// adopter finds it by the attempt the step row then records.
 	AdoptCall(ctx context.Context, c QueuedCall) (int64, bool, error)
 	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
 	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with
-	// a lease of the engine's lease_secs, and returns it; nil when none is queued. Engines
-	// claiming at once never get the same call (FOR UPDATE SKIP LOCKED).
+	// a lease of the engine's lease_secs, and returns it; nil when none is queued, or when tools
+	// and remotes are both empty. Oldest is the smallest id. Engines claiming at once never get
+	// the same call (FOR UPDATE SKIP LOCKED).
 	ClaimCall(ctx context.Context, tools, remotes []string) (*QueuedCall, error)
 	// CompleteCall records the outcome of a call this engine claimed, and reports whether it
 	// did: false when the call is no longer this engine's claim (cancelled, or failed
-	// worker_lost after its lease expired): the outcome is dropped.
+	// worker_lost after its lease expired, done already): the outcome is dropped. A success
+	// (ErrorKind "") without Output is recorded as the output null; a failure records no output.
 	CompleteCall(ctx context.Context, id int64, out CallOutcome) (bool, error)
 	// CallStatus returns a call's status ("queued", "claimed", "done", "cancelled"), the Seq of
-	// its newest report (CallOutcome.LastReport) and, once done, its outcome. ErrNotFound for an
-	// unknown id.
+	// its newest report kept (CallOutcome.LastReport) and, once done, its outcome. ErrNotFound
+	// for an unknown id (or one ExpireCalls deleted).
 	CallStatus(ctx context.Context, id int64) (string, CallOutcome, error)
 	// CancelCall marks a queued or claimed call cancelled (the engine that claimed it stops it);
-	// a call already done or cancelled is left alone.
+	// a call already done or cancelled, or an unknown id, is left alone (no error).
 	CancelCall(ctx context.Context, id int64) error
 	// RenewCalls extends the leases of the calls of ids that this engine still holds claimed,
-	// and returns those ids; the others were cancelled or lost.
+	// and returns those ids (in no set order); the others were cancelled, completed or lost. A
+	// claim whose lease ended is still held until ExpireCalls fails it.
 	RenewCalls(ctx context.Context, ids []int64) ([]int64, error)
-	// ExpireCalls fails every claimed call whose lease expired with kind worker_lost and
-	// returns their ids. Of engines doing so at once, each call is failed by one. It also
-	// deletes the calls finished more than a day ago, with their reports, and the reports
+	// ExpireCalls fails every claimed call whose lease expired (lease end < now) with kind
+	// worker_lost and a message naming the engine that claimed it ("engine ID claimed this call
+	// and stopped renewing its claim …"), wakes their orchestrators ("d:ID") and returns their
+	// ids. Of engines doing so at once, each call is failed by one. It also deletes the calls
+	// finished (done or cancelled) more than a day ago, with their reports, and the reports
 	// written more than an hour ago.
 	ExpireCalls(ctx context.Context) ([]int64, error)
 	// ReportCall records report r (its Seq: 1 for a call's first, one more for each next) of a
 	// call this engine holds claimed, and wakes its orchestrator ("p:ID"). It reports whether it
 	// did: false, and nothing written, when the call is no longer this engine's claim (done,
 	// cancelled, failed worker_lost, or claimed by another engine) — the same rule as
-	// CompleteCall's.
+	// CompleteCall's. A Seq the call has a report of already is an error.
 	ReportCall(ctx context.Context, id int64, r CallReport) (bool, error)
 	// CallReports returns the reports of call id numbered past after, in Seq order (none for an
 	// unknown id).
 	CallReports(ctx context.Context, id int64, after int) ([]CallReport, error)
 	// ListenCalls calls fn with each wake-up of the queue until ctx ends or the connection
 	// fails (then it returns the error; call it again). A wake-up is "q:TOOL" (a call of a host
-	// tool queued), "r:REMOTE" (a call of a remote queued), "d:ID" (a call done), "c:ID" (a call
-	// cancelled) or "p:ID" (a call reported progress or log lines).
+	// tool queued), "r:REMOTE" (a call of a remote queued), "d:ID" (a call done: an outcome or
+	// an expiry), "c:ID" (a call cancelled), "p:ID" (a call reported progress or log lines) or
+	// "h:ENGINE" (an engine detached: Leaser.Detach). A claim wakes nobody. The listener may
+	// start listening only after ListenCalls was called (PostgreSQL's LISTEN): a caller that
+	// must not miss a wake-up waits for a first one (a probe) before it relies on them. Wake-ups
+	// of changes made one after the other arrive in that order; when ctx ends it returns ctx's
+	// error.
 	ListenCalls(ctx context.Context, fn func(payload string)) error
 }
 

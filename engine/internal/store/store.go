@@ -3,10 +3,12 @@
 // idempotency entries, artefacts). Values cross this boundary as JSON (json.RawMessage) so a SQL
 // implementation stores them as is.
 //
-// Implementations: store/memstore (in memory, the default engine) and store/sqlite (one file;
-// docs/architecture.md, "Durability"). Both must pass storetest.Exercise, and the sub-suite of
-// each optional feature they have (features.go: Pruner, Controller, FireLog). The engine reaches
-// them only through store/storeopen, the one package that names a concrete store.
+// Implementations: store/memstore (in memory, the default engine), store/sqlite (one file;
+// docs/architecture.md, "Durability") and store/postgres (a database many engines share,
+// docs/cluster.md); store/memcluster is an in-memory database of engines for the cluster's unit
+// tests. Each must pass storetest.Exercise, and the sub-suite of each optional feature it has
+// (features.go: Pruner, Controller, FireLog, Leaser, CallQueue…). The engine reaches them only
+// through store/storeopen, the one package that names a concrete store.
 //
 // Concurrency and durability: every method is safe for concurrent use. The executor calls Write
 // from many goroutines at once; each call returns only when its batch is durable, so an

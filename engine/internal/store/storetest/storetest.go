@@ -1,7 +1,9 @@
 // Package storetest is the behavioural test suite every store.Store implementation must pass:
 // call Exercise from the implementation's tests with a constructor of fresh, empty stores, and
 // the sub-suite of each optional feature the store has (ExercisePruner, ExerciseController,
-// ExerciseFireLog; see store's features.go).
+// ExerciseFireLog; see store's features.go). The features of a database that several engines
+// share are tested across several stores on one database, on a clock the test moves
+// (ExerciseLeaser, ExerciseCallQueue: Shared).
 package storetest
 
 import (
