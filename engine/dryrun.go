@@ -260,7 +260,7 @@ func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[st
 	var unknown []string
 	knownTool := func(name string) bool {
 		_, ok := e.router.Lookup(name)
-		return ok || e.queue != nil && e.queue.hostedNow(name)
+		return ok || e.queue != nil && e.queue.HostedNow(name)
 	}
 	for _, name := range toolNames {
 		if !knownTool(name) {
@@ -276,7 +276,7 @@ func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[st
 		_, configured := e.cfg.Remotes[rt.DCC]
 		switch {
 		case configured && e.router.HasRemoteNamed(rt.DCC):
-		case e.queue != nil && e.queue.hasRemoteNow(rt.DCC):
+		case e.queue != nil && e.queue.HasRemoteNow(rt.DCC):
 		case rt.Optional:
 			if !knownTool(rt.Tool) {
 				unknown = append(unknown, rt.Tool)

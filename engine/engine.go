@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
+	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
@@ -148,9 +150,11 @@ type Engine struct {
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
-	ctlStop, ctlDone chan struct{} // the control poller of an owned file database (control.go)
-	lease            leaseState    // the heartbeat and leases on a shared database (lease.go)
-	queue            *callQueue    // the tool-call queue on a shared database (queue.go); nil otherwise
+	// The background services of engine/internal/cluster (cluster.go): started by Open, stopped
+	// by Close in reverse once the runs have ended.
+	services startstop.Group
+	members  *cluster.Membership // the heartbeat and leases on a shared database; nil otherwise
+	queue    *cluster.Queue      // the tool-call queue on a shared database; nil otherwise
 }
 
 // Open starts an engine. cfg is completed with WithDefaults and validated: a bad config is a
@@ -240,9 +244,13 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		}
 		return nil, err
 	}
-	e.startControl()
-	e.startQueue()
-	e.startLeases(ctx)
+	if err := e.startServices(ctx); err != nil {
+		e.services.Stop()
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -273,7 +281,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.closed = true // from here every start (Submit, Resume, a child run) fails with code closed
 	e.mu.Unlock()
-	e.markClosing(ctx) // on a shared database (lease.go)
+	e.markClosing(ctx) // on a shared database (cluster.go)
 	stopErr := e.StopScheduler(ctx)
 	e.StopRetention()
 	e.awaitStarts(ctx)
@@ -283,7 +291,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		live = append(live, r)
 	}
 	e.mu.Unlock()
-	handed := e.handOver(ctx, live) // on a shared database: to the other engines (lease.go)
+	handed := e.handOver(ctx, live) // on a shared database: to the other engines (cluster.go)
 	for _, r := range live {
 		if a := r.Ancestors(); handed[r.ID()] || len(a) > 0 && handed[a[0]] {
 			continue // abandoned here; another engine continues it
@@ -304,9 +312,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err == nil && !e.cfg.ReadOnly {
 		e.writeUnsaved(ctx) // a last try for the ends of runs a full disk did not take
 	}
-	e.stopQueue()
-	e.stopLeases(ctx)
-	e.stopControl()
+	e.services.Stop() // the call queue, the heartbeat (releasing the leases), the control poller
 	e.router.Host().Close()
 	if e.remotes != nil {
 		e.remotes.Close()

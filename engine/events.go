@@ -108,7 +108,7 @@ func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Dura
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var poll <-chan time.Time
-	if e.cfg.ReadOnly || e.lease.l != nil { // others write too: nothing here notifies the hub of it
+	if e.cfg.ReadOnly || e.shared() { // others write too: nothing here notifies the hub of it
 		tick := time.NewTicker(sharedEventPoll)
 		defer tick.Stop()
 		poll = tick.C

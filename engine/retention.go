@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -180,9 +180,8 @@ type retentionState struct {
 	// control serialises StartRetention and StopRetention, so that two concurrent starts
 	// cannot both leave a loop running.
 	control sync.Mutex
+	loop    *startstop.Periodic
 	mu      sync.Mutex
-	stop    context.CancelFunc
-	done    chan struct{}
 	info    RetentionInfo
 	on      bool
 	// passes is signalled after each pass (tests wait on it).
@@ -215,25 +214,15 @@ func (e *Engine) StartRetention(p RetentionPolicy) error {
 		return errClosed()
 	}
 	e.stopRetention()
-	ctx, cancel := context.WithCancel(context.Background())
 	st.mu.Lock()
-	st.stop, st.done, st.on = cancel, make(chan struct{}), true
+	st.on = true
 	st.info = RetentionInfo{KeepSecs: p.KeepFor.Seconds(), EverySecs: p.Every.Seconds()}
 	if st.passes == nil {
 		st.passes = make(chan struct{}, 1)
 	}
-	done := st.done
 	st.mu.Unlock()
-	go func() {
-		defer close(done)
-		for {
-			e.retentionPass(ctx, p)
-			if clock.Sleep(ctx, e.clock, p.Every) != nil {
-				return
-			}
-		}
-	}()
-	return nil
+	st.loop = &startstop.Periodic{Clock: e.clock, Period: p.Every, Fn: func(ctx context.Context) { e.retentionPass(ctx, p) }}
+	return st.loop.Start(context.Background())
 }
 
 // retentionPass runs one pass of p and records it.
@@ -281,14 +270,12 @@ func (e *Engine) StopRetention() {
 // stopRetention is StopRetention; the caller holds e.retention.control.
 func (e *Engine) stopRetention() {
 	st := &e.retention
-	st.mu.Lock()
-	stop, done := st.stop, st.done
-	st.stop, st.done, st.on = nil, nil, false
-	st.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
+	if st.loop != nil {
+		st.loop.Stop()
 	}
+	st.mu.Lock()
+	st.on = false
+	st.mu.Unlock()
 }
 
 // Retention reports the retention the engine applies and its last pass; false when

@@ -515,7 +515,7 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-	} else if timeout >= 0 && (e.cfg.ReadOnly || e.lease.l != nil || e.storedPaused(ctx, runID)) {
+	} else if timeout >= 0 && (e.cfg.ReadOnly || e.shared() || e.storedPaused(ctx, runID)) {
 		return e.waitStored(ctx, runID, timeout)
 	} else if timeout >= 0 && e.live(runID) != nil {
 		return e.Wait(ctx, runID, timeout) // unpaused here between the two reads: follow it
@@ -580,7 +580,7 @@ func (e *Engine) Cancel(ctx context.Context, runID, reason string) error {
 	if (e.cfg.ReadOnly || e.heldElsewhere(ctx, runID)) && !rec.Status.Terminal() {
 		return e.requestControl(ctx, store.ControlRequest{RunID: runID, Action: "cancel", Reason: reason})
 	}
-	if e.lease.l != nil && !rec.Status.Terminal() && rec.Status != run.StatusPaused {
+	if e.shared() && !rec.Status.Terminal() && rec.Status != run.StatusPaused {
 		// A shared database: no live engine holds it (its engine died). Take it over, which
 		// interrupts it, then record the cancel.
 		return e.cancelOrphan(ctx, rec, reason)

@@ -88,10 +88,10 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	}
 	st.runs = map[string][]string{}
 	opts := []schedule.Option{schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery)}
-	if sc, ok := fires.(store.SlotClaimer); ok && e.lease.l != nil {
+	if sc, ok := fires.(store.SlotClaimer); ok && e.shared() {
 		opts = append(opts, schedule.WithSlotClaimer(sc)) // a shared database: each fire once across engines
 	}
-	if a, ok := fires.(store.ScheduleAdmitter); ok && e.lease.l != nil {
+	if a, ok := fires.(store.ScheduleAdmitter); ok && e.shared() {
 		// A shared database: redeliveries and max_concurrent are checked across engines.
 		opts = append(opts, schedule.WithAdmitter(a))
 	}

@@ -1,4 +1,4 @@
-package engine
+package cluster
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -41,7 +42,7 @@ func line(s string) run.LogLine { return run.LogLineOf(s, nil) }
 // between two rows are counted as dropped; the last report waits for no interval at finish.
 func TestRelay(t *testing.T) {
 	lost := &fakeReports{answer: func(int) (bool, error) { return false, nil }}
-	r := newRelay(lost, 1)
+	r := newRelay(lost, 1, clock.New())
 	r.Report(tools.Report{Logs: []run.LogLine{line("a")}})
 	deadline := time.Now().Add(5 * time.Second)
 	for len(lost.writes()) == 0 && time.Now().Before(deadline) {
@@ -60,7 +61,7 @@ func TestRelay(t *testing.T) {
 		}
 		return true, nil
 	}}
-	r = newRelay(flaky, 2)
+	r = newRelay(flaky, 2, clock.New())
 	r.Report(tools.Report{Progress: &run.StepProgress{Done: 1}, Logs: []run.LogLine{line("a"), line("b")}, Dropped: 3})
 	for len(flaky.writes()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

@@ -1,7 +1,9 @@
-package engine
+package cluster
 
 import (
 	"context"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"sync"
 	"time"
 
@@ -27,8 +29,9 @@ const relayInterval = 200 * time.Millisecond
 // Once a write finds the call no longer claimed by this engine (cancelled, lost), nothing more
 // is written.
 type relay struct {
-	q  store.CallQueue
-	id int64
+	q     store.CallQueue
+	id    int64
+	clock clock.Clock
 
 	wmu sync.Mutex // serialises writes: rows are written in Seq order
 	seq int        // the last Seq handed out
@@ -40,11 +43,11 @@ type relay struct {
 	dropped   int               // lines not relayed since the last row
 	last      time.Time         // when the last row was taken for writing
 	scheduled bool
-	timer     *time.Timer
+	timer     clock.Timer
 }
 
-func newRelay(q store.CallQueue, id int64) *relay {
-	return &relay{q: q, id: id, active: true}
+func newRelay(q store.CallQueue, id int64, c clock.Clock) *relay {
+	return &relay{q: q, id: id, clock: c, active: true}
 }
 
 // Report implements tools.Reporter.
@@ -74,8 +77,8 @@ func (r *relay) Report(rp tools.Report) {
 		return
 	}
 	r.scheduled = true
-	if d := time.Until(r.last.Add(relayInterval)); d > 0 {
-		r.timer = time.AfterFunc(d, r.fire)
+	if d := r.last.Add(relayInterval).Sub(r.clock.Now()); d > 0 {
+		r.timer = r.clock.AfterFunc(d, r.fire)
 		return
 	}
 	go r.fire()
@@ -127,7 +130,7 @@ func (r *relay) takeLocked() (store.CallReport, bool) {
 	r.seq++
 	rep := store.CallReport{Seq: r.seq, Progress: r.progress, Lines: r.lines, Dropped: r.dropped}
 	r.progress, r.lines, r.dropped = nil, nil, 0
-	r.last = time.Now()
+	r.last = r.clock.Now()
 	return rep, true
 }
 
@@ -151,7 +154,7 @@ func (r *relay) write(rep store.CallReport, final bool) {
 		}
 		if !final && r.active && !r.scheduled {
 			r.scheduled = true
-			r.timer = time.AfterFunc(relayInterval, r.fire)
+			r.timer = r.clock.AfterFunc(relayInterval, r.fire)
 		}
 	}
 }
@@ -173,7 +176,7 @@ func boundLine(l run.LogLine) run.LogLine {
 // feedReports passes the reports of queued call id numbered past *after to rep, as one report
 // (the latest progress, the lines in order), and moves *after on. Lines past
 // run.MaxLogLinesPerFlush in one row (not written by a dcc-flow engine) are counted as dropped.
-func (cq *callQueue) feedReports(ctx context.Context, id int64, rep tools.Reporter, after *int) error {
+func (cq *Queue) feedReports(ctx context.Context, id int64, rep tools.Reporter, after *int) error {
 	if rep == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package engine
+package cluster
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -26,24 +28,52 @@ import (
 // server: a pool step's or a tool_remote step's) that this engine does not have and another
 // engine does ("Pools and remotes on other engines") is queued with that remote's name and
 // claimed by an engine that has it, which runs it through its own remote pool. Wake-ups are LISTEN/NOTIFY, with a poll every
-// queuePoll as the fallback. A claim is under a lease the claiming engine renews with its
+// QueuePoll as the fallback. A claim is under a lease the claiming engine renews with its
 // heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
 // engine's heartbeat notices first, and the step is retried per its policy. What the call
 // reports while it runs (progress, log lines) is relayed the same way (queue_report.go).
 
 const (
-	// queuePoll is the fallback poll of waiters and claimers when no notification comes.
-	queuePoll = time.Second
-	// maxClaims bounds the queued calls one engine runs at once.
-	maxClaims = 64
+	// QueuePoll is the fallback poll of waiters and claimers when no notification comes.
+	QueuePoll = time.Second
+	// MaxClaims bounds the queued calls one engine runs at once.
+	MaxClaims = 64
 )
 
-type callQueue struct {
-	e *Engine
-	q store.CallQueue
+// Caller is what the call queue needs from its engine: what it hosts, and the paths that run
+// the calls it claims.
+type Caller interface {
+	// HasTool reports whether tool is registered here (a host or built-in tool).
+	HasTool(tool string) bool
+	// HasRemote reports whether this engine can call the remote name (a worker pool, an MCP
+	// server of its config).
+	HasRemote(name string) bool
+	// HostedTools returns the host tools registered here and their lanes, sorted.
+	HostedTools() (tools, lanes []string)
+	// RemoteNames returns the remotes this engine can call, sorted.
+	RemoteNames() []string
+	// PoolWorkers returns the most workers of each worker pool: the queue claims no more calls
+	// of a pool than it can run at once.
+	PoolWorkers() map[string]int
+	// Call runs a claimed call of a host tool through the host-tool path.
+	Call(ctx context.Context, call tools.Call) (tools.Result, error)
+	// CallRemote runs a claimed call of a remote through this engine's remote pool.
+	CallRemote(ctx context.Context, call tools.Call) (tools.Result, error)
+}
 
-	stop context.CancelFunc
-	ctx  context.Context
+// Queue is an engine's side of the tool-call queue: it queues the calls of tools and remotes
+// that only other engines have and waits for their outcomes (Call, Adopt: the engine's router
+// sends them here), and it claims and runs the queued calls of the tools and remotes this
+// engine has. Start runs its listener and claimer; Stop cancels the calls it runs (their claims
+// fail worker_lost at once, to be retried elsewhere).
+type Queue struct {
+	m      *Membership
+	q      store.CallQueue
+	caller Caller
+	clock  clock.Clock
+
+	svc  startstop.Base
+	ctx  context.Context // the claimer's: cancelled by Stop
 	wg   sync.WaitGroup
 	kick chan struct{} // claim soon
 
@@ -56,68 +86,67 @@ type callQueue struct {
 	fetched time.Time                    // when remote and remotes were read
 }
 
-// startQueue starts the queue's listener and claimer on a shared database whose store has one.
-func (e *Engine) startQueue() {
-	q, ok := e.store.(store.CallQueue)
-	if !ok || e.lease.l == nil {
-		return
-	}
-	cq := &callQueue{e: e, q: q, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
+// NewQueue returns the call queue of the engine of m, on q, not started. Until Start, waiters
+// poll and nothing is claimed.
+func NewQueue(m *Membership, q store.CallQueue, caller Caller) *Queue {
+	cq := &Queue{m: m, q: q, caller: caller, clock: m.cfg.Clock, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
 		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
-	cq.ctx, cq.stop = context.WithCancel(context.Background())
-	e.queue = cq
-	e.router.SetQueue(cq, cq.hosted, cq.hasRemote)
-	cq.wg.Add(2)
-	go cq.listen()
-	go cq.claimLoop()
+	cq.ctx = context.Background()
+	return cq
 }
 
-// stopQueue stops claiming; the calls this engine runs are cancelled (their claims fail
-// worker_lost at once, to be retried elsewhere).
-func (e *Engine) stopQueue() {
-	if e.queue == nil {
-		return
-	}
-	e.queue.stop()
-	e.queue.wg.Wait()
+// Start starts the listener and the claimer.
+func (cq *Queue) Start(ctx context.Context) error {
+	cq.svc.Go(ctx, func(ctx context.Context) {
+		cq.mu.Lock()
+		cq.ctx = ctx
+		cq.mu.Unlock()
+		cq.wg.Add(2)
+		go cq.listen(ctx)
+		go cq.claimLoop(ctx)
+		<-ctx.Done()
+		cq.wg.Wait()
+	})
+	return nil
 }
 
-// kickQueue makes the claimer look for calls now (a tool was registered).
-func (cq *callQueue) kickNow() {
+// Stop stops claiming; the calls this engine runs are cancelled (their claims fail worker_lost
+// at once, to be retried elsewhere). It returns once they have written their outcomes.
+func (cq *Queue) Stop() { cq.svc.Stop() }
+
+// KickNow makes the claimer look for calls now (a tool was registered).
+func (cq *Queue) KickNow() {
 	select {
 	case cq.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (cq *callQueue) listen() {
+func (cq *Queue) listen(ctx context.Context) {
 	defer cq.wg.Done()
-	for cq.ctx.Err() == nil {
-		err := cq.q.ListenCalls(cq.ctx, cq.notified)
-		if cq.ctx.Err() != nil {
+	for ctx.Err() == nil {
+		err := cq.q.ListenCalls(ctx, cq.notified)
+		if ctx.Err() != nil {
 			return
 		}
 		_ = err // the database is away: the polls carry on; listen again shortly
-		select {
-		case <-cq.ctx.Done():
-		case <-time.After(queuePoll):
-		}
+		_ = clock.Sleep(ctx, cq.clock, QueuePoll)
 	}
 }
 
-func (cq *callQueue) notified(p string) {
+func (cq *Queue) notified(p string) {
 	kind, rest, _ := strings.Cut(p, ":")
 	switch kind {
 	case "q":
-		if _, ok := cq.e.router.Lookup(rest); ok {
-			cq.kickNow()
+		if cq.caller.HasTool(rest) {
+			cq.KickNow()
 		}
 	case "r":
-		if cq.e.router.HasRemoteNamed(rest) {
-			cq.kickNow()
+		if cq.caller.HasRemote(rest) {
+			cq.KickNow()
 		}
 	case "h": // an engine closed and released its runs' leases (Store.Detach): claim them now
-		cq.e.kickSweep()
+		cq.m.Kick()
 	case "d", "c", "p":
 		id, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil {
@@ -138,56 +167,57 @@ func (cq *callQueue) notified(p string) {
 	}
 }
 
-// hostedNow is hosted, reading the engines table on a miss whenever it is asked (a submit).
-func (cq *callQueue) hostedNow(tool string) bool {
+// HostedNow is Hosted, reading the engines table on a miss whenever it is asked (a submit).
+func (cq *Queue) HostedNow(tool string) bool {
 	return cq.lookup(func() map[string]bool { return cq.remote }, tool, true)
 }
 
-// hosted reports whether another engine attached to the database hosts tool (read from the
+// Hosted reports whether another engine attached to the database hosts tool (read from the
 // engines table, at most once a second on a miss).
-func (cq *callQueue) hosted(tool string) bool {
+func (cq *Queue) Hosted(tool string) bool {
 	return cq.lookup(func() map[string]bool { return cq.remote }, tool, false)
 }
 
-// hasRemoteNow is hasRemote, reading the engines table on a miss whenever it is asked.
-func (cq *callQueue) hasRemoteNow(name string) bool {
+// HasRemoteNow is HasRemote, reading the engines table on a miss whenever it is asked.
+func (cq *Queue) HasRemoteNow(name string) bool {
 	return cq.lookup(func() map[string]bool { return cq.remotes }, name, true)
 }
 
-// hasRemote reports whether another engine attached to the database has the remote name (a
+// HasRemote reports whether another engine attached to the database has the remote name (a
 // worker pool, an MCP server) in its config, as hosted does for tools.
-func (cq *callQueue) hasRemote(name string) bool {
+func (cq *Queue) HasRemote(name string) bool {
 	return cq.lookup(func() map[string]bool { return cq.remotes }, name, false)
 }
 
 // lookup reports whether set() (read under mu) has name, reading the engines table on a
 // miss: always when now, else at most once a second.
-func (cq *callQueue) lookup(set func() map[string]bool, name string, now bool) bool {
+func (cq *Queue) lookup(set func() map[string]bool, name string, now bool) bool {
 	cq.mu.Lock()
 	if set()[name] {
 		cq.mu.Unlock()
 		return true
 	}
-	fresh := !now && time.Since(cq.fetched) < time.Second
+	fresh := !now && cq.clock.Now().Sub(cq.fetched) < time.Second
+	ctx := cq.ctx
 	cq.mu.Unlock()
 	if fresh {
 		return false
 	}
-	cq.refresh(cq.ctx)
+	cq.refresh(ctx)
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	return set()[name]
 }
 
 // refresh reads the tools the other engines host.
-func (cq *callQueue) refresh(ctx context.Context) {
-	es, err := cq.e.lease.l.Engines(ctx)
+func (cq *Queue) refresh(ctx context.Context) {
+	es, err := cq.m.cfg.Leaser.Engines(ctx)
 	if err != nil {
 		return
 	}
 	m, r := map[string]bool{}, map[string]bool{}
 	for _, en := range es {
-		if en.ID == cq.e.lease.info.ID {
+		if en.ID == cq.m.ID() {
 			continue
 		}
 		for _, t := range en.Tools {
@@ -198,7 +228,7 @@ func (cq *callQueue) refresh(ctx context.Context) {
 		}
 	}
 	cq.mu.Lock()
-	cq.remote, cq.remotes, cq.fetched = m, r, time.Now()
+	cq.remote, cq.remotes, cq.fetched = m, r, cq.clock.Now()
 	cq.mu.Unlock()
 }
 
@@ -207,7 +237,7 @@ func (cq *callQueue) refresh(ctx context.Context) {
 // store can send it again after a lost connection without queueing it twice; when it still
 // cannot tell whether the call was queued, the error wraps store.ErrConnectionLost and the run
 // is given up to the takeover path, whose resume adopts the call if it was (Adopt).
-func (cq *callQueue) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
+func (cq *Queue) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
 	args, err := json.Marshal(call.Args)
 	if err != nil {
 		return tools.Failure(run.KindInvalidInput, "the args cannot be queued as JSON: "+err.Error()), nil
@@ -231,7 +261,7 @@ func (cq *callQueue) Call(ctx context.Context, call tools.Call) (tools.Result, e
 // with the same tool, remote and args: it waits for that call's outcome (wait; at once for one
 // that ended) and reports true; false when there is none. A failed lookup fails the
 // attempt (kind transient), as a failed queueing does.
-func (cq *callQueue) Adopt(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
+func (cq *Queue) Adopt(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
 	args, err := json.Marshal(call.Args)
 	if err != nil {
 		return tools.Result{}, false, nil // Call reports it
@@ -267,7 +297,7 @@ func newNonce() string {
 
 // wait waits for the outcome of queued call id, feeding its reports to call.Reporter (readNow:
 // reading its status at once, not at the first wake-up or poll); when ctx ends first (a cancel, the step's timeout, the run abandoned) the call is cancelled.
-func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call, readNow bool) (tools.Result, error) {
+func (cq *Queue) wait(ctx context.Context, id int64, call tools.Call, readNow bool) (tools.Result, error) {
 	ch := make(chan struct{}, 1)
 	if readNow {
 		ch <- struct{}{} // an adopted call may have ended before this waiter was registered
@@ -280,13 +310,13 @@ func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call, readNo
 		delete(cq.waiters, id)
 		cq.mu.Unlock()
 	}()
-	poll := time.NewTicker(queuePoll)
-	defer poll.Stop()
 	after := 0 // the last report fed to the step
 	for {
+		poll := cq.clock.NewTimer(QueuePoll)
 		select {
 		case <-ctx.Done():
 			if exec.Abandoned(context.Cause(ctx)) {
+				poll.Stop()
 				// The run is given up to the takeover path: its resume adopts the call
 				// (cancelling it would fail the step of the engine that took the run over
 				// and adopted it already).
@@ -295,12 +325,14 @@ func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call, readNo
 			// The store retries the cancel across a lost connection (a restart) for up to
 			// the lease; a cancel that never lands leaves the call to the run's end, which
 			// cancels the calls its run left.
-			cctx, cancel := context.WithTimeout(context.Background(), 3*cq.e.lease.every+5*time.Second)
+			poll.Stop()
+			cctx, cancel := context.WithTimeout(context.Background(), 3*cq.m.Every()+5*time.Second)
 			_ = cq.q.CancelCall(cctx, id)
 			cancel()
 			return tools.Result{}, ctx.Err()
 		case <-ch:
-		case <-poll.C:
+			poll.Stop()
+		case <-poll.C():
 		}
 		status, out, err := cq.q.CallStatus(ctx, id)
 		if err != nil {
@@ -335,14 +367,14 @@ func (cq *callQueue) wait(ctx context.Context, id int64, call tools.Call, readNo
 // claimLoop claims the queued calls of the tools this engine hosts and of the remotes it has
 // while it has room: at most maxClaims in all, and no more calls of a worker pool than its
 // workers (the others stay queued for another engine with the pool, or for a free worker).
-func (cq *callQueue) claimLoop() {
+func (cq *Queue) claimLoop(ctx context.Context) {
 	defer cq.wg.Done()
-	poll := time.NewTicker(queuePoll)
-	defer poll.Stop()
 	for {
-		cq.claimAll()
+		cq.claimAll(ctx)
+		poll := cq.clock.NewTimer(QueuePoll)
 		select {
-		case <-cq.ctx.Done():
+		case <-ctx.Done():
+			poll.Stop()
 			cq.mu.Lock()
 			for _, cancel := range cq.running {
 				cancel()
@@ -350,21 +382,19 @@ func (cq *callQueue) claimLoop() {
 			cq.mu.Unlock()
 			return
 		case <-cq.kick:
-		case <-poll.C:
+			poll.Stop()
+		case <-poll.C():
 		}
 	}
 }
 
-func (cq *callQueue) claimAll() {
-	hosted, _ := cq.e.hostedTools()
-	names := cq.e.remoteNames()
-	capacity := map[string]int{} // a pool's workers: it claims no more calls than it can run
-	for _, p := range cq.e.Pools() {
-		capacity[p.Name] = p.Workers
-	}
-	for cq.ctx.Err() == nil {
+func (cq *Queue) claimAll(qctx context.Context) {
+	hosted, _ := cq.caller.HostedTools()
+	names := cq.caller.RemoteNames()
+	capacity := cq.caller.PoolWorkers() // a pool's workers: it claims no more calls than it can run
+	for qctx.Err() == nil {
 		cq.mu.Lock()
-		full := len(cq.running) >= maxClaims
+		full := len(cq.running) >= MaxClaims
 		remotes := make([]string, 0, len(names))
 		for _, name := range names {
 			if n, ok := capacity[name]; !ok || cq.busy[name] < n {
@@ -375,11 +405,11 @@ func (cq *callQueue) claimAll() {
 		if full || len(hosted) == 0 && len(remotes) == 0 {
 			return
 		}
-		c, err := cq.q.ClaimCall(cq.ctx, hosted, remotes)
+		c, err := cq.q.ClaimCall(qctx, hosted, remotes)
 		if err != nil || c == nil {
 			return
 		}
-		ctx, cancel := context.WithCancel(cq.ctx)
+		ctx, cancel := context.WithCancel(qctx)
 		cq.mu.Lock()
 		cq.running[c.ID] = cancel
 		if c.Remote != "" {
@@ -387,14 +417,14 @@ func (cq *callQueue) claimAll() {
 		}
 		cq.mu.Unlock()
 		cq.wg.Add(1)
-		go cq.run(ctx, cancel, c)
+		go cq.run(qctx, ctx, cancel, c)
 	}
 }
 
 // run runs a claimed call through the host-tool path (a call of a remote: through this
 // engine's remote pool, as a local tool_remote or pooled call) and writes its outcome, with
 // the worker that ran it: this engine, and the pool worker when there is one.
-func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
+func (cq *Queue) run(qctx, ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
 	defer cq.wg.Done()
 	defer func() {
 		cancel()
@@ -406,25 +436,25 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 			}
 		}
 		cq.mu.Unlock()
-		cq.kickNow() // room for another
+		cq.KickNow() // room for another
 	}()
 	var out store.CallOutcome
 	var args map[string]any
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		out = store.CallOutcome{ErrorKind: run.KindInvalidInput, ErrorMessage: "the queued args are not a JSON object: " + err.Error()}
 	} else {
-		rl := newRelay(cq.q, c.ID)
+		rl := newRelay(cq.q, c.ID, cq.clock)
 		call := tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, DCC: c.Remote, Args: args, Attempt: c.Attempt,
 			Queued: true, Reporter: rl}
 		var res tools.Result
 		if c.Remote != "" {
-			res, err = cq.e.router.CallRemote(ctx, call)
+			res, err = cq.caller.CallRemote(ctx, call)
 		} else {
-			res, err = cq.e.router.Call(ctx, call)
+			res, err = cq.caller.Call(ctx, call)
 		}
 		rl.finish() // every report is written before the outcome
-		out = outcome(res, err, cq.ctx.Err() != nil, cq.e.lease.info.ID)
-		out.Worker = cq.e.lease.info.ID
+		out = outcome(res, err, qctx.Err() != nil, cq.m.ID())
+		out.Worker = cq.m.ID()
 		if res.Worker != "" {
 			out.Worker += "/" + res.Worker
 		}
@@ -435,7 +465,7 @@ func (cq *callQueue) run(ctx context.Context, cancel context.CancelFunc, c *stor
 	}
 	// The store retries the write across a lost connection for up to the lease (a failover):
 	// past it the claim has expired and the call is failed worker_lost anyway.
-	wctx, wcancel := context.WithTimeout(context.Background(), 3*cq.e.lease.every+10*time.Second)
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*cq.m.Every()+10*time.Second)
 	defer wcancel()
 	_, _ = cq.q.CompleteCall(wctx, c.ID, out) // false: cancelled or lost meanwhile; the outcome is dropped
 }
@@ -467,10 +497,10 @@ func outcome(res tools.Result, err error, closing bool, engineID string) store.C
 	}
 }
 
-// beat renews the claims of the calls this engine runs (those cancelled or lost meanwhile are
+// Beat renews the claims of the calls this engine runs (those cancelled or lost meanwhile are
 // stopped), fails the expired claims of dead engines worker_lost, and reads the tools the other
 // engines host. Called with every heartbeat.
-func (cq *callQueue) beat(ctx context.Context) {
+func (cq *Queue) Beat(ctx context.Context) {
 	cq.mu.Lock()
 	ids := make([]int64, 0, len(cq.running))
 	for id := range cq.running {

@@ -1,0 +1,290 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// Unit tests of the call queue between two engines of one in-memory database (memcluster) on a
+// stub clock: A orchestrates and hosts nothing, B hosts the tool "export" and the pool "maya".
+
+// fakeCaller is B's engine: it runs claimed calls by calling run (blocking until it returns).
+type fakeCaller struct {
+	tools   map[string]bool
+	pools   map[string]int
+	mu      sync.Mutex
+	started []string
+	run     func(ctx context.Context, call tools.Call) (tools.Result, error)
+}
+
+func (c *fakeCaller) HasTool(t string) bool       { return c.tools[t] }
+func (c *fakeCaller) HasRemote(name string) bool  { _, ok := c.pools[name]; return ok }
+func (c *fakeCaller) PoolWorkers() map[string]int { return c.pools }
+func (c *fakeCaller) RemoteNames() []string {
+	names := []string{}
+	for n := range c.pools {
+		names = append(names, n)
+	}
+	return names
+}
+func (c *fakeCaller) HostedTools() (tools, lanes []string) {
+	for t := range c.tools {
+		tools = append(tools, t)
+	}
+	return tools, []string{"main"}
+}
+func (c *fakeCaller) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
+	c.mu.Lock()
+	c.started = append(c.started, call.StepKey)
+	c.mu.Unlock()
+	return c.run(ctx, call)
+}
+func (c *fakeCaller) CallRemote(ctx context.Context, call tools.Call) (tools.Result, error) {
+	return c.Call(ctx, call)
+}
+func (c *fakeCaller) startedCount() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.started) }
+
+type pair struct {
+	clk    *clock.Stub
+	a, b   *Queue
+	ma, mb *Membership
+	hb     *memcluster.Store
+	caller *fakeCaller
+}
+
+// twoEngines starts the queues of A and B (not their heartbeats). memcluster delivers a wake-up
+// to the listeners of the moment, and a queue's listener starts in its own goroutine, so a call
+// queued as the test starts may come before B listens: the stub clock then moves a QueuePoll
+// every few milliseconds, as the polls that carry the queue when a wake-up is lost (leases of an
+// hour: nothing expires meanwhile).
+func twoEngines(t *testing.T, poll bool, run func(ctx context.Context, call tools.Call) (tools.Result, error)) *pair {
+	t.Helper()
+	clk := clock.NewStub(t0)
+	db := memcluster.NewMem(clk)
+	ha, hb := db.Open(), db.Open()
+	caller := &fakeCaller{tools: map[string]bool{"export": true}, pools: map[string]int{"maya": 1}, run: run}
+	join := func(h *memcluster.Store, id string, c Caller) (*Membership, *Queue) {
+		m, err := Join(context.Background(), Config{Leaser: h, Clock: clk, Host: &fakeHost{},
+			Info: store.EngineInfo{ID: id, Lease: time.Hour, Remotes: c.RemoteNames()}}, &fakeLocal{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := NewQueue(m, h, c)
+		if err := q.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(q.Stop)
+		return m, q
+	}
+	ma, a := join(ha, "A", &fakeCaller{})
+	mb, b := join(hb, "B", caller)
+	if poll {
+		stop := make(chan struct{})
+		ticked := make(chan struct{})
+		go func() {
+			defer close(ticked)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+					clk.Advance(QueuePoll)
+				}
+			}
+		}()
+		t.Cleanup(func() { close(stop); <-ticked })
+	}
+	return &pair{clk: clk, a: a, b: b, ma: ma, mb: mb, hb: hb, caller: caller}
+}
+
+func ok(v any) (tools.Result, error) { return tools.Result{Output: v}, nil }
+
+// A call of a tool only B hosts goes through the queue: B claims it at the wake-up, runs it and
+// writes the outcome; A's waiter returns it, with the worker that ran it.
+func TestQueueCallRunsOnTheEngineThatHostsTheTool(t *testing.T) {
+	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
+		return ok(map[string]any{"fbx": call.Args["scene"].(string) + ".fbx"})
+	})
+	if !p.a.HostedNow("export") || p.a.HostedNow("render") {
+		t.Fatal("A does not see that B hosts export (and only export)")
+	}
+	res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export",
+		Args: map[string]any{"scene": "shot010"}})
+	if err != nil || res.Error != nil {
+		t.Fatalf("Call: %+v %v", res, err)
+	}
+	var out map[string]any
+	if json.Unmarshal(res.OutputJSON, &out) != nil || out["fbx"] != "shot010.fbx" || res.Worker != "B" {
+		t.Fatalf("outcome %s from %q; want shot010.fbx from B", res.OutputJSON, res.Worker)
+	}
+}
+
+// A's step ending (a cancel, its timeout) cancels the queued call: B's running call sees its
+// context cancelled, and A gets the context's error.
+func TestQueueCancelReachesTheRunningCall(t *testing.T) {
+	started, stopped := make(chan struct{}), make(chan struct{})
+	p := twoEngines(t, true, func(ctx context.Context, _ tools.Call) (tools.Result, error) {
+		close(started)
+		<-ctx.Done()
+		close(stopped)
+		return tools.Result{}, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.a.Call(ctx, tools.Call{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export", Args: map[string]any{}})
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call after its cancel: %v; want context.Canceled", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's call was not cancelled")
+	}
+}
+
+// A claim B no longer holds at its beat (it expired and another engine's beat failed it
+// worker_lost) is stopped: the call B runs sees its context cancelled.
+func TestQueueBeatStopsAClaimItLost(t *testing.T) {
+	started, stopped := make(chan struct{}, 1), make(chan struct{})
+	p := twoEngines(t, false, func(ctx context.Context, _ tools.Call) (tools.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		close(stopped)
+		return tools.Result{}, ctx.Err()
+	})
+	res := make(chan tools.Result, 1)
+	go func() {
+		r, _ := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export", Args: map[string]any{}})
+		res <- r
+	}()
+	for claimed := false; !claimed; {
+		p.b.KickNow() // claims once the call is queued, wake-up or not
+		select {
+		case <-started:
+			claimed = true
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	ctx := context.Background()
+	p.clk.Advance(2 * time.Hour) // past B's claim (a lease of an hour)
+	p.a.Beat(ctx)                // A's beat fails the expired claim worker_lost
+	p.b.Beat(ctx)                // B's renewal does not get it back
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's beat did not stop the call whose claim it lost")
+	}
+	for got := false; !got; {
+		select {
+		case r := <-res:
+			if r.Error == nil || r.Error.Kind != run.KindWorkerLost {
+				t.Fatalf("outcome %+v; want worker_lost", r)
+			}
+			got = true
+		case <-time.After(5 * time.Millisecond):
+			p.clk.Advance(QueuePoll)
+		}
+	}
+}
+
+// B stopping cancels what it runs, written worker_lost for a retry elsewhere.
+func TestQueueStopFailsRunningCallsWorkerLost(t *testing.T) {
+	started := make(chan struct{}, 1)
+	p := twoEngines(t, true, func(ctx context.Context, _ tools.Call) (tools.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return tools.Result{}, ctx.Err()
+	})
+	res := make(chan tools.Result, 1)
+	go func() {
+		r, _ := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export", Args: map[string]any{}})
+		res <- r
+	}()
+	<-started
+	p.b.Stop()
+	r := <-res
+	if r.Error == nil || r.Error.Kind != run.KindWorkerLost {
+		t.Fatalf("outcome of a call whose engine stopped: %+v; want worker_lost", r)
+	}
+}
+
+// B claims no more calls of a pool than its workers (1 for maya): the second waits queued until
+// the first ends.
+func TestQueueClaimsNoMorePoolCallsThanWorkers(t *testing.T) {
+	release := make(chan struct{})
+	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) {
+		<-release
+		return ok(1)
+	})
+	done := make(chan struct{}, 2)
+	for _, key := range []string{"one", "two"} {
+		go func() {
+			_, _ = p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "open", DCC: "maya", Args: map[string]any{}})
+			done <- struct{}{}
+		}()
+	}
+	waitUntil(t, "the first pool call to start", func() bool { return p.caller.startedCount() == 1 })
+	p.b.KickNow()
+	time.Sleep(20 * time.Millisecond) // a claim pass, had it room (none expected)
+	if n := p.caller.startedCount(); n != 1 {
+		t.Fatalf("%d maya calls running on one worker", n)
+	}
+	close(release)
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a pool call never ended")
+		}
+	}
+	if n := p.caller.startedCount(); n != 2 {
+		t.Fatalf("%d calls ran; want 2", n)
+	}
+}
+
+// Without a wake-up, a waiter reads its call's status every QueuePoll on the engine clock.
+func TestQueueWaiterPollsOnTheClock(t *testing.T) {
+	p := twoEngines(t, false, func(context.Context, tools.Call) (tools.Result, error) { return ok(1) })
+	p.b.Stop() // B claims nothing: the test completes the call by hand
+	res := make(chan tools.Result, 1)
+	go func() {
+		r, _ := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export", Args: map[string]any{}})
+		res <- r
+	}()
+	var c *store.QueuedCall
+	waitUntil(t, "the call to be queued", func() bool {
+		var err error
+		c, err = p.hb.ClaimCall(context.Background(), []string{"export"}, nil)
+		return err == nil && c != nil
+	})
+	if done, err := p.hb.CompleteCall(context.Background(), c.ID, store.CallOutcome{Output: json.RawMessage(`7`)}); !done || err != nil {
+		t.Fatalf("CompleteCall: %v %v", done, err)
+	}
+	var r tools.Result
+	for got := false; !got; {
+		select {
+		case r = <-res: // the completion's wake-up, when A listened by then, else a poll
+			got = true
+		case <-time.After(5 * time.Millisecond):
+			p.clk.Advance(QueuePoll)
+		}
+	}
+	if string(r.OutputJSON) != "7" {
+		t.Fatalf("outcome %s; want 7", r.OutputJSON)
+	}
+}
