@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 // TestDocsExamples keeps docs/c-abi.md exact, as engine/spec/docs_test.go does for docs/spec.md.
@@ -437,7 +437,7 @@ var requestTypes = map[string]any{
 	"dccflow_events_next":        eventsRequest{},
 	"dccflow_schedules_parse":    schedulesParseRequest{},
 	"dccflow_schedules_validate": schedulesValidateRequest{},
-	"dccflow_schedule_add":       engine.ScheduleSpec{},
+	"dccflow_schedule_add":       flowtype.ScheduleSpec{},
 	"dccflow_schedule_remove":    idRequest{},
 	"dccflow_schedules_list":     nil,
 	"dccflow_serve_start":        serveRequest{},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -109,7 +110,7 @@ func opEngineClose(h uint64, _ []byte) (any, error) {
 	return map[string]bool{"closed": true}, nil
 }
 
-// toolRequest is the input of dccflow_tool_register: engine.ToolInfo without Builtin, which
+// toolRequest is the input of dccflow_tool_register: flowtype.ToolInfo without Builtin, which
 // only the engine sets.
 type toolRequest struct {
 	Name          string          `json:"name"`
@@ -125,9 +126,9 @@ var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, e
 		return nil, err
 	}
 	if req.Lane == "" {
-		req.Lane = engine.LaneMain
+		req.Lane = flowtype.LaneMain
 	}
-	return struct{}{}, e.RegisterTool(engine.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
+	return struct{}{}, e.RegisterTool(flowtype.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
 		Description: req.Description, Schema: req.Schema, OutputSchema: req.OutputSchema})
 })
 
@@ -421,14 +422,14 @@ type runSummary struct {
 }
 
 type nextResult struct {
-	Accepted *bool          `json:"accepted,omitempty"`
-	Calls    []callJSON     `json:"calls"`
-	Run      *runSummary    `json:"run,omitempty"`
-	Events   []engine.Event `json:"events,omitempty"`
+	Accepted *bool       `json:"accepted,omitempty"`
+	Calls    []callJSON  `json:"calls"`
+	Run      *runSummary `json:"run,omitempty"`
+	Events   []run.Event `json:"events,omitempty"`
 }
 
 func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
-	pull := engine.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs), Puller: req.Puller}
+	pull := flowtype.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs), Puller: req.Puller}
 	if req.RunID != "" {
 		pull.Stop = e.RunDone(req.RunID)
 	}
@@ -539,7 +540,7 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 	if req.CallID == 0 {
 		return nil, &badRequest{msg: `invalid request: "call_id" is required`}
 	}
-	result := engine.ToolResult{OutputJSON: req.Output}
+	result := flowtype.ToolResult{OutputJSON: req.Output}
 	if len(req.Output) == 0 {
 		result.OutputJSON = json.RawMessage("null")
 	}
@@ -548,11 +549,11 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 		if kind == "" {
 			kind = run.KindError
 		}
-		result = engine.ToolResult{Error: &engine.ToolError{Kind: kind, Message: req.Error.Message, Trace: req.Error.Trace}}
+		result = flowtype.ToolResult{Error: &flowtype.ToolError{Kind: kind, Message: req.Error.Message, Trace: req.Error.Trace}}
 	}
 	accepted := true
 	if err := e.Host().Complete(req.CallID, result); err != nil {
-		if !errors.Is(err, engine.ErrDropped) {
+		if !errors.Is(err, flowtype.ErrDropped) {
 			return nil, err
 		}
 		accepted = false // a late result: the call timed out or was cancelled
@@ -647,7 +648,7 @@ type logReport struct {
 }
 
 var opCallReport = withEngine(func(e *engine.Engine, req *reportRequest) (any, error) {
-	var rep engine.ToolReport
+	var rep flowtype.ToolReport
 	if p := req.Progress; p != nil {
 		if p.Done == nil {
 			return nil, run.Errorf(run.CodeInvalidInput, "progress.done is required (a number ≥ 0)")
@@ -689,7 +690,7 @@ type eventsRequest struct {
 }
 
 var opEventsNext = withEngine(func(e *engine.Engine, req *eventsRequest) (any, error) {
-	var evs []engine.Event
+	var evs []run.Event
 	if req.Max == nil || *req.Max > 0 {
 		max := 256
 		if req.Max != nil {
@@ -706,7 +707,7 @@ var opEventsNext = withEngine(func(e *engine.Engine, req *eventsRequest) (any, e
 		return nil, err
 	}
 	if evs == nil {
-		evs = []engine.Event{}
+		evs = []run.Event{}
 	}
 	return map[string]any{"events": evs, "last_seq": last}, nil
 })

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 type schedulesParseRequest struct {
@@ -23,13 +24,13 @@ func opSchedulesParse(_ uint64, in []byte) (any, error) {
 		return nil, err
 	}
 	if specs == nil {
-		specs = []engine.ScheduleSpec{}
+		specs = []flowtype.ScheduleSpec{}
 	}
 	return map[string]any{"schedules": specs}, nil
 }
 
 type schedulesValidateRequest struct {
-	Schedules []engine.ScheduleSpec `json:"schedules"`
+	Schedules []flowtype.ScheduleSpec `json:"schedules"`
 }
 
 // opSchedulesValidate: {"schedules": [schedule…]} → {"valid": true} or validation_failed.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/ui"
 )
@@ -21,7 +22,7 @@ type stdioDoor struct {
 	err   error         // why, when not the end of input or a stop; set before ended closes
 }
 
-var opScheduleAdd = withEngine(func(e *engine.Engine, req *engine.ScheduleSpec) (any, error) {
+var opScheduleAdd = withEngine(func(e *engine.Engine, req *flowtype.ScheduleSpec) (any, error) {
 	if err := required("id", req.ID); err != nil {
 		return nil, err
 	}
@@ -44,7 +45,7 @@ var opScheduleRemove = withEngine(func(e *engine.Engine, req *idRequest) (any, e
 })
 
 type scheduleJSON struct {
-	engine.ScheduleSpec
+	flowtype.ScheduleSpec
 	NextFire      any          `json:"next_fire"`
 	SecretMissing bool         `json:"secret_missing,omitempty"`
 	LastFire      *engine.Fire `json:"last_fire,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -227,7 +228,7 @@ func TestForcedResumeKeepsOneRowPerStep(t *testing.T) {
 func TestAttemptOfAHostCallStartsWhenPulled(t *testing.T) {
 	ctx := context.Background()
 	e := openAttemptEngine(t, false)
-	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "export", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := e.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, "name: h\nsteps: [{id: a, tool: export, args: {scene: x.ma}}]")})
@@ -244,11 +245,11 @@ func TestAttemptOfAHostCallStartsWhenPulled(t *testing.T) {
 			started = info.Steps[0].StartedAt
 		}
 	}
-	cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 5 * time.Second})
+	cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: 5 * time.Second})
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("pull: %v %v", cs, err)
 	}
-	if err := e.Host().Complete(cs[0].ID, engine.ToolResult{Output: map[string]any{"ok": true}}); err != nil {
+	if err := e.Host().Complete(cs[0].ID, flowtype.ToolResult{Output: map[string]any{"ok": true}}); err != nil {
 		t.Fatal(err)
 	}
 	info, err := e.Wait(ctx, id, 10*time.Second)

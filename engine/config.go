@@ -304,37 +304,81 @@ func (c Config) WithDefaults() Config {
 }
 
 // validate reports every problem of c at once in one *run.Error with code invalid_request; each
-// problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`).
+// problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`). The sections are
+// checked in this order, each adding its problems to one list: the database, env_allow, the
+// durations, the limits, the policy defaults, tool_pools, then each remote by name.
 func (c Config) validate() error {
-	var problems []string
-	add := func(field, format string, args ...any) {
-		problems = append(problems, field+": "+fmt.Sprintf(format, args...))
+	var ps configProblems
+	c.checkDatabase(&ps)
+	c.checkEnvAllow(&ps)
+	c.checkDurations(&ps)
+	c.checkLimits(&ps)
+	if _, dps := c.Defaults.specDefaults(); dps != nil {
+		ps = append(ps, dps...)
 	}
+	c.checkToolPools(&ps)
+	for _, name := range slices.Sorted(maps.Keys(c.Remotes)) {
+		c.Remotes[name].check("remotes."+name, name, &ps)
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	problems := []string(ps)
+	return &run.Error{Code: run.CodeInvalidRequest, Message: "invalid engine config: " + strings.Join(problems, "; "),
+		Details: map[string]any{"problems": problems}}
+}
+
+// configProblems are the problems of a Config, "field: message" each, in the order found.
+type configProblems []string
+
+// add appends the problem of field.
+func (ps *configProblems) add(field, format string, args ...any) {
+	*ps = append(*ps, field+": "+fmt.Sprintf(format, args...))
+}
+
+// checkDatabase checks read_only and db: read_only needs a database, and db names a file, not
+// a folder.
+func (c Config) checkDatabase(ps *configProblems) {
 	if c.ReadOnly && c.DB == "" {
-		add("read_only", "needs a database file in db (an in-memory engine has nothing to read)")
+		ps.add("read_only", "needs a database file in db (an in-memory engine has nothing to read)")
 	}
 	if c.DB != "" {
 		if fi, err := os.Stat(c.DB); err == nil && fi.IsDir() {
-			add("db", "%q is a folder; give the path of a database file such as %q", c.DB, filepath.Join(c.DB, "flow.db"))
+			ps.add("db", "%q is a folder; give the path of a database file such as %q", c.DB, filepath.Join(c.DB, "flow.db"))
 		}
 	}
+}
+
+// checkEnvAllow checks that every env_allow entry is a path.Match pattern.
+func (c Config) checkEnvAllow(ps *configProblems) {
 	for i, p := range c.EnvAllow {
 		if !exec.ValidEnvPattern(p) {
-			add(fmt.Sprintf("env_allow[%d]", i), "%q is not a valid pattern (path.Match syntax, e.g. \"DCC_*\")", p)
+			ps.add(fmt.Sprintf("env_allow[%d]", i), "%q is not a valid pattern (path.Match syntax, e.g. \"DCC_*\")", p)
 		}
 	}
+}
+
+// checkDurations checks the engine's durations: lease_secs, close_grace_secs,
+// interrupt_grace_secs (0 = the default, else within their range) and stall_after_secs
+// (finite).
+func (c Config) checkDurations(ps *configProblems) {
 	if c.LeaseSecs != 0 && !(c.LeaseSecs >= 0.3 && c.LeaseSecs <= 3600) {
-		add("lease_secs", "must be 0 (the default, %d) or 0.3 to 3600 seconds; got %v", DefaultLeaseSecs, c.LeaseSecs)
+		ps.add("lease_secs", "must be 0 (the default, %d) or 0.3 to 3600 seconds; got %v", DefaultLeaseSecs, c.LeaseSecs)
 	}
 	if c.CloseGraceSecs != 0 && !(c.CloseGraceSecs >= 0.01 && c.CloseGraceSecs <= 3600) {
-		add("close_grace_secs", "must be 0 (the default, %d) or 0.01 to 3600 seconds; got %v", DefaultCloseGraceSecs, c.CloseGraceSecs)
+		ps.add("close_grace_secs", "must be 0 (the default, %d) or 0.01 to 3600 seconds; got %v", DefaultCloseGraceSecs, c.CloseGraceSecs)
 	}
 	if c.InterruptGraceSecs != 0 && !(c.InterruptGraceSecs >= 0.01 && c.InterruptGraceSecs <= 300) {
-		add("interrupt_grace_secs", "must be 0 (the default, 2) or 0.01 to 300 seconds; got %v", c.InterruptGraceSecs)
+		ps.add("interrupt_grace_secs", "must be 0 (the default, 2) or 0.01 to 300 seconds; got %v", c.InterruptGraceSecs)
 	}
 	if math.IsNaN(c.StallAfterSecs) || math.IsInf(c.StallAfterSecs, 0) {
-		add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")
+		ps.add("stall_after_secs", "must be a finite number of seconds (0 = default, negative = off)")
 	}
+}
+
+// checkLimits checks the executor's and JSONPath's limits: 0 (the default) or 1 to the
+// ceiling of each.
+func (c Config) checkLimits(ps *configProblems) {
 	for _, l := range []struct {
 		field      string
 		v, ceiling int
@@ -349,100 +393,107 @@ func (c Config) validate() error {
 		{"max_tree_parallel", c.MaxTreeParallel, exec.MaxTreeParallelCeiling, exec.DefaultMaxTreeParallel},
 	} {
 		if l.v < 0 || l.v > l.ceiling {
-			add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
+			ps.add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
 		}
 	}
-	if _, ps := c.Defaults.specDefaults(); ps != nil {
-		problems = append(problems, ps...)
-	}
+}
+
+// checkToolPools checks tool_pools, by pattern: each key is a path.Match pattern and names a
+// configured remote (on a shared database, any remote: another engine may have it).
+func (c Config) checkToolPools(ps *configProblems) {
 	for _, pattern := range slices.Sorted(maps.Keys(c.ToolPools)) {
 		f := fmt.Sprintf("tool_pools[%q]", pattern)
 		if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
-			add(f, "%q is not a valid pattern (path.Match syntax, e.g. \"maya__*\")", pattern)
+			ps.add(f, "%q is not a valid pattern (path.Match syntax, e.g. \"maya__*\")", pattern)
 		}
 		if pool := c.ToolPools[pattern]; pool == "" {
-			add(f, "names no remote; give the name of one of remotes")
+			ps.add(f, "names no remote; give the name of one of remotes")
 		} else if _, ok := c.Remotes[pool]; !ok && !storeopen.IsURL(c.DB) {
 			// On a shared database another engine may have it (checked at submit).
-			add(f, "remote %q is not configured in remotes", pool)
+			ps.add(f, "remote %q is not configured in remotes", pool)
 		}
 	}
-	names := make([]string, 0, len(c.Remotes))
-	for name := range c.Remotes {
-		names = append(names, name)
+}
+
+// check checks the remote called name, whose problems start with f ("remotes.NAME"): its name,
+// its endpoint (checkEndpoint), then the fields of each kind of remote (checkKindFields).
+func (r RemoteConfig) check(f, name string, ps *configProblems) {
+	if !remoteNameRe.MatchString(name) {
+		ps.add(f, "remote names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)")
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		r := c.Remotes[name]
-		f := "remotes." + name
-		if !remoteNameRe.MatchString(name) {
-			add(f, "remote names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)")
+	r.checkEndpoint(f, ps)
+	r.checkKindFields(f, ps)
+}
+
+// checkEndpoint checks how the remote is reached: one url, a list of URLs (each http or https,
+// none twice) or a command, and workers_per_url (a pool of servers only) and timeout_secs.
+func (r RemoteConfig) checkEndpoint(f string, ps *configProblems) {
+	hasURL := r.URL != "" || len(r.URLs) > 0
+	switch {
+	case r.URL != "" && len(r.URLs) > 0:
+		ps.add(f+".url", "URL and URLs are mutually exclusive: set one")
+	case hasURL && len(r.Command) > 0:
+		ps.add(f+".url", "url and command are mutually exclusive: set one")
+	case !hasURL && len(r.Command) == 0:
+		ps.add(f+".url", "one of url (streamable HTTP) or command (stdio) is required")
+	case r.URL != "" && !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://"):
+		ps.add(f+".url", "must be an http:// or https:// URL; got %q", r.URL)
+	}
+	seen := map[string]bool{}
+	for i, u := range r.URLs {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			ps.add(fmt.Sprintf("%s.url[%d]", f, i), "must be an http:// or https:// URL; got %q", u)
+		} else if seen[u] {
+			ps.add(fmt.Sprintf("%s.url[%d]", f, i), "%q appears twice; a server that serves more calls at a time takes workers_per_url", u)
 		}
-		hasURL := r.URL != "" || len(r.URLs) > 0
-		switch {
-		case r.URL != "" && len(r.URLs) > 0:
-			add(f+".url", "URL and URLs are mutually exclusive: set one")
-		case hasURL && len(r.Command) > 0:
-			add(f+".url", "url and command are mutually exclusive: set one")
-		case !hasURL && len(r.Command) == 0:
-			add(f+".url", "one of url (streamable HTTP) or command (stdio) is required")
-		case r.URL != "" && !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://"):
-			add(f+".url", "must be an http:// or https:// URL; got %q", r.URL)
-		}
-		seen := map[string]bool{}
-		for i, u := range r.URLs {
-			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-				add(fmt.Sprintf("%s.url[%d]", f, i), "must be an http:// or https:// URL; got %q", u)
-			} else if seen[u] {
-				add(fmt.Sprintf("%s.url[%d]", f, i), "%q appears twice; a server that serves more calls at a time takes workers_per_url", u)
-			}
-			seen[u] = true
-		}
-		if r.WorkersPerURL < 0 || r.WorkersPerURL > remote.MaxWorkers {
-			add(f+".workers_per_url", "must be 0 or 1 to %d; got %d", remote.MaxWorkers, r.WorkersPerURL)
-		} else if r.WorkersPerURL != 0 && len(r.URLs) == 0 {
-			add(f+".workers_per_url", "applies to a pool of servers only: give url as a list of URLs")
-		}
-		if r.TimeoutSecs < 0 || math.IsNaN(r.TimeoutSecs) || math.IsInf(r.TimeoutSecs, 0) {
-			add(f+".timeout_secs", "must be ≥ 0 (0 = no limit); got %v", r.TimeoutSecs)
-		}
-		if !hasURL && (len(r.Headers) > 0 || r.TokenEnv != "") {
-			add(f+".headers", "headers and token_env apply to url remotes only")
-		}
-		if len(r.Command) == 0 && (len(r.Env) > 0 || r.Dir != "") {
-			add(f+".env", "env and dir apply to command remotes only")
-		}
-		switch {
-		case len(r.URLs) > 0 && (r.Workers != 0 || r.RecycleAfterCalls != 0 || r.MaxRSSMB != 0 || r.KillAfterSecs != 0):
-			add(f+".workers", "workers, recycle_after_calls, max_rss_mb and kill_after_secs apply to pools of processes (command); a pool of servers (url as a list) takes workers_per_url, start_timeout_secs and idle_stop_secs")
-		case r.URL != "" && r.pooled():
-			add(f+".workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes; for a pool of servers give url as a list of URLs")
-		}
-		for _, n := range []struct {
-			field  string
-			v, max int
-		}{{"workers", r.Workers, remote.MaxWorkers}, {"recycle_after_calls", r.RecycleAfterCalls, remote.MaxRecycleAfterCalls},
-			{"max_rss_mb", r.MaxRSSMB, remote.MaxRSSMBCeiling}} {
-			if n.v < 0 || n.v > n.max {
-				add(f+"."+n.field, "must be 0 or 1 to %s; got %d", expr.Thousands(n.max), n.v)
-			}
-		}
-		for _, d := range []struct {
-			field string
-			v     float64
-			zero  string
-		}{{"start_timeout_secs", r.StartTimeoutSecs, "30 s"}, {"idle_stop_secs", r.IdleStopSecs, "never"},
-			{"kill_after_secs", r.KillAfterSecs, "10 s"}} {
-			if d.v != 0 && !(d.v >= remote.MinDuration.Seconds() && d.v <= remote.MaxDuration.Seconds()) {
-				add(f+"."+d.field, "must be 0 (%s) or 0.1 to 604800 seconds; got %v", d.zero, d.v)
-			}
+		seen[u] = true
+	}
+	if r.WorkersPerURL < 0 || r.WorkersPerURL > remote.MaxWorkers {
+		ps.add(f+".workers_per_url", "must be 0 or 1 to %d; got %d", remote.MaxWorkers, r.WorkersPerURL)
+	} else if r.WorkersPerURL != 0 && len(r.URLs) == 0 {
+		ps.add(f+".workers_per_url", "applies to a pool of servers only: give url as a list of URLs")
+	}
+	if r.TimeoutSecs < 0 || math.IsNaN(r.TimeoutSecs) || math.IsInf(r.TimeoutSecs, 0) {
+		ps.add(f+".timeout_secs", "must be ≥ 0 (0 = no limit); got %v", r.TimeoutSecs)
+	}
+}
+
+// checkKindFields checks that the fields of one kind of remote are not set on another (headers
+// and token_env for url remotes, env and dir for command remotes, the pool fields for pools of
+// processes) and the ranges of the pool fields.
+func (r RemoteConfig) checkKindFields(f string, ps *configProblems) {
+	hasURL := r.URL != "" || len(r.URLs) > 0
+	if !hasURL && (len(r.Headers) > 0 || r.TokenEnv != "") {
+		ps.add(f+".headers", "headers and token_env apply to url remotes only")
+	}
+	if len(r.Command) == 0 && (len(r.Env) > 0 || r.Dir != "") {
+		ps.add(f+".env", "env and dir apply to command remotes only")
+	}
+	switch {
+	case len(r.URLs) > 0 && (r.Workers != 0 || r.RecycleAfterCalls != 0 || r.MaxRSSMB != 0 || r.KillAfterSecs != 0):
+		ps.add(f+".workers", "workers, recycle_after_calls, max_rss_mb and kill_after_secs apply to pools of processes (command); a pool of servers (url as a list) takes workers_per_url, start_timeout_secs and idle_stop_secs")
+	case r.URL != "" && r.pooled():
+		ps.add(f+".workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes; for a pool of servers give url as a list of URLs")
+	}
+	for _, n := range []struct {
+		field  string
+		v, max int
+	}{{"workers", r.Workers, remote.MaxWorkers}, {"recycle_after_calls", r.RecycleAfterCalls, remote.MaxRecycleAfterCalls},
+		{"max_rss_mb", r.MaxRSSMB, remote.MaxRSSMBCeiling}} {
+		if n.v < 0 || n.v > n.max {
+			ps.add(f+"."+n.field, "must be 0 or 1 to %s; got %d", expr.Thousands(n.max), n.v)
 		}
 	}
-	if len(problems) == 0 {
-		return nil
+	for _, d := range []struct {
+		field string
+		v     float64
+		zero  string
+	}{{"start_timeout_secs", r.StartTimeoutSecs, "30 s"}, {"idle_stop_secs", r.IdleStopSecs, "never"},
+		{"kill_after_secs", r.KillAfterSecs, "10 s"}} {
+		if d.v != 0 && !(d.v >= remote.MinDuration.Seconds() && d.v <= remote.MaxDuration.Seconds()) {
+			ps.add(f+"."+d.field, "must be 0 (%s) or 0.1 to 604800 seconds; got %v", d.zero, d.v)
+		}
 	}
-	return &run.Error{Code: run.CodeInvalidRequest, Message: "invalid engine config: " + strings.Join(problems, "; "),
-		Details: map[string]any{"problems": problems}}
 }
 
 // poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` — optional: it

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -65,14 +66,14 @@ func TestConnectionLostRunIsTakenOverAndCompletes(t *testing.T) {
 				_ = e.Close(context.Background())
 				_ = ps.Close()
 			}()
-			if err := e.RegisterTool(ToolInfo{Name: "work", Lane: LaneMain}); err != nil {
+			if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
 			calls := map[string]int{}
 			go func() {
 				for ctx.Err() == nil {
-					cs, err := e.Host().Pull(ctx, PullRequest{Lanes: []string{LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+					cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 					if err != nil {
 						continue
 					}
@@ -81,7 +82,7 @@ func TestConnectionLostRunIsTakenOverAndCompletes(t *testing.T) {
 						mu.Lock()
 						calls[k]++
 						mu.Unlock()
-						_ = e.Host().Complete(cl.ID, ToolResult{Output: map[string]any{"k": k}})
+						_ = e.Host().Complete(cl.ID, flowtype.ToolResult{Output: map[string]any{"k": k}})
 					}
 				}
 			}()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -60,9 +61,9 @@ type DryRunResult struct {
 	SpecHash string `json:"spec_hash"`
 	// Status is completed, or failed when a step would fail even with these fixtures (a denied
 	// approval, a foreach whose items are not a list, a branch condition that cannot be read).
-	Status run.Status     `json:"status"`
-	Error  *RunError      `json:"error,omitempty"`
-	Inputs map[string]any `json:"inputs"`
+	Status run.Status         `json:"status"`
+	Error  *flowtype.RunError `json:"error,omitempty"`
+	Inputs map[string]any     `json:"inputs"`
 	// Steps are every step instance reached, in the order a run would start them: a list in
 	// dependency order (ties in document order), each foreach iteration after the one before
 	// (a real run may run them concurrently), a control step before its children.

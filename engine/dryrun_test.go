@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -198,7 +199,7 @@ func TestDryRunPersistsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := dryOpen(t, engine.Config{DB: filepath.Join(t.TempDir(), "flow.db")})
-	if err := e.RegisterTool(engine.ToolInfo{Name: "maya__export_fbx", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "maya__export_fbx", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	cached := drySpec(t, `
@@ -242,7 +243,7 @@ steps:
 	}
 	pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	calls, err := e.Host().Pull(pctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Timeout: 20 * time.Millisecond})
+	calls, err := e.Host().Pull(pctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Timeout: 20 * time.Millisecond})
 	if len(calls) != 0 {
 		t.Errorf("the dry run queued host calls: %v (%v)", calls, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -30,46 +31,30 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Public names for the engine's collaborators, so callers outside engine/ can implement and
-// inject them.
+// The engine's public vocabulary (tool results and errors, host tool calls, the clock, approvals,
+// schedules) is defined in the leaf package engine/flowtype, and the run's (events, statuses,
+// error codes) in engine/run. The names below stay here because they are not vocabulary but the
+// engine's own machinery, which lives in internal packages.
 type (
-	// Clock is the engine's source of time (see WithClock).
-	Clock = clock.Clock
 	// StubClock is a manual clock for tests: time moves only with Advance/Set, and
-	// WaitForTimers blocks until the engine has scheduled the wake-ups a test expects.
+	// WaitForTimers blocks until the engine has scheduled the wake-ups a test expects. It is an
+	// implementation (a timer heap) beside the real clock in engine/internal/clock, not a type
+	// callers define values of: they get one from NewStubClock.
 	StubClock = clock.Stub
-	// Store is the engine's persistence (see WithStore).
+	// Store is the engine's persistence (see WithStore). Its methods read and write the
+	// store's record types (runs, steps, attempts, idempotency keys, events, …): moving it to a
+	// public package would move the whole store vocabulary with it. Get one from
+	// NewMemoryStore, or wrap one to inject faults in tests.
 	Store = store.Store
 	// StoreBatch is what Store.Write applies atomically (for stores wrapped or written outside
-	// engine/, e.g. to inject faults in tests).
+	// engine/, e.g. to inject faults in tests). It holds the store's record types, so it stays
+	// with Store.
 	StoreBatch = store.Batch
-	// RunError says why a run did not complete.
-	RunError = store.RunError
-	// Event is one entry of the engine's event stream.
-	Event = run.Event
-	// RemoteCaller calls tools on remote MCP servers for tool_remote steps.
-	RemoteCaller = tools.RemoteCaller
-	// ToolResult is a tool's answer: an output or a ToolError.
-	ToolResult = tools.Result
-	// ToolError is a tool's structured failure (kind, message, trace).
-	ToolError = tools.ToolError
-	// ToolInfo describes a tool: host tools are registered with RegisterTool.
-	ToolInfo = tools.ToolInfo
-	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled, Report; OpenPuller, Release, ClosePuller).
+	// Host is the queue host tools are pulled from (Pull, Complete, Cancelled, Report;
+	// OpenPuller, Release, ClosePuller): the engine's call queue itself, whose methods are
+	// the internal machinery of host tool calls. Its values are flowtype.PendingCall,
+	// flowtype.PullRequest and flowtype.ToolReport.
 	Host = tools.Host
-	// PendingCall is a host tool call handed out by Host.Pull.
-	PendingCall = tools.PendingCall
-	// ToolReport is what a running host tool reports about itself (Host.Report): progress, log
-	// lines.
-	ToolReport = tools.Report
-	// Approval is an open approval of a run.
-	Approval = exec.Approval
-)
-
-// Lanes of host tools.
-const (
-	LaneMain   = tools.LaneMain
-	LaneWorker = tools.LaneWorker
 )
 
 // NewMemoryStore returns an empty in-memory Store. Give it to several engines in turn with
@@ -92,13 +77,13 @@ type options struct {
 
 // WithClock makes the engine use c for every time, timer and sleep (retries, timeouts, TTLs,
 // approval timeouts, stall detection, flow__sleep) and for the cron and interval schedules.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c flowtype.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithRandSource makes retry jitter draw from src instead of a source seeded by Config.Seed.
 func WithRandSource(src rand.Source) Option { return func(o *options) { o.source = src } }
 
 // WithRemoteCaller routes tool_remote steps to rc.
-func WithRemoteCaller(rc RemoteCaller) Option { return func(o *options) { o.remote = rc } }
+func WithRemoteCaller(rc flowtype.RemoteCaller) Option { return func(o *options) { o.remote = rc } }
 
 // WithStore makes the engine keep its records in s instead of opening Config.DB. The engine
 // does not close a store given this way.
@@ -358,7 +343,7 @@ func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed
 // not conform fail the attempt with kind invalid_input before the call (never retried), an output
 // that does not conform with kind invalid_output (docs/c-abi.md "dccflow_tool_register"). Errors
 // have code invalid_request (a schema that is not one names the tool and its problem).
-func (e *Engine) RegisterTool(info ToolInfo) error {
+func (e *Engine) RegisterTool(info flowtype.ToolInfo) error {
 	if e.isClosed() {
 		return errClosed()
 	}
@@ -374,7 +359,7 @@ func (e *Engine) RegisterTool(info ToolInfo) error {
 func (e *Engine) UnregisterTool(name string) bool { return e.router.UnregisterHost(name) }
 
 // Tools lists the registered tools (built-in and host), sorted by name.
-func (e *Engine) Tools() []ToolInfo { return e.router.Tools() }
+func (e *Engine) Tools() []flowtype.ToolInfo { return e.router.Tools() }
 
 // Host returns the queue the host process pulls host tool calls from.
 func (e *Engine) Host() *Host { return e.router.Host() }

@@ -73,11 +73,11 @@ func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
 
 // EventsSince returns, without waiting, up to max (0 = 256) events with Seq ≥ fromSeq, in
 // order. An empty result means there are none yet.
-func (e *Engine) EventsSince(fromSeq uint64, max int) ([]Event, error) {
+func (e *Engine) EventsSince(fromSeq uint64, max int) ([]run.Event, error) {
 	return e.listEvents(context.Background(), EventQuery{FromSeq: fromSeq, Max: max})
 }
 
-func (e *Engine) listEvents(ctx context.Context, q EventQuery) ([]Event, error) {
+func (e *Engine) listEvents(ctx context.Context, q EventQuery) ([]run.Event, error) {
 	if e.isClosed() {
 		return nil, errClosed()
 	}
@@ -100,7 +100,7 @@ func (e *Engine) listEvents(ctx context.Context, q EventQuery) ([]Event, error) 
 // one: the pull model of the C ABI. It returns as soon as at least one event is available, an
 // empty result when timeout elapses (timeout ≤ 0 does not wait), context.Cause(ctx) when ctx
 // ends, and code closed once the engine is closed and no event is left.
-func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Duration) ([]Event, error) {
+func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Duration) ([]run.Event, error) {
 	evs, err := e.listEvents(ctx, q)
 	if err != nil || len(evs) > 0 || timeout <= 0 {
 		return evs, err
@@ -136,7 +136,7 @@ func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Dura
 type Subscription struct {
 	e      *Engine
 	q      EventQuery
-	buf    []Event
+	buf    []run.Event
 	closed bool
 	// released is set by the first Close: the engine's count of open subscriptions
 	// (OpenSubscriptions) goes down once.
@@ -168,14 +168,14 @@ func (e *Engine) OpenSubscriptions() int { return int(e.hub.subs.Load()) }
 
 // Next returns the next event, waiting for it until ctx ends (context.Cause(ctx)), the engine
 // closes or the subscription is closed (both code closed).
-func (s *Subscription) Next(ctx context.Context) (Event, error) {
+func (s *Subscription) Next(ctx context.Context) (run.Event, error) {
 	for len(s.buf) == 0 {
 		if s.closed {
-			return Event{}, run.Errorf(run.CodeClosed, "the subscription is closed")
+			return run.Event{}, run.Errorf(run.CodeClosed, "the subscription is closed")
 		}
 		evs, err := s.e.PollEvents(ctx, s.q, time.Hour)
 		if err != nil {
-			return Event{}, err
+			return run.Event{}, err
 		}
 		s.buf = evs
 	}

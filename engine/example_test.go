@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -23,7 +24,7 @@ func Example() {
 	defer e.Close(ctx)
 
 	// A host tool: its calls queue on the main lane until the host pulls them.
-	if err := e.RegisterTool(engine.ToolInfo{Name: "maya__export", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "maya__export", Lane: flowtype.LaneMain}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -46,7 +47,7 @@ steps:
 	}
 
 	// The host: pull the call (waiting up to 10 s for it), run the tool, answer.
-	calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Timeout: 10 * time.Second})
+	calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Timeout: 10 * time.Second})
 	if err != nil || len(calls) != 1 {
 		fmt.Println(calls, err)
 		return
@@ -54,7 +55,7 @@ steps:
 	c := calls[0]
 	fmt.Printf("host runs %s for step %s with %v\n", c.Tool, c.StepKey, c.Args)
 	path := fmt.Sprintf("/shots/%s.fbx", c.Args["shot"])
-	if err := e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"path": path}}); err != nil {
+	if err := e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"path": path}}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -80,7 +81,7 @@ func ExampleEngine_Resume() {
 		return
 	}
 	defer e.Close(ctx)
-	if err := e.RegisterTool(engine.ToolInfo{Name: "render", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "render", Lane: flowtype.LaneMain}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -96,15 +97,15 @@ steps:
 	}
 	// answer pulls one call and answers it with the tool's output, or with a failure.
 	answer := func(fail bool) {
-		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Timeout: 10 * time.Second})
+		calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Timeout: 10 * time.Second})
 		if err != nil || len(calls) != 1 {
 			fmt.Println(calls, err)
 			return
 		}
 		c := calls[0]
-		res := engine.ToolResult{Output: map[string]any{"frames": 24}}
+		res := flowtype.ToolResult{Output: map[string]any{"frames": 24}}
 		if fail {
-			res = engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "out of licences"}}
+			res = flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "fatal", Message: "out of licences"}}
 		}
 		fmt.Printf("call %s (pass %v, fail %v)\n", c.StepKey, c.Args["pass"], fail)
 		if err := e.Host().Complete(c.ID, res); err != nil {
@@ -155,7 +156,7 @@ func ExampleEngine_Cancel() {
 		return
 	}
 	defer e.Close(ctx)
-	if err := e.RegisterTool(engine.ToolInfo{Name: "simulate", Lane: engine.LaneWorker}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "simulate", Lane: flowtype.LaneWorker}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -173,7 +174,7 @@ steps:
 		fmt.Println(err)
 		return
 	}
-	calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Timeout: 10 * time.Second})
+	calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Timeout: 10 * time.Second})
 	if err != nil || len(calls) != 1 {
 		fmt.Println(calls, err)
 		return
@@ -192,7 +193,7 @@ steps:
 	}
 	fmt.Println(info.Status)
 	fmt.Println("cancelled after:", e.Host().Cancelled(c.ID))
-	err = e.Host().Complete(c.ID, engine.ToolResult{Output: "done"})
+	err = e.Host().Complete(c.ID, flowtype.ToolResult{Output: "done"})
 	fmt.Println("late answer:", run.CodeOf(err))
 	// Output:
 	// cancelled before: false

@@ -103,3 +103,31 @@ func TestImportBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// The public vocabulary lives in leaf packages (engine/run: a run's record; engine/flowtype:
+// the rest, following River's rivertype): they import the standard library and each other only,
+// never an internal package nor the facade, so the internal packages can import them and define
+// nothing that callers outside engine/ have to name.
+func TestPublicLeavesImportNoInternalPackage(t *testing.T) {
+	leaves := []string{module + "/engine/run", module + "/engine/flowtype"}
+	for _, leaf := range leaves {
+		deps := goList(t, "-deps", leaf)
+		if !slices.Contains(deps, leaf) {
+			t.Fatalf("go list -deps %s did not list the package itself: %v", leaf, deps)
+		}
+		for _, d := range deps {
+			if (d == module || strings.HasPrefix(d, module+"/")) && !slices.Contains(leaves, d) {
+				t.Errorf("the public leaf %s imports %s (directly or not); a leaf imports only the standard library and the other leaves %v", leaf, d, leaves)
+			}
+		}
+	}
+	// The internal packages use the public definitions: the ones that hold the vocabulary's
+	// implementations import the leaf (a type defined again inside would not need it).
+	for _, user := range []string{"clock", "tools", "exec", "store", "schedule", "problem"} {
+		pkg := module + "/engine/internal/" + user
+		imports := goList(t, "-f", `{{join .Imports "\n"}}`, pkg)
+		if !slices.Contains(imports, module+"/engine/flowtype") {
+			t.Errorf("%s does not import engine/flowtype; it should alias the public types, not define its own", pkg)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -183,7 +184,7 @@ func TestMetricsQueueDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	if err := e.RegisterTool(engine.ToolInfo{Name: "maya__export", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "maya__export", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.Metrics()
@@ -269,8 +270,8 @@ func TestMetricsCountScheduleFires(t *testing.T) {
 	if err := e.Register(mustSpec(t, "name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(engine.ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true,
-		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
 		t.Fatal(err)
 	}
 	mh, err := e.Metrics()
@@ -335,8 +336,8 @@ func TestMetricsScheduleFireLateness(t *testing.T) {
 	if err := e.Register(mustSpec(t, "name: tick\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(engine.ScheduleSpec{ID: "every10", Workflow: "tick", Enabled: true,
-		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "10s"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "every10", Workflow: "tick", Enabled: true,
+		Trigger: flowtype.ScheduleTrigger{Kind: "interval", Every: "10s"}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.Metrics()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
@@ -40,13 +41,13 @@ type StartRequest struct {
 
 // RunInfo is the state of a run.
 type RunInfo struct {
-	ID       string       `json:"run_id"`
-	Name     string       `json:"name"`
-	Status   run.Status   `json:"status"`
-	Terminal bool         `json:"terminal"`
-	Error    *RunError    `json:"error,omitempty"`
-	Progress run.Progress `json:"progress"`
-	SpecHash string       `json:"spec_hash"`
+	ID       string             `json:"run_id"`
+	Name     string             `json:"name"`
+	Status   run.Status         `json:"status"`
+	Terminal bool               `json:"terminal"`
+	Error    *flowtype.RunError `json:"error,omitempty"`
+	Progress run.Progress       `json:"progress"`
+	SpecHash string             `json:"spec_hash"`
 	// WorkflowVersion is the catalog version of the workflow (its name and spec hash) the run
 	// used; 0 (absent in JSON) when that spec was never registered.
 	WorkflowVersion int            `json:"workflow_version,omitempty"`
@@ -59,7 +60,7 @@ type RunInfo struct {
 	// Approvals lists the open approvals of an unfinished run: those of the engine running it,
 	// or, for a run another process runs (another engine on a shared database, the owner of a
 	// read-only engine's file), those its records show (stored_approvals.go).
-	Approvals []Approval `json:"approvals,omitempty"`
+	Approvals []flowtype.Approval `json:"approvals,omitempty"`
 	// Steps summarises the step instances outside foreach iterations (Status only; use Steps
 	// for every instance).
 	Steps []StepInfo `json:"steps,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -144,8 +145,8 @@ func TestScheduleForgetsItsFinishedRuns(t *testing.T) {
 	if err := e.Register(mustParse(t, "name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
-		Trigger: ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.WebhookHandler()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
@@ -121,7 +122,7 @@ func (e *Engine) hasWorkflow(name string) bool {
 
 // Schedule adds (or, with the same id, replaces) a schedule. Its workflow must be in the
 // catalog (Register). A schedule added while the scheduler runs starts firing at once.
-func (e *Engine) Schedule(spec ScheduleSpec) error {
+func (e *Engine) Schedule(spec flowtype.ScheduleSpec) error {
 	s, err := e.scheduler()
 	if err != nil {
 		return err
@@ -149,8 +150,8 @@ func (e *Engine) Schedules() []ScheduleInfo {
 
 // LoadSchedules reads every *.schedules.yaml / *.schedules.yml file of dir (not recursive, in
 // name order), validates them all against the catalog and adds them. Nothing is added when any
-// file has a problem (a *ScheduleValidationError lists every one).
-func (e *Engine) LoadSchedules(dir string) ([]ScheduleSpec, error) {
+// file has a problem (a *flowtype.ScheduleValidationError lists every one).
+func (e *Engine) LoadSchedules(dir string) ([]flowtype.ScheduleSpec, error) {
 	s, err := e.scheduler()
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 // The next fire an engine reports for an interval schedule is its last fire + every, as its
@@ -16,8 +17,8 @@ func TestSchedulesNextFireIsLastFirePlusEvery(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "flow.db")
 	t0 := time.Date(2026, 3, 2, 1, 0, 0, 0, time.UTC)
-	sched := engine.ScheduleSpec{ID: "every15", Workflow: "tick", Enabled: true,
-		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "15m"}}
+	sched := flowtype.ScheduleSpec{ID: "every15", Workflow: "tick", Enabled: true,
+		Trigger: flowtype.ScheduleTrigger{Kind: "interval", Every: "15m"}}
 	open := func(clk *engine.StubClock, readOnly bool) *engine.Engine {
 		t.Helper()
 		e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, DB: db, ReadOnly: readOnly}, engine.WithClock(clk))

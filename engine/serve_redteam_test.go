@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 // TestRedteamServeWebhooksRefusesUnsignedOffLoopback: serving webhooks on an address that is not
@@ -22,8 +24,8 @@ func TestRedteamServeWebhooksRefusesUnsignedOffLoopback(t *testing.T) {
 	if err := e.Register(mustParse(t, "name: hook\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(ScheduleSpec{ID: "signed_push", Workflow: "hook", Enabled: true, MaxConcurrent: 1,
-		Trigger: ScheduleTrigger{Kind: "webhook", Path: "/signed", SecretEnv: "HOOK_SECRET"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "signed_push", Workflow: "hook", Enabled: true, MaxConcurrent: 1,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/signed", SecretEnv: "HOOK_SECRET"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0", "10.0.0.1:8787", ":8787"} {
@@ -31,8 +33,8 @@ func TestRedteamServeWebhooksRefusesUnsignedOffLoopback(t *testing.T) {
 			t.Fatalf("only signed schedules, %s: %v", addr, err)
 		}
 	}
-	if err := e.Schedule(ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true, MaxConcurrent: 1,
-		Trigger: ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "on_push", Workflow: "hook", Enabled: true, MaxConcurrent: 1,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/push"}}); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := e.ServeWebhooks("0.0.0.0:0")

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -22,11 +23,11 @@ const storedApprovalsPage = 1000
 // stores read the run's index entries, workflow_events_run, and drop the other types), in
 // pages; an approval whose event is gone (pruned) still lists with its step key and the time its
 // step started waiting. Sorted by step key.
-func storedApprovals(ctx context.Context, st store.Store, runID string, steps []store.Step) ([]Approval, error) {
-	waiting := map[string]*Approval{}
+func storedApprovals(ctx context.Context, st store.Store, runID string, steps []store.Step) ([]flowtype.Approval, error) {
+	waiting := map[string]*flowtype.Approval{}
 	for _, s := range steps {
 		if s.Status == run.StepWaitingApproval {
-			waiting[s.Key] = &Approval{StepKey: s.Key, RequestedAt: s.UpdatedAt}
+			waiting[s.Key] = &flowtype.Approval{StepKey: s.Key, RequestedAt: s.UpdatedAt}
 		}
 	}
 	if len(waiting) == 0 {
@@ -55,7 +56,7 @@ func storedApprovals(ctx context.Context, st store.Store, runID string, steps []
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	out := make([]Approval, 0, len(waiting))
+	out := make([]flowtype.Approval, 0, len(waiting))
 	for _, a := range waiting {
 		out = append(out, *a)
 	}

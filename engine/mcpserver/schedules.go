@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 // The schedule resources (docs/mcp.md, "Resources and notifications"): the schedules with their
@@ -23,7 +24,7 @@ const (
 
 // scheduleJSON is one schedule of dccflow://schedules.
 type scheduleJSON struct {
-	engine.ScheduleSpec
+	flowtype.ScheduleSpec
 	NextFire      any          `json:"next_fire"`
 	SecretMissing bool         `json:"secret_missing,omitempty"`
 	LastFire      *engine.Fire `json:"last_fire,omitempty"`

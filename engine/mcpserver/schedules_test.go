@@ -9,7 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 func readResource(t *testing.T, b *bundle, uri string) (map[string]any, error) {
@@ -35,8 +35,8 @@ func readResource(t *testing.T, b *bundle, uri string) (map[string]any, error) {
 func TestScheduleResources(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "stdio")
-	if err := b.e.Schedule(engine.ScheduleSpec{ID: "upload", Workflow: "gated", Enabled: true, MaxConcurrent: 0,
-		Inputs: map[string]any{"shot": "sh010"}, Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/upload"}}); err != nil {
+	if err := b.e.Schedule(flowtype.ScheduleSpec{ID: "upload", Workflow: "gated", Enabled: true, MaxConcurrent: 0,
+		Inputs: map[string]any{"shot": "sh010"}, Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/upload"}}); err != nil {
 		t.Fatal(err)
 	}
 	if doc, err := readResource(t, b, "dccflow://schedules/upload/fires"); err != nil || doc["schedule_id"] != "upload" ||

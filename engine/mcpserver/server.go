@@ -302,7 +302,7 @@ func (s *Server) forward(ctx context.Context, runID string, token mcp.ProgressTo
 // completed step instances, plus, for a step_progress event with a total, the fraction of the
 // running step that is done (so "2 of 5 steps, export 37/120" is 2.31 of 5), and a message such
 // as "step_progress export 37/120 caching frames…".
-func progressNote(ev engine.Event) (float64, string) {
+func progressNote(ev run.Event) (float64, string) {
 	value := float64(ev.Progress.Completed)
 	message := strings.TrimSpace(ev.Type + " " + ev.StepKey)
 	if ev.Type != run.EventStepProgress {

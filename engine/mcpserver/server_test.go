@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -431,20 +432,20 @@ func TestRedteamMCPRefusesIntegersItCannotCarryExactly(t *testing.T) {
 func TestToolProgressReachesMCPProgressNotifications(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "http") // notifications on the request's stream
-	if err := b.e.RegisterTool(engine.ToolInfo{Name: "cache", Lane: engine.LaneMain}); err != nil {
+	if err := b.e.RegisterTool(flowtype.ToolInfo{Name: "cache", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { // the host: reports, then answers
-		calls, err := b.e.Host().Pull(context.Background(), engine.PullRequest{Timeout: 10 * time.Second})
+		calls, err := b.e.Host().Pull(context.Background(), flowtype.PullRequest{Timeout: 10 * time.Second})
 		if err != nil || len(calls) != 1 {
 			t.Errorf("pull: %v %v", calls, err)
 			return
 		}
 		total := 120.0
-		b.e.Host().Report(calls[0].ID, engine.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
+		b.e.Host().Report(calls[0].ID, flowtype.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
 			Logs: []run.LogLine{run.LogLineOf("cached frame", json.RawMessage(`{"frame":37}`))}})
 		time.Sleep(50 * time.Millisecond)
-		_ = b.e.Host().Complete(calls[0].ID, engine.ToolResult{Output: "ok"})
+		_ = b.e.Host().Complete(calls[0].ID, flowtype.ToolResult{Output: "ok"})
 	}()
 	out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: export, tool: cache}, {id: after, tool: flow__echo}]", "wait_secs": 10},
 		&mcp.Meta{ProgressToken: "tok-p"})

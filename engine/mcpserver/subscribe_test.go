@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -482,7 +483,7 @@ func TestSubscribeTerminalRunHTTP(t *testing.T) {
 func TestSubscribedRunShowsAToolsProgress(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "http")
-	if err := b.e.RegisterTool(engine.ToolInfo{Name: "cache", Lane: engine.LaneMain}); err != nil {
+	if err := b.e.RegisterTool(flowtype.ToolInfo{Name: "cache", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	watcher, wr := connect(t, b)
@@ -491,7 +492,7 @@ func TestSubscribedRunShowsAToolsProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls, err := b.e.Host().Pull(context.Background(), engine.PullRequest{Timeout: 10 * time.Second})
+	calls, err := b.e.Host().Pull(context.Background(), flowtype.PullRequest{Timeout: 10 * time.Second})
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("pull: %v %v", calls, err)
 	}
@@ -499,7 +500,7 @@ func TestSubscribedRunShowsAToolsProgress(t *testing.T) {
 	mustSubscribe(t, watcher, uri)
 	before := wr.updated(uri)
 	total := 120.0
-	if !b.e.Host().Report(calls[0].ID, engine.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
+	if !b.e.Host().Report(calls[0].ID, flowtype.ToolReport{Progress: &run.StepProgress{Done: 37, Total: &total, Message: "caching frames"},
 		Logs: []run.LogLine{run.LogLineOf("cached frame", nil)}}) {
 		t.Fatal("report refused")
 	}
@@ -527,7 +528,7 @@ func TestSubscribedRunShowsAToolsProgress(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := b.e.Host().Complete(calls[0].ID, engine.ToolResult{Output: 1}); err != nil {
+	if err := b.e.Host().Complete(calls[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := b.e.Wait(context.Background(), id, 10*time.Second); err != nil || info.Status != "completed" {

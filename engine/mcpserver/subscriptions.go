@@ -322,7 +322,7 @@ func (s *subscriptions) read(ctx context.Context, from uint64, done chan struct{
 }
 
 // event touches the watches of ev's run.
-func (s *subscriptions) event(ctx context.Context, ev engine.Event) {
+func (s *subscriptions) event(ctx context.Context, ev run.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ctx.Err() != nil { // a reader being stopped: a newer one may deliver this event too

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
@@ -70,7 +71,7 @@ func setupSubs(t *testing.T, interval time.Duration) (*subscriptions, *clock.Stu
 func events(s *subscriptions, clk *clock.Stub, at ...time.Duration) {
 	for i, d := range at {
 		clk.Set(t0.Add(d))
-		s.event(context.Background(), engine.Event{Seq: uint64(i + 1), RunID: "r1"})
+		s.event(context.Background(), run.Event{Seq: uint64(i + 1), RunID: "r1"})
 	}
 	for clk.AdvanceToNext() {
 	}
@@ -167,9 +168,9 @@ func TestBlockedSendIsRetried(t *testing.T) {
 func TestRemoveStopsPendingNotification(t *testing.T) {
 	t.Parallel()
 	s, clk, f := setupSubs(t, 100*time.Millisecond)
-	s.event(context.Background(), engine.Event{Seq: 1, RunID: "r1"})
+	s.event(context.Background(), run.Event{Seq: 1, RunID: "r1"})
 	clk.Set(t0.Add(10 * time.Millisecond))
-	s.event(context.Background(), engine.Event{Seq: 2, RunID: "r1"}) // due at 100ms
+	s.event(context.Background(), run.Event{Seq: 2, RunID: "r1"}) // due at 100ms
 	if clk.Pending() != 1 {
 		t.Fatalf("%d timers pending", clk.Pending())
 	}
@@ -187,7 +188,7 @@ func TestRemoveStopsPendingNotification(t *testing.T) {
 	}
 	<-done
 	// Events of runs nobody watches cost nothing.
-	s.event(context.Background(), engine.Event{Seq: 3, RunID: "r1"})
+	s.event(context.Background(), run.Event{Seq: 3, RunID: "r1"})
 	if got := f.times(); len(got) != 1 {
 		t.Fatalf("sent at %v", got)
 	}

@@ -51,7 +51,7 @@ const (
 type Problem = problem.Problem
 
 // ProblemError is implemented by the errors that list problems: *ValidationError and the
-// scheduler's (engine.ScheduleValidationError), so that a door reports either with one branch:
+// scheduler's (flowtype.ScheduleValidationError), so that a door reports either with one branch:
 // ErrorCode is the error's stable code, ProblemList every problem in document order.
 type ProblemError = problem.Error
 

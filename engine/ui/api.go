@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -695,7 +696,7 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
 }
 
-func triggerText(t engine.ScheduleTrigger) string {
+func triggerText(t flowtype.ScheduleTrigger) string {
 	switch {
 	case t.Expression != "":
 		return "cron " + t.Expression

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"github.com/dcc-flow/dcc-flow/engine/ui"
@@ -266,8 +267,8 @@ func TestWorkflowsAPI(t *testing.T) {
 
 func TestSchedulesAPIEnableDisable(t *testing.T) {
 	b := newBench(t, ui.Options{})
-	sp := engine.ScheduleSpec{ID: "nightly", Workflow: "echo", Enabled: true, MaxConcurrent: 1, Inputs: map[string]any{"value": "x"},
-		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "1h"}}
+	sp := flowtype.ScheduleSpec{ID: "nightly", Workflow: "echo", Enabled: true, MaxConcurrent: 1, Inputs: map[string]any{"value": "x"},
+		Trigger: flowtype.ScheduleTrigger{Kind: "interval", Every: "1h"}}
 	if err := b.e.Schedule(sp); err != nil {
 		t.Fatal(err)
 	}

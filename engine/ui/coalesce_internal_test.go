@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -30,7 +29,7 @@ func TestCoalescerBoundsMessages(t *testing.T) {
 		if i >= 10000-keys {
 			st = string(run.StepCompleted)
 		}
-		c.add(engine.Event{Seq: seq, RunID: "r1", Type: run.EventStepExit, StepKey: fmt.Sprintf("each[%d].work", i%keys), Status: st,
+		c.add(run.Event{Seq: seq, RunID: "r1", Type: run.EventStepExit, StepKey: fmt.Sprintf("each[%d].work", i%keys), Status: st,
 			Progress: run.Progress{Completed: i, Total: 10000}})
 	}
 	flush := func() string {
@@ -51,7 +50,7 @@ func TestCoalescerBoundsMessages(t *testing.T) {
 		t.Error("a step message carries an older state than the latest")
 	}
 	// More changes at once: the run and the keys already sent wait; the others go, 200 at most.
-	c.add(engine.Event{Seq: seq + 1, RunID: "r1", Type: run.EventStepExit, StepKey: "each[0].work", Status: "failed"})
+	c.add(run.Event{Seq: seq + 1, RunID: "r1", Type: run.EventStepExit, StepKey: "each[0].work", Status: "failed"})
 	body = flush()
 	if count(body, "run") != 0 || count(body, "step") != maxStepMessages || strings.Contains(body, `"key":"each[0].work"`) {
 		t.Errorf("second flush at once: %d run and %d step messages, each[0] sent: %v", count(body, "run"), count(body, "step"), strings.Contains(body, `"key":"each[0].work"`))

@@ -183,13 +183,13 @@ func (b *bench) waitStatus(t testing.TB, id string, want run.Status) *engine.Run
 }
 
 // events returns the run's events of type typ.
-func events(t testing.TB, e *engine.Engine, runID, typ string) []engine.Event {
+func events(t testing.TB, e *engine.Engine, runID, typ string) []run.Event {
 	t.Helper()
 	evs, err := e.PollEvents(context.Background(), engine.EventQuery{RunID: runID, Max: 10000}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []engine.Event
+	var out []run.Event
 	for _, ev := range evs {
 		if ev.Type == typ {
 			out = append(out, ev)

@@ -66,7 +66,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		writeEngineError(w, err)
 		return
 	}
-	evs := make(chan engine.Event, 256)
+	evs := make(chan run.Event, 256)
 	go func() {
 		defer sub.Close()
 		defer close(evs)
@@ -165,7 +165,7 @@ func newCoalescer(steps bool, every time.Duration) *coalescer {
 
 func (c *coalescer) pending() bool { return len(c.runOrder) > 0 || len(c.stepOrder) > 0 }
 
-func (c *coalescer) add(ev engine.Event) {
+func (c *coalescer) add(ev run.Event) {
 	c.lastSeq = ev.Seq
 	reread, seen := c.runs[ev.RunID]
 	if !seen {

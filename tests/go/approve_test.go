@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -122,7 +123,7 @@ func TestApproveTimesOut(t *testing.T) {
 func TestApprovalInsideForeachAndWaitingStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "t"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -137,7 +138,7 @@ steps:
         steps:
           - { id: review, kind: approve, prompt: "ok {{item}}?" }
 `, nil)
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	b.waitStep(id, "each[0].review", run.StepWaitingApproval)
 	if st := b.status(id).Status; st != run.StatusRunning {
 		t.Fatalf("a tool is in flight: the run is %s, want running", st)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -155,7 +156,7 @@ steps:
 func BenchmarkCancel1000InFlight(b *testing.B) {
 	const inFlight = 1000
 	eng := benchEngine(b)
-	if err := eng.RegisterTool(engine.ToolInfo{Name: "hold"}); err != nil {
+	if err := eng.RegisterTool(flowtype.ToolInfo{Name: "hold"}); err != nil {
 		b.Fatal(err)
 	}
 	s := benchSpec(b, `
@@ -210,13 +211,13 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 		fmt.Fprintf(&sb, "  - { id: s%d, tool: py__step, args: { n: %d } }\n", i, i)
 	}
 	eng := benchEngine(b)
-	if err := eng.RegisterTool(engine.ToolInfo{Name: "py__step"}); err != nil {
+	if err := eng.RegisterTool(flowtype.ToolInfo{Name: "py__step"}); err != nil {
 		b.Fatal(err)
 	}
 	s := benchSpec(b, sb.String())
 	ctx := context.Background()
 	host := eng.Host()
-	out := engine.ToolResult{OutputJSON: []byte(`{"ok":true}`)}
+	out := flowtype.ToolResult{OutputJSON: []byte(`{"ok":true}`)}
 	puller, err := host.OpenPuller("")
 	if err != nil {
 		b.Fatal(err)
@@ -230,7 +231,7 @@ func BenchmarkHostToolRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pull := engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: time.Second, Puller: puller}
+		pull := flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: time.Second, Puller: puller}
 		calls, err := host.Pull(ctx, pull)
 		for n := 1; err == nil && len(calls) == 1; n++ {
 			if err = host.Complete(calls[0].ID, out); err != nil || n == steps {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -36,7 +37,7 @@ func (b *testBundle) cancelAndWait(id, reason string) *engine.RunInfo {
 func TestCancelDuringAToolCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -44,7 +45,7 @@ steps:
   - { id: export, tool: maya__export }
   - { id: after, tool: flow__echo }
 `, nil)
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	if b.eng.Host().Cancelled(call.ID) {
 		t.Fatal("cancelled too early")
 	}
@@ -194,7 +195,7 @@ steps:
 	if _, err := b.eng.Status(ctx, id); codeOf(err) != run.CodeClosed {
 		t.Fatalf("Status after Close: %v", err)
 	}
-	if _, err := b.eng.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: time.Second}); codeOf(err) != run.CodeClosed {
+	if _, err := b.eng.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: time.Second}); codeOf(err) != run.CodeClosed {
 		t.Fatalf("Host().Pull after Close: %v", err)
 	}
 
@@ -224,7 +225,7 @@ steps:
 func TestCancelDuringParallelBranchesIsTerminalWhenCancelReturns(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withStubClock())
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "hold"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "hold"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -241,7 +242,7 @@ steps:
         retry: { max_attempts: 3, initial_delay_ms: 3600000, max_delay_ms: 3600000 }
   - { id: after, tool: flow__echo }
 `, nil)
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	b.waitStep(id, "flaky", run.StepRetrying)
 	b.waitStep(id, "gate", run.StepWaitingApproval)
 	b.waitStep(id, "nap", run.StepRunning)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -23,7 +24,7 @@ import (
 // openSlowHostEngine opens an engine on db that hosts tool on the main lane with a host that
 // pulls each call, reports it on pulled, and answers it once answer is closed (never, when
 // answer is nil).
-func openSlowHostEngine(t *testing.T, db string, graceSecs float64, tool string, pulled chan<- engine.PendingCall, answer <-chan struct{}) *engine.Engine {
+func openSlowHostEngine(t *testing.T, db string, graceSecs float64, tool string, pulled chan<- flowtype.PendingCall, answer <-chan struct{}) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: handoverLease, CloseGraceSecs: graceSecs})
@@ -34,12 +35,12 @@ func openSlowHostEngine(t *testing.T, db string, graceSecs float64, tool string,
 		cancel()
 		_ = e.Close(context.Background())
 	})
-	if err := e.RegisterTool(engine.ToolInfo{Name: tool, Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: tool, Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		for ctx.Err() == nil {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -48,13 +49,13 @@ func openSlowHostEngine(t *testing.T, db string, graceSecs float64, tool string,
 				if answer == nil {
 					continue // stuck in the tool for good
 				}
-				go func(c engine.PendingCall) {
+				go func(c flowtype.PendingCall) {
 					select {
 					case <-answer:
 					case <-ctx.Done():
 						return
 					}
-					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"by": "a"}})
+					_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"by": "a"}})
 				}(c)
 			}
 		}
@@ -91,15 +92,15 @@ func TestRedteamClosingEngineWaitsForItsHostCallThenHandsOver(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
 	ctx := context.Background()
-	pulled := make(chan engine.PendingCall, 4)
+	pulled := make(chan flowtype.PendingCall, 4)
 	answer := make(chan struct{})
 	a := openSlowHostEngine(t, db, 20, "bake", pulled, answer)
-	if err := a.RegisterTool(engine.ToolInfo{Name: "count", Lane: engine.LaneWorker}); err != nil {
+	if err := a.RegisterTool(flowtype.ToolInfo{Name: "count", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err) // a hosts count too but never pulls the worker lane: after runs on b
 	}
 	count := &stepCounter{calls: map[string]int{}}
 	b := openLeasedEngine(t, db, handoverLease, "bake", count.answer, nil)
-	if err := b.RegisterTool(engine.ToolInfo{Name: "count", Lane: engine.LaneMain}); err != nil {
+	if err := b.RegisterTool(flowtype.ToolInfo{Name: "count", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, slowSpec)})
@@ -148,16 +149,16 @@ func TestRedteamClosingEngineHandsOverARunWhoseHostCallIsStuck(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
 	ctx := context.Background()
-	pulled := make(chan engine.PendingCall, 4)
+	pulled := make(chan flowtype.PendingCall, 4)
 	a := openSlowHostEngine(t, db, 0.5, "bake", pulled, nil)
 	count := &stepCounter{calls: map[string]int{}}
 	b := openLeasedEngine(t, db, handoverLease, "bake", count.answer, nil)
-	if err := b.RegisterTool(engine.ToolInfo{Name: "count", Lane: engine.LaneWorker}); err != nil {
+	if err := b.RegisterTool(flowtype.ToolInfo{Name: "count", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { // b's worker lane: count
 		for {
-			cs, err := b.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Max: 1, Timeout: 50 * time.Millisecond})
+			cs, err := b.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 1, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -170,7 +171,7 @@ func TestRedteamClosingEngineHandsOverARunWhoseHostCallIsStuck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var call engine.PendingCall
+	var call flowtype.PendingCall
 	select {
 	case call = <-pulled:
 	case <-time.After(10 * time.Second):
@@ -211,7 +212,7 @@ func TestRedteamCloseWhileSubmitting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "held", Lane: engine.LaneMain}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "held", Lane: flowtype.LaneMain}); err != nil {
 			t.Fatal(err) // nobody pulls it: a run that is not stopped never ends
 		}
 		s := mustSpec(t, "name: held\nsteps: [{id: a, tool: held}]\n")

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/mcpserver"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -69,14 +70,14 @@ func TestClusterControlOverMCPOfAnotherEngine(t *testing.T) {
 		<-hostDone
 		_ = a.Close(context.Background())
 	})
-	if err := a.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if err := a.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	calls := &workCalls{byRun: map[string][]string{}}
 	go func() {
 		defer close(hostDone)
 		for hostCtx.Err() == nil {
-			cs, err := a.Host().Pull(hostCtx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := a.Host().Pull(hostCtx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -85,7 +86,7 @@ func TestClusterControlOverMCPOfAnotherEngine(t *testing.T) {
 				calls.mu.Lock()
 				calls.byRun[c.RunID] = append(calls.byRun[c.RunID], k)
 				calls.mu.Unlock()
-				_ = a.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"k": k}})
+				_ = a.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"k": k}})
 			}
 		}
 	}()

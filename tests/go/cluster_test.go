@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -93,12 +94,12 @@ func TestClusterHelperProcess(t *testing.T) {
 	}
 	if os.Getenv("DCC_FLOW_CLUSTER_NOTOOLS") == "1" {
 		// An orchestrator only: its `work` calls go through the tool-call queue.
-	} else if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	} else if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		os.Exit(2)
 	}
 	go func() {
 		for {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -106,7 +107,7 @@ func TestClusterHelperProcess(t *testing.T) {
 				go func() {
 					fmt.Fprintf(calls, "%s %s %d\n", e.EngineID(), c.Args["k"], time.Now().UnixNano())
 					time.Sleep(time.Duration(c.Args["ms"].(float64)) * time.Millisecond)
-					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"done": c.Args["k"]}})
+					_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"done": c.Args["k"]}})
 				}()
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -47,7 +48,7 @@ func crashItems() []any {
 // serveWork answers "work" host calls until ctx ends, calling seen(key) for each.
 func serveWork(ctx context.Context, e *engine.Engine, seen func(string)) {
 	for ctx.Err() == nil {
-		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 20 * time.Millisecond})
+		calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 20 * time.Millisecond})
 		if err != nil {
 			return
 		}
@@ -55,7 +56,7 @@ func serveWork(ctx context.Context, e *engine.Engine, seen func(string)) {
 			k := c.Args["k"].(string)
 			time.Sleep(time.Millisecond)
 			seen(k)
-			_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"done": k}})
+			_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"done": k}})
 		}
 	}
 }
@@ -73,7 +74,7 @@ func TestCrashHelperProcess(t *testing.T) {
 		fmt.Println("open:", err)
 		os.Exit(2)
 	}
-	if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		os.Exit(2)
 	}
 	s, _ := spec.ParseString(crashSpec)
@@ -156,7 +157,7 @@ func TestCrashRecoveryAndResume(t *testing.T) {
 			if err != nil || info.Status != run.StatusInterrupted {
 				t.Fatalf("after reopening: %v %+v", err, info)
 			}
-			var last engine.Event
+			var last run.Event
 			for from := uint64(0); ; {
 				evs, _ := e.PollEvents(ctx, engine.EventQuery{RunID: runID, FromSeq: from}, 0)
 				if len(evs) == 0 {
@@ -198,7 +199,7 @@ func TestCrashRecoveryAndResume(t *testing.T) {
 				t.Fatalf("the run list shows %+v (%v); want progress %+v", runs, err, info.Progress)
 			}
 
-			if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+			if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -29,7 +30,7 @@ func TestEventStreamSequenceAndSubscription(t *testing.T) {
 	}
 	wg.Wait()
 	// Each run writes started, 2 × (enter, exit), terminal.
-	var got []engine.Event
+	var got []run.Event
 	for len(got) < runs*6 {
 		ev, err := sub.Next(b.ctx)
 		if err != nil {
@@ -91,7 +92,7 @@ func TestPollEventsWaitsForNewEvents(t *testing.T) {
 	if err != nil || len(evs) != 0 || time.Since(start) < 30*time.Millisecond {
 		t.Fatalf("an idle poll waits for its timeout and returns nothing: %v %v", evs, err)
 	}
-	got := make(chan []engine.Event, 1)
+	got := make(chan []run.Event, 1)
 	go func() {
 		evs, _ := b.eng.PollEvents(b.ctx, engine.EventQuery{FromSeq: last + 1, Max: 1}, waitLimit)
 		got <- evs
@@ -117,7 +118,7 @@ func TestPollEventsWaitsForNewEvents(t *testing.T) {
 func TestStallDetected(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withStubClock(), withConfig(func(c *engine.Config) { c.StallAfterSecs = 30 }))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "never_pulled"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "never_pulled"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit("steps: [{ id: stuck, tool: never_pulled }]", nil)
@@ -128,8 +129,8 @@ func TestStallDetected(t *testing.T) {
 		t.Fatalf("stall reported early: %v", got)
 	}
 	b.clk.Advance(time.Second)
-	stalls := func() []engine.Event {
-		var out []engine.Event
+	stalls := func() []run.Event {
+		var out []run.Event
 		for _, e := range b.events(id) {
 			if e.Type == run.EventStallDetected {
 				out = append(out, e)
@@ -147,7 +148,7 @@ func TestStallDetected(t *testing.T) {
 		t.Fatal("one stall event per quiet period")
 	}
 	// Activity starts a new quiet period.
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	if err := b.eng.Host().Complete(call.ID, output(nil)); err != nil {
 		t.Fatal(err)
 	}

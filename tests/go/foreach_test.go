@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func TestForeachCallsOncePerItem(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export_fbx"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export_fbx"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := b.serve(engine.LaneMain, func(c engine.PendingCall) engine.ToolResult {
+	srv := b.serve(flowtype.LaneMain, func(c flowtype.PendingCall) flowtype.ToolResult {
 		return output(map[string]any{"fbx": strings.Replace(c.Args["scene"].(string), ".ma", ".fbx", 1)})
 	})
 	info := b.run(`
@@ -333,7 +333,7 @@ steps:
 func TestForeachAbortCancelsIterationsInFlight(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "t"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -345,12 +345,12 @@ steps:
     steps:
       - { id: s, tool: t, args: { v: "{{item}}" } }
 `, nil)
-	calls := map[string]engine.PendingCall{}
+	calls := map[string]flowtype.PendingCall{}
 	for len(calls) < 3 {
-		c := b.nextCall(engine.LaneMain)
+		c := b.nextCall(flowtype.LaneMain)
 		calls[c.Args["v"].(string)] = c
 	}
-	if err := b.eng.Host().Complete(calls["b"].ID, engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "corrupt scene"}}); err != nil {
+	if err := b.eng.Host().Complete(calls["b"].ID, flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "fatal", Message: "corrupt scene"}}); err != nil {
 		t.Fatal(err)
 	}
 	info := b.wait(id)

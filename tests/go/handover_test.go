@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -49,11 +50,11 @@ type stepCounter struct {
 	calls map[string]int
 }
 
-func (c *stepCounter) answer(args map[string]any) engine.ToolResult {
+func (c *stepCounter) answer(args map[string]any) flowtype.ToolResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[args["step"].(string)]++
-	return engine.ToolResult{Output: map[string]any{"ok": true}}
+	return flowtype.ToolResult{Output: map[string]any{"ok": true}}
 }
 
 func (c *stepCounter) count(step string) int {
@@ -277,9 +278,9 @@ func TestClosingEngineLeavesItsQueuedCallToTheNextOrchestrator(t *testing.T) {
 	release := make(chan struct{})
 	var pulls atomic.Int32
 	a := openLeasedEngine(t, db, handoverLease, "", nil, nil)
-	worker := openLeasedEngine(t, db, handoverLease, "farm", func(args map[string]any) engine.ToolResult {
+	worker := openLeasedEngine(t, db, handoverLease, "farm", func(args map[string]any) flowtype.ToolResult {
 		<-release
-		return engine.ToolResult{Output: map[string]any{"frames": 240}}
+		return flowtype.ToolResult{Output: map[string]any{"frames": 240}}
 	}, &pulls)
 	b := openLeasedEngine(t, db, handoverLease, "", nil, nil)
 	id, err := a.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `

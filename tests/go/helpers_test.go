@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -159,9 +160,9 @@ func (b *testBundle) steps(id string) map[string]engine.StepInfo {
 }
 
 // events returns every event of a run written so far.
-func (b *testBundle) events(id string) []engine.Event {
+func (b *testBundle) events(id string) []run.Event {
 	b.t.Helper()
-	var out []engine.Event
+	var out []run.Event
 	q := engine.EventQuery{RunID: id, Max: 10000}
 	for {
 		evs, err := b.eng.PollEvents(b.ctx, q, 0)
@@ -242,13 +243,13 @@ type server struct {
 	inFlight atomic.Int64
 	maxSeen  atomic.Int64
 	mu       sync.Mutex
-	seen     []engine.PendingCall
+	seen     []flowtype.PendingCall
 }
 
 // serve pulls calls of lane and answers each with handle, in its own goroutine per call, until
 // the test ends. It pulls as a host thread does in production (Python through the C ABI): with
 // its own puller, in batches, and a pull that waits for the next call.
-func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.ToolResult) *server {
+func (b *testBundle) serve(lane string, handle func(flowtype.PendingCall) flowtype.ToolResult) *server {
 	s := &server{}
 	puller := b.puller()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -259,7 +260,7 @@ func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.T
 	})
 	go func() {
 		defer close(done)
-		pull := engine.PullRequest{Lanes: []string{lane}, Max: 16, Timeout: 50 * time.Millisecond, Puller: puller}
+		pull := flowtype.PullRequest{Lanes: []string{lane}, Max: 16, Timeout: 50 * time.Millisecond, Puller: puller}
 		for ctx.Err() == nil {
 			calls, err := b.eng.Host().Pull(ctx, pull)
 			if err != nil {
@@ -277,7 +278,7 @@ func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.T
 				s.mu.Lock()
 				s.seen = append(s.seen, c)
 				s.mu.Unlock()
-				go func(c engine.PendingCall) {
+				go func(c flowtype.PendingCall) {
 					res := handle(c)
 					s.inFlight.Add(-1)
 					_ = b.eng.Host().Complete(c.ID, res)
@@ -288,20 +289,20 @@ func (b *testBundle) serve(lane string, handle func(engine.PendingCall) engine.T
 	return s
 }
 
-func (s *server) pulled() []engine.PendingCall {
+func (s *server) pulled() []flowtype.PendingCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]engine.PendingCall(nil), s.seen...)
+	return append([]flowtype.PendingCall(nil), s.seen...)
 }
 
 // nextCall pulls exactly one host call of lane, failing the test if none comes. The test's
 // own puller holds it (b.puller) until it is answered.
-func (b *testBundle) nextCall(lane string) engine.PendingCall {
+func (b *testBundle) nextCall(lane string) flowtype.PendingCall {
 	b.t.Helper()
 	if b.testPuller == 0 {
 		b.testPuller = b.puller()
 	}
-	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{lane}, Max: 1, Timeout: waitLimit, Puller: b.testPuller})
+	calls, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{lane}, Max: 1, Timeout: waitLimit, Puller: b.testPuller})
 	if err != nil || len(calls) != 1 {
 		b.t.Fatalf("Pull: %v %v", calls, err)
 	}
@@ -321,7 +322,7 @@ func (b *testBundle) puller() uint64 {
 	return id
 }
 
-func output(v any) engine.ToolResult { return engine.ToolResult{Output: v} }
+func output(v any) flowtype.ToolResult { return flowtype.ToolResult{Output: v} }
 
 func jsonOf(t *testing.T, v any) string {
 	t.Helper()

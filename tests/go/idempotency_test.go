@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -13,11 +13,11 @@ import (
 // answers {"n": <call number>}.
 func countingTool(t *testing.T, b *testBundle) *server {
 	t.Helper()
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "dcc__export", Lane: engine.LaneWorker}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "dcc__export", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
 	var s *server
-	s = b.serve(engine.LaneWorker, func(c engine.PendingCall) engine.ToolResult {
+	s = b.serve(flowtype.LaneWorker, func(c flowtype.PendingCall) flowtype.ToolResult {
 		return output(map[string]any{"n": float64(s.calls.Load()), "scene": c.Args["scene"]})
 	})
 	return s
@@ -60,7 +60,7 @@ func TestGlobalIdempotencyKeyAcrossRuns(t *testing.T) {
 		t.Fatalf("cached flags: first %+v second %+v", a, c)
 	}
 	exits := b.events(second.ID)
-	var exit engine.Event
+	var exit run.Event
 	for _, e := range exits {
 		if e.Type == run.EventStepExit {
 			exit = e

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -57,14 +58,14 @@ steps:
 func TestRedteamChainedDescendantJSONPathFailsTheStep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "scene__tree"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "scene__tree"}); err != nil {
 		t.Fatal(err)
 	}
 	var chain any = []any{1.0}
 	for range 511 {
 		chain = []any{chain}
 	}
-	b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult {
+	b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult {
 		return output(map[string]any{"tree": binaryTree(12), "chain": chain})
 	})
 	start := time.Now()

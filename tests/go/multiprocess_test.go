@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -157,7 +158,7 @@ func TestReadOnlyEngineSeesProgressAsStepsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer owner.Close(context.Background())
-	if err := owner.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if err := owner.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	items := make([]any, 20)
@@ -187,20 +188,20 @@ steps:
 	}
 	defer ro.Close(context.Background())
 
-	next := func() engine.PendingCall {
+	next := func() flowtype.PendingCall {
 		t.Helper()
-		calls, err := owner.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: waitLimit})
+		calls, err := owner.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: waitLimit})
 		if err != nil || len(calls) != 1 {
 			t.Fatalf("waiting for a tool call: %v %v", calls, err)
 		}
 		return calls[0]
 	}
-	var held []engine.PendingCall // pulled, not answered: three iterations in flight
+	var held []flowtype.PendingCall // pulled, not answered: three iterations in flight
 	for len(held) < 3 {
 		held = append(held, next())
 	}
 	for k := 1; k <= 12; k++ {
-		if err := owner.Host().Complete(held[0].ID, engine.ToolResult{Output: k}); err != nil {
+		if err := owner.Host().Complete(held[0].ID, flowtype.ToolResult{Output: k}); err != nil {
 			t.Fatal(err)
 		}
 		// The iteration's next call is handed out only once the answered step's exit is

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -219,7 +220,7 @@ func TestResumeFinishesInterruptedOnFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "page_oncall", Lane: engine.LaneMain}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "page_oncall", Lane: flowtype.LaneMain}); err != nil {
 			t.Fatal(err)
 		}
 		return e
@@ -240,7 +241,7 @@ on_failure:
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls, err := e1.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: waitLimit})
+	calls, err := e1.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: waitLimit})
 	if err != nil || len(calls) != 1 || calls[0].StepKey != "on_failure.page" {
 		t.Fatalf("pull: %v %+v", err, calls)
 	}
@@ -258,10 +259,10 @@ on_failure:
 	var why atomic.Value
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
-	go hostLoop(hctx, e2, func(c engine.PendingCall) engine.ToolResult {
+	go hostLoop(hctx, e2, func(c flowtype.PendingCall) flowtype.ToolResult {
 		pages.Add(1)
 		why.Store(c.Args["why"])
-		return engine.ToolResult{Output: map[string]any{"paged": true}}
+		return flowtype.ToolResult{Output: map[string]any{"paged": true}}
 	})
 	if _, err := e2.Resume(ctx, id, engine.ResumeOptions{}); err != nil {
 		t.Fatal(err)

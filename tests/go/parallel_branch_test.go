@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func TestParallelRunsBranchesTogether(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "t", Lane: engine.LaneWorker}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "t", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -25,10 +25,10 @@ steps:
   - { id: after, tool: flow__echo, args: { l: "{{left.side}}", all: "{{both}}" } }
 `, nil)
 	// Both host calls are pending at once: neither waits for the other.
-	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Max: 2, Timeout: waitLimit})
+	calls, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 2, Timeout: waitLimit})
 	for err == nil && len(calls) < 2 {
-		var more []engine.PendingCall
-		more, err = b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneWorker}, Max: 2, Timeout: waitLimit})
+		var more []flowtype.PendingCall
+		more, err = b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 2, Timeout: waitLimit})
 		calls = append(calls, more...)
 	}
 	if err != nil {
@@ -66,10 +66,10 @@ func TestParallelOnAnyFail(t *testing.T) {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow"}); err != nil {
+			if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "slow"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.eng.RegisterTool(engine.ToolInfo{Name: "bad", Lane: engine.LaneWorker}); err != nil {
+			if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "bad", Lane: flowtype.LaneWorker}); err != nil {
 				t.Fatal(err)
 			}
 			id := b.submit(`
@@ -83,9 +83,9 @@ steps:
       - { id: waits, tool: flow__echo, depends_on: [bad] }
   - { id: next, tool: flow__echo }
 `, nil)
-			call := b.nextCall(engine.LaneMain)
-			bad := b.nextCall(engine.LaneWorker)
-			if err := b.eng.Host().Complete(bad.ID, engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "nope"}}); err != nil {
+			call := b.nextCall(flowtype.LaneMain)
+			bad := b.nextCall(flowtype.LaneWorker)
+			if err := b.eng.Host().Complete(bad.ID, flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "fatal", Message: "nope"}}); err != nil {
 				t.Fatal(err)
 			}
 			b.waitStep(id, "bad", run.StepFailed)
@@ -203,7 +203,7 @@ steps:
 func TestDAGDiamond(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "t"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -214,9 +214,9 @@ steps:
   - { id: bottom, tool: flow__echo, args: { l: "{{left.side}}", r: "{{right.side}}" }, depends_on: [left, right] }
 `, nil)
 	// left and right are ready together after top.
-	var calls []engine.PendingCall
+	var calls []flowtype.PendingCall
 	for len(calls) < 2 {
-		calls = append(calls, b.nextCall(engine.LaneMain))
+		calls = append(calls, b.nextCall(flowtype.LaneMain))
 	}
 	st := b.steps(id)
 	if st["top"].Status != run.StepCompleted {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -19,7 +20,7 @@ func (b *testBundle) noCallWithin(lane string, d time.Duration) {
 	if b.testPuller == 0 {
 		b.testPuller = b.puller()
 	}
-	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{lane}, Max: 1, Timeout: d, Puller: b.testPuller})
+	calls, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{lane}, Max: 1, Timeout: d, Puller: b.testPuller})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func (b *testBundle) pauseEvents(id string) []string {
 func TestPauseMidForeachStartsNoNewItem(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -57,7 +58,7 @@ steps:
       - { id: export, tool: maya__export, args: { shot: "{{item}}" } }
   - { id: after, tool: flow__echo, args: { value: done } }
 `, nil)
-	first, second := b.nextCall(engine.LaneMain), b.nextCall(engine.LaneMain)
+	first, second := b.nextCall(flowtype.LaneMain), b.nextCall(flowtype.LaneMain)
 	if err := b.eng.Pause(b.ctx, id, "render farm full", "ana"); err != nil {
 		t.Fatal(err)
 	}
@@ -68,14 +69,14 @@ steps:
 		t.Fatalf("status after Pause: %s", st)
 	}
 	// The two in flight finish and record their results.
-	for _, c := range []engine.PendingCall{first, second} {
+	for _, c := range []flowtype.PendingCall{first, second} {
 		if err := b.eng.Host().Complete(c.ID, output("ok")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.waitStep(id, first.StepKey, run.StepCompleted)
 	b.waitStep(id, second.StepKey, run.StepCompleted)
-	b.noCallWithin(engine.LaneMain, 300*time.Millisecond)
+	b.noCallWithin(flowtype.LaneMain, 300*time.Millisecond)
 	if n := len(b.steps(id)); n != 3 { // each, and the two iterations that ran
 		t.Fatalf("paused run has %d step instances: %v", n, b.steps(id))
 	}
@@ -93,7 +94,7 @@ steps:
 	if err := b.eng.Unpause(b.ctx, id, "", ""); err != nil {
 		t.Fatalf("unpausing a running run is not an error: %v", err)
 	}
-	srv := b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult { return output("ok") })
+	srv := b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult { return output("ok") })
 	info := b.wait(id)
 	if info.Status != run.StatusCompleted {
 		t.Fatalf("after unpause: %s %+v", info.Status, info.Error)
@@ -235,14 +236,14 @@ steps:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "maya__export"}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "maya__export"}); err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	next := func(e *engine.Engine) engine.PendingCall {
+	next := func(e *engine.Engine) flowtype.PendingCall {
 		t.Helper()
-		got, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 5 * time.Second})
+		got, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: 5 * time.Second})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("pull: %v %v", got, err)
 		}

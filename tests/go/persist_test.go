@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -34,18 +35,18 @@ inputs: {asset: {type: string, default: hero}}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "push_asset"}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "push_asset"}); err != nil {
 			t.Fatal(err)
 		}
 		go func() {
 			for ctx.Err() == nil {
-				cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 20 * time.Millisecond})
+				cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: 20 * time.Millisecond})
 				if err != nil {
 					return
 				}
 				for _, c := range cs {
 					calls.Add(1)
-					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: "pushed"})
+					_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: "pushed"})
 				}
 			}
 		}()
@@ -158,8 +159,8 @@ func TestScheduleFiresPersistInTheDatabase(t *testing.T) {
 	if err := e.Register(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(engine.ScheduleSpec{ID: "h", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
-		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/h"}}); err != nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "h", Workflow: "hook", Enabled: true, MaxConcurrent: 0,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/h"}}); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := e.ServeWebhooks("127.0.0.1:0")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -43,12 +44,12 @@ steps:
 			cancel()
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "export", Lane: flowtype.LaneMain}); err != nil {
 			t.Fatal(err)
 		}
 		go func() {
 			for ctx.Err() == nil {
-				cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+				cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 				if err != nil {
 					return
 				}
@@ -58,7 +59,7 @@ steps:
 					if i == 4 && hang.Load() {
 						continue // never answered: the engine is closed under it
 					}
-					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"fbx": i}})
+					_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"fbx": i}})
 				}
 			}
 		}()
@@ -202,7 +203,7 @@ steps:
 		t.Fatal(err)
 	}
 	defer func() { _ = e.Close(context.Background()) }()
-	if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -211,7 +212,7 @@ steps:
 	release := make(chan struct{})
 	go func() {
 		for ctx.Err() == nil {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				continue // the database is away: pull again
 			}
@@ -224,7 +225,7 @@ steps:
 					inS2 <- struct{}{}
 					<-release
 				}
-				_ = e.Host().Complete(cl.ID, engine.ToolResult{Output: map[string]any{"k": k}})
+				_ = e.Host().Complete(cl.ID, flowtype.ToolResult{Output: map[string]any{"k": k}})
 			}
 		}
 	}()

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -21,7 +22,7 @@ import (
 
 // openReportingWorker opens an engine on db that hosts tool and runs each call it pulls with
 // fn, which may report through h.Report(id, …) before it returns the result.
-func openReportingWorker(t *testing.T, db, tool string, fn func(h *engine.Host, id uint64) engine.ToolResult) *engine.Engine {
+func openReportingWorker(t *testing.T, db, tool string, fn func(h *engine.Host, id uint64) flowtype.ToolResult) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: 0.6})
@@ -32,12 +33,12 @@ func openReportingWorker(t *testing.T, db, tool string, fn func(h *engine.Host, 
 		cancel()
 		_ = e.Close(context.Background())
 	})
-	if err := e.RegisterTool(engine.ToolInfo{Name: tool, Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: tool, Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		for ctx.Err() == nil {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -78,19 +79,19 @@ func TestQueueCallReportsReachTheOrchestrator(t *testing.T) {
 	total := 5.0
 	var mu sync.Mutex
 	var reported [6]time.Time // when the tool reported progress i
-	worker := openReportingWorker(t, db, "cache", func(h *engine.Host, id uint64) engine.ToolResult {
+	worker := openReportingWorker(t, db, "cache", func(h *engine.Host, id uint64) flowtype.ToolResult {
 		for i := 1; i <= 5; i++ {
 			mu.Lock()
 			reported[i] = time.Now()
 			mu.Unlock()
-			h.Report(id, engine.ToolReport{
+			h.Report(id, flowtype.ToolReport{
 				Progress: &run.StepProgress{Done: float64(i), Total: &total, Message: "caching frames"},
 				Logs:     []run.LogLine{run.LogLineOf(fmt.Sprintf("cached frame %d", i), json.RawMessage(fmt.Sprintf(`{"frame":%d}`, i)))},
 			})
 			time.Sleep(400 * time.Millisecond) // longer than the relay's interval: one row each
 		}
-		h.Report(id, engine.ToolReport{Logs: []run.LogLine{run.LogLineOf("done", nil)}}) // just before the outcome
-		return engine.ToolResult{Output: "ok"}
+		h.Report(id, flowtype.ToolReport{Logs: []run.LogLine{run.LogLineOf("done", nil)}}) // just before the outcome
+		return flowtype.ToolResult{Output: "ok"}
 	})
 	id := submitWhenHosted(t, orch, `
 name: relay
@@ -196,16 +197,16 @@ func TestQueueCallReportsAreCoalesced(t *testing.T) {
 	orch := openQueueEngine(t, db, "", nil, nil)
 	const n = 10000
 	loop := make(chan time.Duration, 1)
-	openReportingWorker(t, db, "spin", func(h *engine.Host, id uint64) engine.ToolResult {
+	openReportingWorker(t, db, "spin", func(h *engine.Host, id uint64) flowtype.ToolResult {
 		start := time.Now()
 		for i := 1; i <= n; i++ {
 			for time.Since(start) < time.Duration(i)*100*time.Microsecond { // spread over about 1 s
 				runtime.Gosched()
 			}
-			h.Report(id, engine.ToolReport{Progress: &run.StepProgress{Done: float64(i)}, Logs: []run.LogLine{run.LogLineOf(fmt.Sprint("line ", i), nil)}})
+			h.Report(id, flowtype.ToolReport{Progress: &run.StepProgress{Done: float64(i)}, Logs: []run.LogLine{run.LogLineOf(fmt.Sprint("line ", i), nil)}})
 		}
 		loop <- time.Since(start)
-		return engine.ToolResult{Output: 1}
+		return flowtype.ToolResult{Output: 1}
 	})
 	id := submitWhenHosted(t, orch, `
 name: spin

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
@@ -24,13 +25,13 @@ import (
 
 // openQueueEngine opens an engine on db with a short lease; tool, when set, is registered and
 // answered by answer (nil: pulled and never answered; the number of pulls is counted).
-func openQueueEngine(t *testing.T, db, tool string, answer func(args map[string]any) engine.ToolResult, pulls *atomic.Int32) *engine.Engine {
+func openQueueEngine(t *testing.T, db, tool string, answer func(args map[string]any) flowtype.ToolResult, pulls *atomic.Int32) *engine.Engine {
 	t.Helper()
 	return openLeasedEngine(t, db, 0.6, tool, answer, pulls)
 }
 
 // openLeasedEngine is openQueueEngine with a lease of leaseSecs.
-func openLeasedEngine(t *testing.T, db string, leaseSecs float64, tool string, answer func(args map[string]any) engine.ToolResult, pulls *atomic.Int32) *engine.Engine {
+func openLeasedEngine(t *testing.T, db string, leaseSecs float64, tool string, answer func(args map[string]any) flowtype.ToolResult, pulls *atomic.Int32) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := engine.Open(ctx, engine.Config{DB: db, LeaseSecs: leaseSecs})
@@ -44,12 +45,12 @@ func openLeasedEngine(t *testing.T, db string, leaseSecs float64, tool string, a
 	if tool == "" {
 		return e
 	}
-	if err := e.RegisterTool(engine.ToolInfo{Name: tool, Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: tool, Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		for ctx.Err() == nil {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -114,8 +115,8 @@ steps:
 		t.Fatalf("submit without a host of export: %v", err)
 	}
 	var pulls atomic.Int32
-	worker := openQueueEngine(t, db, "export", func(args map[string]any) engine.ToolResult {
-		return engine.ToolResult{Output: map[string]any{"fbx": args["i"].(float64) * 10}}
+	worker := openQueueEngine(t, db, "export", func(args map[string]any) flowtype.ToolResult {
+		return flowtype.ToolResult{Output: map[string]any{"fbx": args["i"].(float64) * 10}}
 	}, &pulls)
 	start := time.Now()
 	id, err := orch.Submit(ctx, engine.StartRequest{Spec: s})
@@ -219,7 +220,7 @@ steps:
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("worker_lost and the retry queued %s after the claim (lease 300 ms)", time.Since(lostAt))
-	openQueueEngine(t, db, "render", func(map[string]any) engine.ToolResult { return engine.ToolResult{Output: "ok"} }, nil)
+	openQueueEngine(t, db, "render", func(map[string]any) flowtype.ToolResult { return flowtype.ToolResult{Output: "ok"} }, nil)
 	info, err := orch.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
 		t.Fatalf("run: %+v %v", info, err)
@@ -300,7 +301,7 @@ func TestQueueClosingWorkerFailsItsCallsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close(ctx)
-	if err := w.RegisterTool(engine.ToolInfo{Name: "render", Lane: engine.LaneMain}); err != nil {
+	if err := w.RegisterTool(flowtype.ToolInfo{Name: "render", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := orch.Submit(ctx, engine.StartRequest{Spec: mustSpec(t, `
@@ -325,7 +326,7 @@ steps:
 	if rows := queueRows(t, db); len(rows) == 0 || rows[0] != "render 1 done worker_lost" {
 		t.Fatalf("after the worker closed: %q", rows)
 	}
-	openQueueEngine(t, db, "render", func(map[string]any) engine.ToolResult { return engine.ToolResult{Output: 1} }, nil)
+	openQueueEngine(t, db, "render", func(map[string]any) flowtype.ToolResult { return flowtype.ToolResult{Output: 1} }, nil)
 	info, err := orch.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
 		t.Fatalf("run: %+v %v", info, err)

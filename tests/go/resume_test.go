@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // hostLoop answers host calls with fn until ctx ends.
-func hostLoop(ctx context.Context, e *engine.Engine, fn func(engine.PendingCall) engine.ToolResult) {
+func hostLoop(ctx context.Context, e *engine.Engine, fn func(flowtype.PendingCall) flowtype.ToolResult) {
 	for ctx.Err() == nil {
-		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+		calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 		if err != nil {
 			return
 		}
@@ -38,7 +39,7 @@ func engineWithExportTool(t *testing.T) (context.Context, *engine.Engine) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
-	if err := e.RegisterTool(engine.ToolInfo{Name: "export", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "export", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, e
@@ -50,13 +51,13 @@ func TestResumeReusesCompletedInstances(t *testing.T) {
 	var calls [5]atomic.Int32
 	var broken atomic.Bool
 	broken.Store(true)
-	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+	go hostLoop(ctx, e, func(c flowtype.PendingCall) flowtype.ToolResult {
 		i := int(c.Args["i"].(float64))
 		calls[i].Add(1)
 		if i == 3 && broken.Load() {
-			return engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "corrupt scene"}}
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "fatal", Message: "corrupt scene"}}
 		}
-		return engine.ToolResult{Output: map[string]any{"fbx": i}}
+		return flowtype.ToolResult{Output: map[string]any{"fbx": i}}
 	})
 	s, _ := spec.ParseString(`
 name: intake
@@ -123,10 +124,10 @@ func TestResumeForceBypassesIdempotency(t *testing.T) {
 	t.Parallel()
 	ctx, e := engineWithExportTool(t)
 	var calls [2]atomic.Int32
-	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+	go hostLoop(ctx, e, func(c flowtype.PendingCall) flowtype.ToolResult {
 		i := int(c.Args["i"].(float64))
 		n := calls[i].Add(1)
-		return engine.ToolResult{Output: map[string]any{"fbx": i, "call": n}}
+		return flowtype.ToolResult{Output: map[string]any{"fbx": i, "call": n}}
 	})
 	s, _ := spec.ParseString(`
 name: intake
@@ -199,11 +200,11 @@ func TestResumedProgressCountsReusedForeachIterations(t *testing.T) {
 	ctx, e := engineWithExportTool(t)
 	var broken atomic.Bool
 	broken.Store(true)
-	go hostLoop(ctx, e, func(c engine.PendingCall) engine.ToolResult {
+	go hostLoop(ctx, e, func(c flowtype.PendingCall) flowtype.ToolResult {
 		if c.StepKey == "last" && broken.Load() {
-			return engine.ToolResult{Error: &engine.ToolError{Kind: "fatal", Message: "not yet"}}
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "fatal", Message: "not yet"}}
 		}
-		return engine.ToolResult{Output: 1}
+		return flowtype.ToolResult{Output: 1}
 	})
 	s, _ := spec.ParseString(`
 steps:

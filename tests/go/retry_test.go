@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -209,7 +210,7 @@ steps:
 func TestTimeoutIsPerAttemptAndRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withStubClock())
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -219,7 +220,7 @@ steps:
     timeout_secs: 5
     retry: { max_attempts: 2, initial_delay_ms: 100, retry_on: [timeout] }
 `, nil)
-	first := b.nextCall(engine.LaneMain)
+	first := b.nextCall(flowtype.LaneMain)
 	if first.Attempt != 1 || !first.Deadline.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("first call %+v", first)
 	}
@@ -227,14 +228,14 @@ steps:
 	b.waitFor("the timed-out call to report Cancelled", func() bool { return b.eng.Host().Cancelled(first.ID) })
 	// The host stops the tool (within the interrupt grace): its answer is late, and dropped.
 	err := b.eng.Host().Complete(first.ID, output("late"))
-	if re := asRunError(err); re == nil || re.Code != run.CodeInvalidState || !errors.Is(err, engine.ErrDropped) {
+	if re := asRunError(err); re == nil || re.Code != run.CodeInvalidState || !errors.Is(err, flowtype.ErrDropped) {
 		t.Fatalf("a late result is dropped and reported: %v", err)
 	}
 	mustContain(t, "late completion", err.Error(), "attempt 1 timed out")
 	b.waitStep(id, "export", run.StepRetrying) // the attempt ended: its grace timer is gone
 	b.waitTimers(1)
 	b.clk.AdvanceToNext() // backoff
-	second := b.nextCall(engine.LaneMain)
+	second := b.nextCall(flowtype.LaneMain)
 	// Attempt 2's deadline counts from when it was pulled, after the backoff.
 	if second.Attempt != 2 || !second.Deadline.Equal(t0.Add(5*time.Second+100*time.Millisecond+5*time.Second)) {
 		t.Fatalf("second call %+v", second)

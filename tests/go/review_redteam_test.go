@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -31,7 +32,7 @@ func parallelLevel(name string, n int, branch string) string {
 // that find none start as slots free up.
 func TestSubflowRedteamTreeParallelBoundsParallelSteps(t *testing.T) {
 	b := setup(t, withConfig(func(c *engine.Config) { c.MaxTreeParallel = 4 }))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "hold", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "hold", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	// The calls are held until 5 are in flight at once (or the test's time is up): every step
@@ -39,7 +40,7 @@ func TestSubflowRedteamTreeParallelBoundsParallelSteps(t *testing.T) {
 	gate := make(chan struct{})
 	var in atomic.Int32
 	var opened atomic.Bool
-	srv := b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult {
+	srv := b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult {
 		if in.Add(1) >= 5 && opened.CompareAndSwap(false, true) {
 			close(gate)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -212,7 +213,7 @@ func TestUnknownNamesSuggestTheClosest(t *testing.T) {
 			c.Remotes = map[string]engine.RemoteConfig{"unreal": {URL: "http://127.0.0.1:9/mcp"}}
 		}),
 		withOptions(engine.WithRemoteCaller(rd)))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export_fbx"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export_fbx"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := b.eng.Submit(b.ctx, engine.StartRequest{Spec: parse(t, `

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -44,13 +45,13 @@ func TestWebhookScheduleStartsRunsThroughTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A schedule naming an unknown workflow is refused.
-	if err := e.Schedule(engine.ScheduleSpec{ID: "x", Workflow: "nope", Enabled: true, MaxConcurrent: 1,
-		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/x"}}); err == nil {
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "x", Workflow: "nope", Enabled: true, MaxConcurrent: 1,
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/x"}}); err == nil {
 		t.Fatal("unknown workflow accepted")
 	}
-	if err := e.Schedule(engine.ScheduleSpec{ID: "on_upload", Workflow: "validate_upload", Enabled: true, MaxConcurrent: 1,
+	if err := e.Schedule(flowtype.ScheduleSpec{ID: "on_upload", Workflow: "validate_upload", Enabled: true, MaxConcurrent: 1,
 		Inputs:  map[string]any{"path": "{{trigger.payload.file_path}}", "ms": "{{trigger.payload.ms}}"},
-		Trigger: engine.ScheduleTrigger{Kind: "webhook", Path: "/webhooks/upload"}}); err != nil {
+		Trigger: flowtype.ScheduleTrigger{Kind: "webhook", Path: "/webhooks/upload"}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.WebhookHandler()
@@ -145,8 +146,8 @@ func TestIntervalScheduleFires(t *testing.T) {
 	if err := b.eng.Register(parse(t, "name: tick\nsteps: [{id: a, tool: flow__echo, args: {value: '{{trigger.schedule_id}}'}}]")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.eng.Schedule(engine.ScheduleSpec{ID: "every_second", Workflow: "tick", Enabled: true, MaxConcurrent: 1,
-		Trigger: engine.ScheduleTrigger{Kind: "interval", Every: "1s"}}); err != nil {
+	if err := b.eng.Schedule(flowtype.ScheduleSpec{ID: "every_second", Workflow: "tick", Enabled: true, MaxConcurrent: 1,
+		Trigger: flowtype.ScheduleTrigger{Kind: "interval", Every: "1s"}}); err != nil {
 		t.Fatal(err)
 	}
 	if next, ok := b.eng.NextFire("every_second"); !ok || !next.Equal(t0.Add(time.Second)) {
@@ -170,8 +171,8 @@ func TestWithClockDrivesCronSchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 02:00 UTC daily; the stub clock shows 2026-03-08 03:00 UTC.
-	if err := b.eng.Schedule(engine.ScheduleSpec{ID: "nightly", Workflow: "nightly", Enabled: true, MaxConcurrent: 1,
-		Trigger: engine.ScheduleTrigger{Kind: "cron", Expression: "0 0 2 * * *", Timezone: "UTC"}}); err != nil {
+	if err := b.eng.Schedule(flowtype.ScheduleSpec{ID: "nightly", Workflow: "nightly", Enabled: true, MaxConcurrent: 1,
+		Trigger: flowtype.ScheduleTrigger{Kind: "cron", Expression: "0 0 2 * * *", Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := time.Date(2026, 3, 9, 2, 0, 0, 0, time.UTC)

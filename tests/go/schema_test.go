@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -20,7 +21,7 @@ const exportArgsSchema = `{"type": "object", "required": ["scene", "frames"],
 
 func registerExport(t *testing.T, b *testBundle, output string) {
 	t.Helper()
-	info := engine.ToolInfo{Name: "maya__export", Lane: engine.LaneMain, Schema: json.RawMessage(exportArgsSchema)}
+	info := flowtype.ToolInfo{Name: "maya__export", Lane: flowtype.LaneMain, Schema: json.RawMessage(exportArgsSchema)}
 	if output != "" {
 		info.OutputSchema = json.RawMessage(output)
 	}
@@ -46,7 +47,7 @@ func TestSchemaValidArgsReachTheTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	registerExport(t, b, `{"type":"object","required":["fbx"]}`)
-	srv := b.serve(engine.LaneMain, func(c engine.PendingCall) engine.ToolResult {
+	srv := b.serve(flowtype.LaneMain, func(c flowtype.PendingCall) flowtype.ToolResult {
 		return output(map[string]any{"fbx": c.Args["scene"], "id": c.Args["asset_id"]})
 	})
 	// 2^63-1 is the schema's maximum exactly: it passes, and reaches the tool unrounded.
@@ -73,7 +74,7 @@ func TestSchemaInvalidArgsFailBeforeTheCallAndAreNotRetried(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			registerExport(t, b, "")
-			srv := b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult { return output(nil) })
+			srv := b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult { return output(nil) })
 			info := b.run(exportSpec(c.args, threeTries), nil)
 			step := b.steps(info.ID)["export"]
 			if info.Status != run.StatusFailed || step.Error == nil || step.Error.Kind != run.KindInvalidInput ||
@@ -95,7 +96,7 @@ func TestSchemaOutputViolationIsInvalidOutput(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	registerExport(t, b, `{"type":"object","required":["fbx"],"properties":{"fbx":{"type":"string","pattern":"\\.fbx$"}}}`)
-	srv := b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult { return output(map[string]any{"fbx": "a.abc"}) })
+	srv := b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult { return output(map[string]any{"fbx": "a.abc"}) })
 	info := b.run(exportSpec(`{scene: a.ma, frames: 2}`, `{max_attempts: 3, backoff: fixed, initial_delay_ms: 1, max_delay_ms: 1}`), nil)
 	step := b.steps(info.ID)["export"]
 	want := `step export: output.fbx: must match the pattern "\\.fbx$" (output_schema of tool maya__export)`
@@ -117,12 +118,12 @@ func TestSchemaOutputViolationIsInvalidOutput(t *testing.T) {
 func TestSchemaBadSchemaRefusedAtRegister(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export", Schema: json.RawMessage(`{"type":"object","properties":{"frames":{"minimum":"1"}}}`)})
+	err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export", Schema: json.RawMessage(`{"type":"object","properties":{"frames":{"minimum":"1"}}}`)})
 	mustContain(t, "register error", errString(err), "tool maya__export: schema is not a valid JSON Schema: schema.properties.frames.minimum: must be number; got string")
 	if codeOf(err) != run.CodeInvalidRequest {
 		t.Fatalf("code %s", codeOf(err))
 	}
-	err = b.eng.RegisterTool(engine.ToolInfo{Name: "maya__export", OutputSchema: json.RawMessage(`{"type":"obj"}`)})
+	err = b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__export", OutputSchema: json.RawMessage(`{"type":"obj"}`)})
 	mustContain(t, "register error", errString(err), "tool maya__export: output_schema is not a valid JSON Schema: schema.type")
 	for _, ti := range b.eng.Tools() {
 		if ti.Name == "maya__export" {
@@ -140,9 +141,9 @@ func errString(err error) string {
 
 type poolDouble struct{ calls atomic.Int32 }
 
-func (p *poolDouble) CallRemote(_ context.Context, dcc, tool string, args map[string]any) (engine.ToolResult, error) {
+func (p *poolDouble) CallRemote(_ context.Context, dcc, tool string, args map[string]any) (flowtype.ToolResult, error) {
 	p.calls.Add(1)
-	return engine.ToolResult{Output: map[string]any{"fbx": args["scene"]}}, nil
+	return flowtype.ToolResult{Output: map[string]any{"fbx": args["scene"]}}, nil
 }
 
 // A tool step routed to a pool is checked against the host tool of the same name.

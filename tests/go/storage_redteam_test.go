@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -50,13 +51,13 @@ steps:
 func TestRedteamFullDiskEndsRun(t *testing.T) {
 	disk := &fullDisk{Store: engine.NewMemoryStore()}
 	b := setup(t, withOptions(engine.WithStore(disk)))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "py__export"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "py__export"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(fullDiskSpec, nil)
-	c := b.nextCall(engine.LaneMain)
+	c := b.nextCall(flowtype.LaneMain)
 	disk.full.Store(true)
-	if err := b.eng.Host().Complete(c.ID, engine.ToolResult{OutputJSON: []byte(`{"fbx":"a.fbx"}`)}); err != nil {
+	if err := b.eng.Host().Complete(c.ID, flowtype.ToolResult{OutputJSON: []byte(`{"fbx":"a.fbx"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -75,7 +76,7 @@ func TestRedteamFullDiskEndsRun(t *testing.T) {
 	// returns of Pull for that run over 300 ms, each asking to wait up to 100 ms.
 	pulls := 0
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; pulls++ {
-		calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{RunID: id, Timeout: 100 * time.Millisecond, Stop: b.eng.RunDone(id)})
+		calls, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{RunID: id, Timeout: 100 * time.Millisecond, Stop: b.eng.RunDone(id)})
 		if err != nil || len(calls) > 0 {
 			t.Fatalf("Pull: %v %v", calls, err)
 		}
@@ -135,11 +136,11 @@ func TestRedteamDeletedLockFileLeavesRunsAlone(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "runs.db")
 	b := setup(t, withConfig(func(c *engine.Config) { c.DB = db }))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "py__export"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "py__export"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`steps: [{ id: export, tool: py__export }]`, nil)
-	c := b.nextCall(engine.LaneMain)
+	c := b.nextCall(flowtype.LaneMain)
 	err := os.Remove(db + ".lock")
 	if runtime.GOOS == "windows" {
 		// Windows refuses to delete a file another handle has open without FILE_SHARE_DELETE:
@@ -161,7 +162,7 @@ func TestRedteamDeletedLockFileLeavesRunsAlone(t *testing.T) {
 	if st := b.status(id); st.Status != run.StatusRunning {
 		t.Fatalf("the live run is %s after a second Open", st.Status)
 	}
-	if err := b.eng.Host().Complete(c.ID, engine.ToolResult{OutputJSON: []byte(`1`)}); err != nil {
+	if err := b.eng.Host().Complete(c.ID, flowtype.ToolResult{OutputJSON: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	if info := b.wait(id); info.Status != run.StatusCompleted {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -20,7 +21,7 @@ const slowChild = "name: slow_child\nsteps:\n  - {id: s, tool: slow, args: {k: \
 func TestSubflowPausedParentStartsNoNewChild(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "slow", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	b.register(slowChild)
@@ -30,7 +31,7 @@ steps:
   - {id: one, kind: workflow, workflow: slow_child, inputs: {k: one}}
   - {id: two, kind: workflow, workflow: slow_child, inputs: {k: two}}
 `, nil)
-	first := b.nextCall(engine.LaneMain)
+	first := b.nextCall(flowtype.LaneMain)
 	if err := b.eng.Pause(b.ctx, id, "farm full", "ana"); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ steps:
 		t.Fatalf("the child in flight ends: %s", c.Status)
 	}
 	b.waitStep(id, "one", run.StepCompleted)
-	b.noCallWithin(engine.LaneMain, 300*time.Millisecond)
+	b.noCallWithin(flowtype.LaneMain, 300*time.Millisecond)
 	info := b.status(id)
 	if info.Status != run.StatusPaused || len(info.Children) != 1 {
 		t.Fatalf("paused parent: %s, children %+v; want paused with the one child", info.Status, info.Children)
@@ -58,7 +59,7 @@ steps:
 	if err := b.eng.Unpause(b.ctx, id, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	second := b.nextCall(engine.LaneMain)
+	second := b.nextCall(flowtype.LaneMain)
 	if second.Args["k"] != "two" || second.RunID == first.RunID {
 		t.Fatalf("after unpause: %+v", second)
 	}
@@ -74,12 +75,12 @@ steps:
 func TestSubflowCancelPausedParentCancelsChild(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "slow", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	b.register(slowChild)
 	id := b.submit("name: parent\nsteps:\n  - {id: sub, kind: workflow, workflow: slow_child, inputs: {k: a}}\n", nil)
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	if err := b.eng.Pause(b.ctx, id, "", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +142,14 @@ func TestSubflowPauseAcrossReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "slow", Lane: flowtype.LaneMain}); err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	next := func(e *engine.Engine) engine.PendingCall {
+	next := func(e *engine.Engine) flowtype.PendingCall {
 		t.Helper()
-		got, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: 5 * time.Second})
+		got, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: 5 * time.Second})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("pull: %v %v", got, err)
 		}

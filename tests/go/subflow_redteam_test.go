@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -221,7 +222,7 @@ func TestSubflowRedteamTreeInstancesLimit(t *testing.T) {
 // a time with max_tree_parallel 4, and the run completes.
 func TestSubflowRedteamTreeParallelBoundsWhatIsLive(t *testing.T) {
 	b := setup(t, withConfig(func(c *engine.Config) { c.MaxTreeParallel = 4 }))
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "hold", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "hold", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	// The calls are held until 5 are in flight at once (or the test's time is up): every
@@ -229,7 +230,7 @@ func TestSubflowRedteamTreeParallelBoundsWhatIsLive(t *testing.T) {
 	gate := make(chan struct{})
 	var in atomic.Int32
 	var opened atomic.Bool
-	srv := b.serve(engine.LaneMain, func(engine.PendingCall) engine.ToolResult {
+	srv := b.serve(flowtype.LaneMain, func(flowtype.PendingCall) flowtype.ToolResult {
 		if in.Add(1) >= 5 && opened.CompareAndSwap(false, true) {
 			close(gate)
 		}

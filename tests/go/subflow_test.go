@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -110,15 +111,15 @@ func TestSubflowRetryRunsANewChild(t *testing.T) {
 	b := setup(t)
 	var mu sync.Mutex
 	calls := 0
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "flaky", Lane: engine.LaneWorker}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "flaky", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
-	b.serve(engine.LaneWorker, func(c engine.PendingCall) engine.ToolResult {
+	b.serve(flowtype.LaneWorker, func(c flowtype.PendingCall) flowtype.ToolResult {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
 		if calls == 1 {
-			return engine.ToolResult{Error: &engine.ToolError{Kind: run.KindTransient, Message: "farm busy"}}
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: run.KindTransient, Message: "farm busy"}}
 		}
 		return output(map[string]any{"ok": calls})
 	})
@@ -144,12 +145,12 @@ steps:
 
 func TestSubflowCancelParentCancelsChild(t *testing.T) {
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "slow", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	b.register("name: slow_child\nsteps:\n  - {id: s, tool: slow}\n")
 	id := b.submit("name: parent\nsteps:\n  - {id: sub, kind: workflow, workflow: slow_child}\n", nil)
-	call := b.nextCall(engine.LaneMain) // the child's tool call is in flight
+	call := b.nextCall(flowtype.LaneMain) // the child's tool call is in flight
 	if err := b.eng.Cancel(b.ctx, id, "operator stop"); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestSubflowResumeAfterCloseReusesCompletedChildSteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 			t.Fatal(err)
 		}
 		return e
@@ -209,8 +210,8 @@ func TestSubflowResumeAfterCloseReusesCompletedChildSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pull := func(e *engine.Engine) engine.PendingCall {
-		calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 1, Timeout: waitLimit})
+	pull := func(e *engine.Engine) flowtype.PendingCall {
+		calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 1, Timeout: waitLimit})
 		if err != nil || len(calls) != 1 {
 			t.Fatalf("Pull: %v %v", calls, err)
 		}
@@ -243,7 +244,7 @@ func TestSubflowResumeAfterCloseReusesCompletedChildSteps(t *testing.T) {
 	go func() {
 		defer close(done)
 		for {
-			calls, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 4, Timeout: waitLimit})
+			calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 4, Timeout: waitLimit})
 			if err != nil || len(calls) == 0 {
 				return
 			}
@@ -365,7 +366,7 @@ func TestSubflowSpecDocExampleRuns(t *testing.T) {
 // two levels down; a pull for another run does not.
 func TestSubflowHostCallsArePulledWithTheParentRun(t *testing.T) {
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	b.register("name: leaf\nsteps:\n  - {id: w, tool: work}\n")
@@ -373,11 +374,11 @@ func TestSubflowHostCallsArePulledWithTheParentRun(t *testing.T) {
 	id := b.submit("name: top\nsteps:\n  - {id: down, kind: workflow, workflow: mid}\n", nil)
 	other := b.submit("name: other\nsteps:\n  - {id: z, tool: flow__echo}\n", nil)
 	b.wait(other)
-	none, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: other, Max: 1, Timeout: 50 * time.Millisecond})
+	none, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, RunID: other, Max: 1, Timeout: 50 * time.Millisecond})
 	if err != nil || len(none) != 0 {
 		t.Fatalf("a pull for another run: %v %v", none, err)
 	}
-	calls, err := b.eng.Host().Pull(b.ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit})
+	calls, err := b.eng.Host().Pull(b.ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit})
 	if err != nil || len(calls) != 1 || calls[0].RunID == id {
 		t.Fatalf("a pull for the top run: %v %v", calls, err)
 	}
@@ -396,16 +397,16 @@ func TestSubflowResumeOfAFailedChild(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	broken := true
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "work", Lane: engine.LaneWorker}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "work", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
-	b.serve(engine.LaneWorker, func(c engine.PendingCall) engine.ToolResult {
+	b.serve(flowtype.LaneWorker, func(c flowtype.PendingCall) flowtype.ToolResult {
 		mu.Lock()
 		defer mu.Unlock()
 		k := c.Args["k"].(string)
 		calls[k]++
 		if k == "second" && broken {
-			return engine.ToolResult{Error: &engine.ToolError{Kind: run.KindFatal, Message: "corrupt cache"}}
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: run.KindFatal, Message: "corrupt cache"}}
 		}
 		return output(map[string]any{"k": k})
 	})
@@ -448,12 +449,12 @@ func TestSubflowResumeOfAFailedChild(t *testing.T) {
 // with kind cancelled; a workflow unregistered after the submit fails the step with not_found.
 func TestSubflowChildCancelledOnItsOwnOrUnregistered(t *testing.T) {
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "slow", Lane: engine.LaneMain}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "slow", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	b.register("name: slow_child\nsteps:\n  - {id: s, tool: slow}\n")
 	id := b.submit("name: p\nsteps:\n  - {id: sub, kind: workflow, workflow: slow_child}\n", nil)
-	call := b.nextCall(engine.LaneMain)
+	call := b.nextCall(flowtype.LaneMain)
 	if err := b.eng.Cancel(b.ctx, call.RunID, "not this one"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,24 +12,25 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 func TestHostToolsLanesAndMaxConcurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "maya__qc", Lane: engine.LaneMain, MaxConcurrent: 1}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "maya__qc", Lane: flowtype.LaneMain, MaxConcurrent: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "houdini__cook", Lane: engine.LaneWorker, MaxConcurrent: 3}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "houdini__cook", Lane: flowtype.LaneWorker, MaxConcurrent: 3}); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
-	mainSrv := b.serve(engine.LaneMain, func(c engine.PendingCall) engine.ToolResult {
+	mainSrv := b.serve(flowtype.LaneMain, func(c flowtype.PendingCall) flowtype.ToolResult {
 		<-release
 		return output(map[string]any{"lane": "main", "key": c.StepKey})
 	})
-	workerSrv := b.serve(engine.LaneWorker, func(c engine.PendingCall) engine.ToolResult {
+	workerSrv := b.serve(flowtype.LaneWorker, func(c flowtype.PendingCall) flowtype.ToolResult {
 		<-release
 		return output(map[string]any{"lane": "worker"})
 	})
@@ -67,10 +68,10 @@ steps:
 func TestHostToolErrorsAndJSONOutput(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "py__tool"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "py__tool"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []engine.ToolInfo{{Name: "flow__x"}, {Name: "a b"}, {Name: "t", Lane: "gpu"}, {Name: "t", MaxConcurrent: -2}} {
+	for _, bad := range []flowtype.ToolInfo{{Name: "flow__x"}, {Name: "a b"}, {Name: "t", Lane: "gpu"}, {Name: "t", MaxConcurrent: -2}} {
 		if err := b.eng.RegisterTool(bad); codeOf(err) != run.CodeInvalidRequest {
 			t.Errorf("RegisterTool(%+v): %v", bad, err)
 		}
@@ -87,12 +88,12 @@ steps:
   - { id: good, tool: py__tool, args: { n: 1 } }
   - { id: bad, tool: py__tool, args: { n: 2 } }
 `, nil)
-	c := b.nextCall(engine.LaneMain)
-	if err := b.eng.Host().Complete(c.ID, engine.ToolResult{OutputJSON: []byte(`{"frames":[1,2,3]}`)}); err != nil {
+	c := b.nextCall(flowtype.LaneMain)
+	if err := b.eng.Host().Complete(c.ID, flowtype.ToolResult{OutputJSON: []byte(`{"frames":[1,2,3]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	c = b.nextCall(engine.LaneMain)
-	if err := b.eng.Host().Complete(c.ID, engine.ToolResult{Error: &engine.ToolError{Kind: "permission", Message: "read-only scene", Trace: "Traceback (most recent call last): …"}}); err != nil {
+	c = b.nextCall(flowtype.LaneMain)
+	if err := b.eng.Host().Complete(c.ID, flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "permission", Message: "read-only scene", Trace: "Traceback (most recent call last): …"}}); err != nil {
 		t.Fatal(err)
 	}
 	info := b.wait(id)
@@ -104,8 +105,8 @@ steps:
 	}
 	// Invalid JSON from the host fails the step.
 	id = b.submit("steps: [{ id: s, tool: py__tool }]", nil)
-	c = b.nextCall(engine.LaneMain)
-	_ = b.eng.Host().Complete(c.ID, engine.ToolResult{OutputJSON: []byte(`{nope`)})
+	c = b.nextCall(flowtype.LaneMain)
+	_ = b.eng.Host().Complete(c.ID, flowtype.ToolResult{OutputJSON: []byte(`{nope`)})
 	if info := b.wait(id); info.Status != run.StatusFailed {
 		t.Fatalf("invalid JSON output: %s", info.Status)
 	} else {
@@ -116,7 +117,7 @@ steps:
 func TestHostAnswersASequentialFlowCallByCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.eng.RegisterTool(engine.ToolInfo{Name: "step"}); err != nil {
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "step"}); err != nil {
 		t.Fatal(err)
 	}
 	id := b.submit(`
@@ -132,7 +133,7 @@ steps:
 		t.Fatal(err)
 	}
 	defer host.ClosePuller(puller)
-	pull := engine.PullRequest{Lanes: []string{engine.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit, Puller: puller}
+	pull := flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, RunID: id, Max: 1, Timeout: waitLimit, Puller: puller}
 	calls, err := host.Pull(b.ctx, pull)
 	for n := 1.0; err == nil && len(calls) == 1; n++ {
 		if calls[0].Args["n"] != n {
@@ -156,20 +157,20 @@ type remoteDouble struct {
 	block chan struct{}
 }
 
-func (r *remoteDouble) CallRemote(ctx context.Context, dcc, tool string, args map[string]any) (engine.ToolResult, error) {
+func (r *remoteDouble) CallRemote(ctx context.Context, dcc, tool string, args map[string]any) (flowtype.ToolResult, error) {
 	r.calls.Add(1)
 	switch tool {
 	case "import_assets":
 		return output(map[string]any{"dcc": dcc, "imported": args["files"]}), nil
 	case "flaky":
 		if r.calls.Load() < 3 {
-			return engine.ToolResult{Error: &engine.ToolError{Kind: "transient", Message: "connection reset"}}, nil
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "transient", Message: "connection reset"}}, nil
 		}
 		return output("ok"), nil
 	case "hang":
 		<-r.block // ignores ctx
 	}
-	return engine.ToolResult{Error: &engine.ToolError{Kind: "not_found", Message: "no tool " + tool}}, nil
+	return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "not_found", Message: "no tool " + tool}}, nil
 }
 
 func TestToolRemoteThroughARemoteCaller(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
@@ -68,12 +69,12 @@ func openWebhookEngine(t *testing.T, db string, release <-chan struct{}) *webhoo
 			t.Fatal(err)
 		}
 	}
-	if err := e.RegisterTool(engine.ToolInfo{Name: "hold", Lane: engine.LaneMain}); err != nil {
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "hold", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		for ctx.Err() == nil {
-			cs, err := e.Host().Pull(ctx, engine.PullRequest{Lanes: []string{engine.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
+			cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneMain}, Max: 8, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -85,7 +86,7 @@ func openWebhookEngine(t *testing.T, db string, release <-chan struct{}) *webhoo
 						case <-ctx.Done():
 						}
 					}
-					_ = e.Host().Complete(c.ID, engine.ToolResult{Output: map[string]any{"ok": true}})
+					_ = e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"ok": true}})
 				}()
 			}
 		}
@@ -236,7 +237,7 @@ func TestWebhooksOnTwoEnginesFailedDeliveryRetried(t *testing.T) {
 	if r.code != http.StatusInternalServerError || r.body["error"] != "start_failed" {
 		t.Fatalf("no engine hosts `later`: %d %v; want 500 start_failed", r.code, r.body)
 	}
-	if err := b.e.RegisterTool(engine.ToolInfo{Name: "later", Lane: engine.LaneMain}); err != nil {
+	if err := b.e.RegisterTool(flowtype.ToolInfo{Name: "later", Lane: flowtype.LaneMain}); err != nil {
 		t.Fatal(err)
 	}
 	r = postHook(t, b.url, "/hooks/later", "d-1")

@@ -6,28 +6,16 @@ package clock
 import (
 	"context"
 	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
-// Clock tells the time and schedules wake-ups. Implementations are safe for concurrent use.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// NewTimer returns a timer that sends the time on its channel once d has elapsed.
-	// d ≤ 0 fires at once.
-	NewTimer(d time.Duration) Timer
-	// AfterFunc calls f in its own goroutine (Real) or in the goroutine that advances the time
-	// (Stub) once d has elapsed, unless the timer is stopped first. d ≤ 0 fires at once.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock tells the time and schedules wake-ups (flowtype.Clock, defined in public so that
+// callers can pass their own to engine.WithClock). Implementations are safe for concurrent use.
+type Clock = flowtype.Clock
 
-// Timer is a pending wake-up of a Clock.
-type Timer interface {
-	// C is the channel the time is sent on; nil for a timer made by AfterFunc.
-	C() <-chan time.Time
-	// Stop prevents the timer from firing. It returns false if the timer already fired or was
-	// stopped.
-	Stop() bool
-}
+// Timer is a pending wake-up of a Clock (flowtype.Timer).
+type Timer = flowtype.Timer
 
 // Sleep waits for d on c, or until ctx ends. It returns nil after a full sleep, else
 // context.Cause(ctx). d ≤ 0 returns at once (nil, or the cause if ctx has already ended).

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -182,13 +183,8 @@ type Params struct {
 	OnStart func(*Run)
 }
 
-// Approval is an open approval of a run.
-type Approval struct {
-	StepKey     string    `json:"step_key"`
-	Prompt      string    `json:"prompt"`
-	RequestedAt time.Time `json:"requested_at"`
-	ExpiresAt   time.Time `json:"expires_at,omitzero"` // zero = waits indefinitely
-}
+// Approval is an open approval of a run (flowtype.Approval).
+type Approval = flowtype.Approval
 
 // Run is a started run. Its methods are safe for concurrent use.
 type Run struct{ r *runner }

@@ -120,88 +120,123 @@ func (c Config) killAfter() time.Duration {
 
 // Validate reports every problem with c at once, joined with errors.Join; each message starts
 // with the field name (e.g. "url: scheme must be http or https, not \"ftp\""). nil means valid.
+// The sections are checked in this order, each adding its problems to one list: the endpoint
+// (url, urls or command, the URLs, workers_per_url), the HTTP fields (headers, token_env), the
+// fields of each kind used with the other and env, then the timeout and the pool fields.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
+	var ps problems
+	c.checkEndpoint(&ps)
+	c.checkHTTPFields(&ps)
+	c.checkKindFields(&ps)
+	c.checkLimits(&ps)
+	return errors.Join(ps...)
+}
 
+// problems are the problems of a Config, "field: message" each, in the order found.
+type problems []error
+
+// bad appends the problem of field.
+func (ps *problems) bad(field, format string, args ...any) {
+	*ps = append(*ps, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// checkEndpoint checks that exactly one of url, urls and command is set, every URL (http or
+// https, with a host; none twice) and workers_per_url (0 or 1 to MaxWorkers, urls only).
+func (c Config) checkEndpoint(ps *problems) {
 	hasURLs := len(c.URLs) > 0
 	hasURL, hasCommand := c.URL != "" || hasURLs, len(c.Command) > 0
 	switch {
 	case c.URL != "" && hasURLs:
-		bad("url", "url and urls are mutually exclusive: set one")
+		ps.bad("url", "url and urls are mutually exclusive: set one")
 	case hasURL && hasCommand:
-		bad("url", "url and command are mutually exclusive: set one")
+		ps.bad("url", "url and command are mutually exclusive: set one")
 	case !hasURL && !hasCommand:
-		bad("url", "one of url (streamable HTTP) or command (stdio) is required")
-	}
-
-	checkURL := func(field, raw string) {
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil:
-			bad(field, "%v", err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			bad(field, "scheme must be http or https, not %q", u.Scheme)
-		case u.Host == "":
-			bad(field, "host is missing in %q", raw)
-		}
+		ps.bad("url", "one of url (streamable HTTP) or command (stdio) is required")
 	}
 	if c.URL != "" {
-		checkURL("url", c.URL)
+		checkURL(ps, "url", c.URL)
 	}
 	seen := map[string]bool{}
 	for i, raw := range c.URLs {
-		checkURL(fmt.Sprintf("url[%d]", i), raw)
+		checkURL(ps, fmt.Sprintf("url[%d]", i), raw)
 		if seen[raw] {
-			bad(fmt.Sprintf("url[%d]", i), "%q appears twice; a server serving more calls at a time takes workers_per_url", raw)
+			ps.bad(fmt.Sprintf("url[%d]", i), "%q appears twice; a server serving more calls at a time takes workers_per_url", raw)
 		}
 		seen[raw] = true
 	}
 	if c.WorkersPerURL < 0 || c.WorkersPerURL > MaxWorkers {
-		bad("workers_per_url", "must be 0 or 1 to %d, got %d", MaxWorkers, c.WorkersPerURL)
+		ps.bad("workers_per_url", "must be 0 or 1 to %d, got %d", MaxWorkers, c.WorkersPerURL)
 	}
 	if c.WorkersPerURL != 0 && !hasURLs {
-		bad("workers_per_url", "applies to a pool of servers only (url given as a list)")
+		ps.bad("workers_per_url", "applies to a pool of servers only (url given as a list)")
 	}
+}
+
+// checkURL checks that raw, the value of field, is an http or https URL with a host.
+func checkURL(ps *problems, field, raw string) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		ps.bad(field, "%v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		ps.bad(field, "scheme must be http or https, not %q", u.Scheme)
+	case u.Host == "":
+		ps.bad(field, "host is missing in %q", raw)
+	}
+}
+
+// checkHTTPFields checks the header names (RFC 9110 tokens; no Authorization beside
+// token_env) and token_env's variable name.
+func (c Config) checkHTTPFields(ps *problems) {
 	for name := range c.Headers {
 		if !validHeaderName(name) {
-			bad("headers", "invalid header name %q", name)
+			ps.bad("headers", "invalid header name %q", name)
 		}
 		if c.TokenEnv != "" && strings.EqualFold(name, "Authorization") {
-			bad("headers", "Authorization is set by token_env; do not set both")
+			ps.bad("headers", "Authorization is set by token_env; do not set both")
 		}
 	}
 	if c.TokenEnv != "" && !validEnvName(c.TokenEnv) {
-		bad("token_env", "invalid environment variable name %q", c.TokenEnv)
+		ps.bad("token_env", "invalid environment variable name %q", c.TokenEnv)
 	}
-	if hasCommand {
+}
+
+// checkKindFields checks the command's program, that the fields of a url remote (headers,
+// token_env) are not set on a command remote nor those of a command remote (env, dir) on a url
+// remote, and env's variable names.
+func (c Config) checkKindFields(ps *problems) {
+	hasURL := c.URL != "" || len(c.URLs) > 0
+	if len(c.Command) > 0 {
 		if strings.TrimSpace(c.Command[0]) == "" {
-			bad("command", "the program (command[0]) is empty")
+			ps.bad("command", "the program (command[0]) is empty")
 		}
 		if len(c.Headers) > 0 {
-			bad("headers", "only valid with url, not with command")
+			ps.bad("headers", "only valid with url, not with command")
 		}
 		if c.TokenEnv != "" {
-			bad("token_env", "only valid with url, not with command")
+			ps.bad("token_env", "only valid with url, not with command")
 		}
 	}
 	if hasURL {
 		if len(c.Env) > 0 {
-			bad("env", "only valid with command, not with url")
+			ps.bad("env", "only valid with command, not with url")
 		}
 		if c.Dir != "" {
-			bad("dir", "only valid with command, not with url")
+			ps.bad("dir", "only valid with command, not with url")
 		}
 	}
 	for name := range c.Env {
 		if !validEnvName(name) {
-			bad("env", "invalid environment variable name %q", name)
+			ps.bad("env", "invalid environment variable name %q", name)
 		}
 	}
+}
+
+// checkLimits checks the timeout (≥ 0), the ranges of the pool fields, and that the pool
+// fields set apply to the kind of remote: a pool of processes, or a pool of servers.
+func (c Config) checkLimits(ps *problems) {
 	if c.Timeout < 0 {
-		bad("timeout", "must not be negative, got %v", c.Timeout)
+		ps.bad("timeout", "must not be negative, got %v", c.Timeout)
 	}
 	ints := []struct {
 		field  string
@@ -209,7 +244,7 @@ func (c Config) Validate() error {
 	}{{"workers", c.Workers, MaxWorkers}, {"recycle_after_calls", c.RecycleAfterCalls, MaxRecycleAfterCalls}, {"max_rss_mb", c.MaxRSSMB, MaxRSSMBCeiling}}
 	for _, f := range ints {
 		if f.v < 0 || f.v > f.max {
-			bad(f.field, "must be 0 or 1 to %d, got %d", f.max, f.v)
+			ps.bad(f.field, "must be 0 or 1 to %d, got %d", f.max, f.v)
 		}
 	}
 	for _, f := range []struct {
@@ -217,16 +252,15 @@ func (c Config) Validate() error {
 		v     time.Duration
 	}{{"start_timeout", c.StartTimeout}, {"idle_stop", c.IdleStop}, {"kill_after", c.KillAfter}} {
 		if f.v != 0 && (f.v < MinDuration || f.v > MaxDuration) {
-			bad(f.field, "must be 0 or %v to %v, got %v", MinDuration, MaxDuration, f.v)
+			ps.bad(f.field, "must be 0 or %v to %v, got %v", MinDuration, MaxDuration, f.v)
 		}
 	}
 	switch {
-	case hasURLs && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.KillAfter > 0):
-		bad("workers", "workers, recycle_after_calls, max_rss_mb and kill_after apply to pools of processes (command); a pool of servers takes workers_per_url, start_timeout and idle_stop")
+	case len(c.URLs) > 0 && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.KillAfter > 0):
+		ps.bad("workers", "workers, recycle_after_calls, max_rss_mb and kill_after apply to pools of processes (command); a pool of servers takes workers_per_url, start_timeout and idle_stop")
 	case c.URL != "" && (c.Workers > 0 || c.RecycleAfterCalls > 0 || c.MaxRSSMB > 0 || c.StartTimeout > 0 || c.IdleStop > 0 || c.KillAfter > 0):
-		bad("workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout, idle_stop, kill_after) apply to command remotes and to a list of URLs, not to a single url: for a pool of servers give urls")
+		ps.bad("workers", "pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout, idle_stop, kill_after) apply to command remotes and to a list of URLs, not to a single url: for a pool of servers give urls")
 	}
-	return errors.Join(errs...)
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.

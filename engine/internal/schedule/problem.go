@@ -1,9 +1,7 @@
 package schedule
 
 import (
-	"fmt"
-	"strings"
-
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/problem"
 )
 
@@ -39,35 +37,12 @@ const (
 // StepID is always empty. String formats it as "file:line:col: message".
 type Problem = problem.Problem
 
-// ValidationError is returned when schedule files or specs have problems. It lists every
-// problem found, in file and line order. Code is "parse_error" or "too_large" when every problem
-// has that code, else "validation_failed".
-type ValidationError struct {
-	Code     string
-	Problems []Problem
-}
-
-// ErrorCode returns the stable error code (for run.CodeOf).
-func (e *ValidationError) ErrorCode() string { return e.Code }
+// ValidationError is returned when schedule files or specs have problems
+// (flowtype.ScheduleValidationError): every problem found, in file and line order. Code is
+// "parse_error" or "too_large" when every problem has that code, else "validation_failed".
+type ValidationError = flowtype.ScheduleValidationError
 
 var _ problem.Error = (*ValidationError)(nil)
-
-// ProblemList returns e.Problems (for problem.Error).
-func (e *ValidationError) ProblemList() []Problem { return e.Problems }
-
-// Error returns the problems, one per line when there are several.
-func (e *ValidationError) Error() string {
-	if len(e.Problems) == 1 {
-		return e.Problems[0].String()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems in schedules:", len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n  ")
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
 
 // newValidationError returns nil for no problems. Problems without a severity get "error".
 func newValidationError(ps []Problem) error {

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"fmt"
-	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"path"
 	"regexp"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 )
 
 var (
@@ -97,125 +97,179 @@ type compiled struct {
 }
 
 // checkSpec returns the problems of one spec, not counting those between schedules, and its
-// compiled trigger when the trigger is valid.
+// compiled trigger when the spec has no problem at all. The sections are checked in this order,
+// each adding its problems to one list: id and workflow, max_concurrent and catchup, inputs, the
+// trigger of its kind, then the fields of another kind (skipped when the kind is missing or
+// unknown).
 func checkSpec(s *Spec, workflows func(string) bool) ([]fieldProblem, trigger) {
-	var ps []fieldProblem
-	add := func(code, field, msg, hint string) {
-		ps = append(ps, fieldProblem{code: code, field: field, msg: msg, hint: hint})
+	var ps fieldProblems
+	checkNames(s, workflows, &ps)
+	checkRunLimits(s, &ps)
+	ps = append(ps, checkInputs(s.Inputs)...)
+	trig, known := checkTrigger(s.Trigger, &ps)
+	if !known {
+		return ps, nil
 	}
+	checkOtherKindFields(s.Trigger, &ps)
+	if len(ps) > 0 {
+		return ps, nil
+	}
+	return nil, trig
+}
+
+// fieldProblems are the problems of one spec, in the order found.
+type fieldProblems []fieldProblem
+
+// add appends a problem of field (relative to the schedule).
+func (ps *fieldProblems) add(code, field, msg, hint string) {
+	*ps = append(*ps, fieldProblem{code: code, field: field, msg: msg, hint: hint})
+}
+
+// checkNames checks the schedule's id and that its workflow is given and, when workflows is
+// not nil, in the catalog.
+func checkNames(s *Spec, workflows func(string) bool, ps *fieldProblems) {
 	switch {
 	case s.ID == "":
-		add(CodeMissingField, "id", "missing field `id`", "add `id: <name>`; "+validIDHint)
+		ps.add(CodeMissingField, "id", "missing field `id`", "add `id: <name>`; "+validIDHint)
 	case !idRe.MatchString(s.ID):
-		add(CodeInvalidID, "id", fmt.Sprintf("`id` %q is not a valid schedule id", s.ID), validIDHint)
+		ps.add(CodeInvalidID, "id", fmt.Sprintf("`id` %q is not a valid schedule id", s.ID), validIDHint)
 	}
 	switch {
 	case s.Workflow == "":
-		add(CodeMissingField, "workflow", "missing field `workflow`", "add `workflow: <name of a workflow in the catalog>`")
+		ps.add(CodeMissingField, "workflow", "missing field `workflow`", "add `workflow: <name of a workflow in the catalog>`")
 	case workflows != nil && !workflows(s.Workflow):
-		add(CodeUnknownWorkflow, "workflow", fmt.Sprintf("`workflow` %q is not in the workflow catalog", s.Workflow),
+		ps.add(CodeUnknownWorkflow, "workflow", fmt.Sprintf("`workflow` %q is not in the workflow catalog", s.Workflow),
 			"fix the name or register the workflow (a workflow file, SKILL.md metadata or Engine registration)")
 	}
+}
+
+// checkRunLimits checks max_concurrent (≥ 0) and catchup (not on webhooks).
+func checkRunLimits(s *Spec, ps *fieldProblems) {
 	if s.MaxConcurrent < 0 {
-		add(CodeInvalidValue, "max_concurrent", fmt.Sprintf("`max_concurrent` is %d", s.MaxConcurrent),
+		ps.add(CodeInvalidValue, "max_concurrent", fmt.Sprintf("`max_concurrent` is %d", s.MaxConcurrent),
 			"use 1 (the default) for one run at a time, a larger number, or 0 for no limit")
 	}
 	if s.Catchup && s.Trigger.Kind == KindWebhook {
-		add(CodeInvalidValue, "catchup", "`catchup` applies to cron and interval triggers, not webhooks", "remove `catchup: true`")
+		ps.add(CodeInvalidValue, "catchup", "`catchup` applies to cron and interval triggers, not webhooks", "remove `catchup: true`")
 	}
-	ps = append(ps, checkInputs(s.Inputs)...)
+}
 
-	t := s.Trigger
-	var trig trigger
+// checkTrigger checks the fields of t's kind and returns its compiled trigger (nil for a
+// webhook, or when a field has a problem). known is false when the kind is missing or unknown:
+// the fields of another kind are then not checked.
+func checkTrigger(t Trigger, ps *fieldProblems) (trig trigger, known bool) {
 	switch t.Kind {
 	case "":
-		add(CodeMissingField, "trigger.kind", "missing field `trigger.kind`", "add `kind: cron`, `kind: interval` or `kind: webhook` under `trigger`")
-		return ps, nil
+		ps.add(CodeMissingField, "trigger.kind", "missing field `trigger.kind`", "add `kind: cron`, `kind: interval` or `kind: webhook` under `trigger`")
+		return nil, false
 	case KindCron:
-		if t.JitterSecs < 0 || t.JitterSecs > MaxJitterSecs {
-			add(CodeInvalidValue, "trigger.jitter_secs", fmt.Sprintf("`trigger.jitter_secs` is %d", t.JitterSecs),
-				fmt.Sprintf("use 0 (no jitter) to %d seconds", MaxJitterSecs))
-		}
-		if t.Expression == "" {
-			add(CodeMissingField, "trigger.expression", "missing field `trigger.expression`",
-				`add e.g. expression: "0 0 3 * * *" (second minute hour day-of-month month day-of-week)`)
-			_, tzp := loadLocation(t.Timezone)
-			if tzp != nil {
-				ps = append(ps, *tzp)
-			}
-		} else {
-			c, cps := compileCron(t.Expression, t.Timezone)
-			ps = append(ps, cps...)
-			trig = c
-		}
+		return checkCron(t, ps), true
 	case KindInterval:
-		if t.Every == "" {
-			add(CodeMissingField, "trigger.every", "missing field `trigger.every`", `add e.g. every: "15m"`)
-		} else {
-			c, p := compileInterval(t.Every)
-			if p != nil {
-				ps = append(ps, *p)
-			}
-			trig = c
-		}
+		return checkInterval(t, ps), true
 	case KindWebhook:
-		switch {
-		case t.Path == "":
-			add(CodeMissingField, "trigger.path", "missing field `trigger.path`", "add e.g. path: /webhooks/upload")
-		default:
-			if why, fix := checkWebhookPath(t.Path); why != "" {
-				add(CodeInvalidWebhookPath, "trigger.path", fmt.Sprintf("`trigger.path` %q %s", t.Path, why), fix)
-			}
+		checkWebhook(t, ps)
+		return nil, true
+	}
+	names := make([]string, len(TriggerKinds))
+	for i, k := range TriggerKinds {
+		names[i] = string(k)
+	}
+	hint := "use one of: " + strings.Join(names, ", ")
+	if sug := yamltext.Suggest(string(t.Kind), names); sug != "" {
+		hint = fmt.Sprintf("did you mean %q?", sug)
+	}
+	ps.add(CodeUnknownKind, "trigger.kind", fmt.Sprintf("unknown trigger kind %q", t.Kind), hint)
+	return nil, false
+}
+
+// checkCron checks a cron trigger's jitter_secs, expression and timezone and returns the
+// compiled trigger (nil without an expression).
+func checkCron(t Trigger, ps *fieldProblems) trigger {
+	if t.JitterSecs < 0 || t.JitterSecs > MaxJitterSecs {
+		ps.add(CodeInvalidValue, "trigger.jitter_secs", fmt.Sprintf("`trigger.jitter_secs` is %d", t.JitterSecs),
+			fmt.Sprintf("use 0 (no jitter) to %d seconds", MaxJitterSecs))
+	}
+	if t.Expression == "" {
+		ps.add(CodeMissingField, "trigger.expression", "missing field `trigger.expression`",
+			`add e.g. expression: "0 0 3 * * *" (second minute hour day-of-month month day-of-week)`)
+		_, tzp := loadLocation(t.Timezone)
+		if tzp != nil {
+			*ps = append(*ps, *tzp)
 		}
-		if t.SecretEnv != "" && !envNameRe.MatchString(t.SecretEnv) {
-			add(CodeInvalidValue, "trigger.secret_env", fmt.Sprintf("`trigger.secret_env` %q is not an environment variable name", t.SecretEnv),
-				"use letters, digits and '_', not starting with a digit, e.g. UPLOAD_WEBHOOK_SECRET")
+		return nil
+	}
+	c, cps := compileCron(t.Expression, t.Timezone)
+	*ps = append(*ps, cps...)
+	return c
+}
+
+// checkInterval checks an interval trigger's every and returns the compiled trigger.
+func checkInterval(t Trigger, ps *fieldProblems) trigger {
+	if t.Every == "" {
+		ps.add(CodeMissingField, "trigger.every", "missing field `trigger.every`", `add e.g. every: "15m"`)
+		return nil
+	}
+	c, p := compileInterval(t.Every)
+	if p != nil {
+		*ps = append(*ps, *p)
+	}
+	return c
+}
+
+// checkWebhook checks a webhook trigger's path and secret_env, then its signature mode
+// (checkSignature).
+func checkWebhook(t Trigger, ps *fieldProblems) {
+	switch {
+	case t.Path == "":
+		ps.add(CodeMissingField, "trigger.path", "missing field `trigger.path`", "add e.g. path: /webhooks/upload")
+	default:
+		if why, fix := checkWebhookPath(t.Path); why != "" {
+			ps.add(CodeInvalidWebhookPath, "trigger.path", fmt.Sprintf("`trigger.path` %q %s", t.Path, why), fix)
 		}
-		switch t.Signature {
-		case "", SignatureGitHub:
-			if t.ToleranceSecs != 0 {
-				add(CodeInvalidValue, "trigger.tolerance_secs", "`trigger.tolerance_secs` applies to signature: timestamped only",
-					"add signature: timestamped (requests signed with a timestamp), or remove tolerance_secs")
-			}
-		case SignatureTimestamped:
-			if t.SecretEnv == "" {
-				add(CodeMissingField, "trigger.secret_env", "`trigger.signature` is timestamped but `trigger.secret_env` is missing",
-					"add secret_env: the environment variable holding the HMAC-SHA256 secret, e.g. UPLOAD_WEBHOOK_SECRET")
-			}
-			if t.ToleranceSecs < 0 || t.ToleranceSecs > MaxToleranceSecs {
-				add(CodeInvalidValue, "trigger.tolerance_secs", fmt.Sprintf("`trigger.tolerance_secs` is %d; it must be from 1 to %d seconds", t.ToleranceSecs, MaxToleranceSecs),
-					fmt.Sprintf("remove it for the default (%d s) or use e.g. tolerance_secs: 300", DefaultToleranceSecs))
-			}
-		default:
-			add(CodeInvalidValue, "trigger.signature", fmt.Sprintf("`trigger.signature` %q is not a signature mode", t.Signature),
-				"use github (X-Hub-Signature-256 over the body) or timestamped (X-Dcc-Flow-Signature: t=…,v1=…, resists replay)")
+	}
+	if t.SecretEnv != "" && !envNameRe.MatchString(t.SecretEnv) {
+		ps.add(CodeInvalidValue, "trigger.secret_env", fmt.Sprintf("`trigger.secret_env` %q is not an environment variable name", t.SecretEnv),
+			"use letters, digits and '_', not starting with a digit, e.g. UPLOAD_WEBHOOK_SECRET")
+	}
+	checkSignature(t, ps)
+}
+
+// checkSignature checks a webhook's signature mode and what it needs: tolerance_secs only with
+// timestamped, which also needs secret_env.
+func checkSignature(t Trigger, ps *fieldProblems) {
+	switch t.Signature {
+	case "", SignatureGitHub:
+		if t.ToleranceSecs != 0 {
+			ps.add(CodeInvalidValue, "trigger.tolerance_secs", "`trigger.tolerance_secs` applies to signature: timestamped only",
+				"add signature: timestamped (requests signed with a timestamp), or remove tolerance_secs")
+		}
+	case SignatureTimestamped:
+		if t.SecretEnv == "" {
+			ps.add(CodeMissingField, "trigger.secret_env", "`trigger.signature` is timestamped but `trigger.secret_env` is missing",
+				"add secret_env: the environment variable holding the HMAC-SHA256 secret, e.g. UPLOAD_WEBHOOK_SECRET")
+		}
+		if t.ToleranceSecs < 0 || t.ToleranceSecs > MaxToleranceSecs {
+			ps.add(CodeInvalidValue, "trigger.tolerance_secs", fmt.Sprintf("`trigger.tolerance_secs` is %d; it must be from 1 to %d seconds", t.ToleranceSecs, MaxToleranceSecs),
+				fmt.Sprintf("remove it for the default (%d s) or use e.g. tolerance_secs: 300", DefaultToleranceSecs))
 		}
 	default:
-		names := make([]string, len(TriggerKinds))
-		for i, k := range TriggerKinds {
-			names[i] = string(k)
-		}
-		hint := "use one of: " + strings.Join(names, ", ")
-		if sug := yamltext.Suggest(string(t.Kind), names); sug != "" {
-			hint = fmt.Sprintf("did you mean %q?", sug)
-		}
-		add(CodeUnknownKind, "trigger.kind", fmt.Sprintf("unknown trigger kind %q", t.Kind), hint)
-		return ps, nil
+		ps.add(CodeInvalidValue, "trigger.signature", fmt.Sprintf("`trigger.signature` %q is not a signature mode", t.Signature),
+			"use github (X-Hub-Signature-256 over the body) or timestamped (X-Dcc-Flow-Signature: t=…,v1=…, resists replay)")
 	}
-	// Fields of another kind, set on a Spec built in Go (files report them as unknown fields).
+}
+
+// checkOtherKindFields reports the fields of another kind set on t: a Spec built in Go (files
+// report them as unknown fields when decoded).
+func checkOtherKindFields(t Trigger, ps *fieldProblems) {
 	set := map[string]bool{"expression": t.Expression != "", "timezone": t.Timezone != "", "jitter_secs": t.JitterSecs != 0,
 		"every": t.Every != "", "path": t.Path != "", "secret_env": t.SecretEnv != "", "signature": t.Signature != "",
 		"tolerance_secs": t.ToleranceSecs != 0}
 	for _, f := range []string{"expression", "timezone", "jitter_secs", "every", "path", "secret_env", "signature", "tolerance_secs"} {
 		if set[f] && !contains(triggerFieldsByKind[t.Kind], f) {
-			add(CodeUnknownField, "trigger."+f, fmt.Sprintf("`trigger.%s` is set on a %s trigger", f, t.Kind),
+			ps.add(CodeUnknownField, "trigger."+f, fmt.Sprintf("`trigger.%s` is set on a %s trigger", f, t.Kind),
 				fmt.Sprintf("`%s` is only valid on %s triggers; remove it", f, kindOfField(f)))
 		}
 	}
-	if len(ps) > 0 {
-		return ps, nil
-	}
-	return nil, trig
 }
 
 func kindOfField(f string) TriggerKind {

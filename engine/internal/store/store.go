@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -156,13 +157,9 @@ type Run struct {
 	FinishedAt time.Time // zero until terminal
 }
 
-// RunError says why a run did not complete. Stored as JSON.
-type RunError struct {
-	Kind    string `json:"kind"`               // an error kind, e.g. "transient", "cancelled", "interrupted"
-	Message string `json:"message"`            // for humans
-	StepKey string `json:"step_key,omitempty"` // the step instance that failed first, if any
-	Trace   string `json:"trace,omitempty"`
-}
+// RunError says why a run did not complete (flowtype.RunError, the form callers read on a
+// run's record). Stored as JSON.
+type RunError = flowtype.RunError
 
 // RunUpdate replaces the mutable fields of a run.
 type RunUpdate struct {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -15,26 +16,16 @@ import (
 // Lanes of host tools: the host runs "main" calls on its main thread (Maya's UI thread) and
 // "worker" calls on a pool of its choosing.
 const (
-	LaneMain   = "main"
-	LaneWorker = "worker"
+	LaneMain   = flowtype.LaneMain
+	LaneWorker = flowtype.LaneWorker
 )
 
 // IsLane reports whether lane is LaneMain or LaneWorker.
 func IsLane(lane string) bool { return lane == LaneMain || lane == LaneWorker }
 
-// PendingCall is a host tool call waiting for the host, as handed out by Pull.
-type PendingCall struct {
-	ID      uint64         `json:"id"`
-	Lane    string         `json:"lane"`
-	Tool    string         `json:"tool"`
-	RunID   string         `json:"run_id"`
-	StepKey string         `json:"step_key"`
-	Args    map[string]any `json:"args"` // must not be modified
-	Attempt int            `json:"attempt"`
-	// Deadline is when the attempt times out, set when the call is pulled: an attempt's time
-	// counts from when a host thread starts it, not from when it was queued. Zero = none.
-	Deadline time.Time `json:"deadline,omitzero"`
-}
+// PendingCall is a host tool call waiting for the host, as handed out by Pull
+// (flowtype.PendingCall).
+type PendingCall = flowtype.PendingCall
 
 // DefaultInterruptGrace is how long a timed-out host call is given to stop (the host interrupts
 // the tool) before its attempt is abandoned: SetInterruptGrace.
@@ -529,11 +520,10 @@ func (h *Host) requeueLocked(p *pending) {
 	h.lanes[p.call.Lane].enqueue(p, true)
 }
 
-// ErrDropped is the cause of Complete's error for a late result: the call is no longer pending
-// (its step was cancelled or timed out, or it was already answered) and the result was dropped.
-// Test for it with errors.Is; the error is a *run.Error with code invalid_state whose message
-// says why ("attempt 1 timed out after 5s") and whose details are {"call_id", "reason"?}.
-var ErrDropped = errors.New("the tool call is no longer pending; its result was dropped")
+// ErrDropped is the cause of Complete's error for a late result (flowtype.ErrDropped): the
+// call is no longer pending (its step was cancelled or timed out, or it was already answered)
+// and the result was dropped. Test for it with errors.Is.
+var ErrDropped = flowtype.ErrDropped
 
 // droppedError is Complete's error for a late result of call id; reason is "" when unknown
 // (the drop log forgot it).

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -24,23 +25,8 @@ const maxSpins = 300
 // 17% of a core (20,000 futex calls a second) before this window.
 const spinWindow = 5 * time.Millisecond
 
-// PullRequest selects the calls Pull hands out.
-type PullRequest struct {
-	// Lanes to take calls from, in priority order; empty means LaneMain.
-	Lanes []string
-	// RunID restricts the calls to one run and its sub-workflows' child runs; "" means any run.
-	// A host thread that drives one run (Python's Engine.run) pulls only that run's calls.
-	RunID string
-	// Max is the most calls returned; ≤ 0 means 1.
-	Max int
-	// Timeout bounds the wait for the first call (real time); ≤ 0 polls without waiting.
-	Timeout time.Duration
-	// Stop, when closed, ends the wait early with no calls (e.g. the watched run finished).
-	Stop <-chan struct{}
-	// Puller is who takes the calls (OpenPuller); 0 means none. The calls a puller holds go
-	// back to their lane when it hands them back (Release) or closes (ClosePuller).
-	Puller uint64
-}
+// PullRequest selects the calls Pull hands out (flowtype.PullRequest).
+type PullRequest = flowtype.PullRequest
 
 // Pull hands out up to req.Max queued calls of req.Lanes (the first lane first), optionally of
 // one run only, and marks them pulled (by req.Puller, if any): it returns as soon as at least

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -19,22 +19,10 @@ import (
 // BuiltinPrefix starts the names of the built-in tools; hosts cannot register such names.
 const BuiltinPrefix = "flow__"
 
-// ToolInfo describes a registered tool.
-type ToolInfo struct {
-	Name string `json:"name"`
-	// Lane is LaneMain or LaneWorker for host tools, "" for built-in tools.
-	Lane string `json:"lane,omitempty"`
-	// MaxConcurrent bounds the calls of this tool in flight at once, across runs; 0 = no limit.
-	MaxConcurrent int    `json:"max_concurrent,omitempty"`
-	Description   string `json:"description,omitempty"`
-	// Schema is the JSON Schema of the args, checked before every call (schema.go): a call whose
-	// args do not conform fails with kind invalid_input and is not retried.
-	Schema json.RawMessage `json:"schema,omitempty"`
-	// OutputSchema is the JSON Schema of the output, checked after every successful call: an
-	// output that does not conform fails the attempt with kind invalid_output.
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	Builtin      bool            `json:"builtin,omitempty"`
-}
+// ToolInfo describes a tool (flowtype.ToolInfo). Its Schema is checked before every call
+// (schema.go): a call whose args do not conform fails with kind invalid_input and is not
+// retried; its OutputSchema after every successful call.
+type ToolInfo = flowtype.ToolInfo
 
 type route struct {
 	info ToolInfo

@@ -5,11 +5,10 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
 // Call is one attempt of a tool step.
@@ -60,13 +59,8 @@ type Call struct {
 }
 
 // Report is what a running call tells about itself (current_call().progress and .log,
-// docs/python.md): its latest progress, log lines, or both.
-type Report struct {
-	Progress *run.StepProgress
-	Logs     []run.LogLine // StreamLog lines
-	// Dropped counts lines the tool's side logged but did not send (a worker's own throttle).
-	Dropped int
-}
+// docs/python.md): its latest progress, log lines, or both (flowtype.ToolReport).
+type Report = flowtype.ToolReport
 
 // Reporter takes the reports of one running call. Report is safe for concurrent use, never
 // blocks on I/O (it coalesces and writes later) and ignores reports after the call ended.
@@ -74,49 +68,11 @@ type Reporter interface {
 	Report(Report)
 }
 
-// Result is what a tool returned: an output, or a structured error.
-type Result struct {
-	// Output is the tool's result as a JSON value (nil, bool, float64 or json.Number, string,
-	// []any, map[string]any). It is ignored when OutputJSON is set.
-	Output any
-	// OutputJSON is the result as JSON text, for callers that have it in that form (the host
-	// answers in JSON). When set it is authoritative.
-	OutputJSON json.RawMessage
-	// Error is non-nil when the tool failed; Output is then ignored.
-	Error *ToolError
-	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md), or
-	// the engine that ran a call of the tool-call queue (its id, docs/cluster.md); "" when the
-	// call ran on neither.
-	Worker string
-	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
-	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.
-	Logs        []run.LogLine
-	LogsDropped int
-	// NotStarted, with a context error, says the call was never handed to a host thread: the
-	// attempt did not begin (it waited in its lane until its step was cancelled).
-	NotStarted bool
-}
+// Result is what a tool returned: an output, or a structured error (flowtype.ToolResult).
+type Result = flowtype.ToolResult
 
-// ToolError is the structured failure of a tool call.
-type ToolError struct {
-	// Kind classifies the failure for retry_on: "timeout", "transient", "error",
-	// "invalid_input", "not_found", "permission", "fatal", "cancelled", or any string the tool
-	// chose. "" counts as "error".
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-	Trace   string `json:"trace,omitempty"` // e.g. a Python traceback
-	// Final marks a failure that no attempt can change (args that do not conform to the tool's
-	// schema): the step is not retried, whatever its retry policy says.
-	Final bool `json:"-"`
-}
-
-func (e *ToolError) Error() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "error"
-	}
-	return kind + ": " + e.Message
-}
+// ToolError is the structured failure of a tool call (flowtype.ToolError).
+type ToolError = flowtype.ToolError
 
 // KindInternal is the error kind of a tool call that failed because Go code panicked.
 const KindInternal = "internal"
@@ -138,11 +94,10 @@ type CallerFunc func(ctx context.Context, call Call) (Result, error)
 // Call calls f.
 func (f CallerFunc) Call(ctx context.Context, call Call) (Result, error) { return f(ctx, call) }
 
-// RemoteCaller calls tools on remote MCP servers (tool_remote steps). Implementations should
-// honour ctx, but the router does not rely on it: a call whose context ends is abandoned.
-type RemoteCaller interface {
-	CallRemote(ctx context.Context, dcc, tool string, args map[string]any) (Result, error)
-}
+// RemoteCaller calls tools on remote MCP servers (tool_remote steps; flowtype.RemoteCaller).
+// Implementations should honour ctx, but the router does not rely on it: a call whose context
+// ends is abandoned.
+type RemoteCaller = flowtype.RemoteCaller
 
 // Errors of the router and the host.
 var (
