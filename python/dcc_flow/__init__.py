@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 from . import _ffi
 from ._dryrun import DryRunResult, DryRunStep
-from ._engine import AttemptRecord, Engine, Run, RunFailedError, RunResult, StepRecord
+from ._engine import Engine, Run
 from ._errors import (
     AbiVersionError,
     CancelledError,
@@ -43,6 +43,7 @@ from ._errors import (
     WorkerStartError,
 )
 from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
+from ._results import AttemptRecord, RunFailedError, RunResult, StepRecord
 from ._schedule import (
     ScheduleSpec,
     TriggerSpec,

@@ -31,7 +31,8 @@ from ._flow_trace import _Block, _current, _FlowCallable, _Scope, _stack, _Step,
 from ._spec import RetryPolicy, WorkflowSpec
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from ._engine import Engine, RunResult
+    from ._engine import Engine
+    from ._results import RunResult
 
 
 class FlowContext:
