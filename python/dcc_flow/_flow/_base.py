@@ -1,5 +1,5 @@
-"""What every part of the code-first compiler shares (``_flow.py`` is the public face): the error it
-raises, the user's call site that error names, and the name rules of the spec.
+"""What every part of the code-first compiler shares (the package's ``__init__`` is the public
+face): the error it raises, the user's call site that error names, and the name rules of the spec.
 
 This module imports nothing else of the compiler, so the others (references, tracer, tasks, blocks,
 workflow) can all import it without cycles.
@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 
-from ._errors import DccFlowError
+from .._errors import DccFlowError
 
 # The name rules of engine/spec/validate.go (checked against testdata/golden/shared_rules.json).
 # \Z, not $: Python's $ also matches before a final newline, Go's does not.
@@ -21,7 +21,8 @@ _PATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 _JSONPATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _RESERVED = frozenset(["inputs", "steps", "item", "env", "trigger", "run"])
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The dcc_flow package's folder (this module's grandparent): frames under it are not the user's.
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _MAP_KEYWORDS = ("step_id", "after", "concurrency", "on_any_fail", "as_", "timeout_seconds")
 _INPUT_FIELDS = frozenset(["type", "format", "enum", "description", "default", "required"])
 
