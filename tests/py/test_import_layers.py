@@ -2,8 +2,8 @@
 
 The modules of ``dcc_flow._flow`` (the code-first compiler) form layers, listed below from the
 bottom up: a module imports, at run time, only modules of the layers below its own. A few modules
-of the package root have the same kind of rule (``MUST_NOT_IMPORT``): the run records and the dry
-run never import the engine that uses them.
+of the package root have the same kind of rule (``MUST_NOT_IMPORT``): the run records, the dry run
+and the pull driver never import the engine that uses them.
 
 Imports are read from the source with ``ast``, not by importing it: ``from . import x``,
 ``from ._x import y``, ``from .._x import y`` and ``import dcc_flow._x`` all count, at module level
@@ -41,8 +41,9 @@ FLOW_MAY_IMPORT = {"dcc_flow._errors", "dcc_flow._spec", "dcc_flow._schema", "dc
 
 #: Root modules and what they must never import at run time (the import would be upward).
 MUST_NOT_IMPORT: Dict[str, List[str]] = {
-    "dcc_flow._results": ["dcc_flow._engine", "dcc_flow._dryrun"],
-    "dcc_flow._dryrun": ["dcc_flow._engine"],
+    "dcc_flow._results": ["dcc_flow._engine", "dcc_flow._dryrun", "dcc_flow._driver"],
+    "dcc_flow._dryrun": ["dcc_flow._engine", "dcc_flow._driver"],
+    "dcc_flow._driver": ["dcc_flow._engine", "dcc_flow._dryrun", "dcc_flow._results"],
 }
 
 
