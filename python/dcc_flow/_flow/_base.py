@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 
-from .._errors import DccFlowError
+from .._errors import WorkflowTraceError as WorkflowTraceError  # defined with the package's other errors
 
 # The name rules of engine/spec/validate.go (checked against testdata/golden/shared_rules.json).
 # \Z, not $: Python's $ also matches before a final newline, Go's does not.
@@ -28,30 +28,6 @@ _INPUT_FIELDS = frozenset(["type", "format", "enum", "description", "default", "
 
 Site = Tuple[str, int]
 ToolInfo = Tuple[str, Callable[..., Any], str, Optional[int]]
-
-
-class WorkflowTraceError(DccFlowError, TypeError):
-    """A code-first workflow could not be traced or compiled.
-
-    The message starts with the user's ``file:line`` and names the step; ``step_id``,
-    ``filename`` and ``lineno`` are also attributes (``None`` when unknown).
-    """
-
-    default_code = "trace_error"
-
-    def __init__(
-        self,
-        message: str,
-        step_id: Optional[str] = None,
-        filename: Optional[str] = None,
-        lineno: Optional[int] = None,
-    ) -> None:
-        super().__init__(message, code="trace_error", step_id=step_id)
-        self.filename = filename
-        self.lineno = lineno
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (type(self), (self.message, self.step_id, self.filename, self.lineno))
 
 
 def _is_own_frame(filename: str) -> bool:
