@@ -173,3 +173,18 @@ def test_the_reader_sees_every_kind_of_import(tmp_path, monkeypatch):
     got = sorted(t for _, t in runtime_imports("dcc_flow._flow.probe"))
     assert got == sorted(["dcc_flow._flow._base", "dcc_flow._flow._refs", "dcc_flow._spec", "dcc_flow._engine",
                           "dcc_flow._flow._blocks", "dcc_flow._flow._trace", "dcc_flow._results"])
+
+
+_CONSTANTS = (ast.Constant, getattr(ast, "NameConstant", ast.Constant))  # Python 3.7 parses False as NameConstant
+
+
+def test_typing_only_imports_use_type_checking():
+    """``if TYPE_CHECKING:`` is the one spelling of a typing-only import (not ``if False:``), so
+    the reader above and type checkers agree on what runs."""
+    bad = []
+    for module, path in sorted(MODULES.items()):
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        bad += ["%s:%d" % (module, node.lineno) for node in ast.walk(tree)
+                if isinstance(node, ast.If) and isinstance(node.test, _CONSTANTS) and not node.test.value]
+    assert not bad, "use `if TYPE_CHECKING:` (from typing) instead of `if False:` at " + ", ".join(bad)
