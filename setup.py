@@ -97,6 +97,11 @@ def build_library():
 class BuildPyWithLibrary(build_py):
     def run(self):
         library = shipped_library()
+        # build/lib keeps the modules of earlier builds too: a module since renamed or moved (the
+        # old dcc_flow/_flow_*.py, now dcc_flow/_flow/) must not ride along in this wheel.
+        stale = os.path.join(self.build_lib, "dcc_flow")
+        if os.path.isdir(stale):
+            shutil.rmtree(stale)
         super().run()
         # package_data copies whatever python/dcc_flow/_lib holds, and build/lib keeps files of earlier
         # builds: leave exactly the one library of this wheel's platform.

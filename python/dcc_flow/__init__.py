@@ -14,43 +14,14 @@ Houdini or Qt modules.
 from typing import Any, Dict
 
 from . import _ffi
+from . import errors as errors  # the exceptions (dcc_flow.errors)
+from . import webhooks as webhooks  # signing webhook requests (dcc_flow.webhooks)
 from ._dryrun import DryRunResult, DryRunStep
-from ._engine import AttemptRecord, Engine, Run, RunFailedError, RunResult, StepRecord
-from ._errors import (
-    AbiVersionError,
-    CancelledError,
-    DatabaseLockedError,
-    DccFlowError,
-    DccFlowTimeoutError,
-    EngineClosedError,
-    InternalError,
-    InvalidInputError,
-    InvalidRequestError,
-    InvalidStateError,
-    LibraryLoadError,
-    LibraryNotFoundError,
-    NotFoundError,
-    NotResumableError,
-    ParseError,
-    Problem,
-    ReadOnlyError,
-    SpecChangedError,
-    SpecTooLargeError,
-    StaleHandleError,
-    StorageError,
-    UnknownToolError,
-    ValidationError,
-    WorkerStartError,
-)
-from ._flow import FlowContext, Retry, Task, Workflow, WorkflowTraceError, task, unmapped, workflow
-from ._schedule import (
-    ScheduleSpec,
-    TriggerSpec,
-    hmac_sha256_hex,
-    parse_schedules_yaml,
-    timestamped_signature,
-    verify_hub_signature_256,
-)
+from ._engine import Engine, Run
+from ._errors import DccFlowError, Problem
+from ._flow import FlowContext, Retry, Task, Workflow, task, unmapped, workflow
+from ._results import AttemptRecord, RunResult, StepRecord
+from ._schedule import ScheduleSpec, TriggerSpec, parse_schedules_yaml
 from ._spec import (
     BackoffKind,
     InputSpec,
@@ -63,34 +34,59 @@ from ._spec import (
 )
 from ._tools import CallContext, Fatal, ToolError, ToolInterrupted, Transient, current_call
 
+# Still importable from here, as before dcc_flow.errors and dcc_flow.webhooks held them (the same
+# objects; ``X as X`` marks them re-exported for type checkers), but not listed in __all__.
+from .errors import AbiVersionError as AbiVersionError
+from .errors import CancelledError as CancelledError
+from .errors import DatabaseLockedError as DatabaseLockedError
+from .errors import DccFlowTimeoutError as DccFlowTimeoutError
+from .errors import EngineClosedError as EngineClosedError
+from .errors import InternalError as InternalError
+from .errors import InvalidInputError as InvalidInputError
+from .errors import InvalidRequestError as InvalidRequestError
+from .errors import InvalidStateError as InvalidStateError
+from .errors import LibraryLoadError as LibraryLoadError
+from .errors import LibraryNotFoundError as LibraryNotFoundError
+from .errors import NotFoundError as NotFoundError
+from .errors import NotResumableError as NotResumableError
+from .errors import ParseError as ParseError
+from .errors import ReadOnlyError as ReadOnlyError
+from .errors import RunFailedError as RunFailedError
+from .errors import SpecChangedError as SpecChangedError
+from .errors import SpecTooLargeError as SpecTooLargeError
+from .errors import StaleHandleError as StaleHandleError
+from .errors import StorageError as StorageError
+from .errors import UnknownToolError as UnknownToolError
+from .errors import ValidationError as ValidationError
+from .errors import WorkerStartError as WorkerStartError
+from .errors import WorkflowTraceError as WorkflowTraceError
+from .webhooks import hmac_sha256_hex as hmac_sha256_hex
+from .webhooks import timestamped_signature as timestamped_signature
+from .webhooks import verify_hub_signature_256 as verify_hub_signature_256
+
 __version__ = "0.1.0"
 
+# The everyday API. The exceptions are in dcc_flow.errors (DccFlowError, the base to catch, is
+# here too) and the webhook signing helpers in dcc_flow.webhooks.
 __all__ = [
     "__version__",
     "library_version",
-    # scheduler
-    "ScheduleSpec",
-    "TriggerSpec",
-    "parse_schedules_yaml",
-    "hmac_sha256_hex",
-    "verify_hub_signature_256",
-    "timestamped_signature",
     # running workflows
     "Engine",
     "Run",
     "RunResult",
-    "DryRunResult",
-    "DryRunStep",
     "StepRecord",
     "AttemptRecord",
-    "RunFailedError",
+    "DryRunResult",
+    "DryRunStep",
+    "graph",
+    # writing tools
     "current_call",
     "CallContext",
     "ToolError",
     "Transient",
     "Fatal",
     "ToolInterrupted",
-    "graph",
     # code-first workflows
     "task",
     "workflow",
@@ -99,7 +95,6 @@ __all__ = [
     "Retry",
     "unmapped",
     "FlowContext",
-    "WorkflowTraceError",
     # spec views
     "WorkflowSpec",
     "WorkflowStep",
@@ -110,30 +105,12 @@ __all__ = [
     "WorkflowStatus",
     "StepStatus",
     "Problem",
-    # errors
+    # scheduler
+    "ScheduleSpec",
+    "TriggerSpec",
+    "parse_schedules_yaml",
+    # errors (all of them: dcc_flow.errors)
     "DccFlowError",
-    "InvalidRequestError",
-    "ValidationError",
-    "ParseError",
-    "SpecTooLargeError",
-    "InternalError",
-    "DatabaseLockedError",
-    "ReadOnlyError",
-    "StorageError",
-    "WorkerStartError",
-    "InvalidInputError",
-    "NotFoundError",
-    "UnknownToolError",
-    "NotResumableError",
-    "SpecChangedError",
-    "InvalidStateError",
-    "EngineClosedError",
-    "StaleHandleError",
-    "DccFlowTimeoutError",
-    "CancelledError",
-    "LibraryLoadError",
-    "LibraryNotFoundError",
-    "AbiVersionError",
 ]
 
 
@@ -145,11 +122,12 @@ def library_version() -> Dict[str, Any]:
 
 
 def _present_public_classes_as_dcc_flow() -> None:
-    """Show public classes as ``dcc_flow.X`` in tracebacks and reprs, not ``dcc_flow._errors.X``.
+    """Show public classes as ``dcc_flow.X`` in tracebacks and reprs, not ``dcc_flow._errors.X``
+    (the exceptions of dcc_flow.errors too, as before that module existed).
 
     Each stays importable under that name, so pickling works the same.
     """
-    for _name in __all__:
+    for _name in __all__ + errors.__all__:
         _obj = globals().get(_name)
         if isinstance(_obj, type) and _obj.__module__.startswith("dcc_flow."):
             _obj.__module__ = "dcc_flow"

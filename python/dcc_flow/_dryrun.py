@@ -8,7 +8,7 @@ text form, the one ``dcc-flow run --dry-run`` prints.
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._engine import RunFailedError
+from ._results import RunFailedError
 from ._spec import StepStatus, WorkflowStatus
 
 __all__ = ["DryRunResult", "DryRunStep"]

@@ -1,14 +1,11 @@
 """``dcc_flow.Engine``: run workflows whose tools are Python functions.
 
-The Go engine never calls into Python. Tool calls are *pulled*: the thread that drives a run
-(``Engine.run``, ``Run.wait``, ``Engine.pump`` or a ``serve_tools`` worker) asks the library for
-pending calls, runs them, and answers each with its result; answering and asking for the next call
-is one crossing of the C ABI. Main-lane tools run on the thread that drives the run (Maya's main
-thread); worker-lane tools run on the ``serve_tools`` pool when one is running, else on the driving
-thread too. While a DCC adapter's idle pump is installed, main-lane tools run on the main thread only.
-
-Every call a thread takes is run and answered exactly once, or handed back to the engine for the
-next thread (docs/python.md, "Lanes: which thread runs a tool").
+The Go engine never calls into Python: the threads that drive a run pull its tool calls, run them
+and answer them. That pull driver lives in ``_driver`` (one ``Driver`` per engine); the engine and
+``Run`` hand it the threads of ``Engine.run``, ``Run.wait``, ``Run.events``, ``Engine.pump``,
+``Engine.drive_forever`` and ``Engine.serve_tools``. Every call a thread takes is run and answered
+exactly once, or handed back to the engine for the next thread (docs/python.md, "Lanes: which
+thread runs a tool"). The records of a run (``RunResult`` and its parts) live in ``_results``.
 """
 
 import datetime
@@ -25,8 +22,6 @@ from typing import (
     Any,
     Callable,
     Dict,
-    Generator,
-    Iterable,
     Iterator,
     List,
     Mapping,
@@ -35,153 +30,33 @@ from typing import (
     Set,
     Tuple,
     Union,
-    cast,
     overload,
 )
 
 from . import _ffi
+from ._driver import POLL_MS, Driver, Outage, is_closed_error
 from ._errors import DccFlowError, EngineClosedError, NotFoundError
-from ._interrupt import WATCHDOG, ToolInterrupted
+from ._results import AttemptRecord, RunFailedError, RunPage, RunResult, StepRecord
 from ._schema import SchemaOption
 from ._schema import tool_schema as _tool_schema
-from ._spec import StepStatus, WorkflowSpec, WorkflowStatus
+from ._spec import WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
-from ._tools import LANES, ToolEntry, describe, execute
-from ._tools import error_members as _tools_error
+from ._tools import LANES, ToolEntry, describe
 
-if False:  # typing only
-    from ._schedule import ScheduleSpec  # noqa: F401
 if TYPE_CHECKING:
     from typing import Literal
 
     from ._dryrun import DryRunResult
+    from ._schedule import ScheduleSpec
 
 __all__ = ["Engine", "Run", "RunResult", "StepRecord", "AttemptRecord", "RunFailedError"]
 
 log = logging.getLogger("dcc_flow")
 
-#: How long one blocking crossing waits at most: Ctrl-C and close() are noticed this fast.
-POLL_MS = 100
-
-# Event streams (``on_event``, ``Engine.events``) retry a crossing that fails with one of these codes:
-# the database is unreachable for a while (a PostgreSQL restart, a network blip). The first wait is
-# EVENT_RETRY_FIRST seconds, doubling to EVENT_RETRY_MAX; one warning per outage, one line when it ends.
-EVENT_RETRY_CODES = ("storage", "timeout")
-EVENT_RETRY_FIRST = 0.1
-EVENT_RETRY_MAX = 5.0
-
 #: A string that is a catalog name rather than spec text or a path.
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 SpecLike = Union[WorkflowSpec, str, "os.PathLike[str]", Mapping[str, Any], Any]
-
-
-class RunFailedError(DccFlowError):
-    """``RunResult.raise_for_status()``: the run did not complete."""
-
-
-class AttemptRecord:
-    """One attempt of a ``tool`` or ``tool_remote`` step instance: a call it made
-    (``StepRecord.attempts``, docs/python.md "Attempts")."""
-
-    __slots__ = ("attempt", "tool", "status", "args", "worker", "host", "pid", "error", "exit", "started_at",
-                 "finished_at")
-
-    def __init__(self, d: Mapping[str, Any]) -> None:
-        #: 1, 2, ... counted across the run's resumes: a resumed step's attempts follow those made
-        #: before. The ``attempt`` of the step's ``logs`` lines and ``progress`` is this number.
-        self.attempt: int = int(d.get("attempt") or 0)
-        #: The tool called (``"DCC/TOOL"`` for a ``tool_remote`` step).
-        self.tool: str = d.get("tool") or ""
-        #: ``running`` while in flight, then ``completed``, ``failed``, ``cancelled`` or
-        #: ``interrupted``.
-        self.status = StepStatus(d.get("status", "running"))
-        #: The rendered arguments of the call: secrets redacted (``"[redacted]"``: names the tool's
-        #: schema marks ``writeOnly``/``x-secret``/``format: password``, and any name containing
-        #: token, password, passwd, secret, api_key or apikey), at most 64 KiB of JSON; larger,
-        #: ``{"_truncated": True, "bytes": N, "preview": "..."}``. None when not recorded.
-        self.args: Optional[Dict[str, Any]] = d.get("args")
-        #: The pool worker (``"POOL/PID"``) or the engine of a queued call; ``""`` in-process.
-        self.worker: str = d.get("worker") or ""
-        #: The host and pid of the process that ran the call where known (the engine's own for an
-        #: in-process tool); ``""`` and 0 otherwise.
-        self.host: str = d.get("host") or ""
-        self.pid: int = int(d.get("pid") or 0)
-        #: The failure (``kind``, ``message``, ``trace``?), None when the attempt did not fail.
-        self.error: Optional[Dict[str, Any]] = d.get("error")
-        #: For a lost worker (``error["kind"] == "worker_lost"``): how its process ended,
-        #: ``"exit status 139"``, ``"signal: killed"``; ``""`` otherwise.
-        self.exit: str = d.get("exit") or ""
-        #: RFC 3339 UTC times; ``finished_at`` is None while the attempt runs.
-        self.started_at: Optional[str] = d.get("started_at")
-        self.finished_at: Optional[str] = d.get("finished_at")
-
-    def __repr__(self) -> str:
-        return "AttemptRecord(attempt=%d, status=%s%s)" % (
-            self.attempt, self.status.value, ", error=%r" % self.error.get("kind") if self.error else "")
-
-
-class StepRecord:
-    """One step instance of a run (a foreach iteration's step is its own instance)."""
-
-    __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "progress", "child_run_id", "started_at", "finished_at",
-                 "args", "attempts", "attempts_dropped")
-
-    def __init__(self, d: Mapping[str, Any]) -> None:
-        self.key: str = d.get("key", "")
-        self.step_id: str = d.get("step_id", "")
-        self.kind: str = d.get("kind", "")
-        self.status = StepStatus(d.get("status", "pending"))
-        #: The attempts made (the record's ``attempts``): the number of the last one, 0 when none ran
-        #: (a cached step, an approval, a container).
-        self.attempt: int = int(d.get("attempts") or 0)
-        self.cached: bool = bool(d.get("cached"))
-        self.output: Any = d.get("output")
-        self.file_refs: Any = d.get("file_refs")
-        self.error: Optional[Dict[str, Any]] = d.get("error")
-        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md), or the id of
-        #: the engine that ran it from the tool-call queue (docs/cluster.md); ``""`` when neither.
-        self.worker: str = d.get("worker") or ""
-        #: The output lines of the step's attempts, oldest first: dicts with ``stream``
-        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md
-        #: "Output"; ``"log"`` for ``current_call().log()``, with its ``fields``), ``text`` and
-        #: ``attempt``; later kinds of entries may add fields. ``logs_dropped`` counts older lines
-        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
-        self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
-        self.logs_dropped: int = int(d.get("logs_dropped") or 0)
-        #: The latest progress the tool of the current (or last) attempt reported with
-        #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
-        self.progress: Optional[Dict[str, Any]] = d.get("progress")
-        #: The newest child run of a ``workflow`` step (docs/spec.md, "workflow"); ``""`` for
-        #: other kinds.
-        self.child_run_id: str = d.get("child_run_id") or ""
-        self.started_at: Optional[str] = d.get("started_at")
-        self.finished_at: Optional[str] = d.get("finished_at")
-        #: The rendered arguments of the latest attempt (``AttemptRecord.args``: secrets redacted,
-        #: bounded); None when none was recorded (not a tool step, or an engine without a record).
-        self.args: Optional[Dict[str, Any]] = d.get("args")
-        #: Every attempt of a ``tool``/``tool_remote`` step, oldest first, across resumes: the first
-        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/limits.md).
-        self.attempts: Tuple[AttemptRecord, ...] = tuple(AttemptRecord(a) for a in d.get("attempt_history") or ())
-        self.attempts_dropped: int = int(d.get("attempts_dropped") or 0)
-
-    def __repr__(self) -> str:
-        return "StepRecord(key=%r, status=%s, attempt=%d%s)" % (
-            self.key,
-            self.status.value,
-            self.attempt,
-            ", cached=True" if self.cached else "",
-        )
-
-
-class RunPage(List["RunResult"]):
-    """A page of ``Engine.runs``: a list of RunResult, newest first, and ``next_cursor``, the
-    ``cursor`` that lists the runs after it (None when there are none)."""
-
-    def __init__(self, runs: Iterable["RunResult"] = (), next_cursor: Optional[str] = None) -> None:
-        super().__init__(runs)
-        self.next_cursor = next_cursor
 
 
 def _search_text(value: Any) -> str:
@@ -205,80 +80,6 @@ def _time_bound(value: Any) -> str:
         return value
     raise TypeError("runs(since/until=...): give a datetime or a str (RFC 3339 or an age such as '2h'), not %s"
                     % type(value).__name__)
-
-
-class RunResult:
-    """The state of a run: status, error, per-step records and the outputs of top-level steps."""
-
-    def __init__(self, d: Mapping[str, Any]) -> None:
-        outputs = d.get("outputs") or {}
-        for s in d.get("steps") or ():  # the library sends a top-level step's output once, in outputs
-            if "output" not in s and s.get("key") == s.get("step_id") and s.get("step_id") in outputs:
-                s["output"] = outputs[s["step_id"]]
-        self.raw: Dict[str, Any] = dict(d)
-        self.run_id: str = d.get("run_id", "")
-        self.name: str = d.get("name", "")
-        self.status = WorkflowStatus(d.get("status", "pending"))
-        self.error: Optional[Dict[str, Any]] = d.get("error")
-        progress = d.get("progress") or {}
-        self.progress: Tuple[int, int] = (int(progress.get("completed", 0)), int(progress.get("total", 0)))
-        self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
-        self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
-        self.spec_hash: str = d.get("spec_hash", "")
-        #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
-        #: was never registered.
-        self.workflow_version: int = int(d.get("workflow_version") or 0)
-        #: For a child run (started by a ``kind: workflow`` step): the parent run's id and the
-        #: step instance that started it; ``""`` for a run started on its own.
-        self.parent_run_id: str = d.get("parent_run_id") or ""
-        self.parent_step_key: str = d.get("parent_step_key") or ""
-        #: The child runs this run's ``workflow`` steps started, oldest first (every attempt of a
-        #: retried step): dicts with ``run_id``, ``step_key``, ``name`` and ``status``.
-        self.children: List[Dict[str, Any]] = list(d.get("children") or [])
-        #: The run's resumes, oldest first: dicts with ``at`` (RFC 3339), ``by`` (who: a login
-        #: name, ``"mcp"``, ``"engine ID (takeover)"``; absent when not recorded), ``forced`` (the
-        #: steps forced to run again) and ``on_failure_only``. Empty for a run never resumed.
-        self.resumes: List[Dict[str, Any]] = list(d.get("resumes") or [])
-        self.timed_out: bool = bool(d.get("timed_out"))
-
-    @property
-    def ok(self) -> bool:
-        """True when the run completed and its end is recorded. A run whose steps all completed
-        but whose end could not be written to the database (``error["kind"] == "storage"``: a full
-        disk) is not ``ok``: its outputs are here, but the database does not show it finished."""
-        return self.status is WorkflowStatus.COMPLETED and not (self.error and self.error.get("kind") == "storage")
-
-    @property
-    def terminal(self) -> bool:
-        return self.status.is_terminal
-
-    def step(self, key: str) -> StepRecord:
-        """The step instance with this key (``"export"``, ``"per_file[3].export"``)."""
-        for s in self.steps:
-            if s.key == key:
-                return s
-        raise KeyError("run %s has no step instance %r" % (self.run_id, key))
-
-    def raise_for_status(self) -> "RunResult":
-        """Return self when the run completed, else raise ``RunFailedError`` with its error."""
-        if not self.ok:
-            err = self.error or {}
-            where = " at step %r" % err["step_key"] if err.get("step_key") else ""
-            raise RunFailedError(
-                "run %s %s%s: %s" % (self.run_id, self.status.value, where, err.get("message", "")),
-                code=str(err.get("kind") or self.status.value),
-                details=self.raw,
-                step_id=err.get("step_key"),
-            )
-        return self
-
-    def __repr__(self) -> str:
-        return "RunResult(run_id=%r, status=%s, progress=%d/%d)" % (
-            self.run_id,
-            self.status.value,
-            self.progress[0],
-            self.progress[1],
-        )
 
 
 def _missing_file_hint(name: Optional[str]) -> str:
@@ -419,20 +220,14 @@ class Engine:
             cfg["lease_secs"] = float(lease_secs)
         self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
         self._lock = threading.RLock()
-        self._closed = False
-        # Set once dccflow_engine_close returned: until then the host side (answers, hand-backs,
+        self._tools: Dict[str, ToolEntry] = {}
+        # Pulls and runs the tool calls. Its ``closed`` is this engine's; its ``handle_closed`` is
+        # set once dccflow_engine_close returned: until then the host side (answers, hand-backs,
         # reports, cancel checks) still crosses, so a closing engine gets the answers of the
         # calls its tools are running (docs/cluster.md, "Closing an engine").
-        self._handle_closed = False
-        self._tools: Dict[str, ToolEntry] = {}
-        self._workers: List[threading.Thread] = []
-        self._workers_stop = threading.Event()
+        self._driver = Driver(self._handle, self._tools)
         self._callbacks: List[Callable[[Dict[str, Any]], None]] = []
         self._events_thread: Optional[threading.Thread] = None
-        self._pullers = threading.local()  # .holder: this thread's _PullerHolder
-        self._dead_pullers: List[int] = []  # pullers of ended threads, to close
-        self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
-        self._main_owners: List[object] = []
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
         self._tool_pools: Dict[str, str] = dict(cfg.get("tool_pools") or {})  # for the serial-step warning
         self._plain_tools: Set[str] = set()  # tools registered from plain functions of ``tools``
@@ -450,7 +245,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._driver.closed
 
     def close(self) -> None:
         """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
@@ -465,19 +260,17 @@ class Engine:
         is raised, by the first call only; the engine is closed all the same. Only an engine that
         is garbage-collected without ``close()`` closes silently."""
         with self._lock:
-            if self._closed:
+            if self._driver.closed:
                 return
-            self._closed = True
-        self._workers_stop.set()  # the pool takes no new call; a tool it is running is answered
+            self._driver.closed = True
+        self._driver.workers_stop.set()  # the pool takes no new call; a tool it is running is answered
         try:
             if self._finalizer.detach() is not None:
                 _ffi.call("dccflow_engine_close", self._handle, {})
         finally:
-            self._handle_closed = True
+            self._driver.handle_closed = True
+            self._driver.join_workers(timeout=5)
             current = threading.current_thread()
-            for t in self._workers:
-                if t is not current:
-                    t.join(timeout=5)
             if self._events_thread is not None and self._events_thread is not current:
                 self._events_thread.join(timeout=5)
 
@@ -488,7 +281,7 @@ class Engine:
         self.close()
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._driver.closed:
             raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
 
     def _call(
@@ -1005,339 +798,30 @@ class Engine:
     def drive_forever(self, stop: Optional[threading.Event] = None) -> None:
         """Run main-lane (and, without a pool, worker-lane) calls of every run on this thread until
         ``stop`` is set or the engine closes: the loop of a headless server process."""
-        self._drive(None, None, stop=stop)
+        self._driver.drive(None, None, stop=stop)
 
-    # -- driving: pulling and running tool calls ------------------------------------------------
-    #
-    # The hand-back rule (docs/python.md, "Lanes"): every call this package pulls is either run
-    # and answered exactly once, or handed back to the engine, which gives it to the next puller.
-    # Each thread pulls as its own *puller*: a call it holds goes back when the loop that pulled it
-    # stops (deadline, budget, stop event), when that loop raises, and when the thread ends.
-
-    def _lanes(self) -> List[str]:
-        """The lanes the calling thread serves: main when it may run main-lane tools (see
-        ``_may_run_main``), and worker when no ``serve_tools`` pool is running."""
-        lanes = ["main"] if self._may_run_main() else []
-        if not (self._workers and not self._workers_stop.is_set()):
-            lanes.append("worker")
-        return lanes
-
-    def _may_run_main(self) -> bool:
-        """False on a thread other than the DCC's main thread while a DCC adapter's idle pump is
-        installed: main-lane tools (``maya.cmds``, ``hou``) then run only in that pump."""
-        return self._main_thread is None or self._main_thread is threading.current_thread()
+    # -- driving: the pull driver (_driver) runs the tool calls on the threads handed to it --------
 
     def _bind_main_thread(self, owner: object) -> None:
-        """A DCC adapter's idle pump was installed: main-lane calls now run on the main thread only."""
-        with self._lock:
-            self._main_owners.append(owner)
-            self._main_thread = threading.main_thread()
+        """A DCC adapter's idle pump was installed (dcc_flow.dcc): main-lane calls now run on the
+        main thread only, until every owner unbinds."""
+        self._driver.bind_main_thread(owner)
 
     def _unbind_main_thread(self, owner: object) -> None:
-        with self._lock:
-            self._main_owners = [o for o in self._main_owners if o is not owner]
-            if not self._main_owners:
-                self._main_thread = None
-
-    def _puller(self) -> int:
-        """This thread's puller id, opened on first use; handed to ``_dead_pullers`` when the
-        thread ends (its thread-local holder is freed), so the calls it held go back."""
-        if self._dead_pullers:
-            self._close_dead_pullers()
-        holder = getattr(self._pullers, "holder", None)
-        if holder is None:
-            puller = int(self._call("dccflow_puller_open", {"name": threading.current_thread().name})["puller"])
-            holder = _PullerHolder(puller, self._dead_pullers)
-            self._pullers.holder = holder
-        return holder.id
-
-    def _close_dead_pullers(self) -> None:
-        """Close the pullers of threads that ended (and of loops that raised): their calls go back."""
-        while self._dead_pullers and not self._handle_closed:
-            try:
-                puller = self._dead_pullers.pop()
-            except IndexError:  # another thread took the last one
-                return
-            try:
-                self._host_call("dccflow_puller_close", {"puller": puller})
-            except DccFlowError as exc:
-                if _is_closed_error(exc):
-                    return  # the engine closed: nothing is handed out any more
-                raise
-
-    def _drop_puller(self) -> None:
-        """Close this thread's puller now (after an exception in a pull loop): whatever it still
-        holds, including a call whose reply the exception cut off, goes back to the engine."""
-        holder = getattr(self._pullers, "holder", None)
-        if holder is not None:
-            del self._pullers.holder
-            holder.release()
-            self._close_dead_pullers()
-
-    def _host_call(self, name: str, payload: Mapping[str, Any]) -> Dict[str, Any]:
-        """A crossing of the host side (hand back, close a puller): allowed while ``close()``
-        runs, until the handle is closed."""
-        if self._handle_closed:
-            raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
-        return _ffi.call(name, self._handle, payload)
-
-    def _cancelled(self, call_id: int) -> bool:
-        if self._handle_closed:
-            return True
-        return bool(_ffi.call("dccflow_call_cancelled", self._handle, {"call_id": call_id}).get("cancelled"))
-
-    def _report(self, call_id: int, progress: Optional[Dict[str, Any]], logs: List[Dict[str, Any]],
-                dropped: int) -> None:
-        """Send what a running tool reported (``current_call().progress``/``.log``, coalesced by
-        ``_tools.ReportThrottle``) to the engine, which writes it; a report the engine cannot take
-        is dropped, never raised into the tool."""
-        if self._handle_closed:
-            return
-        doc: Dict[str, Any] = {"call_id": call_id}
-        if progress is not None:
-            doc["progress"] = progress
-        if logs:
-            doc["logs"] = logs
-        if dropped:
-            doc["dropped"] = dropped
-        try:
-            data = json.dumps(doc, ensure_ascii=False, allow_nan=False, default=repr, separators=(",", ":"))
-        except (ValueError, TypeError, RecursionError):  # NaN, a cycle, nesting too deep in fields
-            for entry in logs:
-                if "fields" in entry:
-                    entry["fields"] = {"repr": repr(entry["fields"])}
-            data = json.dumps(doc, ensure_ascii=False, default=repr, separators=(",", ":"))
-        try:
-            _ffi.call_encoded("dccflow_call_report", self._handle, data.encode("utf-8", "replace"))
-        except DccFlowError as exc:
-            log.debug("report of call %s dropped: %s", call_id, exc)
-
-    def _complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
-        """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls
-        when ``next_json`` is given. An answer the library cannot take fails the step instead:
-        text that is not Unicode with kind ``invalid_output``, a request over the size limit
-        with kind ``too_large`` (checked on the text before encoding it when that already tells).
-        A call that ran is answered exactly once, never handed back."""
-        tail = "}" if next_json is None else ',"next":' + next_json + "}"
-        # A str of n code points encodes to at least n bytes: an oversized answer is refused
-        # without building its bytes (500 MB of output must not cost another 500 MB here).
-        data = None if len(members) > _ffi.MAX_REQUEST_BYTES else _encode_answer(members + tail)
-        if isinstance(data, UnicodeEncodeError):
-            data = (_tools_error(call, "invalid_output", "tool %r returned text that is not valid Unicode (%s); "
-                                 "return file names as str that are UTF-8, e.g. os.fsdecode of bytes "
-                                 "paths re-encoded with errors='replace'" % (call.get("tool"), data)) + tail
-                    ).encode("utf-8")
-        elif data is None or len(data) > _ffi.MAX_REQUEST_BYTES:
-            size = len(members) if data is None else len(data)
-            data = (_tools_error(call, "too_large", "tool %r returned %s%d bytes of JSON; the limit is %d (64 MiB): "
-                                 "write large data to a file and return its path (file_refs)"
-                                 % (call.get("tool"), "at least " if data is None else "", size,
-                                    _ffi.MAX_REQUEST_BYTES)) + tail).encode("utf-8")
-        if self._handle_closed:  # answered until the close is over: a closing engine waits for it
-            raise EngineClosedError("this dcc_flow.Engine is closed; open a new one")
-        try:
-            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
-        except DccFlowError as exc:
-            if exc.code not in ("too_large", "invalid_json"):
-                raise
-            kind = "too_large" if exc.code == "too_large" else "invalid_output"
-            data = (_tools_error(call, kind, "the result of tool %r could not be delivered: %s"
-                                 % (call.get("tool"), exc.message)) + tail).encode("utf-8")
-            out = _ffi.call_encoded("dccflow_calls_complete", self._handle, data)
-        if not out.get("accepted", True):
-            log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
-                     call.get("step_key"), call.get("tool"))
-        return out
-
-    def _serve(self, calls: List[Dict[str, Any]], next_json: Optional[str]) -> Optional[Dict[str, Any]]:
-        """Run pulled calls and answer each; the last answer also asks for more (``next_json``,
-        an encoded calls_next request) and its reply is returned (None without ``next_json``).
-
-        A tool interrupted by ``KeyboardInterrupt`` (or another ``BaseException`` that is not
-        ``SystemExit``) has its call answered with a ``cancelled`` step error before the exception
-        goes on; the calls after it are still held and go back with the puller.
-        """
-        reply: Optional[Dict[str, Any]] = None
-        tools = self._tools
-        for i, call in enumerate(calls):
-            last = i == len(calls) - 1
-            try:
-                members = execute(tools.get(call.get("tool")), call, self._cancelled,  # type: ignore[arg-type]
-                                  self._report, self._handle)
-            except ToolInterrupted:
-                # Raised past execute's own handlers (CPython 3.13: python/cpython#139622): the
-                # engine gave up on the call; answer it and go on, as execute would have.
-                WATCHDOG.leave_call(int(call.get("call_id") or 0))
-                members = _tools_error(call, "cancelled", "tool %r was interrupted: the engine gave up on the call"
-                                       % call.get("tool"))
-            except BaseException as exc:
-                if not self._handle_closed:
-                    self._complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
-                                                      % type(exc).__name__), None)
-                raise
-            out = self._complete(call, members, next_json if last else None)
-            if last and next_json is not None:
-                reply = out
-        return reply
-
-    def _pull_loop(self, run_id: Optional[str], deadline: Optional[float], lanes: List[str],
-                   budget: Optional[float] = None, stop: Optional[threading.Event] = None,
-                   events_after: Optional[int] = None, counter: Optional[List[int]] = None,
-                   idle: Optional[float] = None, first: Optional[Dict[str, Any]] = None,
-                   ) -> Generator[List[Dict[str, Any]], None, Optional[Dict[str, Any]]]:
-        """Pull and run calls on ``lanes`` (of ``run_id`` only when given) until the run is
-        terminal, ``deadline`` (monotonic) passes, ``budget`` seconds are spent (then it does not
-        wait for calls), ``stop`` is set or the engine closes; return the last run summary
-        (``{"status", "terminal"}``) or None.
-
-        With ``events_after`` (a sequence number) it yields each non-empty batch of the run's
-        events as they arrive, and stops only after the ``workflow_terminal`` event; ``idle``
-        (seconds) then moves the deadline to that long after the last batch. ``counter[0]``
-        counts the calls it ran. The calls it holds when it stops, or raises, go back.
-        ``first`` is a calls_next reply this thread's puller already got (its calls are served
-        first).
-        """
-        if idle is not None:
-            deadline = time.monotonic() + idle
-        puller = self._puller()
-        started = time.monotonic()
-        reply: Optional[Dict[str, Any]] = first  # its "calls" are pulled and not started yet
-        run: Optional[Dict[str, Any]] = None
-        cached_key: Any = None
-        req_json = ""
-        ok = False
-        outage = _Outage("run %s" % run_id if run_id else "tool calls")
-        try:
-            while True:
-                if self._dead_pullers:
-                    self._close_dead_pullers()
-                now = time.monotonic()
-                if (self._closed or (stop is not None and stop.is_set())
-                        or (deadline is not None and now >= deadline)
-                        or (budget is not None and now - started >= budget)):
-                    ok = True
-                    return run
-                wait_ms = 0 if budget is not None else POLL_MS
-                if deadline is not None:
-                    wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
-                key = (wait_ms, events_after)
-                if key != cached_key:
-                    req: Dict[str, Any] = {"puller": puller, "lanes": lanes, "max": 1, "timeout_ms": wait_ms}
-                    if run_id is not None:
-                        req["run_id"] = run_id
-                    if events_after is not None:
-                        req["events_after"] = events_after
-                    cached_key, req_json = key, json.dumps(req)
-                calls = reply.get("calls") if reply else None
-                if calls:
-                    reply = None  # _serve owns them now: it answers each, even when it raises
-                    reply = self._serve(calls, req_json)
-                    if counter is not None:
-                        counter[0] += len(calls)
-                else:
-                    try:
-                        reply = self._call_encoded("dccflow_calls_next", req_json)
-                    except DccFlowError as exc:  # it holds no call here: waiting out an outage is safe
-                        if self._closed or not outage.failed(exc):
-                            raise
-                        continue
-                    outage.ok()
-                assert reply is not None
-                run = cast(Optional[Dict[str, Any]], reply.get("run"))
-                if events_after is not None:
-                    events = reply.get("events") or []
-                    if events:
-                        events_after = max(events_after, max(int(ev.get("seq", 0)) for ev in events))
-                        yield events
-                        if idle is not None:
-                            deadline = time.monotonic() + idle
-                        if any(ev.get("type") == "workflow_terminal" for ev in events):
-                            ok = True
-                            return run
-                        if reply.get("calls") and self._cancelled(int(reply["calls"][0]["call_id"])):
-                            # Cancelled or timed out while the consumer held the events: not
-                            # started. Hand it back, so the engine lets go of it now.
-                            self._call("dccflow_calls_release",
-                                       {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
-                            reply = None
-                    elif run is not None and run.get("terminal") and not reply.get("calls"):
-                        ok = True
-                        return run  # terminal, and its events were all read (or pruned)
-                    continue
-                has_calls = bool(reply.get("calls"))
-                if run is not None and run.get("terminal") and not has_calls:
-                    ok = True
-                    return run
-                if not has_calls and budget is not None:
-                    ok = True
-                    return run
-        finally:
-            if not ok:
-                self._drop_puller()  # raised (or abandoned): hand back all it holds
-            elif reply and reply.get("calls") and not self._handle_closed:
-                try:
-                    self._host_call("dccflow_calls_release",
-                                    {"puller": puller, "call_ids": [c["call_id"] for c in reply["calls"]]})
-                except DccFlowError as exc:
-                    if not _is_closed_error(exc):
-                        raise
-
-    def _call_encoded(self, name: str, req_json: str) -> Dict[str, Any]:
-        self._check_open()
-        return _ffi.call_encoded(name, self._handle, req_json.encode("utf-8"))
-
-    def _drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
-               budget: Optional[float] = None, stop: Optional[threading.Event] = None,
-               counter: Optional[List[int]] = None, first: Optional[Dict[str, Any]] = None) -> Optional[Dict[str, Any]]:
-        """Serve calls until the run is terminal, the deadline passes, the budget is spent or
-        ``stop`` is set (see ``_pull_loop``); return the last run summary seen or None.
-
-        On a thread that may serve no lane (a background thread while a DCC adapter's pump runs
-        main-lane calls and a pool runs worker-lane ones) it only waits."""
-        lanes = self._lanes() if lanes is None else lanes
-        if not lanes:
-            return self._wait_only(run_id, deadline, stop)
-        watch_logs = run_id is not None and log.isEnabledFor(logging.INFO)
-        loop = self._pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter, first=first)
-        while True:
-            try:
-                events = next(loop)
-            except StopIteration as end:
-                result: Optional[Dict[str, Any]] = end.value
-                return result
-            for ev in events:
-                _log_event(ev)
-
-    def _wait_only(self, run_id: Optional[str], deadline: Optional[float],
-                   stop: Optional[threading.Event]) -> Optional[Dict[str, Any]]:
-        """Wait, without pulling calls, until the run is terminal, ``deadline`` passes, ``stop``
-        is set or the engine closes."""
-        while not self._closed and not (stop is not None and stop.is_set()):
-            wait = POLL_MS / 1000.0
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    return None
-            if run_id is None:
-                (stop or threading.Event()).wait(wait)
-                continue
-            status = self._call("dccflow_run_wait", {"run_id": run_id, "timeout_ms": max(1, int(wait * 1000))})
-            if WorkflowStatus(status.get("status", "pending")).is_terminal:
-                return {"status": status.get("status"), "terminal": True}
-        return None
+        self._driver.unbind_main_thread(owner)
 
     def pump(self, budget: float = 0.01) -> int:
         """Run the pending main-lane calls of every run for at most ``budget`` seconds, without
         blocking; return how many calls ran. DCC adapters call this from an idle callback, on
         the main thread: while an adapter is installed, calling it from another thread raises
         ``RuntimeError``."""
-        if not self._may_run_main():
+        if not self._driver.may_run_main():
             raise RuntimeError(
                 "Engine.pump() runs main-lane tools, which run on the main thread while a DCC adapter's "
                 "idle pump is installed; this is thread %r. Call pump() from the main thread, or let the "
                 "installed pump run them" % threading.current_thread().name)
         counter = [0]
-        self._drive(None, None, lanes=["main"], budget=budget, counter=counter)
+        self._driver.drive(None, None, lanes=["main"], budget=budget, counter=counter)
         return counter[0]
 
     def serve_tools(self, workers: int = 4) -> None:
@@ -1345,12 +829,7 @@ class Engine:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self._check_open()
-        ref = weakref.ref(self)
-        for i in range(workers):
-            t = threading.Thread(target=_worker_loop, args=(ref, self._workers_stop), name="dcc_flow-worker-%d" % i,
-                                 daemon=True)
-            self._workers.append(t)
-            t.start()
+        self._driver.serve_tools(workers)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -1368,8 +847,8 @@ class Engine:
     def _events(self, after_seq: int, run_id: Optional[str], timeout: Optional[float],
                 until_terminal: bool) -> Iterator[Dict[str, Any]]:
         seq = after_seq
-        outage = _Outage("Engine.events")
-        while not self._closed:
+        outage = Outage("Engine.events")
+        while not self._driver.closed:
             req: Dict[str, Any] = {"after_seq": seq, "max": 256,
                                    "timeout_ms": POLL_MS if timeout is None else int(min(timeout, 60) * 1000)}
             if run_id:
@@ -1377,7 +856,7 @@ class Engine:
             try:
                 out = self._call("dccflow_events_next", req)
             except DccFlowError as exc:
-                if not outage.failed(exc) or self._closed:
+                if not outage.failed(exc) or self._driver.closed:
                     raise
                 continue
             outage.ok()
@@ -1446,7 +925,7 @@ class Run:
             timer.daemon = True
             timer.start()
         try:
-            run = self.engine._drive(self.run_id, deadline)
+            run = self.engine._driver.drive(self.run_id, deadline)
         except KeyboardInterrupt:
             try:
                 self.engine.cancel(self.run_id, "KeyboardInterrupt")
@@ -1461,7 +940,7 @@ class Run:
         if not (run and run.get("terminal")) and not result.terminal:
             if cancel_on_timeout:
                 self.engine.cancel(self.run_id, "timed out after %gs" % (timeout or 0))
-                self.engine._drive(self.run_id, time.monotonic() + 5)
+                self.engine._driver.drive(self.run_id, time.monotonic() + 5)
                 result = self.engine.get_status(self.run_id)
             result.timed_out = True
         return result
@@ -1496,119 +975,38 @@ class Run:
         (main-lane ones only where this thread may run them, see docs/python.md "Lanes"), so
         ``for ev in run.events()`` never waits for a call nobody runs. Stopping the iteration
         early hands the calls it pulled back to the engine."""
-        lanes = self.engine._lanes()
+        lanes = self.engine._driver.lanes()
         if not lanes:
             return self.engine.events(run_id=self.run_id, timeout=timeout, until_terminal=True)
         return self._driven_events(lanes, timeout)
 
     def _driven_events(self, lanes: List[str], timeout: Optional[float]) -> Iterator[Dict[str, Any]]:
-        for batch in self.engine._pull_loop(self.run_id, None, lanes, events_after=0, idle=timeout):
+        for batch in self.engine._driver.pull_loop(self.run_id, None, lanes, events_after=0, idle=timeout):
             yield from batch
 
 
-class _PullerHolder:
-    """Holds a thread's puller id in the engine's ``threading.local``. When the thread ends the
-    holder is freed and its id goes to ``dead`` (only a list append: the thread is being torn
-    down), to be closed by the next pull loop of any thread."""
-
-    __slots__ = ("id", "release", "__weakref__")
-
-    def __init__(self, puller: int, dead: List[int]) -> None:
-        self.id = puller
-        self.release = weakref.finalize(self, dead.append, puller)
-
-
-# The threads of serve_tools() and on_event() hold their engine only while they run calls or
-# callbacks, never while they wait: the wait is a crossing on the handle alone, and the engine is
-# looked up through a weak reference when there is work. So an engine its user no longer
-# references is garbage-collected as docs/python.md promises (its handle closed, its database
-# unlocked), and the threads then end on their own (their next crossing reports it closed).
-
-
-def _is_closed_error(exc: BaseException) -> bool:
-    """The engine is closed (or its handle is stale): the one failure that ends a loop quietly."""
-    return isinstance(exc, EngineClosedError) or getattr(exc, "code", None) in ("closed", "stale_handle")
-
-
-def _worker_loop(ref: "weakref.ref[Engine]", stop: threading.Event) -> None:
-    """A ``serve_tools`` thread: serve worker-lane calls until ``stop``, the engine closes, or it
-    is collected. Only the engine's closing ends it; any other failure is logged and it goes on
-    (no call is run twice: the pull loop answers every call it ran, and hands back the rest)."""
-    outage = _Outage("worker %s" % threading.current_thread().name)
-    while not stop.is_set():
-        engine = ref()
-        if engine is None or engine._closed:
-            return
-        try:
-            handle = engine._handle
-            request = json.dumps({"puller": engine._puller(), "lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS})
-            del engine
-            reply = _ffi.call_encoded("dccflow_calls_next", handle, request.encode("utf-8"))  # waits without it
-            outage.ok()
-            if not reply.get("calls"):
-                continue
-            engine = ref()
-            if engine is None:
-                return  # collected while we waited: its handle is closed, the call went with it
-            # Run the call, then the next ones while there are some (complete-and-next), then wait again.
-            engine._drive(None, None, lanes=["worker"], budget=math.inf, stop=stop, first=reply)
-        except Exception as exc:  # noqa: BLE001 - the pool must outlive a failing crossing
-            engine = ref()
-            if engine is None or engine._closed or _is_closed_error(exc):
-                return
-            engine = None
-            if isinstance(exc, DccFlowError) and outage.failed(exc):
-                continue  # the database is unreachable for a while: one warning, then backoff
-            log.exception("dcc_flow worker %s", threading.current_thread().name)
-            time.sleep(0.05)
-        engine = None
-
-
-class _Outage:
-    """Backoff for a stream (events, a worker's pulls) whose crossing fails while the database is
-    unreachable: ``failed`` waits and says whether to retry (a code of EVENT_RETRY_CODES), logging
-    one warning per outage; ``ok`` ends the outage (an info line with its length), resets the backoff."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.delay = 0.0
-        self.since = 0.0
-        self.errors = 0
-
-    def failed(self, exc: DccFlowError) -> bool:
-        if exc.code not in EVENT_RETRY_CODES:
-            return False
-        if self.errors == 0:
-            self.since = time.monotonic()
-            log.warning("dcc_flow %s: events unavailable, retrying with backoff (up to %gs apart): %s",
-                        self.what, EVENT_RETRY_MAX, exc.message)
-        self.errors += 1
-        self.delay = min(EVENT_RETRY_MAX, self.delay * 2 if self.delay else EVENT_RETRY_FIRST)
-        time.sleep(self.delay)
-        return True
-
-    def ok(self) -> None:
-        if self.errors:
-            log.info("dcc_flow %s: events back after %.1fs (%d failed tries)", self.what,
-                     time.monotonic() - self.since, self.errors)
-            self.errors, self.delay = 0, 0.0
+# The on_event thread holds its engine only while it runs callbacks, never while it waits: the wait
+# is a crossing on the handle alone, and the engine is looked up through a weak reference when there
+# are events. So an engine its user no longer references is garbage-collected as docs/python.md
+# promises (its handle closed, its database unlocked), and the thread then ends on its own (its
+# next crossing reports it closed). The serve_tools threads do the same with the driver (_driver).
 
 
 def _event_loop(ref: "weakref.ref[Engine]", after_seq: int) -> None:
     """The ``on_event`` thread: pass each event after ``after_seq`` to the callbacks until the
     engine closes or is collected. A failing callback is logged; the others still run."""
     seq = after_seq
-    outage = _Outage("on_event")
+    outage = Outage("on_event")
     while True:
         engine = ref()
-        if engine is None or engine._closed:
+        if engine is None or engine._driver.closed:
             return
         handle = engine._handle
         del engine
         try:
             out = _ffi.call("dccflow_events_next", handle, {"after_seq": seq, "max": 256, "timeout_ms": POLL_MS})
         except DccFlowError as exc:
-            if _is_closed_error(exc):
+            if is_closed_error(exc):
                 return
             if not outage.failed(exc):
                 log.exception("dcc_flow on_event: the event stream ended")
@@ -1633,14 +1031,6 @@ def _event_loop(ref: "weakref.ref[Engine]", after_seq: int) -> None:
                     log.exception("dcc_flow event callback %r failed", cb)
 
 
-def _encode_answer(text: str) -> Union[bytes, UnicodeEncodeError]:
-    """``text`` as UTF-8, or the error when it holds a lone surrogate (a non-UTF-8 file name)."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc
-
-
 def _close_handle(handle: int) -> None:
     try:
         _ffi.call("dccflow_engine_close", handle, {})
@@ -1658,25 +1048,3 @@ def _user() -> str:
         return getpass.getuser()  # $LOGNAME, $USER, $LNAME, $USERNAME, then the password database
     except Exception:  # noqa: BLE001 - no name anywhere (a container with an unnamed uid)
         return "python"
-
-
-def _log_event(ev: Mapping[str, Any]) -> None:
-    kind = ev.get("type", "")
-    key = ev.get("step_key") or ""
-    detail = ev.get("detail") or {}
-    if kind == "step_progress":  # what a tool reported: "export 37/120 caching frames"
-        total = detail.get("total")
-        log.info("run %s %s %s %s%s%s", ev.get("run_id", ""), kind, key, detail.get("done"),
-                 "" if total is None else "/%s" % total, " " + detail["message"] if detail.get("message") else "")
-        return
-    if kind == "step_log":  # the lines a tool logged, one record each
-        for line in detail.get("lines") or ():
-            log.info("run %s %s: %s%s", ev.get("run_id", ""), key, line.get("text", ""),
-                     " %s" % json.dumps(line["fields"], sort_keys=True) if line.get("fields") else "")
-        if detail.get("dropped"):
-            log.info("run %s %s: %d more lines not shown here (logged too fast; the step record has them)",
-                     ev.get("run_id", ""), key, detail["dropped"])
-        return
-    progress = ev.get("progress") or {}
-    log.info("run %s %s%s %s (%s/%s)", ev.get("run_id", ""), kind, " " + key if key else "",
-             ev.get("status", ""), progress.get("completed", "?"), progress.get("total", "?"))

@@ -35,6 +35,7 @@ __all__ = [
     "LibraryLoadError",
     "LibraryNotFoundError",
     "AbiVersionError",
+    "WorkflowTraceError",
     "Problem",
     "CODE_TO_CLASS",
     "error_from_envelope",
@@ -416,6 +417,31 @@ class CancelledError(DccFlowError):
     """The operation was cancelled (code ``cancelled``)."""
 
     default_code = "cancelled"
+
+
+class WorkflowTraceError(DccFlowError, TypeError):
+    """A code-first workflow could not be traced or compiled (raised by ``dcc_flow._flow`` while
+    tracing; no code of the library maps to it).
+
+    The message starts with the user's ``file:line`` and names the step; ``step_id``,
+    ``filename`` and ``lineno`` are also attributes (``None`` when unknown).
+    """
+
+    default_code = "trace_error"
+
+    def __init__(
+        self,
+        message: str,
+        step_id: Optional[str] = None,
+        filename: Optional[str] = None,
+        lineno: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, code="trace_error", step_id=step_id)
+        self.filename = filename
+        self.lineno = lineno
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (type(self), (self.message, self.step_id, self.filename, self.lineno))
 
 
 class LibraryLoadError(OSError):

@@ -422,7 +422,7 @@ def log_serial_steps(engine: Any, spec: Any, log: Any) -> None:
         ws = spec_of(spec)
         if ws is None:
             return
-        found = engine_serial_steps(engine, ws, engine._tool_pools, len(engine._workers), engine._plain_tools)
+        found = engine_serial_steps(engine, ws, engine._tool_pools, len(engine._driver.workers), engine._plain_tools)
     except Exception:  # noqa: BLE001 - the run was submitted; a warning must not stop it
         log.debug("dcc_flow: checking the spec for serial steps failed", exc_info=True)
         return

@@ -1200,3 +1200,14 @@ def test_a_long_chain_with_far_references_keeps_only_the_edges_it_needs():
     assert steps["use"].depends_on is None
     assert list(steps["use_2001"].depends_on) == ["first"]
     assert list(steps["use_2002"].depends_on) == ["use_2001"]
+
+
+def test_frames_anywhere_in_the_package_are_not_the_users():
+    """The trace error names the user's file:line: the innermost frame outside the whole dcc_flow
+    package, not only outside the compiler's own folder (dcc_flow/_flow/)."""
+    from dcc_flow import _engine
+    from dcc_flow._flow import _base
+
+    assert _base._is_own_frame(_engine.__file__)
+    assert _base._is_own_frame(_base.__file__)
+    assert not _base._is_own_frame(__file__)

@@ -302,13 +302,14 @@ def test_puller_cleanup_swallows_only_a_closed_engine(engine, monkeypatch):
 
         return call
 
-    engine._dead_pullers.append(12345)
-    monkeypatch.setattr(engine, "_host_call", failing(dcc_flow.EngineClosedError("closed")))
-    engine._close_dead_pullers()  # quiet
-    engine._dead_pullers.append(12345)
-    monkeypatch.setattr(engine, "_host_call", failing(RuntimeError("the library was loaded before a fork")))
+    driver = engine._driver
+    driver.dead_pullers.append(12345)
+    monkeypatch.setattr(driver, "host_call", failing(dcc_flow.EngineClosedError("closed")))
+    driver.close_dead_pullers()  # quiet
+    driver.dead_pullers.append(12345)
+    monkeypatch.setattr(driver, "host_call", failing(RuntimeError("the library was loaded before a fork")))
     with pytest.raises(RuntimeError, match="fork"):
-        engine._close_dead_pullers()
+        driver.close_dead_pullers()
 
 
 def test_runs_and_get_status(engine):

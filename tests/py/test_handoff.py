@@ -165,7 +165,7 @@ def test_calls_of_a_thread_that_ended_go_back(engine):
 
     def take_and_vanish():
         # What a host thread that dies between pulling a call and running it leaves behind.
-        puller = engine._puller()
+        puller = engine._driver.puller()
         reply = _ffi.call("dccflow_calls_next", engine.handle,
                           {"puller": puller, "lanes": ["main"], "timeout_ms": 5000})
         taken.extend(reply["calls"])

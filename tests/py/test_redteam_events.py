@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from dcc_flow import DccFlowError, Engine, WorkflowStatus, _engine, _ffi
+from dcc_flow import DccFlowError, Engine, WorkflowStatus, _driver, _ffi
 
 sys.path.insert(0, os.path.join(ROOT, "scripts", "soak"))
 import soak_pg  # noqa: E402
@@ -42,7 +42,7 @@ def _flaky_events(monkeypatch, failures):
 
 
 def test_on_event_survives_storage_errors(monkeypatch, caplog):
-    monkeypatch.setattr(_engine, "EVENT_RETRY_FIRST", 0.01)
+    monkeypatch.setattr(_driver, "EVENT_RETRY_FIRST", 0.01)
     with _engine_with_ping() as eng:
         got = []
         seen = threading.Event()
@@ -64,7 +64,7 @@ def test_on_event_survives_storage_errors(monkeypatch, caplog):
 
 
 def test_events_iterator_survives_storage_errors(monkeypatch):
-    monkeypatch.setattr(_engine, "EVENT_RETRY_FIRST", 0.01)
+    monkeypatch.setattr(_driver, "EVENT_RETRY_FIRST", 0.01)
     with _engine_with_ping() as eng:
         after = eng.last_event_seq()
         eng.run({"name": "w", "steps": [{"id": "a", "tool": "ping"}]})
@@ -75,7 +75,7 @@ def test_events_iterator_survives_storage_errors(monkeypatch):
 
 def test_wait_drives_a_run_through_storage_errors(monkeypatch):
     """``Run.wait`` (``dcc-flow run``'s main loop) waits out an outage between calls."""
-    monkeypatch.setattr(_engine, "EVENT_RETRY_FIRST", 0.01)
+    monkeypatch.setattr(_driver, "EVENT_RETRY_FIRST", 0.01)
     real = _ffi.call_encoded
     left = [3]
 

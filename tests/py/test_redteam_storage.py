@@ -206,7 +206,7 @@ def test_read_only_engine_on_a_read_only_share(tmp_path):
 
 def test_a_completed_run_whose_end_was_not_recorded_is_not_ok():
     from dcc_flow import RunFailedError
-    from dcc_flow._engine import RunResult
+    from dcc_flow._results import RunResult
 
     result = RunResult({"run_id": "r1", "status": "completed",
                         "error": {"kind": "storage", "message": "the database still shows the run as running"}})

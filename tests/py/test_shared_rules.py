@@ -3,8 +3,8 @@
 testdata/golden/shared_rules.json is written by Go (``go test ./engine/spec -run TestSharedRules
 -update``) and checked by engine/spec and engine/run; here the Python copies must give the same
 answers: canonical JSON (``_json.go_json``), retry delays and retryable kinds (``RetryPolicy``), and
-the name rules of the code-first compiler (``_flow_base``). A change on either side that makes them
-differ fails one of the tests.
+the name rules of the code-first compiler (``dcc_flow._flow._base``). A change on either side that
+makes them differ fails one of the tests.
 """
 
 import json
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from dcc_flow import RetryPolicy
-from dcc_flow._flow_base import _ID, _RESERVED, _TOOL_NAME
+from dcc_flow._flow._base import _ID, _RESERVED, _TOOL_NAME
 from dcc_flow._json import go_json, loads_go
 
 with open(os.path.join(ROOT, "testdata", "golden", "shared_rules.json"), encoding="utf-8") as _fh:

@@ -139,6 +139,16 @@ def test_wheel_is_py3_none_platform_and_carries_the_library(wheel):
     assert "Tag: py3-none-%s" % platform in meta
     assert lib.file_size > 1000000  # the Go runtime alone is megabytes: not an empty placeholder
     assert {"dcc_flow/__init__.py", "dcc_flow/py.typed", "dcc_flow/_cli/run.py", "dcc_flow/dcc/maya.py"} <= names
+    # Every module of the source tree, subpackages (dcc_flow/_flow/, _cli/, dcc/) included.
+    source = set()
+    for folder, dirs, files in os.walk(os.path.join(ROOT, "python", "dcc_flow")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = os.path.relpath(folder, os.path.join(ROOT, "python")).replace(os.sep, "/")
+        source.update(rel + "/" + f for f in files if f.endswith(".py"))
+    assert "dcc_flow/_flow/_workflow.py" in source
+    modules = {n for n in names if n.endswith(".py")}
+    assert source == modules, "missing: %s; not in the source tree: %s" % (sorted(source - modules),
+                                                                        sorted(modules - source))
     assert not any(name.endswith((".h", ".pyc")) for name in names), sorted(names)
     assert "dcc-flow = dcc_flow.__main__:main" in entry_points
 

@@ -19,8 +19,9 @@ import re
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
-from .._engine import Engine, RunResult
+from .._engine import Engine
 from .._errors import DatabaseLockedError
+from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError
 

@@ -3,20 +3,20 @@
 references and computes ``depends_on``, and ``_Block``, the base of the ``with`` blocks.
 
 ``_Block`` and ``_FlowCallable`` live here, below the blocks, tasks and workflows, because the tracer
-and the value converter must recognise them; the subclasses live in ``_flow_blocks``,
-``_flow_task`` and ``_flow_workflow``.
+and the value converter must recognise them; the subclasses live in ``_blocks``,
+``_task`` and ``_workflow``.
 """
 
 import threading
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ._flow_base import _ID, _RESERVED, Site, _describe_fn, _fail, _sanitize_id, _user_site, _where
-from ._flow_refs import Ref
+from ._base import _ID, _RESERVED, Site, _describe_fn, _fail, _sanitize_id, _user_site, _where
+from ._refs import Ref
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from ._flow_task import Task
-    from ._flow_workflow import FlowContext, Workflow
+    from ._task import Task
+    from ._workflow import FlowContext, Workflow
 
 
 class _Scope:

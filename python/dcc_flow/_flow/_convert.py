@@ -7,9 +7,9 @@ import math
 import os
 from typing import Any, Dict, Mapping
 
-from ._flow_base import Site, _fail
-from ._flow_refs import Ref, Unmapped, _Template
-from ._flow_trace import _Block, _FlowCallable, _Step, _Tracer
+from ._base import Site, _fail
+from ._refs import Ref, Unmapped, _Template
+from ._trace import _Block, _FlowCallable, _Step, _Tracer
 
 
 class _Converter:

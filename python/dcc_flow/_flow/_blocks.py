@@ -4,10 +4,10 @@
 import linecache
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._flow_base import Site, _fail, _user_site
-from ._flow_convert import _Converter
-from ._flow_refs import Ref
-from ._flow_trace import _Block, _Scope, _Step, _Tracer
+from ._base import Site, _fail, _user_site
+from ._convert import _Converter
+from ._refs import Ref
+from ._trace import _Block, _Scope, _Step, _Tracer
 
 
 def _on_any_fail(value: Any, site: Site) -> Optional[str]:

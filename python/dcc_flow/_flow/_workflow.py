@@ -10,8 +10,9 @@ import threading
 import typing
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from ._errors import LibraryLoadError
-from ._flow_base import (
+from .._errors import LibraryLoadError
+from .._spec import RetryPolicy, WorkflowSpec
+from ._base import (
     _ID,
     _INPUT_FIELDS,
     _RESERVED,
@@ -22,16 +23,16 @@ from ._flow_base import (
     _user_site,
     _where,
 )
-from ._flow_blocks import _Branch, _Foreach, _Parallel, _timeout
-from ._flow_convert import _Converter, _literal
-from ._flow_refs import Ref, _Template
-from ._flow_retry import Retry
-from ._flow_task import Task
-from ._flow_trace import _Block, _current, _FlowCallable, _Scope, _stack, _Step, _Tracer
-from ._spec import RetryPolicy, WorkflowSpec
+from ._blocks import _Branch, _Foreach, _Parallel, _timeout
+from ._convert import _Converter, _literal
+from ._refs import Ref, _Template
+from ._retry import Retry
+from ._task import Task
+from ._trace import _Block, _current, _FlowCallable, _Scope, _stack, _Step, _Tracer
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from ._engine import Engine, RunResult
+    from .._engine import Engine
+    from .._results import RunResult
 
 
 class FlowContext:
@@ -428,7 +429,7 @@ class Workflow(_FlowCallable):
     def run(self, *engine: "Engine", **inputs: Any) -> "RunResult":
         """Run to the end on ``engine`` (positional, or ``engine=`` when no input has that name;
         default: a temporary in-memory engine) with ``inputs`` as keywords; returns the result."""
-        from ._engine import Engine
+        from .._engine import Engine
 
         if len(engine) > 1:
             raise TypeError("run() takes at most one positional argument (the engine)")

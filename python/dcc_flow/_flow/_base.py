@@ -1,5 +1,5 @@
-"""What every part of the code-first compiler shares (``_flow.py`` is the public face): the error it
-raises, the user's call site that error names, and the name rules of the spec.
+"""What every part of the code-first compiler shares (the package's ``__init__`` is the public
+face): the error it raises, the user's call site that error names, and the name rules of the spec.
 
 This module imports nothing else of the compiler, so the others (references, tracer, tasks, blocks,
 workflow) can all import it without cycles.
@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 
-from ._errors import DccFlowError
+from .._errors import WorkflowTraceError as WorkflowTraceError  # defined with the package's other errors
 
 # The name rules of engine/spec/validate.go (checked against testdata/golden/shared_rules.json).
 # \Z, not $: Python's $ also matches before a final newline, Go's does not.
@@ -21,36 +21,13 @@ _PATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 _JSONPATH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _RESERVED = frozenset(["inputs", "steps", "item", "env", "trigger", "run"])
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The dcc_flow package's folder (this module's grandparent): frames under it are not the user's.
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _MAP_KEYWORDS = ("step_id", "after", "concurrency", "on_any_fail", "as_", "timeout_seconds")
 _INPUT_FIELDS = frozenset(["type", "format", "enum", "description", "default", "required"])
 
 Site = Tuple[str, int]
 ToolInfo = Tuple[str, Callable[..., Any], str, Optional[int]]
-
-
-class WorkflowTraceError(DccFlowError, TypeError):
-    """A code-first workflow could not be traced or compiled.
-
-    The message starts with the user's ``file:line`` and names the step; ``step_id``,
-    ``filename`` and ``lineno`` are also attributes (``None`` when unknown).
-    """
-
-    default_code = "trace_error"
-
-    def __init__(
-        self,
-        message: str,
-        step_id: Optional[str] = None,
-        filename: Optional[str] = None,
-        lineno: Optional[int] = None,
-    ) -> None:
-        super().__init__(message, code="trace_error", step_id=step_id)
-        self.filename = filename
-        self.lineno = lineno
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (type(self), (self.message, self.step_id, self.filename, self.lineno))
 
 
 def _is_own_frame(filename: str) -> bool:

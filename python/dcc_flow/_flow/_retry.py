@@ -4,7 +4,7 @@
 import math
 from typing import Any, Optional, Sequence
 
-from ._spec import RetryPolicy
+from .._spec import RetryPolicy
 
 
 def _kind_of(value: Any) -> str:

@@ -27,26 +27,26 @@ compiler adds ``depends_on`` only where Python's data flow needs more than that:
 the output of a sibling it would not otherwise wait for (inside ``ctx.parallel()``, or after an
 ``after=`` that skipped it) also waits for that sibling.
 
-This module is the public face; the compiler lives in private modules, each importing only the
-ones below it:
+This module is the public face; the compiler lives in the private modules of this package, each
+importing only the ones below it at run time (tests/py/test_import_layers.py checks it):
 
-- ``_flow_base``: ``WorkflowTraceError``, the user's call site, the spec's name rules;
-- ``_flow_refs``: ``Ref``, ``unmapped``;
-- ``_flow_trace``: the tracer (step lists, ids, reference checks, ``depends_on``) and the base of
+- ``_base``: ``WorkflowTraceError``, the user's call site, the spec's name rules;
+- ``_refs``: ``Ref``, ``unmapped``;
+- ``_trace``: the tracer (step lists, ids, reference checks, ``depends_on``) and the base of
   the blocks;
-- ``_flow_convert``: Python values to spec JSON;
-- ``_flow_retry``: ``Retry``;
-- ``_flow_blocks``: ``ctx.foreach`` / ``ctx.parallel`` / ``ctx.branch``;
-- ``_flow_task``: ``@task`` / ``Task``;
-- ``_flow_workflow``: ``@workflow`` / ``Workflow`` and ``FlowContext``.
+- ``_convert``: Python values to spec JSON;
+- ``_retry``: ``Retry``;
+- ``_blocks``: ``ctx.foreach`` / ``ctx.parallel`` / ``ctx.branch``;
+- ``_task``: ``@task`` / ``Task``;
+- ``_workflow``: ``@workflow`` / ``Workflow`` and ``FlowContext``.
 """
 
-from ._flow_base import WorkflowTraceError
-from ._flow_refs import Ref, Unmapped, unmapped
-from ._flow_retry import Retry
-from ._flow_task import Task, task
-from ._flow_workflow import FlowContext, Workflow, workflow
-from ._spec import WorkflowSpec as WorkflowSpec  # kept importable from here (tests patch its from_json)
+from .._spec import WorkflowSpec as WorkflowSpec  # kept importable from here (tests patch its from_json)
+from ._base import WorkflowTraceError
+from ._refs import Ref, Unmapped, unmapped
+from ._retry import Retry
+from ._task import Task, task
+from ._workflow import FlowContext, Workflow, workflow
 
 __all__ = [
     "task",

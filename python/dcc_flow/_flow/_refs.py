@@ -4,10 +4,10 @@
 import typing
 from typing import Any, Iterator, NoReturn, Optional, Tuple, Union
 
-from ._flow_base import _JSONPATH_NAME, _PATH_NAME, _fail
+from ._base import _JSONPATH_NAME, _PATH_NAME, _fail
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from ._flow_trace import _Step, _Tracer
+    from ._trace import _Step, _Tracer
 
 
 def _jsonpath_segment(name: str) -> str:

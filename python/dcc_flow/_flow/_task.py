@@ -8,7 +8,8 @@ import json
 import re
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-from ._flow_base import (
+from .._schema import args_schema
+from ._base import (
     _ID,
     _KEY_FIELD,
     _MAP_KEYWORDS,
@@ -20,12 +21,11 @@ from ._flow_base import (
     _sanitize_id,
     _user_site,
 )
-from ._flow_blocks import _Foreach
-from ._flow_convert import _Converter, _literal
-from ._flow_refs import Ref, Unmapped
-from ._flow_retry import Retry, _retry_from_list
-from ._flow_trace import _Block, _current, _FlowCallable, _Step, _Tracer
-from ._schema import args_schema
+from ._blocks import _Foreach
+from ._convert import _Converter, _literal
+from ._refs import Ref, Unmapped
+from ._retry import Retry, _retry_from_list
+from ._trace import _Block, _current, _FlowCallable, _Step, _Tracer
 
 
 def _check_tool_params(fn: Callable[..., Any], what: str) -> inspect.Signature:
