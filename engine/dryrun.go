@@ -158,7 +158,7 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.walkWorkflows(s, e.submittedName(s), false); err != nil {
+	if err := e.catalog.CheckRecursion(s, e.catalog.SubmittedName(s)); err != nil {
 		return nil, err // a workflow that reaches itself: refused as Submit refuses it
 	}
 
@@ -410,7 +410,7 @@ func (e *Engine) dryUnregistered(s *spec.Spec) []string {
 		}
 		if _, ok := e.Workflow(st.Workflow); !ok {
 			msg := fmt.Sprintf("step %q runs workflow %q, which is not registered: a real run would be refused (not_found)", st.ID, st.Workflow)
-			if sug := e.suggestWorkflow(st.Workflow); sug != "" {
+			if sug := e.catalog.Suggest(st.Workflow); sug != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sug)
 			}
 			out = append(out, msg)

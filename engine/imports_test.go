@@ -93,3 +93,22 @@ func TestImportBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// Packages with one job stay below the facade and beside each other: the catalog knows nothing of
+// runs (the executor, the tool router) and does not import the engine facade.
+func TestImportBoundariesOfTheParts(t *testing.T) {
+	const internal = module + "/engine/internal/"
+	for pkg, forbidden := range map[string][]string{
+		internal + "catalog": {module + "/engine", internal + "exec", internal + "tools"},
+	} {
+		deps := goList(t, "-deps", pkg)
+		if !slices.Contains(deps, pkg) {
+			t.Errorf("go list -deps %s does not list the package, so this check sees nothing", pkg)
+		}
+		for _, f := range forbidden {
+			if slices.Contains(deps, f) {
+				t.Errorf("%s imports %s (directly or not)", pkg, f)
+			}
+		}
+	}
+}
