@@ -95,11 +95,13 @@ func TestImportBoundaries(t *testing.T) {
 }
 
 // Packages with one job stay below the facade and beside each other: the catalog knows nothing of
-// runs (the executor, the tool router) and does not import the engine facade.
+// runs (the executor, the tool router), the dry run's caller nothing of the catalog, and neither
+// imports the engine facade.
 func TestImportBoundariesOfTheParts(t *testing.T) {
 	const internal = module + "/engine/internal/"
 	for pkg, forbidden := range map[string][]string{
-		internal + "catalog": {module + "/engine", internal + "exec", internal + "tools"},
+		internal + "catalog":     {module + "/engine", internal + "exec", internal + "tools"},
+		internal + "exec/dryrun": {module + "/engine", internal + "catalog"},
 	} {
 		deps := goList(t, "-deps", pkg)
 		if !slices.Contains(deps, pkg) {
