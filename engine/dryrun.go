@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec/dryrun"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -167,16 +164,19 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	if len(suggestions) > 0 {
 		out.Suggestions = suggestions
 	}
-	w := &dryWalk{out: out, rows: map[string]store.Step{}, iterations: map[string]int{}, calls: o.Calls,
-		prompts: o.Prompts, decided: o.Decided, unknown: map[string]bool{}}
+	unknownSet := make(map[string]bool, len(unknown))
 	for _, u := range unknown {
-		w.unknown[u] = true
+		unknownSet[u] = true
 	}
-	for _, r := range o.Steps {
-		w.rows[r.Key] = r
-		w.countIterations(r.Key)
+	n := 0 // DryStep.Order: the instances that would call a tool or wait for an approval
+	for _, in := range dryrun.Order(s, o.Steps) {
+		ds := dryStep(in, o, unknownSet)
+		if k := in.Step.Kind; k != spec.KindForeach && k != spec.KindParallel && k != spec.KindBranch && ds.Status != run.StepSkipped {
+			n++
+			ds.Order = n
+		}
+		out.Steps = append(out.Steps, ds)
 	}
-	w.list(s.Steps, false, "", 0)
 	for _, ds := range out.Steps {
 		if ds.Key == ds.StepID && ds.Status == run.StepCompleted {
 			out.Outputs[ds.StepID] = ds.Output
@@ -261,90 +261,11 @@ func (e *Engine) dryUnregistered(s *spec.Spec) []string {
 	return out
 }
 
-// dryWalk orders the step instances of a dry run by walking the spec's tree.
-type dryWalk struct {
-	out        *DryRunResult
-	rows       map[string]store.Step
-	iterations map[string]int // foreach instance key → iterations that left a row
-	calls      map[string]dryrun.Call
-	prompts    map[string]string
-	decided    map[string]bool
-	unknown    map[string]bool
-	n          int
-}
-
-// countIterations notes, for each foreach instance enclosing key ("a[2].b[0].c" is in iteration
-// 2 of "a" and 0 of "a[2].b"), that it has at least that many iterations.
-func (w *dryWalk) countIterations(key string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] != '[' {
-			continue
-		}
-		end := strings.IndexByte(key[i:], ']')
-		if end < 0 {
-			return
-		}
-		n, err := strconv.Atoi(key[i+1 : i+end])
-		if err == nil && n+1 > w.iterations[key[:i]] {
-			w.iterations[key[:i]] = n + 1
-		}
-		i += end
-	}
-}
-
-// list adds the instances of one step list under prefix, in dependency order (ties in document
-// order). parallel: the children of a parallel step, which wait only for their own depends_on.
-func (w *dryWalk) list(steps []*spec.Step, parallel bool, prefix string, depth int) {
-	deps := spec.Dependencies(steps)
-	if parallel {
-		for i, st := range steps {
-			if !st.HasDependsOn {
-				deps[i] = nil
-			}
-		}
-	}
-	done := make([]bool, len(steps))
-	for left := len(steps); left > 0; left-- {
-		pick := -1
-		for i := range steps {
-			if done[i] {
-				continue
-			}
-			ready := true
-			for _, d := range deps[i] {
-				if !done[d] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				pick = i
-				break
-			}
-		}
-		if pick < 0 { // a cycle: refused by validation; keep the rest in document order
-			for i := range steps {
-				if !done[i] {
-					pick = i
-					break
-				}
-			}
-		}
-		done[pick] = true
-		w.step(steps[pick], prefix, depth)
-	}
-}
-
-func (w *dryWalk) step(st *spec.Step, prefix string, depth int) {
-	key := prefix + st.ID
-	row, ok := w.rows[key]
-	if !ok {
-		return // never reached: the run ended before it
-	}
-	ds := DryStep{Key: key, StepID: st.ID, Kind: string(st.Kind), Depth: depth, Status: row.Status}
-	if len(row.Output) > 0 {
-		ds.Output, _ = spec.DecodeValue(row.Output) // written by the executor: valid JSON
-	}
+// dryStep is the DryStep of one instance the dry run reached, but its Order; unknown holds the
+// tool names of DryRunResult.UnknownTools.
+func dryStep(in dryrun.Instance, o *dryrun.Outcome, unknown map[string]bool) DryStep {
+	st, row, key := in.Step, in.Row, in.Key
+	ds := DryStep{Key: key, StepID: st.ID, Kind: string(st.Kind), Depth: in.Depth, Status: row.Status, Output: in.Output}
 	if row.ErrorMessage != "" {
 		ds.Error = &StepErrorInfo{Kind: row.ErrorKind, Message: row.ErrorMessage, Trace: row.ErrorTrace}
 	}
@@ -355,53 +276,28 @@ func (w *dryWalk) step(st *spec.Step, prefix string, depth int) {
 		if st.Kind == spec.KindToolRemote {
 			name = st.DCC + "/" + st.Tool
 		}
-		ds.UnknownTool = w.unknown[name]
-		if c, ok := w.calls[key]; ok {
+		ds.UnknownTool = unknown[name]
+		if c, ok := o.Calls[key]; ok {
 			ds.Args, ds.OutputFrom, ds.Fixture = c.Args, c.From, c.Fixture
 		}
 	case spec.KindWorkflow:
 		ds.Workflow = st.Workflow
-		if c, ok := w.calls[key]; ok {
+		if c, ok := o.Calls[key]; ok {
 			ds.Args, ds.OutputFrom, ds.Fixture = c.Args, c.From, c.Fixture
 		}
 	case spec.KindApprove:
-		if p, ok := w.prompts[key]; ok {
+		if p, ok := o.Prompts[key]; ok {
 			ds.Prompt = p
-			d := w.decided[key]
+			d := o.Decided[key]
 			ds.Approved = &d
 		}
 	case spec.KindForeach:
-		n := w.iterations[key]
-		if items, ok := ds.Output.([]any); ok {
-			n = max(n, len(items))
-		}
 		if row.Status != run.StepSkipped {
-			ds.Items = &n
+			items := in.Items
+			ds.Items = &items
 		}
 	case spec.KindBranch:
-		if m, ok := ds.Output.(map[string]any); ok {
-			ds.Taken, _ = m["taken"].(string)
-		}
+		ds.Taken = in.Taken
 	}
-	control := st.Kind == spec.KindForeach || st.Kind == spec.KindParallel || st.Kind == spec.KindBranch
-	if !control && row.Status != run.StepSkipped {
-		w.n++
-		ds.Order = w.n
-	}
-	w.out.Steps = append(w.out.Steps, ds)
-	switch st.Kind {
-	case spec.KindForeach:
-		for i := range w.iterations[key] {
-			w.list(st.Steps, false, key+"["+strconv.Itoa(i)+"].", depth+1)
-		}
-	case spec.KindParallel:
-		w.list(st.Steps, true, prefix, depth+1)
-	case spec.KindBranch:
-		first, second := st.Then, st.Else
-		if ds.Taken == "else" {
-			first, second = st.Else, st.Then
-		}
-		w.list(first, false, prefix, depth+1)
-		w.list(second, false, prefix, depth+1)
-	}
+	return ds
 }

@@ -3,11 +3,13 @@ package dryrun_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec/dryrun"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -195,5 +197,71 @@ steps:
 	}
 	if got := dryrun.Warnings(s, nil, nil); got != nil {
 		t.Fatalf("no fixtures: %v", got)
+	}
+}
+
+// Order lists what a run reached in the order it would start it: dependencies first (ties in
+// document order), each foreach iteration after the one before, a control step before its
+// children, the branch taken first; an instance without a row is left out.
+func TestOrder(t *testing.T) {
+	s := parse(t, `name: o
+steps:
+  - {id: late, tool: flow__echo, depends_on: [early]}
+  - {id: early, tool: flow__echo, args: {files: [a, b], urgent: false}, depends_on: []}
+  - id: each
+    kind: foreach
+    items: "$.early.files"
+    steps:
+      - {id: per, tool: flow__echo}
+  - id: both
+    kind: parallel
+    steps:
+      - {id: p2, tool: flow__echo, depends_on: [p1]}
+      - {id: p1, tool: flow__echo}
+      - {id: p3, tool: flow__echo}
+  - id: pick
+    kind: branch
+    on: "$.early.urgent"
+    then:
+      - {id: yes, tool: flow__echo}
+    else:
+      - {id: no, tool: flow__echo}
+`)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o, err := dryrun.Run(context.Background(), dryrun.Config{}, exec.Params{Spec: s, Origin: "local"})
+	if err != nil || o.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v", o, err)
+	}
+	var got []string
+	for _, in := range dryrun.Order(s, o.Steps) {
+		entry := in.Key + "@" + strconv.Itoa(in.Depth)
+		switch {
+		case in.Items > 0:
+			entry += "*" + strconv.Itoa(in.Items)
+		case in.Taken != "":
+			entry += ":" + in.Taken
+		}
+		got = append(got, entry)
+	}
+	want := "early@0 late@0 each@0*2 each[0].per@1 each[1].per@1 both@0 p1@1 p2@1 p3@1 pick@0:else no@1 yes@1"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("order:\n %s\nwant:\n %s", strings.Join(got, " "), want)
+	}
+	// Without the rows of the foreach's iterations, it lists itself only; without its own row
+	// nothing under it.
+	var rows []store.Step
+	for _, r := range o.Steps {
+		if !strings.HasPrefix(r.Key, "each[") && r.Key != "late" {
+			rows = append(rows, r)
+		}
+	}
+	got = got[:0]
+	for _, in := range dryrun.Order(s, rows) {
+		got = append(got, in.Key)
+	}
+	if want := "early each both p1 p2 p3 pick no yes"; strings.Join(got, " ") != want {
+		t.Fatalf("order of fewer rows: %s; want %s", strings.Join(got, " "), want)
 	}
 }

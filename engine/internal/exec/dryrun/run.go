@@ -39,10 +39,11 @@ type Outcome struct {
 	Decided map[string]bool
 }
 
-// Run runs p (its RunID is set to RunID) on an executor of its own, with a memory store, the real
-// clock, and a router that sends every tool call to a Caller of cfg.Fixtures: no tool is called
-// and nothing outside is written. Approvals are decided as they are reached. When ctx ends first
-// the run is cancelled and ctx's cause returned; a failed start is returned as is.
+// Run runs p (its RunID is set to RunID) on an executor of its own, with a memory store, the
+// real clock, and a router that sends every tool call to a Caller of cfg.Fixtures: no tool is
+// called and nothing outside is written. Approvals are decided as they are reached. p.Spec must
+// be valid (the caller validates it: the executor does not). When ctx ends first the run is
+// cancelled and ctx's cause returned; a failed start is returned as is.
 func Run(ctx context.Context, cfg Config, p exec.Params) (*Outcome, error) {
 	caller := NewCaller(cfg.Fixtures)
 	wake := make(chan struct{}, 1)
