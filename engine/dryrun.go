@@ -2,37 +2,28 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
-	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
-	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
-	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec/dryrun"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // DryRunID is the run id a dry run's templates see as {{run.id}}: a dry run has no run record.
-const DryRunID = "dry-run"
+const DryRunID = dryrun.RunID
 
 // Where the output of a dry run's tool step came from (DryStep.OutputFrom).
 const (
-	FixtureByKey    = "key"     // the fixture named by the step instance key, "per_file[1].export"
-	FixtureByStepID = "step_id" // the fixture named by the step id, "export"
-	FixtureByTool   = "tool"    // the fixture named by the tool ("maya__export_fbx"; "dcc/tool" or "tool" for tool_remote)
+	FixtureByKey    = dryrun.FromKey    // the fixture named by the step instance key, "per_file[1].export"
+	FixtureByStepID = dryrun.FromStepID // the fixture named by the step id, "export"
+	FixtureByTool   = dryrun.FromTool   // the fixture named by the tool ("maya__export_fbx"; "dcc/tool" or "tool" for tool_remote)
 	// FixtureByWorkflow is the fixture named by the workflow a workflow step runs ("publish_asset").
-	FixtureByWorkflow = "workflow"
-	OutputFromEcho    = "echo" // flow__echo with no fixture: its args, as a real run gives
-	OutputFromNone    = "none" // no fixture: null
+	FixtureByWorkflow = dryrun.FromWorkflow
+	OutputFromEcho    = dryrun.FromEcho // flow__echo with no fixture: its args, as a real run gives
+	OutputFromNone    = dryrun.FromNone // no fixture: null
 )
 
 // DryRunRequest describes a dry run: the run that StartRequest describes, walked without calling
@@ -159,90 +150,40 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.walkWorkflows(s, e.submittedName(s), false); err != nil {
+	if err := e.catalog.CheckRecursion(s, e.catalog.SubmittedName(s)); err != nil {
 		return nil, err // a workflow that reaches itself: refused as Submit refuses it
 	}
 
-	caller := &dryCaller{fixtures: req.Fixtures, calls: map[string]dryCall{}}
-	wake := make(chan struct{}, 1)
-	st := storeopen.Memory()
-	defer func() { _ = st.Close() }()
-	x := exec.New(exec.Config{
-		Store: st, Clock: clock.New(), Router: tools.NewDryRouter(caller), Environ: e.environ,
-		Limits: e.cfg.limits(), Children: caller,
-		OnWrite: func() {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		},
-	})
-	h, err := x.Start(ctx, exec.Params{
-		RunID: DryRunID, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
-		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
-	})
+	o, err := dryrun.Run(ctx, dryrun.Config{Environ: e.environ, Limits: e.cfg.limits(), Fixtures: req.Fixtures, Approvals: req.Approvals},
+		exec.Params{Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
+			Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow}})
 	if err != nil {
 		return nil, err
 	}
-	prompts := map[string]string{}
-	decided := map[string]bool{}
-	for done := false; !done; {
-		select {
-		case <-h.Done():
-			done = true
-		case <-ctx.Done():
-			h.Cancel("the dry run's caller gave up")
-			return nil, context.Cause(ctx)
-		case <-wake:
-			for _, a := range h.Approvals() {
-				approved := true
-				if v, ok := req.Approvals[a.StepKey]; ok {
-					approved = v
-				} else if v, ok := req.Approvals[stepIDOf(a.StepKey)]; ok {
-					approved = v
-				}
-				prompts[a.StepKey], decided[a.StepKey] = a.Prompt, approved
-				reason, by := "dry run: approved automatically", "dry-run"
-				if !approved {
-					reason, by = "the dry run's approvals deny it", ""
-				}
-				_ = h.Approve(a.StepKey, approved, reason, by) // answered already: nothing to do
-			}
-		}
-	}
-	rec, err := st.GetRun(context.Background(), DryRunID)
-	if err != nil {
-		return nil, &run.Error{Code: run.CodeInternal, Message: "reading the dry run: " + err.Error(), Err: err}
-	}
-	rows, err := st.ListSteps(context.Background(), DryRunID)
-	if err != nil {
-		return nil, &run.Error{Code: run.CodeInternal, Message: "reading the dry run's steps: " + err.Error(), Err: err}
-	}
-	status, rerr := rec.Status, rec.Error
-	if u := h.Unsaved(); u != nil { // cannot happen with a memory store; kept exact all the same
-		status, rerr = u.Status, u.Error
-	}
-	out := &DryRunResult{Name: s.Name, SpecHash: s.Hash(), Status: status, Error: rerr, Inputs: inputs,
+	out := &DryRunResult{Name: s.Name, SpecHash: s.Hash(), Status: o.Status, Error: o.Error, Inputs: inputs,
 		Outputs: map[string]any{}, UnknownTools: unknown}
 	if len(suggestions) > 0 {
 		out.Suggestions = suggestions
 	}
-	w := &dryWalk{out: out, rows: map[string]store.Step{}, iterations: map[string]int{}, calls: caller.snapshot(),
-		prompts: prompts, decided: decided, unknown: map[string]bool{}}
+	unknownSet := make(map[string]bool, len(unknown))
 	for _, u := range unknown {
-		w.unknown[u] = true
+		unknownSet[u] = true
 	}
-	for _, r := range rows {
-		w.rows[r.Key] = r
-		w.countIterations(r.Key)
+	n := 0 // DryStep.Order: the instances that would call a tool or wait for an approval
+	for _, in := range dryrun.Order(s, o.Steps) {
+		ds := dryStep(in, o, unknownSet)
+		if k := in.Step.Kind; k != spec.KindForeach && k != spec.KindParallel && k != spec.KindBranch && ds.Status != run.StepSkipped {
+			n++
+			ds.Order = n
+		}
+		out.Steps = append(out.Steps, ds)
 	}
-	w.list(s.Steps, false, "", 0)
 	for _, ds := range out.Steps {
 		if ds.Key == ds.StepID && ds.Status == run.StepCompleted {
 			out.Outputs[ds.StepID] = ds.Output
 		}
 	}
-	out.Warnings = append(dryWarnings(s, req), e.dryUnregistered(s)...)
+	out.Warnings = append(dryrun.Warnings(s, req.Fixtures, req.Approvals), e.dryUnregistered(s)...)
 	return out, nil
 }
 
@@ -301,106 +242,6 @@ func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[st
 	return unknown, e.suggestTools(unknown), notes, nil
 }
 
-// stepIDOf returns the step id of an instance key: "per_file[1].export" → "export".
-func stepIDOf(key string) string {
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		return key[i+1:]
-	}
-	return key
-}
-
-// dryCall is what the dry caller answered one step instance.
-type dryCall struct {
-	tool, dcc  string
-	args       map[string]any
-	from, name string // DryStep.OutputFrom and Fixture
-	output     json.RawMessage
-}
-
-// dryCaller answers every tool call and every workflow step (exec.Children: no child run is
-// started) of a dry run from its fixtures, and records each call.
-type dryCaller struct {
-	fixtures map[string]any
-	mu       sync.Mutex
-	calls    map[string]dryCall // by step instance key
-}
-
-func (c *dryCaller) Call(_ context.Context, call tools.Call) (tools.Result, error) {
-	id := stepIDOf(call.StepKey)
-	names := []struct{ name, from string }{{call.StepKey, FixtureByKey}, {id, FixtureByStepID}}
-	if call.StepKey == id {
-		names = names[1:] // a top-level step: its key is its id
-	}
-	if call.DCC != "" {
-		names = append(names, struct{ name, from string }{call.DCC + "/" + call.Tool, FixtureByTool})
-	}
-	names = append(names, struct{ name, from string }{call.Tool, FixtureByTool})
-	rec := dryCall{tool: call.Tool, dcc: call.DCC, args: call.Args, from: OutputFromNone}
-	res := tools.Result{OutputJSON: json.RawMessage("null")}
-	found := false
-	for _, n := range names {
-		if v, ok := c.fixtures[n.name]; ok {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return tools.Failure(run.KindInvalidInput, fmt.Sprintf("dry run: fixture %q is not JSON-encodable: %v", n.name, err)), nil
-			}
-			res.OutputJSON, rec.from, rec.name, found = b, n.from, n.name, true
-			break
-		}
-	}
-	if !found && call.DCC == "" && call.Tool == tools.Echo {
-		b, err := json.Marshal(call.Args)
-		if err == nil {
-			res.OutputJSON, rec.from = b, OutputFromEcho
-		}
-	}
-	c.mu.Lock()
-	c.calls[call.StepKey] = rec
-	c.mu.Unlock()
-	return res, nil
-}
-
-var _ exec.Children = (*dryCaller)(nil)
-
-// dryChildPrefix makes the run id a dry workflow step's answer is filed under.
-const dryChildPrefix = DryRunID + "/"
-
-// Join implements exec.Children: the step's output is the fixture of its instance key, step id
-// or workflow name, else null; no run starts.
-func (c *dryCaller) Join(_ context.Context, req exec.ChildRequest) (exec.Child, error) {
-	id := stepIDOf(req.StepKey)
-	names := []struct{ name, from string }{{req.StepKey, FixtureByKey}, {id, FixtureByStepID}, {req.Workflow, FixtureByWorkflow}}
-	if req.StepKey == id {
-		names = names[1:]
-	}
-	rec := dryCall{args: req.Inputs, from: OutputFromNone, output: json.RawMessage("null")}
-	for _, n := range names {
-		if v, ok := c.fixtures[n.name]; ok {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return exec.Child{}, &exec.ChildError{Kind: run.KindInvalidInput, Message: fmt.Sprintf("dry run: fixture %q is not JSON-encodable: %v", n.name, err)}
-			}
-			rec.output, rec.from, rec.name = b, n.from, n.name
-			break
-		}
-	}
-	c.mu.Lock()
-	c.calls[req.StepKey] = rec
-	c.mu.Unlock()
-	return exec.Child{RunID: dryChildPrefix + req.StepKey}, nil
-}
-
-// Result implements exec.Children: the answer Join filed.
-func (c *dryCaller) Result(_ context.Context, runID string) (exec.ChildResult, error) {
-	c.mu.Lock()
-	rec, ok := c.calls[strings.TrimPrefix(runID, dryChildPrefix)]
-	c.mu.Unlock()
-	if !ok {
-		return exec.ChildResult{}, fmt.Errorf("dry run: no answer for %s", runID)
-	}
-	return exec.ChildResult{Status: run.StatusCompleted, Outputs: rec.output}, nil
-}
-
 // dryUnregistered warns of the workflow steps of s that name a workflow the catalog does not
 // have: a real run of s would be refused with not_found.
 func (e *Engine) dryUnregistered(s *spec.Spec) []string {
@@ -411,7 +252,7 @@ func (e *Engine) dryUnregistered(s *spec.Spec) []string {
 		}
 		if _, ok := e.Workflow(st.Workflow); !ok {
 			msg := fmt.Sprintf("step %q runs workflow %q, which is not registered: a real run would be refused (not_found)", st.ID, st.Workflow)
-			if sug := e.suggestWorkflow(st.Workflow); sug != "" {
+			if sug := e.catalog.Suggest(st.Workflow); sug != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sug)
 			}
 			out = append(out, msg)
@@ -421,96 +262,11 @@ func (e *Engine) dryUnregistered(s *spec.Spec) []string {
 	return out
 }
 
-func (c *dryCaller) snapshot() map[string]dryCall {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.calls)
-}
-
-// dryWalk orders the step instances of a dry run by walking the spec's tree.
-type dryWalk struct {
-	out        *DryRunResult
-	rows       map[string]store.Step
-	iterations map[string]int // foreach instance key → iterations that left a row
-	calls      map[string]dryCall
-	prompts    map[string]string
-	decided    map[string]bool
-	unknown    map[string]bool
-	n          int
-}
-
-// countIterations notes, for each foreach instance enclosing key ("a[2].b[0].c" is in iteration
-// 2 of "a" and 0 of "a[2].b"), that it has at least that many iterations.
-func (w *dryWalk) countIterations(key string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] != '[' {
-			continue
-		}
-		end := strings.IndexByte(key[i:], ']')
-		if end < 0 {
-			return
-		}
-		n, err := strconv.Atoi(key[i+1 : i+end])
-		if err == nil && n+1 > w.iterations[key[:i]] {
-			w.iterations[key[:i]] = n + 1
-		}
-		i += end
-	}
-}
-
-// list adds the instances of one step list under prefix, in dependency order (ties in document
-// order). parallel: the children of a parallel step, which wait only for their own depends_on.
-func (w *dryWalk) list(steps []*spec.Step, parallel bool, prefix string, depth int) {
-	deps := spec.Dependencies(steps)
-	if parallel {
-		for i, st := range steps {
-			if !st.HasDependsOn {
-				deps[i] = nil
-			}
-		}
-	}
-	done := make([]bool, len(steps))
-	for left := len(steps); left > 0; left-- {
-		pick := -1
-		for i := range steps {
-			if done[i] {
-				continue
-			}
-			ready := true
-			for _, d := range deps[i] {
-				if !done[d] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				pick = i
-				break
-			}
-		}
-		if pick < 0 { // a cycle: refused by validation; keep the rest in document order
-			for i := range steps {
-				if !done[i] {
-					pick = i
-					break
-				}
-			}
-		}
-		done[pick] = true
-		w.step(steps[pick], prefix, depth)
-	}
-}
-
-func (w *dryWalk) step(st *spec.Step, prefix string, depth int) {
-	key := prefix + st.ID
-	row, ok := w.rows[key]
-	if !ok {
-		return // never reached: the run ended before it
-	}
-	ds := DryStep{Key: key, StepID: st.ID, Kind: string(st.Kind), Depth: depth, Status: row.Status}
-	if len(row.Output) > 0 {
-		ds.Output, _ = spec.DecodeValue(row.Output) // written by the executor: valid JSON
-	}
+// dryStep is the DryStep of one instance the dry run reached, but its Order; unknown holds the
+// tool names of DryRunResult.UnknownTools.
+func dryStep(in dryrun.Instance, o *dryrun.Outcome, unknown map[string]bool) DryStep {
+	st, row, key := in.Step, in.Row, in.Key
+	ds := DryStep{Key: key, StepID: st.ID, Kind: string(st.Kind), Depth: in.Depth, Status: row.Status, Output: in.Output}
 	if row.ErrorMessage != "" {
 		ds.Error = &StepErrorInfo{Kind: row.ErrorKind, Message: row.ErrorMessage, Trace: row.ErrorTrace}
 	}
@@ -521,100 +277,28 @@ func (w *dryWalk) step(st *spec.Step, prefix string, depth int) {
 		if st.Kind == spec.KindToolRemote {
 			name = st.DCC + "/" + st.Tool
 		}
-		ds.UnknownTool = w.unknown[name]
-		if c, ok := w.calls[key]; ok {
-			ds.Args, ds.OutputFrom, ds.Fixture = c.args, c.from, c.name
+		ds.UnknownTool = unknown[name]
+		if c, ok := o.Calls[key]; ok {
+			ds.Args, ds.OutputFrom, ds.Fixture = c.Args, c.From, c.Fixture
 		}
 	case spec.KindWorkflow:
 		ds.Workflow = st.Workflow
-		if c, ok := w.calls[key]; ok {
-			ds.Args, ds.OutputFrom, ds.Fixture = c.args, c.from, c.name
+		if c, ok := o.Calls[key]; ok {
+			ds.Args, ds.OutputFrom, ds.Fixture = c.Args, c.From, c.Fixture
 		}
 	case spec.KindApprove:
-		if p, ok := w.prompts[key]; ok {
+		if p, ok := o.Prompts[key]; ok {
 			ds.Prompt = p
-			d := w.decided[key]
+			d := o.Decided[key]
 			ds.Approved = &d
 		}
 	case spec.KindForeach:
-		n := w.iterations[key]
-		if items, ok := ds.Output.([]any); ok {
-			n = max(n, len(items))
-		}
 		if row.Status != run.StepSkipped {
-			ds.Items = &n
+			items := in.Items
+			ds.Items = &items
 		}
 	case spec.KindBranch:
-		if m, ok := ds.Output.(map[string]any); ok {
-			ds.Taken, _ = m["taken"].(string)
-		}
+		ds.Taken = in.Taken
 	}
-	control := st.Kind == spec.KindForeach || st.Kind == spec.KindParallel || st.Kind == spec.KindBranch
-	if !control && row.Status != run.StepSkipped {
-		w.n++
-		ds.Order = w.n
-	}
-	w.out.Steps = append(w.out.Steps, ds)
-	switch st.Kind {
-	case spec.KindForeach:
-		for i := range w.iterations[key] {
-			w.list(st.Steps, false, key+"["+strconv.Itoa(i)+"].", depth+1)
-		}
-	case spec.KindParallel:
-		w.list(st.Steps, true, prefix, depth+1)
-	case spec.KindBranch:
-		first, second := st.Then, st.Else
-		if ds.Taken == "else" {
-			first, second = st.Else, st.Then
-		}
-		w.list(first, false, prefix, depth+1)
-		w.list(second, false, prefix, depth+1)
-	}
-}
-
-// dryWarnings names the fixtures and approvals of req that match no step or tool of s.
-func dryWarnings(s *spec.Spec, req DryRunRequest) []string {
-	var toolIDs, approveIDs, toolNames []string
-	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
-		switch st.Kind {
-		case spec.KindTool, spec.KindToolRemote:
-			toolIDs = append(toolIDs, st.ID)
-			toolNames = append(toolNames, st.Tool)
-			if st.Kind == spec.KindToolRemote {
-				toolNames = append(toolNames, st.DCC+"/"+st.Tool)
-			}
-		case spec.KindWorkflow:
-			toolIDs = append(toolIDs, st.ID)
-			toolNames = append(toolNames, st.Workflow)
-		case spec.KindApprove:
-			approveIDs = append(approveIDs, st.ID)
-		}
-		return true
-	})
-	var out []string
-	check := func(what string, names []string, ids, others []string) {
-		slices.Sort(names)
-		for _, name := range names {
-			if slices.Contains(ids, stepIDOf(name)) || slices.Contains(others, name) {
-				continue
-			}
-			msg := fmt.Sprintf("%s %q names no %s of the spec, so it is not used", what, name,
-				map[bool]string{true: "tool step or tool", false: "approve step"}[what == "fixture"])
-			if sug := yamltext.Suggest(stepIDOf(name), append(slices.Clone(ids), others...)); sug != "" {
-				msg += fmt.Sprintf("; did you mean %q?", sug)
-			}
-			out = append(out, msg)
-		}
-	}
-	fixtureNames := make([]string, 0, len(req.Fixtures))
-	for k := range req.Fixtures {
-		fixtureNames = append(fixtureNames, k)
-	}
-	approvalNames := make([]string, 0, len(req.Approvals))
-	for k := range req.Approvals {
-		approvalNames = append(approvalNames, k)
-	}
-	check("fixture", fixtureNames, toolIDs, toolNames)
-	check("approval", approvalNames, approveIDs, nil)
-	return out
+	return ds
 }

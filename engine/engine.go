@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
+	"github.com/dcc-flow/dcc-flow/engine/internal/catalog"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -124,10 +125,8 @@ type Engine struct {
 	wg      sync.WaitGroup
 	// starting counts the starts under way (start): Close waits for them before it lists the
 	// runs to stop, so that a run whose start began before the close is stopped with the others.
-	starting  sync.WaitGroup
-	catalog   map[string]catalogItem // catalog.go
-	versions  versionIndex           // the version numbers of every (name, spec hash) known
-	catalogMu sync.Mutex             // one catalog write at a time (catalog.go)
+	starting sync.WaitGroup
+	catalog  *catalog.Catalog // the registered workflows (catalog.go)
 
 	sched     schedulerState  // see scheduler.go
 	retention retentionState  // see retention.go
@@ -170,7 +169,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, catalog: map[string]catalogItem{}, closeDone: make(chan struct{}),
+		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, closeDone: make(chan struct{}),
 	}
 	switch {
 	case o.store != nil:
@@ -210,7 +209,8 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Children: children{e},
 		Defaults: defaults,
 	})
-	if err := e.loadCatalog(ctx); err != nil {
+	e.catalog = e.newCatalog()
+	if err := e.catalog.Load(ctx); err != nil {
 		if e.ownStore {
 			_ = e.store.Close()
 		}

@@ -131,3 +131,28 @@ func TestPublicLeavesImportNoInternalPackage(t *testing.T) {
 		}
 	}
 }
+
+// Packages with one job stay below the facade and beside each other: the catalog knows nothing of
+// runs (the executor, the tool router), the dry run's caller nothing of the catalog, the cluster
+// services (engine/internal/cluster) nothing of the catalog nor of a concrete store, the service
+// life cycle (startstop) nothing but the clock, and none imports the engine facade.
+func TestImportBoundariesOfTheParts(t *testing.T) {
+	const internal = module + "/engine/internal/"
+	for pkg, forbidden := range map[string][]string{
+		internal + "catalog":     {module + "/engine", internal + "exec", internal + "tools"},
+		internal + "exec/dryrun": {module + "/engine", internal + "catalog"},
+		internal + "cluster": {module + "/engine", internal + "catalog", internal + "schedule", internal + "store/postgres",
+			internal + "store/sqlite", internal + "store/storeopen"},
+		internal + "startstop": {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
+	} {
+		deps := goList(t, "-deps", pkg)
+		if !slices.Contains(deps, pkg) {
+			t.Errorf("go list -deps %s does not list the package, so this check sees nothing", pkg)
+		}
+		for _, f := range forbidden {
+			if slices.Contains(deps, f) {
+				t.Errorf("%s imports %s (directly or not)", pkg, f)
+			}
+		}
+	}
+}

@@ -171,7 +171,7 @@ func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 			return s, nil
 		}
 		msg := fmt.Sprintf("no workflow named %q is registered", req.Workflow)
-		if sug := e.suggestWorkflow(req.Workflow); sug != "" {
+		if sug := e.catalog.Suggest(req.Workflow); sug != "" {
 			msg += fmt.Sprintf("; did you mean %q?", sug)
 		}
 		return nil, &run.Error{Code: run.CodeNotFound, Message: msg}
@@ -359,25 +359,6 @@ func (e *Engine) suggestTools(unknown []string) map[string]string {
 	return out
 }
 
-// suggestWorkflow returns the registered workflow name closest to a name that is not
-// registered: one within two edits (a typo), else the best match of Lookup's word search, else "".
-func (e *Engine) suggestWorkflow(name string) string {
-	e.mu.Lock()
-	names := make([]string, 0, len(e.catalog))
-	for n := range e.catalog {
-		names = append(names, n)
-	}
-	e.mu.Unlock()
-	slices.Sort(names)
-	if sug := yamltext.Suggest(name, names); sug != "" {
-		return sug
-	}
-	if found := e.Lookup(name); len(found) > 0 {
-		return found[0].Name
-	}
-	return ""
-}
-
 // Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is
 // not an error: look at RunInfo.Status. If ctx ends first, Run returns context.Cause(ctx) and
 // the run goes on.
@@ -431,7 +412,7 @@ func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
 		return nil, notFound(runID, err)
 	}
 	info, raw := runInfo(rec), rawOutputs(ctx)
-	info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
+	info.WorkflowVersion = e.catalog.Version(ctx, rec.Name, rec.SpecHash)
 	if h != nil && !info.Terminal {
 		info.Progress = h.Progress()
 		info.Approvals = h.Approvals()
@@ -636,7 +617,7 @@ func (e *Engine) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	out := make([]RunInfo, 0, len(recs))
 	for _, rec := range recs {
 		info := runInfo(rec)
-		info.WorkflowVersion = e.workflowVersion(ctx, rec.Name, rec.SpecHash)
+		info.WorkflowVersion = e.catalog.Version(ctx, rec.Name, rec.SpecHash)
 		if h := e.live(rec.ID); h != nil && !info.Terminal {
 			info.Progress = h.Progress()
 		}

@@ -50,7 +50,7 @@ func (c children) Join(ctx context.Context, req exec.ChildRequest) (exec.Child, 
 	s, ok := e.Workflow(req.Workflow)
 	if !ok {
 		msg := fmt.Sprintf("no workflow named %q is registered", req.Workflow)
-		if sug := e.suggestWorkflow(req.Workflow); sug != "" {
+		if sug := e.catalog.Suggest(req.Workflow); sug != "" {
 			msg += fmt.Sprintf("; did you mean %q?", sug)
 		}
 		return exec.Child{}, &exec.ChildError{Kind: run.KindNotFound, Message: msg + "; register it (register_workflow, --workflows) before the run reaches this step"}
@@ -245,89 +245,11 @@ func newestChildren(kids []ChildRun) map[string]string {
 }
 
 // checkWorkflows checks, before a run of s starts, the workflows its workflow steps name,
-// through the catalog as it is now: each must be registered (else not_found, with a "did you
-// mean"), use registered tools (unknown_tool), and none may lead back to a workflow on the
-// way (a *spec.ValidationError with a problem of code cycle): recursion is refused where it is
-// static. A spec with no workflow step costs one walk of its steps.
+// through the catalog as it is now (catalog.CheckWorkflows): each must be registered (else
+// not_found, with a "did you mean"), use registered tools (unknown_tool), and none may lead back
+// to a workflow on the way (a *spec.ValidationError with a problem of code cycle).
 func (e *Engine) checkWorkflows(s *spec.Spec) error {
-	return e.walkWorkflows(s, e.submittedName(s), true)
-}
-
-// submittedName is the name a submitted spec is known by on the walk of its workflows.
-func (e *Engine) submittedName(s *spec.Spec) string {
-	if reg, ok := e.Workflow(s.Name); ok && reg.Hash() == s.Hash() {
-		return s.Name // the catalog's own workflow: a call of its name is a call of itself
-	}
-	return s.String() + " (submitted)"
-}
-
-// checkRecursion is checkWorkflows for Register: only recursion is refused (a workflow may name
-// one registered later).
-func (e *Engine) checkRecursion(s *spec.Spec) error {
-	return e.walkWorkflows(s, s.Name, false)
-}
-
-// walkWorkflows walks the workflows root's workflow steps name, depth first, through the
-// catalog, with root on the stack under rootName (the catalog name it is, or will be, known by).
-func (e *Engine) walkWorkflows(root *spec.Spec, rootName string, strict bool) error {
-	checked := map[string]bool{}
-	// via is the step of root the walk went down through: problems are reported there, at a
-	// line of the text being registered or submitted.
-	var visit func(s *spec.Spec, stack []string, via *spec.Step) error
-	visit = func(s *spec.Spec, stack []string, via *spec.Step) error {
-		var err error
-		s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
-			if st.Kind != spec.KindWorkflow {
-				return true
-			}
-			at := via
-			if at == nil {
-				at = st
-			}
-			name := st.Workflow
-			for i, on := range stack {
-				if on != name {
-					continue
-				}
-				loop := append(append([]string{}, stack[i:]...), name)
-				hint := "remove the call, or move what both need into a workflow of its own that neither calls back"
-				msg := fmt.Sprintf("step %q calls workflow %s, which leads back to itself (%s): a workflow cannot run itself as a sub-workflow; %s",
-					at.ID, at.Workflow, strings.Join(loop, " → "), hint)
-				pos := at.FieldPos("workflow")
-				err = &spec.ValidationError{Code: spec.CodeValidationFailed, Source: root.Source(), Problems: []spec.Problem{{
-					Code: spec.CodeCycle, Severity: spec.SeverityError, Message: msg, StepID: at.ID, Line: pos.Line, Column: pos.Column, Hint: hint}}}
-				return false
-			}
-			child, ok := e.Workflow(name)
-			if !ok {
-				if strict {
-					msg := fmt.Sprintf("step %q of workflow %s runs workflow %q, which is not registered", st.ID, stack[len(stack)-1], name)
-					if sug := e.suggestWorkflow(name); sug != "" {
-						msg += fmt.Sprintf("; did you mean %q?", sug)
-					}
-					err = &run.Error{Code: run.CodeNotFound, StepID: at.ID, Message: msg + "; register it first (register_workflow, --workflows)",
-						Details: map[string]any{"workflow": name}}
-					return false
-				}
-				return true
-			}
-			if checked[name] {
-				return true
-			}
-			if strict {
-				if err = e.checkTools(child); err != nil {
-					return false
-				}
-			}
-			if err = visit(child, append(stack[:len(stack):len(stack)], name), at); err != nil {
-				return false
-			}
-			checked[name] = true
-			return true
-		})
-		return err
-	}
-	return visit(root, []string{rootName}, nil)
+	return e.catalog.CheckWorkflows(s, e.catalog.SubmittedName(s), e.checkTools)
 }
 
 // acquireTree returns the counts of the tree p's run belongs to (its first ancestor's, or its
