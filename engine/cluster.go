@@ -93,6 +93,9 @@ func (e *Engine) attach(ctx context.Context) (bool, error) {
 		return true, notFound("", err)
 	}
 	e.members = m
+	// A puller coming back from a suspension must not start a call of a run another engine
+	// may have completed meanwhile (cluster.Membership.Fresh).
+	e.router.Host().SetGate(m.Fresh)
 	return true, nil
 }
 

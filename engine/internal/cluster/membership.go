@@ -64,6 +64,8 @@ type Host interface {
 	// LetGoOf cancels the calls in flight of the runs given and returns a channel per call,
 	// closed once the host let go of it.
 	LetGoOf(runs map[string]bool) []<-chan struct{}
+	// Reopen wakes the waiting pullers: the leases are fresh again (Fresh).
+	Reopen()
 }
 
 // Local is what the membership needs from the engine it belongs to.
@@ -184,6 +186,16 @@ func (m *Membership) Stop() {
 	_ = m.cfg.Leaser.Detach(ctx)
 }
 
+// Fresh reports whether the last heartbeat that went through was sent at most a lease ago on
+// the engine clock. While it was not (the process was suspended, the database is away), other
+// engines may have taken this engine's runs over: the engine's host hands out no call
+// (tools.Host.SetGate), and the next beat abandons the runs.
+func (m *Membership) Fresh() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Clock.Now().Sub(m.lastRenew) <= m.cfg.Info.Lease
+}
+
 // Kick asks for a sweep soon (a tool was registered: runs that need it may be taken over).
 func (m *Membership) Kick() {
 	select {
@@ -267,6 +279,9 @@ func (m *Membership) Heartbeat() {
 	m.mu.Lock()
 	m.lastRenew = sent
 	m.mu.Unlock()
+	if stale {
+		m.cfg.Host.Reopen() // the host hands out calls again (Fresh)
+	}
 	mine := make(map[string]bool, len(owned))
 	for _, id := range owned {
 		mine[id] = true

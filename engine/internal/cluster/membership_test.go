@@ -188,13 +188,15 @@ func (l *fakeLocal) CanRunOn(_ context.Context, id string, tools, _ map[string]b
 func (l *fakeLocal) Notify() { l.mu.Lock(); l.notified++; l.mu.Unlock() }
 
 type fakeHost struct {
-	mu     sync.Mutex
-	held   bool
-	letGo  map[string]bool
-	freeCh chan struct{}
+	mu       sync.Mutex
+	reopened int
+	held     bool
+	letGo    map[string]bool
+	freeCh   chan struct{}
 }
 
-func (h *fakeHost) Hold() { h.mu.Lock(); h.held = true; h.mu.Unlock() }
+func (h *fakeHost) Hold()   { h.mu.Lock(); h.held = true; h.mu.Unlock() }
+func (h *fakeHost) Reopen() { h.mu.Lock(); h.reopened++; h.mu.Unlock() }
 func (h *fakeHost) LetGoOf(runs map[string]bool) []<-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -301,6 +303,41 @@ func TestMembershipAbandonsEverythingAfterAWholeLeaseUnrenewed(t *testing.T) {
 	}
 	if st := m.Stats(); st.Abandoned != 2 {
 		t.Fatalf("Stats %+v; want Abandoned 2", st)
+	}
+}
+
+// The leases are fresh up to a lease after the last renewal that went through; past it the
+// engine's host hands out nothing (Fresh is its gate) until a renewal goes through, which
+// reopens it.
+func TestMembershipFreshUntilALeasePassesUnrenewed(t *testing.T) {
+	clk := clock.NewStub(t0)
+	l := &fakeLeaser{}
+	host := &fakeHost{}
+	m, err := Join(context.Background(), Config{Leaser: l, Clock: clk, Host: host, Info: store.EngineInfo{ID: "me", Lease: 3 * time.Second}}, &fakeLocal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(3 * time.Second)
+	if !m.Fresh() {
+		t.Fatal("not fresh at exactly a lease after joining")
+	}
+	m.Heartbeat() // renews: fresh for another lease, nothing to reopen
+	clk.Advance(3*time.Second + time.Millisecond)
+	if m.Fresh() {
+		t.Fatal("fresh past a lease without a renewal")
+	}
+	if host.reopened != 0 {
+		t.Fatalf("reopened %d times before a stale renewal", host.reopened)
+	}
+	l.beatErr = errors.New("the database is away")
+	m.Heartbeat()
+	if m.Fresh() || host.reopened != 0 {
+		t.Fatal("a failed heartbeat made the leases fresh, or reopened the host")
+	}
+	l.beatErr = nil
+	m.Heartbeat()
+	if !m.Fresh() || host.reopened != 1 {
+		t.Fatalf("after a renewal that went through: fresh %v, reopened %d; want fresh, reopened once", m.Fresh(), host.reopened)
 	}
 }
 

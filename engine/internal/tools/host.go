@@ -53,6 +53,7 @@ type Host struct {
 	mu      sync.Mutex
 	closed  bool
 	held    bool // Hold: no call is handed out any more
+	gate    func() bool // SetGate: no call is handed out while it reports false
 	closeCh chan struct{}
 	nextID  uint64
 	lanes   map[string]*lane
@@ -475,7 +476,7 @@ func (h *Host) takeLocked(p *pending, puller uint64) bool {
 // popLocked takes up to max queued calls of run runID ("" = any run) from ln for puller, oldest
 // first, and marks them pulled.
 func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []PendingCall {
-	if h.held {
+	if h.held || h.gate != nil && !h.gate() {
 		return nil
 	}
 	var out []PendingCall
@@ -635,6 +636,32 @@ func (h *Host) Hold() {
 	h.mu.Lock()
 	h.held = true
 	h.mu.Unlock()
+}
+
+// SetGate makes the host hand out calls only while open reports true; nil (the default) hands
+// them out always. An engine on a shared database gates its host on the freshness of its leases
+// (cluster.Membership.Fresh): once no heartbeat has renewed them for a whole lease (the process
+// was suspended, the database is away), other engines may have taken its runs over and completed
+// the steps whose calls are queued here, so a puller that comes back first must not start them.
+// Pullers wait as for an empty lane; Reopen wakes them once the gate may be open again. open is
+// called with the host's lock held: it must be quick and must not call the host.
+func (h *Host) SetGate(open func() bool) {
+	h.mu.Lock()
+	h.gate = open
+	h.mu.Unlock()
+}
+
+// Reopen wakes the pullers waiting on every lane, so that they look again at the queued calls
+// (the gate of SetGate may be open again).
+func (h *Host) Reopen() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ln := range h.lanes {
+		if ln.waiters > 0 {
+			close(ln.wake)
+			ln.wake = make(chan struct{})
+		}
+	}
 }
 
 // LetGoOf returns, for each call in flight in the host (pulled and not let go of, whether or

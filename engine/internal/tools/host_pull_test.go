@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,6 +459,46 @@ func TestHoldHandsOutNothingButTakesAnswers(t *testing.T) {
 	case <-letGo[0]:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the host answered a1 but LetGoOf's channel stayed open")
+	}
+	if res := <-answers[0]; res.Output != "ok" {
+		t.Fatalf("a1's answer: %+v", res)
+	}
+}
+
+// A closed gate (an engine whose leases may be lost) hands out no queued call; Reopen wakes a
+// waiting puller once the gate is open again, and it gets the call.
+func TestGateHoldsQueuedCallsUntilReopened(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	var open atomic.Bool
+	h.SetGate(open.Load)
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "a", "a1"})
+	if got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, Max: 5, Timeout: 20 * time.Millisecond}); err != nil || len(got) != 0 {
+		t.Fatalf("a closed gate handed out %+v %v", got, err)
+	}
+	pulled := make(chan []PendingCall, 1)
+	go func() {
+		got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneMain}, Max: 1, Timeout: 10 * time.Second})
+		pulled <- got
+	}()
+	select {
+	case got := <-pulled:
+		t.Fatalf("a closed gate handed out %+v", got)
+	case <-time.After(20 * time.Millisecond):
+	}
+	open.Store(true)
+	h.Reopen()
+	select {
+	case got := <-pulled:
+		if len(got) != 1 || got[0].Tool != "a1" {
+			t.Fatalf("after Reopen: %+v; want a1", got)
+		}
+		if err := h.Complete(got[0].ID, Result{Output: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Reopen did not wake the waiting puller")
 	}
 	if res := <-answers[0]; res.Output != "ok" {
 		t.Fatalf("a1's answer: %+v", res)
