@@ -11,7 +11,7 @@ import (
 // TestStateMachineDocNamesEverything keeps docs/state-machine.md in step with the vocabulary:
 // every run status, step status and event type has a row there (as `name` in a table cell).
 func TestStateMachineDocNamesEverything(t *testing.T) {
-	b, err := os.ReadFile("../../docs/state-machine.md")
+	b, err := os.ReadFile("../../docs/reference/state-machine.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 // it. The retry delay table (<!-- delays: … -->) and the error-kind table (<!-- error-kinds -->) are
 // recomputed from RetryPolicy. Every problem code declared in problem.go must have an example.
 
-const docsPath = "../../docs/spec.md"
+const docsPath = "../../docs/reference/spec.md"
 
 type docBlock struct {
 	lang string

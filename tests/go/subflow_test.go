@@ -331,7 +331,7 @@ func TestSubflowMaxDepthAtRunTime(t *testing.T) {
 // TestSubflowSpecDocExampleRuns runs the example of docs/spec.md, "workflow": the first block
 // is registered, the second runs and reads the child's output.
 func TestSubflowSpecDocExampleRuns(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "spec.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference", "spec.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -880,7 +880,7 @@ steps:
 
 def _shots_dir(tmp_path_factory):
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        return os.path.join(ROOT, "docs", "ui")
+        return os.path.join(ROOT, "docs", "guide", "ui")
     return str(tmp_path_factory.mktemp("ui-screenshots"))
 
 

@@ -476,7 +476,7 @@ func TestDocsSQL(t *testing.T) {
 			t.Fatalf("report: %v %v", ok, err)
 		}
 	}
-	doc, err := os.ReadFile("../../../../docs/cluster.md")
+	doc, err := os.ReadFile("../../../../docs/operations/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
