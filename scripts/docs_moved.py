@@ -100,6 +100,14 @@ FIXUPS = {
     "docs/python.md": [("<doctest docs/python.md[", "<doctest docs/reference/python/tools.md[")],
 }
 
+#: Quoted names cited after a split page that are not headings: (old page, name) -> part.
+SECTION_PARTS = {
+    ("docs/python.md", "Tools"): "docs/reference/python/tool-calls.md",  # the error-kind table
+    ("docs/python.md", "Engine.runs"): "docs/reference/python/submitted-runs.md",
+    ("docs/python.md", "What cancel guarantees"): "docs/reference/python/tools.md",
+    ("docs/c-abi.md", "An attempt"): "docs/reference/c-abi/runs.md",  # run_status's attempt_history
+}
+
 INDEX = "README.md"
 #: The generated header of a part ends with this line's kind: "Part N of …".
 PARTS_HEADING = "## Parts of this page"
@@ -284,6 +292,8 @@ class Map:
             folder = SPLIT[old][0]
             if anchor and anchor in self.anchors.get(old, {}):
                 return self.anchors[old][anchor]
+            if (old, section) in SECTION_PARTS:
+                return SECTION_PARTS[(old, section)], anchor
             if section:
                 want = section.replace("`", "").lower().rstrip(".")
                 for text, rel in self.sections.get(old, []):
