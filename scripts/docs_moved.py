@@ -84,7 +84,7 @@ SPLIT = {
     "docs/c-abi.md": ("docs/reference/c-abi/", "The C ABI", [
         ("contract.md", "Contract and error codes", "## Contract"),
         ("spec-exports.md", "Spec exports and the canonical spec JSON", "## Exports (ABI version 2)"),
-        ("engine.md", "Engine exports: open, register, submit", "## Engine exports (ABI version 2)"),
+        ("engine.md", "Engine exports: open, register, list, submit, dry run", "## Engine exports (ABI version 2)"),
         ("calls.md", "Tool calls of a puller", "### `dccflow_puller_open(h, in, &out)`"),
         ("runs.md", "Runs: status, control, lists, events",
          "### `dccflow_run_status(h, in, &out)` and `dccflow_run_wait(h, in, &out)`"),
