@@ -95,9 +95,20 @@ SPLIT = {
     ]),
 }
 
-#: Text a split has to change beside links: the doctest's name of a part shows in a traceback.
+#: Text a split has to change beside links: the doctest's name of a part shows in a traceback;
+#: the CLI's "Adding a command" says where a new command's section goes now.
 FIXUPS = {
     "docs/python.md": [("<doctest docs/python.md[", "<doctest docs/reference/python/tools.md[")],
+    "docs/cli.md": [(
+        "5. Add a `## <name>` section here, in `COMMAND_MODULES` order,",
+        "5. Add a `## <name>` section to the part of this folder where it belongs (a new part is listed\n"
+        "   in the index's \"Parts of this page\"), in `COMMAND_MODULES` order, and the part to\n"
+        "   `DOC_PARTS` in `_base.py` (the command's `--help` names it),",
+    ), (
+        "   `<!-- doc-test: file NAME -->`), and a row in the command table at the top.",
+        "   `<!-- doc-test: file NAME -->`), and a row in the command table of the index (`README.md`)\n"
+        "   that links `PART.md#<name>`.",
+    )],
 }
 
 #: Quoted names cited after a split page that are not headings: (old page, name) -> part.

@@ -29,7 +29,7 @@ import pytest
 
 import _docpage
 import _replay
-from dcc_flow._cli import COMMAND_MODULES, _build_parser, commands
+from dcc_flow._cli import COMMAND_MODULES, _base, _build_parser, commands
 from dcc_flow._cli._base import ParserExit, UsageError
 
 ROOT = _replay.ROOT
@@ -262,6 +262,17 @@ def test_synopsis_names_real_options(name):
     for action in parser._actions:
         if action.option_strings and "-h" not in action.option_strings:
             assert named & set(action.option_strings), "## %s: the synopsis lacks %s" % (name, action.option_strings)
+
+
+@pytest.mark.parametrize("name", COMMAND_MODULES)
+def test_help_names_the_page_of_the_command(name):
+    """``dcc-flow NAME --help`` ends with the part of the doc whose ``## NAME`` section it is."""
+    epilog = commands()[name].epilog()
+    reference = epilog.splitlines()[-1]
+    assert reference == "reference: %s/%s#%s" % (DOC, _base.DOC_PARTS[name], name), reference
+    path = os.path.join(ROOT, DOC, _base.DOC_PARTS[name])
+    with open(path, encoding="utf-8") as f:
+        assert re.search(r"^## %s$" % re.escape(name), f.read(), flags=re.M), "%s has no ## %s" % (path, name)
 
 
 @pytest.mark.parametrize("name", COMMAND_MODULES)

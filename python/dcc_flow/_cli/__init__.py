@@ -6,7 +6,8 @@ Adding a command
    ``COMMAND = <Subclass>()``: ``name``, ``summary``, ``description``, ``examples``,
    ``add_arguments(parser)``, ``run(args, ctx) -> int``. ``validate.py`` and ``graph.py`` are models.
 2. Add ``"<name>"`` to ``COMMAND_MODULES`` below, where it should appear in ``dcc-flow --help``.
-3. Test it in ``tests/py/test_cli.py`` (``main([...])`` with capsys) and document it in docs/cli.md.
+3. Test it in ``tests/py/test_cli.py`` (``main([...])`` with capsys) and document it in its part of
+   docs/reference/cli/ (see docs/reference/cli/contributing.md), named in ``_base.DOC_PARTS``.
 
 Conventions: results go to ``ctx.out``, diagnostics to ``ctx.err``; ``--json`` switches results to
 JSON; a spec argument goes through ``_specfile.load_spec`` (``-`` = stdin); failures raise
