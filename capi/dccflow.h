@@ -1,4 +1,4 @@
-/* dccflow.h — the C ABI of dcc-flow (libdccflow). See docs/c-abi.md.
+/* dccflow.h — the C ABI of dcc-flow (libdccflow). See docs/reference/c-abi/README.md.
  *
  * Every function except dccflow_abi_version and dccflow_free takes an engine handle (0 when none is
  * needed), a NUL-terminated UTF-8 JSON request owned by the caller (NULL means "{}"), and stores in

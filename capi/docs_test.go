@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine"
 )
 
-// TestDocsExamples keeps docs/reference/c-abi/ (its README.md and parts, one page) exact, as engine/spec/docs_test.go does for docs/spec.md.
+// TestDocsExamples keeps docs/reference/c-abi/ (its README.md and parts, one page) exact, as engine/spec/docs_test.go does for docs/reference/spec.md.
 // Every ```json block of it after an annotation (an HTML comment on the line before the fence) is
 // sent to the real exports, through C strings as a C host sends it, or checked against their
 // answers, in the order of the page:

@@ -8,7 +8,7 @@ package main
 // dccflow_cchar lets a Go export take a `const char *`: cgo copies this preamble into the
 // header it generates (_cgo_export.h, and libdccflow.h of -buildmode=c-shared), so a parameter
 // of Go type *C.dccflow_cchar is declared there as `dccflow_cchar*`, that is `const char *`,
-// the type capi/dccflow.h and docs/c-abi.md give in_json. `make lib` compiles the two headers
+// the type capi/dccflow.h and docs/reference/c-abi/README.md give in_json. `make lib` compiles the two headers
 // together, which fails on any difference.
 typedef const char dccflow_cchar;
 */
@@ -102,7 +102,7 @@ func dccflow_spec_validate(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.in
 	return call(h, in, out, opSpecValidate)
 }
 
-// The engine exports. Their requests and results are documented in docs/c-abi.md.
+// The engine exports. Their requests and results are documented in docs/reference/c-abi/README.md.
 
 //export dccflow_engine_open
 func dccflow_engine_open(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {

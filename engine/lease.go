@@ -18,7 +18,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// Many engines on one database (docs/cluster.md, "Leases"). On a store that several read-write
+// Many engines on one database (docs/operations/cluster.md, "Leases"). On a store that several read-write
 // engines share (store.Leaser: PostgreSQL) an engine registers itself and orchestrates each run
 // under a lease it renews with its heartbeat, every LeaseSecs/3. When a run's lease expires
 // (its engine died, hung, or lost the database for longer than the lease), another engine
@@ -520,7 +520,7 @@ func (e *Engine) interruptGrace() time.Duration {
 
 // CloseBudget is how long Close may wait, at most, for the host calls of the runs it hands
 // over to another engine: the close grace, then the interrupt grace for the calls it cancels
-// (docs/cluster.md, "Closing an engine"); 0 when the database is not shared. Callers that
+// (docs/operations/cluster.md, "Closing an engine"); 0 when the database is not shared. Callers that
 // bound Close (the C ABI's dccflow_engine_close) add it to their own bound.
 func (e *Engine) CloseBudget() time.Duration {
 	if e.lease.l == nil || e.cfg.ReadOnly {

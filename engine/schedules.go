@@ -2,7 +2,7 @@ package engine
 
 import "github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 
-// Public names of the scheduler's vocabulary (docs/scheduler.md), so doors can parse and show
+// Public names of the scheduler's vocabulary (docs/guide/scheduler.md), so doors can parse and show
 // schedules.
 type (
 	// ScheduleSpec is one schedule: which workflow to start, with which inputs, and when.

@@ -310,6 +310,8 @@ class Map:
                 for text, rel in self.sections.get(old, []):
                     if text == want:
                         return rel, anchor
+                if slug(section) in self.anchors.get(old, {}):  # an <a id> of that name
+                    return self.anchors[old][slug(section)][0], anchor
                 for text, rel in self.sections.get(old, []):
                     if text.startswith(want) or want.startswith(text):
                         return rel, anchor
@@ -376,7 +378,12 @@ def move_pages(dry):
             print("move %s -> %s" % (old, new))
             if not dry:
                 os.makedirs(os.path.dirname(os.path.join(ROOT, new)), exist_ok=True)
-                git("mv", old, new)
+                if os.path.exists(os.path.join(ROOT, new)):  # a merge brought the old page back
+                    os.replace(os.path.join(ROOT, old), os.path.join(ROOT, new))
+                    git("rm", "-q", "--cached", "--ignore-unmatch", old)
+                    git("add", new)
+                else:
+                    git("mv", old, new)
             fresh[new] = old
     for old_dir, new_dir in MOVED_DIRS.items():
         if os.path.isdir(os.path.join(ROOT, old_dir)):
@@ -392,7 +399,8 @@ def move_pages(dry):
                 for rel, text in parts.items():
                     write(rel, text)
                     fresh[rel] = old
-                git("rm", "-q", old)
+                git("rm", "-q", "--cached", "--ignore-unmatch", old)
+                os.remove(os.path.join(ROOT, old))
                 git("add", *parts)
     if dry:
         return
@@ -411,13 +419,18 @@ def move_pages(dry):
 
 CITATION = re.compile(
     r"(?<![\w./-])(?P<path>docs/(?:[\w-]+\.md|ui/))(?:#(?P<anchor>[\w-]+))?"
-    r"(?P<tail>,? (?:section |in )?[\"\u201c](?P<section>[^\"\u201d\n]{1,80})[\"\u201d])?")
+    r"(?P<tail>,?\s+(?:(?://|#)\s*)?(?:section |in )?\\?[\"\u201c](?P<section>[^\"\u201d\\]{1,120}?)\\?[\"\u201d])?")
+#: A section name cited across lines of a comment: the line break and the comment marker go.
+WRAPPED = re.compile(r"\s*\n\s*(?://|#|\*)?\s*")
 
 
 def rewrite_citations(text, where):
     def fix(match):
         old = match.group("path")
-        moved = where.target(old, match.group("anchor"), match.group("section"))
+        section = match.group("section")
+        if section:
+            section = WRAPPED.sub(" ", section)
+        moved = where.target(old, match.group("anchor"), section)
         if not moved:
             return match.group(0)
         new_file, new_anchor = moved

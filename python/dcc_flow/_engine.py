@@ -8,7 +8,7 @@ thread); worker-lane tools run on the ``serve_tools`` pool when one is running, 
 thread too. While a DCC adapter's idle pump is installed, main-lane tools run on the main thread only.
 
 Every call a thread takes is run and answered exactly once, or handed back to the engine for the
-next thread (docs/python.md, "Lanes: which thread runs a tool").
+next thread (docs/reference/python/tools.md, "Lanes: which thread runs a tool").
 """
 
 import datetime
@@ -82,7 +82,7 @@ class RunFailedError(DccFlowError):
 
 class AttemptRecord:
     """One attempt of a ``tool`` or ``tool_remote`` step instance: a call it made
-    (``StepRecord.attempts``, docs/python.md "Attempts")."""
+    (``StepRecord.attempts``, docs/reference/python/running.md "Attempts")."""
 
     __slots__ = ("attempt", "tool", "status", "args", "worker", "host", "pid", "error", "exit", "started_at",
                  "finished_at")
@@ -140,20 +140,20 @@ class StepRecord:
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")
         self.error: Optional[Dict[str, Any]] = d.get("error")
-        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md), or the id of
-        #: the engine that ran it from the tool-call queue (docs/cluster.md); ``""`` when neither.
+        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/guide/pools.md), or the id of
+        #: the engine that ran it from the tool-call queue (docs/operations/cluster.md); ``""`` when neither.
         self.worker: str = d.get("worker") or ""
         #: The output lines of the step's attempts, oldest first: dicts with ``stream``
-        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md
+        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/guide/pools.md
         #: "Output"; ``"log"`` for ``current_call().log()``, with its ``fields``), ``text`` and
         #: ``attempt``; later kinds of entries may add fields. ``logs_dropped`` counts older lines
-        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/reference/limits.md).
         self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
         self.logs_dropped: int = int(d.get("logs_dropped") or 0)
         #: The latest progress the tool of the current (or last) attempt reported with
         #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
         self.progress: Optional[Dict[str, Any]] = d.get("progress")
-        #: The newest child run of a ``workflow`` step (docs/spec.md, "workflow"); ``""`` for
+        #: The newest child run of a ``workflow`` step (docs/reference/spec.md, "workflow"); ``""`` for
         #: other kinds.
         self.child_run_id: str = d.get("child_run_id") or ""
         self.started_at: Optional[str] = d.get("started_at")
@@ -162,7 +162,7 @@ class StepRecord:
         #: bounded); None when none was recorded (not a tool step, or an engine without a record).
         self.args: Optional[Dict[str, Any]] = d.get("args")
         #: Every attempt of a ``tool``/``tool_remote`` step, oldest first, across resumes: the first
-        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/limits.md).
+        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/reference/limits.md).
         self.attempts: Tuple[AttemptRecord, ...] = tuple(AttemptRecord(a) for a in d.get("attempt_history") or ())
         self.attempts_dropped: int = int(d.get("attempts_dropped") or 0)
 
@@ -381,26 +381,26 @@ def _count_arg(name: str, value: Any, least: int, note: str) -> int:
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``,
     or to the PostgreSQL database ``db`` names as a ``postgresql://`` (or ``postgres://``) URL
-    (docs/cluster.md).
+    (docs/operations/cluster.md).
 
     An in-memory engine keeps every run it ran, steps and events included, until ``prune()``
     deletes them or the engine closes; with ``db`` the history is in the file and the process
     keeps only what live runs need.
 
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
-    settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
+    settings of docs/reference/c-abi/README.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
     One process at a time owns a SQLite file: opening one another process owns raises
     ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs, steps and
     events are read as it commits them, and ``approve``/``cancel`` are carried out by it; starting or
     resuming runs raises ``ReadOnlyError``. Any number of engines open one PostgreSQL database
-    read-write (docs/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
+    read-write (docs/operations/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
     (default 15), and another engine takes a run over once its engine stopped renewing it.
 
     ``tools`` are tool modules (``.py`` paths or dotted names) registered as ``dcc-flow run
     --tools`` does; ``workers=N`` runs their tools in N ``dcc-flow worker`` processes (a pool named
-    ``tools``, docs/pools.md), ``worker_threads=N`` their plain functions on N threads of this
-    process (docs/python.md, "Worker processes").
+    ``tools``, docs/guide/pools.md), ``worker_threads=N`` their plain functions on N threads of this
+    process (docs/reference/python/tools.md, "Worker processes").
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
@@ -422,7 +422,7 @@ class Engine:
         self._closed = False
         # Set once dccflow_engine_close returned: until then the host side (answers, hand-backs,
         # reports, cancel checks) still crosses, so a closing engine gets the answers of the
-        # calls its tools are running (docs/cluster.md, "Closing an engine").
+        # calls its tools are running (docs/operations/cluster.md, "Closing an engine").
         self._handle_closed = False
         self._tools: Dict[str, ToolEntry] = {}
         self._workers: List[threading.Thread] = []
@@ -456,7 +456,7 @@ class Engine:
         """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
 
         Runs still going become ``interrupted``; on a PostgreSQL database those that another
-        live engine can run are handed over to it and go on there (docs/cluster.md, "Closing
+        live engine can run are handed over to it and go on there (docs/operations/cluster.md, "Closing
         an engine"): the close first waits up to the engine's ``close_grace_secs`` (default 10)
         for the tools its ``serve_tools`` threads are running, whose answers are kept. New work
         (``submit``, ``run``, ``resume``) is refused at once with ``EngineClosedError``.
@@ -541,7 +541,7 @@ class Engine:
         called): a mapping, ``True`` for one made from ``fn``'s type hints, ``False`` or ``None``
         for none; ``None`` on a ``@task`` means its hints' schema. ``output_schema`` is the
         JSON Schema of its return value, checked after the call (kind ``invalid_output``): a
-        mapping, ``True`` for one made from the return hint, or ``None``. docs/python.md "Tool
+        mapping, ``True`` for one made from the return hint, or ``None``. docs/reference/python/tools.md "Tool
         schemas"."""
         if not callable(fn):
             raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
@@ -572,7 +572,7 @@ class Engine:
 
     def _warn_serial(self, spec: SpecLike) -> None:
         """Log (WARNING, ``dcc_flow`` logger) each step of ``spec`` that asks for concurrency while
-        its tools run one at a time on this thread (docs/python.md, "Worker processes")."""
+        its tools run one at a time on this thread (docs/reference/python/tools.md, "Worker processes")."""
         from ._tool_modules import log_serial_steps
 
         log_serial_steps(self, spec, log)
@@ -663,7 +663,7 @@ class Engine:
         args). Approvals are granted, except those ``approvals`` maps to False (by step key or
         id). Foreach steps iterate what their items resolve to, branches follow their conditions.
         The idempotency cache is not read: a real run may reuse outputs the dry run does not
-        show. See docs/spec.md, "Dry runs"."""
+        show. See docs/reference/spec.md, "Dry runs"."""
         from ._dryrun import DryRunResult
 
         if fixtures is not None and not isinstance(fixtures, Mapping):
@@ -806,7 +806,7 @@ class Engine:
         return int(self._call("dccflow_idempotency_purge", {})["purged"])
 
     def retention_status(self) -> Optional[Dict[str, Any]]:
-        """The retention ``serve`` applies (docs/operations.md, "Retention"), or None when it
+        """The retention ``serve`` applies (docs/operations/running.md, "Retention"), or None when it
         applies none: ``keep_secs`` (0 = runs kept forever), ``every_secs``, ``last_pass`` and
         ``next_pass`` (RFC 3339), ``pruned`` and ``purged`` (the last pass), ``pruned_total``,
         ``purged_total`` and ``error`` when the last pass failed."""
@@ -820,10 +820,10 @@ class Engine:
              error_text: Optional[str] = None, since: Any = None, until: Any = None,
              cursor: Optional[str] = None) -> "RunPage":
         """Runs, newest first, optionally filtered by status(es) and workflow name, and searched
-        (every filter given must hold, docs/python.md "Engine.runs"): ``inputs`` ({key: value}: a
-        top-level input equal to it; a value is matched as text, so 7 finds the integer 7 and
-        the string "7"), ``tool`` (an attempt called it), ``step_status`` (a step in one of
-        them), ``error_kind``, ``worker`` ("POOL/PID", or "POOL" for any of its workers),
+        (every filter given must hold, docs/reference/python/submitted-runs.md "Engine.runs"):
+        ``inputs`` ({key: value}: a top-level input equal to it; a value is matched as text, so 7
+        finds the integer 7 and the string "7"), ``tool`` (an attempt called it), ``step_status``
+        (a step in one of them), ``error_kind``, ``worker`` ("POOL/PID", or "POOL" for any of its workers),
         ``error_text`` (a substring of an error message, ignoring case), ``since`` and ``until``
         (a datetime, an RFC 3339 string or an age such as "2h" or "7d"). A bad value raises
         InvalidInputError naming it and the valid ones. Returns a list of RunResult; with a
@@ -851,7 +851,7 @@ class Engine:
         return RunPage((RunResult(r) for r in res.get("runs") or []), res.get("next_cursor"))
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
-        """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
+        """The worker pools of the ``remotes`` config (docs/guide/pools.md), by name: each a dict with
         ``name``, ``command`` (None for a pool of servers, which has ``urls`` instead), ``workers``
         (the most at once), ``started`` and ``lost`` (workers ever started, and lost during a call
         or killed) and ``running``: the live workers, each with ``id``, ``pid`` (None for a
@@ -874,7 +874,7 @@ class Engine:
         (``"15m"``) or ``webhook`` path; a spec (not a name) is registered in the catalog first.
         A webhook with ``secret_env`` checks GitHub's signature, or with
         ``signature="timestamped"`` a signed timestamp within ``tolerance_secs`` (default 300),
-        which resists replay (docs/scheduler.md, "Webhooks").
+        which resists replay (docs/guide/scheduler.md, "Webhooks").
         The schedule fires once ``serve()`` (or ``start_scheduler()``) runs. Returns the schedule."""
         from ._schedule import ScheduleSpec, TriggerSpec
 
@@ -939,20 +939,20 @@ class Engine:
         call MCP over HTTP (another ``Origin`` gets 403); ``allow_unsigned_webhooks=True`` serves
         webhook schedules without ``secret_env`` on a non-loopback address (refused otherwise).
         ``mcp_max_sessions`` (default 1000) caps the MCP HTTP sessions open at once and
-        ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
+        ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/reference/mcp.md, "Limits").
         ``retention`` is how long ended runs are kept (``"30d"``, ``"12h"``, seconds, or
         ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
-        expired idempotency entries (docs/operations.md, "Retention"); a later ``serve`` without
+        expired idempotency entries (docs/operations/running.md, "Retention"); a later ``serve`` without
         ``retention`` keeps the running one.
         ``metrics="127.0.0.1:9464"`` serves the engine's Prometheus metrics on ``GET /metrics``
-        (docs/metrics.md); a non-loopback address needs ``token``, which scrapers send as
+        (docs/operations/metrics.md); a non-loopback address needs ``token``, which scrapers send as
         ``Authorization: Bearer TOKEN``.
-        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/ui.md), with the
+        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/guide/ui.md), with the
         metrics also on its ``GET /metrics``; off loopback it needs ``token`` (the same one MCP
         uses) of at least 16 characters, else ``InvalidInputError``. A browser signs in by posting
         the token to ``/login``; its session ends after ``ui_session_idle_secs`` unused (default
         12 h), ``ui_session_max_secs`` after the sign-in (default 7 days; both 60 s to a year), on
-        sign-out, or when the engine closes (docs/ui.md, "Security").
+        sign-out, or when the engine closes (docs/guide/ui.md, "Security").
         Returns ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "ui_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
@@ -1009,7 +1009,7 @@ class Engine:
 
     # -- driving: pulling and running tool calls ------------------------------------------------
     #
-    # The hand-back rule (docs/python.md, "Lanes"): every call this package pulls is either run
+    # The hand-back rule (docs/reference/python/tools.md, "Lanes"): every call this package pulls is either run
     # and answered exactly once, or handed back to the engine, which gives it to the next puller.
     # Each thread pulls as its own *puller*: a call it holds goes back when the loop that pulled it
     # stops (deadline, budget, stop event), when that loop raises, and when the thread ends.
@@ -1493,7 +1493,7 @@ class Run:
         ``timeout`` seconds pass without one.
 
         Like ``wait()``, iterating drives the run: the tool calls it needs run on this thread
-        (main-lane ones only where this thread may run them, see docs/python.md "Lanes"), so
+        (main-lane ones only where this thread may run them, see docs/reference/python/tools.md "Lanes"), so
         ``for ev in run.events()`` never waits for a call nobody runs. Stopping the iteration
         early hands the calls it pulled back to the engine."""
         lanes = self.engine._lanes()
@@ -1521,7 +1521,7 @@ class _PullerHolder:
 # The threads of serve_tools() and on_event() hold their engine only while they run calls or
 # callbacks, never while they wait: the wait is a crossing on the handle alone, and the engine is
 # looked up through a weak reference when there is work. So an engine its user no longer
-# references is garbage-collected as docs/python.md promises (its handle closed, its database
+# references is garbage-collected as docs/reference/python/README.md promises (its handle closed, its database
 # unlocked), and the threads then end on their own (their next crossing reports it closed).
 
 

@@ -15,7 +15,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// Sub-workflows: docs/spec.md, "workflow".
+// Sub-workflows: docs/reference/spec.md, "workflow".
 
 const childSpec = `
 name: child
@@ -328,7 +328,7 @@ func TestSubflowMaxDepthAtRunTime(t *testing.T) {
 	}
 }
 
-// TestSubflowSpecDocExampleRuns runs the example of docs/spec.md, "workflow": the first block
+// TestSubflowSpecDocExampleRuns runs the example of docs/reference/spec.md, "workflow": the first block
 // is registered, the second runs and reads the child's output.
 func TestSubflowSpecDocExampleRuns(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference", "spec.md"))
@@ -338,7 +338,7 @@ func TestSubflowSpecDocExampleRuns(t *testing.T) {
 	doc := string(raw)
 	start := strings.Index(doc, "### `workflow`")
 	if start < 0 {
-		t.Fatal("docs/spec.md has no workflow section")
+		t.Fatal("docs/reference/spec.md has no workflow section")
 	}
 	section := doc[start:]
 	section = section[:strings.Index(section, "\n## ")]

@@ -1,4 +1,4 @@
-"""Replaying the console sessions of the docs (README.md's tour, docs/cli.md) and comparing what
+"""Replaying the console sessions of the docs (README.md's tour, docs/reference/cli/README.md) and comparing what
 the commands print with what the doc shows.
 
 A session is the ``$ command`` lines of the doc's ```` ```console ```` blocks, each followed by the
@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Pattern, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-#: The working directory docs/cli.md shows in paths; the replay's own directory is shown as it.
+#: The working directory docs/reference/cli/README.md shows in paths; the replay's own directory is shown as it.
 DOC_WORKDIR = "/home/td/intake"
 
 RUN_ID = re.compile(r"\br[0-9a-f]{28}\b")

@@ -335,7 +335,7 @@ def doc_block(name):
 
 
 def test_docs_blender_block_runs_its_tool_from_the_timer_with_the_real_bpy(empty_scene, monkeypatch, tmp_path):
-    """docs/python.md's Blender block, as in an interactive Blender: the real bpy's data and
+    """docs/reference/python/README.md's Blender block, as in an interactive Blender: the real bpy's data and
     operators, behind a stand-in bpy.app (background False, timers that tick when fired)."""
     real = empty_scene
     real.ops.mesh.primitive_cube_add()

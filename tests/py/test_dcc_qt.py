@@ -234,7 +234,7 @@ def test_no_binding_at_all_names_the_packages(no_bindings):
 
 
 def test_docs_qt_block_runs_its_tool_from_the_qt_loop(app, monkeypatch):
-    """docs/python.md's Qt block, with a stand-in nuke module, in a real QApplication."""
+    """docs/reference/python/README.md's Qt block, with a stand-in nuke module, in a real QApplication."""
     import re
 
     import _docpage

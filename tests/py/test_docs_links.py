@@ -1,10 +1,13 @@
-"""Every link of docs/ and README.md leads somewhere.
+"""Every link of docs/ and README.md, and every docs/ path the code cites, leads somewhere.
 
 - Each relative Markdown link (``[text](target)``, images too) of a page under docs/ or of the
   README names a file or folder that exists, and its ``#anchor``, when the target is a Markdown page,
   is one of that page's headings (GitHub's rule: lower case, punctuation but ``-`` and ``_`` dropped,
   spaces to ``-``, ``-1``, ``-2`` … on repeats) or of its ``<a id="…">`` tags. Code blocks and
   inline code are not read.
+- Each ``docs/….md`` (or ``docs/….png``) path named in the code, its tests, scripts, the Makefile
+  or the docs themselves (comments, error messages, CLI output) exists, so a reader who follows
+  it finds the page (scripts/docs_moved.py rewrites them when pages move).
 """
 
 import os
@@ -109,6 +112,37 @@ def test_every_link_resolves(page):
             if anchor not in cache[resolved]:
                 broken.append("%s:%d: %s: %s has no heading with the anchor #%s" % (page, number, target, resolved, anchor))
     assert not broken, "\n".join(broken)
+
+
+CITED = re.compile(r"(?<![\w./-])docs/[\w./-]*?\.(?:md|png)\b")
+SCANNED = ("capi", "engine", "internal", "python", "tests", "scripts", "examples", "docs")
+
+
+def cited():
+    """(file, line number, path) of every docs/ path named outside the docs' links."""
+    files = [os.path.join(ROOT, "Makefile"), os.path.join(ROOT, "README.md")]
+    for top in SCANNED:
+        for folder, dirs, names in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "node_modules", "_lib")]
+            files.extend(os.path.join(folder, n) for n in names
+                         if n.endswith((".go", ".py", ".md", ".js", ".html", ".sh", ".h", ".c", ".yaml", ".toml")))
+    for path in files:
+        if os.path.relpath(path, ROOT).replace(os.sep, "/") == "scripts/docs_moved.py":
+            continue  # the map of old paths to new ones
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in CITED.finditer(line):
+                yield os.path.relpath(path, ROOT), number, match.group(0).rstrip(".")
+
+
+def test_every_cited_docs_path_exists():
+    missing = ["%s:%d: %s" % (path, number, cited_path) for path, number, cited_path in cited()
+               if not os.path.exists(os.path.join(ROOT, cited_path))]
+    assert not missing, "docs/ paths that do not exist (scripts/docs_moved.py maps the moved ones):\n" + "\n".join(missing)
 
 
 if __name__ == "__main__":

@@ -264,7 +264,7 @@ def test_exception_table_matches_the_code():
 
 def test_engine_docstring_config_keys_are_accepted():
     """The config keys Engine's docstring names are the ones the library accepts."""
-    keys = re.search(r"settings of docs/c-abi.md \(([^)]*)\)", dcc_flow.Engine.__doc__ or "").group(1)
+    keys = re.search(r"settings of docs/reference/c-abi/README.md \(([^)]*)\)", dcc_flow.Engine.__doc__ or "").group(1)
     for key in re.findall(r"``(\w+)``", keys):
         value = {"env_allow": [], "remotes": {}}.get(key, 1)
         dcc_flow.Engine(config={key: value}).close()

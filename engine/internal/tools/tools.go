@@ -21,14 +21,14 @@ type Call struct {
 	StepKey   string // the step instance key, e.g. "per_file[3].export"
 	Tool      string
 	DCC       string // the remote's name for tool_remote calls; "" otherwise
-	// Queued marks a call claimed from the tool-call queue of a shared database (docs/cluster.md):
+	// Queued marks a call claimed from the tool-call queue of a shared database (docs/operations/cluster.md):
 	// it runs here or fails, it is never queued again.
 	Queued bool
 	// Adopt marks the first attempt of a step instance that an earlier execution of the run
 	// had started (a resume, a takeover): on a shared database, when the tool-call queue holds
 	// a call of the same run, step key, tool, remote and args still queued or claimed — left in
 	// flight by the run's former orchestrator — the attempt waits for that call's outcome
-	// instead of making the call again (docs/cluster.md, "The tool-call queue").
+	// instead of making the call again (docs/operations/cluster.md, "The tool-call queue").
 	Adopt bool
 	// AdoptAttempt, with Adopt, is the attempt the earlier execution was making when it
 	// stopped (its step row interrupted at that attempt); 0 when it was making none. The call
@@ -60,7 +60,7 @@ type Call struct {
 }
 
 // Report is what a running call tells about itself (current_call().progress and .log,
-// docs/python.md): its latest progress, log lines, or both.
+// docs/reference/python/README.md): its latest progress, log lines, or both.
 type Report struct {
 	Progress *run.StepProgress
 	Logs     []run.LogLine // StreamLog lines
@@ -84,11 +84,11 @@ type Result struct {
 	OutputJSON json.RawMessage
 	// Error is non-nil when the tool failed; Output is then ignored.
 	Error *ToolError
-	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md), or
-	// the engine that ran a call of the tool-call queue (its id, docs/cluster.md); "" when the
+	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/guide/pools.md), or
+	// the engine that ran a call of the tool-call queue (its id, docs/operations/cluster.md); "" when the
 	// call ran on neither.
 	Worker string
-	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
+	// Logs are the lines the call wrote (a pool worker's call output, docs/guide/pools.md "Output"),
 	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.
 	Logs        []run.LogLine
 	LogsDropped int

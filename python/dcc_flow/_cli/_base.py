@@ -185,7 +185,7 @@ class Context:
         """While it is active, standard output is ``out``'s alone: ``out`` writes to a duplicate of
         the real standard output, and file descriptor 1 and ``sys.stdout`` point at standard
         error, so what a tool writes that its step cannot capture (a thread it started, a C
-        extension writing to fd 1; docs/python.md "Output of in-process tools") goes to standard
+        extension writing to fd 1; docs/reference/python/tool-calls.md "Output of in-process tools") goes to standard
         error instead of into the command's JSON lines. Everything is put back at the end.
 
         When ``out`` is not the process's standard output (a stream given to Context) nothing
