@@ -78,7 +78,7 @@ test-py: $(LIB) venv ## pytest in .venv
 	$(VPY) -m pytest -q tests/py
 
 .PHONY: screenshots
-screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/ui/ (headless Chromium: tests/py/test_ui_browser.py)
+screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (headless Chromium: tests/py/test_ui_browser.py)
 	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py -k screenshots
 
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
@@ -129,7 +129,7 @@ bench: $(LIB) $(BENCH_VENV)/.ok venv ## Run the benchmarks and print the figures
 	@BENCH_PYTHON=$(BENCH_VENV)/bin/python QT_PYTHON=$(VPY) scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
 
-redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py, a 30 s network soak)
+redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/reference/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py, a 30 s network soak)
 	$(GO) test -count=1 -tags $(GOTAGS) -run Redteam ./...
 	$(VPY) -m pytest -q tests/py/test_redteam_*.py
 	$(MAKE) --no-print-directory soak-net-short
@@ -140,7 +140,7 @@ soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py
 
-# Wheels of every studio OS, cross-built here (docs/wheels.md). The C toolchain of cgo is Zig from PyPI
+# Wheels of every studio OS, cross-built here (docs/operations/wheels.md). The C toolchain of cgo is Zig from PyPI
 # and Debian's mingw-w64; the checkers are auditwheel, binutils/llvm, file and qemu-user. All are
 # installed on first use, so CI (.ci/run) pays nothing for them unless it runs these targets.
 WHEEL_VENV   := .venv-wheels

@@ -15,7 +15,7 @@
 //
 // Exports are safe to call from any thread, never panic across the boundary, never exit the
 // process and never write to stdout or stderr. Exports only convert JSON and call the engine
-// facade; no logic lives here. docs/c-abi.md documents every export's input and output.
+// facade; no logic lives here. docs/reference/c-abi/README.md documents every export's input and output.
 //
 // # Generated files
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
-// TestDocsExamples keeps docs/c-abi.md exact, as engine/spec/docs_test.go does for docs/spec.md.
+// TestDocsExamples keeps docs/reference/c-abi/ (its README.md and parts, one page) exact, as engine/spec/docs_test.go does for docs/reference/spec.md.
 // Every ```json block of it after an annotation (an HTML comment on the line before the fence) is
 // sent to the real exports, through C strings as a C host sends it, or checked against their
 // answers, in the order of the page:
@@ -41,12 +41,9 @@ import (
 // get handle 0; the others the engine of the last engine_open example. Every export of
 // capi/dccflow.h has at least one request and one response example.
 func TestDocsExamples(t *testing.T) {
-	const docsPath = "../docs/c-abi.md"
-	b, err := os.ReadFile(docsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := abiDocBlocks(t, docsPath, string(b))
+	page, at := readABIDoc(t)
+	const docsPath = abiDocDir
+	blocks := abiDocBlocks(t, at, page)
 	d := &docRun{t: t, ids: map[string]any{}, last: map[string]map[string]any{}, lastErr: map[string]map[string]any{}}
 	t.Cleanup(func() {
 		if d.handle != 0 {
@@ -56,7 +53,7 @@ func TestDocsExamples(t *testing.T) {
 	requested, answered := map[string]bool{}, map[string]bool{}
 	var envelopes []docBlock
 	for _, blk := range blocks {
-		where := fmt.Sprintf("%s:%d", docsPath, blk.line)
+		where := at(blk.line)
 		var doc any
 		if err := json.Unmarshal([]byte(blk.text), &doc); err != nil {
 			t.Errorf("%s: the example is not JSON: %v", where, err)
@@ -92,7 +89,7 @@ func TestDocsExamples(t *testing.T) {
 			t.Errorf("%s: no request example failed, so the envelope example was compared with nothing", docsPath)
 		}
 		for _, env := range d.envelopes {
-			d.compare(fmt.Sprintf("%s:%d", docsPath, envelopes[0].line), env.name, envelopes[0].optional, doc, env.real)
+			d.compare(at(envelopes[0].line), env.name, envelopes[0].optional, doc, env.real)
 		}
 	}
 	names := make([]string, 0, len(exportsByName))
@@ -110,7 +107,49 @@ func TestDocsExamples(t *testing.T) {
 	}
 }
 
-// docBlock is an annotated ```json block of docs/c-abi.md.
+// abiDocDir is the C ABI's page: its index (README.md) and the parts the index lists.
+const abiDocDir = "../docs/reference/c-abi/"
+
+var abiPartRe = regexp.MustCompile(`(?m)^\d+\. \[[^\]]+\]\(([\w-]+\.md)\)`)
+
+// readABIDoc returns the page (the index, then its parts in the order of its numbered list of
+// parts, as one text) and a function naming the file and its own line of a 1-based page line.
+func readABIDoc(t *testing.T) (string, func(line int) string) {
+	t.Helper()
+	index, err := os.ReadFile(abiDocDir + "README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	for _, m := range abiPartRe.FindAllStringSubmatch(string(index), -1) {
+		files = append(files, m[1])
+	}
+	if len(files) == 1 {
+		t.Fatalf("%sREADME.md lists no parts", abiDocDir)
+	}
+	var page strings.Builder
+	var firstLines []int // the page line of each file's first line
+	line := 1
+	for _, f := range files {
+		b, err := os.ReadFile(abiDocDir + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(b), "\n") {
+			t.Fatalf("%s%s does not end with a newline", abiDocDir, f)
+		}
+		firstLines = append(firstLines, line)
+		line += strings.Count(string(b), "\n")
+		page.Write(b)
+	}
+	at := func(line int) string {
+		i := sort.Search(len(firstLines), func(i int) bool { return firstLines[i] > line }) - 1
+		return fmt.Sprintf("%s%s:%d", abiDocDir, files[i], line-firstLines[i]+1)
+	}
+	return page.String(), at
+}
+
+// docBlock is an annotated ```json block of docs/reference/c-abi/.
 type docBlock struct {
 	kind     string // request, response, error, envelope
 	names    []string
@@ -122,7 +161,7 @@ type docBlock struct {
 
 var abiNoteRe = regexp.MustCompile(`^<!--\s*(request|response|error|envelope)\s*(?::\s*(.*?))?\s*-->$`)
 
-func abiDocBlocks(t *testing.T, path, text string) []docBlock {
+func abiDocBlocks(t *testing.T, at func(line int) string, text string) []docBlock {
 	t.Helper()
 	lines := strings.Split(text, "\n")
 	var out []docBlock
@@ -145,12 +184,12 @@ func abiDocBlocks(t *testing.T, path, text string) []docBlock {
 			continue
 		}
 		if !strings.HasPrefix(note, "<!--") {
-			t.Errorf("%s:%d: a json example without an annotation (<!-- request: NAME -->, <!-- response: NAME -->, …); a schematic is a text block", path, start)
+			t.Errorf("%s: a json example without an annotation (<!-- request: NAME -->, <!-- response: NAME -->, …); a schematic is a text block", at(start))
 			continue
 		}
 		m := abiNoteRe.FindStringSubmatch(note)
 		if m == nil {
-			t.Errorf("%s:%d: malformed annotation %q", path, start, note)
+			t.Errorf("%s: malformed annotation %q", at(start), note)
 			continue
 		}
 		blk := docBlock{kind: m[1], text: strings.Join(body, "\n"), line: start, optional: map[string]bool{}}
@@ -162,7 +201,7 @@ func abiDocBlocks(t *testing.T, path, text string) []docBlock {
 				for _, n := range strings.Split(part, ",") {
 					n = strings.TrimSpace(n)
 					if _, ok := exportsByName[n]; !ok {
-						t.Errorf("%s:%d: %q is not an export", path, start, n)
+						t.Errorf("%s: %q is not an export", at(start), n)
 					}
 					blk.names = append(blk.names, n)
 				}
@@ -173,11 +212,11 @@ func abiDocBlocks(t *testing.T, path, text string) []docBlock {
 					blk.optional[strings.TrimSpace(p)] = true
 				}
 			default:
-				t.Errorf("%s:%d: unknown annotation part %q", path, start, part)
+				t.Errorf("%s: unknown annotation part %q", at(start), part)
 			}
 		}
 		if (blk.kind == "envelope") != (len(blk.names) == 0) || (blk.kind == "request" && len(blk.names) != 1) {
-			t.Errorf("%s:%d: annotation %q names the wrong number of exports", path, start, note)
+			t.Errorf("%s: annotation %q names the wrong number of exports", at(start), note)
 			continue
 		}
 		out = append(out, blk)
@@ -449,17 +488,13 @@ var requestTypes = map[string]any{
 }
 
 // TestDocsRequestFields: every field an export's request accepts is named (`field`) in the
-// section of docs/c-abi.md that documents the export, and every field of a nested object (a
+// section of docs/reference/c-abi/ that documents the export, and every field of a nested object (a
 // config's remote, a schedule's trigger) somewhere in the page. Response fields are checked by
 // TestDocsExamples (an answer's field missing from its example fails there).
 func TestDocsRequestFields(t *testing.T) {
 	t.Parallel()
-	const docsPath = "../docs/c-abi.md"
-	b, err := os.ReadFile(docsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(b)
+	page, _ := readABIDoc(t)
+	const docsPath = abiDocDir
 	for name := range exportsByName {
 		typ, ok := requestTypes[name]
 		if !ok {
@@ -504,7 +539,7 @@ func docSection(page, export string) string {
 		}
 		var out []string
 		for _, l := range lines[i+1:] {
-			if strings.HasPrefix(l, "## ") || strings.HasPrefix(l, "### ") {
+			if strings.HasPrefix(l, "# ") || strings.HasPrefix(l, "## ") || strings.HasPrefix(l, "### ") {
 				break
 			}
 			out = append(out, l)

@@ -9,7 +9,7 @@ package main
 // dccflow_cchar lets a Go export take a `const char *`: cgo copies this preamble into the
 // header it generates (_cgo_export.h, and libdccflow.h of -buildmode=c-shared), so a parameter
 // of Go type *C.dccflow_cchar is declared there as `dccflow_cchar*`, that is `const char *`,
-// the type capi/dccflow.h and docs/c-abi.md give in_json. `make lib` compiles the two headers
+// the type capi/dccflow.h and docs/reference/c-abi/README.md give in_json. `make lib` compiles the two headers
 // together, which fails on any difference.
 typedef const char dccflow_cchar;
 */
@@ -23,7 +23,7 @@ type cchar = C.dccflow_cchar
 
 // The exports, in the order of capi/dccflow.h. Each only calls the hand-written Go code of the
 // package (capi/exports.go): call with its op for a JSON export, which runs it through dispatch
-// (panic recovery, the error envelope). docs/c-abi.md documents their requests and answers.
+// (panic recovery, the error envelope). docs/reference/c-abi/README.md documents their requests and answers.
 
 // dccflow_abi_version returns the ABI version (2). Callers refuse a library whose version differs.
 //

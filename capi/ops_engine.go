@@ -80,7 +80,7 @@ func opEngineOpen(_ uint64, in []byte) (any, error) {
 // here, or finds the entry closed and answers stale_handle), then closes the engine and forgets
 // the handle. While the engine closes the handle stays valid: new work is refused with code
 // closed by the engine, and the host can still answer the calls it is running (a closing engine
-// on a shared database waits for them: docs/cluster.md, "Closing an engine"). A second close
+// on a shared database waits for them: docs/operations/cluster.md, "Closing an engine"). A second close
 // at the same moment answers closed: false at once.
 func opEngineClose(h uint64, _ []byte) (any, error) {
 	ent, err := engines.get(h)
@@ -313,7 +313,7 @@ type runsRequest struct {
 	Status []run.Status `json:"status"`
 	Name   string       `json:"name"`
 	Limit  int          `json:"limit"`
-	// The search (docs/cli.md "runs"): since and until are an RFC 3339 time or an age ("2h",
+	// The search (docs/reference/cli/inspecting.md "runs"): since and until are an RFC 3339 time or an age ("2h",
 	// "7d"); cursor is the next_cursor of the previous page (given only with a limit).
 	Since      string            `json:"since"`
 	Until      string            `json:"until"`
@@ -372,7 +372,7 @@ var opRunsList = withEngine(func(e *engine.Engine, req *runsRequest) (any, error
 	return out, nil
 })
 
-// opPoolsList lists the engine's worker pools and their live workers (docs/pools.md).
+// opPoolsList lists the engine's worker pools and their live workers (docs/guide/pools.md).
 // With "warm", every worker of every pool is started first (code worker_start when one fails).
 var opPoolsList = withEngine(func(e *engine.Engine, req *poolsRequest) (any, error) {
 	if req.Warm {
@@ -456,7 +456,7 @@ func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
 				}
 				res.Run = &runSummary{Status: info.Status, Terminal: info.Terminal}
 				if info.Status == run.StatusPaused && req.TimeoutMs > 0 {
-					// Paused and run by no engine (docs/state-machine.md, "Pause"): nothing to
+					// Paused and run by no engine (docs/reference/state-machine.md, "Pause"): nothing to
 					// pull until an unpause; a caller looping on calls_next must not spin.
 					time.Sleep(min(millis(req.TimeoutMs), pausedPoll))
 				}

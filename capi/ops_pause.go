@@ -14,7 +14,7 @@ type pauseRequest struct {
 	By     string `json:"by"`
 }
 
-// opRunPause pauses a run: no step starts until it is unpaused (docs/state-machine.md, "Pause").
+// opRunPause pauses a run: no step starts until it is unpaused (docs/reference/state-machine.md, "Pause").
 var opRunPause = withEngine(func(e *engine.Engine, req *pauseRequest) (any, error) {
 	if err := required("run_id", req.RunID); err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Retention and history exports (docs/c-abi.md): prune runs, purge the idempotency cache,
+// Retention and history exports (docs/reference/c-abi/README.md): prune runs, purge the idempotency cache,
 // the retention serve applies, and the fire history of schedules.
 
 type pruneRequest struct {

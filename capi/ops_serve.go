@@ -70,7 +70,7 @@ type serveRequest struct {
 	// MCP is "stdio" (the process's standard input and output) or "http://HOST:PORT".
 	MCP   string `json:"mcp"`
 	Token string `json:"token"`
-	// UI is "HOST:PORT" (or "http://HOST:PORT") for the web dashboard (docs/ui.md); port 0
+	// UI is "HOST:PORT" (or "http://HOST:PORT") for the web dashboard (docs/guide/ui.md); port 0
 	// picks one. Off loopback it needs Token.
 	UI string `json:"ui"`
 	// UISessionIdleSecs ends a dashboard session unused that long (0 = 12 h);
@@ -90,7 +90,7 @@ type serveRequest struct {
 	// address.
 	AllowUnsignedWebhooks bool `json:"allow_unsigned_webhooks"`
 	// Metrics is "HOST:PORT" (port 0 picks one): serve the engine's Prometheus metrics on GET
-	// /metrics (docs/metrics.md); off loopback it needs Token.
+	// /metrics (docs/operations/metrics.md); off loopback it needs Token.
 	Metrics string `json:"metrics"`
 	// Retention is how long ended runs are kept ("30d", "12h", "forever"; absent = 30 days):
 	// see serveRetention (ops_retention.go).

@@ -7,7 +7,7 @@ import (
 )
 
 // A report's lines keep their stream, and a logging record its level and logger, on the step
-// record (what an in-process Python tool printed or logged, docs/python.md); a stream that is
+// record (what an in-process Python tool printed or logged, docs/reference/python/README.md); a stream that is
 // not one of stdout, stderr, log is refused with a message naming the field.
 func TestCallReportStreams(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 )
 
 // AttemptInfo is one attempt of a tool or tool_remote step instance (StepInfo.AttemptHistory):
-// every call the step made, kept across resumes (docs/cli.md "show").
+// every call the step made, kept across resumes (docs/reference/cli/inspecting.md "show").
 type AttemptInfo struct {
 	// Attempt numbers the step's attempts from 1, across the run's resumes (a resumed step's
 	// first attempt follows the last one recorded before the resume); the `attempt` of the

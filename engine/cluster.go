@@ -20,7 +20,7 @@ import (
 
 // The engine's side of engine/internal/cluster: what the membership (leases, sweeps, hand-over),
 // the tool-call queue and the control poller need from the engine (clusterLocal), and the facade
-// methods that report on them. docs/cluster.md explains the behaviour.
+// methods that report on them. docs/operations/cluster.md explains the behaviour.
 
 // DefaultLeaseSecs is Config.LeaseSecs when the config says 0.
 const DefaultLeaseSecs = 15
@@ -232,7 +232,7 @@ func (e *Engine) interruptGrace() time.Duration {
 
 // CloseBudget is how long Close may wait, at most, for the host calls of the runs it hands
 // over to another engine: the close grace, then the interrupt grace for the calls it cancels
-// (docs/cluster.md, "Closing an engine"); 0 when the database is not shared. Callers that
+// (docs/operations/cluster.md, "Closing an engine"); 0 when the database is not shared. Callers that
 // bound Close (the C ABI's dccflow_engine_close) add it to their own bound.
 func (e *Engine) CloseBudget() time.Duration {
 	if e.members == nil || e.cfg.ReadOnly {

@@ -32,7 +32,7 @@ const MemoryDB = ":memory:"
 // JSON-encodable so the C ABI and the CLI pass it as is.
 type Config struct {
 	// DB is where runs are kept: "" or ":memory:" for memory (nothing survives Close), a
-	// postgres:// or postgresql:// URL for a PostgreSQL database (docs/cluster.md; migrated
+	// postgres:// or postgresql:// URL for a PostgreSQL database (docs/operations/cluster.md; migrated
 	// when opened), else the path of a SQLite file, created with its folder when missing.
 	// Opening a database recovers it: runs a previous process left unfinished become
 	// interrupted.
@@ -51,11 +51,11 @@ type Config struct {
 	Remotes map[string]RemoteConfig `json:"remotes,omitempty"`
 	// ToolPools routes `tool` steps to remotes (worker pools) by tool name: path.Match patterns
 	// ("maya__*") to a name of Remotes (on a shared PostgreSQL database, or of a remote another
-	// attached engine has: checked at submit; docs/cluster.md "Pools and remotes on other
+	// attached engine has: checked at submit; docs/operations/cluster.md "Pools and remotes on other
 	// engines"). When several match, the longest pattern wins (then the
 	// first in byte order). A step's own `pool:` comes first. So a spec runs its tools
 	// in-process where no mapping is configured (tests) and on pools where it is
-	// (docs/pools.md, "Routing").
+	// (docs/guide/pools.md, "Routing").
 	ToolPools map[string]string `json:"tool_pools,omitempty"`
 	// StallAfterSecs is the quiet period after which a running run (not one waiting for an
 	// approval) gets a stall_detected event: 0 means DefaultStallAfterSecs, negative disables
@@ -63,15 +63,15 @@ type Config struct {
 	StallAfterSecs float64 `json:"stall_after_secs,omitempty"`
 	// InterruptGraceSecs is how long a host tool whose attempt timed out is given to stop (the
 	// Python package interrupts it) before the attempt is abandoned and the step moves on
-	// (docs/python.md, "Timeouts and cancel"): 0 means 2 seconds; otherwise 0.01 to 300.
+	// (docs/reference/python/tools.md, "Timeouts and cancel"): 0 means 2 seconds; otherwise 0.01 to 300.
 	InterruptGraceSecs float64 `json:"interrupt_grace_secs,omitempty"`
 	// LeaseSecs is the lease under which an engine on a shared database (PostgreSQL,
-	// docs/cluster.md "Leases") orchestrates each of its runs: it renews its leases every
+	// docs/operations/cluster.md "Leases") orchestrates each of its runs: it renews its leases every
 	// LeaseSecs/3, and another engine takes a run over once its lease has expired. 0 means
 	// DefaultLeaseSecs (15); otherwise 0.3 to 3600. Unused on other databases.
 	LeaseSecs float64 `json:"lease_secs,omitempty"`
 	// CloseGraceSecs is, on a shared database, how long Close waits for the host calls that the
-	// host is running for runs it can hand over to another engine (docs/cluster.md, "Closing an
+	// host is running for runs it can hand over to another engine (docs/operations/cluster.md, "Closing an
 	// engine"): answered within it, a call's result is kept; past it, the call is cancelled and
 	// the run handed over all the same, and the next engine calls that step again. 0 means
 	// DefaultCloseGraceSecs (10); otherwise 0.01 to 3600. Unused on other databases.
@@ -79,7 +79,7 @@ type Config struct {
 	// Seed seeds the random source of retry jitter; 0 means a random seed. Tests set it for
 	// reproducible delays.
 	Seed int64 `json:"seed,omitempty"`
-	// MaxForeachItems is the most items one foreach iterates (docs/spec.md#limits): 0 means
+	// MaxForeachItems is the most items one foreach iterates (docs/reference/spec.md#limits): 0 means
 	// exec.DefaultMaxForeachItems (100,000); 1 to exec.MaxForeachItemsCeiling (10,000,000).
 	// Past it the foreach fails with kind limit_exceeded before any iteration starts.
 	MaxForeachItems int `json:"max_foreach_items,omitempty"`
@@ -117,7 +117,7 @@ type Config struct {
 	// concurrency, at least one, and takes slots back as they free up.
 	MaxTreeParallel int `json:"max_tree_parallel,omitempty"`
 	// Defaults are the engine's policy defaults for the tool and tool_remote steps of every run
-	// (docs/spec.md, "Defaults"): a step's own field comes first, then its spec's `defaults`,
+	// (docs/reference/spec.md, "Defaults"): a step's own field comes first, then its spec's `defaults`,
 	// then these, then none. nil = none.
 	Defaults *PolicyDefaults `json:"defaults,omitempty"`
 }
@@ -183,12 +183,12 @@ func (c Config) limits() exec.Limits {
 	}
 }
 
-// RemoteConfig describes a remote MCP server (docs/mcp.md, "Calling other MCP servers"): exactly
+// RemoteConfig describes a remote MCP server (docs/reference/mcp.md, "Calling other MCP servers"): exactly
 // one of URL, URLs and Command. In JSON, "url" is a string (URL) or a list of strings (URLs).
 type RemoteConfig struct {
 	// URL is a streamable HTTP endpoint such as "http://127.0.0.1:8765/mcp".
 	URL string `json:"-"`
-	// URLs makes the remote one pool of streamable HTTP servers (docs/pools.md, "Pools of
+	// URLs makes the remote one pool of streamable HTTP servers (docs/guide/pools.md, "Pools of
 	// servers"), each serving WorkersPerURL calls at a time; "url" given as a list.
 	URLs []string `json:"-"`
 	// WorkersPerURL is how many calls each server of URLs serves at a time: 0 = 1, else 1 to 256.
@@ -207,7 +207,7 @@ type RemoteConfig struct {
 	// invalid.
 	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
 
-	// Pool fields (command remotes only; docs/pools.md). Setting any of them makes the remote a
+	// Pool fields (command remotes only; docs/guide/pools.md). Setting any of them makes the remote a
 	// pool of identical worker processes, each serving one call at a time; a command remote
 	// without them keeps one shared child serving concurrent calls.
 

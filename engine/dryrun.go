@@ -192,7 +192,7 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 // with suggestions (suggestTools) and notes: for each "dcc/tool", and each tool of a pool step
 // left in-process, which step calls it and why it is unknown ("step export: remote …"). On a
 // shared database a tool another attached engine hosts, and a remote another attached engine
-// has, are known (their calls go through the tool-call queue, docs/cluster.md). A step's own
+// has, are known (their calls go through the tool-call queue, docs/operations/cluster.md). A step's own
 // `pool:` that no engine has runs in-process: then its tool must be known.
 func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[string]string, error) {
 	toolNames, remotes, err := e.exec.Tools(s)

@@ -271,7 +271,7 @@ func TestDryRunRefusals(t *testing.T) {
 	}
 }
 
-// TestDryRunDocExample: the order and args docs/spec.md "Dry runs" states for its example.
+// TestDryRunDocExample: the order and args docs/reference/spec.md "Dry runs" states for its example.
 func TestDryRunDocExample(t *testing.T) {
 	t.Parallel()
 	e := dryOpen(t, engine.Config{})

@@ -1,7 +1,7 @@
 // Package engine is the facade of dcc-flow: the one Go API that every door (the C ABI, MCP,
 // webhooks, the CLI through Python) calls. An Engine runs workflows, keeps their records in its
 // store, routes their tool calls (built-in tools, host tools pulled by the host process, remote
-// MCP servers) and publishes a sequence-numbered event stream; docs/architecture.md shows how.
+// MCP servers) and publishes a sequence-numbered event stream; docs/design/architecture.md shows how.
 //
 // Every method is safe for concurrent use. Errors carry stable codes: *run.Error (run.CodeOf),
 // or *spec.ValidationError for a bad spec. Nothing here panics, exits or writes to stdout.
@@ -250,7 +250,7 @@ func (e *Engine) float64() float64 {
 
 // Close stops the engine: runs in flight are stopped and become interrupted (not cancelled),
 // except, on a shared database, those another live engine can run: they are handed over to it
-// and go on there (docs/cluster.md, "Closing an engine"). Blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
+// and go on there (docs/operations/cluster.md, "Closing an engine"). Blocked Host.Pull calls and event subscriptions return code closed, and the store is closed
 // if the engine opened it. It waits for the runs to write their final state, or until ctx
 // ends (it then returns context.Cause(ctx)). Closing twice is not an error.
 func (e *Engine) Close(ctx context.Context) error {
@@ -341,7 +341,7 @@ func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed
 // flight across runs (0 = no limit). Names starting with "flow__" are reserved. Schema and
 // OutputSchema, JSON Schema documents, are compiled here and enforced on every call: args that do
 // not conform fail the attempt with kind invalid_input before the call (never retried), an output
-// that does not conform with kind invalid_output (docs/c-abi.md "dccflow_tool_register"). Errors
+// that does not conform with kind invalid_output (docs/reference/c-abi/engine.md "dccflow_tool_register"). Errors
 // have code invalid_request (a schema that is not one names the tool and its problem).
 func (e *Engine) RegisterTool(info flowtype.ToolInfo) error {
 	if e.isClosed() {

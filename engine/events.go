@@ -24,7 +24,7 @@ const defaultEventBatch = 256
 
 // sharedEventPoll is how often a waiting reader looks for new events that another process
 // wrote: the owner of a read-only engine's database, or the other engines attached to a shared
-// one (docs/cluster.md). Their writes do not wake this engine's hub.
+// one (docs/operations/cluster.md). Their writes do not wake this engine's hub.
 const sharedEventPoll = 100 * time.Millisecond
 
 // hub wakes event readers after writes. notify costs one atomic load when nobody waits.
@@ -163,7 +163,7 @@ func (e *Engine) Subscribe(ctx context.Context, q EventQuery) (*Subscription, er
 // OpenSubscriptions is how many subscriptions (Subscribe, Events) are open: made and not yet
 // closed. A reader that ends must Close its subscription, so a server at rest (no dashboard
 // page open, no MCP resource subscription) has 0; the metric dccflow_event_subscriptions
-// reports it (docs/metrics.md).
+// reports it (docs/operations/metrics.md).
 func (e *Engine) OpenSubscriptions() int { return int(e.hub.subs.Load()) }
 
 // Next returns the next event, waiting for it until ctx ends (context.Cause(ctx)), the engine

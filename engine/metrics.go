@@ -25,7 +25,7 @@ const DefaultMetricsAddr = "127.0.0.1:9464"
 // metricsEventBatch is how many events one read of the stream takes while a scrape catches up.
 const metricsEventBatch = 1024
 
-// metricsState is the engine's Prometheus metrics, created on first use (docs/metrics.md).
+// metricsState is the engine's Prometheus metrics, created on first use (docs/operations/metrics.md).
 type metricsState struct {
 	mu    sync.Mutex // held while a scrape catches up with the stream
 	m     *metrics.Metrics
@@ -36,7 +36,7 @@ type metricsState struct {
 }
 
 // Metrics returns the handler of the engine's Prometheus metrics in the text format
-// (docs/metrics.md). The first call enables them: the counters count the events written from
+// (docs/operations/metrics.md). The first call enables them: the counters count the events written from
 // then on (a metric is never read from the runs already in the database). Each request first
 // reads the events written since the previous one, so a scrape right after a run ends counts
 // it. The metrics are the engine's own: two engines in one process share none.

@@ -479,7 +479,7 @@ func TestMetricsPoolQueueDepth(t *testing.T) {
 }
 
 // An idle scrape (no event since the previous one) of an engine on SQLite whose every metric
-// family has series: docs/metrics.md quotes its cost.
+// family has series: docs/operations/metrics.md quotes its cost.
 func BenchmarkMetricsScrapeIdle(b *testing.B) {
 	ctx := context.Background()
 	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, DB: filepath.Join(b.TempDir(), "flow.db")})

@@ -11,7 +11,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Pause (docs/state-machine.md, "Pause"): a paused run starts no step instance until it is
+// Pause (docs/reference/state-machine.md, "Pause"): a paused run starts no step instance until it is
 // unpaused, and its instances in flight finish and record their results.
 
 // Pause pauses a run: no step instance starts (no step, no foreach iteration, no retry whose

@@ -15,7 +15,7 @@ import (
 // recover marks the runs a previous process left unfinished as interrupted, each with an
 // interrupted event, in one atomic store write (a crash during recovery leaves both or
 // neither): a crash leaves runs interrupted, and Resume finishes them
-// (docs/state-machine.md, "Crashes and the one owner").
+// (docs/reference/state-machine.md, "Crashes and the one owner").
 func (e *Engine) recover(ctx context.Context) error {
 	detail, _ := json.Marshal(map[string]string{"reason": "the process running it stopped before it finished"})
 	_, err := e.store.MarkInterrupted(ctx, e.clock.Now(), store.Interruption{Detail: detail,

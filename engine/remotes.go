@@ -46,7 +46,7 @@ func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*r
 }
 
 // PoolInfo describes one worker pool (a command remote with pool fields, or a list of URLs;
-// docs/pools.md).
+// docs/guide/pools.md).
 type PoolInfo struct {
 	Name    string       `json:"name"`
 	Command []string     `json:"command"`        // a pool of processes'; null for a pool of servers

@@ -24,7 +24,7 @@ type ResumeOptions struct {
 	ExpectedSpecHash string `json:"expected_spec_hash,omitempty"`
 	// By names who resumes the run (the dashboard's user, the Python caller's login name, "mcp",
 	// "engine ID (takeover)"): the workflow_resumed event's detail has {"by": By}, shown in the
-	// run's resume history (docs/cli.md "show"). "" records no name.
+	// run's resume history (docs/reference/cli/inspecting.md "show"). "" records no name.
 	By string `json:"-"`
 }
 

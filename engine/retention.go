@@ -109,7 +109,7 @@ func (e *Engine) PruneRuns(ctx context.Context, opts PruneOptions) (PruneResult,
 	return PruneResult{Pruned: n}, nil
 }
 
-// Retention defaults (docs/operations.md, "Retention").
+// Retention defaults (docs/operations/running.md, "Retention").
 const (
 	// DefaultRetention is how long serve keeps ended runs when its retention is not set.
 	DefaultRetention = 30 * 24 * time.Hour

@@ -91,16 +91,16 @@ type StepInfo struct {
 	Output   any            `json:"output,omitempty"`
 	FileRefs []any          `json:"file_refs,omitempty"`
 	Error    *StepErrorInfo `json:"error,omitempty"`
-	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md), or the
-	// id of the engine that ran it from the tool-call queue (docs/cluster.md); "" when neither.
+	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/guide/pools.md), or the
+	// id of the engine that ran it from the tool-call queue (docs/operations/cluster.md); "" when neither.
 	Worker string `json:"worker,omitempty"`
 	// Logs are the output lines of the step's attempts, oldest first (a pool worker's call
-	// output, docs/pools.md "Output"); LogsDropped counts the older lines not kept
-	// (docs/limits.md "Step output").
+	// output, docs/guide/pools.md "Output"); LogsDropped counts the older lines not kept
+	// (docs/reference/limits.md "Step output").
 	Logs        []run.LogLine `json:"logs,omitempty"`
 	LogsDropped int           `json:"logs_dropped,omitempty"`
 	// Progress is the latest progress the tool of the current (or last) attempt reported
-	// (current_call().progress, docs/python.md); nil when it reported none.
+	// (current_call().progress, docs/reference/python/README.md); nil when it reported none.
 	Progress *run.StepProgress `json:"progress,omitempty"`
 	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
 	ChildRunID string `json:"child_run_id,omitempty"`
@@ -108,7 +108,7 @@ type StepInfo struct {
 	// redacted, bounded); nil when none was recorded (not a tool step, or no attempt).
 	Args json.RawMessage `json:"args,omitempty"`
 	// AttemptHistory lists the attempts of a tool or tool_remote step, oldest first, across
-	// resumes: the first 10 and the last 100 are kept (docs/limits.md "Attempts"),
+	// resumes: the first 10 and the last 100 are kept (docs/reference/limits.md "Attempts"),
 	// AttemptsDropped counts those left out between.
 	AttemptHistory  []AttemptInfo `json:"attempt_history,omitempty"`
 	AttemptsDropped int           `json:"attempts_dropped,omitempty"`
@@ -136,7 +136,7 @@ type RunFilter struct {
 	// 10 or 100,000 runs before it.
 	After *RunCursor `json:"-"`
 
-	// The search fields (docs/cli.md "runs"): each one set narrows the selection (AND). Runs
+	// The search fields (docs/reference/cli/inspecting.md "runs"): each one set narrows the selection (AND). Runs
 	// checks them (validate) and answers each from an index of the store.
 
 	// Inputs: each key is a top-level input of the run whose value is that text (a string

@@ -202,7 +202,7 @@ func (e *Engine) StopScheduler(ctx context.Context) error {
 	return s.Stop(ctx)
 }
 
-// WebhookHandler returns the http.Handler of the webhook schedules (docs/scheduler.md,
+// WebhookHandler returns the http.Handler of the webhook schedules (docs/guide/scheduler.md,
 // "Webhooks"): mount it so request paths are the schedules' paths. Schedules without
 // secret_env answer only requests that arrived on a loopback address, unless opts include
 // AllowUnsignedWebhooks.
@@ -232,7 +232,7 @@ func (e *Engine) NextFire(id string) (time.Time, bool) {
 }
 
 // SetScheduleEnabled enables or disables the registered schedule id: a disabled schedule is
-// listed but never fires and its webhook answers 404 (docs/scheduler.md). The change is held by
+// listed but never fires and its webhook answers 404 (docs/guide/scheduler.md). The change is held by
 // the running engine only: schedules loaded from files come back as their file says when they
 // are loaded again. An unknown id is code not_found; setting the state it has does nothing.
 func (e *Engine) SetScheduleEnabled(id string, enabled bool) error {

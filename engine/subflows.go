@@ -13,7 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// Sub-workflows (docs/spec.md, "workflow"): the engine side of `kind: workflow` steps. The
+// Sub-workflows (docs/reference/spec.md, "workflow"): the engine side of `kind: workflow` steps. The
 // executor asks children (exec.Children) for the child run of a step instance; the child is a
 // real run of a catalog workflow, registered like any other (Cancel, Status, Close reach it),
 // whose record names its parent run and step (RunInfo.ParentRunID, ParentStepKey).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the engine benchmarks of tests/go/bench_test.go once each, every one in its own process
 # (so the peak RSS of the 100,000-item foreach is that run's alone), and prints the figures of
-# docs/performance.md as a Markdown table: figure | measured | goal.
+# docs/design/performance.md as a Markdown table: figure | measured | goal.
 #
 # Usage: scripts/bench.sh            (GO=go by default)
 set -euo pipefail
@@ -124,7 +124,7 @@ else
   printf '| PostgreSQL, hand-over: another engine continues the run of an orchestrator that closed mid-step, from the close to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
     "$pghand_step" "$pghand_claim" "$(verdict "$pghand_step" '<=' 1000)"
 fi
-# Run search (docs/cli.md "runs"): 100,000 runs and 1,000,000 steps, a mix of 18 searches, a page
+# Run search (docs/reference/cli/inspecting.md "runs"): 100,000 runs and 1,000,000 steps, a mix of 18 searches, a page
 # of 50 each. The SQLite database is filled once (about 30 s) and kept under the temp dir; the
 # PostgreSQL one is filled in the throwaway cluster each time (about 50 s).
 search_line="$(cd engine/internal/store/sqlite && "$GO" test -run '^$' -bench '^BenchmarkSearch100k$' -benchtime 20x . 2>&1 | grep '^BenchmarkSearch100k')"
@@ -145,9 +145,9 @@ hook_rate="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "req/s") { print $(i-1);
 printf '| webhook with HMAC-SHA256, loopback (32 keep-alive clients, 3 s, 1 KiB bodies) | %.0f accepted req/s | ≥ 10,000 req/s | %s |\n' \
   "$hook_rate" "$(verdict "$hook_rate" '>=' 10000)"
 "${PYTHON:-python3}" scripts/bench_python.py
-# Interrupting in-process tools on timeout and cancel (docs/python.md "Timeouts and cancel").
+# Interrupting in-process tools on timeout and cancel (docs/reference/python/tools.md "Timeouts and cancel").
 "${PYTHON:-python3}" scripts/bench_interrupt.py
-# Worker pools of real `dcc-flow worker` processes (docs/pools.md).
+# Worker pools of real `dcc-flow worker` processes (docs/guide/pools.md).
 "${PYTHON:-python3}" scripts/bench_pool.py
 # The UI stall of the Qt adapter under a real event loop (PySide6 is in .venv: make bench passes
 # QT_PYTHON; run directly, the rows say when it is missing).

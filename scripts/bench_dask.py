@@ -1,4 +1,4 @@
-"""dcc-flow beside Dask, in one process, for `make bench` (docs/performance.md).
+"""dcc-flow beside Dask, in one process, for `make bench` (docs/design/performance.md).
 
 Two shapes of Python work, each function trivial so the scheduler's own cost is what is measured:
 

@@ -1,5 +1,5 @@
-"""Interruption figures for `make bench` (docs/performance.md; docs/python.md "Timeouts and cancel"),
-printed as Markdown table rows:
+"""Interruption figures for `make bench` (docs/design/performance.md;
+docs/reference/python/tools.md "Timeouts and cancel"), printed as Markdown table rows:
 
 - a pure-Python tool with `timeout_secs: 0.5`: from the tool's start to the moment it stopped
   (its `finally:` ran), goal ≤ 0.6 s;

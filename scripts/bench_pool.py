@@ -1,10 +1,10 @@
-"""Worker-pool figures for `make bench` (docs/pools.md, docs/performance.md), printed as Markdown
+"""Worker-pool figures for `make bench` (docs/guide/pools.md, docs/design/performance.md), printed as Markdown
 table rows. Real `dcc-flow worker` processes (`sys.executable -m dcc_flow worker`), warmed
 before timing (start-up is a DCC's, not the pool's):
 
 - pool call overhead per no-op call: a foreach of 2,000 no-op calls, concurrency 4, on 4 workers;
 - the speed-up of a 64-item foreach of 50 ms tools (concurrency 64) on 4 workers over 1 (goal ≥ 3.5×);
-- plain Python tools (docs/cli.md, "Concurrency"): 16 calls of a 0.5 s tool in a foreach of
+- plain Python tools (docs/reference/cli/run.md, "Concurrency"): 16 calls of a 0.5 s tool in a foreach of
   concurrency 4, `dcc-flow run --tools --workers 4` against the same command without it (the
   tool then runs in the CLI's process, one call at a time), whole commands, cold (Python, the CLI
   and the four worker processes start inside the time); and the same with

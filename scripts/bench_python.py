@@ -1,4 +1,4 @@
-"""Python-side figures for `make bench` (docs/performance.md), printed as Markdown table rows.
+"""Python-side figures for `make bench` (docs/design/performance.md), printed as Markdown table rows.
 
 - a Python tool step through the C ABI, sequential (goal ≤ 25 µs/step);
 - the same with worker-lane tools on 4 threads;

@@ -1,4 +1,4 @@
-"""UI-stall figures of the Qt adapter for `make bench` (docs/performance.md), printed as Markdown
+"""UI-stall figures of the Qt adapter for `make bench` (docs/design/performance.md), printed as Markdown
 table rows: a real QApplication (offscreen) with a 5 ms UI timer while dcc_flow.dcc.qt, at its
 default budget, pumps 500 main-lane calls of 2 ms each (CPU busy, like DCC work) in a foreach.
 

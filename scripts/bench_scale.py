@@ -3,7 +3,7 @@
 Each dimension is measured at 100, 1,000 and 10,000 units in one process (or one `go test -bench`
 run) and printed as a row with the cost per unit at each size and the ratio of the largest size's
 cost to the smallest's. A ratio above 2 is marked SUPERLINEAR: per-unit cost that grows with size
-is a defect even when the small case is fast. See docs/performance.md.
+is a defect even when the small case is fast. See docs/design/performance.md.
 
 Go dimensions come from the benchmarks beside the code (go test -bench); Python ones are timed
 here, best of 3.

@@ -70,7 +70,7 @@ in the measure, +1.0 MB projected).
 
 Output: one line per server generation (pid, life, how it ended, runs, RSS), the kill-window
 re-executions, the violations grouped by kind (all of them in violations.txt of the work folder),
-and last one summary line (docs/operations.md explains it):
+and last one summary line (docs/operations/running.md explains it):
 
     soak 600s seed 1: runs 11444 (cancelled 17, completed 11362, failed 65), steps 39154, tool calls
     28270, kills 19, hung 0, duplicates 0 (kill window 1), webhooks 3004 (redelivered 438, bad

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak test of dcc-flow's multi-engine mode (docs/cluster.md) on PostgreSQL, with faults.
+"""Soak test of dcc-flow's multi-engine mode (docs/operations/cluster.md) on PostgreSQL, with faults.
 
 Usage:
     python scripts/soak_cluster.py [--duration SECONDS] [--seed N] [--workdir DIR] [--keep] [--verbose]
@@ -20,10 +20,10 @@ sources:
   measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
   (once in a short soak, twice from 180 s), one SIGSTOP of a serve engine for 3 leases, then
   SIGCONT, and one SIGTERM of a serve engine under load: it closes and hands its runs to the
-  other engines (docs/cluster.md, "Closing an engine"); a new one takes its place.
+  other engines (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
 
 Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
-leases, reads the database and checks (docs/operations.md, "Cluster soak"): no run left
+leases, reads the database and checks (docs/operations/running.md, "Cluster soak"): no run left
 unfinished, no completed step's tool called again outside a fault window, one run per delivery
 id, one fire per schedule slot, no queued call left claimed or queued, the RSS of the engines that
 lived through the soak flat. One summary line; exit status 1 on any violation, 3 on overrun.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/test_windows.sh — the Windows half of the platform checks (docs/operations.md, "Windows").
+# scripts/test_windows.sh — the Windows half of the platform checks (docs/operations/running.md, "Windows").
 #
 # On this Linux machine, with Debian's mingw-w64 C compiler and Wine (installed here when missing):
 #   1. cross-compiles the Go test suites of every engine/ package, capi/ (tag dccflow_cabitest)

@@ -43,11 +43,11 @@ type ToolResult struct {
 	OutputJSON json.RawMessage
 	// Error is non-nil when the tool failed; Output is then ignored.
 	Error *ToolError
-	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/pools.md), or
-	// the engine that ran a call of the tool-call queue (its id, docs/cluster.md); "" when the
+	// Worker names the pool worker process that ran the call, "POOL/PID" (docs/guide/pools.md), or
+	// the engine that ran a call of the tool-call queue (its id, docs/operations/cluster.md); "" when the
 	// call ran on neither.
 	Worker string
-	// Logs are the lines the call wrote (a pool worker's call output, docs/pools.md "Output"),
+	// Logs are the lines the call wrote (a pool worker's call output, docs/guide/pools.md "Output"),
 	// kept on the step record; LogsDropped counts the lines the tool's side did not keep.
 	Logs        []run.LogLine
 	LogsDropped int
@@ -79,7 +79,7 @@ func (e *ToolError) Error() string {
 }
 
 // ToolReport is what a running tool call tells about itself (current_call().progress and .log,
-// docs/python.md; engine.Host().Report): its latest progress, log lines, or both.
+// docs/reference/python/README.md; engine.Host().Report): its latest progress, log lines, or both.
 type ToolReport struct {
 	Progress *run.StepProgress
 	Logs     []run.LogLine // StreamLog lines

@@ -86,7 +86,7 @@ func (s *Server) handler(token string, opts []HTTPOption, extra ...server.Stream
 			if ok, wait := throttle.Bearer(r, token); wait > 0 {
 				w.Header().Set("Retry-After", httpauth.RetryAfter(wait))
 				httpError(w, http.StatusTooManyRequests, "too_many_attempts", fmt.Sprintf(
-					"too many wrong tokens from this address: try again in %s s (docs/limits.md)", httpauth.RetryAfter(wait)))
+					"too many wrong tokens from this address: try again in %s s (docs/reference/limits.md)", httpauth.RetryAfter(wait)))
 				return
 			} else if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow"`)
@@ -201,7 +201,7 @@ func WithBodyTimeout(d time.Duration) HTTPOption {
 	}
 }
 
-// WithMetrics also serves h (the engine's Metrics, docs/metrics.md) on GET /metrics, behind
+// WithMetrics also serves h (the engine's Metrics, docs/operations/metrics.md) on GET /metrics, behind
 // the same token and Origin checks as /mcp; another method there is answered 405.
 func WithMetrics(h http.Handler) HTTPOption { return func(c *httpConfig) { c.metrics = h } }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// addPauseTools adds workflows_pause and workflows_unpause (docs/mcp.md, docs/state-machine.md
+// addPauseTools adds workflows_pause and workflows_unpause (docs/reference/mcp.md, docs/reference/state-machine.md
 // "Pause").
 func (s *Server) addPauseTools() {
 	s.mcp.AddTool(mcp.NewTool("workflows_pause",

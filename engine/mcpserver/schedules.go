@@ -12,7 +12,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
-// The schedule resources (docs/mcp.md, "Resources and notifications"): the schedules with their
+// The schedule resources (docs/reference/mcp.md, "Resources and notifications"): the schedules with their
 // next and last fires, and each schedule's fire history. They send no updates: read them again.
 const (
 	schedulesURI        = "dccflow://schedules"

@@ -17,7 +17,7 @@ const (
 	maxSearchPage  = 500
 )
 
-// addSearchTool adds workflows_search: the run search of docs/cli.md "runs" (docs/mcp.md).
+// addSearchTool adds workflows_search: the run search of docs/reference/cli/inspecting.md "runs" (docs/reference/mcp.md).
 func (s *Server) addSearchTool() {
 	s.mcp.AddTool(mcp.NewTool("workflows_search",
 		mcp.WithDescription("Search the runs, newest first: every filter given must hold. Answers {runs, next_cursor}: each run's workflow_id, name, status, progress, inputs, error and times; next_cursor (when not empty) continues with the next page."),

@@ -1,4 +1,4 @@
-// Package mcpserver serves an engine's workflows over MCP (docs/mcp.md) with mark3labs/mcp-go:
+// Package mcpserver serves an engine's workflows over MCP (docs/reference/mcp.md) with mark3labs/mcp-go:
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
 // so its agents work unchanged), the catalog, each run, the schedules and each schedule's fire
@@ -340,7 +340,7 @@ func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if info.Terminal {
 		out["outputs"] = info.Outputs
 	}
-	// Sub-workflows (docs/spec.md, "workflow"): the child runs of its workflow steps, and the
+	// Sub-workflows (docs/reference/spec.md, "workflow"): the child runs of its workflow steps, and the
 	// parent of a child run; absent otherwise.
 	if len(info.Children) > 0 {
 		out["children"] = info.Children
@@ -348,7 +348,7 @@ func (s *Server) toolStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if info.ParentRunID != "" {
 		out["parent_workflow_id"], out["parent_step_key"] = info.ParentRunID, info.ParentStepKey
 	}
-	// The resume history (docs/cli.md "show"); each step's attempt_history is in steps.
+	// The resume history (docs/reference/cli/inspecting.md "show"); each step's attempt_history is in steps.
 	if len(info.Resumes) > 0 {
 		out["resumes"] = info.Resumes
 	}

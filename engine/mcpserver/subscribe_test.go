@@ -98,7 +98,7 @@ func (l *sentLog) to(session string) []sent {
 
 // connect opens another session on b's HTTP server, with the GET stream open so notifications
 // reach it between requests. The server implements resources/subscribe, whose notifications
-// arrive on that stream (docs/mcp.md): the tests use the client calls of that protocol on purpose.
+// arrive on that stream (docs/reference/mcp.md): the tests use the client calls of that protocol on purpose.
 func connect(t *testing.T, b *bundle) (*client.Client, *recorder) {
 	t.Helper()
 	//lint:ignore SA1019 resources/subscribe notifications arrive on the standalone GET stream, which is what is tested
@@ -161,12 +161,12 @@ func approve(t *testing.T, c *client.Client, id, step string) {
 }
 
 func subscribe(c *client.Client, uri string) error {
-	//lint:ignore SA1019 the server implements resources/subscribe (docs/mcp.md): that is what is tested
+	//lint:ignore SA1019 the server implements resources/subscribe (docs/reference/mcp.md): that is what is tested
 	return c.Subscribe(context.Background(), mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}})
 }
 
 func unsubscribe(c *client.Client, uri string) error {
-	//lint:ignore SA1019 the server implements resources/unsubscribe (docs/mcp.md): that is what is tested
+	//lint:ignore SA1019 the server implements resources/unsubscribe (docs/reference/mcp.md): that is what is tested
 	return c.Unsubscribe(context.Background(), mcp.UnsubscribeRequest{Params: mcp.UnsubscribeParams{URI: uri}})
 }
 

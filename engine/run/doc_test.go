@@ -8,10 +8,10 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// TestStateMachineDocNamesEverything keeps docs/state-machine.md in step with the vocabulary:
+// TestStateMachineDocNamesEverything keeps docs/reference/state-machine.md in step with the vocabulary:
 // every run status, step status and event type has a row there (as `name` in a table cell).
 func TestStateMachineDocNamesEverything(t *testing.T) {
-	b, err := os.ReadFile("../../docs/state-machine.md")
+	b, err := os.ReadFile("../../docs/reference/state-machine.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestStateMachineDocNamesEverything(t *testing.T) {
 	}
 	for _, n := range names {
 		if !strings.Contains(doc, "| `"+n+"` |") {
-			t.Errorf("docs/state-machine.md has no table row for %q", n)
+			t.Errorf("docs/reference/state-machine.md has no table row for %q", n)
 		}
 	}
 	if got := strings.Count(doc, "```mermaid\nstateDiagram-v2"); got != 2 {

@@ -26,7 +26,7 @@ const (
 	// corrupted file). It is a run-level error kind (RunError.Kind), not a tool's.
 	KindStorage = "storage"
 	// KindWorkerLost: the pool worker process serving the call exited or crashed before it
-	// answered (docs/pools.md). Retryable by default, like transient; the retry goes to
+	// answered (docs/guide/pools.md). Retryable by default, like transient; the retry goes to
 	// another worker.
 	KindWorkerLost = "worker_lost"
 )
@@ -34,7 +34,7 @@ const (
 // MaxMessageBytes bounds one message a tool's answer travels in, whichever way it comes: a C
 // ABI request (an in-process tool's result), and every message a pool worker or a remote MCP
 // server sends (a line of a stdio worker, an HTTP response body, an SSE event). Past it the call
-// fails with KindTooLarge; a worker that sent the message is killed (docs/limits.md).
+// fails with KindTooLarge; a worker that sent the message is killed (docs/reference/limits.md).
 const MaxMessageBytes = 64 << 20
 
 // RetryableByDefault reports whether an attempt that failed with kind is retried when the step's
@@ -71,7 +71,7 @@ const (
 	// corrupted (malformed) file, a file that cannot be opened. Not a bug: fix the storage.
 	CodeStorage  = "storage"
 	CodeInternal = "internal"
-	// CodeWorkerStart: a pool worker could not be started (docs/pools.md): its command failed,
+	// CodeWorkerStart: a pool worker could not be started (docs/guide/pools.md): its command failed,
 	// exited at start or did not answer initialize in time; the message names the command and
 	// the end of its stderr.
 	CodeWorkerStart = "worker_start"

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Event types of the engine's event stream (docs/state-machine.md, "Events").
+// Event types of the engine's event stream (docs/reference/state-machine.md, "Events").
 const (
 	EventWorkflowStarted  = "workflow_started"
 	EventStepEnter        = "step_enter"
@@ -25,7 +25,7 @@ const (
 	EventRunUnpaused      = "run_unpaused"
 	// EventStepProgress carries the latest progress a running tool reported (detail: a
 	// StepProgress); EventStepLog the lines it logged (detail: {"lines": [LogLine…], "dropped"}).
-	// Both are throttled per call (ReportInterval, MaxLogLinesPerFlush; docs/limits.md).
+	// Both are throttled per call (ReportInterval, MaxLogLinesPerFlush; docs/reference/limits.md).
 	EventStepProgress = "step_progress"
 	EventStepLog      = "step_log"
 )

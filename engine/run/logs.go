@@ -6,7 +6,7 @@ import "encoding/json"
 const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
-	// StreamLog: a line the tool logged with current_call().log (docs/python.md), with its
+	// StreamLog: a line the tool logged with current_call().log (docs/reference/python/README.md), with its
 	// fields, or a logging record of an in-process Python tool, with its Level and Logger.
 	StreamLog = "log"
 )
@@ -23,7 +23,7 @@ func ValidStream(s string) bool {
 	return s == StreamStdout || s == StreamStderr || s == StreamLog
 }
 
-// Caps on the output kept on one step record (docs/limits.md "Step output"): the newest lines
+// Caps on the output kept on one step record (docs/reference/limits.md "Step output"): the newest lines
 // are kept, across the step's attempts, and the rest are counted in the record's logs_dropped.
 const (
 	MaxStepLogLines = 1000
@@ -31,8 +31,8 @@ const (
 )
 
 // LogLine is one line a step's tool wrote while it ran, as kept on the step record (the "logs"
-// of a step's JSON): the output of a call on a pool worker (docs/pools.md "Output"), what an
-// in-process Python tool printed or logged (docs/python.md "Output of in-process tools"), and
+// of a step's JSON): the output of a call on a pool worker (docs/guide/pools.md "Output"), what an
+// in-process Python tool printed or logged (docs/reference/python/tool-calls.md "Output of in-process tools"), and
 // current_call().log lines. Later entries may carry more fields; readers ignore the fields they
 // do not know.
 type LogLine struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // Limits on what a running tool reports about itself (current_call().progress and .log,
-// docs/limits.md "Progress and logs"). They bound what one call can write to the event log and
+// docs/reference/limits.md "Progress and logs"). They bound what one call can write to the event log and
 // the database, however fast it reports.
 const (
 	// ReportInterval is the shortest time between two writes of one call's reports: at most

@@ -11,7 +11,7 @@ package run
 //
 // A run is `waiting` while at least one approval is open and nothing else is running; `paused`
 // from a pause until its unpause: no step starts, the steps in flight finish
-// (docs/state-machine.md, "Pause").
+// (docs/reference/state-machine.md, "Pause").
 type Status string
 
 // Run statuses.

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 )
 
-// canonicalJSON renders the canonical form documented in docs/c-abi.md: defaults explicit, keys
+// canonicalJSON renders the canonical form documented in docs/reference/c-abi/README.md: defaults explicit, keys
 // sorted, compact, HTML characters not escaped.
 func canonicalJSON(s *Spec) []byte {
 	inputs := make(map[string]any, len(s.Inputs))

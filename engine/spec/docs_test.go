@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// The tests in this file keep docs/spec.md honest: every ```yaml block in it is parsed, and must
+// The tests in this file keep docs/reference/spec.md honest: every ```yaml block in it is parsed, and must
 // be valid unless the line before it is an annotation:
 //
 //	<!-- invalid: code[, code…] -->  the block reports exactly these problem codes (≥ 1 error)
@@ -26,7 +26,7 @@ import (
 // it. The retry delay table (<!-- delays: … -->) and the error-kind table (<!-- error-kinds -->) are
 // recomputed from RetryPolicy. Every problem code declared in problem.go must have an example.
 
-const docsPath = "../../docs/spec.md"
+const docsPath = "../../docs/reference/spec.md"
 
 type docBlock struct {
 	lang string
@@ -99,7 +99,7 @@ func parseNote(t *testing.T, b docBlock) (string, []string) {
 
 // docProblems parses and validates text and returns every problem, errors and warnings.
 func docProblems(text string, line int) (*spec.Spec, []spec.Problem) {
-	s, err := spec.Parse([]byte(text), spec.Options{Source: fmt.Sprintf("docs/spec.md:%d", line)})
+	s, err := spec.Parse([]byte(text), spec.Options{Source: fmt.Sprintf("docs/reference/spec.md:%d", line)})
 	if err != nil {
 		var ve *spec.ValidationError
 		if errors.As(err, &ve) {

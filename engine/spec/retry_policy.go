@@ -33,7 +33,7 @@ type RetryPolicy struct {
 	// retries exactly the kinds it names.
 }
 
-// DefaultRetryPolicy returns the defaults of docs/spec.md ("retry": exponential backoff, 500 ms
+// DefaultRetryPolicy returns the defaults of docs/reference/spec.md ("retry": exponential backoff, 500 ms
 // initial delay, 10000 ms maximum, no jitter) with MaxAttempts 1.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{MaxAttempts: 1, Backoff: BackoffExponential, InitialDelayMs: 500, MaxDelayMs: 10000}

@@ -1,4 +1,4 @@
-// Package spec is the workflow spec of dcc-flow (docs/spec.md): the model, decoding from YAML or
+// Package spec is the workflow spec of dcc-flow (docs/reference/spec.md): the model, decoding from YAML or
 // JSON with line:column for every node, validation that reports every problem at once, the
 // canonical JSON form and the spec hash.
 //
@@ -20,7 +20,7 @@ const (
 	KindParallel   Kind = "parallel"
 	KindBranch     Kind = "branch"
 	KindApprove    Kind = "approve"
-	// KindWorkflow runs a catalog workflow as a child run and outputs its outputs (docs/spec.md,
+	// KindWorkflow runs a catalog workflow as a child run and outputs its outputs (docs/reference/spec.md,
 	// "workflow").
 	KindWorkflow Kind = "workflow"
 )
@@ -70,10 +70,10 @@ type Spec struct {
 	Description string
 	Inputs      []Input // in declaration order; names are unique
 	Steps       []*Step // top-level step list
-	// Defaults are the spec's policy defaults for its tool and tool_remote steps (docs/spec.md,
+	// Defaults are the spec's policy defaults for its tool and tool_remote steps (docs/reference/spec.md,
 	// "Defaults"); the zero value sets none.
 	Defaults Defaults
-	// OnFailure is the failure handler: steps run once when the run fails (docs/spec.md,
+	// OnFailure is the failure handler: steps run once when the run fails (docs/reference/spec.md,
 	// "on_failure"); nil = none. Their ids are unique with the other steps' ids.
 	OnFailure []*Step
 
@@ -149,7 +149,7 @@ type Step struct {
 	DCC  string // tool_remote only: a remote named in the engine config
 	// Pool (tool only) runs the call on the engine's worker pool of that name when the engine
 	// config has a remote so named, else on another engine's attached to the same PostgreSQL
-	// database that has one, and in-process when none has (docs/pools.md, "Routing"); "" =
+	// database that has one, and in-process when none has (docs/guide/pools.md, "Routing"); "" =
 	// the engine's tool_pools mapping decides.
 	Pool string
 	Args map[string]any // never nil for tool kinds
@@ -280,7 +280,7 @@ func (s *Spec) Input(name string) (Input, bool) {
 	return Input{}, false
 }
 
-// Canonical returns the canonical JSON form (see docs/c-abi.md). The slice must not be modified.
+// Canonical returns the canonical JSON form (see docs/reference/c-abi/README.md). The slice must not be modified.
 func (s *Spec) Canonical() []byte { return s.canonical }
 
 // Hash returns the lowercase hex sha256 of the canonical JSON.

@@ -7,7 +7,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// The workflow step kind (docs/spec.md, "workflow"): fields, canonical form, and its problems.
+// The workflow step kind (docs/reference/spec.md, "workflow"): fields, canonical form, and its problems.
 func TestWorkflowKind(t *testing.T) {
 	t.Parallel()
 	s, err := spec.ParseString(`

@@ -39,10 +39,10 @@ func (h *handler) routes() {
 				if allow := h.allowed(r); len(allow) > 0 {
 					w.Header().Set("Allow", strings.Join(allow, ", "))
 					writeError(w, http.StatusMethodNotAllowed, run.CodeInvalidRequest, fmt.Sprintf(
-						"%s %s: this route answers %s only (docs/ui.md)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+						"%s %s: this route answers %s only (docs/guide/ui.md)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 					return
 				}
-				writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (docs/ui.md lists them)", r.Method, r.URL.Path))
+				writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (docs/guide/ui.md lists them)", r.Method, r.URL.Path))
 			})(w, r)
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			w.Header().Set("Allow", "GET, HEAD")
@@ -150,7 +150,7 @@ func summaryOf(info *engine.RunInfo) RunSummary {
 }
 
 // listRuns answers GET /api/runs?status=&workflow=&since=&until=&input=&tool=&step_status=&error_kind=&worker=&error_text=&limit=&cursor=
-// (the search of docs/cli.md "runs"; see searchQuery).
+// (the search of docs/reference/cli/inspecting.md "runs"; see searchQuery).
 func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := engine.RunFilter{Name: q.Get("workflow")}
@@ -464,10 +464,10 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, run.CodeTooLarge, fmt.Sprintf(
-				"the body is larger than %d bytes: an action's body is a small JSON object of its fields (docs/ui.md)", maxBodyBytes))
+				"the body is larger than %d bytes: an action's body is a small JSON object of its fields (docs/guide/ui.md)", maxBodyBytes))
 			return false
 		}
-		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "the body must be a JSON object of the action's fields (docs/ui.md): "+err.Error())
+		writeError(w, http.StatusBadRequest, run.CodeInvalidInput, "the body must be a JSON object of the action's fields (docs/guide/ui.md): "+err.Error())
 		return false
 	}
 	return true

@@ -341,7 +341,7 @@ func mustSpec(t testing.TB, text string) *spec.Spec {
 
 var _ = json.Marshal
 
-// GET /api/runs searches (docs/cli.md "runs"): by input value, tool, step status, error kind and
+// GET /api/runs searches (docs/reference/cli/inspecting.md "runs"): by input value, tool, step status, error kind and
 // text, time; combined, paged; a bad search value is a 400 naming the valid ones.
 func TestRunsSearch(t *testing.T) {
 	b := newBench(t, ui.Options{})

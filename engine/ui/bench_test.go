@@ -56,7 +56,7 @@ func seedRuns(tb testing.TB, n int) string {
 }
 
 // GET /api/runs?limit=50 over 10,000 runs in SQLite: the first page, a page deep in the list
-// (cursor) and a filtered page. docs/ui.md quotes the figures.
+// (cursor) and a filtered page. docs/guide/ui.md quotes the figures.
 func BenchmarkRunsPage10k(b *testing.B) {
 	e := newEngine(b, seedRuns(b, 10000))
 	bn := benchOver(b, e, ui.Options{})
@@ -113,7 +113,7 @@ func TestRunsPageStaysFastWith10kRuns(t *testing.T) {
 }
 
 // The run page of a 10,000-item foreach: the answer lists 2,000 instances (instances_total counts
-// them all) and the Gantt bars of those only, and stays fast (figure in docs/ui.md).
+// them all) and the Gantt bars of those only, and stays fast (figure in docs/guide/ui.md).
 func TestRunPageOfA10kForeach(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 10,000-item foreach")

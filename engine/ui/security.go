@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Cookie and header names of the security rules (docs/ui.md, "Security"). Browsers send a
+// Cookie and header names of the security rules (docs/guide/ui.md, "Security"). Browsers send a
 // host's cookies to every port of it, so each cookie's name ends with the port the dashboard is
 // reached on (CookieNames): two dashboards of one host do not share or overwrite their cookies.
 // Another web application on the host still receives them: the session is why that is at worst
@@ -142,7 +142,7 @@ func writeThrottled(w http.ResponseWriter, d time.Duration) {
 	secs := httpauth.RetryAfter(d)
 	w.Header().Set("Retry-After", secs)
 	writeError(w, http.StatusTooManyRequests, "too_many_attempts", fmt.Sprintf(
-		"too many wrong tokens from this address: try again in %s s (docs/limits.md, \"Dashboard\")", secs))
+		"too many wrong tokens from this address: try again in %s s (docs/reference/limits.md, \"Dashboard\")", secs))
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>

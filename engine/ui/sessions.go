@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Defaults and bounds of the dashboard's sessions (docs/ui.md, "Security"; docs/limits.md).
+// Defaults and bounds of the dashboard's sessions (docs/guide/ui.md, "Security"; docs/reference/limits.md).
 const (
 	// DefaultSessionIdle ends a session unused for that long (Options.SessionIdle).
 	DefaultSessionIdle = 12 * time.Hour

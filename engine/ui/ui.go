@@ -1,7 +1,7 @@
-// Package ui is the web dashboard of dcc-flow (docs/ui.md): an http.Handler over an
+// Package ui is the web dashboard of dcc-flow (docs/guide/ui.md): an http.Handler over an
 // *engine.Engine that serves the embedded single-page front-end (assets/, plain ES modules, no
 // build step, no CDN), a JSON API under /api/ and a Server-Sent Events stream of run and step
-// changes, with the security rules of docs/ui.md: loopback needs no token; a token (required
+// changes, with the security rules of docs/guide/ui.md: loopback needs no token; a token (required
 // off loopback, at least httpauth.MinTokenLength characters there) is asked as a bearer header, or posted
 // once to /login for a session (random, in memory, expiring, ended by POST /api/logout); wrong
 // tokens are throttled per client address; every POST carries a CSRF header (the session's

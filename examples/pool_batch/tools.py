@@ -1,4 +1,4 @@
-"""A batch export on a pool of 4 worker processes: examples/pool_batch (docs/pools.md).
+"""A batch export on a pool of 4 worker processes: examples/pool_batch (docs/guide/pools.md).
 
 Each ``.ma`` scene of a folder is "exported" to an ``.abc`` file by a worker process — in
 production ``mayapy`` running ``dcc-flow worker``, 4 of them, each on its own main thread, one

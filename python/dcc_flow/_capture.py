@@ -2,7 +2,7 @@
 
 While a tool runs in this process (``_tools.execute``), what **its thread** writes to
 ``sys.stdout`` and ``sys.stderr`` and the ``logging`` records emitted on its thread are sent as the
-step's output lines (docs/python.md "Output of in-process tools"), through the call's report
+step's output lines (docs/reference/python/tool-calls.md "Output of in-process tools"), through the call's report
 throttle (``CallContext._reported``, the path of ``current_call().log()``): stream ``"stdout"``,
 ``"stderr"``, or ``"log"`` with the record's ``level`` and ``logger`` names.
 
@@ -27,7 +27,7 @@ How it routes, per thread:
 Threads a tool starts are not captured (``current_call()`` is ``None`` there too): what they
 print goes to the real stream. So does what is written below Python: a C extension writing to
 file descriptor 1, ``sys.__stdout__``, ``sys.stdout.buffer``. (The CLI sends all of that to
-standard error: docs/cli.md.)
+standard error: docs/reference/cli/README.md.)
 
 Bounds: a line is kept up to MAX_LINE_CHARS characters (the engine cuts it at 4 KiB, ending it with
 "…"), the rest of a longer one is discarded as it arrives, so a tool writing 1 GB without a newline

@@ -7,7 +7,7 @@ is one crossing of the C ABI. Main-lane tools run on the thread that drives the 
 thread); worker-lane tools run on the ``serve_tools`` pool when one is running, else on the driving
 thread too. While a DCC adapter's idle pump is installed, main-lane tools run on the main thread only.
 
-The hand-back rule (docs/python.md, "Lanes: which thread runs a tool"): every call this package
+The hand-back rule (docs/reference/python/tools.md, "Lanes: which thread runs a tool"): every call this package
 pulls is either run and answered exactly once, or handed back to the engine, which gives it to the
 next puller. Each thread pulls as its own *puller*: a call it holds goes back when the loop that
 pulled it stops (deadline, budget, stop event), when that loop raises, and when the thread ends.
@@ -429,7 +429,7 @@ def is_closed_error(exc: BaseException) -> bool:
 
 # A serve_tools thread holds its driver only while it runs calls, never while it waits: the wait is
 # a crossing on the handle alone, and the driver is looked up through a weak reference when there
-# is work. So an engine its user no longer references is garbage-collected as docs/python.md
+# is work. So an engine its user no longer references is garbage-collected as docs/reference/python/README.md
 # promises (its handle closed, its database unlocked), its driver with it, and the threads then end
 # on their own. (Engine.on_event's thread does the same with the engine.)
 

@@ -1,7 +1,7 @@
 """``Engine.run(spec, dry_run=True)``: what a run would do, with no tool called and nothing recorded.
 
 The engine walks the run's plan on its real executor with every tool call answered from
-``fixtures`` (docs/spec.md, "Dry runs"); this module holds the answer's Python shape and its
+``fixtures`` (docs/reference/spec.md, "Dry runs"); this module holds the answer's Python shape and its
 text form, the one ``dcc-flow run --dry-run`` prints.
 """
 

@@ -4,7 +4,7 @@ The Go engine never calls into Python: the threads that drive a run pull its too
 and answer them. That pull driver lives in ``_driver`` (one ``Driver`` per engine); the engine and
 ``Run`` hand it the threads of ``Engine.run``, ``Run.wait``, ``Run.events``, ``Engine.pump``,
 ``Engine.drive_forever`` and ``Engine.serve_tools``. Every call a thread takes is run and answered
-exactly once, or handed back to the engine for the next thread (docs/python.md, "Lanes: which
+exactly once, or handed back to the engine for the next thread (docs/reference/python/tools.md, "Lanes: which
 thread runs a tool"). The records of a run (``RunResult`` and its parts) live in ``_results``.
 """
 
@@ -182,26 +182,26 @@ def _count_arg(name: str, value: Any, least: int, note: str) -> int:
 class Engine:
     """A dcc-flow engine: an in-memory one by default, or one persisted to the SQLite file ``db``,
     or to the PostgreSQL database ``db`` names as a ``postgresql://`` (or ``postgres://``) URL
-    (docs/cluster.md).
+    (docs/operations/cluster.md).
 
     An in-memory engine keeps every run it ran, steps and events included, until ``prune()``
     deletes them or the engine closes; with ``db`` the history is in the file and the process
     keeps only what live runs need.
 
     Use it as a context manager, or call ``close()`` (idempotent). ``config`` holds the engine
-    settings of docs/c-abi.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
+    settings of docs/reference/c-abi/README.md (``env_allow``, ``seed``, ``stall_after_secs``, ``remotes``).
 
     One process at a time owns a SQLite file: opening one another process owns raises
     ``DatabaseLockedError``. ``read_only=True`` opens it beside that process instead: runs, steps and
     events are read as it commits them, and ``approve``/``cancel`` are carried out by it; starting or
     resuming runs raises ``ReadOnlyError``. Any number of engines open one PostgreSQL database
-    read-write (docs/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
+    read-write (docs/operations/cluster.md): each runs its runs under a lease of ``lease_secs`` seconds
     (default 15), and another engine takes a run over once its engine stopped renewing it.
 
     ``tools`` are tool modules (``.py`` paths or dotted names) registered as ``dcc-flow run
     --tools`` does; ``workers=N`` runs their tools in N ``dcc-flow worker`` processes (a pool named
-    ``tools``, docs/pools.md), ``worker_threads=N`` their plain functions on N threads of this
-    process (docs/python.md, "Worker processes").
+    ``tools``, docs/guide/pools.md), ``worker_threads=N`` their plain functions on N threads of this
+    process (docs/reference/python/tools.md, "Worker processes").
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
@@ -224,7 +224,7 @@ class Engine:
         # Pulls and runs the tool calls. Its ``closed`` is this engine's; its ``handle_closed`` is
         # set once dccflow_engine_close returned: until then the host side (answers, hand-backs,
         # reports, cancel checks) still crosses, so a closing engine gets the answers of the
-        # calls its tools are running (docs/cluster.md, "Closing an engine").
+        # calls its tools are running (docs/operations/cluster.md, "Closing an engine").
         self._driver = Driver(self._handle, self._tools)
         self._callbacks: List[Callable[[Dict[str, Any]], None]] = []
         self._events_thread: Optional[threading.Thread] = None
@@ -251,7 +251,7 @@ class Engine:
         """Stop the worker pool and the event thread, and close the engine. Safe to call twice.
 
         Runs still going become ``interrupted``; on a PostgreSQL database those that another
-        live engine can run are handed over to it and go on there (docs/cluster.md, "Closing
+        live engine can run are handed over to it and go on there (docs/operations/cluster.md, "Closing
         an engine"): the close first waits up to the engine's ``close_grace_secs`` (default 10)
         for the tools its ``serve_tools`` threads are running, whose answers are kept. New work
         (``submit``, ``run``, ``resume``) is refused at once with ``EngineClosedError``.
@@ -334,7 +334,7 @@ class Engine:
         called): a mapping, ``True`` for one made from ``fn``'s type hints, ``False`` or ``None``
         for none; ``None`` on a ``@task`` means its hints' schema. ``output_schema`` is the
         JSON Schema of its return value, checked after the call (kind ``invalid_output``): a
-        mapping, ``True`` for one made from the return hint, or ``None``. docs/python.md "Tool
+        mapping, ``True`` for one made from the return hint, or ``None``. docs/reference/python/tools.md "Tool
         schemas"."""
         if not callable(fn):
             raise TypeError("register_tool needs a callable; got %s" % type(fn).__name__)
@@ -365,7 +365,7 @@ class Engine:
 
     def _warn_serial(self, spec: SpecLike) -> None:
         """Log (WARNING, ``dcc_flow`` logger) each step of ``spec`` that asks for concurrency while
-        its tools run one at a time on this thread (docs/python.md, "Worker processes")."""
+        its tools run one at a time on this thread (docs/reference/python/tools.md, "Worker processes")."""
         from ._tool_modules import log_serial_steps
 
         log_serial_steps(self, spec, log)
@@ -456,7 +456,7 @@ class Engine:
         args). Approvals are granted, except those ``approvals`` maps to False (by step key or
         id). Foreach steps iterate what their items resolve to, branches follow their conditions.
         The idempotency cache is not read: a real run may reuse outputs the dry run does not
-        show. See docs/spec.md, "Dry runs"."""
+        show. See docs/reference/spec.md, "Dry runs"."""
         from ._dryrun import DryRunResult
 
         if fixtures is not None and not isinstance(fixtures, Mapping):
@@ -599,7 +599,7 @@ class Engine:
         return int(self._call("dccflow_idempotency_purge", {})["purged"])
 
     def retention_status(self) -> Optional[Dict[str, Any]]:
-        """The retention ``serve`` applies (docs/operations.md, "Retention"), or None when it
+        """The retention ``serve`` applies (docs/operations/running.md, "Retention"), or None when it
         applies none: ``keep_secs`` (0 = runs kept forever), ``every_secs``, ``last_pass`` and
         ``next_pass`` (RFC 3339), ``pruned`` and ``purged`` (the last pass), ``pruned_total``,
         ``purged_total`` and ``error`` when the last pass failed."""
@@ -613,9 +613,9 @@ class Engine:
              error_text: Optional[str] = None, since: Any = None, until: Any = None,
              cursor: Optional[str] = None) -> "RunPage":
         """Runs, newest first, optionally filtered by status(es) and workflow name, and searched
-        (every filter given must hold, docs/python.md "Engine.runs"): ``inputs`` ({key: value}: a
-        top-level input equal to it; a value is matched as text, so 7 finds the integer 7 and
-        the string "7"), ``tool`` (an attempt called it), ``step_status`` (a step in one of
+        (every filter given must hold, docs/reference/python/submitted-runs.md "Engine.runs"):
+        ``inputs`` ({key: value}: a top-level input equal to it; a value is matched as text, so 7
+        finds the integer 7 and the string "7"), ``tool`` (an attempt called it), ``step_status`` (a step in one of
         them), ``error_kind``, ``worker`` ("POOL/PID", or "POOL" for any of its workers),
         ``error_text`` (a substring of an error message, ignoring case), ``since`` and ``until``
         (a datetime, an RFC 3339 string or an age such as "2h" or "7d"). A bad value raises
@@ -644,7 +644,7 @@ class Engine:
         return RunPage((RunResult(r) for r in res.get("runs") or []), res.get("next_cursor"))
 
     def pools(self, warm: bool = False) -> List[Dict[str, Any]]:
-        """The worker pools of the ``remotes`` config (docs/pools.md), by name: each a dict with
+        """The worker pools of the ``remotes`` config (docs/guide/pools.md), by name: each a dict with
         ``name``, ``command`` (None for a pool of servers, which has ``urls`` instead), ``workers``
         (the most at once), ``started`` and ``lost`` (workers ever started, and lost during a call
         or killed) and ``running``: the live workers, each with ``id``, ``pid`` (None for a
@@ -667,7 +667,7 @@ class Engine:
         (``"15m"``) or ``webhook`` path; a spec (not a name) is registered in the catalog first.
         A webhook with ``secret_env`` checks GitHub's signature, or with
         ``signature="timestamped"`` a signed timestamp within ``tolerance_secs`` (default 300),
-        which resists replay (docs/scheduler.md, "Webhooks").
+        which resists replay (docs/guide/scheduler.md, "Webhooks").
         The schedule fires once ``serve()`` (or ``start_scheduler()``) runs. Returns the schedule."""
         from ._schedule import ScheduleSpec, TriggerSpec
 
@@ -732,20 +732,20 @@ class Engine:
         call MCP over HTTP (another ``Origin`` gets 403); ``allow_unsigned_webhooks=True`` serves
         webhook schedules without ``secret_env`` on a non-loopback address (refused otherwise).
         ``mcp_max_sessions`` (default 1000) caps the MCP HTTP sessions open at once and
-        ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/mcp.md, "Limits").
+        ``mcp_session_idle_secs`` (default 1800) ends idle ones (docs/reference/mcp.md, "Limits").
         ``retention`` is how long ended runs are kept (``"30d"``, ``"12h"``, seconds, or
         ``"forever"``; default 30 days): a pass now and every hour prunes older ones and purges
-        expired idempotency entries (docs/operations.md, "Retention"); a later ``serve`` without
+        expired idempotency entries (docs/operations/running.md, "Retention"); a later ``serve`` without
         ``retention`` keeps the running one.
         ``metrics="127.0.0.1:9464"`` serves the engine's Prometheus metrics on ``GET /metrics``
-        (docs/metrics.md); a non-loopback address needs ``token``, which scrapers send as
+        (docs/operations/metrics.md); a non-loopback address needs ``token``, which scrapers send as
         ``Authorization: Bearer TOKEN``.
-        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/ui.md), with the
+        ``ui="127.0.0.1:8780"`` (port 0 picks one) serves the web dashboard (docs/guide/ui.md), with the
         metrics also on its ``GET /metrics``; off loopback it needs ``token`` (the same one MCP
         uses) of at least 16 characters, else ``InvalidInputError``. A browser signs in by posting
         the token to ``/login``; its session ends after ``ui_session_idle_secs`` unused (default
         12 h), ``ui_session_max_secs`` after the sign-in (default 7 days; both 60 s to a year), on
-        sign-out, or when the engine closes (docs/ui.md, "Security").
+        sign-out, or when the engine closes (docs/guide/ui.md, "Security").
         Returns ``{"webhooks_addr"?, "mcp_url"?, "metrics_addr"?, "ui_url"?, "retention"?, ...}``.
         Runs started this way need their host tools served: keep a thread in ``serve_tools``
         (worker lane) and/or ``pump()``/``drive_forever()`` (main lane)."""
@@ -972,7 +972,7 @@ class Run:
         ``timeout`` seconds pass without one.
 
         Like ``wait()``, iterating drives the run: the tool calls it needs run on this thread
-        (main-lane ones only where this thread may run them, see docs/python.md "Lanes"), so
+        (main-lane ones only where this thread may run them, see docs/reference/python/tools.md "Lanes"), so
         ``for ev in run.events()`` never waits for a call nobody runs. Stopping the iteration
         early hands the calls it pulled back to the engine."""
         lanes = self.engine._driver.lanes()
@@ -987,7 +987,7 @@ class Run:
 
 # The on_event thread holds its engine only while it runs callbacks, never while it waits: the wait
 # is a crossing on the handle alone, and the engine is looked up through a weak reference when there
-# are events. So an engine its user no longer references is garbage-collected as docs/python.md
+# are events. So an engine its user no longer references is garbage-collected as docs/reference/python/README.md
 # promises (its handle closed, its database unlocked), and the thread then ends on its own (its
 # next crossing reports it closed). The serve_tools threads do the same with the driver (_driver).
 

@@ -1,6 +1,6 @@
 """Exceptions raised by dcc_flow, and the table that maps the library's stable error codes to them.
 
-The native library reports every failure as an error envelope (docs/c-abi.md)::
+The native library reports every failure as an error envelope (docs/reference/c-abi/README.md)::
 
     {"code": "validation_failed", "message": "...", "step_id": "export", "line": 7, "column": 5,
      "details": {"problems": [...]}}
@@ -92,7 +92,7 @@ class Problem:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
-        """Build a problem from its JSON object (docs/c-abi.md, "Problem")."""
+        """Build a problem from its JSON object (docs/reference/c-abi/spec-exports.md, "Problem")."""
         return cls(
             code=str(d.get("code") or "unknown"),
             message=str(d.get("message") or ""),
@@ -345,7 +345,7 @@ class ReadOnlyError(DccFlowError):
 class StorageError(DccFlowError):
     """The database could not be read or written (code ``storage``): a full disk, an I/O error,
     a corrupted (malformed) file, a file that cannot be opened. Not a bug in dcc-flow: free disk
-    space, fix or restore the file, or use another database (docs/operations.md)."""
+    space, fix or restore the file, or use another database (docs/operations/running.md)."""
 
     default_code = "storage"
 
@@ -353,7 +353,7 @@ class StorageError(DccFlowError):
 class WorkerStartError(DccFlowError):
     """A worker of a pool could not be started (code ``worker_start``): its program is missing,
     it exited at start, or it did not answer ``initialize`` within ``start_timeout_secs``. The
-    message names the pool, the command and the end of its standard error (docs/pools.md)."""
+    message names the pool, the command and the end of its standard error (docs/guide/pools.md)."""
 
     default_code = "worker_start"
 

@@ -54,7 +54,7 @@ _STATE_KEY = "_dcc_flow_native_state"
 _STATE_LAYOUT = 1
 _INIT_LOCK = threading.Lock()
 
-# Return codes of the JSON exports (docs/c-abi.md).
+# Return codes of the JSON exports (docs/reference/c-abi/README.md).
 RC_OK = 0
 RC_ERROR = 1
 RC_INVALID_REQUEST = 2

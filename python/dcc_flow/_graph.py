@@ -1,6 +1,6 @@
 """Draw a workflow as a Mermaid flowchart or a Graphviz DOT digraph (``dcc_flow.graph``).
 
-The drawing follows the ordering rules of the spec (docs/spec.md, "Ordering: depends_on"):
+The drawing follows the ordering rules of the spec (docs/reference/spec.md, "Ordering: depends_on"):
 
 - in a step list (top level, foreach body, branch ``then``/``else``) a step without ``depends_on``
   follows the step before it; ``depends_on: []`` starts with the list; otherwise one edge comes

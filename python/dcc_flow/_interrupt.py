@@ -13,7 +13,7 @@ What cannot be stopped this way: a thread blocked in C code (``time.sleep``, a s
 DCC command, a render) sees the exception only when that call returns. The engine waits its
 *interrupt grace* (``interrupt_grace_secs``, default 2 s) for the tool to stop, then records the
 attempt as abandoned, naming the thread, and moves on; the tool's late result is dropped, and a
-retry of the step waits until the thread has left the tool (docs/python.md, "Timeouts and
+retry of the step waits until the thread has left the tool (docs/reference/python/tools.md, "Timeouts and
 cancel: what can be stopped").
 
 The exception is raised at most once per call, only while the thread is inside the tool

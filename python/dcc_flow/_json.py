@@ -1,6 +1,6 @@
 """JSON helpers that reproduce the bytes of Go's ``encoding/json`` for canonical specs.
 
-The library's canonical spec JSON (docs/c-abi.md, engine/spec/canonical.go) is Go's
+The library's canonical spec JSON (docs/reference/c-abi/README.md, engine/spec/canonical.go) is Go's
 ``json.Encoder`` with ``SetEscapeHTML(false)`` over sorted maps: no whitespace, ``<``, ``>`` and
 ``&`` kept as is, U+2028 and U+2029 escaped (Go always does), and floats in Go's shortest form
 (``1e+21``, ``1e-7``, ``0.000001``). ``go_json`` produces the same bytes from the

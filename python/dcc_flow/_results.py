@@ -20,7 +20,7 @@ class RunFailedError(DccFlowError):
 
 class AttemptRecord:
     """One attempt of a ``tool`` or ``tool_remote`` step instance: a call it made
-    (``StepRecord.attempts``, docs/python.md "Attempts")."""
+    (``StepRecord.attempts``, docs/reference/python/running.md "Attempts")."""
 
     __slots__ = ("attempt", "tool", "status", "args", "worker", "host", "pid", "error", "exit", "started_at",
                  "finished_at")
@@ -78,20 +78,20 @@ class StepRecord:
         self.output: Any = d.get("output")
         self.file_refs: Any = d.get("file_refs")
         self.error: Optional[Dict[str, Any]] = d.get("error")
-        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/pools.md), or the id of
-        #: the engine that ran it from the tool-call queue (docs/cluster.md); ``""`` when neither.
+        #: The pool worker that ran the last attempt, ``"POOL/PID"`` (docs/guide/pools.md), or the id of
+        #: the engine that ran it from the tool-call queue (docs/operations/cluster.md); ``""`` when neither.
         self.worker: str = d.get("worker") or ""
         #: The output lines of the step's attempts, oldest first: dicts with ``stream``
-        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/pools.md
+        #: (``"stdout"`` or ``"stderr"`` for what a pool worker's tool printed, docs/guide/pools.md
         #: "Output"; ``"log"`` for ``current_call().log()``, with its ``fields``), ``text`` and
         #: ``attempt``; later kinds of entries may add fields. ``logs_dropped`` counts older lines
-        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/limits.md).
+        #: not kept (at most 1,000 lines and 256 KiB are kept per step: docs/reference/limits.md).
         self.logs: List[Dict[str, Any]] = list(d.get("logs") or [])
         self.logs_dropped: int = int(d.get("logs_dropped") or 0)
         #: The latest progress the tool of the current (or last) attempt reported with
         #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
         self.progress: Optional[Dict[str, Any]] = d.get("progress")
-        #: The newest child run of a ``workflow`` step (docs/spec.md, "workflow"); ``""`` for
+        #: The newest child run of a ``workflow`` step (docs/reference/spec.md, "workflow"); ``""`` for
         #: other kinds.
         self.child_run_id: str = d.get("child_run_id") or ""
         self.started_at: Optional[str] = d.get("started_at")
@@ -100,7 +100,7 @@ class StepRecord:
         #: bounded); None when none was recorded (not a tool step, or an engine without a record).
         self.args: Optional[Dict[str, Any]] = d.get("args")
         #: Every attempt of a ``tool``/``tool_remote`` step, oldest first, across resumes: the first
-        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/limits.md).
+        #: 10 and the last 100 are kept, ``attempts_dropped`` counts those between (docs/reference/limits.md).
         self.attempts: Tuple[AttemptRecord, ...] = tuple(AttemptRecord(a) for a in d.get("attempt_history") or ())
         self.attempts_dropped: int = int(d.get("attempts_dropped") or 0)
 

@@ -1,7 +1,7 @@
-"""JSON Schemas from Python type hints, for host tools (docs/python.md "Tool schemas").
+"""JSON Schemas from Python type hints, for host tools (docs/reference/python/tools.md "Tool schemas").
 
 ``args_schema(fn)`` describes the keyword arguments a tool function takes; the engine checks a
-call's args against it before the call (kind ``invalid_input``, docs/c-abi.md
+call's args against it before the call (kind ``invalid_input``, docs/reference/c-abi/engine.md
 "dccflow_tool_register"). Only hints that map to JSON are turned into rules; any other hint (a
 class, ``Path``, a ``TypeVar``, a string that does not resolve) accepts any value, so a schema
 never refuses what the function would take.

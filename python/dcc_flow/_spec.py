@@ -1,7 +1,7 @@
 """Frozen Python views of a workflow spec, built from the library's canonical JSON.
 
 Parsing and validation happen in Go (``dccflow_spec_parse``); these classes only read the canonical
-form (docs/c-abi.md, "The canonical spec JSON"). Every view is immutable: setting or deleting an
+form (docs/reference/c-abi/spec-exports.md, "The canonical spec JSON"). Every view is immutable: setting or deleting an
 attribute raises ``AttributeError``. Two views are equal (and hash equal) when their canonical
 JSON is equal. Re-parse the YAML to change anything.
 """
@@ -101,7 +101,7 @@ _TERMINAL_STEP = frozenset(
     [StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED, StepStatus.INTERRUPTED]
 )
 
-#: Error kinds not retried when a retry policy has no ``retry_on`` list (docs/spec.md, "retry").
+#: Error kinds not retried when a retry policy has no ``retry_on`` list (docs/reference/spec.md, "retry").
 NOT_RETRIED_BY_DEFAULT = frozenset(["fatal", "cancelled", "invalid_input", "permission", "not_found", "invalid_output",
                                     "too_large"])
 
@@ -170,7 +170,7 @@ def _is_int(value: Any) -> bool:
 class RetryPolicy(_View):
     """How a failed step is retried.
 
-    Built from a spec's ``retry`` block, or directly (defaults as in docs/spec.md, "retry")::
+    Built from a spec's ``retry`` block, or directly (defaults as in docs/reference/spec.md, "retry")::
 
         RetryPolicy(3, backoff="exponential", initial_delay_ms=500, max_delay_ms=10000)
     """
@@ -552,7 +552,7 @@ class WorkflowStep(_View):
 
     @property
     def pool(self) -> Optional[str]:
-        """The worker pool a ``tool`` step runs on when the engine has it (docs/pools.md), else ``None``."""
+        """The worker pool a ``tool`` step runs on when the engine has it (docs/guide/pools.md), else ``None``."""
         return self._data.get("pool")
 
     @property
@@ -714,7 +714,7 @@ def _json_default(value: Any) -> Any:
 
 
 class WorkflowSpec(_View):
-    """A parsed workflow spec (docs/spec.md). Build it with ``from_yaml_str``, ``from_file`` or ``from_json``.
+    """A parsed workflow spec (docs/reference/spec.md). Build it with ``from_yaml_str``, ``from_file`` or ``from_json``.
 
     The spec may still have semantic problems (an unknown template variable, a cycle, …):
     ``validate()`` raises them all as a ``ValidationError``. Structural problems (malformed YAML,
@@ -859,12 +859,12 @@ class WorkflowSpec(_View):
 
     @property
     def on_failure(self) -> Tuple[WorkflowStep, ...]:
-        """The steps run once when a run fails (docs/spec.md, "on_failure"); ``()`` when none."""
+        """The steps run once when a run fails (docs/reference/spec.md, "on_failure"); ``()`` when none."""
         return self._on_failure
 
     @property
     def defaults(self) -> StepPolicy:
-        """The spec's ``defaults`` for its tool steps: ``timeout_secs`` and ``retry`` (docs/spec.md,
+        """The spec's ``defaults`` for its tool steps: ``timeout_secs`` and ``retry`` (docs/reference/spec.md,
         "Defaults"); an empty policy (``is_empty``) when the spec has none."""
         return self._defaults
 

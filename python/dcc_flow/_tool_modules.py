@@ -6,10 +6,10 @@
   main lane, or on the worker lane when threads will serve it);
 - ``worker_pool_config`` adds a pool of N ``dcc-flow worker`` processes serving those modules to
   an engine config, with ``tool_pools`` routes that send every tool the modules define to it
-  (docs/pools.md), so their steps run N at a time, each in its own process;
+  (docs/guide/pools.md), so their steps run N at a time, each in its own process;
 - ``serial_steps`` finds the steps that ask for concurrency (a ``foreach`` with ``concurrency`` >
   1, a ``parallel``, a ``depends_on`` fan-out) while their tools run one at a time in this process,
-  for the warning of ``dcc-flow run``/``validate`` and ``Engine.run`` (docs/cli.md, "Concurrency").
+  for the warning of ``dcc-flow run``/``validate`` and ``Engine.run`` (docs/reference/cli/run.md, "Concurrency").
 """
 
 import fnmatch
@@ -162,7 +162,7 @@ def worker_command(modules: Sequence[str]) -> Tuple[List[str], Dict[str, str]]:
 def worker_pool_config(modules: Sequence[str], workers: int, config: Optional[Mapping[str, Any]] = None,
                        names: Optional[Sequence[str]] = None, name: str = POOL_NAME,
                        importer: Callable[[str], Any] = import_tool_module) -> Dict[str, Any]:
-    """``config`` (an engine config, docs/c-abi.md) plus a pool ``name`` of ``workers`` worker
+    """``config`` (an engine config, docs/reference/c-abi/README.md) plus a pool ``name`` of ``workers`` worker
     processes serving ``modules`` and the ``tool_pools`` routes that send each of their tools to it
     (``names``, else ``module_tool_names(modules)``). A tool that a ``tool_pools`` pattern of
     ``config`` already routes keeps that route. A remote of ``config`` named ``name`` is an error."""
@@ -239,7 +239,7 @@ class SerialStep:
             fix += ", or with Engine(tools=[MODULE], worker_threads=%d) on %d threads" % (self.n, self.n)
         else:
             fix += ', or register %s with thread="worker" and call engine.serve_tools(%d)' % (them, self.n)
-        return "%s; %s (docs/python.md, \"Worker processes\")" % (self._head(), fix)
+        return "%s; %s (docs/reference/python/tools.md, \"Worker processes\")" % (self._head(), fix)
 
 
 ToolInfo = Tuple[str, Optional[int]]  # lane, max_concurrent

@@ -1,6 +1,6 @@
 """Host tools: how a Python function becomes a tool, and how one pulled call is run.
 
-A tool call arrives as a JSON document (``{"call_id", "tool", "args", ...}``, docs/c-abi.md). The
+A tool call arrives as a JSON document (``{"call_id", "tool", "args", ...}``, docs/reference/c-abi/README.md). The
 function receives ``args`` as keyword arguments; its return value (JSON-serialisable, or ``None``)
 is the step output; an exception becomes a step error with an error *kind* that steers retries:
 
@@ -89,10 +89,10 @@ def error_kind(exc: BaseException) -> str:
 Reporter = Callable[[int, Optional[Dict[str, Any]], List[Dict[str, Any]], int], None]
 
 #: A call's reports are sent at most once per this many seconds (the engine writes them at most
-#: as often: docs/limits.md "Progress and logs").
+#: as often: docs/reference/limits.md "Progress and logs").
 REPORT_INTERVAL = 0.1
 #: At most this many logged or printed lines of a call are sent per send, the newest; the others
-#: are counted as dropped. As many as a step record keeps (docs/limits.md "Step output"): a burst
+#: are counted as dropped. As many as a step record keeps (docs/reference/limits.md "Step output"): a burst
 #: of prints is kept whole on the record, while the engine's live step_log events carry at most
 #: 100 lines each.
 MAX_LOG_LINES_PER_INTERVAL = 1000
@@ -225,7 +225,7 @@ class CallContext:
 
         The line goes to a ``step_log`` event and to the step record's ``logs`` (stream
         ``"log"``, with its ``fields``), batched at most 10 times a second: the record keeps the
-        newest 1,000 lines, a ``step_log`` event carries at most 100 (docs/limits.md). Fields
+        newest 1,000 lines, a ``step_log`` event carries at most 100 (docs/reference/limits.md). Fields
         that are not JSON values are written as their ``repr``. Never fails because of the engine.
         """
         entry: Dict[str, Any] = {"message": str(message)}
@@ -287,7 +287,7 @@ class ToolEntry:
         self.lane = lane
         self.max_concurrent = max_concurrent
         self.description = description
-        #: The JSON Schema of its arguments the engine enforces (docs/python.md "Tool schemas"),
+        #: The JSON Schema of its arguments the engine enforces (docs/reference/python/tools.md "Tool schemas"),
         #: or None; a worker publishes it as the tool's MCP inputSchema.
         self.schema = schema
 

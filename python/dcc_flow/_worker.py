@@ -17,7 +17,7 @@ still reads what the call printed, and a segfault's Python stacks (``faulthandle
 
 A tool's result is the call's ``structuredContent`` when it is a JSON object, and its text content
 as JSON always; a tool's exception is an error result whose ``structuredContent`` is ``{"kind",
-"message", "trace"}``, the kinds being those of in-process tools (docs/python.md "Tools"). The
+"message", "trace"}``, the kinds being those of in-process tools (docs/reference/python/tool-calls.md "Tools"). The
 worker exits when its standard input closes (the engine stopped or died).
 """
 

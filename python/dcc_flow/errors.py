@@ -1,4 +1,4 @@
-"""The exceptions dcc_flow raises, in one place (docs/python.md, "Exceptions and error codes").
+"""The exceptions dcc_flow raises, in one place (docs/reference/python/errors.md, "Exceptions and error codes").
 
 Every error the library reports carries a stable ``code`` string, the same in Python, the C ABI
 and MCP; Python raises the class registered for the code, else ``DccFlowError`` with that code.

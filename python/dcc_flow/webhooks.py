@@ -1,5 +1,5 @@
 """Signing and checking webhook requests, for the programs that call a webhook schedule
-(docs/scheduler.md, "Webhooks").
+(docs/guide/scheduler.md, "Webhooks").
 
 A webhook schedule with ``secret_env`` accepts a request only with a valid signature of its body:
 

@@ -283,7 +283,7 @@ class Cancel:
 
 
 def check_cancels(calls: Sequence[Call], cancels: Sequence[Cancel], resumes: Dict[str, List[int]]) -> List[str]:
-    """Once a cancel has returned, no call of the run starts (docs/python.md, "What cancel
+    """Once a cancel has returned, no call of the run starts (docs/reference/python/tools.md, "What cancel
     guarantees") until the run is resumed: every call of a cancelled run that started after the
     cancel's answer and before the next resume the driver sent is a violation. ``resumes`` maps a
     run id to the times the driver sent workflows_resume for it."""

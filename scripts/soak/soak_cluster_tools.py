@@ -4,7 +4,7 @@ scripts/soak/soak_cluster_tools.py``, started by scripts/soak_cluster.py).
 ``soak__queue`` has the body of the soak tools (scripts/soak/soak_tools.py: it sleeps, may fail,
 may be cancelled, and logs every call to ``$SOAK_CALL_LOG``). The ``dcc-flow serve`` engines of
 the cluster soak do not host it, so each of its calls goes through the database's tool-call
-queue to a worker (docs/cluster.md, "The tool-call queue").
+queue to a worker (docs/operations/cluster.md, "The tool-call queue").
 """
 
 import os

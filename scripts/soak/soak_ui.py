@@ -1,4 +1,4 @@
-"""The web dashboard's part of the network soak (scripts/soak_net.py, docs/ui.md).
+"""The web dashboard's part of the network soak (scripts/soak_net.py, docs/guide/ui.md).
 
 While the MCP and webhook load runs, `UILoad` hammers `serve --ui` on 127.0.0.1:
 

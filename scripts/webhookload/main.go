@@ -1,7 +1,7 @@
 // Command webhookload is the webhook load generator: it starts the scheduler's webhook handler
 // on 127.0.0.1:0 with a fake Starter, hammers it with concurrent keep-alive clients sending
 // HMAC-signed bodies for a fixed duration (default 3 s; it stops by itself), and prints the
-// accepted requests per second (goal: ≥ 10k on loopback, docs/performance.md).
+// accepted requests per second (goal: ≥ 10k on loopback, docs/design/performance.md).
 //
 //	go run ./scripts/webhookload [-duration 3s] [-clients 32] [-body 1024] [-delivery-ids=true] [-min 10000]
 //

@@ -1,5 +1,5 @@
 /* wheel probe: loads a built dcc-flow library at run time and runs one workflow through the C ABI
- * (docs/c-abi.md), for the wheels that cannot be tried with a Python of their platform here
+ * (docs/reference/c-abi/README.md), for the wheels that cannot be tried with a Python of their platform here
  * (make test-wheels runs it for manylinux2014_aarch64 under qemu-aarch64).
  *
  *   probe LIBRARY DBPATH

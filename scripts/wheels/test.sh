@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test-wheels: checks every wheel `make wheels` wrote to dist/ (docs/wheels.md lists what each
+# make test-wheels: checks every wheel `make wheels` wrote to dist/ (docs/operations/wheels.md lists what each
 # check proves). Stops at the first failure, naming the wheel, the check and what it saw.
 #   scripts/wheels/test.sh PLATFORM...
 set -euo pipefail

@@ -12,7 +12,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine"
 )
 
-// The durable figures of docs/performance.md: the same workloads on a SQLite file, every step
+// The durable figures of docs/design/performance.md: the same workloads on a SQLite file, every step
 // durable.
 
 func benchEngineDB(b *testing.B) (*engine.Engine, string) {

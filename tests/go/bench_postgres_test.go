@@ -17,7 +17,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
-// The PostgreSQL figures of docs/performance.md, beside the SQLite ones of bench_durable_test.go:
+// The PostgreSQL figures of docs/design/performance.md, beside the SQLite ones of bench_durable_test.go:
 // the same workloads on a database of a throwaway cluster (internal/pgtest: initdb on this
 // machine, fsync off), every step durable. Without initdb they skip with a line that says so
 // (scripts/bench.sh prints it in place of the rows).
@@ -129,7 +129,7 @@ func pgBenchFanoutEngines(b *testing.B, n int) {
 // Goal: the step within 1 s of the expiry.
 func BenchmarkPGTakeover(b *testing.B) { benchContinued(b, false) }
 
-// BenchmarkPGHandover is BenchmarkPGTakeover with the orchestrator closed (docs/cluster.md,
+// BenchmarkPGHandover is BenchmarkPGTakeover with the orchestrator closed (docs/operations/cluster.md,
 // "Closing an engine") instead of killed: from the close to the other engine's claim and first
 // step, whatever the lease.
 func BenchmarkPGHandover(b *testing.B) { benchContinued(b, true) }

@@ -16,7 +16,7 @@ import (
 )
 
 // The benchmarks behind `make bench` (scripts/bench.sh runs each once, in its own process, and
-// prints the figures table). Each reports a figure of docs/performance.md as a custom metric.
+// prints the figures table). Each reports a figure of docs/design/performance.md as a custom metric.
 
 func benchEngine(b *testing.B) *engine.Engine {
 	b.Helper()

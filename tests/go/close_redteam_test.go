@@ -18,7 +18,7 @@ import (
 // the cluster soak's SIGTERM of a serve engine left a run whose host call was running there
 // interrupted, with no live owner). Closing waits up to the close grace for the host's answer,
 // then hands the run over: answered within it, the step is not called again; not answered, the
-// call is cancelled and the next engine calls the step again (docs/cluster.md, "Closing an
+// call is cancelled and the next engine calls the step again (docs/operations/cluster.md, "Closing an
 // engine").
 
 // openSlowHostEngine opens an engine on db that hosts tool on the main lane with a host that

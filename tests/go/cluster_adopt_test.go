@@ -14,7 +14,7 @@ import (
 )
 
 // SIGKILL of the orchestrator while its call runs on another engine through the tool-call queue
-// (docs/cluster.md, "The tool-call queue"): the engine that takes the run over adopts the call
+// (docs/operations/cluster.md, "The tool-call queue"): the engine that takes the run over adopts the call
 // still in flight — it waits for that call's outcome instead of calling the tool again — so the
 // tool is called once, there is one queued call, and the run completes with its output.
 // Engines A and B host no tool, W hosts `work`; either B or W takes the run over (W would call

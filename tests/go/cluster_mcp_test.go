@@ -45,7 +45,7 @@ func (w *workCalls) of(runID string) []string {
 }
 
 // Status, approve, cancel and resume over the MCP server of an engine that does not run the run
-// (docs/cluster.md, "Control from any engine": "CLI, MCP or Python on any host"). Engine A runs
+// (docs/operations/cluster.md, "Control from any engine": "CLI, MCP or Python on any host"). Engine A runs
 // the runs and is the only one to host `work`; engine B, on the same PostgreSQL database, serves
 // MCP over streamable HTTP on 127.0.0.1 and a real mcp-go client talks to it. B never ran the
 // runs, so each answer it gives comes from the database or from A (through control_requests):

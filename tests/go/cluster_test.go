@@ -23,7 +23,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
-// Many engines on one PostgreSQL database (docs/cluster.md, "Leases"): each test runs three
+// Many engines on one PostgreSQL database (docs/operations/cluster.md, "Leases"): each test runs three
 // engine processes (this test binary re-executed as TestClusterHelperProcess) on one database,
 // with a lease of 1 s.
 
@@ -559,7 +559,7 @@ func TestClusterControlFromAnotherEngine(t *testing.T) {
 	}
 }
 
-// The tool-call queue across processes (docs/cluster.md, "The tool-call queue"): engine A hosts
+// The tool-call queue across processes (docs/operations/cluster.md, "The tool-call queue"): engine A hosts
 // no tool; its run's `work` call goes through the queue to B or C. SIGKILL of the worker engine
 // mid-call: once its claim's lease expires the attempt fails worker_lost, and the retry runs on
 // the other worker; the run completes on A.
@@ -675,7 +675,7 @@ func TestClusterWebhooksOneRunPerDelivery(t *testing.T) {
 	}
 }
 
-// A database restart mid-run across engines (docs/cluster.md, "A database restart"): engine A hosts no tool,
+// A database restart mid-run across engines (docs/operations/cluster.md, "A database restart"): engine A hosts no tool,
 // so its run's `work` calls go through the tool-call queue to B and C. The server is restarted
 // (same port) with two of the six steps completed: every engine reconnects (its heartbeat
 // advances past the restart), the run completes, and no step completed before the restart is

@@ -17,7 +17,7 @@ import (
 )
 
 // Closing an engine on a shared database hands its runs to the other engines
-// (docs/cluster.md, "Closing an engine"), with engines in this process.
+// (docs/operations/cluster.md, "Closing an engine"), with engines in this process.
 
 // handoverLease is long so that only the hand-over, never a lease's expiry, can explain a run
 // going on elsewhere within a few seconds (the sweep of expired leases runs every 40 s).

@@ -99,7 +99,7 @@ steps:
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	// A second read-write engine opens beside it (docs/cluster.md, "Leases"): it leaves the run
+	// A second read-write engine opens beside it (docs/operations/cluster.md, "Leases"): it leaves the run
 	// to its engine, which holds its lease, and closing it does not touch the run. A read-only
 	// one sees the run too.
 	second, err := engine.Open(ctx, engine.Config{DB: url})
@@ -179,7 +179,7 @@ func TestPostgresUnreachable(t *testing.T) {
 
 // A PostgreSQL restart between two steps (the pooled connections all cut) loses nothing: the
 // step that completes once the server is back is written through a new connection, the run
-// completes, and no step is called twice (docs/cluster.md, "A database restart").
+// completes, and no step is called twice (docs/operations/cluster.md, "A database restart").
 func TestPostgresRestartBetweenStepsCompletes(t *testing.T) {
 	c := pgtest.StartT(t) // a cluster of its own: it is restarted
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
-// Pools and remotes on other engines (docs/cluster.md, "Pools and remotes on other engines"):
+// Pools and remotes on other engines (docs/operations/cluster.md, "Pools and remotes on other engines"):
 // an orchestrating engine without a pool queues the calls of its pool steps, tool_pools-routed
 // steps and tool_remote steps for an engine attached to the database that has the pool, which
 // runs them on its workers (stand-in MCP stdio servers).

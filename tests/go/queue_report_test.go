@@ -17,7 +17,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
-// The reports of queued calls (docs/cluster.md, "The tool-call queue"): what a call running on
+// The reports of queued calls (docs/operations/cluster.md, "The tool-call queue"): what a call running on
 // the engine that claimed it reports reaches the engine that orchestrates its run.
 
 // openReportingWorker opens an engine on db that hosts tool and runs each call it pulls with
@@ -155,7 +155,7 @@ steps:
 	// The progress reached the orchestrator in order, up to the last. Not necessarily each
 	// value: the tool pauses longer than the relay's interval, so each report is usually its own
 	// row and event, but rows the relay reads together (a slow wake-up on a busy machine) are
-	// passed on as one report with the latest progress (docs/limits.md).
+	// passed on as one report with the latest progress (docs/reference/limits.md).
 	increasing := len(dones) > 0 && dones[len(dones)-1] == total
 	for i := 1; i < len(dones); i++ {
 		increasing = increasing && dones[i] > dones[i-1]

@@ -21,7 +21,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/internal/pgtest"
 )
 
-// The tool-call queue (docs/cluster.md, "The tool-call queue"), with engines in this process.
+// The tool-call queue (docs/operations/cluster.md, "The tool-call queue"), with engines in this process.
 
 // openQueueEngine opens an engine on db with a short lease; tool, when set, is registered and
 // answered by answer (nil: pulled and never answered; the number of pulls is counted).

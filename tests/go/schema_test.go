@@ -13,7 +13,7 @@ import (
 )
 
 // A host tool's schema is checked before every call and its output_schema after it
-// (docs/c-abi.md "dccflow_tool_register").
+// (docs/reference/c-abi/engine.md "dccflow_tool_register").
 
 const exportArgsSchema = `{"type": "object", "required": ["scene", "frames"],
   "properties": {"scene": {"type": "string"}, "frames": {"type": "integer", "minimum": 1},

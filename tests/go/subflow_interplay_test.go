@@ -12,7 +12,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Sub-workflows with pause, on_failure, defaults and dry runs (docs/spec.md, "workflow").
+// Sub-workflows with pause, on_failure, defaults and dry runs (docs/reference/spec.md, "workflow").
 
 const slowChild = "name: slow_child\nsteps:\n  - {id: s, tool: slow, args: {k: \"{{inputs.k}}\"}}\ninputs:\n  k: {type: string}\n"
 

@@ -18,7 +18,7 @@ import (
 // Issue 33, defect 2: a fan-out of sub-workflows had no total bound. Every per-step limit
 // held, yet 20 items four levels deep started 168,420 runs, all live at once, and the process
 // ran out of memory. A tree of runs (a run started on its own and every run below it) is now
-// bounded as a whole: max_tree_runs, max_tree_instances, max_tree_parallel (docs/limits.md).
+// bounded as a whole: max_tree_runs, max_tree_instances, max_tree_parallel (docs/reference/limits.md).
 
 // fanOut registers the workflows of a chain: level `levels` is a leaf (flow__echo), every level
 // above it a foreach over `items` items, `conc` at a time, each item running the next level as

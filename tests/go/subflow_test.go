@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// Sub-workflows: docs/spec.md, "workflow".
+// Sub-workflows: docs/reference/spec.md, "workflow".
 
 const childSpec = `
 name: child
@@ -329,17 +329,17 @@ func TestSubflowMaxDepthAtRunTime(t *testing.T) {
 	}
 }
 
-// TestSubflowSpecDocExampleRuns runs the example of docs/spec.md, "workflow": the first block
+// TestSubflowSpecDocExampleRuns runs the example of docs/reference/spec.md, "workflow": the first block
 // is registered, the second runs and reads the child's output.
 func TestSubflowSpecDocExampleRuns(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "spec.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference", "spec.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
 	start := strings.Index(doc, "### `workflow`")
 	if start < 0 {
-		t.Fatal("docs/spec.md has no workflow section")
+		t.Fatal("docs/reference/spec.md has no workflow section")
 	}
 	section := doc[start:]
 	section = section[:strings.Index(section, "\n## ")]

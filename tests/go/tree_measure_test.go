@@ -13,7 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine"
 )
 
-// TestTreeFanOutMeasure measures a fan-out of sub-workflows for docs/limits.md ("A tree of
+// TestTreeFanOutMeasure measures a fan-out of sub-workflows for docs/reference/limits.md ("A tree of
 // sub-workflows"); it runs only when asked, as it may take gigabytes with the limits raised:
 //
 //	DCCFLOW_TREE_N=40 DCCFLOW_TREE_D=3 [DCCFLOW_TREE_MAX_RUNS=N] go test -count=1 -v ./tests/go -run TestTreeFanOutMeasure

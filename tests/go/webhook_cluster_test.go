@@ -22,7 +22,7 @@ import (
 )
 
 // Webhooks served by several engines on one PostgreSQL database, behind a load balancer
-// (docs/cluster.md, "Schedules"), with the engines in this process: the same store code path as
+// (docs/operations/cluster.md, "Schedules"), with the engines in this process: the same store code path as
 // engine processes (TestClusterWebhooks* runs them as processes).
 
 // webhookSchedules are the webhook schedules every engine of these tests serves.
@@ -316,7 +316,7 @@ func TestWebhooksOnTwoEnginesMaxConcurrent(t *testing.T) {
 }
 
 // stampHook is the X-Dcc-Flow-Signature of body sent at unix second t under hookSecret
-// (docs/scheduler.md: "t=<t>,v1=<hex HMAC-SHA256 of "<t>.<body>">").
+// (docs/guide/scheduler.md: "t=<t>,v1=<hex HMAC-SHA256 of "<t>.<body>">").
 func stampHook(t int64, body string) string {
 	ts := strconv.FormatInt(t, 10)
 	m := hmac.New(sha256.New, []byte(hookSecret))

@@ -42,7 +42,7 @@ async function exercise(client, { lossyEnd }) {
   // HTTP this POST's SSE stream or the client's standalone GET stream; over stdio another writer
   // goroutine than the response's), so they can arrive out of order and after the response (and
   // the SDK drops progress for a finished request). Over HTTP one taken by the request's stream
-  // just as the request ends is dropped. The response carries the final state; docs/mcp.md says so.
+  // just as the request ends is dropped. The response carries the final state; docs/reference/mcp.md says so.
   const progress = [];
   const res = await client.callTool(
     { name: 'workflows_run', arguments: { spec: 'steps: [{id: a, tool: flow__echo, args: {value: 7}}, {id: b, tool: flow__sleep, args: {ms: 400}, depends_on: [a]}]', wait_secs: 20 } },
@@ -60,7 +60,7 @@ async function exercise(client, { lossyEnd }) {
     assert.ok(updates.some((u) => u.terminal === true && u.detail.kind === 'workflow_terminal'), JSON.stringify(updates));
   }
 
-  // The run just made, found by the tool one of its steps called (docs/mcp.md, workflows_search).
+  // The run just made, found by the tool one of its steps called (docs/reference/mcp.md, workflows_search).
   const found = await client.callTool({ name: 'workflows_search', arguments: { tool: 'flow__sleep', limit: 5 } });
   assert.equal(found.isError ?? false, false, JSON.stringify(found));
   assert.ok(found.structuredContent.runs.some((r) => r.run_id === res.structuredContent.run_id), JSON.stringify(found));

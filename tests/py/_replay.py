@@ -1,4 +1,4 @@
-"""Replaying the console sessions of the docs (README.md's tour, docs/cli.md) and comparing what
+"""Replaying the console sessions of the docs (README.md's tour, docs/reference/cli/README.md) and comparing what
 the commands print with what the doc shows.
 
 A session is the ``$ command`` lines of the doc's ```` ```console ```` blocks, each followed by the
@@ -21,11 +21,11 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, List, NamedTuple, Optional, Pattern, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Pattern, Sequence, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-#: The working directory docs/cli.md shows in paths; the replay's own directory is shown as it.
+#: The working directory docs/reference/cli/README.md shows in paths; the replay's own directory is shown as it.
 DOC_WORKDIR = "/home/td/intake"
 
 RUN_ID = re.compile(r"\br[0-9a-f]{28}\b")
@@ -168,9 +168,10 @@ class Terminal:
 
 class Session:
     """Replays steps in ``cwd``, one after the other, keeping what they leave there (files, the
-    database). ``patterns`` are what ``normalise`` replaces; ``where`` names the doc in messages."""
+    database). ``patterns`` are what ``normalise`` replaces; ``where`` names the doc in messages:
+    a path, or a function of a doc line giving 'FILE line N' (a page split into parts)."""
 
-    def __init__(self, cwd: str, where: str, patterns: Sequence[Tuple[Pattern[str], str]] = VOLATILE,
+    def __init__(self, cwd: str, where: Union[str, Callable[[int], str]], patterns: Sequence[Tuple[Pattern[str], str]] = VOLATILE,
                  record: bool = False) -> None:
         self.cwd, self.where, self.patterns = cwd, where, patterns
         #: With ``record``, nothing is compared: each step's (command run, lines shown, exit code)
@@ -191,6 +192,12 @@ class Session:
                         PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
                         DCC_FLOW_USER="td")  # who resumes, approves, pauses: the doc's user
 
+    def at(self, line: int) -> str:
+        """'FILE line N' of a doc line."""
+        if callable(self.where):
+            return self.where(line)
+        return "%s line %d" % (self.where, line)
+
     def shown(self, lines: Sequence[str]) -> List[str]:
         """The lines a command printed, with the replay's working directory shown as the doc's."""
         real = os.path.realpath(self.cwd)
@@ -203,7 +210,7 @@ class Session:
             self.recorded[step.line] = (command, shown, code)
             self.learn_ids(step.expected, shown)
             return
-        where = "%s line %d: $ %s" % (self.where, step.line, step.command)
+        where = "%s: $ %s" % (self.at(step.line), step.command)
         assert normalise(shown, self.patterns) == normalise(step.expected, self.patterns), where
         assert code == step.exit_code, "%s: exit code %d, the doc says %d\n%s" % (
             where, code, step.exit_code, "\n".join(shown))
@@ -216,10 +223,10 @@ class Session:
     def run(self, step: Step) -> None:
         command = RUN_ID.sub(lambda m: self.ids.get(m.group(0), m.group(0)), step.command)
         if os.environ.get("REPLAY_TRACE"):
-            print("replay %s line %d: $ %s" % (self.where, step.line, command), file=sys.stderr, flush=True)
+            print("replay %s: $ %s" % (self.at(step.line), command), file=sys.stderr, flush=True)
         term = Terminal(command, self.cwd, self.env)
         if any("waits for approval" in line for line in step.expected) and "--timeout" not in command:
-            assert self.waiting is None, "%s line %d: two commands wait at once" % (self.where, step.line)
+            assert self.waiting is None, "%s: two commands wait at once" % self.at(step.line)
             self.learn_ids(step.expected, self.shown(term.read_until("waits for approval", timeout=60)))
             self.waiting = (step, term)
             return
@@ -244,5 +251,5 @@ class Session:
             step, term = self.waiting
             self.waiting = None
             term.kill()
-            raise AssertionError("%s line %d: $ %s still waits for an approval the doc never gives"
-                                 % (self.where, step.line, step.command))
+            raise AssertionError("%s: $ %s still waits for an approval the doc never gives"
+                                 % (self.at(step.line), step.command))

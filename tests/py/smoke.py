@@ -138,7 +138,7 @@ def main():
         check(result.ok, "smoke run completed: %r %r" % (result, result.error))
         check(result.outputs["per_file"][2]["export"]["fbx"] == "2026-11-22/2.fbx", "outputs")
 
-        # A @task's type hints are its args schema, read with this Python's typing (docs/python.md
+        # A @task's type hints are its args schema, read with this Python's typing (docs/reference/python/tools.md
         # "Tool schemas"): a wrong type fails invalid_input before the function runs.
         from typing import Dict, List, Optional
 
@@ -146,7 +146,7 @@ def main():
         def typed(scene: str, frames: int, tags: Optional[List[str]] = None, meta: Dict[str, float] = None):
             raise AssertionError("called with args that break its schema")
 
-        # What a tool's thread prints and logs is its step's lines (docs/python.md "Output of
+        # What a tool's thread prints and logs is its step's lines (docs/reference/python/tool-calls.md "Output of
         # in-process tools"), with this Python's sys.stdout and logging.
         import logging
 
@@ -162,7 +162,7 @@ def main():
               == [("stdout", None, "hello from print"), ("stderr", None, "to stderr"),
                   ("log", "WARNING", "a warning"), ("stdout", None, "no newline")], "capture: %r" % (chatty.logs,))
 
-        # A tool looping in Python is interrupted at its deadline (docs/python.md "Timeouts and
+        # A tool looping in Python is interrupted at its deadline (docs/reference/python/tools.md "Timeouts and
         # cancel"): PyThreadState_SetAsyncExc as this Python has it.
         import time
 

@@ -1,5 +1,5 @@
 """Every attempt of a step is a record: StepRecord.attempts (AttemptRecord), StepRecord.args,
-RunResult.resumes (docs/python.md "Attempts")."""
+RunResult.resumes (docs/reference/python/running.md "Attempts")."""
 
 import os
 import socket

@@ -1,4 +1,4 @@
-"""Bad input gets a clear error, never a crash (docs/architecture.md, "Principles")."""
+"""Bad input gets a clear error, never a crash (docs/design/architecture.md, "Principles")."""
 
 import random
 

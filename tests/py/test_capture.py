@@ -1,4 +1,4 @@
-"""Output of in-process tools (docs/python.md "Output of in-process tools"): what a tool's thread
+"""Output of in-process tools (docs/reference/python/tool-calls.md "Output of in-process tools"): what a tool's thread
 prints and logs becomes its step's lines, and the CLI's standard output stays its own."""
 
 import io
@@ -225,7 +225,7 @@ def test_a_pool_workers_execute_captures_nothing_itself():
     sent = []
     entry = ToolEntry("p", lambda: print("to the fds"), "main", None, "")
     execute(entry, {"call_id": 1, "tool": "p"}, lambda _c: False, lambda *a: sent.append(a), capture=False)
-    assert sent == []  # a worker's output is read from its file descriptors (docs/pools.md)
+    assert sent == []  # a worker's output is read from its file descriptors (docs/guide/pools.md)
 
 
 def test_the_packages_own_records_are_not_captured(engine, caplog):

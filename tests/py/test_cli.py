@@ -1,6 +1,6 @@
 """The dcc-flow command line: `python -m dcc_flow ...` in a subprocess, and `main([...])` in-process.
 
-Contract (docs/cli.md): results on stdout, diagnostics on stderr; an error is one line, never a
+Contract (docs/reference/cli/README.md): results on stdout, diagnostics on stderr; an error is one line, never a
 traceback; exit code 0 success, 1 failure, 2 usage error; `--help` everywhere, with examples.
 """
 
@@ -142,7 +142,7 @@ def test_python_m_usage_error_exit_2():
 
 
 def test_serve_lease_secs_needs_a_postgresql_database(tmp_path):
-    # --lease-secs is the lease of engines sharing a PostgreSQL database (docs/cluster.md); with a
+    # --lease-secs is the lease of engines sharing a PostgreSQL database (docs/operations/cluster.md); with a
     # SQLite file it would do nothing, so it is refused before anything is served.
     result = run_cli("serve", "--lease-secs", "2", "--db", str(tmp_path / "flow.db"))
     assert result.returncode == 2
@@ -154,7 +154,7 @@ def test_serve_lease_secs_needs_a_postgresql_database(tmp_path):
 
 def test_serve_close_grace_secs_needs_a_postgresql_database(tmp_path):
     # --close-grace-secs is how long a closing engine waits before it hands runs to the others
-    # (docs/cluster.md, "Closing an engine"): nothing to hand over with a SQLite file.
+    # (docs/operations/cluster.md, "Closing an engine"): nothing to hand over with a SQLite file.
     result = run_cli("serve", "--close-grace-secs", "2", "--db", str(tmp_path / "flow.db"))
     assert result.returncode == 2
     assert_one_error_line(result.stderr, "dcc-flow serve")

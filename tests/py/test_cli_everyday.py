@@ -1,4 +1,4 @@
-"""The everyday commands do what docs/cli.md says (issue 32): ``run -`` reads the spec from
+"""The everyday commands do what docs/reference/cli/README.md says (issue 32): ``run -`` reads the spec from
 stdin, ``run --db :memory:`` never waits for an approval nothing can give nor prints a hint that
 cannot work, ``run``/``resume`` take ``--lease-secs`` as ``serve`` does, and the DCC adapters and
 the Blender tour say what to install when their DCC module is missing."""
@@ -82,7 +82,7 @@ def test_run_of_a_bad_spec_on_stdin_names_stdin():
 
 
 def test_every_command_that_takes_a_spec_file_reads_stdin():
-    # validate, graph and run are the commands whose argument is a spec file (docs/cli.md,
+    # validate, graph and run are the commands whose argument is a spec file (docs/reference/cli/README.md,
     # Conventions); each of them reads `-`.
     for args in (["validate", "-"], ["graph", "-"], ["run", "-", "--db", ":memory:"]):
         result = run_cli(*args, stdin=ECHO_SPEC)
@@ -164,7 +164,7 @@ def test_lease_secs_needs_a_postgresql_database(tmp_path, command):
 def test_run_and_resume_pass_lease_secs_to_the_engine(pg_url, tmp_path):  # noqa: F811
     spec = tmp_path / "echo.yaml"
     spec.write_text(ECHO_SPEC, encoding="utf-8")
-    # The engine checks the lease (at least 0.1 s, docs/cluster.md): a bad one is its error, so
+    # The engine checks the lease (at least 0.1 s, docs/operations/cluster.md): a bad one is its error, so
     # the option reached it.
     result = run_cli("run", str(spec), "--db", pg_url, "--lease-secs", "0.01")
     assert result.returncode == 1
@@ -227,7 +227,7 @@ def _without_bpy(*args):
 
 def test_the_blender_tour_without_bpy_stops_before_the_run_starts(tmp_path):
     out = tmp_path / "intake"
-    # The command line of README.md and docs/python.md.
+    # The command line of README.md and docs/reference/python/README.md.
     result = _without_bpy("run", "examples/blender_intake.yaml", "--tools", "examples/blender_intake_tools.py",
                           "--input", "out=%s" % out, "--approve-all", "--db", str(tmp_path / "flow.db"))
     assert result.returncode == 1, result.stdout + result.stderr

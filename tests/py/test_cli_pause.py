@@ -1,4 +1,4 @@
-"""dcc-flow pause / unpause (docs/cli.md), as subprocesses against one file database."""
+"""dcc-flow pause / unpause (docs/reference/cli/README.md), as subprocesses against one file database."""
 import textwrap
 
 import dcc_flow

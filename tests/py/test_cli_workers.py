@@ -1,4 +1,4 @@
-"""Concurrency of plain Python tools (docs/cli.md, "Concurrency"): `dcc-flow run --workers N` runs the
+"""Concurrency of plain Python tools (docs/reference/cli/run.md, "Concurrency"): `dcc-flow run --workers N` runs the
 --tools functions in N worker processes, `--worker-threads N` on N threads, and without either `run`,
 `validate --tools` and `Engine.run` warn once per step whose concurrency its tools cannot give.
 
@@ -336,14 +336,14 @@ def test_engine_run_logs_the_warning_once_per_step_and_not_with_workers(work, ca
     assert logged[1].startswith("per_item (foreach, concurrency 2): its tool nap runs")
     assert logged[1].endswith("; open the engine with Engine(tools=[MODULE], workers=2) to run it in worker processes, "
                               "or with Engine(tools=[MODULE], worker_threads=2) on 2 threads "
-                              '(docs/python.md, "Worker processes")')
+                              '(docs/reference/python/tools.md, "Worker processes")')
     caplog.clear()
     with dcc_flow.Engine() as engine:  # a tool registered by hand: the fix names its lane
         engine.register_tool(lambda item, secs=0: item, name="nap")
         assert engine.run(spec).ok
     logged = [r.getMessage() for r in caplog.records if r.name == "dcc_flow"]
     assert len(logged) == 2 and logged[1].endswith(
-        'or register it with thread="worker" and call engine.serve_tools(2) (docs/python.md, "Worker processes")')
+        'or register it with thread="worker" and call engine.serve_tools(2) (docs/reference/python/tools.md, "Worker processes")')
     caplog.clear()
     with dcc_flow.Engine(tools=[str(work / "tools.py")], worker_threads=2) as engine:
         assert engine.run(spec).ok

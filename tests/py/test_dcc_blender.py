@@ -326,16 +326,16 @@ steps:
 def doc_block(name):
     import re
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "python.md")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    import _docpage
+
+    text = _docpage.Page(_docpage.PYTHON).text
     found = re.findall(r"<!-- doc-test: %s -->\n```python\n(.*?)^```" % name, text, flags=re.S | re.M)
-    assert len(found) == 1, "docs/python.md should have one block marked <!-- doc-test: %s -->" % name
+    assert len(found) == 1, "%s should have one block marked <!-- doc-test: %s -->" % (_docpage.PYTHON, name)
     return found[0]
 
 
 def test_docs_blender_block_runs_its_tool_from_the_timer_with_the_real_bpy(empty_scene, monkeypatch, tmp_path):
-    """docs/python.md's Blender block, as in an interactive Blender: the real bpy's data and
+    """docs/reference/python/README.md's Blender block, as in an interactive Blender: the real bpy's data and
     operators, behind a stand-in bpy.app (background False, timers that tick when fired)."""
     real = empty_scene
     real.ops.mesh.primitive_cube_add()
@@ -349,7 +349,7 @@ def test_docs_blender_block_runs_its_tool_from_the_timer_with_the_real_bpy(empty
     ui_bpy.app = types.SimpleNamespace(background=False, timers=timers)
     monkeypatch.setitem(sys.modules, "bpy", ui_bpy)
     scope = {"__name__": "blender_console"}
-    exec(compile(doc_block("blender").replace("/proj/crate.blend", blend), "docs/python.md (blender block)", "exec"),
+    exec(compile(doc_block("blender").replace("/proj/crate.blend", blend), "docs/reference/python/dcc.md (blender block)", "exec"),
          scope)
     engine, pump, run = scope["engine"], scope["pump"], scope["run"]
     try:

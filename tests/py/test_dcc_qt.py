@@ -234,18 +234,19 @@ def test_no_binding_at_all_names_the_packages(no_bindings):
 
 
 def test_docs_qt_block_runs_its_tool_from_the_qt_loop(app, monkeypatch):
-    """docs/python.md's Qt block, with a stand-in nuke module, in a real QApplication."""
+    """docs/reference/python/README.md's Qt block, with a stand-in nuke module, in a real QApplication."""
     import re
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "python.md")
-    with open(path, encoding="utf-8") as f:
-        [block] = re.findall(r"<!-- doc-test: qt -->\n```python\n(.*?)^```", f.read(), flags=re.S | re.M)
+    import _docpage
+
+    text = _docpage.Page(_docpage.PYTHON).text
+    [block] = re.findall(r"<!-- doc-test: qt -->\n```python\n(.*?)^```", text, flags=re.S | re.M)
     executed = []
     nuke = types.ModuleType("nuke")
     nuke.execute = lambda node, first, last: executed.append((node, first, last, threading.get_ident()))
     monkeypatch.setitem(sys.modules, "nuke", nuke)
     scope = {"__name__": "nuke_script_editor"}
-    exec(compile(block, "docs/python.md (qt block)", "exec"), scope)
+    exec(compile(block, "docs/reference/python/dcc.md (qt block)", "exec"), scope)
     engine, pump, run = scope["engine"], scope["pump"], scope["run"]
     try:
         assert pump.installed

@@ -1,4 +1,4 @@
-"""Spec and engine defaults, the retry multiplier and on_failure steps (docs/spec.md, "Defaults",
+"""Spec and engine defaults, the retry multiplier and on_failure steps (docs/reference/spec.md, "Defaults",
 "on_failure"), from Python: spec views, Engine(config={"defaults": ...}), code-first options."""
 
 import pytest

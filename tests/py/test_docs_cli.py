@@ -1,4 +1,5 @@
-"""docs/cli.md says what the command line really does.
+"""docs/reference/cli/ (the index README.md and its parts, read as one page) says what the
+command line really does.
 
 - The console blocks marked ``<!-- doc-test: replay -->`` are replayed in order, in one temporary
   folder holding a copy of examples/ (and the files of the blocks marked
@@ -26,20 +27,24 @@ import sys
 
 import pytest
 
+import _docpage
 import _replay
-from dcc_flow._cli import COMMAND_MODULES, _build_parser, commands
+from dcc_flow._cli import COMMAND_MODULES, _base, _build_parser, commands
 from dcc_flow._cli._base import ParserExit, UsageError
 
 ROOT = _replay.ROOT
-DOC = os.path.join(ROOT, "docs", "cli.md")
+DOC = _docpage.CLI
 
 BLOCK = re.compile(r"(?:^<!-- doc-test: (?P<marker>[^>]*?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$",
                    flags=re.S | re.M)
 
 
+def page():
+    return _docpage.Page(DOC)
+
+
 def doc():
-    with open(DOC, encoding="utf-8") as f:
-        return f.read()
+    return page().text
 
 
 def blocks(text=None):
@@ -67,8 +72,9 @@ def test_replayed_blocks_print_what_they_show(tmp_path):
     update = os.environ.get("UPDATE_DOCS", "") not in ("", "0")
     cwd = str(tmp_path)
     prepare(cwd)
-    session = _replay.Session(cwd, "docs/cli.md", record=update)
-    text = doc()
+    cli = page()
+    session = _replay.Session(cwd, cli.where, record=update)
+    text = cli.text
     found = blocks(text)
     replayed = 0
     try:
@@ -83,18 +89,19 @@ def test_replayed_blocks_print_what_they_show(tmp_path):
                     session.run(step)
                     replayed += 1
             else:
-                assert marker is None, "docs/cli.md line %d: unknown marker %r" % (line - 2, marker)
+                assert marker is None, "%s: unknown marker %r" % (cli.where(line - 2), marker)
     finally:
         session.close()
     assert replayed > 40, "the doc's replayed examples are missing"
     if update:
-        rewrite(text, found, session)
+        rewrite(cli, found, session)
 
 
-def rewrite(text, found, session):
+def rewrite(cli, found, session):
     """Write the doc back with the output of each replayed command that printed something else
     than the doc shows (the others keep their text, paths and run ids as written)."""
     doc_ids = {real: doc_id for doc_id, real in session.ids.items()}
+    text = cli.text
     out, last = [], 0
     for marker, _lang, body, line, m in found:
         if marker != "replay":
@@ -112,8 +119,7 @@ def rewrite(text, found, session):
         out.append("\n".join(lines) + "\n")
         last = m.end("body")
     out.append(text[last:])
-    with open(DOC, "w", encoding="utf-8") as f:
-        f.write("".join(out))
+    cli.write("".join(out))
 
 
 # --- command lines ----------------------------------------------------------------------------
@@ -166,6 +172,7 @@ def parse(args):
 
 
 def test_every_command_line_parses():
+    cli = page()
     checked = 0
     for line, _marker, step in command_lines():
         args = dcc_flow_args(step.command)
@@ -179,7 +186,7 @@ def test_every_command_line_parses():
             try:
                 parse(args)
             except UsageError as exc:
-                pytest.fail("docs/cli.md line %d: $ %s: %s" % (line, step.command, exc.message))
+                pytest.fail("%s: $ %s: %s" % (cli.where(line), step.command, exc.message))
     assert checked > 50
 
 
@@ -201,8 +208,8 @@ def test_every_command_has_a_section_in_order():
     found = [name for name in sections() if name in COMMAND_MODULES]
     assert found == list(COMMAND_MODULES)
     table = doc().split("## Conventions")[0]
-    for name in COMMAND_MODULES:
-        assert "| [`%s`](#%s) |" % (name, name) in table, "the command table lacks %s" % name
+    for name in COMMAND_MODULES:  # the index links each command to its section in its part
+        assert re.search(r"\| \[`%s`\]\([\w-]+\.md#%s\) \|" % (name, name), table), "the command table lacks %s" % name
     assert "planned" not in doc()
 
 
@@ -258,6 +265,17 @@ def test_synopsis_names_real_options(name):
 
 
 @pytest.mark.parametrize("name", COMMAND_MODULES)
+def test_help_names_the_page_of_the_command(name):
+    """``dcc-flow NAME --help`` ends with the part of the doc whose ``## NAME`` section it is."""
+    epilog = commands()[name].epilog()
+    reference = epilog.splitlines()[-1]
+    assert reference == "reference: %s/%s#%s" % (DOC, _base.DOC_PARTS[name], name), reference
+    path = os.path.join(ROOT, DOC, _base.DOC_PARTS[name])
+    with open(path, encoding="utf-8") as f:
+        assert re.search(r"^## %s$" % re.escape(name), f.read(), flags=re.M), "%s has no ## %s" % (path, name)
+
+
+@pytest.mark.parametrize("name", COMMAND_MODULES)
 def test_section_states_the_exit_codes(name):
     assert "**Exit codes:** %s." % commands()[name].exit_codes in sections()[name]
 
@@ -281,6 +299,7 @@ def test_every_environment_variable_is_documented():
 
 
 def test_python_excerpts_are_the_example_files():
+    cli = page()
     sources = []
     for name in os.listdir(os.path.join(ROOT, "examples")):
         if name.endswith(".py"):
@@ -288,13 +307,15 @@ def test_python_excerpts_are_the_example_files():
                 sources.append(f.read())
     for marker, lang, body, line, _m in blocks():
         if lang == "python" and marker is None:
-            assert any(body in source for source in sources), "docs/cli.md line %d: not in examples/" % line
+            assert any(body in source for source in sources), "%s: not in examples/" % cli.where(line)
 
 
 def test_links_exist():
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", doc()):
-        if "://" not in target:
-            assert os.path.exists(os.path.join(ROOT, "docs", target)), target
+    cli = page()
+    for rel, text in zip(cli.files, cli.texts):
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if "://" not in target:
+                assert os.path.exists(os.path.join(ROOT, os.path.dirname(rel), target)), (rel, target)
 
 
 if __name__ == "__main__":

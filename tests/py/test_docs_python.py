@@ -1,6 +1,8 @@
-"""docs/python.md says what the package really does.
+"""docs/reference/python/ (the index README.md and its parts, read as one page) says what the
+package really does.
 
-- Its ``>>>`` sessions run as one doctest, in order, in an empty directory (as the README's do).
+- Its ``>>>`` sessions run as one doctest session, in order across the parts (one DocTest per
+  part, sharing one namespace), in an empty directory (as the README's do).
 - The blocks marked ``<!-- doc-test: maya -->`` / ``houdini`` run against fake ``maya.cmds`` /
   ``hou`` modules, and the one marked ``pytest`` runs as a studio's test file with the plugin.
 - Every other Python block at least compiles.
@@ -20,19 +22,19 @@ import types
 
 import pytest
 
+import _docpage
 import dcc_flow
 from dcc_flow import _errors, _tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOC = os.path.join(ROOT, "docs", "python.md")
+DOC = _docpage.PYTHON
 
 #: Names of dcc_flow.__all__ the doc need not mention, with the reason.
 UNDOCUMENTED = {}  # type: dict
 
 
 def doc():
-    with open(DOC, encoding="utf-8") as f:
-        return f.read()
+    return _docpage.Page(DOC).text
 
 
 BLOCK = re.compile(r"(?:<!-- doc-test: (\w+) -->\n)?^```python\n(.*?)^```", flags=re.S | re.M)
@@ -44,24 +46,31 @@ def python_blocks():
 
 
 def sessions():
-    """One DocTest of every ``>>>`` block, in order, with the examples' line numbers in the doc."""
-    text = doc()
+    """A DocTest per file of the page of every ``>>>`` block, in order, with the examples' line
+    numbers in their file; they share one namespace (one session, as when the page was one file)."""
+    page = _docpage.Page(DOC)
     parser = doctest.DocTestParser()
-    examples = []
-    for match in BLOCK.finditer(text):
-        code = match.group(2)
-        if ">>> " not in code:
-            continue
-        first_line = text.count("\n", 0, match.start(2))  # 0-based line of the block's first line
-        for example in parser.get_examples(code, "docs/python.md"):
-            example.lineno += first_line
-            examples.append(example)
-    return doctest.DocTest(examples, {}, "docs/python.md", DOC, 0, text)
+    tests, globs = [], {}
+    for rel, text in zip(page.files, page.texts):
+        examples = []
+        for match in BLOCK.finditer(text):
+            code = match.group(2)
+            if ">>> " not in code:
+                continue
+            first_line = text.count("\n", 0, match.start(2))  # 0-based line of the block's first line
+            for example in parser.get_examples(code, rel):
+                example.lineno += first_line
+                examples.append(example)
+        if examples:
+            test = doctest.DocTest(examples, {}, rel, os.path.join(ROOT, rel), 0, text)
+            test.globs = globs  # DocTest copies the dict it is given: share one namespace
+            tests.append(test)
+    return tests
 
 
 def marked(name):
     found = [code for marker, code in python_blocks() if marker == name]
-    assert len(found) == 1, "docs/python.md should have one block marked <!-- doc-test: %s -->" % name
+    assert len(found) == 1, "%s should have one block marked <!-- doc-test: %s -->" % (DOC, name)
     return found[0]
 
 
@@ -71,22 +80,23 @@ def marked(name):
 def test_sessions_run_as_shown(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DCC_FLOW_USER", raising=False)
-    test = sessions()
-    assert len(test.examples) > 100, "the doc's Python sessions are missing"
+    tests = sessions()
+    assert sum(len(test.examples) for test in tests) > 100, "the doc's Python sessions are missing"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     try:
-        runner.run(test)
+        for test in tests:
+            runner.run(test, clear_globs=False)
     finally:
-        for value in test.globs.values():  # an engine left open by a failed example
+        for value in tests[0].globs.values():  # an engine left open by a failed example
             if isinstance(value, dcc_flow.Engine):
                 value.close()
-    assert runner.failures == 0, "docs/python.md's sessions do not run as shown (see the output above)"
+    assert runner.failures == 0, "%s's sessions do not run as shown (see the output above)" % DOC
 
 
 def test_other_blocks_compile():
     for marker, code in python_blocks():
         if ">>> " not in code:
-            compile(code, "docs/python.md (%s block)" % (marker or "python"), "exec")
+            compile(code, "%s (%s block)" % (DOC, marker or "python"), "exec")
 
 
 # --- the DCC blocks, against fake DCC modules ---------------------------------------------------
@@ -116,7 +126,7 @@ def test_maya_block_runs_its_tools_from_the_idle_loop(monkeypatch):
     monkeypatch.setitem(sys.modules, "maya.cmds", cmds)
 
     scope = {}
-    exec(compile(marked("maya"), "docs/python.md (maya block)", "exec"), scope)
+    exec(compile(marked("maya"), "%s (maya block)" % DOC, "exec"), scope)
     engine, run, pump = scope["engine"], scope["run"], scope["pump"]
     try:
         assert pump.installed and not pump.inline and len(jobs) == 1
@@ -160,7 +170,7 @@ def test_houdini_block_runs_its_tools_from_the_event_loop(monkeypatch):
     monkeypatch.setitem(sys.modules, "hou", hou)
 
     scope = {}
-    exec(compile(marked("houdini"), "docs/python.md (houdini block)", "exec"), scope)
+    exec(compile(marked("houdini"), "%s (houdini block)" % DOC, "exec"), scope)
     engine, run, pump = scope["engine"], scope["run"], scope["pump"]
     try:
         assert pump.installed and callbacks == [pump.tick]
@@ -203,7 +213,7 @@ def test_every_public_name_is_documented(name):
     if name in UNDOCUMENTED:
         return
     assert re.search(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % re.escape(name), doc()), (
-        "dcc_flow.%s is exported but docs/python.md does not mention it" % name
+        "dcc_flow.%s is exported but %s does not mention it" % (name, DOC)
     )
 
 
@@ -254,7 +264,7 @@ def test_exception_table_matches_the_code():
 
 def test_engine_docstring_config_keys_are_accepted():
     """The config keys Engine's docstring names are the ones the library accepts."""
-    keys = re.search(r"settings of docs/c-abi.md \(([^)]*)\)", dcc_flow.Engine.__doc__ or "").group(1)
+    keys = re.search(r"settings of docs/reference/c-abi/README.md \(([^)]*)\)", dcc_flow.Engine.__doc__ or "").group(1)
     for key in re.findall(r"``(\w+)``", keys):
         value = {"env_allow": [], "remotes": {}}.get(key, 1)
         dcc_flow.Engine(config={key: value}).close()

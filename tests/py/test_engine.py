@@ -155,7 +155,7 @@ def test_transient_failures_are_retried(engine):
     result = engine.run(spec)
     assert result.ok and result.outputs["f"] == "ok"
     assert len(calls) == 3 and result.step("f").attempt == 3
-    # The run record's field is "attempts" (docs/c-abi.md), the one StepRecord reads.
+    # The run record's field is "attempts" (docs/reference/c-abi/README.md), the one StepRecord reads.
     (raw,) = [s for s in result.raw["steps"] if s["key"] == "f"]
     assert raw["attempts"] == 3 and "attempt" not in raw
 

@@ -1,4 +1,4 @@
-"""Timeouts and cancel bound a run of in-process tools (docs/python.md, "Timeouts and cancel:
+"""Timeouts and cancel bound a run of in-process tools (docs/reference/python/tools.md, "Timeouts and cancel:
 what can be stopped"): a tool in Python code is interrupted at its next instruction, one blocked
 in C is abandoned after the interrupt grace, an attempt's time counts from when a thread starts
 it, a retry never runs beside the attempt it replaces, and an attempt that never started is not

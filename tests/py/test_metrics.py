@@ -1,4 +1,4 @@
-"""Prometheus metrics (docs/metrics.md): Engine.serve(metrics=...) and `dcc-flow serve --metrics`
+"""Prometheus metrics (docs/operations/metrics.md): Engine.serve(metrics=...) and `dcc-flow serve --metrics`
 answer GET /metrics in the text format, counting the runs made; off loopback needs a token."""
 
 import os

@@ -1,4 +1,4 @@
-"""Pause and unpause of a run (docs/state-machine.md "Pause"): Engine.pause / Engine.unpause and
+"""Pause and unpause of a run (docs/reference/state-machine.md "Pause"): Engine.pause / Engine.unpause and
 the Run methods."""
 
 import json

@@ -1,4 +1,4 @@
-"""Worker pools (issue #18, docs/pools.md): `remotes` entries with `workers` run N real
+"""Worker pools (issue #18, docs/guide/pools.md): `remotes` entries with `workers` run N real
 ``dcc-flow worker`` processes, one call at a time each. No mocks: every test starts real
 children (``sys.executable -m dcc_flow worker``)."""
 
@@ -190,7 +190,7 @@ def test_without_a_retry_policy_the_run_fails_worker_lost_with_a_clear_message(p
         assert step.error["kind"] == "worker_lost"
         msg = step.error["message"]
         # What the tool printed during the call is captured in-process, so it dies with the process:
-        # the message has the exit status (docs/pools.md).
+        # the message has the exit status (docs/guide/pools.md).
         assert "worker pid %s was lost during the call" % step.worker.split("/")[1] in msg, msg
         assert "the process exited (exit status 1)" in msg, msg
 

@@ -1,4 +1,4 @@
-"""dcc_flow on a PostgreSQL database (docs/cluster.md): ``Engine(db="postgresql://…")`` and
+"""dcc_flow on a PostgreSQL database (docs/operations/cluster.md): ``Engine(db="postgresql://…")`` and
 ``--db postgresql://…`` run and keep workflows there.
 
 The tests start a throwaway PostgreSQL cluster (initdb + pg_ctl in a temporary folder, on a free
@@ -141,7 +141,7 @@ def test_many_engines_share_the_database_and_the_password_never_shows(pg_url):
 def test_worker_command_serves_queued_calls_from_the_database(pg_url, tmp_path):
     """``dcc-flow worker --db URL --tools MODULE``: an engine that does not host ``export`` runs a
     workflow calling it; the calls go through the database's tool-call queue to the worker process,
-    which runs them (its pid in the output); SIGTERM stops it cleanly (docs/cluster.md)."""
+    which runs them (its pid in the output); SIGTERM stops it cleanly (docs/operations/cluster.md)."""
     tools = tmp_path / "farm_tools.py"
     tools.write_text("import os\n\ndef export(i):\n    return {'v': i * 10, 'pid': os.getpid()}\n")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
@@ -172,7 +172,7 @@ def test_worker_command_runs_its_pool_for_engines_without_it(pg_url, tmp_path):
     of ``dcc_flow worker --tools``), the orchestrating engine has none; its ``pool: maya`` step
     and its ``tool_remote`` step go through the database's tool-call queue to the worker
     process, which runs them on its pool; the step records name the worker engine and the pool
-    worker, and keep what the tool printed there (docs/cluster.md, "Pools and remotes on other
+    worker, and keep what the tool printed there (docs/operations/cluster.md, "Pools and remotes on other
     engines")."""
     tools = tmp_path / "maya_tools.py"
     tools.write_text("import os\n\ndef export(i):\n    print('exporting', i)\n"
@@ -234,7 +234,7 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
     """A tool run by a ``dcc-flow worker --db`` process reports progress and logs lines with
     ``current_call()``: the engine that orchestrates the run gets them as ``step_progress`` and
     ``step_log`` events, in order and before the step's ``step_exit``, and on its step record
-    (``progress``, ``logs``), as for a call it ran itself (docs/cluster.md)."""
+    (``progress``, ``logs``), as for a call it ran itself (docs/operations/cluster.md)."""
     tools = tmp_path / "cache_tools.py"
     tools.write_text(
         "import time\n"
@@ -265,7 +265,7 @@ def test_queued_call_progress_and_logs_reach_the_orchestrator(pg_url, tmp_path):
             # In order, up to the last; not necessarily each value: the tool pauses longer than the
             # relay's interval, so each report is usually its own event, but reports the relay
             # reads together (a slow wake-up on a busy machine) pass on the latest progress only
-            # (docs/limits.md).
+            # (docs/reference/limits.md).
             dones = [e["detail"]["done"] for e in events if e["type"] == "step_progress"]
             assert dones and dones[-1] == 4 and all(a < b for a, b in zip(dones, dones[1:])), dones
             step = result.step("cache")
@@ -294,7 +294,7 @@ steps:
 
 def test_cli_status_approve_and_cancel_a_run_another_engine_holds(pg_url):
     """``dcc-flow status|approve|cancel RUN --db postgresql://…`` from another process, on a run
-    that an engine of this process holds (docs/cluster.md, "Control from any engine"): the CLI's
+    that an engine of this process holds (docs/operations/cluster.md, "Control from any engine"): the CLI's
     engine never ran the run, so it reads the run from the database and files the approval and
     the cancel for the holder, which carries them out. The URL has a password (the throwaway
     cluster trusts every login, so it is not checked): no output of the CLI shows it."""

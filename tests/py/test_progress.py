@@ -1,4 +1,4 @@
-"""Progress and logs from inside a tool (issue #21 item 5; docs/python.md "Progress and logs from
+"""Progress and logs from inside a tool (issue #21 item 5; docs/reference/python/tool-calls.md "Progress and logs from
 inside a tool"): ``current_call().progress()`` and ``.log()`` become ``step_progress`` and
 ``step_log`` events, throttled, and the step record's ``progress`` and ``logs``; for in-process
 tools (the C ABI's dccflow_call_report) and for a pool worker's tools (MCP notifications)."""

@@ -1,4 +1,4 @@
-"""Hostile input to the attempt records (docs/limits.md "Attempts"): a 10 MB argument, text that
+"""Hostile input to the attempt records (docs/reference/limits.md "Attempts"): a 10 MB argument, text that
 is not valid Unicode, terminal escapes in an argument shown by ``dcc-flow show``, a step retried
 thousands of times. Each gets a bounded record or a clear error, never a failed run."""
 

@@ -144,7 +144,7 @@ def test_close_keeps_the_answer_of_a_running_tool_and_hands_the_run_over(pg_clus
         a.close()
         took = time.monotonic() - t0
         deadline = time.monotonic() + 30
-        while True:  # interrupted for a moment as b takes it over (docs/cluster.md): wait for the end
+        while True:  # interrupted for a moment as b takes it over (docs/operations/cluster.md): wait for the end
             result = b.get_status(run_id)
             if result.status.value in ("completed", "failed", "cancelled") or time.monotonic() > deadline:
                 break

@@ -1,5 +1,5 @@
 """Review of issue #33 (round 3): human outputs of the CLI that still printed a tool's or a
-webhook caller's text raw. Every such field goes through ``plain`` (docs/operations.md,
+webhook caller's text raw. Every such field goes through ``plain`` (docs/operations/running.md,
 "Security"): a progress message, a logger name, a fire's message or reason."""
 
 import io

@@ -1,4 +1,4 @@
-"""Run search (docs/cli.md "runs"): ``dcc-flow runs`` and ``Engine.runs`` filter by input value,
+"""Run search (docs/reference/cli/inspecting.md "runs"): ``dcc-flow runs`` and ``Engine.runs`` filter by input value,
 tool, step status, error kind, worker, error text and time, combined, newest first, paged; and
 hostile filters — SQL LIKE metacharacters and quotes in every text filter, a malformed time, an
 unknown status or error kind, a huge value — get a clear usage error or an exact (empty) answer,

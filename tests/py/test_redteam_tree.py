@@ -2,7 +2,7 @@
 deep started 168,420 runs, all live at once, and the process ran out of memory). Through the
 public API: past ``max_tree_runs`` the workflow step that would start the next child fails with
 kind ``limit_exceeded`` naming the setting, the failure goes up as any other, nothing stays
-running (docs/limits.md "Run limits")."""
+running (docs/reference/limits.md "Run limits")."""
 
 import pytest
 

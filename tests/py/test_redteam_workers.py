@@ -1,5 +1,5 @@
 """Hostile pool workers (issue 33): whatever a tool on a ``dcc-flow worker`` prints, logs or returns,
-what the worker sends the engine stays bounded (docs/limits.md "Workers"), so a chatty tool
+what the worker sends the engine stays bounded (docs/reference/limits.md "Workers"), so a chatty tool
 neither grows the engine's memory nor gets its worker killed for a message over the engine's
 limit. The protocol tests speak MCP to a real ``dcc-flow worker`` process; the last ones run it
 in a pool of an engine."""

@@ -1,4 +1,4 @@
-"""Retention (docs/operations.md, "Retention") and the schedules' fire history, from Python and the CLI:
+"""Retention (docs/operations/running.md, "Retention") and the schedules' fire history, from Python and the CLI:
 Engine.prune / prunable_runs / purge_expired / retention_status / schedule_fires, serve's
 retention, `dcc-flow prune` and `dcc-flow schedules --history`."""
 

@@ -1,4 +1,4 @@
-"""Sub-workflows (docs/spec.md "workflow", docs/python.md "Sub-workflows"): a ``kind: workflow``
+"""Sub-workflows (docs/reference/spec.md "workflow", docs/reference/python/running.md "Sub-workflows"): a ``kind: workflow``
 step runs a catalog workflow as a child run; a ``@workflow`` called inside another compiles to
 one; show, status and resume see the child."""
 

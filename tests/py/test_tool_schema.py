@@ -1,4 +1,4 @@
-"""Tool schemas (docs/python.md "Tool schemas"): the engine checks a host tool's args against its
+"""Tool schemas (docs/reference/python/tools.md "Tool schemas"): the engine checks a host tool's args against its
 JSON Schema before the call and its output against its output schema after; a ``@task``'s type
 hints make its schema."""
 

@@ -17,7 +17,7 @@ through the DOM contract (stable ``data-testid`` attributes) against ``Engine.se
   fields, then the new run's page;
 - screenshots of the runs, run, failed run (its step selected), workflows, workflow, schedules
   and start (a bad value shown) pages at 1366x768 and 2560x1440: into
-  docs/ui/ with ``UPDATE_SCREENSHOTS=1``, into a temporary directory otherwise.
+  docs/guide/ui/ with ``UPDATE_SCREENSHOTS=1``, into a temporary directory otherwise.
 
 One browser per module, one engine (its own database, its own UI port) per test. Host tools run on
 the worker pool and block on ``threading`` primitives the test releases, so a run stays running
@@ -271,7 +271,7 @@ def test_runs_page_filters_by_status_and_workflow(studio, browser):
     browser.wait_gone(tid("run-row", run_id=failed), timeout=TIMEOUT)
     assert browser.attrs(tid("run-row"), "data-workflow") == ["alpha"]
 
-    # the search (docs/cli.md "runs"): an error text, a tool, with their boxes filled in
+    # the search (docs/reference/cli/inspecting.md "runs"): an error text, a tool, with their boxes filled in
     browser.get(studio.page("runs?error_text=EXPORTER%20crashed"))
     browser.wait_css(tid("run-row", run_id=failed), timeout=TIMEOUT)
     assert browser.attrs(tid("run-row"), "data-run-id") == [failed]
@@ -779,7 +779,7 @@ def test_a_token_guards_the_api_and_the_sign_in_form_opens_a_session(studio, bro
 def test_runs_page_with_10000_runs_shows_its_first_page_promptly(studio, browser):
     """The runs page over 10,000 runs shows its first 50 rows in one page's time.
 
-    The goal is 300 ms (128-177 ms measured on an idle 2-core machine, docs/ui.md); the test
+    The goal is 300 ms (128-177 ms measured on an idle 2-core machine, docs/guide/ui.md); the test
     prints the figure and fails only above 1,000 ms, a page that fetches or draws per run: a CI
     machine busy with other suites measured 370-440 ms, and a timed assertion at the goal
     failed a clean-clone CI run for load alone.
@@ -842,13 +842,13 @@ def test_run_page_of_a_10000_item_foreach_stays_responsive(studio, browser):
     stall = browser.execute("clearInterval(window.__beat); return window.__maxStall;")
     print("10,000-item foreach: engine done in %.1f s, page showed it in %.1f s, longest main-thread stall %.0f ms"
           % (engine_secs, shown_secs, stall))
-    # The figure is the measurement (printed with -s; quoted in docs/ui.md): 200-600 ms on a loaded
+    # The figure is the measurement (printed with -s; quoted in docs/guide/ui.md): 200-600 ms on a loaded
     # 2-core machine. The assertion only catches a frozen page (a page that redraws every row on each
     # message stalls about 2 s): a tight bound here would be a timed test that flakes with load.
     assert stall < 1500, "the page froze for %.0f ms while the foreach ran" % stall
 
 
-# -- screenshots for docs/ui.md --------------------------------------------------------------------
+# -- screenshots for docs/guide/ui.md --------------------------------------------------------------
 
 NIGHTLY = """
 name: nightly_intake
@@ -880,7 +880,7 @@ steps:
 
 def _shots_dir(tmp_path_factory):
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        return os.path.join(ROOT, "docs", "ui")
+        return os.path.join(ROOT, "docs", "guide", "ui")
     return str(tmp_path_factory.mktemp("ui-screenshots"))
 
 
@@ -917,7 +917,7 @@ def _populate(studio):
         return {"pushed": 8}
 
     # The tool's code is compiled as a studio's tools module would be, so the traceback on the run
-    # page (and in docs/ui/) names that file, not this test's checkout path.
+    # page (and in docs/guide/ui/) names that file, not this test's checkout path.
     studio_code = (
         "def check_frames(sequence):\n"
         "    raise ValueError('%s: 12 frames have NaN transforms (frames 1012-1023 of the camera rig; '\n"

@@ -1,4 +1,4 @@
-"""Pools of servers (issue #18: "a list of URLs is one pool of remote servers", docs/pools.md):
+"""Pools of servers (issue #18: "a list of URLs is one pool of remote servers", docs/guide/pools.md):
 a ``url`` list in the remotes config makes one pool of streamable HTTP MCP servers. The servers
 here are real dcc-flow engines serving MCP on loopback ports; no mock of the pool."""
 

@@ -1,5 +1,5 @@
 """What a pool worker's tools print reaches the step record (issue #18: ``StepRecord.logs``, the
-step JSON's ``logs``, ``dcc-flow show``), persisted, capped (docs/limits.md "Step output"), and
+step JSON's ``logs``, ``dcc-flow show``), persisted, capped (docs/reference/limits.md "Step output"), and
 kept when the worker dies during the call. Every test runs real ``dcc-flow worker`` children."""
 
 import os

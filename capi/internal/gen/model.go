@@ -21,7 +21,7 @@ type export struct {
 	// Body is the Go expression the //export wrapper returns (the statement it runs when Ret is
 	// cVoid), in terms of the Go names of Params: hand-written code of capi does the work.
 	Body string
-	// Doc is the Go doc comment of the wrapper, one entry a line; docs/c-abi.md documents every
+	// Doc is the Go doc comment of the wrapper, one entry a line; docs/reference/c-abi/README.md documents every
 	// export's request and answer in full.
 	Doc []string
 	// JSON marks the exports of the JSON shape (jsonParams, int32_t), which the tests call by name.

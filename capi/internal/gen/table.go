@@ -13,7 +13,7 @@ package main
 //   - python/dcc_flow/_ffi_table.py: the ctypes signatures _ffi configures the exports with.
 //
 // Adding an export: add it to a group below (a JSON export with jsonExport, after writing its op
-// in capi), run `make generate`, document its request and answer in docs/c-abi.md. Names are
+// in capi), run `make generate`, document its request and answer in docs/reference/c-abi/README.md. Names are
 // lower case letters and underscores (scripts/check_header.sh and scripts/wheels/test.sh find
 // them with `dccflow_[a-z_]+`). Changing the signature of an existing export, or removing one,
 // breaks C hosts: raise abiVersion.
@@ -24,7 +24,7 @@ const abiVersion = 2
 
 // headerDoc is the comment at the top of capi/dccflow.h, one entry a line.
 var headerDoc = []string{
-	"dccflow.h — the C ABI of dcc-flow (libdccflow). See docs/c-abi.md.",
+	"dccflow.h — the C ABI of dcc-flow (libdccflow). See docs/reference/c-abi/README.md.",
 	"",
 	"Every function except dccflow_abi_version and dccflow_free takes an engine handle (0 when none is",
 	"needed), a NUL-terminated UTF-8 JSON request owned by the caller (NULL means \"{}\"), and stores in",

@@ -8,7 +8,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// The checks of sub-workflows (docs/spec.md, "workflow"): the workflows a spec's workflow steps
+// The checks of sub-workflows (docs/reference/spec.md, "workflow"): the workflows a spec's workflow steps
 // name are walked through the catalog as it is now, and recursion is refused where it is static.
 
 // CheckWorkflows checks, before a run of root starts, the workflows its workflow steps name, all

@@ -1,5 +1,5 @@
 // Package cluster is what an engine does with the other engines on a shared database
-// (docs/cluster.md): its membership (the heartbeat that renews its leases, the sweep that takes
+// (docs/operations/cluster.md): its membership (the heartbeat that renews its leases, the sweep that takes
 // over the runs of dead engines, the hand-over of its runs as it closes), the durable tool-call
 // queue through which engines call the tools and remotes only another engine has (and the relay
 // of those calls' reports), and the control requests by which a process that does not own a
@@ -28,7 +28,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Many engines on one database (docs/cluster.md, "Leases"). On a store that several read-write
+// Many engines on one database (docs/operations/cluster.md, "Leases"). On a store that several read-write
 // engines share (store.Leaser: PostgreSQL) an engine registers itself and orchestrates each run
 // under a lease it renews with its heartbeat, every lease/3. When a run's lease expires (its
 // engine died, hung, or lost the database for longer than the lease), another engine claims it

@@ -20,7 +20,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// The tool-call queue of a shared database (docs/cluster.md, "The tool-call queue"). An engine
+// The tool-call queue of a shared database (docs/operations/cluster.md, "The tool-call queue"). An engine
 // that orchestrates a run and does not host a step's tool, while another engine attached to the
 // database does (its engines row lists it), puts the call on the queue (store.CallQueue) and
 // waits for its outcome; an engine that hosts the tool claims the call, runs it through its

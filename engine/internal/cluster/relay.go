@@ -12,8 +12,8 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// The reports of queued calls (docs/cluster.md, "The tool-call queue"): what a call claimed
-// from the queue reports while it runs (current_call().progress and .log, docs/python.md) is
+// The reports of queued calls (docs/operations/cluster.md, "The tool-call queue"): what a call claimed
+// from the queue reports while it runs (current_call().progress and .log, docs/reference/python/README.md) is
 // relayed through the database to the engine that orchestrates its run, which feeds it to the
 // step as the reports of a local call.
 

@@ -17,7 +17,7 @@ import (
 // ArtefactURIPrefix starts the URI of an artefact held by the engine's artefact store.
 const ArtefactURIPrefix = "artefact://sha256/"
 
-// captureFileRefs captures the file_refs of a tool output (docs/spec.md, "Artefacts"): each entry
+// captureFileRefs captures the file_refs of a tool output (docs/reference/spec.md, "Artefacts"): each entry
 // {path | uri | inline_b64, mime?} becomes {uri, path?, mime?, size?, sha256?}. Inline data is
 // decoded and stored content-addressed (uri artefact://sha256/<hex>); a readable path is hashed
 // and gets a file:// uri unless it has one; a bare uri is kept. An entry that cannot be

@@ -16,7 +16,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// The attempt records (store.Attempt, docs/cli.md "show"): every call a tool or tool_remote
+// The attempt records (store.Attempt, docs/reference/cli/inspecting.md "show"): every call a tool or tool_remote
 // step makes is a row, written with the step's own row (the row of the attempt's start goes
 // with the step's running row, the row of its end with the retrying or terminal row), so it
 // costs no extra write.

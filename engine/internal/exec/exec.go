@@ -1,8 +1,8 @@
 // Package exec runs workflows: it takes a validated spec and checked inputs and drives every step
 // kind (tool, tool_remote, foreach, parallel, branch, approve, workflow) with depends_on scheduling,
 // per-attempt timeouts, retries with backoff and jitter, idempotency, artefact capture,
-// cancellation and events: the ▶ rules of docs/spec.md, with the statuses and events of
-// docs/state-machine.md (docs/architecture.md shows where the executor sits).
+// cancellation and events: the ▶ rules of docs/reference/spec.md, with the statuses and events of
+// docs/reference/state-machine.md (docs/design/architecture.md shows where the executor sits).
 //
 // Durability: every state change is written to the store before anyone is told about it — an
 // event is only visible once its batch is written, a step's completion is written before its
@@ -53,7 +53,7 @@ type Config struct {
 	// Limits bound what a spec may make one step do; zero fields mean their defaults.
 	Limits Limits
 	// PoolFor returns the remote (a worker pool) a `tool` step's calls go to, "" for
-	// in-process (docs/pools.md, "Routing"), and whether that pool is optional: the step runs
+	// in-process (docs/guide/pools.md, "Routing"), and whether that pool is optional: the step runs
 	// in-process when neither this engine nor another attached engine has it (tools.Call's
 	// PoolOptional). It is asked once per spec and step, when the spec's plan is compiled, so
 	// it must answer the same for the executor's lifetime. nil = every tool step runs
@@ -355,7 +355,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	b := &store.Batch{}
 	if p.Resume {
 		b.RunUpdates = []store.RunUpdate{{ID: r.id, Status: run.StatusRunning, Progress: r.progress(), UpdatedAt: now}}
-		// The resume history (store.AttemptLog.Resumes, docs/cli.md "show"): who resumed the
+		// The resume history (store.AttemptLog.Resumes, docs/reference/cli/inspecting.md "show"): who resumed the
 		// run and which steps were forced.
 		var detail json.RawMessage
 		d := map[string]any{}

@@ -10,7 +10,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Pause (docs/state-machine.md, "Pause"). A paused run starts no step instance — no step of a
+// Pause (docs/reference/state-machine.md, "Pause"). A paused run starts no step instance — no step of a
 // list or DAG, no foreach iteration's step, no next attempt of a step whose retry delay ends
 // while paused — until it is unpaused; the instances in flight when it paused (a tool call, an
 // open approval, a foreach or parallel step waiting for its children) go on and record their

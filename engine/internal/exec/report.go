@@ -12,7 +12,7 @@ import (
 )
 
 // reporter takes what one attempt of a host or remote tool step reports about itself while it
-// runs (current_call().progress and .log, docs/python.md) and writes it, throttled:
+// runs (current_call().progress and .log, docs/reference/python/README.md) and writes it, throttled:
 //
 //   - at most one write of events per run.ReportInterval: a step_progress event with the latest
 //     progress (the ones in between are replaced, never queued) and a step_log event with the

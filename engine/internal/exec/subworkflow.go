@@ -11,7 +11,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Sub-workflows (docs/spec.md, "workflow"): a `kind: workflow` step starts a child run of a
+// Sub-workflows (docs/reference/spec.md, "workflow"): a `kind: workflow` step starts a child run of a
 // catalog workflow, waits for it without polling (on the child's Done channel, closed once its
 // terminal record is written) and outputs the child's outputs object. The executor does not
 // know the catalog nor register runs: it asks Config.Children, which the engine facade

@@ -8,7 +8,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 )
 
-// Tree limits (docs/limits.md, "Run limits"): a run started on its own and every run below it
+// Tree limits (docs/reference/limits.md, "Run limits"): a run started on its own and every run below it
 // through workflow steps — its child runs, theirs, and so on — are one tree. Per-step limits
 // (max_foreach_items, foreach concurrency, max_depth) multiply through a chain of foreaches that
 // run the next level as a sub-workflow (20 items four levels deep start 168,420 runs, all live

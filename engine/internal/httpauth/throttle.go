@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Bounds of the throttle on wrong tokens (docs/limits.md, "Dashboard").
+// Bounds of the throttle on wrong tokens (docs/reference/limits.md, "Dashboard").
 const (
 	// ThrottleFree is how many wrong tokens a client address may send before it is throttled.
 	ThrottleFree = 5

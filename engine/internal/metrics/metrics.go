@@ -1,4 +1,4 @@
-// Package metrics turns the engine's event stream into Prometheus metrics (docs/metrics.md).
+// Package metrics turns the engine's event stream into Prometheus metrics (docs/operations/metrics.md).
 //
 // A Metrics owns its own registry: several engines in one process never share a series. It is
 // fed events in Seq order by Observe (the engine reads them from its store when scraped), fires
@@ -57,7 +57,7 @@ type Config struct {
 	// Queued returns the host calls waiting to be pulled in a lane; nil reports none.
 	Queued func(lane string) int
 	Lanes  []string
-	// PoolQueued returns the calls waiting for a worker, by worker pool (docs/pools.md), read at
+	// PoolQueued returns the calls waiting for a worker, by worker pool (docs/guide/pools.md), read at
 	// each scrape; nil reports no pools.
 	PoolQueued func() map[string]int
 	// Subscriptions returns the open event subscriptions (the dashboard's event streams, MCP

@@ -244,7 +244,7 @@ func TestStepID(t *testing.T) {
 }
 
 // The cost of what the engine calls outside scrapes: a commit, a fire's lateness, a delivery
-// (docs/metrics.md).
+// (docs/operations/metrics.md).
 func BenchmarkObserveOutsideScrapes(b *testing.B) {
 	m := New(Config{})
 	b.Run("Commit", func(b *testing.B) {

@@ -14,7 +14,7 @@ type Config struct {
 	// URL is the streamable HTTP endpoint, e.g. "http://127.0.0.1:8765/mcp". The scheme is
 	// http or https.
 	URL string
-	// URLs makes the remote a pool of streamable HTTP servers (docs/pools.md, "Pools of
+	// URLs makes the remote a pool of streamable HTTP servers (docs/guide/pools.md, "Pools of
 	// servers"): each member serves WorkersPerURL calls at a time, each call on a session of its
 	// own. A member that cannot be reached or drops a call fails it with kind "worker_lost", and
 	// is avoided by the next calls for MemberRetryAfter while other members are usable. Each URL
@@ -45,7 +45,7 @@ type Config struct {
 	// that runs out of time has kind "timeout".
 	Timeout time.Duration
 
-	// Pool fields (Command only; docs/pools.md). A command remote that sets none of them keeps
+	// Pool fields (Command only; docs/guide/pools.md). A command remote that sets none of them keeps
 	// one shared child that serves concurrent calls (the behaviour before pools); setting any
 	// of them makes the remote a pool of Workers identical children, each serving one call at
 	// a time.
@@ -72,7 +72,7 @@ type Config struct {
 	KillAfter time.Duration
 }
 
-// Pool bounds and defaults (docs/pools.md).
+// Pool bounds and defaults (docs/guide/pools.md).
 const (
 	MaxWorkers           = 256
 	MaxRecycleAfterCalls = 1_000_000

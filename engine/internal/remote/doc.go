@@ -4,7 +4,7 @@
 // A [Pool] holds one connection per configured remote, made on first use and reused by every
 // later call (concurrent calls share it); a remote with pool fields is a pool of worker
 // processes, and one whose URLs are a list a pool of servers, each worker serving one call at a
-// time (workers.go, docs/pools.md). A pool worker's call output (what its tool printed) comes
+// time (workers.go, docs/guide/pools.md). A pool worker's call output (what its tool printed) comes
 // back in the Result's Logs, from the call's result or, when the worker died during the call,
 // from the capture files the pool gave it (OutputDirEnv). Calls report every failure as a [Result] with an
 // error kind from engine/run, so the executor can retry by kind:

@@ -15,7 +15,7 @@ import (
 // ReportFunc takes what a remote tool reports while its call runs: its latest progress (from
 // notifications/progress) or log lines, or a count of lines the remote dropped (from
 // notifications/message whose data names the call's progress token, as a dcc-flow worker sends
-// them: docs/pools.md "Progress and logs"). It must not block: it is called on the
+// them: docs/guide/pools.md "Progress and logs"). It must not block: it is called on the
 // connection's reading goroutine.
 type ReportFunc func(progress *run.StepProgress, logs []run.LogLine, dropped int)
 

@@ -37,7 +37,7 @@ type Result struct {
 	// Worker names the pool worker that ran the call; nil for a remote that is not a pool
 	// (Config.pooled) or a call that never reached a worker.
 	Worker *WorkerRef
-	// Logs are the lines the call wrote, as a dcc-flow worker reports them (docs/pools.md
+	// Logs are the lines the call wrote, as a dcc-flow worker reports them (docs/guide/pools.md
 	// "Output"): with its result, or read from the files of a worker that died during the call.
 	// Their Attempt is 0. LogsDropped counts the lines the worker did not keep.
 	Logs        []run.LogLine

@@ -488,7 +488,7 @@ func (wp *workerPool) overLimit(ctx context.Context, w *worker, tool string, ref
 // invalid_output failure, without the Go type encoding/json names.
 func malformedResult(err error) string {
 	why, _, _ := strings.Cut(err.Error(), " into Go ")
-	return fmt.Sprintf("the answer is not a valid MCP tool result (%s): it needs a \"content\" list of content blocks (docs/pools.md)", why)
+	return fmt.Sprintf("the answer is not a valid MCP tool result (%s): it needs a \"content\" list of content blocks (docs/guide/pools.md)", why)
 }
 
 // memberError is a member of a pool of servers that could not be reached.

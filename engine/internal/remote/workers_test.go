@@ -120,7 +120,7 @@ func TestWorkerRecycleAfterCalls(t *testing.T) {
 // A worker whose RSS passes MaxRSSMB is replaced after its call (every Go server is > 1 MiB).
 func TestWorkerRecycleOnRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("max_rss_mb is read from /proc on Linux only (docs/pools.md)")
+		t.Skip("max_rss_mb is read from /proc on Linux only (docs/guide/pools.md)")
 	}
 	b := pooled(t, func(c *Config) { c.Workers, c.MaxRSSMB = 1, 1 })
 	a := pidOf(t, b.call(t, nil, "count", nil))

@@ -1,4 +1,4 @@
-// Package schedule is the scheduler of dcc-flow (docs/scheduler.md): it parses
+// Package schedule is the scheduler of dcc-flow (docs/guide/scheduler.md): it parses
 // *.schedules.yaml files, fires workflows on cron and interval triggers, serves webhook
 // triggers over HTTP, and records every fire.
 //

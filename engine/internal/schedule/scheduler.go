@@ -72,11 +72,11 @@ func WithRand(r *rand.Rand) Option { return func(s *Scheduler) { s.rnd = r } }
 func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l } }
 
 // WithFireObserver calls fn with every fire as it is recorded (fired, skipped or failed), also
-// when recording it fails: the engine's metrics count them (docs/metrics.md). fn must not block.
+// when recording it fails: the engine's metrics count them (docs/operations/metrics.md). fn must not block.
 func WithFireObserver(fn func(Fire)) Option { return func(s *Scheduler) { s.onFire = fn } }
 
 // WithSlotClaimer makes the scheduler share its cron and interval fires with the other engines
-// that have the same schedules on one database (docs/cluster.md, "Schedules"): each fire is
+// that have the same schedules on one database (docs/operations/cluster.md, "Schedules"): each fire is
 // claimed with c before its run starts, and a fire another engine claimed is not fired here.
 // Intervals are then on the phase of the Unix epoch (every k·every seconds since 1970), so that
 // every engine computes the same fire times. A claim that fails (the database is away) skips
@@ -85,7 +85,7 @@ func WithSlotClaimer(c store.SlotClaimer) Option { return func(s *Scheduler) { s
 
 // WithAdmitter makes the admission of every fire that depends on what other engines did — a
 // webhook with a delivery id, a schedule with max_concurrent — one critical section across the
-// engines sharing a's database (docs/cluster.md, "Schedules"): the redelivery check, the
+// engines sharing a's database (docs/operations/cluster.md, "Schedules"): the redelivery check, the
 // max_concurrent count (a.ActiveScheduleRuns: the schedule's unfinished runs of every engine,
 // instead of Starter.Active), the start and the record of the fire run under a's lock of the
 // schedule. A lock that cannot be taken fails the fire (reason status_failed; a webhook gets 500
@@ -93,7 +93,7 @@ func WithSlotClaimer(c store.SlotClaimer) Option { return func(s *Scheduler) { s
 func WithAdmitter(a store.ScheduleAdmitter) Option { return func(s *Scheduler) { s.admitter = a } }
 
 // WithDeliveryObserver calls fn with every webhook request the handler answers, just before its
-// reply is written: the engine's metrics count them by status (docs/metrics.md). fn must not block.
+// reply is written: the engine's metrics count them by status (docs/operations/metrics.md). fn must not block.
 func WithDeliveryObserver(fn func(Delivery)) Option { return func(s *Scheduler) { s.onDelivery = fn } }
 
 // Delivery is one webhook request the handler answered (WithDeliveryObserver).

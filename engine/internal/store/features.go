@@ -45,7 +45,7 @@ type Pruner interface {
 
 // Controller carries control requests between processes sharing a database: a process that
 // opened it read-only files a request (approve, cancel, pause or unpause a run); the owner takes the pending
-// ones, applies them and answers each (docs/state-machine.md, "Crashes and the one owner").
+// ones, applies them and answers each (docs/reference/state-machine.md, "Crashes and the one owner").
 // Without it, an engine can act only on the runs it owns.
 type Controller interface {
 	// RequestControl files r (its ID is ignored) and returns the request's id, > 0. An Action
@@ -157,7 +157,7 @@ type DeliveryFinder interface {
 }
 
 // ReplayFinder is an optional FireLog method of a fire history that several engines share
-// (docs/cluster.md, "Schedules"): it keeps the ReplayKey of each fire, so that a timestamped
+// (docs/operations/cluster.md, "Schedules"): it keeps the ReplayKey of each fire, so that a timestamped
 // webhook signature replayed to any engine of the database is answered as a duplicate of the
 // run it started. The key holds the signed time t, and a request is checked against the
 // tolerance window before its key is looked up, so a key can only match within its window: an
@@ -235,7 +235,7 @@ type WorkflowVersion struct {
 
 // CommitObserver is an optional Store feature of a store that commits transactions (SQLite: one
 // per group of concurrent Writes): it reports each commit, so that the engine's metrics show the
-// database's commit latency (docs/metrics.md). The memory store has none.
+// database's commit latency (docs/operations/metrics.md). The memory store has none.
 type CommitObserver interface {
 	// ObserveCommits makes the store call fn after each transaction it commits, on the goroutine
 	// that committed it (fn must not block: the Writes of the group wait for it to return), and
@@ -254,7 +254,7 @@ type Commit struct {
 }
 
 // Leaser is the feature of a store that many read-write engines share at once (PostgreSQL,
-// docs/cluster.md): each engine registers itself, and each unfinished run is orchestrated by one
+// docs/operations/cluster.md): each engine registers itself, and each unfinished run is orchestrated by one
 // engine at a time under a lease that engine renews. Lease times are the database server's, so
 // the clocks of the engines' hosts do not matter. A run whose lease expired is taken over by
 // another engine (ClaimRun), which resumes it.
@@ -349,7 +349,7 @@ type EngineInfo struct {
 	Tools []string `json:"tools"` // the host tools it hosts, when it registered or last beat
 	Lanes []string `json:"lanes"`
 	// Remotes are the remotes (worker pools, MCP servers) of its config, whose calls other
-	// engines may queue for it (docs/cluster.md, "Pools and remotes on other engines").
+	// engines may queue for it (docs/operations/cluster.md, "Pools and remotes on other engines").
 	Remotes     []string      `json:"remotes"`
 	Lease       time.Duration `json:"-"`
 	StartedAt   time.Time     `json:"started_at"`
@@ -362,7 +362,7 @@ type EngineInfo struct {
 
 // SlotClaimer is an optional FireLog method of a fire history that several engines share: a
 // cron or interval fire is claimed before its run starts, so that of the engines that have the
-// schedule, one fires each slot (docs/cluster.md, "Schedules").
+// schedule, one fires each slot (docs/operations/cluster.md, "Schedules").
 type SlotClaimer interface {
 	// ClaimSlot records that the fire of scheduleID due at slot (its nominal time) is being
 	// handled, and reports whether this call recorded it: false when it was claimed before
@@ -371,7 +371,7 @@ type SlotClaimer interface {
 }
 
 // ScheduleAdmitter is an optional FireLog feature of a fire history that several engines share
-// (docs/cluster.md, "Schedules"): it makes the admission of a schedule's fire — the webhook
+// (docs/operations/cluster.md, "Schedules"): it makes the admission of a schedule's fire — the webhook
 // redelivery check, the max_concurrent count, the start of the run and the record of the fire —
 // one critical section across every engine on the database, and counts the schedule's
 // unfinished runs of all of them.
@@ -390,7 +390,7 @@ type ScheduleAdmitter interface {
 }
 
 // CallQueue is the durable queue of tool calls of a store that many engines share
-// (docs/cluster.md, "The tool-call queue"): an engine that orchestrates a run and does not host
+// (docs/operations/cluster.md, "The tool-call queue"): an engine that orchestrates a run and does not host
 // a tool that another live engine hosts enqueues the call; an engine that hosts the tool claims
 // it, runs it and writes its result, under a claim lease it renews with its heartbeat. Lease
 // times are the database server's. Every method that changes a call's status wakes the
@@ -470,7 +470,7 @@ type CallQueue interface {
 }
 
 // CallReport is what a queued call reported while it ran on the engine that claimed it, since
-// its previous report (docs/cluster.md, "The tool-call queue"): the latest progress, the lines
+// its previous report (docs/operations/cluster.md, "The tool-call queue"): the latest progress, the lines
 // logged, the lines dropped.
 type CallReport struct {
 	Seq      int               // 1, 2, … per call
@@ -517,7 +517,7 @@ type CallOutcome struct {
 	LastReport int
 }
 
-// AttemptLog reads the attempt history of step instances (docs/cli.md "show"): one Attempt per
+// AttemptLog reads the attempt history of step instances (docs/reference/cli/inspecting.md "show"): one Attempt per
 // call a tool or tool_remote step made, written through Batch.Attempts with the step's own row.
 // A store without it keeps no attempts (Write ignores Batch.Attempts) and the engine shows only
 // the step rows. Prune deletes a run's attempts with the run.

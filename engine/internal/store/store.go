@@ -4,8 +4,8 @@
 // implementation stores them as is.
 //
 // Implementations: store/memstore (in memory, the default engine), store/sqlite (one file;
-// docs/architecture.md, "Durability") and store/postgres (a database many engines share,
-// docs/cluster.md); store/memcluster is an in-memory database of engines for the cluster's unit
+// docs/design/architecture.md, "Durability") and store/postgres (a database many engines share,
+// docs/operations/cluster.md); store/memcluster is an in-memory database of engines for the cluster's unit
 // tests. Each must pass storetest.Exercise, and the sub-suite of each optional feature it has
 // (features.go: Pruner, Controller, FireLog, Leaser, CallQueue…). The engine reaches them only
 // through store/storeopen, the one package that names a concrete store.
@@ -188,7 +188,7 @@ type Step struct {
 	ErrorMessage string
 	ErrorTrace   string
 	Cached       bool // the output came from the idempotency cache
-	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/pools.md); "" when
+	// Worker is the pool worker that ran the last attempt, "POOL/PID" (docs/guide/pools.md); "" when
 	// it did not run on a pool worker. Stored in the nullable column worker (migration 0005).
 	Worker string
 	// Logs are the output lines of the step's attempts, a JSON array of run.LogLine objects,
@@ -234,7 +234,7 @@ type RunFilter struct {
 	After *RunPosition
 	Limit int // at most this many; 0 = no limit
 
-	// The search fields (docs/cli.md "runs"); each one set narrows the selection (AND). The
+	// The search fields (docs/reference/cli/inspecting.md "runs"); each one set narrows the selection (AND). The
 	// engine checks them (known statuses and kinds, texts within MaxSearchText) before a
 	// store sees them.
 

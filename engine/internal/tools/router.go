@@ -48,7 +48,7 @@ type Router struct {
 	routes atomic.Pointer[map[string]*route]
 	// queue, when set (SetQueue), takes the calls of tools not registered here that another
 	// engine hosts, and of remotes this engine does not have that another engine has (the
-	// durable queue of a shared database, docs/cluster.md).
+	// durable queue of a shared database, docs/operations/cluster.md).
 	queue atomic.Pointer[queueRoute]
 	// local names the remotes RemoteCaller serves (SetRemoteNames); nil (a Router on which
 	// SetRemoteNames was never called: one built directly, as in tests) = every name.
@@ -87,7 +87,7 @@ func (r *Router) adopt(ctx context.Context, call Call) (Result, bool, error) {
 // SetQueue makes the router send a call of a tool not registered here to caller when hosts
 // says another engine hosts it, and a tool_remote or pooled call of a remote not named by
 // SetRemoteNames to caller when remotes says another engine has it (with Call.DCC the remote;
-// the tool-call queue of a shared database, docs/cluster.md). A call with Call.Queued set
+// the tool-call queue of a shared database, docs/operations/cluster.md). A call with Call.Queued set
 // (claimed from that queue) is never sent to it again.
 func (r *Router) SetQueue(caller Caller, hosts func(tool string) bool, remotes func(remote string) bool) {
 	r.queue.Store(&queueRoute{caller: caller, hosts: hosts, remotes: remotes})

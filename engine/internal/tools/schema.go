@@ -18,7 +18,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
-// Tool schemas (docs/c-abi.md "dccflow_tool_register"): a host tool's `schema` (its args) and
+// Tool schemas (docs/reference/c-abi/engine.md "dccflow_tool_register"): a host tool's `schema` (its args) and
 // `output_schema` (its output) are JSON Schema documents, compiled once when the tool is
 // registered and checked on every call by github.com/santhosh-tekuri/jsonschema/v6:
 //
@@ -28,7 +28,7 @@ import (
 //     at registration (no file or network access from a schema).
 //   - "format" is asserted, under every draft, for the formats the library knows (date,
 //     date-time, time, duration, email, hostname, ipv4, ipv6, uri, uri-reference, uuid, regex,
-//     json-pointer, …), as spec inputs check date and date-time (docs/spec.md "Inputs"); an
+//     json-pointer, …), as spec inputs check date and date-time (docs/reference/spec.md "Inputs"); an
 //     unknown format is a free hint.
 //   - "pattern" uses Go's RE2 regular expressions (linear time; no look-around or
 //     back-references: such a pattern is refused at registration).
@@ -380,7 +380,7 @@ func (ts *toolSchemas) checkArgs(call Call) (Result, bool) {
 	}
 	msg := ""
 	if n := countValues(v, MaxSchemaValues); n > MaxSchemaValues {
-		msg = fmt.Sprintf("args: hold more than %d JSON values, too many to check against the schema (docs/limits.md); pass a file path instead of the data", MaxSchemaValues)
+		msg = fmt.Sprintf("args: hold more than %d JSON values, too many to check against the schema (docs/reference/limits.md); pass a file path instead of the data", MaxSchemaValues)
 	} else {
 		msg = checkValue(ts.args, v, "args")
 	}
@@ -408,7 +408,7 @@ func (ts *toolSchemas) checkOutput(call Call, res Result) Result {
 	}
 	msg := ""
 	if n := countValues(out, MaxSchemaValues); n > MaxSchemaValues {
-		msg = fmt.Sprintf("output: holds more than %d JSON values, too many to check against the output_schema (docs/limits.md)", MaxSchemaValues)
+		msg = fmt.Sprintf("output: holds more than %d JSON values, too many to check against the output_schema (docs/reference/limits.md)", MaxSchemaValues)
 	} else {
 		msg = checkValue(ts.output, out, "output")
 	}

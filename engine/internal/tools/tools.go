@@ -20,14 +20,14 @@ type Call struct {
 	StepKey   string // the step instance key, e.g. "per_file[3].export"
 	Tool      string
 	DCC       string // the remote's name for tool_remote calls; "" otherwise
-	// Queued marks a call claimed from the tool-call queue of a shared database (docs/cluster.md):
+	// Queued marks a call claimed from the tool-call queue of a shared database (docs/operations/cluster.md):
 	// it runs here or fails, it is never queued again.
 	Queued bool
 	// Adopt marks the first attempt of a step instance that an earlier execution of the run
 	// had started (a resume, a takeover): on a shared database, when the tool-call queue holds
 	// a call of the same run, step key, tool, remote and args still queued or claimed — left in
 	// flight by the run's former orchestrator — the attempt waits for that call's outcome
-	// instead of making the call again (docs/cluster.md, "The tool-call queue").
+	// instead of making the call again (docs/operations/cluster.md, "The tool-call queue").
 	Adopt bool
 	// AdoptAttempt, with Adopt, is the attempt the earlier execution was making when it
 	// stopped (its step row interrupted at that attempt); 0 when it was making none. The call
@@ -59,7 +59,7 @@ type Call struct {
 }
 
 // Report is what a running call tells about itself (current_call().progress and .log,
-// docs/python.md): its latest progress, log lines, or both (flowtype.ToolReport).
+// docs/reference/python/README.md): its latest progress, log lines, or both (flowtype.ToolReport).
 type Report = flowtype.ToolReport
 
 // Reporter takes the reports of one running call. Report is safe for concurrent use, never

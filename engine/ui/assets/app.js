@@ -1,4 +1,4 @@
-// dcc-flow dashboard (docs/ui.md). Plain ES modules, no build step. Run data is shown with
+// dcc-flow dashboard (docs/guide/ui.md). Plain ES modules, no build step. Run data is shown with
 // textContent and attributes only (dom.js): never parsed as HTML.
 import {el, clear, fill, fmtTime, fmtRelative, durationOf} from "./dom.js";
 import {drawGraph, drawGantt} from "./draw.js";
@@ -241,7 +241,7 @@ function framed(fn) {
 
 async function runsPage(query) {
   const status = query.get("status") || "", workflow = query.get("workflow") || "", since = query.get("since") || "";
-  // The search of docs/cli.md "runs": an input value, a tool, a text of an error message.
+  // The search of docs/reference/cli/inspecting.md "runs": an input value, a tool, a text of an error message.
   const input = query.get("input") || "", tool = query.get("tool") || "", errText = query.get("error_text") || "";
   const searching = !!(input || tool || errText);
   const setQuery = (k, v) => {

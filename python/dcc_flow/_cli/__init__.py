@@ -6,7 +6,8 @@ Adding a command
    ``COMMAND = <Subclass>()``: ``name``, ``summary``, ``description``, ``examples``,
    ``add_arguments(parser)``, ``run(args, ctx) -> int``. ``validate.py`` and ``graph.py`` are models.
 2. Add ``"<name>"`` to ``COMMAND_MODULES`` below, where it should appear in ``dcc-flow --help``.
-3. Test it in ``tests/py/test_cli.py`` (``main([...])`` with capsys) and document it in docs/cli.md.
+3. Test it in ``tests/py/test_cli.py`` (``main([...])`` with capsys) and document it in its part of
+   docs/reference/cli/ (see docs/reference/cli/contributing.md), named in ``_base.DOC_PARTS``.
 
 Conventions: results go to ``ctx.out``, diagnostics to ``ctx.err``; ``--json`` switches results to
 JSON; a spec argument goes through ``_specfile.load_spec`` (``-`` = stdin); failures raise
@@ -124,7 +125,7 @@ def _build_parser(registry: Dict[str, Command]) -> Tuple[ArgumentParser, Dict[st
         "Run '%s COMMAND --help' for the options and examples of a command.\n"
         "exit codes: 0 success, 1 failure (an invalid spec, an unreadable file, a failed run, ...),\n"
         "2 usage error, 3 a run was cancelled or interrupted (run, resume, status), 130 Ctrl-C\n"
-        "reference: docs/cli.md; set %s=1 to see the traceback of an unexpected error"
+        "reference: docs/reference/cli/README.md; set %s=1 to see the traceback of an unexpected error"
         % ("\n\n".join(examples), PROG, DEBUG_ENV)
     )
     parser = ArgumentParser(
@@ -196,7 +197,7 @@ class _TerminalSafeHandler(logging.Handler):
     """What ``logging.lastResort`` does for the command line — WARNING and up, the message alone, on
     the current ``sys.stderr`` — with ``plain`` applied to the message (``terminal_safe`` to a
     traceback): a warning may quote a database server's or a tool's words, which must not act on
-    the terminal (docs/operations.md, "Security")."""
+    the terminal (docs/operations/running.md, "Security")."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)

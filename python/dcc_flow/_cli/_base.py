@@ -185,7 +185,7 @@ class Context:
         """While it is active, standard output is ``out``'s alone: ``out`` writes to a duplicate of
         the real standard output, and file descriptor 1 and ``sys.stdout`` point at standard
         error, so what a tool writes that its step cannot capture (a thread it started, a C
-        extension writing to fd 1; docs/python.md "Output of in-process tools") goes to standard
+        extension writing to fd 1; docs/reference/python/tool-calls.md "Output of in-process tools") goes to standard
         error instead of into the command's JSON lines. Everything is put back at the end.
 
         When ``out`` is not the process's standard output (a stream given to Context) nothing
@@ -250,6 +250,37 @@ def _write(stream: TextIO, text: str) -> None:
     stream.flush()
 
 
+
+#: The page of docs/reference/cli/ whose ``## NAME`` section documents each command (the
+#: command's help names it); a command not listed is documented in the index.
+DOC_PARTS = {
+    "validate": "validate.md",
+    "run": "run.md",
+    "status": "inspecting.md",
+    "runs": "inspecting.md",
+    "show": "inspecting.md",
+    "cancel": "run-control.md",
+    "approve": "run-control.md",
+    "pause": "run-control.md",
+    "unpause": "run-control.md",
+    "resume": "run-control.md",
+    "prune": "run-control.md",
+    "schedules": "catalog.md",
+    "workflows": "catalog.md",
+    "serve": "serve.md",
+    "worker": "workers.md",
+    "pools": "workers.md",
+    "graph": "graph.md",
+}
+
+
+def doc_reference(name: str) -> str:
+    """Where a command is documented: its part of docs/reference/cli/ and ``#NAME``."""
+    if name in DOC_PARTS:
+        return "docs/reference/cli/%s#%s" % (DOC_PARTS[name], name)
+    return "docs/reference/cli/README.md"
+
+
 class Command:
     """One ``dcc-flow`` subcommand. Subclass it in ``dcc_flow/_cli/<name>.py`` as ``COMMAND``.
 
@@ -292,5 +323,5 @@ class Command:
                 lines.append("  %s" % command)
                 lines.append("")
         lines.append("exit codes: %s" % self.exit_codes)
-        lines.append("reference: docs/cli.md")
+        lines.append("reference: %s" % doc_reference(self.name))
         return "\n".join(lines)

@@ -3,7 +3,7 @@ tool modules, and formatting runs.
 
 Database: ``--db PATH``, else ``$DCC_FLOW_DB``, else ``.dcc-flow/flow.db`` in the working
 directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept);
-``--db postgresql://…`` (or ``postgres://``) is a PostgreSQL database (docs/cluster.md).
+``--db postgresql://…`` (or ``postgres://``) is a PostgreSQL database (docs/operations/cluster.md).
 
 Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
 defines ``register(engine)``, that is called; otherwise every public function defined in the
@@ -56,7 +56,7 @@ def add_lease_argument(parser: argparse.ArgumentParser) -> None:
 def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remotes", metavar="FILE",
                         help="a JSON file of the remote MCP servers and worker pools that tool_remote steps "
-                             "name (the engine config's remotes object; docs/pools.md)")
+                             "name (the engine config's remotes object; docs/guide/pools.md)")
 
 
 def load_remotes(path: str) -> Dict[str, Any]:

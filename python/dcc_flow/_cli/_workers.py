@@ -1,8 +1,8 @@
 """``dcc-flow run --workers N`` and ``--worker-threads N``, and the warning for steps whose tools
-run one at a time (docs/cli.md, "Concurrency").
+run one at a time (docs/reference/cli/run.md, "Concurrency").
 
 - ``--workers N`` runs the tools of the ``--tools`` modules in N ``dcc-flow worker`` processes: a
-  pool named ``tools`` (docs/pools.md) and ``tool_pools`` routes for each tool the modules
+  pool named ``tools`` (docs/guide/pools.md) and ``tool_pools`` routes for each tool the modules
   define; built-ins (``flow__*``) and the tools of code-first workflows stay in this process.
 - ``--worker-threads N`` registers the plain functions of the ``--tools`` modules on the worker
   lane and serves that lane with N threads (a ``@task(thread=...)`` or ``register(engine)`` keeps
@@ -26,7 +26,7 @@ def add_workers_arguments(parser: argparse.ArgumentParser) -> None:
     """``--workers N`` and ``--worker-threads N`` of ``dcc-flow run``."""
     parser.add_argument("--workers", type=int, default=0, metavar="N",
                         help="run the tools of --tools in N worker processes (dcc-flow worker, a pool named "
-                             "'tools': docs/pools.md), so N calls run at once, each in its own process "
+                             "'tools': docs/guide/pools.md), so N calls run at once, each in its own process "
                              "(default: in this process)")
     parser.add_argument("--worker-threads", type=int, default=0, metavar="N",
                         help="run the plain functions of --tools and worker-lane tools on N threads of this "

@@ -16,7 +16,7 @@ class PoolsCommand(Command):
     name = "pools"
     summary = "list the worker pools of --remotes; --warm starts them"
     description = (
-        "List the worker pools of --remotes (the remotes with pool fields, and url lists: docs/pools.md):\n"
+        "List the worker pools of --remotes (the remotes with pool fields, and url lists: docs/guide/pools.md):\n"
         "their command or servers and size. With --warm, start every worker of every pool first and\n"
         "wait until each has answered its initialize, then list the workers with their state, pid (URL\n"
         "for a pool of servers), calls served, memory and uptime:\n"

@@ -379,7 +379,7 @@ def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachabl
 #: How long ``dcc-flow run`` waits, once its run is terminal, while the main thread is inside one
 #: of its tools that was told to stop and has not seen the exception (blocked in C: ``time.sleep``,
 #: a DCC command), before it reports the result and exits without it. A tool that saw it (cleaning
-#: up after ToolInterrupted) is waited for (docs/python.md, "Timeouts and cancel").
+#: up after ToolInterrupted) is waited for (docs/reference/python/tools.md, "Timeouts and cancel").
 STUCK_TOOL_SECS = 3.0
 
 

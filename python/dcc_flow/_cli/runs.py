@@ -11,7 +11,7 @@ from ._engine import add_db_argument, elapsed, format_duration, missing_db, open
 
 __all__ = ["COMMAND"]
 
-#: The error kinds ``--error-kind`` takes: the engine's (docs/spec.md "Retry").
+#: The error kinds ``--error-kind`` takes: the engine's (docs/reference/spec.md "Retry").
 ERROR_KINDS = ("timeout", "transient", "error", "invalid_input", "not_found", "permission", "fatal", "cancelled",
                "invalid_output", "too_large", "storage", "worker_lost", "limit_exceeded", "denied", "interrupted",
                "internal")

@@ -31,7 +31,7 @@ class ServeCommand(Command):
     description = (
         "Register the workflows of --workflows, load the *.schedules.yaml of --schedules, start the\n"
         "scheduler, the webhook server (--webhooks ADDR), an MCP server (--mcp stdio|http://HOST:PORT) and\n"
-        "Prometheus metrics (--metrics ADDR), the web dashboard (--ui HOST:PORT, docs/ui.md), and run the\n"
+        "Prometheus metrics (--metrics ADDR), the web dashboard (--ui HOST:PORT, docs/guide/ui.md), and run the\n"
         "tools of --tools on this process until SIGINT or SIGTERM (with --mcp stdio, also until the MCP client\n"
         "closes standard input), then stop gracefully."
     )

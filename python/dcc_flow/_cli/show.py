@@ -31,7 +31,7 @@ class ShowCommand(Command):
         "progress its tool reported last, the last lines its tool printed or logged ('out|' stdout,\n"
         "'err|' stderr, 'log|' current_call().log(), 'log LEVEL LOGGER|' a logging record), and the\n"
         "error and traceback of each failed step. A workflow step's child run is shown under it, its\n"
-        "steps indented (sub-workflows, docs/spec.md \"workflow\"). The run's resumes (when, by whom,\n"
+        "steps indented (sub-workflows, docs/reference/spec.md \"workflow\"). The run's resumes (when, by whom,\n"
         "the steps forced) are listed under its first line.\n"
         "\n"
         "With STEP (an instance key: 'export', 'per_shot[2].render'), only that step is shown, with\n"

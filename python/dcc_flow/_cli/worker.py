@@ -1,6 +1,6 @@
 """``dcc-flow worker``: serve the tools of --tools as an MCP server over stdio (``_worker.py``),
 or, with ``--db postgresql://…``, to every engine on that database through its tool-call queue
-(docs/cluster.md)."""
+(docs/operations/cluster.md)."""
 
 import argparse
 import signal
@@ -25,11 +25,11 @@ class WorkerCommand(Command):
         "process's main thread, one at a time, so inside mayapy or hython the tools may use maya.cmds or\n"
         "hou. What the tools or the DCC print is captured from the process's stdout and stderr and sent\n"
         "back with each call's result, never into the protocol. An engine starts workers from its\n"
-        "remotes config and calls them with tool_remote steps (docs/mcp.md).\n"
+        "remotes config and calls them with tool_remote steps (docs/reference/mcp.md).\n"
         "\n"
         "With --db postgresql://... the worker is an engine attached to that database instead: it\n"
         "registers the tools there, claims the calls of them that engines which do not host them put on\n"
-        "the database's tool-call queue, and runs them until SIGINT or SIGTERM (docs/cluster.md). With\n"
+        "the database's tool-call queue, and runs them until SIGINT or SIGTERM (docs/operations/cluster.md). With\n"
         "--remotes FILE it also has those worker pools and MCP servers: it advertises them there and runs\n"
         "the calls of them (pool: steps, tool_remote steps) that engines without them queue."
     )
@@ -64,7 +64,7 @@ class WorkerCommand(Command):
                             help="with --db: threads for worker-lane tools (default 4)")
         parser.add_argument("--remotes", metavar="FILE",
                             help="with --db: a JSON file of worker pools and MCP servers (the engine config's "
-                                 "remotes object; docs/pools.md) whose calls the engines on the database that "
+                                 "remotes object; docs/guide/pools.md) whose calls the engines on the database that "
                                  "lack them queue for this worker")
         parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
                             help="with --db: the engine's lease (default 15); a call it claimed is retried "

@@ -22,7 +22,7 @@ result is exactly the spec a YAML file would hold. Using a reference as a Python
 ``for``, ``len``, ``str``, ``==``…) raises ``WorkflowTraceError``, naming the step, the line and
 the construct to use instead. Outside tracing a task is the plain function.
 
-Ordering follows the spec (docs/spec.md, "Ordering"): a step runs after the step before it. The
+Ordering follows the spec (docs/reference/spec.md, "Ordering"): a step runs after the step before it. The
 compiler adds ``depends_on`` only where Python's data flow needs more than that: a step that uses
 the output of a sibling it would not otherwise wait for (inside ``ctx.parallel()``, or after an
 ``after=`` that skipped it) also waits for that sibling.

@@ -220,7 +220,7 @@ class Task(_FlowCallable):
 
     def tool_schema(self) -> Dict[str, Any]:
         """The JSON Schema of the tool's arguments, made from the function's type hints
-        (docs/python.md "Tool schemas"): the engine checks every call against it, so a call
+        (docs/reference/python/tools.md "Tool schemas"): the engine checks every call against it, so a call
         with a wrong type fails with kind ``invalid_input`` before the function runs."""
         if self._schema is None:
             self._schema = args_schema(self.fn)
@@ -391,7 +391,7 @@ def task(
     ``idempotency_scope`` / ``idempotency_ttl_seconds``; ``thread`` and ``max_concurrent`` as for
     ``Engine.tool``; ``dcc`` makes it a ``tool_remote`` step on that MCP server; ``pool`` runs
     the tool on that worker pool when the engine's config has the remote and in-process when it
-    does not (the step's ``pool:``, docs/pools.md "Routing"); ``id`` the step id (default: the
+    does not (the step's ``pool:``, docs/guide/pools.md "Routing"); ``id`` the step id (default: the
     function name, then ``_2``, ``_3``…).
     """
     options: Dict[str, Any] = {

@@ -445,7 +445,7 @@ class Workflow(_FlowCallable):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Inside another ``@workflow``: a ``kind: workflow`` step that runs this workflow as a
-        child run (docs/spec.md, "workflow"); returns a reference to its output, the child's
+        child run (docs/reference/spec.md, "workflow"); returns a reference to its output, the child's
         outputs by step id. A workflow made with ``inline=True`` has its steps inlined instead
         (see ``inline``). Outside a workflow it is an error: use ``run``."""
         tracer = _current()
@@ -627,7 +627,7 @@ def workflow(
 
     ``defaults={"retry": RetryPolicy(3), "timeout_secs": 600}`` is the spec's ``defaults`` and
     ``on_failure=[{"id": "alert", "tool": post_slack, "args": {...}}]`` its ``on_failure`` steps
-    (docs/spec.md), where ``tool`` may be a ``@task``.
+    (docs/reference/spec.md), where ``tool`` may be a ``@task``.
 
     Called inside another ``@workflow``, a workflow is a ``kind: workflow`` step that runs it as
     a child run; with ``inline=True`` its steps are inlined into the caller instead (as

@@ -81,7 +81,7 @@ class IdlePump:
 
     def _installed(self, remove: Callable[[], None]) -> "IdlePump":
         """Record how to remove the registered callback. From now until ``uninstall()``, the
-        engine runs main-lane calls on the main thread only (docs/python.md, "Inside Maya and
+        engine runs main-lane calls on the main thread only (docs/reference/python/dcc.md, "Inside Maya and
         Houdini"): ``Run.wait()`` on another thread waits while this pump runs them."""
         self._remove = remove
         self.engine._bind_main_thread(self)

@@ -1,4 +1,4 @@
-// Package dryrun runs a spec on the executor without calling any tool (docs/spec.md "Dry runs"):
+// Package dryrun runs a spec on the executor without calling any tool (docs/reference/spec.md "Dry runs"):
 // a Caller answers every tool call and every workflow step from fixtures, approvals are decided
 // from a map, and the run is kept in a memory store of its own that Run reads back. Nothing
 // outside it is written. Order lists the step instances reached in the order a run would start

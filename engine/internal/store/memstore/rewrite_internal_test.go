@@ -13,7 +13,7 @@ import (
 )
 
 // TestRewritingAStepKeepsItsUnchangedLinesOnce: a running tool's progress rewrites its step row
-// every second (docs/limits.md "Progress and logs"); lines that did not change are not stored
+// every second (docs/reference/limits.md "Progress and logs"); lines that did not change are not stored
 // again, so a long step does not grow the arena by its lines at each rewrite.
 func TestRewritingAStepKeepsItsUnchangedLinesOnce(t *testing.T) {
 	s := New()

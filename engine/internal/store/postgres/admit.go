@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The admission of a schedule's fire across engines (store.ScheduleAdmitter, docs/cluster.md,
+// The admission of a schedule's fire across engines (store.ScheduleAdmitter, docs/operations/cluster.md,
 // "Schedules"). The scheduler of each engine serialises the admissions of one schedule with a
 // mutex; on a shared database that mutex is extended to every engine by a transaction-level
 // advisory lock keyed by the schedule id, held from the redelivery check to the record of the

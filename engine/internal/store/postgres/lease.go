@@ -15,7 +15,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// Leases (store.Leaser, docs/cluster.md "Leases"). Every time in this file is the server's
+// Leases (store.Leaser, docs/operations/cluster.md "Leases"). Every time in this file is the server's
 // (now()), never an engine's clock: hosts whose clocks disagree still agree on who holds a run.
 
 // leaseState is what Attach sets: the engine this store acts as.

@@ -1,4 +1,4 @@
-// Package postgres is the PostgreSQL implementation of store.Store (docs/cluster.md), on
+// Package postgres is the PostgreSQL implementation of store.Store (docs/operations/cluster.md), on
 // jackc/pgx v5 and its connection pool: the same records as the SQLite store, in a database
 // named by a postgres:// or postgresql:// URL, with numbered embedded migrations.
 //
@@ -32,7 +32,7 @@
 // engine attaches (Attach, store.Leaser): it registers in the engines table and orchestrates
 // each unfinished run under a lease in the run's row (owner, lease_until), which it renews with
 // its heartbeat; another engine takes a run over once its lease expired (ClaimRun). See
-// lease.go and docs/cluster.md.
+// lease.go and docs/operations/cluster.md.
 package postgres
 
 import (

@@ -69,7 +69,7 @@ func TestExercise(t *testing.T) {
 	})
 }
 
-// ObserveCommits reports each group committed (docs/metrics.md: dccflow_db_commit_*), as the
+// ObserveCommits reports each group committed (docs/operations/metrics.md: dccflow_db_commit_*), as the
 // SQLite store's does.
 func TestObserveCommits(t *testing.T) {
 	storetest.ExerciseCommitObserver(t, func(t *testing.T) storetest.CommitStore { return openTemp(t) })

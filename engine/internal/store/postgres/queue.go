@@ -13,7 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// The durable queue of tool calls (store.CallQueue, docs/cluster.md "The tool-call queue"),
+// The durable queue of tool calls (store.CallQueue, docs/operations/cluster.md "The tool-call queue"),
 // with the reports of running calls (tool_call_reports). Claims are FOR UPDATE SKIP LOCKED; wake-ups are NOTIFY on the channel callsChannel, sent in
 // the statement that changes a call's status, so a listener is woken only once the change is
 // committed. Lease times are the server's (now()).

@@ -416,7 +416,7 @@ func TestRedact(t *testing.T) {
 }
 
 // BenchmarkRun100: a run of 100 steps fanned out (storetest.BenchmarkRun); compare with the
-// SQLite store's BenchmarkRun100 (docs/cluster.md, "Figures").
+// SQLite store's BenchmarkRun100 (docs/operations/cluster.md, "Figures").
 func BenchmarkRun100(b *testing.B) {
 	storetest.BenchmarkRun(b, func(b *testing.B) store.Store { return openTemp(b) })
 }
@@ -426,7 +426,7 @@ func BenchmarkStepSequential(b *testing.B) {
 	storetest.BenchmarkStepSequential(b, func(b *testing.B) store.Store { return openTemp(b) })
 }
 
-// openAttached is openTemp attached as an engine: its writes are fenced (docs/cluster.md, "Leases").
+// openAttached is openTemp attached as an engine: its writes are fenced (docs/operations/cluster.md, "Leases").
 func openAttached(b *testing.B) store.Store {
 	s := openTemp(b)
 	if err := s.Attach(context.Background(), store.EngineInfo{ID: "bench", Lease: time.Minute}); err != nil {
@@ -443,7 +443,7 @@ func BenchmarkStepSequentialAttached(b *testing.B) {
 	storetest.BenchmarkStepSequential(b, openAttached)
 }
 
-// The SQL of docs/cluster.md runs on a database an engine has open, and its last query finds
+// The SQL of docs/operations/cluster.md runs on a database an engine has open, and its last query finds
 // that engine.
 func TestDocsSQL(t *testing.T) {
 	ctx := context.Background()
@@ -476,7 +476,7 @@ func TestDocsSQL(t *testing.T) {
 			t.Fatalf("report: %v %v", ok, err)
 		}
 	}
-	doc, err := os.ReadFile("../../../../docs/cluster.md")
+	doc, err := os.ReadFile("../../../../docs/operations/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestDocsSQL(t *testing.T) {
 	defer conn.Close(ctx)
 	blocks := strings.Split(string(doc), "```sql\n")[1:]
 	if len(blocks) != 2 {
-		t.Fatalf("%d sql blocks in docs/cluster.md", len(blocks))
+		t.Fatalf("%d sql blocks in docs/operations/cluster.md", len(blocks))
 	}
 	var rows int
 	for _, stmt := range strings.Split(strings.SplitN(blocks[1], "```", 2)[0], ";") {

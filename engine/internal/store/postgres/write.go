@@ -112,7 +112,7 @@ func (s *Store) writeFor() time.Duration {
 	return writeTimeout
 }
 
-// Retrying a write that never reached the database (docs/cluster.md, "A database restart"):
+// Retrying a write that never reached the database (docs/operations/cluster.md, "A database restart"):
 // the pauses between tries double from retryFirst up to retryMax, for at most the engine's
 // lease (retryDefault when no engine is attached).
 const (

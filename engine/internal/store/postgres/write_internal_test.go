@@ -18,7 +18,7 @@ import (
 // A group commit that the write timeout ends after its group was sent has an unknown outcome:
 // pgx closes the connection at the deadline, and the server, which holds the whole pipeline,
 // may still commit it. Its error wraps store.ErrConnectionLost (code storage), so the engine
-// gives the run up to the takeover path instead of failing it (docs/cluster.md, "A database
+// gives the run up to the takeover path instead of failing it (docs/operations/cluster.md, "A database
 // restart"). Here the write waits for a row lock another session holds.
 func TestWriteTimeoutAfterSendIsAnUnknownOutcome(t *testing.T) {
 	ctx := context.Background()

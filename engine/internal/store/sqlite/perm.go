@@ -8,7 +8,7 @@ import (
 // privateMode is the mode of the files of a database this package creates: the database, its
 // -wal and -shm (SQLite gives them the database's mode) and its .lock file. They hold every
 // run's inputs and outputs, so only the account that runs dcc-flow may read them
-// (docs/operations.md, "Security").
+// (docs/operations/running.md, "Security").
 const privateMode fs.FileMode = 0o600
 
 // makePrivate sets the modes of the database at path before SQLite opens it, whatever the

@@ -1,4 +1,4 @@
-// Package sqlite is the SQLite implementation of store.Store (docs/architecture.md,
+// Package sqlite is the SQLite implementation of store.Store (docs/design/architecture.md,
 // "Durability"), on modernc.org/sqlite (pure Go, no cgo): one database file, WAL journal,
 // numbered embedded migrations.
 //

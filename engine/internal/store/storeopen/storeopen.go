@@ -55,7 +55,7 @@ func Open(ctx context.Context, db string, readOnly bool) (store.Store, error) {
 	return File(ctx, db, readOnly)
 }
 
-// Postgres opens the PostgreSQL database at url (migrating it unless readOnly; docs/cluster.md).
+// Postgres opens the PostgreSQL database at url (migrating it unless readOnly; docs/operations/cluster.md).
 // Errors are *run.Error, naming the URL without its password: invalid_state (a schema this
 // build does not know), storage (the server is unreachable or failing; Details db) or
 // invalid_request (a malformed URL, a refused login). Any number of engines open one database

@@ -126,7 +126,7 @@ func SearchMix() []store.RunFilter {
 
 // BenchmarkSearch times each search of SearchMix on s (filled by FillSearch) b.N times over
 // and reports the p50 and p99 of all of them (p50-ms, p99-ms) and the slowest search's p99
-// (worst-p99-ms). The goal is p99 under 100 ms (docs/performance.md).
+// (worst-p99-ms). The goal is p99 under 100 ms (docs/design/performance.md).
 func BenchmarkSearch(b *testing.B, s store.Store) {
 	ctx := context.Background()
 	mix := SearchMix()

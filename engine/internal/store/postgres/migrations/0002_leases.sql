@@ -1,4 +1,4 @@
--- dcc-flow PostgreSQL schema, version 2: many engines on one database (docs/cluster.md).
+-- dcc-flow PostgreSQL schema, version 2: many engines on one database (docs/operations/cluster.md).
 --
 -- engines: one row per read-write engine attached to the database, written when it opens and
 -- heartbeated every lease_secs/3; deleted when it closes. tools and lanes are JSON arrays.

@@ -1,4 +1,4 @@
--- dcc-flow PostgreSQL schema, version 3: the durable queue of tool calls (docs/cluster.md, "The
+-- dcc-flow PostgreSQL schema, version 3: the durable queue of tool calls (docs/operations/cluster.md, "The
 -- tool-call queue"). A call of a tool that the orchestrating engine does not host is a row here,
 -- claimed by an engine that hosts it (FOR UPDATE SKIP LOCKED), under a lease that engine renews
 -- with its heartbeat. status: queued → claimed → done, or cancelled (by the orchestrator) from

@@ -1,5 +1,5 @@
 -- dcc-flow PostgreSQL schema: calls of worker pools and remotes through the tool-call queue
--- (docs/cluster.md, "Pools and remotes on other engines"). engines.remotes is a JSON array of
+-- (docs/operations/cluster.md, "Pools and remotes on other engines"). engines.remotes is a JSON array of
 -- the remotes (worker pools, MCP servers) an engine has configured; tool_calls.remote is the
 -- remote a queued call must run on ('' = a host tool, claimed by tool), and tool_calls.worker
 -- names what ran it (the engine id, then "/" and the pool worker when there is one); logs are the

@@ -1,5 +1,5 @@
 -- dcc-flow PostgreSQL schema: the replay guard of timestamped webhooks shared by the engines of
--- the database (store.ReplayFinder, docs/cluster.md, "Schedules"). replay_key is the accepted
+-- the database (store.ReplayFinder, docs/operations/cluster.md, "Schedules"). replay_key is the accepted
 -- X-Dcc-Flow-Signature of a webhook fire with signature: timestamped, "<t>.<v1 hex digest>";
 -- NULL for every other fire, so the partial index holds only the timestamped webhook fires. A
 -- nullable column without a default is added without rewriting the table.

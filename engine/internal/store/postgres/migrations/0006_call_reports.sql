@@ -1,4 +1,4 @@
--- dcc-flow PostgreSQL schema: what a queued tool call reports while it runs (docs/cluster.md,
+-- dcc-flow PostgreSQL schema: what a queued tool call reports while it runs (docs/operations/cluster.md,
 -- "The tool-call queue", Progress and log lines). The engine that holds a call's claim writes a
 -- row at most every 200 ms while the tool reports (the latest progress, the lines logged since
 -- the previous row, at most 100, and how many lines it dropped), numbered by seq from 1 per

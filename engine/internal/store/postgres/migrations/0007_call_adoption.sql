@@ -1,5 +1,5 @@
 -- dcc-flow PostgreSQL schema: queueing a call is idempotent, and a call in flight outlives the
--- engine that queued it (docs/cluster.md, "The tool-call queue"). nonce is made by the engine
+-- engine that queued it (docs/operations/cluster.md, "The tool-call queue"). nonce is made by the engine
 -- that queues the call: a try sent again after a lost connection (the first may have been
 -- applied) finds the row of the first instead of adding a second call. The calls still queued
 -- or claimed are found by run and step: an engine that resumes a run whose former orchestrator

@@ -1,6 +1,6 @@
 -- dcc-flow PostgreSQL schema: an engine that closes hands its runs to the others, and the
 -- engine that continues a run takes over the call its former orchestrator left, even one that
--- ended after that orchestrator stopped (docs/cluster.md, "Closing an engine" and "The
+-- ended after that orchestrator stopped (docs/operations/cluster.md, "Closing an engine" and "The
 -- tool-call queue").
 --
 -- closing is set when an engine starts to close: the other engines no longer count it as one

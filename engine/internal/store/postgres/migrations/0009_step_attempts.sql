@@ -1,4 +1,4 @@
--- Every attempt of a tool or tool_remote step (store.Attempt, docs/cli.md "show"): written in the
+-- Every attempt of a tool or tool_remote step (store.Attempt, docs/reference/cli/inspecting.md "show"): written in the
 -- transaction of the step's own row, deleted with the run. Times are Unix nanoseconds; 0 means
 -- "not set". Empty texts are NULL. At most the first 10 and the last 100 attempts of a step
 -- instance are kept (store.MaxAttemptsFirst, store.MaxAttemptsLast).

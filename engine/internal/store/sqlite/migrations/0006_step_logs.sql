@@ -1,5 +1,5 @@
--- The output lines a step's tool wrote (docs/pools.md "Output"): a JSON array of
--- {"stream", "text", "attempt"} objects, newest last, capped (docs/limits.md "Step output");
+-- The output lines a step's tool wrote (docs/guide/pools.md "Output"): a JSON array of
+-- {"stream", "text", "attempt"} objects, newest last, capped (docs/reference/limits.md "Step output");
 -- NULL when there are none (and for every row written before this migration). logs_dropped
 -- counts the older lines the cap dropped.
 ALTER TABLE workflow_steps ADD COLUMN logs TEXT;

@@ -1,4 +1,4 @@
--- The workflow catalog (docs/python.md, "The catalog"): every version of every registered
+-- The workflow catalog (docs/reference/python/running.md, "The catalog"): every version of every registered
 -- workflow, numbered per name in the order first registered; current marks the one runs by
 -- name use (none after the workflow is unregistered; its versions stay for the runs that used
 -- them). spec is the canonical JSON the engine rebuilds the workflow from when it opens.

@@ -1,4 +1,4 @@
--- Sub-workflows (docs/spec.md, "workflow"): the run a `kind: workflow` step started records its
+-- Sub-workflows (docs/reference/spec.md, "workflow"): the run a `kind: workflow` step started records its
 -- parent run and the parent's step instance key; NULL for a run started on its own (and for
 -- every run written before this migration).
 ALTER TABLE workflows ADD COLUMN parent_run_id TEXT;

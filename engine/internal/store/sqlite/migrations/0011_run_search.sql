@@ -1,6 +1,6 @@
--- Run search (store.RunFilter's search fields, docs/cli.md "runs"): each filter is answered from
+-- Run search (store.RunFilter's search fields, docs/reference/cli/inspecting.md "runs"): each filter is answered from
 -- an index that holds only what it selects, so a search over 100,000 runs reads the matching
--- entries, not every run (docs/performance.md, "Search").
+-- entries, not every run (docs/design/performance.md, "Search").
 --
 -- run_inputs: the top-level members of a run's inputs that a search by input value can match —
 -- strings, integers (their decimal text) and booleans ('true', 'false'), key and value at most
