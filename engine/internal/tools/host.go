@@ -52,7 +52,7 @@ const DefaultInterruptGrace = 2 * time.Second
 type Host struct {
 	mu      sync.Mutex
 	closed  bool
-	held    bool // Hold: no call is handed out any more
+	held    bool        // Hold: no call is handed out any more
 	gate    func() bool // SetGate: no call is handed out while it reports false
 	closeCh chan struct{}
 	nextID  uint64
