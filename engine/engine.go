@@ -25,6 +25,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
+	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
@@ -129,7 +130,7 @@ type Engine struct {
 	catalog  *catalog.Catalog // the registered workflows (catalog.go)
 
 	sched     schedulerState  // see scheduler.go
-	retention retentionState  // see retention.go
+	retention *retention.Loop // see retention.go
 	metrics   metricsState    // see metrics.go
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
@@ -171,6 +172,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
 		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, closeDone: make(chan struct{}),
 	}
+	e.retention = e.newRetention()
 	switch {
 	case o.store != nil:
 		e.store = o.store
