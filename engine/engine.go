@@ -24,6 +24,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
@@ -131,7 +132,7 @@ type Engine struct {
 
 	sched     schedulerState  // see scheduler.go
 	retention *retention.Loop // see retention.go
-	metrics   metricsState    // see metrics.go
+	metrics   metrics.Feed    // see metrics.go
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
