@@ -27,6 +27,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
+	"github.com/dcc-flow/dcc-flow/engine/internal/runtree"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
@@ -120,9 +121,9 @@ type Engine struct {
 	closed    bool
 	closeDone chan struct{}
 	runs      map[string]*exec.Run
-	// trees are the counts of the trees of runs with a run live here, by root run id
-	// (subflows.go, max_tree_runs and max_tree_instances); under mu.
-	trees   map[string]*exec.Tree
+	// trees are the counts of the trees of runs with a run live here (max_tree_runs,
+	// max_tree_instances, max_tree_parallel) and their shape in the store.
+	trees   *runtree.Registry
 	unsaved map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
 	wg      sync.WaitGroup
 	// starting counts the starts under way (start): Close waits for them before it lists the
@@ -171,7 +172,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, closeDone: make(chan struct{}),
+		runs: map[string]*exec.Run{}, closeDone: make(chan struct{}),
 	}
 	e.retention = e.newRetention()
 	switch {
@@ -196,6 +197,8 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		}
 		e.remotes, o.remote = pool, poolCaller{pool}
 	}
+	e.trees = runtree.New(e.store, runtree.Limits{MaxRuns: cfg.MaxTreeRuns, MaxInstances: cfg.MaxTreeInstances,
+		MaxParallel: cfg.MaxTreeParallel}, notFound)
 	e.router = tools.NewRouter(o.clock, o.remote)
 	e.router.SetRemoteNames(slices.Collect(maps.Keys(cfg.Remotes)))
 	if cfg.InterruptGraceSecs > 0 {

@@ -242,21 +242,21 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	e.starting.Add(1)
 	e.mu.Unlock()
 	defer e.starting.Done()
-	tree, err := e.acquireTree(ctx, p)
+	tree, err := e.trees.Acquire(ctx, p.RunID, p.Ancestors, p.Resume)
 	if err != nil {
 		e.wg.Done()
 		return err
 	}
 	if p.ParentRunID != "" && !p.Resume {
 		if msg, ok := tree.AddRun(p.Spec.Name); !ok {
-			e.releaseTree(tree)
+			e.trees.Release(tree)
 			e.wg.Done()
 			return &exec.ChildError{Kind: exec.KindLimitExceeded, Message: msg}
 		}
 	}
 	p.Tree = tree
 	p.OnDone = func(h *exec.Run) {
-		e.releaseTree(tree)
+		e.trees.Release(tree)
 		e.runDone(h)
 	}
 	// Registered before its steps start: a child run's id reaches a host (its calls' RunID)
@@ -267,7 +267,7 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 		e.mu.Unlock()
 	}
 	if _, err := e.exec.Start(ctx, p); err != nil {
-		e.releaseTree(tree)
+		e.trees.Release(tree)
 		e.wg.Done()
 		return err
 	}
