@@ -271,7 +271,7 @@ func (e *Engine) cancelOrphan(ctx context.Context, rec store.Run, reason string)
 	if err := e.store.Write(ctx, b); err != nil {
 		return notFound(rec.ID, err)
 	}
-	e.hub.notify()
+	e.hub.Notify()
 	return e.cancelStoredChildren(ctx, rec.ID, reason, 0)
 }
 
@@ -304,7 +304,7 @@ func (l clusterLocal) Executing() map[string]cluster.Run {
 }
 
 func (l clusterLocal) Closed() bool { return l.e.isClosed() }
-func (l clusterLocal) Notify()      { l.e.hub.notify() }
+func (l clusterLocal) Notify()      { l.e.hub.Notify() }
 
 func (l clusterLocal) CanTakeOver(r store.Run) bool {
 	s, err := spec.Parse(r.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + r.ID})

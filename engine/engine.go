@@ -23,6 +23,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/catalog"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
+	"github.com/dcc-flow/dcc-flow/engine/internal/eventhub"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
@@ -108,7 +109,7 @@ type Engine struct {
 	ownStore bool
 	router   *tools.Router
 	exec     *exec.Executor
-	hub      *hub
+	hub      *eventhub.Hub
 
 	randMu sync.Mutex
 	rng    *rand.Rand
@@ -171,7 +172,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		o.source = rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
 	}
 	e := &Engine{
-		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
+		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: eventhub.New(), environ: o.environ,
 		runs: map[string]*exec.Run{}, closeDone: make(chan struct{}),
 	}
 	e.retention = e.newRetention()
@@ -211,7 +212,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
-		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
+		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
 		Children: children{e},
 		Defaults: defaults,
 	})
@@ -308,7 +309,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if e.remotes != nil {
 		e.remotes.Close()
 	}
-	e.hub.close()
+	e.hub.Close()
 	if e.ownStore && err == nil {
 		err = e.store.Close()
 	}

@@ -146,6 +146,7 @@ func TestImportBoundariesOfTheParts(t *testing.T) {
 		internal + "runtree":   {module + "/engine", internal + "catalog", internal + "schedule", internal + "store/storeopen"},
 		internal + "toolcheck": {module + "/engine", internal + "catalog", internal + "cluster", internal + "schedule", internal + "store/storeopen"},
 		internal + "startstop": {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
+		internal + "eventhub":  {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
 		internal + "metrics":   {module + "/engine", internal + "exec", internal + "store", internal + "tools", internal + "schedule"},
 		internal + "retention": {module + "/engine", internal + "exec", internal + "tools", internal + "store/storeopen"},
 	} {

@@ -74,5 +74,5 @@ func (e *Engine) writeUnsaved(ctx context.Context) {
 		delete(e.unsaved, u.ID)
 	}
 	e.mu.Unlock()
-	e.hub.notify()
+	e.hub.Notify()
 }
