@@ -33,6 +33,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/unsaved"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -125,7 +126,7 @@ type Engine struct {
 	// trees are the counts of the trees of runs with a run live here (max_tree_runs,
 	// max_tree_instances, max_tree_parallel) and their shape in the store.
 	trees   *runtree.Registry
-	unsaved map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
+	unsaved unsaved.Runs // ended runs whose terminal record is not stored (unsaved.go)
 	wg      sync.WaitGroup
 	// starting counts the starts under way (start): Close waits for them before it lists the
 	// runs to stop, so that a run whose start began before the close is stopped with the others.

@@ -145,6 +145,7 @@ func TestImportBoundariesOfTheParts(t *testing.T) {
 			internal + "store/sqlite", internal + "store/storeopen"},
 		internal + "runtree":   {module + "/engine", internal + "catalog", internal + "schedule", internal + "store/storeopen"},
 		internal + "toolcheck": {module + "/engine", internal + "catalog", internal + "cluster", internal + "schedule", internal + "store/storeopen"},
+		internal + "unsaved":   {module + "/engine", internal + "exec", internal + "tools", internal + "store/storeopen"},
 		internal + "startstop": {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
 		internal + "eventhub":  {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
 		internal + "metrics":   {module + "/engine", internal + "exec", internal + "store", internal + "tools", internal + "schedule"},

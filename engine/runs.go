@@ -277,7 +277,7 @@ func (e *Engine) runDone(h *exec.Run) {
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())
-		e.keepUnsaved(h)
+		e.unsaved.Keep(h.ID(), h.Unsaved())
 	}
 	e.mu.Unlock()
 	e.wg.Done()
