@@ -9,7 +9,6 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
-	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // DefaultMetricsAddr is where ServeMetrics listens when no address is given.
@@ -38,7 +37,7 @@ func (e *Engine) Metrics() (http.Handler, error) {
 // group commits to them from now on (SQLite).
 func (e *Engine) newMetrics() *metrics.Metrics {
 	host := e.router.Host()
-	cfg := metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker},
+	cfg := metrics.Config{Resolve: metrics.SpecResolver(e.storedSpec), Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker},
 		Subscriptions: e.OpenSubscriptions}
 	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
 		cfg.PoolQueued = e.remotes.Queued
@@ -48,6 +47,12 @@ func (e *Engine) newMetrics() *metrics.Metrics {
 		co.ObserveCommits(func(c store.Commit) { m.Commit(c.Batches, c.Duration) })
 	}
 	return m
+}
+
+// storedSpec reads a run's workflow name and spec (metrics.SpecResolver).
+func (e *Engine) storedSpec(ctx context.Context, id string) (string, []byte, error) {
+	rec, err := e.store.GetRun(ctx, id)
+	return rec.Name, rec.SpecJSON, err
 }
 
 // metricsSource is the event stream the metrics read (metrics.Source): the store's, code closed
@@ -82,31 +87,6 @@ func (e *Engine) observeDelivery(d schedule.Delivery) {
 	if m := e.metrics.On(); m != nil {
 		m.Delivery(d.ScheduleID, d.Status, d.Result)
 	}
-}
-
-// metricsRunInfo reads a run's workflow name and the kind and tool of each of its steps.
-func (e *Engine) metricsRunInfo(ctx context.Context, id string) (metrics.RunInfo, error) {
-	rec, err := e.store.GetRun(ctx, id)
-	if err != nil {
-		return metrics.RunInfo{}, err
-	}
-	info := metrics.RunInfo{Workflow: rec.Name, Steps: map[string]metrics.StepInfo{}}
-	sp, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + id})
-	if err != nil {
-		return info, err
-	}
-	var walk func([]*spec.Step)
-	walk = func(steps []*spec.Step) {
-		for _, s := range steps {
-			info.Steps[s.ID] = metrics.StepInfo{Kind: string(s.Kind), Tool: s.Tool}
-			walk(s.Steps)
-			walk(s.Then)
-			walk(s.Else)
-		}
-	}
-	walk(sp.Steps)
-	walk(sp.OnFailure)
-	return info, nil
 }
 
 // MetricsServer serves the engine's metrics on GET /metrics.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // EventBatch is how many events one read of the stream takes while a scrape catches up.
@@ -97,4 +98,33 @@ func (f *Feed) Handler(m *Metrics, src Source) http.Handler {
 		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// SpecResolver is the Resolver of runs whose workflow name and spec (canonical JSON) get reads:
+// the kind and tool of each step, its branches, bodies and on_failure steps included. A spec
+// that does not parse leaves the run's steps unknown (the error is returned with the name).
+func SpecResolver(get func(ctx context.Context, id string) (name string, specJSON []byte, err error)) Resolver {
+	return func(ctx context.Context, id string) (RunInfo, error) {
+		name, specJSON, err := get(ctx, id)
+		if err != nil {
+			return RunInfo{}, err
+		}
+		info := RunInfo{Workflow: name, Steps: map[string]StepInfo{}}
+		sp, err := spec.Parse(specJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + id})
+		if err != nil {
+			return info, err
+		}
+		var walk func([]*spec.Step)
+		walk = func(steps []*spec.Step) {
+			for _, s := range steps {
+				info.Steps[s.ID] = StepInfo{Kind: string(s.Kind), Tool: s.Tool}
+				walk(s.Steps)
+				walk(s.Then)
+				walk(s.Else)
+			}
+		}
+		walk(sp.Steps)
+		walk(sp.OnFailure)
+		return info, nil
+	}
 }

@@ -144,3 +144,37 @@ func TestServeRefusesOpenAddressesWithoutTokenAndChecksBearer(t *testing.T) {
 		t.Fatalf("second Close = %v", err)
 	}
 }
+
+func TestSpecResolverWalksEveryStepList(t *testing.T) {
+	t.Parallel()
+	const specJSON = `{"name":"nightly","steps":[{"id":"each","kind":"foreach","items":"{{inputs.shots}}","steps":[{"id":"render","kind":"tool","tool":"maya_render"}]},` +
+		`{"id":"check","kind":"branch","condition":"{{true}}","then":[{"id":"yes","kind":"tool","tool":"flow__echo"}],"else":[{"id":"no","kind":"approve"}]}],` +
+		`"on_failure":[{"id":"notify","kind":"tool","tool":"flow__echo"}]}`
+	r := SpecResolver(func(_ context.Context, id string) (string, []byte, error) {
+		if id != "r1" {
+			return "", nil, errors.New("no run " + id)
+		}
+		return "nightly", []byte(specJSON), nil
+	})
+	info, err := r(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]StepInfo{"each": {Kind: "foreach"}, "render": {Kind: "tool", Tool: "maya_render"}, "check": {Kind: "branch"},
+		"yes": {Kind: "tool", Tool: "flow__echo"}, "no": {Kind: "approve"}, "notify": {Kind: "tool", Tool: "flow__echo"}}
+	if info.Workflow != "nightly" || len(info.Steps) != len(want) {
+		t.Fatalf("info %+v; want %v", info, want)
+	}
+	for id, s := range want {
+		if info.Steps[id] != s {
+			t.Errorf("step %s: %+v; want %+v", id, info.Steps[id], s)
+		}
+	}
+	if _, err := r(context.Background(), "r2"); err == nil {
+		t.Error("an unknown run resolved")
+	}
+	bad := SpecResolver(func(context.Context, string) (string, []byte, error) { return "w", []byte("{"), nil })
+	if info, err := bad(context.Background(), "r3"); err == nil || info.Workflow != "w" {
+		t.Errorf("a bad spec: %+v, %v; want the name and an error", info, err)
+	}
+}
