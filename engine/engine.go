@@ -213,7 +213,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
-		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
+		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
 		Children: children{e},
 		Defaults: defaults,
 	})
