@@ -135,7 +135,10 @@ func TestPublicLeavesImportNoInternalPackage(t *testing.T) {
 // Packages with one job stay below the facade and beside each other: the catalog knows nothing of
 // runs (the executor, the tool router), the dry run's caller nothing of the catalog, the cluster
 // services (engine/internal/cluster) nothing of the catalog nor of a concrete store, the service
-// life cycle (startstop) nothing but the clock, and none imports the engine facade.
+// life cycle (startstop) nothing but the clock; the retention loop, the metrics feed and server,
+// the event hub and the kept unsaved ends nothing of the executor or the tools; the trees of runs
+// and the tool check nothing of the catalog, the scheduler or the store opener; and none imports
+// the engine facade.
 func TestImportBoundariesOfTheParts(t *testing.T) {
 	const internal = module + "/engine/internal/"
 	for pkg, forbidden := range map[string][]string{
