@@ -13,6 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
+	"github.com/dcc-flow/dcc-flow/engine/internal/toolcheck"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -241,53 +242,6 @@ func (e *Engine) CloseBudget() time.Duration {
 	return e.closeGrace() + e.interruptGrace()
 }
 
-// capabilities are what the other live engines on a shared database host, together.
-type capabilities struct {
-	tools, remotes map[string]bool
-}
-
-// canRun reports whether an engine with c's tools and remotes (and the built-in tools every
-// engine has) can run every tool step and remote call of s, and of the catalog workflows its
-// workflow steps run, all the way down (one not in this engine's catalog: false).
-func (e *Engine) canRun(s *spec.Spec, c *capabilities) bool {
-	return e.canRunWithin(s, c, map[string]bool{})
-}
-
-func (e *Engine) canRunWithin(s *spec.Spec, c *capabilities, seen map[string]bool) bool {
-	ok := true
-	s.Walk(func(st *spec.Step, _ []*spec.Step) bool {
-		if st.Kind != spec.KindWorkflow || seen[st.Workflow] {
-			return ok
-		}
-		seen[st.Workflow] = true
-		child, found := e.Workflow(st.Workflow)
-		ok = found && e.canRunWithin(child, c, seen)
-		return ok
-	})
-	if !ok {
-		return false
-	}
-	toolNames, remotes, err := e.exec.Tools(s)
-	if err != nil {
-		return false
-	}
-	has := func(tool string) bool {
-		info, ok := e.router.Lookup(tool)
-		return ok && info.Builtin || c.tools[tool]
-	}
-	for _, t := range toolNames {
-		if !has(t) {
-			return false
-		}
-	}
-	for _, rt := range remotes {
-		if !c.remotes[rt.DCC] && !(rt.Optional && has(rt.Tool)) {
-			return false
-		}
-	}
-	return true
-}
-
 // cancelOrphan cancels an unfinished run that no live engine holds (its engine died and no
 // engine has taken it over yet): it claims the run (which interrupts it and its steps in
 // flight), then records it cancelled, with its children. A run another engine took over
@@ -317,7 +271,7 @@ func (e *Engine) cancelOrphan(ctx context.Context, rec store.Run, reason string)
 	if err := e.store.Write(ctx, b); err != nil {
 		return notFound(rec.ID, err)
 	}
-	e.hub.notify()
+	e.hub.Notify()
 	return e.cancelStoredChildren(ctx, rec.ID, reason, 0)
 }
 
@@ -350,7 +304,7 @@ func (l clusterLocal) Executing() map[string]cluster.Run {
 }
 
 func (l clusterLocal) Closed() bool { return l.e.isClosed() }
-func (l clusterLocal) Notify()      { l.e.hub.notify() }
+func (l clusterLocal) Notify()      { l.e.hub.Notify() }
 
 func (l clusterLocal) CanTakeOver(r store.Run) bool {
 	s, err := spec.Parse(r.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + r.ID})
@@ -368,7 +322,10 @@ func (l clusterLocal) CanRunOn(ctx context.Context, runID string, tools, remotes
 		return false
 	}
 	s, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + rec.ID})
-	return err == nil && l.e.canRun(s, &capabilities{tools: tools, remotes: remotes})
+	return err == nil && toolcheck.CanRun(s, toolcheck.Specs{Calls: l.e.exec.Tools, Workflow: l.e.Workflow, Builtin: func(tool string) bool {
+		info, ok := l.e.router.Lookup(tool)
+		return ok && info.Builtin
+	}}, toolcheck.Capabilities{Tools: tools, Remotes: remotes})
 }
 
 // HostedTools returns the host tools registered and their lanes, sorted.

@@ -495,28 +495,3 @@ func (r RemoteConfig) checkKindFields(f string, ps *configProblems) {
 		}
 	}
 }
-
-// poolRouter returns the exec.Config.PoolFor of c: a tool step's own `pool:` — optional: it
-// runs in-process when neither c nor another attached engine has that remote —, else the
-// longest ToolPools pattern matching its tool.
-func (c Config) poolRouter() func(*spec.Step) (string, bool) {
-	patterns := slices.Collect(maps.Keys(c.ToolPools))
-	slices.SortFunc(patterns, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
-	})
-	toolPools := maps.Clone(c.ToolPools)
-	return func(st *spec.Step) (string, bool) {
-		if st.Pool != "" {
-			return st.Pool, true
-		}
-		for _, p := range patterns {
-			if ok, _ := path.Match(p, st.Tool); ok {
-				return toolPools[p], false
-			}
-		}
-		return "", false
-	}
-}

@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec/dryrun"
+	"github.com/dcc-flow/dcc-flow/engine/internal/toolcheck"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -187,59 +187,28 @@ func (e *Engine) DryRun(ctx context.Context, req DryRunRequest) (*DryRunResult, 
 	return out, nil
 }
 
-// unknownTools lists the tools of s's tool steps that are not registered and the "dcc/tool" of
-// its tool_remote steps (and tool steps routed to a pool) whose remote is not configured, sorted,
-// with suggestions (suggestTools) and notes: for each "dcc/tool", and each tool of a pool step
-// left in-process, which step calls it and why it is unknown ("step export: remote …"). On a
-// shared database a tool another attached engine hosts, and a remote another attached engine
-// has, are known (their calls go through the tool-call queue, docs/operations/cluster.md). A step's own
-// `pool:` that no engine has runs in-process: then its tool must be known.
+// unknownTools lists the tools and remotes s calls that this engine cannot call, with
+// suggestions and notes (toolcheck.Scope.Unknown).
 func (e *Engine) unknownTools(s *spec.Spec) ([]string, map[string]string, map[string]string, error) {
 	toolNames, remotes, err := e.exec.Tools(s)
 	if err != nil {
 		return nil, nil, nil, &run.Error{Code: run.CodeInternal, Message: "compiling the spec: " + err.Error(), Err: err}
 	}
-	var unknown []string
-	knownTool := func(name string) bool {
-		_, ok := e.router.Lookup(name)
-		return ok || e.queue != nil && e.queue.HostedNow(name)
+	unknown, suggestions, notes := e.toolScope().Unknown(toolNames, remotes)
+	return unknown, suggestions, notes, nil
+}
+
+// toolScope is what this engine can call: its tools, the remotes of its config, and on a shared
+// database what the other engines advertise.
+func (e *Engine) toolScope() toolcheck.Scope {
+	k := toolcheck.Scope{Router: e.router, Remotes: make(map[string]bool, len(e.cfg.Remotes))}
+	for name := range e.cfg.Remotes {
+		k.Remotes[name] = true
 	}
-	for _, name := range toolNames {
-		if !knownTool(name) {
-			unknown = append(unknown, name)
-		}
-	}
-	notes := map[string]string{}
-	nowhere := "is not in the engine config's remotes"
 	if e.queue != nil {
-		nowhere = "is neither in this engine's config nor advertised by an engine attached to the database"
+		k.Others = e.queue
 	}
-	for _, rt := range remotes {
-		_, configured := e.cfg.Remotes[rt.DCC]
-		switch {
-		case configured && e.router.HasRemoteNamed(rt.DCC):
-		case e.queue != nil && e.queue.HasRemoteNow(rt.DCC):
-		case rt.Optional:
-			if !knownTool(rt.Tool) {
-				unknown = append(unknown, rt.Tool)
-				if _, ok := notes[rt.Tool]; !ok {
-					notes[rt.Tool] = fmt.Sprintf("step %s: pool %q %s, so the tool runs in-process", rt.Step, rt.DCC, nowhere)
-				}
-			}
-		default:
-			name := rt.DCC + "/" + rt.Tool
-			unknown = append(unknown, name)
-			if _, ok := notes[name]; !ok {
-				notes[name] = fmt.Sprintf("step %s: remote %q %s", rt.Step, rt.DCC, nowhere)
-			}
-		}
-	}
-	slices.Sort(unknown)
-	unknown = slices.Compact(unknown)
-	if len(unknown) == 0 {
-		return nil, nil, nil, nil
-	}
-	return unknown, e.suggestTools(unknown), notes, nil
+	return k
 }
 
 // dryUnregistered warns of the workflow steps of s that name a workflow the catalog does not

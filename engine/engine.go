@@ -23,12 +23,17 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/catalog"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/cluster"
+	"github.com/dcc-flow/dcc-flow/engine/internal/eventhub"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
+	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
+	"github.com/dcc-flow/dcc-flow/engine/internal/runtree"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/unsaved"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -105,7 +110,7 @@ type Engine struct {
 	ownStore bool
 	router   *tools.Router
 	exec     *exec.Executor
-	hub      *hub
+	hub      *eventhub.Hub
 
 	randMu sync.Mutex
 	rng    *rand.Rand
@@ -118,10 +123,10 @@ type Engine struct {
 	closed    bool
 	closeDone chan struct{}
 	runs      map[string]*exec.Run
-	// trees are the counts of the trees of runs with a run live here, by root run id
-	// (subflows.go, max_tree_runs and max_tree_instances); under mu.
-	trees   map[string]*exec.Tree
-	unsaved map[string]*store.RunUpdate // ended runs whose terminal record is not stored (unsaved.go)
+	// trees are the counts of the trees of runs with a run live here (max_tree_runs,
+	// max_tree_instances, max_tree_parallel) and their shape in the store.
+	trees   *runtree.Registry
+	unsaved unsaved.Runs // ended runs whose terminal record is not stored (unsaved.go)
 	wg      sync.WaitGroup
 	// starting counts the starts under way (start): Close waits for them before it lists the
 	// runs to stop, so that a run whose start began before the close is stopped with the others.
@@ -129,8 +134,8 @@ type Engine struct {
 	catalog  *catalog.Catalog // the registered workflows (catalog.go)
 
 	sched     schedulerState  // see scheduler.go
-	retention retentionState  // see retention.go
-	metrics   metricsState    // see metrics.go
+	retention *retention.Loop // see retention.go
+	metrics   metrics.Feed    // see metrics.go
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 
@@ -168,9 +173,10 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		o.source = rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
 	}
 	e := &Engine{
-		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: newHub(), environ: o.environ,
-		runs: map[string]*exec.Run{}, trees: map[string]*exec.Tree{}, closeDone: make(chan struct{}),
+		cfg: cfg, clock: o.clock, rng: rand.New(o.source), hub: eventhub.New(), environ: o.environ,
+		runs: map[string]*exec.Run{}, closeDone: make(chan struct{}),
 	}
+	e.retention = e.newRetention()
 	switch {
 	case o.store != nil:
 		e.store = o.store
@@ -193,6 +199,8 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		}
 		e.remotes, o.remote = pool, poolCaller{pool}
 	}
+	e.trees = runtree.New(e.store, runtree.Limits{MaxRuns: cfg.MaxTreeRuns, MaxInstances: cfg.MaxTreeInstances,
+		MaxParallel: cfg.MaxTreeParallel}, notFound)
 	e.router = tools.NewRouter(o.clock, o.remote)
 	e.router.SetRemoteNames(slices.Collect(maps.Keys(cfg.Remotes)))
 	if cfg.InterruptGraceSecs > 0 {
@@ -205,7 +213,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
-		OnWrite: e.hub.notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: cfg.poolRouter(),
+		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
 		Children: children{e},
 		Defaults: defaults,
 	})
@@ -302,7 +310,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if e.remotes != nil {
 		e.remotes.Close()
 	}
-	e.hub.close()
+	e.hub.Close()
 	if e.ownStore && err == nil {
 		err = e.store.Close()
 	}

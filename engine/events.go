@@ -2,10 +2,10 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/eventhub"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -26,38 +26,6 @@ const defaultEventBatch = 256
 // wrote: the owner of a read-only engine's database, or the other engines attached to a shared
 // one (docs/operations/cluster.md). Their writes do not wake this engine's hub.
 const sharedEventPoll = 100 * time.Millisecond
-
-// hub wakes event readers after writes. notify costs one atomic load when nobody waits.
-type hub struct {
-	subs    atomic.Int64 // open subscriptions (OpenSubscriptions)
-	waiting atomic.Bool
-	mu      sync.Mutex
-	ch      chan struct{}
-	closed  chan struct{}
-}
-
-func newHub() *hub { return &hub{ch: make(chan struct{}), closed: make(chan struct{})} }
-
-func (h *hub) notify() {
-	if !h.waiting.Load() {
-		return
-	}
-	h.mu.Lock()
-	h.waiting.Store(false)
-	close(h.ch)
-	h.ch = make(chan struct{})
-	h.mu.Unlock()
-}
-
-// wait returns a channel closed at the next notify after this call.
-func (h *hub) wait() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.waiting.Store(true)
-	return h.ch
-}
-
-func (h *hub) close() { close(h.closed) }
 
 // LastSeq returns the sequence number of the latest event, 0 when there is none.
 func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
@@ -101,34 +69,11 @@ func (e *Engine) listEvents(ctx context.Context, q EventQuery) ([]run.Event, err
 // empty result when timeout elapses (timeout ≤ 0 does not wait), context.Cause(ctx) when ctx
 // ends, and code closed once the engine is closed and no event is left.
 func (e *Engine) PollEvents(ctx context.Context, q EventQuery, timeout time.Duration) ([]run.Event, error) {
-	evs, err := e.listEvents(ctx, q)
-	if err != nil || len(evs) > 0 || timeout <= 0 {
-		return evs, err
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	var poll <-chan time.Time
+	var every time.Duration
 	if e.cfg.ReadOnly || e.shared() { // others write too: nothing here notifies the hub of it
-		tick := time.NewTicker(sharedEventPoll)
-		defer tick.Stop()
-		poll = tick.C
+		every = sharedEventPoll
 	}
-	for {
-		wake := e.hub.wait()
-		if evs, err = e.listEvents(ctx, q); err != nil || len(evs) > 0 {
-			return evs, err
-		}
-		select {
-		case <-poll:
-		case <-wake:
-		case <-t.C:
-			return nil, nil
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-e.hub.closed:
-			return nil, errClosed()
-		}
-	}
+	return eventhub.Poll(ctx, e.hub, timeout, every, errClosed, func() ([]run.Event, error) { return e.listEvents(ctx, q) })
 }
 
 // Subscription delivers the events of the stream in order, from a given sequence number. It is
@@ -156,7 +101,7 @@ func (e *Engine) Subscribe(ctx context.Context, q EventQuery) (*Subscription, er
 	if q.FromSeq == 0 {
 		q.FromSeq = 1
 	}
-	e.hub.subs.Add(1)
+	e.hub.Subscribed(1)
 	return &Subscription{e: e, q: q}, nil
 }
 
@@ -164,7 +109,7 @@ func (e *Engine) Subscribe(ctx context.Context, q EventQuery) (*Subscription, er
 // closed. A reader that ends must Close its subscription, so a server at rest (no dashboard
 // page open, no MCP resource subscription) has 0; the metric dccflow_event_subscriptions
 // reports it (docs/operations/metrics.md).
-func (e *Engine) OpenSubscriptions() int { return int(e.hub.subs.Load()) }
+func (e *Engine) OpenSubscriptions() int { return e.hub.Subscriptions() }
 
 // Next returns the next event, waiting for it until ctx ends (context.Cause(ctx)), the engine
 // closes or the subscription is closed (both code closed).
@@ -189,6 +134,6 @@ func (s *Subscription) Next(ctx context.Context) (run.Event, error) {
 func (s *Subscription) Close() {
 	s.closed, s.buf = true, nil
 	if s.released.CompareAndSwap(false, true) {
-		s.e.hub.subs.Add(-1)
+		s.e.hub.Subscribed(-1)
 	}
 }

@@ -135,7 +135,10 @@ func TestPublicLeavesImportNoInternalPackage(t *testing.T) {
 // Packages with one job stay below the facade and beside each other: the catalog knows nothing of
 // runs (the executor, the tool router), the dry run's caller nothing of the catalog, the cluster
 // services (engine/internal/cluster) nothing of the catalog nor of a concrete store, the service
-// life cycle (startstop) nothing but the clock, and none imports the engine facade.
+// life cycle (startstop) nothing but the clock; the retention loop, the metrics feed and server,
+// the event hub and the kept unsaved ends nothing of the executor or the tools; the trees of runs
+// and the tool check nothing of the catalog, the scheduler or the store opener; and none imports
+// the engine facade.
 func TestImportBoundariesOfTheParts(t *testing.T) {
 	const internal = module + "/engine/internal/"
 	for pkg, forbidden := range map[string][]string{
@@ -143,7 +146,13 @@ func TestImportBoundariesOfTheParts(t *testing.T) {
 		internal + "exec/dryrun": {module + "/engine", internal + "catalog"},
 		internal + "cluster": {module + "/engine", internal + "catalog", internal + "schedule", internal + "store/postgres",
 			internal + "store/sqlite", internal + "store/storeopen"},
+		internal + "runtree":   {module + "/engine", internal + "catalog", internal + "schedule", internal + "store/storeopen"},
+		internal + "toolcheck": {module + "/engine", internal + "catalog", internal + "cluster", internal + "schedule", internal + "store/storeopen"},
+		internal + "unsaved":   {module + "/engine", internal + "exec", internal + "tools", internal + "store/storeopen"},
 		internal + "startstop": {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
+		internal + "eventhub":  {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
+		internal + "metrics":   {module + "/engine", internal + "exec", internal + "store", internal + "tools", internal + "schedule"},
+		internal + "retention": {module + "/engine", internal + "exec", internal + "tools", internal + "store/storeopen"},
 	} {
 		deps := goList(t, "-deps", pkg)
 		if !slices.Contains(deps, pkg) {

@@ -2,38 +2,17 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
-	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
-	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // DefaultMetricsAddr is where ServeMetrics listens when no address is given.
-const DefaultMetricsAddr = "127.0.0.1:9464"
-
-// metricsEventBatch is how many events one read of the stream takes while a scrape catches up.
-const metricsEventBatch = 1024
-
-// metricsState is the engine's Prometheus metrics, created on first use (docs/operations/metrics.md).
-type metricsState struct {
-	mu    sync.Mutex // held while a scrape catches up with the stream
-	m     *metrics.Metrics
-	after uint64 // the Seq of the last event observed
-	// on is m once set: the scheduler's fire observer reads it without waiting for a scrape
-	// that is catching up.
-	on atomic.Pointer[metrics.Metrics]
-}
+const DefaultMetricsAddr = metrics.DefaultAddr
 
 // Metrics returns the handler of the engine's Prometheus metrics in the text format
 // (docs/operations/metrics.md). The first call enables them: the counters count the events written from
@@ -41,86 +20,60 @@ type metricsState struct {
 // reads the events written since the previous one, so a scrape right after a run ends counts
 // it. The metrics are the engine's own: two engines in one process share none.
 func (e *Engine) Metrics() (http.Handler, error) {
-	m, err := e.enableMetrics()
-	if err != nil {
-		return nil, err
-	}
-	inner := m.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := e.catchUpMetrics(r.Context()); err != nil {
-			status := http.StatusInternalServerError
-			if run.CodeOf(err) == run.CodeClosed {
-				status = http.StatusServiceUnavailable
-			}
-			http.Error(w, "dcc-flow metrics: reading the event stream: "+err.Error(), status)
-			return
-		}
-		inner.ServeHTTP(w, r)
-	}), nil
-}
-
-func (e *Engine) enableMetrics() (*metrics.Metrics, error) {
 	if e.isClosed() {
 		return nil, errClosed()
 	}
-	st := &e.metrics
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.m != nil {
-		return st.m, nil
-	}
-	seq, err := e.store.LastSeq(context.Background())
+	m, err := e.metrics.Enable(context.Background(), metricsSource{e}, e.newMetrics)
 	if err != nil {
+		if run.CodeOf(err) == run.CodeClosed {
+			return nil, err
+		}
 		return nil, notFound("", err)
 	}
+	return e.metrics.Handler(m, metricsSource{e}), nil
+}
+
+// newMetrics makes the engine's metrics (metrics.Feed.Enable) and has the store report its
+// group commits to them from now on (SQLite).
+func (e *Engine) newMetrics() *metrics.Metrics {
 	host := e.router.Host()
-	cfg := metrics.Config{Resolve: e.metricsRunInfo, Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker},
+	cfg := metrics.Config{Resolve: metrics.SpecResolver(e.storedSpec), Queued: host.Queued, Lanes: []string{tools.LaneMain, tools.LaneWorker},
 		Subscriptions: e.OpenSubscriptions}
 	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
 		cfg.PoolQueued = e.remotes.Queued
 	}
 	m := metrics.New(cfg)
-	if co, ok := e.store.(store.CommitObserver); ok { // SQLite: its group commits, from now on
+	if co, ok := e.store.(store.CommitObserver); ok {
 		co.ObserveCommits(func(c store.Commit) { m.Commit(c.Batches, c.Duration) })
 	}
-	st.m, st.after = m, seq
-	st.on.Store(m)
-	return m, nil
+	return m
 }
 
-// catchUpMetrics observes the events written since the last scrape, up to the last one
-// written when it starts.
-func (e *Engine) catchUpMetrics(ctx context.Context) error {
-	if e.isClosed() {
-		return errClosed()
+// storedSpec reads a run's workflow name and spec (metrics.SpecResolver).
+func (e *Engine) storedSpec(ctx context.Context, id string) (string, []byte, error) {
+	rec, err := e.store.GetRun(ctx, id)
+	return rec.Name, rec.SpecJSON, err
+}
+
+// metricsSource is the event stream the metrics read (metrics.Source): the store's, code closed
+// once the engine is closed.
+type metricsSource struct{ e *Engine }
+
+func (s metricsSource) LastSeq(ctx context.Context) (uint64, error) {
+	if s.e.isClosed() {
+		return 0, errClosed()
 	}
-	st := &e.metrics
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	last, err := e.store.LastSeq(ctx)
-	if err != nil {
-		return err
-	}
-	for st.after < last {
-		evs, err := e.store.ListEvents(ctx, store.EventFilter{AfterSeq: st.after, Limit: metricsEventBatch})
-		if err != nil {
-			return err
-		}
-		if len(evs) == 0 {
-			return nil
-		}
-		for _, ev := range evs {
-			st.m.Observe(ctx, ev)
-			st.after = ev.Seq
-		}
-	}
-	return nil
+	return s.e.store.LastSeq(ctx)
+}
+
+func (s metricsSource) EventsAfter(ctx context.Context, after uint64, limit int) ([]run.Event, error) {
+	return s.e.store.ListEvents(ctx, store.EventFilter{AfterSeq: after, Limit: limit})
 }
 
 // observeFire counts a scheduler fire once the metrics are enabled (schedule.WithFireObserver),
 // and the lateness of a cron or interval fire (a webhook's has no slot).
 func (e *Engine) observeFire(f schedule.Fire) {
-	if m := e.metrics.on.Load(); m != nil {
+	if m := e.metrics.On(); m != nil {
 		m.Fire(f.ScheduleID, string(f.Kind))
 		if f.Origin == schedule.OriginSchedule && !f.ScheduledAt.IsZero() {
 			m.FireLate(f.ScheduleID, f.FiredAt.Sub(f.ScheduledAt))
@@ -131,42 +84,13 @@ func (e *Engine) observeFire(f schedule.Fire) {
 // observeDelivery counts a webhook request answered once the metrics are enabled
 // (schedule.WithDeliveryObserver).
 func (e *Engine) observeDelivery(d schedule.Delivery) {
-	if m := e.metrics.on.Load(); m != nil {
+	if m := e.metrics.On(); m != nil {
 		m.Delivery(d.ScheduleID, d.Status, d.Result)
 	}
 }
 
-// metricsRunInfo reads a run's workflow name and the kind and tool of each of its steps.
-func (e *Engine) metricsRunInfo(ctx context.Context, id string) (metrics.RunInfo, error) {
-	rec, err := e.store.GetRun(ctx, id)
-	if err != nil {
-		return metrics.RunInfo{}, err
-	}
-	info := metrics.RunInfo{Workflow: rec.Name, Steps: map[string]metrics.StepInfo{}}
-	sp, err := spec.Parse(rec.SpecJSON, spec.Options{Format: spec.FormatJSON, Source: "run " + id})
-	if err != nil {
-		return info, err
-	}
-	var walk func([]*spec.Step)
-	walk = func(steps []*spec.Step) {
-		for _, s := range steps {
-			info.Steps[s.ID] = metrics.StepInfo{Kind: string(s.Kind), Tool: s.Tool}
-			walk(s.Steps)
-			walk(s.Then)
-			walk(s.Else)
-		}
-	}
-	walk(sp.Steps)
-	walk(sp.OnFailure)
-	return info, nil
-}
-
 // MetricsServer serves the engine's metrics on GET /metrics.
-type MetricsServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	addr string
-}
+type MetricsServer struct{ s *metrics.Server }
 
 // ServeMetrics starts an HTTP server on addr ("" = DefaultMetricsAddr; port 0 picks a free
 // port) answering GET /metrics with the engine's metrics (Metrics) and 404 elsewhere. A token
@@ -174,75 +98,16 @@ type MetricsServer struct {
 // address that is not loopback is refused (code invalid_request) without a token. Stop it with
 // Close.
 func (e *Engine) ServeMetrics(addr, token string) (*MetricsServer, error) {
-	if addr == "" {
-		addr = DefaultMetricsAddr
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("metrics address %q: %v; write HOST:PORT, e.g. %s", addr, err, DefaultMetricsAddr)}
-	}
-	if !isLoopbackHost(host) && token == "" {
-		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf(
-			"refusing to serve metrics on %s, which is not a loopback address, without a token: serve them on 127.0.0.1 or give a token (dcc-flow serve --token), which scrapers send as \"Authorization: Bearer TOKEN\"", addr)}
-	}
-	if !isLoopbackHost(host) {
-		if err := httpauth.CheckToken("metrics", addr, token); err != nil {
-			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: err.Error()}
-		}
-	}
-	h, err := e.Metrics()
+	s, err := metrics.Serve(addr, token, e.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("cannot listen for metrics on %s: %v", addr, err), Err: err}
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", requireBearer(token, h))
-	ms := &MetricsServer{
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10},
-		ln: ln, addr: ln.Addr().String(),
-	}
-	go func() { _ = ms.srv.Serve(ln) }()
-	return ms, nil
-}
-
-// requireBearer answers 401 to a request without "Authorization: Bearer token", and 429 with
-// Retry-After to an address throttled for wrong tokens (httpauth.Throttle); an empty token lets
-// every request through.
-func requireBearer(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	throttle := httpauth.NewThrottle(time.Now)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, wait := throttle.Bearer(r, token)
-		if wait > 0 {
-			w.Header().Set("Retry-After", httpauth.RetryAfter(wait))
-			http.Error(w, "dcc-flow metrics: too many wrong tokens from this address; try again later", http.StatusTooManyRequests)
-			return
-		}
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="dcc-flow metrics"`)
-			http.Error(w, "dcc-flow metrics: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return &MetricsServer{s: s}, nil
 }
 
 // Addr is the address the server listens on, e.g. "127.0.0.1:9464".
-func (s *MetricsServer) Addr() string { return s.addr }
+func (s *MetricsServer) Addr() string { return s.s.Addr() }
 
 // Close stops accepting requests and waits for the ones in progress, or until ctx ends.
 // Closing twice is not an error.
-func (s *MetricsServer) Close(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	_ = s.ln.Close()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
+func (s *MetricsServer) Close(ctx context.Context) error { return s.s.Close(ctx) }

@@ -124,7 +124,7 @@ func (e *Engine) cancelPaused(ctx context.Context, rec store.Run, reason string)
 	if err := e.store.Write(ctx, b); err != nil {
 		return notFound(rec.ID, err)
 	}
-	e.hub.notify()
+	e.hub.Notify()
 	return nil
 }
 

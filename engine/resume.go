@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -117,7 +116,7 @@ func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, u
 	}
 	var onFailureOnly *store.RunError
 	if rec.Status == run.StatusInterrupted && len(s.OnFailure) > 0 && len(opts.ForceSteps) == 0 {
-		if onFailureOnly, err = e.failingWhenInterrupted(ctx, runID); err != nil {
+		if onFailureOnly, err = exec.FailingWhenInterrupted(ctx, e.store, runID); err != nil {
 			return "", err
 		}
 	}
@@ -130,38 +129,6 @@ func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, u
 		return "", err
 	}
 	return runID, nil
-}
-
-// failingWhenInterrupted returns the run's error when the run was interrupted while its
-// on_failure steps ran (its last on_failure_started event comes after its last start or
-// resume), else nil. It reads the run's events a page at a time.
-func (e *Engine) failingWhenInterrupted(ctx context.Context, runID string) (*store.RunError, error) {
-	const page = 2000
-	var failing *store.RunError
-	after := uint64(0)
-	for {
-		evs, err := e.store.ListEvents(ctx, store.EventFilter{RunID: runID, AfterSeq: after, Limit: page})
-		if err != nil {
-			return nil, &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: reading its events: %v", runID, err), Err: err}
-		}
-		for _, ev := range evs {
-			switch ev.Type {
-			case run.EventWorkflowStarted, run.EventWorkflowResumed:
-				failing = nil
-			case run.EventOnFailureStarted:
-				var d struct {
-					Error *store.RunError `json:"error"`
-				}
-				if json.Unmarshal(ev.Detail, &d) == nil && d.Error != nil {
-					failing = d.Error
-				}
-			}
-			after = ev.Seq
-		}
-		if len(evs) < page {
-			return failing, nil
-		}
-	}
 }
 
 func isDone(ch <-chan struct{}) bool {

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
+	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -77,9 +76,10 @@ func (e *Engine) PruneRuns(ctx context.Context, opts PruneOptions) (PruneResult,
 	if !ok {
 		return PruneResult{}, run.Errorf(run.CodeInvalidState, "this engine's store (%T) cannot prune runs; open the engine on a store that can (the in-memory or the SQLite store)", e.store)
 	}
-	runs, err := p.PruneCandidates(ctx, opts.FinishedBefore, opts.Statuses, opts.Limit)
-	if err != nil {
-		return PruneResult{}, notFound("", err)
+	runs, n, listErr, err := retention.Prune(ctx, p, retention.Request{Before: opts.FinishedBefore, Statuses: opts.Statuses,
+		Limit: opts.Limit, DryRun: opts.DryRun, Progress: opts.Progress})
+	if listErr != nil {
+		return PruneResult{}, notFound("", listErr)
 	}
 	if opts.DryRun {
 		res := PruneResult{Pruned: len(runs), DryRun: true, Runs: make([]PrunedRun, len(runs))}
@@ -88,25 +88,10 @@ func (e *Engine) PruneRuns(ctx context.Context, opts PruneOptions) (PruneResult,
 		}
 		return res, nil
 	}
-	if len(runs) == 0 {
-		return PruneResult{}, nil
+	if err != nil && ctx.Err() == nil {
+		err = notFound("", err)
 	}
-	ids := make([]string, len(runs))
-	for i, r := range runs {
-		ids[i] = r.ID
-	}
-	var progress func(int)
-	if opts.Progress != nil {
-		progress = func(n int) { opts.Progress(n, len(ids)) }
-	}
-	n, err := p.PruneRuns(ctx, ids, opts.FinishedBefore, opts.Statuses, progress)
-	if err != nil {
-		if ctx.Err() != nil {
-			return PruneResult{Pruned: n}, context.Cause(ctx)
-		}
-		return PruneResult{Pruned: n}, notFound("", err)
-	}
-	return PruneResult{Pruned: n}, nil
+	return PruneResult{Pruned: n}, err
 }
 
 // Retention defaults (docs/operations/running.md, "Retention").
@@ -175,17 +160,14 @@ type RetentionInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
-// retentionState is the engine's retention loop (StartRetention), stopped by Close.
-type retentionState struct {
-	// control serialises StartRetention and StopRetention, so that two concurrent starts
-	// cannot both leave a loop running.
-	control sync.Mutex
-	loop    *startstop.Periodic
-	mu      sync.Mutex
-	info    RetentionInfo
-	on      bool
-	// passes is signalled after each pass (tests wait on it).
-	passes chan struct{}
+// newRetention returns the engine's retention loop (engine/internal/retention): its passes
+// prune through PruneRuns and purge through PurgeExpired, on the engine clock.
+func (e *Engine) newRetention() *retention.Loop {
+	return &retention.Loop{Deps: retention.Deps{Clock: e.clock, Purge: e.PurgeExpired,
+		Prune: func(ctx context.Context, before time.Time) (int, error) {
+			res, err := e.PruneRuns(ctx, PruneOptions{FinishedBefore: before})
+			return res.Pruned, err
+		}}}
 }
 
 // StartRetention applies p now and then every p.Every on the engine clock until Close or
@@ -205,96 +187,29 @@ func (e *Engine) StartRetention(p RetentionPolicy) error {
 	if p.Every == 0 {
 		p.Every = DefaultRetentionEvery
 	}
-	st := &e.retention
-	st.control.Lock()
-	defer st.control.Unlock()
-	// Checked under control: Close marks the engine closed before it stops the retention, so
-	// a loop started here is either refused or stopped by Close.
-	if e.isClosed() {
-		return errClosed()
-	}
-	e.stopRetention()
-	st.mu.Lock()
-	st.on = true
-	st.info = RetentionInfo{KeepSecs: p.KeepFor.Seconds(), EverySecs: p.Every.Seconds()}
-	if st.passes == nil {
-		st.passes = make(chan struct{}, 1)
-	}
-	st.mu.Unlock()
-	st.loop = &startstop.Periodic{Clock: e.clock, Period: p.Every, Fn: func(ctx context.Context) { e.retentionPass(ctx, p) }}
-	return st.loop.Start(context.Background())
-}
-
-// retentionPass runs one pass of p and records it.
-func (e *Engine) retentionPass(ctx context.Context, p RetentionPolicy) {
-	var pruned, purged int
-	var errs []string
-	if p.KeepFor > 0 {
-		res, err := e.PruneRuns(ctx, PruneOptions{FinishedBefore: e.clock.Now().Add(-p.KeepFor)})
-		pruned = res.Pruned
-		if err != nil && ctx.Err() == nil {
-			errs = append(errs, "pruning runs: "+err.Error())
+	// Refused under the loop's lock once Close has marked the engine closed: Close stops the
+	// retention after that, so a loop started here is either refused or stopped by Close.
+	return e.retention.Start(retention.Policy{KeepFor: p.KeepFor, Every: p.Every}, func() error {
+		if e.isClosed() {
+			return errClosed()
 		}
-	}
-	if ctx.Err() == nil {
-		n, err := e.PurgeExpired(ctx)
-		purged = n
-		if err != nil && ctx.Err() == nil {
-			errs = append(errs, "purging expired idempotency entries: "+err.Error())
-		}
-	}
-	st := &e.retention
-	st.mu.Lock()
-	now := e.clock.Now()
-	st.info.LastPass, st.info.NextPass = now, now.Add(p.Every)
-	st.info.Pruned, st.info.Purged = pruned, purged
-	st.info.PrunedTotal += pruned
-	st.info.PurgedTotal += purged
-	st.info.Error = strings.Join(errs, "; ")
-	passes := st.passes
-	st.mu.Unlock()
-	select {
-	case passes <- struct{}{}:
-	default:
-	}
+		return nil
+	})
 }
 
 // StopRetention stops the retention loop, waiting for a pass in progress to stop (between two
 // prune transactions). Stopping when none runs is not an error.
-func (e *Engine) StopRetention() {
-	e.retention.control.Lock()
-	defer e.retention.control.Unlock()
-	e.stopRetention()
-}
-
-// stopRetention is StopRetention; the caller holds e.retention.control.
-func (e *Engine) stopRetention() {
-	st := &e.retention
-	if st.loop != nil {
-		st.loop.Stop()
-	}
-	st.mu.Lock()
-	st.on = false
-	st.mu.Unlock()
-}
+func (e *Engine) StopRetention() { e.retention.Stop() }
 
 // Retention reports the retention the engine applies and its last pass; false when
 // StartRetention was not called (or StopRetention was).
 func (e *Engine) Retention() (RetentionInfo, bool) {
-	st := &e.retention
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.info, st.on
+	st, on := e.retention.Stats()
+	return RetentionInfo{KeepSecs: st.Policy.KeepFor.Seconds(), EverySecs: st.Policy.Every.Seconds(), LastPass: st.LastPass,
+		NextPass: st.NextPass, Pruned: st.Pruned, Purged: st.Purged, PrunedTotal: st.PrunedTotal, PurgedTotal: st.PurgedTotal,
+		Error: st.Error}, on
 }
 
 // RetentionPassed returns a channel that receives after retention passes (at most one pending
 // signal): tests wait on it after advancing a stub clock.
-func (e *Engine) RetentionPassed() <-chan struct{} {
-	st := &e.retention
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.passes == nil {
-		st.passes = make(chan struct{}, 1)
-	}
-	return st.passes
-}
+func (e *Engine) RetentionPassed() <-chan struct{} { return e.retention.Passed() }

@@ -13,7 +13,6 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
-	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -242,21 +241,21 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 	e.starting.Add(1)
 	e.mu.Unlock()
 	defer e.starting.Done()
-	tree, err := e.acquireTree(ctx, p)
+	tree, err := e.trees.Acquire(ctx, p.RunID, p.Ancestors, p.Resume)
 	if err != nil {
 		e.wg.Done()
 		return err
 	}
 	if p.ParentRunID != "" && !p.Resume {
 		if msg, ok := tree.AddRun(p.Spec.Name); !ok {
-			e.releaseTree(tree)
+			e.trees.Release(tree)
 			e.wg.Done()
 			return &exec.ChildError{Kind: exec.KindLimitExceeded, Message: msg}
 		}
 	}
 	p.Tree = tree
 	p.OnDone = func(h *exec.Run) {
-		e.releaseTree(tree)
+		e.trees.Release(tree)
 		e.runDone(h)
 	}
 	// Registered before its steps start: a child run's id reaches a host (its calls' RunID)
@@ -267,7 +266,7 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 		e.mu.Unlock()
 	}
 	if _, err := e.exec.Start(ctx, p); err != nil {
-		e.releaseTree(tree)
+		e.trees.Release(tree)
 		e.wg.Done()
 		return err
 	}
@@ -278,85 +277,20 @@ func (e *Engine) runDone(h *exec.Run) {
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())
-		e.keepUnsaved(h)
+		e.unsaved.Keep(h.ID(), h.Unsaved())
 	}
 	e.mu.Unlock()
 	e.wg.Done()
 }
 
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
-// tool_remote step names a remote that is not configured.
+// tool_remote step names a remote that is not configured (toolcheck.Scope.Err).
 func (e *Engine) checkTools(s *spec.Spec) error {
 	unknown, suggestions, notes, err := e.unknownTools(s)
 	if err != nil {
 		return err
 	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	named := make([]string, len(unknown))
-	for i, u := range unknown {
-		named[i] = u
-		if sug, ok := suggestions[u]; ok {
-			named[i] += fmt.Sprintf(" (did you mean %q?)", sug)
-		}
-		if note, ok := notes[u]; ok {
-			named[i] += " (" + note + ")"
-		}
-	}
-	msg := fmt.Sprintf("workflow %s uses unknown tools: %s", s, strings.Join(named, ", "))
-	var unknownRemotes []string
-	for _, u := range unknown {
-		if strings.Contains(u, "/") {
-			unknownRemotes = append(unknownRemotes, u)
-		}
-	}
-	if len(unknownRemotes) > 0 {
-		switch {
-		case e.queue != nil:
-			msg += "; tool_remote and pool steps need their remote in the engine config's remotes, or a worker engine that has it attached to the database (dcc-flow worker --db URL --remotes FILE)"
-		case e.router.HasRemote():
-			msg += "; tool_remote and pool steps need their remote in the engine config's remotes"
-		default:
-			msg += "; this engine has no remote caller for tool_remote steps"
-		}
-	}
-	details := map[string]any{"tools": unknown}
-	if len(notes) > 0 {
-		details["notes"] = notes // "remote/tool", or a pool step's tool → which step, and why
-	}
-	if len(suggestions) > 0 {
-		details["suggestions"] = suggestions
-	}
-	return &run.Error{Code: run.CodeUnknownTool, Message: msg, Details: details}
-}
-
-// suggestTools maps each unknown tool name to the registered tool it is most likely a typo of
-// (yamltext.Suggest: at most two edits), and each unknown "dcc/tool" of a tool_remote step to
-// the configured remote its dcc is most likely a typo of ("dcc/tool" → "remote/tool"). Names
-// with no close match are absent; the map is empty, not nil, when nothing matches.
-func (e *Engine) suggestTools(unknown []string) map[string]string {
-	out := map[string]string{}
-	var tools, remotes []string
-	for _, t := range e.router.Tools() {
-		tools = append(tools, t.Name)
-	}
-	for name := range e.cfg.Remotes {
-		remotes = append(remotes, name)
-	}
-	slices.Sort(remotes)
-	for _, u := range unknown {
-		if dcc, tool, ok := strings.Cut(u, "/"); ok {
-			if sug := yamltext.Suggest(dcc, remotes); sug != "" {
-				out[u] = sug + "/" + tool
-			}
-			continue
-		}
-		if sug := yamltext.Suggest(u, tools); sug != "" {
-			out[u] = sug
-		}
-	}
-	return out
+	return e.toolScope().Err(s, unknown, suggestions, notes)
 }
 
 // Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is

@@ -167,7 +167,7 @@ func TestScheduleForgetsItsFinishedRuns(t *testing.T) {
 		}
 	}
 	e.sched.mu.Lock()
-	held := len(e.sched.runs["on_push"])
+	held := e.sched.runs.Held("on_push")
 	e.sched.mu.Unlock()
 	// The run being started is the only one the list may hold (it is pruned before each
 	// append, so at most the last finished run is still there).

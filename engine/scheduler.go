@@ -26,49 +26,9 @@ type schedulerState struct {
 	s       *schedule.Scheduler
 	fires   schedule.FireLog
 	running bool
-	// runs are the runs each schedule started that may still be executing (pruned as they end).
-	runs map[string][]string
-}
-
-// engineStarter lets the scheduler start runs through the engine and count the live ones.
-type engineStarter struct{ e *Engine }
-
-func (s engineStarter) Start(ctx context.Context, req schedule.StartRequest) (string, error) {
-	id, err := s.e.Submit(ctx, StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger})
-	if err != nil {
-		return "", err
-	}
-	st := &s.e.sched
-	st.mu.Lock()
-	// Pruned here too, not only in Active: a schedule with max_concurrent 0 is never counted.
-	st.runs[req.ScheduleID] = append(st.liveLocked(s.e, req.ScheduleID), id)
-	st.mu.Unlock()
-	return id, nil
-}
-
-// Active counts the runs started by scheduleID that have not finished executing.
-func (s engineStarter) Active(_ context.Context, scheduleID string) (int, error) {
-	st := &s.e.sched
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.liveLocked(s.e, scheduleID)), nil
-}
-
-// liveLocked drops the finished runs from the runs of scheduleID and returns the others. The
-// caller holds st.mu.
-func (st *schedulerState) liveLocked(e *Engine, scheduleID string) []string {
-	live := st.runs[scheduleID][:0]
-	for _, id := range st.runs[scheduleID] {
-		if !isDone(e.RunDone(id)) {
-			live = append(live, id)
-		}
-	}
-	if len(live) == 0 {
-		delete(st.runs, scheduleID)
-		return nil
-	}
-	st.runs[scheduleID] = live
-	return live
+	// runs starts the schedules' runs through Submit and counts those of each schedule that
+	// are still executing (max_concurrent).
+	runs *schedule.Tracker
 }
 
 // scheduler returns the engine's scheduler, creating it on first use. Its fire history is kept
@@ -87,7 +47,9 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	if !ok {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
 	}
-	st.runs = map[string][]string{}
+	st.runs = schedule.NewTracker(func(ctx context.Context, req schedule.StartRequest) (string, error) {
+		return e.Submit(ctx, StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger})
+	}, func(id string) bool { return isDone(e.RunDone(id)) })
 	opts := []schedule.Option{schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery)}
 	if sc, ok := fires.(store.SlotClaimer); ok && e.shared() {
 		opts = append(opts, schedule.WithSlotClaimer(sc)) // a shared database: each fire once across engines
@@ -96,7 +58,7 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 		// A shared database: redeliveries and max_concurrent are checked across engines.
 		opts = append(opts, schedule.WithAdmitter(a))
 	}
-	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, engineStarter{e}, fires, opts...)
+	s, err := schedule.New(schedule.Config{Workflows: e.hasWorkflow, LookupEnv: e.lookupEnv}, st.runs, fires, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/httpauth"
 	"github.com/dcc-flow/dcc-flow/engine/internal/schedule"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -94,7 +95,7 @@ func (e *Engine) checkUnsignedWebhooks(addr string, opts []WebhookOption) error 
 	if err != nil {
 		return &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("webhooks address %q: %v; write HOST:PORT, e.g. 127.0.0.1:8787", addr, err)}
 	}
-	if isLoopbackHost(host) || schedule.AllowsUnsigned(opts...) {
+	if httpauth.IsLoopbackHost(host) || schedule.AllowsUnsigned(opts...) {
 		return nil
 	}
 	s, err := e.scheduler()
@@ -113,12 +114,4 @@ func (e *Engine) checkUnsignedWebhooks(addr string, opts []WebhookOption) error 
 		"refusing to serve webhooks on %s, which is not a loopback address: schedule %s has no secret_env, so anyone who can reach the port could start its runs; "+
 			"set trigger.secret_env (HMAC-SHA256 signed requests), serve webhooks on 127.0.0.1, or opt in with allow_unsigned_webhooks (dcc-flow serve --allow-unsigned-webhooks)",
 		addr, strings.Join(names, ", ")), Details: map[string]any{"schedules": ids}}
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -55,7 +55,7 @@ func (c children) Join(ctx context.Context, req exec.ChildRequest) (exec.Child, 
 		}
 		return exec.Child{}, &exec.ChildError{Kind: run.KindNotFound, Message: msg + "; register it (register_workflow, --workflows) before the run reaches this step"}
 	}
-	chain, err := c.ancestors(ctx, req.ParentRunID)
+	chain, err := e.ancestors(ctx, req.ParentRunID)
 	if err != nil {
 		return exec.Child{}, err
 	}
@@ -170,26 +170,10 @@ func childKind(err error) string {
 	return run.KindError
 }
 
-// ancestors returns the ids of runID and of the runs above it, outermost first. It reads at
-// most MaxDepthCeiling+1 records, so a corrupted chain cannot loop.
+// ancestors returns the ids of runID and of the runs above it, outermost first
+// (runtree.Registry.Ancestors).
 func (e *Engine) ancestors(ctx context.Context, runID string) ([]string, error) {
-	return children{e}.ancestors(ctx, runID)
-}
-
-func (c children) ancestors(ctx context.Context, runID string) ([]string, error) {
-	var chain []string
-	for id := runID; id != "" && len(chain) <= exec.MaxDepthCeiling; {
-		chain = append(chain, id)
-		rec, err := c.e.store.GetRun(ctx, id)
-		if err != nil {
-			return nil, notFound(id, err)
-		}
-		id = rec.ParentRunID
-	}
-	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
-		chain[i], chain[j] = chain[j], chain[i]
-	}
-	return chain, nil
+	return e.trees.Ancestors(ctx, runID)
 }
 
 // Result implements exec.Children.
@@ -250,86 +234,4 @@ func newestChildren(kids []ChildRun) map[string]string {
 // to a workflow on the way (a *spec.ValidationError with a problem of code cycle).
 func (e *Engine) checkWorkflows(s *spec.Spec) error {
 	return e.catalog.CheckWorkflows(s, e.catalog.SubmittedName(s), e.checkTools)
-}
-
-// acquireTree returns the counts of the tree p's run belongs to (its first ancestor's, or its
-// own), holding a reference to them until releaseTree. A tree with a run live here is shared;
-// otherwise it is made: with one run for a new run started on its own, else (a resume, or a
-// child whose tree is live on no engine here) with the runs the database holds in it, so a
-// resumed tree goes on counting the runs it already started. The database is read once per
-// tree that comes back to life, not per run.
-func (e *Engine) acquireTree(ctx context.Context, p exec.Params) (*exec.Tree, error) {
-	root := p.RunID
-	if len(p.Ancestors) > 0 {
-		root = p.Ancestors[0]
-	}
-	if t := e.shareTree(root); t != nil {
-		return t, nil
-	}
-	runs := 1
-	if p.Resume || len(p.Ancestors) > 0 {
-		n, err := e.countTree(ctx, root, e.cfg.MaxTreeRuns)
-		if err != nil {
-			return nil, err
-		}
-		runs = n
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t := e.trees[root]
-	if t == nil { // else made meanwhile by another run of the tree
-		t = exec.NewTree(root, runs, e.cfg.MaxTreeRuns, e.cfg.MaxTreeInstances, e.cfg.MaxTreeParallel)
-		e.trees[root] = t
-	}
-	t.Refs++
-	return t, nil
-}
-
-// shareTree returns the live tree of root with one more reference, or nil.
-func (e *Engine) shareTree(root string) *exec.Tree {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t := e.trees[root]
-	if t != nil {
-		t.Refs++
-	}
-	return t
-}
-
-// releaseTree drops a reference acquireTree took; the tree's counts go with its last live run.
-func (e *Engine) releaseTree(t *exec.Tree) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if t.Refs--; t.Refs == 0 && e.trees[t.Root] == t {
-		delete(e.trees, t.Root)
-	}
-}
-
-// countTree counts the runs of root's tree in the database, root included, down to
-// MaxDepthCeiling levels; it stops counting once past limit (0 = the default): the count is
-// then limit+1.
-func (e *Engine) countTree(ctx context.Context, root string, limit int) (int, error) {
-	if limit <= 0 {
-		limit = exec.DefaultMaxTreeRuns
-	}
-	n := 1
-	level := []string{root}
-	for depth := 0; depth < exec.MaxDepthCeiling && len(level) > 0; depth++ {
-		var next []string
-		for _, id := range level {
-			kids, err := e.store.ListRuns(ctx, store.RunFilter{ParentRunID: id})
-			if err != nil {
-				return 0, notFound(id, err)
-			}
-			n += len(kids)
-			if n > limit {
-				return limit + 1, nil
-			}
-			for _, k := range kids {
-				next = append(next, k.ID)
-			}
-		}
-		level = next
-	}
-	return n, nil
 }

@@ -2,19 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 
-	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
-// A run whose terminal record the store would not take (a full disk: the write failed, and so
-// did its retries) has ended all the same: the engine keeps its terminal state, with an error of
-// kind storage, and shows it in Status, Wait and Runs instead of the stored "running", so that
-// waiters and pull loops end. The engine writes the kept records when the store takes writes
-// again (the next run that starts, and Close); those it never writes, the next engine to open
-// the database marks interrupted.
+// The ends of runs the store would not take (a full disk) are kept in e.unsaved
+// (engine/internal/unsaved) and shown instead of the stored "running".
 
 // unsavedFor returns the terminal state of run id the store does not have, or nil.
 func (e *Engine) unsavedFor(id string) *store.RunUpdate {
@@ -23,19 +16,7 @@ func (e *Engine) unsavedFor(id string) *store.RunUpdate {
 			return u
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.unsaved[id]
-}
-
-// keepUnsaved remembers the unsaved terminal state of a run that has ended.
-func (e *Engine) keepUnsaved(h *exec.Run) {
-	if u := h.Unsaved(); u != nil {
-		if e.unsaved == nil {
-			e.unsaved = map[string]*store.RunUpdate{}
-		}
-		e.unsaved[h.ID()] = u
-	}
+	return e.unsaved.Get(id)
 }
 
 // withUnsaved shows the kept terminal state of a run whose record says it is not finished.
@@ -50,29 +31,9 @@ func (e *Engine) withUnsaved(info *RunInfo) {
 	}
 }
 
-// writeUnsaved writes the kept terminal records (each with its workflow_terminal event) in one
-// batch, and forgets them once written. A failure keeps them for the next try.
+// writeUnsaved writes the kept terminal records, and wakes the event readers when it did.
 func (e *Engine) writeUnsaved(ctx context.Context) {
-	e.mu.Lock()
-	if len(e.unsaved) == 0 {
-		e.mu.Unlock()
-		return
+	if e.unsaved.Write(ctx, e.store) {
+		e.hub.Notify()
 	}
-	b := &store.Batch{}
-	for id, u := range e.unsaved {
-		b.RunUpdates = append(b.RunUpdates, *u)
-		detail, _ := json.Marshal(map[string]any{"status": u.Status, "error": u.Error})
-		b.Events = append(b.Events, run.Event{Time: u.FinishedAt, RunID: id, Type: run.EventWorkflowTerminal,
-			Status: string(u.Status), Progress: u.Progress, Detail: detail})
-	}
-	e.mu.Unlock()
-	if err := e.store.Write(ctx, b); err != nil {
-		return
-	}
-	e.mu.Lock()
-	for _, u := range b.RunUpdates {
-		delete(e.unsaved, u.ID)
-	}
-	e.mu.Unlock()
-	e.hub.notify()
 }

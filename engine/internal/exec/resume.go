@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
@@ -68,4 +70,42 @@ func withoutForced(steps []store.Step, force []string) []store.Step {
 		}
 	}
 	return out
+}
+
+// EventLister reads a run's events (a store.Store is one).
+type EventLister interface {
+	ListEvents(ctx context.Context, f store.EventFilter) ([]run.Event, error)
+}
+
+// FailingWhenInterrupted returns the run's error when the run was interrupted while its
+// on_failure steps ran (its last on_failure_started event comes after its last start or
+// resume), else nil: a resume then runs only its on_failure steps (Params.OnFailureOnly). It
+// reads the run's events a page at a time; an error reading them is code internal.
+func FailingWhenInterrupted(ctx context.Context, events EventLister, runID string) (*store.RunError, error) {
+	const page = 2000
+	var failing *store.RunError
+	after := uint64(0)
+	for {
+		evs, err := events.ListEvents(ctx, store.EventFilter{RunID: runID, AfterSeq: after, Limit: page})
+		if err != nil {
+			return nil, &run.Error{Code: run.CodeInternal, Message: fmt.Sprintf("run %s: reading its events: %v", runID, err), Err: err}
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case run.EventWorkflowStarted, run.EventWorkflowResumed:
+				failing = nil
+			case run.EventOnFailureStarted:
+				var d struct {
+					Error *store.RunError `json:"error"`
+				}
+				if json.Unmarshal(ev.Detail, &d) == nil && d.Error != nil {
+					failing = d.Error
+				}
+			}
+			after = ev.Seq
+		}
+		if len(evs) < page {
+			return failing, nil
+		}
+	}
 }

@@ -60,7 +60,8 @@ type Tree struct {
 	mu        sync.Mutex
 	runs      int // runs of the tree ever started, the root included
 	instances int // step instances the runs executed here planned
-	// Refs is the engine's count of the tree's runs live in it (under the engine's lock).
+	// Refs is the engine's count of the tree's runs live in it (under the lock of its
+	// engine/internal/runtree.Registry).
 	Refs int
 }
 

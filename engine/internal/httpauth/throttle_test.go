@@ -89,3 +89,12 @@ func TestRedteamBearerIsThrottled(t *testing.T) {
 		t.Errorf("RetryAfter(1.5s) = %s", got)
 	}
 }
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{"localhost": true, "LocalHost": true, "127.0.0.1": true, "127.9.9.9": true, "::1": true,
+		"": false, "0.0.0.0": false, "10.0.0.1": false, "example.com": false, "localhost.example.com": false} {
+		if got := IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q) = %v; want %v", host, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,4 +66,14 @@ func (t *Throttle) Bearer(r *http.Request, token string) (ok bool, wait time.Dur
 // RetryAfter is d as a Retry-After value: whole seconds, rounded up, at least 1.
 func RetryAfter(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// IsLoopbackHost reports whether host (an address's host part) is "localhost" (any case) or a
+// loopback IP address; "" and names other than localhost are not.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,6 +1,9 @@
 package schedule
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // Origins of a StartRequest.
 const (
@@ -34,4 +37,66 @@ type Starter interface {
 	// Active returns how many runs started for scheduleID are not terminal yet. It is called
 	// only for schedules with max_concurrent > 0.
 	Active(ctx context.Context, scheduleID string) (int, error)
+}
+
+// Tracker is a Starter for an engine whose runs do not know their schedule: it starts runs
+// through a function and remembers, by schedule, the runs started that may still be executing,
+// forgetting those ended (pruned at each Start and Active, so a schedule with max_concurrent 0,
+// never asked Active, holds at most its last run). Its methods are safe for concurrent use.
+type Tracker struct {
+	start func(ctx context.Context, req StartRequest) (string, error)
+	ended func(runID string) bool
+
+	mu   sync.Mutex
+	runs map[string][]string
+}
+
+// NewTracker returns a Tracker starting runs with start; ended reports whether a run has
+// finished executing.
+func NewTracker(start func(ctx context.Context, req StartRequest) (string, error), ended func(runID string) bool) *Tracker {
+	return &Tracker{start: start, ended: ended, runs: map[string][]string{}}
+}
+
+// Start implements Starter.
+func (t *Tracker) Start(ctx context.Context, req StartRequest) (string, error) {
+	id, err := t.start(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	t.runs[req.ScheduleID] = append(t.liveLocked(req.ScheduleID), id)
+	t.mu.Unlock()
+	return id, nil
+}
+
+// Active implements Starter: the runs started for scheduleID that have not ended.
+func (t *Tracker) Active(_ context.Context, scheduleID string) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.liveLocked(scheduleID)), nil
+}
+
+// Held returns how many runs of scheduleID the tracker remembers, ended ones not yet pruned
+// included (tests).
+func (t *Tracker) Held(scheduleID string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.runs[scheduleID])
+}
+
+// liveLocked drops the ended runs from the runs of scheduleID and returns the others. The
+// caller holds t.mu.
+func (t *Tracker) liveLocked(scheduleID string) []string {
+	live := t.runs[scheduleID][:0]
+	for _, id := range t.runs[scheduleID] {
+		if !t.ended(id) {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		delete(t.runs, scheduleID)
+		return nil
+	}
+	t.runs[scheduleID] = live
+	return live
 }
