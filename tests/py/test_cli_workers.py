@@ -161,7 +161,9 @@ def test_workers_finish_well_under_the_serial_time(work):
         assert proc.returncode == 0, proc.stderr
         took, overhead = run_secs(proc.stdout), run_secs(base.stdout)
         tries.append((took, overhead))
-        if took < overhead + 2 * 1.0 and took < 4.0:
+        # Serial is the same start-up plus 4 s: under overhead + 2 s the items overlapped. (An
+        # absolute 'took < 4 s' here failed on a loaded machine whose start-up alone took 3-4 s.)
+        if took < overhead + 2 * 1.0:
             return
     pytest.fail("four 1 s items on four workers took %s (run, start-up of the workers)" % tries)
 
