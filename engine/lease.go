@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -46,11 +47,14 @@ type leaseState struct {
 
 	mu        sync.Mutex
 	lastRenew time.Time // when the last heartbeat that succeeded was sent (monotonic)
-	taken     int       // runs this engine took over (LeaseStats)
-	lost      int       // runs it abandoned
-	handed    int       // runs it handed over as it closed
-	cut       int       // of those, runs whose host call it cancelled past the close grace
-	sweepErr  error     // the last sweep's error, or nil
+	// renewed is lastRenew as nanoseconds since leaseEpoch, for the host's stale check (read
+	// on every Pull, without mu).
+	renewed  atomic.Int64
+	taken    int   // runs this engine took over (LeaseStats)
+	lost     int   // runs it abandoned
+	handed   int   // runs it handed over as it closed
+	cut      int   // of those, runs whose host call it cancelled past the close grace
+	sweepErr error // the last sweep's error, or nil
 }
 
 // LeaseStats says what an engine on a shared database did with leases.
@@ -88,6 +92,9 @@ func (e *Engine) LeaseStats() LeaseStats {
 // the runs it orchestrates), "" when its database is not shared.
 func (e *Engine) EngineID() string { return e.lease.info.ID }
 
+// leaseEpoch is the origin of leaseState.renewed (a monotonic reading).
+var leaseEpoch = time.Now()
+
 // newEngineID returns "HOST-PID-" + 8 random hex digits.
 func newEngineID(host string, pid int) string {
 	var b [4]byte
@@ -113,6 +120,10 @@ func (e *Engine) attach(ctx context.Context) (bool, error) {
 	}
 	ls.l, ls.every = l, lease/3
 	ls.lastRenew = time.Now()
+	ls.renewed.Store(int64(ls.lastRenew.Sub(leaseEpoch)))
+	// No call starts on this engine's host once a whole lease has passed without a renewal (it
+	// was suspended): its runs may be another engine's now. The heartbeat abandons them first.
+	e.router.Host().SetStale(func() bool { return time.Since(leaseEpoch)-time.Duration(ls.renewed.Load()) > lease })
 	ls.kick = make(chan struct{}, 1)
 	ls.stop, ls.done = make(chan struct{}), make(chan struct{})
 	return true, nil
@@ -260,6 +271,10 @@ func (e *Engine) heartbeat() {
 	ls.mu.Lock()
 	ls.lastRenew = sent
 	ls.mu.Unlock()
+	ls.renewed.Store(int64(sent.Sub(leaseEpoch)))
+	if stale {
+		e.router.Host().WakePullers() // the host handed out nothing meanwhile (SetStale)
+	}
 	mine := make(map[string]bool, len(owned))
 	for _, id := range owned {
 		mine[id] = true

@@ -86,6 +86,9 @@ type Host struct {
 	// never); Pull spins only shortly after one (spinWindow).
 	lastAnswer atomic.Int64
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
+	// stale, when set (SetStale) and true, stops handing out calls for a while: the engine may
+	// have lost its runs to another engine (no lease renewal for a whole lease).
+	stale atomic.Pointer[func() bool]
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
@@ -487,6 +490,9 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 	if h.held {
 		return nil
 	}
+	if f := h.stale.Load(); f != nil && (*f)() {
+		return nil
+	}
 	var out []PendingCall
 	for len(out) < max {
 		p := ln.next(runID)
@@ -635,6 +641,27 @@ func (h *Host) Report(id uint64, rep Report) bool {
 		p.reporter.Report(rep)
 	}
 	return true
+}
+
+// SetStale makes the host hand out no call (Pull and the next calls of a Complete find none,
+// and wait as for an empty lane) while stale returns true. A shared-database engine sets it to
+// 'no lease renewal went through for a whole lease': a process woken after a SIGSTOP must not
+// start, on a host thread that wakes with it, a call queued before the stop of a run another
+// engine has taken over and maybe completed since; its heartbeat abandons those runs first
+// (their calls are withdrawn), then WakePullers. Called once, before the first Pull.
+func (h *Host) SetStale(stale func() bool) { h.stale.Store(&stale) }
+
+// WakePullers wakes every blocked Pull to look at the lanes again (after SetStale's function
+// turned false).
+func (h *Host) WakePullers() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ln := range h.lanes {
+		if ln.waiters > 0 {
+			close(ln.wake)
+			ln.wake = make(chan struct{})
+		}
+	}
 }
 
 // Hold stops handing out calls, for good: Pull (and the next calls of a Complete) find none,
