@@ -319,6 +319,11 @@ steps:
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The engine that takes the retry is up before the worker closes: a closing engine deletes
+	// its row of hosted tools, and a retry queued while no attached engine hosts render fails at
+	// once with unknown_tool (docs/operations/cluster.md). Opened after the Close, it raced the immediate
+	// retry (initial_delay_ms 0) and lost about 1 run in 7 under -race.
+	openQueueEngine(t, db, "render", func(map[string]any) flowtype.ToolResult { return flowtype.ToolResult{Output: 1} }, nil)
 	closed := time.Now()
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -326,10 +331,17 @@ steps:
 	if rows := queueRows(t, db); len(rows) == 0 || rows[0] != "render 1 done worker_lost" {
 		t.Fatalf("after the worker closed: %q", rows)
 	}
-	openQueueEngine(t, db, "render", func(map[string]any) flowtype.ToolResult { return flowtype.ToolResult{Output: 1} }, nil)
 	info, err := orch.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
-		t.Fatalf("run: %+v %v", info, err)
+		var why []string
+		for _, st := range info.Steps {
+			for _, a := range st.AttemptHistory {
+				if a.Error != nil {
+					why = append(why, fmt.Sprintf("attempt %d on %q: %s: %s", a.Attempt, a.Worker, a.Error.Kind, a.Error.Message))
+				}
+			}
+		}
+		t.Fatalf("run: %+v %v; attempts: %q; queue: %q", info, err, why, queueRows(t, db))
 	}
 	t.Logf("worker closed; retried and completed %s later", time.Since(closed))
 }

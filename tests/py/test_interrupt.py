@@ -403,10 +403,21 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     (tmp_path / "flow.yaml").write_text("steps:\n  - {id: nap, tool: nap}\n")
     proc = _cli(["run", "flow.yaml", "--tools", "tools.py", "--db", "f.db", "--json"], str(tmp_path))
     try:
-        first = _cancel_once_running(tmp_path, proc)
+        # Cancel once the tool has printed its line (its step_log event is out), not merely once
+        # the run is running: a cancel before the print left no line to check, about 1 run in 10
+        # on a loaded machine. If the line never comes the tool ends after 60 s and the
+        # assertions below fail.
+        before = []
+        while True:
+            line = proc.stdout.readline()
+            before.append(line)
+            if not line or b'"step_log"' in line and b"napping" in line:
+                break
+        cancel = _cli(["cancel", "last", "--db", "f.db"], str(tmp_path))
+        assert cancel.wait(timeout=30) == 0, cancel.stderr.read()
         t0 = time.monotonic()
         out, err = proc.communicate(timeout=40)
-        out = first + out
+        out = b"".join(before) + out
         took = time.monotonic() - t0
     finally:
         proc.kill()

@@ -514,9 +514,13 @@ type runner struct {
 	liveMu             sync.Mutex
 	liveHead, liveTail *inst // step instances in flight, oldest first
 
-	// kids are the live child runs of the run's workflow steps, by run id (subworkflow.go).
+	// kids are the live child runs of the run's workflow steps, by run id (subworkflow.go);
+	// joins counts the Children.Join calls in flight, and joined is closed (and reset) when
+	// the count drops to 0, so stopChildren can wait for a child started but not yet in kids.
 	kidsMu sync.Mutex
 	kids   map[string]Child
+	joins  int
+	joined chan struct{}
 
 	// pauseMu is the pause gate (pause.go): pauseCh is non-nil while the run is paused and
 	// closed by Unpause; a step instance registers itself read-locked. Lock order: mu,

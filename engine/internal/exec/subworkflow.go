@@ -132,8 +132,11 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 		defer cancel()
 	}
 	inputs, _ := sp.args.render(in.f.resolve).(map[string]any)
+	r.joinBegin()
 	child, err := r.x.cfg.Children.Join(actx, ChildRequest{ParentRunID: r.id, StepKey: in.row.Key, Workflow: sp.st.Workflow,
 		Inputs: inputs, Origin: r.origin, Env: r.env, Resume: resume})
+	child.StepKey = in.row.Key
+	r.joinEnd(child, err == nil && child.Run != nil) // registered before a stop can miss it
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.stoppedEnd(ctx), "", "", true
@@ -149,9 +152,7 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 		}
 		return stepEnd{}, run.KindError, fmt.Sprintf("step %s: starting the child run of workflow %s: %v", in.row.Key, sp.st.Workflow, err), false
 	}
-	child.StepKey = in.row.Key
 	if child.Run != nil {
-		r.addChild(child)
 		defer r.removeChild(child)
 		select {
 		case <-child.Run.Done():
@@ -199,13 +200,29 @@ func (r *runner) childAttempt(ctx context.Context, in *inst, attempt int, resume
 	return stepEnd{}, kind, fmt.Sprintf("step %s: child run %s (workflow %s) %s: %s", in.row.Key, child.RunID, sp.st.Workflow, res.Status, msg), false
 }
 
-// addChild registers a live child run, so that stopping the run stops it (stopChildren).
-func (r *runner) addChild(c Child) {
+// joinBegin counts a Children.Join about to start: until joinEnd, stopChildren waits for it.
+func (r *runner) joinBegin() {
 	r.kidsMu.Lock()
-	if r.kids == nil {
-		r.kids = map[string]Child{}
+	r.joins++
+	r.kidsMu.Unlock()
+}
+
+// joinEnd ends a joinBegin; live registers c, a live child run, so that stopping the run stops
+// it (stopChildren). The child's first tool call can be in flight before Join returns, so a
+// Cancel of the parent at that moment must find the child here, not only in its step.
+func (r *runner) joinEnd(c Child, live bool) {
+	r.kidsMu.Lock()
+	if live {
+		if r.kids == nil {
+			r.kids = map[string]Child{}
+		}
+		r.kids[c.RunID] = c
 	}
-	r.kids[c.RunID] = c
+	r.joins--
+	if r.joins == 0 && r.joined != nil {
+		close(r.joined)
+		r.joined = nil
+	}
 	r.kidsMu.Unlock()
 }
 
@@ -217,10 +234,21 @@ func (r *runner) removeChild(c Child) {
 
 // stopChildren ends the live child runs of a run being stopped (Cancel, Stop), with its
 // cause, and returns once their terminal records are written: a cancelled parent's children
-// are cancelled when Cancel returns. A child registered after this runs is stopped by its
-// step (stopChild), which sees the run's context ended.
+// are cancelled when Cancel returns. It first waits for the Joins in flight (the run's context
+// has ended, so they return soon), so a child already started is among them. A child
+// registered after this runs is stopped by its step (stopChild), which sees the run's context
+// ended.
 func (r *runner) stopChildren() {
 	r.kidsMu.Lock()
+	for r.joins > 0 {
+		if r.joined == nil {
+			r.joined = make(chan struct{})
+		}
+		ch := r.joined
+		r.kidsMu.Unlock()
+		<-ch
+		r.kidsMu.Lock()
+	}
 	kids := make([]Child, 0, len(r.kids))
 	for _, c := range r.kids {
 		kids = append(kids, c)
