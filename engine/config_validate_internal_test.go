@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -41,7 +42,7 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 		t.Fatalf("validate: %v", err)
 	}
 	want := []string{
-		`db: "` + dir + `" is a folder; give the path of a database file such as "` + filepath.Join(dir, "flow.db") + `"`,
+		fmt.Sprintf(`db: %q is a folder; give the path of a database file such as %q`, dir, filepath.Join(dir, "flow.db")), // %q: Windows' backslashes
 		`env_allow[1]: "[bad" is not a valid pattern (path.Match syntax, e.g. "DCC_*")`,
 		`lease_secs: must be 0 (the default, 15) or 0.3 to 3600 seconds; got 0.1`,
 		`close_grace_secs: must be 0 (the default, 10) or 0.01 to 3600 seconds; got 4000`,
