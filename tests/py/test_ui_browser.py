@@ -41,6 +41,11 @@ SIZES = ((1366, 768), (2560, 1440))
 TIMEOUT = 15.0  # seconds a UI change may take to show (SSE updates are coalesced to 250 ms)
 
 
+# One pytest-xdist worker runs this file (make test-py): one start of its headless Chromium, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_ui_browser")
+
+
 @pytest.fixture(scope="module")
 def browser():
     require_chromium()
