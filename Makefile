@@ -119,7 +119,7 @@ checks: venv $(STATICCHECK)
 PY_LONG_TESTS := tests/py/test_wheel.py
 
 # Most of tests/py waits on subprocesses, sockets and timers, so test-py runs it on more pytest-xdist
-# workers than a two-core machine has cores (docs/design/architecture.md, "Tests": 4 was the fastest).
+# workers than a two-core machine has cores (docs/design/architecture.md, "Layers and packages": 4 was the fastest).
 # Tests that must not run beside one another share an xdist_group mark (--dist loadgroup runs a group on
 # one worker). PYTEST_WORKERS=0 runs the suite in this process, in file order.
 PYTEST_WORKERS ?= 4
