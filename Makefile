@@ -12,6 +12,8 @@ FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 SETUPTOOLS   := setuptools==80.9.0
+# pytest-xdist runs tests/py on PYTEST_WORKERS processes (test-py): a test extra, not the package's.
+PYTEST_XDIST := pytest-xdist==3.8.0
 # Real DCC hosts for tests/py/test_dcc_{blender,qt}.py and scripts/bench_qt.py. bpy has wheels for
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
@@ -47,7 +49,7 @@ venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
 
 $(VENV)/.ok: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check pytest mypy==2.4.1 ruff==0.17.6 $(SETUPTOOLS)
+	$(VPY) -m pip install --quiet --disable-pip-version-check pytest $(PYTEST_XDIST) mypy==2.4.1 ruff==0.17.6 $(SETUPTOOLS)
 	$(VPY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(VENV)/wheelhouse $(SETUPTOOLS)
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(PYSIDE) \
 		|| echo "note: no $(PYSIDE) wheel for this Python/platform: the real-Qt tests skip, naming PySide6"
@@ -58,7 +60,9 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-test: vet lint test-go test-py test-node smoke soak-short soak-net-short ## The check to run before every commit: vet, lint, Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak
+# The static checks run side by side (checks); the tests one target after another, as each times
+# things (timeouts, latencies, soak checks) that another target's load on the same cores would skew.
+test: checks test-go test-py test-node smoke soak-short soak-net-short ## The check to run before every commit: vet, lint (side by side), Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak, a 30 s network soak
 	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
 
 test-long: test-py-long soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
@@ -79,20 +83,49 @@ test-go: $(LIB) ## Go tests (race detector on, but for the volume tests of GO_NO
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-lint: venv $(STATICCHECK) ## gofmt check, staticcheck (with and without the test tags), mypy --strict and ruff on the Python package and the soak scripts
+# lint's parts are independent targets, so that make -j runs them side by side (make test does, with
+# vet: static checks only, no test that times anything). The two mypy runs keep separate caches: one
+# cache written by two mypy processes with other search paths would be rebuilt by each in turn.
+LINT_PARTS := lint-gofmt lint-staticcheck lint-staticcheck-tags lint-mypy lint-ruff lint-mypy-soak
+.PHONY: $(LINT_PARTS) checks
+
+lint: $(LINT_PARTS) ## gofmt check, staticcheck (with and without the test tags), mypy --strict and ruff on the Python package and the soak scripts (make -j2 lint: side by side)
+
+lint-gofmt:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+lint-staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
+
+lint-staticcheck-tags: $(STATICCHECK)
 	$(STATICCHECK) -tags $(GOTAGS) ./...
+
+lint-mypy: venv
 	$(VPY) -m mypy python/dcc_flow
+
+lint-ruff: venv
 	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES) scripts/wheels
-	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict $(SOAK_FILES)
+
+lint-mypy-soak: venv
+	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict --cache-dir .mypy_cache/soak $(SOAK_FILES)
+
+# vet and lint's parts, CHECK_JOBS at a time (make test's first step).
+CHECK_JOBS ?= 2
+checks: venv $(STATICCHECK)
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) --output-sync=target vet $(LINT_PARTS)
 
 # tests/py/test_wheel.py builds the package's wheel in the tree (pip wheel ., setup.py's build/)
 # and installs it into fresh venvs: it belongs with the wheels, in make test-long.
 PY_LONG_TESTS := tests/py/test_wheel.py
 
-test-py: $(LIB) venv ## pytest in .venv (but for PY_LONG_TESTS, which make test-long runs)
-	$(VPY) -m pytest -q tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
+# Most of tests/py waits on subprocesses, sockets and timers, so test-py runs it on more pytest-xdist
+# workers than a two-core machine has cores (docs/design/architecture.md, "Layers and packages": 4 was the fastest).
+# Tests that must not run beside one another share an xdist_group mark (--dist loadgroup runs a group on
+# one worker). PYTEST_WORKERS=0 runs the suite in this process, in file order.
+PYTEST_WORKERS ?= 4
+
+test-py: $(LIB) venv ## pytest in .venv on PYTEST_WORKERS (default 4) pytest-xdist workers (but for PY_LONG_TESTS, which make test-long runs)
+	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
 
 test-py-long: $(LIB) venv ## The wheel tests of tests/py (part of make test-long)
 	$(VPY) -m pytest -q $(PY_LONG_TESTS)

@@ -14,19 +14,55 @@ Run ids the doc shows are real ones from when it was written; a later command th
 with the id the replay got in its place. ``REPLAY_TRACE=1`` prints each command as it starts.
 """
 
+import contextlib
 import os
 import re
 import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Pattern, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Pattern, Sequence, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: The working directory docs/reference/cli/README.md shows in paths; the replay's own directory is shown as it.
 DOC_WORKDIR = "/home/td/intake"
+
+
+
+@contextlib.contextmanager
+def workdir() -> Iterator[str]:
+    """A fresh, empty working directory for a session whose real path is exactly as long as
+    ``DOC_WORKDIR``, removed afterwards.
+
+    The commands cut long texts at a fixed width (``dcc-flow show`` an error's first line at 160
+    characters, ``status`` an output at 200): where the cut falls depends on the length of the
+    paths inside, so a session run in pytest's ``tmp_path`` (``/tmp/pytest-of-USER/pytest-N/...``,
+    longer under pytest-xdist by ``popen-gwN/``, longer again from pytest-1000 on) would print
+    another cut than the doc shows. In a directory as long as ``DOC_WORKDIR`` it prints what the
+    doc's reader sees. It is made in the temporary folder (``TMPDIR``, else ``/tmp``), which must
+    be short enough: at most ``len(DOC_WORKDIR) - 10`` characters (``/tmp`` is 4).
+    """
+    random_part = 8  # tempfile.mkdtemp's random name part
+    base = None
+    for candidate in (tempfile.gettempdir(), "/tmp"):
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and len(real) + 1 + 1 + random_part <= len(DOC_WORKDIR):
+            base = real
+            break
+    assert base is not None, (
+        "the doc replay needs a working directory whose path is %d characters long, as %s: set TMPDIR to a "
+        "folder of at most %d characters" % (len(DOC_WORKDIR), DOC_WORKDIR, len(DOC_WORKDIR) - 2 - random_part))
+    prefix = "r" * (len(DOC_WORKDIR) - len(base) - 1 - random_part)
+    path = tempfile.mkdtemp(prefix=prefix, dir=base)
+    assert len(os.path.realpath(path)) == len(DOC_WORKDIR), path
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
 
 RUN_ID = re.compile(r"\br[0-9a-f]{28}\b")
 

@@ -65,6 +65,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+# One pytest-xdist worker runs this file (make test-py): one start of its headless Chromium, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_browser_client")
+
+
 @pytest.fixture(scope="module")
 def site():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)

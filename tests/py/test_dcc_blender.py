@@ -123,10 +123,18 @@ def test_timer_runs_main_tools_on_the_main_thread_and_returns_the_next_interval(
         assert not pump.installed and timers.registered == {}
 
 
-def test_one_tick_follows_a_sequential_run_from_call_to_call_within_its_budget(fake_bpy):
+def test_one_tick_follows_a_sequential_run_from_call_to_call_within_its_budget(fake_bpy, monkeypatch):
     """The next item of a sequential foreach is queued a fraction of a millisecond after the
     previous call is answered: the tick waits for it (IdlePump.FOLLOW) instead of handing the
-    main thread back after every call."""
+    main thread back after every call.
+
+    The follow-up window is widened from its 2 ms: on a loaded machine (pytest-xdist's workers,
+    the Go tests beside) the engine's thread can take longer than 2 ms to queue each of the 19
+    next calls, and every tick then ran one call. The window's use is what is tested here, not
+    how long it is."""
+    from dcc_flow.dcc import _pump
+
+    monkeypatch.setattr(_pump, "FOLLOW", 1.0)  # a tick spends it after the last call
     timers = fake_bpy.app.timers
     with dcc_flow.Engine() as engine:
 
@@ -138,14 +146,17 @@ def test_one_tick_follows_a_sequential_run_from_call_to_call_within_its_budget(f
         run = engine.submit(SPEC, {"items": list(range(20))})  # concurrency 1: one after the other
         import time
 
-        time.sleep(0.05)
-        assert timers.fire() == [0.0]
-        # On a quiet machine one tick runs all 20 calls; a busy one may take longer than the
-        # follow-up window between two of them. Without the follow-up every tick runs one call.
+        # Ticks before the first call is queued run nothing and ask for `interval` (not counted).
         deadline = time.monotonic() + 10
+        idle, first = 0, []
+        while pump.calls == 0 and time.monotonic() < deadline:
+            first = timers.fire()
+            idle += pump.calls == 0
+        assert pump.calls >= 1 and first == [0.0], (pump.calls, first)
+        # Without the follow-up every tick runs one call.
         while pump.calls < 20 and time.monotonic() < deadline:
             timers.fire()
-        assert pump.calls == 20 and pump.ticks < pump.calls, (pump.ticks, pump.calls)
+        assert pump.calls == 20 and pump.ticks - idle < pump.calls, (pump.ticks, idle, pump.calls)
         assert run.wait(timeout=10).ok
         pump.uninstall()
 

@@ -68,9 +68,22 @@ def prepare(folder):
                     ignore=shutil.ignore_patterns("__pycache__"))
 
 
-def test_replayed_blocks_print_what_they_show(tmp_path):
+def test_replayed_blocks_print_what_they_show():
+    with _replay.workdir() as cwd:  # not tmp_path: its length would move where long texts are cut
+        replay(cwd)
+
+
+def test_the_replay_runs_where_paths_are_as_long_as_the_doc_s():
+    """Under pytest-xdist tmp_path is 10 characters longer (popen-gwN/), which moved where ``show``
+    cuts an error's first line that holds a path: the replay runs in _replay.workdir instead."""
+    with _replay.workdir() as cwd:
+        assert len(os.path.realpath(cwd)) == len(_replay.DOC_WORKDIR)
+        assert os.listdir(cwd) == []
+    assert not os.path.exists(cwd)
+
+
+def replay(cwd):
     update = os.environ.get("UPDATE_DOCS", "") not in ("", "0")
-    cwd = str(tmp_path)
     prepare(cwd)
     cli = page()
     session = _replay.Session(cwd, cli.where, record=update)

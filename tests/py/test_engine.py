@@ -371,7 +371,11 @@ def test_ctrl_c_cancels_the_run_and_raises_keyboard_interrupt(tmp_path):
     script.write_text(
         textwrap.dedent(
             """
-            import sys, time
+            import signal, sys, time
+            # Ctrl-C raises KeyboardInterrupt, as in a terminal, even when the tests were started
+            # with SIGINT ignored (by a shell's `&` without job control, nohup, some CI runners):
+            # an ignored signal stays ignored across exec, and Python then installs no handler.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.path.insert(0, %r)
             import dcc_flow
             eng = dcc_flow.Engine()

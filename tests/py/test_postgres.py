@@ -24,6 +24,10 @@ from dcc_flow import Engine, WorkflowStatus
 sys.path.insert(0, os.path.join(ROOT, "scripts", "soak"))
 import soak_pg  # noqa: E402  (the cluster helper the cluster soak shares)
 
+# One pytest-xdist worker runs this file (make test-py): one start of its throwaway PostgreSQL cluster, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_postgres")
+
 
 @pytest.fixture(scope="module")
 def cluster():

@@ -55,12 +55,18 @@ def test_readme_install_snippets_are_the_example_files():
 # --- the tour -------------------------------------------------------------------------------
 
 
-def test_readme_tour_prints_what_it_shows(tmp_path):
+def test_readme_tour_prints_what_it_shows():
     """Each command runs in a fresh working directory that has the repository's examples/, so the
     defaults the tour relies on (.dcc-flow/flow.db, .dcc-flow/vendor_intake) are its own. A command
-    that waits for an approval keeps running while the next command (the approval) runs."""
-    os.symlink(os.path.join(ROOT, "examples"), str(tmp_path / "examples"))
-    session = _replay.Session(str(tmp_path), "README.md", _replay.VOLATILE + [_replay.HASH])
+    that waits for an approval keeps running while the next command (the approval) runs. The
+    directory's path is as long as the one the README shows (not tmp_path: _replay.workdir)."""
+    with _replay.workdir() as cwd:
+        tour_in(cwd)
+
+
+def tour_in(cwd):
+    os.symlink(os.path.join(ROOT, "examples"), os.path.join(cwd, "examples"))
+    session = _replay.Session(cwd, "README.md", _replay.VOLATILE + [_replay.HASH])
     text = readme()
     tour = []
     for match in re.finditer(r"^```console\n(.*?)^```", text, flags=re.S | re.M):

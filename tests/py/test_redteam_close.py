@@ -80,6 +80,10 @@ from conftest import ROOT  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts", "soak"))
 import soak_pg  # noqa: E402
 
+# One pytest-xdist worker runs this file (make test-py): one start of its throwaway PostgreSQL cluster, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_redteam_close")
+
 
 @pytest.fixture(scope="module")
 def pg_cluster():

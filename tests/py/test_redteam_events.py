@@ -107,6 +107,11 @@ def test_events_iterator_still_raises_other_errors(monkeypatch):
             next(iter(eng.events(timeout=1)))
 
 
+# One pytest-xdist worker runs this file (make test-py): one start of its throwaway PostgreSQL cluster, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_redteam_events")
+
+
 @pytest.fixture(scope="module")
 def cluster():
     if soak_pg.bin_dir() is None:

@@ -41,6 +41,11 @@ SIZES = ((1366, 768), (2560, 1440))
 TIMEOUT = 15.0  # seconds a UI change may take to show (SSE updates are coalesced to 250 ms)
 
 
+# One pytest-xdist worker runs this file (make test-py): one start of its headless Chromium, not one
+# per worker, and no two of them loading the machine at once.
+pytestmark = pytest.mark.xdist_group("test_ui_browser")
+
+
 @pytest.fixture(scope="module")
 def browser():
     require_chromium()
@@ -672,6 +677,53 @@ def test_start_page_starts_a_run_after_showing_bad_inputs_next_to_their_fields(s
     assert result.raw["origin"] == "ui" and result.raw["trigger"] == {"by": "Ada Producer"}
     assert result.raw["inputs"] == {"asset": "hero_chair", "frames": 48, "quality": "final", "preview": False,
                                     "tags": ["hero", "chair"]}
+
+
+# Window.EventSource held back: each stream the page opens connects only when the test calls
+# window.__openStreams() (the page's handlers are attached to the real one then).
+_HELD_STREAMS = """
+const Real = window.EventSource;
+window.__held = [];
+window.EventSource = class {
+  constructor(url) { this.url = url; this.listeners = []; this.onopen = null; this.onerror = null;
+                     this.real = null; this.closed = false; window.__held.push(this); }
+  addEventListener(name, fn) { this.listeners.push([name, fn]); if (this.real) this.real.addEventListener(name, fn); }
+  close() { this.closed = true; if (this.real) this.real.close(); }
+  connect() {
+    if (this.closed || this.real) return;
+    const es = this.real = new Real(this.url);
+    es.onopen = (e) => this.onopen && this.onopen(e);
+    es.onerror = (e) => this.onerror && this.onerror(e);
+    for (const [name, fn] of this.listeners) es.addEventListener(name, fn);
+  }
+};
+window.__openStreams = () => { for (const s of window.__held) s.connect(); };
+"""
+
+
+def test_run_page_shows_an_end_that_came_before_its_live_stream_opened(studio, browser):
+    """The run page reads the run, then opens its event stream, which sends what happens after it
+    opened: a run that ended in between stayed 'running' on the page for good (a 70 ms run, under
+    pytest-xdist's load). The page reads the run again when its stream opens."""
+    go = studio.hold_event()
+
+    @studio.engine.tool(thread="worker")
+    def render():
+        go.wait(timeout=60)
+        return {}
+
+    studio.serve()
+    run_id = studio.engine.submit("name: quick\nsteps: [{id: r, tool: render}]\n").run_id
+    studio.wait_status(run_id, "running")
+    browser.get(studio.page("runs"))
+    browser.wait_css(tid("run-row", run_id=run_id))
+    browser.execute(_HELD_STREAMS)
+    browser.execute("location.hash = arguments[0];", "#/runs/" + run_id)
+    browser.wait_text(tid("run-status"), "running")
+    go.set()
+    studio.wait_status(run_id, "completed")
+    browser.execute("window.__openStreams();")
+    browser.wait_text(tid("run-status"), "completed", timeout=TIMEOUT)
 
 
 def _post(url, body, headers):

@@ -219,10 +219,12 @@ async function route() {
   }
 }
 
-// events opens an EventSource on /api/events and calls handlers[name](data).
-function events(query, handlers) {
+// events opens an EventSource on /api/events and calls handlers[name](data). The stream sends
+// what happens after it opened, so what changed between the page's read and then is not in it:
+// opened(), when given, runs each time the stream (re)opens, for the page to read again.
+function events(query, handlers, opened) {
   const es = new EventSource("/api/events" + query);
-  es.onopen = () => live.classList.add("on");
+  es.onopen = () => { live.classList.add("on"); if (opened) opened(); };
   es.onerror = () => live.classList.remove("on");
   for (const [name, fn] of Object.entries(handlers)) {
     es.addEventListener(name, (ev) => { try { fn(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
@@ -676,7 +678,7 @@ async function runPage(id) {
       if (tr && s.status) { tr.setAttribute("data-status", s.status); setBadge(tr.cells[2].firstChild, s.status); }
       schedule();
     },
-  });
+  }, () => refresh());  // a run that ended between the read above and the stream's start
   window.addEventListener("resize", renderGantt);
   onCleanup(() => window.removeEventListener("resize", renderGantt));
 }
