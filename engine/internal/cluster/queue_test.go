@@ -62,11 +62,10 @@ type pair struct {
 	caller *fakeCaller
 }
 
-// twoEngines starts the queues of A and B (not their heartbeats). memcluster delivers a wake-up
-// to the listeners of the moment, and a queue's listener starts in its own goroutine, so a call
-// queued as the test starts may come before B listens: the stub clock then moves a QueuePoll
-// every few milliseconds, as the polls that carry the queue when a wake-up is lost (leases of an
-// hour: nothing expires meanwhile).
+// twoEngines starts the queues of A and B (not their heartbeats) and returns once both listen
+// (memcluster delivers a wake-up to the listeners of the moment). With poll, the stub clock also
+// moves a QueuePoll every few milliseconds, as the polls that carry the queue when a wake-up is
+// lost (leases of an hour: nothing expires meanwhile).
 func twoEngines(t *testing.T, poll bool, run func(ctx context.Context, call tools.Call) (tools.Result, error)) *pair {
 	t.Helper()
 	clk := clock.NewStub(t0)
@@ -88,6 +87,13 @@ func twoEngines(t *testing.T, poll bool, run func(ctx context.Context, call tool
 	}
 	ma, a := join(ha, "A", &fakeCaller{})
 	mb, b := join(hb, "B", caller)
+	// A cancel reaches B's running call by its wake-up (or B's next beat, which these tests do
+	// not run): wait until both listen, so that no wake-up is lost to a slow goroutine start.
+	for deadline := time.Now().Add(10 * time.Second); db.Listening() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 2 queues listen after 10 s", db.Listening())
+		}
+	}
 	if poll {
 		stop := make(chan struct{})
 		ticked := make(chan struct{})

@@ -428,6 +428,14 @@ func (db *DB) notify(payload string) {
 	}
 }
 
+// Listening reports how many ListenCalls are registered now: a test waits for its engines'
+// listeners before it queues a call whose wake-up it counts on.
+func (db *DB) Listening() int {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return len(db.listeners)
+}
+
 // ListenCalls calls fn with each wake-up of the DB's queue, on the calling goroutine, until ctx
 // ends (it returns ctx's error), the handle is closed (store.ErrClosed) or fails (Fail's error:
 // the wake-ups meanwhile are lost, as a dropped connection loses them; call it again). It listens from
