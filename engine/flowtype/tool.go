@@ -54,7 +54,31 @@ type ToolResult struct {
 	// NotStarted, with a context error, says the call was never handed to a host thread: the
 	// attempt did not begin (it waited in its lane until its step was cancelled).
 	NotStarted bool
+	// Files are the files the call said it read and wrote (current_call().reads and .writes,
+	// @task's reads and writes arguments; docs/guide/assets.md), in the order it said so, a
+	// path repeated as often as it was said; nil when it said none. The engine hashes them
+	// when the attempt ends and records them with it.
+	Files []FileUse
+	// Env is the environment of the process that ran the call (the DCC's name and version,
+	// plugin versions: a pool worker's dcc_flow.set_environment in its --init), a JSON object;
+	// nil when the tool's side reported none (the engine then records its own Config.Env).
+	Env json.RawMessage
 }
+
+// FileUse is one file a tool call read or wrote.
+type FileUse struct {
+	// Path is the file as the tool named it: absolute, or relative to the working directory of
+	// the process that ran the call.
+	Path string `json:"path"`
+	// Role is FileRead or FileWrite.
+	Role string `json:"role"`
+}
+
+// File roles of a FileUse.
+const (
+	FileRead  = "read"
+	FileWrite = "write"
+)
 
 // ToolError is the structured failure of a tool call (kind, message, trace).
 type ToolError struct {

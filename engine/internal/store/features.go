@@ -578,8 +578,11 @@ type Attempt struct {
 	ErrorMessage string
 	ErrorTrace   string
 	Exit         string
-	StartedAt    time.Time
-	FinishedAt   time.Time // zero while running
+	// Env is the environment of the process that ran the call (DCC name and version, plugin
+	// versions: docs/guide/assets.md), a JSON object; nil when none was reported.
+	Env        json.RawMessage
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while running
 }
 
 // MaxAttemptArgs bounds the JSON text of an attempt's Args: 64 KiB.

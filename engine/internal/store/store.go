@@ -121,6 +121,11 @@ type Batch struct {
 	// n deletes attempt n-MaxAttemptsLast when that is past the first MaxAttemptsFirst
 	// (features.go, AttemptLog).
 	Attempts []Attempt
+	// Files are the files attempts read and wrote (assets.go), written after the attempts, in
+	// the same transaction; a record with the key of one already stored replaces it.
+	Files []FileRecord
+	// CacheEntries are upserted keyed by (Key, RunID, StepKey, Attempt), after the files.
+	CacheEntries []CacheEntry
 }
 
 // Run is the record of one workflow run.

@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Assets is what a store keeps of the files steps read and write, and the content cache of
+// steps with cache: on (docs/guide/assets.md). File records and cache entries are written in a
+// Batch (Batch.Files, Batch.CacheEntries) with the attempt they belong to; Prune deletes them
+// with their run.
+type Assets interface {
+	// Files returns the file records matching f, by ID (the order they were recorded in), at
+	// most f.Limit (≤ 0 = all).
+	Files(ctx context.Context, f FileFilter) ([]FileRecord, error)
+	// CacheEntries returns the entries of key that have not expired at now (ExpiresAt zero or
+	// after now), newest CreatedAt first.
+	CacheEntries(ctx context.Context, key string, now time.Time) ([]CacheEntry, error)
+	// ListCache returns the entries matching f, newest CreatedAt first, expired ones too.
+	ListCache(ctx context.Context, f CacheFilter) ([]CacheEntry, error)
+	// PurgeCache deletes the entries matching f (f.Limit is ignored) and returns how many.
+	PurgeCache(ctx context.Context, f CacheFilter) (int, error)
+}
+
+// FileRole says whether an attempt read or wrote a file.
+type FileRole string
+
+// File roles.
+const (
+	FileRead  FileRole = "read"
+	FileWrite FileRole = "write"
+)
+
+// FileState says what the engine learnt of a file when it recorded it.
+type FileState string
+
+// File states.
+const (
+	// FileOK: the file was read whole and did not change meanwhile; Hash is set.
+	FileOK FileState = "ok"
+	// FileMissing: there was no file at Path when the attempt ended.
+	FileMissing FileState = "missing"
+	// FileUnreadable: something is at Path but could not be hashed (permissions, a directory,
+	// a symlink loop); Error says why.
+	FileUnreadable FileState = "unreadable"
+	// FileUnstable: the file changed while it was hashed (its size, modification time or
+	// identity moved): an attempt with an unstable file is never cached.
+	FileUnstable FileState = "unstable"
+)
+
+// FileRecord is one file one attempt read or wrote. One record per (RunID, StepKey, Attempt,
+// Role, Path): writing the same one again replaces it.
+type FileRecord struct {
+	ID      int64 // assigned by the store, > 0; ignored when writing
+	RunID   string
+	StepKey string
+	Attempt int
+	Role    FileRole
+	// Path is absolute and cleaned, in its OS's form (filehash.Clean): "/mnt/show/a.usd",
+	// `C:\show\a.usd`, `\\server\share\a.usd`. Lookups compare it exactly.
+	Path  string
+	State FileState
+	Size  int64
+	// ModTime is the modification time, to the nanosecond where the file system has it.
+	ModTime time.Time
+	// Dev and Ino are the file's device and inode (the file index on Windows); 0 where the OS
+	// does not say. With Size and ModTime they tell an unchanged file without reading it.
+	Dev, Ino uint64
+	// Hash is "blake3:" and 64 hex digits when State is FileOK, else "".
+	Hash string
+	// Error says why the file is unreadable or unstable; "" otherwise.
+	Error      string
+	RecordedAt time.Time
+}
+
+// FileFilter selects file records; its zero value selects every one.
+type FileFilter struct {
+	RunID   string
+	StepKey string
+	Attempt int      // 0 = every attempt
+	Role    FileRole // "" = both
+	Path    string   // exact; "" = any
+	// Under selects the paths equal to it or inside it, a directory (filehash.Under); "" = any.
+	Under string
+	// Attempts selects the records of these attempts (any of them); nil = no such condition.
+	Attempts []AttemptRef
+	AfterID  int64 // records with a larger ID (paging); 0 = from the first
+	Limit    int   // ≤ 0 = all
+}
+
+// AttemptRef names one attempt of one step instance.
+type AttemptRef struct {
+	RunID   string
+	StepKey string
+	Attempt int
+}
+
+// CacheEntry is one completed attempt a later step with the same cache key may stand in for
+// (docs/guide/assets.md, "Caching"): it is used only while the files that attempt read still
+// have their recorded hashes and the files it wrote still exist with theirs. One entry per
+// (Key, RunID, StepKey, Attempt).
+type CacheEntry struct {
+	// Key is the cache key: hex BLAKE3 of the canonical JSON of Parts.
+	Key      string
+	Tool     string
+	StepID   string // the spec step's id
+	Workflow string // the run's workflow name; may be ""
+	RunID    string
+	StepKey  string
+	Attempt  int
+	// Parts is what the key was made of, a JSON object (tool, version, args, env, extra), kept
+	// so that `dcc-flow cache explain` can say which part differs.
+	Parts    json.RawMessage
+	Output   json.RawMessage // the attempt's output
+	FileRefs json.RawMessage // its captured file_refs, or nil
+	// CreatedAt is when the attempt completed; ExpiresAt when the entry stops being used
+	// (cache ttl_secs), zero for never.
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// CacheFilter selects cache entries; its zero value selects every one.
+type CacheFilter struct {
+	Key      string
+	Tool     string
+	Workflow string
+	RunID    string
+	// Before selects the entries created before it; zero = any.
+	Before time.Time
+	Limit  int // ≤ 0 = all (ListCache only)
+}
