@@ -121,6 +121,16 @@ func canonicalStep(st *Step) map[string]any {
 	if p.IdempotencyTTLSecs != 0 {
 		m["idempotency_ttl_secs"] = p.IdempotencyTTLSecs
 	}
+	// Set only when given, so that specs without them keep their hash.
+	if c := p.Cache; c != nil {
+		m["cache"] = map[string]any{"version": c.Version, "ttl_secs": c.TTLSecs, "key": c.Key}
+	}
+	if st.Reads != nil {
+		m["reads"] = append([]string{}, st.Reads...)
+	}
+	if st.Writes != nil {
+		m["writes"] = append([]string{}, st.Writes...)
+	}
 	return m
 }
 

@@ -340,7 +340,7 @@ func (d *decoder) stepList(n *yaml.Node, path string, depth int) []*Step {
 }
 
 var commonStepFields = []string{"id", "kind", "description", "depends_on", "timeout_secs"}
-var policyFields = []string{"retry", "idempotency_key", "idempotency_scope", "idempotency_ttl_secs"}
+var policyFields = []string{"retry", "idempotency_key", "idempotency_scope", "idempotency_ttl_secs", "cache", "reads", "writes"}
 
 // kindFields lists the fields each kind accepts besides commonStepFields.
 var kindFields = map[Kind][]string{
@@ -552,7 +552,71 @@ func (d *decoder) kindField(st *Step, f yamltext.Field, fp string, depth int) {
 			st.Policy.IdempotencyTTLSecs = v
 			st.keepText("idempotency_ttl_secs", f.Value)
 		}
+	case "reads":
+		st.Reads = d.paths(f.Value, fp, id, "reads")
+	case "writes":
+		st.Writes = d.paths(f.Value, fp, id, "writes")
+	case "cache":
+		st.Policy.Cache = d.cache(f.Value, fp, st, depth)
 	}
+}
+
+// paths decodes `reads` or `writes`: a path (template or glob) or a list of them.
+func (d *decoder) paths(n *yaml.Node, path, id, key string) []string {
+	v := yamltext.ResolveAlias(n)
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		return nil
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!str":
+		return []string{v.Value}
+	case v.Kind == yaml.SequenceNode:
+		out := d.StrList(v, at(path, id))
+		if out == nil {
+			out = []string{}
+		}
+		return out
+	}
+	d.Add(CodeWrongType, v, at(path, id), fmt.Sprintf("`%s` must be a path or a list of paths (templates and glob patterns such as \"{{inputs.shot}}/*.usd\"); got %s", key, yamltext.DescribeNode(v)), "")
+	return nil
+}
+
+// cache decodes `cache`: true, false, or a mapping of version, ttl_secs and key.
+func (d *decoder) cache(n *yaml.Node, path string, st *Step, depth int) *CachePolicy {
+	id := st.ID
+	v := yamltext.ResolveAlias(n)
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		return nil
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
+		on, _ := d.Bool(v, at(path, id))
+		if !on {
+			return nil
+		}
+		return &CachePolicy{}
+	case v.Kind != yaml.MappingNode:
+		d.Add(CodeWrongType, v, at(path, id), fmt.Sprintf("`cache` must be true, false or a mapping such as `{version: \"2\", ttl_secs: 86400}`; got %s", yamltext.DescribeNode(v)), "")
+		return nil
+	}
+	c := &CachePolicy{}
+	allowed := []string{"version", "ttl_secs", "key"}
+	for _, f := range d.Mapping(v, at(path, id)) {
+		fp := join(path, f.Key)
+		st.fields["cache."+f.Key] = nodePos(f.Value)
+		switch f.Key {
+		case "version":
+			c.Version, _ = d.Str(f.Value, at(fp, id))
+		case "ttl_secs":
+			if ttl, ok := d.Int(f.Value, at(fp, id)); ok {
+				c.TTLSecs = ttl
+				st.keepText("cache.ttl_secs", f.Value)
+			}
+		case "key":
+			c.Key = d.Value(f.Value, at(fp, id), depth+1)
+		default:
+			d.UnknownField(f, at(path, id), allowed, "")
+		}
+	}
+	return c
 }
 
 func (d *decoder) applyDefaults(st *Step, byKey map[string]yamltext.Field) {

@@ -153,6 +153,10 @@ type Step struct {
 	// the engine's tool_pools mapping decides.
 	Pool string
 	Args map[string]any // never nil for tool kinds
+	// Reads and Writes (tool and tool_remote) are the files the step reads and writes besides
+	// those its tool reports (docs/guide/assets.md): templates of paths or glob patterns
+	// (`*`, `?`, `[…]`, `**`), relative to the engine's working directory; nil when not given.
+	Reads, Writes []string
 
 	// foreach.
 	Items       any    // JSONPath string ("$…"), template string or a literal JSON value
@@ -194,6 +198,23 @@ type Policy struct {
 	IdempotencyScope Scope // ScopeWorkflow when a key is set and no scope is given
 	// IdempotencyTTLSecs bounds how long a cached output is used; 0 means no expiry.
 	IdempotencyTTLSecs int64
+	// Cache is the content cache of the step (`cache: true` or a mapping; docs/guide/assets.md,
+	// "Caching"); nil when off.
+	Cache *CachePolicy
+}
+
+// CachePolicy is a step's `cache`: the step is skipped when a completed attempt had the same
+// key (its tool, Version, rendered args, the hashes of the files it read, the environment and
+// Key) and the files it wrote still have their recorded hashes.
+type CachePolicy struct {
+	// Version is the tool's version as the spec gives it; "" = the tool's own (a @task's source
+	// hash), or none.
+	Version string
+	// TTLSecs bounds how long an entry is used; 0 means no expiry.
+	TTLSecs int64
+	// Key is an extra part of the key (a template, or any JSON value holding templates:
+	// `key: ["{{inputs.show}}", "lut-v3"]`); nil when not given.
+	Key any
 }
 
 // IsEmpty reports whether the policy sets nothing.

@@ -279,6 +279,40 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 		v.retry(st, path+".retry", r)
 	}
 	v.idempotency(st, path, sc)
+	v.assets(st, path, sc)
+}
+
+// assets checks `reads`, `writes` and `cache` of a tool step.
+func (v *validator) assets(st *Step, path string, sc scope) {
+	for _, f := range []struct {
+		key   string
+		paths []string
+	}{{"reads", st.Reads}, {"writes", st.Writes}} {
+		for i, p := range f.paths {
+			if strings.TrimSpace(p) == "" {
+				v.add(CodeInvalidValue, st, f.key, fmt.Sprintf("%s.%s[%d]", path, f.key, i), fmt.Sprintf("`%s` entries must be non-empty paths or glob patterns", f.key))
+			}
+		}
+		if f.paths != nil {
+			list := make([]any, len(f.paths))
+			for i, p := range f.paths {
+				list[i] = p
+			}
+			v.templatesIn(st, f.key, path+"."+f.key, list, sc)
+		}
+	}
+	c := st.Policy.Cache
+	if c == nil {
+		return
+	}
+	if st.Policy.IdempotencyKey != "" {
+		v.add(CodeInvalidPolicy, st, "cache", path+".cache", "a step takes `cache` (skipped when its inputs' content is unchanged) or `idempotency_key` (skipped when a key was seen), not both: remove one")
+	}
+	v.checkRange(st, CodeInvalidPolicy, "cache.ttl_secs", path+".cache.ttl_secs", float64(c.TTLSecs), 0, MaxIdempotencyTTLSecs,
+		"seconds, up to 10 years; 0 = no expiry")
+	if c.Key != nil {
+		v.templatesIn(st, "cache.key", path+".cache.key", c.Key, sc)
+	}
 }
 
 // retry checks a retry policy; st holds the positions of its fields, rp is its path.
