@@ -149,6 +149,10 @@ def tid(name: str, **attrs: str) -> str:
     return sel
 
 
+class _PortTaken(RuntimeError):
+    """chromedriver exited because the port it picked was taken before it bound it."""
+
+
 class Browser:
     """One chromedriver process and one headless Chromium session; ``quit()`` ends both."""
 
@@ -161,13 +165,11 @@ class Browser:
             raise FileNotFoundError("chromedriver not found (apt-get install -y %s)" % CHROMIUM_PACKAGES)
         fd, self._log_path = tempfile.mkstemp(prefix="chromedriver-", suffix=".log")
         os.close(fd)
-        self._proc: Optional[subprocess.Popen[bytes]] = subprocess.Popen(
-            [driver, "--port=0", "--log-path=%s" % self._log_path],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc: Optional[subprocess.Popen[bytes]] = None
         self._session: Optional[str] = None
         self.base = ""
         try:
-            port = self._read_port(start_timeout)
+            port = self._start_driver(driver, start_timeout)
             self.base = "http://127.0.0.1:%d" % port
             args = ["--headless=new", "--window-size=%d,%d" % (width, height), "--force-device-scale-factor=1",
                     "--hide-scrollbars", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
@@ -187,6 +189,23 @@ class Browser:
             raise
 
     # -- process and protocol --------------------------------------------------------------------
+
+    def _start_driver(self, driver: str, timeout: float) -> int:
+        """Start chromedriver on a port of its choosing; returns the port. With ``--port=0``,
+        chromedriver 156 picks a port, then binds it, and exits with "IPv4 port not available"
+        when another process took that port meanwhile (seen under xdist, with every worker
+        opening sockets): that start is made again, up to 5 times, each on a port picked anew."""
+        for tries in range(5):
+            self._proc = subprocess.Popen(
+                [driver, "--port=0", "--log-path=%s" % self._log_path],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                return self._read_port(timeout)
+            except _PortTaken:
+                self._proc.wait()
+                if tries == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     def _read_port(self, timeout: float) -> int:
         """The port chromedriver printed ("... started successfully on port N.")."""
@@ -212,7 +231,8 @@ class Browser:
         deadline = time.monotonic() + timeout
         while "port" not in found:
             if self._proc.poll() is not None and not t.is_alive():
-                raise RuntimeError("chromedriver exited (%s): %s" % (self._proc.returncode, "\n".join(lines)))
+                error = _PortTaken if any("port not available" in line for line in lines) else RuntimeError
+                raise error("chromedriver exited (%s): %s" % (self._proc.returncode, "\n".join(lines)))
             if time.monotonic() > deadline:
                 raise RuntimeError("chromedriver printed no port within %.0f s: %s" % (timeout, "\n".join(lines)))
             t.join(0.05)

@@ -285,3 +285,37 @@ def test_missing_chromium_fails_under_ci_and_skips_elsewhere(monkeypatch, tmp_pa
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="BROWSER TESTS NOT RUN"):
         require_chromium()
+
+
+def test_a_driver_start_whose_port_was_taken_is_made_again(tmp_path, monkeypatch):
+    """chromedriver --port=0 exits with "IPv4 port not available" when the port it picked was
+    taken before it bound it: Browser starts it again (a stand-in driver fails twice, then starts),
+    and gives up with that error after 5 such starts."""
+    count = tmp_path / "starts"
+    fake = tmp_path / "chromedriver"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "n=$(cat %s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %s\n"
+        "echo 'Starting ChromeDriver 156 on port 0'\n"
+        "if [ $n -le $FAILS ]; then echo 'IPv4 port not available. Exiting...'; exit 1; fi\n"
+        "echo 'ChromeDriver was started successfully on port 4242.'\n"
+        "exec sleep 30\n" % (count, count))
+    fake.chmod(0o755)
+    for fails, want in ((2, 4242), (5, None)):
+        count.write_text("0")
+        monkeypatch.setenv("FAILS", str(fails))
+        b = Browser.__new__(Browser)
+        b._log_path = str(tmp_path / "driver.log")
+        b._proc, b._session = None, None
+        try:
+            if want is None:
+                with pytest.raises(RuntimeError, match="port not available"):
+                    b._start_driver(str(fake), 10.0)
+                assert count.read_text().strip() == "5"
+            else:
+                assert b._start_driver(str(fake), 10.0) == want
+                assert count.read_text().strip() == "3"
+        finally:
+            if b._proc is not None and b._proc.poll() is None:
+                b._proc.kill()
+                b._proc.wait()
