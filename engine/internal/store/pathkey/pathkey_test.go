@@ -19,7 +19,7 @@ func TestKey(t *testing.T) {
 		`c:\Show/a.usd`:         `C:\SHOW\A.USD`,
 		`\\farm\Share\shot.exr`: `\\FARM\SHARE\SHOT.EXR`,
 		`C:\Über\straße\ǆ`:      `C:\ÜBER\STRAßE\Ǆ`, // ß has no one-rune upper case
-		"C:\\bad\xff\xfeé":      "C:\\BAD\xff\xfeÉ",                           // non-UTF-8 bytes kept
+		"C:\\bad\xff\xfeé":      "C:\\BAD\xff\xfeÉ", // non-UTF-8 bytes kept
 	} {
 		if got := Key(p); got != want {
 			t.Errorf("Key(%q) = %q; want %q", p, got, want)
@@ -39,9 +39,9 @@ func TestUnder(t *testing.T) {
 		{"/a/b.txt", "/a/b", false}, // '.' sorts before '/'
 		{"/a/b!/x", "/a/b", false},
 		{"/a/b/\U0001F600", "/a/b", true}, // beyond U+FFFF: still inside
-		{"/a/b0", "/a/b", false},           // '0' is the range's end
-		{"/a/B/c", "/a/b", false},          // POSIX tells case apart
-		{"/a/b/c", "/a/b/", true},          // a trailing separator is ignored
+		{"/a/b0", "/a/b", false},          // '0' is the range's end
+		{"/a/B/c", "/a/b", false},         // POSIX tells case apart
+		{"/a/b/c", "/a/b/", true},         // a trailing separator is ignored
 		{"/a/b", "/a/b/", true},
 		{"/a", "/", true},
 		{"/", "/", true},
