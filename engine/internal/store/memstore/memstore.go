@@ -64,6 +64,7 @@ type Store struct {
 	last      *runRec                            // the run written last: most writes are about the same run
 	finished  []bool                             // by code: the code is a finished step status (see isFinished)
 	workflows map[string][]store.WorkflowVersion // by name, oldest version first
+	assets    assets                             // file records and cache entries (assets.go)
 }
 
 type runRec struct {
@@ -80,6 +81,7 @@ type runRec struct {
 	// from its newest (stepRec.lastAtt) back; orphans chains those of steps without a row.
 	atts     [][]attRec // in chunks of attChunk (see att)
 	lastTool span       // the tool of the attempt written last
+	lastEnv  span       // the env of the attempt written last
 	natts    int32
 	orphans  map[string]*int32
 }
@@ -169,6 +171,8 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	for i := range b.Attempts {
 		s.putAttempt(&b.Attempts[i])
 	}
+	s.putFiles(b.Files)
+	s.putCache(b.CacheEntries)
 	return nil
 }
 
@@ -177,6 +181,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 type attRec struct {
 	tool, args, worker         span
 	errMessage, errTrace, exit span
+	env                        span
 	started, finished          int64
 	attempt, pid               int32
 	prev                       int32 // the step's previous kept attempt in runRec.atts, -1 for none
@@ -212,8 +217,13 @@ func (s *Store) putAttempt(a *store.Attempt) {
 		tool = s.bytes.putString(a.Tool)
 		rec.lastTool = tool
 	}
+	env := rec.lastEnv // and ran in the same environment
+	if !s.bytes.equal(env, string(a.Env)) {
+		env = s.bytes.put(a.Env)
+		rec.lastEnv = env
+	}
 	r := attRec{
-		tool: tool, args: s.bytes.put(a.Args),
+		tool: tool, args: s.bytes.put(a.Args), env: env,
 		worker: s.bytes.putString(a.Worker), errMessage: s.bytes.putString(a.ErrorMessage),
 		errTrace: s.bytes.putString(a.ErrorTrace), exit: s.bytes.putString(a.Exit),
 		started: nanos(a.StartedAt), finished: nanos(a.FinishedAt), attempt: int32(a.Attempt), pid: int32(a.PID),
@@ -290,7 +300,7 @@ func (s *Store) attemptOf(runID, key string, r *attRec) store.Attempt {
 		Status: run.StepStatus(s.codes.name(r.status)), Args: json.RawMessage(s.bytes.bytes(r.args)),
 		Worker: s.bytes.string(r.worker), Host: s.codes.name(r.host), PID: int(r.pid), ErrorKind: s.codes.name(r.errKind),
 		ErrorMessage: s.bytes.string(r.errMessage), ErrorTrace: s.bytes.string(r.errTrace), Exit: s.bytes.string(r.exit),
-		StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished)}
+		Env: json.RawMessage(s.bytes.bytes(r.env)), StartedAt: unnanos(r.started), FinishedAt: unnanos(r.finished)}
 }
 
 // stepAttempts returns the kept attempts of the step whose newest is at last, oldest first.
@@ -444,6 +454,16 @@ func (s *Store) check(b *store.Batch) error {
 	for _, a := range b.Attempts {
 		if !known(a.RunID) {
 			return fmt.Errorf("writing attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, store.ErrNotFound)
+		}
+	}
+	for _, f := range b.Files {
+		if !known(f.RunID) {
+			return fmt.Errorf("file record %s (%s) of attempt %d of step %s of run %s: %w", f.Path, f.Role, f.Attempt, f.StepKey, f.RunID, store.ErrNotFound)
+		}
+	}
+	for _, e := range b.CacheEntries {
+		if !known(e.RunID) {
+			return fmt.Errorf("cache entry %s of step %s of run %s: %w", e.Key, e.StepKey, e.RunID, store.ErrNotFound)
 		}
 	}
 	return nil
@@ -942,6 +962,10 @@ func (s *Store) prune(olderThan time.Time, statuses []run.Status, only map[strin
 			delete(s.idem, k)
 		}
 	}
+	s.assets.dropRuns(func(id string) bool {
+		rec := s.runs[id]
+		return rec != nil && doomed[rec.index]
+	})
 	s.compact(doomed)
 	return n, nil
 }
@@ -972,7 +996,8 @@ func (s *Store) compact(doomed []bool) {
 		for j := range rec.natts {
 			at := rec.att(j)
 			at.tool, at.args, at.worker = moved(at.tool), moved(at.args), moved(at.worker)
-			rec.lastTool = span{} // in the old arena
+			rec.lastTool, rec.lastEnv = span{}, span{} // in the old arena
+			at.env = moved(at.env)
 			at.errMessage, at.errTrace, at.exit = moved(at.errMessage), moved(at.errTrace), moved(at.exit)
 		}
 		rec.events = nil
@@ -1034,6 +1059,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.runs, s.runList, s.idem, s.artefacts, s.events, s.nevents, s.last = nil, nil, nil, nil, nil, 0, nil
+	s.assets = assets{}
 	s.bytes = newArena()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
@@ -17,6 +18,17 @@ func TestMemstore(t *testing.T) {
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return memstore.New() })
 	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return memstore.New() })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return memstore.New() })
+	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return memstore.New() })
+}
+
+// 100,000 file records read back by Under in pages (storetest.ExerciseAssetsScale).
+func TestAssetsScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a volume test: skipped under -short")
+	}
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.ExerciseAssetsScale(t, s, time.Second)
 }
 
 // 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).

@@ -78,17 +78,18 @@ func Step(sc Scanner, runID string) (store.Step, error) {
 }
 
 // AttemptColumns lists, in order, the columns of step_attempts that Attempt reads.
-const AttemptColumns = "run_id, step_key, attempt, tool, status, started_at, finished_at, args, worker, host, pid, error_kind, error_message, error_trace, exit"
+const AttemptColumns = "run_id, step_key, attempt, tool, status, started_at, finished_at, args, worker, host, pid, error_kind, error_message, error_trace, exit, env"
 
-// Attempt reads an attempt row (AttemptColumns). NULL texts read as "", a NULL pid as 0.
+// Attempt reads an attempt row (AttemptColumns). NULL texts read as "", a NULL pid as 0, a NULL
+// args or env as nil.
 func Attempt(sc Scanner) (store.Attempt, error) {
 	var a store.Attempt
 	var status string
 	var started, finished int64
-	var args, worker, host, kind, msg, trace, exit *string
+	var args, worker, host, kind, msg, trace, exit, env *string
 	var pid *int64
 	if err := sc.Scan(&a.RunID, &a.StepKey, &a.Attempt, &a.Tool, &status, &started, &finished, &args, &worker, &host,
-		&pid, &kind, &msg, &trace, &exit); err != nil {
+		&pid, &kind, &msg, &trace, &exit, &env); err != nil {
 		return a, err
 	}
 	a.Status = run.StepStatus(status)
@@ -96,12 +97,54 @@ func Attempt(sc Scanner) (store.Attempt, error) {
 	if args != nil {
 		a.Args = json.RawMessage(*args)
 	}
+	if env != nil {
+		a.Env = json.RawMessage(*env)
+	}
 	a.Worker, a.Host = deref(worker), deref(host)
 	if pid != nil {
 		a.PID = int(*pid)
 	}
 	a.ErrorKind, a.ErrorMessage, a.ErrorTrace, a.Exit = deref(kind), deref(msg), deref(trace), deref(exit)
 	return a, nil
+}
+
+// FileColumns lists, in order, the columns of file_records that File reads.
+const FileColumns = "id, run_id, step_key, attempt, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at"
+
+// File reads a file record row (FileColumns). dev and ino are stored as the int64 of the same
+// bits (a uint64 past the largest int64 is negative in the database); a NULL hash or error
+// reads as "".
+func File(sc Scanner) (store.FileRecord, error) {
+	var f store.FileRecord
+	var role, state string
+	var modTime, dev, ino, recorded int64
+	var hash, errText *string
+	if err := sc.Scan(&f.ID, &f.RunID, &f.StepKey, &f.Attempt, &role, &f.Path, &state, &f.Size, &modTime, &dev, &ino,
+		&hash, &errText, &recorded); err != nil {
+		return f, err
+	}
+	f.Role, f.State = store.FileRole(role), store.FileState(state)
+	f.ModTime, f.RecordedAt = FromNanos(modTime), FromNanos(recorded)
+	f.Dev, f.Ino = uint64(dev), uint64(ino)
+	f.Hash, f.Error = deref(hash), deref(errText)
+	return f, nil
+}
+
+// CacheColumns lists, in order, the columns of cache_entries that Cache reads.
+const CacheColumns = "key, tool, step_id, workflow, run_id, step_key, attempt, parts, output, file_refs, created_at, expires_at"
+
+// Cache reads a cache entry row (CacheColumns). NULL JSON columns read as nil.
+func Cache(sc Scanner) (store.CacheEntry, error) {
+	var e store.CacheEntry
+	var parts, output, fileRefs []byte
+	var created, expires int64
+	if err := sc.Scan(&e.Key, &e.Tool, &e.StepID, &e.Workflow, &e.RunID, &e.StepKey, &e.Attempt, &parts, &output,
+		&fileRefs, &created, &expires); err != nil {
+		return e, err
+	}
+	e.Parts, e.Output, e.FileRefs = Raw(parts), Raw(output), Raw(fileRefs)
+	e.CreatedAt, e.ExpiresAt = FromNanos(created), FromNanos(expires)
+	return e, nil
 }
 
 // EventColumns lists, in order, the columns of workflow_events that Event reads.
