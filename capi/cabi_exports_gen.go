@@ -46,4 +46,6 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_idempotency_purge":  dccflow_idempotency_purge,
 	"dccflow_retention_status":   dccflow_retention_status,
 	"dccflow_schedule_fires":     dccflow_schedule_fires,
+	"dccflow_file_lineage":       dccflow_file_lineage,
+	"dccflow_files_stale":        dccflow_files_stale,
 }

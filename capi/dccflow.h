@@ -72,6 +72,10 @@ int32_t dccflow_idempotency_purge(uint64_t handle, const char *in_json, char **o
 int32_t dccflow_retention_status(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_schedule_fires(uint64_t handle, const char *in_json, char **out_json);
 
+/* Assets: the files steps read and wrote (docs/guide/assets.md). */
+int32_t dccflow_file_lineage(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_files_stale(uint64_t handle, const char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -269,3 +269,21 @@ func dccflow_retention_status(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C
 func dccflow_schedule_fires(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opScheduleFires)
 }
+
+// Assets: the files steps read and wrote (docs/guide/assets.md).
+
+// dccflow_file_lineage: in {"path": "/show/sh010.usda", "depth": 10} → {"lineage": {"path",
+// "hash", "now", "made": {"run_id", "step_key", "attempt", "tool", "args", "env", "inputs": [...]}}}.
+//
+//export dccflow_file_lineage
+func dccflow_file_lineage(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opFileLineage)
+}
+
+// dccflow_files_stale: in {"paths": ["/show/sh010"]} → {"stale": [{"path", "reason", "run_id",
+// "step_key", "attempt"}]}: the recorded outputs that are stale, by path.
+//
+//export dccflow_files_stale
+func dccflow_files_stale(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opFilesStale)
+}

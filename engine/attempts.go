@@ -37,6 +37,12 @@ type AttemptInfo struct {
 	Exit       string         `json:"exit,omitempty"`
 	StartedAt  time.Time      `json:"started_at,omitzero"`
 	FinishedAt time.Time      `json:"finished_at,omitzero"`
+	// Env is the environment of the process that ran the call (DCC and plugin versions, a JSON
+	// object: what the tool's side reported, else the engine's Config.Env); nil when none.
+	Env json.RawMessage `json:"env,omitempty"`
+	// Files are the files the attempt read and wrote (docs/guide/assets.md), in the order
+	// recorded; nil when none.
+	Files []FileInfo `json:"files,omitempty"`
 }
 
 // ResumeInfo is one resume of a run (RunInfo.Resumes).
@@ -143,12 +149,12 @@ func (e *Engine) withAttempts(ctx context.Context, runID string, steps []StepInf
 		st.AttemptsDropped = max(0, last.Attempt-len(list))
 		st.Args = last.Args
 	}
-	return nil
+	return e.withFiles(ctx, runID, tried, steps)
 }
 
 func attemptInfo(a store.Attempt, st *StepInfo) AttemptInfo {
 	ai := AttemptInfo{Attempt: a.Attempt, Tool: a.Tool, Status: a.Status, Args: a.Args, Worker: a.Worker, Host: a.Host,
-		PID: a.PID, Exit: a.Exit, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt}
+		PID: a.PID, Exit: a.Exit, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Env: a.Env}
 	if a.ErrorKind != "" || a.ErrorMessage != "" {
 		ai.Error = &StepErrorInfo{Kind: a.ErrorKind, Message: a.ErrorMessage, Trace: a.ErrorTrace}
 	}

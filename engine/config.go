@@ -83,6 +83,16 @@ type Config struct {
 	// exec.DefaultMaxForeachItems (100,000); 1 to exec.MaxForeachItemsCeiling (10,000,000).
 	// Past it the foreach fails with kind limit_exceeded before any iteration starts.
 	MaxForeachItems int `json:"max_foreach_items,omitempty"`
+	// MaxFilesPerStep is the most files one attempt of a tool step records — its declared reads
+	// and writes, globs expanded, and the files its tool reported (docs/guide/assets.md): 0 means
+	// exec.DefaultMaxFilesPerStep (10,000); 1 to exec.MaxFilesPerStepCeiling (10,000,000).
+	// Past it the step fails with kind limit_exceeded.
+	MaxFilesPerStep int `json:"max_files_per_step,omitempty"`
+	// Env is the environment this engine runs tools with — the DCC's name and version, plugin
+	// versions (docs/guide/assets.md): a JSON object recorded with every attempt whose tool's side
+	// reported none, and part of every cache key, so that a new Maya or plugin version is a cache
+	// miss. nil = none.
+	Env json.RawMessage `json:"env,omitempty"`
 	// JSONPathMaxResults is the most nodes one evaluation of a foreach `items` or branch `on`
 	// JSONPath holds at once: 0 means expr.DefaultMaxResults (1,000,000); 1 to
 	// expr.MaxResultsCeiling (100,000,000). Past it the step fails with kind limit_exceeded.
@@ -179,6 +189,7 @@ func (d *PolicyDefaults) specDefaults() (spec.Defaults, []string) {
 func (c Config) limits() exec.Limits {
 	return exec.Limits{
 		MaxForeachItems: c.MaxForeachItems,
+		MaxFilesPerStep: c.MaxFilesPerStep,
 		JSONPath:        expr.Limits{MaxResults: c.JSONPathMaxResults, MaxWork: c.JSONPathMaxWork},
 	}
 }
@@ -313,6 +324,12 @@ func (c Config) validate() error {
 	c.checkEnvAllow(&ps)
 	c.checkDurations(&ps)
 	c.checkLimits(&ps)
+	if len(c.Env) > 0 {
+		var env map[string]any
+		if err := json.Unmarshal(c.Env, &env); err != nil || env == nil {
+			ps.add("env", "must be a JSON object such as {\"dcc\": \"maya\", \"version\": \"2025.3\"}; got %s", previewJSON(c.Env))
+		}
+	}
 	if _, dps := c.Defaults.specDefaults(); dps != nil {
 		ps = append(ps, dps...)
 	}
@@ -385,6 +402,7 @@ func (c Config) checkLimits(ps *configProblems) {
 		def        int
 	}{
 		{"max_foreach_items", c.MaxForeachItems, exec.MaxForeachItemsCeiling, exec.DefaultMaxForeachItems},
+		{"max_files_per_step", c.MaxFilesPerStep, exec.MaxFilesPerStepCeiling, exec.DefaultMaxFilesPerStep},
 		{"jsonpath_max_results", c.JSONPathMaxResults, expr.MaxResultsCeiling, expr.DefaultMaxResults},
 		{"jsonpath_max_work", c.JSONPathMaxWork, expr.MaxWorkCeiling, expr.DefaultMaxWork},
 		{"max_depth", c.MaxDepth, exec.MaxDepthCeiling, exec.DefaultMaxDepth},
@@ -494,4 +512,12 @@ func (r RemoteConfig) checkKindFields(f string, ps *configProblems) {
 			ps.add(f+"."+d.field, "must be 0 (%s) or 0.1 to 604800 seconds; got %v", d.zero, d.v)
 		}
 	}
+}
+
+// previewJSON is the start of b for a message: at most 60 bytes.
+func previewJSON(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
 }

@@ -216,6 +216,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
 		Children: children{e},
 		Defaults: defaults,
+		Env:      cfg.Env,
 	})
 	e.catalog = e.newCatalog()
 	if err := e.catalog.Load(ctx); err != nil {

@@ -57,4 +57,7 @@ SIGNATURES: Dict[str, Any] = {
     "dccflow_idempotency_purge": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_retention_status": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_schedule_fires": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    # Assets: the files steps read and wrote (docs/guide/assets.md).
+    "dccflow_file_lineage": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    "dccflow_files_stale": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
 }

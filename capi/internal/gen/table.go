@@ -130,4 +130,15 @@ var groups = []group{
 			jsonExport("dccflow_schedule_fires"),
 		},
 	},
+	{
+		Comment: []string{"Assets: the files steps read and wrote (docs/guide/assets.md)."},
+		Exports: []export{
+			jsonExport("dccflow_file_lineage",
+				`dccflow_file_lineage: in {"path": "/show/sh010.usda", "depth": 10} → {"lineage": {"path",`,
+				`"hash", "now", "made": {"run_id", "step_key", "attempt", "tool", "args", "env", "inputs": [...]}}}.`),
+			jsonExport("dccflow_files_stale",
+				`dccflow_files_stale: in {"paths": ["/show/sh010"]} → {"stale": [{"path", "reason", "run_id",`,
+				`"step_key", "attempt"}]}: the recorded outputs that are stale, by path.`),
+		},
+	},
 }

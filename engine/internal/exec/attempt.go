@@ -324,6 +324,9 @@ func (in *inst) pendingAttempt(b *store.Batch, now time.Time) {
 		}
 		in.atts[0] = in.att
 		b.Attempts = in.atts[:]
+		if len(in.attFiles) > 0 {
+			b.Files, in.attFiles = in.attFiles, nil
+		}
 	}
 }
 

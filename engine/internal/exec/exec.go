@@ -65,6 +65,10 @@ type Config struct {
 	// Defaults are the engine's policy defaults for tool and tool_remote steps: a step's own
 	// field comes first, then its spec's defaults, then these (spec.Defaults.Apply).
 	Defaults spec.Defaults
+	// Env is the engine's environment (the DCC and plugin versions it runs tools with; a JSON
+	// object, docs/guide/assets.md): recorded with an attempt whose tool's side reported none,
+	// and part of every cache key. nil = none.
+	Env json.RawMessage
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.
@@ -81,6 +85,10 @@ type Limits struct {
 	JSONPath expr.Limits
 	// MaxForeachItems is the most items one foreach instance iterates (DefaultMaxForeachItems).
 	MaxForeachItems int
+	// MaxFilesPerStep is the most files one attempt of a tool step records, its declared reads
+	// and writes (globs expanded) and the files its tool reported (DefaultMaxFilesPerStep);
+	// past it the step fails with kind limit_exceeded.
+	MaxFilesPerStep int
 }
 
 // KindLimitExceeded is the error kind of a step stopped by a Limits field (a foreach or a
@@ -93,6 +101,7 @@ type Executor struct {
 	cfg     Config
 	plans   planCache
 	secrets schemaSecrets // the args each tool's schema marks secret (attempt.go)
+	hashes  hashCache     // the stat cache of the files steps read and write (assets.go)
 }
 
 // New returns an executor.

@@ -62,9 +62,13 @@ type stepPlan struct {
 	pool    string     // tool: the remote its calls go to (Config.PoolFor), "" = in-process
 	poolOpt bool       // pool is optional: in-process when no engine has it
 	idem    *template.Template
-	auto    bool               // idempotency_key: auto
-	sel     *selector          // foreach items, branch on
-	prompt  *template.Template // approve
+	auto    bool // idempotency_key: auto
+	// reads and writes are the step's declared files (templates of paths and globs);
+	// cacheKey its cache's extra key part, nil when none (assets.go).
+	reads, writes []*template.Template
+	cacheKey      *valueTmpl
+	sel           *selector          // foreach items, branch on
+	prompt        *template.Template // approve
 
 	body      *listPlan  // foreach body, parallel branches
 	bodyFrame *framePlan // foreach
@@ -247,6 +251,25 @@ func (c *compiler) step(st *spec.Step, fp *framePlan) (*stepPlan, error) {
 		default:
 			if sp.idem, err = template.Parse(key); err != nil {
 				return fail("idempotency_key", err)
+			}
+		}
+		for _, p := range st.Reads {
+			t, err := template.Parse(p)
+			if err != nil {
+				return fail("reads", err)
+			}
+			sp.reads = append(sp.reads, t)
+		}
+		for _, p := range st.Writes {
+			t, err := template.Parse(p)
+			if err != nil {
+				return fail("writes", err)
+			}
+			sp.writes = append(sp.writes, t)
+		}
+		if c := st.Policy.Cache; c != nil && c.Key != nil {
+			if sp.cacheKey, err = compileValue(c.Key); err != nil {
+				return fail("cache.key", err)
 			}
 		}
 	case spec.KindForeach:

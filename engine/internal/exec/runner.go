@@ -64,6 +64,8 @@ type inst struct {
 	att        store.Attempt
 	attPending bool
 	atts       [1]store.Attempt
+	// attFiles are the files of att (assets.go), written with it once.
+	attFiles []store.FileRecord
 	// pulledAt is when a host thread took the attempt's call (Unix ns; 0: not a host call, or not
 	// taken yet): the attempt record's start. Atomic: set on the host's side.
 	pulledAt atomic.Int64
@@ -92,6 +94,10 @@ type stepEnd struct {
 	cause      *run.StepError // for failures of control steps: the failing leaf
 	idem       *store.IdempotencyEntry
 	resolved   json.RawMessage // approve: the detail of an approve_resolved event written with the exit
+	// cacheHit is the step_exit detail of a step served from the content cache (cacheFrom);
+	// cacheEntry the entry a completed attempt leaves (assets.go).
+	cacheHit   json.RawMessage
+	cacheEntry *store.CacheEntry
 }
 
 func (r *runner) now() time.Time { return r.x.cfg.Clock.Now() }
@@ -847,6 +853,8 @@ func (in *inst) finish(end stepEnd) outcome {
 	switch {
 	case end.status != run.StepCompleted:
 		detail = errorJSON(end.errKind, end.errMsg)
+	case end.cacheHit != nil:
+		detail = end.cacheHit
 	case end.cached:
 		detail = cachedJSON
 	}
@@ -865,6 +873,9 @@ func (in *inst) finish(end stepEnd) outcome {
 	in.batch.Events = in.evs[:n+1]
 	if end.idem != nil {
 		in.batch.Idempotency = []store.IdempotencyEntry{*end.idem}
+	}
+	if end.cacheEntry != nil {
+		in.batch.CacheEntries = []store.CacheEntry{*end.cacheEntry}
 	}
 	in.pendingAttempt(&in.batch, now)
 	r.touch(now)

@@ -71,6 +71,44 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 	}
 
+	// The step's declared files, and its content cache (assets.go).
+	sf, ferr := r.declaredReads(sp, in.f)
+	if ferr != nil {
+		return r.filesError(sp, "reads", ferr)
+	}
+	var cacheKey string
+	var cacheParts json.RawMessage
+	if sp.st.Policy.Cache != nil {
+		var err error
+		if cacheKey, cacheParts, err = r.cacheKey(sp, in.f, args, sf); err != nil {
+			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: computing its cache key: %v", sp.st.ID, err)}
+		}
+		if !r.forced[in.row.Key] && !r.forced[sp.st.ID] { // a forced step is called again
+			hit, miss, err := r.cacheLookup(ctx, sp, cacheKey, cacheParts)
+			if err != nil {
+				return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the content cache: " + err.Error()}
+			}
+			if hit != nil {
+				var d cacheFrom
+				d.Cached = true
+				d.Cache.Key, d.Cache.RunID, d.Cache.StepKey, d.Cache.Attempt = cacheKey, hit.RunID, hit.StepKey, hit.Attempt
+				end := stepEnd{status: run.StepCompleted, hasOutput: true, outputJSON: hit.Output, lazy: true, refsJSON: hit.FileRefs, cached: true}
+				end.cacheHit, _ = json.Marshal(d)
+				if len(hit.Output) == 0 {
+					end.outputJSON = []byte("null")
+				}
+				if len(hit.FileRefs) > 0 {
+					_ = json.Unmarshal(hit.FileRefs, &end.fileRefs)
+				}
+				in.setAttempt(0)
+				return end
+			}
+			if in.enterPending {
+				in.enter.Detail, _ = json.Marshal(map[string]any{"cache": map[string]any{"hit": false, "key": cacheKey, "reason": miss}})
+			}
+		}
+	}
+
 	// What each attempt's record keeps of the args: secrets redacted, bounded (attempt.go).
 	var secretNames map[string]bool
 	localCall := false
@@ -96,6 +134,9 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		}
 		if attempt > 1 {
 			in.setAttempt(attempt) // already set for attempt 1
+			if sf, ferr = r.declaredReads(sp, in.f); ferr != nil {
+				return r.filesError(sp, "reads", ferr)
+			}
 		}
 		if toHost {
 			// Counted once a host thread takes the call: one that waits in its lane and is
@@ -149,7 +190,16 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		abandoned = nil
 		kind, msg, trace := "", "", ""
 		final := false // a failure no attempt can change (args that break the tool's schema)
+		files, ferr := r.attemptFiles(ctx, in, sf, res)
+		in.attFiles = files
+		in.att.Env = res.Env
+		if in.att.Env == nil {
+			in.att.Env = r.x.cfg.Env
+		}
 		switch {
+		case ferr != nil:
+			fe := r.filesError(sp, "files", ferr)
+			kind, msg, final = fe.errKind, fe.errMsg, true
 		case err != nil:
 			var at *attemptTimeout
 			if errors.As(err, &at) {
@@ -175,6 +225,9 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				end.idem = r.idempotencyEntry(sp, idemKey, end)
 			}
 			in.endAttempt(run.StepCompleted, res.Worker, "", "", "")
+			if cacheKey != "" {
+				end.cacheEntry = r.cacheEntry(sp, in, cacheKey, cacheParts, end, files)
+			}
 			return end
 		}
 		in.endAttempt(run.StepFailed, res.Worker, kind, msg, trace)

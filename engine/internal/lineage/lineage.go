@@ -27,6 +27,25 @@ type Source interface {
 // stat moved since rec was recorded (the stat cache).
 type Checker func(ctx context.Context, rec store.FileRecord) filehash.Result
 
+// Recorded is the filehash view of a stored record: what filehash.Recheck compares a stat with.
+func Recorded(rec store.FileRecord) filehash.Result {
+	res := filehash.Result{Info: filehash.Info{Path: rec.Path, Size: rec.Size, Dev: rec.Dev, Ino: rec.Ino},
+		State: filehash.State(rec.State), Hash: rec.Hash}
+	if !rec.ModTime.IsZero() {
+		res.ModTime = rec.ModTime.UnixNano()
+		// A file modified within the racy window of its recording may have changed again in
+		// the same timestamp tick: Recheck reads it again.
+		res.Racy = rec.RecordedAt.Sub(rec.ModTime) < filehash.RacyWindow
+	}
+	return res
+}
+
+// CheckRecorded is the Checker of the record itself: a file whose stat is the one recorded is
+// trusted to hold the recorded hash without being read (filehash.Recheck, git's index).
+func CheckRecorded(ctx context.Context, rec store.FileRecord) filehash.Result {
+	return filehash.Recheck(ctx, rec.Path, Recorded(rec))
+}
+
 // Now is what a file is now, compared with a record of it.
 type Now string
 

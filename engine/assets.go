@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/internal/filehash"
+	"github.com/dcc-flow/dcc-flow/engine/internal/lineage"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// LineageNode is one file of a lineage graph (Engine.Lineage): its recorded hash, what it is now,
+// and the attempt that made it with the files that attempt read.
+type LineageNode = lineage.Node
+
+// Making is the attempt that wrote a file of a lineage graph.
+type Making = lineage.Making
+
+// StaleFile is a recorded output that is stale (Engine.Stale), and why.
+type StaleFile = lineage.StaleFile
+
+// DefaultLineageDepth is the depth of Engine.Lineage when it is given 0.
+const DefaultLineageDepth = 10
+
+// assets returns the store's file records, or an error saying the store keeps none.
+func (e *Engine) assets() (lineage.Source, error) {
+	if e.isClosed() {
+		return nil, errClosed()
+	}
+	src, ok := e.store.(lineage.Source)
+	if !ok {
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: "this engine's store keeps no file records"}
+	}
+	return src, nil
+}
+
+// Lineage returns how the file at path came to be (docs/guide/assets.md, "Lineage"): the
+// newest recorded attempt that wrote it — its run, step, tool, arguments and environment —
+// and the files it read, each with its own making, depth levels deep (0: DefaultLineageDepth;
+// negative is invalid). A relative path is taken from the working directory. Code not_found when
+// no recorded attempt read or wrote the file.
+func (e *Engine) Lineage(ctx context.Context, path string, depth int) (*LineageNode, error) {
+	src, err := e.assets()
+	if err != nil {
+		return nil, err
+	}
+	if depth < 0 {
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("depth must be 0 (the default, %d) or more; got %d", DefaultLineageDepth, depth)}
+	}
+	if depth == 0 {
+		depth = DefaultLineageDepth
+	}
+	p, err := filehash.Clean(path)
+	if err != nil {
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: "lineage: " + err.Error()}
+	}
+	n, err := lineage.Trace(ctx, src, lineage.CheckRecorded, p, depth)
+	if errors.Is(err, lineage.ErrNotRecorded) {
+		return nil, &run.Error{Code: run.CodeNotFound, Message: fmt.Sprintf("no recorded attempt read or wrote %s: only the files of tool steps that declare them (reads, writes) or whose tools report them are recorded", p)}
+	}
+	return n, err
+}
+
+// Stale returns the recorded outputs that are stale (docs/guide/assets.md, "Staleness"): among
+// the newest recorded write of every path under one of paths (files or directories; none =
+// every recorded output), those modified or deleted since they were made, or made from an
+// input whose content changed since, directly or through other recorded outputs. By path.
+func (e *Engine) Stale(ctx context.Context, paths []string) ([]StaleFile, error) {
+	src, err := e.assets()
+	if err != nil {
+		return nil, err
+	}
+	dirs := make([]string, 0, len(paths))
+	for _, p := range paths {
+		c, err := filehash.Clean(p)
+		if err != nil {
+			return nil, &run.Error{Code: run.CodeInvalidRequest, Message: "stale: " + err.Error()}
+		}
+		dirs = append(dirs, c)
+	}
+	out, err := lineage.Stale(ctx, src, lineage.CheckRecorded, dirs)
+	if out == nil && err == nil {
+		out = []StaleFile{}
+	}
+	return out, err
+}
+
+// FileInfo is one file an attempt read or wrote (AttemptInfo.Files; docs/guide/assets.md): what
+// the engine learnt of it when the attempt ended.
+type FileInfo struct {
+	Role string `json:"role"` // "read" or "write"
+	// Path is absolute and cleaned, in its OS's form (a Windows drive path or UNC share keeps
+	// its form).
+	Path string `json:"path"`
+	// State is "ok" (hashed), "missing", "unreadable" or "unstable" (it changed while it was
+	// hashed or while the step ran; never cached).
+	State   string    `json:"state"`
+	Size    int64     `json:"size,omitempty"`
+	ModTime time.Time `json:"mtime,omitzero"`
+	// Hash is "blake3:" and 64 hex digits when State is "ok".
+	Hash string `json:"hash,omitempty"`
+	// Error says why the file is missing, unreadable or unstable.
+	Error string `json:"error,omitempty"`
+}
+
+func fileInfo(f store.FileRecord) FileInfo {
+	return FileInfo{Role: string(f.Role), Path: f.Path, State: string(f.State), Size: f.Size, ModTime: f.ModTime,
+		Hash: f.Hash, Error: f.Error}
+}
+
+// withFiles sets the Files of the attempts of steps from the store's file records of run runID;
+// nothing when the store keeps none. keys, when it has only a few entries, are the step
+// instances whose records are read (one query each); else the run's are read at once.
+func (e *Engine) withFiles(ctx context.Context, runID string, keys []string, steps []StepInfo) error {
+	a, ok := e.store.(store.Assets)
+	if !ok {
+		return nil
+	}
+	const few = 16
+	var recs []store.FileRecord
+	if len(keys) <= few {
+		for _, key := range keys {
+			fs, err := a.Files(ctx, store.FileFilter{RunID: runID, StepKey: key})
+			if err != nil {
+				return err
+			}
+			recs = append(recs, fs...)
+		}
+	} else {
+		var err error
+		if recs, err = a.Files(ctx, store.FileFilter{RunID: runID}); err != nil {
+			return err
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	type at struct {
+		key     string
+		attempt int
+	}
+	by := make(map[at][]FileInfo)
+	for _, f := range recs {
+		k := at{f.StepKey, f.Attempt}
+		by[k] = append(by[k], fileInfo(f))
+	}
+	for i := range steps {
+		for j := range steps[i].AttemptHistory {
+			ai := &steps[i].AttemptHistory[j]
+			ai.Files = by[at{steps[i].Key, ai.Attempt}]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,420 @@
+package exec
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
+	"github.com/dcc-flow/dcc-flow/engine/internal/filehash"
+	"github.com/dcc-flow/dcc-flow/engine/internal/lineage"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
+)
+
+// The files of a tool step's attempts and its content cache (docs/guide/assets.md): the step's
+// declared reads are expanded and stat'ed before each call; when the attempt ends, they, its
+// declared writes and the files its tool reported are hashed (through hashCache, the stat
+// cache) and recorded with the attempt. A step with `cache` looks for a completed attempt with
+// the same key whose files still hold their recorded hashes before it calls its tool, and
+// leaves an entry for later runs when it completes with every file known.
+
+// DefaultMaxFilesPerStep is the most files one attempt records when Limits.MaxFilesPerStep is 0.
+const DefaultMaxFilesPerStep = filehash.DefaultMaxFiles
+
+// MaxFilesPerStepCeiling is the largest Limits.MaxFilesPerStep a config may set.
+const MaxFilesPerStepCeiling = 10_000_000
+
+// maxHashCache bounds the stat cache of an executor: past it, the cache starts afresh.
+const maxHashCache = 200_000
+
+// hashCache is the stat cache of an executor: the last hash of each path, trusted again without
+// reading the file while its size, modification time, device and inode are unchanged
+// (filehash.Recheck, git's index).
+type hashCache struct {
+	mu sync.Mutex
+	m  map[string]filehash.Result
+}
+
+// hash returns the state and hash of path now, reading it only when it changed since the
+// cache (or known, a recorded state) last saw it.
+func (c *hashCache) hash(ctx context.Context, path string, known *filehash.Result) filehash.Result {
+	c.mu.Lock()
+	prev, ok := c.m[path]
+	c.mu.Unlock()
+	var res filehash.Result
+	switch {
+	case ok && prev.State == filehash.StateOK:
+		res = filehash.Recheck(ctx, path, prev)
+	case known != nil && known.State == filehash.StateOK:
+		res = filehash.Recheck(ctx, path, *known)
+	default:
+		res = filehash.HashFile(ctx, path)
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxHashCache {
+		c.m = map[string]filehash.Result{}
+	}
+	if res.State == filehash.StateOK {
+		c.m[path] = res
+	} else {
+		delete(c.m, path)
+	}
+	c.mu.Unlock()
+	return res
+}
+
+// hashAll hashes paths on up to GOMAXPROCS goroutines; results in the order of paths.
+func (c *hashCache) hashAll(ctx context.Context, paths []string, known []*filehash.Result) []filehash.Result {
+	out := make([]filehash.Result, len(paths))
+	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	if workers <= 1 {
+		for i, p := range paths {
+			out[i] = c.hash(ctx, p, knownAt(known, i))
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = c.hash(ctx, paths[i], knownAt(known, i))
+			}
+		}()
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+func knownAt(known []*filehash.Result, i int) *filehash.Result {
+	if i < len(known) {
+		return known[i]
+	}
+	return nil
+}
+
+// stepFiles is what an attempt of a tool step knows of its files before its call.
+type stepFiles struct {
+	reads  []string                 // the declared reads, expanded and cleaned
+	before map[string]filehash.Info // their stat before the call (those that exist)
+}
+
+// renderPaths renders the templates of a step's reads or writes.
+func renderPaths(ts []*template.Template, f *frame) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, template.Stringify(t.Render(f.resolve)))
+	}
+	return out
+}
+
+// maxFiles is the executor's limit of files per attempt.
+func (r *runner) maxFiles() int {
+	if n := r.x.cfg.Limits.MaxFilesPerStep; n > 0 {
+		return n
+	}
+	return DefaultMaxFilesPerStep
+}
+
+// filesError is the failure of a step whose files could not be listed: past
+// Limits.MaxFilesPerStep (kind limit_exceeded), or a glob that does not parse.
+func (r *runner) filesError(sp *stepPlan, field string, err error) stepEnd {
+	var le *filehash.LimitError
+	if errors.As(err, &le) {
+		return stepEnd{status: run.StepFailed, errKind: KindLimitExceeded, errMsg: fmt.Sprintf("step %q: %v", sp.st.ID, err)}
+	}
+	return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: %s: %v", sp.st.ID, field, err)}
+}
+
+// declaredReads expands the step's reads (globs) before a call and stats what they name.
+func (r *runner) declaredReads(sp *stepPlan, f *frame) (stepFiles, error) {
+	var sf stepFiles
+	if len(sp.reads) == 0 {
+		return sf, nil
+	}
+	paths, err := filehash.Expand("", renderPaths(sp.reads, f), r.maxFiles())
+	if err != nil {
+		return sf, err
+	}
+	sf.reads = paths
+	sf.before = make(map[string]filehash.Info, len(paths))
+	for _, p := range paths {
+		if info, err := filehash.Stat(p); err == nil {
+			sf.before[p] = info
+		}
+	}
+	return sf, nil
+}
+
+// fileUse is one file of an attempt, before hashing.
+type fileUse struct {
+	role store.FileRole
+	path string
+}
+
+// attemptFiles hashes the files of an attempt that ended: the declared reads (sf), the
+// declared writes (expanded now: they exist once the tool wrote them) and the files the tool
+// reported (res.Files), each (role, path) once. A declared read whose stat moved since before
+// the call is unstable. The error is a *filehash.LimitError past Limits.MaxFilesPerStep.
+func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res tools.Result) ([]store.FileRecord, error) {
+	sp, f := in.sp, in.f
+	if len(sf.reads) == 0 && len(sp.writes) == 0 && len(res.Files) == 0 {
+		return nil, nil
+	}
+	limit := r.maxFiles()
+	var uses []fileUse
+	seen := map[fileUse]bool{}
+	add := func(role store.FileRole, p string) error {
+		u := fileUse{role, p}
+		if seen[u] {
+			return nil
+		}
+		if len(uses) >= limit {
+			return &filehash.LimitError{Limit: limit, Pattern: p}
+		}
+		seen[u] = true
+		uses = append(uses, u)
+		return nil
+	}
+	for _, p := range sf.reads {
+		if err := add(store.FileRead, p); err != nil {
+			return nil, err
+		}
+	}
+	if len(sp.writes) > 0 {
+		writes, err := filehash.Expand("", renderPaths(sp.writes, f), limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range writes {
+			if err := add(store.FileWrite, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, u := range res.Files {
+		p, err := filehash.Clean(u.Path)
+		if err != nil {
+			continue // an empty path: nothing to record
+		}
+		role := store.FileRead
+		if u.Role == flowtype.FileWrite {
+			role = store.FileWrite
+		}
+		if err := add(role, p); err != nil {
+			return nil, err
+		}
+	}
+	paths := make([]string, len(uses))
+	for i, u := range uses {
+		paths[i] = u.path
+	}
+	hashed := r.x.hashes.hashAll(ctx, paths, nil)
+	now := r.now()
+	recs := make([]store.FileRecord, len(uses))
+	for i, u := range uses {
+		h := hashed[i]
+		if b, ok := sf.before[u.path]; ok && u.role == store.FileRead && h.State == filehash.StateOK && !b.Same(h.Info) {
+			h.State, h.Hash = filehash.StateUnstable, ""
+			h.Err = fmt.Sprintf("%s changed while the step ran (its size or modification time moved): a step's inputs must not change under it", u.path)
+		}
+		recs[i] = fileRecord(r.id, in.row.Key, in.att.Attempt, u.role, h, now)
+	}
+	return recs, nil
+}
+
+// fileRecord is the store record of a hash.
+func fileRecord(runID, stepKey string, attempt int, role store.FileRole, h filehash.Result, now time.Time) store.FileRecord {
+	rec := store.FileRecord{RunID: runID, StepKey: stepKey, Attempt: attempt, Role: role, Path: h.Path,
+		State: store.FileState(h.State), Size: h.Size, Dev: h.Dev, Ino: h.Ino, Hash: h.Hash, Error: h.Err, RecordedAt: now}
+	if h.ModTime != 0 {
+		rec.ModTime = h.Modified()
+	}
+	return rec
+}
+
+// cacheParts are what a step's cache key is made of (store.CacheEntry.Parts).
+type cacheParts struct {
+	Tool    string   `json:"tool"`
+	Version string   `json:"version,omitempty"`
+	Args    any      `json:"args"`
+	Env     any      `json:"env,omitempty"`
+	Key     any      `json:"key,omitempty"`
+	Reads   []string `json:"reads,omitempty"` // the declared reads as expanded: a new file matching a glob changes the key
+}
+
+// cacheKey returns the key of a step's call and its parts as JSON.
+func (r *runner) cacheKey(sp *stepPlan, f *frame, args map[string]any, sf stepFiles) (string, json.RawMessage, error) {
+	c := sp.st.Policy.Cache
+	p := cacheParts{Tool: attemptTool(sp), Version: c.Version, Args: args, Reads: sf.reads}
+	if len(r.x.cfg.Env) > 0 {
+		var env any
+		if err := json.Unmarshal(r.x.cfg.Env, &env); err == nil {
+			p.Env = env
+		}
+	}
+	if sp.cacheKey != nil {
+		p.Key = sp.cacheKey.render(f.resolve)
+	}
+	m := map[string]any{}
+	b, err := json.Marshal(p)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	canon, err := spec.CanonicalValue(m)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), canon, nil
+}
+
+// cacheFrom is the detail of a cache hit's step_exit: where the output came from.
+type cacheFrom struct {
+	Cached bool `json:"cached"`
+	Cache  struct {
+		Key     string `json:"key"`
+		RunID   string `json:"run_id"`
+		StepKey string `json:"step_key"`
+		Attempt int    `json:"attempt"`
+	} `json:"cache"`
+}
+
+// cacheLookup finds a usable entry of key: the newest whose read files still have their hashes
+// and whose written files still exist with theirs. miss says why none is usable.
+func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, key string, parts json.RawMessage) (hit *store.CacheEntry, miss string, err error) {
+	a, ok := r.x.cfg.Store.(store.Assets)
+	if !ok {
+		return nil, "the store keeps no cache", nil
+	}
+	entries, err := a.CacheEntries(ctx, key, r.now())
+	if err != nil {
+		return nil, "", err
+	}
+	if len(entries) == 0 {
+		return nil, r.cacheMissWithoutEntry(ctx, a, sp, parts), nil
+	}
+	for i := range entries {
+		e := &entries[i]
+		why, err := r.cacheStale(ctx, a, e)
+		if err != nil {
+			return nil, "", err
+		}
+		if why == "" {
+			return e, "", nil
+		}
+		if miss == "" {
+			miss = why // the newest entry's reason
+		}
+	}
+	return nil, miss, nil
+}
+
+// cacheStale says why entry e can no longer stand in for a call ("" when it can).
+func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheEntry) (string, error) {
+	files, err := a.Files(ctx, store.FileFilter{RunID: e.RunID, StepKey: e.StepKey, Attempt: e.Attempt})
+	if err != nil {
+		return "", err
+	}
+	paths := make([]string, len(files))
+	known := make([]*filehash.Result, len(files))
+	for i, f := range files {
+		paths[i] = f.Path
+		k := lineage.Recorded(f)
+		known[i] = &k
+	}
+	now := r.x.hashes.hashAll(ctx, paths, known)
+	for i, f := range files {
+		cur := now[i]
+		switch {
+		case f.Role == store.FileRead && cur.State != filehash.StateOK:
+			return "input " + string(cur.State) + ": " + f.Path, nil
+		case f.Role == store.FileRead && cur.Hash != f.Hash:
+			return "input changed: " + f.Path, nil
+		case cur.State == filehash.StateMissing:
+			return "output missing: " + f.Path, nil
+		case cur.State != filehash.StateOK:
+			return "output " + string(cur.State) + ": " + f.Path, nil
+		case cur.Hash != f.Hash:
+			return "output changed: " + f.Path, nil
+		}
+	}
+	return "", nil
+}
+
+// cacheMissWithoutEntry says why no entry has the key: the newest entry of the same tool and
+// step shows which part of the key changed.
+func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *stepPlan, parts json.RawMessage) string {
+	prev, err := a.ListCache(ctx, store.CacheFilter{Tool: attemptTool(sp), Workflow: r.name, Limit: 20})
+	if err != nil {
+		return "no earlier run with this key"
+	}
+	for _, e := range prev {
+		if e.StepID != sp.st.ID {
+			continue
+		}
+		return "no earlier run with this key (" + partsChanged(e.Parts, parts) + " since run " + e.RunID + ")"
+	}
+	return "no earlier run with this key"
+}
+
+// partsChanged names the parts of a cache key that differ between two Parts documents.
+func partsChanged(was, now json.RawMessage) string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal(was, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return "the key changed"
+	}
+	names := map[string]string{"tool": "tool", "version": "version", "args": "arguments", "env": "environment", "key": "extra key", "reads": "declared inputs"}
+	var changed []string
+	for k, name := range names {
+		if string(a[k]) != string(b[k]) {
+			changed = append(changed, name)
+		}
+	}
+	sort.Strings(changed)
+	if len(changed) == 0 {
+		return "the key changed"
+	}
+	s := changed[0]
+	for _, c := range changed[1:] {
+		s += ", " + c
+	}
+	return s + " changed"
+}
+
+// cacheEntry is the entry a completed attempt leaves, nil when one of its files is not known
+// (missing input, unreadable, unstable: nothing could check it later).
+func (r *runner) cacheEntry(sp *stepPlan, in *inst, key string, parts json.RawMessage, end stepEnd, files []store.FileRecord) *store.CacheEntry {
+	for _, f := range files {
+		if f.State != store.FileOK {
+			return nil
+		}
+	}
+	now := r.now()
+	e := &store.CacheEntry{Key: key, Tool: attemptTool(sp), StepID: sp.st.ID, Workflow: r.name, RunID: r.id, StepKey: in.row.Key,
+		Attempt: in.att.Attempt, Parts: parts, Output: end.outputJSON, FileRefs: end.refsJSON, CreatedAt: now}
+	if ttl := sp.st.Policy.Cache.TTLSecs; ttl > 0 {
+		e.ExpiresAt = now.Add(time.Duration(ttl) * time.Second)
+	}
+	return e
+}
