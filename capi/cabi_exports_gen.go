@@ -48,4 +48,6 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_schedule_fires":     dccflow_schedule_fires,
 	"dccflow_file_lineage":       dccflow_file_lineage,
 	"dccflow_files_stale":        dccflow_files_stale,
+	"dccflow_cache_list":         dccflow_cache_list,
+	"dccflow_cache_purge":        dccflow_cache_purge,
 }

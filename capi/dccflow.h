@@ -75,6 +75,8 @@ int32_t dccflow_schedule_fires(uint64_t handle, const char *in_json, char **out_
 /* Assets: the files steps read and wrote (docs/guide/assets.md). */
 int32_t dccflow_file_lineage(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_files_stale(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_cache_list(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_cache_purge(uint64_t handle, const char *in_json, char **out_json);
 
 #ifdef __cplusplus
 }

@@ -287,3 +287,19 @@ func dccflow_file_lineage(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int
 func dccflow_files_stale(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opFilesStale)
 }
+
+// dccflow_cache_list: in {"tool", "workflow", "run_id", "key", "before", "limit"} (each optional) →
+// {"entries": [{"key", "tool", "step_id", "workflow", "run_id", "step_key", "attempt", "parts",
+// "created_at", "expires_at"}]}, newest first.
+//
+//export dccflow_cache_list
+func dccflow_cache_list(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opCacheList)
+}
+
+// dccflow_cache_purge: in the filter of dccflow_cache_list (no limit) → {"purged": 3}.
+//
+//export dccflow_cache_purge
+func dccflow_cache_purge(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opCachePurge)
+}

@@ -37,3 +37,22 @@ var opFilesStale = withEngine(func(e *engine.Engine, req *staleRequest) (any, er
 	}
 	return map[string]any{"stale": out}, nil
 })
+
+// opCacheList: {"key"?, "tool"?, "workflow"?, "run_id"?, "before"?, "limit"?} → {"entries":
+// [entry…]}: the content cache's entries matching the filter, newest first (engine.CacheEntries).
+var opCacheList = withEngine(func(e *engine.Engine, req *engine.CacheFilter) (any, error) {
+	out, err := e.CacheEntries(context.Background(), *req)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"entries": out}, nil
+})
+
+// opCachePurge: the filter of dccflow_cache_list → {"purged": n} (engine.PurgeCache).
+var opCachePurge = withEngine(func(e *engine.Engine, req *engine.CacheFilter) (any, error) {
+	n, err := e.PurgeCache(context.Background(), *req)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int{"purged": n}, nil
+})

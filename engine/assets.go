@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -154,4 +155,68 @@ func (e *Engine) withFiles(ctx context.Context, runID string, keys []string, ste
 		}
 	}
 	return nil
+}
+
+// CacheEntry is one entry of the content cache (docs/guide/assets.md, "Caching"): a completed
+// attempt that later steps with the same key may stand in for.
+type CacheEntry struct {
+	Key      string `json:"key"`
+	Tool     string `json:"tool"`
+	StepID   string `json:"step_id"`
+	Workflow string `json:"workflow,omitempty"`
+	RunID    string `json:"run_id"`
+	StepKey  string `json:"step_key"`
+	Attempt  int    `json:"attempt"`
+	// Parts is what the key is made of: {"tool", "version", "args", "env", "key", "reads"}.
+	Parts     json.RawMessage `json:"parts,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt time.Time       `json:"expires_at,omitzero"` // zero: never
+}
+
+// CacheFilter selects cache entries; its zero value selects every one.
+type CacheFilter struct {
+	Key      string `json:"key,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	RunID    string `json:"run_id,omitempty"`
+	// Before selects the entries created before it; zero = any.
+	Before time.Time `json:"before,omitzero"`
+	// Limit is the most entries CacheEntries returns; ≤ 0 = all. CachePurge ignores it.
+	Limit int `json:"limit,omitempty"`
+}
+
+func (f CacheFilter) store() store.CacheFilter {
+	return store.CacheFilter{Key: f.Key, Tool: f.Tool, Workflow: f.Workflow, RunID: f.RunID, Before: f.Before, Limit: f.Limit}
+}
+
+// CacheEntries returns the entries of the content cache matching f, newest first, expired ones
+// too (their ExpiresAt says so).
+func (e *Engine) CacheEntries(ctx context.Context, f CacheFilter) ([]CacheEntry, error) {
+	src, err := e.assets()
+	if err != nil {
+		return nil, err
+	}
+	list, err := src.ListCache(ctx, f.store())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CacheEntry, len(list))
+	for i, c := range list {
+		out[i] = CacheEntry{Key: c.Key, Tool: c.Tool, StepID: c.StepID, Workflow: c.Workflow, RunID: c.RunID, StepKey: c.StepKey,
+			Attempt: c.Attempt, Parts: c.Parts, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt}
+	}
+	return out, nil
+}
+
+// PurgeCache deletes the entries of the content cache matching f and returns how many: the
+// steps they stood in for run again next time. It needs a writable engine.
+func (e *Engine) PurgeCache(ctx context.Context, f CacheFilter) (int, error) {
+	src, err := e.assets()
+	if err != nil {
+		return 0, err
+	}
+	if e.cfg.ReadOnly {
+		return 0, &run.Error{Code: run.CodeReadOnly, Message: "the engine is read-only: purge the cache from the engine that owns the database, or stop it"}
+	}
+	return src.PurgeCache(ctx, f.store())
 }

@@ -60,4 +60,6 @@ SIGNATURES: Dict[str, Any] = {
     # Assets: the files steps read and wrote (docs/guide/assets.md).
     "dccflow_file_lineage": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_files_stale": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    "dccflow_cache_list": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    "dccflow_cache_purge": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
 }

@@ -139,6 +139,12 @@ var groups = []group{
 			jsonExport("dccflow_files_stale",
 				`dccflow_files_stale: in {"paths": ["/show/sh010"]} → {"stale": [{"path", "reason", "run_id",`,
 				`"step_key", "attempt"}]}: the recorded outputs that are stale, by path.`),
+			jsonExport("dccflow_cache_list",
+				`dccflow_cache_list: in {"tool", "workflow", "run_id", "key", "before", "limit"} (each optional) →`,
+				`{"entries": [{"key", "tool", "step_id", "workflow", "run_id", "step_key", "attempt", "parts",`,
+				`"created_at", "expires_at"}]}, newest first.`),
+			jsonExport("dccflow_cache_purge",
+				`dccflow_cache_purge: in the filter of dccflow_cache_list (no limit) → {"purged": 3}.`),
 		},
 	},
 }
