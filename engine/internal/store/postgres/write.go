@@ -436,8 +436,9 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 	}
 	var checks []check
 	if l := s.lease.Load(); l != nil {
-		// The fence of an attached engine: a group that writes steps, idempotency entries or
-		// events of a run whose live lease another engine holds fails whole, before any of it
+		// The fence of an attached engine: a group that writes steps, idempotency entries,
+		// events, attempts, file records or cache entries of a run whose live lease another
+		// engine holds fails whole, before any of it
 		// is applied, with numeric_value_out_of_range (store.ErrLeaseLost). Its run updates
 		// carry their own fence (sqlRunUpdate).
 		if ids := fencedRuns(batches); len(ids) > 0 {
@@ -552,8 +553,9 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 const sqlFence = `SELECT CASE WHEN count(*) = 0 THEN 0 ELSE 2147483647 + count(*)::int END FROM workflows
 	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2 AND lease_until >= now()`
 
-// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries or
-// events batches write, except the runs the batches create.
+// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries,
+// events, attempts, file records or cache entries batches write, except the runs the batches
+// create.
 func fencedRuns(batches []*store.Batch) []string {
 	created := map[string]bool{}
 	for _, b := range batches {
