@@ -264,10 +264,10 @@ type Commit struct {
 // a run's terminal update releases the lease (the owner stays, for the record). A lease is live
 // until its end, that end included (lease_until ≥ now()): a lease of L written at T is live at
 // T+L and expired just after. A batch of an attached store that updates a run, or writes steps,
-// workflow-scoped idempotency entries, events or attempts of a run (other than one the batch
-// creates), whose live lease another engine holds fails with ErrLeaseLost and applies nothing:
-// an engine that lost a run cannot overwrite the new owner's record. A store not attached (or
-// detached) writes no owner and is not fenced.
+// workflow-scoped idempotency entries, events, attempts, file records or cache entries of a run
+// (other than one the batch creates), whose live lease another engine holds fails with
+// ErrLeaseLost and applies nothing: an engine that lost a run cannot overwrite the new owner's
+// record. A store not attached (or detached) writes no owner and is not fenced.
 //
 // The methods that act as the engine (Heartbeat, ClaimRun, Acquire, Closing, Detach) fail
 // before Attach; the others read and work on any store. storetest.ExerciseLeaser is the suite

@@ -36,7 +36,9 @@
 //     through its handles, so a write made to the inner store directly is not fenced.
 //   - Read-only handles (postgres.OpenReadOnly), control requests (store.Controller), the fire
 //     history (store.FireLog, ScheduleAdmitter) and the inner store's optional features (Pruner,
-//     AttemptLog, Catalog): a handle has store.Store, Leaser, SlotClaimer and CallQueue only.
+//     AttemptLog, Catalog): a handle has store.Store, Leaser, SlotClaimer and CallQueue, and
+//     store.Assets (the inner store's, as the PostgreSQL store has it: the content cache of
+//     engines sharing a database) only.
 //   - PostgreSQL's types: texts of the queue are cleaned as PostgreSQL's TEXT needs (no NUL,
 //     valid UTF-8) like the PostgreSQL store does, but times keep their nanoseconds.
 package memcluster
@@ -204,7 +206,7 @@ func (s *Store) Close() error {
 // Write applies b to the inner store. For an attached handle it is fenced as the PostgreSQL
 // store's: a batch that updates a run, or writes steps, workflow-scoped idempotency entries,
 // events or attempts of a run, whose live lease another engine holds fails whole with
-// store.ErrLeaseLost; the runs it creates, and those it updates to an unfinished status, get
+// store.ErrLeaseLost (file records and cache entries too); the runs it creates, and those it updates to an unfinished status, get
 // this engine as their owner with a new lease; a terminal update releases the lease. Whoever
 // writes, a run that b ends cancels its calls still queued or claimed.
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
@@ -292,6 +294,16 @@ func (db *DB) fence(me string, b *store.Batch, now time.Time) error {
 	}
 	for i := range b.Attempts {
 		if err := check("writing an attempt", b.Attempts[i].RunID); err != nil {
+			return err
+		}
+	}
+	for i := range b.Files {
+		if err := check("writing a file record", b.Files[i].RunID); err != nil {
+			return err
+		}
+	}
+	for i := range b.CacheEntries {
+		if err := check("writing a cache entry", b.CacheEntries[i].RunID); err != nil {
 			return err
 		}
 	}

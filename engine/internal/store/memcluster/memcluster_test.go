@@ -45,6 +45,10 @@ func TestExercise(t *testing.T) {
 		db, _ := newDB(t)
 		return db.Open()
 	})
+	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore {
+		db, _ := newDB(t)
+		return db.Open()
+	})
 	storetest.ExerciseLeaser(t, func(t *testing.T) storetest.Shared[storetest.LeaserStore] {
 		return shared(t, func(s *memcluster.Store) storetest.LeaserStore { return s })
 	})

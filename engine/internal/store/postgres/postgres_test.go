@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/postgres"
@@ -38,6 +39,7 @@ func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })
 	storetest.ExerciseAttemptLog(t, func(t *testing.T) storetest.AttemptStore { return openTemp(t) })
+	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
@@ -77,6 +79,14 @@ func TestObserveCommits(t *testing.T) {
 
 func TestRedteamRefusedFiresBounded(t *testing.T) {
 	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}
+
+// 100,000 file records read back by Under in pages (storetest.ExerciseAssetsScale).
+func TestAssetsScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a volume test: skipped under -short")
+	}
+	storetest.ExerciseAssetsScale(t, openTemp(t), 2*time.Second)
 }
 
 // 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).

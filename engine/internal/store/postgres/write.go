@@ -15,6 +15,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/groupcommit"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/pathkey"
 )
 
 // writeTimeout bounds one group commit: a server that does not answer fails the writes
@@ -66,13 +67,35 @@ const (
 	// sqlAttemptsUpsert writes attempt rows (store.Attempt); sqlAttemptsTrim deletes those a
 	// write pushes out of the window kept (store.AttemptDropped).
 	sqlAttemptsUpsert = `INSERT INTO step_attempts (run_id, step_key, attempt, tool, status, started_at, finished_at,
-		args, worker, host, pid, error_kind, error_message, error_trace, exit)
+		args, worker, host, pid, error_kind, error_message, error_trace, exit, env)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-			$8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[])
+			$8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
 		ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, status = excluded.status,
 		started_at = excluded.started_at, finished_at = excluded.finished_at, args = excluded.args,
 		worker = excluded.worker, host = excluded.host, pid = excluded.pid, error_kind = excluded.error_kind,
-		error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit`
+		error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit,
+		env = excluded.env`
+	// sqlFilesUpsert writes file records (store.FileRecord) in the order given, so their ids
+	// follow it; the same key again replaces the row's other columns and keeps its id.
+	sqlFilesUpsert = `INSERT INTO file_records (run_id, step_key, attempt, role, path, path_key, state, size, mod_time,
+			dev, ino, hash, error, recorded_at)
+		SELECT run_id, step_key, attempt, role, path, path_key, state, size, mod_time, dev, ino, hash, error, recorded_at
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
+			$9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[])
+		WITH ORDINALITY AS u(run_id, step_key, attempt, role, path, path_key, state, size, mod_time, dev, ino, hash, error,
+			recorded_at, i)
+		ORDER BY i
+		ON CONFLICT (run_id, step_key, attempt, role, path) DO UPDATE SET state = excluded.state, size = excluded.size,
+		mod_time = excluded.mod_time, dev = excluded.dev, ino = excluded.ino, hash = excluded.hash, error = excluded.error,
+		recorded_at = excluded.recorded_at`
+	// sqlCacheUpsert writes cache entries (store.CacheEntry), replacing those of their keys.
+	sqlCacheUpsert = `INSERT INTO cache_entries (key, run_id, step_key, attempt, tool, step_id, workflow, parts, output,
+			file_refs, created_at, expires_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+			$8::bytea[], $9::bytea[], $10::bytea[], $11::bigint[], $12::bigint[])
+		ON CONFLICT (key, run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, step_id = excluded.step_id,
+		workflow = excluded.workflow, parts = excluded.parts, output = excluded.output, file_refs = excluded.file_refs,
+		created_at = excluded.created_at, expires_at = excluded.expires_at`
 	sqlAttemptsTrim = `DELETE FROM step_attempts WHERE (run_id, step_key, attempt) IN
 		(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`
 	// sqlEventsAppend reserves $1 sequence numbers (see the package comment) and appends the
@@ -413,8 +436,9 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 	}
 	var checks []check
 	if l := s.lease.Load(); l != nil {
-		// The fence of an attached engine: a group that writes steps, idempotency entries or
-		// events of a run whose live lease another engine holds fails whole, before any of it
+		// The fence of an attached engine: a group that writes steps, idempotency entries,
+		// events, attempts, file records or cache entries of a run whose live lease another
+		// engine holds fails whole, before any of it
 		// is applied, with numeric_value_out_of_range (store.ErrLeaseLost). Its run updates
 		// carry their own fence (sqlRunUpdate).
 		if ids := fencedRuns(batches); len(ids) > 0 {
@@ -466,6 +490,14 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 			q.Queue(sqlAttemptsTrim, trim...)
 			checks = append(checks, check{what: "trimming the attempts kept"})
 		}
+	}
+	if files := dedupFiles(batches); len(files) > 0 {
+		q.Queue(sqlFilesUpsert, fileArrays(files)...)
+		checks = append(checks, check{what: fmt.Sprintf("writing %d file records", len(files))})
+	}
+	if entries := dedupCache(batches); len(entries) > 0 {
+		q.Queue(sqlCacheUpsert, cacheArrays(entries)...)
+		checks = append(checks, check{what: fmt.Sprintf("writing %d cache entries", len(entries))})
 	}
 	nEvents := 0
 	for _, b := range batches {
@@ -521,8 +553,9 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 const sqlFence = `SELECT CASE WHEN count(*) = 0 THEN 0 ELSE 2147483647 + count(*)::int END FROM workflows
 	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2 AND lease_until >= now()`
 
-// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries or
-// events batches write, except the runs the batches create.
+// fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries,
+// events, attempts, file records or cache entries batches write, except the runs the batches
+// create.
 func fencedRuns(batches []*store.Batch) []string {
 	created := map[string]bool{}
 	for _, b := range batches {
@@ -551,8 +584,103 @@ func fencedRuns(batches []*store.Batch) []string {
 		for i := range b.Attempts {
 			add(b.Attempts[i].RunID)
 		}
+		for i := range b.Files {
+			add(b.Files[i].RunID)
+		}
+		for i := range b.CacheEntries {
+			add(b.CacheEntries[i].RunID)
+		}
 	}
 	return ids
+}
+
+// dedupFiles returns the file records of batches, one per key (run, step, attempt, role,
+// path), the last write of each at the place of the first (as dedupSteps): one upsert cannot
+// write a row twice.
+func dedupFiles(batches []*store.Batch) []*store.FileRecord {
+	type key struct {
+		run, step string
+		n         int
+		role      store.FileRole
+		path      string
+	}
+	var out []*store.FileRecord
+	var at map[key]int
+	for _, b := range batches {
+		for i := range b.Files {
+			f := &b.Files[i]
+			if at == nil {
+				at = make(map[key]int, len(b.Files))
+			}
+			// The key as stored: texts cleaned as PostgreSQL's TEXT needs (two paths whose
+			// bytes differ may be one row).
+			k := key{text(f.RunID), text(f.StepKey), f.Attempt, store.FileRole(text(string(f.Role))), text(f.Path)}
+			if j, ok := at[k]; ok {
+				out[j] = f
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func fileArrays(files []*store.FileRecord) []any {
+	n := len(files)
+	runID, key, role, path, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	pathKey, hash, errText := make([]*string, n), make([]*string, n), make([]*string, n)
+	attempt, size, mod, dev, ino, recorded := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, f := range files {
+		runID[i], key[i], role[i], path[i], state[i] = text(f.RunID), text(f.StepKey), text(string(f.Role)), text(f.Path), text(string(f.State))
+		if k := pathkey.Key(path[i]); k != path[i] {
+			pathKey[i] = &k
+		}
+		hash[i], errText[i] = textPtr(f.Hash), textPtr(f.Error)
+		attempt[i], size[i], mod[i], recorded[i] = int64(f.Attempt), f.Size, nanos(f.ModTime), nanos(f.RecordedAt)
+		dev[i], ino[i] = int64(f.Dev), int64(f.Ino)
+	}
+	return []any{runID, key, attempt, role, path, pathKey, state, size, mod, dev, ino, hash, errText, recorded}
+}
+
+// dedupCache returns the cache entries of batches, one per key (key, run, step, attempt), the
+// last write of each.
+func dedupCache(batches []*store.Batch) []*store.CacheEntry {
+	type key struct {
+		key, run, step string
+		n              int
+	}
+	var out []*store.CacheEntry
+	var at map[key]int
+	for _, b := range batches {
+		for i := range b.CacheEntries {
+			e := &b.CacheEntries[i]
+			if at == nil {
+				at = map[key]int{}
+			}
+			k := key{text(e.Key), text(e.RunID), text(e.StepKey), e.Attempt}
+			if j, ok := at[k]; ok {
+				out[j] = e
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func cacheArrays(es []*store.CacheEntry) []any {
+	n := len(es)
+	key, runID, stepKey, tool, stepID, workflow := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	parts, output, fileRefs := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	attempt, created, expires := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, e := range es {
+		key[i], runID[i], stepKey[i], tool[i], stepID[i], workflow[i] = text(e.Key), text(e.RunID), text(e.StepKey), text(e.Tool), text(e.StepID), text(e.Workflow)
+		parts[i], output[i], fileRefs[i] = bytesOrNil(e.Parts), bytesOrNil(e.Output), bytesOrNil(e.FileRefs)
+		attempt[i], created[i], expires[i] = int64(e.Attempt), nanos(e.CreatedAt), nanos(e.ExpiresAt)
+	}
+	return []any{key, runID, stepKey, attempt, tool, stepID, workflow, parts, output, fileRefs, created, expires}
 }
 
 // dedupAttempts returns the attempt rows of batches, one per (RunID, StepKey, Attempt), the
@@ -589,6 +717,7 @@ func attemptArrays(atts []*store.Attempt) []any {
 	args, worker, host, kind, msg, trace, exit := make([]*string, n), make([]*string, n), make([]*string, n),
 		make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	pid := make([]*int64, n)
+	env := make([]*string, n)
 	for i, a := range atts {
 		runID[i], key[i], tool[i], status[i] = text(a.RunID), text(a.StepKey), text(a.Tool), string(a.Status)
 		attempt[i], started[i], finished[i] = int64(a.Attempt), nanos(a.StartedAt), nanos(a.FinishedAt)
@@ -602,8 +731,12 @@ func attemptArrays(atts []*store.Attempt) []any {
 			pid[i] = &p
 		}
 		kind[i], msg[i], trace[i], exit[i] = textPtr(a.ErrorKind), textPtr(a.ErrorMessage), textPtr(a.ErrorTrace), textPtr(a.Exit)
+		if a.Env != nil {
+			t := text(string(a.Env))
+			env[i] = &t
+		}
 	}
-	return []any{runID, key, attempt, tool, status, started, finished, args, worker, host, pid, kind, msg, trace, exit}
+	return []any{runID, key, attempt, tool, status, started, finished, args, worker, host, pid, kind, msg, trace, exit, env}
 }
 
 // trimArrays returns the arguments of sqlAttemptsTrim for the attempts the writes of atts push

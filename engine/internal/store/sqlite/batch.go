@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/pathkey"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -27,13 +28,27 @@ const (
 	// sqlAttemptUpsert writes one attempt row; sqlAttemptTrim deletes the attempt a write
 	// pushes out of the window kept (store.AttemptDropped).
 	sqlAttemptUpsert = `INSERT INTO step_attempts (run_id, step_key, attempt, tool, status, started_at, finished_at,
-			args, worker, host, pid, error_kind, error_message, error_trace, exit)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			args, worker, host, pid, error_kind, error_message, error_trace, exit, env)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, status = excluded.status,
 			started_at = excluded.started_at, finished_at = excluded.finished_at, args = excluded.args,
 			worker = excluded.worker, host = excluded.host, pid = excluded.pid, error_kind = excluded.error_kind,
-			error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit`
+			error_message = excluded.error_message, error_trace = excluded.error_trace, exit = excluded.exit,
+			env = excluded.env`
 	sqlAttemptTrim = `DELETE FROM step_attempts WHERE run_id = ? AND step_key = ? AND attempt = ?`
+	// sqlFileUpsert writes one file record (store.FileRecord): the same key again replaces the
+	// row's other columns and keeps its id (migration 0013).
+	sqlFileUpsert = `INSERT INTO file_records (run_id, step_key, attempt, role, path, path_key, state, size, mod_time,
+			dev, ino, hash, error, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(run_id, step_key, attempt, role, path) DO UPDATE SET state = excluded.state, size = excluded.size,
+			mod_time = excluded.mod_time, dev = excluded.dev, ino = excluded.ino, hash = excluded.hash,
+			error = excluded.error, recorded_at = excluded.recorded_at`
+	// sqlCacheUpsert writes one cache entry (store.CacheEntry), replacing the one of its key.
+	sqlCacheUpsert = `INSERT INTO cache_entries (key, run_id, step_key, attempt, tool, step_id, workflow, parts, output,
+			file_refs, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(key, run_id, step_key, attempt) DO UPDATE SET tool = excluded.tool, step_id = excluded.step_id,
+			workflow = excluded.workflow, parts = excluded.parts, output = excluded.output, file_refs = excluded.file_refs,
+			created_at = excluded.created_at, expires_at = excluded.expires_at`
 )
 
 // The parts of the step and event statements, for the multi-row forms (see multiRow).
@@ -200,7 +215,13 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 			return fmt.Errorf("appending event %s: %w", ev.Type, err)
 		}
 	}
-	return putAttempts(w, b.Attempts)
+	if err := putAttempts(w, b.Attempts); err != nil {
+		return err
+	}
+	if err := putFiles(w, b.Files); err != nil {
+		return err
+	}
+	return putCacheEntries(w, b.CacheEntries)
 }
 
 // putAttempts upserts attempt rows, a statement per row, and trims each step's attempts to the
@@ -231,6 +252,11 @@ func putAttempts(w *wconn, atts []store.Attempt) error {
 		w.arg(nullString(a.ErrorMessage))
 		w.arg(nullString(a.ErrorTrace))
 		w.arg(nullString(a.Exit))
+		if a.Env == nil {
+			w.arg(nil)
+		} else {
+			w.arg(string(a.Env))
+		}
 		if err := w.exec(sqlAttemptUpsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("attempt %d of step %s of run %s: %w", a.Attempt, a.StepKey, a.RunID, store.ErrNotFound)
@@ -319,6 +345,74 @@ func applyAll(w *wconn, group []*store.Batch, seq *uint64, ord *int64) error {
 	for _, p := range group {
 		if err := putAttempts(w, p.Attempts); err != nil {
 			return err
+		}
+	}
+	for _, p := range group {
+		if err := putFiles(w, p.Files); err != nil {
+			return err
+		}
+	}
+	for _, p := range group {
+		if err := putCacheEntries(w, p.CacheEntries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putFiles upserts file records, a statement per row.
+func putFiles(w *wconn, files []store.FileRecord) error {
+	for i := range files {
+		f := &files[i]
+		w.arg(f.RunID)
+		w.arg(f.StepKey)
+		w.arg(int64(f.Attempt))
+		w.arg(string(f.Role))
+		w.arg(f.Path)
+		if k := pathkey.Key(f.Path); k != f.Path {
+			w.arg(k)
+		} else {
+			w.arg(nil)
+		}
+		w.arg(string(f.State))
+		w.arg(f.Size)
+		w.arg(nanos(f.ModTime))
+		w.arg(int64(f.Dev))
+		w.arg(int64(f.Ino))
+		w.arg(nullString(f.Hash))
+		w.arg(nullString(f.Error))
+		w.arg(nanos(f.RecordedAt))
+		if err := w.exec(sqlFileUpsert); err != nil {
+			if isForeignKey(err) {
+				return fmt.Errorf("file record %s (%s) of attempt %d of step %s of run %s: %w", f.Path, f.Role, f.Attempt, f.StepKey, f.RunID, store.ErrNotFound)
+			}
+			return fmt.Errorf("writing file record %s (%s) of attempt %d of step %s of run %s: %w", f.Path, f.Role, f.Attempt, f.StepKey, f.RunID, err)
+		}
+	}
+	return nil
+}
+
+// putCacheEntries upserts cache entries, a statement per row.
+func putCacheEntries(w *wconn, es []store.CacheEntry) error {
+	for i := range es {
+		e := &es[i]
+		w.arg(e.Key)
+		w.arg(e.RunID)
+		w.arg(e.StepKey)
+		w.arg(int64(e.Attempt))
+		w.arg(e.Tool)
+		w.arg(e.StepID)
+		w.arg(e.Workflow)
+		w.bytesArg(e.Parts)
+		w.bytesArg(e.Output)
+		w.bytesArg(e.FileRefs)
+		w.arg(nanos(e.CreatedAt))
+		w.arg(nanos(e.ExpiresAt))
+		if err := w.exec(sqlCacheUpsert); err != nil {
+			if isForeignKey(err) {
+				return fmt.Errorf("cache entry %s of step %s of run %s: %w", e.Key, e.StepKey, e.RunID, store.ErrNotFound)
+			}
+			return fmt.Errorf("writing cache entry %s of step %s of run %s: %w", e.Key, e.StepKey, e.RunID, err)
 		}
 	}
 	return nil

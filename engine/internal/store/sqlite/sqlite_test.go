@@ -38,6 +38,16 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
+	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
+}
+
+// 100,000 file records read back by Under in pages (storetest.ExerciseAssetsScale): well
+// within the 2 s that stale over 100,000 recorded files may take (docs/design/performance.md).
+func TestAssetsScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a volume test: skipped under -short")
+	}
+	storetest.ExerciseAssetsScale(t, openTemp(t), time.Second)
 }
 
 func TestSchemaVersions(t *testing.T) {

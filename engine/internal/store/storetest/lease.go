@@ -266,7 +266,7 @@ func expiredIDs(t *testing.T, s store.Leaser, limit int) []string {
 
 // testLeaseFence: a run belongs to the engine that created it while its lease lasts. Another
 // engine sees it as the holder, and its writes to the run — an update, steps, workflow-scoped
-// idempotency entries, events, attempts — fail whole with ErrLeaseLost; its Acquire and ClaimRun
+// idempotency entries, events, attempts, file records, cache entries — fail whole with ErrLeaseLost; its Acquire and ClaimRun
 // fail; the owner writes on.
 func testLeaseFence(t *testing.T, db Shared[LeaserStore]) {
 	ctx := context.Background()
@@ -297,6 +297,8 @@ func testLeaseFence(t *testing.T, db Shared[LeaserStore]) {
 		"an event":             {Events: []run.Event{{RunID: "r", Time: t0, Type: run.EventStepEnter, StepKey: "x"}}},
 		"an idempotency entry": {Idempotency: []store.IdempotencyEntry{{Scope: "workflow", RunID: "r", Key: "k", Output: json.RawMessage(`1`), CreatedAt: t0}}},
 		"an attempt":           {Attempts: []store.Attempt{{RunID: "r", StepKey: "busy", Attempt: 2, Tool: "t", Status: run.StepRunning, StartedAt: t0}}},
+		"a file record":        {Files: []store.FileRecord{{RunID: "r", StepKey: "busy", Attempt: 1, Role: store.FileWrite, Path: "/out/x", State: store.FileMissing}}},
+		"a cache entry":        {CacheEntries: []store.CacheEntry{{Key: "k", RunID: "r", StepKey: "busy", Attempt: 1, Output: json.RawMessage(`1`), CreatedAt: t0}}},
 		"a child's update":     {RunUpdates: []store.RunUpdate{{ID: "rc", Status: run.StatusCompleted, UpdatedAt: t0, FinishedAt: t0}}},
 		"a new run and a step of r": {CreateRuns: []store.Run{leaseRun("other", 1, run.StatusRunning)},
 			Steps: []store.Step{leaseStep("r", "new", run.StepRunning)}},
@@ -319,6 +321,14 @@ func testLeaseFence(t *testing.T, db Shared[LeaserStore]) {
 	}
 	if _, ok, _ := b.GetIdempotency(ctx, "workflow", "r", "k", t0); ok {
 		t.Error("a fenced idempotency entry was written")
+	}
+	if as, ok := any(b).(store.Assets); ok {
+		if fs, _ := as.Files(ctx, store.FileFilter{RunID: "r"}); len(fs) != 0 {
+			t.Errorf("fenced file records were written: %+v", fs)
+		}
+		if es, _ := as.ListCache(ctx, store.CacheFilter{RunID: "r"}); len(es) != 0 {
+			t.Errorf("fenced cache entries were written: %+v", es)
+		}
 	}
 	// A global idempotency entry belongs to no run: no fence.
 	write(t, b, &store.Batch{Idempotency: []store.IdempotencyEntry{{Scope: "global", Key: "g", Output: json.RawMessage(`1`), CreatedAt: t0}}})
