@@ -96,7 +96,7 @@ func TestRedteamCompleteRequestRefusesBadFilesAndEnv(t *testing.T) {
 }
 
 // A host tool's completion with files and env is accepted and completes its step (the engine
-// records them once the attempt's files are hashed, docs/guide/assets.md).
+// records them once the attempt's files are hashed).
 func TestCallsCompleteWithFilesAndEnv(t *testing.T) {
 	t.Parallel()
 	h := openEngine(t)
