@@ -222,7 +222,12 @@ def _path(value: Any, what: str) -> str:
     except UnicodeEncodeError:
         raise ValueError("%s is not valid Unicode (%r: a file name that is not UTF-8, as os.listdir returns "
                          "it); dcc-flow records paths as UTF-8 text" % (what, path[:200])) from None
-    return os.path.abspath(path)
+    return _abspath(path)
+
+
+#: How a reported path is made absolute: this platform's ``os.path.abspath`` (``ntpath``'s on
+#: Windows, which keeps a drive letter and a UNC share (``\\server\share\...``) as they are).
+_abspath = os.path.abspath
 
 
 class _Files:
