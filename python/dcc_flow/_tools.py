@@ -192,7 +192,6 @@ MAX_PATH_CHARS = 32767
 #: The environment (``set_environment``) is at most this many bytes of JSON.
 MAX_ENVIRONMENT_BYTES = 64 << 10
 
-_FILE_ROLES = ("read", "write")
 _files_lock = threading.Lock()  # a call's files, when threads of the tool share its context
 
 
@@ -312,14 +311,13 @@ def set_environment(dcc: Optional[str] = None, version: Optional[str] = None,
         except (TypeError, ValueError, RecursionError) as exc:
             raise TypeError("set_environment(): %s is not a JSON value (%s)" % (name, exc)) from None
     text = json.dumps(env, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    size = len(text.encode("utf-8", "replace"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError("set_environment(): the environment holds text that is not valid Unicode (%s)" % exc) from None
     if size > MAX_ENVIRONMENT_BYTES:
         raise ValueError("set_environment(): the environment is %d bytes of JSON; at most %d (64 KiB)"
                          % (size, MAX_ENVIRONMENT_BYTES))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError("set_environment(): the environment holds text that is not valid Unicode (%s)" % exc) from None
     _environment = (json.loads(text), text)
 
 
