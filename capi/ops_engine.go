@@ -490,7 +490,57 @@ type completeRequest struct {
 		Message string `json:"message"`
 		Trace   string `json:"trace"`
 	} `json:"error"`
-	Next *nextRequest `json:"next"`
+	// Files are the files the call said it read and wrote (current_call().reads and .writes,
+	// @task's reads and writes arguments), each {"path": non-empty, "role": "read" | "write"}.
+	Files []flowtype.FileUse `json:"files"`
+	// Env is the environment of the host process (dcc_flow.set_environment): a JSON object of at
+	// most maxEnvBytes; null or absent = none.
+	Env  json.RawMessage `json:"env"`
+	Next *nextRequest    `json:"next"`
+}
+
+// maxEnvBytes bounds a calls_complete's env (64 KiB: dcc_flow.set_environment refuses a larger
+// one; a pool worker's answer is bounded alike, engine/internal/remote's MaxEnvBytes).
+const maxEnvBytes = 64 << 10
+
+// check refuses files and an env of the wrong shape (the JSON types are the decoder's): a file
+// without a path, a role other than "read" and "write", an env that is not a JSON object or is
+// over maxEnvBytes. An env of null is none.
+func (r *completeRequest) check() error {
+	for i, f := range r.Files {
+		if f.Path == "" {
+			return &badRequest{msg: fmt.Sprintf(`invalid request: files[%d].path is empty; give the file's path`, i)}
+		}
+		if f.Role != flowtype.FileRead && f.Role != flowtype.FileWrite {
+			return &badRequest{msg: fmt.Sprintf(`invalid request: files[%d].role is %q; it must be "read" or "write"`, i, f.Role)}
+		}
+	}
+	env := bytes.TrimSpace(r.Env)
+	switch {
+	case len(env) == 0 || bytes.Equal(env, []byte("null")):
+		r.Env = nil
+	case env[0] != '{':
+		return &badRequest{msg: `invalid request: "env" must be a JSON object (dcc_flow.set_environment's keywords), not ` + jsonTypeOf(env[0])}
+	case len(env) > maxEnvBytes:
+		return &badRequest{msg: fmt.Sprintf(`invalid request: "env" is %d bytes of JSON; at most %d (64 KiB)`, len(env), maxEnvBytes)}
+	default:
+		r.Env = env
+	}
+	return nil
+}
+
+// jsonTypeOf names the JSON type of a value by its first byte.
+func jsonTypeOf(first byte) string {
+	switch first {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 // decodeRequest decodes a calls_complete request as strictly as decode does, without copying
@@ -501,7 +551,10 @@ type completeRequest struct {
 // Requests under 64 KiB, the common case, go through decode (a little faster for them).
 func (r *completeRequest) decodeRequest(in []byte) error {
 	if len(in) < 64<<10 {
-		return decode(in, r)
+		if err := decode(in, r); err != nil {
+			return err
+		}
+		return r.check()
 	}
 	if err := checkRequestText(in); err != nil {
 		return err
@@ -523,6 +576,10 @@ func (r *completeRequest) decodeRequest(in []byte) error {
 			err = decode(raw, &r.Error)
 		case "next":
 			err = decode(raw, &r.Next)
+		case "files":
+			err = decode(raw, &r.Files)
+		case "env":
+			r.Env = raw
 		default:
 			err = &badRequest{msg: "invalid request JSON: json: unknown field " + strconv.Quote(k)}
 		}
@@ -530,7 +587,26 @@ func (r *completeRequest) decodeRequest(in []byte) error {
 			return err
 		}
 	}
-	return nil
+	return r.check()
+}
+
+// result is the ToolResult the request answers its call with: its output (null when absent) or
+// its error (kind "error" when empty), with its files and env either way (a failed call's
+// files are recorded too: what it read and wrote before it failed).
+func (r *completeRequest) result() flowtype.ToolResult {
+	result := flowtype.ToolResult{OutputJSON: r.Output}
+	if len(r.Output) == 0 {
+		result.OutputJSON = json.RawMessage("null")
+	}
+	if r.Error != nil {
+		kind := r.Error.Kind
+		if kind == "" {
+			kind = run.KindError
+		}
+		result = flowtype.ToolResult{Error: &flowtype.ToolError{Kind: kind, Message: r.Error.Message, Trace: r.Error.Trace}}
+	}
+	result.Files, result.Env = r.Files, r.Env
+	return result
 }
 
 // requestDecoder is a request type with its own strict decoding, used instead of decode.
@@ -540,19 +616,8 @@ var opCallsComplete = withEngine(func(e *engine.Engine, req *completeRequest) (a
 	if req.CallID == 0 {
 		return nil, &badRequest{msg: `invalid request: "call_id" is required`}
 	}
-	result := flowtype.ToolResult{OutputJSON: req.Output}
-	if len(req.Output) == 0 {
-		result.OutputJSON = json.RawMessage("null")
-	}
-	if req.Error != nil {
-		kind := req.Error.Kind
-		if kind == "" {
-			kind = run.KindError
-		}
-		result = flowtype.ToolResult{Error: &flowtype.ToolError{Kind: kind, Message: req.Error.Message, Trace: req.Error.Trace}}
-	}
 	accepted := true
-	if err := e.Host().Complete(req.CallID, result); err != nil {
+	if err := e.Host().Complete(req.CallID, req.result()); err != nil {
 		if !errors.Is(err, flowtype.ErrDropped) {
 			return nil, err
 		}

@@ -22,7 +22,8 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 	if err != nil {
 		return tools.Result{}, err
 	}
-	res := tools.Result{Output: r.Output, Worker: r.Worker.String(), Logs: r.Logs, LogsDropped: r.LogsDropped}
+	res := tools.Result{Output: r.Output, Worker: r.Worker.String(), Logs: r.Logs, LogsDropped: r.LogsDropped,
+		Files: r.Files, Env: r.Env}
 	if r.IsError {
 		res.Output, res.Error = nil, &tools.ToolError{Kind: r.Kind, Message: r.Message, Trace: r.Trace}
 	}

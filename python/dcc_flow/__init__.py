@@ -32,7 +32,7 @@ from ._spec import (
     WorkflowStatus,
     WorkflowStep,
 )
-from ._tools import CallContext, Fatal, ToolError, ToolInterrupted, Transient, current_call
+from ._tools import CallContext, Fatal, ToolError, ToolInterrupted, Transient, current_call, set_environment
 
 # Still importable from here, as before dcc_flow.errors and dcc_flow.webhooks held them (the same
 # objects; ``X as X`` marks them re-exported for type checkers), but not listed in __all__.
@@ -83,6 +83,7 @@ __all__ = [
     # writing tools
     "current_call",
     "CallContext",
+    "set_environment",
     "ToolError",
     "Transient",
     "Fatal",

@@ -72,6 +72,9 @@ class Driver:
         self.dead_pullers: List[int] = []  # pullers of ended threads, to close
         self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
         self._main_owners: List[object] = []
+        #: The engine's ``environment=`` (checked), added to the process's (``set_environment``) in
+        #: every answer; None = the process's alone.
+        self.environment: Optional[Dict[str, Any]] = None
 
     def _check_open(self) -> None:
         if self.closed:
@@ -230,7 +233,7 @@ class Driver:
             last = i == len(calls) - 1
             try:
                 members = execute(tools.get(call.get("tool")), call, self.cancelled,  # type: ignore[arg-type]
-                                  self.report, self.handle)
+                                  self.report, self.handle, env=self.environment)
             except ToolInterrupted:
                 # Raised past execute's own handlers (CPython 3.13: python/cpython#139622): the
                 # engine gave up on the call; answer it and go on, as execute would have.

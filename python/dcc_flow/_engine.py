@@ -41,7 +41,7 @@ from ._schema import SchemaOption
 from ._schema import tool_schema as _tool_schema
 from ._spec import WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
-from ._tools import LANES, ToolEntry, describe
+from ._tools import LANES, ToolEntry, check_environment, describe, file_args
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -168,6 +168,13 @@ def _prune_request(older_than: Any, statuses: Optional[Union[str, Sequence[str]]
     return req
 
 
+def _same_files(entry: ToolEntry, task: Any) -> bool:
+    """Whether the tool ``entry`` reports the file arguments a @task names (its ``reads``, ``writes``)."""
+    names = [(n, "read") for n in getattr(task, "reads", None) or ()]
+    names += [(n, "write") for n in getattr(task, "writes", None) or ()]
+    return [(n, r) for n, r, _ in entry.files] == names
+
+
 def _count_arg(name: str, value: Any, least: int, note: str) -> int:
     """``value`` as an int of at least ``least``, else ValueError naming ``name`` (``note`` says
     what its edge means): a bool, a fraction or a string is no count."""
@@ -202,11 +209,18 @@ class Engine:
     --tools`` does; ``workers=N`` runs their tools in N ``dcc-flow worker`` processes (a pool named
     ``tools``, docs/guide/pools.md), ``worker_threads=N`` their plain functions on N threads of this
     process (docs/reference/python/tools.md, "Worker processes").
+
+    ``environment`` (a mapping of JSON values, e.g. ``{"dcc": "maya", "version": "2025.3"}``) goes
+    with the result of every tool call this engine runs in this process, updating the process's
+    ``dcc_flow.set_environment`` (its keys win): the environment the engine records with each
+    attempt (docs/reference/python/tool-calls.md "Files and environment"). A pool worker's calls
+    carry the worker's own (its ``--init``).
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
                  read_only: bool = False, lease_secs: Optional[float] = None, *, tools: Sequence[str] = (),
-                 workers: int = 0, worker_threads: int = 0):
+                 workers: int = 0, worker_threads: int = 0, environment: Optional[Mapping[str, Any]] = None):
+        env = check_environment(environment, "Engine(environment=...)")  # before anything is opened
         cfg = dict(config or {})
         if tools or workers or worker_threads:
             from ._tool_modules import engine_config
@@ -226,6 +240,7 @@ class Engine:
         # reports, cancel checks) still crosses, so a closing engine gets the answers of the
         # calls its tools are running (docs/operations/cluster.md, "Closing an engine").
         self._driver = Driver(self._handle, self._tools)
+        self._driver.environment = env
         self._callbacks: List[Callable[[Dict[str, Any]], None]] = []
         self._events_thread: Optional[threading.Thread] = None
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
@@ -299,12 +314,14 @@ class Engine:
         max_concurrent: Optional[int] = None,
         schema: SchemaOption = None,
         output_schema: SchemaOption = None,
+        reads: Union[None, str, Sequence[str]] = None,
+        writes: Union[None, str, Sequence[str]] = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register the function as host tool ``name`` (default: the function's name).
 
         ``thread="main"`` runs it on the thread that drives the run (Maya's main thread);
         ``"worker"`` on the ``serve_tools`` pool. ``max_concurrent`` bounds simultaneous calls.
-        ``schema`` / ``output_schema`` as for ``register_tool``.
+        ``schema`` / ``output_schema`` / ``reads`` / ``writes`` as for ``register_tool``.
         """
         if callable(name):  # used bare: @engine.tool
             fn = name
@@ -313,7 +330,7 @@ class Engine:
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent, schema=schema,
-                               output_schema=output_schema)
+                               output_schema=output_schema, reads=reads, writes=writes)
             return fn
 
         return decorate
@@ -326,8 +343,16 @@ class Engine:
         max_concurrent: Optional[int] = None,
         schema: SchemaOption = None,
         output_schema: SchemaOption = None,
+        reads: Union[None, str, Sequence[str]] = None,
+        writes: Union[None, str, Sequence[str]] = None,
     ) -> None:
         """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it.
+
+        ``reads`` and ``writes`` name ``fn``'s arguments that are paths of files it reads and
+        writes (one name, or a list): every call reports their values (a str, an ``os.PathLike``
+        or a list of them; ``None`` for none; a missing argument's default) as
+        ``current_call().reads``/``.writes`` would, before ``fn`` runs (docs/reference/python/tool-calls.md
+        "Files and environment"). A name that is not an argument of ``fn`` raises ``ValueError``.
 
         ``schema`` is the JSON Schema of its arguments, checked by the engine before every call
         (a call that does not conform fails with kind ``invalid_input`` and ``fn`` is not
@@ -343,8 +368,9 @@ class Engine:
             raise ValueError("thread must be 'main' or 'worker'; got %r" % (thread,))
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
             raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
+        files = file_args(fn, reads, writes, "tool %r" % tool_name)
         args_sch = _tool_schema(fn, schema, "schema", tool_name)
-        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch)
+        entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch, files)
         req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
         if max_concurrent is not None:
             req["max_concurrent"] = max_concurrent
@@ -506,9 +532,10 @@ class Engine:
             name, fn, lane, max_concurrent = info
             with self._lock:
                 known = self._tools.get(name)
-            if known is None or known.fn is not fn:
+            if known is None or known.fn is not fn or not _same_files(known, task):
                 self.register_tool(fn, name=name, thread=lane, max_concurrent=max_concurrent,
-                                   schema=getattr(task, "tool_schema", lambda: None)())
+                                   schema=getattr(task, "tool_schema", lambda: None)(),
+                                   reads=getattr(task, "reads", None), writes=getattr(task, "writes", None))
 
     def get_status(self, run_id: str, all_steps: bool = False) -> RunResult:
         """The current state of a run; ``all_steps`` includes every foreach iteration's steps."""

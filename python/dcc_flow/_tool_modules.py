@@ -117,7 +117,8 @@ def register_module_tools(engine: Any, modules: Sequence[str], plain_thread: str
                 if info is not None:  # a @task, wherever it was defined
                     tool_name, task_fn, lane, max_concurrent = info
                     engine.register_tool(task_fn, name=tool_name, thread=lane, max_concurrent=max_concurrent,
-                                         schema=fn.tool_schema())
+                                         schema=fn.tool_schema(), reads=getattr(fn, "reads", None),
+                                         writes=getattr(fn, "writes", None))
                 elif getattr(fn, "__module__", None) == module.__name__:
                     engine.register_tool(fn, name=name, thread=plain_thread)
                     if plain is not None:

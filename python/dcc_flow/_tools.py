@@ -22,19 +22,26 @@ anything else                       ``error``
 A return value that cannot be encoded (not JSON-serialisable, nested too deep, ``NaN``) fails the
 step with kind ``invalid_output``; text that is not Unicode and an output over the request limit
 are caught where the answer is encoded (``Engine._complete``: ``invalid_output``, ``too_large``).
+
+The files a call read and wrote (``current_call().reads``/``.writes``, a tool's ``reads=``/``writes=``
+arguments) and the process's environment (``set_environment``) go with its result, in the same
+answer: ``"files": [{"path", "role"}, ...]`` and ``"env": {...}`` (docs/reference/python/tool-calls.md
+"Files and environment").
 """
 
+import inspect
 import json
 import math
+import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _capture
 from ._interrupt import WATCHDOG, ToolInterrupted
 
 __all__ = ["ToolError", "Transient", "Fatal", "ToolInterrupted", "CallContext", "current_call", "ToolEntry",
-           "error_kind", "execute", "error_members"]
+           "error_kind", "execute", "error_members", "set_environment", "environment", "file_args"]
 
 LANES = ("main", "worker")
 
@@ -172,6 +179,205 @@ class ReportThrottle:
             pass
 
 
+#: A call keeps at most this many file reports (reads and writes together, a path reported twice
+#: counting twice) and at most MAX_FILES_BYTES of their paths (UTF-8). Past either, the reports are
+#: counted, not kept, and the call fails with kind ``limit_exceeded`` when it returns (the files it
+#: kept go with the error): a call recorded with only part of its files would make lineage and the
+#: cache wrong. The engine applies its own limit on files per step after this one.
+MAX_FILES_PER_CALL = 100000
+MAX_FILES_BYTES = 16 << 20
+#: A path longer than this many characters is refused (``ValueError``): no file system takes one
+#: (Windows' longest is 32,767).
+MAX_PATH_CHARS = 32767
+#: The environment (``set_environment``) is at most this many bytes of JSON.
+MAX_ENVIRONMENT_BYTES = 64 << 10
+
+_files_lock = threading.Lock()  # a call's files, when threads of the tool share its context
+
+
+def _path(value: Any, what: str) -> str:
+    """``value`` (a str or an ``os.PathLike`` of str) as an absolute path (``os.path.abspath``:
+    against the working directory now, ``.`` and ``..`` resolved); ``what`` names it in errors."""
+    if isinstance(value, str):
+        path = value
+    elif isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if not isinstance(path, str):
+            raise TypeError("%s must be a str or an os.PathLike of str, not an os.PathLike of %s (%r); decode it "
+                            "with os.fsdecode" % (what, type(path).__name__, value))
+    elif isinstance(value, (bytes, bytearray)):
+        raise TypeError("%s must be a str or an os.PathLike, not %s (%r); decode it with os.fsdecode"
+                        % (what, type(value).__name__, value))
+    else:
+        raise TypeError("%s must be a str or an os.PathLike, not %s" % (what, type(value).__name__))
+    if not path:
+        raise ValueError("%s is an empty path" % what)
+    if "\x00" in path:
+        raise ValueError("%s holds a NUL character: %r" % (what, path[:200]))
+    if len(path) > MAX_PATH_CHARS:
+        raise ValueError("%s is %d characters long; a path is at most %d" % (what, len(path), MAX_PATH_CHARS))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("%s is not valid Unicode (%r: a file name that is not UTF-8, as os.listdir returns "
+                         "it); dcc-flow records paths as UTF-8 text" % (what, path[:200])) from None
+    return _abspath(path)
+
+
+#: How a reported path is made absolute: this platform's ``os.path.abspath`` (``ntpath``'s on
+#: Windows, which keeps a drive letter and a UNC share (``\\server\share\...``) as they are).
+_abspath = os.path.abspath
+
+
+class _Files:
+    """The files one call reported, bounded (MAX_FILES_PER_CALL, MAX_FILES_BYTES): ``kept`` as
+    ``(path, role)`` in order, ``over`` the reports past a bound."""
+
+    __slots__ = ("kept", "size", "over")
+
+    def __init__(self) -> None:
+        self.kept: List[Tuple[str, str]] = []
+        self.size = 0
+        self.over = 0
+
+    def add(self, files: Sequence[Tuple[str, str]]) -> None:
+        """Keep ``(absolute path, role)`` pairs, in order, within the bounds."""
+        with _files_lock:
+            for path, role in files:
+                size = len(path.encode("utf-8"))
+                if self.over or len(self.kept) >= MAX_FILES_PER_CALL or self.size + size > MAX_FILES_BYTES:
+                    self.over += 1
+                    continue
+                self.kept.append((path, role))
+                self.size += size
+
+    def members(self) -> str:
+        """``,"files":[...]`` for the answer, or "" when there are none."""
+        with _files_lock:
+            kept = list(self.kept)
+        if not kept:
+            return ""
+        return ',"files":' + json.dumps([{"path": p, "role": r} for p, r in kept], ensure_ascii=False,
+                                        separators=(",", ":"))
+
+    def limit_message(self, tool: str) -> str:
+        return ("tool %r reported %d files (reads and writes), over what one call reports: at most %d files and "
+                "%d MiB of paths; the first %d were kept and the call fails, as a step recorded with part of its "
+                "files would make its lineage and its cache key wrong. Split the work over more steps (a "
+                "foreach), or report the folder a tool writes into" % (
+                    tool, len(self.kept) + self.over, MAX_FILES_PER_CALL, MAX_FILES_BYTES >> 20, len(self.kept)))
+
+
+# The process's environment: (the dict, its JSON text), or None (set_environment).
+_environment: Optional[Tuple[Dict[str, Any], str]] = None
+
+
+def set_environment(dcc: Optional[str] = None, version: Optional[str] = None,
+                    plugins: Optional[Mapping[str, Any]] = None, **extra: Any) -> None:
+    """Say what this process is, for every tool call it runs from now on: the DCC's name and
+    version, plugin versions, anything else (``**extra``), e.g.
+    ``set_environment(dcc="maya", version=cmds.about(version=True), plugins={"mtoa": "5.4.1"},
+    ocio="aces_1.2")``. The engine records it with each attempt (docs/reference/python/tool-calls.md
+    "Files and environment"), and a cache key includes it.
+
+    Process-wide (every thread, every ``Engine`` of the process, a ``dcc-flow worker``'s calls:
+    call it in its ``--init``), and each call replaces the whole environment; with no arguments it
+    clears it. ``dcc`` and ``version`` are strings, ``plugins`` a mapping of names (str) to JSON
+    values, ``extra`` JSON values; the whole must encode as JSON of at most 64 KiB. Raises
+    ``TypeError`` or ``ValueError`` naming the argument, and then changes nothing."""
+    global _environment
+    env: Dict[str, Any] = {}
+    for name, value in (("dcc", dcc), ("version", version)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError("set_environment(): %s must be a str, not %s" % (name, type(value).__name__))
+        env[name] = value
+    if plugins is not None:
+        if not isinstance(plugins, Mapping):
+            raise TypeError("set_environment(): plugins must be a mapping of plugin names to versions, not %s"
+                            % type(plugins).__name__)
+        for key in plugins:
+            if not isinstance(key, str):
+                raise TypeError("set_environment(): plugins has a key that is not a str: %r" % (key,))
+        env["plugins"] = dict(plugins)
+    env.update(extra)
+    if not env:
+        _environment = None
+        return
+    for name, value in env.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise TypeError("set_environment(): %s is not a JSON value (%s)" % (name, exc)) from None
+    text = json.dumps(env, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError("set_environment(): the environment holds text that is not valid Unicode (%s)" % exc) from None
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise ValueError("set_environment(): the environment is %d bytes of JSON; at most %d (64 KiB)"
+                         % (size, MAX_ENVIRONMENT_BYTES))
+    _environment = (json.loads(text), text)
+
+
+def environment() -> Optional[Dict[str, Any]]:
+    """The process's environment (``set_environment``), a new dict, or ``None`` when none is set."""
+    current = _environment
+    return None if current is None else json.loads(current[1])
+
+
+# The last environment_json(extra) merge: (the process's environment, extra, the JSON text).
+_merged: Tuple[Any, Any, str] = (None, None, "")
+
+
+def environment_json(extra: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """The environment a call's answer carries, as JSON text: the process's (``set_environment``)
+    updated with ``extra`` (an ``Engine``'s ``environment=``, checked by check_environment: its
+    keys win), or None for none. The last merge is kept: an engine's calls do not encode it again.
+    Raises ValueError when the merge is over MAX_ENVIRONMENT_BYTES."""
+    global _merged
+    current = _environment
+    if not extra:
+        return None if current is None else current[1]
+    cached = _merged
+    if cached[0] is current and cached[1] is extra:
+        return cached[2]
+    merged = dict(current[0]) if current is not None else {}
+    merged.update(extra)
+    text = json.dumps(merged, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    size = len(text.encode("utf-8"))
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise ValueError("the environment (set_environment's, updated with the Engine's environment=) is %d bytes "
+                         "of JSON; at most %d (64 KiB) together" % (size, MAX_ENVIRONMENT_BYTES))
+    _merged = (current, extra, text)
+    return text
+
+
+def check_environment(env: Any, what: str) -> Optional[Dict[str, Any]]:
+    """``env`` (an ``Engine``'s ``environment=``) checked as ``set_environment`` checks its
+    arguments: a mapping with str keys of JSON values, at most 64 KiB of JSON; a copy, or None."""
+    if env is None:
+        return None
+    if not isinstance(env, Mapping):
+        raise TypeError("%s must be a mapping (e.g. {\"dcc\": \"maya\", \"version\": \"2025\"}), not %s"
+                        % (what, type(env).__name__))
+    for key in env:
+        if not isinstance(key, str):
+            raise TypeError("%s has a key that is not a str: %r" % (what, key))
+    try:
+        text = json.dumps(dict(env), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError("%s is not JSON-serialisable (%s)" % (what, exc)) from None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError("%s holds text that is not valid Unicode (%s)" % (what, exc)) from None
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise ValueError("%s is %d bytes of JSON; at most %d (64 KiB)" % (what, size, MAX_ENVIRONMENT_BYTES))
+    return json.loads(text) if text != "{}" else None
+
+
 def _number(name: str, value: Any) -> Union[int, float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError("progress %s must be a number, not %s" % (name, type(value).__name__))
@@ -184,7 +390,7 @@ class CallContext:
     """What a running tool can know about its call: ``dcc_flow.current_call()``."""
 
     __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled", "_report",
-                 "_throttle", "_out")
+                 "_throttle", "_out", "_files")
 
     def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool],
                  report: Optional[Reporter] = None) -> None:
@@ -202,6 +408,7 @@ class CallContext:
         self._throttle: Optional[ReportThrottle] = None  # made by the first report
         #: What the call printed and logged (_capture): None until it writes, False when not captured.
         self._out: Any = None
+        self._files: Optional[_Files] = None  # made by the first file report
 
     def progress(self, done: Union[int, float], total: Optional[Union[int, float]] = None, message: str = "") -> None:
         """Report how far the tool is: ``done`` of ``total`` (any unit: frames, files, bytes;
@@ -232,6 +439,43 @@ class CallContext:
         if fields:
             entry["fields"] = fields
         self._reported(None, entry)
+
+    def reads(self, *paths: Union[str, "os.PathLike[str]"]) -> None:
+        """Say that this call read ``paths`` (each a ``str`` or an ``os.PathLike``): the engine
+        records them with the attempt, with their size, time and content hash, when the call ends
+        (docs/reference/python/tool-calls.md "Files and environment").
+
+        A relative path is made absolute now, against the process's working directory
+        (``os.path.abspath``, which also resolves ``.`` and ``..``). The reports go with the
+        call's result, in one answer, a failed call's too. Raises ``TypeError`` for a path that is
+        not a ``str`` or an ``os.PathLike`` of str (``bytes``: decode it with ``os.fsdecode``) and
+        ``ValueError`` for an empty one, one with a NUL, one over 32,767 characters or one that is
+        not valid Unicode, naming the argument; then none of ``paths`` is kept. A call keeps at
+        most 100,000 reports (and 16 MiB of paths): past that it fails with kind
+        ``limit_exceeded`` when it returns."""
+        self._add_files(paths, "read", "reads")
+
+    def writes(self, *paths: Union[str, "os.PathLike[str]"]) -> None:
+        """Say that this call wrote ``paths``: as ``reads``, for the files it made or changed."""
+        self._add_files(paths, "write", "writes")
+
+    def _add_files(self, paths: Iterable[Any], role: str, method: str) -> None:
+        checked = []
+        for i, value in enumerate(paths):
+            what = "current_call().%s() argument %d" % (method, i + 1)
+            if isinstance(value, (list, tuple, set, frozenset)):
+                raise TypeError("%s must be a str or an os.PathLike, not %s; pass several paths as separate "
+                                "arguments: %s(*paths)" % (what, type(value).__name__, method))
+            checked.append((_path(value, what), role))
+        if not checked:
+            return
+        files = self._files
+        if files is None:
+            with _files_lock:
+                files = self._files
+                if files is None:
+                    files = self._files = _Files()
+        files.add(checked)
 
     def _reported(self, progress: Optional[Dict[str, Any]], entry: Optional[Dict[str, Any]]) -> None:
         if self._report is None:
@@ -268,10 +512,80 @@ def current_call() -> Optional[CallContext]:
     return getattr(_local, "call", None)
 
 
+#: A tool's file arguments (``file_args``): ``(argument name, role, default)``, the default the
+#: function's (``_NO_DEFAULT`` when it has none).
+FileArgs = Tuple[Tuple[str, str, Any], ...]
+_NO_DEFAULT = inspect.Parameter.empty
+
+
+def _names(value: Any, option: str, label: str) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError("%s: %s= must name arguments of the function: a str or a list of str, not %r"
+                    % (label, option, value))
+
+
+def file_args(fn: Callable[..., Any], reads: Any, writes: Any, label: str) -> FileArgs:
+    """The file arguments of tool ``fn`` from its ``reads=`` and ``writes=`` options (each an
+    argument name or a list of them), checked against its signature: a name that is not one of
+    its keyword-passable parameters raises ``ValueError`` (unless it takes ``**kwargs``), an
+    option of another type ``TypeError``; ``label`` names the tool in the messages."""
+    names = [(name, "read") for name in _names(reads, "reads", label)]
+    names += [(name, "write") for name in _names(writes, "writes", label)]
+    if not names:
+        return ()
+    try:
+        params: Optional[Mapping[str, inspect.Parameter]] = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = None  # a builtin or a callable without a signature: names are not checked
+    out = []
+    for name, role in names:
+        default = _NO_DEFAULT
+        if params is not None:
+            param = params.get(name)
+            usable = param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY)
+            if not usable and not (param is None and any(p.kind is inspect.Parameter.VAR_KEYWORD
+                                                         for p in params.values())):
+                raise ValueError("%s: %ss=[%r] names no argument of %s (its arguments: %s)" % (
+                    label, role, name, getattr(fn, "__name__", "the function"),
+                    ", ".join(p.name for p in params.values()
+                              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            inspect.Parameter.KEYWORD_ONLY)) or "none"))
+            if param is not None:
+                default = param.default
+        out.append((name, role, default))
+    return tuple(out)
+
+
+def _arg_files(entry: "ToolEntry", args: Mapping[str, Any], files: List[Tuple[str, str]]) -> None:
+    """Append the files of ``entry``'s file arguments in ``args`` (or their defaults) to ``files``:
+    a str or os.PathLike, or a list or tuple of them; None (an optional path not given) is none."""
+    for name, role, default in entry.files:
+        value = args.get(name, default)
+        if value is None or value is _NO_DEFAULT:
+            continue
+        what = "argument %r (named in %ss=)" % (name, role)
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        for i, one in enumerate(values):
+            try:
+                files.append((_path(one, what), role))
+            except TypeError:
+                raise TypeError("tool %r: %s must be a path (a str or an os.PathLike) or a list of them; got %s%s"
+                                % (entry.name, what, type(one).__name__,
+                                   "" if values is not value else " at [%d]" % i)) from None
+            except ValueError as exc:
+                raise ValueError("tool %r: %s" % (entry.name, exc)) from None
+
+
 class ToolEntry:
     """A registered host tool."""
 
-    __slots__ = ("name", "fn", "lane", "max_concurrent", "description", "schema")
+    __slots__ = ("name", "fn", "lane", "max_concurrent", "description", "schema", "files")
 
     def __init__(
         self,
@@ -281,6 +595,7 @@ class ToolEntry:
         max_concurrent: Optional[int],
         description: str,
         schema: Optional[Dict[str, Any]] = None,
+        files: FileArgs = (),
     ) -> None:
         self.name = name
         self.fn = fn
@@ -290,6 +605,8 @@ class ToolEntry:
         #: The JSON Schema of its arguments the engine enforces (docs/reference/python/tools.md "Tool schemas"),
         #: or None; a worker publishes it as the tool's MCP inputSchema.
         self.schema = schema
+        #: Its file arguments (``file_args``: ``reads=``, ``writes=``), reported with every call.
+        self.files = files
 
 
 def describe(fn: Callable[..., Any]) -> str:
@@ -311,7 +628,8 @@ def error_members(call: Mapping[str, Any], kind: str, message: str) -> str:
 
 
 def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Callable[[int], bool],
-            report: Optional[Reporter] = None, handle: Optional[int] = None, capture: bool = True) -> str:
+            report: Optional[Reporter] = None, handle: Optional[int] = None, capture: bool = True,
+            env: Optional[Mapping[str, Any]] = None) -> str:
     """Run one pulled call; return the JSON members of its ``calls_complete`` request.
 
     With ``capture`` (and a ``report``), what the tool's thread prints and logs is sent as the
@@ -319,8 +637,12 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     descriptors instead.
 
     The result is the text of a JSON object (``{"call_id", "output"}`` or ``{"call_id",
-    "error"}``) with its closing brace removed, so the caller can append ``,"next":{...}}``
-    without decoding and encoding the output twice.
+    "error"}``, then ``"files"`` when the call reported files and ``"env"`` when there is an
+    environment: the process's, ``set_environment``, updated with ``env``, an ``Engine``'s
+    ``environment=``) with its closing brace removed, so the caller can append
+    ``,"next":{...}}`` without decoding and encoding the output twice. A failed call's answer
+    carries its files too; a call over MAX_FILES_PER_CALL fails with kind ``limit_exceeded``
+    unless it failed otherwise.
 
     With ``handle`` (the engine's), the process's watchdog interrupts the tool when the engine
     gives up on the call (``_interrupt``): the tool sees ``ToolInterrupted``, and the call is
@@ -339,10 +661,19 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         _capture.ensure()
     else:
         context._out = False
+    head: Optional[str] = None  # the error members, once the call failed
+    started = False  # whether the tool was called (no traceback for a bad file argument)
     try:
+        if entry.files:  # before the tool runs: relative paths against the directory it starts in
+            declared: List[Tuple[str, str]] = []
+            _arg_files(entry, args, declared)
+            if declared:
+                context._files = _Files()
+                context._files.add(declared)
         try:
             if watch is not None:
                 WATCHDOG.enter(watch)
+            started = True
             result = entry.fn(**args)
         finally:
             if watch is not None:
@@ -350,7 +681,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     except ToolInterrupted:
         if watch is not None:
             WATCHDOG.leave(watch)  # delivered inside the first leave: finish it
-        return _error(call_id, "cancelled", "tool %r was interrupted: the engine gave up on the call (its attempt "
+        head = _error(call_id, "cancelled", "tool %r was interrupted: the engine gave up on the call (its attempt "
                       "timed out or its run was cancelled)" % entry.name)[:-1]
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every tool failure becomes a step error
         import traceback  # only on failure: keeps `import dcc_flow` light
@@ -361,8 +692,8 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         tb = exc.__traceback__
         if tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
-        trace = "".join(traceback.format_exception(type(exc), exc, tb))
-        return _error(call_id, error_kind(exc), message, trace)[:-1]
+        trace = "".join(traceback.format_exception(type(exc), exc, tb)) if started else None
+        head = _error(call_id, error_kind(exc), message, trace)[:-1]
     finally:
         try:
             if context._out:
@@ -370,13 +701,29 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
         finally:
             _local.call = previous
             context._finish()
+    files = context._files
+    if head is None:
+        try:
+            output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)
+            message = "tool %r returned a value that is not JSON-serialisable (%s): %s" % (
+                entry.name,
+                type(result).__name__,
+                exc,
+            )
+            head = _error(call_id, "invalid_output", message)[:-1]
+        else:
+            if files is not None and files.over:
+                head = _error(call_id, "limit_exceeded", files.limit_message(entry.name))[:-1]
+            else:
+                head = '{"call_id":%s,"output":%s' % (json.dumps(call_id), output)
     try:
-        output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)
-        message = "tool %r returned a value that is not JSON-serialisable (%s): %s" % (
-            entry.name,
-            type(result).__name__,
-            exc,
-        )
-        return _error(call_id, "invalid_output", message)[:-1]
-    return '{"call_id":%s,"output":%s' % (json.dumps(call_id), output)
+        env_text = environment_json(env)
+    except ValueError as exc:  # the two together are too large: every call of this engine says so
+        env_text = None
+        head = _error(call_id, "invalid_output", str(exc))[:-1]
+    if files is not None:
+        head += files.members()
+    if env_text is not None:
+        head += ',"env":' + env_text
+    return head

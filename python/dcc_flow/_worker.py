@@ -37,7 +37,8 @@ from ._capture import MAX_LINE_CHARS
 from ._ffi import MAX_REQUEST_BYTES
 from ._tools import ToolEntry, error_members, execute
 
-__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY"]
+__all__ = ["Worker", "PROTOCOL_VERSIONS", "OUTPUT_META_KEY", "OUTPUT_DROPPED_META_KEY", "FILES_META_KEY",
+           "ENV_META_KEY"]
 
 #: The MCP revisions this worker speaks (all use the initialize handshake), newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -48,6 +49,12 @@ OUTPUT_META_KEY = "dcc-flow/output"
 #: The ``_meta`` key of a tools/call result that counts the lines the call printed past
 #: MAX_OUTPUT_LINES (per stream), which were not kept.
 OUTPUT_DROPPED_META_KEY = "dcc-flow/output-dropped"
+#: The ``_meta`` keys of a tools/call result that hold the files the call said it read and wrote,
+#: a list of ``{"path", "role": "read" | "write"}`` (current_call().reads/.writes, a tool's
+#: reads=/writes= arguments), and the environment of this process (``set_environment``, e.g. in
+#: ``--init``), a JSON object; each left out when there is none. A failed call's result has them too.
+FILES_META_KEY = "dcc-flow/files"
+ENV_META_KEY = "dcc-flow/env"
 #: The exit status of a worker that left a call running when its engine went away (exit_grace).
 EXIT_ORPHANED = 3
 
@@ -452,6 +459,10 @@ class Worker:
             meta[OUTPUT_META_KEY] = output
             if dropped:
                 meta[OUTPUT_DROPPED_META_KEY] = dropped
+        if answer.get("files"):
+            meta[FILES_META_KEY] = answer["files"]
+        if answer.get("env") is not None:
+            meta[ENV_META_KEY] = answer["env"]
         result = _tool_result(answer)
         if meta:
             result["_meta"] = meta

@@ -37,7 +37,7 @@ FLOW_LAYERS: List[List[str]] = [
 #: The modules of the package root the compiler may import (all of them below it: none imports
 #: dcc_flow._flow back, see test_only_the_package_root_imports_the_compiler).
 FLOW_MAY_IMPORT = {"dcc_flow._errors", "dcc_flow._spec", "dcc_flow._schema", "dcc_flow._engine",
-                   "dcc_flow._results"}
+                   "dcc_flow._results", "dcc_flow._tools"}  # _tools: @task's reads=/writes= (file_args)
 
 #: Root modules and what they must never import at run time (the import would be upward).
 MUST_NOT_IMPORT: Dict[str, List[str]] = {

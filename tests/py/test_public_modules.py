@@ -40,10 +40,16 @@ def home(name):
     raise AssertionError("%s was in dcc_flow.__all__ and is in no public module's __all__ now" % name)
 
 
+#: Root names added since, on purpose, with the issue that added them.
+NEW_ROOT_NAMES = [
+    "set_environment",  # issue 36: the environment a tool call ran in (docs/reference/python/tool-calls.md)
+]
+
+
 def test_the_root_lists_about_35_names():
     assert 30 <= len(dcc_flow.__all__) <= 40, len(dcc_flow.__all__)
     assert len(set(dcc_flow.__all__)) == len(dcc_flow.__all__)
-    assert set(dcc_flow.__all__) <= set(OLD_ALL), "a new root name: add it on purpose, then here"
+    assert set(dcc_flow.__all__) <= set(OLD_ALL + NEW_ROOT_NAMES), "a new root name: add it on purpose, then here"
 
 
 @pytest.mark.parametrize("name", OLD_ALL)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -42,6 +43,12 @@ type Result struct {
 	// Their Attempt is 0. LogsDropped counts the lines the worker did not keep.
 	Logs        []run.LogLine
 	LogsDropped int
+	// Files are the files the call said it read and wrote, as a dcc-flow worker reports them
+	// (FilesMetaKey; docs/guide/pools.md "Files and environment"), a failed call's too; nil when
+	// it said none. Env is the environment of the worker's process (EnvMetaKey: its --init's
+	// dcc_flow.set_environment), a JSON object, or nil.
+	Files []flowtype.FileUse
+	Env   json.RawMessage
 }
 
 // WorkerRef names one worker of a pool: a process, or a member of a pool of servers.
@@ -112,6 +119,19 @@ func resultFromTool(res *mcp.CallToolResult) Result {
 		}
 		r.Output = obj
 	}
+	files, env, err := filesFromMeta(res.Meta)
+	if err != nil {
+		// The worker's answer is broken: what the call read and wrote is unknown, so the
+		// attempt fails rather than be recorded (or cached) without its files.
+		msg := "the worker's answer is not a valid dcc-flow tool result: " + err.Error()
+		if res.IsError {
+			msg += "; the tool failed too: " + firstNonEmpty(stringField(structured, "kind"), run.KindError) + ": " +
+				firstNonEmpty(stringField(structured, "message"), strings.TrimSpace(text))
+		}
+		r.Output, r.IsError, r.Kind, r.Message = nil, true, run.KindInvalidOutput, msg
+		return r
+	}
+	r.Files, r.Env = files, env
 	if !res.IsError {
 		return r
 	}

@@ -9,6 +9,7 @@ import re
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from .._schema import args_schema
+from .._tools import file_args
 from ._base import (
     _ID,
     _KEY_FIELD,
@@ -64,6 +65,8 @@ class Task(_FlowCallable):
         "dcc",
         "pool",
         "id",
+        "reads",
+        "writes",
     )
 
     def __init__(
@@ -81,6 +84,8 @@ class Task(_FlowCallable):
         dcc: Optional[str] = None,
         id: Optional[str] = None,
         pool: Optional[str] = None,
+        reads: Union[None, str, Sequence[str]] = None,
+        writes: Union[None, str, Sequence[str]] = None,
     ) -> None:
         if not callable(fn):
             raise TypeError("@task needs a function; got %r" % (fn,))
@@ -102,6 +107,8 @@ class Task(_FlowCallable):
             "dcc": dcc,
             "pool": pool,
             "id": id,
+            "reads": reads,
+            "writes": writes,
         }
         fn_name = str(getattr(fn, "__name__", "task"))
         if name is None:
@@ -137,6 +144,11 @@ class Task(_FlowCallable):
                                  "step); pool=%r runs the tool there when the engine has that remote and "
                                  "in-process otherwise" % (label, dcc, pool))
         self.pool = pool
+        # The arguments that are paths of files it reads and writes, reported with every call
+        # (Engine.register_tool's reads=, writes=); checked against the signature here.
+        files = file_args(fn, reads, writes, label)
+        self.reads: Tuple[str, ...] = tuple(n for n, role, _ in files if role == "read")
+        self.writes: Tuple[str, ...] = tuple(n for n, role, _ in files if role == "write")
         self._policy = self._build_policy(label)
         self._key: Optional[str] = None
         self._schema: Optional[Dict[str, Any]] = None  # tool_schema(), made on first use
@@ -381,6 +393,8 @@ def task(
     dcc: Optional[str] = None,
     id: Optional[str] = None,
     pool: Optional[str] = None,
+    reads: Union[None, str, Sequence[str]] = None,
+    writes: Union[None, str, Sequence[str]] = None,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Task``.
 
@@ -392,7 +406,10 @@ def task(
     ``Engine.tool``; ``dcc`` makes it a ``tool_remote`` step on that MCP server; ``pool`` runs
     the tool on that worker pool when the engine's config has the remote and in-process when it
     does not (the step's ``pool:``, docs/guide/pools.md "Routing"); ``id`` the step id (default: the
-    function name, then ``_2``, ``_3``…).
+    function name, then ``_2``, ``_3``…); ``reads`` and ``writes`` name the arguments that are
+    paths of files it reads and writes, reported with every call wherever the tool runs, in-process
+    or on a pool worker (``Engine.register_tool``; docs/reference/python/tool-calls.md "Files and
+    environment").
     """
     options: Dict[str, Any] = {
         "name": name,
@@ -407,6 +424,8 @@ def task(
         "dcc": dcc,
         "pool": pool,
         "id": id,
+        "reads": reads,
+        "writes": writes,
     }
     if fn is not None:
         return Task(fn, **options)
