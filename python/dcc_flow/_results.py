@@ -23,7 +23,7 @@ class AttemptRecord:
     (``StepRecord.attempts``, docs/reference/python/running.md "Attempts")."""
 
     __slots__ = ("attempt", "tool", "status", "args", "worker", "host", "pid", "error", "exit", "started_at",
-                 "finished_at")
+                 "finished_at", "env", "files")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         #: 1, 2, ... counted across the run's resumes: a resumed step's attempts follow those made
@@ -53,6 +53,13 @@ class AttemptRecord:
         #: RFC 3339 UTC times; ``finished_at`` is None while the attempt runs.
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
+        #: The environment of the process that ran the call (``{"dcc": "maya", "version": ...}``:
+        #: what its host or worker reported, else the engine's ``environment``); None when none.
+        self.env: Optional[Dict[str, Any]] = d.get("env")
+        #: The files the attempt read and wrote (docs/guide/assets.md): dicts of ``role``
+        #: (``"read"``/``"write"``), ``path``, ``state`` (``ok``, ``missing``, ``unreadable``,
+        #: ``unstable``), ``size``, ``mtime``, ``hash`` (``"blake3:..."`` when ok), ``error``.
+        self.files: List[Dict[str, Any]] = list(d.get("files") or ())
 
     def __repr__(self) -> str:
         return "AttemptRecord(attempt=%d, status=%s%s)" % (
