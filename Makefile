@@ -18,6 +18,9 @@ PYTEST_XDIST := pytest-xdist==3.8.0
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
 PYSIDE       := PySide6-Essentials==6.11.3
+# Pixar's USD for examples/usd_shot.yaml and tests/py/test_example_usd_shot.py (wheels for Python
+# 3.9-3.13; elsewhere those tests skip, naming usd-core).
+USD          := usd-core==26.11
 # Go tools that lint needs, installed on first use by go install (pinned) into .tools/<name>-<version>/.
 TOOLS        := .tools
 STATICCHECK_VERSION := v0.8.2
@@ -53,6 +56,8 @@ $(VENV)/.ok: pyproject.toml Makefile
 	$(VPY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(VENV)/wheelhouse $(SETUPTOOLS)
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(PYSIDE) \
 		|| echo "note: no $(PYSIDE) wheel for this Python/platform: the real-Qt tests skip, naming PySide6"
+	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(USD) \
+		|| echo "note: no $(USD) wheel for this Python/platform: the USD example's tests skip, naming usd-core"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(BPY) \
 		|| echo "note: no $(BPY) wheel for this Python/platform (Python 3.11 only): the real-Blender tests skip, naming bpy"
 	@touch $@
