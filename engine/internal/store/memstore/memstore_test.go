@@ -32,6 +32,14 @@ func TestAssetsScale(t *testing.T) {
 	storetest.ExerciseAssetsScale(t, s, 2*time.Second)
 }
 
+// File records with hostile paths (bad bytes, NUL, wildcards, 4,096-byte names, Windows forms)
+// are found by their path and under their directory (storetest.FilePathsRedteam).
+func TestRedteamFilePaths(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.FilePathsRedteam(t, s)
+}
+
 // 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
 func TestRedteamAttemptFlood(t *testing.T) {
 	s := memstore.New()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -668,5 +669,41 @@ func ExerciseAssetsScale(t *testing.T, s AssetStore, bound time.Duration) {
 		if took > bound {
 			t.Errorf("%s took %s; want at most %s", what, took, bound)
 		}
+	}
+}
+
+// FilePathsRedteam writes file records whose paths a hostile or careless tool reports — bytes
+// that are not UTF-8 (a POSIX name may hold any byte but '/' and NUL), a NUL, a newline, SQL
+// LIKE wildcards, quotes, a 4,096-byte name, Windows forms with odd case — and checks each is
+// found by its exact path and under its directory, and that a wildcard matches only itself.
+// A store that keeps text as PostgreSQL does may read such a path back with each bad byte as
+// U+FFFD (finding it by the path as reported all the same). For the stores' Redteam tests.
+func FilePathsRedteam(t *testing.T, s AssetStore) {
+	long := "/odd/" + strings.Repeat("x", 4096)
+	paths := []string{"/odd/bad\xff\xfe.usd", "/odd/nul\x00.usd", "/odd/line\nbreak.usd", "/odd/100%_done.usd",
+		"/odd/100x_done.usd", "/odd/it's \"quoted\".usd", long, `C:\Odd\ÄÖÜ\x.usd`, `\\srv\odd share\x.usd`}
+	b := &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}}
+	for _, p := range paths {
+		b.Files = append(b.Files, store.FileRecord{RunID: "r1", StepKey: "s", Attempt: 1, Role: store.FileWrite, Path: p, State: store.FileMissing})
+	}
+	write(t, s, b)
+	cleaned := func(p string) string { return strings.ReplaceAll(strings.ToValidUTF8(p, "\uFFFD"), "\x00", "\uFFFD") }
+	for _, p := range paths {
+		got := files(t, s, store.FileFilter{Path: p})
+		if len(got) != 1 || got[0].Path != p && got[0].Path != cleaned(p) {
+			t.Errorf("Files(Path %q) = %v; want its one record", p, fileKeys(got))
+		}
+	}
+	if got := files(t, s, store.FileFilter{Under: "/odd"}); len(got) != 7 {
+		t.Errorf("Files(Under /odd) = %d records; want the 7 POSIX-form ones", len(got))
+	}
+	if got := files(t, s, store.FileFilter{Under: "/odd/100%_done.usd"}); len(got) != 1 {
+		t.Errorf("Files(Under a name with %% and _) = %v; want itself only (no wildcards)", fileKeys(got))
+	}
+	if got := files(t, s, store.FileFilter{Under: `c:\odd\äöü`}); len(got) != 1 {
+		t.Errorf("Files(Under c:\\odd\\äöü) = %v; want C:\\Odd\\ÄÖÜ\\x.usd (a Windows path ignores case)", fileKeys(got))
+	}
+	if got := files(t, s, store.FileFilter{Under: `\\SRV\odd share`}); len(got) != 1 {
+		t.Errorf("Files(Under the share) = %v; want its one record", fileKeys(got))
 	}
 }
