@@ -26,7 +26,7 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 	if f.Attempts != nil && len(f.Attempts) == 0 {
 		return nil, nil // any of no attempts: none
 	}
-	if f.Under != "" && f.Limit > 0 && f.Path == "" && f.RunID == "" && f.Attempts == nil {
+	if f.Under != "" && f.Limit > 0 && f.Limit <= maxUnderPage && f.Path == "" && f.RunID == "" && f.Attempts == nil {
 		return s.filesUnder(ctx, f)
 	}
 	return s.queryFiles(ctx, &f, sqlKey)
@@ -36,9 +36,12 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 // holds fewer than underProbe×Limit records is read through the key index and sorted; else the
 // table is read in ID order from AfterID, in windows of 2×Limit IDs, then twice that, and so on
 // up to underWindow×Limit IDs in all.
+// A page of more than maxUnderPage records is read as SQL plans it (its windows would be
+// larger than most directories, and their sizes could overflow).
 const (
-	underProbe  = 4
-	underWindow = 30
+	maxUnderPage = 1 << 20
+	underProbe   = 4
+	underWindow  = 30
 )
 
 // filesUnder is Files for a page (Limit > 0) of the records under a directory, with no other

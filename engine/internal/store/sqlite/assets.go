@@ -27,7 +27,7 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 	if f.Attempts != nil && len(f.Attempts) == 0 {
 		return nil, nil // any of no attempts: none
 	}
-	if f.Under != "" && f.Limit > 0 && f.Path == "" && f.RunID == "" && f.Attempts == nil {
+	if f.Under != "" && f.Limit > 0 && f.Limit <= maxUnderPage && f.Path == "" && f.RunID == "" && f.Attempts == nil {
 		return s.filesUnder(ctx, f)
 	}
 	return s.filesIndexed(ctx, &f, "")
@@ -55,9 +55,12 @@ func (s *Store) filesIndexed(ctx context.Context, f *store.FileFilter, index str
 // underProbe and underWindow tune filesUnder: a page of Limit records under a directory that
 // holds fewer than underProbe×Limit records is read through the key index and sorted; else the
 // table is read in ID order from AfterID, at most underWindow×Limit IDs on.
+// A page of more than maxUnderPage records is read as SQL plans it (its windows would be
+// larger than most directories, and their sizes could overflow).
 const (
-	underProbe  = 4
-	underWindow = 16
+	maxUnderPage = 1 << 20
+	underProbe   = 4
+	underWindow  = 16
 )
 
 // filesUnder is Files for a page (Limit > 0) of the records under a directory, with no other

@@ -48,6 +48,7 @@ func ExerciseAssets(t *testing.T, newStore func(t *testing.T) AssetStore) {
 		{"FileFilters", testFileFilters},
 		{"FilesPaging", testFilesPaging},
 		{"FilesUnder", testFilesUnder},
+		{"FilesUnderPaging", testFilesUnderPaging},
 		{"CacheEntries", testCacheEntries},
 		{"CacheListAndPurge", testCacheListAndPurge},
 		{"AssetsPruned", testAssetsPruned},
@@ -382,6 +383,64 @@ func testFilesUnder(t *testing.T, s AssetStore) {
 		}
 		if !reflect.DeepEqual(paths, c.want) {
 			t.Errorf("Files(Under %q) = %q; want %q", c.dir, paths, c.want)
+		}
+	}
+}
+
+// testFilesUnderPaging: pages of a directory that holds many records, dense in places and
+// sparse in others (a store may read such a page by ID rather than through its path index),
+// put the directory together, each record once, in ID order.
+func testFilesUnderPaging(t *testing.T, s AssetStore) {
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
+	var want []string
+	n := 0
+	add := func(b *store.Batch, dir string) {
+		n++
+		p := fmt.Sprintf("%s/f%04d", dir, n)
+		b.Files = append(b.Files, store.FileRecord{RunID: "r1", StepKey: "s", Attempt: 1, Role: store.FileWrite, Path: p, State: store.FileMissing})
+		if dir == "/dense" {
+			want = append(want, p)
+		}
+	}
+	b := &store.Batch{}
+	for i := 0; i < 120; i++ { // dense, then one in three, then a long gap, then dense again
+		add(b, "/dense")
+	}
+	for i := 0; i < 90; i++ {
+		if i%3 == 0 {
+			add(b, "/dense")
+		} else {
+			add(b, "/other")
+		}
+	}
+	for i := 0; i < 300; i++ {
+		add(b, "/densex")
+	}
+	for i := 0; i < 40; i++ {
+		add(b, "/dense")
+	}
+	write(t, s, b)
+	for _, limit := range []int{3, 7, 50} {
+		var got []string
+		f := store.FileFilter{Under: "/dense", Limit: limit}
+		for pages := 0; ; pages++ {
+			page := files(t, s, f)
+			if len(page) > limit || pages > len(want) {
+				t.Fatalf("Files(%+v) = %d records; want at most %d", f, len(page), limit)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, r := range page {
+				if r.ID <= f.AfterID {
+					t.Fatalf("Files(%+v) listed ID %d; want IDs past AfterID, increasing", f, r.ID)
+				}
+				got = append(got, r.Path)
+				f.AfterID = r.ID
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("pages of %d Under /dense = %d records %v…; want the %d under it in the order written", limit, len(got), got[:min(5, len(got))], len(want))
 		}
 	}
 }
