@@ -48,7 +48,7 @@ func ExerciseAssets(t *testing.T, newStore func(t *testing.T) AssetStore) {
 		{"FileFilters", testFileFilters},
 		{"FilesPaging", testFilesPaging},
 		{"FilesUnder", testFilesUnder},
-		{"FilesUnderPaging", testFilesUnderPaging},
+		{"FilesLargePaging", testFilesLargePaging},
 		{"CacheEntries", testCacheEntries},
 		{"CacheListAndPurge", testCacheListAndPurge},
 		{"AssetsPruned", testAssetsPruned},
@@ -387,60 +387,70 @@ func testFilesUnder(t *testing.T, s AssetStore) {
 	}
 }
 
-// testFilesUnderPaging: pages of a directory that holds many records, dense in places and
-// sparse in others (a store may read such a page by ID rather than through its path index),
-// put the directory together, each record once, in ID order.
-func testFilesUnderPaging(t *testing.T, s AssetStore) {
-	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}})
-	var want []string
+// testFilesLargePaging: pages of large selections — a directory, a run, a step's attempt, a
+// list of attempts — dense in places and sparse in others (a store may read such a page by ID
+// rather than through an index), put each selection together, each record once, in ID order.
+func testFilesLargePaging(t *testing.T, s AssetStore) {
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0), newRun("r2", t0)}})
 	n := 0
-	add := func(b *store.Batch, dir string) {
+	add := func(b *store.Batch, runID, step, dir string, role store.FileRole) {
 		n++
-		p := fmt.Sprintf("%s/f%04d", dir, n)
-		b.Files = append(b.Files, store.FileRecord{RunID: "r1", StepKey: "s", Attempt: 1, Role: store.FileWrite, Path: p, State: store.FileMissing})
-		if dir == "/dense" {
-			want = append(want, p)
-		}
+		b.Files = append(b.Files, store.FileRecord{RunID: runID, StepKey: step, Attempt: 1, Role: role,
+			Path: fmt.Sprintf("%s/f%04d", dir, n), State: store.FileMissing})
 	}
 	b := &store.Batch{}
 	for i := 0; i < 120; i++ { // dense, then one in three, then a long gap, then dense again
-		add(b, "/dense")
+		add(b, "r1", "s", "/dense", store.FileWrite)
 	}
 	for i := 0; i < 90; i++ {
 		if i%3 == 0 {
-			add(b, "/dense")
+			add(b, "r1", "s", "/dense", store.FileRead)
 		} else {
-			add(b, "/other")
+			add(b, "r2", "t", "/other", store.FileRead)
 		}
 	}
-	for i := 0; i < 300; i++ {
-		add(b, "/densex")
+	for i := 0; i < 2500; i++ {
+		add(b, "r2", "u", "/densex", store.FileWrite)
 	}
 	for i := 0; i < 40; i++ {
-		add(b, "/dense")
+		add(b, "r1", "v", "/dense", store.FileWrite)
 	}
 	write(t, s, b)
-	for _, limit := range []int{3, 7, 50} {
-		var got []string
-		f := store.FileFilter{Under: "/dense", Limit: limit}
-		for pages := 0; ; pages++ {
-			page := files(t, s, f)
-			if len(page) > limit || pages > len(want) {
-				t.Fatalf("Files(%+v) = %d records; want at most %d", f, len(page), limit)
-			}
-			if len(page) == 0 {
-				break
-			}
-			for _, r := range page {
-				if r.ID <= f.AfterID {
-					t.Fatalf("Files(%+v) listed ID %d; want IDs past AfterID, increasing", f, r.ID)
-				}
-				got = append(got, r.Path)
-				f.AfterID = r.ID
+	all := files(t, s, store.FileFilter{})
+	for _, f := range []store.FileFilter{
+		{Under: "/dense"}, {RunID: "r1"}, {RunID: "r1", StepKey: "s", Attempt: 1}, {RunID: "r2", Role: store.FileRead},
+		{Attempts: []store.AttemptRef{{RunID: "r1", StepKey: "s", Attempt: 1}, {RunID: "r2", StepKey: "t", Attempt: 1}}},
+		{Under: "/dense", RunID: "r1", Role: store.FileWrite},
+	} {
+		var want []string
+		for _, r := range all {
+			if matchFile(r, f) {
+				want = append(want, fileKey(r))
 			}
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("pages of %d Under /dense = %d records %v…; want the %d under it in the order written", limit, len(got), got[:min(5, len(got))], len(want))
+		for _, limit := range []int{3, 7, 50} {
+			var got []string
+			f := f
+			f.Limit = limit
+			for pages := 0; ; pages++ {
+				page := files(t, s, f)
+				if len(page) > limit || pages > len(all) {
+					t.Fatalf("Files(%+v) = %d records; want at most %d", f, len(page), limit)
+				}
+				if len(page) == 0 {
+					break
+				}
+				for _, r := range page {
+					if r.ID <= f.AfterID {
+						t.Fatalf("Files(%+v) listed ID %d; want IDs past AfterID, increasing", f, r.ID)
+					}
+					got = append(got, fileKey(r))
+					f.AfterID = r.ID
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("pages of %d of %+v = %d records %v…; want the %d selected, in ID order", limit, f, len(got), got[:min(3, len(got))], len(want))
+			}
 		}
 	}
 }
