@@ -172,7 +172,7 @@ func (s *Store) ListCache(ctx context.Context, f store.CacheFilter) ([]store.Cac
 }
 
 func (s *Store) queryCache(ctx context.Context, q string, args ...any) ([]store.CacheEntry, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.readStmts.query(ctx, s.r, q, args...)
 	if err != nil {
 		return nil, s.fault(err)
 	}
@@ -240,7 +240,7 @@ func (s *Store) PurgeCache(ctx context.Context, f store.CacheFilter) (int, error
 }
 
 func (s *Store) queryFiles(ctx context.Context, q string, args []any) ([]store.FileRecord, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.readStmts.query(ctx, s.r, q, args...)
 	if err != nil {
 		return nil, s.fault(err)
 	}
