@@ -231,3 +231,29 @@ func TestAssetResourceErrors(t *testing.T) {
 		t.Errorf("a closed engine: %s", b)
 	}
 }
+
+// TestRedteamAssetResourceURIs: hostile URIs of the asset resources are JSON-RPC errors (or an
+// empty answer), never a crash, and a path no attempt recorded says only that.
+func TestRedteamAssetResourceURIs(t *testing.T) {
+	t.Parallel()
+	e, _, _ := assetEngine(t)
+	srv := mcpserver.New(e).MCPServer()
+	long := url.PathEscape("/" + strings.Repeat("a", 100_000))
+	for _, tc := range []struct{ uri, want string }{
+		{"dccflow://lineage/%2Fetc%2Fshadow", `"message":"not_found: no recorded attempt read or wrote /etc/shadow`},
+		{"dccflow://lineage/" + long, `"message":"not_found: `},
+		{"dccflow://lineage/%2Fa?depth=99999999999999999999999", `"message":"invalid_request: depth`},
+		{"dccflow://lineage/%2Fa?depth=1&depth=2", `"code":-3200`}, // one depth: a second matches no template
+		{"dccflow://lineage/%ZZ", `"code":-32002`},
+		{"dccflow://lineage/%FF%FE", `"message":"not_found: `}, // not UTF-8: a name no attempt recorded
+		{"dccflow://stale/%2F", `"result":{"contents":[{"uri":"dccflow://stale/%2F","mimeType":"application/json","text":"{\"stale\":[`},
+		{"dccflow://stale/" + long, `"text":"{\"stale\":[]}"`},
+		{"dccflow://stale/%2Fa/b", `"code":-32002`},
+	} {
+		resp := srv.HandleMessage(context.Background(), json.RawMessage(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":%q}}`, tc.uri)))
+		b, _ := json.Marshal(resp)
+		if !strings.Contains(string(b), tc.want) {
+			t.Errorf("%.80s: %.400s; want %s", tc.uri, b, tc.want)
+		}
+	}
+}
