@@ -142,8 +142,8 @@ test-py-long: $(LIB) venv ## The wheel tests of tests/py (part of make test-long
 	$(VPY) -m pytest -q $(PY_LONG_TESTS)
 
 .PHONY: screenshots
-screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (headless Chromium: tests/py/test_ui_browser.py)
-	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py -k screenshots
+screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (headless Chromium: tests/py/test_ui_browser.py, test_ui_assets.py)
+	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py tests/py/test_ui_assets.py -k screenshots
 
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
