@@ -3,10 +3,11 @@
 otherwise."""
 
 import functools
+import hashlib
 import inspect
 import json
 import re
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from .._schema import args_schema
 from .._tools import file_args
@@ -48,6 +49,36 @@ def _check_tool_params(fn: Callable[..., Any], what: str) -> inspect.Signature:
     return sig
 
 
+def _cache_policy(fn: Callable[..., Any], cache: Any, label: str) -> Any:
+    """The spec's ``cache`` of a task (docs/guide/assets.md, "Caching"): None when off. ``True``
+    (or a mapping without ``version``) takes the task's source hash as the tool's version, so
+    that editing the function is a cache miss; a function whose source Python cannot read (made
+    in a REPL) has no version."""
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        cache = {}
+    if not isinstance(cache, Mapping):
+        raise TypeError("%s: cache must be True, False or a mapping of version, ttl_secs and key; got %r"
+                        % (label, cache))
+    unknown = sorted(set(cache) - {"version", "ttl_secs", "key"})
+    if unknown:
+        raise ValueError("%s: cache has unknown field(s) %s; fields: version, ttl_secs, key"
+                         % (label, ", ".join(unknown)))
+    out = dict(cache)
+    if "version" not in out:
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = ""
+        if source:
+            out["version"] = "src:" + hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+    ttl = out.get("ttl_secs")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+        raise ValueError("%s: cache ttl_secs must be an int >= 0; got %r" % (label, ttl))
+    return out or True
+
+
 class Task(_FlowCallable):
     """A function that is a workflow step when called inside a ``@workflow``, and the plain
     function everywhere else. Made by ``@task``; ``with_options(...)`` returns a changed copy."""
@@ -67,6 +98,7 @@ class Task(_FlowCallable):
         "id",
         "reads",
         "writes",
+        "cache",
     )
 
     def __init__(
@@ -86,6 +118,7 @@ class Task(_FlowCallable):
         pool: Optional[str] = None,
         reads: Union[None, str, Sequence[str]] = None,
         writes: Union[None, str, Sequence[str]] = None,
+        cache: Union[None, bool, Mapping[str, Any]] = None,
     ) -> None:
         if not callable(fn):
             raise TypeError("@task needs a function; got %r" % (fn,))
@@ -109,6 +142,7 @@ class Task(_FlowCallable):
             "id": id,
             "reads": reads,
             "writes": writes,
+            "cache": cache,
         }
         fn_name = str(getattr(fn, "__name__", "task"))
         if name is None:
@@ -166,6 +200,9 @@ class Task(_FlowCallable):
             self._key = idempotency_key or None
         if (idempotency_scope is not None or idempotency_ttl_seconds) and self._key is None:
             raise ValueError("%s: idempotency_scope / idempotency_ttl_seconds need an idempotency_key" % label)
+        if self._key is not None and "cache" in self._policy:
+            raise ValueError("%s: give cache= (skipped while its files are unchanged) or idempotency_key= "
+                             "(skipped when a key was seen), not both" % label)
         functools.update_wrapper(self, fn, updated=())
 
     def _build_policy(self, label: str) -> Dict[str, Any]:
@@ -203,6 +240,9 @@ class Task(_FlowCallable):
             if scope not in ("workflow", "global"):
                 raise ValueError("%s: idempotency_scope must be 'workflow' or 'global'; got %r" % (label, scope))
             policy["idempotency_scope"] = scope
+        cache = _cache_policy(self.fn, opts["cache"], label)
+        if cache is not None:
+            policy["cache"] = cache
         ttl = opts["idempotency_ttl_seconds"]
         if ttl is not None:
             if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
@@ -395,6 +435,7 @@ def task(
     pool: Optional[str] = None,
     reads: Union[None, str, Sequence[str]] = None,
     writes: Union[None, str, Sequence[str]] = None,
+    cache: Union[None, bool, Mapping[str, Any]] = None,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Task``.
 
@@ -409,7 +450,10 @@ def task(
     function name, then ``_2``, ``_3``…); ``reads`` and ``writes`` name the arguments that are
     paths of files it reads and writes, reported with every call wherever the tool runs, in-process
     or on a pool worker (``Engine.register_tool``; docs/reference/python/tool-calls.md "Files and
-    environment").
+    environment"); ``cache=True`` (or a mapping of ``version``, ``ttl_secs``, ``key``) skips the
+    step while a completed call had the same arguments, environment and version and the files it
+    read and wrote still hold their hashes (the spec's ``cache``, docs/guide/assets.md): without a
+    ``version`` the function's source hash is it, so editing the function runs the step again.
     """
     options: Dict[str, Any] = {
         "name": name,
@@ -426,6 +470,7 @@ def task(
         "id": id,
         "reads": reads,
         "writes": writes,
+        "cache": cache,
     }
     if fn is not None:
         return Task(fn, **options)
