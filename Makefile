@@ -18,6 +18,9 @@ PYTEST_XDIST := pytest-xdist==3.8.0
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
 PYSIDE       := PySide6-Essentials==6.11.3
+# The OpenLineage Python client: its model of the spec checks the events the engine writes
+# (tests/py/test_openlineage_events.py; engine/internal/openlineage/testdata/README.md). Python 3.10+.
+OPENLINEAGE  := openlineage-python==1.54.0
 # Go tools that lint needs, installed on first use by go install (pinned) into .tools/<name>-<version>/.
 TOOLS        := .tools
 STATICCHECK_VERSION := v0.8.2
@@ -55,6 +58,8 @@ $(VENV)/.ok: pyproject.toml Makefile
 		|| echo "note: no $(PYSIDE) wheel for this Python/platform: the real-Qt tests skip, naming PySide6"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(BPY) \
 		|| echo "note: no $(BPY) wheel for this Python/platform (Python 3.11 only): the real-Blender tests skip, naming bpy"
+	$(VPY) -m pip install --quiet --disable-pip-version-check $(OPENLINEAGE) \
+		|| echo "note: $(OPENLINEAGE) needs Python 3.10+: tests/py/test_openlineage_events.py skips, naming it"
 	@touch $@
 
 vet: ## go vet
