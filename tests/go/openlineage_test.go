@@ -253,6 +253,16 @@ func TestOpenLineageEventsOverHTTP(t *testing.T) {
 		t.Fatalf("run %s, want failed (broken fails)", info.Status)
 	}
 	hashes := recordedHashes(t, b, info)
+	// The metric counts what the emitter counts.
+	h, err := b.eng.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("4 events delivered", func() bool { return b.eng.OpenLineageStats().Delivered == 4 })
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	mustContain(t, "metrics", w.Body.String(), `dccflow_openlineage_events_total{outcome="delivered"} 4`,
+		`dccflow_openlineage_events_total{outcome="dropped"} 0`, `dccflow_openlineage_events_total{outcome="failed"} 0`)
 	closeEngine(t, b) // flushes the queue
 	checkLineageEvents(t, info, hashes, dir, rec.all())
 	for _, a := range rec.auth {
@@ -415,12 +425,21 @@ func TestOpenLineageNoEventsForAnAttemptTheRunStopped(t *testing.T) {
 	b := setup(t, lineageConfig(&engine.OpenLineageConfig{File: path}))
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	var once sync.Once
-	assembleTool(t, b, func(flowtype.PendingCall) {
-		once.Do(func() { close(entered) })
-		<-release
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "usd__hold", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	b.serve(flowtype.LaneWorker, func(flowtype.PendingCall) flowtype.ToolResult {
+		close(entered)
+		<-release // then answers, writing nothing (the test's folder may be gone)
+		return output("late")
 	})
-	id := b.submit(assembleSpec(dir, "false"), nil)
+	id := b.submit(fmt.Sprintf(`
+name: hold
+steps:
+  - id: hold
+    tool: usd__hold
+    reads: [%q]
+`, filepath.Join(dir, "assets", "chair.usda")), nil)
 	select {
 	case <-entered:
 	case <-time.After(waitLimit):
