@@ -126,8 +126,12 @@ func openLineage(cfg *OpenLineageConfig, environ func() []string) (*olEmitter, e
 		QueueSize: cfg.QueueSize, Producer: cfg.Producer, OnError: l.report}
 	if cfg.APIKeyEnv != "" {
 		oc.APIKey = getenv(environ(), cfg.APIKeyEnv)
-		if oc.APIKey == "" {
+		switch {
+		case oc.APIKey == "":
 			return nil, run.Errorf(run.CodeInvalidRequest, "invalid engine config: openlineage.api_key_env: the environment variable %s is not set or empty: set it to the API key of the lineage endpoint, or drop api_key_env", cfg.APIKeyEnv)
+		case strings.ContainsAny(oc.APIKey, "\r\n\x00"):
+			// It would end the Authorization header (the key itself stays out of the message).
+			return nil, run.Errorf(run.CodeInvalidRequest, "invalid engine config: openlineage.api_key_env: the value of %s contains a line break or NUL byte: set it to the key alone", cfg.APIKeyEnv)
 		}
 	}
 	em, err := openlineage.New(oc)

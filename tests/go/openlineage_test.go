@@ -456,3 +456,82 @@ steps:
 		t.Fatalf("events for a stopped attempt:\n%s", data)
 	}
 }
+
+// A key whose value would end the Authorization header is refused, naming the variable, never
+// the value.
+func TestRedteamOpenLineageAPIKeyWithALineBreak(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"sekrit\r\nX-Evil: 1", "sekrit\n", "sek\x00rit"} {
+		env := []string{"OL_KEY=" + v}
+		_, err := engine.Open(context.Background(), engine.Config{OpenLineage: &engine.OpenLineageConfig{URL: "http://127.0.0.1:1/api/v1/lineage", APIKeyEnv: "OL_KEY"}},
+			engine.WithEnviron(func() []string { return env }))
+		if err == nil || codeOf(err) != run.CodeInvalidRequest || !strings.Contains(err.Error(), "openlineage.api_key_env: the value of OL_KEY contains a line break") {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if strings.Contains(err.Error(), "sek") {
+			t.Fatalf("the key is in the message: %v", err)
+		}
+	}
+}
+
+// Every ended attempt is one OpenLineage run: a step that fails twice and then completes sends
+// START/FAIL, START/FAIL, START/COMPLETE, each pair with its own runId and attempt number.
+func TestOpenLineageOneRunPerAttempt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lineage.jsonl")
+	in := filepath.Join(dir, "in.txt")
+	writeFile(t, in, "x")
+	b := setup(t, lineageConfig(&engine.OpenLineageConfig{File: path}))
+	if err := b.eng.RegisterTool(flowtype.ToolInfo{Name: "flaky", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := 0
+	b.serve(flowtype.LaneWorker, func(flowtype.PendingCall) flowtype.ToolResult {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n < 3 {
+			return flowtype.ToolResult{Error: &flowtype.ToolError{Kind: "error", Message: fmt.Sprintf("try %d failed", n)}}
+		}
+		return output("ok")
+	})
+	info := b.run(fmt.Sprintf(`
+name: flaky
+steps:
+  - id: f
+    tool: flaky
+    reads: [%q]
+    retry: {max_attempts: 3, backoff: fixed, initial_delay_ms: 1}
+`, in), nil)
+	if info.Status != run.StatusCompleted {
+		t.Fatalf("run %s %+v", info.Status, info.Error)
+	}
+	closeEngine(t, b)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	runIDs := map[float64]string{}
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var ev map[string]any
+		mustUnmarshal(t, line, &ev)
+		n := get(ev, "run.facets.dccFlow_attempt.attempt").(float64)
+		got = append(got, fmt.Sprintf("%v %v %v", n, ev["eventType"], get(ev, "run.facets.errorMessage.message")))
+		id := get(ev, "run.runId").(string)
+		if prev, ok := runIDs[n]; ok && prev != id {
+			t.Errorf("attempt %v: runIds %s and %s", n, prev, id)
+		}
+		runIDs[n] = id
+	}
+	want := []string{"1 START <nil>", "1 FAIL try 1 failed", "2 START <nil>", "2 FAIL try 2 failed", "3 START <nil>", "3 COMPLETE <nil>"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(runIDs) != 3 || runIDs[1] == runIDs[2] || runIDs[2] == runIDs[3] {
+		t.Errorf("runIds %v", runIDs)
+	}
+}
