@@ -223,13 +223,17 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))
 	}
 	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
+	var onAttemptEnd func(exec.AttemptEnd)
+	if lin.em != nil {
+		onAttemptEnd = lin.onAttemptEnd
+	}
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
 		Children:     children{e},
 		Defaults:     defaults,
 		Env:          cfg.Env,
-		OnAttemptEnd: lin.onAttemptEnd,
+		OnAttemptEnd: onAttemptEnd, // nil with OpenLineage off
 	})
 	e.catalog = e.newCatalog()
 	if err := e.catalog.Load(ctx); err != nil {
