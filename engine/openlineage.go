@@ -115,8 +115,9 @@ type olEmitter struct {
 	lastErr atomic.Pointer[string]
 }
 
-// openLineage starts the emitter of cfg.OpenLineage (checked by Config.validate), reading its
-// API key from environ; nil, nil when the section is absent.
+// openLineage starts the emitter of the openlineage section cfg (checked by Config.validate),
+// reading its API key from environ; without the section (cfg nil) it returns an olEmitter that
+// does nothing. Errors are code invalid_request naming openlineage.FIELD.
 func openLineage(cfg *OpenLineageConfig, environ func() []string) (*olEmitter, error) {
 	l := &olEmitter{}
 	if cfg == nil {
