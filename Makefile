@@ -12,15 +12,15 @@ FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 SETUPTOOLS   := setuptools==80.9.0
+# The OpenLineage Python client: its model of the spec checks the events the engine writes
+# (tests/py/test_openlineage_events.py; engine/internal/openlineage/testdata/README.md). Python 3.10+.
+OPENLINEAGE  := openlineage-python==1.54.0
 # pytest-xdist runs tests/py on PYTEST_WORKERS processes (test-py): a test extra, not the package's.
 PYTEST_XDIST := pytest-xdist==3.8.0
 # Real DCC hosts for tests/py/test_dcc_{blender,qt}.py and scripts/bench_qt.py. bpy has wheels for
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
 PYSIDE       := PySide6-Essentials==6.11.3
-# The OpenLineage Python client: its model of the spec checks the events the engine writes
-# (tests/py/test_openlineage_events.py; engine/internal/openlineage/testdata/README.md). Python 3.10+.
-OPENLINEAGE  := openlineage-python==1.54.0
 # Go tools that lint needs, installed on first use by go install (pinned) into .tools/<name>-<version>/.
 TOOLS        := .tools
 STATICCHECK_VERSION := v0.8.2
