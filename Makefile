@@ -12,6 +12,9 @@ FUZZTIME     ?= 60s
 GOTESTFLAGS  ?=
 GOTAGS       := dccflow_cabitest
 SETUPTOOLS   := setuptools==80.9.0
+# The OpenLineage Python client: its model of the spec checks the events the engine writes
+# (tests/py/test_openlineage_events.py; engine/internal/openlineage/testdata/README.md). Python 3.10+.
+OPENLINEAGE  := openlineage-python==1.54.0
 # pytest-xdist runs tests/py on PYTEST_WORKERS processes (test-py): a test extra, not the package's.
 PYTEST_XDIST := pytest-xdist==3.8.0
 # Real DCC hosts for tests/py/test_dcc_{blender,qt}.py and scripts/bench_qt.py. bpy has wheels for
@@ -60,6 +63,8 @@ $(VENV)/.ok: pyproject.toml Makefile
 		|| echo "note: no $(USD) wheel for this Python/platform: the USD example's tests skip, naming usd-core"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(BPY) \
 		|| echo "note: no $(BPY) wheel for this Python/platform (Python 3.11 only): the real-Blender tests skip, naming bpy"
+	$(VPY) -m pip install --quiet --disable-pip-version-check $(OPENLINEAGE) \
+		|| echo "note: $(OPENLINEAGE) needs Python 3.10+: tests/py/test_openlineage_events.py skips, naming it"
 	@touch $@
 
 vet: ## go vet

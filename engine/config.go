@@ -130,6 +130,9 @@ type Config struct {
 	// (docs/reference/spec.md, "Defaults"): a step's own field comes first, then its spec's `defaults`,
 	// then these, then none. nil = none.
 	Defaults *PolicyDefaults `json:"defaults,omitempty"`
+	// OpenLineage, when set, sends OpenLineage run events for the attempts that read or wrote
+	// files (docs/guide/openlineage.md); nil = off.
+	OpenLineage *OpenLineageConfig `json:"openlineage,omitempty"`
 }
 
 // PolicyDefaults are engine-wide step policy defaults, written as the spec's `defaults` block.
@@ -317,7 +320,7 @@ func (c Config) WithDefaults() Config {
 // validate reports every problem of c at once in one *run.Error with code invalid_request; each
 // problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`). The sections are
 // checked in this order, each adding its problems to one list: the database, env_allow, the
-// durations, the limits, the policy defaults, tool_pools, then each remote by name.
+// durations, the limits, the policy defaults, tool_pools, openlineage, then each remote by name.
 func (c Config) validate() error {
 	var ps configProblems
 	c.checkDatabase(&ps)
@@ -334,6 +337,7 @@ func (c Config) validate() error {
 		ps = append(ps, dps...)
 	}
 	c.checkToolPools(&ps)
+	c.OpenLineage.check(&ps)
 	for _, name := range slices.Sorted(maps.Keys(c.Remotes)) {
 		c.Remotes[name].check("remotes."+name, name, &ps)
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // Config.validate reports every problem of every section at once, in one order: the database,
-// env_allow, the durations, the limits, the policy defaults, tool_pools, then each remote by
-// name (its endpoint, its URLs, its pool of servers, its timeout, the fields of the other kind
+// env_allow, the durations, the limits, the policy defaults, tool_pools, openlineage, then each
+// remote by name (its endpoint, its URLs, its pool of servers, its timeout, the fields of the other kind
 // of remote, its pool of processes). The test pins the whole list, so that the sections can be
 // rearranged in code without changing what a user reads.
 func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
@@ -30,6 +30,7 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 		MaxTreeParallel:    2_000_000,
 		Defaults:           &PolicyDefaults{TimeoutSecs: math.NaN()},
 		ToolPools:          map[string]string{"maya__*": "", "[x": "nowhere"},
+		OpenLineage:        &OpenLineageConfig{URL: "ftp://x", QueueSize: -1},
 		Remotes: map[string]RemoteConfig{
 			"bad name": {Command: []string{"srv"}, Headers: map[string]string{"a": "b"}, Workers: -1, KillAfterSecs: 0.01},
 			"farm":     {URLs: []string{"http://a/mcp", "http://a/mcp", "ftp://b"}, WorkersPerURL: 300, Workers: 2, TimeoutSecs: -1},
@@ -54,6 +55,8 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 		`tool_pools["[x"]: "[x" is not a valid pattern (path.Match syntax, e.g. "maya__*")`,
 		`tool_pools["[x"]: remote "nowhere" is not configured in remotes`,
 		`tool_pools["maya__*"]: names no remote; give the name of one of remotes`,
+		`openlineage.url: url "ftp://x" has scheme "ftp": use http:// or https:// (e.g. http://localhost:5000/api/v1/lineage)`,
+		`openlineage.queue_size: must be 0 (the default, 1,000) or 1 to 1,000,000 events; got -1`,
 		`remotes.bad name: remote names must start with a letter or _ and contain only letters, digits, _ and - (at most 64)`,
 		`remotes.bad name.headers: headers and token_env apply to url remotes only`,
 		`remotes.bad name.workers: must be 0 or 1 to 256; got -1`,

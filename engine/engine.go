@@ -138,6 +138,7 @@ type Engine struct {
 	metrics   metrics.Feed    // see metrics.go
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
+	ol        *olEmitter      // the OpenLineage emitter (openlineage.go); never nil once opened
 
 	// The background services of engine/internal/cluster (cluster.go): started by Open, stopped
 	// by Close in reverse once the runs have ended.
@@ -199,6 +200,17 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		}
 		e.remotes, o.remote = pool, poolCaller{pool}
 	}
+	lin, err := openLineage(cfg.OpenLineage, o.environ)
+	if err != nil {
+		if e.remotes != nil {
+			e.remotes.Close()
+		}
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
+	e.ol = lin
 	e.trees = runtree.New(e.store, runtree.Limits{MaxRuns: cfg.MaxTreeRuns, MaxInstances: cfg.MaxTreeInstances,
 		MaxParallel: cfg.MaxTreeParallel}, notFound)
 	e.router = tools.NewRouter(o.clock, o.remote)
@@ -211,15 +223,21 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		stall = time.Duration(cfg.StallAfterSecs * float64(time.Second))
 	}
 	defaults, _ := cfg.Defaults.specDefaults() // checked by validate
+	var onAttemptEnd func(exec.AttemptEnd)
+	if lin.em != nil {
+		onAttemptEnd = lin.onAttemptEnd
+	}
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
-		Children: children{e},
-		Defaults: defaults,
-		Env:      cfg.Env,
+		Children:     children{e},
+		Defaults:     defaults,
+		Env:          cfg.Env,
+		OnAttemptEnd: onAttemptEnd, // nil with OpenLineage off
 	})
 	e.catalog = e.newCatalog()
 	if err := e.catalog.Load(ctx); err != nil {
+		e.ol.close(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -233,6 +251,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		err = e.recover(ctx)
 	}
 	if err != nil {
+		e.ol.close(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -240,6 +259,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if err := e.startServices(ctx); err != nil {
 		e.services.Stop()
+		e.ol.close(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -312,6 +332,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.remotes.Close()
 	}
 	e.hub.Close()
+	// The runs have ended: their last events are queued. Sent within openlineage.timeout_secs
+	// (or what is left of ctx); the rest is counted as failed (OpenLineageStats).
+	e.ol.close(ctx)
 	if e.ownStore && err == nil {
 		err = e.store.Close()
 	}

@@ -42,6 +42,9 @@ func (e *Engine) newMetrics() *metrics.Metrics {
 	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
 		cfg.PoolQueued = e.remotes.Queued
 	}
+	if em := e.ol.em; em != nil {
+		cfg.OpenLineage = func() (int64, int64, int64) { return em.Delivered(), em.Dropped(), em.Failed() }
+	}
 	m := metrics.New(cfg)
 	if co, ok := e.store.(store.CommitObserver); ok {
 		co.ObserveCommits(func(c store.Commit) { m.Commit(c.Batches, c.Duration) })

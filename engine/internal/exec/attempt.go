@@ -330,6 +330,25 @@ func (in *inst) pendingAttempt(b *store.Batch, now time.Time) {
 	}
 }
 
+// attemptEnded hands the attempt b wrote to Config.OnAttemptEnd when it ended completed or
+// failed (b carries an attempt record once per state: running, then ended).
+func (r *runner) attemptEnded(b *store.Batch) {
+	hook := r.x.cfg.OnAttemptEnd
+	if hook == nil {
+		return
+	}
+	for _, a := range b.Attempts {
+		if a.Status != run.StepCompleted && a.Status != run.StepFailed {
+			continue
+		}
+		end := AttemptEnd{Attempt: a, Workflow: r.name, Files: b.Files}
+		if n := len(r.ancestors); n > 0 {
+			end.ParentRunID = r.ancestors[n-1]
+		}
+		hook(end)
+	}
+}
+
 // recordedArgs returns the attempt record's JSON of args, the rendered args of sp (appendAttemptArgs
 // with the secret names of the tool's schema): for args without placeholders and a schema that
 // marks nothing secret, encoded once per plan; else into in's buffer.

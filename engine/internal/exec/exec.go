@@ -69,6 +69,24 @@ type Config struct {
 	// object, docs/guide/assets.md): recorded with an attempt whose tool's side reported none,
 	// and part of every cache key. nil = none.
 	Env json.RawMessage
+	// OnAttemptEnd, when set, is called once for every attempt of a tool or tool_remote step
+	// that ended completed or failed, after its record (and its files) were written; not for a
+	// cache or idempotency hit (no attempt is made), nor for an attempt the run's stop
+	// interrupted. It is called from the run's goroutines, possibly concurrently, and must not
+	// block (the engine queues an OpenLineage event). nil = none.
+	OnAttemptEnd func(AttemptEnd)
+}
+
+// AttemptEnd is an attempt that ended (Config.OnAttemptEnd).
+type AttemptEnd struct {
+	// Attempt is the attempt's record as written: run id, step key, attempt number, tool,
+	// status (completed or failed), error, environment, start and end times.
+	Attempt store.Attempt
+	// Workflow is the run's workflow name ("" for an unnamed one); ParentRunID the run this
+	// run is a child of ("" for a run started on its own).
+	Workflow, ParentRunID string
+	// Files are the files the attempt read and wrote, as recorded (empty when none).
+	Files []store.FileRecord
 }
 
 // DefaultMaxForeachItems is the most items a foreach iterates when Limits.MaxForeachItems is 0.

@@ -470,6 +470,7 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 		in.enterPending = false // carried by b
 		if len(b.Attempts) > 0 {
 			in.attPending = false
+			r.attemptEnded(b)
 		}
 	}
 	switch how {

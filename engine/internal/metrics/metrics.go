@@ -63,6 +63,10 @@ type Config struct {
 	// Subscriptions returns the open event subscriptions (the dashboard's event streams, MCP
 	// readers), read at each scrape; nil leaves the gauge out.
 	Subscriptions func() int
+	// OpenLineage returns the counts of the engine's OpenLineage events (delivered, dropped
+	// because the queue was full, failed to send or write), read at each scrape; nil leaves
+	// dccflow_openlineage_events_total out (OpenLineage off).
+	OpenLineage func() (delivered, dropped, failed int64)
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -148,6 +152,17 @@ func New(cfg Config) *Metrics {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dccflow_event_subscriptions",
 			Help: "Open subscriptions to the event stream (the dashboard's live pages, MCP readers); 0 at rest."},
 			func() float64 { return float64(cfg.Subscriptions()) }))
+	}
+	if cfg.OpenLineage != nil {
+		for i, outcome := range []string{"delivered", "dropped", "failed"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dccflow_openlineage_events_total",
+				Help:        "OpenLineage events by outcome: delivered (to every place configured), dropped (the queue was full), failed (not sent or written).",
+				ConstLabels: prometheus.Labels{"outcome": outcome}},
+				func() float64 {
+					d, r, f := cfg.OpenLineage()
+					return float64([]int64{d, r, f}[i])
+				}))
+		}
 	}
 	if cfg.Queued != nil {
 		for _, lane := range cfg.Lanes {

@@ -135,6 +135,32 @@ dccflow_host_queue_depth{lane="worker"} 0
 	}
 }
 
+func TestOpenLineageCountsAreReadAtScrape(t *testing.T) {
+	t.Parallel()
+	var delivered, dropped, failed int64 = 7, 2, 1
+	m := New(Config{OpenLineage: func() (int64, int64, int64) { return delivered, dropped, failed }})
+	want := func() string {
+		return fmt.Sprintf(`
+# HELP dccflow_openlineage_events_total OpenLineage events by outcome: delivered (to every place configured), dropped (the queue was full), failed (not sent or written).
+# TYPE dccflow_openlineage_events_total counter
+dccflow_openlineage_events_total{outcome="delivered"} %d
+dccflow_openlineage_events_total{outcome="dropped"} %d
+dccflow_openlineage_events_total{outcome="failed"} %d
+`, delivered, dropped, failed)
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want()), "dccflow_openlineage_events_total"); err != nil {
+		t.Fatal(err)
+	}
+	delivered, failed = 9, 4
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want()), "dccflow_openlineage_events_total"); err != nil {
+		t.Fatal(err)
+	}
+	// Off: no series.
+	if n, err := testutil.GatherAndCount(New(Config{}).Registry(), "dccflow_openlineage_events_total"); err != nil || n != 0 {
+		t.Fatalf("%d series without OpenLineage (%v)", n, err)
+	}
+}
+
 func TestPoolQueueDepthIsReadAtScrape(t *testing.T) {
 	t.Parallel()
 	depth := map[string]int{"maya": 2, "houdini": 0}
