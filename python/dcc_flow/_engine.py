@@ -196,8 +196,10 @@ _AGE_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d)(:\d\d(?:\.\d+)?)?(Z|[+-]\d\d:\d\d)?)?$", re.I)
 
 
-#: The earliest ``before`` bound sent: the day after Go's zero time, which would mean "no bound".
-_EARLIEST = "0001-01-02T00:00:00+00:00"
+#: The bounds of a ``before`` sent: the store compares times as int64 nanoseconds since 1970,
+#: which end in 2262. Earlier than the first is no entry; the last year or later, every entry.
+_EARLIEST = "1970-01-01T00:00:00Z"
+_LAST_YEAR = 2261
 
 
 def _age_seconds(text: str) -> Optional[float]:
@@ -208,10 +210,18 @@ def _age_seconds(text: str) -> Optional[float]:
     return sum(float(n) * _AGE_UNITS[u.lower()] for n, u in _AGE_PART.findall(text))
 
 
-def _before_bound(value: Any, what: str) -> str:
-    """A ``before`` bound as the library takes it (RFC 3339 with an offset): from a datetime (a
-    naive one is local time), an RFC 3339 text or a date (no offset: UTC), an age (``"30d"``) or
-    seconds (both counted back from now)."""
+def _before_bound(value: Any, what: str) -> Optional[str]:
+    """A ``before`` bound as the library takes it (RFC 3339 with an offset; None: no bound, past
+    the store's range) from a datetime (a naive one is local time), an RFC 3339 text or a date
+    (no offset: UTC), an age (``"30d"``) or seconds (both counted back from now)."""
+    text = _before_text(value, what)
+    year = int(text[:4]) if text[:4].isdigit() else 1970
+    if year < 1970:
+        return _EARLIEST
+    return None if year > _LAST_YEAR else text
+
+
+def _before_text(value: Any, what: str) -> str:
     utc = datetime.timezone.utc
     if isinstance(value, datetime.datetime):
         try:
@@ -260,7 +270,9 @@ def _cache_filter(tool: Optional[str], workflow: Optional[str], run_id: Optional
             raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
         req[name] = value
     if before is not None and before != "":
-        req["before"] = _before_bound(before, "before")
+        bound = _before_bound(before, "before")
+        if bound is not None:
+            req["before"] = bound
     return req
 
 
