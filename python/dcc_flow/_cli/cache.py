@@ -47,7 +47,7 @@ def _when(text: str) -> str:
 
 class CacheCommand(Command):
     name = "cache"
-    summary = "list, explain and purge the content cache of steps with cache:"
+    summary = "list, explain and purge the content cache"
     description = (
         "The content cache (docs/guide/assets.md, \"Caching\"): a step with `cache:` is skipped when an earlier\n"
         "completed attempt had the same key — its tool, version, arguments, environment, extra key and\n"

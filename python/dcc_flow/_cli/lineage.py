@@ -28,7 +28,7 @@ def _depth(text: str) -> int:
 
 class LineageCommand(Command):
     name = "lineage"
-    summary = "how a file came to be: the run, step and tool that wrote it, and its inputs, recursively"
+    summary = "how a file came to be: the step that wrote it, and its inputs"
     description = (
         "Show the lineage of the file PATH from the run database (docs/guide/assets.md, \"Lineage\"): what it\n"
         "is now against its record (unchanged, CHANGED, MISSING), the newest recorded attempt that wrote it —\n"

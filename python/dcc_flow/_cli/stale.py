@@ -13,7 +13,7 @@ __all__ = ["COMMAND"]
 
 class StaleCommand(Command):
     name = "stale"
-    summary = "list the recorded outputs that are stale, and why (exit 1 when any is)"
+    summary = "list the recorded outputs that are stale (exit 1 if any)"
     description = (
         "List every recorded output under the PATHs (files or folders; none: every recorded output) that is\n"
         "stale (docs/guide/assets.md, \"Staleness\"): modified or deleted since the step that wrote it, or made\n"
