@@ -266,3 +266,18 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     # The hit's entry is gone: explain says so; the next run assembles again.
     code, out, _ = cli(capsys, "cache", "explain", second, "assemble")
     assert code == 0 and "the entry it was served from is gone (purged since)" in out
+
+
+def test_show_lists_the_first_20_files_of_an_attempt(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "frames").mkdir()
+    for i in range(23):
+        (tmp_path / "frames" / ("f%02d.exr" % i)).write_text(str(i))
+    (tmp_path / "frames.yaml").write_text("name: frames\nsteps:\n  - {id: check, tool: flow__echo, reads: 'frames/*.exr'}\n")
+    code, out, err = cli(capsys, "run", "frames.yaml", "--db", "flow.db", "--json")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "show", "last", "check", "--db", "flow.db")
+    lines = out.splitlines()
+    files = [line for line in lines if line.startswith("           read  ok ")]
+    assert len(files) == 20 and files[0].endswith("f00.exr") and files[-1].endswith("f19.exr")
+    assert lines[-1] == "           … 3 more files"

@@ -36,8 +36,10 @@ class ShowCommand(Command):
         "the steps forced) are listed under its first line.\n"
         "\n"
         "With STEP (an instance key: 'export', 'per_shot[2].render'), only that step is shown, with\n"
-        "its rendered arguments and every attempt it made (start, duration, worker, outcome, error);\n"
-        "--attempts lists the attempts under every step."
+        "its rendered arguments and every attempt it made (start, duration, worker, outcome, error), with\n"
+        "the environment it ran in and the files it read and wrote (role, state, short hash, path);\n"
+        "--attempts lists the attempts under every step. A step served from the content cache (cache:)\n"
+        "says from which run, step and attempt."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
                 ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"),
