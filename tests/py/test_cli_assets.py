@@ -248,6 +248,11 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     code, _, err = cli(capsys, "cache", "purge", "--before", "30d")
     assert code == 2 and "is an age: use --older-than 30d" in err
     assert cli(capsys, "cache", "list", "--older-than", "soon")[0] == 2
+    code, _, err = cli(capsys, "cache", "purge", "--limit", "50")
+    assert code == 2 and "cache purge does not take --limit" in err
+    code, _, err = cli(capsys, "cache", "purge", "--yes", "--db", str(folder / "other.db"))
+    assert code == 1 and "nothing to purge: the database %s does not exist" % (folder / "other.db") in err
+    assert not (folder / "other.db").exists()
 
     # Purge: asks on a terminal, and a no purges nothing.
     monkeypatch.setattr(cache_cli, "_interactive", lambda ctx: True)

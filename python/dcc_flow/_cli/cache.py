@@ -9,12 +9,15 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .._engine import _age_seconds, _before_bound
 from ._assets import cache_source, env_text, when
 from ._base import CliError, Command, Context, UsageError, plain
-from ._engine import RUN_HELP, _parse_time, add_db_argument, open_engine, resolve_run
+from ._engine import RUN_HELP, _parse_time, add_db_argument, missing_db, open_engine, resolve_run
 from .show import args_text
 
 __all__ = ["COMMAND"]
 
 ACTIONS = ("list", "explain", "purge")
+
+#: The entries ``cache list`` prints without ``--limit``.
+LIST_LIMIT = 50
 
 #: The hex digits of a key in ``cache list`` (``--json`` and ``explain`` have them whole).
 KEY_DIGITS = 12
@@ -76,12 +79,12 @@ class CacheCommand(Command):
         parser.add_argument("--run", metavar="RUN", dest="run_filter",
                             help="list, purge: only the entries the attempts of this run made")
         parser.add_argument("--key", metavar="KEY", help="list, purge: only the entries of this key (64 hex digits)")
-        when = parser.add_mutually_exclusive_group()
-        when.add_argument("--before", type=_when, metavar="WHEN",
+        bound = parser.add_mutually_exclusive_group()
+        bound.add_argument("--before", type=_when, metavar="WHEN",
                           help="list, purge: only the entries created before WHEN (RFC 3339, or a date: midnight UTC)")
-        when.add_argument("--older-than", type=_age, metavar="AGE",
+        bound.add_argument("--older-than", type=_age, metavar="AGE",
                           help="list, purge: only the entries created more than AGE ago (30d, 12h, 2w, 90m)")
-        parser.add_argument("--limit", type=int, default=50, metavar="N",
+        parser.add_argument("--limit", type=int, metavar="N",
                             help="list: at most N entries (default 50; 0 = all)")
         parser.add_argument("--yes", action="store_true", help="purge: do not ask")
         parser.add_argument("--json", action="store_true", help="print JSON")
@@ -101,7 +104,7 @@ class CacheCommand(Command):
     def check(args: argparse.Namespace) -> None:
         """Refuse the options and arguments the action does not take (a usage error naming them)."""
         given = {"--tool": args.tool, "--workflow": args.workflow, "--run": args.run_filter, "--key": args.key,
-                 "--before": args.before, "--older-than": args.older_than, "--limit": args.limit != 50,
+                 "--before": args.before, "--older-than": args.older_than, "--limit": args.limit is not None,
                  "--yes": args.yes}
         takes = {"list": ("--tool", "--workflow", "--run", "--key", "--before", "--older-than", "--limit"),
                  "purge": ("--tool", "--workflow", "--run", "--key", "--before", "--older-than", "--yes"),
@@ -114,15 +117,16 @@ class CacheCommand(Command):
                 raise UsageError("cache explain needs RUN and STEP_KEY: dcc-flow cache explain RUN STEP_KEY")
         elif args.run_id:
             raise UsageError("cache %s takes no RUN or STEP_KEY (for the entries of a run: --run RUN)" % args.action)
-        if args.limit < 0:
+        if args.limit is not None and args.limit < 0:
             raise UsageError("--limit must be >= 0 (0 = all); got %d" % args.limit)
 
     # -- list ------------------------------------------------------------------------------------
 
     @staticmethod
     def list(args: argparse.Namespace, ctx: Context, filters: Dict[str, Any]) -> int:
+        limit = LIST_LIMIT if args.limit is None else args.limit
         with open_engine(args, beside_owner=True) as engine:
-            entries = engine.cache_entries(limit=args.limit, **filters)
+            entries = engine.cache_entries(limit=limit, **filters)
         if args.json:
             ctx.print(json.dumps(entries, indent=2, ensure_ascii=False))
             return 0
@@ -137,8 +141,8 @@ class CacheCommand(Command):
         ctx.table(rows)
         if not entries:
             ctx.print("(no cache entries)")
-        elif args.limit and len(entries) == args.limit:
-            ctx.print("(the first %d; --limit 0 lists all)" % args.limit)
+        elif limit and len(entries) == limit:
+            ctx.print("(the first %d; --limit 0 lists all)" % limit)
         return 0
 
     # -- purge -----------------------------------------------------------------------------------
@@ -146,6 +150,9 @@ class CacheCommand(Command):
     @staticmethod
     def purge(args: argparse.Namespace, ctx: Context, filters: Dict[str, Any]) -> int:
         what = _filter_text(args)
+        missing = missing_db(args)
+        if missing:  # opening it to purge would create it
+            raise CliError("nothing to purge: " + missing)
         with open_engine(args) as engine:
             if not args.yes and _interactive(ctx):
                 count = len(engine.cache_entries(**filters))
