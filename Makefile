@@ -18,6 +18,9 @@ PYTEST_XDIST := pytest-xdist==3.8.0
 # Python 3.11 only: elsewhere it is left out and those tests skip, naming it (tests/py/_real_dcc.py).
 BPY          := bpy==5.0.1
 PYSIDE       := PySide6-Essentials==6.11.3
+# Pixar's USD for examples/usd_shot.yaml and tests/py/test_example_usd_shot.py (wheels for Python
+# 3.9-3.13; elsewhere those tests skip, naming usd-core).
+USD          := usd-core==26.11
 # Go tools that lint needs, installed on first use by go install (pinned) into .tools/<name>-<version>/.
 TOOLS        := .tools
 STATICCHECK_VERSION := v0.8.2
@@ -53,6 +56,8 @@ $(VENV)/.ok: pyproject.toml Makefile
 	$(VPY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(VENV)/wheelhouse $(SETUPTOOLS)
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(PYSIDE) \
 		|| echo "note: no $(PYSIDE) wheel for this Python/platform: the real-Qt tests skip, naming PySide6"
+	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(USD) \
+		|| echo "note: no $(USD) wheel for this Python/platform: the USD example's tests skip, naming usd-core"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(BPY) \
 		|| echo "note: no $(BPY) wheel for this Python/platform (Python 3.11 only): the real-Blender tests skip, naming bpy"
 	@touch $@
@@ -74,7 +79,7 @@ test-long: test-py-long soak-cluster-short test-wheels ## The long tail CI runs 
 # concurrency. test-go runs them in a second pass without -race, in the packages that have them;
 # the same code paths at small sizes, and every concurrent path, stay under -race. A name here that
 # no longer matches only makes that test run under -race again (slower, nothing lost).
-GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly)$$
+GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly)$$
 GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/store/...
 
 # GO_TEST_P packages are built and tested at once (go test -p; its default is the number of cores):
@@ -137,8 +142,8 @@ test-py-long: $(LIB) venv ## The wheel tests of tests/py (part of make test-long
 	$(VPY) -m pytest -q $(PY_LONG_TESTS)
 
 .PHONY: screenshots
-screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (headless Chromium: tests/py/test_ui_browser.py)
-	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py -k screenshots
+screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (headless Chromium: tests/py/test_ui_browser.py, test_ui_assets.py)
+	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py tests/py/test_ui_assets.py -k screenshots
 
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error

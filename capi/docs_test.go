@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 )
 
@@ -485,6 +486,10 @@ var requestTypes = map[string]any{
 	"dccflow_idempotency_purge":  nil,
 	"dccflow_retention_status":   nil,
 	"dccflow_schedule_fires":     scheduleFiresRequest{},
+	"dccflow_file_lineage":       lineageRequest{},
+	"dccflow_files_stale":        staleRequest{},
+	"dccflow_cache_list":         engine.CacheFilter{},
+	"dccflow_cache_purge":        engine.CacheFilter{},
 }
 
 // TestDocsRequestFields: every field an export's request accepts is named (`field`) in the

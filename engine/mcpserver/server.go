@@ -2,7 +2,7 @@
 // the tools workflows_run, workflows_get_status, workflows_cancel, workflows_lookup,
 // workflows_resume and workflows_approve (names, arguments and results follow the reference
 // so its agents work unchanged), the catalog, each run, the schedules and each schedule's fire
-// history as resources (a run resource can be subscribed to: notifications/resources/updated,
+// history, a file's lineage and the stale outputs as resources (a run resource can be subscribed to: notifications/resources/updated,
 // coalesced), and run updates as
 // `notifications/$/dcc.workflowUpdated` plus MCP progress notifications.
 //
@@ -439,6 +439,7 @@ func (s *Server) addResources() {
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 		})
 	s.addScheduleResources()
+	s.addAssetResources()
 }
 
 // limiter is a token bucket per client session.

@@ -68,6 +68,14 @@ func setup(t testing.TB, transportKind string, opts ...mcpserver.Option) *bundle
 	if err := e.Register(s); err != nil {
 		t.Fatal(err)
 	}
+	return setupOn(t, transportKind, e, opts...)
+}
+
+// setupOn serves e (which the caller closes) to a client over transportKind.
+func setupOn(t testing.TB, transportKind string, e *engine.Engine, opts ...mcpserver.Option) *bundle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	srv := mcpserver.New(e, opts...)
 	b := &bundle{e: e, srv: srv}
 	var tr transport.Interface

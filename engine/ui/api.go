@@ -70,6 +70,8 @@ func (h *handler) routes() {
 	api("GET /api/events", h.events)
 	api("GET /api/workflows", h.listWorkflows)
 	api("GET /api/workflows/{name}", h.getWorkflow)
+	api("GET /api/lineage", h.lineage)
+	api("GET /api/stale", h.stale)
 	api("GET /api/schedules", h.listSchedules)
 	api("GET /api/schedules/{id}/fires", h.scheduleFires)
 	api("POST /api/schedules/{id}/enable", h.setSchedule(true))

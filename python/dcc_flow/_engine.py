@@ -304,7 +304,9 @@ class Engine:
     with the result of every tool call this engine runs in this process, updating the process's
     ``dcc_flow.set_environment`` (its keys win): the environment the engine records with each
     attempt (docs/reference/python/tool-calls.md "Files and environment"). A pool worker's calls
-    carry the worker's own (its ``--init``).
+    carry the worker's own (its ``--init``). It is also the engine's config ``env`` (unless
+    ``config`` sets one): part of every cache key, so that a new DCC or plugin version runs the
+    steps with ``cache`` again (docs/guide/assets.md).
     """
 
     def __init__(self, db: Optional[Union[str, "os.PathLike[str]"]] = None, config: Optional[Mapping[str, Any]] = None,
@@ -322,6 +324,10 @@ class Engine:
             cfg["read_only"] = True
         if lease_secs is not None:
             cfg["lease_secs"] = float(lease_secs)
+        if environment is not None and "env" not in cfg:
+            # The engine's own (config "env"): recorded with the attempts of pools and other
+            # tools whose side reports none, and part of every cache key (docs/guide/assets.md).
+            cfg["env"] = dict(environment)
         self._handle: int = int(_ffi.call("dccflow_engine_open", 0, {"config": cfg})["handle"])
         self._lock = threading.RLock()
         self._tools: Dict[str, ToolEntry] = {}

@@ -53,15 +53,13 @@ class AttemptRecord:
         #: RFC 3339 UTC times; ``finished_at`` is None while the attempt runs.
         self.started_at: Optional[str] = d.get("started_at")
         self.finished_at: Optional[str] = d.get("finished_at")
-        #: The environment of the process that ran the call (``{"dcc": "maya", "version": …,
-        #: "plugins": {…}}``: what its side reported, else the engine's ``env`` config), None when
-        #: none (docs/reference/python/tool-calls.md "Files and environment").
+        #: The environment of the process that ran the call (``{"dcc": "maya", "version": ...}``:
+        #: what its host or worker reported, else the engine's ``environment``); None when none.
         self.env: Optional[Dict[str, Any]] = d.get("env")
-        #: The files the attempt read and wrote, in the order recorded (docs/guide/assets.md):
-        #: dicts with ``role`` (``"read"``, ``"write"``), ``path`` (absolute), ``state`` (``"ok"``,
-        #: ``"missing"``, ``"unreadable"``, ``"unstable"``), and when known ``size``, ``mtime``
-        #: (RFC 3339), ``hash`` (``"blake3:…"``, when ``state`` is ok) and ``error`` (why not ok).
-        self.files: List[Dict[str, Any]] = list(d.get("files") or [])
+        #: The files the attempt read and wrote (docs/guide/assets.md): dicts of ``role``
+        #: (``"read"``/``"write"``), ``path``, ``state`` (``ok``, ``missing``, ``unreadable``,
+        #: ``unstable``), ``size``, ``mtime``, ``hash`` (``"blake3:..."`` when ok), ``error``.
+        self.files: List[Dict[str, Any]] = list(d.get("files") or ())
 
     def __repr__(self) -> str:
         return "AttemptRecord(attempt=%d, status=%s%s)" % (

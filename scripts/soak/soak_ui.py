@@ -7,11 +7,11 @@ While the MCP and webhook load runs, `UILoad` hammers `serve --ui` on 127.0.0.1:
   at once and goes away later, or never reads at all (a 4 KiB receive buffer, held until the
   load stops: the server must cut it after its write timeout, not hold it forever);
 - API reads: `/api/runs` with filters and the next cursor, a run, its step instances (a failed
-  one's error), workflows, schedules and their fires, `/metrics`;
+  one's error), workflows, schedules and their fires, the stale outputs, `/metrics`;
 - bad requests, each with the statuses it may get: bodies that are not JSON or not an action's,
   a 1 MiB body (413), wrong methods (405), a missing or forged CSRF header (403), a foreign
-  Origin (403), a foreign Host (403), bad cursors, limits and statuses (400), unknown runs and
-  steps (404), asset paths that climb out (never a file outside the assets);
+  Origin (403), a foreign Host (403), bad cursors, limits, statuses and lineage queries (400),
+  unknown runs, steps and files (404), asset paths that climb out (never a file outside the assets);
 - actions: pause, unpause and cancel of the slow runs the soak starts (200, or 409 once the
   run has ended).
 
@@ -169,6 +169,7 @@ class UILoad:
                             ("/api/workflows/soak_net_slow", "GET /api/workflows/NAME"),
                             ("/api/schedules", "GET /api/schedules"),
                             ("/api/schedules/net_slow/fires?limit=20", "GET fires"),
+                            ("/api/stale?path=%2Fsoak-net", "GET /api/stale"),
                             ("/", "GET /"), ("/app.js", "GET asset")]:
             if rnd.random() < 0.3:
                 status, _ = self.send(conn, "GET", path)
@@ -208,6 +209,9 @@ class UILoad:
             ("unknown workflow", "GET", "/api/workflows/nope", None, {}, (404,)),
             ("unknown schedule", "GET", "/api/schedules/nope/fires", None, {}, (404,)),
             ("unknown API route", "GET", "/api/nope", None, {}, (404,)),
+            ("lineage without a path", "GET", "/api/lineage", None, {}, (400,)),
+            ("bad lineage depth", "GET", "/api/lineage?path=%2Fa&depth=-1", None, {}, (400,)),
+            ("unrecorded file", "GET", "/api/lineage?path=%2Fsoak-net%2Fnope.usd", None, {}, (404,)),
             ("unknown asset", "GET", "/nope.js", None, {}, (404,)),
             # Paths that climb out of the assets: a redirect to the cleaned path, or not found.
             ("traversal", "GET", "/../../../../etc/passwd", None, {}, (301, 307, 404)),

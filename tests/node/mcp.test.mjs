@@ -3,7 +3,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -90,6 +90,7 @@ async function exercise(client, { lossyEnd }) {
   assert.equal(doc.run.status, 'completed');
 
   await subscription(client);
+  await assets(client);
 
   // A tool error carries the stable code.
   const bad = await client.callTool({ name: 'workflows_get_status', arguments: { workflow_id: 'nope' } });
@@ -98,6 +99,42 @@ async function exercise(client, { lossyEnd }) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A file's lineage and the stale outputs (docs/reference/mcp.md): the path goes in the URI
+// percent-encoded as one segment, as encodeURIComponent (and RFC 6570 expansion of {path}) does.
+async function assets(client) {
+  const { resourceTemplates } = await client.listResourceTemplates();
+  const templates = resourceTemplates.map((t) => t.uriTemplate);
+  assert.ok(templates.includes('dccflow://lineage/{path}{?depth}') && templates.includes('dccflow://stale/{path}'), JSON.stringify(templates));
+  const { resources } = await client.listResources();
+  assert.ok(resources.some((r) => r.uri === 'dccflow://stale'), JSON.stringify(resources));
+
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'mcp assets é-')));
+  const src = join(dir, 'layout.abc');
+  const out = join(dir, 'shot #1.usda');
+  writeFileSync(src, 'layout');
+  writeFileSync(out, 'shot');
+  const spec = JSON.stringify({ name: 'assets', steps: [{ id: 'assemble', tool: 'flow__echo', args: { value: 1 }, reads: [src], writes: [out] }] });
+  const res = await client.callTool({ name: 'workflows_run', arguments: { spec, wait_secs: 20 } });
+  assert.equal(res.structuredContent.status, 'completed', JSON.stringify(res));
+
+  const read = async (uri) => JSON.parse((await client.readResource({ uri })).contents[0].text);
+  const lineage = await read(`dccflow://lineage/${encodeURIComponent(out)}`);
+  assert.equal(lineage.path, out);
+  assert.equal(lineage.now, 'unchanged');
+  assert.equal(lineage.made.run_id, res.structuredContent.workflow_id);
+  assert.equal(lineage.made.step_key, 'assemble');
+  assert.deepEqual(lineage.made.inputs.map((i) => [i.path, i.now]), [[src, 'unchanged']]);
+  assert.deepEqual((await read(`dccflow://stale/${encodeURIComponent(dir)}`)).stale, []);
+
+  writeFileSync(src, 'layout, changed');
+  const { stale } = await read(`dccflow://stale/${encodeURIComponent(dir)}`);
+  assert.deepEqual(stale.map((s) => [s.path, s.reason]), [[out, `input changed: ${src}`]]);
+
+  // An unrecorded path: a JSON-RPC error whose message starts with the engine's code.
+  await assert.rejects(client.readResource({ uri: `dccflow://lineage/${encodeURIComponent(join(dir, 'nope.usd'))}` }),
+    /not_found: no recorded attempt read or wrote/);
+}
 
 // Subscribe to a run resource, then read it after each notifications/resources/updated until it
 // shows the run terminal: the server sends an update after the run's last event.

@@ -23,6 +23,8 @@ def _glibc_at_least(version):
 WHEELS = {
     "bpy": ("bpy==5.0.1", sys.version_info[:2] == (3, 11) and sys.platform.startswith("linux")
             and platform.machine() == "x86_64" and _glibc_at_least((2, 28))),
+    "pxr": ("usd-core==26.11", (3, 9) <= sys.version_info[:2] < (3, 14) and sys.platform.startswith("linux")
+            and platform.machine() == "x86_64" and _glibc_at_least((2, 17))),
     "PySide6": ("PySide6-Essentials==6.11.3", (3, 10) <= sys.version_info[:2] < (3, 15)
                 and sys.platform.startswith("linux") and platform.machine() == "x86_64"
                 and _glibc_at_least((2, 34))),

@@ -364,18 +364,31 @@ func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheE
 
 // cacheMissWithoutEntry says why no entry has the key: the newest entry of the same tool and
 // step shows which part of the key changed.
+// The entry is read once per run and step id (the first miss of a foreach's items reads it for
+// all of them), before the run wrote entries of its own.
 func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *stepPlan, parts json.RawMessage) string {
-	prev, err := a.ListCache(ctx, store.CacheFilter{Tool: attemptTool(sp), Workflow: r.name, Limit: 20})
-	if err != nil {
+	type prior struct {
+		once  sync.Once
+		entry *store.CacheEntry
+	}
+	v, _ := r.priorEntries.LoadOrStore(sp.st.ID, &prior{})
+	p := v.(*prior)
+	p.once.Do(func() {
+		prev, err := a.ListCache(ctx, store.CacheFilter{Tool: attemptTool(sp), Workflow: r.name, Limit: 20})
+		if err != nil {
+			return
+		}
+		for i := range prev {
+			if prev[i].StepID == sp.st.ID && prev[i].RunID != r.id {
+				p.entry = &prev[i]
+				return
+			}
+		}
+	})
+	if p.entry == nil {
 		return "no earlier run with this key"
 	}
-	for _, e := range prev {
-		if e.StepID != sp.st.ID {
-			continue
-		}
-		return "no earlier run with this key (" + partsChanged(e.Parts, parts) + " since run " + e.RunID + ")"
-	}
-	return "no earlier run with this key"
+	return "no earlier run with this key (" + partsChanged(p.entry.Parts, parts) + " since run " + p.entry.RunID + ")"
 }
 
 // partsChanged names the parts of a cache key that differ between two Parts documents.

@@ -490,6 +490,9 @@ type runner struct {
 	// its iterations: a reused foreach adds them to the progress.
 	priorInside map[string]int
 	forced      map[string]bool // step ids and instance keys forced by a resume (Params.Force)
+	// priorEntries holds, by step id, the newest cache entry of the step's tool and workflow
+	// from before this run wrote any (assets.go: what a miss is compared with), read once.
+	priorEntries sync.Map
 	// onFailureOnly is Params.OnFailureOnly.
 	onFailureOnly *store.RunError
 	// failing is the run's error once its on_failure steps run (a cancel then ends the run

@@ -227,47 +227,94 @@ const pageSize = 5000
 // Stale returns the stale outputs among the newest recorded write of every path under one of
 // dirs (a file or a directory, cleaned by the caller; none = every recorded output), by path.
 func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]StaleFile, error) {
-	latest := map[string]store.FileRecord{} // the newest write of each output path
-	var filters []store.FileFilter
-	if len(dirs) == 0 {
-		filters = []store.FileFilter{{Role: store.FileWrite}}
-	}
-	for _, d := range dirs {
-		filters = append(filters, store.FileFilter{Role: store.FileWrite, Under: d})
-	}
-	for _, f := range filters {
-		if err := each(ctx, src, f, func(r store.FileRecord) { latest[r.Path] = r }); err != nil {
-			return nil, err
-		}
-	}
-	// The inputs of the attempts that made them.
 	type attempt = store.AttemptRef
-	made := map[attempt]bool{}
-	for _, w := range latest {
-		made[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}] = true
-	}
-	refs := make([]attempt, 0, len(made))
-	for a := range made {
-		refs = append(refs, a)
-	}
+	latest := map[string]store.FileRecord{} // the newest write of each output path
 	inputs := map[attempt][]store.FileRecord{}
-	for i := 0; i < len(refs); i += 500 {
-		batch := refs[i:min(i+500, len(refs))]
-		if err := each(ctx, src, store.FileFilter{Role: store.FileRead, Attempts: batch}, func(r store.FileRecord) {
-			a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
-			inputs[a] = append(inputs[a], r)
+	if len(dirs) == 0 {
+		// Every record at once, in id order (the table's own order: no index to sort through).
+		if err := each(ctx, src, store.FileFilter{}, func(r store.FileRecord) {
+			if r.Role == store.FileWrite {
+				latest[r.Path] = r
+			} else {
+				a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
+				inputs[a] = append(inputs[a], r)
+			}
 		}); err != nil {
 			return nil, err
 		}
+	} else {
+		for _, d := range dirs {
+			if err := each(ctx, src, store.FileFilter{Role: store.FileWrite, Under: d}, func(r store.FileRecord) { latest[r.Path] = r }); err != nil {
+				return nil, err
+			}
+		}
+		// The inputs of the attempts that made them.
+		made := map[attempt]bool{}
+		for _, w := range latest {
+			made[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}] = true
+		}
+		refs := make([]attempt, 0, len(made))
+		for a := range made {
+			refs = append(refs, a)
+		}
+		for i := 0; i < len(refs); i += 500 {
+			batch := refs[i:min(i+500, len(refs))]
+			if err := each(ctx, src, store.FileFilter{Role: store.FileRead, Attempts: batch}, func(r store.FileRecord) {
+				a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
+				inputs[a] = append(inputs[a], r)
+			}); err != nil {
+				return nil, err
+			}
+		}
 	}
-	s := &staleness{check: check, latest: latest, inputs: func(w store.FileRecord) []store.FileRecord {
-		return inputs[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}]
-	}, memo: map[string]*string{}}
-	var out []StaleFile
+	// The outputs asked about, before the upstream ones are added.
 	paths := make([]string, 0, len(latest))
 	for p := range latest {
 		paths = append(paths, p)
 	}
+	if len(dirs) > 0 {
+		// An input made by a recorded attempt outside dirs is stale when its own inputs
+		// changed: follow the newest writes of the inputs upstream, however far.
+		var pending []string
+		seen := map[string]bool{}
+		queue := func(recs []store.FileRecord) {
+			for _, r := range recs {
+				if _, out := latest[r.Path]; !out && !seen[r.Path] {
+					seen[r.Path] = true
+					pending = append(pending, r.Path)
+				}
+			}
+		}
+		for _, recs := range inputs {
+			queue(recs)
+		}
+		for len(pending) > 0 {
+			p := pending[len(pending)-1]
+			pending = pending[:len(pending)-1]
+			ws, err := src.Files(ctx, store.FileFilter{Path: p, Role: store.FileWrite})
+			if err != nil {
+				return nil, err
+			}
+			if len(ws) == 0 {
+				continue // a source: no recorded attempt wrote it
+			}
+			w := ws[len(ws)-1]
+			latest[p] = w
+			a := attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}
+			if _, ok := inputs[a]; !ok {
+				reads, err := src.Files(ctx, store.FileFilter{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt, Role: store.FileRead})
+				if err != nil {
+					return nil, err
+				}
+				inputs[a] = reads
+				queue(reads)
+			}
+		}
+	}
+	s := &staleness{check: memoized(check), latest: latest, inputs: func(w store.FileRecord) []store.FileRecord {
+		return inputs[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}]
+	}, memo: map[string]*string{}}
+	var out []StaleFile
 	sort.Strings(paths)
 	for _, p := range paths {
 		if reason := s.reason(ctx, p); reason != "" {
@@ -276,6 +323,26 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 		}
 	}
 	return out, ctx.Err()
+}
+
+// memoized returns check answering again, without a stat, for a record it was asked about
+// before with the same path, hash, size and modification time (an input many outputs were made
+// from is checked once).
+func memoized(check Checker) Checker {
+	type key struct {
+		path, hash string
+		size, mod  int64
+	}
+	seen := map[key]filehash.Result{}
+	return func(ctx context.Context, rec store.FileRecord) filehash.Result {
+		k := key{rec.Path, rec.Hash, rec.Size, rec.ModTime.UnixNano()}
+		if r, ok := seen[k]; ok {
+			return r
+		}
+		r := check(ctx, rec)
+		seen[k] = r
+		return r
+	}
 }
 
 // each calls fn with every record matching f, a page at a time.

@@ -159,6 +159,11 @@ func TestStaleIsTransitiveAndSaysWhy(t *testing.T) {
 			t.Fatalf("%s: %q; want %q", f.Path, f.Reason, want[f.Path])
 		}
 	}
+	// Asked about one file, staleness still follows the outputs upstream of it.
+	got, err = Stale(ctx, st.s, check, []string{st.path("frame.exr")})
+	if err != nil || len(got) != 1 || got[0].Reason != "made from stale "+st.path("lit.usda") {
+		t.Fatalf("stale of the frame alone: %+v %v", got, err)
+	}
 	// Under one directory only; an output modified or deleted since it was made.
 	st.step("layout", []string{"chair.usda", "table.usda"}, "layout.usda") // rebuilt: lit and frame were made from the old one
 	if err := os.Remove(st.path("frame.exr")); err != nil {

@@ -203,15 +203,18 @@ async function route() {
   cleanup();
   const {parts, query} = parseHash();
   const page = parts[0] || "runs";
-  for (const a of document.querySelectorAll(".nav a")) a.classList.toggle("active", a.getAttribute("href") === "#/" + page);
+  const tab = page === "stale" ? "files" : page;
+  for (const a of document.querySelectorAll(".nav a")) a.classList.toggle("active", a.getAttribute("href") === "#/" + tab);
   try {
-    if (page === "runs" && parts[1]) await runPage(parts[1]);
+    if (page === "runs" && parts[1]) await runPage(parts[1], query.get("step") || "");
     else if (page === "runs") await runsPage(query);
     else if (page === "workflows" && parts[1]) await workflowPage(parts[1]);
     else if (page === "workflows") await workflowsPage();
     else if (page === "schedules" && parts[1]) await schedulePage(parts[1]);
     else if (page === "schedules") await schedulesPage();
     else if (page === "start") await startPage(parts[1] || "");
+    else if (page === "files") await filesPage(query);
+    else if (page === "stale") await stalePage(query);
     else { location.hash = "#/runs"; }
   } catch (e) {
     if (e instanceof APIError && e.status === 401) return;
@@ -385,7 +388,9 @@ function stepStatusOf(instances) {
   return "completed";
 }
 
-async function runPage(id) {
+// runPage shows run id; step, when given (#/runs/ID?step=KEY, the file page's links), is the
+// step instance selected at once.
+async function runPage(id, step = "") {
   let data = await api("/api/runs/" + encodeURIComponent(id));
   let selected = "";
   const title = el("h1", {"data-testid": "run-title"}, el("span", {text: data.name}), el("span", {class: "faint mono", text: "  " + data.run_id}));
@@ -601,6 +606,8 @@ async function runPage(id) {
       el("h3", {text: "Arguments as declared"}), pre("step-inputs", st.declared_args ? json(st.declared_args) : "(none)"),
       (st.attempt_history || []).length ? el("h3", {text: "Attempts"}) : null,
       (st.attempt_history || []).length ? attemptsTable(st) : null,
+      (st.attempt_history || []).some((a) => (a.files || []).length) ? el("h3", {text: "Files"}) : null,
+      (st.attempt_history || []).some((a) => (a.files || []).length) ? filesTable(st.attempt_history) : null,
       el("h3", {text: "Output"}), pre("step-output", st.output === undefined ? "(none)" : json(st.output)),
       (st.file_refs || []).length ? el("h3", {text: "File refs"}) : null,
       (st.file_refs || []).length ? pre("step-file-refs", json(st.file_refs)) : null,
@@ -636,6 +643,7 @@ async function runPage(id) {
     renderMeta(); renderActions(); renderApprovals(); renderGraph(); renderGantt(); renderSteps();
   }
   renderAll();
+  if (step) select(step);
 
   // Live: the server coalesces; the page updates status and progress at once and reloads the
   // whole run at most once a second (every 4 s for very large runs).
@@ -684,6 +692,189 @@ async function runPage(id) {
 }
 
 function truncate(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+
+// ---- files: lineage and staleness (docs/guide/ui.md, "Files") -----------------------------
+
+// A file's page, and a run's page with one step selected.
+const fileHref = (path) => "#/files?path=" + encodeURIComponent(path);
+const stepHref = (runID, key) => "#/runs/" + encodeURIComponent(runID) + "?step=" + encodeURIComponent(key);
+
+// shortHash is the first 12 hex digits of a "blake3:…" hash.
+function shortHash(h) { return h ? h.replace(/^blake3:/, "").slice(0, 12) : ""; }
+
+function fmtSize(n) {
+  if (n == null) return "";
+  if (n < 1024) return n + " B";
+  const u = ["KiB", "MiB", "GiB", "TiB"];
+  let v = n / 1024, i = 0;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return v.toFixed(v < 10 ? 1 : 0) + " " + u[i];
+}
+
+// splitPath cuts a path (POSIX or Windows) into its directory and its name.
+function splitPath(p) {
+  const i = Math.max(p.lastIndexOf("/"), p.lastIndexOf("\\"));
+  return i < 0 ? ["", p] : [p.slice(0, i + 1), p.slice(i + 1) || p];
+}
+
+// filesTable lists the files of a step's attempts (AttemptInfo.files): attempt, role, path (a
+// link to the file's page), state, size, short hash. Paths come from tools: text only.
+function filesTable(history) {
+  const body = el("tbody");
+  for (const a of history) {
+    for (const f of a.files || []) {
+      body.append(el("tr", {"data-testid": "step-file", "data-role": f.role, "data-state": f.state, "data-path": f.path},
+        el("td", {class: "mono", text: "#" + a.attempt}),
+        el("td", {text: f.role}),
+        el("td", {class: "mono path"}, el("a", {"data-testid": "step-file-link", href: fileHref(f.path), text: f.path, title: "lineage of this file"})),
+        el("td", {}, el("span", {class: "now now-" + (f.state === "ok" ? "unchanged" : f.state), text: f.state, title: f.error || ""})),
+        el("td", {class: "num", text: f.state === "ok" || f.size ? fmtSize(f.size) : ""}),
+        el("td", {class: "mono", title: f.hash || f.error || "", text: shortHash(f.hash)})));
+    }
+  }
+  return el("table", {class: "steps", "data-testid": "step-files"},
+    el("thead", {}, el("tr", {}, ...["#", "Role", "Path", "State", "Size", "Hash"].map((t) => el("th", {text: t})))), body);
+}
+
+const NOW_TEXT = {unchanged: "unchanged since recorded", changed: "changed since recorded", missing: "missing", unreadable: "unreadable or not hashed"};
+
+// lineageFile is a file's box: its name and directory, its state now and its recorded hash.
+function lineageFile(n, root, staleBy) {
+  const [dir, name] = splitPath(n.path);
+  const stale = n.made && staleBy ? staleBy.get(n.path) : undefined;
+  return el("div", {class: `lin-file now-${n.now}` + (root ? " root" : ""), "data-testid": "lineage-file", "data-path": n.path, "data-now": n.now,
+    "data-stale": stale ? "true" : null},
+    el("div", {class: "lin-name mono"}, root ? el("span", {text: name, title: n.path}) : el("a", {href: fileHref(n.path), text: name, title: n.path})),
+    dir ? el("div", {class: "lin-dir mono faint", text: dir, title: n.path}) : null,
+    el("div", {class: "lin-state"}, el("span", {class: "now now-" + n.now, "data-testid": "lineage-now", text: n.now, title: NOW_TEXT[n.now] || ""}),
+      n.hash ? el("span", {class: "mono faint", title: n.hash, text: " " + shortHash(n.hash)}) : null,
+      stale ? el("span", {class: "tag stale", "data-testid": "lineage-stale", title: stale, text: "stale"}) : null),
+    n.cut ? el("div", {class: "lin-note"}, el("a", {href: fileHref(n.path), "data-testid": "lineage-more", text: "made by more steps…"})) : null,
+    n.repeat ? el("div", {class: "lin-note muted", text: "its making is drawn above"}) : null,
+    !n.made && !n.cut && !n.repeat && !root ? el("div", {class: "lin-note faint", text: "source: no recorded step wrote it"}) : null);
+}
+
+// lineageMaking is the box of the attempt that wrote a file: tool, run, step and attempt (links
+// to the run page with the step selected), status, when, and its arguments as the box's title.
+function lineageMaking(m) {
+  return el("div", {class: "lin-made", "data-testid": "lineage-making", "data-run-id": m.run_id, "data-step-key": m.step_key, "data-tool": m.tool || ""},
+    el("div", {class: "lin-line"},
+      el("span", {class: "lin-tool mono", text: m.tool || "(tool not recorded)", title: m.args ? "arguments: " + JSON.stringify(m.args, null, 2) : ""}),
+      el("a", {"data-testid": "lineage-step", class: "mono", href: stepHref(m.run_id, m.step_key), text: m.step_key + " #" + m.attempt, title: "the step on its run's page"}),
+      m.status ? badge(m.status) : null),
+    el("div", {class: "lin-line faint"},
+      el("a", {"data-testid": "lineage-run", class: "mono", href: "#/runs/" + encodeURIComponent(m.run_id), text: m.run_id}),
+      el("span", {text: (m.workflow ? m.workflow + " · " : "") + fmtTime(m.at), title: m.at})),
+    m.env ? el("div", {class: "faint mono lin-env", text: truncate(JSON.stringify(m.env), 80), title: JSON.stringify(m.env, null, 2)}) : null);
+}
+
+// lineageTree draws a lineage graph as nested boxes: a row of a file and the attempt that made
+// it, and under it, indented, the files that attempt read, each drawn the same way.
+function lineageTree(n, staleBy, root = false) {
+  const row = el("div", {class: "lin-row"}, lineageFile(n, root, staleBy));
+  const node = el("div", {class: "lin-node"}, row);
+  if (n.made) {
+    row.append(el("span", {class: "lin-arrow", "aria-hidden": "true", text: "← made by"}), lineageMaking(n.made));
+    const ins = n.made.inputs || [];
+    node.append(el("div", {class: "lin-inputs", "data-testid": "lineage-inputs"},
+      el("div", {class: "lin-label faint", text: ins.length ? `from ${ins.length} file${ins.length === 1 ? "" : "s"} it read` : "it read no recorded file"}),
+      ...ins.map((i) => lineageTree(i, staleBy))));
+  }
+  return node;
+}
+
+// filesPage is #/files?path=P&depth=N: the file's lineage drawn, and whether it is stale; without
+// a path, the forms that lead to a file and to the stale view.
+async function filesPage(query) {
+  const path = query.get("path") || "", depth = query.get("depth") || "";
+  const pathBox = el("input", {"data-testid": "file-path", placeholder: "/shots/sh010/shot.usda", value: path, spellcheck: "false", size: 60, required: true});
+  const depthSel = el("select", {"data-testid": "file-depth", "aria-label": "depth"},
+    ...[["", "depth 10"], ["1", "depth 1"], ["2", "depth 2"], ["3", "depth 3"], ["5", "depth 5"], ["20", "depth 20"], ["50", "depth 50"]]
+      .map(([v, l]) => el("option", {value: v, text: l, selected: v === depth})));
+  const go = () => {
+    const p = pathBox.value.trim();
+    if (!p) { pathBox.focus(); return; }
+    location.hash = fileHref(p) + (depthSel.value ? "&depth=" + depthSel.value : "");
+  };
+  depthSel.addEventListener("change", go);
+  const form = el("form", {class: "toolbar", "data-testid": "file-form"}, pathBox, depthSel,
+    el("button", {class: "btn primary", type: "submit", text: "Lineage"}));
+  form.addEventListener("submit", (e) => { e.preventDefault(); go(); });
+  const staleBox = el("input", {"data-testid": "stale-path-input", placeholder: "/shots/sh010", spellcheck: "false", size: 40});
+  const staleForm = el("form", {class: "toolbar"}, staleBox, el("button", {class: "btn", type: "submit", text: "Stale outputs"}));
+  staleForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const d = staleBox.value.trim();
+    location.hash = "#/stale" + (d ? "?path=" + encodeURIComponent(d) : "");
+  });
+  const head = el("div", {class: "page-head"}, el("h1", {text: "Files"}), form);
+  if (!path) {
+    fill(main, head, card("Stale outputs", el("div", {},
+      el("p", {class: "muted", text: "Recorded outputs modified or deleted since they were made, or made from an input whose content changed since. Give a directory, or none for every recorded output."}),
+      staleForm)),
+    el("div", {class: "empty", text: "Type the path of a file a step read or wrote to see how it came to be. The Files list of a step (on its run's page) links here."}));
+    return;
+  }
+  const q = new URLSearchParams({path});
+  if (depth) q.set("depth", depth);
+  const n = await api("/api/lineage?" + q);
+  // Which outputs of the graph are stale, and why: the stale check is asked about every file
+  // drawn (at most the route's 100), so that an output made from another stale output drawn
+  // here is seen as such.
+  const drawn = [];
+  (function walk(x) {
+    if (!drawn.includes(x.path)) drawn.push(x.path);
+    for (const i of (x.made && x.made.inputs) || []) walk(i);
+  })(n);
+  const sq = new URLSearchParams();
+  for (const p of drawn.slice(0, 100)) sq.append("path", p);
+  const st = n.made ? await api("/api/stale?" + sq).catch(() => ({stale: []})) : {stale: []};
+  const staleBy = new Map((st.stale || []).map((s) => [s.path, s.reason]));
+  const stale = staleBy.has(n.path) ? {reason: staleBy.get(n.path)} : null;
+  const [, name] = splitPath(n.path);
+  const summary = el("div", {class: "meta"},
+    el("span", {}, "Path ", el("b", {class: "mono", "data-testid": "file-title", text: n.path})),
+    el("span", {}, "Now ", el("span", {class: "now now-" + n.now, "data-testid": "file-now", text: n.now})),
+    n.hash ? el("span", {}, "Recorded hash ", el("b", {class: "mono", title: n.hash, text: shortHash(n.hash)})) : null,
+    n.made ? el("span", {}, "Made by ", el("a", {href: stepHref(n.made.run_id, n.made.step_key), text: `${n.made.tool || n.made.step_key} (${n.made.step_key} #${n.made.attempt})`})) : el("span", {class: "muted", text: "No recorded step wrote it: only read."}));
+  const staleBox2 = stale
+    ? el("div", {class: "error-box", "data-testid": "file-stale"}, el("b", {text: "Stale: "}), el("span", {text: stale.reason}))
+    : n.made ? el("div", {class: "ok-box", "data-testid": "file-fresh", text: "Not stale: this output and everything it was made from are as recorded."}) : null;
+  const legend = el("div", {class: "lin-legend muted"}, "States now: ",
+    ...["unchanged", "changed", "missing", "unreadable"].map((k) => el("span", {class: "now now-" + k, text: k, title: NOW_TEXT[k]})));
+  fill(main, el("div", {class: "page-head"}, el("h1", {}, el("span", {text: "File "}), el("span", {class: "mono", text: name})), form),
+    summary, staleBox2,
+    card("Lineage", el("div", {class: "lin-wrap", "data-testid": "lineage-graph"}, lineageTree(n, staleBy, true)), {cls: "scroll", head: [legend]}));
+}
+
+// stalePage is #/stale?path=DIR: the stale outputs under DIR (every recorded one without), why,
+// and the attempt that made each.
+async function stalePage(query) {
+  const path = query.get("path") || "";
+  const box = el("input", {"data-testid": "stale-path-input", placeholder: "a directory, or empty for every output", value: path, spellcheck: "false", size: 50});
+  const form = el("form", {class: "toolbar"}, box, el("button", {class: "btn primary", type: "submit", text: "Check"}));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const d = box.value.trim();
+    location.hash = "#/stale" + (d ? "?path=" + encodeURIComponent(d) : "");
+    if (d === path) route();
+  });
+  const q = path ? "?" + new URLSearchParams({path}) : "";
+  const d = await api("/api/stale" + q);
+  const tbody = el("tbody", {}, ...d.stale.map((s) => {
+    const m = /^(input changed: |input deleted: |made from stale )(.+)$/.exec(s.reason);
+    return el("tr", {"data-testid": "stale-row", "data-path": s.path},
+      el("td", {class: "mono path"}, el("a", {href: fileHref(s.path), text: s.path, title: "lineage of this file"})),
+      el("td", {class: "path", "data-testid": "stale-reason"}, m ? [m[1], el("a", {class: "mono", href: fileHref(m[2]), text: m[2]})] : s.reason),
+      el("td", {class: "mono"}, el("a", {href: stepHref(s.run_id, s.step_key), text: `${s.step_key} #${s.attempt}`})),
+      el("td", {class: "mono"}, el("a", {href: "#/runs/" + encodeURIComponent(s.run_id), text: s.run_id})));
+  }));
+  fill(main, el("div", {class: "page-head"}, el("h1", {text: "Stale outputs"}), form, el("span", {class: "spacer"}),
+    el("span", {class: "muted", "data-testid": "stale-count", text: `${d.stale.length} stale` + (path ? " under " + path : "")})),
+  el("section", {class: "card"}, el("div", {class: "table-wrap"}, el("table", {class: "data", "data-testid": "stale-table"},
+    el("thead", {}, el("tr", {}, ...["Output", "Why", "Made by step", "Run"].map((h) => el("th", {text: h})))), tbody)),
+  d.stale.length ? null : el("div", {class: "empty", "data-testid": "stale-empty", text: "Nothing is stale" + (path ? " under " + path : "") + ": every recorded output is as it was made, from inputs as they were."})));
+}
 
 // ---- workflows ---------------------------------------------------------------------------
 

@@ -21,14 +21,23 @@ func TestMemstore(t *testing.T) {
 	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return memstore.New() })
 }
 
-// 100,000 file records read back by Under in pages (storetest.ExerciseAssetsScale).
+// 100,000 file records read back by Under in pages of 1,000 (storetest.ExerciseAssetsScale):
+// about 80 ms. In GO_NORACE_TESTS.
 func TestAssetsScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a volume test: skipped under -short")
 	}
 	s := memstore.New()
 	t.Cleanup(func() { _ = s.Close() })
-	storetest.ExerciseAssetsScale(t, s, time.Second)
+	storetest.ExerciseAssetsScale(t, s, 2*time.Second)
+}
+
+// File records with hostile paths (bad bytes, NUL, wildcards, 4,096-byte names, Windows forms)
+// are found by their path and under their directory (storetest.FilePathsRedteam).
+func TestRedteamFilePaths(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.FilePathsRedteam(t, s)
 }
 
 // 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).

@@ -26,71 +26,78 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 	if f.Attempts != nil && len(f.Attempts) == 0 {
 		return nil, nil // any of no attempts: none
 	}
-	if f.Under != "" && f.Limit > 0 && f.Path == "" && f.RunID == "" && f.Attempts == nil {
-		return s.filesUnder(ctx, f)
+	if f.Limit > 0 && f.Limit <= maxPagedLimit && f.Path == "" && (f.Under != "" || f.RunID != "" || f.Attempts != nil) {
+		return s.filesPaged(ctx, f)
 	}
-	return s.queryFiles(ctx, &f, sqlKey)
+	return s.queryFiles(ctx, &f, 0)
 }
 
-// underProbe and underWindow tune filesUnder: a page of Limit records under a directory that
-// holds fewer than underProbe×Limit records is read through the key index and sorted; else the
-// table is read in ID order from AfterID, in windows of 2×Limit IDs, then twice that, and so on
-// up to underWindow×Limit IDs in all.
+// pagedProbe and pagedWindow tune filesPaged: a page of Limit records is read from the table
+// in id order from AfterID, in windows of 2×Limit ids, then twice that, and so on up to
+// pagedWindow×Limit ids in all, unless the first window did not fill the page and the selection
+// has fewer than pagedProbe×Limit records: then it is read through the index of its
+// conditions. A page of more than maxPagedLimit records is read through the index (its windows
+// could overflow).
 const (
-	underProbe  = 4
-	underWindow = 30
+	maxPagedLimit = 1 << 20
+	pagedProbe    = 4
+	pagedWindow   = 30
 )
 
-// filesUnder is Files for a page (Limit > 0) of the records under a directory, with no other
-// indexed condition, as the SQLite store does it (see its filesUnder): the records are wanted in
-// ID order, which the key index does not have, so a page of a directory of many records is read
-// from the table by ID, not through the key index and a sort of the whole directory at each
-// page (100 pages of 1,000 of 100,000 records took 5.5 s that way). A capped count through the
-// key index (an ordered index scan, which stops at the cap: a bitmap scan would read it all)
-// tells a directory of few records, read through it. The planner reads a window of IDs whole
-// (a bitmap scan of the primary key) when it expects few rows, which it does of a table it has
-// no statistics of yet, so the windows start small and grow: a page of a dense directory reads
-// about 2×Limit rows.
-func (s *Store) filesUnder(ctx context.Context, f store.FileFilter) ([]store.FileRecord, error) {
-	_, lo, hi := pathkey.Range(text(f.Under)) // the directory itself is one record at most: it does not change the plan
-	probe := f.Limit * underProbe
-	var n int
+// filesPaged is Files for a page (Limit > 0) of a selection an index answers but not in id
+// order — the records under a directory, of a run or a step, of the attempts listed — as the
+// SQLite store does it (see its filesPaged): through the index, each page would read the
+// whole selection and sort what is past AfterID (100 pages of 1,000 of 100,000 records under a
+// directory took 5.5 s that way), so a page of a large selection is read from the table by id.
+// The planner reads a window of ids whole (a bitmap scan of the primary key) when it expects
+// few rows, as it does of a table it has no statistics of yet, and it would count a selection
+// with a bitmap scan of its whole index, so the first window is small and read before any
+// count: a page of a dense selection reads about 2×Limit rows and nothing else.
+func (s *Store) filesPaged(ctx context.Context, f store.FileFilter) ([]store.FileRecord, error) {
 	var first *int64
-	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM (SELECT 1 FROM file_records
-			WHERE `+sqlKey+` >= $1 AND `+sqlKey+` < $2 ORDER BY `+sqlKey+` LIMIT $3) x),
-			(SELECT min(id) FROM file_records WHERE id > $4)`,
-		lo, hi, probe, f.AfterID).Scan(&n, &first); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT min(id) FROM file_records WHERE id > $1`, f.AfterID).Scan(&first); err != nil {
 		return nil, s.fault(err)
 	}
-	if n < probe || first == nil {
-		return s.queryFiles(ctx, &f, sqlKey)
+	if first == nil {
+		return nil, nil // no record past AfterID
 	}
 	var out []store.FileRecord
-	start, window := *first, int64(2*f.Limit)
-	for read := int64(0); read < int64(f.Limit*underWindow); read, start, window = read+window, start+window, 2*window {
-		// The key spelt otherwise than the index's expression, so that the planner cannot choose it.
+	next := *first // the first id not read yet
+	for window := int64(2 * f.Limit); next-*first < int64(f.Limit)*pagedWindow; window *= 2 {
 		page := f
-		page.AfterID, page.Limit = start-1, f.Limit-len(out)
-		got, err := s.queryFiles(ctx, &page, `coalesce(path_key, path, '')`, fmt.Sprintf(`id < %d`, start+window))
-		if out = append(out, got...); err != nil || len(out) == f.Limit {
+		page.AfterID, page.Limit = next-1, f.Limit-len(out)
+		got, err := s.queryFiles(ctx, &page, next+window)
+		if out, next = append(out, got...), next+window; err != nil || len(out) == f.Limit {
 			return out, err
+		}
+		if window > int64(2*f.Limit) {
+			continue
+		}
+		// The first window did not fill the page: a small selection is read through its index.
+		var args []any
+		where := fileWhere(&f, func(v any) string {
+			args = append(args, v)
+			return fmt.Sprintf("$%d", len(args))
+		})
+		var n int
+		if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM file_records WHERE %s LIMIT %d) x`,
+			strings.Join(where, ` AND `), f.Limit*pagedProbe), args...).Scan(&n); err != nil {
+			return nil, s.fault(err)
+		}
+		if n < f.Limit*pagedProbe {
+			break
 		}
 	}
 	rest := f
-	rest.AfterID, rest.Limit = start-1, f.Limit-len(out)
-	more, err := s.queryFiles(ctx, &rest, sqlKey)
+	rest.AfterID, rest.Limit = next-1, f.Limit-len(out)
+	more, err := s.queryFiles(ctx, &rest, 0)
 	return append(out, more...), err
 }
 
-// queryFiles runs the query of f (but for an empty Attempts), with key as the expression of a
-// path's key and the conditions extra besides.
-func (s *Store) queryFiles(ctx context.Context, f *store.FileFilter, key string, extra ...string) ([]store.FileRecord, error) {
+// fileWhere returns the conditions of f but for its paging (AfterID, Limit), adding their
+// arguments with arg.
+func fileWhere(f *store.FileFilter, arg func(any) string) []string {
 	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
 	if f.RunID != "" {
 		where = append(where, `run_id = `+arg(text(f.RunID)))
 	}
@@ -107,11 +114,11 @@ func (s *Store) queryFiles(ctx context.Context, f *store.FileFilter, key string,
 		// Through the key's index: the key of the path, then the path itself (a Windows path's
 		// key is shared by its case variants).
 		p := text(f.Path)
-		where = append(where, key+` = `+arg(pathkey.Key(p))+` AND path = `+arg(p))
+		where = append(where, sqlKey+` = `+arg(pathkey.Key(p))+` AND path = `+arg(p))
 	}
 	if f.Under != "" {
 		exact, lo, hi := pathkey.Range(text(f.Under))
-		where = append(where, `(`+key+` = `+arg(exact)+` OR `+key+` >= `+arg(lo)+` AND `+key+` < `+arg(hi)+`)`)
+		where = append(where, `(`+sqlKey+` = `+arg(exact)+` OR `+sqlKey+` >= `+arg(lo)+` AND `+sqlKey+` < `+arg(hi)+`)`)
 	}
 	if f.Attempts != nil {
 		n := len(f.Attempts)
@@ -122,11 +129,26 @@ func (s *Store) queryFiles(ctx context.Context, f *store.FileFilter, key string,
 		where = append(where, `(run_id, step_key, attempt) IN (SELECT * FROM unnest(`+arg(runs)+`::text[], `+arg(keys)+
 			`::text[], `+arg(atts)+`::bigint[]))`)
 	}
-	if f.AfterID > 0 {
-		where = append(where, `id > `+arg(f.AfterID))
+	return where
+}
+
+// queryFiles runs the query of f (but for an empty Attempts): as the planner plans it, or, when
+// before is not 0, over the rows of ids past AfterID and before it only, read whole (OFFSET 0
+// keeps the planner from pushing the conditions into that read, and from using their indexes).
+func (s *Store) queryFiles(ctx context.Context, f *store.FileFilter, before int64) ([]store.FileRecord, error) {
+	var args []any
+	where := fileWhere(f, func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	})
+	from := `file_records`
+	switch {
+	case before != 0:
+		from = fmt.Sprintf(`(SELECT * FROM file_records WHERE id > %d AND id < %d ORDER BY id OFFSET 0) w`, f.AfterID, before)
+	case f.AfterID > 0:
+		where = append(where, fmt.Sprintf(`id > %d`, f.AfterID))
 	}
-	where = append(where, extra...)
-	q := `SELECT ` + sqlrow.FileColumns + ` FROM file_records`
+	q := `SELECT ` + sqlrow.FileColumns + ` FROM ` + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}

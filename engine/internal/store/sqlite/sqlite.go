@@ -63,6 +63,10 @@ type Store struct {
 	// RefusedFiresSlack (fires.go).
 	refusedFires store.RefusedFiresCounter
 
+	// readStmts are the read queries of the asset lookups a cached step makes (assets.go),
+	// prepared once: preparing one cost as much as running it.
+	readStmts stmtCache
+
 	wc   *wconn        // the writer's driver connection and its prepared statements (leader only)
 	ckpt *checkpointer // nil for a read-only store, which never commits
 
@@ -399,6 +403,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
+	s.readStmts.close()
 	errs := []error{s.r.Close(), s.ctl.close()}
 	if s.ckpt != nil {
 		errs = append(errs, s.ckpt.close())

@@ -41,13 +41,15 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
 }
 
-// 100,000 file records read back by Under in pages (storetest.ExerciseAssetsScale): well
-// within the 2 s that stale over 100,000 recorded files may take (docs/design/performance.md).
+// 100,000 file records read back by Under in pages of 1,000 (storetest.ExerciseAssetsScale):
+// 0.6 to 0.8 s on two loaded cores, most of it decoding the rows; the bound, 2 s (what stale over
+// 100,000 recorded files may take in all), leaves room for a busy machine. In GO_NORACE_TESTS:
+// the race detector makes it 10 times slower.
 func TestAssetsScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a volume test: skipped under -short")
 	}
-	storetest.ExerciseAssetsScale(t, openTemp(t), time.Second)
+	storetest.ExerciseAssetsScale(t, openTemp(t), 2*time.Second)
 }
 
 func TestSchemaVersions(t *testing.T) {
@@ -494,6 +496,14 @@ func BenchmarkRun100(b *testing.B) {
 
 func TestRedteamRefusedFiresBounded(t *testing.T) {
 	storetest.ExerciseRefusedFiresBound(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+}
+
+// File records with hostile paths (bad bytes, NUL, wildcards, 4,096-byte names, Windows forms)
+// are found by their path and under their directory (storetest.FilePathsRedteam).
+func TestRedteamFilePaths(t *testing.T) {
+	s := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.FilePathsRedteam(t, s)
 }
 
 // 100,000 attempts of one step keep 110 rows (storetest.AttemptFlood).
