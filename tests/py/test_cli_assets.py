@@ -163,10 +163,19 @@ def test_lineage_text_json_and_mermaid(shot, capsys):
     assert lines[0] == "flowchart LR"
     assert 'a0("usd__render #35;1<br/>run %s<br/>step render<br/>usd 25.11, hdStorm 0.1")' % second in out
     assert "    a0 --> f0" in lines and "    f1 --> a0" in lines and "    a1 --> f1" in lines
-    table = next(line.split("[")[0].strip() for line in lines if "table.usda" in line)
-    chair = next(line.split("[")[0].strip() for line in lines if "chair.usda" in line)
+    table = next(line.split("[")[0].strip() for line in lines if "table.usda<br/>" in line)
+    chair = next(line.split("[")[0].strip() for line in lines if "chair.usda<br/>" in line)
     assert "    class %s changed" % table in lines and "    class %s source" % chair in lines
+    # The layout and the render made from it are stale: orange, with the reason in their label.
+    assert "    class f0,f1 stale" in lines and "    classDef stale fill:#fed,stroke:#d70" in lines
+    assert "<br/>stale: input changed: %s\"]" % (folder / "assets" / "table.usda") in out
     assert '"' not in out.replace('["', "").replace('"]', "").replace('("', "").replace('")', "")
+    code, out, _ = cli(capsys, "lineage", "sh010.exr")
+    lines = out.splitlines()
+    assert lines[0].endswith("  STALE: made from stale %s" % (folder / "sh010.usda"))
+    assert lines[5].endswith("  STALE: input changed: %s" % (folder / "assets" / "table.usda"))
+    assert lines[-1].endswith("table.usda  CHANGED since it was read  %s  (source: no recorded step wrote it)"
+                              % lines[-1].split()[-7])
 
 
 def test_lineage_errors_are_one_line(shot, capsys):

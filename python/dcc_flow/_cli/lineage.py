@@ -3,7 +3,7 @@ its tool, arguments and environment, and the files it read, recursively."""
 
 import argparse
 import json
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .._graph import _mermaid_label
 from ._assets import STATE_WORDS, env_text, short_hash, when
@@ -33,10 +33,11 @@ class LineageCommand(Command):
         "Show the lineage of the file PATH from the run database (docs/guide/assets.md, \"Lineage\"): what it\n"
         "is now against its record (unchanged, CHANGED, MISSING), the newest recorded attempt that wrote it —\n"
         "its run, step, attempt, tool, arguments and environment — and the files that attempt read, each\n"
-        "with its own making, indented, down to --depth levels of writers. A file no recorded step wrote is\n"
-        "a source; '(repeated above)' marks an input whose making is drawn already, '(--depth cut: ...)'\n"
-        "one whose writer the depth left out. --format mermaid draws files and attempts as a flowchart that\n"
-        "GitHub renders; --format json prints the engine's document."
+        "with its own making, indented, down to --depth levels of writers. 'STALE: reason' marks a file a\n"
+        "step made that is stale (dcc-flow stale); a file no recorded step wrote is a source; '(repeated\n"
+        "above)' marks an input whose making is drawn already, '(--depth cut: ...)' one whose writer the\n"
+        "depth left out. --format mermaid draws files and attempts as a flowchart that GitHub renders;\n"
+        "--format json prints the engine's document."
     )
     examples = (("where a render came from", "dcc-flow lineage /show/sh010/render/beauty.0001.exr"),
                 ("two levels, as a Mermaid flowchart", "dcc-flow lineage sh010.usda --depth 2 --format mermaid"),
@@ -54,22 +55,53 @@ class LineageCommand(Command):
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         with open_engine(args, beside_owner=True) as engine:
             node = engine.lineage(args.path, depth=args.depth)
+            stale = {} if args.format == "json" else stale_outputs(engine, node)
         if args.format == "json":
             ctx.print(json.dumps(node, indent=2, ensure_ascii=False))
         elif args.format == "mermaid":
-            ctx.print(format_mermaid(node))
+            ctx.print(format_mermaid(node, stale))
         else:
-            for line in format_text(node, args.depth):
+            for line in format_text(node, args.depth, stale):
                 ctx.print(line)
         return 0
 
 
-def _headline(n: Mapping[str, Any], root: bool, depth: int) -> str:
+def _made_paths(root: Mapping[str, Any]) -> List[str]:
+    """The paths of the graph's files whose making it shows, in order, once each."""
+    out: List[str] = []
+    todo = [root]
+    while todo:
+        n = todo.pop()
+        made = n.get("made")
+        if made and not n.get("repeat"):
+            if n.get("path") not in out:
+                out.append(str(n.get("path")))
+            todo.extend(reversed(made.get("inputs") or []))
+    return out
+
+
+def stale_outputs(engine: Any, root: Mapping[str, Any]) -> Dict[str, str]:
+    """Why each file of the graph that a recorded step made is stale (``Engine.stale`` of their
+    paths), by path; a file modified or deleted itself is left out: its state says so."""
+    paths = _made_paths(root)
+    if not paths:
+        return {}
+    out: Dict[str, str] = {}
+    for s in engine.stale(paths):
+        reason = str(s.get("reason") or "")
+        if s.get("path") in paths and not reason.startswith(("modified since", "deleted since")):
+            out[str(s["path"])] = reason
+    return out
+
+
+def _headline(n: Mapping[str, Any], root: bool, depth: int, stale: Mapping[str, str]) -> str:
     now = str(n.get("now") or "")
     word = STATE_WORDS.get(now, plain(now) or "?")
     if now == "changed":
         word += " since it was " + ("made" if root else "read")
     line = "%s  %s  %s" % (plain(n.get("path") or ""), word, short_hash(n.get("hash")))
+    if n.get("made") and not n.get("repeat") and n.get("path") in stale:
+        line += "  STALE: %s" % plain(stale[str(n.get("path"))])
     made = n.get("made")
     if n.get("repeat"):
         line += "  (repeated above)"
@@ -97,13 +129,15 @@ def _details(made: Mapping[str, Any]) -> List[str]:
     return lines
 
 
-def format_text(root: Mapping[str, Any], depth: int = 0) -> List[str]:
-    """The lineage as a tree: each file, what it is now, its writer's attempt in a few lines, then
-    its inputs indented under it (``├─``, ``└─``)."""
+def format_text(root: Mapping[str, Any], depth: int = 0, stale: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The lineage as a tree: each file, what it is now (and, from ``stale`` (path → reason), why
+    it is stale), its writer's attempt in a few lines, then its inputs indented under it (``├─``,
+    ``└─``)."""
+    stale = stale or {}
     out: List[str] = []
 
     def visit(n: Mapping[str, Any], first: str, rest: str, is_root: bool) -> None:
-        out.append(first + _headline(n, is_root, depth))
+        out.append(first + _headline(n, is_root, depth, stale))
         made = n.get("made") if not n.get("repeat") else None
         if not made:
             return
@@ -118,10 +152,12 @@ def format_text(root: Mapping[str, Any], depth: int = 0) -> List[str]:
     return out
 
 
-def format_mermaid(root: Mapping[str, Any]) -> str:
+def format_mermaid(root: Mapping[str, Any], stale: Optional[Mapping[str, str]] = None) -> str:
     """The lineage as a Mermaid flowchart, left to right: files (rectangles; changed or missing
-    ones in red, sources in grey, cut ones dashed) and the attempts that wrote them (rounded),
-    each input's arrow into the attempt that read it and the attempt's into what it wrote."""
+    ones in red, stale ones (``stale``: path → reason) in orange, sources in grey, cut ones
+    dashed) and the attempts that wrote them (rounded), each input's arrow into the attempt that
+    read it and the attempt's into what it wrote."""
+    stale = stale or {}
     files: Dict[str, str] = {}
     attempts: Dict[Tuple[str, str, int], str] = {}
     lines: List[str] = ["flowchart LR"]
@@ -134,9 +170,13 @@ def format_mermaid(root: Mapping[str, Any]) -> str:
             files[path] = "f%d" % len(files)
             now = str(n.get("now") or "")
             label = [path, "%s %s" % (now or "?", short_hash(n.get("hash")))]
+            if path in stale:
+                label.append("stale: " + stale[path])
             lines.append("    %s[%s]" % (files[path], _mermaid_label(label)))
             if now in ("changed", "missing", "unreadable"):
                 classes.setdefault("changed", []).append(files[path])
+            elif path in stale:
+                classes.setdefault("stale", []).append(files[path])
         return files[path]
 
     def visit(n: Mapping[str, Any]) -> str:
@@ -169,9 +209,9 @@ def format_mermaid(root: Mapping[str, Any]) -> str:
         if edge not in seen:
             seen.add(edge)
             lines.append(edge)
-    styles = {"changed": "fill:#fdd,stroke:#c00", "source": "fill:#eee,stroke:#999",
+    styles = {"changed": "fill:#fdd,stroke:#c00", "stale": "fill:#fed,stroke:#d70", "source": "fill:#eee,stroke:#999",
               "cut": "stroke-dasharray:4 3"}
-    for name in ("changed", "source", "cut"):
+    for name in ("changed", "stale", "source", "cut"):
         if classes.get(name):
             lines.append("    classDef %s %s" % (name, styles[name]))
             lines.append("    class %s %s" % (",".join(sorted(set(classes[name]))), name))
