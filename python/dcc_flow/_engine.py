@@ -41,7 +41,7 @@ from ._schema import SchemaOption
 from ._schema import tool_schema as _tool_schema
 from ._spec import WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
-from ._tools import LANES, ToolEntry, check_environment, describe, file_args
+from ._tools import LANES, ToolEntry, _abspath, check_environment, describe, file_args
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -184,6 +184,96 @@ def _count_arg(name: str, value: Any, least: int, note: str) -> int:
     if value < least:
         raise ValueError("%s must be >= %d (%s); got %r" % (name, least, note, value))
     return int(value)
+
+
+# -- the arguments of the asset methods (lineage, stale, cache_entries, purge_cache) -------------
+
+#: An age: one or more numbers with a unit, ``30d``, ``12h``, ``2w``, ``90m``, ``45s``, ``36h30m``.
+_AGE_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", re.I)
+_AGE_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+#: An RFC 3339 time (``2026-11-01T00:00:00Z``, any offset; no offset: UTC; seconds optional) or a
+#: date (midnight UTC): date, hours and minutes, seconds and fraction, offset.
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d)(:\d\d(?:\.\d+)?)?(Z|[+-]\d\d:\d\d)?)?$", re.I)
+
+
+#: The bounds of a ``before`` sent: the store compares times as int64 nanoseconds since 1970,
+#: which end in 2262. Earlier than the first is no entry; the last year or later, every entry.
+_EARLIEST = "1970-01-01T00:00:00Z"
+_LAST_YEAR = 2261
+
+
+def _age_seconds(text: str) -> Optional[float]:
+    """The seconds of an age such as ``30d`` or ``36h30m``; None when ``text`` is not one."""
+    text = text.strip()
+    if not text or _AGE_PART.sub("", text) != "":
+        return None
+    return sum(float(n) * _AGE_UNITS[u.lower()] for n, u in _AGE_PART.findall(text))
+
+
+def _before_bound(value: Any, what: str) -> Optional[str]:
+    """A ``before`` bound as the library takes it (RFC 3339 with an offset; None: no bound, past
+    the store's range) from a datetime (a naive one is local time), an RFC 3339 text or a date
+    (no offset: UTC), an age (``"30d"``) or seconds (both counted back from now)."""
+    text = _before_text(value, what)
+    year = int(text[:4]) if text[:4].isdigit() else 1970
+    if year < 1970:
+        return _EARLIEST
+    return None if year > _LAST_YEAR else text
+
+
+def _before_text(value: Any, what: str) -> str:
+    utc = datetime.timezone.utc
+    if isinstance(value, datetime.datetime):
+        try:
+            return value.astimezone(utc).isoformat()  # a naive one: local time
+        except (OverflowError, ValueError):  # datetime.min or .max in a local time
+            return _EARLIEST if value.year < 2 else datetime.datetime.max.replace(tzinfo=utc).isoformat()
+    secs: Optional[float] = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        secs = float(value)
+    elif isinstance(value, str):
+        m = _RFC3339.match(value.strip())
+        if m:
+            day, clock, seconds, offset = m.groups()
+            return "%sT%s%s%s" % (day, clock or "00:00", seconds or ":00", (offset or "Z").upper())
+        secs = _age_seconds(value)
+    if secs is None or not math.isfinite(secs) or secs < 0:
+        raise ValueError('%s must be a datetime, an RFC 3339 time ("2026-11-01T00:00:00Z"), a date, an age such '
+                         'as "30d", "12h" or "2w", or seconds >= 0; got %r' % (what, value))
+    try:
+        return (datetime.datetime.now(utc) - datetime.timedelta(seconds=secs)).isoformat()
+    except OverflowError:  # an age before year 1: every entry is younger
+        return _EARLIEST
+
+
+def _asset_path(path: Any, what: str) -> str:
+    """A path of the asset methods, made absolute against the working directory (as a tool's
+    reports are: ``_tools._abspath``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("%s: a path must be a str or an os.PathLike, not %s" % (what, type(path).__name__))
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError("%s: a path must be text; decode bytes with os.fsdecode" % what)
+    if not text or "\x00" in text:
+        raise ValueError("%s: a path must be non-empty and hold no NUL; got %r" % (what, text))
+    return str(_abspath(text))
+
+
+def _cache_filter(tool: Optional[str], workflow: Optional[str], run_id: Optional[str], key: Optional[str],
+                  before: Any) -> Dict[str, Any]:
+    """The ``dccflow_cache_list``/``dccflow_cache_purge`` filter of the cache methods' arguments."""
+    req: Dict[str, Any] = {}
+    for name, value in (("tool", tool), ("workflow", workflow), ("run_id", run_id), ("key", key)):
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
+        req[name] = value
+    if before is not None and before != "":
+        bound = _before_bound(before, "before")
+        if bound is not None:
+            req["before"] = bound
+    return req
 
 
 class Engine:
@@ -688,6 +778,77 @@ class Engine:
         of its stderr."""
         req: Dict[str, Any] = {"warm": True} if warm else {}
         return list(self._call("dccflow_pools_list", req).get("pools", []))
+
+    # -- assets: lineage, staleness, the content cache (docs/guide/assets.md) -------------------
+
+    def lineage(self, path: Union[str, "os.PathLike[str]"], depth: int = 0) -> Dict[str, Any]:
+        """How the file at ``path`` came to be (docs/guide/assets.md, "Lineage"): a dict with
+        ``path``, ``hash`` (``"blake3:…"`` as recorded; absent when it was not hashed), ``now``
+        (what the file is now against that record: ``unchanged``, ``changed``, ``missing`` or
+        ``unreadable``) and ``made``: the newest recorded attempt that wrote it — ``run_id``,
+        ``workflow``, ``step_key``, ``attempt``, ``tool``, ``status``, ``args``, ``env``, ``at``
+        (when the file was recorded), ``hash`` (what the attempt wrote) and ``inputs``, the files
+        it read, each a dict of the same form. ``made`` is absent for a file no recorded attempt
+        wrote (a source: a vendor drop, an artist's scene); an input has ``cut: True`` where
+        ``depth`` stopped the walk (its writer is not looked for) and ``repeat: True`` where its
+        making is already in the graph (an input shared by several steps).
+
+        ``depth`` is how many levels of writers are followed: 0 (the default) is the engine's
+        default, 10; a negative one or one that is not a whole number raises ``ValueError``. A
+        relative ``path`` is taken from the working directory. A file no recorded attempt read
+        or wrote raises ``NotFoundError``."""
+        depth = _count_arg("depth", depth, 0, "0 = the default, 10")
+        req: Dict[str, Any] = {"path": _asset_path(path, "lineage(path=...)"), "depth": depth}
+        return dict(self._call("dccflow_file_lineage", req)["lineage"])
+
+    def stale(self, paths: Optional[Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]] = None
+              ) -> List[Dict[str, Any]]:
+        """The recorded outputs that are stale (docs/guide/assets.md, "Staleness"), by path: of
+        the newest recorded write of every file under ``paths`` (a file or directory, or a list
+        of them; None or empty: every recorded output), those modified or deleted since they were
+        made, or made from an input whose content changed since, directly or through other
+        recorded outputs. Each is a dict with ``path``, ``reason`` (``"modified since it was
+        made"``, ``"deleted since it was made"``, ``"input changed: PATH"``, ``"input deleted:
+        PATH"``, ``"made from stale PATH"``) and the attempt that made it: ``run_id``,
+        ``step_key``, ``attempt``. An empty list when nothing is stale (or nothing is recorded
+        there). Relative paths are taken from the working directory."""
+        if paths is None:
+            given: List[Any] = []
+        elif isinstance(paths, (str, os.PathLike)):
+            given = [paths]
+        else:
+            given = list(paths)
+        req = {"paths": [_asset_path(p, "stale(paths=...)") for p in given]}
+        return list(self._call("dccflow_files_stale", req).get("stale") or [])
+
+    def cache_entries(self, tool: Optional[str] = None, workflow: Optional[str] = None,
+                      run_id: Optional[str] = None, key: Optional[str] = None, limit: int = 0,
+                      before: Any = None) -> List[Dict[str, Any]]:
+        """The entries of the content cache (docs/guide/assets.md, "Caching") matching every
+        filter given, newest first, at most ``limit`` (0: all): dicts with ``key`` (64 hex
+        digits), ``tool``, ``step_id``, ``workflow``, ``run_id``, ``step_key`` and ``attempt``
+        (the completed attempt the entry stands for), ``parts`` (what the key is made of:
+        ``tool``, ``version``, ``args``, ``env``, ``key``, ``reads``, each when set),
+        ``created_at`` and ``expires_at`` (RFC 3339; absent: never). Expired entries are listed
+        too (their ``expires_at`` says so); they are never used. ``before`` keeps the entries
+        created before it: a datetime (a naive one is local time), an RFC 3339 string, or an age
+        ("30d", "12h", "2w", "90m", "45s", or seconds). ``run_id`` is the run whose attempt made
+        the entry."""
+        req = _cache_filter(tool, workflow, run_id, key, before)
+        limit = _count_arg("limit", limit, 0, "0 = all")
+        if limit:
+            req["limit"] = limit
+        return list(self._call("dccflow_cache_list", req).get("entries") or [])
+
+    def purge_cache(self, tool: Optional[str] = None, workflow: Optional[str] = None,
+                    run_id: Optional[str] = None, key: Optional[str] = None, before: Any = None) -> int:
+        """Delete the entries of the content cache matching every filter given (those of
+        ``cache_entries``; none given: every entry) and return how many: the steps they stood in
+        for run again next time. Nothing else is deleted — runs, attempts and file records stay.
+        A read-only engine raises ``ReadOnlyError`` (purge from the engine that owns the
+        database)."""
+        req = _cache_filter(tool, workflow, run_id, key, before)
+        return int(self._call("dccflow_cache_purge", req)["purged"])
 
     # -- schedules and servers -----------------------------------------------------------------
 

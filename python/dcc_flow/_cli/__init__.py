@@ -62,6 +62,9 @@ COMMAND_MODULES = (
     "worker",
     "pools",
     "graph",
+    "lineage",
+    "stale",
+    "cache",
 )
 
 #: Set to 1 to let unexpected exceptions out with their traceback.

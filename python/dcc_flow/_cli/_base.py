@@ -271,6 +271,9 @@ DOC_PARTS = {
     "worker": "workers.md",
     "pools": "workers.md",
     "graph": "graph.md",
+    "lineage": "assets.md",
+    "stale": "assets.md",
+    "cache": "assets.md",
 }
 
 

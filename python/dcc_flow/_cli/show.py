@@ -4,6 +4,7 @@ import argparse
 import json
 from typing import Any, Dict, List, Optional, Set
 
+from ._assets import cache_source, env_text, file_line
 from ._base import CliError, Command, Context, one_line, plain
 from ._engine import (
     RUN_HELP,
@@ -35,8 +36,10 @@ class ShowCommand(Command):
         "the steps forced) are listed under its first line.\n"
         "\n"
         "With STEP (an instance key: 'export', 'per_shot[2].render'), only that step is shown, with\n"
-        "its rendered arguments and every attempt it made (start, duration, worker, outcome, error);\n"
-        "--attempts lists the attempts under every step."
+        "its rendered arguments and every attempt it made (start, duration, worker, outcome, error), with\n"
+        "the environment it ran in and the files it read and wrote (role, state, short hash, path);\n"
+        "--attempts lists the attempts under every step. A step served from the content cache (cache:)\n"
+        "says from which run, step and attempt."
     )
     examples = (("the timeline of a run", "dcc-flow show r01a2059aa058768e2436c40aa9aa"),
                 ("every output line kept", "dcc-flow show --lines 0 r01a2059aa058768e2436c40aa9aa"),
@@ -116,6 +119,7 @@ def _print_attempts(ctx: Context, s: Any, pad: str, full_args: bool) -> None:
         ctx.print("%sargs %s" % (pad, args_text(s.args, None if full_args else ARGS_SUMMARY)))
     dropped = s.attempts_dropped
     previous_args = s.args
+    previous_env: Any = None
     for i, a in enumerate(s.attempts):
         if dropped and i > 0 and a.attempt - s.attempts[i - 1].attempt > 1:
             ctx.print("%s… %d attempt%s not kept" % (pad, dropped, "" if dropped == 1 else "s"))
@@ -137,6 +141,24 @@ def _print_attempts(ctx: Context, s: Any, pad: str, full_args: bool) -> None:
                 ctx.print("%s     | %s" % (pad, plain(tline)))
         if a.args is not None and a.args != previous_args:
             ctx.print("%s     args %s" % (pad, args_text(a.args, None if full_args else ARGS_SUMMARY)))
+        if a.env and a.env != previous_env:
+            ctx.print("%s     env  %s" % (pad, env_text(a.env)))
+        previous_env = a.env or previous_env
+        _print_files(ctx, a.files, pad + "     ")
+
+
+#: The files ``show`` prints under an attempt (``dcc-flow lineage`` and ``Engine.get_status`` have all).
+FILES_SHOWN = 20
+
+
+def _print_files(ctx: Context, files: List[Dict[str, Any]], pad: str) -> None:
+    """The files an attempt read and wrote, one line each (role, state, short hash, path), the
+    first ``FILES_SHOWN`` then a line counting the others."""
+    for f in files[:FILES_SHOWN]:
+        ctx.print(pad + file_line(f))
+    if len(files) > FILES_SHOWN:
+        more = len(files) - FILES_SHOWN
+        ctx.print("%s… %d more file%s" % (pad, more, "" if more == 1 else "s"))
 
 
 def _when(rfc3339: Optional[str]) -> str:
@@ -160,6 +182,7 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
     # A step a crashed process left behind has no end time; it ended, at the latest, with its run.
     run_end = result.raw.get("finished_at") if result.terminal else None
     inner = pad + "    "
+    cache_from: Dict[str, Dict[str, Any]] = {}
     for s in result.steps:
         flags = (" cached" if s.cached else "") + (" on worker " + plain(s.worker) if s.worker else "")
         # The attempt log numbers attempts across resumes; the step record counts this execution's.
@@ -168,6 +191,11 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
         took = elapsed(s.started_at, s.finished_at or run_end)
         ctx.print("%s%s  %-16s %-10s  %8s%s" % (pad, s.key.ljust(width), s.status.value, attempt,
                                                format_duration(took), flags))
+        if s.cached and s.attempt == 0:
+            source = _cache_sources(engine, result.run_id, cache_from).get(s.key)
+            if source:
+                ctx.print("%sfrom the cache: run %s, step %s, attempt %s" % (
+                    inner, plain(source.get("run_id")), plain(source.get("step_key")), source.get("attempt")))
         if attempts:
             _print_attempts(ctx, s, inner, full_args)
         if s.progress:
@@ -188,6 +216,21 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
             ctx.print("%schild run %s (%s): %s, %d/%d steps"
                       % (inner, child.run_id, plain(child.name or "unnamed"), child.status.value, done, total))
             _print_steps(engine, ctx, child, lines, inner, shown, attempts=attempts)
+
+
+def _cache_sources(engine: Any, run_id: str, found: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The content-cache source of each step instance of run ``run_id`` a cache hit completed
+    (``run_id``, ``step_key``, ``attempt``: its ``step_exit`` detail), read from the run's
+    events once into ``found``."""
+    if not found:
+        found[""] = {}  # read: an empty run reads once too
+        for ev in engine.events(run_id=run_id, timeout=0):
+            detail = ev.get("detail")
+            if ev.get("type") == "step_exit" and isinstance(detail, dict) and detail.get("cached"):
+                source = cache_source(detail)
+                if source:
+                    found[str(ev.get("step_key"))] = source
+    return found
 
 
 def _print_logs(ctx: Context, logs: List[Dict[str, Any]], dropped: int, limit: int, pad: str = "      ") -> None:
