@@ -266,6 +266,15 @@ steps:
 	if !steps["each[0].conv"].Cached || steps["each[1].conv"].Cached || !steps["each[2].conv"].Cached {
 		t.Fatalf("cached flags a %v b %v c %v", steps["each[0].conv"].Cached, steps["each[1].conv"].Cached, steps["each[2].conv"].Cached)
 	}
+	// A new version: each item's miss compares with its own earlier entry (not another item's,
+	// whose arguments differ) and names the version alone.
+	bumped := b.run(strings.Replace(text, "cache: true", `cache: {version: "2"}`, 1), nil)
+	for _, key := range []string{"each[0].conv", "each[2].conv"} {
+		d := enterDetail(b, bumped.ID, key)
+		if !strings.Contains(d, "(version changed since run") {
+			t.Fatalf("%s: %s; want the version named alone", key, d)
+		}
+	}
 }
 
 // Declared files past max_files_per_step fail the step with limit_exceeded, naming the setting.

@@ -302,7 +302,7 @@ type cacheFrom struct {
 
 // cacheLookup finds a usable entry of key: the newest whose read files still have their hashes
 // and whose written files still exist with theirs. miss says why none is usable.
-func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, key string, parts json.RawMessage) (hit *store.CacheEntry, miss string, err error) {
+func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key string, parts json.RawMessage) (hit *store.CacheEntry, miss string, err error) {
 	a, ok := r.x.cfg.Store.(store.Assets)
 	if !ok {
 		return nil, "the store keeps no cache", nil
@@ -312,7 +312,7 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, key string, part
 		return nil, "", err
 	}
 	if len(entries) == 0 {
-		return nil, r.cacheMissWithoutEntry(ctx, a, sp, parts), nil
+		return nil, r.cacheMissWithoutEntry(ctx, a, sp, stepKey, parts), nil
 	}
 	for i := range entries {
 		e := &entries[i]
@@ -364,31 +364,41 @@ func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheE
 
 // cacheMissWithoutEntry says why no entry has the key: the newest entry of the same tool and
 // step shows which part of the key changed.
-// The entry is read once per run and step id (the first miss of a foreach's items reads it for
-// all of them), before the run wrote entries of its own.
-func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *stepPlan, parts json.RawMessage) string {
+// The entries are read once per run and step id (the first miss of a foreach's items reads
+// them for all of them), before the run wrote entries of its own; the newest of the same step
+// instance (the same foreach item) is preferred, else the newest of the step.
+func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *stepPlan, key string, parts json.RawMessage) string {
 	type prior struct {
-		once  sync.Once
-		entry *store.CacheEntry
+		once    sync.Once
+		entries []store.CacheEntry
 	}
 	v, _ := r.priorEntries.LoadOrStore(sp.st.ID, &prior{})
 	p := v.(*prior)
 	p.once.Do(func() {
-		prev, err := a.ListCache(ctx, store.CacheFilter{Tool: attemptTool(sp), Workflow: r.name, Limit: 20})
+		prev, err := a.ListCache(ctx, store.CacheFilter{Tool: attemptTool(sp), Workflow: r.name, Limit: 200})
 		if err != nil {
 			return
 		}
-		for i := range prev {
-			if prev[i].StepID == sp.st.ID && prev[i].RunID != r.id {
-				p.entry = &prev[i]
-				return
+		for _, e := range prev {
+			if e.StepID == sp.st.ID && e.RunID != r.id {
+				p.entries = append(p.entries, e)
 			}
 		}
 	})
-	if p.entry == nil {
+	var entry *store.CacheEntry
+	for i := range p.entries {
+		if p.entries[i].StepKey == key {
+			entry = &p.entries[i]
+			break
+		}
+		if entry == nil {
+			entry = &p.entries[i]
+		}
+	}
+	if entry == nil {
 		return "no earlier run with this key"
 	}
-	return "no earlier run with this key (" + partsChanged(p.entry.Parts, parts) + " since run " + p.entry.RunID + ")"
+	return "no earlier run with this key (" + partsChanged(entry.Parts, parts) + " since run " + entry.RunID + ")"
 }
 
 // partsChanged names the parts of a cache key that differ between two Parts documents.
