@@ -1,6 +1,7 @@
 package filehash
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,27 +22,36 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("filehash: more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
+	return fmt.Sprintf("more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
 }
 
-// Expand turns patterns into paths: each is relative to base (base "" = the current directory)
-// or absolute, and is cleaned with base (Clean). A pattern without glob characters is returned as
-// it is, cleaned, whether or not the file exists (an output yet to be written). A glob matches
-// each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes but on Windows, where
-// it separates) and `**` as a whole segment matches any number of directories, none included
-// ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file under a). Globs match names
-// exactly (case matters, on Windows too) and `*` matches names starting with a dot. A glob
-// returns what exists and is not a directory (a dangling symlink included, so that it is recorded
-// missing); directories reached through a symlink are neither returned nor descended into, so a
-// symlink loop ends; directories that cannot be read are skipped. The result is cleaned,
-// deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0: DefaultMaxFiles)
-// is a *LimitError, returned as soon as the walk finds one too many; a malformed pattern is an
-// error naming it.
+// Expand turns patterns into paths: each is relative to base (base "" = the current directory) or
+// absolute, and is cleaned with base (Clean); on Windows `\lib\a.usd` is on base's drive or share,
+// and `C:a.usd` (relative to a drive's current directory) is an error. A pattern without glob
+// characters is returned as it is, cleaned, whether or not the file exists (an output yet to be
+// written). A glob matches each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes
+// but on Windows, where it separates) and `**` as a whole segment matches any number of
+// directories, none included ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file
+// under a). Globs match names exactly (case matters, on Windows too) and `*` matches names
+// starting with a dot. A glob returns what exists and is not a directory (a dangling symlink
+// included, so that it is recorded missing); it neither returns nor descends into a directory
+// reached through a symlink (base and the literal directories before a pattern's first glob are
+// followed), so a symlink loop ends; directories that cannot be read are skipped. The result is
+// cleaned, deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0:
+// DefaultMaxFiles) is a *LimitError, returned as soon as the walk finds one too many; a malformed
+// pattern is an error naming it. Expand walks until done: ExpandContext stops when a context ends.
 func Expand(base string, patterns []string, limit int) ([]string, error) {
-	return expandFor(runtime.GOOS, base, patterns, limit, os.Getwd)
+	return ExpandContext(context.Background(), base, patterns, limit)
 }
 
-func expandFor(goos, base string, patterns []string, limit int, cwd func() (string, error)) ([]string, error) {
+// ExpandContext is Expand, checking ctx before each directory it reads: when ctx ends it returns
+// context.Cause(ctx) (a walk of a huge tree, "/**/x.usd", finds few matches but reads every
+// directory, which the limit does not bound).
+func ExpandContext(ctx context.Context, base string, patterns []string, limit int) ([]string, error) {
+	return expandFor(ctx, runtime.GOOS, base, patterns, limit, os.Getwd)
+}
+
+func expandFor(ctx context.Context, goos, base string, patterns []string, limit int, cwd func() (string, error)) ([]string, error) {
 	if limit <= 0 {
 		limit = DefaultMaxFiles
 	}
@@ -56,18 +66,28 @@ func expandFor(goos, base string, patterns []string, limit int, cwd func() (stri
 	if err != nil {
 		return nil, err
 	}
-	e := &expander{goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
+	e := &expander{ctx: ctx, goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
 	for _, pat := range patterns {
 		if pat == "" {
-			return nil, fmt.Errorf("filehash: an empty pattern: name a file or a glob (relative to %s)", base)
+			return nil, fmt.Errorf("an empty pattern: name a file or a glob (relative to %s)", base)
 		}
 		joined := pat
 		if !isAbs(goos, pat) {
 			joined = base + sep + pat
+			if goos == "windows" {
+				q := strings.ReplaceAll(pat, "/", `\`)
+				bvol, _, _ := splitWindows(base)
+				switch {
+				case len(q) >= 2 && q[1] == ':' && isLetter(q[0]): // C:a.usd
+					return nil, fmt.Errorf("pattern %q is relative to the current directory of drive %s: write it relative to %s, or from the root (%s\\…)", pat, strings.ToUpper(q[:1]), base, strings.ToUpper(q[:2]))
+				case strings.HasPrefix(q, `\`): // \show\a.usd: the root of base's drive or share
+					joined = bvol + q
+				}
+			}
 		}
 		full, err := cleanFor(goos, joined, cwd)
 		if err != nil {
-			return nil, fmt.Errorf("filehash: pattern %q: %w", pat, err)
+			return nil, fmt.Errorf("pattern %q: %w", pat, err)
 		}
 		e.pattern = pat
 		// The literal directory the walk starts from, then the segments to match. The segments
@@ -98,7 +118,7 @@ func expandFor(goos, base string, patterns []string, limit int, cwd func() (stri
 			}
 			if s != "**" {
 				if _, err := filepath.Match(unescapeWin(goos, s), ""); err != nil {
-					return nil, fmt.Errorf("filehash: pattern %q: the segment %q is malformed (%v): close its [ ] or escape the character", pat, s, err)
+					return nil, fmt.Errorf("pattern %q: the segment %q is malformed (%v): close its [ ] or escape the character", pat, s, err)
 				}
 			}
 			pats = append(pats, s)
@@ -122,6 +142,7 @@ type visit struct {
 }
 
 type expander struct {
+	ctx       context.Context
 	goos, sep string
 	limit     int
 	pattern   string   // the pattern being expanded (for LimitError)
@@ -158,7 +179,7 @@ func (e *expander) walk(dir string, i int) error {
 			return err
 		}
 	}
-	return eachEntry(dir, func(ent fs.DirEntry) error {
+	return e.eachEntry(dir, func(ent fs.DirEntry) error {
 		name := ent.Name()
 		p := join(dir, name, e.sep)
 		if seg == "**" {
@@ -185,7 +206,7 @@ func (e *expander) walk(dir string, i int) error {
 
 // walkAll adds every file under dir, at any depth, not following symlinked directories.
 func (e *expander) walkAll(dir string) error {
-	return eachEntry(dir, func(ent fs.DirEntry) error {
+	return e.eachEntry(dir, func(ent fs.DirEntry) error {
 		p := join(dir, ent.Name(), e.sep)
 		if ent.IsDir() {
 			return e.walkAll(p)
@@ -198,9 +219,12 @@ func (e *expander) walkAll(dir string) error {
 }
 
 // eachEntry calls fn with each entry of dir, in directory order, read 1,024 at a time (so that
-// a huge directory costs memory only up to the limit), and returns fn's first error. A directory
-// that is not there or cannot be read has no entries.
-func eachEntry(dir string, fn func(fs.DirEntry) error) error {
+// a huge directory costs memory only up to the limit), and returns fn's first error, or the
+// cause of e.ctx's end. A directory that is not there or cannot be read has no entries.
+func (e *expander) eachEntry(dir string, fn func(fs.DirEntry) error) error {
+	if e.ctx.Err() != nil {
+		return context.Cause(e.ctx)
+	}
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil
