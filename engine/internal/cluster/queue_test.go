@@ -4,11 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/filehash"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
@@ -25,7 +32,10 @@ type fakeCaller struct {
 	mu      sync.Mutex
 	started []string
 	run     func(ctx context.Context, call tools.Call) (tools.Result, error)
+	env     json.RawMessage // the engine's own env (EnvCaller)
 }
+
+func (c *fakeCaller) Env() json.RawMessage { return c.env }
 
 func (c *fakeCaller) HasTool(t string) bool       { return c.tools[t] }
 func (c *fakeCaller) HasRemote(name string) bool  { _, ok := c.pools[name]; return ok }
@@ -292,5 +302,132 @@ func TestQueueWaiterPollsOnTheClock(t *testing.T) {
 	}
 	if string(r.OutputJSON) != "7" {
 		t.Fatalf("outcome %s; want 7", r.OutputJSON)
+	}
+}
+
+// The files a call reported and its env cross the queue with its outcome, a success's and a
+// failure's alike: B makes the relative paths absolute against its current directory, keeps
+// each (role, path) once, leaves out a path that names no file (empty) and reads any role but
+// "write" as "read"; a call whose tool's side reported no env carries B's own.
+func TestQueueCarriesTheFilesAndEnvOfTheCall(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := json.RawMessage(`{"dcc":"maya","version":"2025.1"}`)
+	reported := []flowtype.FileUse{
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileRead},
+		{Path: "cache/sh010.abc", Role: flowtype.FileWrite},
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileRead},
+		{Path: "", Role: flowtype.FileWrite},
+		{Path: "/show/sh010/layout.usda", Role: "bogus"},
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileWrite},
+	}
+	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
+		switch call.StepKey {
+		case "ok":
+			return tools.Result{Output: 1, Files: reported, Env: env}, nil
+		case "failed":
+			return tools.Result{Error: &tools.ToolError{Kind: "error", Message: "the export crashed"}, Files: reported[:2], Env: env}, nil
+		default: // no env of its own: B's
+			return tools.Result{Output: 2, Files: reported[:1]}, nil
+		}
+	})
+	p.caller.env = json.RawMessage(`{"dcc":"maya","version":"2024.2","host":"farm01"}`)
+	clean := func(p string) string { // the path as B's filehash.Clean makes it (Windows: \show\…)
+		t.Helper()
+		c, err := filehash.Clean(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	layout := clean("/show/sh010/layout.usda")
+	if abc := clean("cache/sh010.abc"); abc != clean(filepath.Join(wd, "cache", "sh010.abc")) || !filepath.IsAbs(abc) {
+		t.Fatalf("Clean(cache/sh010.abc) = %s; want it absolute under %s", abc, wd)
+	}
+	want := []flowtype.FileUse{
+		{Path: layout, Role: flowtype.FileRead},
+		{Path: clean(filepath.Join(wd, "cache", "sh010.abc")), Role: flowtype.FileWrite},
+		{Path: layout, Role: flowtype.FileWrite},
+	}
+	call := func(key string) tools.Result {
+		t.Helper()
+		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+		if err != nil {
+			t.Fatalf("Call(%s): %v", key, err)
+		}
+		return res
+	}
+	if res := call("ok"); res.Error != nil || !reflect.DeepEqual(res.Files, want) || string(res.Env) != string(env) {
+		t.Fatalf("a success: %+v\nfiles %+v\nwant  %+v", res, res.Files, want)
+	}
+	if res := call("failed"); res.Error == nil || res.Error.Message != "the export crashed" || !reflect.DeepEqual(res.Files, want[:2]) ||
+		string(res.Env) != string(env) {
+		t.Fatalf("a failure: %+v; want its error with its files %+v and env", res, want[:2])
+	}
+	if res := call("no env"); res.Error != nil || !reflect.DeepEqual(res.Files, want[:1]) || string(res.Env) != string(p.caller.env) {
+		t.Fatalf("a call without env: env %s files %+v; want B's env %s", res.Env, res.Files, p.caller.env)
+	}
+	p.caller.env = nil
+	if res := call("none"); res.Error != nil || res.Env != nil {
+		t.Fatalf("no env on either side: env %q; want none (the orchestrator records its own)", res.Env)
+	}
+}
+
+// A call whose list of files is longer than MaxQueuedFilesBytes fails limit_exceeded, with no
+// files: carrying part of them would record (and cache) the attempt without the others.
+func TestQueueFailsACallWithTooManyFiles(t *testing.T) {
+	long := "/show/" + strings.Repeat("x", 1000)
+	var files []flowtype.FileUse
+	for i := 0; len(files)*(len(long)+40) < MaxQueuedFilesBytes+(1<<20); i++ {
+		files = append(files, flowtype.FileUse{Path: fmt.Sprintf("%s/%06d.exr", long, i), Role: flowtype.FileWrite})
+	}
+	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) {
+		return tools.Result{Output: 1, Files: files}, nil
+	})
+	res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "render", Attempt: 1, Tool: "export", Args: map[string]any{}})
+	if err != nil || res.Error == nil || res.Error.Kind != "limit_exceeded" || res.Files != nil || res.OutputJSON != nil ||
+		!strings.Contains(res.Error.Message, fmt.Sprintf("tool export on engine B reported %d files", len(files))) ||
+		!strings.Contains(res.Error.Message, "writes:") {
+		t.Fatalf("a call past the limit: %+v %v; want limit_exceeded naming the tool, the engine, the count and the fix", res.Error, err)
+	}
+}
+
+// Files on the queue that are not a JSON list (a row edited by hand) fail a successful call
+// invalid_output rather than record it without them; a failure keeps its own error. An env that
+// is not a JSON object is none.
+func TestQueueRefusesUnreadableFiles(t *testing.T) {
+	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) { return ok(1) })
+	p.b.Stop() // B claims nothing: the test completes the calls by hand
+	for _, tc := range []struct {
+		key  string
+		out  store.CallOutcome
+		kind string
+	}{
+		{"ok", store.CallOutcome{Output: json.RawMessage(`1`), Files: json.RawMessage(`{"path":"/a"}`), Env: json.RawMessage(`[1]`)}, run.KindInvalidOutput},
+		{"failed", store.CallOutcome{ErrorKind: "transient", ErrorMessage: "busy", Files: json.RawMessage(`"x"`)}, "transient"},
+	} {
+		res := make(chan tools.Result, 1)
+		go func() {
+			r, _ := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: tc.key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+			res <- r
+		}()
+		var c *store.QueuedCall
+		waitUntil(t, "the call to be queued", func() bool {
+			var err error
+			c, err = p.hb.ClaimCall(context.Background(), []string{"export"}, nil)
+			return err == nil && c != nil
+		})
+		if done, err := p.hb.CompleteCall(context.Background(), c.ID, tc.out); !done || err != nil {
+			t.Fatalf("CompleteCall: %v %v", done, err)
+		}
+		r := <-res
+		if r.Error == nil || r.Error.Kind != tc.kind || r.Files != nil || r.Env != nil || r.OutputJSON != nil {
+			t.Fatalf("%s: %+v (error %+v); want kind %s, no files, no env", tc.key, r, r.Error, tc.kind)
+		}
+		if tc.kind == run.KindInvalidOutput && !strings.Contains(r.Error.Message, fmt.Sprintf("the files of queued call %d are not a JSON list", c.ID)) {
+			t.Fatalf("message %q", r.Error.Message)
+		}
 	}
 }
