@@ -85,13 +85,17 @@ type Queue struct {
 	remote  map[string]bool              // tools other engines host (engines rows)
 	remotes map[string]bool              // remotes other engines have (engines rows)
 	fetched time.Time                    // when remote and remotes were read
+
+	// maxFiles and maxFilePathBytes bound the files a claimed call's outcome carries
+	// (MaxQueuedFiles, MaxQueuedFilePathBytes; lower in tests).
+	maxFiles, maxFilePathBytes int
 }
 
 // NewQueue returns the call queue of the engine of m, on q, not started. Until Start, waiters
 // poll and nothing is claimed.
 func NewQueue(m *Membership, q store.CallQueue, caller Caller) *Queue {
 	cq := &Queue{m: m, q: q, caller: caller, clock: m.cfg.Clock, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
-		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
+		running: map[int64]context.CancelFunc{}, busy: map[string]int{}, maxFiles: MaxQueuedFiles, maxFilePathBytes: MaxQueuedFilePathBytes}
 	cq.ctx = context.Background()
 	return cq
 }

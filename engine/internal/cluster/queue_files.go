@@ -19,13 +19,18 @@ import (
 // records them with the attempt — and leaves a cache entry with the call's writes — as for a
 // call it ran itself (docs/operations/cluster.md, "The tool-call queue").
 
-// MaxQueuedFilesBytes bounds the files one queued call's outcome carries: their list as JSON
-// ({"path", "role"} objects, each role and path once), 16 MiB — some 100,000 files of a studio's
-// path lengths, ten times the default limit of files per step (exec.DefaultMaxFilesPerStep). A
-// call whose list is longer fails with kind limit_exceeded (as a step past its own limit
-// does): carrying part of the list would record, and cache, the attempt without some of its
-// files.
-const MaxQueuedFilesBytes = 16 << 20
+// The bounds of the files one queued call's outcome carries (each role and path once, as this
+// engine cleaned them): those of a Python tool's reports (dcc_flow's MAX_FILES_PER_CALL and
+// MAX_FILES_BYTES: docs/reference/limits.md), so that any call a Python host or pool worker
+// answers fits. Past either, the files within them go with a failure of kind limit_exceeded (a
+// tool's own failure keeps its error): carrying part of them with a success would record, and
+// cache, the attempt without the others.
+const (
+	// MaxQueuedFiles is the most files: 100,000.
+	MaxQueuedFiles = 100_000
+	// MaxQueuedFilePathBytes is the most bytes of their paths together (UTF-8): 16 MiB.
+	MaxQueuedFilePathBytes = 16 << 20
+)
 
 // maxQueuedEnvBytes bounds the env a queued call carries: 64 KiB, as a host's calls_complete and
 // a pool worker's answer are bounded (dcc_flow.set_environment refuses a larger one). A larger
@@ -44,10 +49,11 @@ type EnvCaller interface {
 // carryFiles sets the files and env of out, the outcome of a call this engine ran, from res:
 // each path made absolute against this engine's current directory (filehash.Clean: a relative
 // path names a file of the process that ran the call, not of the orchestrator's), a path that
-// cannot be cleaned (empty, a NUL byte) left out as the executor leaves it out, each (role,
-// path) once in the order first said; the env of res, else the engine's own (EnvCaller). Past
-// MaxQueuedFilesBytes, out becomes a failure of kind limit_exceeded that names the call's
-// tool and the fix, with no files.
+// cannot be cleaned (empty, a NUL byte) left out as the executor leaves it out, any role but
+// "write" read as "read", each (role, path) once in the order first said, within MaxQueuedFiles
+// and MaxQueuedFilePathBytes; the env of res, else the engine's own (EnvCaller). Past a bound a
+// success becomes a failure of kind limit_exceeded that names the call's tool, the engine, the
+// count and the fix, with the files within the bounds.
 func (cq *Queue) carryFiles(out *store.CallOutcome, res tools.Result, c *store.QueuedCall) {
 	out.Env = nil
 	switch {
@@ -62,8 +68,9 @@ func (cq *Queue) carryFiles(out *store.CallOutcome, res tools.Result, c *store.Q
 	if len(res.Files) == 0 {
 		return
 	}
-	files := make([]flowtype.FileUse, 0, len(res.Files))
-	seen := make(map[flowtype.FileUse]bool, len(res.Files))
+	files := make([]flowtype.FileUse, 0, min(len(res.Files), cq.maxFiles))
+	seen := make(map[flowtype.FileUse]bool, min(len(res.Files), cq.maxFiles))
+	size, over := 0, 0
 	for _, f := range res.Files {
 		p, err := filehash.Clean(f.Path)
 		if err != nil {
@@ -73,31 +80,39 @@ func (cq *Queue) carryFiles(out *store.CallOutcome, res tools.Result, c *store.Q
 		if f.Role == flowtype.FileWrite {
 			u.Role = flowtype.FileWrite
 		}
-		if !seen[u] {
+		switch {
+		case seen[u]:
+		case over > 0 || len(files) >= cq.maxFiles || size+len(p) > cq.maxFilePathBytes:
+			over++
+		default:
 			seen[u] = true
 			files = append(files, u)
+			size += len(p)
 		}
 	}
-	if len(files) == 0 {
-		return
+	if len(files) > 0 {
+		out.Files, _ = marshalFiles(files) // strings only: cannot fail
 	}
-	b, err := marshalFiles(files)
-	if err != nil { // strings only: cannot fail
-		b = nil
-	}
-	if len(b) > MaxQueuedFilesBytes {
+	if over > 0 && out.ErrorKind == "" {
 		what := "tool " + c.Tool
 		if c.Remote != "" {
 			what = "remote " + c.Remote + " tool " + c.Tool
 		}
-		out.Output, out.ErrorTrace = nil, ""
+		out.Output = nil
 		out.ErrorKind = exec.KindLimitExceeded
-		out.ErrorMessage = fmt.Sprintf("the call of %s on engine %s reported %d files, %d bytes as a list; at most %d bytes (16 MiB) "+
-			"of files cross the tool-call queue with an outcome: report fewer files (declare a folder's outputs with one glob in the step's writes:)",
-			what, cq.m.ID(), len(files), len(b), MaxQueuedFilesBytes)
-		return
+		out.ErrorMessage = fmt.Sprintf("the call of %s on engine %s reported %d files (reads and writes), over what crosses the tool-call "+
+			"queue: at most %d files and %s of paths; the first %d were kept and the call fails, as a step recorded with part of its "+
+			"files would make its lineage and its cache wrong. Split the work over more steps (a foreach), or report the folder a tool writes into",
+			what, cq.m.ID(), len(files)+over, cq.maxFiles, byteSize(cq.maxFilePathBytes), len(files))
 	}
-	out.Files = b
+}
+
+// byteSize is n bytes in MiB when it is whole MiB, else in bytes.
+func byteSize(n int) string {
+	if n > 0 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // marshalFiles is the JSON of files, without HTML escaping (a path's & < > stay as they are).

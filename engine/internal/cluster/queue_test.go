@@ -375,22 +375,68 @@ func TestQueueCarriesTheFilesAndEnvOfTheCall(t *testing.T) {
 	}
 }
 
-// A call whose list of files is longer than MaxQueuedFilesBytes fails limit_exceeded, with no
-// files: carrying part of them would record (and cache) the attempt without the others.
+// A call that reported more files than cross the queue (MaxQueuedFiles, or
+// MaxQueuedFilePathBytes of paths; B's bounds are lowered to 5 files and 100 bytes here) fails
+// limit_exceeded with the files within the bounds: carrying part of them with a success would
+// record (and cache) the attempt without the others. A tool's own failure keeps its error.
+// Repeats do not count.
 func TestQueueFailsACallWithTooManyFiles(t *testing.T) {
-	long := "/show/" + strings.Repeat("x", 1000)
-	var files []flowtype.FileUse
-	for i := 0; len(files)*(len(long)+40) < MaxQueuedFilesBytes+(1<<20); i++ {
-		files = append(files, flowtype.FileUse{Path: fmt.Sprintf("%s/%06d.exr", long, i), Role: flowtype.FileWrite})
+	if MaxQueuedFiles != 100_000 || MaxQueuedFilePathBytes != 16<<20 || byteSize(MaxQueuedFilePathBytes) != "16 MiB" {
+		t.Fatalf("the bounds are %d files and %s; dcc_flow's MAX_FILES_PER_CALL and MAX_FILES_BYTES are 100,000 and 16 MiB",
+			MaxQueuedFiles, byteSize(MaxQueuedFilePathBytes))
 	}
-	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) {
-		return tools.Result{Output: 1, Files: files}, nil
+	var many, long []flowtype.FileUse
+	for i := range 6 {
+		many = append(many, flowtype.FileUse{Path: fmt.Sprintf("/f/%d.exr", i), Role: flowtype.FileWrite}) // 8 bytes each
+	}
+	for i := range 5 { // 4 of them fill the 100 bytes
+		long = append(long, flowtype.FileUse{Path: fmt.Sprintf("/%d%s", i, strings.Repeat("x", 23)), Role: flowtype.FileRead})
+	}
+	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
+		switch call.StepKey {
+		case "many":
+			return tools.Result{Output: 1, Files: many}, nil
+		case "long":
+			return tools.Result{Output: 1, Files: long}, nil
+		case "within":
+			return tools.Result{Output: 1, Files: append(many[:5:5], many[0], many[3], many[4])}, nil
+		default:
+			return tools.Result{Error: &tools.ToolError{Kind: "transient", Message: "the farm is busy"}, Files: long}, nil
+		}
 	})
-	res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: "render", Attempt: 1, Tool: "export", Args: map[string]any{}})
-	if err != nil || res.Error == nil || res.Error.Kind != "limit_exceeded" || res.Files != nil || res.OutputJSON != nil ||
-		!strings.Contains(res.Error.Message, fmt.Sprintf("tool export on engine B reported %d files", len(files))) ||
-		!strings.Contains(res.Error.Message, "writes:") {
-		t.Fatalf("a call past the limit: %+v %v; want limit_exceeded naming the tool, the engine, the count and the fix", res.Error, err)
+	p.b.maxFiles, p.b.maxFilePathBytes = 5, 100 // before any call: B's claims read them after
+	call := func(key string) tools.Result {
+		t.Helper()
+		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+		if err != nil {
+			t.Fatalf("Call(%s): %v", key, err)
+		}
+		return res
+	}
+	for _, tc := range []struct {
+		key        string
+		reported   []flowtype.FileUse
+		kept, said int
+	}{{"many", many, 5, 6}, {"long", long, 4, 5}} {
+		res := call(tc.key)
+		if res.Error == nil || res.Error.Kind != "limit_exceeded" || len(res.Files) != tc.kept || res.OutputJSON != nil ||
+			!strings.Contains(res.Error.Message, fmt.Sprintf("the call of tool export on engine B reported %d files", tc.said)) ||
+			!strings.Contains(res.Error.Message, fmt.Sprintf("at most 5 files and 100 bytes of paths; the first %d were kept", tc.kept)) ||
+			!strings.Contains(res.Error.Message, "foreach") {
+			t.Fatalf("%s: error %+v, %d files; want limit_exceeded naming the tool, the engine, the count and the fix, with %d files",
+				tc.key, res.Error, len(res.Files), tc.kept)
+		}
+		for i, f := range res.Files {
+			if c, _ := filehash.Clean(tc.reported[i].Path); f.Path != c || f.Role != tc.reported[i].Role {
+				t.Fatalf("%s: file %d is %+v; want the first reported, in order", tc.key, i, f)
+			}
+		}
+	}
+	if res := call("within"); res.Error != nil || len(res.Files) != 5 {
+		t.Fatalf("5 files and repeats: error %+v, %d files; want a success with the 5", res.Error, len(res.Files))
+	}
+	if res := call("failed"); res.Error == nil || res.Error.Kind != "transient" || len(res.Files) != 4 {
+		t.Fatalf("a failure past the bound: error %+v, %d files; want its own error with the first 4 files", res.Error, len(res.Files))
 	}
 }
 
