@@ -511,8 +511,8 @@ type CallOutcome struct {
 	// Files are the files the call said it read and wrote (flowtype.ToolResult.Files), with a
 	// success and a failure alike: a JSON array of flowtype.FileUse ({"path", "role"}), kept as
 	// the JSON text it is, as Logs (a store does not parse it; the engine that ran the call
-	// makes it, bounded by cluster.MaxQueuedFilesBytes). Empty when none: CallStatus returns nil
-	// then.
+	// makes it, within cluster.MaxQueuedFiles and MaxQueuedFilePathBytes). Empty when none:
+	// CallStatus returns nil then.
 	Files json.RawMessage
 	// Env is the environment of the process that ran the call (flowtype.ToolResult.Env, else the
 	// running engine's own), a JSON object kept as its text; nil when none.
