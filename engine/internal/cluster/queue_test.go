@@ -380,7 +380,7 @@ func TestQueueCarriesTheFilesAndEnvOfTheCall(t *testing.T) {
 // limit_exceeded with the files within the bounds: carrying part of them with a success would
 // record (and cache) the attempt without the others. A tool's own failure keeps its error.
 // Repeats do not count.
-func TestQueueFailsACallWithTooManyFiles(t *testing.T) {
+func TestQueueRedteamTooManyFilesFailTheCall(t *testing.T) {
 	if MaxQueuedFiles != 100_000 || MaxQueuedFilePathBytes != 16<<20 || byteSize(MaxQueuedFilePathBytes) != "16 MiB" {
 		t.Fatalf("the bounds are %d files and %s; dcc_flow's MAX_FILES_PER_CALL and MAX_FILES_BYTES are 100,000 and 16 MiB",
 			MaxQueuedFiles, byteSize(MaxQueuedFilePathBytes))
@@ -443,7 +443,7 @@ func TestQueueFailsACallWithTooManyFiles(t *testing.T) {
 // Files on the queue that are not a JSON list (a row edited by hand) fail a successful call
 // invalid_output rather than record it without them; a failure keeps its own error. An env that
 // is not a JSON object is none.
-func TestQueueRefusesUnreadableFiles(t *testing.T) {
+func TestQueueRedteamUnreadableFilesOnTheQueue(t *testing.T) {
 	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) { return ok(1) })
 	p.b.Stop() // B claims nothing: the test completes the calls by hand
 	for _, tc := range []struct {
