@@ -31,7 +31,8 @@ import (
 // QueuePoll as the fallback. A claim is under a lease the claiming engine renews with its
 // heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
 // engine's heartbeat notices first, and the step is retried per its policy. What the call
-// reports while it runs (progress, log lines) is relayed the same way (queue_report.go).
+// reports while it runs (progress, log lines) is relayed the same way (relay.go); the
+// files it read and wrote and its env cross with its outcome (queue_files.go).
 
 const (
 	// QueuePoll is the fallback poll of waiters and claimers when no notification comes.
@@ -84,13 +85,17 @@ type Queue struct {
 	remote  map[string]bool              // tools other engines host (engines rows)
 	remotes map[string]bool              // remotes other engines have (engines rows)
 	fetched time.Time                    // when remote and remotes were read
+
+	// maxFiles and maxFilePathBytes bound the files a claimed call's outcome carries
+	// (MaxQueuedFiles, MaxQueuedFilePathBytes; lower in tests).
+	maxFiles, maxFilePathBytes int
 }
 
 // NewQueue returns the call queue of the engine of m, on q, not started. Until Start, waiters
 // poll and nothing is claimed.
 func NewQueue(m *Membership, q store.CallQueue, caller Caller) *Queue {
 	cq := &Queue{m: m, q: q, caller: caller, clock: m.cfg.Clock, kick: make(chan struct{}, 1), waiters: map[int64]chan struct{}{},
-		running: map[int64]context.CancelFunc{}, busy: map[string]int{}}
+		running: map[int64]context.CancelFunc{}, busy: map[string]int{}, maxFiles: MaxQueuedFiles, maxFilePathBytes: MaxQueuedFilePathBytes}
 	cq.ctx = context.Background()
 	return cq
 }
@@ -354,9 +359,10 @@ func (cq *Queue) wait(ctx context.Context, id int64, call tools.Call, readNow bo
 			}
 			if out.ErrorKind != "" {
 				res.Error = &tools.ToolError{Kind: out.ErrorKind, Message: out.ErrorMessage, Trace: out.ErrorTrace}
-				return res, nil
+			} else {
+				res.OutputJSON = out.Output
 			}
-			res.OutputJSON = out.Output
+			resultFiles(&res, out, id) // queue_files.go: the files and env, a failure's too
 			return res, nil
 		case "cancelled":
 			return tools.Failure(run.KindCancelled, "the queued call was cancelled"), nil
@@ -423,7 +429,8 @@ func (cq *Queue) claimAll(qctx context.Context) {
 
 // run runs a claimed call through the host-tool path (a call of a remote: through this
 // engine's remote pool, as a local tool_remote or pooled call) and writes its outcome, with
-// the worker that ran it: this engine, and the pool worker when there is one.
+// the worker that ran it (this engine, and the pool worker when there is one), its log lines,
+// and the files it read and wrote and its env (carryFiles).
 func (cq *Queue) run(qctx, ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
 	defer cq.wg.Done()
 	defer func() {
@@ -462,6 +469,7 @@ func (cq *Queue) run(qctx, ctx context.Context, cancel context.CancelFunc, c *st
 			out.Logs, _ = json.Marshal(res.Logs) // strings and JSON the worker sent: cannot fail
 		}
 		out.LogsDropped = res.LogsDropped
+		cq.carryFiles(&out, res, c) // queue_files.go
 	}
 	// The store retries the write across a lost connection for up to the lease (a failover):
 	// past it the claim has expired and the call is failed worker_lost anyway.

@@ -4,11 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/filehash"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
@@ -25,7 +32,10 @@ type fakeCaller struct {
 	mu      sync.Mutex
 	started []string
 	run     func(ctx context.Context, call tools.Call) (tools.Result, error)
+	env     json.RawMessage // the engine's own env (EnvCaller)
 }
+
+func (c *fakeCaller) Env() json.RawMessage { return c.env }
 
 func (c *fakeCaller) HasTool(t string) bool       { return c.tools[t] }
 func (c *fakeCaller) HasRemote(name string) bool  { _, ok := c.pools[name]; return ok }
@@ -292,5 +302,178 @@ func TestQueueWaiterPollsOnTheClock(t *testing.T) {
 	}
 	if string(r.OutputJSON) != "7" {
 		t.Fatalf("outcome %s; want 7", r.OutputJSON)
+	}
+}
+
+// The files a call reported and its env cross the queue with its outcome, a success's and a
+// failure's alike: B makes the relative paths absolute against its current directory, keeps
+// each (role, path) once, leaves out a path that names no file (empty) and reads any role but
+// "write" as "read"; a call whose tool's side reported no env carries B's own.
+func TestQueueCarriesTheFilesAndEnvOfTheCall(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := json.RawMessage(`{"dcc":"maya","version":"2025.1"}`)
+	reported := []flowtype.FileUse{
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileRead},
+		{Path: "cache/sh010.abc", Role: flowtype.FileWrite},
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileRead},
+		{Path: "", Role: flowtype.FileWrite},
+		{Path: "/show/sh010/layout.usda", Role: "bogus"},
+		{Path: "/show/sh010/layout.usda", Role: flowtype.FileWrite},
+	}
+	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
+		switch call.StepKey {
+		case "ok":
+			return tools.Result{Output: 1, Files: reported, Env: env}, nil
+		case "failed":
+			return tools.Result{Error: &tools.ToolError{Kind: "error", Message: "the export crashed"}, Files: reported[:2], Env: env}, nil
+		default: // no env of its own: B's
+			return tools.Result{Output: 2, Files: reported[:1]}, nil
+		}
+	})
+	p.caller.env = json.RawMessage(`{"dcc":"maya","version":"2024.2","host":"farm01"}`)
+	clean := func(p string) string { // the path as B's filehash.Clean makes it (Windows: \show\…)
+		t.Helper()
+		c, err := filehash.Clean(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	layout := clean("/show/sh010/layout.usda")
+	if abc := clean("cache/sh010.abc"); abc != clean(filepath.Join(wd, "cache", "sh010.abc")) || !filepath.IsAbs(abc) {
+		t.Fatalf("Clean(cache/sh010.abc) = %s; want it absolute under %s", abc, wd)
+	}
+	want := []flowtype.FileUse{
+		{Path: layout, Role: flowtype.FileRead},
+		{Path: clean(filepath.Join(wd, "cache", "sh010.abc")), Role: flowtype.FileWrite},
+		{Path: layout, Role: flowtype.FileWrite},
+	}
+	call := func(key string) tools.Result {
+		t.Helper()
+		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+		if err != nil {
+			t.Fatalf("Call(%s): %v", key, err)
+		}
+		return res
+	}
+	if res := call("ok"); res.Error != nil || !reflect.DeepEqual(res.Files, want) || string(res.Env) != string(env) {
+		t.Fatalf("a success: %+v\nfiles %+v\nwant  %+v", res, res.Files, want)
+	}
+	if res := call("failed"); res.Error == nil || res.Error.Message != "the export crashed" || !reflect.DeepEqual(res.Files, want[:2]) ||
+		string(res.Env) != string(env) {
+		t.Fatalf("a failure: %+v; want its error with its files %+v and env", res, want[:2])
+	}
+	if res := call("no env"); res.Error != nil || !reflect.DeepEqual(res.Files, want[:1]) || string(res.Env) != string(p.caller.env) {
+		t.Fatalf("a call without env: env %s files %+v; want B's env %s", res.Env, res.Files, p.caller.env)
+	}
+	p.caller.env = nil
+	if res := call("none"); res.Error != nil || res.Env != nil {
+		t.Fatalf("no env on either side: env %q; want none (the orchestrator records its own)", res.Env)
+	}
+}
+
+// A call that reported more files than cross the queue (MaxQueuedFiles, or
+// MaxQueuedFilePathBytes of paths; B's bounds are lowered to 5 files and 100 bytes here) fails
+// limit_exceeded with the files within the bounds: carrying part of them with a success would
+// record (and cache) the attempt without the others. A tool's own failure keeps its error.
+// Repeats do not count.
+func TestQueueRedteamTooManyFilesFailTheCall(t *testing.T) {
+	if MaxQueuedFiles != 100_000 || MaxQueuedFilePathBytes != 16<<20 || byteSize(MaxQueuedFilePathBytes) != "16 MiB" {
+		t.Fatalf("the bounds are %d files and %s; dcc_flow's MAX_FILES_PER_CALL and MAX_FILES_BYTES are 100,000 and 16 MiB",
+			MaxQueuedFiles, byteSize(MaxQueuedFilePathBytes))
+	}
+	var many, long []flowtype.FileUse
+	for i := range 6 {
+		many = append(many, flowtype.FileUse{Path: fmt.Sprintf("/f/%d.exr", i), Role: flowtype.FileWrite}) // 8 bytes each
+	}
+	for i := range 5 { // 4 of them fill the 100 bytes
+		long = append(long, flowtype.FileUse{Path: fmt.Sprintf("/%d%s", i, strings.Repeat("x", 23)), Role: flowtype.FileRead})
+	}
+	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
+		switch call.StepKey {
+		case "many":
+			return tools.Result{Output: 1, Files: many}, nil
+		case "long":
+			return tools.Result{Output: 1, Files: long}, nil
+		case "within":
+			return tools.Result{Output: 1, Files: append(many[:5:5], many[0], many[3], many[4])}, nil
+		default:
+			return tools.Result{Error: &tools.ToolError{Kind: "transient", Message: "the farm is busy"}, Files: long}, nil
+		}
+	})
+	p.b.maxFiles, p.b.maxFilePathBytes = 5, 100 // before any call: B's claims read them after
+	call := func(key string) tools.Result {
+		t.Helper()
+		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+		if err != nil {
+			t.Fatalf("Call(%s): %v", key, err)
+		}
+		return res
+	}
+	for _, tc := range []struct {
+		key        string
+		reported   []flowtype.FileUse
+		kept, said int
+	}{{"many", many, 5, 6}, {"long", long, 4, 5}} {
+		res := call(tc.key)
+		if res.Error == nil || res.Error.Kind != "limit_exceeded" || len(res.Files) != tc.kept || res.OutputJSON != nil ||
+			!strings.Contains(res.Error.Message, fmt.Sprintf("the call of tool export on engine B reported %d files", tc.said)) ||
+			!strings.Contains(res.Error.Message, fmt.Sprintf("at most 5 files and 100 bytes of paths; the first %d were kept", tc.kept)) ||
+			!strings.Contains(res.Error.Message, "foreach") {
+			t.Fatalf("%s: error %+v, %d files; want limit_exceeded naming the tool, the engine, the count and the fix, with %d files",
+				tc.key, res.Error, len(res.Files), tc.kept)
+		}
+		for i, f := range res.Files {
+			if c, _ := filehash.Clean(tc.reported[i].Path); f.Path != c || f.Role != tc.reported[i].Role {
+				t.Fatalf("%s: file %d is %+v; want the first reported, in order", tc.key, i, f)
+			}
+		}
+	}
+	if res := call("within"); res.Error != nil || len(res.Files) != 5 {
+		t.Fatalf("5 files and repeats: error %+v, %d files; want a success with the 5", res.Error, len(res.Files))
+	}
+	if res := call("failed"); res.Error == nil || res.Error.Kind != "transient" || len(res.Files) != 4 {
+		t.Fatalf("a failure past the bound: error %+v, %d files; want its own error with the first 4 files", res.Error, len(res.Files))
+	}
+}
+
+// Files on the queue that are not a JSON list (a row edited by hand) fail a successful call
+// invalid_output rather than record it without them; a failure keeps its own error. An env that
+// is not a JSON object is none.
+func TestQueueRedteamUnreadableFilesOnTheQueue(t *testing.T) {
+	p := twoEngines(t, true, func(context.Context, tools.Call) (tools.Result, error) { return ok(1) })
+	p.b.Stop() // B claims nothing: the test completes the calls by hand
+	for _, tc := range []struct {
+		key  string
+		out  store.CallOutcome
+		kind string
+	}{
+		{"ok", store.CallOutcome{Output: json.RawMessage(`1`), Files: json.RawMessage(`{"path":"/a"}`), Env: json.RawMessage(`[1]`)}, run.KindInvalidOutput},
+		{"failed", store.CallOutcome{ErrorKind: "transient", ErrorMessage: "busy", Files: json.RawMessage(`"x"`)}, "transient"},
+	} {
+		res := make(chan tools.Result, 1)
+		go func() {
+			r, _ := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: tc.key, Attempt: 1, Tool: "export", Args: map[string]any{}})
+			res <- r
+		}()
+		var c *store.QueuedCall
+		waitUntil(t, "the call to be queued", func() bool {
+			var err error
+			c, err = p.hb.ClaimCall(context.Background(), []string{"export"}, nil)
+			return err == nil && c != nil
+		})
+		if done, err := p.hb.CompleteCall(context.Background(), c.ID, tc.out); !done || err != nil {
+			t.Fatalf("CompleteCall: %v %v", done, err)
+		}
+		r := <-res
+		if r.Error == nil || r.Error.Kind != tc.kind || r.Files != nil || r.Env != nil || r.OutputJSON != nil {
+			t.Fatalf("%s: %+v (error %+v); want kind %s, no files, no env", tc.key, r, r.Error, tc.kind)
+		}
+		if tc.kind == run.KindInvalidOutput && !strings.Contains(r.Error.Message, fmt.Sprintf("the files of queued call %d are not a JSON list", c.ID)) {
+			t.Fatalf("message %q", r.Error.Message)
+		}
 	}
 }

@@ -508,6 +508,15 @@ type CallOutcome struct {
 	// captured output), LogsDropped the lines not kept; empty and 0 when none.
 	Logs        json.RawMessage
 	LogsDropped int
+	// Files are the files the call said it read and wrote (flowtype.ToolResult.Files), with a
+	// success and a failure alike: a JSON array of flowtype.FileUse ({"path", "role"}), kept as
+	// the JSON text it is, as Logs (a store does not parse it; the engine that ran the call
+	// makes it, within cluster.MaxQueuedFiles and MaxQueuedFilePathBytes). Empty when none:
+	// CallStatus returns nil then.
+	Files json.RawMessage
+	// Env is the environment of the process that ran the call (flowtype.ToolResult.Env, else the
+	// running engine's own), a JSON object kept as its text; nil when none.
+	Env json.RawMessage
 	// Worker names what ran the call: CompleteCall records it (the engine id, then "/" and the
 	// pool worker, "ENGINE/POOL/PID", when a pool ran it); CallStatus returns it, or the id of
 	// the engine that claimed the call when none was recorded ("" when none claimed it).

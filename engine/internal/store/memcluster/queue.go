@@ -200,8 +200,16 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	if logs == "" {
 		logs = "[]"
 	}
+	files := text(string(out.Files))
+	if files == "" {
+		files = "[]"
+	}
+	var env json.RawMessage // NULL for none, as the PostgreSQL store's env column
+	if len(out.Env) > 0 {
+		env = json.RawMessage(text(string(out.Env)))
+	}
 	row.out = store.CallOutcome{ErrorKind: text(out.ErrorKind), ErrorMessage: text(out.ErrorMessage), ErrorTrace: text(out.ErrorTrace),
-		Worker: text(out.Worker), Logs: json.RawMessage(logs), LogsDropped: out.LogsDropped}
+		Worker: text(out.Worker), Logs: json.RawMessage(logs), LogsDropped: out.LogsDropped, Files: json.RawMessage(files), Env: env}
 	row.status, row.leaseUntil, row.doneAt = callDone, time.Time{}, db.now()
 	db.notify(fmt.Sprintf("d:%d", id))
 	return true, nil
@@ -225,6 +233,9 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	}
 	if string(out.Logs) == "[]" {
 		out.Logs = nil
+	}
+	if string(out.Files) == "[]" {
+		out.Files = nil
 	}
 	if out.Worker == "" {
 		out.Worker = row.claimedBy

@@ -136,8 +136,8 @@ func (s *Store) ClaimCall(ctx context.Context, tools, remotes []string) (*store.
 	return &c, nil
 }
 
-// CompleteCall records the outcome of a call this engine holds claimed, and wakes its
-// orchestrator ("d:ID").
+// CompleteCall records the outcome of a call this engine holds claimed (with its files and
+// env: migration 0013), and wakes its orchestrator ("d:ID").
 func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcome) (bool, error) {
 	l, err := s.attached()
 	if err != nil {
@@ -146,6 +146,10 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	logs := string(out.Logs)
 	if logs == "" {
 		logs = "[]"
+	}
+	files := string(out.Files)
+	if files == "" {
+		files = "[]"
 	}
 	var result *string
 	if out.ErrorKind == "" {
@@ -162,10 +166,11 @@ func (s *Store) CompleteCall(ctx context.Context, id int64, out store.CallOutcom
 	err = s.retryLost(ctx, true, func() error {
 		var err error
 		tag, err = s.pool.Exec(ctx, `WITH u AS (UPDATE tool_calls SET status = 'done', result = $3, error_kind = $4,
-			error_message = $5, error_trace = $6, worker = $7, logs = $8, logs_dropped = $9, lease_until = NULL, done_at = now()
+			error_message = $5, error_trace = $6, worker = $7, logs = $8, logs_dropped = $9, files = $10, env = $11, lease_until = NULL, done_at = now()
 		WHERE id = $1 AND status = 'claimed' AND claimed_by = $2 RETURNING id)
 		SELECT pg_notify('`+callsChannel+`', 'd:' || u.id)::text FROM u`,
-			id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped)
+			id, l.id, result, text(out.ErrorKind), text(out.ErrorMessage), text(out.ErrorTrace), text(out.Worker), text(logs), out.LogsDropped,
+			text(files), textPtr(string(out.Env)))
 		return err
 	})
 	if err != nil {
@@ -179,14 +184,14 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	if err := s.check(); err != nil {
 		return "", store.CallOutcome{}, err
 	}
-	var status, logs string
-	var result *string
+	var status, logs, files string
+	var result, env *string
 	var out store.CallOutcome
 	err := s.pool.QueryRow(ctx, `SELECT status, result, error_kind, error_message, error_trace,
-			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped,
+			coalesce(nullif(worker, ''), claimed_by, ''), logs, logs_dropped, files, env,
 			coalesce((SELECT max(seq) FROM tool_call_reports WHERE call_id = $1), 0)
 		FROM tool_calls WHERE id = $1`, id).
-		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped, &out.LastReport)
+		Scan(&status, &result, &out.ErrorKind, &out.ErrorMessage, &out.ErrorTrace, &out.Worker, &logs, &out.LogsDropped, &files, &env, &out.LastReport)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", out, store.ErrNotFound
 	}
@@ -198,6 +203,12 @@ func (s *Store) CallStatus(ctx context.Context, id int64) (string, store.CallOut
 	}
 	if logs != "" && logs != "[]" {
 		out.Logs = json.RawMessage(logs)
+	}
+	if files != "" && files != "[]" {
+		out.Files = json.RawMessage(files)
+	}
+	if env != nil {
+		out.Env = json.RawMessage(*env)
 	}
 	return status, out, nil
 }

@@ -25,7 +25,7 @@ type QueueStore interface {
 
 // ExerciseCallQueue runs the suite of store.CallQueue: newDB returns a new, empty shared
 // database for each call. It pins the claims (oldest first, by tool or by remote, once among
-// claimers at once), outcomes and statuses, the nonce, the claim lease (renewal, expiry as
+// claimers at once), outcomes and statuses (with their files and env), the nonce, the claim lease (renewal, expiry as
 // worker_lost once among expirers, a late outcome dropped), cancellation (also by a Write that
 // ends the run), reports, adoption, housekeeping and the wake-ups of ListenCalls.
 func ExerciseCallQueue(t *testing.T, newDB func(t *testing.T) Shared[QueueStore]) {
@@ -36,6 +36,7 @@ func ExerciseCallQueue(t *testing.T, newDB func(t *testing.T) Shared[QueueStore]
 	}{
 		{"ClaimsOldestFirstOnce", testClaimCalls},
 		{"RemoteCalls", testRemoteCalls},
+		{"FilesAndEnv", testCallFilesAndEnv},
 		{"NonceIsIdempotent", testNonce},
 		{"ClaimLeaseAndExpiry", testCallExpiry},
 		{"Cancel", testCancelCall},
@@ -238,6 +239,66 @@ func testRemoteCalls(t *testing.T, db Shared[QueueStore]) {
 	}
 	if _, out := callStatus(t, o, hid); out.Worker != "FARM" || out.Logs != nil || out.LogsDropped != 0 {
 		t.Fatalf("host-tool call = %+v; want worker FARM (the claimer), no logs", out)
+	}
+}
+
+// testCallFilesAndEnv: the files and env of an outcome, a success's and a failure's alike, are
+// what CallStatus returns (as JSON: the same values); an outcome without them has none (nil,
+// not "[]" or "null"), and so has a call failed worker_lost by its claim's expiry.
+func testCallFilesAndEnv(t *testing.T, db Shared[QueueStore]) {
+	ctx := context.Background()
+	o, w := attachAs(t, db, "O"), attachAs(t, db, "W")
+	files := json.RawMessage(`[{"path":"/show/sh010/layout.usda","role":"read"},{"path":"/show/sh010/ünïcode \u0000 \"q\".usda","role":"write"}]`)
+	env := json.RawMessage(`{"dcc":"maya","version":"2025.1","plugins":{"mtoa":"5.4"}}`)
+	cases := []struct {
+		name string
+		out  store.CallOutcome
+	}{
+		{"success", store.CallOutcome{Output: json.RawMessage(`{"usd":"/show/sh010/layout.usda"}`), Files: files, Env: env}},
+		{"failure", store.CallOutcome{ErrorKind: "error", ErrorMessage: "the render crashed", Files: files, Env: env}},
+		{"none", store.CallOutcome{Output: json.RawMessage(`1`)}},
+		{"failure without", store.CallOutcome{ErrorKind: "transient", ErrorMessage: "busy"}},
+	}
+	for i, tc := range cases {
+		id := enqueue(t, o, store.QueuedCall{RunID: "r", StepKey: fmt.Sprint(i), Attempt: 1, Tool: "export"})
+		if c := claim(t, w, []string{"export"}, nil); c == nil || c.ID != id {
+			t.Fatalf("%s: claim = %+v; want %d", tc.name, c, id)
+		}
+		if st, out := callStatus(t, o, id); st != "claimed" || out.Files != nil || out.Env != nil {
+			t.Fatalf("%s: a claimed call = %s, files %q env %q; want none yet", tc.name, st, out.Files, out.Env)
+		}
+		if !complete(t, w, id, tc.out) {
+			t.Fatalf("%s: W could not complete its call", tc.name)
+		}
+		st, out := callStatus(t, o, id)
+		if st != "done" || out.ErrorKind != tc.out.ErrorKind {
+			t.Fatalf("%s: status %s, %+v", tc.name, st, out)
+		}
+		if tc.out.Files == nil {
+			if out.Files != nil || out.Env != nil {
+				t.Fatalf("%s: files %q env %q; want nil for none", tc.name, out.Files, out.Env)
+			}
+			continue
+		}
+		if !jsonEqual(out.Files, files) || !jsonEqual(out.Env, env) {
+			t.Fatalf("%s: files %s env %s; want %s and %s", tc.name, out.Files, out.Env, files, env)
+		}
+	}
+	// A claim that expires is failed worker_lost without files or env.
+	db2 := db.Open(t)
+	if err := db2.Attach(ctx, store.EngineInfo{ID: "W2", Lease: suiteLease}); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, o, store.QueuedCall{RunID: "r", StepKey: "lost", Attempt: 1, Tool: "export"})
+	if c := claim(t, db2, []string{"export"}, nil); c == nil || c.ID != id {
+		t.Fatalf("claim = %+v; want %d", c, id)
+	}
+	db.Advance(t, 2*suiteLease)
+	if _, err := o.ExpireCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, out := callStatus(t, o, id); st != "done" || out.ErrorKind != run.KindWorkerLost || out.Files != nil || out.Env != nil {
+		t.Fatalf("an expired claim = %s, %+v; want worker_lost without files or env", st, out)
 	}
 }
 
