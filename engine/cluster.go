@@ -303,6 +303,12 @@ func (l clusterLocal) Executing() map[string]cluster.Run {
 	return out
 }
 
+var _ cluster.EnvCaller = clusterLocal{}
+
+// Env is the engine's env setting: a queued call whose tool's side reported none carries it
+// (cluster.EnvCaller), so the orchestrator records the environment of the engine that ran it.
+func (l clusterLocal) Env() json.RawMessage { return l.e.cfg.Env }
+
 func (l clusterLocal) Closed() bool { return l.e.isClosed() }
 func (l clusterLocal) Notify()      { l.e.hub.Notify() }
 
