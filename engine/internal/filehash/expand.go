@@ -1,0 +1,265 @@
+package filehash
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// DefaultMaxFiles is the number of paths Expand returns at most when its limit is ≤ 0 (the
+// setting max_files_per_step).
+const DefaultMaxFiles = 10000
+
+// LimitError is Expand's error when the patterns match more than Limit paths.
+type LimitError struct {
+	Limit   int
+	Pattern string // the pattern whose matches went past Limit
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("filehash: more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
+}
+
+// Expand turns patterns into paths: each is relative to base (base "" = the current directory)
+// or absolute, and is cleaned with base (Clean). A pattern without glob characters is returned as
+// it is, cleaned, whether or not the file exists (an output yet to be written). A glob matches
+// each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes but on Windows, where
+// it separates) and `**` as a whole segment matches any number of directories, none included
+// ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file under a). Globs match names
+// exactly (case matters, on Windows too) and `*` matches names starting with a dot. A glob
+// returns what exists and is not a directory (a dangling symlink included, so that it is recorded
+// missing); directories reached through a symlink are neither returned nor descended into, so a
+// symlink loop ends; directories that cannot be read are skipped. The result is cleaned,
+// deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0: DefaultMaxFiles)
+// is a *LimitError, returned as soon as the walk finds one too many; a malformed pattern is an
+// error naming it.
+func Expand(base string, patterns []string, limit int) ([]string, error) {
+	return expandFor(runtime.GOOS, base, patterns, limit, os.Getwd)
+}
+
+func expandFor(goos, base string, patterns []string, limit int, cwd func() (string, error)) ([]string, error) {
+	if limit <= 0 {
+		limit = DefaultMaxFiles
+	}
+	sep := "/"
+	if goos == "windows" {
+		sep = `\`
+	}
+	if base == "" {
+		base = "."
+	}
+	base, err := cleanFor(goos, base, cwd)
+	if err != nil {
+		return nil, err
+	}
+	e := &expander{goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
+	for _, pat := range patterns {
+		if pat == "" {
+			return nil, fmt.Errorf("filehash: an empty pattern: name a file or a glob (relative to %s)", base)
+		}
+		joined := pat
+		if !isAbs(goos, pat) {
+			joined = base + sep + pat
+		}
+		full, err := cleanFor(goos, joined, cwd)
+		if err != nil {
+			return nil, fmt.Errorf("filehash: pattern %q: %w", pat, err)
+		}
+		e.pattern = pat
+		if !hasMeta(goos, full) {
+			if err := e.add(full); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// The literal directory the walk starts from, then the segments to match.
+		vol, rest := "/", full[1:]
+		if goos == "windows" {
+			v, r, _ := splitWindows(full) // full is absolute: v is "C:" or \\srv\share
+			vol, rest = v+sep, strings.TrimPrefix(r, sep)
+		}
+		segs := strings.Split(rest, sep)
+		dir := vol
+		i := 0
+		for ; i < len(segs) && !hasMeta(goos, segs[i]); i++ {
+			dir = join(dir, segs[i], sep)
+		}
+		var pats []string // consecutive ** collapsed: they match what one does
+		for _, s := range segs[i:] {
+			if s == "**" && len(pats) > 0 && pats[len(pats)-1] == "**" {
+				continue
+			}
+			if s != "**" {
+				if _, err := filepath.Match(unescapeWin(goos, s), ""); err != nil {
+					return nil, fmt.Errorf("filehash: pattern %q: the segment %q is malformed (%v): close its [ ] or escape the character", pat, s, err)
+				}
+			}
+			pats = append(pats, s)
+		}
+		e.pats = pats
+		if err := e.walk(dir, 0); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, 0, len(e.seen))
+	for p := range e.seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+type visit struct {
+	dir string
+	i   int
+}
+
+type expander struct {
+	goos, sep string
+	limit     int
+	pattern   string   // the pattern being expanded (for LimitError)
+	pats      []string // its segments left to match, from the walk's start
+	seen      map[string]bool
+	visited   map[visit]bool // (directory, segment) pairs walked, for this pattern
+}
+
+func (e *expander) add(p string) error {
+	if e.seen[p] {
+		return nil
+	}
+	if len(e.seen) >= e.limit {
+		return &LimitError{Limit: e.limit, Pattern: e.pattern}
+	}
+	e.seen[p] = true
+	return nil
+}
+
+// walk matches e.pats[i:] in dir, a real directory (not reached through a symlink).
+func (e *expander) walk(dir string, i int) error {
+	v := visit{dir + "\x00" + e.pattern, i}
+	if e.visited[v] {
+		return nil
+	}
+	e.visited[v] = true
+	seg := e.pats[i]
+	last := i == len(e.pats)-1
+	if seg == "**" {
+		if last { // "a/**": every file under dir, at any depth
+			return e.walkAll(dir)
+		}
+		if err := e.walk(dir, i+1); err != nil { // ** as no directory
+			return err
+		}
+	}
+	return eachEntry(dir, func(ent fs.DirEntry) error {
+		name := ent.Name()
+		p := join(dir, name, e.sep)
+		if seg == "**" {
+			if ent.IsDir() { // a real directory; a symlink's Type is ModeSymlink
+				return e.walk(p, i)
+			}
+			return nil
+		}
+		if ok, _ := filepath.Match(unescapeWin(e.goos, seg), name); !ok {
+			return nil
+		}
+		if !last {
+			if ent.IsDir() {
+				return e.walk(p, i+1)
+			}
+			return nil
+		}
+		if fileLike(p, ent) {
+			return e.add(p)
+		}
+		return nil
+	})
+}
+
+// walkAll adds every file under dir, at any depth, not following symlinked directories.
+func (e *expander) walkAll(dir string) error {
+	return eachEntry(dir, func(ent fs.DirEntry) error {
+		p := join(dir, ent.Name(), e.sep)
+		if ent.IsDir() {
+			return e.walkAll(p)
+		}
+		if fileLike(p, ent) {
+			return e.add(p)
+		}
+		return nil
+	})
+}
+
+// eachEntry calls fn with each entry of dir, in directory order, read 1,024 at a time (so that
+// a huge directory costs memory only up to the limit), and returns fn's first error. A directory
+// that is not there or cannot be read has no entries.
+func eachEntry(dir string, fn func(fs.DirEntry) error) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(1024)
+		for _, ent := range ents {
+			if err := fn(ent); err != nil {
+				return err
+			}
+		}
+		if err != nil || len(ents) == 0 {
+			return nil
+		}
+	}
+}
+
+// fileLike reports whether ent, at p, is something Expand returns: anything but a directory or
+// a symlink to one.
+func fileLike(p string, ent fs.DirEntry) bool {
+	if ent.IsDir() {
+		return false
+	}
+	if ent.Type()&fs.ModeSymlink != 0 {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func join(dir, name, sep string) string {
+	if strings.HasSuffix(dir, sep) {
+		return dir + name
+	}
+	return dir + sep + name
+}
+
+func isAbs(goos, p string) bool {
+	if goos != "windows" {
+		return strings.HasPrefix(p, "/")
+	}
+	p = strings.ReplaceAll(p, "/", `\`)
+	return isDriveAbs(p) || strings.HasPrefix(p, `\\`)
+}
+
+// hasMeta reports whether p has glob characters (`\` is one, an escape, but on Windows).
+func hasMeta(goos, p string) bool {
+	magic := `*?[\`
+	if goos == "windows" {
+		magic = `*?[`
+	}
+	return strings.ContainsAny(p, magic)
+}
+
+// unescapeWin makes a Windows pattern segment, where `\` is no escape, safe for filepath.Match
+// on any OS (segments never contain the separator, so this only matters when testing the
+// Windows form elsewhere).
+func unescapeWin(goos, seg string) string {
+	if goos == "windows" && runtime.GOOS != "windows" {
+		return strings.ReplaceAll(seg, `\`, `\\`)
+	}
+	return seg
+}

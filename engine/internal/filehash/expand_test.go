@@ -1,0 +1,221 @@
+package filehash
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tree makes files (and directories for names ending in /) under a new directory, and returns
+// it.
+func tree(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		if strings.HasSuffix(n, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, "a.usd", "b.usd", "c.txt", ".hidden.usd", "sub/d.usd", "sub/deep/e.usd",
+		"sub/deep/f.txt", "shots/sh010/scene.usd", "shots/sh020/scene.usd", "shots/sh020/other.usd",
+		"empty/", "x[1].usd")
+	symlink(t, "sub", filepath.Join(dir, "linkdir"))
+	symlink(t, ".", filepath.Join(dir, "loop"))
+	symlink(t, "a.usd", filepath.Join(dir, "linkfile.usd"))
+	symlink(t, "nowhere.usd", filepath.Join(dir, "dangling.usd"))
+	symlink(t, "sub", filepath.Join(dir, "linkdir.usd")) // a directory named like a file
+
+	abs := func(names ...string) []string {
+		out := []string{}
+		for _, n := range names {
+			out = append(out, filepath.Join(dir, filepath.FromSlash(n)))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		patterns []string
+		want     []string
+	}{
+		{[]string{"*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd", "x[1].usd")},
+		{[]string{"?.usd"}, abs("a.usd", "b.usd")},
+		{[]string{"[ab].usd", "c.*"}, abs("a.usd", "b.usd", "c.txt")},
+		{[]string{"**/*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd",
+			"shots/sh010/scene.usd", "shots/sh020/other.usd", "shots/sh020/scene.usd",
+			"sub/d.usd", "sub/deep/e.usd", "x[1].usd")},
+		{[]string{"sub/**"}, abs("sub/d.usd", "sub/deep/e.usd", "sub/deep/f.txt")},
+		{[]string{"sub/**/*.txt"}, abs("sub/deep/f.txt")},
+		{[]string{"**/**/e.usd", "sub/**/**/e.usd"}, abs("sub/deep/e.usd")},
+		{[]string{"shots/*/scene.usd"}, abs("shots/sh010/scene.usd", "shots/sh020/scene.usd")},
+		{[]string{"shots/sh0[1]0/*.usd"}, abs("shots/sh010/scene.usd")},
+		{[]string{"*/d.usd"}, abs("sub/d.usd")},           // not linkdir/d.usd: a symlinked directory
+		{[]string{"linkdir/*.usd"}, abs("linkdir/d.usd")}, // a literal directory is followed
+		{[]string{"*.usd", "a.usd", "./b.usd", "sub/../a.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd", "x[1].usd")},
+		{[]string{`x\[1\].usd`}, abs("x[1].usd")},
+		{[]string{"out/new.usd"}, abs("out/new.usd")}, // not there yet: an output
+		{[]string{"out/../out//new.usd", "sub/d.usd"}, abs("out/new.usd", "sub/d.usd")},
+		{[]string{"nodir/*.usd", "empty/*", "empty/**", "*.none"}, []string{}},
+		{[]string{filepath.Join(dir, "shots", "*", "other.usd")}, abs("shots/sh020/other.usd")},
+	} {
+		got, err := Expand(dir, tc.patterns, 0)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Expand(%q) = %q, %v\nwant %q", tc.patterns, got, err, tc.want)
+		}
+	}
+	// "**" alone: every file, none through the symlinked directories (loop is one).
+	all, err := Expand(dir, []string{"**"}, 0)
+	if err != nil || len(all) != 13 {
+		t.Errorf("Expand(**) = %d paths %q, %v; want 13", len(all), all, err)
+	}
+	for _, p := range all {
+		if strings.Contains(p, "loop") || strings.Contains(p, "linkdir") {
+			t.Errorf("Expand(**) went through a symlinked directory: %s", p)
+		}
+	}
+}
+
+func TestExpandBaseAndErrors(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, "a.usd")
+	cwd, _ := os.Getwd()
+	if got, err := Expand("", []string{"rel.usd"}, 0); err != nil || len(got) != 1 || got[0] != filepath.Join(cwd, "rel.usd") {
+		t.Errorf("Expand(base \"\") = %q, %v; want it relative to the current directory", got, err)
+	}
+	if got, err := Expand(dir+"/x/..", []string{"*.usd"}, 0); err != nil || len(got) != 1 {
+		t.Errorf("Expand(base not clean) = %q, %v", got, err)
+	}
+	for _, tc := range []struct {
+		patterns []string
+		err      string
+	}{
+		{[]string{""}, "empty pattern"},
+		{[]string{"[a.usd"}, `the segment "[a.usd" is malformed`},
+		{[]string{"ok.usd", "sub/[z-a/*.usd"}, "malformed"},
+	} {
+		if got, err := Expand(dir, tc.patterns, 0); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Expand(%q) = %q, %v; want an error with %q", tc.patterns, got, err, tc.err)
+		}
+	}
+}
+
+func TestExpandLimit(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for i := range 11 {
+		names = append(names, fmt.Sprintf("f%02d.usd", i))
+	}
+	dir := tree(t, names...)
+	if got, err := Expand(dir, []string{"*.usd"}, 11); err != nil || len(got) != 11 {
+		t.Errorf("Expand(limit 11) = %d paths, %v; want all 11", len(got), err)
+	}
+	for _, tc := range []struct {
+		patterns []string
+		limit    int
+		pattern  string // LimitError.Pattern
+	}{
+		{[]string{"*.usd"}, 10, "*.usd"},
+		{[]string{"f0*.usd", "f1*.usd"}, 10, "f1*.usd"},      // the limit is over all patterns
+		{[]string{"f0*.usd", "a.usd", "b.usd"}, 10, "a.usd"}, // a literal counts too
+	} {
+		_, err := Expand(dir, tc.patterns, tc.limit)
+		var le *LimitError
+		if !errors.As(err, &le) || le.Limit != tc.limit || le.Pattern != tc.pattern ||
+			!strings.Contains(err.Error(), "raise the setting max_files_per_step") || !strings.Contains(err.Error(), "more than 10 files") {
+			t.Errorf("Expand(%q, %d) = %v; want a LimitError of %q", tc.patterns, tc.limit, err, tc.pattern)
+		}
+	}
+	// Duplicates do not count.
+	if got, err := Expand(dir, []string{"*.usd", "f00.usd", "f0[0-9].usd"}, 11); err != nil || len(got) != 11 {
+		t.Errorf("Expand(duplicates) = %d paths, %v", len(got), err)
+	}
+}
+
+// TestRedteamExpand100kFiles: a glob over 100,000 files stops at the limit (DefaultMaxFiles)
+// with a LimitError, reading the directory 1,024 entries at a time; a raised limit returns them
+// all. The files are empty (about 1-3 s to make on the development VM).
+func TestRedteamExpand100kFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := time.Now()
+	for i := range 100_000 {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%06d.exr", i)), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	made := time.Since(start)
+	start = time.Now()
+	_, err := Expand(dir, []string{"*.exr"}, 0)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != DefaultMaxFiles || le.Pattern != "*.exr" {
+		t.Fatalf("Expand(100,000 files) = %v; want a LimitError at %d", err, DefaultMaxFiles)
+	}
+	limited := time.Since(start)
+	start = time.Now()
+	all, err := Expand(dir, []string{"**"}, 100_000)
+	if err != nil || len(all) != 100_000 || all[0] != filepath.Join(dir, "f000000.exr") || all[99_999] != filepath.Join(dir, "f099999.exr") {
+		t.Fatalf("Expand(limit 100,000) = %d paths, %v", len(all), err)
+	}
+	t.Logf("made 100,000 files in %v; Expand: LimitError in %v, all in %v", made, limited, time.Since(start))
+}
+
+// TestRedteamExpandSymlinkLoops: ** over a tree whose symlinks point back up ends, and counts
+// each file once.
+func TestRedteamExpandSymlinkLoops(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, "a/b/c/f.usd")
+	symlink(t, dir, filepath.Join(dir, "a", "b", "c", "up"))
+	symlink(t, "..", filepath.Join(dir, "a", "b", "parent"))
+	symlink(t, "self", filepath.Join(dir, "self")) // a loop of one link: dangling-like
+	got, err := Expand(dir, []string{"**", "**/*.usd", "*/**/f.usd", "a/*/*/*/*/f.usd"}, 0)
+	want := []string{filepath.Join(dir, "a", "b", "c", "f.usd"), filepath.Join(dir, "self")}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Expand = %q, %v; want %q", got, err, want)
+	}
+}
+
+func TestExpandForWindowsLiterals(t *testing.T) {
+	t.Parallel()
+	got, err := expandFor("windows", `c:/show`, []string{"a.usd", `sub/../b.usd`, `\\srv\share\x.usd`, `D:/other\y.usd`, "a.usd"}, 0, wd(`C:\work`))
+	want := []string{`C:\show\a.usd`, `C:\show\b.usd`, `D:\other\y.usd`, `\\srv\share\x.usd`}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("expandFor(windows) = %q, %v; want %q", got, err, want)
+	}
+	got, err = expandFor("windows", `\\srv\share\shots`, []string{`sh010\scene.usd`}, 0, wd(`C:\work`))
+	if err != nil || !reflect.DeepEqual(got, []string{`\\srv\share\shots\sh010\scene.usd`}) {
+		t.Errorf("expandFor(windows, UNC base) = %q, %v", got, err)
+	}
+	if runtime.GOOS != "windows" { // no such drive here: a glob matches nothing, no error
+		if got, err := expandFor("windows", `C:\show`, []string{`*.usd`, `**\*.usd`}, 0, wd(`C:\work`)); err != nil || len(got) != 0 {
+			t.Errorf("expandFor(windows glob) = %q, %v", got, err)
+		}
+	}
+}
