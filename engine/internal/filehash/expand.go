@@ -70,24 +70,27 @@ func expandFor(goos, base string, patterns []string, limit int, cwd func() (stri
 			return nil, fmt.Errorf("filehash: pattern %q: %w", pat, err)
 		}
 		e.pattern = pat
-		if !hasMeta(goos, full) {
+		// The literal directory the walk starts from, then the segments to match. The segments
+		// of base are literal even with glob characters in their names ("/show/[old]").
+		vol, segs := splitSegs(goos, full)
+		i := 0
+		if !isAbs(goos, pat) {
+			if bvol, bsegs := splitSegs(goos, base); bvol == vol {
+				for i < len(bsegs) && i < len(segs) && segs[i] == bsegs[i] {
+					i++
+				}
+			}
+		}
+		for i < len(segs) && !hasMeta(goos, segs[i]) {
+			i++
+		}
+		if i == len(segs) { // no glob: the path itself, there or not
 			if err := e.add(full); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		// The literal directory the walk starts from, then the segments to match.
-		vol, rest := "/", full[1:]
-		if goos == "windows" {
-			v, r, _ := splitWindows(full) // full is absolute: v is "C:" or \\srv\share
-			vol, rest = v+sep, strings.TrimPrefix(r, sep)
-		}
-		segs := strings.Split(rest, sep)
-		dir := vol
-		i := 0
-		for ; i < len(segs) && !hasMeta(goos, segs[i]); i++ {
-			dir = join(dir, segs[i], sep)
-		}
+		dir := vol + strings.Join(segs[:i], sep)
 		var pats []string // consecutive ** collapsed: they match what one does
 		for _, s := range segs[i:] {
 			if s == "**" && len(pats) > 0 && pats[len(pats)-1] == "**" {
@@ -228,6 +231,21 @@ func fileLike(p string, ent fs.DirEntry) bool {
 		}
 	}
 	return true
+}
+
+// splitSegs splits a cleaned absolute path into its root ("/", `C:\`, `\\srv\share\`) and its
+// segments.
+func splitSegs(goos, p string) (root string, segs []string) {
+	sep, rest := "/", strings.TrimPrefix(p, "/")
+	root = "/"
+	if goos == "windows" {
+		v, r, _ := splitWindows(p)
+		sep, root, rest = `\`, v+`\`, strings.TrimPrefix(r, `\`)
+	}
+	if rest == "" {
+		return root, nil
+	}
+	return root, strings.Split(rest, sep)
 }
 
 func join(dir, name, sep string) string {

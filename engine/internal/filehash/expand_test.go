@@ -103,7 +103,28 @@ func TestExpand(t *testing.T) {
 
 func TestExpandBaseAndErrors(t *testing.T) {
 	t.Parallel()
-	dir := tree(t, "a.usd")
+	dir := tree(t, "a.usd", "show [old]/b*.usd", "show [old]/c.usd")
+	// Glob characters in base's names are literal; in the pattern they are globs.
+	odd := filepath.Join(dir, "show [old]")
+	for _, tc := range []struct {
+		base     string
+		patterns []string
+		want     []string
+	}{
+		{odd, []string{"c.usd"}, []string{filepath.Join(odd, "c.usd")}},
+		{odd, []string{"*.usd"}, []string{filepath.Join(odd, "b*.usd"), filepath.Join(odd, "c.usd")}},
+		{odd, []string{"../*.usd"}, []string{filepath.Join(dir, "a.usd")}},
+		{dir, []string{"show [[]old]/c.*"}, []string{filepath.Join(odd, "c.usd")}},
+		{"/", []string{strings.TrimPrefix(filepath.ToSlash(odd), "/") + "/c.*"}, nil}, // "[old]" a glob: no match
+	} {
+		got, err := Expand(tc.base, tc.patterns, 0)
+		if tc.want == nil {
+			tc.want = []string{}
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Expand(%q, %q) = %q, %v; want %q", tc.base, tc.patterns, got, err, tc.want)
+		}
+	}
 	cwd, _ := os.Getwd()
 	if got, err := Expand("", []string{"rel.usd"}, 0); err != nil || len(got) != 1 || got[0] != filepath.Join(cwd, "rel.usd") {
 		t.Errorf("Expand(base \"\") = %q, %v; want it relative to the current directory", got, err)
