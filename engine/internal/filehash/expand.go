@@ -1,6 +1,7 @@
 package filehash
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -36,12 +37,19 @@ func (e *LimitError) Error() string {
 // symlink loop ends; directories that cannot be read are skipped. The result is cleaned,
 // deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0: DefaultMaxFiles)
 // is a *LimitError, returned as soon as the walk finds one too many; a malformed pattern is an
-// error naming it.
+// error naming it. Expand walks until done: ExpandContext stops when a context ends.
 func Expand(base string, patterns []string, limit int) ([]string, error) {
-	return expandFor(runtime.GOOS, base, patterns, limit, os.Getwd)
+	return ExpandContext(context.Background(), base, patterns, limit)
 }
 
-func expandFor(goos, base string, patterns []string, limit int, cwd func() (string, error)) ([]string, error) {
+// ExpandContext is Expand, checking ctx before each directory it reads: when ctx ends it returns
+// context.Cause(ctx) (a walk of a huge tree, "/**/x.usd", finds few matches but reads every
+// directory, which the limit does not bound).
+func ExpandContext(ctx context.Context, base string, patterns []string, limit int) ([]string, error) {
+	return expandFor(ctx, runtime.GOOS, base, patterns, limit, os.Getwd)
+}
+
+func expandFor(ctx context.Context, goos, base string, patterns []string, limit int, cwd func() (string, error)) ([]string, error) {
 	if limit <= 0 {
 		limit = DefaultMaxFiles
 	}
@@ -56,7 +64,7 @@ func expandFor(goos, base string, patterns []string, limit int, cwd func() (stri
 	if err != nil {
 		return nil, err
 	}
-	e := &expander{goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
+	e := &expander{ctx: ctx, goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
 	for _, pat := range patterns {
 		if pat == "" {
 			return nil, fmt.Errorf("filehash: an empty pattern: name a file or a glob (relative to %s)", base)
@@ -122,6 +130,7 @@ type visit struct {
 }
 
 type expander struct {
+	ctx       context.Context
 	goos, sep string
 	limit     int
 	pattern   string   // the pattern being expanded (for LimitError)
@@ -158,7 +167,7 @@ func (e *expander) walk(dir string, i int) error {
 			return err
 		}
 	}
-	return eachEntry(dir, func(ent fs.DirEntry) error {
+	return e.eachEntry(dir, func(ent fs.DirEntry) error {
 		name := ent.Name()
 		p := join(dir, name, e.sep)
 		if seg == "**" {
@@ -185,7 +194,7 @@ func (e *expander) walk(dir string, i int) error {
 
 // walkAll adds every file under dir, at any depth, not following symlinked directories.
 func (e *expander) walkAll(dir string) error {
-	return eachEntry(dir, func(ent fs.DirEntry) error {
+	return e.eachEntry(dir, func(ent fs.DirEntry) error {
 		p := join(dir, ent.Name(), e.sep)
 		if ent.IsDir() {
 			return e.walkAll(p)
@@ -198,9 +207,12 @@ func (e *expander) walkAll(dir string) error {
 }
 
 // eachEntry calls fn with each entry of dir, in directory order, read 1,024 at a time (so that
-// a huge directory costs memory only up to the limit), and returns fn's first error. A directory
-// that is not there or cannot be read has no entries.
-func eachEntry(dir string, fn func(fs.DirEntry) error) error {
+// a huge directory costs memory only up to the limit), and returns fn's first error, or the
+// cause of e.ctx's end. A directory that is not there or cannot be read has no entries.
+func (e *expander) eachEntry(dir string, fn func(fs.DirEntry) error) error {
+	if e.ctx.Err() != nil {
+		return context.Cause(e.ctx)
+	}
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil

@@ -1,6 +1,7 @@
 package filehash
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -208,6 +209,21 @@ func TestRedteamExpand100kFiles(t *testing.T) {
 	t.Logf("made 100,000 files in %v; Expand: LimitError in %v, all in %v", made, limited, time.Since(start))
 }
 
+func TestExpandContextCanceled(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, "a/b/c.usd")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("the run was canceled")
+	cancel(stop)
+	if got, err := ExpandContext(ctx, dir, []string{"**/*.usd"}, 0); !errors.Is(err, stop) {
+		t.Errorf("ExpandContext(canceled) = %q, %v; want the cause", got, err)
+	}
+	// A literal pattern reads no directory.
+	if got, err := ExpandContext(ctx, dir, []string{"a/b/c.usd"}, 0); err != nil || len(got) != 1 {
+		t.Errorf("ExpandContext(canceled, literal) = %q, %v", got, err)
+	}
+}
+
 // TestRedteamExpandSymlinkLoops: ** over a tree whose symlinks point back up ends, and counts
 // each file once.
 func TestRedteamExpandSymlinkLoops(t *testing.T) {
@@ -225,17 +241,17 @@ func TestRedteamExpandSymlinkLoops(t *testing.T) {
 
 func TestExpandForWindowsLiterals(t *testing.T) {
 	t.Parallel()
-	got, err := expandFor("windows", `c:/show`, []string{"a.usd", `sub/../b.usd`, `\\srv\share\x.usd`, `D:/other\y.usd`, "a.usd"}, 0, wd(`C:\work`))
+	got, err := expandFor(context.Background(), "windows", `c:/show`, []string{"a.usd", `sub/../b.usd`, `\\srv\share\x.usd`, `D:/other\y.usd`, "a.usd"}, 0, wd(`C:\work`))
 	want := []string{`C:\show\a.usd`, `C:\show\b.usd`, `D:\other\y.usd`, `\\srv\share\x.usd`}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("expandFor(windows) = %q, %v; want %q", got, err, want)
 	}
-	got, err = expandFor("windows", `\\srv\share\shots`, []string{`sh010\scene.usd`}, 0, wd(`C:\work`))
+	got, err = expandFor(context.Background(), "windows", `\\srv\share\shots`, []string{`sh010\scene.usd`}, 0, wd(`C:\work`))
 	if err != nil || !reflect.DeepEqual(got, []string{`\\srv\share\shots\sh010\scene.usd`}) {
 		t.Errorf("expandFor(windows, UNC base) = %q, %v", got, err)
 	}
 	if runtime.GOOS != "windows" { // no such drive here: a glob matches nothing, no error
-		if got, err := expandFor("windows", `C:\show`, []string{`*.usd`, `**\*.usd`}, 0, wd(`C:\work`)); err != nil || len(got) != 0 {
+		if got, err := expandFor(context.Background(), "windows", `C:\show`, []string{`*.usd`, `**\*.usd`}, 0, wd(`C:\work`)); err != nil || len(got) != 0 {
 			t.Errorf("expandFor(windows glob) = %q, %v", got, err)
 		}
 	}
