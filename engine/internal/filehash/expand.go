@@ -33,8 +33,9 @@ func (e *LimitError) Error() string {
 // ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file under a). Globs match names
 // exactly (case matters, on Windows too) and `*` matches names starting with a dot. A glob
 // returns what exists and is not a directory (a dangling symlink included, so that it is recorded
-// missing); directories reached through a symlink are neither returned nor descended into, so a
-// symlink loop ends; directories that cannot be read are skipped. The result is cleaned,
+// missing); it neither returns nor descends into a directory reached through a symlink (base and
+// the literal directories before a pattern's first glob are followed), so a symlink loop ends;
+// directories that cannot be read are skipped. The result is cleaned,
 // deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0: DefaultMaxFiles)
 // is a *LimitError, returned as soon as the walk finds one too many; a malformed pattern is an
 // error naming it. Expand walks until done: ExpandContext stops when a context ends.
