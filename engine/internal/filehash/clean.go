@@ -52,10 +52,10 @@ func Under(path, dir string) bool {
 // directory (only called for a relative path), so that both forms are tested on any OS.
 func cleanFor(goos, p string, cwd func() (string, error)) (string, error) {
 	if p == "" {
-		return "", errors.New("filehash: empty path: name a file")
+		return "", errors.New("empty path: name a file")
 	}
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("filehash: path %q contains a NUL byte: remove it", p)
+		return "", fmt.Errorf("path %q contains a NUL byte: remove it", p)
 	}
 	if goos == "windows" {
 		return cleanWindows(p, cwd)
@@ -63,7 +63,7 @@ func cleanFor(goos, p string, cwd func() (string, error)) (string, error) {
 	if !strings.HasPrefix(p, "/") {
 		wd, err := cwd()
 		if err != nil {
-			return "", fmt.Errorf("filehash: %s is relative and the current directory is unknown (%v): give an absolute path", p, err)
+			return "", fmt.Errorf("%s is relative and the current directory is unknown (%v): give an absolute path", p, err)
 		}
 		p = wd + "/" + p
 	}
@@ -81,26 +81,26 @@ func cleanWindows(p string, cwd func() (string, error)) (string, error) {
 	case strings.HasPrefix(p, `\\?\`) && isDriveAbs(p[4:]):
 		p = p[4:]
 	case strings.HasPrefix(p, `\\?\`), strings.HasPrefix(p, `\\.\`), strings.HasPrefix(p, `\??\`):
-		return "", fmt.Errorf("filehash: %s is a Windows device path: name a file on a drive (C:\\…) or a share (\\\\server\\share\\…)", orig)
+		return "", fmt.Errorf("%s is a Windows device path: name a file on a drive (C:\\…) or a share (\\\\server\\share\\…)", orig)
 	}
 	vol, rest, err := splitWindows(p)
 	if err != nil {
-		return "", fmt.Errorf("filehash: %s: %v", orig, err)
+		return "", fmt.Errorf("%s: %v", orig, err)
 	}
 	switch {
 	case vol == "" || (len(vol) == 2 && !strings.HasPrefix(rest, `\`)):
 		// `a.usd`, `\a.usd` or `C:a.usd`: relative to the current directory (its drive).
 		wd, err := cwd()
 		if err != nil {
-			return "", fmt.Errorf("filehash: %s is relative and the current directory is unknown (%v): give an absolute path such as C:\\show\\a.usd", orig, err)
+			return "", fmt.Errorf("%s is relative and the current directory is unknown (%v): give an absolute path such as C:\\show\\a.usd", orig, err)
 		}
 		wvol, wrest, err := splitWindows(strings.ReplaceAll(wd, "/", `\`))
 		if err != nil || wvol == "" {
-			return "", fmt.Errorf("filehash: %s is relative and the current directory %s has no drive or share: give an absolute path", orig, wd)
+			return "", fmt.Errorf("%s is relative and the current directory %s has no drive or share: give an absolute path", orig, wd)
 		}
 		switch {
 		case vol != "" && !strings.EqualFold(vol, wvol):
-			return "", fmt.Errorf("filehash: %s is relative to drive %s, not the current directory's (%s): write it as %s\\…", orig, strings.ToUpper(vol), wvol, strings.ToUpper(vol))
+			return "", fmt.Errorf("%s is relative to drive %s, not the current directory's (%s): write it as %s\\…", orig, strings.ToUpper(vol), wvol, strings.ToUpper(vol))
 		case strings.HasPrefix(rest, `\`): // `\a.usd`: the root of the current drive
 			vol = wvol
 		default:

@@ -22,7 +22,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("filehash: more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
+	return fmt.Sprintf("more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
 }
 
 // Expand turns patterns into paths: each is relative to base (base "" = the current directory)
@@ -68,7 +68,7 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 	e := &expander{ctx: ctx, goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
 	for _, pat := range patterns {
 		if pat == "" {
-			return nil, fmt.Errorf("filehash: an empty pattern: name a file or a glob (relative to %s)", base)
+			return nil, fmt.Errorf("an empty pattern: name a file or a glob (relative to %s)", base)
 		}
 		joined := pat
 		if !isAbs(goos, pat) {
@@ -76,7 +76,7 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 		}
 		full, err := cleanFor(goos, joined, cwd)
 		if err != nil {
-			return nil, fmt.Errorf("filehash: pattern %q: %w", pat, err)
+			return nil, fmt.Errorf("pattern %q: %w", pat, err)
 		}
 		e.pattern = pat
 		// The literal directory the walk starts from, then the segments to match. The segments
@@ -107,7 +107,7 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 			}
 			if s != "**" {
 				if _, err := filepath.Match(unescapeWin(goos, s), ""); err != nil {
-					return nil, fmt.Errorf("filehash: pattern %q: the segment %q is malformed (%v): close its [ ] or escape the character", pat, s, err)
+					return nil, fmt.Errorf("pattern %q: the segment %q is malformed (%v): close its [ ] or escape the character", pat, s, err)
 				}
 			}
 			pats = append(pats, s)

@@ -138,7 +138,7 @@ type pathError struct {
 }
 
 func (e *pathError) Error() string {
-	return "filehash: " + e.path + ": " + e.reason + ": " + e.fix
+	return e.path + ": " + e.reason + ": " + e.fix
 }
 
 func (e *pathError) Unwrap() error { return e.err }
@@ -278,7 +278,7 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 		return fail(pre, StateUnstable, unstable(p, "was removed or renamed while it was hashed"))
 	}
 	if d := diff(pre, post); d != "" {
-		return fail(pre, StateUnstable, unstable(p, d+" at its path while it was hashed (replaced)"))
+		return fail(pre, StateUnstable, unstable(p, d+" at its path while it was hashed"))
 	}
 	return Result{
 		Info:  pre,
@@ -289,7 +289,7 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 }
 
 func unstable(p, what string) error {
-	return &pathError{path: p, reason: "changed: it " + what, fix: "record it once nothing writes to it any more (it is not cached meanwhile)"}
+	return &pathError{path: p, reason: "unstable: it " + what, fix: "record it once nothing writes to it any more (it is not cached meanwhile)"}
 }
 
 func errText(err error) string {
