@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,19 @@ func tree(t *testing.T, names ...string) string {
 	return dir
 }
 
+// noLinks says why a test of symlinks cannot run here, or "".
+func noLinks() string {
+	if runtime.GOOS == "windows" {
+		return "symlinks need a privilege on Windows, and those Wine makes cannot be followed by Go"
+	}
+	return ""
+}
+
 func symlink(t *testing.T, target, link string) {
 	t.Helper()
+	if why := noLinks(); why != "" {
+		t.Skip(why)
+	}
 	if err := os.Symlink(target, link); err != nil {
 		t.Skip("no symlinks here:", err)
 	}
@@ -48,27 +60,46 @@ func TestExpand(t *testing.T) {
 	dir := tree(t, "a.usd", "b.usd", "c.txt", ".hidden.usd", "sub/d.usd", "sub/deep/e.usd",
 		"sub/deep/f.txt", "shots/sh010/scene.usd", "shots/sh020/scene.usd", "shots/sh020/other.usd",
 		"empty/", "x[1].usd")
-	symlink(t, "sub", filepath.Join(dir, "linkdir"))
-	symlink(t, ".", filepath.Join(dir, "loop"))
-	symlink(t, "a.usd", filepath.Join(dir, "linkfile.usd"))
-	symlink(t, "nowhere.usd", filepath.Join(dir, "dangling.usd"))
-	symlink(t, "sub", filepath.Join(dir, "linkdir.usd")) // a directory named like a file
-
+	links := noLinks() == ""
+	if links {
+		symlink(t, "sub", filepath.Join(dir, "linkdir"))
+		symlink(t, ".", filepath.Join(dir, "loop"))
+		symlink(t, "a.usd", filepath.Join(dir, "linkfile.usd"))
+		symlink(t, "nowhere.usd", filepath.Join(dir, "dangling.usd"))
+		symlink(t, "sub", filepath.Join(dir, "linkdir.usd")) // a directory named like a file
+	}
+	// abs returns names under dir; those starting with "@" only where there are symlinks.
 	abs := func(names ...string) []string {
 		out := []string{}
 		for _, n := range names {
+			if strings.HasPrefix(n, "@") {
+				if !links {
+					continue
+				}
+				n = n[1:]
+			}
 			out = append(out, filepath.Join(dir, filepath.FromSlash(n)))
 		}
+		sort.Strings(out)
 		return out
 	}
-	for _, tc := range []struct {
+	type expandCase struct {
 		patterns []string
 		want     []string
-	}{
-		{[]string{"*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd", "x[1].usd")},
+	}
+	var extra []expandCase
+	if links {
+		extra = append(extra,
+			expandCase{[]string{"linkdir/*.usd"}, abs("linkdir/d.usd")}) // a literal directory is followed
+	}
+	if runtime.GOOS != "windows" { // where \ escapes
+		extra = append(extra, expandCase{[]string{`x\[1\].usd`}, abs("x[1].usd")})
+	}
+	for _, tc := range append([]expandCase{
+		{[]string{"*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "@dangling.usd", "@linkfile.usd", "x[1].usd")},
 		{[]string{"?.usd"}, abs("a.usd", "b.usd")},
 		{[]string{"[ab].usd", "c.*"}, abs("a.usd", "b.usd", "c.txt")},
-		{[]string{"**/*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd",
+		{[]string{"**/*.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "@dangling.usd", "@linkfile.usd",
 			"shots/sh010/scene.usd", "shots/sh020/other.usd", "shots/sh020/scene.usd",
 			"sub/d.usd", "sub/deep/e.usd", "x[1].usd")},
 		{[]string{"sub/**"}, abs("sub/d.usd", "sub/deep/e.usd", "sub/deep/f.txt")},
@@ -76,15 +107,13 @@ func TestExpand(t *testing.T) {
 		{[]string{"**/**/e.usd", "sub/**/**/e.usd"}, abs("sub/deep/e.usd")},
 		{[]string{"shots/*/scene.usd"}, abs("shots/sh010/scene.usd", "shots/sh020/scene.usd")},
 		{[]string{"shots/sh0[1]0/*.usd"}, abs("shots/sh010/scene.usd")},
-		{[]string{"*/d.usd"}, abs("sub/d.usd")},           // not linkdir/d.usd: a symlinked directory
-		{[]string{"linkdir/*.usd"}, abs("linkdir/d.usd")}, // a literal directory is followed
-		{[]string{"*.usd", "a.usd", "./b.usd", "sub/../a.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "dangling.usd", "linkfile.usd", "x[1].usd")},
-		{[]string{`x\[1\].usd`}, abs("x[1].usd")},
+		{[]string{"*/d.usd"}, abs("sub/d.usd")}, // not linkdir/d.usd: a symlinked directory
+		{[]string{"*.usd", "a.usd", "./b.usd", "sub/../a.usd"}, abs(".hidden.usd", "a.usd", "b.usd", "@dangling.usd", "@linkfile.usd", "x[1].usd")},
 		{[]string{"out/new.usd"}, abs("out/new.usd")}, // not there yet: an output
 		{[]string{"out/../out//new.usd", "sub/d.usd"}, abs("out/new.usd", "sub/d.usd")},
 		{[]string{"nodir/*.usd", "empty/*", "empty/**", "*.none"}, []string{}},
 		{[]string{filepath.Join(dir, "shots", "*", "other.usd")}, abs("shots/sh020/other.usd")},
-	} {
+	}, extra...) {
 		got, err := Expand(dir, tc.patterns, 0)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Expand(%q) = %q, %v\nwant %q", tc.patterns, got, err, tc.want)
@@ -92,8 +121,12 @@ func TestExpand(t *testing.T) {
 	}
 	// "**" alone: every file, none through the symlinked directories (loop is one).
 	all, err := Expand(dir, []string{"**"}, 0)
-	if err != nil || len(all) != 13 {
-		t.Errorf("Expand(**) = %d paths %q, %v; want 13", len(all), all, err)
+	want := 11
+	if links {
+		want = 13 // and dangling.usd, linkfile.usd
+	}
+	if err != nil || len(all) != want {
+		t.Errorf("Expand(**) = %d paths %q, %v; want %d", len(all), all, err, want)
 	}
 	for _, p := range all {
 		if strings.Contains(p, "loop") || strings.Contains(p, "linkdir") {
@@ -104,7 +137,7 @@ func TestExpand(t *testing.T) {
 
 func TestExpandBaseAndErrors(t *testing.T) {
 	t.Parallel()
-	dir := tree(t, "a.usd", "show [old]/b*.usd", "show [old]/c.usd")
+	dir := tree(t, "a.usd", "show [old]/b[1].usd", "show [old]/c.usd")
 	// Glob characters in base's names are literal; in the pattern they are globs.
 	odd := filepath.Join(dir, "show [old]")
 	for _, tc := range []struct {
@@ -113,7 +146,7 @@ func TestExpandBaseAndErrors(t *testing.T) {
 		want     []string
 	}{
 		{odd, []string{"c.usd"}, []string{filepath.Join(odd, "c.usd")}},
-		{odd, []string{"*.usd"}, []string{filepath.Join(odd, "b*.usd"), filepath.Join(odd, "c.usd")}},
+		{odd, []string{"*.usd"}, []string{filepath.Join(odd, "b[1].usd"), filepath.Join(odd, "c.usd")}},
 		{odd, []string{"../*.usd"}, []string{filepath.Join(dir, "a.usd")}},
 		{dir, []string{"show [[]old]/c.*"}, []string{filepath.Join(odd, "c.usd")}},
 		{"/", []string{strings.TrimPrefix(filepath.ToSlash(odd), "/") + "/c.*"}, nil}, // "[old]" a glob: no match
@@ -184,6 +217,9 @@ func TestExpandLimit(t *testing.T) {
 // all. The files are empty (about 1-3 s to make on the development VM).
 func TestRedteamExpand100kFiles(t *testing.T) {
 	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("creating 100,000 files under Wine takes minutes: TestExpandLimit covers the limit with 11 files")
+	}
 	dir := t.TempDir()
 	start := time.Now()
 	for i := range 100_000 {

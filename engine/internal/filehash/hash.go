@@ -215,7 +215,7 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 	if h != nil && h.afterStat != nil {
 		h.afterStat()
 	}
-	f, err := os.OpenFile(p, openFlags, 0)
+	f, err := openFile(p)
 	if err != nil {
 		st, err := describe(p, err)
 		if st == StateMissing {

@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !unix && !windows
 
 package filehash
 
@@ -7,10 +7,9 @@ import (
 	"os"
 )
 
-// devIno returns 0, 0: the OS does not say without opening the file (Same then compares size
-// and modification time only).
+// devIno returns 0, 0: the OS does not say (Same then compares size and modification time
+// only).
 func devIno(fs.FileInfo) (dev, ino uint64) { return 0, 0 }
 
-// openFlags: Windows has no FIFO a path could name (named pipes are device paths, which Clean
-// refuses).
-const openFlags = os.O_RDONLY
+// openFile opens p to read it.
+func openFile(p string) (*os.File, error) { return os.Open(p) }

@@ -16,7 +16,9 @@ func devIno(fi fs.FileInfo) (dev, ino uint64) {
 	return 0, 0
 }
 
-// openFlags opens without blocking: were a FIFO put at the path between the stat and the open,
-// the open returns at once (and the fstat after it tells the change) instead of waiting for a
-// writer.
-const openFlags = os.O_RDONLY | syscall.O_NONBLOCK
+// openFile opens p to read it, without blocking: were a FIFO put at the path between the stat
+// and the open, the open returns at once (and the fstat after it tells the change) instead of
+// waiting for a writer. O_NONBLOCK changes nothing for a regular file.
+func openFile(p string) (*os.File, error) {
+	return os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}

@@ -1,0 +1,28 @@
+//go:build windows
+
+package filehash
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+// TestHashFileLetsOthersRemoveTheFile: the file is opened sharing delete, so a DCC removing the
+// file (or, with POSIX semantics, saving over it) while it is hashed is not refused, as it would
+// be with os.Open.
+func TestHashFileLetsOthersRemoveTheFile(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "f.usd", []byte("abc"))
+	var removeErr error
+	r := hashFile(context.Background(), p, &hooks{afterRead: func() { removeErr = os.Remove(p) }})
+	if removeErr != nil {
+		t.Errorf("removing the file while it was hashed: %v", removeErr)
+	}
+	if r.State != StateOK && r.State != StateUnstable {
+		t.Errorf("HashFile = %+v, want ok (the name stays until the close) or unstable", r)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("after the hash the file is still there: %v", err)
+	}
+}
