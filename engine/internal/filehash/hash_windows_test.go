@@ -5,6 +5,8 @@ package filehash
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +26,19 @@ func TestHashFileLetsOthersRemoveTheFile(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Errorf("after the hash the file is still there: %v", err)
+	}
+}
+
+// TestHashFileLongPath: a path past MAX_PATH (260) is opened (the \\?\ form). Wine has no
+// MAX_PATH, so only real Windows tells the prefix is needed.
+func TestHashFileLongPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for len(dir) < 300 {
+		dir = filepath.Join(dir, strings.Repeat("d", 40))
+	}
+	p := write(t, dir, "a.usd", []byte("abc"))
+	if r := HashFile(context.Background(), p); r.State != StateOK || r.Hash != blake3Of([]byte("abc")) {
+		t.Errorf("HashFile(%d characters) = %+v", len(p), r)
 	}
 }
