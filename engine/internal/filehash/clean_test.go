@@ -13,7 +13,7 @@ func wd(dir string) func() (string, error) {
 	return func() (string, error) { return dir, nil }
 }
 
-func TestCleanForWindowsAndPOSIX(t *testing.T) {
+func TestRedteamCleanWindowsUNCAndPOSIX(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		goos, cwd, in, want string
@@ -64,7 +64,7 @@ func TestCleanForWindowsAndPOSIX(t *testing.T) {
 	}
 }
 
-func TestCleanForErrors(t *testing.T) {
+func TestRedteamCleanBadPaths(t *testing.T) {
 	t.Parallel()
 	noCwd := func() (string, error) { return "", errors.New("gone") }
 	for _, tc := range []struct {
@@ -90,7 +90,7 @@ func TestCleanForErrors(t *testing.T) {
 	}
 }
 
-func TestUnderForWindowsAndPOSIX(t *testing.T) {
+func TestRedteamUnderWindowsUNCAndPOSIX(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		goos, path, dir string

@@ -156,9 +156,9 @@ func TestHashFileStates(t *testing.T) {
 	}
 }
 
-// TestHashFileUnstable changes the file at fixed points of the hash (hooks: no timing), each
+// TestRedteamFileChangingWhileHashed changes the file at fixed points of the hash (hooks: no timing), each
 // change an unstable result without a hash.
-func TestHashFileUnstable(t *testing.T) {
+func TestRedteamFileChangingWhileHashed(t *testing.T) {
 	t.Parallel()
 	data := bytes.Repeat([]byte("x"), 2*BufferSize+1)
 	// On Windows a file removed while open keeps its name until it is closed, and a rename over an
@@ -263,7 +263,7 @@ func appendTo(t *testing.T, p, s string) {
 	}
 }
 
-func TestHashFileVanishedBeforeOpen(t *testing.T) {
+func TestRedteamFileVanishedBeforeOpen(t *testing.T) {
 	t.Parallel()
 	p := write(t, t.TempDir(), "f.usd", []byte("abc"))
 	r := hashFile(context.Background(), p, &hooks{afterStat: func() {

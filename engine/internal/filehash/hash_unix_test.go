@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// TestHashFileUnreadableKinds: what is not a regular file is unreadable, and never opened (a
+// TestRedteamUnreadableKinds: what is not a regular file is unreadable, and never opened (a
 // FIFO would block the open until a writer came: the test would hang, not fail).
-func TestHashFileUnreadableKinds(t *testing.T) {
+func TestRedteamUnreadableKinds(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pipe.usd")
@@ -56,7 +56,7 @@ func TestHashFileUnreadableKinds(t *testing.T) {
 func TestHashFilePermissionDenied(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() == 0 {
-		t.Skip("running as root, whom mode 000 does not stop: the unreadable state is covered by TestHashFileStates and TestHashFileUnreadableKinds")
+		t.Skip("running as root, whom mode 000 does not stop: the unreadable state is covered by TestHashFileStates and TestRedteamUnreadableKinds")
 	}
 	dir := t.TempDir()
 	p := write(t, dir, "secret.usd", []byte("abc"))
