@@ -26,7 +26,8 @@ func (e *LimitError) Error() string {
 }
 
 // Expand turns patterns into paths: each is relative to base (base "" = the current directory)
-// or absolute, and is cleaned with base (Clean). A pattern without glob characters is returned as
+// or absolute, and is cleaned with base (Clean); on Windows `\lib\a.usd` is on base's drive or
+// share, and `C:a.usd` (relative to a drive's current directory) is an error. A pattern without glob characters is returned as
 // it is, cleaned, whether or not the file exists (an output yet to be written). A glob matches
 // each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes but on Windows, where
 // it separates) and `**` as a whole segment matches any number of directories, none included
@@ -73,6 +74,16 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 		joined := pat
 		if !isAbs(goos, pat) {
 			joined = base + sep + pat
+			if goos == "windows" {
+				q := strings.ReplaceAll(pat, "/", `\`)
+				bvol, _, _ := splitWindows(base)
+				switch {
+				case len(q) >= 2 && q[1] == ':' && isLetter(q[0]): // C:a.usd
+					return nil, fmt.Errorf("pattern %q is relative to the current directory of drive %s: write it relative to %s, or from the root (%s\\…)", pat, strings.ToUpper(q[:1]), base, strings.ToUpper(q[:2]))
+				case strings.HasPrefix(q, `\`): // \show\a.usd: the root of base's drive or share
+					joined = bvol + q
+				}
+			}
 		}
 		full, err := cleanFor(goos, joined, cwd)
 		if err != nil {

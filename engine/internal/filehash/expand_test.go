@@ -282,9 +282,16 @@ func TestExpandForWindowsLiterals(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("expandFor(windows) = %q, %v; want %q", got, err, want)
 	}
-	got, err = expandFor(context.Background(), "windows", `\\srv\share\shots`, []string{`sh010\scene.usd`}, 0, wd(`C:\work`))
-	if err != nil || !reflect.DeepEqual(got, []string{`\\srv\share\shots\sh010\scene.usd`}) {
-		t.Errorf("expandFor(windows, UNC base) = %q, %v", got, err)
+	got, err = expandFor(context.Background(), "windows", `\\srv\share\shots`, []string{`sh010\scene.usd`, `\lib/a.usd`}, 0, wd(`C:\work`))
+	if want := []string{`\\srv\share\lib\a.usd`, `\\srv\share\shots\sh010\scene.usd`}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("expandFor(windows, UNC base) = %q, %v; want %q", got, err, want)
+	}
+	got, err = expandFor(context.Background(), "windows", `D:\show`, []string{`\lib\a.usd`}, 0, wd(`C:\work`))
+	if want := []string{`D:\lib\a.usd`}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf(`expandFor(windows, \lib\a.usd in D:\show) = %q, %v; want %q`, got, err, want)
+	}
+	if got, err := expandFor(context.Background(), "windows", `D:\show`, []string{`c:a.usd`}, 0, wd(`C:\work`)); err == nil || !strings.Contains(err.Error(), `drive C: write it relative to D:\show, or from the root (C:\…)`) {
+		t.Errorf("expandFor(windows, c:a.usd) = %q, %v; want an error", got, err)
 	}
 	if runtime.GOOS != "windows" { // no such drive here: a glob matches nothing, no error
 		if got, err := expandFor(context.Background(), "windows", `C:\show`, []string{`*.usd`, `**\*.usd`}, 0, wd(`C:\work`)); err != nil || len(got) != 0 {
