@@ -25,21 +25,21 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("more than %d files (passed at the pattern %q): narrow the patterns, or raise the setting max_files_per_step", e.Limit, e.Pattern)
 }
 
-// Expand turns patterns into paths: each is relative to base (base "" = the current directory)
-// or absolute, and is cleaned with base (Clean); on Windows `\lib\a.usd` is on base's drive or
-// share, and `C:a.usd` (relative to a drive's current directory) is an error. A pattern without glob characters is returned as
-// it is, cleaned, whether or not the file exists (an output yet to be written). A glob matches
-// each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes but on Windows, where
-// it separates) and `**` as a whole segment matches any number of directories, none included
-// ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file under a). Globs match names
-// exactly (case matters, on Windows too) and `*` matches names starting with a dot. A glob
-// returns what exists and is not a directory (a dangling symlink included, so that it is recorded
-// missing); it neither returns nor descends into a directory reached through a symlink (base and
-// the literal directories before a pattern's first glob are followed), so a symlink loop ends;
-// directories that cannot be read are skipped. The result is cleaned,
-// deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0: DefaultMaxFiles)
-// is a *LimitError, returned as soon as the walk finds one too many; a malformed pattern is an
-// error naming it. Expand walks until done: ExpandContext stops when a context ends.
+// Expand turns patterns into paths: each is relative to base (base "" = the current directory) or
+// absolute, and is cleaned with base (Clean); on Windows `\lib\a.usd` is on base's drive or share,
+// and `C:a.usd` (relative to a drive's current directory) is an error. A pattern without glob
+// characters is returned as it is, cleaned, whether or not the file exists (an output yet to be
+// written). A glob matches each path segment with filepath.Match (`*`, `?`, `[a-z]`; `\` escapes
+// but on Windows, where it separates) and `**` as a whole segment matches any number of
+// directories, none included ("a/**/*.usd" matches a/x.usd and a/b/c/x.usd; "a/**" every file
+// under a). Globs match names exactly (case matters, on Windows too) and `*` matches names
+// starting with a dot. A glob returns what exists and is not a directory (a dangling symlink
+// included, so that it is recorded missing); it neither returns nor descends into a directory
+// reached through a symlink (base and the literal directories before a pattern's first glob are
+// followed), so a symlink loop ends; directories that cannot be read are skipped. The result is
+// cleaned, deduplicated and sorted (by bytes). More than limit paths in all (limit ≤ 0:
+// DefaultMaxFiles) is a *LimitError, returned as soon as the walk finds one too many; a malformed
+// pattern is an error naming it. Expand walks until done: ExpandContext stops when a context ends.
 func Expand(base string, patterns []string, limit int) ([]string, error) {
 	return ExpandContext(context.Background(), base, patterns, limit)
 }
