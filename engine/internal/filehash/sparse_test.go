@@ -58,7 +58,7 @@ func TestHashFileSparseBoundedMemory(t *testing.T) {
 }
 
 // TestRedteam10GBSparseFile: a 10 GB sparse file is streamed in bounded memory and time. It
-// takes 10-30 s on the development VM (2 shared vCPUs), where reading the holes of a sparse file
+// takes 24-33 s on the development VM (2 shared vCPUs), where reading the holes of a sparse file
 // goes through the page cache at about 1 GB/s (dd reads it no faster): so it runs in make
 // redteam (no -race) and with go test -run Redteam, not under -race, -short or Wine, where it
 // takes a minute (make test runs TestHashFileSparseBoundedMemory, the same path at 64 MiB). The
@@ -66,7 +66,7 @@ func TestHashFileSparseBoundedMemory(t *testing.T) {
 // fails a stall or an unbounded read, not a loaded machine.
 func TestRedteam10GBSparseFile(t *testing.T) {
 	if raceEnabled || testing.Short() || runtime.GOOS == "windows" {
-		t.Skip("10 GB take 10-30 s, more under -race and Wine: run by make redteam (no -race); TestHashFileSparseBoundedMemory covers the same path at 64 MiB")
+		t.Skip("10 GB take 24-33 s, more under -race and Wine: run by make redteam (no -race); TestHashFileSparseBoundedMemory covers the same path at 64 MiB")
 	}
 	const size = 10_000_000_000
 	r, alloc, took := hashSparse(t, size)
