@@ -77,7 +77,7 @@ steps:
     reads: ["%s/assets/*.usda"]
     cache: %s
 `, filepath.Join(dir, "assets", "chair.usda"), filepath.Join(dir, "assets", "table.usda"),
-		filepath.Join(dir, "{{inputs.shot}}.usda"), dir, cache)
+		filepath.Join(dir, "{{inputs.shot}}.usda"), filepath.ToSlash(dir), cache) // a YAML "…" string: no backslashes
 }
 
 func attemptFiles(t *testing.T, b *testBundle, runID, key string) []engine.FileInfo {
@@ -89,11 +89,12 @@ func attemptFiles(t *testing.T, b *testBundle, runID, key string) []engine.FileI
 	return st.AttemptHistory[len(st.AttemptHistory)-1].Files
 }
 
-// enterDetail is the detail of the step_enter of key in run id.
+// enterDetail is the detail of the step_enter of key in run id, its JSON text with the escapes
+// of backslashes undone (a Windows path's reads as the path).
 func enterDetail(b *testBundle, id, key string) string {
 	for _, e := range b.events(id) {
 		if e.Type == run.EventStepEnter && e.StepKey == key {
-			return string(e.Detail)
+			return strings.ReplaceAll(string(e.Detail), `\\`, `\`)
 		}
 	}
 	return ""
@@ -253,7 +254,7 @@ steps:
     items: [a, b, c]
     steps:
       - {id: conv, tool: conv, args: {path: "%s/{{item}}.txt"}, reads: "%s/{{item}}.txt", cache: true}
-`, dir, dir)
+`, filepath.ToSlash(dir), filepath.ToSlash(dir)) // in YAML "…" strings: no backslashes
 	if info := b.run(text, nil); info.Status != run.StatusCompleted || srv.calls.Load() != 3 {
 		t.Fatalf("first: %s, %d calls", info.Status, srv.calls.Load())
 	}

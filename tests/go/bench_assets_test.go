@@ -83,7 +83,7 @@ steps:
         args: {out: "%s/out{{item}}.exr"}
         reads: "%s/in{{item}}.exr"
         cache: true
-`, strings.Join(list, ", "), dir, dir)
+`, strings.Join(list, ", "), filepath.ToSlash(dir), filepath.ToSlash(dir))
 	var first, rerun time.Duration
 	for range b.N {
 		eng, _ := benchEngineDB(b)

@@ -101,7 +101,7 @@ steps:
     reads: [%q]
     depends_on: [plain]
 `, filepath.Join(dir, "assets", "chair.usda"), filepath.Join(dir, "assets", "table.usda"),
-		filepath.Join(dir, "sh010.usda"), dir, filepath.Join(dir, "sh010.usda"))
+		filepath.Join(dir, "sh010.usda"), filepath.ToSlash(dir), filepath.Join(dir, "sh010.usda")) // a YAML "…" string: no backslashes
 }
 
 // lineageSetup writes the layers and registers the tools of lineageSpec.
@@ -167,7 +167,13 @@ func checkLineageEvents(t *testing.T, info *engine.RunInfo, hashes map[string]st
 	if len(events) != 4 || len(byJob["shot.assemble"]) != 2 || len(byJob["shot.broken"]) != 2 {
 		t.Fatalf("%d events (want START and COMPLETE of shot.assemble, START and FAIL of shot.broken; none of shot.plain, which touches no file):\n%v", len(events), events)
 	}
-	chair, table, shot := filepath.Join(dir, "assets", "chair.usda"), filepath.Join(dir, "assets", "table.usda"), filepath.Join(dir, "sh010.usda")
+	// Dataset names are paths in OpenLineage's form: a Windows drive path with forward slashes.
+	chair, table, shot := filepath.ToSlash(filepath.Join(dir, "assets", "chair.usda")), filepath.ToSlash(filepath.Join(dir, "assets", "table.usda")), filepath.ToSlash(filepath.Join(dir, "sh010.usda"))
+	byName := map[string]string{}
+	for p, h := range hashes {
+		byName[filepath.ToSlash(p)] = h
+	}
+	hashes = byName
 	for job, want := range map[string]struct {
 		end         string
 		inputs      []string

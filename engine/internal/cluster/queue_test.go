@@ -376,7 +376,7 @@ func TestQueueCarriesTheFilesAndEnvOfTheCall(t *testing.T) {
 }
 
 // A call that reported more files than cross the queue (MaxQueuedFiles, or
-// MaxQueuedFilePathBytes of paths; B's bounds are lowered to 5 files and 100 bytes here) fails
+// MaxQueuedFilePathBytes of paths; B's bounds are lowered to 5 files and four of its long paths here) fails
 // limit_exceeded with the files within the bounds: carrying part of them with a success would
 // record (and cache) the attempt without the others. A tool's own failure keeps its error.
 // Repeats do not count.
@@ -389,9 +389,15 @@ func TestQueueRedteamTooManyFilesFailTheCall(t *testing.T) {
 	for i := range 6 {
 		many = append(many, flowtype.FileUse{Path: fmt.Sprintf("/f/%d.exr", i), Role: flowtype.FileWrite}) // 8 bytes each
 	}
-	for i := range 5 { // 4 of them fill the 100 bytes
+	for i := range 5 { // 4 of them fill the path bytes allowed (pathBytes, below)
 		long = append(long, flowtype.FileUse{Path: fmt.Sprintf("/%d%s", i, strings.Repeat("x", 23)), Role: flowtype.FileRead})
 	}
+	// The bytes are counted on the cleaned paths: "/0xxx…" on POSIX, `C:\0xxx…` on Windows.
+	cleaned, err := filehash.Clean(long[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathBytes := 4*len(cleaned) + len(cleaned)/2
 	p := twoEngines(t, true, func(_ context.Context, call tools.Call) (tools.Result, error) {
 		switch call.StepKey {
 		case "many":
@@ -404,7 +410,7 @@ func TestQueueRedteamTooManyFilesFailTheCall(t *testing.T) {
 			return tools.Result{Error: &tools.ToolError{Kind: "transient", Message: "the farm is busy"}, Files: long}, nil
 		}
 	})
-	p.b.maxFiles, p.b.maxFilePathBytes = 5, 100 // before any call: B's claims read them after
+	p.b.maxFiles, p.b.maxFilePathBytes = 5, pathBytes // before any call: B's claims read them after
 	call := func(key string) tools.Result {
 		t.Helper()
 		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: key, Attempt: 1, Tool: "export", Args: map[string]any{}})
@@ -421,7 +427,7 @@ func TestQueueRedteamTooManyFilesFailTheCall(t *testing.T) {
 		res := call(tc.key)
 		if res.Error == nil || res.Error.Kind != "limit_exceeded" || len(res.Files) != tc.kept || res.OutputJSON != nil ||
 			!strings.Contains(res.Error.Message, fmt.Sprintf("the call of tool export on engine B reported %d files", tc.said)) ||
-			!strings.Contains(res.Error.Message, fmt.Sprintf("at most 5 files and 100 bytes of paths; the first %d were kept", tc.kept)) ||
+			!strings.Contains(res.Error.Message, fmt.Sprintf("at most 5 files and %d bytes of paths; the first %d were kept", pathBytes, tc.kept)) ||
 			!strings.Contains(res.Error.Message, "foreach") {
 			t.Fatalf("%s: error %+v, %d files; want limit_exceeded naming the tool, the engine, the count and the fix, with %d files",
 				tc.key, res.Error, len(res.Files), tc.kept)

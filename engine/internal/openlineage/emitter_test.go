@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -494,7 +495,7 @@ func TestNewReportsAFileItCannotWrite(t *testing.T) {
 		{dir, "cannot be opened for appending"}, // a directory
 	} {
 		_, err := New(Config{File: c.file})
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.file) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.file)) { // quoted: Windows' backslashes doubled
 			t.Errorf("%s: %v", c.file, err)
 		}
 	}
