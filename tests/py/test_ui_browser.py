@@ -828,6 +828,7 @@ def test_a_token_guards_the_api_and_the_sign_in_form_opens_a_session(studio, bro
 # -- scale: issue #22's figures -------------------------------------------------------------------
 
 
+@pytest.mark.scale  # timed: run alone by make test-long, never beside other xdist workers
 def test_runs_page_with_10000_runs_shows_its_first_page_promptly(studio, browser):
     """The runs page over 10,000 runs shows its first 50 rows in one page's time.
 
@@ -862,6 +863,7 @@ def test_runs_page_with_10000_runs_shows_its_first_page_promptly(studio, browser
     assert min(loads) < 1000, loads
 
 
+@pytest.mark.scale  # timed: run alone by make test-long, never beside other xdist workers
 def test_run_page_of_a_10000_item_foreach_stays_responsive(studio, browser):
     go = studio.hold_event()
 
