@@ -89,6 +89,17 @@ type FileFilter struct {
 	Limit    int   // ≤ 0 = all
 }
 
+// SelectsNone reports whether f selects no record whatever is stored: Attempts given, and empty.
+func (f FileFilter) SelectsNone() bool { return f.Attempts != nil && len(f.Attempts) == 0 }
+
+// PagesAWideSelection reports whether f asks for a page (Limit 1 to maxLimit) of a selection an
+// index answers but not in ID order — the records under a directory, of a run or of listed
+// attempts — which a SQL store reads from the table in ID order instead (its first pages would
+// otherwise sort the whole selection each).
+func (f FileFilter) PagesAWideSelection(maxLimit int) bool {
+	return f.Limit > 0 && f.Limit <= maxLimit && f.Path == "" && (f.Under != "" || f.RunID != "" || f.Attempts != nil)
+}
+
 // AttemptRef names one attempt of one step instance.
 type AttemptRef struct {
 	RunID   string

@@ -112,7 +112,7 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 		return nil, store.ErrClosed
 	}
 	a := &s.assets
-	if f.Attempts != nil && len(f.Attempts) == 0 {
+	if f.SelectsNone() {
 		return nil, nil
 	}
 	var cand []int32

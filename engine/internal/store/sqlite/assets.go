@@ -24,10 +24,10 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if f.Attempts != nil && len(f.Attempts) == 0 {
-		return nil, nil // any of no attempts: none
+	if f.SelectsNone() {
+		return nil, nil
 	}
-	if f.Limit > 0 && f.Limit <= maxPagedLimit && f.Path == "" && (f.Under != "" || f.RunID != "" || f.Attempts != nil) {
+	if f.PagesAWideSelection(maxPagedLimit) {
 		return s.filesPaged(ctx, f)
 	}
 	return s.filesIndexed(ctx, &f, "")
