@@ -183,7 +183,9 @@ func TestGroupCommitCoalescesAndIsolatesFailures(t *testing.T) {
 	var hold sync.Once
 	s.ObserveCommits(func(store.Commit) { hold.Do(func() { <-release }) })
 	plug := make(chan error, 1)
-	go func() { plug <- s.Write(ctx, &store.Batch{Events: []run.Event{{RunID: "r", Type: run.EventStepEnter, Time: now}}}) }()
+	go func() {
+		plug <- s.Write(ctx, &store.Batch{Events: []run.Event{{RunID: "r", Type: run.EventStepEnter, Time: now}}})
+	}()
 	const writers = 200
 	var wg, ready sync.WaitGroup
 	errs := make([]error, writers)
