@@ -196,6 +196,9 @@ func (e *Engine) CacheEntries(ctx context.Context, f CacheFilter) ([]CacheEntry,
 	if err != nil {
 		return nil, err
 	}
+	if f.Limit < 0 {
+		return nil, &run.Error{Code: run.CodeInvalidRequest, Message: fmt.Sprintf("limit must be 0 (every entry) or more; got %d", f.Limit)}
+	}
 	list, err := src.ListCache(ctx, f.store())
 	if err != nil {
 		return nil, err

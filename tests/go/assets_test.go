@@ -367,6 +367,16 @@ func TestLineageAndStaleOfRecordedRuns(t *testing.T) {
 		if _, err := b.eng.Lineage(b.ctx, filepath.Join(dir, "nothing"), 0); codeOf(err) != run.CodeNotFound {
 			t.Fatalf("lineage of an unrecorded file: %v", err)
 		}
+		for what, err := range map[string]error{
+			"a negative depth":   func() error { _, err := b.eng.Lineage(b.ctx, render, -1); return err }(),
+			"an empty path":      func() error { _, err := b.eng.Lineage(b.ctx, "", 0); return err }(),
+			"an empty stale dir": func() error { _, err := b.eng.Stale(b.ctx, []string{""}); return err }(),
+			"a negative limit":   func() error { _, err := b.eng.CacheEntries(b.ctx, engine.CacheFilter{Limit: -1}); return err }(),
+		} {
+			if codeOf(err) != run.CodeInvalidRequest {
+				t.Fatalf("%s: %v; want invalid_request", what, err)
+			}
+		}
 		if st, err := b.eng.Stale(b.ctx, []string{dir}); err != nil || len(st) != 0 {
 			t.Fatalf("stale before a change: %+v %v", st, err)
 		}
