@@ -112,41 +112,39 @@ func fileInfo(f store.FileRecord) FileInfo {
 		Hash: f.Hash, Error: f.Error}
 }
 
-// withFiles sets the Files of the attempts of steps from the store's file records of run runID;
-// nothing when the store keeps none. keys, when it has only a few entries, are the step
-// instances whose records are read (one query each); else the run's are read at once.
-func (e *Engine) withFiles(ctx context.Context, runID string, keys []string, steps []StepInfo) error {
+// withFiles sets the Files of the attempts of steps (those in their AttemptHistory) from the
+// store's file records; nothing when the store keeps none. The records of the attempts shown are
+// read by attempt, in one query per 500 of them.
+func (e *Engine) withFiles(ctx context.Context, runID string, steps []StepInfo) error {
 	a, ok := e.store.(store.Assets)
 	if !ok {
 		return nil
 	}
-	const few = 16
-	var recs []store.FileRecord
-	if len(keys) <= few {
-		for _, key := range keys {
-			fs, err := a.Files(ctx, store.FileFilter{RunID: runID, StepKey: key})
-			if err != nil {
-				return err
-			}
-			recs = append(recs, fs...)
+	var refs []store.AttemptRef
+	for i := range steps {
+		for _, ai := range steps[i].AttemptHistory {
+			refs = append(refs, store.AttemptRef{RunID: runID, StepKey: steps[i].Key, Attempt: ai.Attempt})
 		}
-	} else {
-		var err error
-		if recs, err = a.Files(ctx, store.FileFilter{RunID: runID}); err != nil {
-			return err
-		}
-	}
-	if len(recs) == 0 {
-		return nil
 	}
 	type at struct {
 		key     string
 		attempt int
 	}
 	by := make(map[at][]FileInfo)
-	for _, f := range recs {
-		k := at{f.StepKey, f.Attempt}
-		by[k] = append(by[k], fileInfo(f))
+	for len(refs) > 0 {
+		n := min(len(refs), 500)
+		recs, err := a.Files(ctx, store.FileFilter{Attempts: refs[:n]})
+		if err != nil {
+			return err
+		}
+		for _, f := range recs {
+			k := at{f.StepKey, f.Attempt}
+			by[k] = append(by[k], fileInfo(f))
+		}
+		refs = refs[n:]
+	}
+	if len(by) == 0 {
+		return nil
 	}
 	for i := range steps {
 		for j := range steps[i].AttemptHistory {

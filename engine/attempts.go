@@ -149,7 +149,7 @@ func (e *Engine) withAttempts(ctx context.Context, runID string, steps []StepInf
 		st.AttemptsDropped = max(0, last.Attempt-len(list))
 		st.Args = last.Args
 	}
-	return e.withFiles(ctx, runID, tried, steps)
+	return e.withFiles(ctx, runID, steps)
 }
 
 func attemptInfo(a store.Attempt, st *StepInfo) AttemptInfo {
