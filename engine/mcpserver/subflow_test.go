@@ -39,8 +39,11 @@ func TestStatusListsChildRuns(t *testing.T) {
 	if cs["parent_workflow_id"] != id || cs["parent_step_key"] != "sub" {
 		t.Fatalf("child status: %v", cs)
 	}
-	if _, isErr := call(t, b.c, "workflows_approve", map[string]any{"workflow_id": child, "step": "human_gate", "approved": true}, nil); isErr {
-		t.Fatal("approve the child's gate")
+	// The parent lists the child as soon as it is stored, before the child reaches its gate:
+	// approving earlier is refused (the step is not waiting for an approval yet).
+	waitStatus(t, b.e, child, "waiting")
+	if res, isErr := call(t, b.c, "workflows_approve", map[string]any{"workflow_id": child, "step": "human_gate", "approved": true}, nil); isErr {
+		t.Fatalf("approve the child's gate: %v", res)
 	}
 	out, _ = call(t, b.c, "workflows_run", map[string]any{"wait_secs": 0, "workflow": "gated", "inputs": map[string]any{"shot": "x"}}, nil)
 	st, _ := call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": out["workflow_id"]}, nil)
