@@ -84,7 +84,7 @@ test-long: test-py-long soak-cluster-short test-wheels ## The long tail CI runs 
 # concurrency. test-go runs them in a second pass without -race, in the packages that have them;
 # the same code paths at small sizes, and every concurrent path, stay under -race. A name here that
 # no longer matches only makes that test run under -race again (slower, nothing lost).
-GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly)$$
+GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly|TestExerciseVolume|TestWALRestartsUnderSteadyWrites|TestRedteamRefusedFiresBounded)$$
 GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/store/...
 
 # GO_TEST_P packages are built and tested at once (go test -p; its default is the number of cores):

@@ -40,6 +40,14 @@ func shared[S any](t *testing.T, as func(*memcluster.Store) S) storetest.Shared[
 	}
 }
 
+// The volume part of the assets suite (storetest.ExerciseAssetsVolume). In GO_NORACE_TESTS.
+func TestExerciseVolume(t *testing.T) {
+	storetest.ExerciseAssetsVolume(t, func(t *testing.T) storetest.AssetStore {
+		db, _ := newDB(t)
+		return db.Open()
+	})
+}
+
 func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store {
 		db, _ := newDB(t)

@@ -21,6 +21,14 @@ func TestMemstore(t *testing.T) {
 	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return memstore.New() })
 }
 
+// The volume parts of the suites (storetest.ExerciseAttemptLogVolume, ExerciseAssetsVolume):
+// thousands of rows, checked for what is read back, not for concurrency. In GO_NORACE_TESTS.
+func TestExerciseVolume(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseAttemptLogVolume(t, func(t *testing.T) storetest.AttemptStore { return memstore.New() })
+	storetest.ExerciseAssetsVolume(t, func(t *testing.T) storetest.AssetStore { return memstore.New() })
+}
+
 // 100,000 file records read back by Under in pages of 1,000 (storetest.ExerciseAssetsScale):
 // about 80 ms. In GO_NORACE_TESTS.
 func TestAssetsScale(t *testing.T) {

@@ -35,6 +35,19 @@ func openURL(t testing.TB, url string) *postgres.Store {
 	return s
 }
 
+// The volume parts of the suites (storetest.ExerciseAttemptLogVolume, ExerciseAssetsVolume):
+// thousands of rows, checked for what is read back, not for concurrency. In GO_NORACE_TESTS.
+func TestExerciseVolume(t *testing.T) {
+	t.Run("AttemptLog", func(t *testing.T) {
+		t.Parallel()
+		storetest.ExerciseAttemptLogVolume(t, func(t *testing.T) storetest.AttemptStore { return openTemp(t) })
+	})
+	t.Run("Assets", func(t *testing.T) {
+		t.Parallel()
+		storetest.ExerciseAssetsVolume(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
+	})
+}
+
 func TestExercise(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTemp(t) })
 	storetest.ExercisePruner(t, func(t *testing.T) storetest.PrunerStore { return openTemp(t) })

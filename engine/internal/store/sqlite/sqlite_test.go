@@ -41,6 +41,19 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
 }
 
+// The volume parts of the suites (storetest.ExerciseAttemptLogVolume, ExerciseAssetsVolume):
+// thousands of rows, checked for what is read back, not for concurrency. In GO_NORACE_TESTS.
+func TestExerciseVolume(t *testing.T) {
+	t.Run("AttemptLog", func(t *testing.T) {
+		t.Parallel()
+		storetest.ExerciseAttemptLogVolume(t, func(t *testing.T) storetest.AttemptStore { return openTemp(t) })
+	})
+	t.Run("Assets", func(t *testing.T) {
+		t.Parallel()
+		storetest.ExerciseAssetsVolume(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
+	})
+}
+
 // 100,000 file records read back by Under in pages of 1,000 (storetest.ExerciseAssetsScale):
 // 0.6 to 0.8 s on two loaded cores, most of it decoding the rows; the bound, 2 s (what stale over
 // 100,000 recorded files may take in all), leaves room for a busy machine. In GO_NORACE_TESTS:

@@ -22,7 +22,8 @@ type AttemptStore interface {
 // ExerciseAttemptLog runs the suite of store.AttemptLog: attempts written with their step,
 // replaced whole, listed by step or for the run, the window kept per step, atomicity with the
 // batch, and (when the store is a Pruner) deletion with the run. newStore must return a new,
-// empty store for each call; the suite closes it.
+// empty store for each call; the suite closes it. ExerciseAttemptLogVolume is the volume part,
+// apart so that a store's tests run it in a test of its own (make test runs it without -race).
 func ExerciseAttemptLog(t *testing.T, newStore func(t *testing.T) AttemptStore) {
 	t.Helper()
 	open := func(t *testing.T) AttemptStore {
@@ -35,8 +36,16 @@ func ExerciseAttemptLog(t *testing.T, newStore func(t *testing.T) AttemptStore) 
 	t.Run("AttemptsWindow", func(t *testing.T) { t.Parallel(); testAttemptsWindow(t, open(t)) })
 	t.Run("AttemptsPruned", func(t *testing.T) { t.Parallel(); testAttemptsPruned(t, open(t)) })
 	t.Run("Resumes", func(t *testing.T) { t.Parallel(); testResumes(t, open(t)) })
-	t.Run("AttemptsManySteps", func(t *testing.T) { t.Parallel(); testAttemptsManySteps(t, open(t)) })
 	t.Run("Search", func(t *testing.T) { t.Parallel(); testSearch(t, open(t)) })
+}
+
+// ExerciseAttemptLogVolume runs the volume part of ExerciseAttemptLog: 3,000 steps of one run
+// (see testAttemptsManySteps). newStore must return a new, empty store; the suite closes it.
+func ExerciseAttemptLogVolume(t *testing.T, newStore func(t *testing.T) AttemptStore) {
+	t.Helper()
+	s := newStore(t)
+	t.Cleanup(func() { _ = s.Close() })
+	testAttemptsManySteps(t, s)
 }
 
 // testAttemptsManySteps: 3,000 steps of one run with two attempts each (the start and the end of
