@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short redteam soak-net-short soak-cluster soak-cluster-short
+.PHONY: wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -70,11 +70,17 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-# The static checks run side by side (checks), and so do the two short soaks (soaks-short: their
-# checks are counts and bounds of their own server's memory, not times); the test suites run one
-# after another, each already spread over more processes than the machine has cores.
-test: checks test-go test-py test-node smoke soaks-short ## The check to run before every commit: vet, lint (side by side), Go tests, pytest, MCP interop (Node), the 3.7–3.13 smoke test, a 60 s soak beside a 30 s network soak
+# make test runs the static checks side by side (checks); then the Go tests beside the two short
+# soaks, the Node interop and the smoke test (test-go-beside: go test uses about one of the two
+# cores, waiting on PostgreSQL, subprocesses and leases, and the soaks two thirds of one for a fixed
+# 60 s; the soaks check counts and bounds of their own server's memory, not times); then pytest
+# alone (it keeps both cores busy on its own).
+test: checks test-go-beside test-py ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
 	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
+
+# --output-sync=line: each line whole, the targets' lines interleaved (go test prints a line a package).
+test-go-beside: $(LIB) venv ## test-go beside soak-short, soak-net-short, test-node and smoke (make test's second step)
+	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
 
 test-long: test-py-long soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
