@@ -417,9 +417,12 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 // Wait waits until the run is terminal and returns its Status. timeout bounds the wait in real
 // time: 0 waits without limit, negative does not wait; when it elapses first, Wait returns the
 // current, non-terminal state and no error. If ctx ends first, Wait returns context.Cause(ctx).
+// On a shared database a run this engine stops orchestrating before its end (it lost the
+// run's lease: another engine took it over) is waited for in the database until it ends there.
 func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) (*RunInfo, error) {
 	if h := e.live(runID); h != nil && timeout >= 0 {
 		var expired <-chan time.Time
+		began := time.Now()
 		if timeout > 0 {
 			t := time.NewTimer(timeout)
 			defer t.Stop()
@@ -427,6 +430,9 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		}
 		select {
 		case <-h.Done():
+			if e.shared() {
+				return e.waitLost(ctx, runID, timeout, began)
+			}
 		case <-expired:
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
@@ -437,6 +443,25 @@ func (e *Engine) Wait(ctx context.Context, runID string, timeout time.Duration) 
 		return e.Wait(ctx, runID, timeout) // unpaused here between the two reads: follow it
 	}
 	return e.Status(ctx, runID)
+}
+
+// waitLost is Wait once this engine stopped orchestrating run runID on a shared database: the
+// run ended here, or it went on elsewhere — the engine lost its lease (a stall longer than the
+// lease) and another engine took the run over, or a closing engine handed it over. A run still
+// unfinished (but for paused) is waited for in the store, for what is left of timeout since
+// began.
+func (e *Engine) waitLost(ctx context.Context, runID string, timeout time.Duration, began time.Time) (*RunInfo, error) {
+	info, err := e.Status(ctx, runID)
+	if err != nil || info.Terminal && info.Status != run.StatusInterrupted || info.Status == run.StatusPaused {
+		return info, err
+	}
+	left := time.Duration(0)
+	if timeout > 0 {
+		if left = timeout - time.Since(began); left <= 0 {
+			return info, nil
+		}
+	}
+	return e.waitStored(ctx, runID, left)
 }
 
 // waitStored is Wait for a run another process runs, or for a paused run that no engine runs
