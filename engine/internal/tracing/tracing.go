@@ -25,7 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -65,8 +65,9 @@ type Config struct {
 	// QueueSize is the most ended spans waiting for export: 0 = DefaultQueueSize, else 1 to
 	// MaxQueueSize. Past it spans are dropped (Stats.Dropped).
 	QueueSize int
-	// Getenv reads the environment (OTEL_SERVICE_NAME); nil = os.Getenv. The SDK reads the
-	// OTEL_EXPORTER_OTLP_* variables from the process environment itself.
+	// Getenv reads the environment (OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, the
+	// OTEL_EXPORTER_OTLP_* variables); nil = os.Getenv. OTEL_RESOURCE_ATTRIBUTES is read from
+	// the process environment by the SDK.
 	Getenv func(string) string
 	// BatchDelay is the longest an ended span waits for its batch to fill before export; 0 =
 	// one second.
@@ -103,8 +104,9 @@ type Stats struct {
 	Exported, Dropped, Failed int64
 }
 
-// New starts a Tracer for cfg, or returns nil, nil when cfg.Enabled is false. The exporter
-// connects lazily: a collector that is down fails no New.
+// New starts a Tracer for cfg, or returns nil, nil when cfg.Enabled is false or
+// OTEL_SDK_DISABLED is true. The exporter connects lazily: a collector that is down fails no
+// New; a bad OTEL_EXPORTER_OTLP_* variable does, naming it.
 func New(cfg Config) (*Tracer, error) {
 	if !cfg.Enabled {
 		return nil, nil
@@ -112,25 +114,18 @@ func New(cfg Config) (*Tracer, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
-	if cfg.Endpoint != "" {
-		u, _ := url.Parse(cfg.Endpoint) // checked
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces"
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
-	}
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = osGetenv
 	}
-	if getenv("OTEL_EXPORTER_OTLP_TIMEOUT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") == "" {
-		opts = append(opts, otlptracehttp.WithTimeout(DefaultExportTimeout))
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, nil
 	}
-	exp, err := otlptracehttp.New(context.Background(), opts...)
+	s, err := settings(cfg, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("the OTLP exporter: %w", err)
+		return nil, err
 	}
+	exp := otlptrace.NewUnstarted(newHTTPClient(s))
 	return newWithExporter(cfg, exp), nil
 }
 
