@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _capture
+from . import _capture, _otel
 from ._interrupt import WATCHDOG, ToolInterrupted
 
 __all__ = ["ToolError", "Transient", "Fatal", "ToolInterrupted", "CallContext", "current_call", "ToolEntry",
@@ -679,7 +679,11 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
             if watch is not None:
                 WATCHDOG.enter(watch)
             started = True
-            result = entry.fn(**args)
+            span = _otel.enter(context.traceparent)  # the call's span is the tool's OpenTelemetry context
+            try:
+                result = entry.fn(**args)
+            finally:
+                _otel.leave(span)
         finally:
             if watch is not None:
                 WATCHDOG.leave(watch)  # no interruption from here on

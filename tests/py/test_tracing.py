@@ -109,3 +109,21 @@ def test_a_pool_worker_gets_the_traceparent_through_the_call(tmp_path, sink):
     m = TRACEPARENT.match(result.outputs["a"]["traceparent"] or "")
     assert m, result.outputs
     assert m.group(1) == trace_id(result.run_id)
+
+
+def test_worker_export_setup_says_why_it_did_nothing():
+    from dcc_flow import _otel
+
+    assert _otel.setup_export({}).startswith("not set up: no OTEL_EXPORTER_OTLP_ENDPOINT")
+    on = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    assert _otel.setup_export(dict(on, OTEL_SDK_DISABLED="true")) == "not set up: OTEL_SDK_DISABLED is true"
+    assert _otel.setup_export(dict(on, OTEL_TRACES_EXPORTER="none")) == "not set up: OTEL_TRACES_EXPORTER is 'none'"
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        # This venv has no OpenTelemetry SDK (dcc_flow never requires it): the worker says so.
+        assert "pip install opentelemetry-sdk" in _otel.setup_export(on)
+    # Without OpenTelemetry imported by the process, a call's context costs a lookup, no import.
+    assert _otel.enter("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") is None or \
+        "opentelemetry.context" in sys.modules
+    assert _otel.enter(None) is None
