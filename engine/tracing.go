@@ -91,3 +91,10 @@ func (e *Engine) TracingStats() TracingStats {
 func (e *Engine) closeTracing(ctx context.Context) {
 	_ = e.tracer.Shutdown(ctx)
 }
+
+// FlushTraces exports the spans of the runs ended so far, waiting until the collector took them
+// or ctx ends; nothing with tracing off. Close does it too: this is for a caller that measures,
+// or that wants the spans sent before a long pause.
+func (e *Engine) FlushTraces(ctx context.Context) error {
+	return e.tracer.Flush(ctx)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 //
 //	trace id            TraceID(root run)            the first 16 bytes of SHA-256("dcc-flow trace\x00" + id)
 //	first run span      RunSpanID(run)               8 bytes of SHA-256("dcc-flow run\x00" + id)
-//	attempt span        AttemptSpanID(run, key, n)   8 bytes of SHA-256("dcc-flow attempt\x00" + id + "\x00" + key + "\x00" + n)
+//	attempt span        AttemptSpanID(run, key, n)   a 64-bit hash of the run id, the step key and n
 //
 // Run ids end in random digits, so these are as unguessable and as evenly spread as random ids.
 // The spans of a resumed execution and of tool calls get random ids.
@@ -37,9 +38,37 @@ func RunSpanID(runID string) trace.SpanID {
 	return spanID("dcc-flow run\x00" + runID)
 }
 
-// AttemptSpanID returns the span id of attempt n of step instance stepKey of run runID.
+// AttemptSpanID returns the span id of attempt n of step instance stepKey of run runID: FNV-1a
+// over the three, mixed (SplitMix64's finaliser) so that neighbouring keys give unrelated ids.
+// Not SHA-256 as the others: it is computed for every attempt, and allocates nothing.
 func AttemptSpanID(runID, stepKey string, n int) trace.SpanID {
-	return spanID("dcc-flow attempt\x00" + runID + "\x00" + stepKey + "\x00" + strconv.Itoa(n))
+	h := uint64(14695981039346656037)
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * 1099511628211
+		}
+		h = (h ^ 0xff) * 1099511628211 // a separator no UTF-8 text contains
+	}
+	add("dcc-flow attempt")
+	add(runID)
+	add(stepKey)
+	for v := uint64(n); ; v >>= 8 {
+		h = (h ^ (v & 0xff)) * 1099511628211
+		if v < 0x100 {
+			break
+		}
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	var id trace.SpanID
+	binary.BigEndian.PutUint64(id[:], h)
+	if !id.IsValid() {
+		id[7] = 1
+	}
+	return id
 }
 
 func spanID(s string) trace.SpanID {
@@ -55,11 +84,16 @@ func spanID(s string) trace.SpanID {
 // Traceparent returns the W3C traceparent header of sc: "00-TRACEID-SPANID-01" (sampled).
 func Traceparent(sc trace.SpanContext) string {
 	tid, sid := sc.TraceID(), sc.SpanID()
-	flags := "00"
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	copy(b[52:], "-00")
 	if sc.IsSampled() {
-		flags = "01"
+		b[54] = '1'
 	}
-	return "00-" + tid.String() + "-" + sid.String() + "-" + flags
+	return string(b[:])
 }
 
 // ParseTraceparent reads a W3C traceparent header of version 00 (ok false for anything else).

@@ -25,7 +25,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -125,8 +124,7 @@ func New(cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	exp := otlptrace.NewUnstarted(newHTTPClient(s))
-	return newWithExporter(cfg, exp), nil
+	return newWithExporter(cfg, newExporter(s)), nil
 }
 
 // newWithExporter is New with the exporter given (tests export to memory).
@@ -285,8 +283,7 @@ func (r *Run) StartAttempt(stepKey, stepID, tool string, n int) *Attempt {
 	sc := r.span.SpanContext()
 	ctx := withIDs(r.ctx, sc.TraceID(), AttemptSpanID(r.id, stepKey, n))
 	_, span := r.t.tr.Start(ctx, stepID, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		semconv.CICDPipelineTaskName(stepID), semconv.CICDPipelineTaskRunID(r.id+"/"+stepKey+"#"+itoa(n)),
-		attribute.String("dcc_flow.run.id", r.id), attribute.String("dcc_flow.step.key", stepKey),
+		semconv.CICDPipelineTaskName(stepID), attribute.String("dcc_flow.step.key", stepKey),
 		attribute.Int("dcc_flow.attempt", n), semconv.GenAIToolName(tool)))
 	return &Attempt{r: r, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
 }
@@ -298,12 +295,24 @@ func (a *Attempt) End(status, worker, errKind, errMsg string) {
 	if a == nil {
 		return
 	}
-	a.span.SetAttributes(semconv.CICDPipelineTaskRunResultKey.String(pipelineResult(status, errKind)),
-		attribute.String("dcc_flow.step.status", status))
-	if worker != "" {
-		a.span.SetAttributes(semconv.CICDWorkerID(worker))
+	// One SetAttributes: each call grows the span's attribute slice.
+	result := semconv.CICDPipelineTaskRunResultKey.String(pipelineResult(status, errKind))
+	switch {
+	case status != "completed":
+		if errKind == "" {
+			errKind = status
+		}
+		if worker != "" {
+			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind), semconv.CICDWorkerID(worker))
+		} else {
+			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind))
+		}
+		a.span.SetStatus(codes.Error, errMsg)
+	case worker != "":
+		a.span.SetAttributes(result, semconv.CICDWorkerID(worker))
+	default:
+		a.span.SetAttributes(result)
 	}
-	setError(a.span, status, errKind, errMsg)
 	a.span.End()
 }
 
@@ -377,11 +386,4 @@ func pipelineResult(status, errKind string) string {
 		return "failure"
 	}
 	return "error"
-}
-
-func itoa(n int) string {
-	if n >= 0 && n < 10 {
-		return string(rune('0' + n))
-	}
-	return fmt.Sprint(n)
 }
