@@ -226,6 +226,47 @@ steps:
 	}
 }
 
+// /metrics counts the spans by outcome (dccflow_trace_spans_total), only with tracing on.
+func TestTracingSpansAreInTheMetrics(t *testing.T) {
+	sink := newOTLPSink(t)
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		cfg := engine.Config{}
+		if on {
+			cfg.Tracing = &engine.TracingConfig{Enabled: true, Endpoint: sink.srv.URL}
+		}
+		e, err := engine.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := e.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := spec.ParseString("name: m\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Wait(ctx, id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.FlushTraces(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fams := scrape(t, h)
+		exported := value(fams, "dccflow_trace_spans_total", map[string]string{"outcome": "exported"})
+		switch {
+		case !on && fams["dccflow_trace_spans_total"] != nil:
+			t.Error("dccflow_trace_spans_total with tracing off")
+		case on && (exported != 3 || value(fams, "dccflow_trace_spans_total", map[string]string{"outcome": "dropped"}) != 0 ||
+			value(fams, "dccflow_trace_spans_total", map[string]string{"outcome": "failed"}) != 0):
+			t.Errorf("with tracing on: exported %v (want 3: the run, its attempt and its call)", exported)
+		}
+		_ = e.Close(ctx)
+	}
+}
+
 // A resumed run continues its trace: the resumed execution's span is in the same trace, a child
 // of the first execution's, and the attempts it makes are under it.
 func TestTracingResumeKeepsTheTrace(t *testing.T) {
