@@ -225,7 +225,7 @@ func (e *encoder) appendKeyValue(b []byte, num protowire.Number, kv attribute.Ke
 				arr = appendMessage(arr, 1, protowire.AppendFixed64(protowire.AppendTag(nil, 4, protowire.Fixed64Type), math.Float64bits(x)))
 			}
 		default: // an invalid value: its string
-			v = appendStringAlways(v, 1, kv.Value.Emit())
+			v = appendStringAlways(v, 1, kv.Value.String())
 		}
 		if len(v) == 0 {
 			v = appendMessage(v, 5, arr)

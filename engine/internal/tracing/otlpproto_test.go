@@ -32,7 +32,7 @@ func (c *captureClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSp
 // statuses, kinds, a remote parent, trace state and dropped counts.
 func TestEncodingIsTheSDKExportersMessage(t *testing.T) {
 	mem := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithSpanLimits(sdktrace.SpanLimits{
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{
 		AttributeCountLimit: 12, EventCountLimit: 2, LinkCountLimit: 1, AttributePerEventCountLimit: 4, AttributePerLinkCountLimit: 4,
 		AttributeValueLengthLimit: -1}))
 	tr := tp.Tracer("dcc-flow-test", trace.WithInstrumentationVersion("1.2.3"), trace.WithSchemaURL("https://opentelemetry.io/schemas/1.37.0"))

@@ -43,7 +43,9 @@ func TestOffAllocatesNothing(t *testing.T) {
 // The ids derive from the run: the same in every engine, distinct across runs, steps and
 // attempts; a traceparent reads back.
 func TestIDsAreDerived(t *testing.T) {
-	if TraceID("r1") != TraceID("r1") || TraceID("r1") == TraceID("r2") {
+	first, again := TraceID("r1"), TraceID("r1")
+	att, attAgain := AttemptSpanID("r1", "a", 1), AttemptSpanID("r1", "a", 1)
+	if first != again || first == TraceID("r2") || att != attAgain {
 		t.Error("TraceID is not a function of the run id")
 	}
 	seen := map[string]bool{}
