@@ -25,7 +25,7 @@ type TracingConfig struct {
 	// ServiceName is the service.name of the spans; "" = OTEL_SERVICE_NAME, else "dcc-flow".
 	ServiceName string `json:"service_name,omitempty"`
 	// QueueSize is how many ended spans may wait for export: 0 = 2,048; otherwise 1 to
-	// 1,000,000. Past it a span is dropped and counted.
+	// 100,000 (a span waiting holds about 2 KB). Past it a span is dropped and counted.
 	QueueSize int `json:"queue_size,omitempty"`
 }
 

@@ -403,7 +403,7 @@ func TestTracingDeadCollectorSlowsNoRun(t *testing.T) {
 func TestTracingConfigProblems(t *testing.T) {
 	for cfg, want := range map[*engine.TracingConfig]string{
 		{Enabled: true, Endpoint: "collector:4318"}: "tracing.endpoint: must be an http:// or https:// URL",
-		{QueueSize: -1}:       "tracing.queue_size: must be 0 (the default, 2048) or 1 to 1000000; got -1",
+		{QueueSize: -1}:       "tracing.queue_size: must be 0 (the default, 2048) or 1 to 100000; got -1",
 		{ServiceName: "a\nb"}: "tracing.service_name: must not contain a line break",
 	} {
 		_, err := engine.Open(context.Background(), engine.Config{Tracing: cfg})

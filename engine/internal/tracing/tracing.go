@@ -38,8 +38,9 @@ const DefaultServiceName = "dcc-flow"
 // DefaultQueueSize is the most ended spans waiting for export when Config.QueueSize is 0.
 const DefaultQueueSize = 2048
 
-// MaxQueueSize is the largest Config.QueueSize.
-const MaxQueueSize = 1_000_000
+// MaxQueueSize is the largest Config.QueueSize: a full queue of ended spans (about 2 KB each, the
+// SDK's snapshots) then holds some 200 MB.
+const MaxQueueSize = 100_000
 
 // DefaultExportTimeout bounds one export (one POST) when OTEL_EXPORTER_OTLP_TIMEOUT and
 // OTEL_EXPORTER_OTLP_TRACES_TIMEOUT are unset; it is also the most Shutdown waits for the
