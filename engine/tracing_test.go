@@ -337,9 +337,11 @@ steps:
 	}
 }
 
-// A collector that takes the connection and never answers slows no run: 200 runs end well
-// within one export timeout (5 s; a run that waited for one export would take it whole), the
-// spans past the small queue are dropped and counted, and the engine still closes.
+// A collector that takes the connection and never answers slows no run: with an export timeout
+// of 60 s (OTEL_EXPORTER_OTLP_TIMEOUT, through the engine's environment) and the export of a
+// first run's spans stuck, 100 runs end well within it — a run that waited for that export
+// would take it whole — the spans past the small queue are dropped and counted, and the engine
+// closes within its context. So with a port where nothing listens.
 func TestTracingDeadCollectorSlowsNoRun(t *testing.T) {
 	release := make(chan struct{})
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -350,17 +352,19 @@ func TestTracingDeadCollectorSlowsNoRun(t *testing.T) {
 	}))
 	defer hung.Close()
 	defer close(release)
-	// And a port nobody listens on.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused := "http://" + l.Addr().String()
 	_ = l.Close()
+	environ := func() []string { return []string{"OTEL_EXPORTER_OTLP_TIMEOUT=60000"} }
 
+	const runs = 100
 	for _, endpoint := range []string{hung.URL, refused} {
 		ctx := context.Background()
-		e, err := engine.Open(ctx, engine.Config{Tracing: &engine.TracingConfig{Enabled: true, Endpoint: endpoint, QueueSize: 8}})
+		e, err := engine.Open(ctx, engine.Config{Tracing: &engine.TracingConfig{Enabled: true, Endpoint: endpoint, QueueSize: 8}},
+			engine.WithEnviron(environ))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,30 +372,42 @@ func TestTracingDeadCollectorSlowsNoRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The first run's spans: their export is under way (stuck, for the hung collector) when
+		// the others run.
+		first, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Wait(ctx, first, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		fctx, fcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_ = e.FlushTraces(fctx)
+		fcancel()
 		start := time.Now()
-		for i := 0; i < 200; i++ {
+		for i := 0; i < runs; i++ {
 			id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+			if info, err := e.Wait(ctx, id, 30*time.Second); err != nil || info.Status != run.StatusCompleted {
 				t.Fatalf("%s: run %d: %+v %v", endpoint, i, info, err)
 			}
 		}
-		if took := time.Since(start); took >= 5*time.Second {
-			t.Errorf("%s: 200 runs took %v: runs waited for the collector", endpoint, took)
+		if took := time.Since(start); took >= 30*time.Second {
+			t.Errorf("%s: %d runs took %v: runs waited for the collector", endpoint, runs, took)
 		}
 		// The runs have ended: Close waits for the collector only as long as its context lets it.
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		closeStart := time.Now()
 		_ = e.Close(cctx)
 		cancel()
-		if took := time.Since(closeStart); took > 4*time.Second {
+		if took := time.Since(closeStart); took > 20*time.Second {
 			t.Errorf("%s: close took %v", endpoint, took)
 		}
 		st := e.TracingStats()
-		if st.Exported != 0 || st.Dropped+st.Failed != 200*5 {
-			t.Errorf("%s: stats %+v: want none exported and all %d spans dropped or failed", endpoint, st, 200*5)
+		if st.Exported != 0 || st.Dropped+st.Failed != (runs+1)*5 {
+			t.Errorf("%s: stats %+v: want none exported and all %d spans dropped or failed", endpoint, st, (runs+1)*5)
 		}
 		if endpoint == hung.URL && st.Dropped == 0 {
 			t.Errorf("%s: a queue of 8 behind a hung collector dropped no span: %+v", endpoint, st)
