@@ -337,6 +337,54 @@ steps:
 	}
 }
 
+// A sub-workflow's child run is in its parent's trace: its run span is a child of the parent
+// run's, and its attempts are under it.
+func TestTracingChildRunIsInItsParentsTrace(t *testing.T) {
+	sink := newOTLPSink(t)
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{Tracing: &engine.TracingConfig{Enabled: true, Endpoint: sink.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	child, err := spec.ParseString("name: publish_asset\nsteps:\n  - {id: export, tool: flow__echo, args: {value: 1}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(child); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := spec.ParseString("name: nightly\nsteps:\n  - {id: hero, kind: workflow, workflow: publish_asset}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]*tracepb.Span{}
+	for _, sp := range sink.all() {
+		named[sp.Name] = sp
+	}
+	top, kid, export := named["run nightly"], named["run publish_asset"], named["export"]
+	if top == nil || kid == nil || export == nil {
+		t.Fatalf("spans %v", sink.all())
+	}
+	if hexID(kid.TraceId) != hexID(top.TraceId) || hexID(kid.ParentSpanId) != hexID(top.SpanId) ||
+		spanAttr(kid, "dcc_flow.run.parent_id") != id {
+		t.Errorf("the child run's span is not under its parent's: parent %v, child %v", top, kid)
+	}
+	if hexID(export.ParentSpanId) != hexID(kid.SpanId) || hexID(export.TraceId) != hexID(top.TraceId) {
+		t.Errorf("the child's attempt is not under the child run's span")
+	}
+}
+
 // A collector that takes the connection and never answers slows no run: with an export timeout
 // of 60 s (OTEL_EXPORTER_OTLP_TIMEOUT, through the engine's environment) and the export of a
 // first run's spans stuck, 100 runs end well within it — a run that waited for that export
