@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -67,7 +67,7 @@ func TestSettingsFromTheStandardVariables(t *testing.T) {
 // when asked, with the configured headers.
 func TestExportIsOTLPProtobuf(t *testing.T) {
 	var mu sync.Mutex
-	var got []*coltracepb.ExportTraceServiceRequest
+	var got []*tracepb.TracesData
 	var headers []http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = r.Body
@@ -80,7 +80,7 @@ func TestExportIsOTLPProtobuf(t *testing.T) {
 			body = zr
 		}
 		b, _ := io.ReadAll(body)
-		var req coltracepb.ExportTraceServiceRequest
+		var req tracepb.TracesData
 		if err := proto.Unmarshal(b, &req); err != nil {
 			http.Error(w, err.Error(), 400)
 			return

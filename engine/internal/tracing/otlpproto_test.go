@@ -12,7 +12,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -27,8 +26,9 @@ func (c *captureClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSp
 	return nil
 }
 
-// The request the encoder writes is, decoded by the official OTLP types, the very message the
-// SDK's own OTLP exporter builds from the same spans: every attribute type, events, links,
+// The request the encoder writes is, decoded by the official OTLP types (as a TracesData: the
+// wire format of the ExportTraceServiceRequest), the very message the SDK's own OTLP exporter
+// builds from the same spans: every attribute type, events, links,
 // statuses, kinds, a remote parent, trace state and dropped counts.
 func TestEncodingIsTheSDKExportersMessage(t *testing.T) {
 	mem := tracetest.NewInMemoryExporter()
@@ -70,9 +70,9 @@ func TestEncodingIsTheSDKExportersMessage(t *testing.T) {
 	if err := otlptrace.NewUnstarted(client).ExportSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
-	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: client.got}
+	want := &tracepb.TracesData{ResourceSpans: client.got}
 	var e encoder
-	var got coltracepb.ExportTraceServiceRequest
+	var got tracepb.TracesData
 	if err := proto.Unmarshal(e.request(spans), &got); err != nil {
 		t.Fatalf("the encoding is not an ExportTraceServiceRequest: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestEncodingIsTheSDKExportersMessage(t *testing.T) {
 		t.Errorf("the encoding differs from the SDK exporter's message (-sdk +ours):\n%s", diff)
 	}
 	// The buffers are reused: a second batch encodes alike.
-	var again coltracepb.ExportTraceServiceRequest
+	var again tracepb.TracesData
 	if err := proto.Unmarshal(e.request(spans), &again); err != nil || cmpDiff(want, &again) != "" {
 		t.Errorf("a second encoding differs: %v", err)
 	}
@@ -97,8 +97,8 @@ func TestEncodingIsTheSDKExportersMessage(t *testing.T) {
 
 // cmpDiff is "" when a and b are equal, else both messages as text. A link's trace_state is
 // left out: the SDK's exporter does not write it (the encoder does, as OTLP defines it).
-func cmpDiff(a, b *coltracepb.ExportTraceServiceRequest) string {
-	b = proto.Clone(b).(*coltracepb.ExportTraceServiceRequest)
+func cmpDiff(a, b *tracepb.TracesData) string {
+	b = proto.Clone(b).(*tracepb.TracesData)
 	for _, rs := range b.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			for _, sp := range ss.Spans {
