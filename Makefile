@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -82,7 +82,28 @@ test: checks test-go-beside test-py ## The check to run before every commit: vet
 test-go-beside: $(LIB) venv ## test-go beside soak-short, soak-net-short, test-node and smoke (make test's second step)
 	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
 
-test-long: test-py-long soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
+test-long: test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
+
+# The trace test against a real receiver (docs/guide/tracing.md): an OpenTelemetry Collector built from
+# its Go modules in its own module (tests/otelcol/go.mod, so the engine's go.mod does not grow; a few
+# minutes on a cold build cache), and a Python with the OpenTelemetry SDK for the pool worker's own spans.
+OTELCOL      := build/otelcol/dccflow-otelcol
+OTEL_VENV    := build/otel-venv
+OTEL_PY_PKGS := opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2
+
+otelcol: $(OTELCOL) ## Build the OpenTelemetry Collector of the trace test (tests/otelcol: OTLP receiver, file exporter)
+
+$(OTELCOL): tests/otelcol/main.go tests/otelcol/go.mod tests/otelcol/go.sum
+	@mkdir -p $(dir $@)
+	cd tests/otelcol && $(GO) build -trimpath -o $(CURDIR)/$@ .
+
+$(OTEL_VENV)/.ok: Makefile
+	$(PYTHON) -m venv $(OTEL_VENV)
+	$(OTEL_VENV)/bin/pip install --quiet --disable-pip-version-check $(OTEL_PY_PKGS)
+	@touch $@
+
+test-otelcol: $(LIB) venv $(OTELCOL) $(OTEL_VENV)/.ok ## A run's trace through the real collector: run → attempt → call → a pool worker tool's own span (part of make test-long)
+	DCCFLOW_OTELCOL=$(OTELCOL) DCCFLOW_OTEL_PYTHON=$(OTEL_VENV)/bin/python $(VPY) -m pytest -q -p no:cacheprovider tests/otelcol
 
 # Tests whose cost is volume pushed through SQLite (modernc.org/sqlite is C translated to Go, so the
 # race detector instruments the whole database engine: 20-50x slower, 240 s for the attempt flood)
@@ -126,7 +147,7 @@ lint-mypy: venv
 	$(VPY) -m mypy python/dcc_flow
 
 lint-ruff: venv
-	$(VENV)/bin/ruff check python tests/py examples setup.py $(SOAK_FILES) scripts/wheels
+	$(VENV)/bin/ruff check python tests/py tests/otelcol examples setup.py $(SOAK_FILES) scripts/wheels
 
 lint-mypy-soak: venv
 	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict --cache-dir .mypy_cache/soak $(SOAK_FILES)
@@ -255,4 +276,4 @@ test-wheels: wheels ## Check every wheel of make wheels: manylinux tags and glib
 	WHEEL_PY=$(WHEEL_PY) scripts/wheels/test.sh $(WHEEL_PLATFORMS)
 
 clean: ## Remove build output and the venvs
-	rm -rf $(LIBDIR)/libdccflow.* $(TOOLS) $(VENV) $(BENCH_VENV) $(WHEEL_VENV) build/wheels .pytest_cache
+	rm -rf $(LIBDIR)/libdccflow.* $(TOOLS) $(VENV) $(BENCH_VENV) $(WHEEL_VENV) build/wheels build/otelcol $(OTEL_VENV) .pytest_cache

@@ -414,6 +414,8 @@ type callJSON struct {
 	Attempt    int            `json:"attempt"`
 	Lane       string         `json:"lane"`
 	DeadlineMs int64          `json:"deadline_ms,omitempty"`
+	// Traceparent: the W3C traceparent of the call's span when the engine traces.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 type runSummary struct {
@@ -439,7 +441,8 @@ func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
 	}
 	res.Calls = make([]callJSON, len(calls))
 	for i, c := range calls {
-		res.Calls[i] = callJSON{CallID: c.ID, Tool: c.Tool, Args: c.Args, RunID: c.RunID, StepKey: c.StepKey, Attempt: c.Attempt, Lane: c.Lane}
+		res.Calls[i] = callJSON{CallID: c.ID, Tool: c.Tool, Args: c.Args, RunID: c.RunID, StepKey: c.StepKey, Attempt: c.Attempt, Lane: c.Lane,
+			Traceparent: c.Traceparent}
 		if !c.Deadline.IsZero() {
 			res.Calls[i].DeadlineMs = c.Deadline.UnixMilli()
 		}

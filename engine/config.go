@@ -133,6 +133,9 @@ type Config struct {
 	// OpenLineage, when set, sends OpenLineage run events for the attempts that read or wrote
 	// files (docs/guide/openlineage.md); nil = off.
 	OpenLineage *OpenLineageConfig `json:"openlineage,omitempty"`
+	// Tracing, when enabled, exports OpenTelemetry traces of the runs (docs/guide/tracing.md);
+	// nil = off.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
 }
 
 // PolicyDefaults are engine-wide step policy defaults, written as the spec's `defaults` block.
@@ -320,7 +323,8 @@ func (c Config) WithDefaults() Config {
 // validate reports every problem of c at once in one *run.Error with code invalid_request; each
 // problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`). The sections are
 // checked in this order, each adding its problems to one list: the database, env_allow, the
-// durations, the limits, the policy defaults, tool_pools, openlineage, then each remote by name.
+// durations, the limits, the policy defaults, tool_pools, openlineage, tracing, then each remote
+// by name.
 func (c Config) validate() error {
 	var ps configProblems
 	c.checkDatabase(&ps)
@@ -338,6 +342,7 @@ func (c Config) validate() error {
 	}
 	c.checkToolPools(&ps)
 	c.OpenLineage.check(&ps)
+	c.Tracing.check(&ps)
 	for _, name := range slices.Sorted(maps.Keys(c.Remotes)) {
 		c.Remotes[name].check("remotes."+name, name, &ps)
 	}

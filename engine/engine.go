@@ -33,6 +33,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing"
 	"github.com/dcc-flow/dcc-flow/engine/internal/unsaved"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -139,6 +140,7 @@ type Engine struct {
 	environ   func() []string // the process environment: WithEnviron's, else os.Environ
 	remotes   *remote.Pool    // the MCP clients of Config.Remotes, or nil
 	ol        *olEmitter      // the OpenLineage emitter (openlineage.go); never nil once opened
+	tracer    *tracing.Tracer // the spans of the runs (tracing.go); nil = tracing off
 
 	// The background services of engine/internal/cluster (cluster.go): started by Open, stopped
 	// by Close in reverse once the runs have ended.
@@ -211,6 +213,16 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	e.ol = lin
+	if e.tracer, err = openTracing(cfg.Tracing, o.environ); err != nil {
+		lin.close(ctx)
+		if e.remotes != nil {
+			e.remotes.Close()
+		}
+		if e.ownStore {
+			_ = e.store.Close()
+		}
+		return nil, err
+	}
 	e.trees = runtree.New(e.store, runtree.Limits{MaxRuns: cfg.MaxTreeRuns, MaxInstances: cfg.MaxTreeInstances,
 		MaxParallel: cfg.MaxTreeParallel}, notFound)
 	e.router = tools.NewRouter(o.clock, o.remote)
@@ -234,10 +246,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Defaults:     defaults,
 		Env:          cfg.Env,
 		OnAttemptEnd: onAttemptEnd, // nil with OpenLineage off
+		Tracer:       e.tracer,     // nil with tracing off
 	})
 	e.catalog = e.newCatalog()
 	if err := e.catalog.Load(ctx); err != nil {
 		e.ol.close(ctx)
+		e.closeTracing(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -252,6 +266,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if err != nil {
 		e.ol.close(ctx)
+		e.closeTracing(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -260,6 +275,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	if err := e.startServices(ctx); err != nil {
 		e.services.Stop()
 		e.ol.close(ctx)
+		e.closeTracing(ctx)
 		if e.ownStore {
 			_ = e.store.Close()
 		}
@@ -335,6 +351,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	// The runs have ended: their last events are queued. Sent within openlineage.timeout_secs
 	// (or what is left of ctx); the rest is counted as failed (OpenLineageStats).
 	e.ol.close(ctx)
+	e.closeTracing(ctx) // the runs' last spans, within 5 s
 	if e.ownStore && err == nil {
 		err = e.store.Close()
 	}

@@ -45,6 +45,9 @@ func (e *Engine) newMetrics() *metrics.Metrics {
 	if em := e.ol.em; em != nil {
 		cfg.OpenLineage = func() (int64, int64, int64) { return em.Delivered(), em.Dropped(), em.Failed() }
 	}
+	if t := e.tracer; t != nil {
+		cfg.Spans = func() (int64, int64, int64) { s := t.Stats(); return s.Exported, s.Dropped, s.Failed }
+	}
 	m := metrics.New(cfg)
 	if co, ok := e.store.(store.CommitObserver); ok {
 		co.ObserveCommits(func(c store.Commit) { m.Commit(c.Batches, c.Duration) })

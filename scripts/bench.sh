@@ -59,6 +59,7 @@ host_line="$(run HostToolRoundTrip 30x)"
 handoff_line="$(run LockedThreadHandoff 50000x)"
 dseq_line="$(best DurableSequentialSteps 5x 'µs/step' low)"
 dfan_line="$(best DurableFanout 3x 'steps/s' high)"
+trace_line="$(best TracingOverhead 30x 'overhead-µs/step' low)"
 # The PostgreSQL rows start a throwaway cluster (internal/pgtest); without initdb the benchmarks
 # skip, and the table says so in place of the rows.
 pg_skip="$(cd tests/go && "$bin" -test.run '^$' -test.bench '^BenchmarkPGSequentialSteps$' -test.benchtime 1x 2>&1 | grep -m1 'PostgreSQL not available' || true)"
@@ -99,6 +100,10 @@ printf '| host tool step, Go side (Go host answering with CompleteAndNext, 30 ru
   "$host_us" "$(verdict "$host_us" '<=' 10)"
 printf '| floor under a Python step: locked OS thread ⇄ goroutine handoff round trip, no engine (50,000 trips) | %.2f µs | context for the Python row | |\n' \
   "$handoff_us"
+trace_us="$(metric "$trace_line" 'overhead-µs/step')"
+printf '| tracing on (docs/guide/tracing.md): time added per sequential no-op step, exporting to a loopback OTLP endpoint (30 × 1,000 steps against an untraced engine in turn, best of 3; CPU added %.2f µs) | %.2f µs/step (off %.2f, on %.2f) | ≤ 5 µs/step | %s |\n' \
+  "$(metric "$trace_line" 'overhead-cpu-µs/step')" "$trace_us" "$(metric "$trace_line" 'off-µs/step')" \
+  "$(metric "$trace_line" 'on-µs/step')" "$(verdict "$trace_us" '<=' 5)"
 printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200 steps, best of 3) | %.1f µs/step | ≤ 80 µs/step | %s |\n' \
   "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit, best of 3) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \

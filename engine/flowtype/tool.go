@@ -130,6 +130,9 @@ type PendingCall struct {
 	// Deadline is when the attempt times out, set when the call is pulled: an attempt's time
 	// counts from when a host thread starts it, not from when it was queued. Zero = none.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Traceparent is the W3C traceparent of the call's span when the engine traces
+	// (docs/guide/tracing.md); "" otherwise.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // PullRequest selects the host tool calls the host queue's Pull hands out: lanes, an optional

@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _capture
+from . import _capture, _otel
 from ._interrupt import WATCHDOG, ToolInterrupted
 
 __all__ = ["ToolError", "Transient", "Fatal", "ToolInterrupted", "CallContext", "current_call", "ToolEntry",
@@ -389,8 +389,8 @@ def _number(name: str, value: Any) -> Union[int, float]:
 class CallContext:
     """What a running tool can know about its call: ``dcc_flow.current_call()``."""
 
-    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "_cancelled", "_report",
-                 "_throttle", "_out", "_files")
+    __slots__ = ("call_id", "tool", "run_id", "step_key", "attempt", "lane", "deadline_ms", "traceparent", "_cancelled",
+                 "_report", "_throttle", "_out", "_files")
 
     def __init__(self, call: Mapping[str, Any], cancelled: Callable[[int], bool],
                  report: Optional[Reporter] = None) -> None:
@@ -403,6 +403,11 @@ class CallContext:
         self.lane = str(call.get("lane") or "main")
         deadline = call.get("deadline_ms")
         self.deadline_ms = int(deadline) if deadline else None
+        #: The W3C ``traceparent`` of the call's span when the engine traces (docs/guide/tracing.md),
+        #: e.g. ``"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"``: the parent of
+        #: the tool's own OpenTelemetry spans. ``None`` when the engine does not trace.
+        traceparent = call.get("traceparent")
+        self.traceparent: Optional[str] = traceparent if isinstance(traceparent, str) and traceparent else None
         self._cancelled = cancelled
         self._report = report
         self._throttle: Optional[ReportThrottle] = None  # made by the first report
@@ -674,7 +679,11 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
             if watch is not None:
                 WATCHDOG.enter(watch)
             started = True
-            result = entry.fn(**args)
+            span = _otel.enter(context.traceparent)  # the call's span is the tool's OpenTelemetry context
+            try:
+                result = entry.fn(**args)
+            finally:
+                _otel.leave(span)
         finally:
             if watch is not None:
                 WATCHDOG.leave(watch)  # no interruption from here on

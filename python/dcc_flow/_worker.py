@@ -408,8 +408,10 @@ class Worker:
             with self._state_lock:
                 self._cancelled[req_id] = False
             meta = params.get("_meta") or {}
+            if not isinstance(meta, dict):
+                meta = {}
             self._calls.put({"id": req_id, "name": name, "args": params.get("arguments") or {},
-                             "token": meta.get("progressToken") if isinstance(meta, dict) else None})
+                             "token": meta.get("progressToken"), "traceparent": meta.get("traceparent")})
         else:
             self._reply(req_id, error=(_METHOD_NOT_FOUND, "method %r is not served by a dcc-flow worker" % method))
 
@@ -438,7 +440,8 @@ class Worker:
         for c in self._captures:
             c.begin()
         try:
-            members = execute(self.tools[call["name"]], {"call_id": 0, "tool": call["name"], "args": call["args"]},
+            members = execute(self.tools[call["name"]], {"call_id": 0, "tool": call["name"], "args": call["args"],
+                                                         "traceparent": call.get("traceparent")},
                               cancelled, notifier, capture=False)  # its output: from the fds (self._captures)
         finally:
             _flush_std()

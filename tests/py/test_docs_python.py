@@ -274,7 +274,8 @@ def test_config_keys_in_the_doc_are_accepted():
     for row in table_rows("`config` key"):
         key = row[0].strip("`")
         value = {"env_allow": ["STUDIO_*"], "remotes": {}, "tool_pools": {}, "defaults": {"timeout_secs": 60},
-                 "openlineage": {"url": "http://127.0.0.1:9/api/v1/lineage"}}.get(key, 1)
+                 "openlineage": {"url": "http://127.0.0.1:9/api/v1/lineage"},
+                 "tracing": {"enabled": True, "endpoint": "http://127.0.0.1:9"}}.get(key, 1)
         dcc_flow.Engine(config={key: value}).close()
 
 

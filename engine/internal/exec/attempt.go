@@ -298,6 +298,7 @@ func (in *inst) beginAttempt(n int, args json.RawMessage, local bool) {
 // endAttempt records the end of the attempt in progress: written with the instance's next write,
 // which sets its FinishedAt (the write's time: the step's own end for its last attempt).
 func (in *inst) endAttempt(status run.StepStatus, worker, kind, msg, trace string) {
+	in.endSpan(status, worker, kind, msg) // trace.go
 	a := &in.att
 	if a.Attempt == 0 {
 		return

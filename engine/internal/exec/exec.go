@@ -30,6 +30,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -75,6 +76,8 @@ type Config struct {
 	// interrupted. It is called from the run's goroutines, possibly concurrently, and must not
 	// block (the engine queues an OpenLineage event). nil = none.
 	OnAttemptEnd func(AttemptEnd)
+	// Tracer makes the run, attempt and tool call spans (trace.go); nil = tracing off.
+	Tracer *tracing.Tracer
 }
 
 // AttemptEnd is an attempt that ended (Config.OnAttemptEnd).
@@ -426,6 +429,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	x.notify()
 	r.lastActivity.Store(now.UnixNano())
 	r.armStall()
+	r.startTrace(p) // trace.go
 	if p.OnStart != nil {
 		p.OnStart(r.handle)
 	}
@@ -518,7 +522,8 @@ type runner struct {
 	failing      atomic.Pointer[store.RunError]
 	onFailureEnd run.StepStatus
 	onDone       func(*Run)
-	handle       *Run // what Start returned and onDone is given
+	handle       *Run         // what Start returned and onDone is given
+	trace        *tracing.Run // the span of this execution (trace.go); nil = tracing off
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)

@@ -13,6 +13,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -72,6 +73,8 @@ type inst struct {
 	// argsBuf holds the JSON of att.Args (stores copy it), reused by the next step instance
 	// when small.
 	argsBuf []byte
+	// span is the span of the attempt in progress (trace.go); nil when tracing is off.
+	span *tracing.Attempt
 }
 
 // instPool recycles instances: nothing keeps an inst once its step has finished (stores copy
@@ -264,8 +267,10 @@ func (r *runner) finish(o outcome) {
 		}
 		r.writeTerminal(&store.Batch{}, status, rerr)
 	}
+	final := r.status
 	r.sealMu.Unlock()
 	r.mu.Unlock()
+	r.endTrace(final, o) // trace.go
 	r.cancelCtx(context.Canceled)
 	r.closeDone()
 	if r.onDone != nil {

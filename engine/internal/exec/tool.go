@@ -170,7 +170,9 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 		if call.Adopt {
 			call.AdoptAttempt = r.priorAttempt[in.row.Key]
 		}
-		res, err := r.attempt(ctx, sp, call, attempt)
+		cs := in.startSpans(&call, r.attemptBase[in.row.Key]+attempt) // trace.go
+		res, err := r.attempt(withTraceparent(ctx, call.Traceparent), sp, call, attempt)
+		endCall(cs, res, err)
 		in.endReport(rep)
 		if errors.Is(err, store.ErrConnectionLost) {
 			// Whether the call was queued is unknown: stop orchestrating the run, as when a

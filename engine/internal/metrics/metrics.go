@@ -67,6 +67,10 @@ type Config struct {
 	// because the queue was full, failed to send or write), read at each scrape; nil leaves
 	// dccflow_openlineage_events_total out (OpenLineage off).
 	OpenLineage func() (delivered, dropped, failed int64)
+	// Spans returns the counts of the engine's trace spans (exported, dropped because the
+	// queue was full, failed to export), read at each scrape; nil leaves
+	// dccflow_trace_spans_total out (tracing off).
+	Spans func() (exported, dropped, failed int64)
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -161,6 +165,17 @@ func New(cfg Config) *Metrics {
 				func() float64 {
 					d, r, f := cfg.OpenLineage()
 					return float64([]int64{d, r, f}[i])
+				}))
+		}
+	}
+	if cfg.Spans != nil {
+		for i, outcome := range []string{"exported", "dropped", "failed"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dccflow_trace_spans_total",
+				Help:        "Trace spans by outcome: exported (the collector took them), dropped (the export queue was full), failed (not exported).",
+				ConstLabels: prometheus.Labels{"outcome": outcome}},
+				func() float64 {
+					x, d, f := cfg.Spans()
+					return float64([]int64{x, d, f}[i])
 				}))
 		}
 	}

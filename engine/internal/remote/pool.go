@@ -162,6 +162,7 @@ func (p *Pool) Call(ctx context.Context, dcc, tool string, args map[string]any) 
 	ctx, box := withStatusBox(ctx)
 	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}}
 	defer watchReports(ctx, &req)()
+	withTraceparent(ctx, &req)
 	if r.workers != nil {
 		return r.workers.call(ctx, tool, req), nil
 	}

@@ -247,7 +247,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	}
 	h.nextID++
 	p.call = PendingCall{ID: h.nextID, Lane: laneName, Tool: call.Tool, RunID: call.RunID, StepKey: call.StepKey,
-		Args: call.Args, Attempt: call.Attempt}
+		Args: call.Args, Attempt: call.Attempt, Traceparent: call.Traceparent}
 	if call.Timeout <= 0 {
 		p.call.Deadline = call.Deadline
 	}

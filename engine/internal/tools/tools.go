@@ -56,6 +56,9 @@ type Call struct {
 	// Reporter receives what the running call reports about itself (progress, log lines);
 	// nil when nobody listens (the reports are then dropped).
 	Reporter Reporter
+	// Traceparent is the W3C traceparent of the call's span (engine/internal/tracing), handed
+	// to the tool (PendingCall.Traceparent); "" when tracing is off.
+	Traceparent string
 }
 
 // Report is what a running call tells about itself (current_call().progress and .log,

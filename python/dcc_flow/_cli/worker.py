@@ -8,6 +8,7 @@ import threading
 from typing import Dict
 
 from .._engine import Engine
+from .._otel import setup_export
 from .._tools import ToolEntry
 from .._worker import Worker, run_init
 from ._base import EXIT_OK, CliError, Command, Context, UsageError
@@ -82,6 +83,7 @@ class WorkerCommand(Command):
         # printed at import or in --init must not reach the protocol either.
         if not args.exit_grace >= 0:
             raise UsageError("--exit-grace must be a number of seconds >= 0; got %s" % args.exit_grace)
+        setup_export()  # the OpenTelemetry SDK's export, when installed and asked for (docs/guide/tracing.md)
         if args.db is not None:
             return _serve_db(args, ctx)
         worker = Worker.over_stdio({}, version=__version__, capture=not args.no_capture)

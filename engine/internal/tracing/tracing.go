@@ -1,0 +1,393 @@
+// Package tracing makes a run an OpenTelemetry trace (docs/guide/tracing.md): a span for
+// each execution of the run, one for each attempt of a tool or tool_remote step, and one for
+// each tool call. The spans are made by the official Go SDK (go.opentelemetry.io/otel/sdk:
+// tracer provider, sampler, resource, span processor interface) and exported over OTLP
+// HTTP/protobuf by an exporter of our own (otlphttp.go, otlpproto.go): the SDK's otlptracehttp
+// linked gRPC into the library (+2.5 MB) and spent ~10 times the CPU per span.
+//
+// Off, it costs nothing: New returns a nil *Tracer, and every method of a nil *Tracer, *Run,
+// *Attempt and *Call does nothing and allocates nothing, so the executor calls them
+// unconditionally.
+//
+// A run's trace id and the span ids of its first execution and of each of its attempts are
+// derived from the run id (ids.go), so nothing is stored: a resumed run, or a run another
+// engine took over, continues the same trace, and every engine computes the same ids.
+//
+// A collector that is down or slow never slows or fails a run: ended spans go to a bounded
+// queue (queue.go) that one goroutine exports; a span that finds the queue full is dropped
+// and counted (Stats), as is a batch the collector did not take.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DefaultServiceName is the service.name of the engine's spans when neither the config nor
+// OTEL_SERVICE_NAME names one.
+const DefaultServiceName = "dcc-flow"
+
+// DefaultQueueSize is the most ended spans waiting for export when Config.QueueSize is 0.
+const DefaultQueueSize = 2048
+
+// MaxQueueSize is the largest Config.QueueSize: a full queue of ended spans (about 2 KB each, the
+// SDK's snapshots) then holds some 200 MB.
+const MaxQueueSize = 100_000
+
+// DefaultExportTimeout bounds one export (one POST) when OTEL_EXPORTER_OTLP_TIMEOUT and
+// OTEL_EXPORTER_OTLP_TRACES_TIMEOUT are unset; it is also the most Shutdown waits for the
+// queued spans.
+const DefaultExportTimeout = 5 * time.Second
+
+// Config turns tracing on and says where the spans go.
+type Config struct {
+	// Enabled turns tracing on; false (the default): New returns nil and nothing is traced.
+	Enabled bool
+	// Endpoint is the collector's OTLP/HTTP URL: a base URL such as "http://collector:4318"
+	// (the path /v1/traces is added, as to OTEL_EXPORTER_OTLP_ENDPOINT), or a URL with a path,
+	// used as it is (as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). "" = the OTEL_EXPORTER_OTLP_*
+	// variables, else http://localhost:4318/v1/traces. Headers, timeout, compression and TLS
+	// come from the standard OTEL_EXPORTER_OTLP_* variables.
+	Endpoint string
+	// ServiceName is the resource's service.name; "" = OTEL_SERVICE_NAME, else "dcc-flow".
+	// OTEL_RESOURCE_ATTRIBUTES adds resource attributes.
+	ServiceName string
+	// ServiceVersion is the resource's service.version ("" = none).
+	ServiceVersion string
+	// QueueSize is the most ended spans waiting for export: 0 = DefaultQueueSize, else 1 to
+	// MaxQueueSize. Past it spans are dropped (Stats.Dropped).
+	QueueSize int
+	// Getenv reads the environment (OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, the
+	// OTEL_EXPORTER_OTLP_* variables); nil = os.Getenv. OTEL_RESOURCE_ATTRIBUTES is read from
+	// the process environment by the SDK.
+	Getenv func(string) string
+	// BatchDelay is the longest an ended span waits for its batch to fill before export; 0 =
+	// one second.
+	BatchDelay time.Duration
+}
+
+// Check returns the problem of c's fields, naming the field ("endpoint: …"); nil when fine.
+func (c Config) Check() error {
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("endpoint: must be an http:// or https:// URL such as \"http://127.0.0.1:4318\"; got %q", c.Endpoint)
+		}
+	}
+	if c.QueueSize < 0 || c.QueueSize > MaxQueueSize {
+		return fmt.Errorf("queue_size: must be 0 (the default, %d) or 1 to %d; got %d", DefaultQueueSize, MaxQueueSize, c.QueueSize)
+	}
+	if strings.ContainsAny(c.ServiceName, "\x00\r\n") {
+		return errors.New("service_name: must not contain a line break or NUL byte")
+	}
+	return nil
+}
+
+// Tracer makes the spans of an engine's runs. A nil *Tracer is tracing off.
+type Tracer struct {
+	tp *sdktrace.TracerProvider
+	tr trace.Tracer
+	q  *queue
+}
+
+// Stats counts the spans a Tracer ended: exported (the collector took them), dropped (the
+// queue was full) and failed (their export failed, or the tracer shut down before it).
+type Stats struct {
+	Exported, Dropped, Failed int64
+}
+
+// New starts a Tracer for cfg, or returns nil, nil when cfg.Enabled is false or
+// OTEL_SDK_DISABLED is true. The exporter connects lazily: a collector that is down fails no
+// New; a bad OTEL_EXPORTER_OTLP_* variable does, naming it.
+func New(cfg Config) (*Tracer, error) {
+	if !cfg.Enabled {
+		return nil, nil
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = osGetenv
+	}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, nil
+	}
+	s, err := settings(cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return newWithExporter(cfg, newExporter(s)), nil
+}
+
+// newWithExporter is New with the exporter given (tests export to memory).
+func newWithExporter(cfg Config, exp sdktrace.SpanExporter) *Tracer {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = osGetenv
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = getenv("OTEL_SERVICE_NAME")
+	}
+	if name == "" {
+		name = DefaultServiceName
+	}
+	attrs := []attribute.KeyValue{semconv.ServiceName(name)}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, semconv.ServiceVersion(cfg.ServiceVersion))
+	}
+	// OTEL_RESOURCE_ATTRIBUTES first, so that service.name above wins over a service.name in it
+	// (as OTEL_SERVICE_NAME does in the SDK). A malformed variable only loses its attributes.
+	res, _ := resource.New(context.Background(), resource.WithFromEnv(), resource.WithTelemetrySDK(),
+		resource.WithHost(), resource.WithProcessPID(), resource.WithAttributes(attrs...))
+	size := cfg.QueueSize
+	if size == 0 {
+		size = DefaultQueueSize
+	}
+	delay := cfg.BatchDelay
+	if delay <= 0 {
+		delay = time.Second
+	}
+	q := newQueue(exp, size, delay)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(q),
+		sdktrace.WithIDGenerator(idGenerator{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	return &Tracer{tp: tp, tr: tp.Tracer("github.com/dcc-flow/dcc-flow/engine"), q: q}
+}
+
+// Stats returns the span counts so far; zero for a nil Tracer.
+func (t *Tracer) Stats() Stats {
+	if t == nil {
+		return Stats{}
+	}
+	return Stats{Exported: t.q.exported.Load(), Dropped: t.q.dropped.Load(), Failed: t.q.failed.Load()}
+}
+
+// Flush exports the spans ended so far, waiting until they are sent or ctx ends.
+func (t *Tracer) Flush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.tp.ForceFlush(ctx)
+}
+
+// Shutdown exports the spans still queued, within DefaultExportTimeout or until ctx ends
+// (the rest are counted failed), and stops the tracer. Spans ended later are not exported.
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultExportTimeout)
+	defer cancel()
+	err := t.tp.Shutdown(ctx)
+	// The provider skips its processors when ctx has ended: the queue's goroutine must end all
+	// the same (a second Shutdown of the queue does nothing).
+	if qerr := t.q.Shutdown(ctx); err == nil {
+		err = qerr
+	}
+	return err
+}
+
+// RunInfo describes the execution of a run that a Run span covers.
+type RunInfo struct {
+	ID, Workflow string
+	// Root is the outermost run of the run's tree of sub-workflows (its trace); "" = ID.
+	Root string
+	// Parent is the run this one is a child of ("" for a run started on its own): the run's
+	// first span is a child of the parent's.
+	Parent string
+	// Resumed: this execution resumes (or takes over) a run that an earlier one started; its
+	// span is a child of the first execution's.
+	Resumed bool
+	Origin  string
+}
+
+// Run is the span of one execution of a run. A nil *Run traces nothing.
+type Run struct {
+	t    *Tracer
+	id   string
+	ctx  context.Context // holds span
+	span trace.Span
+}
+
+// StartRun starts the span of an execution of a run. nil when t is nil.
+func (t *Tracer) StartRun(info RunInfo) *Run {
+	if t == nil {
+		return nil
+	}
+	root := info.Root
+	if root == "" {
+		root = info.ID
+	}
+	tid := TraceID(root)
+	ctx := context.Background()
+	switch {
+	case info.Resumed:
+		// A child of the first execution's span: same trace, a new (random) span id.
+		ctx = trace.ContextWithRemoteSpanContext(ctx, remoteParent(tid, RunSpanID(info.ID)))
+	default:
+		if info.Parent != "" {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, remoteParent(tid, RunSpanID(info.Parent)))
+		}
+		ctx = withIDs(ctx, tid, RunSpanID(info.ID))
+	}
+	attrs := []attribute.KeyValue{
+		semconv.CICDPipelineName(info.Workflow), semconv.CICDPipelineRunID(info.ID),
+		attribute.String("dcc_flow.run.origin", info.Origin), attribute.Bool("dcc_flow.run.resumed", info.Resumed),
+	}
+	if info.Parent != "" {
+		attrs = append(attrs, attribute.String("dcc_flow.run.parent_id", info.Parent))
+	}
+	name := "run " + info.Workflow
+	if info.Workflow == "" {
+		name = "run"
+	}
+	_, span := t.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return &Run{t: t, id: info.ID, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
+}
+
+// End ends the run's span with the run's status ("completed", "failed", "cancelled",
+// "interrupted") and, unless completed, its error kind and message.
+func (r *Run) End(status, errKind, errMsg string) {
+	if r == nil {
+		return
+	}
+	r.span.SetAttributes(semconv.CICDPipelineResultKey.String(pipelineResult(status, errKind)),
+		attribute.String("dcc_flow.run.status", status))
+	setError(r.span, status, errKind, errMsg)
+	r.span.End()
+}
+
+// Attempt is the span of one attempt of a tool or tool_remote step. A nil *Attempt traces
+// nothing.
+type Attempt struct {
+	r    *Run
+	ctx  context.Context // holds span
+	span trace.Span
+}
+
+// StartAttempt starts the span of attempt n (counted across the run's executions, as the
+// attempt records are) of the step instance stepKey of step stepID, calling tool. Its span id
+// is AttemptSpanID(run, stepKey, n). nil when r is nil.
+func (r *Run) StartAttempt(stepKey, stepID, tool string, n int) *Attempt {
+	if r == nil {
+		return nil
+	}
+	sc := r.span.SpanContext()
+	ctx := withIDs(r.ctx, sc.TraceID(), AttemptSpanID(r.id, stepKey, n))
+	_, span := r.t.tr.Start(ctx, stepID, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		semconv.CICDPipelineTaskName(stepID), attribute.String("dcc_flow.step.key", stepKey),
+		attribute.Int("dcc_flow.attempt", n), semconv.GenAIToolName(tool)))
+	return &Attempt{r: r, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
+}
+
+// End ends the attempt's span with its status ("completed", "failed", "cancelled"), the
+// worker that ran it ("POOL/PID", an engine id; "" = this process) and, unless completed,
+// its error kind and message.
+func (a *Attempt) End(status, worker, errKind, errMsg string) {
+	if a == nil {
+		return
+	}
+	// One SetAttributes: each call grows the span's attribute slice.
+	result := semconv.CICDPipelineTaskRunResultKey.String(pipelineResult(status, errKind))
+	switch {
+	case status != "completed":
+		if errKind == "" {
+			errKind = status
+		}
+		if worker != "" {
+			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind), semconv.CICDWorkerID(worker))
+		} else {
+			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind))
+		}
+		a.span.SetStatus(codes.Error, errMsg)
+	case worker != "":
+		a.span.SetAttributes(result, semconv.CICDWorkerID(worker))
+	default:
+		a.span.SetAttributes(result)
+	}
+	a.span.End()
+}
+
+// Call is the span of one tool call. A nil *Call traces nothing.
+type Call struct {
+	span trace.Span
+	tp   string // the W3C traceparent of span
+}
+
+// StartCall starts the span of the attempt's tool call: tool, through remote ("" = in this
+// process or its host). nil when a is nil.
+func (a *Attempt) StartCall(tool, remote string) *Call {
+	if a == nil {
+		return nil
+	}
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(tool)}
+	if remote != "" {
+		attrs = append(attrs, attribute.String("dcc_flow.remote", remote))
+	}
+	_, span := a.r.t.tr.Start(a.ctx, "execute_tool "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return &Call{span: span, tp: Traceparent(span.SpanContext())}
+}
+
+// Traceparent returns the W3C traceparent of the call's span, for the tool: "" when c is nil.
+func (c *Call) Traceparent() string {
+	if c == nil {
+		return ""
+	}
+	return c.tp
+}
+
+// End ends the call's span: worker is who ran it ("" = this process), errKind and errMsg the
+// call's failure ("" = it returned an output).
+func (c *Call) End(worker, errKind, errMsg string) {
+	if c == nil {
+		return
+	}
+	if worker != "" {
+		c.span.SetAttributes(semconv.CICDWorkerID(worker))
+	}
+	if errKind != "" {
+		c.span.SetAttributes(semconv.ErrorTypeKey.String(errKind))
+		c.span.SetStatus(codes.Error, errMsg)
+	}
+	c.span.End()
+}
+
+// setError marks span failed unless status is completed: error.type is the error kind.
+func setError(span trace.Span, status, errKind, errMsg string) {
+	if status == "completed" {
+		return
+	}
+	if errKind == "" {
+		errKind = status
+	}
+	span.SetAttributes(semconv.ErrorTypeKey.String(errKind))
+	span.SetStatus(codes.Error, errMsg)
+}
+
+// pipelineResult maps a status and error kind to the values of cicd.pipeline.result and
+// cicd.pipeline.task.run.result.
+func pipelineResult(status, errKind string) string {
+	switch {
+	case status == "completed":
+		return "success"
+	case errKind == "timeout":
+		return "timeout"
+	case status == "cancelled" || status == "interrupted":
+		return "cancellation"
+	case status == "failed":
+		return "failure"
+	}
+	return "error"
+}
