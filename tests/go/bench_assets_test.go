@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -95,9 +96,11 @@ steps:
 		start := time.Now()
 		id1 := benchRun(b, eng, s, nil)
 		first += time.Since(start)
+		stopProfile := rerunProfile(b)
 		start = time.Now()
 		id2 := benchRun(b, eng, s, nil)
 		rerun += time.Since(start)
+		stopProfile()
 		checkCompleted(b, eng, []string{id1, id2})
 		if st, _ := eng.Steps(context.Background(), id2); len(st) > 0 {
 			for _, x := range st {
@@ -118,6 +121,24 @@ steps:
 	b.ReportMetric(first.Seconds()/float64(b.N), "first-s")
 	b.ReportMetric(rerun.Seconds()/float64(b.N), "rerun-s")
 	b.ReportMetric(first.Seconds()/rerun.Seconds(), "x-faster")
+}
+
+// rerunProfile starts a CPU profile of the rerun alone into the file DCC_FLOW_RERUN_CPUPROFILE
+// names (go test's -cpuprofile covers the first run too); the function it returns stops it.
+// Without the variable it does nothing.
+func rerunProfile(b *testing.B) func() {
+	path := os.Getenv("DCC_FLOW_RERUN_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 // BenchmarkLineage10Deep: the lineage of a file made by the last of a chain of 10 steps, each

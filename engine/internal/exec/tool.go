@@ -84,7 +84,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: computing its cache key: %v", sp.st.ID, err)}
 		}
 		if !r.forced[in.row.Key] && !r.forced[sp.st.ID] { // a forced step is called again
-			hit, miss, err := r.cacheLookup(ctx, sp, in.row.Key, cacheKey, cacheParts)
+			hit, miss, err := r.cacheLookup(ctx, sp, in.row.Key, cacheKey, cacheParts, sf)
 			if err != nil {
 				return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the content cache: " + err.Error()}
 			}
