@@ -284,6 +284,25 @@ func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[
 	return ""
 }
 
+// maxMissParts bounds the parts of a key a miss's step_enter carries: past it (arguments or
+// declared reads by the thousand) the detail says only how large they were.
+const maxMissParts = 16 << 10
+
+// cacheMissDetail is the detail of a miss's step_enter: {"cache": {"hit": false, "key",
+// "reason", "parts"}}, the parts of the key being what `dcc-flow cache explain` shows of a
+// step that left no entry to read them from (its call failed, or one of its files was not
+// hashed); "parts_bytes" instead when they are larger than maxMissParts.
+func cacheMissDetail(key, reason string, parts json.RawMessage) json.RawMessage {
+	c := map[string]any{"hit": false, "key": key, "reason": reason}
+	if len(parts) <= maxMissParts {
+		c["parts"] = parts
+	} else {
+		c["parts_bytes"] = len(parts)
+	}
+	b, _ := json.Marshal(map[string]any{"cache": c})
+	return b
+}
+
 // cacheMissWithoutEntry says why no entry has the key: the newest entry of the same tool and
 // step shows which part of the key changed.
 // The entries are read once per run and step id (the first miss of a foreach's items reads

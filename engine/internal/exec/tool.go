@@ -104,7 +104,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				return end
 			}
 			if in.enterPending {
-				in.enter.Detail, _ = json.Marshal(map[string]any{"cache": map[string]any{"hit": false, "key": cacheKey, "reason": miss}})
+				in.enter.Detail = cacheMissDetail(cacheKey, miss, cacheParts)
 			}
 		}
 	}
