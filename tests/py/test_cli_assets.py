@@ -220,6 +220,12 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     assert lines[2:5] == ["made of:", "  tool     usd__assemble",
                           '  args     {"layers": ["assets/chair.usda", "assets/table.usda"], "out": "sh010.usda"}']
     assert lines[5] == "  reads    %s, %s" % (folder / "assets" / "chair.usda", folder / "assets" / "table.usda")
+    # The environment the tool's process reported (set_environment) is shown, not part of the key.
+    assert lines[6] == ("the attempt it was served from ran with usd 25.11, hdStorm 0.1: what its process reported, "
+                        "which is not part of the key")
+    code, out, _ = cli(capsys, "cache", "explain", second, "assemble", "--json")
+    assert json.loads(out)["from"] == {"run_id": first, "step_key": "assemble", "attempt": 1,
+                                       "env": {"dcc": "usd", "version": "25.11", "plugins": {"hdStorm": "0.1"}}}
     # The first run's miss.
     code, out, _ = cli(capsys, "cache", "explain", first, "assemble")
     assert out.splitlines()[0].endswith("cache miss, it ran: no earlier run with this key")

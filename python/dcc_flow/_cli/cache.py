@@ -191,6 +191,7 @@ class CacheCommand(Command):
             key = str((source or miss).get("key") or "")
             entries = engine.cache_entries(key=key) if key else []
             entry = _pick(entries, source) if hit else _pick(entries, {"run_id": result.run_id, "step_key": step.key})
+            served_env = _attempt_env(engine, source) if hit else None
             previous: Optional[Dict[str, Any]] = None
             reason = str(miss.get("reason") or "")
             if miss and reason.startswith("no earlier run with this key"):
@@ -200,6 +201,8 @@ class CacheCommand(Command):
                                "status": step.status.value}
         if hit:
             doc["from"] = {k: source.get(k) for k in ("run_id", "step_key", "attempt")}
+            if served_env:
+                doc["from"]["env"] = served_env
         else:
             doc["reason"] = reason
             if step.error:
@@ -242,6 +245,10 @@ class CacheCommand(Command):
                 ctx.print("  " + line)
         elif doc.get("parts_bytes"):
             ctx.print("made of: %s bytes of parts, more than the lookup keeps" % doc["parts_bytes"])
+        served_env = (doc.get("from") or {}).get("env")
+        if served_env:
+            ctx.print("the attempt it was served from ran with %s: what its process reported, which is not part of "
+                      "the key" % env_text(served_env, None))
         if entry:
             if not doc["hit"]:
                 ctx.print("this run's attempt %s left the entry (%s): a later run with this key can use it"
@@ -260,6 +267,21 @@ class CacheCommand(Command):
                 if now and was.get(part) != now.get(part):
                     ctx.print("  %-8s was %s" % (part, _part_text(part, was.get(part))))
                     ctx.print("  %-8s now %s" % ("", _part_text(part, now.get(part))))
+
+
+def _attempt_env(engine: Any, src: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The environment the process that ran attempt ``src`` (run_id, step_key, attempt) reported
+    with it, None when it reported none or the attempt is gone (its run pruned)."""
+    try:
+        res = engine.get_status(str(src.get("run_id")), all_steps=True)
+    except Exception:  # noqa: BLE001 - the run may be pruned: nothing to show, not an error
+        return None
+    for step in res.steps:
+        if step.key == src.get("step_key"):
+            for att in step.attempts:
+                if att.attempt == src.get("attempt") and isinstance(att.env, dict) and att.env:
+                    return dict(att.env)
+    return None
 
 
 def _unhashed_files(step: Any) -> List[Dict[str, Any]]:
