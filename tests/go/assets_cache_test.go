@@ -3,6 +3,7 @@ package gotest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -55,5 +56,43 @@ func TestACacheMissThatFailsKeepsWhyItRanAndItsKey(t *testing.T) {
 				t.Errorf("run %d: step_enter detail %s; want a miss (%s) with its key's parts", i+1, raw, want)
 			}
 		}
+	})
+}
+
+// A new file matching a step's declared glob is a miss that names it ("input added: PATH"),
+// and so is one gone ("input removed: PATH"): the expanded list of declared reads is part of
+// the key, and the entry before of the same step instance shows what changed in it.
+func TestANewFileMatchingTheDeclaredGlobIsAMissThatNamesIt(t *testing.T) {
+	t.Parallel()
+	assetStores(t, func(t *testing.T, opts ...setupOpt) {
+		dir := t.TempDir()
+		assets := filepath.Join(dir, "assets")
+		for _, name := range []string{"chair", "table"} {
+			writeFile(t, filepath.Join(assets, name+".usda"), "#usda 1.0\n")
+		}
+		b := setup(t, opts...)
+		srv := assembleTool(t, b, nil)
+		text := assembleSpec(dir, "true")
+		if info := b.run(text, nil); info.Status != run.StatusCompleted || srv.calls.Load() != 1 {
+			t.Fatalf("first run: %s, %d calls", info.Status, srv.calls.Load())
+		}
+		writeFile(t, filepath.Join(assets, "lamp.usda"), "#usda 1.0\n")
+		added := b.run(text, nil)
+		if added.Status != run.StatusCompleted || srv.calls.Load() != 2 {
+			t.Fatalf("a new layer: %s, %d calls; want the step run again", added.Status, srv.calls.Load())
+		}
+		mustContain(t, "a new layer", enterDetail(b, added.ID, "assemble"), `"reason":"input added: `+filepath.Join(assets, "lamp.usda")+
+			` (declared inputs changed since run `)
+		for _, name := range []string{"lamp", "table"} {
+			if err := os.Remove(filepath.Join(assets, name+".usda")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		removed := b.run(text, nil)
+		if srv.calls.Load() != 3 {
+			t.Fatalf("two layers gone: %s, %d calls; want the step run again", removed.Status, srv.calls.Load())
+		}
+		mustContain(t, "two layers gone", enterDetail(b, removed.ID, "assemble"), `"reason":"input removed: `+filepath.Join(assets, "lamp.usda")+
+			` and 1 more (declared inputs changed since run `+added.ID+`)`)
 	})
 }

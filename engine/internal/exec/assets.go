@@ -339,7 +339,52 @@ func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *
 	if entry == nil {
 		return "no earlier run with this key"
 	}
-	return "no earlier run with this key (" + partsChanged(entry.Parts, parts) + " since run " + entry.RunID + ")"
+	changed := partsChanged(entry.Parts, parts)
+	if changed == "declared inputs changed" && entry.StepKey == key {
+		if why := readsChanged(entry.Parts, parts); why != "" {
+			return why + " (declared inputs changed since run " + entry.RunID + ")"
+		}
+	}
+	return "no earlier run with this key (" + changed + " since run " + entry.RunID + ")"
+}
+
+// readsChanged says how the declared reads of two Parts documents differ: "input added: PATH"
+// (a new file matches a glob), else "input removed: PATH", with how many more when several
+// were; "" when neither is so (the same paths).
+func readsChanged(was, now json.RawMessage) string {
+	var a, b struct {
+		Reads []string `json:"reads"`
+	}
+	if json.Unmarshal(was, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return ""
+	}
+	diff := func(x, y []string) []string { // in x, not in y
+		in := make(map[string]bool, len(y))
+		for _, p := range y {
+			in[p] = true
+		}
+		var out []string
+		for _, p := range x {
+			if !in[p] {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	say := func(what string, paths []string) string {
+		s := what + ": " + paths[0]
+		if len(paths) > 1 {
+			s += fmt.Sprintf(" and %d more", len(paths)-1)
+		}
+		return s
+	}
+	if added := diff(b.Reads, a.Reads); len(added) > 0 {
+		return say("input added", added)
+	}
+	if removed := diff(a.Reads, b.Reads); len(removed) > 0 {
+		return say("input removed", removed)
+	}
+	return ""
 }
 
 // partsChanged names the parts of a cache key that differ between two Parts documents.
