@@ -178,11 +178,11 @@ func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]
 }
 
 // cacheLookupQuery selects the unexpired entries of a key (?1, at ?2) with the file records of
-// their attempts (sqlrow.CacheLookupColumns), in one statement; unordered: CacheEntries sorts
-// them (a query's ORDER BY costs a sorter even for the one row a key mostly has).
+// their attempts (sqlrow.CacheLookupColumns), in one statement; unordered, entries and records
+// (an ORDER BY costs SQLite a sorter even for the one row a key mostly has): CacheEntries and
+// sqlrow.CacheLookup sort them.
 const cacheLookupQuery = `SELECT ` + sqlrow.CacheColumns + `, (SELECT json_group_array(json_array(` + sqlrow.CacheFileFields + `))
-		FROM (SELECT * FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key AND f.attempt = c.attempt
-		ORDER BY f.id))
+		FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key AND f.attempt = c.attempt)
 	FROM cache_entries c WHERE key = ?1 AND (expires_at = 0 OR expires_at > ?2)`
 
 // cacheOrder is the order cache entries are listed in: newest first; for the same CreatedAt,

@@ -1,8 +1,10 @@
 package sqlrow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -13,7 +15,8 @@ import (
 // CacheLookupColumns lists, in order, the columns of a row of a store's CacheEntries query,
 // which selects a key's entries with the file records of each entry's attempt in one
 // statement: the entry's columns (CacheColumns), then its records as the text of a JSON array
-// with one array per record (CacheFileFields, by ID), or NULL for none, built by the database.
+// with one array per record (CacheFileFields, in any order), or NULL for none, built by the
+// database.
 const CacheLookupColumns = CacheColumns + ", files"
 
 // CacheFileFields lists, in order, the columns of file_records each array of the files column
@@ -21,7 +24,7 @@ const CacheLookupColumns = CacheColumns + ", files"
 const CacheFileFields = "id, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at"
 
 // CacheLookup reads a row of a CacheEntries query (CacheLookupColumns): the entry with its
-// Files. A files column that is not such JSON is an error naming the entry.
+// Files, by ID. A files column that is not such JSON is an error naming the entry.
 func CacheLookup(sc Scanner) (store.CacheEntry, error) {
 	var e store.CacheEntry
 	var parts, output, fileRefs, files []byte
@@ -39,6 +42,8 @@ func CacheLookup(sc Scanner) (store.CacheEntry, error) {
 	if e.Files, err = cacheFiles(files, e.RunID, e.StepKey, e.Attempt); err != nil {
 		return e, fmt.Errorf("the file records of cache entry %s (step %s of run %s, attempt %d): %w", e.Key, e.StepKey, e.RunID, e.Attempt, err)
 	}
+	// By ID: a database that aggregates them in index order (SQLite, for no sorter) need not.
+	slices.SortFunc(e.Files, func(a, b store.FileRecord) int { return cmp.Compare(a.ID, b.ID) })
 	return e, nil
 }
 
