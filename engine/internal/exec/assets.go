@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -67,13 +68,29 @@ func (r *runner) filesError(sp *stepPlan, field string, err error) stepEnd {
 	return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: %s: %v", sp.st.ID, field, err)}
 }
 
+// expandBase is the base filehash.Expand is given for patterns: the working directory ("") when
+// one is relative, else the first (any absolute base will do then, and the working directory
+// costs os.Getwd two stats on each expansion: a cached step's lookup makes one).
+func expandBase(patterns []string) string {
+	for _, p := range patterns {
+		if !filepath.IsAbs(p) {
+			return ""
+		}
+	}
+	if len(patterns) == 0 {
+		return ""
+	}
+	return patterns[0]
+}
+
 // declaredReads expands the step's reads (globs) before a call and stats what they name.
 func (r *runner) declaredReads(sp *stepPlan, f *frame) (stepFiles, error) {
 	var sf stepFiles
 	if len(sp.reads) == 0 {
 		return sf, nil
 	}
-	paths, err := filehash.Expand("", renderPaths(sp.reads, f), r.maxFiles())
+	pats := renderPaths(sp.reads, f)
+	paths, err := filehash.Expand(expandBase(pats), pats, r.maxFiles())
 	if err != nil {
 		return sf, err
 	}
@@ -123,7 +140,8 @@ func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res t
 		}
 	}
 	if len(sp.writes) > 0 {
-		writes, err := filehash.Expand("", renderPaths(sp.writes, f), limit)
+		pats := renderPaths(sp.writes, f)
+		writes, err := filehash.Expand(expandBase(pats), pats, limit)
 		if err != nil {
 			return nil, err
 		}
