@@ -250,6 +250,16 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     code, out, _ = cli(capsys, "cache", "explain", "last", "assemble")
     assert "cache miss, it ran: input changed: %s" % (folder / "assets" / "chair.usda") in out
 
+    # A new file matching the declared glob: the miss names it, and explain shows the reads before.
+    (folder / "assets" / "lamp.usda").write_text('def "lamp" {}\n')
+    cli(capsys, "run", "shot.yaml", "--tools", "asset_tools.py", "--json")
+    code, out, _ = cli(capsys, "cache", "explain", "last", "assemble")
+    assert "cache miss, it ran: input added: %s (declared inputs changed since run " % (
+        folder / "assets" / "lamp.usda") in out
+    assert "differs in: declared inputs" in out
+    assert "  reads    was %s, %s" % (folder / "assets" / "chair.usda", folder / "assets" / "table.usda") in out
+    (folder / "assets" / "lamp.usda").unlink()
+
     # Errors: a step without cache:, an unknown step, options of another action.
     code, _, err = cli(capsys, "cache", "explain", first, "render")
     assert code == 1 and "step render of run %s made no cache lookup (completed)" % first in err
@@ -281,7 +291,7 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
                                       "time\n" % first)
     monkeypatch.setattr(cache_cli, "_interactive", lambda ctx: False)
     code, out, _ = cli(capsys, "cache", "purge", "--json")
-    assert (code, json.loads(out)) == (0, {"purged": 2})
+    assert (code, json.loads(out)) == (0, {"purged": 3})
     assert cli(capsys, "cache", "list")[1].splitlines()[-1] == "(no cache entries)"
     # The hit's entry is gone: explain says so; the next run assembles again.
     code, out, _ = cli(capsys, "cache", "explain", second, "assemble")

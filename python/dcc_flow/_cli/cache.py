@@ -26,6 +26,10 @@ KEY_DIGITS = 12
 PARTS = (("tool", "tool"), ("version", "version"), ("args", "arguments"), ("env", "environment"),
          ("key", "extra key"), ("reads", "declared inputs"))
 
+#: How the engine's reasons of a miss whose key nothing had before begin: ``explain`` shows the
+#: entry before (of the same step) and what differs from it.
+NEW_KEY_REASONS = ("no earlier run with this key", "input added: ", "input removed: ")
+
 #: Paths of a key's ``reads`` that ``explain`` prints (``--json`` has them all).
 READS_SHOWN = 10
 
@@ -194,7 +198,7 @@ class CacheCommand(Command):
             served_env = _attempt_env(engine, source) if hit else None
             previous: Optional[Dict[str, Any]] = None
             reason = str(miss.get("reason") or "")
-            if miss and reason.startswith("no earlier run with this key"):
+            if miss and reason.startswith(NEW_KEY_REASONS):
                 tool = entry.get("tool") if entry else (step.attempts[-1].tool if step.attempts else "")
                 previous = _previous_entry(engine, tool, result.name, step, key, enter.get("_time"))
         doc: Dict[str, Any] = {"run_id": result.run_id, "step_key": step.key, "hit": hit, "key": key,
