@@ -220,6 +220,12 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     assert lines[2:5] == ["made of:", "  tool     usd__assemble",
                           '  args     {"layers": ["assets/chair.usda", "assets/table.usda"], "out": "sh010.usda"}']
     assert lines[5] == "  reads    %s, %s" % (folder / "assets" / "chair.usda", folder / "assets" / "table.usda")
+    # The environment the tool's process reported (set_environment) is shown, not part of the key.
+    assert lines[6] == ("the attempt it was served from ran with usd 25.11, hdStorm 0.1: what its process reported, "
+                        "which is not part of the key")
+    code, out, _ = cli(capsys, "cache", "explain", second, "assemble", "--json")
+    assert json.loads(out)["from"] == {"run_id": first, "step_key": "assemble", "attempt": 1,
+                                       "env": {"dcc": "usd", "version": "25.11", "plugins": {"hdStorm": "0.1"}}}
     # The first run's miss.
     code, out, _ = cli(capsys, "cache", "explain", first, "assemble")
     assert out.splitlines()[0].endswith("cache miss, it ran: no earlier run with this key")
@@ -243,6 +249,16 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
     cli(capsys, "run", "shot.yaml", "--tools", "asset_tools.py", "--json")
     code, out, _ = cli(capsys, "cache", "explain", "last", "assemble")
     assert "cache miss, it ran: input changed: %s" % (folder / "assets" / "chair.usda") in out
+
+    # A new file matching the declared glob: the miss names it, and explain shows the reads before.
+    (folder / "assets" / "lamp.usda").write_text('def "lamp" {}\n')
+    cli(capsys, "run", "shot.yaml", "--tools", "asset_tools.py", "--json")
+    code, out, _ = cli(capsys, "cache", "explain", "last", "assemble")
+    assert "cache miss, it ran: input added: %s (declared inputs changed since run " % (
+        folder / "assets" / "lamp.usda") in out
+    assert "differs in: declared inputs" in out
+    assert "  reads    was %s, %s" % (folder / "assets" / "chair.usda", folder / "assets" / "table.usda") in out
+    (folder / "assets" / "lamp.usda").unlink()
 
     # Errors: a step without cache:, an unknown step, options of another action.
     code, _, err = cli(capsys, "cache", "explain", first, "render")
@@ -275,7 +291,7 @@ def test_cache_list_explain_and_purge(shot, capsys, monkeypatch):
                                       "time\n" % first)
     monkeypatch.setattr(cache_cli, "_interactive", lambda ctx: False)
     code, out, _ = cli(capsys, "cache", "purge", "--json")
-    assert (code, json.loads(out)) == (0, {"purged": 2})
+    assert (code, json.loads(out)) == (0, {"purged": 3})
     assert cli(capsys, "cache", "list")[1].splitlines()[-1] == "(no cache entries)"
     # The hit's entry is gone: explain says so; the next run assembles again.
     code, out, _ = cli(capsys, "cache", "explain", second, "assemble")
@@ -295,3 +311,70 @@ def test_show_lists_the_first_20_files_of_an_attempt(tmp_path, monkeypatch, caps
     files = [line for line in lines if line.startswith("           read  ok ")]
     assert len(files) == 20 and files[0].endswith("f00.exr") and files[-1].endswith("f19.exr")
     assert lines[-1] == "           … 3 more files"
+
+
+FAILING_TOOLS = textwrap.dedent('''
+    import os
+
+
+    def usd__build(out):
+        if os.path.exists("broken"):
+            raise RuntimeError("the layer is broken")
+        if out != "skip.usda":
+            with open(out, "w") as f:
+                f.write("built")
+        return {"usd": out}
+''')
+
+
+def test_cache_explain_of_a_miss_that_left_no_entry(tmp_path, monkeypatch, capsys):
+    """A miss whose call failed, and one whose declared output was never written: explain says
+    why the step ran, what its key was made of (kept with the lookup: there is no entry to read
+    them from), and why no entry was left."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DCC_FLOW_DB", str(tmp_path / "flow.db"))
+    (tmp_path / "in.usda").write_text("#usda 1.0\n")
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "build.yaml").write_text(textwrap.dedent("""
+        name: build
+        inputs: { out: { type: string, default: out.usda } }
+        steps:
+          - id: build
+            tool: usd__build
+            args: { out: "{{inputs.out}}" }
+            reads: in.usda
+            writes: "{{inputs.out}}"
+            cache: { version: "2" }
+    """))
+    (tmp_path / "broken").write_text("")
+    code, out, err = cli(capsys, "run", "build.yaml", "--tools", "tools.py", "--json")
+    assert code == 1, err
+    code, out, _ = cli(capsys, "cache", "explain", "last", "build")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].endswith("step build: cache miss, it ran: no earlier run with this key"), out
+    assert lines[2:6] == ["made of:", "  tool     usd__build", "  version  2", '  args     {"out": "out.usda"}'], out
+    assert lines[6] == "  reads    %s" % (tmp_path / "in.usda")
+    assert lines[7] == ("it failed (error: RuntimeError: the layer is broken), so it left no entry under this key: "
+                        "the next run with this key calls it again")
+    code, out, _ = cli(capsys, "cache", "explain", "last", "build", "--json")
+    doc = json.loads(out)
+    assert doc["status"] == "failed" and doc["entry"] is None and doc["reason"] == "no earlier run with this key"
+    assert doc["error"] == {"kind": "error", "message": "RuntimeError: the layer is broken"}
+    assert doc["parts"] == {"tool": "usd__build", "version": "2", "args": {"out": "out.usda"},
+                            "reads": [str(tmp_path / "in.usda")]}
+
+    # Completed, but its declared output was never written: no entry either, and explain names it.
+    (tmp_path / "broken").unlink()
+    code, out, err = cli(capsys, "run", "build.yaml", "--tools", "tools.py", "--input", "out=skip.usda", "--json")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "cache", "explain", "last", "build")
+    assert out.splitlines()[-1] == (
+        "it completed but left no entry: its write %s was missing when the attempt ended (an attempt's files must "
+        "all be hashed for a later run to check them)" % (tmp_path / "skip.usda")), out
+    # The same key again: the failed run left nothing to stand in for it.
+    code, out, err = cli(capsys, "run", "build.yaml", "--tools", "tools.py", "--json")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "cache", "explain", "last", "build")
+    assert "cache miss, it ran: no earlier run with this key" in out
+    assert "this run's attempt 1 left the entry" in out

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -34,81 +34,6 @@ const DefaultMaxFilesPerStep = filehash.DefaultMaxFiles
 
 // MaxFilesPerStepCeiling is the largest Limits.MaxFilesPerStep a config may set.
 const MaxFilesPerStepCeiling = 10_000_000
-
-// maxHashCache bounds the stat cache of an executor: past it, the cache starts afresh.
-const maxHashCache = 200_000
-
-// hashCache is the stat cache of an executor: the last hash of each path, trusted again without
-// reading the file while its size, modification time, device and inode are unchanged
-// (filehash.Recheck, git's index).
-type hashCache struct {
-	mu sync.Mutex
-	m  map[string]filehash.Result
-}
-
-// hash returns the state and hash of path now, reading it only when it changed since the
-// cache (or known, a recorded state) last saw it.
-func (c *hashCache) hash(ctx context.Context, path string, known *filehash.Result) filehash.Result {
-	c.mu.Lock()
-	prev, ok := c.m[path]
-	c.mu.Unlock()
-	var res filehash.Result
-	switch {
-	case ok && prev.State == filehash.StateOK:
-		res = filehash.Recheck(ctx, path, prev)
-	case known != nil && known.State == filehash.StateOK:
-		res = filehash.Recheck(ctx, path, *known)
-	default:
-		res = filehash.HashFile(ctx, path)
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxHashCache {
-		c.m = map[string]filehash.Result{}
-	}
-	if res.State == filehash.StateOK {
-		c.m[path] = res
-	} else {
-		delete(c.m, path)
-	}
-	c.mu.Unlock()
-	return res
-}
-
-// hashAll hashes paths on up to GOMAXPROCS goroutines; results in the order of paths.
-func (c *hashCache) hashAll(ctx context.Context, paths []string, known []*filehash.Result) []filehash.Result {
-	out := make([]filehash.Result, len(paths))
-	workers := min(runtime.GOMAXPROCS(0), len(paths))
-	if workers <= 1 {
-		for i, p := range paths {
-			out[i] = c.hash(ctx, p, knownAt(known, i))
-		}
-		return out
-	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = c.hash(ctx, paths[i], knownAt(known, i))
-			}
-		}()
-	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out
-}
-
-func knownAt(known []*filehash.Result, i int) *filehash.Result {
-	if i < len(known) {
-		return known[i]
-	}
-	return nil
-}
 
 // stepFiles is what an attempt of a tool step knows of its files before its call.
 type stepFiles struct {
@@ -143,13 +68,29 @@ func (r *runner) filesError(sp *stepPlan, field string, err error) stepEnd {
 	return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: %s: %v", sp.st.ID, field, err)}
 }
 
+// expandBase is the base filehash.Expand is given for patterns: the working directory ("") when
+// one is relative, else the first (any absolute base will do then, and the working directory
+// costs os.Getwd two stats on each expansion: a cached step's lookup makes one).
+func expandBase(patterns []string) string {
+	for _, p := range patterns {
+		if !filepath.IsAbs(p) {
+			return ""
+		}
+	}
+	if len(patterns) == 0 {
+		return ""
+	}
+	return patterns[0]
+}
+
 // declaredReads expands the step's reads (globs) before a call and stats what they name.
 func (r *runner) declaredReads(sp *stepPlan, f *frame) (stepFiles, error) {
 	var sf stepFiles
 	if len(sp.reads) == 0 {
 		return sf, nil
 	}
-	paths, err := filehash.Expand("", renderPaths(sp.reads, f), r.maxFiles())
+	pats := renderPaths(sp.reads, f)
+	paths, err := filehash.Expand(expandBase(pats), pats, r.maxFiles())
 	if err != nil {
 		return sf, err
 	}
@@ -199,7 +140,8 @@ func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res t
 		}
 	}
 	if len(sp.writes) > 0 {
-		writes, err := filehash.Expand("", renderPaths(sp.writes, f), limit)
+		pats := renderPaths(sp.writes, f)
+		writes, err := filehash.Expand(expandBase(pats), pats, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +168,7 @@ func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res t
 	for i, u := range uses {
 		paths[i] = u.path
 	}
-	hashed := r.x.hashes.hashAll(ctx, paths, nil)
+	hashed := r.x.hashes.hashAll(ctx, paths, nil, nil)
 	now := r.now()
 	recs := make([]store.FileRecord, len(uses))
 	for i, u := range uses {
@@ -301,8 +243,9 @@ type cacheFrom struct {
 }
 
 // cacheLookup finds a usable entry of key: the newest whose read files still have their hashes
-// and whose written files still exist with theirs. miss says why none is usable.
-func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key string, parts json.RawMessage) (hit *store.CacheEntry, miss string, err error) {
+// and whose written files still exist with theirs. miss says why none is usable. sf is the
+// step's declared reads, stat'ed just before: those stats stand for the entry's inputs'.
+func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key string, parts json.RawMessage, sf stepFiles) (hit *store.CacheEntry, miss string, err error) {
 	a, ok := r.x.cfg.Store.(store.Assets)
 	if !ok {
 		return nil, "the store keeps no cache", nil
@@ -316,50 +259,66 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key str
 	}
 	for i := range entries {
 		e := &entries[i]
-		why, err := r.cacheStale(ctx, a, e)
-		if err != nil {
-			return nil, "", err
+		if why := r.cacheStale(ctx, e, sf.before); why != "" {
+			if miss == "" {
+				miss = why // the newest entry's reason
+			}
+			continue
 		}
-		if why == "" {
-			return e, "", nil
-		}
-		if miss == "" {
-			miss = why // the newest entry's reason
-		}
+		return e, "", nil
 	}
 	return nil, miss, nil
 }
 
-// cacheStale says why entry e can no longer stand in for a call ("" when it can).
-func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheEntry) (string, error) {
-	files, err := a.Files(ctx, store.FileFilter{RunID: e.RunID, StepKey: e.StepKey, Attempt: e.Attempt})
-	if err != nil {
-		return "", err
-	}
+// cacheStale says why entry e can no longer stand in for a call ("" when it can): its files
+// (e.Files, as CacheEntries read them) are checked against what is on disk now, reading only
+// those whose stat moved (the stat cache); stats holds stats just taken, by path.
+func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[string]filehash.Info) string {
+	files := e.Files
 	paths := make([]string, len(files))
 	known := make([]*filehash.Result, len(files))
+	recorded := make([]filehash.Result, len(files))
 	for i, f := range files {
 		paths[i] = f.Path
-		k := lineage.Recorded(f)
-		known[i] = &k
+		recorded[i] = lineage.Recorded(f)
+		known[i] = &recorded[i]
 	}
-	now := r.x.hashes.hashAll(ctx, paths, known)
+	now := r.x.hashes.hashAll(ctx, paths, known, stats)
 	for i, f := range files {
 		cur := now[i]
 		switch {
 		case f.Role == store.FileRead && cur.State != filehash.StateOK:
-			return "input " + string(cur.State) + ": " + f.Path, nil
+			return "input " + string(cur.State) + ": " + f.Path
 		case f.Role == store.FileRead && cur.Hash != f.Hash:
-			return "input changed: " + f.Path, nil
+			return "input changed: " + f.Path
 		case cur.State == filehash.StateMissing:
-			return "output missing: " + f.Path, nil
+			return "output missing: " + f.Path
 		case cur.State != filehash.StateOK:
-			return "output " + string(cur.State) + ": " + f.Path, nil
+			return "output " + string(cur.State) + ": " + f.Path
 		case cur.Hash != f.Hash:
-			return "output changed: " + f.Path, nil
+			return "output changed: " + f.Path
 		}
 	}
-	return "", nil
+	return ""
+}
+
+// maxMissParts bounds the parts of a key a miss's step_enter carries: past it (arguments or
+// declared reads by the thousand) the detail says only how large they were.
+const maxMissParts = 16 << 10
+
+// cacheMissDetail is the detail of a miss's step_enter: {"cache": {"hit": false, "key",
+// "reason", "parts"}}, the parts of the key being what `dcc-flow cache explain` shows of a
+// step that left no entry to read them from (its call failed, or one of its files was not
+// hashed); "parts_bytes" instead when they are larger than maxMissParts.
+func cacheMissDetail(key, reason string, parts json.RawMessage) json.RawMessage {
+	c := map[string]any{"hit": false, "key": key, "reason": reason}
+	if len(parts) <= maxMissParts {
+		c["parts"] = parts
+	} else {
+		c["parts_bytes"] = len(parts)
+	}
+	b, _ := json.Marshal(map[string]any{"cache": c})
+	return b
 }
 
 // cacheMissWithoutEntry says why no entry has the key: the newest entry of the same tool and
@@ -398,7 +357,52 @@ func (r *runner) cacheMissWithoutEntry(ctx context.Context, a store.Assets, sp *
 	if entry == nil {
 		return "no earlier run with this key"
 	}
-	return "no earlier run with this key (" + partsChanged(entry.Parts, parts) + " since run " + entry.RunID + ")"
+	changed := partsChanged(entry.Parts, parts)
+	if changed == "declared inputs changed" && entry.StepKey == key {
+		if why := readsChanged(entry.Parts, parts); why != "" {
+			return why + " (declared inputs changed since run " + entry.RunID + ")"
+		}
+	}
+	return "no earlier run with this key (" + changed + " since run " + entry.RunID + ")"
+}
+
+// readsChanged says how the declared reads of two Parts documents differ: "input added: PATH"
+// (a new file matches a glob), else "input removed: PATH", with how many more when several
+// were; "" when neither is so (the same paths).
+func readsChanged(was, now json.RawMessage) string {
+	var a, b struct {
+		Reads []string `json:"reads"`
+	}
+	if json.Unmarshal(was, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return ""
+	}
+	diff := func(x, y []string) []string { // in x, not in y
+		in := make(map[string]bool, len(y))
+		for _, p := range y {
+			in[p] = true
+		}
+		var out []string
+		for _, p := range x {
+			if !in[p] {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	say := func(what string, paths []string) string {
+		s := what + ": " + paths[0]
+		if len(paths) > 1 {
+			s += fmt.Sprintf(" and %d more", len(paths)-1)
+		}
+		return s
+	}
+	if added := diff(b.Reads, a.Reads); len(added) > 0 {
+		return say("input added", added)
+	}
+	if removed := diff(a.Reads, b.Reads); len(removed) > 0 {
+		return say("input removed", removed)
+	}
+	return ""
 }
 
 // partsChanged names the parts of a cache key that differ between two Parts documents.

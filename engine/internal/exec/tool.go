@@ -84,7 +84,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: fmt.Sprintf("step %q: computing its cache key: %v", sp.st.ID, err)}
 		}
 		if !r.forced[in.row.Key] && !r.forced[sp.st.ID] { // a forced step is called again
-			hit, miss, err := r.cacheLookup(ctx, sp, in.row.Key, cacheKey, cacheParts)
+			hit, miss, err := r.cacheLookup(ctx, sp, in.row.Key, cacheKey, cacheParts, sf)
 			if err != nil {
 				return stepEnd{status: run.StepFailed, errKind: run.KindError, errMsg: "reading the content cache: " + err.Error()}
 			}
@@ -104,7 +104,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				return end
 			}
 			if in.enterPending {
-				in.enter.Detail, _ = json.Marshal(map[string]any{"cache": map[string]any{"hit": false, "key": cacheKey, "reason": miss}})
+				in.enter.Detail = cacheMissDetail(cacheKey, miss, cacheParts)
 			}
 		}
 	}

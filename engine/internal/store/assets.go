@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -15,9 +17,12 @@ type Assets interface {
 	// most f.Limit (≤ 0 = all).
 	Files(ctx context.Context, f FileFilter) ([]FileRecord, error)
 	// CacheEntries returns the entries of key that have not expired at now (ExpiresAt zero or
-	// after now), newest CreatedAt first.
+	// after now), newest CreatedAt first (SortCache), each with the file records of its attempt
+	// in CacheEntry.Files: what a cache lookup checks, read at once (one query in the SQL
+	// stores).
 	CacheEntries(ctx context.Context, key string, now time.Time) ([]CacheEntry, error)
-	// ListCache returns the entries matching f, newest CreatedAt first, expired ones too.
+	// ListCache returns the entries matching f, newest CreatedAt first, expired ones too, with
+	// no Files.
 	ListCache(ctx context.Context, f CacheFilter) ([]CacheEntry, error)
 	// PurgeCache deletes the entries matching f (f.Limit is ignored) and returns how many.
 	PurgeCache(ctx context.Context, f CacheFilter) (int, error)
@@ -129,6 +134,21 @@ type CacheEntry struct {
 	// (cache ttl_secs), zero for never.
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Files are the file records of the attempt (by ID, ascending) as CacheEntries returns
+	// them: what a lookup checks the files against. Ignored when writing; nil from ListCache.
+	Files []FileRecord
+}
+
+// SortCache orders entries as the stores list them: newest CreatedAt first; for the same
+// CreatedAt, by key, run, step and attempt.
+func SortCache(es []CacheEntry) {
+	slices.SortFunc(es, func(a, b CacheEntry) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.StepKey, b.StepKey),
+			cmp.Compare(a.Attempt, b.Attempt))
+	})
 }
 
 // CacheFilter selects cache entries; its zero value selects every one.

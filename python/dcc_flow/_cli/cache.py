@@ -26,6 +26,10 @@ KEY_DIGITS = 12
 PARTS = (("tool", "tool"), ("version", "version"), ("args", "arguments"), ("env", "environment"),
          ("key", "extra key"), ("reads", "declared inputs"))
 
+#: How the engine's reasons of a miss whose key nothing had before begin: ``explain`` shows the
+#: entry before (of the same step) and what differs from it.
+NEW_KEY_REASONS = ("no earlier run with this key", "input added: ", "input removed: ")
+
 #: Paths of a key's ``reads`` that ``explain`` prints (``--json`` has them all).
 READS_SHOWN = 10
 
@@ -191,20 +195,36 @@ class CacheCommand(Command):
             key = str((source or miss).get("key") or "")
             entries = engine.cache_entries(key=key) if key else []
             entry = _pick(entries, source) if hit else _pick(entries, {"run_id": result.run_id, "step_key": step.key})
+            served_env = _attempt_env(engine, source) if hit else None
             previous: Optional[Dict[str, Any]] = None
             reason = str(miss.get("reason") or "")
-            if miss and reason.startswith("no earlier run with this key"):
+            if miss and reason.startswith(NEW_KEY_REASONS):
                 tool = entry.get("tool") if entry else (step.attempts[-1].tool if step.attempts else "")
                 previous = _previous_entry(engine, tool, result.name, step, key, enter.get("_time"))
-        doc: Dict[str, Any] = {"run_id": result.run_id, "step_key": step.key, "hit": hit, "key": key}
+        doc: Dict[str, Any] = {"run_id": result.run_id, "step_key": step.key, "hit": hit, "key": key,
+                               "status": step.status.value}
         if hit:
             doc["from"] = {k: source.get(k) for k in ("run_id", "step_key", "attempt")}
+            if served_env:
+                doc["from"]["env"] = served_env
         else:
             doc["reason"] = reason
+            if step.error:
+                doc["error"] = {k: step.error.get(k) for k in ("kind", "message") if step.error.get(k)}
         doc["entry"] = entry
+        # The parts of the key: the entry's, else those the miss recorded (a step that left no
+        # entry: its call failed, or one of its files was not hashed).
+        parts = (entry or {}).get("parts") or (miss.get("parts") if isinstance(miss.get("parts"), dict) else None)
+        if not hit and entry is None:
+            doc["parts"] = parts
+            if parts is None and miss.get("parts_bytes"):
+                doc["parts_bytes"] = miss.get("parts_bytes")
+            unknown = _unhashed_files(step)
+            if unknown:
+                doc["unhashed"] = unknown
         if previous is not None:
             doc["previous"] = previous
-            doc["changed"] = _changed(previous.get("parts"), (entry or {}).get("parts"))
+            doc["changed"] = _changed(previous.get("parts"), parts)
         if args.json:
             ctx.print(json.dumps(doc, indent=2, ensure_ascii=False))
             return 0
@@ -222,16 +242,23 @@ class CacheCommand(Command):
             ctx.print(head + "miss, it ran: %s" % plain(doc.get("reason") or "no reason recorded"))
         ctx.print("key %s" % plain(doc["key"]))
         entry = doc.get("entry")
-        if entry:
+        parts = (entry or {}).get("parts") or doc.get("parts") or {}
+        if parts:
             ctx.print("made of:")
-            for line in _parts_lines(entry.get("parts") or {}):
+            for line in _parts_lines(parts):
                 ctx.print("  " + line)
+        elif doc.get("parts_bytes"):
+            ctx.print("made of: %s bytes of parts, more than the lookup keeps" % doc["parts_bytes"])
+        served_env = (doc.get("from") or {}).get("env")
+        if served_env:
+            ctx.print("the attempt it was served from ran with %s: what its process reported, which is not part of "
+                      "the key" % env_text(served_env, None))
+        if entry:
             if not doc["hit"]:
                 ctx.print("this run's attempt %s left the entry (%s): a later run with this key can use it"
                           % (entry.get("attempt"), when(entry.get("created_at"))))
         elif not doc["hit"]:
-            ctx.print("no entry holds this key from this run: its attempt failed, one of its files was missing, "
-                      "unreadable or changed while it ran, or the entry was purged")
+            ctx.print(_no_entry_text(doc))
         else:
             ctx.print("the entry it was served from is gone (purged since)")
         previous = doc.get("previous")
@@ -239,11 +266,60 @@ class CacheCommand(Command):
             ctx.print("the entry before, of run %s (key %s…), differs in: %s"
                       % (plain(previous.get("run_id")), plain(str(previous.get("key"))[:KEY_DIGITS]),
                          ", ".join(doc.get("changed") or ["nothing recorded"])))
-            was, now = previous.get("parts") or {}, (entry or {}).get("parts") or {}
+            was, now = previous.get("parts") or {}, parts
             for part, _name in PARTS:
-                if entry and was.get(part) != now.get(part):
+                if now and was.get(part) != now.get(part):
                     ctx.print("  %-8s was %s" % (part, _part_text(part, was.get(part))))
                     ctx.print("  %-8s now %s" % ("", _part_text(part, now.get(part))))
+
+
+def _attempt_env(engine: Any, src: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The environment the process that ran attempt ``src`` (run_id, step_key, attempt) reported
+    with it, None when it reported none or the attempt is gone (its run pruned)."""
+    try:
+        res = engine.get_status(str(src.get("run_id")), all_steps=True)
+    except Exception:  # noqa: BLE001 - the run may be pruned: nothing to show, not an error
+        return None
+    for step in res.steps:
+        if step.key == src.get("step_key"):
+            for att in step.attempts:
+                if att.attempt == src.get("attempt") and isinstance(att.env, dict) and att.env:
+                    return dict(att.env)
+    return None
+
+
+def _unhashed_files(step: Any) -> List[Dict[str, Any]]:
+    """The files of the step's last attempt that were not hashed (``state`` other than ``ok``):
+    why a completed attempt left no cache entry."""
+    if not step.attempts:
+        return []
+    out = []
+    for f in step.attempts[-1].files or []:
+        if f.get("state") != "ok":
+            out.append({k: f.get(k) for k in ("role", "path", "state") if f.get(k)})
+    return out
+
+
+def _no_entry_text(doc: Mapping[str, Any]) -> str:
+    """Why a miss left no entry under its key: its call failed, a file was not hashed, or the
+    entry was purged since."""
+    status = doc.get("status")
+    err = doc.get("error") or {}
+    if status == "failed":
+        what = ": ".join(plain(str(err[k])) for k in ("kind", "message") if err.get(k))
+        return ("it failed%s, so it left no entry under this key: the next run with this key calls it again"
+                % (" (%s)" % what if what else ""))
+    unhashed = doc.get("unhashed") or []
+    if status == "completed" and unhashed:
+        f = unhashed[0]
+        more = len(unhashed) - 1
+        return ("it completed but left no entry: its %s %s was %s when the attempt ended%s (an attempt's files "
+                "must all be hashed for a later run to check them)"
+                % (f.get("role", "file"), plain(str(f.get("path"))), f.get("state"),
+                   " (and %d more)" % more if more > 0 else ""))
+    if status == "completed":
+        return "the entry its attempt left is gone (purged since)"
+    return "it has not completed (%s): no entry yet" % plain(str(status))
 
 
 def _interactive(ctx: Context) -> bool:

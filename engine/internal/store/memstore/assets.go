@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"sort"
@@ -195,6 +194,7 @@ func (s *Store) putCache(es []store.CacheEntry) {
 			m = map[store.AttemptRef]store.CacheEntry{}
 			a.cache[e.Key] = m
 		}
+		e.Files = nil // read from the records (CacheEntries)
 		m[store.AttemptRef{RunID: e.RunID, StepKey: e.StepKey, Attempt: e.Attempt}] = e
 	}
 }
@@ -205,17 +205,6 @@ func cacheMatch(e *store.CacheEntry, f *store.CacheFilter) bool {
 		(f.RunID == "" || e.RunID == f.RunID) && (f.Before.IsZero() || e.CreatedAt.Before(f.Before))
 }
 
-// sortCache orders entries newest CreatedAt first; ties by key, run, step, attempt.
-func sortCache(es []store.CacheEntry) {
-	slices.SortFunc(es, func(a, b store.CacheEntry) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.StepKey, b.StepKey),
-			cmp.Compare(a.Attempt, b.Attempt))
-	})
-}
-
 // CacheEntries implements store.Assets.
 func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]store.CacheEntry, error) {
 	s.mu.RLock()
@@ -223,13 +212,17 @@ func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]
 	if s.closed {
 		return nil, store.ErrClosed
 	}
+	a := &s.assets
 	var out []store.CacheEntry
-	for _, e := range s.assets.cache[key] {
+	for ref, e := range a.cache[key] {
 		if e.ExpiresAt.IsZero() || e.ExpiresAt.After(now) {
+			for _, i := range a.byAtt[ref] { // in the order recorded: by ID
+				e.Files = append(e.Files, a.files[i].FileRecord)
+			}
 			out = append(out, e)
 		}
 	}
-	sortCache(out)
+	store.SortCache(out)
 	return out, nil
 }
 
@@ -244,7 +237,7 @@ func (s *Store) ListCache(ctx context.Context, f store.CacheFilter) ([]store.Cac
 	s.eachCache(&f, func(_ map[store.AttemptRef]store.CacheEntry, _ store.AttemptRef, e *store.CacheEntry) {
 		out = append(out, *e)
 	})
-	sortCache(out)
+	store.SortCache(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

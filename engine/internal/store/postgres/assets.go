@@ -176,13 +176,30 @@ func (s *Store) queryFiles(ctx context.Context, f *store.FileFilter, before int6
 // by key, run, step and attempt, byte-wise.
 const cacheOrder = `created_at DESC, key, run_id COLLATE "C", step_key, attempt`
 
-// CacheEntries implements store.Assets, through the unique index cache_entries_key.
+// CacheEntries implements store.Assets in one query (one round trip), through the unique
+// indexes cache_entries_key and file_records_attempt: each entry with the file records of its
+// attempt as a JSON array (sqlrow.CacheLookupColumns).
 func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]store.CacheEntry, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.queryCache(ctx, `SELECT `+sqlrow.CacheColumns+` FROM cache_entries
-		WHERE key = $1 AND (expires_at = 0 OR expires_at > $2) ORDER BY `+cacheOrder, text(key), nanos(now))
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlrow.CacheColumns+`, (SELECT json_agg(json_build_array(`+sqlrow.CacheFileFields+`) ORDER BY f.id)
+		FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key
+		AND f.attempt = c.attempt)::text
+		FROM cache_entries c WHERE key = $1 AND (expires_at = 0 OR expires_at > $2) ORDER BY `+cacheOrder, text(key), nanos(now))
+	if err != nil {
+		return nil, s.fault(err)
+	}
+	defer rows.Close()
+	var out []store.CacheEntry
+	for rows.Next() {
+		e, err := sqlrow.CacheLookup(rows)
+		if err != nil {
+			return nil, s.fault(err)
+		}
+		out = append(out, e)
+	}
+	return out, s.fault(rows.Err())
 }
 
 // ListCache implements store.Assets.

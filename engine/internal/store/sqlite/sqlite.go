@@ -193,6 +193,7 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("opening %s: %w", path, err)
 		}
 		r.SetMaxOpenConns(4)
+		r.SetMaxIdleConns(4) // as openReaders
 		if err = r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err == nil {
 			break
 		}
@@ -308,6 +309,10 @@ func openReaders(path string) (*sql.DB, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(4)
+	// All 4 kept open: database/sql keeps 2 idle by default, and concurrent reads (a foreach's
+	// cache lookups) then closed and opened the others again (a schema read and the statements
+	// prepared anew each time: most of what such a read cost).
+	db.SetMaxIdleConns(4)
 	return db, nil
 }
 

@@ -50,6 +50,7 @@ func ExerciseAssets(t *testing.T, newStore func(t *testing.T) AssetStore) {
 		{"FilesPaging", testFilesPaging},
 		{"FilesUnder", testFilesUnder},
 		{"CacheEntries", testCacheEntries},
+		{"CacheEntryFiles", testCacheEntryFiles},
 		{"CacheListAndPurge", testCacheListAndPurge},
 		{"AssetsPruned", testAssetsPruned},
 		{"AttemptEnv", testAttemptEnv},
@@ -537,6 +538,79 @@ func testCacheEntries(t *testing.T, s AssetStore) {
 	if len(got) != 2 || !sameCache(got[0], e1) || cacheName(got[1]) != "k1:r1/b" {
 		t.Errorf("after e1 was replaced, CacheEntries = %v (%+v); want e1 (newer now, whole), e3", cacheNames(got), got)
 	}
+}
+
+// testCacheEntryFiles: CacheEntries gives each entry the file records of its attempt (not of
+// another attempt or step of the run, nor another run's), by ID, read back whole — paths with
+// quotes, backslashes, control characters and bytes that are not UTF-8 (which a store keeping
+// text as PostgreSQL does may read back as U+FFFD), dev and ino past the largest int64, a
+// missing file's NULL hash — and as they are now (a record rewritten is read anew); an entry
+// whose attempt recorded none has none; Files given when writing are ignored; ListCache gives
+// none.
+func testCacheEntryFiles(t *testing.T, s AssetStore) {
+	ctx := context.Background()
+	rec := func(runID, step string, attempt int, role store.FileRole, path string) store.FileRecord {
+		return store.FileRecord{RunID: runID, StepKey: step, Attempt: attempt, Role: role, Path: path, State: store.FileOK,
+			Size: int64(len(path)), ModTime: t0.Add(time.Duration(len(path)) * time.Nanosecond), Dev: 1<<64 - 3, Ino: 1<<63 + 5,
+			Hash: testHash, RecordedAt: t0.Add(time.Second)}
+	}
+	odd := "/show/it's \"q\" \\ \x01\n\t é😀 bad\xff.usd"
+	mine := []store.FileRecord{
+		rec("r1", "each[0].a", 1, store.FileRead, `C:\Show\in.usd`),
+		rec("r1", "each[0].a", 1, store.FileWrite, "/show/out.usd"),
+		rec("r1", "each[0].a", 1, store.FileRead, odd),
+	}
+	missing := rec("r1", "each[0].a", 1, store.FileRead, "/show/gone.usd")
+	missing.State, missing.Hash, missing.Error, missing.Size, missing.Dev, missing.Ino = store.FileMissing, "", "no such file", 0, 0, 0
+	mine = append(mine, missing)
+	others := []store.FileRecord{
+		rec("r1", "each[0].a", 2, store.FileRead, "/show/attempt2.usd"),
+		rec("r1", "each[1].a", 1, store.FileRead, "/show/other-step.usd"),
+		rec("r2", "each[0].a", 1, store.FileRead, "/show/other-run.usd"),
+	}
+	entry := func(runID, step string, attempt int, created time.Time) store.CacheEntry {
+		return store.CacheEntry{Key: "k", Tool: "t", RunID: runID, StepKey: step, Attempt: attempt, Output: json.RawMessage(`1`), CreatedAt: created}
+	}
+	withFiles := entry("r1", "each[0].a", 1, t0)
+	withFiles.Files = []store.FileRecord{rec("r1", "each[0].a", 1, store.FileRead, "/not/recorded.usd")} // ignored
+	bare := entry("r2", "each[9].a", 1, t0.Add(time.Minute))
+	// The records in two batches, interleaved with the others', so that the entry's IDs are
+	// not consecutive.
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0), newRun("r2", t0)},
+		Files: []store.FileRecord{mine[0], others[0], mine[1], others[1]}})
+	write(t, s, &store.Batch{Files: []store.FileRecord{others[2], mine[2], mine[3]}, CacheEntries: []store.CacheEntry{withFiles, bare}})
+
+	check := func(what string, want []store.FileRecord) {
+		t.Helper()
+		got, err := s.CacheEntries(ctx, "k", t0)
+		if err != nil || len(got) != 2 || cacheName(got[0]) != "k:r2/each[9].a" || cacheName(got[1]) != "k:r1/each[0].a" {
+			t.Fatalf("%s: CacheEntries(k) = %v, %v; want the bare entry, then the one with files", what, cacheNames(got), err)
+		}
+		if len(got[0].Files) != 0 {
+			t.Errorf("%s: the entry whose attempt recorded no file has Files %v; want none", what, fileKeys(got[0].Files))
+		}
+		all := files(t, s, store.FileFilter{RunID: "r1", StepKey: "each[0].a", Attempt: 1})
+		if len(got[1].Files) != len(want) || len(all) != len(want) {
+			t.Fatalf("%s: the entry's Files = %v; want %v (Files has %v)", what, fileKeys(got[1].Files), fileKeys(want), fileKeys(all))
+		}
+		for i, f := range got[1].Files {
+			w := want[i]
+			if f.Path != w.Path && f.Path == strings.ToValidUTF8(w.Path, "\uFFFD") {
+				w.Path = f.Path // as the store keeps text
+			}
+			if !sameFile(f, w) || f.ID != all[i].ID {
+				t.Errorf("%s: the entry's file %d = %+v;\nwant %+v with ID %d (as Files reads it)", what, i, f, w, all[i].ID)
+			}
+		}
+	}
+	check("written", mine)
+	if got, err := s.ListCache(ctx, store.CacheFilter{Key: "k"}); err != nil || len(got) != 2 || got[0].Files != nil || got[1].Files != nil {
+		t.Errorf("ListCache(k) = %+v, %v; want the two entries without Files", got, err)
+	}
+	// A record rewritten: the entry reads it as it is now.
+	mine[1].Hash, mine[1].Size = "blake3:"+strings.Repeat("0", 64), 99
+	write(t, s, &store.Batch{Files: []store.FileRecord{mine[1]}})
+	check("after a record was rewritten", mine)
 }
 
 // testCacheListAndPurge: ListCache's filters, alone and together, newest first, expired entries
