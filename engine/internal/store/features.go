@@ -417,13 +417,15 @@ type CallQueue interface {
 	// interrupted step row) or of attempt c.Attempt (the same adoption made again, after a lost
 	// connection). Any other call of the step that is newer, whatever its tool or status, hides
 	// a done one. The adopted call's attempt becomes c.Attempt, the adopter's, so that the next
-	// adopter finds it by the attempt the step row then records.
+	// adopter finds it by the attempt the step row then records; a call still queued also
+	// takes c.Traceparent when it is not "".
 	AdoptCall(ctx context.Context, c QueuedCall) (int64, bool, error)
 	// ClaimCall claims the oldest queued call for this engine — a host-tool call (Remote "")
 	// of one of tools, or a call of one of remotes (a worker pool or MCP server it has) — with
 	// a lease of the engine's lease_secs, and returns it; nil when none is queued, or when tools
 	// and remotes are both empty. Oldest is the smallest id. Engines claiming at once never get
-	// the same call (FOR UPDATE SKIP LOCKED).
+	// the same call (FOR UPDATE SKIP LOCKED). The call returned has every field EnqueueCall
+	// stored (Traceparent included) but Nonce.
 	ClaimCall(ctx context.Context, tools, remotes []string) (*QueuedCall, error)
 	// CompleteCall records the outcome of a call this engine claimed, and reports whether it
 	// did: false when the call is no longer this engine's claim (cancelled, or failed
@@ -496,6 +498,13 @@ type QueuedCall struct {
 	// Nonce, when set, makes EnqueueCall idempotent: unique per call, made by the engine that
 	// queues it. "" = none (every EnqueueCall adds a call).
 	Nonce string
+	// Traceparent is the W3C traceparent of the call's span in the orchestrating engine's trace
+	// (docs/guide/tracing.md), "" when it does not trace: EnqueueCall stores it and ClaimCall
+	// returns it, so that the claiming engine hands it to the tool (tools.Call.Traceparent).
+	// AdoptCall gives a call still queued the adopter's (when not ""), the span of the resumed
+	// step's call; a claimed or done call keeps the one its tool got. Stored as text (PostgreSQL
+	// migration 0014).
+	Traceparent string
 }
 
 // CallOutcome is what a queued call returned: Output (JSON text) or an error.

@@ -36,7 +36,7 @@ const (
 
 // call is one row of the queue.
 type call struct {
-	c          store.QueuedCall // ID, RunID, StepKey, Attempt, Tool, Remote, Args, Nonce
+	c          store.QueuedCall // ID, RunID, StepKey, Attempt, Tool, Remote, Args, Nonce, Traceparent
 	status     string
 	claimedBy  string
 	leaseUntil time.Time // zero unless claimed
@@ -88,7 +88,8 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 	db.lastCall++
 	id := db.lastCall
 	row := &call{c: store.QueuedCall{ID: id, RunID: text(c.RunID), StepKey: text(c.StepKey), Attempt: c.Attempt, Tool: c.Tool,
-		Remote: text(c.Remote), Args: json.RawMessage(argsText(c.Args)), Nonce: text(c.Nonce)}, status: callQueued}
+		Remote: text(c.Remote), Args: json.RawMessage(argsText(c.Args)), Nonce: text(c.Nonce), Traceparent: text(c.Traceparent)},
+		status: callQueued}
 	db.calls[id] = row
 	if row.c.Nonce != "" {
 		db.nonces[row.c.Nonce] = id
@@ -103,7 +104,8 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 
 // AdoptCall finds the newest call still queued or claimed of c's run, step, tool, remote and
 // args, else, when c.Interrupted > 0, the step's newest call if it is done and of attempt
-// c.Interrupted or c.Attempt; the call's attempt becomes c.Attempt.
+// c.Interrupted or c.Attempt; the call's attempt becomes c.Attempt, and a queued call's
+// traceparent c.Traceparent (when not "").
 func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool, error) {
 	if _, err := s.attached(); err != nil {
 		return 0, false, err
@@ -140,6 +142,9 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 		return 0, false, nil
 	}
 	found.c.Attempt = c.Attempt
+	if found.status == callQueued && c.Traceparent != "" {
+		found.c.Traceparent = text(c.Traceparent)
+	}
 	return found.c.ID, true, nil
 }
 

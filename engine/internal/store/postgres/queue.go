@@ -39,13 +39,14 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 	var id int64
 	err = s.retryLost(ctx, c.Nonce != "", func() error {
 		err := s.pool.QueryRow(ctx, `WITH prev AS (SELECT id FROM tool_calls WHERE nonce = $8),
-		c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by, nonce)
-			SELECT $1::text, $2::text, $3::int, $4::text, $5::text, $6::text, $7::text, $8::text WHERE NOT EXISTS (SELECT 1 FROM prev)
+		c AS (INSERT INTO tool_calls (run_id, step_key, attempt, tool, remote, args, enqueued_by, nonce, traceparent)
+			SELECT $1::text, $2::text, $3::int, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text WHERE NOT EXISTS (SELECT 1 FROM prev)
 			ON CONFLICT (nonce) WHERE nonce IS NOT NULL DO NOTHING
 			RETURNING id, tool, remote)
 		SELECT c.id, pg_notify('`+callsChannel+`', CASE WHEN c.remote = '' THEN 'q:' || c.tool ELSE 'r:' || c.remote END)::text FROM c
 		UNION ALL SELECT id, '' FROM prev`,
-			text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id, textPtr(c.Nonce)).Scan(&id, new(string))
+			text(c.RunID), text(c.StepKey), c.Attempt, c.Tool, text(c.Remote), text(args), l.id, textPtr(c.Nonce),
+			text(c.Traceparent)).Scan(&id, new(string))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The nonce's row was inserted by a try still in flight when this one started (a
 			// connection cut, not a restart), committed since: it is the call.
@@ -68,7 +69,7 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 }
 
 // AdoptCall finds the newest call still queued or claimed of c's run, step, tool, remote and
-// args (the tool_calls_live index).
+// args (the tool_calls_live index); a queued one takes c.Traceparent (migration 0014).
 func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool, error) {
 	if _, err := s.attached(); err != nil {
 		return 0, false, err
@@ -89,8 +90,11 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 			AND (status IN ('queued', 'claimed') OR status = 'done' AND $6 > 0 AND attempt IN ($6, $7)
 				AND id = (SELECT max(id) FROM tool_calls WHERE run_id = $1 AND step_key = $2))
 			ORDER BY status IN ('queued', 'claimed') DESC, id DESC LIMIT 1)
-			UPDATE tool_calls t SET attempt = $7 FROM f WHERE t.id = f.id RETURNING t.id`,
-			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args), int64(c.Interrupted), int64(c.Attempt)).Scan(&id)
+			UPDATE tool_calls t SET attempt = $7,
+				traceparent = CASE WHEN t.status = 'queued' AND $8::text <> '' THEN $8::text ELSE t.traceparent END
+			FROM f WHERE t.id = f.id RETURNING t.id`,
+			text(c.RunID), text(c.StepKey), c.Tool, text(c.Remote), text(args), int64(c.Interrupted), int64(c.Attempt),
+			text(c.Traceparent)).Scan(&id)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -102,7 +106,7 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 }
 
 // ClaimCall claims the oldest queued call of one of tools (host-tool calls) or of one of
-// remotes (calls of a remote).
+// remotes (calls of a remote), with its traceparent (migration 0014).
 func (s *Store) ClaimCall(ctx context.Context, tools, remotes []string) (*store.QueuedCall, error) {
 	l, err := s.attached()
 	if err != nil {
@@ -124,8 +128,8 @@ func (s *Store) ClaimCall(ctx context.Context, tools, remotes []string) (*store.
 		WHERE id = (SELECT id FROM tool_calls WHERE status = 'queued'
 				AND (remote = '' AND tool = ANY($1) OR remote <> '' AND remote = ANY($4))
 			ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)
-		RETURNING id, run_id, step_key, attempt, tool, remote, args`, tools, l.id, l.secs, remotes).
-		Scan(&c.ID, &c.RunID, &c.StepKey, &c.Attempt, &c.Tool, &c.Remote, &args)
+		RETURNING id, run_id, step_key, attempt, tool, remote, args, traceparent`, tools, l.id, l.secs, remotes).
+		Scan(&c.ID, &c.RunID, &c.StepKey, &c.Attempt, &c.Tool, &c.Remote, &args, &c.Traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

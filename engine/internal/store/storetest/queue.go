@@ -27,7 +27,8 @@ type QueueStore interface {
 // database for each call. It pins the claims (oldest first, by tool or by remote, once among
 // claimers at once), outcomes and statuses (with their files and env), the nonce, the claim lease (renewal, expiry as
 // worker_lost once among expirers, a late outcome dropped), cancellation (also by a Write that
-// ends the run), reports, adoption, housekeeping and the wake-ups of ListenCalls.
+// ends the run), reports, adoption, housekeeping, the traceparent a call carries and the
+// wake-ups of ListenCalls.
 func ExerciseCallQueue(t *testing.T, newDB func(t *testing.T) Shared[QueueStore]) {
 	t.Helper()
 	tests := []struct {
@@ -38,6 +39,7 @@ func ExerciseCallQueue(t *testing.T, newDB func(t *testing.T) Shared[QueueStore]
 		{"RemoteCalls", testRemoteCalls},
 		{"FilesAndEnv", testCallFilesAndEnv},
 		{"NonceIsIdempotent", testNonce},
+		{"Traceparent", testCallTraceparent},
 		{"ClaimLeaseAndExpiry", testCallExpiry},
 		{"Cancel", testCancelCall},
 		{"EndedRunCancelsItsCalls", testEndedRunCalls},
@@ -299,6 +301,47 @@ func testCallFilesAndEnv(t *testing.T, db Shared[QueueStore]) {
 	}
 	if st, out := callStatus(t, o, id); st != "done" || out.ErrorKind != run.KindWorkerLost || out.Files != nil || out.Env != nil {
 		t.Fatalf("an expired claim = %s, %+v; want worker_lost without files or env", st, out)
+	}
+}
+
+// testCallTraceparent: a call's traceparent reaches its claimer as queued (a host-tool call's
+// and a remote's; "" for a call queued without one), and so does the adopter's when a resumed
+// step adopts the call while it is still queued (an adopter without one leaves it).
+func testCallTraceparent(t *testing.T, db Shared[QueueStore]) {
+	ctx := context.Background()
+	o, w := attachAs(t, db, "O"), attachAs(t, db, "W")
+	const tp1 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	const tp2 = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+	const tp3 = "00-4bf92f3577b34da6a3ce929d0e0e4736-53995c3f42cd8ad8-01"
+	host := enqueue(t, o, store.QueuedCall{RunID: "r", StepKey: "a", Attempt: 1, Tool: "export", Traceparent: tp1})
+	remote := enqueue(t, o, store.QueuedCall{RunID: "r", StepKey: "b", Attempt: 1, Tool: "export", Remote: "maya", Traceparent: tp2})
+	none := enqueue(t, o, store.QueuedCall{RunID: "r", StepKey: "c", Attempt: 1, Tool: "export"})
+	for _, want := range []struct {
+		id int64
+		tp string
+	}{{host, tp1}, {remote, tp2}, {none, ""}} {
+		c := claim(t, w, []string{"export"}, []string{"maya"})
+		if c == nil || c.ID != want.id || c.Traceparent != want.tp {
+			t.Fatalf("claim = %+v; want call %d with traceparent %q", c, want.id, want.tp)
+		}
+	}
+	// Adoption: a queued call takes the adopter's traceparent (its tool has not seen one yet);
+	// an adopter without one leaves it.
+	q := store.QueuedCall{RunID: "r", StepKey: "d", Attempt: 1, Tool: "render", Args: json.RawMessage(`{"f":1}`), Traceparent: tp1}
+	queued := enqueue(t, o, q)
+	adopt := func(c store.QueuedCall, want int64) {
+		t.Helper()
+		if id, ok, err := o.AdoptCall(ctx, c); err != nil || !ok || id != want {
+			t.Fatalf("AdoptCall = %d, %v, %v; want %d", id, ok, err, want)
+		}
+	}
+	q.Attempt, q.Traceparent = 2, ""
+	adopt(q, queued)
+	q.Attempt, q.Traceparent = 3, tp3
+	adopt(q, queued)
+	c := claim(t, w, []string{"render"}, nil)
+	if c == nil || c.ID != queued || c.Attempt != 3 || c.Traceparent != tp3 {
+		t.Fatalf("claim of the adopted call = %+v; want call %d, attempt 3, the adopter's traceparent %q", c, queued, tp3)
 	}
 }
 
