@@ -17,6 +17,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing/tracectx"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -32,7 +33,8 @@ import (
 // heartbeat; a claim whose lease expired (its engine died) is failed worker_lost by whichever
 // engine's heartbeat notices first, and the step is retried per its policy. What the call
 // reports while it runs (progress, log lines) is relayed the same way (relay.go); the
-// files it read and wrote and its env cross with its outcome (queue_files.go).
+// files it read and wrote and its env cross with its outcome (queue_files.go); the traceparent
+// of its call span goes with the call, to the tool on the claiming engine (docs/guide/tracing.md).
 
 const (
 	// QueuePoll is the fallback poll of waiters and claimers when no notification comes.
@@ -248,7 +250,7 @@ func (cq *Queue) Call(ctx context.Context, call tools.Call) (tools.Result, error
 		return tools.Failure(run.KindInvalidInput, "the args cannot be queued as JSON: "+err.Error()), nil
 	}
 	id, err := cq.q.EnqueueCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt, Tool: call.Tool,
-		Remote: call.DCC, Args: args, Nonce: newNonce()})
+		Remote: call.DCC, Args: args, Nonce: newNonce(), Traceparent: call.Traceparent})
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, ctx.Err()
@@ -272,7 +274,7 @@ func (cq *Queue) Adopt(ctx context.Context, call tools.Call) (tools.Result, bool
 		return tools.Result{}, false, nil // Call reports it
 	}
 	id, ok, err := cq.q.AdoptCall(ctx, store.QueuedCall{RunID: call.RunID, StepKey: call.StepKey, Attempt: call.Attempt,
-		Interrupted: call.AdoptAttempt, Tool: call.Tool, Remote: call.DCC, Args: args})
+		Interrupted: call.AdoptAttempt, Tool: call.Tool, Remote: call.DCC, Args: args, Traceparent: call.Traceparent})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return tools.Result{}, true, ctx.Err()
@@ -430,7 +432,8 @@ func (cq *Queue) claimAll(qctx context.Context) {
 // run runs a claimed call through the host-tool path (a call of a remote: through this
 // engine's remote pool, as a local tool_remote or pooled call) and writes its outcome, with
 // the worker that ran it (this engine, and the pool worker when there is one), its log lines,
-// and the files it read and wrote and its env (carryFiles).
+// and the files it read and wrote and its env (carryFiles). The tool gets the call's
+// traceparent (store.QueuedCall.Traceparent).
 func (cq *Queue) run(qctx, ctx context.Context, cancel context.CancelFunc, c *store.QueuedCall) {
 	defer cq.wg.Done()
 	defer func() {
@@ -453,6 +456,13 @@ func (cq *Queue) run(qctx, ctx context.Context, cancel context.CancelFunc, c *st
 		rl := newRelay(cq.q, c.ID, cq.clock)
 		call := tools.Call{RunID: c.RunID, StepKey: c.StepKey, Tool: c.Tool, DCC: c.Remote, Args: args, Attempt: c.Attempt,
 			Queued: true, Reporter: rl}
+		// The traceparent of the call's span in the orchestrating engine's trace goes to the tool
+		// (a host tool's PendingCall, a pool worker's tools/call _meta), so that its spans join
+		// the run's trace; one not of the W3C form is dropped.
+		if tracectx.Valid(c.Traceparent) {
+			call.Traceparent = c.Traceparent
+			ctx = tracectx.With(ctx, c.Traceparent)
+		}
 		var res tools.Result
 		if c.Remote != "" {
 			res, err = cq.caller.CallRemote(ctx, call)

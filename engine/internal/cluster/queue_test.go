@@ -19,6 +19,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing/tracectx"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -480,6 +481,36 @@ func TestQueueRedteamUnreadableFilesOnTheQueue(t *testing.T) {
 		}
 		if tc.kind == run.KindInvalidOutput && !strings.Contains(r.Error.Message, fmt.Sprintf("the files of queued call %d are not a JSON list", c.ID)) {
 			t.Fatalf("message %q", r.Error.Message)
+		}
+	}
+}
+
+// The traceparent of a queued call's span crosses the queue: B's tool gets it as
+// Call.Traceparent and in its context (tracectx, for a pool worker's _meta), a host tool's and
+// a remote's call alike; a call queued without one, or with one not of the W3C form, gets none.
+func TestQueueCallCarriesItsTraceparent(t *testing.T) {
+	type seen struct{ call, ctx string }
+	got := make(chan seen, 1)
+	p := twoEngines(t, true, func(ctx context.Context, call tools.Call) (tools.Result, error) {
+		got <- seen{call.Traceparent, tracectx.From(ctx)}
+		return ok(1)
+	})
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct {
+		name, remote, sent, want string
+	}{
+		{"host tool", "", tp, tp},
+		{"remote", "maya", tp, tp},
+		{"none", "", "", ""},
+		{"malformed", "", "00-zz-\n", ""},
+	} {
+		res, err := p.a.Call(context.Background(), tools.Call{RunID: "r1", StepKey: tc.name, Attempt: 1, Tool: "export", DCC: tc.remote,
+			Args: map[string]any{}, Traceparent: tc.sent})
+		if err != nil || res.Error != nil {
+			t.Fatalf("%s: Call: %+v %v", tc.name, res, err)
+		}
+		if s := <-got; s.call != tc.want || s.ctx != tc.want {
+			t.Errorf("%s: B's tool got traceparent %q (context %q); want %q", tc.name, s.call, s.ctx, tc.want)
 		}
 	}
 }
