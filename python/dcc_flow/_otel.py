@@ -17,9 +17,9 @@ import atexit
 import importlib
 import os
 import sys
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
-__all__ = ["enter", "leave", "setup_export"]
+__all__ = ["enter", "leave", "export_asked", "setup_export"]
 
 
 def enter(traceparent: Optional[str]) -> Any:
@@ -46,23 +46,41 @@ def leave(token: Any) -> None:
         pass
 
 
+def export_asked(environ: Optional[Mapping[str, str]] = None) -> Tuple[str, str]:
+    """Whether the environment asks for the OTLP export of traces, as the OpenTelemetry SDKs read
+    it: ``(endpoint, "")`` when ``OTEL_SDK_DISABLED`` is not ``true`` (any case),
+    ``OTEL_TRACES_EXPORTER`` is unset, empty or a comma-separated list holding ``otlp`` (its
+    default; ``none`` asks for no exporter), and ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (not blank; the SDKs' default endpoint,
+    localhost:4318, does not count: every process would export to it). Otherwise ``("", why
+    not)``. ``dcc-flow worker`` sets up its Python export by it (``setup_export``), and
+    ``dcc-flow run``, ``resume``, ``serve`` and ``worker --db`` turn the engine's tracing on by it
+    (docs/guide/tracing.md)."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return "", "OTEL_SDK_DISABLED is true"
+    exporters = [e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()]
+    if exporters and "otlp" not in exporters:
+        return "", "OTEL_TRACES_EXPORTER is %r" % env.get("OTEL_TRACES_EXPORTER")
+    endpoint = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+                or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip())
+    if not endpoint:
+        return "", "no OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    return endpoint, ""
+
+
 def setup_export(environ: Optional[Mapping[str, str]] = None) -> str:
     """Set up OTLP/HTTP export of this process's OpenTelemetry spans, when the environment asks
-    for it: ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set,
-    ``OTEL_TRACES_EXPORTER`` unset or ``otlp``, ``OTEL_SDK_DISABLED`` not ``true``. The SDK reads the
+    for it (``export_asked``: ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+    set, ``OTEL_TRACES_EXPORTER`` unset or naming ``otlp``, ``OTEL_SDK_DISABLED`` not ``true``). The SDK reads the
     other ``OTEL_*`` variables itself (``OTEL_SERVICE_NAME``, headers, ``OTEL_BSP_*``). The spans
     still queued are exported when the process exits.
 
     Returns what it did, one line: ``"exporting to URL"``, or why it did nothing (not asked, the
     packages are missing, a tracer provider is set already, the SDK failed)."""
-    env = os.environ if environ is None else environ
-    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return "not set up: OTEL_SDK_DISABLED is true"
-    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() not in ("otlp", ""):
-        return "not set up: OTEL_TRACES_EXPORTER is %r" % env.get("OTEL_TRACES_EXPORTER")
+    endpoint, why_not = export_asked(environ)
     if not endpoint:
-        return "not set up: no OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        return "not set up: " + why_not
     try:
         trace = importlib.import_module("opentelemetry.trace")
         sdk_trace = importlib.import_module("opentelemetry.sdk.trace")

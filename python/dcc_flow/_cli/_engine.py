@@ -5,6 +5,12 @@ Database: ``--db PATH``, else ``$DCC_FLOW_DB``, else ``.dcc-flow/flow.db`` in th
 directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept);
 ``--db postgresql://…`` (or ``postgres://``) is a PostgreSQL database (docs/operations/cluster.md).
 
+Engine settings: ``--config FILE`` (run, resume, serve, worker --db) is a JSON file of the engine
+config (``Engine(config=…)``'s keys: ``tracing``, ``openlineage``, ``env_allow``, ``defaults``,
+``remotes``…), under the command's own options; and when the standard ``OTEL_*`` variables ask for
+the OTLP export of traces and the config has no ``tracing`` section, those commands trace
+(``engine_config``; docs/guide/tracing.md).
+
 Tools: ``--tools MODULE`` imports a module (a dotted name, or a path to a ``.py`` file). If it
 defines ``register(engine)``, that is called; otherwise every public function defined in the
 module is registered as a main-lane tool under its name (a worker-lane one with ``run
@@ -17,15 +23,16 @@ import json
 import os
 import re
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .._engine import Engine
-from .._errors import DatabaseLockedError
+from .._errors import DatabaseLockedError, InvalidRequestError
 from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError
 
-__all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "load_remotes", "open_engine",
+__all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "add_config_argument", "load_remotes",
+           "load_config", "engine_config", "open_engine",
            "load_tools", "resolve_run",
            "RUN_HELP", "DEFAULT_DB", "DB_ENV",
            "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_log"]
@@ -59,6 +66,87 @@ def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
                              "name (the engine config's remotes object; docs/guide/pools.md)")
 
 
+def add_config_argument(parser: argparse.ArgumentParser, extra: str = "") -> None:
+    """``--config FILE``, for the commands whose engine runs tools (run, resume, serve, worker
+    --db); ``open_engine`` reads it (``engine_config``)."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="%sa JSON file of engine settings: the engine config's keys (tracing, openlineage, "
+                             "env_allow, defaults, remotes, ...); options given here win over it" % extra)
+
+
+#: Engine config keys --config does not take: the command line gives them.
+_NOT_IN_CONFIG_FILE = {"db": "--db PATH (or $%s)" % DB_ENV, "read_only": "the command (runs, status and show read)"}
+
+
+def load_config(path: str) -> Dict[str, Any]:
+    """The engine config object of the JSON file ``path`` (``--config``): a ``CliError`` naming
+    the file when it cannot be read, is not JSON or not an object, or holds ``db`` or
+    ``read_only``. Its keys are the engine's to check (an unknown one is refused when it opens,
+    named)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CliError("--config %s: %s" % (path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise CliError("--config %s: not JSON: %s" % (path, exc)) from None
+    if not isinstance(doc, dict):
+        raise CliError("--config %s: expected a JSON object of engine settings, e.g. "
+                       '{"tracing": {"enabled": true, "endpoint": "http://otel-collector:4318"}}' % path)
+    for key, instead in sorted(_NOT_IN_CONFIG_FILE.items()):
+        if key in doc:
+            raise CliError("--config %s: %r is not taken from the file; give it with %s" % (path, key, instead))
+    return doc
+
+
+def engine_config(args: argparse.Namespace, added: Optional[Mapping[str, Any]] = None, env_tracing: bool = True,
+                  environ: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, Any], bool]:
+    """The engine config of a command whose engine runs tools: the object of ``--config FILE``
+    (none: {}); ``--remotes FILE`` replaces its ``remotes``; ``added`` (``run --workers N``'s pool
+    and routes) joins them — a remote of the same name is an error naming the file, and a
+    ``tool_pools`` pattern of the file keeps the tools it routes. Then, when the config has no
+    ``tracing`` section and the environment asks for the OTLP export of traces
+    (``_otel.export_asked``: ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``…_TRACES_ENDPOINT`` set,
+    ``OTEL_TRACES_EXPORTER`` unset or naming ``otlp``, ``OTEL_SDK_DISABLED`` not ``true``),
+    ``{"tracing": {"enabled": true}}``: the engine reads the endpoint and the rest from the same
+    variables; the second value says whether it did. Not with ``env_tracing`` false (a dry run:
+    nothing runs). A ``remotes`` or ``tool_pools`` of the file that is not an object is left as it
+    is, for the engine to refuse, naming it."""
+    import fnmatch
+
+    from .._otel import export_asked
+
+    path = getattr(args, "config", None)
+    cfg = load_config(path) if path else {}
+    source = "--config %s" % path
+    if getattr(args, "remotes", None):
+        cfg["remotes"] = load_remotes(args.remotes)
+        source = "--remotes %s" % args.remotes
+    added = dict(added or {})
+    extra_remotes = added.pop("remotes", None) or {}
+    if extra_remotes and isinstance(cfg.get("remotes", {}), dict):
+        remotes = dict(cfg.get("remotes") or {})
+        for name, entry in extra_remotes.items():
+            if name in remotes:
+                raise CliError("%s: remote %r clashes with the pool of worker processes --workers adds under "
+                               "that name; rename it in the file" % (source, name))
+            remotes[name] = entry
+        cfg["remotes"] = remotes
+    extra_routes = added.pop("tool_pools", None) or {}
+    if extra_routes and isinstance(cfg.get("tool_pools", {}), dict):
+        routes = dict(cfg.get("tool_pools") or {})
+        patterns = list(routes)
+        for tool, pool in extra_routes.items():
+            if not any(fnmatch.fnmatchcase(tool, p) for p in patterns):
+                routes[tool] = pool
+        cfg["tool_pools"] = routes
+    cfg.update(added)
+    if env_tracing and "tracing" not in cfg and export_asked(environ)[0]:
+        cfg["tracing"] = {"enabled": True}
+        return cfg, True
+    return cfg, False
+
+
 def load_remotes(path: str) -> Dict[str, Any]:
     """The ``remotes`` object of a JSON file: the object itself, or the ``remotes`` member of a
     whole engine config."""
@@ -78,18 +166,6 @@ def load_remotes(path: str) -> Dict[str, Any]:
                        '{"maya": {"command": ["mayapy", "-m", "dcc_flow", "worker", "--tools", "tools.py"], '
                        '"workers": 4}}' % path)
     return doc
-
-
-def merge_remotes(path: str, added: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """The remotes of the ``--remotes`` file ``path`` and ``added`` (the worker pool of
-    ``--workers``); a name in both is an error naming it."""
-    remotes = load_remotes(path)
-    for name, entry in (added or {}).items():
-        if name in remotes:
-            raise CliError("--remotes %s: remote %r clashes with the pool of worker processes --workers adds under "
-                           "that name; rename it in the file" % (path, name))
-        remotes[name] = entry
-    return remotes
 
 
 def add_tools_argument(parser: argparse.ArgumentParser) -> None:
@@ -181,8 +257,31 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
                              "for its tools before handing their runs to the other engines")
         if not read_only:
             config = dict(config or {}, close_grace_secs=close_grace)
-    if getattr(args, "remotes", None):
-        config = dict(config or {}, remotes=merge_remotes(args.remotes, (config or {}).get("remotes")))
+    by_env = False  # tracing turned on by the OTEL_* variables
+    if hasattr(args, "config"):  # run, resume, serve, worker --db: --config FILE, --remotes FILE, OTEL_*
+        config, by_env = engine_config(args, config, env_tracing=not read_only and not beside_owner)
+    if by_env:
+        from .._otel import setup_export
+
+        setup_export()  # the in-process tools' own spans, where opentelemetry-sdk is installed
+    try:
+        return _open(path, config, beside_owner, read_only)
+    except InvalidRequestError as exc:
+        if not by_env or "tracing" not in str(exc):
+            raise
+        raise CliError("%s (dcc-flow traces because %s is set; OTEL_TRACES_EXPORTER=none turns its tracing off)"
+                       % (exc, _endpoint_variable())) from None
+
+
+def _endpoint_variable() -> str:
+    """The OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variable that is set, for messages."""
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        return "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    return "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+
+def _open(path: str, config: Optional[Dict[str, Any]], beside_owner: bool, read_only: bool) -> Engine:
+    """Open the engine of ``open_engine``."""
     if path == ":memory:" or (read_only or beside_owner) and not is_db_url(path) and not os.path.exists(path):
         # Nothing to read there yet: creating the file would make this command its owner for a
         # moment, and a `dcc-flow run` starting on it then would find it in use.

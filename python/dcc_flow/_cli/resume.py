@@ -7,6 +7,7 @@ from .._errors import DccFlowError
 from ._base import CliError, Command, Context
 from ._engine import (
     RUN_HELP,
+    add_config_argument,
     add_db_argument,
     add_lease_argument,
     add_remotes_argument,
@@ -37,6 +38,7 @@ class ResumeCommand(Command):
         parser.add_argument("run_id", metavar="RUN", help=RUN_HELP)
         add_tools_argument(parser)
         add_remotes_argument(parser)
+        add_config_argument(parser)
         parser.add_argument("--force", action="append", default=[],
                             metavar="STEP", help="a step id or instance key to run again")
         add_follow_arguments(parser)

@@ -21,6 +21,7 @@ from ._approvals import (
 from ._base import CliError, Command, Context, UsageError, plain
 from ._engine import (
     _import,
+    add_config_argument,
     add_db_argument,
     add_lease_argument,
     add_remotes_argument,
@@ -187,6 +188,7 @@ class RunCommand(Command):
         parser.add_argument("--inputs-json", metavar="FILE", help="inputs from a JSON object file (--input wins)")
         add_tools_argument(parser)
         add_remotes_argument(parser)
+        add_config_argument(parser)
         parser.add_argument("--workflows", metavar="DIR", help="a folder of spec files, registered by name")
         add_workers_arguments(parser)
         add_follow_arguments(parser)
@@ -233,7 +235,9 @@ class RunCommand(Command):
             refuse_unreachable_approvals(args, spec, target)
             if args.worker_threads > 0:
                 engine.serve_tools(workers=args.worker_threads)
-            for line in serial_warnings(engine, spec, config, args.worker_threads, plain):
+            # The routes the engine has: --workers' and those of --config's tool_pools.
+            routes = {"tool_pools": engine._tool_pools}
+            for line in serial_warnings(engine, spec, routes, args.worker_threads, plain):
                 ctx.warning(line)
             after = engine.last_event_seq()
             try:

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 from ._approvals import approvals_reachable
 from ._base import CliError, Command, Context, plain
 from ._engine import (
+    add_config_argument,
     add_db_argument,
     add_lease_argument,
     add_remotes_argument,
@@ -82,6 +83,7 @@ class ServeCommand(Command):
                                  "forever keeps them); expired idempotency entries are purged too")
         add_tools_argument(parser)
         add_remotes_argument(parser)
+        add_config_argument(parser)
         parser.add_argument("--worker-threads", type=int, default=4,
                             metavar="N", help="threads for worker-lane tools (default 4)")
         add_lease_argument(parser)

@@ -12,7 +12,17 @@ from .._otel import setup_export
 from .._tools import ToolEntry
 from .._worker import Worker, run_init
 from ._base import EXIT_OK, CliError, Command, Context, UsageError
-from ._engine import _import, add_tools_argument, is_db_url, is_keyword_string, load_remotes, load_tools, open_engine
+from ._engine import (
+    _import,
+    add_config_argument,
+    add_tools_argument,
+    is_db_url,
+    is_keyword_string,
+    load_config,
+    load_remotes,
+    load_tools,
+    open_engine,
+)
 
 __all__ = ["COMMAND"]
 
@@ -70,11 +80,15 @@ class WorkerCommand(Command):
         parser.add_argument("--lease-secs", type=float, default=None, metavar="SECS",
                             help="with --db: the engine's lease (default 15); a call it claimed is retried "
                                  "elsewhere this long after it dies")
+        add_config_argument(parser, extra="with --db: ")
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         if args.remotes and args.db is None:
             raise UsageError("--remotes needs --db postgresql://...: over stdio the worker serves its --tools only")
-        if not args.tools and not args.remotes:
+        if args.config and args.db is None:
+            raise UsageError("--config needs --db postgresql://...: over stdio the worker is no engine (the engine "
+                             "that starts it has the settings)")
+        if not args.tools and not args.remotes and not args.config:
             raise UsageError("give the tools to serve with --tools MODULE (repeatable), or with --db the pools to "
                              "run with --remotes FILE")
         from .. import __version__
@@ -113,6 +127,12 @@ def _serve_db(args: argparse.Namespace, ctx: Context) -> int:
     remotes = sorted(load_remotes(args.remotes)) if args.remotes else []
     if args.remotes and not remotes:
         raise CliError("--remotes %s names no remote" % args.remotes)
+    if args.config and not args.remotes:
+        found = load_config(args.config).get("remotes")
+        remotes = sorted(found) if isinstance(found, dict) else []
+    if not args.tools and not remotes:
+        raise CliError("--config %s names no remote: give the tools to serve with --tools MODULE, or the pools "
+                       "to run in the file's remotes or with --remotes FILE" % args.config)
     with open_engine(args) as engine:  # it passes --lease-secs on
         names = load_tools(engine, args.tools) if args.tools else []
         if args.tools and not names:
