@@ -240,3 +240,13 @@ def test_engine_config_traces_when_the_environment_asks():
 def test_export_asked_follows_the_opentelemetry_variables(env, asked):
     endpoint, why_not = _otel.export_asked(env)
     assert bool(endpoint) is asked and bool(why_not) is not asked, (endpoint, why_not)
+
+
+def test_worker_db_serves_the_remotes_of_its_config_file(work):
+    # Checked before the database is reached: a config with no remotes and no --tools serves nothing.
+    (work / "empty.json").write_text(json.dumps({"defaults": {"timeout_secs": 60}}), encoding="utf-8")
+    proc = cli(work, "worker", "--db", "postgresql://nobody@127.0.0.1:1/none", "--config", "empty.json")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "dcc-flow worker: error: --config empty.json names no remote: give the tools to serve with --tools MODULE, "
+        "or the pools to run in the file's remotes or with --remotes FILE"]
