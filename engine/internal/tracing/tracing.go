@@ -1,9 +1,11 @@
 // Package tracing makes a run an OpenTelemetry trace (docs/guide/tracing.md): a span for
 // each execution of the run, one for each attempt of a tool or tool_remote step, and one for
-// each tool call. The spans are made by the official Go SDK (go.opentelemetry.io/otel/sdk:
-// tracer provider, sampler, resource, span processor interface) and exported over OTLP
-// HTTP/protobuf by an exporter of our own (otlphttp.go, otlpproto.go): the SDK's otlptracehttp
-// linked gRPC into the library (+2.5 MB) and spent ~10 times the CPU per span.
+// each tool call. The spans are the official Go SDK's (go.opentelemetry.io/otel/sdk: tracer
+// provider, sampler, resource, span processor interface, read-only spans) and exported over
+// OTLP HTTP/protobuf by an exporter of our own (otlphttp.go, otlpproto.go): the SDK's
+// otlptracehttp linked gRPC into the library (+2.5 MB) and spent ~10 times the CPU per span.
+// A run's span is a live SDK span; the two spans of each tool step (its attempt and its call)
+// are the SDK's read-only spans made when they end (Attempt), which halves the cost of a step.
 //
 // Off, it costs nothing: New returns a nil *Tracer, and every method of a nil *Tracer, *Run,
 // *Attempt and *Call does nothing and allocates nothing, so the executor calls them
@@ -28,8 +30,10 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -37,6 +41,9 @@ import (
 // DefaultServiceName is the service.name of the engine's spans when neither the config nor
 // OTEL_SERVICE_NAME names one.
 const DefaultServiceName = "dcc-flow"
+
+// scopeName is the instrumentation scope of the engine's spans.
+const scopeName = "github.com/dcc-flow/dcc-flow/engine"
 
 // DefaultQueueSize is the most ended spans waiting for export when Config.QueueSize is 0.
 const DefaultQueueSize = 2048
@@ -96,9 +103,10 @@ func (c Config) Check() error {
 
 // Tracer makes the spans of an engine's runs. A nil *Tracer is tracing off.
 type Tracer struct {
-	tp *sdktrace.TracerProvider
-	tr trace.Tracer
-	q  *queue
+	tp    *sdktrace.TracerProvider
+	tr    trace.Tracer
+	q     *queue
+	scope instrumentation.Scope // the scope of tr
 }
 
 // Stats counts the spans a Tracer ended: exported (the collector took them), dropped (the
@@ -163,7 +171,7 @@ func newWithExporter(cfg Config, exp sdktrace.SpanExporter) *Tracer {
 	q := newQueue(exp, size, delay)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(q),
 		sdktrace.WithIDGenerator(idGenerator{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/dcc-flow/dcc-flow/engine"), q: q}
+	return &Tracer{tp: tp, tr: tp.Tracer(scopeName), q: q, scope: instrumentation.Scope{Name: scopeName}}
 }
 
 // Stats returns the span counts so far; zero for a nil Tracer.
@@ -219,6 +227,7 @@ type Run struct {
 	id   string
 	ctx  context.Context // holds span
 	span trace.Span
+	res  *resource.Resource // the tracer provider's, as span has it: its attempts' and calls' spans carry it
 }
 
 // StartRun starts the span of an execution of a run. nil when t is nil.
@@ -254,7 +263,11 @@ func (t *Tracer) StartRun(info RunInfo) *Run {
 		name = "run"
 	}
 	_, span := t.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return &Run{t: t, id: info.ID, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
+	r := &Run{t: t, id: info.ID, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
+	if ro, ok := span.(sdktrace.ReadOnlySpan); ok {
+		r.res = ro.Resource()
+	}
+	return r
 }
 
 // End ends the run's span with the run's status ("completed", "failed", "cancelled",
@@ -271,10 +284,18 @@ func (r *Run) End(status, errKind, errMsg string) {
 
 // Attempt is the span of one attempt of a tool or tool_remote step. A nil *Attempt traces
 // nothing.
+//
+// The spans of attempts and calls, two per tool step, are the SDK's read-only spans made when
+// they end (tracetest.SpanStub.Snapshot: its ids, parent, times, attributes, status, resource
+// and scope, as the SDK's own span would have them), handed straight to the span processor;
+// the SDK's live span (locks, options, attributes grown at the end and deduplicated, a context
+// per span) cost about twice as much per step. Until it ends an Attempt holds its ids and start.
 type Attempt struct {
-	r    *Run
-	ctx  context.Context // holds span
-	span trace.Span
+	r                   *Run
+	sc                  trace.SpanContext // the run's trace, AttemptSpanID
+	start               time.Time
+	stepKey, stepID, tt string // tt: the tool
+	n                   int
 }
 
 // StartAttempt starts the span of attempt n (counted across the run's executions, as the
@@ -284,12 +305,9 @@ func (r *Run) StartAttempt(stepKey, stepID, tool string, n int) *Attempt {
 	if r == nil {
 		return nil
 	}
-	sc := r.span.SpanContext()
-	ctx := withIDs(r.ctx, sc.TraceID(), AttemptSpanID(r.id, stepKey, n))
-	_, span := r.t.tr.Start(ctx, stepID, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		semconv.CICDPipelineTaskName(stepID), attribute.String("dcc_flow.step.key", stepKey),
-		attribute.Int("dcc_flow.attempt", n), semconv.GenAIToolName(tool)))
-	return &Attempt{r: r, ctx: trace.ContextWithSpan(context.Background(), span), span: span}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: r.span.SpanContext().TraceID(),
+		SpanID: AttemptSpanID(r.id, stepKey, n), TraceFlags: trace.FlagsSampled})
+	return &Attempt{r: r, sc: sc, start: time.Now(), stepKey: stepKey, stepID: stepID, tt: tool, n: n}
 }
 
 // End ends the attempt's span with its status ("completed", "failed", "cancelled"), the
@@ -299,31 +317,34 @@ func (a *Attempt) End(status, worker, errKind, errMsg string) {
 	if a == nil {
 		return
 	}
-	// One SetAttributes: each call grows the span's attribute slice.
-	result := semconv.CICDPipelineTaskRunResultKey.String(pipelineResult(status, errKind))
-	switch {
-	case status != "completed":
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, semconv.CICDPipelineTaskName(a.stepID), attribute.String("dcc_flow.step.key", a.stepKey),
+		attribute.Int("dcc_flow.attempt", a.n), semconv.GenAIToolName(a.tt),
+		semconv.CICDPipelineTaskRunResultKey.String(pipelineResult(status, errKind)))
+	var st sdktrace.Status
+	if status != "completed" {
 		if errKind == "" {
 			errKind = status
 		}
-		if worker != "" {
-			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind), semconv.CICDWorkerID(worker))
-		} else {
-			a.span.SetAttributes(result, semconv.ErrorTypeKey.String(errKind))
-		}
-		a.span.SetStatus(codes.Error, errMsg)
-	case worker != "":
-		a.span.SetAttributes(result, semconv.CICDWorkerID(worker))
-	default:
-		a.span.SetAttributes(result)
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errKind))
+		st = sdktrace.Status{Code: codes.Error, Description: errMsg}
 	}
-	a.span.End()
+	if worker != "" {
+		attrs = append(attrs, semconv.CICDWorkerID(worker))
+	}
+	t := a.r.t
+	t.q.OnEnd(tracetest.SpanStub{Name: a.stepID, SpanContext: a.sc, Parent: a.r.span.SpanContext(),
+		SpanKind: trace.SpanKindInternal, StartTime: a.start, EndTime: time.Now(), Attributes: attrs, Status: st,
+		Resource: a.r.res, InstrumentationScope: t.scope}.Snapshot())
 }
 
 // Call is the span of one tool call. A nil *Call traces nothing.
 type Call struct {
-	span trace.Span
-	tp   string // the W3C traceparent of span
+	a            *Attempt
+	sc           trace.SpanContext // the attempt's trace, a random span id
+	start        time.Time
+	tool, remote string
+	tp           string // the W3C traceparent of the span
 }
 
 // StartCall starts the span of the attempt's tool call: tool, through remote ("" = in this
@@ -332,12 +353,8 @@ func (a *Attempt) StartCall(tool, remote string) *Call {
 	if a == nil {
 		return nil
 	}
-	attrs := []attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(tool)}
-	if remote != "" {
-		attrs = append(attrs, attribute.String("dcc_flow.remote", remote))
-	}
-	_, span := a.r.t.tr.Start(a.ctx, "execute_tool "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return &Call{span: span, tp: Traceparent(span.SpanContext())}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: a.sc.TraceID(), SpanID: randomSpanID(), TraceFlags: trace.FlagsSampled})
+	return &Call{a: a, sc: sc, start: time.Now(), tool: tool, remote: remote, tp: Traceparent(sc)}
 }
 
 // Traceparent returns the W3C traceparent of the call's span, for the tool: "" when c is nil.
@@ -354,14 +371,23 @@ func (c *Call) End(worker, errKind, errMsg string) {
 	if c == nil {
 		return
 	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(c.tool))
+	if c.remote != "" {
+		attrs = append(attrs, attribute.String("dcc_flow.remote", c.remote))
+	}
 	if worker != "" {
-		c.span.SetAttributes(semconv.CICDWorkerID(worker))
+		attrs = append(attrs, semconv.CICDWorkerID(worker))
 	}
+	var st sdktrace.Status
 	if errKind != "" {
-		c.span.SetAttributes(semconv.ErrorTypeKey.String(errKind))
-		c.span.SetStatus(codes.Error, errMsg)
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errKind))
+		st = sdktrace.Status{Code: codes.Error, Description: errMsg}
 	}
-	c.span.End()
+	t := c.a.r.t
+	t.q.OnEnd(tracetest.SpanStub{Name: "execute_tool " + c.tool, SpanContext: c.sc, Parent: c.a.sc,
+		SpanKind: trace.SpanKindClient, StartTime: c.start, EndTime: time.Now(), Attributes: attrs, Status: st,
+		Resource: c.a.r.res, InstrumentationScope: t.scope}.Snapshot())
 }
 
 // setError marks span failed unless status is completed: error.type is the error kind.

@@ -3,11 +3,15 @@ package tracing
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dcc-flow/dcc-flow/internal/leakcheck"
 )
@@ -111,6 +115,28 @@ func TestSpanTree(t *testing.T) {
 	if c.Traceparent() != Traceparent(call.SpanContext) {
 		t.Errorf("traceparent %q", c.Traceparent())
 	}
+	// The attempt's and the call's spans (made when they end) are the run span's kind of span:
+	// the same resource and scope, their kinds, attributes in order, times.
+	for _, s := range []tracetest.SpanStub{att, call} {
+		if s.Resource != run.Resource || s.InstrumentationScope != run.InstrumentationScope || s.Resource == nil ||
+			!s.Resource.Equal(run.Resource) || s.InstrumentationScope.Name != "github.com/dcc-flow/dcc-flow/engine" {
+			t.Errorf("span %q: resource %v scope %v; want the run span's %v %v", s.Name, s.Resource, s.InstrumentationScope,
+				run.Resource, run.InstrumentationScope)
+		}
+		if s.StartTime.IsZero() || s.EndTime.Before(s.StartTime) || s.Status.Code != codes.Unset {
+			t.Errorf("span %q: times %v-%v status %v", s.Name, s.StartTime, s.EndTime, s.Status)
+		}
+	}
+	if att.SpanKind != trace.SpanKindInternal || call.SpanKind != trace.SpanKindClient || call.StartTime.Before(att.StartTime) {
+		t.Errorf("kinds %v %v, starts %v %v", att.SpanKind, call.SpanKind, att.StartTime, call.StartTime)
+	}
+	if got := attrText(att.Attributes); got != "cicd.pipeline.task.name=s dcc_flow.step.key=s dcc_flow.attempt=1 gen_ai.tool.name=tool "+
+		"cicd.pipeline.task.run.result=success cicd.worker.id=maya/123" {
+		t.Errorf("attempt attributes %s", got)
+	}
+	if got := attrText(call.Attributes); got != "gen_ai.operation.name=execute_tool gen_ai.tool.name=tool dcc_flow.remote=maya cicd.worker.id=maya/123" {
+		t.Errorf("call attributes %s", got)
+	}
 	child := spans["run child"]
 	if child.SpanContext.TraceID() != TraceID("r1") || child.Parent.SpanID() != RunSpanID("r1") || child.SpanContext.SpanID() != RunSpanID("r2") {
 		t.Errorf("child run span %v parent %v", child.SpanContext, child.Parent)
@@ -126,6 +152,43 @@ func TestSpanTree(t *testing.T) {
 	}
 	if got := tr.Stats(); got.Exported != 5 {
 		t.Errorf("stats %+v", got)
+	}
+}
+
+func attrText(kvs []attribute.KeyValue) string {
+	var parts []string
+	for _, kv := range kvs {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	return strings.Join(parts, " ")
+}
+
+// A failed attempt and call: error.type and an error status with the message.
+func TestFailedAttemptSpans(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tr := newWithExporter(Config{Enabled: true}, mem)
+	r := tr.StartRun(RunInfo{ID: "r1", Workflow: "w"})
+	a := r.StartAttempt("s", "s", "tool", 2)
+	a.StartCall("tool", "").End("", "transient", "licence busy")
+	a.End("failed", "", "transient", "licence busy")
+	r.End("failed", "transient", "licence busy")
+	if err := tr.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	got := map[string]string{}
+	for _, s := range mem.GetSpans() {
+		got[s.Name] = attrText(s.Attributes) + " | " + s.Status.Code.String() + " " + s.Status.Description
+	}
+	want := map[string]string{
+		"s": "cicd.pipeline.task.name=s dcc_flow.step.key=s dcc_flow.attempt=2 gen_ai.tool.name=tool " +
+			"cicd.pipeline.task.run.result=failure error.type=transient | Error licence busy",
+		"execute_tool tool": "gen_ai.operation.name=execute_tool gen_ai.tool.name=tool error.type=transient | Error licence busy",
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("span %q: %s\nwant %s", name, got[name], w)
+		}
 	}
 }
 
