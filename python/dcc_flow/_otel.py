@@ -54,7 +54,7 @@ def export_asked(environ: Optional[Mapping[str, str]] = None) -> Tuple[str, str]
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (not blank; the SDKs' default endpoint,
     localhost:4318, does not count: every process would export to it). Otherwise ``("", why
     not)``. ``dcc-flow worker`` sets up its Python export by it (``setup_export``), and
-    ``dcc-flow run``, ``resume``, ``serve`` and ``worker --db`` turn the engine's tracing on by it
+    ``dcc-flow run``, ``resume``, ``unpause``, ``serve`` and ``worker --db`` turn the engine's tracing on by it
     (docs/guide/tracing.md)."""
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":

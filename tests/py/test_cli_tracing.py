@@ -250,3 +250,10 @@ def test_worker_db_serves_the_remotes_of_its_config_file(work):
     assert proc.stderr.splitlines() == [
         "dcc-flow worker: error: --config empty.json names no remote: give the tools to serve with --tools MODULE, "
         "or the pools to run in the file's remotes or with --remotes FILE"]
+
+
+def test_unpause_takes_the_config_file_too(work):
+    (work / "bad.json").write_text("[]", encoding="utf-8")
+    proc = cli(work, "unpause", "last", "--db", ":memory:", "--config", "bad.json")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("dcc-flow unpause: error: --config bad.json: expected a JSON object of engine settings")

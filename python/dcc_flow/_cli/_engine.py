@@ -5,7 +5,7 @@ Database: ``--db PATH``, else ``$DCC_FLOW_DB``, else ``.dcc-flow/flow.db`` in th
 directory (its folder is created); ``--db :memory:`` is an in-memory engine (nothing is kept);
 ``--db postgresql://…`` (or ``postgres://``) is a PostgreSQL database (docs/operations/cluster.md).
 
-Engine settings: ``--config FILE`` (run, resume, serve, worker --db) is a JSON file of the engine
+Engine settings: ``--config FILE`` (run, resume, unpause, serve, worker --db) is a JSON file of the engine
 config (``Engine(config=…)``'s keys: ``tracing``, ``openlineage``, ``env_allow``, ``defaults``,
 ``remotes``…), under the command's own options; and when the standard ``OTEL_*`` variables ask for
 the OTLP export of traces and the config has no ``tracing`` section, those commands trace
@@ -67,8 +67,8 @@ def add_remotes_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_config_argument(parser: argparse.ArgumentParser, extra: str = "") -> None:
-    """``--config FILE``, for the commands whose engine runs tools (run, resume, serve, worker
-    --db); ``open_engine`` reads it (``engine_config``)."""
+    """``--config FILE``, for the commands whose engine runs tools (run, resume, unpause, serve,
+    worker --db); ``engine_config`` reads it (``open_engine`` calls it)."""
     parser.add_argument("--config", metavar="FILE",
                         help="%sa JSON file of engine settings: the engine config's keys (tracing, openlineage, "
                              "env_allow, defaults, remotes, ...); options given here win over it" % extra)

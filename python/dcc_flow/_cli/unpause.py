@@ -6,11 +6,12 @@ from .._engine import Engine, Run
 from .._errors import DatabaseLockedError
 from ._base import Command, Context
 from ._engine import (
+    add_config_argument,
     add_db_argument,
     add_remotes_argument,
     add_tools_argument,
     db_path,
-    load_remotes,
+    engine_config,
     load_tools,
     resolve_run,
 )
@@ -40,6 +41,7 @@ class UnpauseCommand(Command):
         add_pause_arguments(parser, "run_unpaused")
         add_tools_argument(parser)
         add_remotes_argument(parser)
+        add_config_argument(parser)
         add_follow_arguments(parser)
         add_db_argument(parser)
 
@@ -47,13 +49,14 @@ class UnpauseCommand(Command):
         return True
 
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
-        config = {"remotes": load_remotes(args.remotes)} if args.remotes else None
+        # --config FILE, --remotes FILE, and tracing by the OTEL_* variables when it runs the run.
+        config, _ = engine_config(args)
         path = db_path(args)
         try:
             engine = Engine(db=None if path == ":memory:" else path, config=config)
             owner = True
         except DatabaseLockedError:  # a process runs its runs: it applies the unpause
-            engine = Engine(db=path, config=config, read_only=True)
+            engine = Engine(db=path, config=engine_config(args, env_tracing=False)[0], read_only=True)
             owner = False
         with engine:
             run_id = resolve_run(engine, args.run_id, args)
