@@ -274,6 +274,9 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 }
 
 func (e *Engine) runDone(h *exec.Run) {
+	if h.LeaseRefused() && e.members != nil {
+		e.members.CountLost()
+	}
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())

@@ -242,6 +242,11 @@ func (h *Run) Stop() { h.r.stop(ErrEngineStop.(*stopCause)) }
 // Status says interrupted. Abandoning a finished run does nothing.
 func (h *Run) Abandon() { h.r.stop(errLeaseLost) }
 
+// LeaseRefused reports whether the run stopped because the store refused one of its writes:
+// another engine held its lease (store.ErrLeaseLost), so it was abandoned as by Abandon, found
+// by the run itself rather than by the engine's heartbeat.
+func (h *Run) LeaseRefused() bool { return h.r.stopCause.Load() == errLeaseRefused }
+
 // Ancestors returns the runs above this one, outermost first (Params.Ancestors): nil for a
 // run started on its own.
 func (h *Run) Ancestors() []string { return h.r.ancestors }
