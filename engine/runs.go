@@ -284,13 +284,18 @@ func (e *Engine) runDone(h *exec.Run) {
 }
 
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
-// tool_remote step names a remote that is not configured (toolcheck.Scope.Err).
+// tool_remote step names a remote that is not configured (toolcheck.Scope.Err), then with a
+// *spec.ValidationError when a step asks for a resource the engine does not declare or for more
+// than its limit (checkResources).
 func (e *Engine) checkTools(s *spec.Spec) error {
 	unknown, suggestions, notes, err := e.unknownTools(s)
 	if err != nil {
 		return err
 	}
-	return e.toolScope().Err(s, unknown, suggestions, notes)
+	if err := e.toolScope().Err(s, unknown, suggestions, notes); err != nil {
+		return err
+	}
+	return e.checkResources(s)
 }
 
 // Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is

@@ -47,6 +47,9 @@ func canonicalJSON(s *Spec) []byte {
 	if len(s.OnFailure) > 0 {
 		doc["on_failure"] = canonicalSteps(s.OnFailure)
 	}
+	if s.Priority != 0 {
+		doc["priority"] = s.Priority
+	}
 	return marshalCanonical(doc)
 }
 
@@ -130,6 +133,9 @@ func canonicalStep(st *Step) map[string]any {
 	}
 	if st.Writes != nil {
 		m["writes"] = append([]string{}, st.Writes...)
+	}
+	if len(st.Resources) > 0 {
+		m["resources"] = st.Resources
 	}
 	return m
 }

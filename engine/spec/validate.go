@@ -56,6 +56,7 @@ func validate(s *Spec) *problems {
 			Message: "the spec has no steps; add a `steps:` list with at least one step"})
 	}
 	v.checkDefaults(s)
+	v.checkPriority(s)
 	v.collectIDs(s.Steps, "steps")
 	v.collectIDs(s.OnFailure, "on_failure")
 	walkSteps(s.OnFailure, nil, func(st *Step, _ []*Step) bool {
@@ -280,6 +281,44 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 	}
 	v.idempotency(st, path, sc)
 	v.assets(st, path, sc)
+	v.resources(st, path)
+}
+
+// checkPriority checks the top-level `priority`: MinPriority to MaxPriority.
+func (v *validator) checkPriority(s *Spec) {
+	if s.Priority >= MinPriority && s.Priority <= MaxPriority {
+		return
+	}
+	text := s.priorityText
+	if text == "" {
+		text = fmt.Sprint(s.Priority)
+	}
+	v.ps.add(Problem{Code: CodeInvalidValue, Path: "priority", Line: s.priorityAt.Line, Column: s.priorityAt.Column,
+		Message: fmt.Sprintf("priority: `priority` must be a whole number between %d and %d (higher is served first; 0 = the default); got %s", MinPriority, MaxPriority, text)})
+}
+
+// resources checks the names and amounts of a tool step's `resources`, in name order. Whether
+// the engine declares the names is checked when a run starts (Spec.CheckResources).
+func (v *validator) resources(st *Step, path string) {
+	for _, name := range sortedKeys(st.Resources) {
+		key := "resources." + name
+		if !identRe.MatchString(name) {
+			v.add(CodeInvalidValue, st, key, path+"."+key, fmt.Sprintf("resource name %q is not valid: it must start with a letter or _ and contain only letters, digits, _ and - (at most 64), as the engine's `resources` names (e.g. houdini)", name))
+			continue
+		}
+		v.checkRange(st, CodeInvalidValue, key, path+"."+key, float64(st.Resources[name]), 1, MaxResourceAmount,
+			"the units one attempt holds while its tool runs; remove the resource to ask for none")
+	}
+}
+
+// sortedKeys returns the keys of m in byte order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // assets checks `reads`, `writes` and `cache` of a tool step.
