@@ -3,10 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -56,5 +60,104 @@ func TestSubmitChecksResources(t *testing.T) {
 	_, err = engine.Open(ctx, engine.Config{Resources: map[string]engine.ResourceConfig{"gpu": {}}})
 	if run.CodeOf(err) != run.CodeInvalidRequest || !strings.Contains(err.Error(), "resources.gpu.limit: must be 1 to 1,000,000") {
 		t.Fatalf("a zero limit: %v", err)
+	}
+}
+
+// The executor takes a step's resources around its call: with a limit of 1, of three runs whose
+// step asks for houdini ×1 the host sees one call at a time; the others wait, visibly (their
+// step is running with the progress message "waiting for houdini ×1: …"), and Resources lists
+// the holder and the queue in order, a higher-priority run first. A cancelled waiter leaves the
+// queue; every unit is given back at the end.
+func TestStepsWaitForTheirResources(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{DB: filepath.Join(t.TempDir(), "flow.db"), Resources: map[string]engine.ResourceConfig{"houdini": {Limit: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(ctx) })
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(priority int) string {
+		t.Helper()
+		s, err := spec.ParseString(fmt.Sprintf("name: sim\npriority: %d\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]", priority))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	resource := func() engine.ResourceInfo {
+		t.Helper()
+		info, err := e.Resources(ctx)
+		if err != nil || len(info.Resources) != 1 {
+			t.Fatalf("Resources = %+v, %v", info, err)
+		}
+		return info.Resources[0]
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %+v", what, resource())
+			}
+		}
+	}
+	pull := func() flowtype.PendingCall {
+		t.Helper()
+		cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 5, Timeout: 5 * time.Second})
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("pull: %+v, %v; want one call", cs, err)
+		}
+		return cs[0]
+	}
+	first := submit(0)
+	until("the first run to hold houdini", func() bool { return resource().InUse == 1 })
+	low := submit(0)
+	until("the low-priority run to queue", func() bool { return len(resource().Queue) == 1 })
+	high := submit(5)
+	until("the high-priority run to queue", func() bool { return len(resource().Queue) == 2 })
+	r := resource()
+	if r.Limit != 1 || len(r.Holders) != 1 || r.Holders[0].RunID != first || r.Queue[0].Label != high+"/cook" || r.Queue[1].Label != low+"/cook" || r.Queue[0].Priority != 5 {
+		t.Fatalf("resource %+v; want %s holding, %s then %s queued", r, first, high, low)
+	}
+	// The wait is the step's progress (written as reports are: shortly after).
+	until("the waiting step's progress", func() bool {
+		info, err := e.Status(ctx, low)
+		if err != nil || len(info.Steps) != 1 || info.Steps[0].Status != run.StepRunning {
+			t.Fatalf("the waiting step: %+v, %v", info, err)
+		}
+		p := info.Steps[0].Progress
+		return p != nil && p.Message == "waiting for houdini ×1: 1st of 1 in this engine's queue"
+	})
+	c := pull()
+	if c.RunID != first {
+		t.Fatalf("the host got a call of %s, want %s", c.RunID, first)
+	}
+	if err := e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"ok": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if c = pull(); c.RunID != high {
+		t.Fatalf("after the first, the host got a call of %s, want the high-priority %s", c.RunID, high)
+	}
+	if err := e.Cancel(ctx, low, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	until("the cancelled run to leave the queue", func() bool { return len(resource().Queue) == 0 })
+	if err := e.Host().Complete(c.ID, flowtype.ToolResult{Output: map[string]any{"ok": true}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{first, high, low} {
+		if _, err := e.Wait(ctx, id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until("every unit to be given back", func() bool { r := resource(); return r.InUse == 0 && len(r.Holders) == 0 })
+	if info, _ := e.Status(ctx, low); info.Status != run.StatusCancelled {
+		t.Fatalf("the cancelled waiter's run is %s", info.Status)
 	}
 }

@@ -75,6 +75,10 @@ type Config struct {
 	// interrupted. It is called from the run's goroutines, possibly concurrently, and must not
 	// block (the engine queues an OpenLineage event). nil = none.
 	OnAttemptEnd func(AttemptEnd)
+	// Resources, when set, gives each attempt of a tool step with `resources` its units of the
+	// engine's scarce resources before its call, and takes them back after (resources.go,
+	// docs/guide/resources.md); nil = such steps do not wait.
+	Resources ResourceGate
 }
 
 // AttemptEnd is an attempt that ended (Config.OnAttemptEnd).
@@ -304,7 +308,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		ancestors: p.Ancestors, tree: p.Tree,
+		ancestors: p.Ancestors, tree: p.Tree, priority: p.Spec.Priority,
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
@@ -481,6 +485,7 @@ type runner struct {
 	id, name  string
 	origin    string
 	ancestors []string // Params.Ancestors
+	priority  int      // the spec's priority, for the steps waiting for resources
 	tree      *Tree    // Params.Tree
 	plan      *plan
 	root      *frame

@@ -386,3 +386,38 @@ func TestOrderRoundRobinAndTies(t *testing.T) {
 		t.Fatalf("order %s", got)
 	}
 }
+
+// OnWait tells a request that is not granted at once its place among the waiters of its
+// resources (the worst of them) and their number; a request granted at once is not told.
+func TestOnWaitTellsThePlace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]int{"houdini": 1, "gpu": 1}, resources.Options{})
+	ctx := context.Background()
+	type told struct{ place, n int }
+	got := make(chan told, 10)
+	withWait := func(r resources.Request) resources.Request {
+		r.OnWait = func(place, n int) { got <- told{place, n} }
+		return r
+	}
+	h.ask(ctx, withWait(req("holder", map[string]int{"houdini": 1, "gpu": 1}, 0, "")))
+	holder := h.next()
+	h.ask(ctx, withWait(req("a", one("houdini"), 0, "a")))
+	h.ask(ctx, withWait(req("b", one("gpu"), 0, "b")))
+	h.ask(ctx, withWait(req("c", map[string]int{"houdini": 1, "gpu": 1}, 9, "c")))
+	h.ask(ctx, withWait(req("d", map[string]int{"houdini": 1, "gpu": 1}, 0, "d")))
+	want := []told{{1, 1}, {1, 1}, {1, 2}, {3, 3}} // c jumps both queues; d is 3rd for houdini (c, a, d) and gpu (c, b, d)
+	for i, w := range want {
+		select {
+		case g := <-got:
+			if g != w {
+				t.Fatalf("request %d told %+v, want %+v", i, g, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d was not told its place", i)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("the holder, granted at once, was told a place: %+v", <-got)
+	}
+	holder.Release()
+}

@@ -35,6 +35,10 @@ type Request struct {
 	Key string
 	// Label says who asks, for listings ("r01…/cook"); "" is allowed.
 	Label string
+	// OnWait, when set, is called once when the request is not granted at once, with its place
+	// among the waiters of the resources it asks for (1 = served next, of each resource the
+	// worst) and the number of waiters; from Acquire's goroutine, with no lock held.
+	OnWait func(place, waiting int)
 }
 
 // Scheduler grants units of resources to requests in the package's order. It is safe for
@@ -111,7 +115,14 @@ func (s *Scheduler) Acquire(ctx context.Context, req Request) (*Grant, error) {
 	}
 	s.waiting[w.Seq] = w
 	s.dispatchLocked()
+	place, n := 0, 0
+	if w.grant == nil && req.OnWait != nil {
+		place, n = s.placeLocked(&w.Waiter)
+	}
 	s.mu.Unlock()
+	if place > 0 {
+		req.OnWait(place, n)
+	}
 
 	select {
 	case <-w.ready:
@@ -197,6 +208,28 @@ func (s *Scheduler) pruneKeysLocked() {
 			delete(s.lastServed, k)
 		}
 	}
+}
+
+// placeLocked returns the place of w among the waiters of each resource it asks for, the
+// worst of them (1-based), and the number of those waiters.
+func (s *Scheduler) placeLocked(w *Waiter) (place, n int) {
+	seen := map[string]int{}
+	for _, o := range Order(s.waitersLocked(), s.clock.Now(), s.aging, s.lastServed) {
+		for name := range o.Amounts {
+			if _, mine := w.Amounts[name]; mine {
+				seen[name]++
+			}
+		}
+		if o.Seq == w.Seq {
+			for name := range w.Amounts {
+				place = max(place, seen[name])
+			}
+		}
+	}
+	for name := range w.Amounts {
+		n = max(n, seen[name])
+	}
+	return place, n
 }
 
 func (s *Scheduler) waitersLocked() []*Waiter {
