@@ -22,11 +22,21 @@ import (
 // resource_over_limit, naming the step, the field and the fix) when a tool step of s asks for a
 // resource the engine's config does not declare, or for more than its limit
 // (spec.Spec.CheckResources; docs/guide/resources.md).
+//
+// The problems carry no line and column: the spec a run starts with has often crossed the C ABI
+// as its canonical JSON (the Python package sends that), whose positions are not those of the
+// file; each message names the step and the field.
 func (e *Engine) checkResources(s *spec.Spec) error {
 	if s.Resources() == nil {
 		return nil
 	}
-	return s.CheckResources(e.cfg.resourceLimits())
+	err := s.CheckResources(e.cfg.resourceLimits())
+	if ve, ok := err.(*spec.ValidationError); ok {
+		for i := range ve.Problems {
+			ve.Problems[i].Line, ve.Problems[i].Column = 0, 0
+		}
+	}
+	return err
 }
 
 // Polling of a shared store whose other engines hold the units this engine's head waiter
@@ -150,12 +160,15 @@ type ResourcesInfo struct {
 	Resources []ResourceInfo `json:"resources"`
 }
 
-// ResourceInfo is one declared resource: its limit, the units in use (on a shared database, by
-// every engine), who holds them and who of this engine waits.
+// ResourceInfo is one resource: its limit, the units in use (on a shared database, by every
+// engine), who holds them and who of this engine waits.
 type ResourceInfo struct {
-	Name  string `json:"name"`
-	Limit int    `json:"limit"`
-	InUse int    `json:"in_use"`
+	Name string `json:"name"`
+	// Limit is this engine's declared limit; 0 for a resource it does not declare that units are
+	// held of (by another engine of a shared database, or by the owner of a SQLite file this
+	// engine reads).
+	Limit int `json:"limit"`
+	InUse int `json:"in_use"`
 	// Holders hold units, the first taken first; on a shared database those of every engine.
 	Holders []ResourceHolder `json:"holders"`
 	// Queue is this engine's waiters, in the order they will be served.
@@ -184,9 +197,10 @@ type ResourceWaiter struct {
 	Since     time.Time `json:"since"`
 }
 
-// Resources lists the engine's declared resources with their limits, the units held (from the
-// store: on a shared database, by every engine), who holds them and who of this engine waits
-// for them (docs/guide/resources.md). An engine that declares none returns an empty list.
+// Resources lists the engine's declared resources, and the others the store has holders of, by
+// name, with their limits, the units held (from the store: on a shared database, by every
+// engine; for a read-only engine, by the file's owner), who holds them and who of this engine
+// waits for them (docs/guide/resources.md). Empty when none is declared or held.
 func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	if e.isClosed() {
 		return nil, errClosed()
@@ -204,7 +218,7 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 		local[r.Name] = r
 	}
 	var slots []store.Slot
-	if ss, ok := e.store.(store.ResourceSlots); ok && len(limits) > 0 {
+	if ss, ok := e.store.(store.ResourceSlots); ok {
 		var err error
 		if slots, err = ss.Slots(ctx); err != nil {
 			return nil, &run.Error{Code: run.CodeStorage, Message: "listing the resources' holders: " + err.Error(), Err: err}
@@ -214,7 +228,16 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	for _, sl := range slots {
 		byName[sl.Resource] = append(byName[sl.Resource], sl)
 	}
-	for _, name := range slices.Sorted(maps.Keys(limits)) {
+	names := maps.Clone(limits)
+	if names == nil {
+		names = map[string]int{}
+	}
+	for name := range byName { // held by another engine (or an earlier config) and not declared here
+		if _, ok := names[name]; !ok {
+			names[name] = 0
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		ri := ResourceInfo{Name: name, Limit: limits[name], Holders: []ResourceHolder{}, Queue: []ResourceWaiter{}}
 		for _, sl := range byName[name] {
 			ri.InUse += sl.Amount

@@ -801,6 +801,17 @@ class Engine:
         req: Dict[str, Any] = {"path": _asset_path(path, "lineage(path=...)"), "depth": depth}
         return dict(self._call("dccflow_file_lineage", req)["lineage"])
 
+    def resources(self) -> List[Dict[str, Any]]:
+        """The scarce resources (docs/guide/resources.md): those the engine's config declares
+        (``Engine(config={"resources": {"houdini": {"limit": 4}}})``) and any other the database
+        has holders of, by name. Each is a dict with ``name``, ``limit`` (0: not declared by this
+        engine), ``in_use`` (the units held now: on a PostgreSQL database by every engine),
+        ``holders`` (dicts with ``run_id``, ``step_key``, ``amount``, ``since`` and, on PostgreSQL,
+        ``engine``) and ``queue`` (this engine's step attempts waiting, in the order they will be
+        served: ``label`` ``RUN/STEP_KEY``, ``amount``, ``position``, ``priority``,
+        ``effective_priority`` and ``since``). An empty list when there is none."""
+        return list(self._call("dccflow_resources", {}).get("resources") or [])
+
     def stale(self, paths: Optional[Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]] = None
               ) -> List[Dict[str, Any]]:
         """The recorded outputs that are stale (docs/guide/assets.md, "Staleness"), by path: of

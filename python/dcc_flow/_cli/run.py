@@ -34,6 +34,7 @@ from ._engine import (
     open_engine,
     parse_inputs,
 )
+from ._resources import add_resource_argument
 from ._specfile import format_problem, is_spec_file, load_spec, plural
 from ._workers import add_workers_arguments, plain_thread, serial_warnings, workers_config
 
@@ -201,6 +202,7 @@ class RunCommand(Command):
                                  "approved automatically")
         add_db_argument(parser)
         add_lease_argument(parser)
+        add_resource_argument(parser)
 
     def owns_stdout(self, args: argparse.Namespace) -> bool:  # it runs tools (Context.own_stdout)
         return True
