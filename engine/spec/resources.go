@@ -2,8 +2,7 @@ package spec
 
 import (
 	"fmt"
-
-	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
+	"strings"
 )
 
 // Codes of the problems CheckResources reports. They are not problem codes of Parse (a spec
@@ -23,6 +22,10 @@ const (
 // mean" for a misspelt name, in document order. A nil or empty limits map declares nothing.
 func (s *Spec) CheckResources(limits map[string]int) error {
 	names := sortedKeys(limits)
+	declared := quoteList(names)
+	// The "did you mean" budget of validation: a spec (from MCP, say) asking for thousands of
+	// undeclared names against an engine declaring thousands is still checked in linear time.
+	v := &validator{suggestWork: maxSuggestWork}
 	var ps problems
 	check := func(st *Step, path string) {
 		for _, name := range sortedKeys(st.Resources) {
@@ -34,10 +37,10 @@ func (s *Spec) CheckResources(limits map[string]int) error {
 				hint := "declare it in the engine settings (`resources: {" + name + ": {limit: N}}`) or remove it from the step"
 				if len(names) == 0 {
 					hint = "the engine declares no resources; " + hint
-				} else if sug := yamltext.Suggest(name, names); sug != "" {
-					hint = fmt.Sprintf("did you mean %q? The engine declares %s; or %s", sug, quoteList(names), hint)
+				} else if sug := v.suggest(name, names); sug != "" {
+					hint = fmt.Sprintf("did you mean %q? The engine declares %s; or %s", sug, declared, hint)
 				} else {
-					hint = fmt.Sprintf("the engine declares %s; %s", quoteList(names), hint)
+					hint = fmt.Sprintf("the engine declares %s; %s", declared, hint)
 				}
 				p := problemAt(ResourceUnknown, st.FieldPos(key), path+"."+key, st.ID,
 					fmt.Sprintf("`resources` asks for %q, which the engine does not declare: %s", name, hint))
@@ -87,14 +90,21 @@ func walkPaths(steps []*Step, path string, fn func(*Step, string)) {
 	}
 }
 
-// quoteList is names quoted and joined with ", ".
+// maxListedResources is how many declared names a problem lists; past it, "and N more".
+const maxListedResources = 10
+
+// quoteList is names quoted and joined with ", ", at most maxListedResources of them.
 func quoteList(names []string) string {
-	out := ""
+	var b strings.Builder
 	for i, n := range names {
-		if i > 0 {
-			out += ", "
+		if i == maxListedResources {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
 		}
-		out += fmt.Sprintf("%q", n)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", n)
 	}
-	return out
+	return b.String()
 }
