@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
@@ -36,8 +37,12 @@ func (s *Store) AcquireSlots(ctx context.Context, r store.SlotRequest) (bool, er
 		names[i] = text(n)
 	}
 	var got int
-	if err := s.pool.QueryRow(ctx, `SELECT resource_acquire($1, $2, $3, $4, $5, $6, $7)`, l.id, text(r.ID), names, amounts, limits,
-		text(store.CutSlotText(r.RunID)), text(store.CutSlotText(r.Label))).Scan(&got); err != nil {
+	// Idempotent by holder id (a holder that holds gets 1 again): tried again on a new
+	// connection while the connection is lost (a server restart), as a write is.
+	if err := s.retryLost(ctx, true, func() error {
+		return s.pool.QueryRow(ctx, `SELECT resource_acquire($1, $2, $3, $4, $5, $6, $7)`, l.id, text(r.ID), names, amounts, limits,
+			text(store.CutSlotText(r.RunID)), text(store.CutSlotText(r.Label))).Scan(&got)
+	}); err != nil {
 		return false, s.fault(fmt.Errorf("taking slots for %s: %w", r.ID, err))
 	}
 	if got < 0 {
@@ -52,7 +57,11 @@ func (s *Store) ReleaseSlots(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM resource_slots WHERE holder = $1 AND engine_id = $2`, text(id), l.id)
+	var tag pgconn.CommandTag
+	err = s.retryLost(ctx, true, func() (err error) { // deleting twice is deleting once
+		tag, err = s.pool.Exec(ctx, `DELETE FROM resource_slots WHERE holder = $1 AND engine_id = $2`, text(id), l.id)
+		return err
+	})
 	if err != nil {
 		return false, s.fault(fmt.Errorf("releasing the slots of %s: %w", id, err))
 	}
@@ -64,17 +73,21 @@ func (s *Store) Slots(ctx context.Context) ([]store.Slot, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT s.resource, s.holder, s.amount, s.engine_id, s.run_id, s.label, s.acquired_at
-		FROM resource_slots s WHERE `+sqlEngineLive+` ORDER BY s.resource, s.acquired_at, s.holder`)
-	if err != nil {
-		return nil, s.fault(fmt.Errorf("listing the slots: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Slot, error) {
-		var sl store.Slot
-		var amount int32
-		err := row.Scan(&sl.Resource, &sl.Holder, &amount, &sl.Engine, &sl.RunID, &sl.Label, &sl.AcquiredAt)
-		sl.Amount = int(amount)
-		return sl, err
+	var out []store.Slot
+	err := s.retryLost(ctx, true, func() error {
+		rows, err := s.pool.Query(ctx, `SELECT s.resource, s.holder, s.amount, s.engine_id, s.run_id, s.label, s.acquired_at
+			FROM resource_slots s WHERE `+sqlEngineLive+` ORDER BY s.resource, s.acquired_at, s.holder`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Slot, error) {
+			var sl store.Slot
+			var amount int32
+			err := row.Scan(&sl.Resource, &sl.Holder, &amount, &sl.Engine, &sl.RunID, &sl.Label, &sl.AcquiredAt)
+			sl.Amount = int(amount)
+			return sl, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, s.fault(fmt.Errorf("listing the slots: %w", err))
