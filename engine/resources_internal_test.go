@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,4 +107,90 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	until("every unit given back", func() bool { n, q := inUse(a); return n == 0 && q == 0 })
+}
+
+// A holder whose engine stops past its lease (SIGSTOP, a network cut: here its database handle
+// fails, so it beats no more) frees its units for the other engines when its lease ends: engine
+// B's waiting step (or A's run, which B takes over) gets the one unit; A, back, cannot give it
+// back twice, and the units held never pass the limit.
+func TestStoppedHolderFreesItsUnitsAfterItsLease(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	db := memcluster.NewMem(clk)
+	cfg := Config{LeaseSecs: 30, StallAfterSecs: -1, Resources: map[string]ResourceConfig{"houdini": {Limit: 1}}}
+	handles := map[*Engine]*memcluster.Store{}
+	open := func() *Engine {
+		h := db.Open()
+		e, err := Open(ctx, cfg, WithStore(h), WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close(ctx) })
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
+			t.Fatal(err)
+		}
+		handles[e] = h
+		return e
+	}
+	a, b := open(), open()
+	s, err := spec.ParseString("name: sim\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	inUse := func() int {
+		info, err := b.Resources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Resources[0].InUse
+	}
+	pull := func(e *Engine) []flowtype.PendingCall {
+		cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 5, Timeout: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	if _, err := a.Submit(ctx, StartRequest{Spec: s}); err != nil {
+		t.Fatal(err)
+	}
+	var ca []flowtype.PendingCall
+	until("A's call", func() bool { ca = pull(a); return len(ca) == 1 })
+	if _, err := b.Submit(ctx, StartRequest{Spec: s}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(slotPollMax)
+	if cs := pull(b); len(cs) != 0 || inUse() != 1 {
+		t.Fatalf("B got %d calls with A holding the only unit (in use %d)", len(cs), inUse())
+	}
+	handles[a].Fail(errors.New("engine A is stopped"))
+	var cb []flowtype.PendingCall
+	until("a call on B once A's lease ended", func() bool {
+		clk.Advance(slotPollMax)
+		if n := inUse(); n > 1 {
+			t.Fatalf("%d units in use of a limit of 1", n)
+		}
+		cb = pull(b)
+		return len(cb) == 1
+	})
+	if clk.Now().Sub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)) < 30*time.Second {
+		t.Fatalf("B got the unit after %v, before A's lease (30 s) ended", clk.Now().Sub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)))
+	}
+	// A wakes: its call ends, and its release finds its slot gone.
+	handles[a].Fail(nil)
+	_ = a.Host().Complete(ca[0].ID, flowtype.ToolResult{Output: 1})
+	if n := inUse(); n != 1 {
+		t.Fatalf("in use %d after A woke; want B's 1", n)
+	}
+	if err := b.Host().Complete(cb[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
+		t.Fatal(err)
+	}
 }
