@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from dcc_flow import Engine, ValidationError
+from dcc_flow import Engine, ValidationError, task, workflow
 from dcc_flow._cli import main
 
 SPEC = """
@@ -79,3 +79,38 @@ def test_cli_resource_option_usage_errors(argv, message, capsys, tmp_path):
 def test_cli_resources_lists_the_declared_ones(capsys, tmp_path):
     assert main(["resources", "--resource", "gpu=2", "--resource", "houdini=4", "--db", str(tmp_path / "flow.db")]) == 0
     assert capsys.readouterr().out.splitlines() == ["gpu: 0 of 2 in use, 0 waiting", "houdini: 0 of 4 in use, 0 waiting"]
+
+
+@task(resources={"houdini": 1, "gpu": 2})
+def cook(shot: str) -> dict:
+    return {"shot": shot}
+
+
+@workflow
+def licensed_flow(shot: str = "sh010"):
+    cook(shot)
+
+
+def test_a_task_s_resources_compile_to_the_step_s_field_and_are_held_when_it_runs():
+    assert licensed_flow.spec.to_dict()["steps"][0]["resources"] == {"houdini": 1, "gpu": 2}
+    with Engine(config={"resources": {"houdini": {"limit": 1}, "gpu": {"limit": 2}}}) as engine:
+        result = licensed_flow.run(engine, shot="sh020")
+        assert result.ok, result.error
+        assert result.outputs["cook"] == {"shot": "sh020"}
+        assert [r["in_use"] for r in engine.resources()] == [0, 0]
+    with Engine() as engine:  # declares none: refused before any step runs
+        with pytest.raises(ValidationError) as err:
+            licensed_flow.run(engine)
+        assert "which the engine does not declare" in str(err.value)
+
+
+@pytest.mark.parametrize("resources, message", [
+    ({"houdini": 0}, "must be a whole number of units from 1 to 1,000,000; got 0"),
+    ({"houdini": True}, "got True"),
+    ({"hou dini": 1}, "is not a resource name"),
+    ({"gpu": 1.5}, "got 1.5"),
+])
+def test_a_task_s_bad_resources_are_refused(resources, message):
+    with pytest.raises(ValueError) as err:
+        task(resources=resources)(lambda: None)
+    assert message in str(err.value)
