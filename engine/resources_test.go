@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,7 +65,8 @@ func TestSubmitChecksResources(t *testing.T) {
 // The executor takes a step's resources around its call: with a limit of 1, of three runs whose
 // step asks for houdini ×1 the host sees one call at a time; the others wait, visibly (their
 // step is running with the progress message "waiting for houdini ×1: …"), and Resources lists
-// the holder and the queue in order, a higher-priority run first. A cancelled waiter leaves the
+// the holder and the queue in order, a run of a higher priority first (its own, given when it
+// started, over its spec's). A priority out of range is refused. A cancelled waiter leaves the
 // queue; every unit is given back at the end.
 func TestStepsWaitForTheirResources(t *testing.T) {
 	t.Parallel()
@@ -79,13 +79,14 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 	if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}
-	submit := func(priority int) string {
+	// submit starts a run of a spec of priority 0; own, when not nil, is the run's priority.
+	submit := func(own *int) string {
 		t.Helper()
-		s, err := spec.ParseString(fmt.Sprintf("name: sim\npriority: %d\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]", priority))
+		s, err := spec.ParseString("name: sim\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]")
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: s, Priority: own})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,11 +116,12 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 		}
 		return cs[0]
 	}
-	first := submit(0)
+	first := submit(nil)
 	until("the first run to hold houdini", func() bool { return resource().InUse == 1 })
-	low := submit(0)
+	low := submit(nil)
 	until("the low-priority run to queue", func() bool { return len(resource().Queue) == 1 })
-	high := submit(5)
+	five := 5
+	high := submit(&five) // the run's own priority, over its spec's 0
 	until("the high-priority run to queue", func() bool { return len(resource().Queue) == 2 })
 	r := resource()
 	if r.Limit != 1 || len(r.Holders) != 1 || r.Holders[0].RunID != first || r.Queue[0].Label != high+"/cook" || r.Queue[1].Label != low+"/cook" || r.Queue[0].Priority != 5 {
@@ -159,5 +161,11 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 	until("every unit to be given back", func() bool { r := resource(); return r.InUse == 0 && len(r.Holders) == 0 })
 	if info, _ := e.Status(ctx, low); info.Status != run.StatusCancelled {
 		t.Fatalf("the cancelled waiter's run is %s", info.Status)
+	}
+	s, _ := spec.ParseString("steps: [{id: a, tool: flow__echo}]")
+	tooHigh := 5000
+	if _, err := e.Submit(ctx, engine.StartRequest{Spec: s, Priority: &tooHigh}); run.CodeOf(err) != run.CodeInvalidRequest ||
+		!strings.Contains(err.Error(), "priority must be -1000 to 1000") {
+		t.Fatalf("a priority of 5000: %v", err)
 	}
 }

@@ -2,6 +2,7 @@
 check of a spec's `resources` when a run starts, and Engine.resources()."""
 
 import threading
+import time
 
 import pytest
 
@@ -114,3 +115,45 @@ def test_a_task_s_bad_resources_are_refused(resources, message):
     with pytest.raises(ValueError) as err:
         task(resources=resources)(lambda: None)
     assert message in str(err.value)
+
+
+def test_a_run_s_own_priority_is_its_place_in_the_queue():
+    started, release = threading.Event(), threading.Event()
+
+    def cook():
+        started.set()
+        assert release.wait(30)
+        return {"ok": True}
+
+    with Engine(config={"resources": {"houdini": {"limit": 1}}}) as engine:
+        engine.register_tool(cook)
+        first = engine.submit(SPEC)
+        results = []
+        driver = threading.Thread(target=lambda: results.append(first.wait(timeout=30)))
+        driver.start()
+        assert started.wait(30)
+        second = engine.submit(SPEC, priority=7)
+        deadline = time.monotonic() + 30
+        while not engine.resources()[0]["queue"]:
+            assert time.monotonic() < deadline, "the second run's step never queued"
+            time.sleep(0.005)
+        (waiter,) = engine.resources()[0]["queue"]
+        assert waiter["label"] == second.run_id + "/cook" and waiter["priority"] == 7 and waiter["position"] == 1
+        release.set()
+        driver.join(30)
+        assert results and results[0].ok
+        assert second.wait(timeout=30).ok
+        with pytest.raises(TypeError):
+            engine.submit(SPEC, priority="high")
+        with pytest.raises(Exception) as err:
+            engine.submit(SPEC, priority=5000)
+        assert "priority must be -1000 to 1000" in str(err.value)
+
+
+def test_cli_run_priority(capsys, tmp_path):
+    spec = tmp_path / "licensed.yaml"
+    spec.write_text("name: licensed\nsteps: [{id: cook, tool: flow__echo, resources: {houdini: 1}}]\n", encoding="utf-8")
+    db = str(tmp_path / "flow.db")
+    assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5", "--db", db]) == 0
+    assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5000", "--db", db]) == 2
+    assert "give a whole number from -1000 to 1000" in capsys.readouterr().err

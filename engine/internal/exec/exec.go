@@ -14,6 +14,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -170,6 +171,9 @@ type Params struct {
 	Origin  string         // "local", "mcp", "webhook", "schedule", "ui"
 	Env     EnvPolicy
 	Trigger map[string]any // the trigger document, or nil
+	// Priority, when set, is the run's priority for its steps waiting for resources, over its
+	// spec's (Config.Resources); nil = the spec's.
+	Priority *int
 	// Prior holds step instances of an earlier execution of this run: the completed ones are
 	// reused (their outputs feed templates, they are not run again), the others run.
 	Prior []store.Step
@@ -308,7 +312,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		ancestors: p.Ancestors, tree: p.Tree, priority: p.Spec.Priority,
+		ancestors: p.Ancestors, tree: p.Tree, priority: *cmp.Or(p.Priority, &p.Spec.Priority),
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
