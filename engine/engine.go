@@ -229,7 +229,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		onAttemptEnd = lin.onAttemptEnd
 	}
 	var gate exec.ResourceGate
-	if e.resGate = newResourceGate(cfg, e.store, o.clock); e.resGate != nil {
+	waited := func(resource string, d time.Duration) {
+		if m := e.metrics.On(); m != nil {
+			m.ResourceWait(resource, d)
+		}
+	}
+	if e.resGate = newResourceGate(cfg, e.store, o.clock, waited); e.resGate != nil {
 		gate = e.resGate
 	}
 	e.exec = exec.New(exec.Config{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
+	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/resources"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/run"
@@ -57,23 +58,35 @@ type resourceGate struct {
 	slots  store.ResourceSlots // nil: the scheduler's count only
 	clock  clock.Clock
 	limits map[string]int
+	// waited is told, for each resource of an attempt that got its units, how long it waited
+	// (the metrics' dccflow_resource_wait_seconds).
+	waited func(resource string, d time.Duration)
 }
 
 // newResourceGate returns the gate of the declared resources, nil when none is declared.
-func newResourceGate(cfg Config, st store.Store, c clock.Clock) *resourceGate {
+func newResourceGate(cfg Config, st store.Store, c clock.Clock, waited func(resource string, d time.Duration)) *resourceGate {
 	limits := cfg.resourceLimits()
 	if len(limits) == 0 {
 		return nil
 	}
-	g := &resourceGate{sched: resources.New(c, limits, resources.Options{}), clock: c, limits: limits}
+	g := &resourceGate{sched: resources.New(c, limits, resources.Options{}), clock: c, limits: limits, waited: waited}
 	g.slots, _ = st.(store.ResourceSlots)
 	return g
 }
 
 // Acquire implements exec.ResourceGate.
-func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (func(), error) {
+func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (release func(), err error) {
 	what := exec.DescribeAmounts(w.Amounts)
 	label := w.RunID + "/" + w.StepKey
+	start := g.clock.Now()
+	defer func() {
+		if err == nil && g.waited != nil { // a wait that got its units
+			d := g.clock.Now().Sub(start)
+			for name := range w.Amounts {
+				g.waited(name, d)
+			}
+		}
+	}()
 	grant, err := g.sched.Acquire(ctx, resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label,
 		OnWait: func(place, n int) {
 			w.Waiting(fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(place), n))
@@ -119,6 +132,16 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (func()
 		_, _ = g.slots.ReleaseSlots(ctx, req.ID)
 		grant.Release()
 	}, nil
+}
+
+// gauges is the state of each declared resource in this engine, for the metrics: its limit,
+// the units its step attempts hold and how many wait.
+func (g *resourceGate) gauges() []metrics.ResourceGauge {
+	var out []metrics.ResourceGauge
+	for _, r := range g.sched.Snapshot().Resources {
+		out = append(out, metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: r.InUse, Waiting: len(r.Queue)})
+	}
+	return out
 }
 
 // holderID names one attempt's hold in the store: the run, the step instance (hashed when

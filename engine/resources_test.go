@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,5 +169,50 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 	if _, err := e.Submit(ctx, engine.StartRequest{Spec: s, Priority: &tooHigh}); run.CodeOf(err) != run.CodeInvalidRequest ||
 		!strings.Contains(err.Error(), "priority must be -1000 to 1000") {
 		t.Fatalf("a priority of 5000: %v", err)
+	}
+}
+
+// The metrics of an engine with resources: each resource's limit, the units its step attempts
+// hold, how many wait, and the histogram of the waits; an engine without resources has none.
+func TestResourceMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	scrape := func(e *engine.Engine) string {
+		t.Helper()
+		h, err := e.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, Resources: map[string]engine.ResourceConfig{"houdini": {Limit: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	_ = scrape(e) // enables the metrics: the waits from now on are counted
+	s, err := spec.ParseString("steps: [{id: cook, tool: flow__echo, resources: {houdini: 2}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(ctx, engine.StartRequest{Spec: s}); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(e)
+	for _, want := range []string{`dccflow_resource_limit{resource="houdini"} 4`, `dccflow_resource_in_use{resource="houdini"} 0`,
+		`dccflow_resource_waiting{resource="houdini"} 0`, `dccflow_resource_wait_seconds_count{resource="houdini"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	plain, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(ctx)
+	if body := scrape(plain); strings.Contains(body, "dccflow_resource") {
+		t.Error("an engine without resources reports dccflow_resource_* metrics")
 	}
 }

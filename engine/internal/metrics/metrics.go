@@ -67,6 +67,9 @@ type Config struct {
 	// because the queue was full, failed to send or write), read at each scrape; nil leaves
 	// dccflow_openlineage_events_total out (OpenLineage off).
 	OpenLineage func() (delivered, dropped, failed int64)
+	// Resources returns the engine's scarce resources (docs/guide/resources.md), read at each
+	// scrape; nil leaves the dccflow_resource_* metrics out (none declared).
+	Resources func() []ResourceGauge
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -85,6 +88,7 @@ type Metrics struct {
 	fireLateness   *prometheus.HistogramVec
 	deliveries     *prometheus.CounterVec
 	commitSeconds  prometheus.Histogram
+	resourceWait   *prometheus.HistogramVec // nil without declared resources
 	commitBatches  prometheus.Histogram
 
 	mu        sync.Mutex
@@ -144,6 +148,10 @@ func New(cfg Config) *Metrics {
 		m.fireLateness, m.deliveries, m.commitSeconds, m.commitBatches)
 	if cfg.PoolQueued != nil {
 		m.reg.MustRegister(poolCollector{queued: cfg.PoolQueued})
+	}
+	if cfg.Resources != nil {
+		m.resourceWait = newResourceWait()
+		m.reg.MustRegister(resourceCollector{read: cfg.Resources}, m.resourceWait)
 	}
 	// The Go runtime's own (go_goroutines, go_threads, go_memstats_*): a server whose goroutines
 	// or heap grow at rest leaks (scripts/soak_net.py reads go_goroutines).
