@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -162,6 +163,41 @@ func holderID(w exec.ResourceWait) string {
 	return id
 }
 
+// limitsWarning says, when holders of resource name were taken under a limit other than this
+// engine's (limit; 0 = not declared here), that the engines disagree and which limit wins: each
+// engine takes units only while the total held is below its own limit, so the total never passes
+// the largest, and an engine with a smaller one waits while the total is at or above it. "" when
+// they agree.
+func limitsWarning(name string, limit int, slots []store.Slot) string {
+	other := map[int][]string{}
+	for _, sl := range slots {
+		if sl.Limit != limit && sl.Limit > 0 {
+			who := sl.Engine
+			if who == "" {
+				who = "an earlier configuration"
+			}
+			if !slices.Contains(other[sl.Limit], who) {
+				other[sl.Limit] = append(other[sl.Limit], who)
+			}
+		}
+	}
+	if len(other) == 0 {
+		return ""
+	}
+	largest := limit
+	var parts []string
+	for _, l := range slices.Sorted(maps.Keys(other)) {
+		largest = max(largest, l)
+		parts = append(parts, fmt.Sprintf("%d on %s", l, strings.Join(other[l], ", ")))
+	}
+	here := "not declared here"
+	if limit > 0 {
+		here = fmt.Sprintf("%d here", limit)
+	}
+	return fmt.Sprintf("engines declare different limits for %s: %s, %s; each takes units only while the total held is below its own limit, "+
+		"so the total never passes %d and the engines with a smaller limit wait longer: declare one limit everywhere", name, here, strings.Join(parts, "; "), largest)
+}
+
 // ordinal is n as "1st", "2nd", "3rd", "4th", … "11th", "21st".
 func ordinal(n int) string {
 	suffix := "th"
@@ -196,15 +232,20 @@ type ResourceInfo struct {
 	Holders []ResourceHolder `json:"holders"`
 	// Queue is this engine's waiters, in the order they will be served.
 	Queue []ResourceWaiter `json:"queue"`
+	// Warning, when not "", says that holders were taken under other limits than this engine's
+	// (engines of a shared database declaring different limits for the name) and which wins.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ResourceHolder is one step attempt holding units of a resource.
 type ResourceHolder struct {
-	RunID   string    `json:"run_id"`
-	StepKey string    `json:"step_key"`
-	Amount  int       `json:"amount"`
-	Engine  string    `json:"engine,omitempty"`
-	Since   time.Time `json:"since"`
+	RunID   string `json:"run_id"`
+	StepKey string `json:"step_key"`
+	Amount  int    `json:"amount"`
+	// Limit is the limit its engine took the units under.
+	Limit  int       `json:"limit"`
+	Engine string    `json:"engine,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // ResourceWaiter is one step attempt waiting for units of a resource.
@@ -264,8 +305,10 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 		ri := ResourceInfo{Name: name, Limit: limits[name], Holders: []ResourceHolder{}, Queue: []ResourceWaiter{}}
 		for _, sl := range byName[name] {
 			ri.InUse += sl.Amount
-			ri.Holders = append(ri.Holders, ResourceHolder{RunID: sl.RunID, StepKey: sl.Label, Amount: sl.Amount, Engine: sl.Engine, Since: sl.AcquiredAt})
+			ri.Holders = append(ri.Holders, ResourceHolder{RunID: sl.RunID, StepKey: sl.Label, Amount: sl.Amount, Limit: sl.Limit,
+				Engine: sl.Engine, Since: sl.AcquiredAt})
 		}
+		ri.Warning = limitsWarning(name, ri.Limit, byName[name])
 		if _, ok := e.store.(store.ResourceSlots); !ok {
 			ri.InUse = local[name].InUse
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,6 +192,57 @@ func TestStoppedHolderFreesItsUnitsAfterItsLease(t *testing.T) {
 		t.Fatalf("in use %d after A woke; want B's 1", n)
 	}
 	if err := b.Host().Complete(cb[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Engines of one database that declare different limits for a name: each takes units only
+// while the total is below its own limit, and Resources warns, naming the limits and the one
+// that wins (the largest bounds the total).
+func TestDifferentLimitsAcrossEnginesWarn(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	db := memcluster.NewMem(clk)
+	open := func(limit int) *Engine {
+		cfg := Config{LeaseSecs: 30, StallAfterSecs: -1, Resources: map[string]ResourceConfig{"houdini": {Limit: limit}}}
+		e, err := Open(ctx, cfg, WithStore(db.Open()), WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close(ctx) })
+		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := open(1), open(2)
+	s, err := spec.ParseString("name: sim\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Submit(ctx, StartRequest{Spec: s}); err != nil {
+		t.Fatal(err)
+	}
+	var cs []flowtype.PendingCall
+	for deadline := time.Now().Add(10 * time.Second); len(cs) == 0; {
+		if cs, err = a.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 1, Timeout: 10 * time.Millisecond}); err != nil || time.Now().After(deadline) {
+			t.Fatalf("A's call: %v", err)
+		}
+	}
+	info, err := b.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := info.Resources[0]
+	if r.InUse != 1 || r.Holders[0].Limit != 1 || !strings.HasPrefix(r.Warning, "engines declare different limits for houdini: 2 here, 1 on ") ||
+		!strings.Contains(r.Warning, "so the total never passes 2") {
+		t.Fatalf("B's view: %+v", r)
+	}
+	info, _ = a.Resources(ctx)
+	if w := info.Resources[0].Warning; w != "" {
+		t.Fatalf("A, whose limit every holder was taken under, warns: %s", w)
+	}
+	if err := a.Host().Complete(cs[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -75,6 +75,9 @@ type Slot struct {
 	Resource string
 	Holder   string // SlotRequest.ID
 	Amount   int
+	// Limit is the limit the taker passed (SlotRequest.Limits): engines that declare different
+	// limits for one name show here.
+	Limit int
 	// Engine is the id of the engine that holds it on a shared store, "" on a store of one engine.
 	Engine     string
 	RunID      string

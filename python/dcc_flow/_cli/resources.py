@@ -48,11 +48,13 @@ class ResourcesCommand(Command):
             ctx.print("%s: %d of %s in use, %d waiting"
                       % (plain(r.get("name")), r.get("in_use") or 0, limit if limit else "? (not declared here)",
                          len(r.get("queue") or [])))
+            if r.get("warning"):
+                ctx.warning(plain(r["warning"]))
             for h in r.get("holders") or []:
                 engine_text = " on engine %s" % plain(h.get("engine")) if h.get("engine") else ""
-                ctx.print("  holds  ×%d  %s %s%s since %s"
+                ctx.print("  holds  ×%d  %s %s%s (limit %s) since %s"
                           % (h.get("amount") or 0, plain(h.get("run_id")), plain(h.get("step_key")), engine_text,
-                             _ago(h.get("since"))))
+                             h.get("limit"), _ago(h.get("since"))))
             for q in r.get("queue") or []:
                 ctx.print("  waits  ×%d  #%d %s priority %s (%s with waiting) since %s"
                           % (q.get("amount") or 0, q.get("position") or 0, plain(q.get("label")), q.get("priority"),

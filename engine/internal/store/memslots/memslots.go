@@ -22,7 +22,7 @@ type Table struct {
 
 type holder struct {
 	id, engine, runID, label string
-	amounts                  map[string]int
+	amounts, limits          map[string]int
 	at                       time.Time
 }
 
@@ -54,7 +54,7 @@ func (t *Table) Acquire(r store.SlotRequest, engine string, now time.Time, live 
 		}
 	}
 	h := &holder{id: r.ID, engine: engine, runID: store.CutSlotText(r.RunID), label: store.CutSlotText(r.Label),
-		amounts: maps.Clone(r.Amounts), at: now}
+		amounts: maps.Clone(r.Amounts), limits: maps.Clone(r.Limits), at: now}
 	t.holders[r.ID] = h
 	for name := range r.Amounts {
 		if t.byRes[name] == nil {
@@ -101,7 +101,8 @@ func (t *Table) Slots(live func(engine string) bool) []store.Slot {
 			continue
 		}
 		for name, n := range h.amounts {
-			out = append(out, store.Slot{Resource: name, Holder: h.id, Amount: n, Engine: h.engine, RunID: h.runID, Label: h.label, AcquiredAt: h.at})
+			out = append(out, store.Slot{Resource: name, Holder: h.id, Amount: n, Limit: h.limits[name], Engine: h.engine, RunID: h.runID,
+				Label: h.label, AcquiredAt: h.at})
 		}
 	}
 	store.SortSlots(out)

@@ -75,16 +75,16 @@ func (s *Store) Slots(ctx context.Context) ([]store.Slot, error) {
 	}
 	var out []store.Slot
 	err := s.retryLost(ctx, true, func() error {
-		rows, err := s.pool.Query(ctx, `SELECT s.resource, s.holder, s.amount, s.engine_id, s.run_id, s.label, s.acquired_at
+		rows, err := s.pool.Query(ctx, `SELECT s.resource, s.holder, s.amount, s.taken_limit, s.engine_id, s.run_id, s.label, s.acquired_at
 			FROM resource_slots s WHERE `+sqlEngineLive+` ORDER BY s.resource, s.acquired_at, s.holder`)
 		if err != nil {
 			return err
 		}
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Slot, error) {
 			var sl store.Slot
-			var amount int32
-			err := row.Scan(&sl.Resource, &sl.Holder, &amount, &sl.Engine, &sl.RunID, &sl.Label, &sl.AcquiredAt)
-			sl.Amount = int(amount)
+			var amount, limit int32
+			err := row.Scan(&sl.Resource, &sl.Holder, &amount, &limit, &sl.Engine, &sl.RunID, &sl.Label, &sl.AcquiredAt)
+			sl.Amount, sl.Limit = int(amount), int(limit)
 			return sl, err
 		})
 		return err

@@ -72,7 +72,7 @@ func (s *Store) Slots(ctx context.Context) ([]store.Slot, error) {
 	if !s.readOnly {
 		return s.slotState().t.Slots(nil), nil
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT holder, resource, amount, run_id, label, acquired_at FROM resource_slots`)
+	rows, err := s.r.QueryContext(ctx, `SELECT holder, resource, amount, taken_limit, run_id, label, acquired_at FROM resource_slots`)
 	if err != nil {
 		return nil, s.fault(err)
 	}
@@ -81,7 +81,7 @@ func (s *Store) Slots(ctx context.Context) ([]store.Slot, error) {
 	for rows.Next() {
 		var sl store.Slot
 		var at int64
-		if err := rows.Scan(&sl.Holder, &sl.Resource, &sl.Amount, &sl.RunID, &sl.Label, &at); err != nil {
+		if err := rows.Scan(&sl.Holder, &sl.Resource, &sl.Amount, &sl.Limit, &sl.RunID, &sl.Label, &at); err != nil {
 			return nil, s.fault(err)
 		}
 		sl.AcquiredAt = sqlrow.FromNanos(at)
@@ -142,8 +142,8 @@ func (s *Store) writeSlots(slots []store.Slot) error {
 		return err
 	}
 	for _, sl := range slots {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO resource_slots (holder, resource, amount, run_id, label, acquired_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			sl.Holder, sl.Resource, sl.Amount, sl.RunID, sl.Label, nanos(sl.AcquiredAt)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO resource_slots (holder, resource, amount, taken_limit, run_id, label, acquired_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, sl.Holder, sl.Resource, sl.Amount, sl.Limit, sl.RunID, sl.Label, nanos(sl.AcquiredAt)); err != nil {
 			return err
 		}
 	}

@@ -204,7 +204,8 @@ func testSlotsDifferentLimits(t *testing.T, s ResourceStore) {
 }
 
 // testSlotsListing: Slots lists one row per holder and resource, by resource, then
-// acquisition, then holder, with the run id and label (cut to MaxSlotText bytes).
+// acquisition, then holder, with the limit it was taken under, the run id and the label (cut to
+// MaxSlotText bytes).
 func testSlotsListing(t *testing.T, s ResourceStore) {
 	ctx := context.Background()
 	long := strings.Repeat("é", store.MaxSlotText) // 2 bytes each
@@ -222,17 +223,17 @@ func testSlotsListing(t *testing.T, s ResourceStore) {
 	}
 	type row struct {
 		res, holder string
-		n           int
+		n, limit    int
 		run         string
 	}
 	var got []row
 	for _, sl := range slots {
-		got = append(got, row{sl.Resource, sl.Holder, sl.Amount, sl.RunID})
+		got = append(got, row{sl.Resource, sl.Holder, sl.Amount, sl.Limit, sl.RunID})
 		if sl.AcquiredAt.IsZero() {
 			t.Errorf("slot %+v has no AcquiredAt", sl)
 		}
 	}
-	want := []row{{"gpu", "x1", 2, "r1"}, {"houdini", "x1", 1, "r1"}, {"houdini", "x2", 2, "r2"}}
+	want := []row{{"gpu", "x1", 2, 2, "r1"}, {"houdini", "x1", 1, 4, "r1"}, {"houdini", "x2", 2, 4, "r2"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Slots = %+v, want %+v", got, want)
 	}

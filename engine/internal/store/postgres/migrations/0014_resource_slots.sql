@@ -1,7 +1,7 @@
 -- dcc-flow PostgreSQL schema: the slots of scarce resources (store.ResourceSlots,
 -- docs/guide/resources.md), held across every engine of the database under each engine's
 -- lease. resource_slots has one row per holder (an attempt of a step) and resource, with the
--- engine that took it: a row counts while that engine's heartbeat is at most its lease old
+-- engine that took it and the limit it took it under (engines may declare different ones): a row counts while that engine's heartbeat is at most its lease old
 -- (heartbeat_at + lease_secs >= now()); the next acquire of the resource deletes the rows of an
 -- engine past that, so that they never count again. An acquire takes a transaction-level
 -- advisory lock per resource name it asks for (the two-key form: class 1684235110, 'dccf', and
@@ -12,6 +12,7 @@ CREATE TABLE resource_slots (
     holder      TEXT NOT NULL,
     resource    TEXT NOT NULL,
     amount      INTEGER NOT NULL,
+    taken_limit INTEGER NOT NULL DEFAULT 0,
     engine_id   TEXT NOT NULL,
     run_id      TEXT NOT NULL DEFAULT '',
     label       TEXT NOT NULL DEFAULT '',
@@ -48,7 +49,7 @@ BEGIN
             RETURN 0;
         END IF;
     END LOOP;
-    INSERT INTO resource_slots (holder, resource, amount, engine_id, run_id, label)
-        SELECT p_holder, u.n, u.a, p_engine, p_run, p_label FROM unnest(p_names, p_amounts) AS u(n, a);
+    INSERT INTO resource_slots (holder, resource, amount, taken_limit, engine_id, run_id, label)
+        SELECT p_holder, u.n, u.a, u.l, p_engine, p_run, p_label FROM unnest(p_names, p_amounts, p_limits) AS u(n, a, l);
     RETURN 1;
 END $$;

@@ -7,6 +7,7 @@ CREATE TABLE resource_slots (
     holder      TEXT NOT NULL,
     resource    TEXT NOT NULL,
     amount      INTEGER NOT NULL,
+    taken_limit INTEGER NOT NULL DEFAULT 0,
     run_id      TEXT NOT NULL DEFAULT '',
     label       TEXT NOT NULL DEFAULT '',
     acquired_at INTEGER NOT NULL,
