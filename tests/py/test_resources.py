@@ -157,3 +157,12 @@ def test_cli_run_priority(capsys, tmp_path):
     assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5", "--db", db]) == 0
     assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5000", "--db", db]) == 2
     assert "give a whole number from -1000 to 1000" in capsys.readouterr().err
+
+
+def test_the_spec_objects_show_resources_and_priority():
+    from dcc_flow import WorkflowSpec
+
+    spec = WorkflowSpec.from_yaml_str("name: p\npriority: 12\nsteps: [{id: a, tool: t, resources: {gpu: 2}}, {id: b, tool: t}]")
+    assert spec.priority == 12
+    assert dict(spec.steps[0].resources) == {"gpu": 2} and dict(spec.steps[1].resources) == {}
+    assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").priority == 0
