@@ -256,8 +256,11 @@ type ResourceWaiter struct {
 	// Position is its place in this engine's queue of the resource: 1 is served next.
 	Position int `json:"position"`
 	// Priority is its run's; Effective adds what it gained by waiting (aging).
-	Priority  int       `json:"priority"`
-	Effective int       `json:"effective_priority"`
+	Priority  int `json:"priority"`
+	Effective int `json:"effective_priority"`
+	// FairShare is the key it shares a round-robin turn by: "fair_share:" and its spec's
+	// rendered `fair_share`, else its run tree's root run id.
+	FairShare string    `json:"fair_share"`
 	Since     time.Time `json:"since"`
 }
 
@@ -314,7 +317,7 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 		}
 		for _, q := range queues[name] {
 			ri.Queue = append(ri.Queue, ResourceWaiter{Label: q.Label, Amount: q.Amount, Position: q.Position,
-				Priority: q.Priority, Effective: q.Effective, Since: q.Since})
+				Priority: q.Priority, Effective: q.Effective, FairShare: q.Key, Since: q.Since})
 		}
 		out.Resources = append(out.Resources, ri)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,62 @@ func TestResourceMetrics(t *testing.T) {
 	defer plain.Close(ctx)
 	if body := scrape(plain); strings.Contains(body, "dccflow_resource") {
 		t.Error("an engine without resources reports dccflow_resource_* metrics")
+	}
+}
+
+// A spec's `fair_share` renders from the run's inputs: the runs of show A waiting for a unit share
+// the key fair_share:A (one round-robin turn between them), a run of show B has its own and goes
+// before them.
+func TestFairShareKeyFromInputs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{StallAfterSecs: -1, Resources: map[string]engine.ResourceConfig{"nuke": {Limit: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "render", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.ParseString("name: comp\nfair_share: \"{{inputs.show}}\"\ninputs: {show: string}\nsteps: [{id: render, tool: render, resources: {nuke: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() engine.ResourceInfo {
+		info, err := e.Resources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Resources[0]
+	}
+	queue := func() []engine.ResourceWaiter { return state().Queue }
+	var ids []string
+	for i, show := range []string{"A", "A", "A", "B"} {
+		id, err := e.Submit(ctx, engine.StartRequest{Spec: s, Inputs: map[string]any{"show": show}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if r := state(); r.InUse+len(r.Queue) == i+1 { // the first holds the unit; each next one queues
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d did not reach the unit or its queue: %+v", i, state())
+			}
+		}
+	}
+	q := queue()
+	// Round robin across the keys: B's run first (A was served last: its first run holds the
+	// unit), then A's second and third, though B's run came last.
+	got := []string{q[0].Label, q[1].Label, q[2].Label}
+	want := []string{ids[3] + "/render", ids[1] + "/render", ids[2] + "/render"}
+	if !slices.Equal(got, want) || q[0].FairShare != "fair_share:B" || q[1].FairShare != "fair_share:A" {
+		t.Fatalf("queue %+v; want %v", q, want)
+	}
+	for _, id := range ids {
+		if err := e.Cancel(ctx, id, "done"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

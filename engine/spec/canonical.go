@@ -50,6 +50,9 @@ func canonicalJSON(s *Spec) []byte {
 	if s.Priority != 0 {
 		doc["priority"] = s.Priority
 	}
+	if s.FairShare != "" {
+		doc["fair_share"] = s.FairShare
+	}
 	return marshalCanonical(doc)
 }
 

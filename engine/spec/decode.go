@@ -183,7 +183,7 @@ func nodePos(n *yaml.Node) Pos {
 
 func join(path, key string) string { return yamltext.Join(path, key) }
 
-var topFields = []string{"name", "description", "inputs", "steps", "defaults", "on_failure", "priority"}
+var topFields = []string{"name", "description", "inputs", "steps", "defaults", "on_failure", "priority", "fair_share"}
 
 func (d *decoder) spec(root *yaml.Node) *Spec {
 	s := &Spec{}
@@ -207,6 +207,9 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 			s.Defaults, s.defaultsAt = d.defaults(f.Value)
 		case "on_failure":
 			s.OnFailure = d.stepList(f.Value, "on_failure", 2)
+		case "fair_share":
+			s.fairShareAt = nodePos(f.Value)
+			s.FairShare, _ = d.Str(f.Value, at("fair_share", ""))
 		case "priority":
 			s.priorityAt = nodePos(f.Value)
 			if v, ok := d.Int(f.Value, at("priority", "")); ok {

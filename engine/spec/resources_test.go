@@ -133,3 +133,23 @@ on_failure:
 		t.Fatal(err)
 	}
 }
+
+// `fair_share` is a template of what a run has when it starts; it enters the canonical form only
+// when given.
+func TestFairShare(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, "name: p\nfair_share: \"{{inputs.show}}\"\ninputs: {show: string}\nsteps: [{id: a, tool: t}]")
+	if err := s.Validate(); err != nil || s.FairShare != "{{inputs.show}}" || !strings.Contains(string(s.Canonical()), `"fair_share":"{{inputs.show}}"`) {
+		t.Fatalf("fair_share %q, %v, canonical %s", s.FairShare, err, s.Canonical())
+	}
+	for _, tc := range []struct{ doc, msg string }{
+		{"fair_share: \"{{steps.a.output}}\"\nsteps: [{id: a, tool: t}]", "fair_share: `fair_share` may refer to inputs, trigger, run, env only (it is rendered when the run starts, before any step); got {{steps.a.output}}"},
+		{"fair_share: \"{{inputs.shw}}\"\ninputs: {show: string}\nsteps: [{id: a, tool: t}]", "fair_share: `fair_share` refers to {{inputs.shw}}, but no input named \"shw\" is declared"},
+		{"fair_share: \"{{inputs.show\"\nsteps: [{id: a, tool: t}]", "fair_share: `fair_share` is a malformed template"},
+	} {
+		codes, msgs := codesOf(t, "name: p\n"+tc.doc+"\n")
+		if len(codes) != 1 || codes[0] != spec.CodeInvalidTemplate || !strings.Contains(msgs, tc.msg) {
+			t.Errorf("%q: codes %v, messages:\n%s\nwant %s", tc.doc, codes, msgs, tc.msg)
+		}
+	}
+}

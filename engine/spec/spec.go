@@ -80,7 +80,13 @@ type Spec struct {
 	// (docs/guide/resources.md): MinPriority to MaxPriority, higher served first; 0 (the default)
 	// when not given. A run started with a priority of its own uses that one.
 	Priority int
+	// FairShare is the template of the key the spec's runs share a round-robin turn by when
+	// their steps wait for a scarce resource (docs/guide/resources.md), rendered when a run
+	// starts from its inputs, trigger, run and env ("{{inputs.show}}"); "" = each run tree is a
+	// key of its own.
+	FairShare string
 
+	fairShareAt  Pos    // the position of `fair_share`, for problems
 	priorityAt   Pos    // the position of `priority`, for problems; zero when not given
 	priorityText string // `priority` as written, for range messages
 

@@ -57,6 +57,7 @@ func validate(s *Spec) *problems {
 	}
 	v.checkDefaults(s)
 	v.checkPriority(s)
+	v.checkFairShare(s)
 	v.collectIDs(s.Steps, "steps")
 	v.collectIDs(s.OnFailure, "on_failure")
 	walkSteps(s.OnFailure, nil, func(st *Step, _ []*Step) bool {
@@ -295,6 +296,35 @@ func (v *validator) checkPriority(s *Spec) {
 	}
 	v.ps.add(Problem{Code: CodeInvalidValue, Path: "priority", Line: s.priorityAt.Line, Column: s.priorityAt.Column,
 		Message: fmt.Sprintf("priority: `priority` must be a whole number between %d and %d (higher is served first; 0 = the default); got %s", MinPriority, MaxPriority, text)})
+}
+
+// fairShareRoots are the template roots `fair_share` may use: what a run has when it starts.
+var fairShareRoots = []string{"inputs", "trigger", "run", "env"}
+
+// checkFairShare checks the top-level `fair_share`: a template whose references are to the
+// run's inputs (declared ones, when the spec declares inputs), trigger, run and env only.
+func (v *validator) checkFairShare(s *Spec) {
+	if s.FairShare == "" {
+		return
+	}
+	at := func(msg string) {
+		v.ps.add(Problem{Code: CodeInvalidTemplate, Path: "fair_share", Line: s.fairShareAt.Line, Column: s.fairShareAt.Column,
+			Message: "fair_share: " + msg})
+	}
+	t, err := template.Parse(s.FairShare)
+	if err != nil {
+		at(fmt.Sprintf("`fair_share` is a malformed template: %v", err))
+		return
+	}
+	for _, r := range t.Refs() {
+		switch {
+		case !contains(fairShareRoots, r.Root):
+			at(fmt.Sprintf("`fair_share` may refer to %s only (it is rendered when the run starts, before any step); got {{%s}}",
+				strings.Join(fairShareRoots, ", "), r.Raw))
+		case r.Root == "inputs" && len(v.s.Inputs) > 0 && len(r.Path) > 0 && !r.Path[0].IsIndex && !v.inputs[r.Path[0].Name]:
+			at(fmt.Sprintf("`fair_share` refers to {{%s}}, but no input named %q is declared", r.Raw, r.Path[0].Name))
+		}
+	}
 }
 
 // resources checks the names and amounts of a tool step's `resources`, in name order. Whether

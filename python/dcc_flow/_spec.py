@@ -875,6 +875,12 @@ class WorkflowSpec(_View):
         return int(self._data.get("priority") or 0)
 
     @property
+    def fair_share(self) -> Optional[str]:
+        """The template of the key the spec's runs share a round-robin turn by when their steps
+        wait for scarce resources (``"{{inputs.show}}"``, docs/guide/resources.md), else ``None``."""
+        return self._data.get("fair_share") or None
+
+    @property
     def defaults(self) -> StepPolicy:
         """The spec's ``defaults`` for its tool steps: ``timeout_secs`` and ``retry`` (docs/reference/spec.md,
         "Defaults"); an empty policy (``is_empty``) when the spec has none."""

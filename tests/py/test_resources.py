@@ -166,3 +166,6 @@ def test_the_spec_objects_show_resources_and_priority():
     assert spec.priority == 12
     assert dict(spec.steps[0].resources) == {"gpu": 2} and dict(spec.steps[1].resources) == {}
     assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").priority == 0
+    assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").fair_share is None
+    shared = WorkflowSpec.from_yaml_str("fair_share: '{{inputs.show}}'\ninputs: {show: string}\nsteps: [{id: a, tool: t}]")
+    assert shared.fair_share == "{{inputs.show}}"

@@ -312,7 +312,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		ancestors: p.Ancestors, tree: p.Tree, priority: *cmp.Or(p.Priority, &p.Spec.Priority),
+		ancestors: p.Ancestors, tree: p.Tree, priority: *cmp.Or(p.Priority, &p.Spec.Priority), fairShare: p.Spec.FairShare,
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
@@ -490,6 +490,7 @@ type runner struct {
 	origin    string
 	ancestors []string // Params.Ancestors
 	priority  int      // the spec's priority, for the steps waiting for resources
+	fairShare string   // the spec's fair_share template, "" for none (resources.go)
 	tree      *Tree    // Params.Tree
 	plan      *plan
 	root      *frame

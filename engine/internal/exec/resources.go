@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/template"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -49,6 +50,12 @@ func (r *runner) holdResources(ctx context.Context, sp *stepPlan, call tools.Cal
 	fair := r.id
 	if len(r.ancestors) > 0 {
 		fair = r.ancestors[0]
+	}
+	if r.fairShare != "" {
+		// Validated with the spec: it renders from what the run had when it started.
+		if t, err := template.Parse(r.fairShare); err == nil {
+			fair = "fair_share:" + template.Stringify(t.Render(r.root.resolve))
+		}
 	}
 	rep := call.Reporter
 	w := ResourceWait{RunID: r.id, StepKey: call.StepKey, Attempt: call.Attempt, Amounts: sp.st.Resources,
