@@ -130,8 +130,14 @@ func (st *slotState) mirror(s *Store) {
 	}
 }
 
-// writeSlots replaces the rows of resource_slots with slots, in one transaction.
+// writeSlots replaces the rows of resource_slots with slots, in one transaction; not once the
+// owner lock is lost (as every write of the owner).
 func (s *Store) writeSlots(slots []store.Slot) error {
+	if s.checkLock != nil {
+		if err := s.checkLock(); err != nil {
+			return err
+		}
+	}
 	ctx := context.Background()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
