@@ -24,6 +24,7 @@ from .._errors import DatabaseLockedError
 from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError
+from ._resources import resources_config
 
 __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "load_remotes", "open_engine",
            "load_tools", "resolve_run",
@@ -183,6 +184,9 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
             config = dict(config or {}, close_grace_secs=close_grace)
     if getattr(args, "remotes", None):
         config = dict(config or {}, remotes=merge_remotes(args.remotes, (config or {}).get("remotes")))
+    declared = resources_config(args)  # --resource NAME=LIMIT
+    if declared:
+        config = dict(config or {}, resources=declared)
     if path == ":memory:" or (read_only or beside_owner) and not is_db_url(path) and not os.path.exists(path):
         # Nothing to read there yet: creating the file would make this command its owner for a
         # moment, and a `dcc-flow run` starting on it then would find it in use.
