@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/beside"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memslots"
 )
 
@@ -13,8 +12,11 @@ import (
 // PostgreSQL store holds them (postgres/resources.go), on the DB's clock.
 var _ store.ResourceSlots = (*Store)(nil)
 
-// slotTables keeps each DB's slots beside it.
-var slotTables beside.Table[DB, memslots.Table]
+// slotTable returns the DB's slots, made on their first use.
+func (db *DB) slotTable() *memslots.Table {
+	db.slotsOnce.Do(func() { db.slotTab = memslots.New() })
+	return db.slotTab
+}
 
 // liveLocked reports whether engine id is registered and its heartbeat is at most its lease old
 // (the end included). db.mu is held.
@@ -33,7 +35,7 @@ func (s *Store) AcquireSlots(ctx context.Context, r store.SlotRequest) (bool, er
 		return false, err
 	}
 	db := s.db
-	t := slotTables.Get(db, memslots.New)
+	t := db.slotTable()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if !db.liveLocked(a.id) {
@@ -48,7 +50,7 @@ func (s *Store) ReleaseSlots(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slotTables.Get(s.db, memslots.New).Release(id, a.id), nil
+	return s.db.slotTable().Release(id, a.id), nil
 }
 
 // Slots implements store.ResourceSlots: the holders of live engines.
@@ -57,7 +59,7 @@ func (s *Store) Slots(ctx context.Context) ([]store.Slot, error) {
 		return nil, err
 	}
 	db := s.db
-	t := slotTables.Get(db, memslots.New)
+	t := db.slotTable()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	return t.Slots(db.liveLocked), nil

@@ -5,16 +5,12 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/beside"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memslots"
 )
 
 // The slots of scarce resources (store.ResourceSlots), held in memory across every run of the
 // one engine that has the store: every holder is live until released.
 var _ store.ResourceSlots = (*Store)(nil)
-
-// slotTables keeps each store's slots beside it (the Store struct has no field for them).
-var slotTables beside.Table[Store, memslots.Table]
 
 func (s *Store) slots() (*memslots.Table, error) {
 	s.mu.RLock()
@@ -23,7 +19,8 @@ func (s *Store) slots() (*memslots.Table, error) {
 	if closed {
 		return nil, store.ErrClosed
 	}
-	return slotTables.Get(s, memslots.New), nil
+	s.slotsOnce.Do(func() { s.slotTab = memslots.New() })
+	return s.slotTab, nil
 }
 
 // AcquireSlots implements store.ResourceSlots.

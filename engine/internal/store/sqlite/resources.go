@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
-	"github.com/dcc-flow/dcc-flow/engine/internal/store/beside"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memslots"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/sqlrow"
 )
@@ -28,10 +27,9 @@ type slotState struct {
 	running bool // a mirror goroutine is writing
 }
 
-var slotStates beside.Table[Store, slotState]
-
 func (s *Store) slotState() *slotState {
-	return slotStates.Get(s, func() *slotState { return &slotState{t: memslots.New()} })
+	s.slotsOnce.Do(func() { s.slots = &slotState{t: memslots.New()} })
+	return s.slots
 }
 
 // AcquireSlots implements store.ResourceSlots (the owner only: a read-only store refuses it).
