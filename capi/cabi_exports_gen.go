@@ -50,4 +50,5 @@ var exportsByName = map[string]exportFunc{
 	"dccflow_files_stale":        dccflow_files_stale,
 	"dccflow_cache_list":         dccflow_cache_list,
 	"dccflow_cache_purge":        dccflow_cache_purge,
+	"dccflow_resources":          dccflow_resources,
 }

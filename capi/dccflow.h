@@ -78,6 +78,9 @@ int32_t dccflow_files_stale(uint64_t handle, const char *in_json, char **out_jso
 int32_t dccflow_cache_list(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_cache_purge(uint64_t handle, const char *in_json, char **out_json);
 
+/* Scarce resources (docs/guide/resources.md). */
+int32_t dccflow_resources(uint64_t handle, const char *in_json, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

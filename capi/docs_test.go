@@ -490,6 +490,7 @@ var requestTypes = map[string]any{
 	"dccflow_files_stale":        staleRequest{},
 	"dccflow_cache_list":         engine.CacheFilter{},
 	"dccflow_cache_purge":        engine.CacheFilter{},
+	"dccflow_resources":          resourcesRequest{},
 }
 
 // TestDocsRequestFields: every field an export's request accepts is named (`field`) in the

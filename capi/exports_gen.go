@@ -303,3 +303,13 @@ func dccflow_cache_list(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32
 func dccflow_cache_purge(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
 	return call(h, in, out, opCachePurge)
 }
+
+// Scarce resources (docs/guide/resources.md).
+
+// dccflow_resources: in {} → {"resources": [{"name", "limit", "in_use", "holders": [...], "queue": [...]}]}:
+// the engine's declared resources, who holds their units and who waits for them.
+//
+//export dccflow_resources
+func dccflow_resources(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opResources)
+}

@@ -163,10 +163,12 @@ type submitRequest struct {
 	Format   string      `json:"format"`
 	Source   string      `json:"source"`
 	Inputs   spec.Object `json:"inputs"` // large integers stay exact
+	// Priority is the run's own priority (engine.StartRequest.Priority); nil = its spec's.
+	Priority *int `json:"priority"`
 }
 
 var opRunSubmit = withEngine(func(e *engine.Engine, req *submitRequest) (any, error) {
-	start := engine.StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: "local"}
+	start := engine.StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: "local", Priority: req.Priority}
 	if req.Spec != nil {
 		sr := specRequest{Text: req.Spec, Format: req.Format, Source: req.Source}
 		s, err := sr.spec()

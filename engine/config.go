@@ -136,6 +136,31 @@ type Config struct {
 	// Tracing, when enabled, exports OpenTelemetry traces of the runs (docs/guide/tracing.md);
 	// nil = off.
 	Tracing *TracingConfig `json:"tracing,omitempty"`
+	// Resources declares the scarce resources (licences, GPUs) that tool steps ask for with their
+	// `resources` field (docs/guide/resources.md), by name (as a step id: a letter or _, then
+	// letters, digits, _ and -, at most 64): each with its limit. A run whose step asks for a
+	// name not declared here, or for more than its limit, is refused when it starts. nil = none.
+	Resources map[string]ResourceConfig `json:"resources,omitempty"`
+}
+
+// ResourceConfig declares one scarce resource.
+type ResourceConfig struct {
+	// Limit is how many units of the resource the steps hold at once: across every run of this
+	// engine on SQLite or in memory, and across every engine on a shared PostgreSQL database. 1 to
+	// spec.MaxResourceAmount (1,000,000); 0 and negatives are refused.
+	Limit int `json:"limit"`
+}
+
+// resourceLimits returns the declared limits by resource name; nil when none is declared.
+func (c Config) resourceLimits() map[string]int {
+	if len(c.Resources) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(c.Resources))
+	for name, r := range c.Resources {
+		out[name] = r.Limit
+	}
+	return out
 }
 
 // PolicyDefaults are engine-wide step policy defaults, written as the spec's `defaults` block.
@@ -323,8 +348,8 @@ func (c Config) WithDefaults() Config {
 // validate reports every problem of c at once in one *run.Error with code invalid_request; each
 // problem starts with the field's JSON name (e.g. `remotes.unreal.url: …`). The sections are
 // checked in this order, each adding its problems to one list: the database, env_allow, the
-// durations, the limits, the policy defaults, tool_pools, openlineage, tracing, then each remote
-// by name.
+// durations, the limits, the policy defaults, tool_pools, openlineage, tracing, each remote by
+// name, then each resource by name.
 func (c Config) validate() error {
 	var ps configProblems
 	c.checkDatabase(&ps)
@@ -346,6 +371,7 @@ func (c Config) validate() error {
 	for _, name := range slices.Sorted(maps.Keys(c.Remotes)) {
 		c.Remotes[name].check("remotes."+name, name, &ps)
 	}
+	c.checkResources(&ps)
 	if len(ps) == 0 {
 		return nil
 	}
@@ -421,6 +447,21 @@ func (c Config) checkLimits(ps *configProblems) {
 	} {
 		if l.v < 0 || l.v > l.ceiling {
 			ps.add(l.field, "must be 0 (the default, %s) or 1 to %s; got %d", expr.Thousands(l.def), expr.Thousands(l.ceiling), l.v)
+		}
+	}
+}
+
+// checkResources checks each declared resource, by name: its name is as a step id, and its
+// limit is 1 to spec.MaxResourceAmount.
+func (c Config) checkResources(ps *configProblems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Resources)) {
+		f := "resources." + name
+		if !remoteNameRe.MatchString(name) {
+			ps.add(f, "resource names must start with a letter or _ and contain only letters, digits, _ and - (at most 64), e.g. houdini")
+		}
+		if l := c.Resources[name].Limit; l < 1 || l > spec.MaxResourceAmount {
+			ps.add(f+".limit", "must be 1 to %s (the units the steps hold at once, e.g. the licences the studio owns); got %d; remove the resource to leave it unlimited",
+				expr.Thousands(spec.MaxResourceAmount), l)
 		}
 	}
 }

@@ -13,9 +13,9 @@ import (
 )
 
 // Config.validate reports every problem of every section at once, in one order: the database,
-// env_allow, the durations, the limits, the policy defaults, tool_pools, openlineage, then each
+// env_allow, the durations, the limits, the policy defaults, tool_pools, openlineage, each
 // remote by name (its endpoint, its URLs, its pool of servers, its timeout, the fields of the other kind
-// of remote, its pool of processes). The test pins the whole list, so that the sections can be
+// of remote, its pool of processes), then each resource by name. The test pins the whole list, so that the sections can be
 // rearranged in code without changing what a user reads.
 func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 	dir := t.TempDir()
@@ -36,6 +36,7 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 			"farm":     {URLs: []string{"http://a/mcp", "http://a/mcp", "ftp://b"}, WorkersPerURL: 300, Workers: 2, TimeoutSecs: -1},
 			"one":      {URL: "ftp://x", WorkersPerURL: 2, Env: map[string]string{"A": "1"}, StartTimeoutSecs: 5},
 		},
+		Resources: map[string]ResourceConfig{"gpu": {Limit: 0}, "bad name": {Limit: 2_000_000}, "houdini": {Limit: -1}, "nuke": {Limit: 10}},
 	}
 	err := cfg.validate()
 	var re *run.Error
@@ -70,6 +71,10 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 		`remotes.one.workers_per_url: applies to a pool of servers only: give url as a list of URLs`,
 		`remotes.one.env: env and dir apply to command remotes only`,
 		`remotes.one.workers: pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes; for a pool of servers give url as a list of URLs`,
+		`resources.bad name: resource names must start with a letter or _ and contain only letters, digits, _ and - (at most 64), e.g. houdini`,
+		`resources.bad name.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got 2000000; remove the resource to leave it unlimited`,
+		`resources.gpu.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got 0; remove the resource to leave it unlimited`,
+		`resources.houdini.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got -1; remove the resource to leave it unlimited`,
 	}
 	got := re.Details["problems"].([]string)
 	if !slices.Equal(got, want) {

@@ -112,6 +112,7 @@ type Engine struct {
 	router   *tools.Router
 	exec     *exec.Executor
 	hub      *eventhub.Hub
+	resGate  *resourceGate // nil when the config declares no resources (resources.go)
 
 	randMu sync.Mutex
 	rng    *rand.Rand
@@ -239,6 +240,15 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 	if lin.em != nil {
 		onAttemptEnd = lin.onAttemptEnd
 	}
+	var gate exec.ResourceGate
+	waited := func(resource string, d time.Duration) {
+		if m := e.metrics.On(); m != nil {
+			m.ResourceWait(resource, d)
+		}
+	}
+	if e.resGate = newResourceGate(cfg, e.store, o.clock, waited); e.resGate != nil {
+		gate = e.resGate
+	}
 	e.exec = exec.New(exec.Config{
 		Store: e.store, Clock: o.clock, Router: e.router, Rand: e.float64, StallAfter: stall,
 		OnWrite: e.hub.Notify, Environ: o.environ, Limits: cfg.limits(), PoolFor: exec.PoolRouter(cfg.ToolPools),
@@ -247,6 +257,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		Env:          cfg.Env,
 		OnAttemptEnd: onAttemptEnd, // nil with OpenLineage off
 		Tracer:       e.tracer,     // nil with tracing off
+		Resources:    gate,
 	})
 	e.catalog = e.newCatalog()
 	if err := e.catalog.Load(ctx); err != nil {

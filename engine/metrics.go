@@ -42,6 +42,9 @@ func (e *Engine) newMetrics() *metrics.Metrics {
 	if e.remotes != nil && len(e.remotes.Queued()) > 0 {
 		cfg.PoolQueued = e.remotes.Queued
 	}
+	if e.resGate != nil {
+		cfg.Resources = e.resGate.gauges
+	}
 	if em := e.ol.em; em != nil {
 		cfg.OpenLineage = func() (int64, int64, int64) { return em.Delivered(), em.Dropped(), em.Failed() }
 	}

@@ -36,6 +36,10 @@ type StartRequest struct {
 	Inputs   map[string]any `json:"inputs,omitempty"`
 	Origin   string         `json:"origin,omitempty"`  // "" = local
 	Trigger  map[string]any `json:"trigger,omitempty"` // {{trigger.*}}: schedule id, webhook payload, …
+	// Priority, when set, is the run's priority when its steps wait for scarce resources, over
+	// its spec's `priority` (docs/guide/resources.md): spec.MinPriority to spec.MaxPriority, higher
+	// first (else invalid_request). nil = the spec's. A resumed run has its spec's again.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // RunInfo is the state of a run.
@@ -206,6 +210,9 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 	default:
 		return "", run.Errorf(run.CodeInvalidRequest, "origin must be %s, %s, %s, %s or %s; got %q", OriginLocal, OriginMCP, OriginWebhook, OriginSchedule, OriginUI, origin)
 	}
+	if p := req.Priority; p != nil && (*p < spec.MinPriority || *p > spec.MaxPriority) {
+		return "", run.Errorf(run.CodeInvalidRequest, "priority must be %d to %d (higher is served first; none = the spec's); got %d", spec.MinPriority, spec.MaxPriority, *p)
+	}
 	inputs, err := exec.CheckInputs(s, req.Inputs)
 	if err != nil {
 		return "", err
@@ -218,7 +225,7 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 	}
 	id := e.newRunID()
 	if err := e.start(ctx, exec.Params{
-		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger,
+		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger, Priority: req.Priority,
 		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
 	}); err != nil {
 		return "", err
@@ -274,6 +281,9 @@ func (e *Engine) start(ctx context.Context, p exec.Params) error {
 }
 
 func (e *Engine) runDone(h *exec.Run) {
+	if h.LeaseRefused() && e.members != nil {
+		e.members.CountLost()
+	}
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())
@@ -284,13 +294,18 @@ func (e *Engine) runDone(h *exec.Run) {
 }
 
 // checkTools fails with unknown_tool when a tool step names an unregistered tool or a
-// tool_remote step names a remote that is not configured (toolcheck.Scope.Err).
+// tool_remote step names a remote that is not configured (toolcheck.Scope.Err), then with a
+// *spec.ValidationError when a step asks for a resource the engine does not declare or for more
+// than its limit (checkResources).
 func (e *Engine) checkTools(s *spec.Spec) error {
 	unknown, suggestions, notes, err := e.unknownTools(s)
 	if err != nil {
 		return err
 	}
-	return e.toolScope().Err(s, unknown, suggestions, notes)
+	if err := e.toolScope().Err(s, unknown, suggestions, notes); err != nil {
+		return err
+	}
+	return e.checkResources(s)
 }
 
 // Run starts a run and waits for it to finish; it is Submit then Wait. The run's own failure is

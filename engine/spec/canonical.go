@@ -47,6 +47,12 @@ func canonicalJSON(s *Spec) []byte {
 	if len(s.OnFailure) > 0 {
 		doc["on_failure"] = canonicalSteps(s.OnFailure)
 	}
+	if s.Priority != 0 {
+		doc["priority"] = s.Priority
+	}
+	if s.FairShare != "" {
+		doc["fair_share"] = s.FairShare
+	}
 	return marshalCanonical(doc)
 }
 
@@ -130,6 +136,9 @@ func canonicalStep(st *Step) map[string]any {
 	}
 	if st.Writes != nil {
 		m["writes"] = append([]string{}, st.Writes...)
+	}
+	if len(st.Resources) > 0 {
+		m["resources"] = st.Resources
 	}
 	return m
 }

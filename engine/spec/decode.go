@@ -183,7 +183,7 @@ func nodePos(n *yaml.Node) Pos {
 
 func join(path, key string) string { return yamltext.Join(path, key) }
 
-var topFields = []string{"name", "description", "inputs", "steps", "defaults", "on_failure"}
+var topFields = []string{"name", "description", "inputs", "steps", "defaults", "on_failure", "priority", "fair_share"}
 
 func (d *decoder) spec(root *yaml.Node) *Spec {
 	s := &Spec{}
@@ -207,6 +207,15 @@ func (d *decoder) spec(root *yaml.Node) *Spec {
 			s.Defaults, s.defaultsAt = d.defaults(f.Value)
 		case "on_failure":
 			s.OnFailure = d.stepList(f.Value, "on_failure", 2)
+		case "fair_share":
+			s.fairShareAt = nodePos(f.Value)
+			s.FairShare, _ = d.Str(f.Value, at("fair_share", ""))
+		case "priority":
+			s.priorityAt = nodePos(f.Value)
+			if v, ok := d.Int(f.Value, at("priority", "")); ok {
+				s.Priority = clampInt(v) // the range is checked by validation, on the text as written
+				s.priorityText = yamltext.ResolveAlias(f.Value).Value
+			}
 		default:
 			d.UnknownField(f, at("", ""), topFields, "")
 		}
@@ -340,7 +349,7 @@ func (d *decoder) stepList(n *yaml.Node, path string, depth int) []*Step {
 }
 
 var commonStepFields = []string{"id", "kind", "description", "depends_on", "timeout_secs"}
-var policyFields = []string{"retry", "idempotency_key", "idempotency_scope", "idempotency_ttl_secs", "cache", "reads", "writes"}
+var policyFields = []string{"retry", "idempotency_key", "idempotency_scope", "idempotency_ttl_secs", "cache", "reads", "writes", "resources"}
 
 // kindFields lists the fields each kind accepts besides commonStepFields.
 var kindFields = map[Kind][]string{
@@ -558,7 +567,34 @@ func (d *decoder) kindField(st *Step, f yamltext.Field, fp string, depth int) {
 		st.Writes = d.paths(f.Value, fp, id, "writes")
 	case "cache":
 		st.Policy.Cache = d.cache(f.Value, fp, st, depth)
+	case "resources":
+		st.Resources = d.resources(f.Value, fp, st)
 	}
+}
+
+// resources decodes a step's `resources`: a mapping of resource name to an integer amount. The
+// names and ranges are checked by validation; which names exist is the engine's to say
+// (Spec.CheckResources).
+func (d *decoder) resources(n *yaml.Node, path string, st *Step) map[string]int {
+	id := st.ID
+	v := yamltext.ResolveAlias(n)
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		return nil
+	case v.Kind != yaml.MappingNode:
+		d.Add(CodeWrongType, v, at(path, id), fmt.Sprintf("`resources` must be a mapping of resource name to amount such as `{houdini: 1, gpu: 2}`; got %s", yamltext.DescribeNode(v)), "")
+		return nil
+	}
+	out := map[string]int{}
+	for _, f := range d.Mapping(v, at(path, id)) {
+		key := "resources." + f.Key
+		st.fields[key] = nodePos(f.Value)
+		if amount, ok := d.Int(f.Value, at(join(path, f.Key), id)); ok {
+			out[f.Key] = clampInt(amount)
+			st.keepText(key, f.Value)
+		}
+	}
+	return out
 }
 
 // paths decodes `reads` or `writes`: a path (template or glob) or a list of them.

@@ -27,6 +27,13 @@ const (
 	MaxIdempotencyTTLSecs = 10 * 365 * 24 * 3600
 	// MaxConcurrency is the largest foreach concurrency; the smallest is 1.
 	MaxConcurrency = 100_000
+	// MaxResourceAmount is the largest amount of one resource a step asks for, and the largest
+	// limit an engine declares for one; the smallest of each is 1.
+	MaxResourceAmount = 1_000_000
+	// MinPriority and MaxPriority bound a run's priority (the spec's `priority`, a run's own);
+	// the default is 0 and higher is served first.
+	MinPriority = -1000
+	MaxPriority = 1000
 )
 
 // numberText returns the text of the number a step's field was written with ("1e18"), for

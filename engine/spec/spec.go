@@ -76,6 +76,19 @@ type Spec struct {
 	// OnFailure is the failure handler: steps run once when the run fails (docs/reference/spec.md,
 	// "on_failure"); nil = none. Their ids are unique with the other steps' ids.
 	OnFailure []*Step
+	// Priority is the priority of the spec's runs when they wait for a scarce resource
+	// (docs/guide/resources.md): MinPriority to MaxPriority, higher served first; 0 (the default)
+	// when not given. A run started with a priority of its own uses that one.
+	Priority int
+	// FairShare is the template of the key the spec's runs share a round-robin turn by when
+	// their steps wait for a scarce resource (docs/guide/resources.md), rendered when a run
+	// starts from its inputs, trigger, run and env ("{{inputs.show}}"); "" = each run tree is a
+	// key of its own.
+	FairShare string
+
+	fairShareAt  Pos    // the position of `fair_share`, for problems
+	priorityAt   Pos    // the position of `priority`, for problems; zero when not given
+	priorityText string // `priority` as written, for range messages
 
 	defaultsAt *Step // positions and texts of the defaults fields, for problems
 	canonical  []byte
@@ -157,6 +170,10 @@ type Step struct {
 	// those its tool reports (docs/guide/assets.md): templates of paths or glob patterns
 	// (`*`, `?`, `[…]`, `**`), relative to the engine's working directory; nil when not given.
 	Reads, Writes []string
+	// Resources (tool and tool_remote) are the amounts of the engine's scarce resources
+	// (licences, GPUs; engine.Config.Resources, docs/guide/resources.md) one attempt holds while
+	// its tool runs, by resource name: 1 to MaxResourceAmount each; nil when not given.
+	Resources map[string]int
 
 	// foreach.
 	Items       any    // JSONPath string ("$…"), template string or a literal JSON value

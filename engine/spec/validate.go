@@ -56,6 +56,8 @@ func validate(s *Spec) *problems {
 			Message: "the spec has no steps; add a `steps:` list with at least one step"})
 	}
 	v.checkDefaults(s)
+	v.checkPriority(s)
+	v.checkFairShare(s)
 	v.collectIDs(s.Steps, "steps")
 	v.collectIDs(s.OnFailure, "on_failure")
 	walkSteps(s.OnFailure, nil, func(st *Step, _ []*Step) bool {
@@ -280,6 +282,73 @@ func (v *validator) policy(st *Step, path string, sc scope) {
 	}
 	v.idempotency(st, path, sc)
 	v.assets(st, path, sc)
+	v.resources(st, path)
+}
+
+// checkPriority checks the top-level `priority`: MinPriority to MaxPriority.
+func (v *validator) checkPriority(s *Spec) {
+	if s.Priority >= MinPriority && s.Priority <= MaxPriority {
+		return
+	}
+	text := s.priorityText
+	if text == "" {
+		text = fmt.Sprint(s.Priority)
+	}
+	v.ps.add(Problem{Code: CodeInvalidValue, Path: "priority", Line: s.priorityAt.Line, Column: s.priorityAt.Column,
+		Message: fmt.Sprintf("priority: `priority` must be a whole number between %d and %d (higher is served first; 0 = the default); got %s", MinPriority, MaxPriority, text)})
+}
+
+// fairShareRoots are the template roots `fair_share` may use: what a run has when it starts.
+var fairShareRoots = []string{"inputs", "trigger", "run", "env"}
+
+// checkFairShare checks the top-level `fair_share`: a template whose references are to the
+// run's inputs (declared ones, when the spec declares inputs), trigger, run and env only.
+func (v *validator) checkFairShare(s *Spec) {
+	if s.FairShare == "" {
+		return
+	}
+	at := func(msg string) {
+		v.ps.add(Problem{Code: CodeInvalidTemplate, Path: "fair_share", Line: s.fairShareAt.Line, Column: s.fairShareAt.Column,
+			Message: "fair_share: " + msg})
+	}
+	t, err := template.Parse(s.FairShare)
+	if err != nil {
+		at(fmt.Sprintf("`fair_share` is a malformed template: %v", err))
+		return
+	}
+	for _, r := range t.Refs() {
+		switch {
+		case !contains(fairShareRoots, r.Root):
+			at(fmt.Sprintf("`fair_share` may refer to %s only (it is rendered when the run starts, before any step); got {{%s}}",
+				strings.Join(fairShareRoots, ", "), r.Raw))
+		case r.Root == "inputs" && len(v.s.Inputs) > 0 && len(r.Path) > 0 && !r.Path[0].IsIndex && !v.inputs[r.Path[0].Name]:
+			at(fmt.Sprintf("`fair_share` refers to {{%s}}, but no input named %q is declared", r.Raw, r.Path[0].Name))
+		}
+	}
+}
+
+// resources checks the names and amounts of a tool step's `resources`, in name order. Whether
+// the engine declares the names is checked when a run starts (Spec.CheckResources).
+func (v *validator) resources(st *Step, path string) {
+	for _, name := range sortedKeys(st.Resources) {
+		key := "resources." + name
+		if !identRe.MatchString(name) {
+			v.add(CodeInvalidValue, st, key, path+"."+key, fmt.Sprintf("resource name %q is not valid: it must start with a letter or _ and contain only letters, digits, _ and - (at most 64), as the engine's `resources` names (e.g. houdini)", name))
+			continue
+		}
+		v.checkRange(st, CodeInvalidValue, key, path+"."+key, float64(st.Resources[name]), 1, MaxResourceAmount,
+			"the units one attempt holds while its tool runs; remove the resource to ask for none")
+	}
+}
+
+// sortedKeys returns the keys of m in byte order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // assets checks `reads`, `writes` and `cache` of a tool step.

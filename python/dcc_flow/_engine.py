@@ -520,12 +520,19 @@ class Engine:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    def submit(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None) -> "Run":
+    def submit(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, *,
+               priority: Optional[int] = None) -> "Run":
         """Start a run and return at once. Its main-lane tools run when some thread drives it:
-        ``Run.wait()``, ``Engine.pump()`` (a DCC idle callback) or ``Engine.run``."""
+        ``Run.wait()``, ``Engine.pump()`` (a DCC idle callback) or ``Engine.run``. ``priority``
+        (-1000 to 1000, higher first) is the run's when its steps wait for scarce resources, over
+        the spec's ``priority`` (docs/guide/resources.md); None: the spec's."""
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise TypeError("priority must be an int from -1000 to 1000 or None; got %r" % (priority,))
         self._register_flow_tools(spec)
         req = _spec_request(spec)
         req["inputs"] = dict(inputs or {})
+        if priority is not None:
+            req["priority"] = priority
         try:
             out = self._call("dccflow_run_submit", req, req.get("source"))
         except NotFoundError as e:
@@ -537,7 +544,7 @@ class Engine:
 
     @overload
     def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
-            *, dry_run: "Literal[False]" = False) -> RunResult: ...
+            *, dry_run: "Literal[False]" = False, priority: Optional[int] = None) -> RunResult: ...
 
     @overload
     def run(self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
@@ -547,7 +554,7 @@ class Engine:
     def run(
         self, spec: SpecLike, inputs: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
         *, dry_run: bool = False, fixtures: Optional[Mapping[str, Any]] = None,
-        approvals: Optional[Mapping[str, bool]] = None,
+        approvals: Optional[Mapping[str, bool]] = None, priority: Optional[int] = None,
     ) -> Union[RunResult, "DryRunResult"]:
         """Start a run and drive it to the end on this thread; return its result.
 
@@ -557,12 +564,14 @@ class Engine:
         ``dry_run=True`` calls no tool and records nothing: it returns ``dry_run(spec, inputs,
         fixtures, approvals)``, the steps in the order they would run with the arguments each
         would receive.
+
+        ``priority`` is the run's when its steps wait for scarce resources (``submit``).
         """
         if dry_run:
             return self.dry_run(spec, inputs, fixtures=fixtures, approvals=approvals)
         if fixtures is not None or approvals is not None:
             raise TypeError("fixtures and approvals are for a dry run: pass dry_run=True")
-        run = self.submit(spec, inputs)
+        run = self.submit(spec, inputs, priority=priority)
         self._warn_serial(spec)
         return run.wait(timeout=timeout, cancel_on_timeout=True)
 
@@ -800,6 +809,17 @@ class Engine:
         depth = _count_arg("depth", depth, 0, "0 = the default, 10")
         req: Dict[str, Any] = {"path": _asset_path(path, "lineage(path=...)"), "depth": depth}
         return dict(self._call("dccflow_file_lineage", req)["lineage"])
+
+    def resources(self) -> List[Dict[str, Any]]:
+        """The scarce resources (docs/guide/resources.md): those the engine's config declares
+        (``Engine(config={"resources": {"houdini": {"limit": 4}}})``) and any other the database
+        has holders of, by name. Each is a dict with ``name``, ``limit`` (0: not declared by this
+        engine), ``in_use`` (the units held now: on a PostgreSQL database by every engine),
+        ``holders`` (dicts with ``run_id``, ``step_key``, ``amount``, ``since`` and, on PostgreSQL,
+        ``engine``) and ``queue`` (this engine's step attempts waiting, in the order they will be
+        served: ``label`` ``RUN/STEP_KEY``, ``amount``, ``position``, ``priority``,
+        ``effective_priority`` and ``since``). An empty list when there is none."""
+        return list(self._call("dccflow_resources", {}).get("resources") or [])
 
     def stale(self, paths: Optional[Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]] = None
               ) -> List[Dict[str, Any]]:

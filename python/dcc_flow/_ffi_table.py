@@ -62,4 +62,6 @@ SIGNATURES: Dict[str, Any] = {
     "dccflow_files_stale": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_cache_list": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_cache_purge": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    # Scarce resources (docs/guide/resources.md).
+    "dccflow_resources": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
 }

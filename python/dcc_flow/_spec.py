@@ -556,6 +556,12 @@ class WorkflowStep(_View):
         return self._data.get("pool")
 
     @property
+    def resources(self) -> Mapping[str, int]:
+        """The units of the engine's scarce resources each attempt of a ``tool`` or ``tool_remote``
+        step holds, by name (docs/guide/resources.md): a read-only mapping, empty when none."""
+        return MappingProxyType(dict(self._data.get("resources") or {}))
+
+    @property
     def args(self) -> Mapping[str, Any]:
         """The tool arguments: a read-only mapping (nested lists are tuples); empty for other kinds."""
         return self._args
@@ -861,6 +867,18 @@ class WorkflowSpec(_View):
     def on_failure(self) -> Tuple[WorkflowStep, ...]:
         """The steps run once when a run fails (docs/reference/spec.md, "on_failure"); ``()`` when none."""
         return self._on_failure
+
+    @property
+    def priority(self) -> int:
+        """The priority of the spec's runs when their steps wait for scarce resources, -1000 to
+        1000, higher first (docs/guide/resources.md); 0 when not given."""
+        return int(self._data.get("priority") or 0)
+
+    @property
+    def fair_share(self) -> Optional[str]:
+        """The template of the key the spec's runs share a round-robin turn by when their steps
+        wait for scarce resources (``"{{inputs.show}}"``, docs/guide/resources.md), else ``None``."""
+        return self._data.get("fair_share") or None
 
     @property
     def defaults(self) -> StepPolicy:

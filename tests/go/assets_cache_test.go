@@ -46,7 +46,7 @@ func TestACacheMissThatFailsKeepsWhyItRanAndItsKey(t *testing.T) {
 					} `json:"parts"`
 				} `json:"cache"`
 			}
-			raw := enterDetail(b, info.ID, "build")
+			raw := enterDetailJSON(b, info.ID, "build")
 			if err := json.Unmarshal([]byte(raw), &d); err != nil {
 				t.Fatalf("run %d: step_enter detail %s: %v", i+1, raw, err)
 			}

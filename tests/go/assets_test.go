@@ -92,9 +92,15 @@ func attemptFiles(t *testing.T, b *testBundle, runID, key string) []engine.FileI
 // enterDetail is the detail of the step_enter of key in run id, its JSON text with the escapes
 // of backslashes undone (a Windows path's reads as the path).
 func enterDetail(b *testBundle, id, key string) string {
+	return strings.ReplaceAll(enterDetailJSON(b, id, key), `\\`, `\`)
+}
+
+// enterDetailJSON is the detail of step key's step_enter event as stored: JSON, for decoding
+// (enterDetail unescapes Windows paths' backslashes, for comparing with substrings).
+func enterDetailJSON(b *testBundle, id, key string) string {
 	for _, e := range b.events(id) {
 		if e.Type == run.EventStepEnter && e.StepKey == key {
-			return strings.ReplaceAll(string(e.Detail), `\\`, `\`)
+			return string(e.Detail)
 		}
 	}
 	return ""

@@ -102,6 +102,9 @@ steps:
 		if out := info.Outputs["after"]; out == nil {
 			t.Fatalf("a.Wait's outputs: %+v", info.Outputs)
 		}
+		if st := a.LeaseStats(); st.Abandoned != 1 {
+			t.Fatalf("a's lease stats %+v: the run it gave up on a refused write counts as abandoned", st)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a.Wait did not return once the run completed on b")
 	}

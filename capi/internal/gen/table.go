@@ -147,4 +147,12 @@ var groups = []group{
 				`dccflow_cache_purge: in the filter of dccflow_cache_list (no limit) → {"purged": 3}.`),
 		},
 	},
+	{
+		Comment: []string{"Scarce resources (docs/guide/resources.md)."},
+		Exports: []export{
+			jsonExport("dccflow_resources",
+				`dccflow_resources: in {} → {"resources": [{"name", "limit", "in_use", "holders": [...], "queue": [...]}]}:`,
+				`the engine's declared resources, who holds their units and who waits for them.`),
+		},
+	},
 }

@@ -159,6 +159,14 @@ func (m *Membership) Every() time.Duration { return m.every }
 // Leaser is the store feature the membership works through.
 func (m *Membership) Leaser() store.Leaser { return m.cfg.Leaser }
 
+// CountLost counts a run the engine stopped orchestrating because it lost the run's lease, found
+// other than by this membership's heartbeat (a write the store refused): Stats.Abandoned.
+func (m *Membership) CountLost() {
+	m.mu.Lock()
+	m.lost++
+	m.mu.Unlock()
+}
+
 // Stats returns the membership's figures.
 func (m *Membership) Stats() Stats {
 	m.mu.Lock()

@@ -34,6 +34,11 @@ var ErrEngineStop error = &stopCause{step: run.StepInterrupted, run: run.StatusI
 var errLeaseLost = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
 	msg: "interrupted: this engine lost the run's lease to another engine"}
 
+// errLeaseRefused is errLeaseLost found by the run itself: the store refused one of its writes
+// (store.ErrLeaseLost) before a heartbeat told the engine (Run.LeaseRefused).
+var errLeaseRefused = &stopCause{step: run.StepInterrupted, run: run.StatusInterrupted, kind: KindInterrupted, abandon: true,
+	msg: errLeaseLost.msg}
+
 // errConnectionLost is the cause of a run whose store write lost its database connection
 // (store.ErrConnectionLost): the write may or may not be applied, so the engine stops
 // orchestrating the run without writing anything more of it, as for a lost lease; its lease

@@ -14,6 +14,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,10 @@ type Config struct {
 	OnAttemptEnd func(AttemptEnd)
 	// Tracer makes the run, attempt and tool call spans (trace.go); nil = tracing off.
 	Tracer *tracing.Tracer
+	// Resources, when set, gives each attempt of a tool step with `resources` its units of the
+	// engine's scarce resources before its call, and takes them back after (resources.go,
+	// docs/guide/resources.md); nil = such steps do not wait.
+	Resources ResourceGate
 }
 
 // AttemptEnd is an attempt that ended (Config.OnAttemptEnd).
@@ -169,6 +174,9 @@ type Params struct {
 	Origin  string         // "local", "mcp", "webhook", "schedule", "ui"
 	Env     EnvPolicy
 	Trigger map[string]any // the trigger document, or nil
+	// Priority, when set, is the run's priority for its steps waiting for resources, over its
+	// spec's (Config.Resources); nil = the spec's.
+	Priority *int
 	// Prior holds step instances of an earlier execution of this run: the completed ones are
 	// reused (their outputs feed templates, they are not run again), the others run.
 	Prior []store.Step
@@ -242,6 +250,11 @@ func (h *Run) Stop() { h.r.stop(ErrEngineStop.(*stopCause)) }
 // Status says interrupted. Abandoning a finished run does nothing.
 func (h *Run) Abandon() { h.r.stop(errLeaseLost) }
 
+// LeaseRefused reports whether the run stopped because the store refused one of its writes:
+// another engine held its lease (store.ErrLeaseLost), so it was abandoned as by Abandon, found
+// by the run itself rather than by the engine's heartbeat.
+func (h *Run) LeaseRefused() bool { return h.r.stopCause.Load() == errLeaseRefused }
+
 // Ancestors returns the runs above this one, outermost first (Params.Ancestors): nil for a
 // run started on its own.
 func (h *Run) Ancestors() []string { return h.r.ancestors }
@@ -307,7 +320,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 	}
 	r := &runner{
 		x: x, id: p.RunID, name: p.Spec.Name, plan: pl, inputs: inputs, trigger: trigger, origin: p.Origin,
-		ancestors: p.Ancestors, tree: p.Tree,
+		ancestors: p.Ancestors, tree: p.Tree, priority: *cmp.Or(p.Priority, &p.Spec.Priority), fairShare: p.Spec.FairShare,
 		runDoc: map[string]any{"id": p.RunID, "name": p.Spec.Name},
 		env:    p.Env, status: run.StatusRunning, done: make(chan struct{}), onDone: p.OnDone,
 		approvals: map[string]*approval{}, onFailureOnly: p.OnFailureOnly,
@@ -485,6 +498,8 @@ type runner struct {
 	id, name  string
 	origin    string
 	ancestors []string // Params.Ancestors
+	priority  int      // the spec's priority, for the steps waiting for resources
+	fairShare string   // the spec's fair_share template, "" for none (resources.go)
 	tree      *Tree    // Params.Tree
 	plan      *plan
 	root      *frame

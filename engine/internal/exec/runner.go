@@ -463,7 +463,7 @@ func (r *runner) writeFor(in *inst, b *store.Batch, how int) error {
 	if err := r.x.cfg.Store.Write(context.Background(), b); err != nil {
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
-			r.cancel(errLeaseLost) // another engine runs it now: stop, writing nothing more
+			r.cancel(errLeaseRefused) // another engine runs it now: stop, writing nothing more
 		case errors.Is(err, store.ErrConnectionLost):
 			r.cancel(errConnectionLost) // applied or not: the takeover path finds out
 		default:

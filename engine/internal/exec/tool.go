@@ -150,9 +150,9 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				in.hostStarted()
 			}
 		}
-		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool)) {
-			// The call may block (a host or remote tool, a blocking built-in): the step is
-			// written as running first.
+		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool) || len(sp.st.Resources) > 0) {
+			// The call may block (a host or remote tool, a blocking built-in, a wait for
+			// resources): the step is written as running first.
 			if err := in.flushEnter(); err != nil {
 				return r.stoppedEnd(r.ctx)
 			}
@@ -267,6 +267,11 @@ func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
 // attempt makes one call under the per-attempt timeout.
 func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int) (tools.Result, error) {
 	call.Attempt = attempt
+	release, rerr := r.holdResources(ctx, sp, call)
+	if rerr != nil {
+		return tools.Result{NotStarted: true}, rerr
+	}
+	defer release()
 	actx := ctx
 	switch {
 	case sp.timeout <= 0:

@@ -71,6 +71,9 @@ type Config struct {
 	// queue was full, failed to export), read at each scrape; nil leaves
 	// dccflow_trace_spans_total out (tracing off).
 	Spans func() (exported, dropped, failed int64)
+	// Resources returns the engine's scarce resources (docs/guide/resources.md), read at each
+	// scrape; nil leaves the dccflow_resource_* metrics out (none declared).
+	Resources func() []ResourceGauge
 	// MaxLabelValues overrides the package constant when > 0 (tests).
 	MaxLabelValues int
 }
@@ -89,6 +92,7 @@ type Metrics struct {
 	fireLateness   *prometheus.HistogramVec
 	deliveries     *prometheus.CounterVec
 	commitSeconds  prometheus.Histogram
+	resourceWait   *prometheus.HistogramVec // nil without declared resources
 	commitBatches  prometheus.Histogram
 
 	mu        sync.Mutex
@@ -148,6 +152,10 @@ func New(cfg Config) *Metrics {
 		m.fireLateness, m.deliveries, m.commitSeconds, m.commitBatches)
 	if cfg.PoolQueued != nil {
 		m.reg.MustRegister(poolCollector{queued: cfg.PoolQueued})
+	}
+	if cfg.Resources != nil {
+		m.resourceWait = newResourceWait()
+		m.reg.MustRegister(resourceCollector{read: cfg.Resources}, m.resourceWait)
 	}
 	// The Go runtime's own (go_goroutines, go_threads, go_memstats_*): a server whose goroutines
 	// or heap grow at rest leaks (scripts/soak_net.py reads go_goroutines).

@@ -503,7 +503,7 @@ type QueuedCall struct {
 	// returns it, so that the claiming engine hands it to the tool (tools.Call.Traceparent).
 	// AdoptCall gives a call still queued the adopter's (when not ""), the span of the resumed
 	// step's call; a claimed or done call keeps the one its tool got. Stored as text (PostgreSQL
-	// migration 0014).
+	// migration 0015).
 	Traceparent string
 }
 

@@ -65,6 +65,7 @@ COMMAND_MODULES = (
     "lineage",
     "stale",
     "cache",
+    "resources",
 )
 
 #: Set to 1 to let unexpected exceptions out with their traceback.

@@ -274,6 +274,7 @@ DOC_PARTS = {
     "lineage": "assets.md",
     "stale": "assets.md",
     "cache": "assets.md",
+    "resources": "resources.md",
 }
 
 

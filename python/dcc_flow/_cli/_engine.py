@@ -30,6 +30,7 @@ from .._errors import DatabaseLockedError, InvalidRequestError
 from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError
+from ._resources import resources_config
 
 __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "add_config_argument", "load_remotes",
            "load_config", "engine_config", "open_engine",
@@ -260,6 +261,9 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     by_env = False  # tracing turned on by the OTEL_* variables
     if hasattr(args, "config"):  # run, resume, serve, worker --db: --config FILE, --remotes FILE, OTEL_*
         config, by_env = engine_config(args, config, env_tracing=not read_only and not beside_owner)
+    declared = resources_config(args)  # --resource NAME=LIMIT: over a --config file's resources
+    if declared:
+        config = dict(config or {}, resources=declared)
     if by_env:
         from .._otel import setup_export
 

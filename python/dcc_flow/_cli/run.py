@@ -35,10 +35,21 @@ from ._engine import (
     open_engine,
     parse_inputs,
 )
+from ._resources import add_resource_argument
 from ._specfile import format_problem, is_spec_file, load_spec, plural
 from ._workers import add_workers_arguments, plain_thread, serial_warnings, workers_config
 
 __all__ = ["COMMAND", "RunCommand", "Progress", "follow", "add_follow_arguments"]
+
+
+def _priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not -1000 <= value <= 1000:
+        raise argparse.ArgumentTypeError("%r: give a whole number from -1000 to 1000 (higher is served first)" % text)
+    return value
 
 
 class Progress:
@@ -203,6 +214,10 @@ class RunCommand(Command):
                                  "approved automatically")
         add_db_argument(parser)
         add_lease_argument(parser)
+        add_resource_argument(parser)
+        parser.add_argument("--priority", metavar="N", type=_priority,
+                            help="the run's priority when its steps wait for scarce resources, -1000 to 1000, higher "
+                                 "first (default: the spec's priority; docs/guide/resources.md)")
 
     def owns_stdout(self, args: argparse.Namespace) -> bool:  # it runs tools (Context.own_stdout)
         return True
@@ -241,7 +256,7 @@ class RunCommand(Command):
                 ctx.warning(line)
             after = engine.last_event_seq()
             try:
-                run = engine.submit(spec, inputs)
+                run = engine.submit(spec, inputs, priority=args.priority)
             except DccFlowError as exc:
                 if exc.code == "unknown_tool":
                     hint = "add --tools MODULE" if not args.tools else "define them in a --tools module"

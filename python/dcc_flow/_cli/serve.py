@@ -19,6 +19,7 @@ from ._engine import (
     load_tools,
     open_engine,
 )
+from ._resources import add_resource_argument
 from .prune import parse_age
 from .run import pause_line, register_dir
 from .schedules import serve_schedules
@@ -91,6 +92,7 @@ class ServeCommand(Command):
                             help="with --db postgresql://...: on SIGTERM, wait this long (default 10) for the tools "
                                  "running here before handing their runs to the other engines")
         add_db_argument(parser)
+        add_resource_argument(parser)
 
     def owns_stdout(self, args: argparse.Namespace) -> bool:  # runs tools here (Context.own_stdout)
         return bool(args.mcp != "stdio")  # MCP over stdio writes its protocol to fd 1

@@ -99,6 +99,7 @@ class Task(_FlowCallable):
         "reads",
         "writes",
         "cache",
+        "resources",
     )
 
     def __init__(
@@ -119,6 +120,7 @@ class Task(_FlowCallable):
         reads: Union[None, str, Sequence[str]] = None,
         writes: Union[None, str, Sequence[str]] = None,
         cache: Union[None, bool, Mapping[str, Any]] = None,
+        resources: Optional[Mapping[str, int]] = None,
     ) -> None:
         if not callable(fn):
             raise TypeError("@task needs a function; got %r" % (fn,))
@@ -143,6 +145,7 @@ class Task(_FlowCallable):
             "reads": reads,
             "writes": writes,
             "cache": cache,
+            "resources": resources,
         }
         fn_name = str(getattr(fn, "__name__", "task"))
         if name is None:
@@ -178,6 +181,7 @@ class Task(_FlowCallable):
                                  "step); pool=%r runs the tool there when the engine has that remote and "
                                  "in-process otherwise" % (label, dcc, pool))
         self.pool = pool
+        self.resources = _resources_option(resources, label)
         # The arguments that are paths of files it reads and writes, reported with every call
         # (Engine.register_tool's reads=, writes=); checked against the signature here.
         files = file_args(fn, reads, writes, label)
@@ -407,6 +411,8 @@ class Task(_FlowCallable):
         if self.pool is not None:
             data["pool"] = self.pool
         data["args"] = args_json
+        if self.resources:
+            data["resources"] = dict(self.resources)
         data.update(self._policy)
         key = self._render_key(args_json, site, sid)
         if key is not None:
@@ -416,6 +422,29 @@ class Task(_FlowCallable):
         tracer.finalize(step)
         tracer.use_task(self, site)
         return Ref(tracer, "step", sid, (), step)
+
+
+#: The largest amount of one resource a task asks for (the spec's limit).
+_MAX_RESOURCE_AMOUNT = 1_000_000
+
+
+def _resources_option(resources: Optional[Mapping[str, int]], label: str) -> Optional[Dict[str, int]]:
+    """``resources=``: a mapping of resource name to a whole number of units, 1 to 1,000,000."""
+    if resources is None:
+        return None
+    if not isinstance(resources, Mapping):
+        raise TypeError("%s: resources must be a mapping of resource name to units, e.g. {'houdini': 1}; got %r"
+                        % (label, resources))
+    out: Dict[str, int] = {}
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not _ID.match(name):
+            raise ValueError("%s: resources: %r is not a resource name (^[A-Za-z_][A-Za-z0-9_-]{0,63}$, e.g. houdini)"
+                             % (label, name))
+        if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= _MAX_RESOURCE_AMOUNT:
+            raise ValueError("%s: resources[%r] must be a whole number of units from 1 to 1,000,000; got %r"
+                             % (label, name, amount))
+        out[name] = amount
+    return out or None
 
 
 def task(
@@ -436,6 +465,7 @@ def task(
     reads: Union[None, str, Sequence[str]] = None,
     writes: Union[None, str, Sequence[str]] = None,
     cache: Union[None, bool, Mapping[str, Any]] = None,
+    resources: Optional[Mapping[str, int]] = None,
 ) -> Any:
     """Decorator (bare or with options): make ``fn`` a ``Task``.
 
@@ -453,7 +483,9 @@ def task(
     environment"); ``cache=True`` (or a mapping of ``version``, ``ttl_secs``, ``key``) skips the
     step while a completed call had the same arguments, environment and version and the files it
     read and wrote still hold their hashes (the spec's ``cache``, docs/guide/assets.md): without a
-    ``version`` the function's source hash is it, so editing the function runs the step again.
+    ``version`` the function's source hash is it, so editing the function runs the step again;
+    ``resources`` (``{"houdini": 1}``) the units of the engine's scarce resources each call holds,
+    waiting for them when they are taken (the spec's ``resources``, docs/guide/resources.md).
     """
     options: Dict[str, Any] = {
         "name": name,
@@ -471,6 +503,7 @@ def task(
         "reads": reads,
         "writes": writes,
         "cache": cache,
+        "resources": resources,
     }
     if fn is not None:
         return Task(fn, **options)

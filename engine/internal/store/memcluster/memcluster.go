@@ -53,6 +53,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memslots"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memstore"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -69,6 +70,10 @@ var (
 type DB struct {
 	inner store.Store
 	clock clock.Clock
+
+	// The slots of scarce resources (resources.go), made on their first use.
+	slotsOnce sync.Once
+	slotTab   *memslots.Table
 
 	// mu orders every change made through the handles: Writes (with their fence), claims,
 	// heartbeats and the queue. Reads of runs go to the inner store without it.

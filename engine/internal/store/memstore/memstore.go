@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store/memslots"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
@@ -46,6 +47,10 @@ const (
 // of 100,000 steps costs little memory and little GC work. Times come back in UTC. Slices
 // returned by the read methods are shared with the store and must not be modified.
 type Store struct {
+	// The slots of scarce resources (resources.go), made on their first use.
+	slotsOnce sync.Once
+	slotTab   *memslots.Table
+
 	mu      sync.RWMutex
 	closed  bool
 	seq     uint64       // last assigned event Seq

@@ -69,7 +69,7 @@ func (s *Store) EnqueueCall(ctx context.Context, c store.QueuedCall) (int64, err
 }
 
 // AdoptCall finds the newest call still queued or claimed of c's run, step, tool, remote and
-// args (the tool_calls_live index); a queued one takes c.Traceparent (migration 0014).
+// args (the tool_calls_live index); a queued one takes c.Traceparent (migration 0015).
 func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool, error) {
 	if _, err := s.attached(); err != nil {
 		return 0, false, err
@@ -106,7 +106,7 @@ func (s *Store) AdoptCall(ctx context.Context, c store.QueuedCall) (int64, bool,
 }
 
 // ClaimCall claims the oldest queued call of one of tools (host-tool calls) or of one of
-// remotes (calls of a remote), with its traceparent (migration 0014).
+// remotes (calls of a remote), with its traceparent (migration 0015).
 func (s *Store) ClaimCall(ctx context.Context, tools, remotes []string) (*store.QueuedCall, error) {
 	l, err := s.attached()
 	if err != nil {

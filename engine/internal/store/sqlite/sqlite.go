@@ -52,8 +52,12 @@ const maxGroup = 512
 // Store is a store.Store backed by one SQLite file. Create it with Open; Close it when done.
 type Store struct {
 	path string
-	w    *sql.DB // the single writer connection
-	r    *sql.DB // readers
+
+	// The slots of scarce resources and their mirror (resources.go), made on their first use.
+	slotsOnce sync.Once
+	slots     *slotState
+	w         *sql.DB // the single writer connection
+	r         *sql.DB // readers
 
 	// gc is the write queue: batches waiting for a leader, committed in groups (see Write).
 	gc        groupcommit.Committer[*store.Batch]

@@ -1,0 +1,65 @@
+"""``dcc-flow resources``: the scarce resources, who holds their units and who waits."""
+
+import argparse
+import json
+from typing import Any
+
+from ._base import Command, Context, plain
+from ._engine import add_db_argument, open_engine
+from ._resources import add_resource_argument
+
+__all__ = ["COMMAND"]
+
+
+def _ago(since: Any) -> str:
+    return plain(since) if since else "?"
+
+
+class ResourcesCommand(Command):
+    name = "resources"
+    summary = "list the scarce resources, their holders and the queue"
+    description = (
+        "List the scarce resources (docs/guide/resources.md) — those declared with --resource NAME=LIMIT and\n"
+        "any other the database has holders of — with their limit, the units in use, the step attempts\n"
+        "holding them and the step attempts of this process waiting for them, in the order they will be\n"
+        "served. Beside a process that owns the database (a serve), the holders are that process's (on\n"
+        "PostgreSQL, every engine's); its queue is in its own memory and is not listed here."
+    )
+    examples = (("who holds the Houdini licences?", "dcc-flow resources --resource houdini=4"),
+                ("as JSON", "dcc-flow resources --json"))
+    exit_codes = "0 success, 1 failure, 2 usage error"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_resource_argument(parser)
+        parser.add_argument("--json", action="store_true", help="print the JSON list of resources")
+        add_db_argument(parser)
+
+    def run(self, args: argparse.Namespace, ctx: Context) -> int:
+        with open_engine(args, beside_owner=True) as engine:  # --resource: open_engine declares them
+            resources = engine.resources()
+        if args.json:
+            ctx.print(json.dumps(resources, indent=2, ensure_ascii=False))
+            return 0
+        if not resources:
+            ctx.print("no resources: declare them with --resource NAME=LIMIT (and in the engine config of the runs)")
+            return 0
+        for r in resources:
+            limit = r.get("limit") or 0
+            ctx.print("%s: %d of %s in use, %d waiting"
+                      % (plain(r.get("name")), r.get("in_use") or 0, limit if limit else "? (not declared here)",
+                         len(r.get("queue") or [])))
+            if r.get("warning"):
+                ctx.warning(plain(r["warning"]))
+            for h in r.get("holders") or []:
+                engine_text = " on engine %s" % plain(h.get("engine")) if h.get("engine") else ""
+                ctx.print("  holds  ×%d  %s %s%s (limit %s) since %s"
+                          % (h.get("amount") or 0, plain(h.get("run_id")), plain(h.get("step_key")), engine_text,
+                             h.get("limit"), _ago(h.get("since"))))
+            for q in r.get("queue") or []:
+                ctx.print("  waits  ×%d  #%d %s priority %s (%s with waiting) since %s"
+                          % (q.get("amount") or 0, q.get("position") or 0, plain(q.get("label")), q.get("priority"),
+                             q.get("effective_priority"), _ago(q.get("since"))))
+        return 0
+
+
+COMMAND = ResourcesCommand()

@@ -1,0 +1,171 @@
+"""Scarce resources from Python (docs/guide/resources.md): an engine's declared resources, the
+check of a spec's `resources` when a run starts, and Engine.resources()."""
+
+import threading
+import time
+
+import pytest
+
+from dcc_flow import Engine, ValidationError, task, workflow
+from dcc_flow._cli import main
+
+SPEC = """
+name: licensed
+steps:
+  - id: cook
+    tool: cook
+    args: {}
+    resources: {houdini: 1}
+"""
+
+
+def test_a_run_asking_for_an_undeclared_resource_is_refused():
+    with Engine(config={"resources": {"houdini": {"limit": 2}}}) as engine:
+        engine.register_tool(lambda: {"ok": True}, name="cook")
+        with pytest.raises(ValidationError) as err:
+            engine.run(SPEC.replace("houdini: 1", "houdinni: 1"))
+        assert 'did you mean "houdini"?' in str(err.value)
+        with pytest.raises(ValidationError) as err:
+            engine.run(SPEC.replace("houdini: 1", "houdini: 3"))
+        assert "ask for at most 2" in str(err.value)
+
+
+def test_a_zero_limit_is_refused():
+    with pytest.raises(Exception) as err:
+        Engine(config={"resources": {"gpu": {"limit": 0}}})
+    assert "resources.gpu.limit: must be 1 to 1,000,000" in str(err.value)
+
+
+def test_resources_lists_the_holder_while_the_tool_runs():
+    started, release = threading.Event(), threading.Event()
+
+    def cook():
+        started.set()
+        assert release.wait(30)
+        return {"ok": True}
+
+    with Engine(config={"resources": {"houdini": {"limit": 2}}}) as engine:
+        engine.register_tool(cook)
+        run = engine.submit(SPEC)
+        results = []
+        driver = threading.Thread(target=lambda: results.append(run.wait(timeout=30)))  # runs cook
+        driver.start()
+        assert started.wait(30)
+        (houdini,) = engine.resources()
+        assert houdini["name"] == "houdini" and houdini["limit"] == 2 and houdini["in_use"] == 1
+        assert [(h["run_id"], h["step_key"], h["amount"]) for h in houdini["holders"]] == [(run.run_id, "cook", 1)]
+        assert houdini["queue"] == []
+        release.set()
+        driver.join(30)
+        assert results and results[0].ok
+        (houdini,) = engine.resources()
+        assert houdini["in_use"] == 0 and houdini["holders"] == []
+
+
+def test_an_engine_without_resources_lists_none():
+    with Engine() as engine:
+        assert engine.resources() == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["resources", "--resource", "houdini"], "write NAME=LIMIT"),
+    (["resources", "--resource", "houdini=0"], "write NAME=LIMIT"),
+    (["resources", "--resource", "houdini=4", "--resource", "houdini=2"], "--resource houdini is given twice"),
+])
+def test_cli_resource_option_usage_errors(argv, message, capsys, tmp_path):
+    assert main(argv + ["--db", str(tmp_path / "flow.db")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_resources_lists_the_declared_ones(capsys, tmp_path):
+    assert main(["resources", "--resource", "gpu=2", "--resource", "houdini=4", "--db", str(tmp_path / "flow.db")]) == 0
+    assert capsys.readouterr().out.splitlines() == ["gpu: 0 of 2 in use, 0 waiting", "houdini: 0 of 4 in use, 0 waiting"]
+
+
+@task(resources={"houdini": 1, "gpu": 2})
+def cook(shot: str) -> dict:
+    return {"shot": shot}
+
+
+@workflow
+def licensed_flow(shot: str = "sh010"):
+    cook(shot)
+
+
+def test_a_task_s_resources_compile_to_the_step_s_field_and_are_held_when_it_runs():
+    assert licensed_flow.spec.to_dict()["steps"][0]["resources"] == {"houdini": 1, "gpu": 2}
+    with Engine(config={"resources": {"houdini": {"limit": 1}, "gpu": {"limit": 2}}}) as engine:
+        result = licensed_flow.run(engine, shot="sh020")
+        assert result.ok, result.error
+        assert result.outputs["cook"] == {"shot": "sh020"}
+        assert [r["in_use"] for r in engine.resources()] == [0, 0]
+    with Engine() as engine:  # declares none: refused before any step runs
+        with pytest.raises(ValidationError) as err:
+            licensed_flow.run(engine)
+        assert "which the engine does not declare" in str(err.value)
+
+
+@pytest.mark.parametrize("resources, message", [
+    ({"houdini": 0}, "must be a whole number of units from 1 to 1,000,000; got 0"),
+    ({"houdini": True}, "got True"),
+    ({"hou dini": 1}, "is not a resource name"),
+    ({"gpu": 1.5}, "got 1.5"),
+])
+def test_a_task_s_bad_resources_are_refused(resources, message):
+    with pytest.raises(ValueError) as err:
+        task(resources=resources)(lambda: None)
+    assert message in str(err.value)
+
+
+def test_a_run_s_own_priority_is_its_place_in_the_queue():
+    started, release = threading.Event(), threading.Event()
+
+    def cook():
+        started.set()
+        assert release.wait(30)
+        return {"ok": True}
+
+    with Engine(config={"resources": {"houdini": {"limit": 1}}}) as engine:
+        engine.register_tool(cook)
+        first = engine.submit(SPEC)
+        results = []
+        driver = threading.Thread(target=lambda: results.append(first.wait(timeout=30)))
+        driver.start()
+        assert started.wait(30)
+        second = engine.submit(SPEC, priority=7)
+        deadline = time.monotonic() + 30
+        while not engine.resources()[0]["queue"]:
+            assert time.monotonic() < deadline, "the second run's step never queued"
+            time.sleep(0.005)
+        (waiter,) = engine.resources()[0]["queue"]
+        assert waiter["label"] == second.run_id + "/cook" and waiter["priority"] == 7 and waiter["position"] == 1
+        release.set()
+        driver.join(30)
+        assert results and results[0].ok
+        assert second.wait(timeout=30).ok
+        with pytest.raises(TypeError):
+            engine.submit(SPEC, priority="high")
+        with pytest.raises(Exception) as err:
+            engine.submit(SPEC, priority=5000)
+        assert "priority must be -1000 to 1000" in str(err.value)
+
+
+def test_cli_run_priority(capsys, tmp_path):
+    spec = tmp_path / "licensed.yaml"
+    spec.write_text("name: licensed\nsteps: [{id: cook, tool: flow__echo, resources: {houdini: 1}}]\n", encoding="utf-8")
+    db = str(tmp_path / "flow.db")
+    assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5", "--db", db]) == 0
+    assert main(["run", str(spec), "--resource", "houdini=1", "--priority", "5000", "--db", db]) == 2
+    assert "give a whole number from -1000 to 1000" in capsys.readouterr().err
+
+
+def test_the_spec_objects_show_resources_and_priority():
+    from dcc_flow import WorkflowSpec
+
+    spec = WorkflowSpec.from_yaml_str("name: p\npriority: 12\nsteps: [{id: a, tool: t, resources: {gpu: 2}}, {id: b, tool: t}]")
+    assert spec.priority == 12
+    assert dict(spec.steps[0].resources) == {"gpu": 2} and dict(spec.steps[1].resources) == {}
+    assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").priority == 0
+    assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").fair_share is None
+    shared = WorkflowSpec.from_yaml_str("fair_share: '{{inputs.show}}'\ninputs: {show: string}\nsteps: [{id: a, tool: t}]")
+    assert shared.fair_share == "{{inputs.show}}"
