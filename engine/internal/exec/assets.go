@@ -189,6 +189,9 @@ func fileRecord(runID, stepKey string, attempt int, role store.FileRole, h fileh
 	if h.ModTime != 0 {
 		rec.ModTime = h.Modified()
 	}
+	if h.State == filehash.StateOK && h.ReadAt > 0 {
+		rec.VerifiedAt = time.Unix(0, h.ReadAt).UTC() // when the hash was read: what makes the record racy or not
+	}
 	return rec
 }
 
@@ -259,7 +262,7 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key str
 	}
 	for i := range entries {
 		e := &entries[i]
-		if why := r.cacheStale(ctx, e, sf.before); why != "" {
+		if why := r.cacheStale(ctx, a, e, sf.before); why != "" {
 			if miss == "" {
 				miss = why // the newest entry's reason
 			}
@@ -272,8 +275,11 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key str
 
 // cacheStale says why entry e can no longer stand in for a call ("" when it can): its files
 // (e.Files, as CacheEntries read them) are checked against what is on disk now, reading only
-// those whose stat moved (the stat cache); stats holds stats just taken, by path.
-func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[string]filehash.Info) string {
+// those whose stat moved or whose record is racy (the stat cache); stats holds stats just
+// taken, by path. A racy record that a read found unchanged, RacyWindow or more after the file's
+// modification time, is confirmed in the store (lineage.Confirmation), so that the lookups of
+// other processes trust its stat from then on.
+func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheEntry, stats map[string]filehash.Info) string {
 	files := e.Files
 	paths := make([]string, len(files))
 	known := make([]*filehash.Result, len(files))
@@ -284,6 +290,16 @@ func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[
 		known[i] = &recorded[i]
 	}
 	now := r.x.hashes.hashAll(ctx, paths, known, stats)
+	var confirmed []store.FileRecord
+	for i, f := range files {
+		if c, ok := lineage.Confirmation(f, now[i]); ok {
+			confirmed = append(confirmed, c)
+		}
+	}
+	if len(confirmed) > 0 {
+		// Best effort: a store that cannot keep it has the file read again next time.
+		_, _ = a.ConfirmFiles(ctx, confirmed)
+	}
 	for i, f := range files {
 		cur := now[i]
 		switch {
