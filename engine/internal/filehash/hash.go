@@ -305,8 +305,8 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 		return fail(pre, StateUnstable, unstable(p, d+" at its path while it was hashed"))
 	}
 	return Result{
-		Info:  pre,
-		State: StateOK,
+		Info:   pre,
+		State:  StateOK,
 		Hash:   HashPrefix + hex.EncodeToString(hasher.Sum(nil)),
 		Racy:   IsRacy(pre.ModTime, now.UnixNano()),
 		ReadAt: now.UnixNano(),
