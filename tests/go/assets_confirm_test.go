@@ -195,3 +195,49 @@ func TestARacyReadConfirmsNothingAndAChangeIsSeen(t *testing.T) {
 		}
 	})
 }
+
+// An engine opened read-only beside the owner of a SQLite file (`dcc-flow stale` while a server
+// runs) cannot store a confirmation: Stale still answers, reading the racy output, and says
+// nothing is stale — the confirmation it could not store is no error.
+func TestStaleOfARacyRecordOnAReadOnlyEngine(t *testing.T) {
+	t.Parallel()
+	for try := 1; ; try++ {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "flow.db")
+		out := filepath.Join(dir, "sh010.bin")
+		var racy bool
+		t.Run(fmt.Sprintf("try %d", try), func(t *testing.T) {
+			b, srv := bakeEngine(t, db, 0)
+			if info := b.run(bakeSpec(out), nil); info.Status != run.StatusCompleted || srv.calls.Load() != 1 {
+				t.Fatalf("first run: %s, %d calls; want completed, the tool called", info.Status, srv.calls.Load())
+			}
+			// The record is racy for sure only if the run ended within the window.
+			racy = time.Now().Before(modTime(t, out).Add(racyWindow))
+			if !racy {
+				return
+			}
+			waitPast(modTime(t, out).Add(racyWindow))
+			ro, err := engine.Open(b.ctx, engine.Config{DB: db, ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = ro.Close(b.ctx) }()
+			for i := 0; i < 2; i++ {
+				if stale, err := ro.Stale(b.ctx, []string{dir}); err != nil || len(stale) != 0 {
+					t.Fatalf("read-only Stale %d = %+v, %v; want nothing stale and no error", i+1, stale, err)
+				}
+			}
+			// Not confirmed: a change under the same stat is still seen by the owner.
+			forgeFile(t, out)
+			if stale, err := b.eng.Stale(b.ctx, []string{dir}); err != nil || len(stale) != 1 || stale[0].Reason != "modified since it was made" {
+				t.Errorf("the owner's Stale after the read-only ones = %+v, %v; want the forged output modified since it was made", stale, err)
+			}
+		})
+		if racy || t.Failed() {
+			return
+		}
+		if try == 3 {
+			t.Fatal("the machine is too slow: three times the first run ended 2 s or more after the output was written")
+		}
+	}
+}
