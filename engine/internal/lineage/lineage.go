@@ -267,6 +267,9 @@ const pageSize = 5000
 
 // Stale returns the stale outputs among the newest recorded write of every path under one of
 // dirs (a file or a directory, cleaned by the caller; none = every recorded output), by path.
+// The racy records it found unchanged by a read that was not racy are confirmed in src at its
+// end (Confirmation, store.Assets.ConfirmFiles; best effort), so that the next Stale, in any
+// process, trusts their stat. Trace does the same.
 func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]StaleFile, error) {
 	type attempt = store.AttemptRef
 	latest := map[string]store.FileRecord{} // the newest write of each output path
