@@ -189,6 +189,9 @@ func fileRecord(runID, stepKey string, attempt int, role store.FileRole, h fileh
 	if h.ModTime != 0 {
 		rec.ModTime = h.Modified()
 	}
+	if h.State == filehash.StateOK && h.ReadAt > 0 {
+		rec.VerifiedAt = time.Unix(0, h.ReadAt).UTC() // when the hash was read: what makes the record racy or not
+	}
 	return rec
 }
 
@@ -259,7 +262,7 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key str
 	}
 	for i := range entries {
 		e := &entries[i]
-		if why := r.cacheStale(ctx, e, sf.before); why != "" {
+		if why := r.cacheStale(ctx, a, e, sf.before); why != "" {
 			if miss == "" {
 				miss = why // the newest entry's reason
 			}
@@ -272,8 +275,11 @@ func (r *runner) cacheLookup(ctx context.Context, sp *stepPlan, stepKey, key str
 
 // cacheStale says why entry e can no longer stand in for a call ("" when it can): its files
 // (e.Files, as CacheEntries read them) are checked against what is on disk now, reading only
-// those whose stat moved (the stat cache); stats holds stats just taken, by path.
-func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[string]filehash.Info) string {
+// those whose stat moved or whose record is racy (the stat cache); stats holds stats just
+// taken, by path. A racy record that a read found unchanged, RacyWindow or more after the file's
+// modification time, is confirmed in the store (lineage.Confirmation; r.confirm: at the run's
+// end), so that the lookups of other processes trust its stat from then on.
+func (r *runner) cacheStale(ctx context.Context, a store.Assets, e *store.CacheEntry, stats map[string]filehash.Info) string {
 	files := e.Files
 	paths := make([]string, len(files))
 	known := make([]*filehash.Result, len(files))
@@ -284,6 +290,13 @@ func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[
 		known[i] = &recorded[i]
 	}
 	now := r.x.hashes.hashAll(ctx, paths, known, stats)
+	var confirmed []store.FileRecord
+	for i, f := range files {
+		if c, ok := lineage.Confirmation(f, now[i]); ok {
+			confirmed = append(confirmed, c)
+		}
+	}
+	r.confirm(a, confirmed)
 	for i, f := range files {
 		cur := now[i]
 		switch {
@@ -300,6 +313,41 @@ func (r *runner) cacheStale(ctx context.Context, e *store.CacheEntry, stats map[
 		}
 	}
 	return ""
+}
+
+// confirmBatch is how many confirmations a run holds before it stores them (else at its end).
+const confirmBatch = 1000
+
+// confirm queues the confirmations recs (lineage.Confirmation) of store a: they are stored in
+// one write when the run ends (flushConfirms), or by the lookup that brings the queue to
+// confirmBatch — not one write per lookup, which cost a cached foreach item more than the read
+// it spares.
+func (r *runner) confirm(a store.Assets, recs []store.FileRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	r.confirmMu.Lock()
+	r.confirms = append(r.confirms, recs...)
+	var now []store.FileRecord
+	if len(r.confirms) >= confirmBatch {
+		now, r.confirms = r.confirms, nil
+	}
+	r.confirmMu.Unlock()
+	if now != nil {
+		// Best effort: a store that cannot keep them has the files read again next time.
+		_, _ = a.ConfirmFiles(context.WithoutCancel(r.ctx), now)
+	}
+}
+
+// flushConfirms stores the confirmations the run's lookups queued (confirm), best effort.
+func (r *runner) flushConfirms() {
+	r.confirmMu.Lock()
+	now := r.confirms
+	r.confirms = nil
+	r.confirmMu.Unlock()
+	if a, ok := r.x.cfg.Store.(store.Assets); ok && len(now) > 0 {
+		_, _ = a.ConfirmFiles(context.WithoutCancel(r.ctx), now)
+	}
 }
 
 // maxMissParts bounds the parts of a key a miss's step_enter carries: past it (arguments or

@@ -78,7 +78,7 @@ func (c *hashCache) hashAll(ctx context.Context, paths []string, known []*fileha
 			}
 		}
 		if prev, ok := c.trusted(p, knownAt(known, i)); ok && info.Mode.IsRegular() && info.Same(prev.Info) {
-			out[i] = filehash.Result{Info: info, State: filehash.StateOK, Hash: prev.Hash}
+			out[i] = filehash.Result{Info: info, State: filehash.StateOK, Hash: prev.Hash, ReadAt: prev.ReadAt}
 			c.put(p, out[i])
 			continue
 		}

@@ -530,6 +530,10 @@ type runner struct {
 	// priorEntries holds, by step id, the newest cache entry of the step's tool and workflow
 	// from before this run wrote any (assets.go: what a miss is compared with), read once.
 	priorEntries sync.Map
+	// confirms are the file records the run's cache lookups confirmed (assets.go), stored in
+	// one write at the run's end or per confirmBatch.
+	confirmMu sync.Mutex
+	confirms  []store.FileRecord
 	// onFailureOnly is Params.OnFailureOnly.
 	onFailureOnly *store.RunError
 	// failing is the run's error once its on_failure steps run (a cancel then ends the run

@@ -189,6 +189,7 @@ func (r *runner) main() {
 	if r.plan.handler != nil && o.status == run.StepFailed && o.err != nil && r.ctx.Err() == nil {
 		r.runOnFailure(o.err)
 	}
+	r.flushConfirms() // assets.go
 	r.finish(o)
 }
 

@@ -88,8 +88,29 @@ type Result struct {
 	// Racy is true when the file was modified less than RacyWindow before it was stat'ed (or
 	// after, by the clock of the machine that hashed): another write within the same timestamp
 	// tick could leave size and modification time as they were, so Recheck hashes such a file
-	// again instead of trusting the stat. It is git's "racily clean" entry.
+	// again instead of trusting the stat. It is git's "racily clean" entry: IsRacy(ModTime,
+	// ReadAt).
 	Racy bool
+	// ReadAt is when the hash was read: the wall clock (Unix ns) just before the stat of the
+	// read it comes from (HashFile's own; for a hash Recheck trusts without reading, the
+	// recorded result's ReadAt). 0 when unknown, and when State is not StateOK.
+	ReadAt int64
+}
+
+// IsRacy is the racy rule (git's "racily clean"): a hash read at readAt (Unix ns, the wall
+// clock just before the read's stat) of a file modified at modTime (Unix ns) is racy — a stat
+// equal to the one read then does not prove the content unchanged — unless the file was
+// modified RacyWindow or more before the read: modTime <= readAt - RacyWindow. Edge values:
+// exactly RacyWindow before is not racy; RacyWindow - 1 ns before is; a modification time
+// after readAt (a file server's clock ahead) is; readAt <= 0 (unknown) is always racy.
+//
+// Why a read that is not racy lets a later equal stat stand for its hash: a write after the read
+// gives the file a modification time of at least the read's time less one timestamp tick (2 s at
+// the coarsest, FAT), which is after modTime; so while size, modification time, device and inode
+// are as read (Info.Same), nothing wrote to the file since, up to the limits of Same
+// (a modification time set back by hand).
+func IsRacy(modTime, readAt int64) bool {
+	return readAt <= 0 || modTime > readAt-int64(RacyWindow)
 }
 
 // hooks lets tests act at fixed points of a hash (nil in HashFile).
@@ -99,6 +120,9 @@ type hooks struct {
 	afterBuffer func(total int64) // after each buffer hashed
 	afterRead   func()            // after the last read, before the final fstat and stat
 }
+
+// wallNow is the clock of ReadAt (a test's hook).
+var wallNow = time.Now
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }}
 
@@ -204,7 +228,7 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 	fail := func(info Info, st State, err error) Result {
 		return Result{Info: info, State: st, Err: err.Error()}
 	}
-	now := time.Now() // the file system's clock, not the engine's: a wall clock, not a clock.Clock
+	now := wallNow() // the file system's clock, not the engine's: a wall clock, not a clock.Clock
 	pre, st, err := stat(p)
 	if err != nil {
 		return fail(pre, st, err)
@@ -281,10 +305,11 @@ func hashFile(ctx context.Context, path string, h *hooks) Result {
 		return fail(pre, StateUnstable, unstable(p, d+" at its path while it was hashed"))
 	}
 	return Result{
-		Info:  pre,
-		State: StateOK,
-		Hash:  HashPrefix + hex.EncodeToString(hasher.Sum(nil)),
-		Racy:  pre.ModTime > now.Add(-RacyWindow).UnixNano(),
+		Info:   pre,
+		State:  StateOK,
+		Hash:   HashPrefix + hex.EncodeToString(hasher.Sum(nil)),
+		Racy:   IsRacy(pre.ModTime, now.UnixNano()),
+		ReadAt: now.UnixNano(),
 	}
 }
 
@@ -317,7 +342,7 @@ func diff(a, b Info) string {
 
 // Recheck is the stat cache: it stats path (Clean'ed) and, when recorded is a StateOK result
 // that is not Racy and the stat is Same as recorded.Info, returns the recorded hash with the new
-// stat WITHOUT reading the file. Otherwise (changed, missing, recorded not ok, or racy) it
+// stat (and the recorded ReadAt) WITHOUT reading the file. Otherwise (changed, missing, recorded not ok, or racy) it
 // returns HashFile(ctx, path). Same compares size, modification time, device and inode: a
 // change that keeps all four (a write within one timestamp tick after the hash, caught by Racy;
 // a content change whose modification time was set back by hand, as `touch -d` or `cp -p` can)
@@ -326,7 +351,7 @@ func Recheck(ctx context.Context, path string, recorded Result) Result {
 	if recorded.State == StateOK && recorded.Hash != "" && !recorded.Racy {
 		if p, err := Clean(path); err == nil {
 			if info, _, err := stat(p); err == nil && info.Mode.IsRegular() && info.Same(recorded.Info) {
-				return Result{Info: info, State: StateOK, Hash: recorded.Hash}
+				return Result{Info: info, State: StateOK, Hash: recorded.Hash, ReadAt: recorded.ReadAt}
 			}
 		}
 	}

@@ -387,3 +387,68 @@ func TestHashFilesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestIsRacyEdges: the racy rule at its edge values, in nanoseconds.
+func TestIsRacyEdges(t *testing.T) {
+	t.Parallel()
+	const read = int64(1_800_000_000_000_000_000)
+	w := int64(RacyWindow)
+	for _, tc := range []struct {
+		name          string
+		modTime, read int64
+		racy          bool
+	}{
+		{"modified exactly RacyWindow before the read", read - w, read, false},
+		{"modified RacyWindow and 1 ns before", read - w - 1, read, false},
+		{"modified RacyWindow less 1 ns before", read - w + 1, read, true},
+		{"modified at the read", read, read, true},
+		{"modified after the read (a clock ahead)", read + 1, read, true},
+		{"a modification time of 0, read long after", 0, read, false},
+		{"read at an unknown time (0)", 0, 0, true},
+		{"read at a negative time", -10 * w, -1, true},
+	} {
+		if got := IsRacy(tc.modTime, tc.read); got != tc.racy {
+			t.Errorf("%s: IsRacy(%d, %d) = %v; want %v", tc.name, tc.modTime, tc.read, got, tc.racy)
+		}
+	}
+}
+
+// TestHashFileReadAt: ReadAt is the wall clock before the read's stat, and Racy is IsRacy of
+// the file's modification time and ReadAt, to the nanosecond at the window's edge; Recheck's
+// answer from a stat keeps the recorded ReadAt. Not parallel: it sets the clock hook.
+func TestHashFileReadAt(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.usd")
+	if err := os.WriteFile(p, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mod := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
+	if err := os.Chtimes(p, mod, mod); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod = time.Unix(0, info.ModTime) // as precise as the file system keeps it
+	defer func() { wallNow = time.Now }()
+	for _, tc := range []struct {
+		at   time.Time
+		racy bool
+	}{
+		{mod.Add(RacyWindow - time.Nanosecond), true},
+		{mod.Add(RacyWindow), false},
+	} {
+		wallNow = func() time.Time { return tc.at }
+		r := HashFile(context.Background(), p)
+		if r.State != StateOK || r.ReadAt != tc.at.UnixNano() || r.Racy != tc.racy {
+			t.Errorf("read %v after the modification: %+v; want ok, ReadAt %d, Racy %v", tc.at.Sub(mod), r, tc.at.UnixNano(), tc.racy)
+		}
+		if tc.racy {
+			continue
+		}
+		again := Recheck(context.Background(), p, r)
+		if again.Hash != r.Hash || again.ReadAt != r.ReadAt || again.Racy {
+			t.Errorf("Recheck from the stat = %+v; want the hash and ReadAt of %+v", again, r)
+		}
+	}
+}

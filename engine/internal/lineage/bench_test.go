@@ -59,7 +59,7 @@ func recordOutputs(b *testing.B, s *sqlite.Store, dir string, n int) {
 		}
 		h := filehash.HashFile(ctx, p)
 		return store.FileRecord{Path: h.Path, State: store.FileOK, Size: h.Size, ModTime: h.Modified(), Dev: h.Dev, Ino: h.Ino,
-			Hash: h.Hash, RecordedAt: time.Now()}
+			Hash: h.Hash, RecordedAt: time.Now(), VerifiedAt: time.Unix(0, h.ReadAt).UTC()}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)

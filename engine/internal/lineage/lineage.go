@@ -28,16 +28,51 @@ type Source interface {
 type Checker func(ctx context.Context, rec store.FileRecord) filehash.Result
 
 // Recorded is the filehash view of a stored record: what filehash.Recheck compares a stat with.
+// Its ReadAt is the record's VerifiedAt, and it is Racy by filehash.IsRacy of its modification
+// time and VerifiedAt: a record whose hash was never read from the file RacyWindow or more after
+// its modification time (VerifiedAt zero, or too close) has a file that may have changed again
+// within the same timestamp tick, and Recheck reads it again.
 func Recorded(rec store.FileRecord) filehash.Result {
 	res := filehash.Result{Info: filehash.Info{Path: rec.Path, Size: rec.Size, Dev: rec.Dev, Ino: rec.Ino},
 		State: filehash.State(rec.State), Hash: rec.Hash}
 	if !rec.ModTime.IsZero() {
 		res.ModTime = rec.ModTime.UnixNano()
-		// A file modified within the racy window of its recording may have changed again in
-		// the same timestamp tick: Recheck reads it again.
-		res.Racy = rec.RecordedAt.Sub(rec.ModTime) < filehash.RacyWindow
 	}
+	if !rec.VerifiedAt.IsZero() {
+		res.ReadAt = rec.VerifiedAt.UnixNano()
+	}
+	res.Racy = filehash.IsRacy(res.ModTime, res.ReadAt)
 	return res
+}
+
+// Confirmation returns rec with VerifiedAt set to cur's read, and true, when cur — what a check
+// learnt of rec's file now — is worth storing (store.Assets.ConfirmFiles): rec is ok and racy
+// (Recorded), and cur read the file (ReadAt) and found rec's hash with rec's stat
+// (filehash.Info.Same) RacyWindow or more after its modification time (not Racy). Then a later
+// stat equal to rec's stands for its hash without a read. Else rec, false.
+func Confirmation(rec store.FileRecord, cur filehash.Result) (store.FileRecord, bool) {
+	was := Recorded(rec)
+	if rec.State != store.FileOK || rec.Hash == "" || !was.Racy || cur.State != filehash.StateOK || cur.Hash != rec.Hash ||
+		cur.ReadAt <= 0 || filehash.IsRacy(cur.ModTime, cur.ReadAt) || !cur.Info.Same(was.Info) {
+		return rec, false
+	}
+	rec.VerifiedAt = time.Unix(0, cur.ReadAt).UTC()
+	return rec, true
+}
+
+// confirmMax is how many confirmations Stale and Trace store at once.
+const confirmMax = 5000
+
+// confirm stores the confirmations recs (best effort: a read-only store, or one that fails,
+// stores none, and the files are read again next time).
+func confirm(ctx context.Context, src Source, recs []store.FileRecord) {
+	for len(recs) > 0 && ctx.Err() == nil {
+		n := min(len(recs), confirmMax)
+		if _, err := src.ConfirmFiles(ctx, recs[:n]); err != nil {
+			return
+		}
+		recs = recs[n:]
+	}
 }
 
 // CheckRecorded is the Checker of the record itself: a file whose stat is the one recorded is
@@ -101,6 +136,7 @@ func Trace(ctx context.Context, src Source, check Checker, path string, depth in
 		depth = 1
 	}
 	t := &tracer{src: src, check: check, made: map[string]bool{}, runs: map[string]store.Run{}}
+	defer func() { confirm(ctx, src, t.confirmed) }()
 	w, err := t.newestWrite(ctx, path)
 	if err != nil {
 		return nil, err
@@ -125,10 +161,11 @@ func Trace(ctx context.Context, src Source, check Checker, path string, depth in
 }
 
 type tracer struct {
-	src   Source
-	check Checker
-	made  map[string]bool // paths whose making is drawn already
-	runs  map[string]store.Run
+	src       Source
+	check     Checker
+	made      map[string]bool // paths whose making is drawn already
+	runs      map[string]store.Run
+	confirmed []store.FileRecord // the records to confirm (Confirmation)
 }
 
 // newestWrite returns the newest write record of path, nil when none.
@@ -142,7 +179,11 @@ func (t *tracer) newestWrite(ctx context.Context, path string) (*store.FileRecor
 }
 
 func (t *tracer) now(ctx context.Context, rec store.FileRecord) Now {
-	return compare(rec, t.check(ctx, rec))
+	cur := t.check(ctx, rec)
+	if c, ok := Confirmation(rec, cur); ok {
+		t.confirmed = append(t.confirmed, c)
+	}
+	return compare(rec, cur)
 }
 
 // compare says what a file is now against its record.
@@ -226,6 +267,9 @@ const pageSize = 5000
 
 // Stale returns the stale outputs among the newest recorded write of every path under one of
 // dirs (a file or a directory, cleaned by the caller; none = every recorded output), by path.
+// The racy records it found unchanged by a read that was not racy are confirmed in src at its
+// end (Confirmation, store.Assets.ConfirmFiles; best effort), so that the next Stale, in any
+// process, trusts their stat. Trace does the same.
 func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]StaleFile, error) {
 	type attempt = store.AttemptRef
 	latest := map[string]store.FileRecord{} // the newest write of each output path
@@ -314,6 +358,7 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 	s := &staleness{check: memoized(check), latest: latest, inputs: func(w store.FileRecord) []store.FileRecord {
 		return inputs[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}]
 	}, memo: map[string]*string{}}
+	defer func() { confirm(ctx, src, s.confirmed) }()
 	var out []StaleFile
 	sort.Strings(paths)
 	for _, p := range paths {
@@ -364,10 +409,20 @@ func each(ctx context.Context, src Source, f store.FileFilter, fn func(store.Fil
 }
 
 type staleness struct {
-	check  Checker
-	latest map[string]store.FileRecord
-	inputs func(w store.FileRecord) []store.FileRecord
-	memo   map[string]*string // reason by output path; "" fresh; nil entry: being computed (a cycle)
+	check     Checker
+	latest    map[string]store.FileRecord
+	inputs    func(w store.FileRecord) []store.FileRecord
+	memo      map[string]*string // reason by output path; "" fresh; nil entry: being computed (a cycle)
+	confirmed []store.FileRecord // the records to confirm (Confirmation)
+}
+
+// now is what the file of rec is now against rec, noting rec's confirmation if any.
+func (s *staleness) now(ctx context.Context, rec store.FileRecord) Now {
+	cur := s.check(ctx, rec)
+	if c, ok := Confirmation(rec, cur); ok {
+		s.confirmed = append(s.confirmed, c)
+	}
+	return compare(rec, cur)
 }
 
 // reason says why the output at path is stale, "" when it is not.
@@ -381,7 +436,7 @@ func (s *staleness) reason(ctx context.Context, path string) string {
 	s.memo[path] = nil
 	w := s.latest[path]
 	reason := ""
-	switch compare(w, s.check(ctx, w)) {
+	switch s.now(ctx, w) {
 	case NowMissing:
 		reason = "deleted since it was made"
 	case NowChanged:
@@ -389,7 +444,7 @@ func (s *staleness) reason(ctx context.Context, path string) string {
 	}
 	if reason == "" {
 		for _, in := range s.inputs(w) {
-			switch compare(in, s.check(ctx, in)) {
+			switch s.now(ctx, in) {
 			case NowChanged:
 				reason = "input changed: " + in.Path
 			case NowMissing:

@@ -42,7 +42,7 @@ func (st *studio) write(name, text string) {
 func (st *studio) record(name string, role store.FileRole) store.FileRecord {
 	h := filehash.HashFile(context.Background(), st.path(name))
 	return store.FileRecord{Role: role, Path: h.Path, State: store.FileState(h.State), Size: h.Size,
-		ModTime: h.Modified(), Dev: h.Dev, Ino: h.Ino, Hash: h.Hash, RecordedAt: time.Now()}
+		ModTime: h.Modified(), Dev: h.Dev, Ino: h.Ino, Hash: h.Hash, RecordedAt: time.Now(), VerifiedAt: time.Unix(0, h.ReadAt).UTC()}
 }
 
 // step records one attempt of a new run: tool reads reads and writes writes (which it writes

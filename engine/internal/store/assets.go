@@ -26,6 +26,13 @@ type Assets interface {
 	ListCache(ctx context.Context, f CacheFilter) ([]CacheEntry, error)
 	// PurgeCache deletes the entries matching f (f.Limit is ignored) and returns how many.
 	PurgeCache(ctx context.Context, f CacheFilter) (int, error)
+	// ConfirmFiles stores that files were read again and found as recorded
+	// (FileRecord.VerifiedAt): for each of recs, the stored record with its ID gets its
+	// VerifiedAt when that record's State is FileOK, its Hash, Size, ModTime, Dev and Ino are
+	// recs's (it was not written again since with other values) and its own VerifiedAt is
+	// earlier; any other record, or an ID not stored (pruned), is left as it is. It returns how
+	// many records it changed. A read-only store returns its error and changes nothing.
+	ConfirmFiles(ctx context.Context, recs []FileRecord) (int, error)
 }
 
 // FileRole says whether an attempt read or wrote a file.
@@ -77,6 +84,15 @@ type FileRecord struct {
 	// Error says why the file is unreadable or unstable; "" otherwise.
 	Error      string
 	RecordedAt time.Time
+	// VerifiedAt is when Hash was last read from the file with this record's Size, ModTime, Dev
+	// and Ino: the wall clock just before the stat of that read (filehash.Result.ReadAt) — at
+	// first the attempt's own hash, later a check that read the file again and found it so
+	// (Assets.ConfirmFiles). It decides whether a stat equal to the record's stands for its hash
+	// without reading the file: only when ModTime is RacyWindow or more before it
+	// (filehash.IsRacy; docs/design/filehash.md, "The stat cache"). Zero: never read (a file not
+	// ok, or a record stored before the field existed: it is read again, then confirmed).
+	// Written as given (a record written again replaces it).
+	VerifiedAt time.Time
 }
 
 // FileFilter selects file records; its zero value selects every one.

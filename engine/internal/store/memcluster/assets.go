@@ -59,3 +59,14 @@ func (s *Store) PurgeCache(ctx context.Context, f store.CacheFilter) (int, error
 	defer s.db.mu.Unlock()
 	return a.PurgeCache(ctx, f)
 }
+
+// ConfirmFiles implements store.Assets: the inner store's, ordered with the handles' writes.
+func (s *Store) ConfirmFiles(ctx context.Context, recs []store.FileRecord) (int, error) {
+	a, err := s.assets()
+	if err != nil {
+		return 0, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return a.ConfirmFiles(ctx, recs)
+}

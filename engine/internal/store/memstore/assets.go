@@ -277,3 +277,35 @@ func (s *Store) eachCache(f *store.CacheFilter, fn func(m map[store.AttemptRef]s
 		}
 	}
 }
+
+// ConfirmFiles implements store.Assets.
+func (s *Store) ConfirmFiles(ctx context.Context, recs []store.FileRecord) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	a := &s.assets
+	n := 0
+	for _, r := range recs {
+		i, ok := sort.Find(len(a.files), func(j int) int {
+			switch id := a.files[j].ID; {
+			case r.ID < id:
+				return -1
+			case r.ID > id:
+				return 1
+			}
+			return 0
+		})
+		if !ok {
+			continue
+		}
+		f := &a.files[i].FileRecord
+		if f.State == store.FileOK && f.Hash == r.Hash && f.Size == r.Size && f.ModTime.Equal(r.ModTime) && f.Dev == r.Dev &&
+			f.Ino == r.Ino && f.VerifiedAt.Before(r.VerifiedAt) {
+			f.VerifiedAt = r.VerifiedAt
+			n++
+		}
+	}
+	return n, nil
+}

@@ -274,3 +274,31 @@ func (s *Store) PurgeCache(ctx context.Context, f store.CacheFilter) (int, error
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// ConfirmFiles implements store.Assets: one UPDATE of the records whose ids, states, hashes and
+// stats are recs's (through the primary key), which another engine's concurrent write of the
+// same records waits for or follows.
+func (s *Store) ConfirmFiles(ctx context.Context, recs []store.FileRecord) (int, error) {
+	if err := s.checkWrite(); err != nil {
+		return 0, err
+	}
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	n := len(recs)
+	id, size, mod, dev, ino, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	hash := make([]string, n)
+	for i, r := range recs {
+		id[i], hash[i], size[i], mod[i] = r.ID, text(r.Hash), r.Size, nanos(r.ModTime)
+		dev[i], ino[i], at[i] = int64(r.Dev), int64(r.Ino), nanos(r.VerifiedAt)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE file_records f SET verified_at = c.at
+		FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
+			AS c(id, hash, size, mod_time, dev, ino, at)
+		WHERE f.id = c.id AND f.state = 'ok' AND f.hash = c.hash AND f.size = c.size AND f.mod_time = c.mod_time
+			AND f.dev = c.dev AND f.ino = c.ino AND f.verified_at < c.at`, id, hash, size, mod, dev, ino, at)
+	if err != nil {
+		return 0, s.fault(fmt.Errorf("confirming file records: %w", err))
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -78,16 +78,17 @@ const (
 	// sqlFilesUpsert writes file records (store.FileRecord) in the order given, so their ids
 	// follow it; the same key again replaces the row's other columns and keeps its id.
 	sqlFilesUpsert = `INSERT INTO file_records (run_id, step_key, attempt, role, path, path_key, state, size, mod_time,
-			dev, ino, hash, error, recorded_at)
-		SELECT run_id, step_key, attempt, role, path, path_key, state, size, mod_time, dev, ino, hash, error, recorded_at
+			dev, ino, hash, error, recorded_at, verified_at)
+		SELECT run_id, step_key, attempt, role, path, path_key, state, size, mod_time, dev, ino, hash, error, recorded_at,
+			verified_at
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
-			$9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[])
+			$9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[], $15::bigint[])
 		WITH ORDINALITY AS u(run_id, step_key, attempt, role, path, path_key, state, size, mod_time, dev, ino, hash, error,
-			recorded_at, i)
+			recorded_at, verified_at, i)
 		ORDER BY i
 		ON CONFLICT (run_id, step_key, attempt, role, path) DO UPDATE SET state = excluded.state, size = excluded.size,
 		mod_time = excluded.mod_time, dev = excluded.dev, ino = excluded.ino, hash = excluded.hash, error = excluded.error,
-		recorded_at = excluded.recorded_at`
+		recorded_at = excluded.recorded_at, verified_at = excluded.verified_at`
 	// sqlCacheUpsert writes cache entries (store.CacheEntry), replacing those of their keys.
 	sqlCacheUpsert = `INSERT INTO cache_entries (key, run_id, step_key, attempt, tool, step_id, workflow, parts, output,
 			file_refs, created_at, expires_at)
@@ -631,6 +632,7 @@ func fileArrays(files []*store.FileRecord) []any {
 	runID, key, role, path, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	pathKey, hash, errText := make([]*string, n), make([]*string, n), make([]*string, n)
 	attempt, size, mod, dev, ino, recorded := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	verified := make([]int64, n)
 	for i, f := range files {
 		runID[i], key[i], role[i], path[i], state[i] = text(f.RunID), text(f.StepKey), text(string(f.Role)), text(f.Path), text(string(f.State))
 		if k := pathkey.Key(path[i]); k != path[i] {
@@ -638,9 +640,9 @@ func fileArrays(files []*store.FileRecord) []any {
 		}
 		hash[i], errText[i] = textPtr(f.Hash), textPtr(f.Error)
 		attempt[i], size[i], mod[i], recorded[i] = int64(f.Attempt), f.Size, nanos(f.ModTime), nanos(f.RecordedAt)
-		dev[i], ino[i] = int64(f.Dev), int64(f.Ino)
+		dev[i], ino[i], verified[i] = int64(f.Dev), int64(f.Ino), nanos(f.VerifiedAt)
 	}
-	return []any{runID, key, attempt, role, path, pathKey, state, size, mod, dev, ino, hash, errText, recorded}
+	return []any{runID, key, attempt, role, path, pathKey, state, size, mod, dev, ino, hash, errText, recorded, verified}
 }
 
 // dedupCache returns the cache entries of batches, one per key (key, run, step, attempt), the

@@ -270,6 +270,53 @@ func (s *Store) PurgeCache(ctx context.Context, f store.CacheFilter) (int, error
 	return int(n), nil
 }
 
+// ConfirmFiles implements store.Assets: one UPDATE on the writer connection, between two group
+// commits, of the records whose ids, states, hashes and stats are recs's (the records as a JSON
+// array, read by json_each, through the primary key).
+func (s *Store) ConfirmFiles(ctx context.Context, recs []store.FileRecord) (int, error) {
+	if err := s.checkWrite(); err != nil {
+		return 0, err
+	}
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	if s.checkLock != nil {
+		if err := s.checkLock(); err != nil {
+			return 0, err
+		}
+	}
+	if fe := s.broken.Load(); fe != nil {
+		return 0, fe
+	}
+	rows := make([][7]any, len(recs))
+	for i, r := range recs {
+		rows[i] = [7]any{r.ID, r.Hash, r.Size, nanos(r.ModTime), int64(r.Dev), int64(r.Ino), nanos(r.VerifiedAt)}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.w.ExecContext(ctx, sqlFileConfirm, string(b))
+	if err != nil {
+		return 0, fmt.Errorf("confirming file records: %w", s.fault(err))
+	}
+	n, _ := res.RowsAffected()
+	if s.ckpt != nil {
+		s.ckpt.committed()
+	}
+	return int(n), nil
+}
+
+// sqlFileConfirm sets verified_at from a JSON array of [id, hash, size, mod_time, dev, ino,
+// verified_at] (ConfirmFiles).
+const sqlFileConfirm = `UPDATE file_records SET verified_at = c.at
+	FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS hash, json_extract(value, '$[2]') AS size,
+		json_extract(value, '$[3]') AS mod_time, json_extract(value, '$[4]') AS dev, json_extract(value, '$[5]') AS ino,
+		json_extract(value, '$[6]') AS at FROM json_each(?)) AS c
+	WHERE file_records.id = c.id AND file_records.state = 'ok' AND file_records.hash = c.hash AND file_records.size = c.size
+		AND file_records.mod_time = c.mod_time AND file_records.dev = c.dev AND file_records.ino = c.ino
+		AND file_records.verified_at < c.at`
+
 func (s *Store) queryFiles(ctx context.Context, q string, args []any) ([]store.FileRecord, error) {
 	rows, err := s.readStmts.query(ctx, s.r, q, args...)
 	if err != nil {

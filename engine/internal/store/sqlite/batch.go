@@ -39,10 +39,10 @@ const (
 	// sqlFileUpsert writes one file record (store.FileRecord): the same key again replaces the
 	// row's other columns and keeps its id (migration 0013).
 	sqlFileUpsert = `INSERT INTO file_records (run_id, step_key, attempt, role, path, path_key, state, size, mod_time,
-			dev, ino, hash, error, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			dev, ino, hash, error, recorded_at, verified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(run_id, step_key, attempt, role, path) DO UPDATE SET state = excluded.state, size = excluded.size,
 			mod_time = excluded.mod_time, dev = excluded.dev, ino = excluded.ino, hash = excluded.hash,
-			error = excluded.error, recorded_at = excluded.recorded_at`
+			error = excluded.error, recorded_at = excluded.recorded_at, verified_at = excluded.verified_at`
 	// sqlCacheUpsert writes one cache entry (store.CacheEntry), replacing the one of its key.
 	sqlCacheUpsert = `INSERT INTO cache_entries (key, run_id, step_key, attempt, tool, step_id, workflow, parts, output,
 			file_refs, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -382,6 +382,7 @@ func putFiles(w *wconn, files []store.FileRecord) error {
 		w.arg(nullString(f.Hash))
 		w.arg(nullString(f.Error))
 		w.arg(nanos(f.RecordedAt))
+		w.arg(nanos(f.VerifiedAt))
 		if err := w.exec(sqlFileUpsert); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("file record %s (%s) of attempt %d of step %s of run %s: %w", f.Path, f.Role, f.Attempt, f.StepKey, f.RunID, store.ErrNotFound)

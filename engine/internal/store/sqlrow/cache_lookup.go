@@ -21,7 +21,7 @@ const CacheLookupColumns = CacheColumns + ", files"
 
 // CacheFileFields lists, in order, the columns of file_records each array of the files column
 // of a CacheEntries row holds: a record but the run, step and attempt (the entry's).
-const CacheFileFields = "id, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at"
+const CacheFileFields = "id, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at, verified_at"
 
 // CacheLookup reads a row of a CacheEntries query (CacheLookupColumns): the entry with its
 // Files, by ID. A files column that is not such JSON is an error naming the entry.
@@ -64,12 +64,12 @@ func cacheFiles(b []byte, runID, stepKey string, attempt int) ([]store.FileRecor
 	for {
 		f := store.FileRecord{RunID: runID, StepKey: stepKey, Attempt: attempt}
 		var role, state string
-		var modTime, dev, ino, recorded int64
+		var modTime, dev, ino, recorded, verified int64
 		var hash, errText *string
 		if err := d.expect('['); err != nil {
 			return nil, err
 		}
-		for i, dst := range []any{&f.ID, &role, &f.Path, &state, &f.Size, &modTime, &dev, &ino, &hash, &errText, &recorded} {
+		for i, dst := range []any{&f.ID, &role, &f.Path, &state, &f.Size, &modTime, &dev, &ino, &hash, &errText, &recorded, &verified} {
 			if i > 0 {
 				if err := d.expect(','); err != nil {
 					return nil, err
@@ -83,7 +83,7 @@ func cacheFiles(b []byte, runID, stepKey string, attempt int) ([]store.FileRecor
 			return nil, err
 		}
 		f.Role, f.State = store.FileRole(role), store.FileState(state)
-		f.ModTime, f.RecordedAt = FromNanos(modTime), FromNanos(recorded)
+		f.ModTime, f.RecordedAt, f.VerifiedAt = FromNanos(modTime), FromNanos(recorded), FromNanos(verified)
 		f.Dev, f.Ino = uint64(dev), uint64(ino)
 		f.Hash, f.Error = deref(hash), deref(errText)
 		out = append(out, f)

@@ -109,7 +109,7 @@ func Attempt(sc Scanner) (store.Attempt, error) {
 }
 
 // FileColumns lists, in order, the columns of file_records that File reads.
-const FileColumns = "id, run_id, step_key, attempt, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at"
+const FileColumns = "id, run_id, step_key, attempt, role, path, state, size, mod_time, dev, ino, hash, error, recorded_at, verified_at"
 
 // File reads a file record row (FileColumns). dev and ino are stored as the int64 of the same
 // bits (a uint64 past the largest int64 is negative in the database); a NULL hash or error
@@ -117,14 +117,14 @@ const FileColumns = "id, run_id, step_key, attempt, role, path, state, size, mod
 func File(sc Scanner) (store.FileRecord, error) {
 	var f store.FileRecord
 	var role, state string
-	var modTime, dev, ino, recorded int64
+	var modTime, dev, ino, recorded, verified int64
 	var hash, errText *string
 	if err := sc.Scan(&f.ID, &f.RunID, &f.StepKey, &f.Attempt, &role, &f.Path, &state, &f.Size, &modTime, &dev, &ino,
-		&hash, &errText, &recorded); err != nil {
+		&hash, &errText, &recorded, &verified); err != nil {
 		return f, err
 	}
 	f.Role, f.State = store.FileRole(role), store.FileState(state)
-	f.ModTime, f.RecordedAt = FromNanos(modTime), FromNanos(recorded)
+	f.ModTime, f.RecordedAt, f.VerifiedAt = FromNanos(modTime), FromNanos(recorded), FromNanos(verified)
 	f.Dev, f.Ino = uint64(dev), uint64(ino)
 	f.Hash, f.Error = deref(hash), deref(errText)
 	return f, nil

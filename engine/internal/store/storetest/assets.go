@@ -46,6 +46,7 @@ func ExerciseAssets(t *testing.T, newStore func(t *testing.T) AssetStore) {
 		{"FilesRoundTrip", testFilesRoundTrip},
 		{"FilesAtomic", testFilesAtomic},
 		{"FilesUpsert", testFilesUpsert},
+		{"FilesConfirmed", testFilesConfirmed},
 		{"FileFilters", testFileFilters},
 		{"FilesPaging", testFilesPaging},
 		{"FilesUnder", testFilesUnder},
@@ -87,11 +88,12 @@ func fileKeys(rs []store.FileRecord) []string {
 // sameFile reports whether got is want as stored: every field but ID (which got must have) and
 // the times (compared with Equal).
 func sameFile(got, want store.FileRecord) bool {
-	if got.ID <= 0 || !got.ModTime.Equal(want.ModTime) || !got.RecordedAt.Equal(want.RecordedAt) {
+	if got.ID <= 0 || !got.ModTime.Equal(want.ModTime) || !got.RecordedAt.Equal(want.RecordedAt) || !got.VerifiedAt.Equal(want.VerifiedAt) {
 		return false
 	}
 	got.ID, want.ID = 0, 0
 	got.ModTime, want.ModTime, got.RecordedAt, want.RecordedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	got.VerifiedAt, want.VerifiedAt = time.Time{}, time.Time{}
 	return got == want
 }
 
@@ -104,7 +106,7 @@ func testFilesRoundTrip(t *testing.T, s AssetStore) {
 	mod := time.Date(2026, 3, 7, 22, 15, 4, 123456789, time.UTC) // nanoseconds, as file systems have them
 	recs := []store.FileRecord{
 		{RunID: "r1", StepKey: "b[0].x", Attempt: 1, Role: store.FileRead, Path: "/mnt/show/in.usd", State: store.FileOK,
-			Size: 1 << 40, ModTime: mod, Dev: math.MaxUint64, Ino: 1<<63 + 5, Hash: testHash, RecordedAt: t0},
+			Size: 1 << 40, ModTime: mod, Dev: math.MaxUint64, Ino: 1<<63 + 5, Hash: testHash, RecordedAt: t0, VerifiedAt: t0.Add(-time.Nanosecond)},
 		{RunID: "r1", StepKey: "b[0].x", Attempt: 1, Role: store.FileWrite, Path: `C:\Show\Out\é ✓.usd`, State: store.FileUnstable,
 			Size: 7, ModTime: mod.Add(time.Nanosecond), Dev: 2049, Ino: 77, Error: "it changed while it was hashed: size 7 then 9", RecordedAt: t0.Add(time.Second)},
 		{RunID: "r1", StepKey: "b[0].x", Attempt: 1, Role: store.FileWrite, Path: `\\farm\share\gone.exr`, State: store.FileMissing, RecordedAt: t0},
@@ -201,6 +203,77 @@ func testFilesUpsert(t *testing.T, s AssetStore) {
 	}
 	if got[1].Role != store.FileRead || got[2].Attempt != 2 || got[1].ID <= got[0].ID || got[2].ID <= got[1].ID {
 		t.Errorf("Files = %v; want the replaced one, then the read, then attempt 2", fileKeys(got))
+	}
+}
+
+// testFilesConfirmed: ConfirmFiles sets VerifiedAt, read back by Files and CacheEntries to the
+// nanosecond, only on a record that is ok with the hash, size, modification time, device and
+// inode given (device and inode past the largest int64 too), and only forward; an unknown ID
+// changes nothing; writing the record again replaces its VerifiedAt with the one written.
+func testFilesConfirmed(t *testing.T, s AssetStore) {
+	ctx := context.Background()
+	mod := time.Date(2026, 3, 7, 22, 15, 4, 123456789, time.UTC)
+	rec := store.FileRecord{RunID: "r1", StepKey: "a", Attempt: 1, Role: store.FileWrite, Path: "/out/a.usd", State: store.FileOK,
+		Size: 10, ModTime: mod, Dev: math.MaxUint64, Ino: 1<<63 + 5, Hash: testHash, RecordedAt: t0, VerifiedAt: mod.Add(time.Second)}
+	bad := rec
+	bad.Path, bad.State, bad.Hash, bad.Error = "/out/b.usd", store.FileUnstable, "", "it changed"
+	write(t, s, &store.Batch{
+		CreateRuns:   []store.Run{newRun("r1", t0)},
+		Files:        []store.FileRecord{rec, bad},
+		CacheEntries: []store.CacheEntry{{Key: "k", Tool: "t", RunID: "r1", StepKey: "a", Attempt: 1, CreatedAt: t0}},
+	})
+	got := files(t, s, store.FileFilter{})
+	if len(got) != 2 || !sameFile(got[0], rec) {
+		t.Fatalf("Files = %+v; want %+v first", got, rec)
+	}
+	id, badID := got[0].ID, got[1].ID
+	later := mod.Add(2*time.Second + time.Nanosecond)
+	confirm := func(edit func(r *store.FileRecord)) store.FileRecord {
+		c := rec
+		c.ID, c.VerifiedAt = id, later
+		edit(&c)
+		return c
+	}
+	// None of these is the stored record: nothing changes.
+	for name, c := range map[string]store.FileRecord{
+		"another hash":    confirm(func(r *store.FileRecord) { r.Hash = "blake3:" + strings.Repeat("0", 64) }),
+		"another size":    confirm(func(r *store.FileRecord) { r.Size++ }),
+		"another mtime":   confirm(func(r *store.FileRecord) { r.ModTime = r.ModTime.Add(time.Nanosecond) }),
+		"another device":  confirm(func(r *store.FileRecord) { r.Dev-- }),
+		"another inode":   confirm(func(r *store.FileRecord) { r.Ino++ }),
+		"an earlier time": confirm(func(r *store.FileRecord) { r.VerifiedAt = rec.VerifiedAt.Add(-time.Nanosecond) }),
+		"the same time":   confirm(func(r *store.FileRecord) { r.VerifiedAt = rec.VerifiedAt }),
+		"an unknown id":   confirm(func(r *store.FileRecord) { r.ID = badID + 1000 }),
+		"a record not ok": confirm(func(r *store.FileRecord) { r.ID, r.Hash = badID, "" }),
+	} {
+		if n, err := s.ConfirmFiles(ctx, []store.FileRecord{c}); err != nil || n != 0 {
+			t.Errorf("ConfirmFiles(%s) = %d, %v; want 0 changed", name, n, err)
+		}
+	}
+	if n, err := s.ConfirmFiles(ctx, nil); err != nil || n != 0 {
+		t.Errorf("ConfirmFiles(none) = %d, %v; want 0", n, err)
+	}
+	if got := files(t, s, store.FileFilter{}); !sameFile(got[0], rec) || !got[1].VerifiedAt.Equal(rec.VerifiedAt) {
+		t.Fatalf("after confirmations of other records, Files = %+v; want them unchanged", got)
+	}
+	if n, err := s.ConfirmFiles(ctx, []store.FileRecord{confirm(func(*store.FileRecord) {})}); err != nil || n != 1 {
+		t.Fatalf("ConfirmFiles(the record) = %d, %v; want 1 changed", n, err)
+	}
+	want := rec
+	want.VerifiedAt = later
+	if got := files(t, s, store.FileFilter{Path: rec.Path}); len(got) != 1 || !sameFile(got[0], want) {
+		t.Errorf("after ConfirmFiles, Files = %+v; want %+v", got, want)
+	}
+	es, err := s.CacheEntries(ctx, "k", t0)
+	if err != nil || len(es) != 1 || len(es[0].Files) != 2 || !es[0].Files[0].VerifiedAt.Equal(later) {
+		t.Errorf("CacheEntries = %+v, %v; want the entry with the confirmed record (VerifiedAt %v)", es, err, later)
+	}
+	// Written again (the same step's attempt recorded anew): what is written replaces it.
+	again := rec
+	again.VerifiedAt = time.Time{}
+	write(t, s, &store.Batch{Files: []store.FileRecord{again}})
+	if got := files(t, s, store.FileFilter{Path: rec.Path}); len(got) != 1 || got[0].ID != id || !got[0].VerifiedAt.IsZero() {
+		t.Errorf("written again without VerifiedAt, Files = %+v; want its ID %d and no VerifiedAt", got, id)
 	}
 }
 
