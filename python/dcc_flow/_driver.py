@@ -23,7 +23,7 @@ import math
 import threading
 import time
 import weakref
-from typing import Any, Dict, Generator, List, Mapping, Optional, Union, cast
+from typing import Any, Dict, Generator, List, Mapping, Optional, Set, Union, cast
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError
@@ -62,6 +62,11 @@ BATCH_MAX = 8
 #: after it was pulled, as with one call per pull.
 BATCH_HOLD = 0.0005
 
+#: How long (seconds) a thread may run one call of a batch before the calls of the batch it has not
+#: started are handed back by the driver's releaser thread, while it still runs: a tool that blocks
+#: (waits for the other items, renders for minutes) never holds calls other threads could run.
+RELEASE_AFTER = 0.01
+
 #: An answer larger than this (the JSON members of ``execute``) is sent alone, through
 #: ``dccflow_calls_complete`` and its size checks, never in a batch.
 BATCH_ANSWER_BYTES = 64 << 10
@@ -89,6 +94,7 @@ class Driver:
         self.dead_pullers: List[int] = []  # pullers of ended threads, to close
         self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
         self._main_owners: List[object] = []
+        self._batch_releaser: Optional[_Releaser] = None  # made by the first batch
         #: The engine's ``environment=`` (checked), added to the process's (``set_environment``) in
         #: every answer; None = the process's alone.
         self.environment: Optional[Dict[str, Any]] = None
@@ -244,7 +250,8 @@ class Driver:
         Several calls (a batch a ``serve_tools`` thread took) are answered together in one
         ``dccflow_calls_complete_many`` with the next pull. Once a batch has run for longer than
         BATCH_HOLD, the answers so far are sent and the calls not started are handed back (for
-        ``puller``); the reply then says ``"held": False``.
+        ``puller``); the reply then says ``"held": False``. A call still running after
+        RELEASE_AFTER has the rest handed back meanwhile, by the driver's ``_Releaser``.
 
         A tool interrupted by ``KeyboardInterrupt`` (or another ``BaseException`` that is not
         ``SystemExit``) has its call answered with a ``cancelled`` step error before the exception
@@ -258,28 +265,51 @@ class Driver:
         started = time.monotonic()
         done: List[Any] = []  # (call, members) ran and not answered yet
         held = True
-        for i, call in enumerate(calls):
-            members = self._run(call, done)
-            if len(members) > BATCH_ANSWER_BYTES:  # alone, through complete's size checks
-                self._answer_many(done, None)
-                done = []
-                self.complete(call, members, None)
-            else:
-                done.append((call, members))
-            rest = calls[i + 1:]
-            if rest and time.monotonic() - started > BATCH_HOLD:
-                # Slow calls: answer what ran, hand back what did not start, to idle threads.
-                self._answer_many(done, None)
-                done = []
-                self.host_call("dccflow_calls_release", {"puller": puller, "call_ids": [c["call_id"] for c in rest]})
-                held = False
-                break
+        batch = _Batch(puller, calls[1:], started)
+        self._releaser().add(batch)
+        try:
+            call: Optional[Dict[str, Any]] = calls[0]
+            while call is not None:
+                members = self._run(call, done)
+                if len(members) > BATCH_ANSWER_BYTES:  # alone, through complete's size checks
+                    self._answer_many(done, None)
+                    done = []
+                    self.complete(call, members, None)
+                else:
+                    done.append((call, members))
+                with batch.lock:
+                    rest, call = batch.rest, None
+                    if rest and time.monotonic() - started > BATCH_HOLD:
+                        batch.rest = []  # slow calls: hand back what did not start, to idle threads
+                    elif rest:
+                        call = rest.pop(0)
+                    else:
+                        rest = []
+                if rest and call is None:
+                    self._answer_many(done, None)
+                    done = []
+                    self.host_call("dccflow_calls_release",
+                                   {"puller": puller, "call_ids": [c["call_id"] for c in rest]})
+            held = not batch.taken
+        finally:
+            self._releaser().discard(batch)
+        if not held or len(done) < len(calls):
+            held = False
         reply = self._answer_many(done, next_json)
         if reply is None and next_json is not None:
             reply = self._call_encoded("dccflow_calls_next", next_json)
         if reply is not None and not held:
             reply["held"] = False
         return reply
+
+    def _releaser(self) -> "_Releaser":
+        releaser = self._batch_releaser
+        if releaser is None:
+            with self._lock:
+                if self._batch_releaser is None:
+                    self._batch_releaser = _Releaser(weakref.ref(self))
+                releaser = self._batch_releaser
+        return releaser
 
     def _run(self, call: Dict[str, Any], done: List[Any]) -> str:
         """Run one call and return its answer's members (``_tools.execute``); on an interruption,
@@ -506,6 +536,79 @@ class Driver:
         for t in self.workers:
             if t is not current:
                 t.join(timeout=timeout)
+
+
+class _Batch:
+    """The calls of a batch a thread took and has not started (``rest``, under ``lock``): the
+    thread pops the next one to start it, or the releaser takes them all to hand them back."""
+
+    __slots__ = ("puller", "rest", "started", "lock", "taken")
+
+    def __init__(self, puller: int, rest: List[Dict[str, Any]], started: float) -> None:
+        self.puller = puller
+        self.rest = rest
+        self.started = started
+        self.lock = threading.Lock()
+        self.taken = False  # the releaser handed back its rest
+
+
+class _Releaser:
+    """Hands back the calls of a batch whose thread is still running one of them after
+    RELEASE_AFTER seconds (a slow or blocked tool: they must not wait behind it while other threads
+    idle). One daemon thread per driver, polling every RELEASE_AFTER while batches run and waiting
+    on a condition otherwise; it holds its driver weakly, and ends after a second without batches
+    (the next batch starts it again)."""
+
+    def __init__(self, ref: "weakref.ref[Driver]") -> None:
+        self.ref = ref
+        self.cv = threading.Condition(threading.Lock())
+        self.batches: Set[_Batch] = set()
+        self.thread: Optional[threading.Thread] = None
+        self.idle = False  # the thread waits for a batch (add wakes it)
+
+    def add(self, batch: _Batch) -> None:
+        with self.cv:
+            self.batches.add(batch)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="dcc_flow-batch-releaser", daemon=True)
+                self.thread.start()
+            elif self.idle:
+                self.cv.notify()
+
+    def discard(self, batch: _Batch) -> None:
+        with self.cv:
+            self.batches.discard(batch)
+
+    def _loop(self) -> None:
+        while True:
+            with self.cv:
+                if not self.batches:
+                    self.idle = True
+                    self.cv.wait(1.0)
+                    self.idle = False
+                    if not self.batches:
+                        self.thread = None
+                        return
+            time.sleep(RELEASE_AFTER)
+            now = time.monotonic()
+            with self.cv:
+                late = [b for b in self.batches if now - b.started >= RELEASE_AFTER]
+            for b in late:
+                with b.lock:
+                    rest, b.rest = b.rest, []
+                    if rest:
+                        b.taken = True
+                if not rest:
+                    continue
+                driver = self.ref()
+                if driver is None:
+                    return
+                try:
+                    driver.host_call("dccflow_calls_release",
+                                     {"puller": b.puller, "call_ids": [c["call_id"] for c in rest]})
+                except Exception:  # noqa: BLE001 - closed engine or puller: the calls went back with it
+                    log.debug("handing back a batch's calls failed", exc_info=True)
+                driver = None
 
 
 class _PullerHolder:

@@ -112,3 +112,25 @@ def test_a_cancelled_call_of_a_batch_is_never_started(engine):
     assert run.status is WorkflowStatus.CANCELLED
     started_after = [entry for entry in log if entry[0] > holder["at"]]
     assert started_after == [], "calls started after cancel: %r" % started_after
+
+
+def test_a_blocked_call_does_not_hold_the_rest_of_its_batch(engine):
+    """A tool that blocks (here until the next item starts, as a barrier of --worker-threads does)
+    must not keep the calls its thread took with it from idle threads: they are handed back while
+    it runs (_driver.RELEASE_AFTER)."""
+    started = threading.Event()
+
+    @engine.tool(name="w", thread="worker")
+    def w(i):
+        if i == 0:
+            if not started.wait(10):
+                raise RuntimeError("item 1 never started while item 0 ran")
+        else:
+            started.set()
+        return i
+
+    run = engine.submit(fanout(4, 4))
+    time.sleep(0.05)  # the four calls queued: the first thread to pull takes them all
+    engine.serve_tools(workers=2)
+    run.wait(20)
+    assert run.status is WorkflowStatus.COMPLETED, run.result().error
