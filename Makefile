@@ -225,16 +225,26 @@ soak-cluster-short: $(LIB) venv ## The cluster soak for 60 s (part of make test-
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 60s) each
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
+# The two Dasks dcc-flow is measured beside (scripts/bench_dask.py): the current release, and the
+# oldest one still in a supported Linux distribution (Debian 12 bookworm's python3-dask), each in
+# a venv of its own (two Dasks cannot share a process).
 BENCH_VENV   := .venv-bench
 DASK         := dask==2026.8.0
+BENCH_VENV_OLD := .venv-bench-old
+DASK_OLD     := dask==2022.12.1
 
 $(BENCH_VENV)/.ok: Makefile
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check $(DASK)
 	@touch $@
 
-bench: $(LIB) $(BENCH_VENV)/.ok venv ## Run the benchmarks and print the figures table (Dask side by side, the Qt UI stall), then the scale table
-	@BENCH_PYTHON=$(BENCH_VENV)/bin/python QT_PYTHON=$(VPY) scripts/bench.sh
+$(BENCH_VENV_OLD)/.ok: Makefile
+	$(PYTHON) -m venv $(BENCH_VENV_OLD)
+	$(BENCH_VENV_OLD)/bin/pip install --quiet --disable-pip-version-check $(DASK_OLD)
+	@touch $@
+
+bench: $(LIB) $(BENCH_VENV)/.ok $(BENCH_VENV_OLD)/.ok venv ## Run the benchmarks and print the figures table (two Dasks side by side, the Qt UI stall), then the scale table
+	@BENCH_DASK_PYTHONS=$(BENCH_VENV)/bin/python:$(BENCH_VENV_OLD)/bin/python QT_PYTHON=$(VPY) scripts/bench.sh
 	@$(PYTHON) scripts/bench_scale.py
 
 redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/reference/limits.md (Go *Redteam* tests, tests/py/test_redteam_*.py, a 30 s network soak)

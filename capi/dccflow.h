@@ -47,6 +47,7 @@ int32_t dccflow_pools_list(uint64_t handle, const char *in_json, char **out_json
 int32_t dccflow_runs_prune(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_next(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_calls_complete(uint64_t handle, const char *in_json, char **out_json);
+int32_t dccflow_calls_complete_many(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_call_cancelled(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_call_report(uint64_t handle, const char *in_json, char **out_json);
 int32_t dccflow_puller_open(uint64_t handle, const char *in_json, char **out_json);

@@ -228,3 +228,57 @@ func TestRunDry(t *testing.T) {
 		t.Errorf("a dry run queued calls: %v", next)
 	}
 }
+
+// TestCallsCompleteMany answers several calls pulled in one crossing with one crossing, which
+// also pulls the next ones; a malformed answer takes none of the batch, an unknown call id takes
+// the others and fails the crossing naming it.
+func TestCallsCompleteMany(t *testing.T) {
+	t.Parallel()
+	h := openEngine(t)
+	mustOp(t, h, opToolRegister, `{"name": "t", "lane": "worker"}`)
+	runID := mustOp(t, h, opRunSubmit, `{"spec": "steps: [{id: each, kind: foreach, items: [1, 2, 3], concurrency: 3, steps: [{id: f, tool: t}]}, {id: d, tool: t}]"}`)["run_id"].(string)
+	p := mustOp(t, h, opPullerOpen, `{}`)["puller"].(float64)
+	next := fmt.Sprintf(`{"puller": %v, "lanes": ["worker"], "max": 8, "timeout_ms": 2000}`, p)
+	var calls []any
+	deadline := time.Now().Add(5 * time.Second)
+	for len(calls) < 3 && time.Now().Before(deadline) {
+		calls = append(calls, mustOp(t, h, opCallsNext, next)["calls"].([]any)...)
+	}
+	if len(calls) != 3 {
+		t.Fatalf("calls %v", calls)
+	}
+	id := func(i int) any { return calls[i].(map[string]any)["call_id"] }
+	// A malformed answer: none is taken.
+	bad := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": %v, "files": [{"path": ""}]}]}`, id(0), id(1))
+	if out, rc := dispatch(h, []byte(bad), opCallsCompleteMany); rc == rcOK || !strings.Contains(string(out), `answers[1]`) || !strings.Contains(string(out), `"code":"invalid_request"`) {
+		t.Fatalf("malformed batch: rc %d %s", rc, out)
+	}
+	// An unknown id: the others are taken, the crossing fails naming it.
+	mixed := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": 99999, "output": 1}], "next": %s}`, id(0), next)
+	if out, rc := dispatch(h, []byte(mixed), opCallsCompleteMany); rc == rcOK || !strings.Contains(string(out), `answers[1]: no tool call with id 99999`) || !strings.Contains(string(out), `"code":"not_found"`) {
+		t.Fatalf("unknown id: rc %d %s", rc, out)
+	}
+	res := mustOp(t, h, opCallsCompleteMany, fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": %v, "output": 2}, {"call_id": %v, "output": 3}], "next": %s}`,
+		id(0), id(1), id(2), next))
+	if acc, _ := res["accepted"].([]any); len(acc) != 3 || acc[0] != false || acc[1] != true || acc[2] != true {
+		t.Fatalf("accepted %v (the first was answered already)", res["accepted"])
+	}
+	got := res["calls"].([]any)
+	for len(got) == 0 && time.Now().Before(deadline) {
+		got = mustOp(t, h, opCallsNext, next)["calls"].([]any)
+	}
+	if len(got) != 1 || got[0].(map[string]any)["step_key"] != "d" {
+		t.Fatalf("next calls %v", got)
+	}
+	if r := mustOp(t, h, opCallsCompleteMany, fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 4}]}`, got[0].(map[string]any)["call_id"])); fmt.Sprint(r) != "map[accepted:[true]]" {
+		t.Fatalf("without next: %v", r)
+	}
+	mustOp(t, h, opRunWait, fmt.Sprintf(`{"run_id": %q, "timeout_ms": 5000}`, runID))
+	st := mustOp(t, h, opRunStatus, fmt.Sprintf(`{"run_id": %q}`, runID))
+	if st["status"] != "completed" {
+		t.Fatalf("status %v", st)
+	}
+	if out := st["outputs"].(map[string]any); fmt.Sprint(out["each"]) != "[map[f:1] map[f:2] map[f:3]]" || out["d"] != float64(4) {
+		t.Fatalf("outputs %v", out)
+	}
+}

@@ -159,6 +159,15 @@ func dccflow_calls_complete(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.i
 	return call(h, in, out, opCallsComplete)
 }
 
+// dccflow_calls_complete_many: in {"answers": [{"call_id": 7, "output": 1}, ...], "next": {...}}
+// → {"accepted": [true], "calls": [...]}. Answers several calls (each as calls_complete, without
+// "next") and pulls the next ones in one crossing.
+//
+//export dccflow_calls_complete_many
+func dccflow_calls_complete_many(h C.uint64_t, in *C.dccflow_cchar, out **C.char) C.int32_t {
+	return call(h, in, out, opCallsCompleteMany)
+}
+
 // dccflow_call_cancelled: in {"call_id": 7} → {"cancelled": false}, or in {"call_ids": [7, 8]}
 // → {"cancelled_ids": [8]}. Whether the step still wants a pulled call's result: true once its
 // run was cancelled or its attempt timed out (the host should stop the tool), and for unknown

@@ -170,7 +170,7 @@ stale_line="$(cd engine/internal/lineage && "$GO" test -run '^$' -bench '^Benchm
 stale_ms="$(metric "$stale_line" 'ms/stale')"
 printf '| stale over 100,000 recorded outputs, all unchanged (SQLite file; each stat-ed, none read) | %.0f ms | < 2,000 ms | %s |\n' \
   "$stale_ms" "$(verdict "$stale_ms" '<=' 2000)"
-"${PYTHON:-python3}" scripts/bench_python.py
+BENCH_FLOOR_US="$handoff_us" "${PYTHON:-python3}" scripts/bench_python.py
 # Interrupting in-process tools on timeout and cancel (docs/reference/python/tools.md "Timeouts and cancel").
 "${PYTHON:-python3}" scripts/bench_interrupt.py
 # Worker pools of real `dcc-flow worker` processes (docs/guide/pools.md).
@@ -178,8 +178,9 @@ printf '| stale over 100,000 recorded outputs, all unchanged (SQLite file; each 
 # The UI stall of the Qt adapter under a real event loop (PySide6 is in .venv: make bench passes
 # QT_PYTHON; run directly, the rows say when it is missing).
 "${QT_PYTHON:-${PYTHON:-python3}}" scripts/bench_qt.py
-# dcc-flow beside Dask in one process (Dask is a benchmark-only dependency: make bench puts it in
-# .venv-bench; run directly, the rows say when it is missing).
-"${BENCH_PYTHON:-${PYTHON:-python3}}" scripts/bench_dask.py
+# dcc-flow beside two Dasks, interleaved (Dask is a benchmark-only dependency: make bench puts the
+# current release in .venv-bench and Debian 12's in .venv-bench-old and passes BENCH_DASK_PYTHONS;
+# run directly, BENCH_PYTHON or this Python is the one peer, and the rows say when Dask is missing).
+"${PYTHON:-python3}" scripts/bench_dask.py
 printf '\n%s · %s · %s CPUs · %s\n' "$("$GO" version | awk '{print $3}')" "$(uname -sm)" \
   "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')" "$(date -u +%Y-%m-%dT%H:%MZ)"

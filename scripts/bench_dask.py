@@ -1,4 +1,4 @@
-"""dcc-flow beside Dask, in one process, for `make bench` (docs/design/performance.md).
+"""dcc-flow beside Dask, interleaved, for `make bench` (docs/design/performance.md).
 
 Two shapes of Python work, each function trivial so the scheduler's own cost is what is measured:
 
@@ -9,30 +9,25 @@ Two shapes of Python work, each function trivial so the scheduler's own cost is 
   4 threads; Dask: N ``dask.delayed`` calls gathered by one, threaded scheduler with 4 workers);
   goal: dcc-flow at least 3× faster.
 
-Best of 3 runs each, after a warm-up. Prints Markdown table rows. Dask is a benchmark-only
-dependency: without it the rows say so and the script exits 0.
+Each Dask is a *peer*: a Python that has it installed (``BENCH_DASK_PYTHONS``, paths separated by
+``os.pathsep``; by default ``BENCH_PYTHON``, else this interpreter). ``make bench`` gives two: the
+current Dask release and the oldest one in a supported Linux distribution (Debian 12's
+python3-dask 2022.12.1), each in its own venv, since two Dasks cannot share one process. dcc-flow
+runs in this process, each peer in a child process of its own that waits for orders on stdin, and
+the runs are interleaved (dcc-flow, peer 1, peer 2, dcc-flow, ...) so that a machine whose load
+swings by half during the benchmark slows every side alike. Best of ``BENCH_DASK_ROUNDS`` (5)
+rounds each, after a warm-up. Prints Markdown table rows, with the load average at the start and
+the end. A peer without Dask gives a row that says so, and the script still exits 0.
 """
 import os
+import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-
-import dcc_flow  # noqa: E402
-
 N = int(os.environ.get("BENCH_DASK_N", "2000"))
+ROUNDS = int(os.environ.get("BENCH_DASK_ROUNDS", "5"))
 WORKERS = 4
-
-
-def best_of(fn, runs=3):
-    fn()  # warm up
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def add_one(x):
@@ -51,27 +46,14 @@ FANOUT = {"name": "fanout", "steps": [{"id": "each", "kind": "foreach", "items":
                                         "steps": [{"id": "f", "tool": "add_one_w", "args": {"x": "{{item}}"}}]}]}
 
 
-def dccflow_figures(n):
-    with dcc_flow.Engine() as engine:
-        engine.register_tool(add_one, name="add_one")
-        engine.register_tool(add_one, name="add_one_w", thread="worker")
-        engine.serve_tools(workers=WORKERS)
-        spec = chain_spec(n)
-
-        def chain():
-            result = engine.run(spec)
-            assert result.ok and result.outputs["s%d" % (n - 1)] == n, result.error
-
-        items = list(range(n))
-
-        def fanout():
-            result = engine.run(FANOUT, {"items": items})
-            assert result.ok and len(result.outputs["each"]) == n, result.error
-
-        return best_of(chain), best_of(fanout)
+def timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
-def dask_figures(n):
+def dask_shapes(n):
+    """The two shapes as Dask runs them: {"chain": fn, "fanout": fn}."""
     import dask
 
     def chain():
@@ -85,29 +67,109 @@ def dask_figures(n):
         out = dask.delayed(list)(parts).compute(scheduler="threads", num_workers=WORKERS)
         assert len(out) == n
 
-    return best_of(chain), best_of(fanout)
+    return {"chain": chain, "fanout": fanout}
 
 
-def main():
-    flow_chain, flow_fan = dccflow_figures(N)
+def peer_main():
+    """A peer's child process: prints Dask's version (or "-"), then for each shape name read on
+    stdin runs it once and prints its time in seconds."""
     try:
         import dask
     except ImportError:
-        print("| dcc-flow vs Dask | Dask is not installed (`make bench` installs it into .venv) | — | MISSED |")
+        print("-", flush=True)
         return
-    dask_chain, dask_fan = dask_figures(N)
-    rows = [
-        ("%d-step chain of Python calls: dcc-flow main lane vs Dask %s synchronous" % (N, dask.__version__),
-         flow_chain, dask_chain, 2.0),
-        ("%d-item fan-out of Python calls, %d threads: dcc-flow foreach vs Dask threaded" % (N, WORKERS),
-         flow_fan, dask_fan, 3.0),
-    ]
-    for name, ours, theirs, goal in rows:
-        ratio = theirs / ours
-        print("| %s | %.1f ms vs %.1f ms (%.1f µs vs %.1f µs per call): %.2f× | ≥ %.0f× | %s |" % (
-            name, ours * 1e3, theirs * 1e3, ours / N * 1e6, theirs / N * 1e6, ratio, goal,
-            "ok" if ratio >= goal else "MISSED"))
+    print(dask.__version__, flush=True)
+    shapes = dask_shapes(N)
+    for line in sys.stdin:
+        print(repr(timed(shapes[line.strip()])), flush=True)
+
+
+class Peer:
+    """A Dask in a child process (its own Python): ``run(shape)`` times one run there."""
+
+    def __init__(self, python):
+        self.python = python
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--peer"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, universal_newlines=True,
+                                     env=dict(os.environ, BENCH_DASK_N=str(N)))
+        self.version = self.proc.stdout.readline().strip()
+        if self.version in ("", "-"):
+            self.version = None
+            self.close()
+
+    def run(self, shape):
+        self.proc.stdin.write(shape + "\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self):
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def main():
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import dcc_flow
+
+    pythons = [p for p in os.environ.get("BENCH_DASK_PYTHONS", os.environ.get("BENCH_PYTHON", sys.executable))
+               .split(os.pathsep) if p]
+    peers = [Peer(p) for p in pythons]
+    for p in peers:
+        if p.version is None:
+            print("| dcc-flow vs Dask | Dask is not installed in %s (`make bench` installs it into .venv-bench) "
+                  "| — | MISSED |" % p.python)
+    peers = [p for p in peers if p.version is not None]
+    load_start = os.getloadavg()
+    with dcc_flow.Engine() as engine:
+        engine.register_tool(add_one, name="add_one")
+        engine.register_tool(add_one, name="add_one_w", thread="worker")
+        engine.serve_tools(workers=WORKERS)
+        spec = chain_spec(N)
+        items = list(range(N))
+
+        def chain():
+            result = engine.run(spec)
+            assert result.ok and result.outputs["s%d" % (N - 1)] == N, result.error
+
+        def fanout():
+            result = engine.run(FANOUT, {"items": items})
+            assert result.ok and len(result.outputs["each"]) == N, result.error
+
+        ours = {"chain": chain, "fanout": fanout}
+        best = {}  # (side, shape) -> seconds; side None = dcc-flow
+        for shape in ("chain", "fanout"):  # warm-ups, not counted
+            ours[shape]()
+            for p in peers:
+                p.run(shape)
+        for _ in range(ROUNDS):
+            for shape in ("chain", "fanout"):
+                for side in [None] + list(range(len(peers))):
+                    dt = timed(ours[shape]) if side is None else peers[side].run(shape)
+                    key = (side, shape)
+                    best[key] = min(best.get(key, dt), dt)
+    load_end = os.getloadavg()
+    for p in peers:
+        p.close()
+    load = "load average %.1f at the start, %.1f at the end" % (load_start[0], load_end[0])
+    goals = {"chain": 2.0, "fanout": 3.0}
+    names = {
+        "chain": "%d-step chain of Python calls: dcc-flow main lane vs Dask %s synchronous",
+        "fanout": "%d-item fan-out of Python calls, %d threads: dcc-flow foreach vs Dask %s threaded",
+    }
+    for shape in ("chain", "fanout"):
+        for i, p in enumerate(peers):
+            ours_s, theirs_s = best[(None, shape)], best[(i, shape)]
+            ratio = theirs_s / ours_s
+            name = names[shape] % ((N, p.version) if shape == "chain" else (N, WORKERS, p.version))
+            print("| %s (interleaved, best of %d; %s) | %.1f ms vs %.1f ms (%.1f µs vs %.1f µs per call): %.2f× "
+                  "| ≥ %.0f× | %s |" % (name, ROUNDS, load, ours_s * 1e3, theirs_s * 1e3, ours_s / N * 1e6,
+                                        theirs_s / N * 1e6, ratio, goals[shape],
+                                        "ok" if ratio >= goals[shape] else "MISSED"))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--peer"]:
+        peer_main()
+    else:
+        main()

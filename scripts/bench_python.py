@@ -46,6 +46,11 @@ def main():
         seq = per_step(engine, "noop_main", n, 1) * 1e6
         rows.append(("Python tool step through the C ABI, sequential (main lane, best of 3 × %d steps)" % n,
                      "%.1f µs/step" % seq, "≤ 25 µs/step", "ok" if seq <= 25 else "MISSED"))
+        floor = float(os.environ.get("BENCH_FLOOR_US") or 0)  # bench.sh: the locked-thread handoff row
+        if floor > 0:
+            rows.append(("the same against its floor, the locked-thread handoff round trip measured in this run "
+                         "(%.1f µs; load average %.1f)" % (floor, os.getloadavg()[0]),
+                         "%.2f× the floor" % (seq / floor), "≤ 2×", "ok" if seq <= 2 * floor else "MISSED"))
     with dcc_flow.Engine() as engine:
         engine.register_tool(lambda: None, name="noop_worker", thread="worker")
         engine.serve_tools(workers=4)

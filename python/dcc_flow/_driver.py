@@ -23,7 +23,7 @@ import math
 import threading
 import time
 import weakref
-from typing import Any, Dict, Generator, List, Mapping, Optional, Union, cast
+from typing import Any, Dict, Generator, List, Mapping, Optional, Set, Union, cast
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError
@@ -49,6 +49,30 @@ EVENT_RETRY_MAX = 5.0
 
 _CLOSED = "this dcc_flow.Engine is closed; open a new one"
 
+#: How many ready calls a ``serve_tools`` thread takes in one crossing (a fan-out of quick calls
+#: then costs one crossing per batch, not per call: docs/design/performance.md). Its answers go
+#: back together, with the next pull, in one ``dccflow_calls_complete_many``.
+BATCH_MAX = 8
+
+#: How long (seconds) the calls of a batch may run before the thread stops holding the rest: past
+#: it, the answers so far are sent, the calls not started are handed back to be pulled by an idle
+#: thread (a call whose run was cancelled meanwhile is withdrawn then, never started), and the
+#: thread takes one call at a time until a batch runs quickly again. So a batch of slow calls
+#: never waits behind one thread while others are idle, and a call is started at most this long
+#: after it was pulled, as with one call per pull.
+BATCH_HOLD = 0.0005
+
+#: How long (seconds) a thread may run one call of a batch before the calls of the batch it has not
+#: started are handed back by the driver's releaser thread, while it still runs: a tool that blocks
+#: (waits for the other items, renders for minutes) never holds calls other threads could run.
+#: 10 ms cost the fan-out of quick calls a third under load: a batch waiting for the GIL among four
+#: threads overran it and was handed back, and the releaser's own wake-ups took the GIL.
+RELEASE_AFTER = 0.05
+
+#: An answer larger than this (the JSON members of ``execute``) is sent alone, through
+#: ``dccflow_calls_complete`` and its size checks, never in a batch.
+BATCH_ANSWER_BYTES = 64 << 10
+
 
 class Driver:
     """Pulls and runs the tool calls of one engine (its library ``handle``) on the threads that
@@ -72,6 +96,7 @@ class Driver:
         self.dead_pullers: List[int] = []  # pullers of ended threads, to close
         self._main_thread: Optional[threading.Thread] = None  # set while a DCC adapter's pump runs
         self._main_owners: List[object] = []
+        self._batch_releaser: Optional[_Releaser] = None  # made by the first batch
         #: The engine's ``environment=`` (checked), added to the process's (``set_environment``) in
         #: every answer; None = the process's alone.
         self.environment: Optional[Dict[str, Any]] = None
@@ -219,42 +244,137 @@ class Driver:
                      call.get("step_key"), call.get("tool"))
         return out
 
-    def serve(self, calls: List[Dict[str, Any]], next_json: Optional[str]) -> Optional[Dict[str, Any]]:
+    def serve(self, calls: List[Dict[str, Any]], next_json: Optional[str],
+              puller: int = 0) -> Optional[Dict[str, Any]]:
         """Run pulled calls and answer each; the last answer also asks for more (``next_json``,
         an encoded calls_next request) and its reply is returned (None without ``next_json``).
 
+        Several calls (a batch a ``serve_tools`` thread took) are answered together in one
+        ``dccflow_calls_complete_many`` with the next pull. Once a batch has run for longer than
+        BATCH_HOLD, the answers so far are sent and the calls not started are handed back (for
+        ``puller``); the reply then says ``"held": False``. A call still running after
+        RELEASE_AFTER has the rest handed back meanwhile, by the driver's ``_Releaser``.
+
         A tool interrupted by ``KeyboardInterrupt`` (or another ``BaseException`` that is not
         ``SystemExit``) has its call answered with a ``cancelled`` step error before the exception
-        goes on; the calls after it are still held and go back with the puller.
+        goes on, after the answers of the calls that ran before it; the calls after it are still
+        held and go back with the puller.
         """
-        reply: Optional[Dict[str, Any]] = None
-        tools = self.tools
-        for i, call in enumerate(calls):
-            last = i == len(calls) - 1
-            try:
-                members = execute(tools.get(call.get("tool")), call, self.cancelled,  # type: ignore[arg-type]
-                                  self.report, self.handle, env=self.environment)
-            except ToolInterrupted:
-                # Raised past execute's own handlers (CPython 3.13: python/cpython#139622): the
-                # engine gave up on the call; answer it and go on, as execute would have.
-                WATCHDOG.leave_call(int(call.get("call_id") or 0))
-                members = _tools_error(call, "cancelled", "tool %r was interrupted: the engine gave up on the call"
-                                       % call.get("tool"))
-            except BaseException as exc:
-                if not self.handle_closed:
-                    self.complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
-                                                     % type(exc).__name__), None)
-                raise
-            out = self.complete(call, members, next_json if last else None)
-            if last and next_json is not None:
-                reply = out
+        if len(calls) == 1:
+            members = self._run(calls[0], [])
+            out = self.complete(calls[0], members, next_json)
+            return out if next_json is not None else None
+        started = time.monotonic()
+        done: List[Any] = []  # (call, members) ran and not answered yet
+        held = True
+        batch = _Batch(puller, calls[1:], started)
+        self._releaser().add(batch)
+        try:
+            call: Optional[Dict[str, Any]] = calls[0]
+            while call is not None:
+                members = self._run(call, done)
+                if len(members) > BATCH_ANSWER_BYTES:  # alone, through complete's size checks
+                    self._answer_many(done, None)
+                    done = []
+                    self.complete(call, members, None)
+                else:
+                    done.append((call, members))
+                with batch.lock:
+                    rest, call = batch.rest, None
+                    if rest and time.monotonic() - started > BATCH_HOLD:
+                        batch.rest = []  # slow calls: hand back what did not start, to idle threads
+                    elif rest:
+                        call = rest.pop(0)
+                    else:
+                        rest = []
+                if rest and call is None:
+                    self._answer_many(done, None)
+                    done = []
+                    self.host_call("dccflow_calls_release",
+                                   {"puller": puller, "call_ids": [c["call_id"] for c in rest]})
+            held = not batch.taken
+        finally:
+            self._releaser().discard(batch)
+        if not held or len(done) < len(calls):
+            held = False
+        reply = self._answer_many(done, next_json)
+        if reply is None and next_json is not None:
+            reply = self._call_encoded("dccflow_calls_next", next_json)
+        if reply is not None and not held:
+            reply["held"] = False
         return reply
+
+    def _releaser(self) -> "_Releaser":
+        releaser = self._batch_releaser
+        if releaser is None:
+            with self._lock:
+                if self._batch_releaser is None:
+                    self._batch_releaser = _Releaser(weakref.ref(self))
+                releaser = self._batch_releaser
+        return releaser
+
+    def _run(self, call: Dict[str, Any], done: List[Any]) -> str:
+        """Run one call and return its answer's members (``_tools.execute``); on an interruption,
+        answer ``done`` (calls that ran) and the call itself, then raise."""
+        try:
+            return execute(self.tools.get(call.get("tool")), call, self.cancelled,  # type: ignore[arg-type]
+                           self.report, self.handle, env=self.environment)
+        except ToolInterrupted:
+            # Raised past execute's own handlers (CPython 3.13: python/cpython#139622): the
+            # engine gave up on the call; answer it and go on, as execute would have.
+            WATCHDOG.leave_call(int(call.get("call_id") or 0))
+            return _tools_error(call, "cancelled", "tool %r was interrupted: the engine gave up on the call"
+                                % call.get("tool"))
+        except BaseException as exc:
+            if not self.handle_closed:
+                for ran, members in done:
+                    self.complete(ran, members, None)
+                del done[:]
+                self.complete(call, _tools_error(call, "cancelled", "the tool was interrupted by %s"
+                                                 % type(exc).__name__), None)
+            raise
+
+    def _answer_many(self, done: List[Any], next_json: Optional[str]) -> Optional[Dict[str, Any]]:
+        """Answer the calls of ``done`` ((call, members) pairs) in one crossing, asking for the
+        next calls when ``next_json`` is given; return that reply (None without ``next_json``,
+        or with nothing to answer). An answer the library refuses as malformed makes each go
+        alone through ``complete`` instead (none of a refused batch was taken)."""
+        if not done:
+            return None
+        if len(done) == 1:
+            one = self.complete(done[0][0], done[0][1], next_json)
+            return one if next_json is not None else None
+        data = '{"answers":[' + "},".join(m for _, m in done) + "}]"
+        data += "}" if next_json is None else ',"next":' + next_json + "}"
+        encoded = _encode_answer(data)
+        if self.handle_closed:
+            raise EngineClosedError(_CLOSED)
+        out: Optional[Dict[str, Any]] = None
+        if isinstance(encoded, bytes):
+            try:
+                out = _ffi.call_encoded("dccflow_calls_complete_many", self.handle, encoded)
+            except DccFlowError as exc:
+                if exc.code not in ("too_large", "invalid_json", "invalid_request"):
+                    raise
+        if out is None:  # one of them could not be taken as it is: each on its own, with its checks
+            reply: Optional[Dict[str, Any]] = None
+            for i, (call, members) in enumerate(done):
+                last = i == len(done) - 1
+                r = self.complete(call, members, next_json if last else None)
+                if last:
+                    reply = r
+            return reply if next_json is not None else None
+        for (call, _), accepted in zip(done, out.get("accepted") or ()):
+            if not accepted:
+                log.info("late result of %s (%s) was dropped: the call had timed out or been cancelled",
+                         call.get("step_key"), call.get("tool"))
+        return out if next_json is not None else None
 
     def pull_loop(self, run_id: Optional[str], deadline: Optional[float], lanes: List[str],
                   budget: Optional[float] = None, stop: Optional[threading.Event] = None,
                   events_after: Optional[int] = None, counter: Optional[List[int]] = None,
                   idle: Optional[float] = None, first: Optional[Dict[str, Any]] = None,
-                  ) -> Generator[List[Dict[str, Any]], None, Optional[Dict[str, Any]]]:
+                  batch: int = 1) -> Generator[List[Dict[str, Any]], None, Optional[Dict[str, Any]]]:
         """Pull and run calls on ``lanes`` (of ``run_id`` only when given) until the run is
         terminal, ``deadline`` (monotonic) passes, ``budget`` seconds are spent (then it does not
         wait for calls), ``stop`` is set or the engine closes; return the last run summary
@@ -265,7 +385,9 @@ class Driver:
         (seconds) then moves the deadline to that long after the last batch. ``counter[0]``
         counts the calls it ran. The calls it holds when it stops, or raises, go back.
         ``first`` is a calls_next reply this thread's puller already got (its calls are served
-        first).
+        first). ``batch`` (> 1: a ``serve_tools`` thread) is how many ready calls it may take in
+        one crossing; after a batch that ran longer than BATCH_HOLD it takes one at a time until
+        one runs quickly again.
         """
         if idle is not None:
             deadline = time.monotonic() + idle
@@ -275,6 +397,7 @@ class Driver:
         run: Optional[Dict[str, Any]] = None
         cached_key: Any = None
         req_json = ""
+        take = max(1, batch)  # how many calls the next pull may take
         ok = False
         outage = Outage("run %s" % run_id if run_id else "tool calls")
         try:
@@ -290,9 +413,9 @@ class Driver:
                 wait_ms = 0 if budget is not None else POLL_MS
                 if deadline is not None:
                     wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
-                key = (wait_ms, events_after)
+                key = (wait_ms, events_after, take)
                 if key != cached_key:
-                    req: Dict[str, Any] = {"puller": puller, "lanes": lanes, "max": 1, "timeout_ms": wait_ms}
+                    req: Dict[str, Any] = {"puller": puller, "lanes": lanes, "max": take, "timeout_ms": wait_ms}
                     if run_id is not None:
                         req["run_id"] = run_id
                     if events_after is not None:
@@ -301,7 +424,9 @@ class Driver:
                 calls = reply.get("calls") if reply else None
                 if calls:
                     reply = None  # serve owns them now: it answers each, even when it raises
-                    reply = self.serve(calls, req_json)
+                    reply = self.serve(calls, req_json, puller)
+                    if batch > 1:
+                        take = batch if reply is None or reply.pop("held", True) else 1
                     if counter is not None:
                         counter[0] += len(calls)
                 else:
@@ -358,7 +483,8 @@ class Driver:
 
     def drive(self, run_id: Optional[str], deadline: Optional[float], lanes: Optional[List[str]] = None,
               budget: Optional[float] = None, stop: Optional[threading.Event] = None,
-              counter: Optional[List[int]] = None, first: Optional[Dict[str, Any]] = None) -> Optional[Dict[str, Any]]:
+              counter: Optional[List[int]] = None, first: Optional[Dict[str, Any]] = None,
+              batch: int = 1) -> Optional[Dict[str, Any]]:
         """Serve calls until the run is terminal, the deadline passes, the budget is spent or
         ``stop`` is set (see ``pull_loop``); return the last run summary seen or None.
 
@@ -368,7 +494,8 @@ class Driver:
         if not lanes:
             return self.wait_only(run_id, deadline, stop)
         watch_logs = run_id is not None and log.isEnabledFor(logging.INFO)
-        loop = self.pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter, first=first)
+        loop = self.pull_loop(run_id, deadline, lanes, budget, stop, 0 if watch_logs else None, counter, first=first,
+                              batch=batch)
         while True:
             try:
                 events = next(loop)
@@ -413,6 +540,79 @@ class Driver:
                 t.join(timeout=timeout)
 
 
+class _Batch:
+    """The calls of a batch a thread took and has not started (``rest``, under ``lock``): the
+    thread pops the next one to start it, or the releaser takes them all to hand them back."""
+
+    __slots__ = ("puller", "rest", "started", "lock", "taken")
+
+    def __init__(self, puller: int, rest: List[Dict[str, Any]], started: float) -> None:
+        self.puller = puller
+        self.rest = rest
+        self.started = started
+        self.lock = threading.Lock()
+        self.taken = False  # the releaser handed back its rest
+
+
+class _Releaser:
+    """Hands back the calls of a batch whose thread is still running one of them after
+    RELEASE_AFTER seconds (a slow or blocked tool: they must not wait behind it while other threads
+    idle). One daemon thread per driver, polling every RELEASE_AFTER while batches run and waiting
+    on a condition otherwise; it holds its driver weakly, and ends after a second without batches
+    (the next batch starts it again)."""
+
+    def __init__(self, ref: "weakref.ref[Driver]") -> None:
+        self.ref = ref
+        self.cv = threading.Condition(threading.Lock())
+        self.batches: Set[_Batch] = set()
+        self.thread: Optional[threading.Thread] = None
+        self.idle = False  # the thread waits for a batch (add wakes it)
+
+    def add(self, batch: _Batch) -> None:
+        with self.cv:
+            self.batches.add(batch)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="dcc_flow-batch-releaser", daemon=True)
+                self.thread.start()
+            elif self.idle:
+                self.cv.notify()
+
+    def discard(self, batch: _Batch) -> None:
+        with self.cv:
+            self.batches.discard(batch)
+
+    def _loop(self) -> None:
+        while True:
+            with self.cv:
+                if not self.batches:
+                    self.idle = True
+                    self.cv.wait(1.0)
+                    self.idle = False
+                    if not self.batches:
+                        self.thread = None
+                        return
+            time.sleep(RELEASE_AFTER)
+            now = time.monotonic()
+            with self.cv:
+                late = [b for b in self.batches if now - b.started >= RELEASE_AFTER]
+            for b in late:
+                with b.lock:
+                    rest, b.rest = b.rest, []
+                    if rest:
+                        b.taken = True
+                if not rest:
+                    continue
+                driver = self.ref()
+                if driver is None:
+                    return
+                try:
+                    driver.host_call("dccflow_calls_release",
+                                     {"puller": b.puller, "call_ids": [c["call_id"] for c in rest]})
+                except Exception:  # noqa: BLE001 - closed engine or puller: the calls went back with it
+                    log.debug("handing back a batch's calls failed", exc_info=True)
+                driver = None
+
+
 class _PullerHolder:
     """Holds a thread's puller id in the engine's ``threading.local``. When the thread ends the
     holder is freed and its id goes to ``dead`` (only a list append: the thread is being torn
@@ -449,7 +649,8 @@ def _worker_loop(ref: "weakref.ref[Driver]", stop: threading.Event) -> None:
             return
         try:
             handle = driver.handle
-            request = json.dumps({"puller": driver.puller(), "lanes": ["worker"], "max": 1, "timeout_ms": POLL_MS})
+            request = json.dumps({"puller": driver.puller(), "lanes": ["worker"], "max": BATCH_MAX,
+                                  "timeout_ms": POLL_MS})
             del driver
             reply = _ffi.call_encoded("dccflow_calls_next", handle, request.encode("utf-8"))  # waits without it
             outage.ok()
@@ -459,7 +660,7 @@ def _worker_loop(ref: "weakref.ref[Driver]", stop: threading.Event) -> None:
             if driver is None:
                 return  # collected while we waited: its handle is closed, the call went with it
             # Run the call, then the next ones while there are some (complete-and-next), then wait again.
-            driver.drive(None, None, lanes=["worker"], budget=math.inf, stop=stop, first=reply)
+            driver.drive(None, None, lanes=["worker"], budget=math.inf, stop=stop, first=reply, batch=BATCH_MAX)
         except Exception as exc:  # noqa: BLE001 - the pool must outlive a failing crossing
             driver = ref()
             if driver is None or driver.closed or is_closed_error(exc):

@@ -36,6 +36,7 @@ SIGNATURES: Dict[str, Any] = {
     "dccflow_runs_prune": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_calls_next": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_calls_complete": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
+    "dccflow_calls_complete_many": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_call_cancelled": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_call_report": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),
     "dccflow_puller_open": ([c_uint64, c_char_p, POINTER(c_void_p)], c_int32),

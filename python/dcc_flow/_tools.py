@@ -620,6 +620,21 @@ def describe(fn: Callable[..., Any]) -> str:
     return doc.splitlines()[0].strip() if doc else ""
 
 
+# One encoder for every call's output (json.dumps with these options builds a new one per call).
+_OUTPUT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_LITERALS = {type(None): lambda _: "null", bool: lambda v: "true" if v else "false", int: int.__repr__}
+
+
+def encode_output(result: Any) -> str:
+    """``result`` as compact JSON (non-ASCII kept, NaN refused), as ``json.dumps`` writes it; the
+    common small results (None, a bool, an int) without the encoder. Raises what ``json.dumps``
+    raises (TypeError, ValueError, RecursionError)."""
+    literal = _LITERALS.get(type(result))  # exact types: an IntEnum goes through the encoder
+    if literal is not None:
+        return literal(result)
+    return _OUTPUT_ENCODER.encode(result)
+
+
 def _error(call_id: Any, kind: str, message: str, trace: Optional[str] = None) -> str:
     err: Dict[str, Any] = {"kind": kind, "message": message}
     if trace:
@@ -713,7 +728,7 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
     files = context._files
     if head is None:
         try:
-            output = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            output = encode_output(result)
         except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, RecursionError (too deep)
             message = "tool %r returned a value that is not JSON-serialisable (%s): %s" % (
                 entry.name,
@@ -725,7 +740,8 @@ def execute(entry: Optional[ToolEntry], call: Mapping[str, Any], cancelled: Call
             if files is not None and files.over:
                 head = _error(call_id, "limit_exceeded", files.limit_message(entry.name))[:-1]
             else:
-                head = '{"call_id":%s,"output":%s' % (json.dumps(call_id), output)
+                head = '{"call_id":%s,"output":%s' % (int.__repr__(call_id) if type(call_id) is int
+                                                       else json.dumps(call_id), output)
     try:
         env_text = environment_json(env)
     except ValueError as exc:  # the two together are too large: every call of this engine says so

@@ -63,6 +63,9 @@ type Host struct {
 	// pulled by one is handed back to its lane when the puller releases it or closes.
 	pullers    map[uint64]string
 	nextPuller uint64
+	// answeredBy is when each open puller last had an answer taken, as lastAnswer: Pull spins
+	// for a puller only shortly after its own answer (spinFor).
+	answeredBy map[uint64]int64
 	// inflight are the calls a puller took and the host has not answered or handed back, by id,
 	// including those whose step gave up on them (cancelled, abandoned): the host may still be
 	// running them. busy indexes them by step instance.
@@ -87,6 +90,22 @@ var hostEpoch = time.Now()
 func (h *Host) answeredWithin(d time.Duration) bool {
 	last := h.lastAnswer.Load()
 	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < d
+}
+
+// spinFor reports whether a Pull of puller should spin before it parks: when that puller had
+// an answer taken less than spinWindow ago (it answers and asks for the next call of a run going
+// step after step), or, for puller 0, when any answer was. A puller that was idle, or woken
+// for a call another puller took, parks at once: each of its yields would be a thread hand-off
+// (a Pull from a host thread is a cgo callback), and with several idle threads of a fan-out
+// every queued call woke them all into such a spin.
+func (h *Host) spinFor(puller uint64) bool {
+	if puller == 0 {
+		return h.answeredWithin(spinWindow)
+	}
+	h.mu.Lock()
+	last := h.answeredBy[puller]
+	h.mu.Unlock()
+	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < spinWindow
 }
 
 type pendingState uint8
@@ -178,14 +197,15 @@ const (
 // NewHost returns a host with the lanes "main" and "worker".
 func NewHost() *Host {
 	h := &Host{
-		closeCh:  make(chan struct{}),
-		lanes:    map[string]*lane{},
-		calls:    map[uint64]*pending{},
-		dropped:  newDropLog(4096),
-		pullers:  map[uint64]string{},
-		inflight: map[uint64]*pending{},
-		busy:     map[stepRef]*pending{},
-		clock:    clock.New(),
+		closeCh:    make(chan struct{}),
+		lanes:      map[string]*lane{},
+		calls:      map[uint64]*pending{},
+		dropped:    newDropLog(4096),
+		pullers:    map[uint64]string{},
+		answeredBy: map[uint64]int64{},
+		inflight:   map[uint64]*pending{},
+		busy:       map[stepRef]*pending{},
+		clock:      clock.New(),
 	}
 	h.grace.Store(int64(DefaultInterruptGrace))
 	for _, name := range []string{LaneMain, LaneWorker} {
@@ -582,7 +602,11 @@ func (h *Host) Complete(id uint64, res Result) error {
 		return droppedError(id, reason)
 	}
 	h.dropped.add(id, "already completed")
-	h.lastAnswer.Store(int64(time.Since(hostEpoch)) | 1) // | 1: never 0
+	now := int64(time.Since(hostEpoch)) | 1 // | 1: never 0
+	h.lastAnswer.Store(now)
+	if _, open := h.pullers[p.puller]; open {
+		h.answeredBy[p.puller] = now
+	}
 	p.done <- answer{res: res}
 	return nil
 }

@@ -17,7 +17,8 @@ import (
 // sequential step) and a busy wait without yielding (135+ µs).
 const maxSpins = 300
 
-// spinWindow is how recent the host's last answer must be for Pull to spin before it blocks:
+// spinWindow is how recent the puller's own last answer (any answer, for puller 0) must be for
+// Pull to spin before it blocks (Host.spinFor):
 // the spin pays off only while a run is going step after step (the engine queues the next call
 // a few microseconds after an answer). An idle host parks at once: a Pull from a host thread
 // is a cgo callback, locked to its OS thread, so every yield there hands the processor to
@@ -43,7 +44,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	}
 	timeout := req.Timeout
 	spins := 0
-	if !h.answeredWithin(spinWindow) {
+	if !h.spinFor(req.Puller) {
 		spins = maxSpins // idle: park at once
 	}
 	var timer *time.Timer
@@ -161,6 +162,7 @@ func (h *Host) ClosePuller(puller uint64) int {
 		return 0
 	}
 	delete(h.pullers, puller)
+	delete(h.answeredBy, puller)
 	var held []*pending
 	for _, p := range h.inflight {
 		if p.puller != puller {

@@ -504,3 +504,47 @@ func TestGateHoldsQueuedCallsUntilReopened(t *testing.T) {
 		t.Fatalf("a1's answer: %+v", res)
 	}
 }
+
+// Only the puller that just answered spins before parking: another puller, idle or woken for a
+// call someone else took, parks at once (with 4 serve_tools threads, every queued call woke the
+// three idle ones into a spin of thread hand-offs).
+func TestPullSpinsOnlyForThePullerThatAnswered(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	p1, _ := h.OpenPuller("one")
+	p2, _ := h.OpenPuller("two")
+	answers := enqueueInOrder(t, h, [3]string{LaneMain, "r", "t1"})
+	got, err := h.Pull(context.Background(), PullRequest{Max: 1, Puller: p1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	if err := h.Complete(got[0].ID, Result{Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	<-answers[0]
+	before := h.yields.Load()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p2}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load() - before; n != 0 {
+		t.Fatalf("a puller that answered nothing yielded %d times; want 0 (park at once)", n)
+	}
+	// As if p1 had just answered, however long this goroutine is descheduled before it pulls.
+	h.mu.Lock()
+	h.answeredBy[p1] = int64(time.Since(hostEpoch) + time.Minute)
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p1}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load() - before; n == 0 {
+		t.Fatal("the puller that just answered did not spin; want it to yield before parking")
+	}
+	h.ClosePuller(p1)
+	h.mu.Lock()
+	_, kept := h.answeredBy[p1]
+	h.mu.Unlock()
+	if kept {
+		t.Fatal("a closed puller's answer time is kept")
+	}
+}

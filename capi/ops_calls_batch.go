@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dcc-flow/dcc-flow/engine"
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
+	"github.com/dcc-flow/dcc-flow/engine/run"
+)
+
+// maxBatchAnswers bounds the answers of one dccflow_calls_complete_many (a puller answers the
+// calls it took in one calls_next, whose "max" a host keeps small; 1,024 is far above that).
+const maxBatchAnswers = 1024
+
+// completeManyRequest is the input of dccflow_calls_complete_many: several answers, each a
+// calls_complete request without "next", and the one "next" of the crossing.
+type completeManyRequest struct {
+	Answers []json.RawMessage `json:"answers"`
+	Next    *nextRequest      `json:"next"`
+}
+
+// completeManyResult is its output: "accepted" per answer, in order, and the fields of
+// calls_next when "next" was given.
+type completeManyResult struct {
+	Accepted []bool      `json:"accepted"`
+	Calls    []callJSON  `json:"calls"`
+	Run      *runSummary `json:"run,omitempty"`
+	Events   []run.Event `json:"events,omitempty"`
+}
+
+// opCallsCompleteMany answers several calls and pulls the next ones in one crossing: the fan-out
+// case, where a puller took several ready calls at once (docs/reference/c-abi/calls.md). Every
+// answer is decoded and checked before any is taken, so a malformed one (code invalid_request,
+// naming answers[i]) takes none. An answer the host refuses (an unknown call: not_found; one not
+// pulled: invalid_state) does not stop the others: they are taken, then the crossing fails with
+// the first refusal's code, naming its index, and "next" is not served.
+var opCallsCompleteMany = withEngine(func(e *engine.Engine, req *completeManyRequest) (any, error) {
+	if len(req.Answers) > maxBatchAnswers {
+		return nil, &badRequest{msg: fmt.Sprintf(`invalid request: %d answers; at most %d in one crossing`, len(req.Answers), maxBatchAnswers)}
+	}
+	answers := make([]completeRequest, len(req.Answers))
+	for i, raw := range req.Answers {
+		a := &answers[i]
+		if err := a.decodeRequest(raw); err != nil {
+			var bad *badRequest
+			if errors.As(err, &bad) {
+				return nil, &badRequest{msg: fmt.Sprintf("answers[%d]: %s", i, bad.msg)}
+			}
+			return nil, err
+		}
+		if a.CallID == 0 {
+			return nil, &badRequest{msg: fmt.Sprintf(`invalid request: answers[%d].call_id is required`, i)}
+		}
+		if a.Next != nil {
+			return nil, &badRequest{msg: fmt.Sprintf(`invalid request: answers[%d] has a "next"; give one "next" beside "answers"`, i)}
+		}
+	}
+	res := completeManyResult{Accepted: make([]bool, len(answers))}
+	var refused error
+	for i := range answers {
+		err := e.Host().Complete(answers[i].CallID, answers[i].result())
+		switch {
+		case err == nil:
+			res.Accepted[i] = true
+		case errors.Is(err, flowtype.ErrDropped):
+			// a late result: the call timed out or was cancelled
+		case refused == nil:
+			var re *run.Error
+			if errors.As(err, &re) {
+				c := *re
+				c.Message = fmt.Sprintf("answers[%d]: %s", i, re.Message)
+				refused = &c
+			} else {
+				refused = fmt.Errorf("answers[%d]: %w", i, err)
+			}
+		}
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	if req.Next == nil {
+		return map[string][]bool{"accepted": res.Accepted}, nil // no "calls": null
+	}
+	var nr nextResult
+	if err := next(e, req.Next, &nr); err != nil {
+		return nil, err
+	}
+	res.Calls, res.Run, res.Events = nr.Calls, nr.Run, nr.Events
+	return res, nil
+})
