@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -484,4 +485,117 @@ func containsText(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A wait for scarce resources is an event of the attempt's span ("resources acquired", with what
+// the step asked for and how long it waited), and the call's span starts when the units are
+// held: two renders on one GPU, the second waiting for the first.
+func TestTracingResourceWaitIsAnEventOfTheAttempt(t *testing.T) {
+	sink := newOTLPSink(t)
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{Tracing: &engine.TracingConfig{Enabled: true, Endpoint: sink.srv.URL},
+		Resources: map[string]engine.ResourceConfig{"gpu": {Limit: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	// On the worker lane: the main lane runs one call at a time, so the second would not wait
+	// for the GPU but for the main thread.
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "render", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.ParseString(`
+name: two_renders
+steps:
+  - {id: a, tool: render, args: {shot: sh010}, resources: {gpu: 1}}
+  - {id: b, tool: render, args: {shot: sh020}, resources: {gpu: 1}, depends_on: []}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.Submit(ctx, engine.StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull := func() flowtype.PendingCall {
+		calls, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 1, Timeout: 10 * time.Second})
+		if err != nil || len(calls) != 1 {
+			t.Fatalf("pull: %v %v", calls, err)
+		}
+		return calls[0]
+	}
+	first := pull()
+	// The other step waits for the GPU meanwhile (its progress says so): a wait of at least
+	// the 20 ms the first holds it after that.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st, err := e.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := false
+		for _, x := range st.Steps {
+			waiting = waiting || x.Progress != nil && strings.Contains(x.Progress.Message, "waiting for gpu")
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no step waits for the GPU: %+v", st.Steps)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := e.Host().Complete(first.ID, flowtype.ToolResult{Output: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	second := pull()
+	if err := e.Host().Complete(second.ID, flowtype.ToolResult{Output: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v %v", info, err)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]*tracepb.Span{} // by parent (attempt) span id
+	var attempts []*tracepb.Span
+	for _, sp := range sink.all() {
+		switch {
+		case sp.Kind == tracepb.Span_SPAN_KIND_CLIENT:
+			calls[hexID(sp.ParentSpanId)] = sp
+		case sp.Name == "a" || sp.Name == "b":
+			attempts = append(attempts, sp)
+		}
+	}
+	if len(attempts) != 2 {
+		t.Fatalf("attempt spans: %v", attempts)
+	}
+	var longest float64
+	for _, at := range attempts {
+		if len(at.Events) != 1 || at.Events[0].Name != "resources acquired" {
+			t.Fatalf("attempt %s: events %v; want one resources acquired", at.Name, at.Events)
+		}
+		ev := at.Events[0]
+		var what string
+		var waited float64
+		for _, kv := range ev.Attributes {
+			switch kv.Key {
+			case "dcc_flow.resources":
+				what = kv.GetValue().GetStringValue()
+			case "dcc_flow.resources.wait_ms":
+				waited = kv.GetValue().GetDoubleValue()
+			}
+		}
+		if what != "gpu ×1" {
+			t.Errorf("attempt %s: dcc_flow.resources %q", at.Name, what)
+		}
+		longest = max(longest, waited)
+		call := calls[hexID(at.SpanId)]
+		if call == nil || call.StartTimeUnixNano != ev.TimeUnixNano || ev.TimeUnixNano < at.StartTimeUnixNano {
+			t.Errorf("attempt %s (start %d, event %d): its call span %v starts when the units are held", at.Name, at.StartTimeUnixNano, ev.TimeUnixNano, call)
+		}
+	}
+	if longest < 20 {
+		t.Errorf("the second render waited %.3f ms by its event; want at least the 20 ms the first held the GPU", longest)
+	}
 }

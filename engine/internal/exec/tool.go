@@ -14,6 +14,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/template"
 	"github.com/dcc-flow/dcc-flow/engine/internal/tools"
+	"github.com/dcc-flow/dcc-flow/engine/internal/tracing"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -171,7 +172,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			call.AdoptAttempt = r.priorAttempt[in.row.Key]
 		}
 		cs := in.startSpans(&call, r.attemptBase[in.row.Key]+attempt) // trace.go
-		res, err := r.attempt(withTraceparent(ctx, call.Traceparent), sp, call, attempt)
+		res, err := r.attempt(withTraceparent(ctx, call.Traceparent), sp, call, attempt, cs)
 		endCall(cs, res, err)
 		in.endReport(rep)
 		if errors.Is(err, store.ErrConnectionLost) {
@@ -264,14 +265,19 @@ func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
 	}
 }
 
-// attempt makes one call under the per-attempt timeout.
-func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int) (tools.Result, error) {
+// attempt makes one call under the per-attempt timeout, once it holds the step's resources
+// (a wait for them is an event of the attempt's span cs, and the call's span starts after it).
+func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int, cs *tracing.Call) (tools.Result, error) {
 	call.Attempt = attempt
+	since := time.Now()
 	release, rerr := r.holdResources(ctx, sp, call)
 	if rerr != nil {
 		return tools.Result{NotStarted: true}, rerr
 	}
 	defer release()
+	if cs != nil && len(sp.st.Resources) > 0 && r.x.cfg.Resources != nil {
+		cs.Waited(since, DescribeAmounts(sp.st.Resources))
+	}
 	actx := ctx
 	switch {
 	case sp.timeout <= 0:

@@ -296,6 +296,7 @@ type Attempt struct {
 	start               time.Time
 	stepKey, stepID, tt string // tt: the tool
 	n                   int
+	events              []sdktrace.Event // the waits for resources (Call.Waited)
 }
 
 // StartAttempt starts the span of attempt n (counted across the run's executions, as the
@@ -335,7 +336,7 @@ func (a *Attempt) End(status, worker, errKind, errMsg string) {
 	t := a.r.t
 	t.q.OnEnd(tracetest.SpanStub{Name: a.stepID, SpanContext: a.sc, Parent: a.r.span.SpanContext(),
 		SpanKind: trace.SpanKindInternal, StartTime: a.start, EndTime: time.Now(), Attributes: attrs, Status: st,
-		Resource: a.r.res, InstrumentationScope: t.scope}.Snapshot())
+		Events: a.events, Resource: a.r.res, InstrumentationScope: t.scope}.Snapshot())
 }
 
 // Call is the span of one tool call. A nil *Call traces nothing.
@@ -363,6 +364,22 @@ func (c *Call) Traceparent() string {
 		return ""
 	}
 	return c.tp
+}
+
+// Waited records that the call waited for units of scarce resources (docs/guide/resources.md)
+// from since until now, before it was made: an event "resources acquired" on the attempt's span
+// at now, with what it asked for (dcc_flow.resources, "gpu ×2, houdini ×1") and the wait
+// (dcc_flow.resources.wait_ms), and the call's span starts now. Nothing when c is nil.
+func (c *Call) Waited(since time.Time, what string) {
+	if c == nil {
+		return
+	}
+	now := time.Now()
+	c.a.events = append(c.a.events, sdktrace.Event{Name: "resources acquired", Time: now, Attributes: []attribute.KeyValue{
+		attribute.String("dcc_flow.resources", what),
+		attribute.Float64("dcc_flow.resources.wait_ms", float64(now.Sub(since).Microseconds())/1000),
+	}})
+	c.start = now
 }
 
 // End ends the call's span: worker is who ran it ("" = this process), errKind and errMsg the
