@@ -186,8 +186,11 @@ func (p *Prober) Check(ctx context.Context, resource string) ProbeStatus {
 	if msg != "" && p.onChange != nil {
 		p.onChange(resource, st, msg)
 	}
-	if p.checked != nil {
-		p.checked(resource)
+	p.mu.Lock()
+	checked := p.checked
+	p.mu.Unlock()
+	if checked != nil {
+		checked(resource)
 	}
 	return st
 }
@@ -319,4 +322,13 @@ func quoteShort(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// SetChecked sets a function called after each Check has applied its result (for tests of the
+// engine that wait for a probe run); nil removes it. Call it before Start, or race-free from the
+// function itself.
+func (p *Prober) SetChecked(fn func(resource string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checked = fn
 }
