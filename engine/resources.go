@@ -288,6 +288,9 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	out := &ResourcesInfo{Resources: []ResourceInfo{}}
 	limits := e.cfg.resourceLimits()
 	var snap resources.State
+	if e.cfg.ReadOnly && e.resGate != nil && e.resGate.probes != nil { // its probes do not run in the background
+		e.resGate.probes.CheckPending(ctx)
+	}
 	if e.resGate != nil {
 		snap = e.resGate.sched.Snapshot()
 	}

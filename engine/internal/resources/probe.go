@@ -108,11 +108,22 @@ func NewProber(s *Scheduler, specs []ProbeSpec, run ProbeRunner, onChange func(r
 	return p
 }
 
-// Start starts one periodic loop per probe: the first run at once, then every its period.
+// Start runs each probe once (all at once, each bounded by its timeout; ctx ending stops them
+// and leaves those states pending), so that the limits are the licence server's before the
+// first step asks, then starts one periodic loop per probe, the next run a period later.
 func (p *Prober) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, sp := range p.specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Check(ctx, sp.Resource)
+		}()
+	}
+	wg.Wait()
 	var svcs []startstop.Service
 	for _, sp := range p.specs {
-		svcs = append(svcs, &startstop.Periodic{Clock: p.clock, Period: sp.Every, Fn: func(ctx context.Context) { p.Check(ctx, sp.Resource) }})
+		svcs = append(svcs, &startstop.Periodic{Clock: p.clock, Period: sp.Every, Delay: true, Fn: func(ctx context.Context) { p.Check(ctx, sp.Resource) }})
 	}
 	return p.group.Start(ctx, svcs...)
 }
@@ -331,4 +342,14 @@ func (p *Prober) SetChecked(fn func(resource string)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.checked = fn
+}
+
+// CheckPending runs, once, the probes that have not finished a run (an engine that starts no
+// services, a read-only one, lists their state so); each bounded by its timeout.
+func (p *Prober) CheckPending(ctx context.Context) {
+	for _, sp := range p.specs {
+		if st, _ := p.Status(sp.Resource); st.State == ProbePending {
+			p.Check(ctx, sp.Resource)
+		}
+	}
 }

@@ -223,11 +223,11 @@ func TestProbeLoopRunsOnTheEngineClock(t *testing.T) {
 	set("ok", 10) // none free
 	ran := make(chan string, 4)
 	p.checked = func(r string) { ran <- r }
-	if err := p.Start(ctx); err != nil {
+	if err := p.Start(ctx); err != nil { // the first run, before Start returns
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	<-ran // the first run, at once
+	<-ran
 	if st, _ := p.Status("houdini"); st.State != ProbeOK || st.Effective != 0 {
 		t.Fatalf("first run: %+v", st)
 	}
