@@ -69,7 +69,7 @@ def test_cli_resources_file_with_a_probe(tmp_path, capsys):
     assert main(["resources", "--resources", str(path), "--db", str(tmp_path / "flow.db")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "houdini: 0 of 4 in use, 0 waiting"
-    assert out[1].startswith("  probe  ok: 3 free, effective limit 3 (every 30 s checked ")
+    assert out[1].startswith("  probe  ok: 3 free, effective limit 3 (every 30 s, checked ")
     (tmp_path / "mode").write_text("fail")
     assert main(["resources", "--resources", str(path), "--resource", "houdini=2", "--json",
                  "--db", str(tmp_path / "flow.db")]) == 0

@@ -25,7 +25,7 @@ def probe_line(probe: Any) -> str:
         text = "failed, using the declared limit %s: %s" % (probe.get("effective_limit"), plain(probe.get("error")))
     else:
         text = "%s (no run finished yet), using the declared limit %s" % (state, probe.get("effective_limit"))
-    checked = " checked %s" % plain(probe["checked_at"]) if probe.get("checked_at") else ""
+    checked = ", checked %s" % plain(probe["checked_at"]) if probe.get("checked_at") else ""
     return "  probe  %s (every %s s%s)" % (text, probe.get("every_secs"), checked)
 
 
