@@ -257,3 +257,24 @@ func TestProbeLoopRunsOnTheEngineClock(t *testing.T) {
 		t.Fatalf("second run: %+v", st)
 	}
 }
+
+// A hostile probe printing without end is cut at MaxProbeOutput (the process killed at its
+// timeout or left to finish; nothing past the cap is kept) and counts as a failed run.
+func TestRedteamProbeHugeOutputIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "flood")
+	// About 8 MiB of "Users of houdini: (Total of 9 licenses issued; Total of 0 licenses in use)".
+	body := "#!/bin/sh\ni=0\nwhile [ $i -lt 100000 ]; do echo 'Users of houdini: (Total of 9 licenses issued; Total of 0 licenses in use)'; i=$((i+1)); done\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := RunProbeCommand(context.Background(), []string{script})
+	if err == nil || !strings.Contains(err.Error(), "printed more than 1048576 bytes") || out != nil {
+		t.Fatalf("got %d bytes, %v", len(out), err)
+	}
+	var c capped
+	c.max = 10
+	if n, _ := c.Write(make([]byte, 100)); n != 100 || c.Len() != 10 {
+		t.Fatalf("capped kept %d of a write reported as %d", c.Len(), n)
+	}
+}
