@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
+	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
 // An engine whose resource has a probe (a fake lmstat) runs it when it opens, on its clock, and
@@ -115,5 +117,86 @@ func TestResourceProbeConfigValidation(t *testing.T) {
 	good := ResourceProbe{Command: []string{"lmutil", "lmstat", "-f", "houdini"}, Parser: "regex", Regex: `(?:free)=(\d+)`, EverySecs: 5}
 	if err := (Config{Resources: map[string]ResourceConfig{"houdini": {Limit: 4, Probe: &good}}}).WithDefaults().validate(); err != nil {
 		t.Fatalf("good probe refused: %v", err)
+	}
+}
+
+// A step asking for a licence waits (it is not refused) while the licence server says none is
+// free, though the declared limit is 4, and runs once the next probe run finds one free.
+func TestStepWaitsForTheProbesFreeCount(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "lmstat")
+	used := func(n string) {
+		t.Helper()
+		body := "#!/bin/sh\necho 'Users of houdini:  (Total of 10 licenses issued;  Total of " + n + " licenses in use)'\n"
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used("10")
+	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	cfg := Config{StallAfterSecs: -1, Resources: map[string]ResourceConfig{"houdini": {Limit: 4,
+		Probe: &ResourceProbe{Command: []string{script}, Parser: "lmstat", EverySecs: 30}}}}
+	e, err := Open(ctx, cfg, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	ran := make(chan string, 4)
+	e.resGate.probes.SetChecked(func(r string) { ran <- r })
+	if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.ParseString("name: sim\nsteps: [{id: cook, tool: cook, resources: {houdini: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.Submit(ctx, StartRequest{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() bool {
+		info, err := e.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := info.Steps
+		return len(p) == 1 && p[0].Progress != nil && strings.HasPrefix(p[0].Progress.Message, "waiting for houdini ×1: 1st of 1")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !waiting(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the step does not wait while no licence is free")
+		}
+	}
+	pull := func() []flowtype.PendingCall {
+		cs, err := e.Host().Pull(ctx, flowtype.PullRequest{Lanes: []string{flowtype.LaneWorker}, Max: 5, Timeout: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	if cs := pull(); len(cs) != 0 {
+		t.Fatalf("a call while no licence is free: %+v", cs)
+	}
+	used("9")
+	for woke := false; !woke; { // the next probe run, on the engine's clock
+		clk.Advance(30 * time.Second)
+		select {
+		case <-ran:
+			woke = true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var cs []flowtype.PendingCall
+	for deadline := time.Now().Add(10 * time.Second); len(cs) == 0; cs = pull() {
+		if time.Now().After(deadline) {
+			t.Fatal("no call once a licence is free")
+		}
+	}
+	if err := e.Host().Complete(cs[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.Wait(ctx, id, 10*time.Second); err != nil || info.Status != run.StatusCompleted {
+		t.Fatalf("run: %+v, %v", info, err)
 	}
 }
