@@ -119,6 +119,9 @@ func (e *Engine) startServices(ctx context.Context) error {
 			svcs = append(svcs, e.queue)
 		}
 	}
+	if e.resGate != nil && e.resGate.probes != nil { // the resources' live counts (resources_probe.go)
+		svcs = append(svcs, e.resGate.probes)
+	}
 	if err := e.services.Start(ctx, svcs...); err != nil {
 		return err
 	}

@@ -149,6 +149,29 @@ type ResourceConfig struct {
 	// engine on SQLite or in memory, and across every engine on a shared PostgreSQL database. 1 to
 	// spec.MaxResourceAmount (1,000,000); 0 and negatives are refused.
 	Limit int `json:"limit"`
+	// Probe, when set, reads the live count of the resource (a licence server's free licences)
+	// and lowers the limit to it (docs/guide/resources.md, "Live counts"); nil = the declared
+	// limit always.
+	Probe *ResourceProbe `json:"probe,omitempty"`
+}
+
+// ResourceProbe is a command whose output says how many units of a resource are free, e.g.
+// FlexLM's `lmutil lmstat -f houdini -c 27000@licsrv`.
+type ResourceProbe struct {
+	// Command is the argv run (no shell; Command[0] looked up in PATH), 1 to 64 arguments.
+	Command []string `json:"command"`
+	// EverySecs is how often it runs: 0 = 30, else 1 to 86,400.
+	EverySecs int `json:"every_secs,omitempty"`
+	// TimeoutSecs bounds one run (the process group is killed then): 0 = 10, else 1 to 600, and
+	// at most EverySecs (its default included).
+	TimeoutSecs int `json:"timeout_secs,omitempty"`
+	// Parser reads the output: "lmstat" (issued − in use on the "Users of FEATURE:" lines) or
+	// "regex" (Regex's one capture group is the free count).
+	Parser string `json:"parser"`
+	// Feature is the feature lmstat's lines name; "" = the resource's name. Only with lmstat.
+	Feature string `json:"feature,omitempty"`
+	// Regex is an RE2 expression with exactly one capture group. Only with regex.
+	Regex string `json:"regex,omitempty"`
 }
 
 // resourceLimits returns the declared limits by resource name; nil when none is declared.
@@ -462,6 +485,9 @@ func (c Config) checkResources(ps *configProblems) {
 		if l := c.Resources[name].Limit; l < 1 || l > spec.MaxResourceAmount {
 			ps.add(f+".limit", "must be 1 to %s (the units the steps hold at once, e.g. the licences the studio owns); got %d; remove the resource to leave it unlimited",
 				expr.Thousands(spec.MaxResourceAmount), l)
+		}
+		if p := c.Resources[name].Probe; p != nil {
+			p.check(f+".probe", name, ps)
 		}
 	}
 }

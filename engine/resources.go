@@ -62,6 +62,10 @@ type resourceGate struct {
 	// waited is told, for each resource of an attempt that got its units, how long it waited
 	// (the metrics' dccflow_resource_wait_seconds).
 	waited func(resource string, d time.Duration)
+	// probes read the live counts of the resources that have a probe (resources_probe.go); nil
+	// when none has. Started with the engine's services.
+	probes     *resources.Prober
+	probeEvery map[string]time.Duration
 }
 
 // newResourceGate returns the gate of the declared resources, nil when none is declared.
@@ -72,6 +76,13 @@ func newResourceGate(cfg Config, st store.Store, c clock.Clock, waited func(reso
 	}
 	g := &resourceGate{sched: resources.New(c, limits, resources.Options{}), clock: c, limits: limits, waited: waited}
 	g.slots, _ = st.(store.ResourceSlots)
+	if specs := cfg.probeSpecs(); len(specs) > 0 {
+		g.probes = resources.NewProber(g.sched, specs, nil, probeWarn)
+		g.probeEvery = map[string]time.Duration{}
+		for _, sp := range specs {
+			g.probeEvery[sp.Resource] = sp.Every
+		}
+	}
 	return g
 }
 
@@ -232,6 +243,8 @@ type ResourceInfo struct {
 	Holders []ResourceHolder `json:"holders"`
 	// Queue is this engine's waiters, in the order they will be served.
 	Queue []ResourceWaiter `json:"queue"`
+	// Probe is the state of the resource's probe (its live count), when it has one.
+	Probe *ResourceProbeInfo `json:"probe,omitempty"`
 	// Warning, when not "", says that holders were taken under other limits than this engine's
 	// (engines of a shared database declaring different limits for the name) and which wins.
 	Warning string `json:"warning,omitempty"`
@@ -275,6 +288,9 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	out := &ResourcesInfo{Resources: []ResourceInfo{}}
 	limits := e.cfg.resourceLimits()
 	var snap resources.State
+	if e.cfg.ReadOnly && e.resGate != nil && e.resGate.probes != nil { // its probes do not run in the background
+		e.resGate.probes.CheckPending(ctx)
+	}
 	if e.resGate != nil {
 		snap = e.resGate.sched.Snapshot()
 	}
@@ -312,6 +328,7 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 				Engine: sl.Engine, Since: sl.AcquiredAt})
 		}
 		ri.Warning = limitsWarning(name, ri.Limit, byName[name])
+		ri.Probe = e.resGate.probeInfo(name)
 		if _, ok := e.store.(store.ResourceSlots); !ok {
 			ri.InUse = local[name].InUse
 		}

@@ -47,8 +47,12 @@ type Scheduler struct {
 	clock clock.Clock
 	aging time.Duration
 
-	mu         sync.Mutex
-	limits     map[string]int
+	mu     sync.Mutex
+	limits map[string]int
+	// declared are the limits New was given: Acquire checks amounts against them, not against a
+	// limit a probe lowered (SetLimit, ApplyFree), so that a step is made to wait, not refused,
+	// while the licence server says few are free.
+	declared   map[string]int
 	inUse      map[string]int
 	waiting    map[uint64]*waiter // by Seq
 	holders    map[uint64]*Grant  // by Seq
@@ -82,8 +86,10 @@ func New(c clock.Clock, limits map[string]int, opts Options) *Scheduler {
 	}
 	s := &Scheduler{clock: c, aging: aging, limits: map[string]int{}, inUse: map[string]int{},
 		waiting: map[uint64]*waiter{}, holders: map[uint64]*Grant{}, lastServed: map[string]uint64{}}
+	s.declared = map[string]int{}
 	for name, n := range limits {
 		s.limits[name] = n
+		s.declared[name] = n
 	}
 	return s
 }
@@ -97,7 +103,10 @@ func (s *Scheduler) Acquire(ctx context.Context, req Request) (*Grant, error) {
 	s.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(req.Amounts)) {
 		n := req.Amounts[name]
-		limit, ok := s.limits[name]
+		limit, ok := s.declared[name]
+		if !ok {
+			limit, ok = s.limits[name]
+		}
 		switch {
 		case !ok:
 			s.mu.Unlock()
@@ -161,6 +170,8 @@ func (g *Grant) Release() {
 
 // SetLimit changes the limit of a declared or new resource (n ≥ 0; 0 lets nothing through):
 // units held beyond a lowered limit stay held until released. Waiters that now fit are granted.
+// Acquire still checks amounts against the limit New declared: a request above a lowered
+// limit waits for it to rise.
 func (s *Scheduler) SetLimit(name string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

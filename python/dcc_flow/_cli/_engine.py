@@ -261,7 +261,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     by_env = False  # tracing turned on by the OTEL_* variables
     if hasattr(args, "config"):  # run, resume, serve, worker --db: --config FILE, --remotes FILE, OTEL_*
         config, by_env = engine_config(args, config, env_tracing=not read_only and not beside_owner)
-    declared = resources_config(args)  # --resource NAME=LIMIT: over a --config file's resources
+    # --resources FILE replaces a --config file's resources; --resource NAME=LIMIT sets one limit.
+    declared = resources_config(args, (config or {}).get("resources"))
     if declared:
         config = dict(config or {}, resources=declared)
     if by_env:

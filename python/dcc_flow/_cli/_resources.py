@@ -1,10 +1,11 @@
-"""``--resource NAME=LIMIT``: the scarce resources an engine of the command line declares
-(docs/guide/resources.md), for ``run``, ``serve`` and ``resources``."""
+"""``--resource NAME=LIMIT`` and ``--resources FILE``: the scarce resources an engine of the
+command line declares (docs/guide/resources.md), for ``run``, ``serve`` and ``resources``."""
 
 import argparse
+import json
 from typing import Any, Dict, List, Optional
 
-from ._base import UsageError
+from ._base import CliError, UsageError
 
 __all__ = ["add_resource_argument", "resources_config"]
 
@@ -21,19 +22,51 @@ def add_resource_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resource", metavar="NAME=LIMIT", dest="resources", action="append", type=_resource,
                         help="declare a scarce resource and its limit, e.g. houdini=4 (repeatable; "
                              "docs/guide/resources.md)")
+    parser.add_argument("--resources", metavar="FILE", dest="resources_file",
+                        help="a JSON file of the resources by name, each with its limit and optionally a probe "
+                             "of the licence server (the engine config's resources object; docs/guide/resources.md)")
 
 
-def resources_config(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
-    """The ``resources`` of the engine config from ``--resource``; None without it. A name given
-    twice is a usage error."""
+def load_resources(path: str) -> Dict[str, Any]:
+    """The ``resources`` object of a JSON file: the object itself, or the ``resources`` member of a
+    whole engine config. The engine validates its fields when it opens."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CliError("--resources %s: %s" % (path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise CliError("--resources %s: not JSON: %s" % (path, exc)) from None
+    if isinstance(doc, dict) and isinstance(doc.get("resources"), dict):
+        doc = doc["resources"]
+    if not isinstance(doc, dict):
+        raise CliError("--resources %s: expected a JSON object of resources by name, e.g. "
+                       '{"houdini": {"limit": 4, "probe": {"command": ["lmutil", "lmstat", "-f", "houdini"], '
+                       '"parser": "lmstat"}}}' % path)
+    return doc
+
+
+def resources_config(args: argparse.Namespace, base: Any = None) -> Optional[Dict[str, Any]]:
+    """The ``resources`` of the engine config from ``--resources FILE`` and ``--resource``; None
+    without either. ``--resources FILE`` replaces ``base`` (the ``resources`` of a ``--config``
+    file); ``--resource NAME=LIMIT`` sets the limit of a resource of the file, else of ``base``
+    (keeping its probe), or adds one; a name given twice with ``--resource`` is a usage error."""
     given: List[str] = getattr(args, "resources", None) or []
-    if not given:
+    path: Optional[str] = getattr(args, "resources_file", None)
+    if not given and not path:
         return None
     out: Dict[str, Any] = {}
+    if path:
+        out = {name: (dict(r) if isinstance(r, dict) else r) for name, r in load_resources(path).items()}
+    elif isinstance(base, dict):
+        out = {name: (dict(r) if isinstance(r, dict) else r) for name, r in base.items()}
+    seen = set()
     for text in given:
         name, _, limit = text.partition("=")
         name = name.strip()
-        if name in out:
+        if name in seen:
             raise UsageError("--resource %s is given twice; give each resource once" % name)
-        out[name] = {"limit": int(limit)}
+        seen.add(name)
+        base = out.get(name)
+        out[name] = dict(base, limit=int(limit)) if isinstance(base, dict) else {"limit": int(limit)}
     return out

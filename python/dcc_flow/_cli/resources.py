@@ -15,11 +15,26 @@ def _ago(since: Any) -> str:
     return plain(since) if since else "?"
 
 
+def probe_line(probe: Any) -> str:
+    """The line of a resource's probe (its live count): its state, what it read and the limit it
+    applies, e.g. ``probe  ok: 3 free, effective limit 3 (every 30 s, checked 2026-…)``."""
+    state = plain(probe.get("state"))
+    if state == "ok":
+        text = "ok: %s free, effective limit %s" % (probe.get("free"), probe.get("effective_limit"))
+    elif state == "failed":
+        text = "failed, using the declared limit %s: %s" % (probe.get("effective_limit"), plain(probe.get("error")))
+    else:
+        text = "%s (no run finished yet), using the declared limit %s" % (state, probe.get("effective_limit"))
+    checked = ", checked %s" % plain(probe["checked_at"]) if probe.get("checked_at") else ""
+    return "  probe  %s (every %s s%s)" % (text, probe.get("every_secs"), checked)
+
+
 class ResourcesCommand(Command):
     name = "resources"
     summary = "list the scarce resources, their holders and the queue"
     description = (
-        "List the scarce resources (docs/guide/resources.md) — those declared with --resource NAME=LIMIT and\n"
+        "List the scarce resources (docs/guide/resources.md) — those declared with --resource NAME=LIMIT or\n"
+        "--resources FILE (whose probes, run once when the engine opens, read the licence server's free count), and\n"
         "any other the database has holders of — with their limit, the units in use, the step attempts\n"
         "holding them and the step attempts of this process waiting for them, in the order they will be\n"
         "served. Beside a process that owns the database (a serve), the holders are that process's (on\n"
@@ -48,6 +63,8 @@ class ResourcesCommand(Command):
             ctx.print("%s: %d of %s in use, %d waiting"
                       % (plain(r.get("name")), r.get("in_use") or 0, limit if limit else "? (not declared here)",
                          len(r.get("queue") or [])))
+            if r.get("probe"):
+                ctx.print(probe_line(r["probe"]))
             if r.get("warning"):
                 ctx.warning(plain(r["warning"]))
             for h in r.get("holders") or []:
