@@ -87,3 +87,19 @@ def test_cli_resources_file_errors(tmp_path, capsys, content, message):
     assert main(["resources", "--resources", str(path), "--db", str(tmp_path / "flow.db")]) == 1
     assert message in capsys.readouterr().err
     assert os.path.exists(str(path))
+
+
+def test_cli_resource_option_sets_one_limit_of_the_config_files_resources():
+    """``--config FILE``'s resources stay, probes included, under ``--resource NAME=LIMIT`` (it set
+    one limit; it replaced them all); ``--resources FILE`` replaces them."""
+    import argparse
+
+    from dcc_flow._cli._resources import resources_config
+
+    base = {"houdini": {"limit": 4, "probe": {"command": ["lmutil"], "parser": "lmstat"}}, "gpu": {"limit": 2}}
+    args = argparse.Namespace(resources=["houdini=2", "nuke=10"], resources_file=None)
+    assert resources_config(args, base) == {
+        "houdini": {"limit": 2, "probe": {"command": ["lmutil"], "parser": "lmstat"}},
+        "gpu": {"limit": 2}, "nuke": {"limit": 10}}
+    assert base["houdini"]["limit"] == 4  # the config itself is not changed
+    assert resources_config(argparse.Namespace(resources=[], resources_file=None), base) is None
