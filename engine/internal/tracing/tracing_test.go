@@ -158,7 +158,7 @@ func TestSpanTree(t *testing.T) {
 func attrText(kvs []attribute.KeyValue) string {
 	var parts []string
 	for _, kv := range kvs {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(parts, " ")
 }
