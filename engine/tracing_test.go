@@ -599,3 +599,66 @@ steps:
 		t.Errorf("the second render waited %.3f ms by its event; want at least the 20 ms the first held the GPU", longest)
 	}
 }
+
+// A content-cache lookup is an event of the run's span: "cache miss" with why on the first run,
+// "cache hit" naming the attempt it was served from on the second (whose step makes no attempt,
+// so no span of its own).
+func TestTracingCacheLookupsAreEventsOfTheRun(t *testing.T) {
+	sink := newOTLPSink(t)
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{Tracing: &engine.TracingConfig{Enabled: true, Endpoint: sink.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	s, err := spec.ParseString("name: cached\nsteps:\n  - {id: build, tool: flow__echo, args: {value: sh010}, cache: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		info, err := e.Run(ctx, engine.StartRequest{Spec: s})
+		if err != nil || info.Status != run.StatusCompleted {
+			t.Fatalf("run: %+v %v", info, err)
+		}
+		ids = append(ids, info.ID)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events := map[string]*tracepb.Span_Event{} // by run id
+	attempts := 0
+	for _, sp := range sink.all() {
+		if sp.Name == "build" {
+			attempts++
+		}
+		if sp.Name != "run cached" {
+			continue
+		}
+		if len(sp.Events) != 1 {
+			t.Fatalf("run span %s: events %v; want one", spanAttr(sp, "cicd.pipeline.run.id"), sp.Events)
+		}
+		events[spanAttr(sp, "cicd.pipeline.run.id")] = sp.Events[0]
+	}
+	attr := func(ev *tracepb.Span_Event, key string) string {
+		for _, kv := range ev.GetAttributes() {
+			if kv.Key == key {
+				if s := kv.GetValue().GetStringValue(); s != "" {
+					return s
+				}
+				return strconv.FormatInt(kv.GetValue().GetIntValue(), 10)
+			}
+		}
+		return ""
+	}
+	miss, hit := events[ids[0]], events[ids[1]]
+	if miss == nil || miss.Name != "cache miss" || attr(miss, "dcc_flow.step.key") != "build" || attr(miss, "dcc_flow.cache.reason") != "no earlier run with this key" {
+		t.Errorf("first run's event: %v", miss)
+	}
+	if hit == nil || hit.Name != "cache hit" || attr(hit, "dcc_flow.cache.run_id") != ids[0] || attr(hit, "dcc_flow.cache.step_key") != "build" || attr(hit, "dcc_flow.cache.attempt") != "1" {
+		t.Errorf("second run's event: %v", hit)
+	}
+	if attempts != 1 {
+		t.Errorf("%d attempt spans of build; want 1 (the hit makes none)", attempts)
+	}
+}

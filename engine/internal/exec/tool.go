@@ -102,8 +102,10 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 					_ = json.Unmarshal(hit.FileRefs, &end.fileRefs)
 				}
 				in.setAttempt(0)
+				r.trace.Cache(in.row.Key, hit.RunID, hit.StepKey, hit.Attempt, "") // trace.go: an event of the run's span
 				return end
 			}
+			r.trace.Cache(in.row.Key, "", "", 0, miss)
 			if in.enterPending {
 				in.enter.Detail = cacheMissDetail(cacheKey, miss, cacheParts)
 			}

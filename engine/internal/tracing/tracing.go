@@ -282,6 +282,25 @@ func (r *Run) End(status, errKind, errMsg string) {
 	r.span.End()
 }
 
+// Cache records a content-cache lookup of step instance stepKey (docs/guide/assets.md) as an
+// event of the run's span: "cache hit" with the attempt it was served from (fromRun, fromStep,
+// fromAttempt; the step makes no attempt, so no span of its own), or "cache miss" with why
+// (reason) when fromRun is "". A span keeps its first 128 events (the SDK's limit; the others
+// are counted as dropped). Nothing when r is nil.
+func (r *Run) Cache(stepKey, fromRun, fromStep string, fromAttempt int, reason string) {
+	if r == nil {
+		return
+	}
+	if fromRun == "" {
+		r.span.AddEvent("cache miss", trace.WithAttributes(attribute.String("dcc_flow.step.key", stepKey),
+			attribute.String("dcc_flow.cache.reason", reason)))
+		return
+	}
+	r.span.AddEvent("cache hit", trace.WithAttributes(attribute.String("dcc_flow.step.key", stepKey),
+		attribute.String("dcc_flow.cache.run_id", fromRun), attribute.String("dcc_flow.cache.step_key", fromStep),
+		attribute.Int("dcc_flow.cache.attempt", fromAttempt)))
+}
+
 // Attempt is the span of one attempt of a tool or tool_remote step. A nil *Attempt traces
 // nothing.
 //
