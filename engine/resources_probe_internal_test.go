@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,24 +12,40 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
+	"github.com/dcc-flow/dcc-flow/internal/fakeprobe"
 )
+
+// wakeProbe moves clk by period once the probe loop sleeps (its timer the only one pending),
+// and waits until the run it wakes has ended (ran).
+func wakeProbe(t *testing.T, clk *clock.Stub, period time.Duration, ran <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("the probe loop never slept: %v", err)
+	}
+	clk.Advance(period)
+	select {
+	case <-ran:
+	case <-ctx.Done():
+		t.Fatal("the probe did not run after its period")
+	}
+}
+
+func TestMain(m *testing.M) {
+	fakeprobe.Main() // the engine's probe tests start the test binary as a stand-in lmstat
+	os.Exit(m.Run())
+}
 
 // An engine whose resource has a probe (a fake lmstat) runs it when it opens, on its clock, and
 // Resources shows the probe's state and the effective limit; a probe that starts failing shows
 // "failed" with the declared limit.
 func TestResourceProbeShownInResources(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	script := filepath.Join(dir, "lmstat")
-	write := func(body string) {
-		t.Helper()
-		if err := os.WriteFile(script, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(`echo "Users of houdini:  (Total of 10 licenses issued;  Total of 7 licenses in use)"`)
+	lmstat := fakeprobe.New(t) // the test binary as a stand-in lmstat (internal/fakeprobe)
+	lmstat.Set("ok", 7)
 	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
-	cfg := Config{Resources: map[string]ResourceConfig{"houdini": {Limit: 4, Probe: &ResourceProbe{Command: []string{script, "-f", "houdini"}, Parser: "lmstat", EverySecs: 60}},
+	cfg := Config{Resources: map[string]ResourceConfig{"houdini": {Limit: 4, Probe: &ResourceProbe{Command: lmstat.Command("-f", "houdini"), Parser: "lmstat", EverySecs: 60}},
 		"gpu": {Limit: 2}}}
 	e, err := Open(ctx, cfg, WithClock(clk))
 	if err != nil {
@@ -65,17 +80,11 @@ func TestResourceProbeShownInResources(t *testing.T) {
 	if !strings.Contains(string(b), `"state":"ok","free":3,"effective_limit":3`) {
 		t.Fatalf("json: %s", b)
 	}
-	write(`echo "lmgrd is not running" >&2; exit 1`)
-	// Wake the loop from its 60 s sleep: the stub clock is moved on until a run has ended (the
-	// loop may not be asleep yet when it is first moved).
-	for woke := false; !woke; {
-		clk.Advance(60 * time.Second)
-		select {
-		case <-ran:
-			woke = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	lmstat.Set("fail", 0) // "lmgrd is not running" on stderr, exit status 1
+	// Wake the loop from its 60 s sleep, once it sleeps (its timer is the only one of this
+	// engine's clock), and only once: while the probe runs, a move of the clock past its
+	// timeout would kill it.
+	wakeProbe(t, clk, 60*time.Second, ran)
 	p = probe()
 	if p.State != "failed" || p.EffectiveLimit != 4 || p.Free != nil || !strings.Contains(p.Error, "lmgrd is not running") {
 		t.Fatalf("failed probe: %+v", p)
@@ -124,19 +133,11 @@ func TestResourceProbeConfigValidation(t *testing.T) {
 // free, though the declared limit is 4, and runs once the next probe run finds one free.
 func TestStepWaitsForTheProbesFreeCount(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	script := filepath.Join(dir, "lmstat")
-	used := func(n string) {
-		t.Helper()
-		body := "#!/bin/sh\necho 'Users of houdini:  (Total of 10 licenses issued;  Total of " + n + " licenses in use)'\n"
-		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	used("10")
+	lmstat := fakeprobe.New(t)
+	lmstat.Set("ok", 10)
 	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
 	cfg := Config{StallAfterSecs: -1, Resources: map[string]ResourceConfig{"houdini": {Limit: 4,
-		Probe: &ResourceProbe{Command: []string{script}, Parser: "lmstat", EverySecs: 30}}}}
+		Probe: &ResourceProbe{Command: lmstat.Command(), Parser: "lmstat", EverySecs: 30}}}}
 	e, err := Open(ctx, cfg, WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -178,15 +179,8 @@ func TestStepWaitsForTheProbesFreeCount(t *testing.T) {
 	if cs := pull(); len(cs) != 0 {
 		t.Fatalf("a call while no licence is free: %+v", cs)
 	}
-	used("9")
-	for woke := false; !woke; { // the next probe run, on the engine's clock
-		clk.Advance(30 * time.Second)
-		select {
-		case <-ran:
-			woke = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	lmstat.Set("ok", 9)
+	wakeProbe(t, clk, 30*time.Second, ran) // the next probe run, on the engine's clock
 	var cs []flowtype.PendingCall
 	for deadline := time.Now().Add(10 * time.Second); len(cs) == 0; cs = pull() {
 		if time.Now().After(deadline) {

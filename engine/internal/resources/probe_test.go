@@ -3,15 +3,14 @@ package resources
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/internal/fakeprobe"
 )
 
 const lmstatFixture = `lmutil - Copyright (c) 1989-2023 Flexera. All Rights Reserved.
@@ -72,34 +71,18 @@ func TestRegexParser(t *testing.T) {
 	}
 }
 
-// fakeLmstat writes a shell script that behaves as its mode file says: "ok" prints the fixture
-// (its "in use" read from the used file), "fail" exits 1, "hang" sleeps, "garbage" prints junk.
+// fakeLmstat is a stand-in lmstat (internal/fakeprobe: the test binary itself, on every OS)
+// that behaves as set says: "ok" prints houdini's line with used licences in use, "fail" exits
+// 1, "hang" sleeps, "garbage" prints junk.
 func fakeLmstat(t *testing.T) (argv []string, set func(mode string, used int)) {
 	t.Helper()
-	dir := t.TempDir()
-	script := filepath.Join(dir, "lmstat")
-	body := `#!/bin/sh
-dir=$(dirname "$0")
-case $(cat "$dir/mode") in
-ok) echo "Users of houdini:  (Total of 10 licenses issued;  Total of $(cat "$dir/used") licenses in use)";;
-fail) echo "lmgrd is not running" >&2; exit 1;;
-hang) sleep 600;;
-garbage) echo "%%%% not lmstat";;
-esac
-`
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	set = func(mode string, used int) {
-		if err := os.WriteFile(filepath.Join(dir, "mode"), []byte(mode), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "used"), []byte(strconv.Itoa(used)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set("ok", 0)
-	return []string{script, "lmstat", "-f", "houdini"}, set
+	f := fakeprobe.New(t)
+	return f.Command("lmstat", "-f", "houdini"), f.Set
+}
+
+func TestMain(m *testing.M) {
+	fakeprobe.Main()
+	os.Exit(m.Run())
 }
 
 type changes struct {
@@ -261,14 +244,9 @@ func TestProbeLoopRunsOnTheEngineClock(t *testing.T) {
 // A hostile probe printing without end is cut at MaxProbeOutput (the process killed at its
 // timeout or left to finish; nothing past the cap is kept) and counts as a failed run.
 func TestRedteamProbeHugeOutputIsBounded(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "flood")
-	// About 8 MiB of "Users of houdini: (Total of 9 licenses issued; Total of 0 licenses in use)".
-	body := "#!/bin/sh\ni=0\nwhile [ $i -lt 100000 ]; do echo 'Users of houdini: (Total of 9 licenses issued; Total of 0 licenses in use)'; i=$((i+1)); done\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := RunProbeCommand(context.Background(), []string{script})
+	f := fakeprobe.New(t)
+	f.Set("flood", 0) // about 8 MiB of lmstat lines
+	out, err := RunProbeCommand(context.Background(), f.Command())
 	if err == nil || !strings.Contains(err.Error(), "printed more than 1048576 bytes") || out != nil {
 		t.Fatalf("got %d bytes, %v", len(out), err)
 	}
