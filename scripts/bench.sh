@@ -104,6 +104,12 @@ trace_us="$(metric "$trace_line" 'overhead-µs/step')"
 printf '| tracing on (docs/guide/tracing.md): time added per sequential no-op step, exporting to a loopback OTLP endpoint (30 × 1,000 steps against an untraced engine in turn, best of 3; CPU added %.2f µs) | %.2f µs/step (off %.2f, on %.2f) | ≤ 5 µs/step | %s |\n' \
   "$(metric "$trace_line" 'overhead-cpu-µs/step')" "$trace_us" "$(metric "$trace_line" 'off-µs/step')" \
   "$(metric "$trace_line" 'on-µs/step')" "$(verdict "$trace_us" '<=' 5)"
+# The library's size against the one before tracing (#38: OpenTelemetry's SDK and our OTLP encoder;
+# the SDK's own HTTP exporter would have linked gRPC, +4.1 MB). Each wheel holds one library, zipped.
+lib_bytes="$(wc -c < python/dcc_flow/_lib/libdccflow.so)"
+lib_growth="$(awk -v b="$lib_bytes" 'BEGIN { printf "%.2f", (b - 30637752) / 1e6 }')"
+printf '| libdccflow.so (Linux x86_64), against 30,637,752 bytes before tracing (docs/guide/tracing.md) | %s bytes (%+.2f MB) | ≤ +3 MB | %s |\n' \
+  "$lib_bytes" "$lib_growth" "$(verdict "$lib_growth" '<=' 3)"
 printf '| SQLite file, sequential no-op steps, every step durable (5 runs × 200 steps, best of 3) | %.1f µs/step | ≤ 80 µs/step | %s |\n' \
   "$dseq_us" "$(verdict "$dseq_us" '<=' 80)"
 printf '| SQLite file, fan-out (foreach of 5,000 no-op steps, concurrency 256, group commit, best of 3) | %.0f steps/s | ≥ 50,000 steps/s | %s |\n' \
