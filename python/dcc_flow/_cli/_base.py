@@ -77,6 +77,27 @@ class CliError(Exception):
         self.prog = prog
 
 
+def load_config_section(option: str, path: str, key: str, example: str) -> Dict[str, Any]:
+    """The ``key`` object (``remotes``, ``resources``) of the JSON file given to ``option``: the
+    file's object itself, or its ``key`` member when the file is a whole engine config. A file that
+    cannot be read, is not JSON or holds no object is a CliError naming the option and the file,
+    with ``example`` of what it should hold."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CliError("%s %s: %s" % (option, path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise CliError("%s %s: not JSON: %s" % (option, path, exc)) from None
+    if isinstance(doc, dict) and isinstance(doc.get(key), dict):
+        doc = doc[key]
+    if not isinstance(doc, dict):
+        raise CliError("%s %s: expected a JSON object of %s by name, e.g. %s" % (option, path, key, example))
+    return doc
+
+
 class UsageError(CliError):
     """The command line is wrong (exit code 2); the line points to ``<prog> --help``."""
 

@@ -29,7 +29,7 @@ from .._engine import Engine
 from .._errors import DatabaseLockedError, InvalidRequestError
 from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
-from ._base import CliError, UsageError
+from ._base import CliError, UsageError, load_config_section
 from ._resources import resources_config
 
 __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "add_config_argument", "load_remotes",
@@ -151,22 +151,9 @@ def engine_config(args: argparse.Namespace, added: Optional[Mapping[str, Any]] =
 def load_remotes(path: str) -> Dict[str, Any]:
     """The ``remotes`` object of a JSON file: the object itself, or the ``remotes`` member of a
     whole engine config."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise CliError("--remotes %s: %s" % (path, exc.strerror or exc)) from None
-    except ValueError as exc:
-        raise CliError("--remotes %s: not JSON: %s" % (path, exc)) from None
-    if isinstance(doc, dict) and isinstance(doc.get("remotes"), dict):
-        doc = doc["remotes"]
-    if not isinstance(doc, dict):
-        raise CliError("--remotes %s: expected a JSON object of remotes by name, e.g. "
-                       '{"maya": {"command": ["mayapy", "-m", "dcc_flow", "worker", "--tools", "tools.py"], '
-                       '"workers": 4}}' % path)
-    return doc
+    return load_config_section("--remotes", path, "remotes",
+                               '{"maya": {"command": ["mayapy", "-m", "dcc_flow", "worker", "--tools", "tools.py"], '
+                               '"workers": 4}}')
 
 
 def add_tools_argument(parser: argparse.ArgumentParser) -> None:

@@ -2,10 +2,9 @@
 command line declares (docs/guide/resources.md), for ``run``, ``serve`` and ``resources``."""
 
 import argparse
-import json
 from typing import Any, Dict, List, Optional
 
-from ._base import CliError, UsageError
+from ._base import UsageError, load_config_section
 
 __all__ = ["add_resource_argument", "resources_config"]
 
@@ -30,20 +29,9 @@ def add_resource_argument(parser: argparse.ArgumentParser) -> None:
 def load_resources(path: str) -> Dict[str, Any]:
     """The ``resources`` object of a JSON file: the object itself, or the ``resources`` member of a
     whole engine config. The engine validates its fields when it opens."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise CliError("--resources %s: %s" % (path, exc.strerror or exc)) from None
-    except ValueError as exc:
-        raise CliError("--resources %s: not JSON: %s" % (path, exc)) from None
-    if isinstance(doc, dict) and isinstance(doc.get("resources"), dict):
-        doc = doc["resources"]
-    if not isinstance(doc, dict):
-        raise CliError("--resources %s: expected a JSON object of resources by name, e.g. "
-                       '{"houdini": {"limit": 4, "probe": {"command": ["lmutil", "lmstat", "-f", "houdini"], '
-                       '"parser": "lmstat"}}}' % path)
-    return doc
+    return load_config_section("--resources", path, "resources",
+                               '{"houdini": {"limit": 4, "probe": {"command": ["lmutil", "lmstat", "-f", "houdini"], '
+                               '"parser": "lmstat"}}}')
 
 
 def resources_config(args: argparse.Namespace, base: Any = None) -> Optional[Dict[str, Any]]:
