@@ -21,13 +21,19 @@ import (
 //     (facets/1-0-0/DccFlowAttemptRunFacet.json);
 //   - in tests/py/test_openlineage_events.py, by structuring the events the engine writes into
 //     the RunEvent classes of the OpenLineage Python client (the spec's generated model);
-//   - against the published OpenLineage JSON schemas only when DCCFLOW_OPENLINEAGE_SPEC names a
-//     checkout of the specification (the OpenLineage/OpenLineage repository, or its spec/
-//     folder): no package on a registry reachable from the build ships those files, and copies
-//     of them are not kept in this repository.
+//   - always, against the published OpenLineage JSON schemas: the copies in
+//     testdata/openlineage-spec (the spec's OpenLineage.json and the facet schemas event.go
+//     stamps, unchanged, from the OpenLineage repository; testdata/README.md names the commit),
+//     or a checkout of the specification that DCCFLOW_OPENLINEAGE_SPEC names (to check against
+//     a newer spec).
 
-// specEnv names the environment variable that points at a checkout of the specification.
+// specEnv names the environment variable that points at a checkout of the specification; unset,
+// the copies in specCopy are used.
 const specEnv = "DCCFLOW_OPENLINEAGE_SPEC"
+
+// specCopy holds the published schemas this package's events are checked against: unchanged
+// copies of the spec's files (testdata/README.md says from which commit).
+const specCopy = "testdata/openlineage-spec"
 
 // eventShape is a JSON Schema (draft 2020-12) of the events Marshal writes, written for these
 // tests from the OpenLineage spec 2-0-2 and the facet versions event.go stamps. It is stricter
@@ -133,7 +139,7 @@ type checker struct {
 	// attemptKeys are the keys the facet may have: its own properties and the base facet's.
 	attemptKeys map[string]bool
 
-	// published is nil without DCCFLOW_OPENLINEAGE_SPEC.
+	// published checks against the published schemas (specCopy, or DCCFLOW_OPENLINEAGE_SPEC).
 	published *publishedSpec
 }
 
@@ -212,9 +218,8 @@ func validateEvent(t testing.TB, data []byte) map[string]any {
 	return ev
 }
 
-// checkEvent checks data against eventShape and the dccFlow_attempt facet against its own
-// schema, and, with DCCFLOW_OPENLINEAGE_SPEC set, against the published schemas; it returns
-// the first problem.
+// checkEvent checks data against eventShape, the dccFlow_attempt facet against its own schema,
+// and the event and every facet against the published schemas; it returns the first problem.
 func checkEvent(t testing.TB, data []byte) (map[string]any, error) {
 	t.Helper()
 	ch := getChecker(t)
@@ -239,16 +244,15 @@ func checkEvent(t testing.TB, data []byte) (map[string]any, error) {
 			}
 		}
 	}
-	if ch.published != nil {
-		if err := ch.published.check(t, data, ev); err != nil {
-			return nil, err
-		}
+	if err := ch.published.check(t, data, ev); err != nil {
+		return nil, err
 	}
 	return ev, nil
 }
 
-// publishedSpec checks events against the published OpenLineage schemas of a checkout of the
-// specification (DCCFLOW_OPENLINEAGE_SPEC) and this package's own facet schema.
+// publishedSpec checks events against the published OpenLineage schemas (specCopy, or the
+// checkout of the specification DCCFLOW_OPENLINEAGE_SPEC names) and this package's own facet
+// schema.
 type publishedSpec struct {
 	dir   string
 	c     *jsonschema.Compiler
@@ -258,12 +262,12 @@ type publishedSpec struct {
 	cache map[string]*jsonschema.Schema
 }
 
-// loadPublishedSpec is nil, nil without DCCFLOW_OPENLINEAGE_SPEC, and an error when it names
-// no checkout of the specification.
+// loadPublishedSpec loads specCopy, or the checkout DCCFLOW_OPENLINEAGE_SPEC names; it is an
+// error when that names no checkout of the specification.
 func loadPublishedSpec() (*publishedSpec, error) {
 	dir := os.Getenv(specEnv)
 	if dir == "" {
-		return nil, nil
+		dir = specCopy
 	}
 	if _, err := os.Stat(filepath.Join(dir, "spec", "OpenLineage.json")); err == nil {
 		dir = filepath.Join(dir, "spec")
@@ -272,8 +276,8 @@ func loadPublishedSpec() (*publishedSpec, error) {
 	facets, _ := filepath.Glob(filepath.Join(dir, "facets", "*.json"))
 	own, _ := filepath.Glob("facets/*/*.json")
 	if len(files) != 1 || len(facets) == 0 {
-		return nil, fmt.Errorf("%s=%s: no OpenLineage.json and facets/*.json there: give a checkout of "+
-			"https://github.com/OpenLineage/OpenLineage (or its spec/ folder), or unset it", specEnv, os.Getenv(specEnv))
+		return nil, fmt.Errorf("%s: no OpenLineage.json and facets/*.json there: give %s a checkout of "+
+			"https://github.com/OpenLineage/OpenLineage (or its spec/ folder), or unset it", dir, specEnv)
 	}
 	p := &publishedSpec{dir: dir, c: jsonschema.NewCompiler(), ids: map[string]bool{}, keys: map[string]map[string]bool{}, cache: map[string]*jsonschema.Schema{}}
 	p.c.AssertFormat()
@@ -366,21 +370,6 @@ func (p *publishedSpec) check(t testing.TB, data []byte, ev map[string]any) erro
 	return nil
 }
 
-// needSpec skips t, saying why, when DCCFLOW_OPENLINEAGE_SPEC is not set.
-func needSpec(t *testing.T) *publishedSpec {
-	t.Helper()
-	p := getChecker(t).published
-	if p == nil {
-		t.Skip(specEnv + " is not set, so events are not validated against the published OpenLineage JSON " +
-			"schemas: no registry reachable from the build ships them (not the PyPI openlineage-python " +
-			"wheels or sdists, not the Maven openlineage-java jars, not the Go module proxy) and copies are " +
-			"not kept here. Set it to a checkout of https://github.com/OpenLineage/OpenLineage to run this " +
-			"check; tests/py/test_openlineage_events.py checks the events against the Python client's model " +
-			"of the spec meanwhile.")
-	}
-	return p
-}
-
 // The checks have teeth: events broken in the ways a producer could break them fail them.
 func TestValidatorRejectsBrokenEvents(t *testing.T) {
 	good := mustMarshal(t, Config{}, sampleEvent(Fail))
@@ -439,7 +428,6 @@ func TestValidatorRejectsBrokenEvents(t *testing.T) {
 }
 
 func TestEventsValidateAgainstThePublishedSchema(t *testing.T) {
-	needSpec(t)
 	cfg := Config{File: "x"}
 	fail := sampleEvent(Fail)
 	fail.ErrorMessage = "export failed: no camera"
@@ -470,7 +458,7 @@ func TestEventsHaveTheirShape(t *testing.T) {
 }
 
 func TestSchemaURLsMatchThePublishedSchemas(t *testing.T) {
-	p := needSpec(t)
+	p := getChecker(t).published
 	for _, u := range []string{RunEventSchemaURL, errorMessageSchemaURL, parentRunSchemaURL, datasetVersionURL,
 		inputStatisticsURL, outputStatisticsURL, jobTypeSchemaURL, AttemptFacetSchemaURL} {
 		base, frag, _ := strings.Cut(u, "#")
@@ -479,6 +467,39 @@ func TestSchemaURLsMatchThePublishedSchemas(t *testing.T) {
 		}
 		if !strings.HasPrefix(frag, "/$defs/") {
 			t.Errorf("%s: fragment %q is not a $defs pointer", u, frag)
+		}
+	}
+}
+
+// The published check has teeth of its own (not only eventShape's): events the spec's schemas
+// refuse fail it, checked without eventShape in front.
+func TestPublishedSchemasRejectBrokenEvents(t *testing.T) {
+	p := getChecker(t).published
+	good := mustMarshal(t, Config{}, sampleEvent(Fail))
+	for name, edit := range map[string]func(ev map[string]any){
+		"runId not a UUID":  func(ev map[string]any) { ev["run"].(map[string]any)["runId"] = "r-20261129-0001" },
+		"no producer":       func(ev map[string]any) { delete(ev, "producer") },
+		"unknown eventType": func(ev map[string]any) { ev["eventType"] = "DONE" },
+		"errorMessage without programmingLanguage": func(ev map[string]any) {
+			delete(ev["run"].(map[string]any)["facets"].(map[string]any)["errorMessage"].(map[string]any), "programmingLanguage")
+		},
+		"parent facet under another key": func(ev map[string]any) {
+			f := ev["run"].(map[string]any)["facets"].(map[string]any)
+			f["parentRun"] = f["parent"]
+			delete(f, "parent")
+		},
+	} {
+		var ev map[string]any
+		if err := json.Unmarshal(good, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.check(t, good, ev); err != nil {
+			t.Fatalf("the good event fails the published check: %v", err)
+		}
+		edit(ev)
+		bad, _ := json.Marshal(ev)
+		if err := p.check(t, bad, ev); err == nil {
+			t.Errorf("%s: the published schemas accept the broken event", name)
 		}
 	}
 }
