@@ -5,8 +5,8 @@
 A throwaway PostgreSQL cluster (scripts/soak/soak_pg.py, as the cluster soak's), then three
 `dcc-flow run --db postgresql://… --resource bench_lic=3 --lease-secs 1 --worker-threads 4`
 processes, each running a 60-item foreach (concurrency 4) of 100 ms calls that each hold one
-unit of ``bench_lic``. A sampler from outside the engines — a ``psql`` process of its own,
-asked every ~10 ms — reads ``resource_slots`` and counts the units of live engines only (a
+unit of ``bench_lic``. A sampler from outside the engines — a ``psql`` process of its own
+(soak_pg's session), asked every ~10 ms — reads ``resource_slots`` and counts the units of live engines only (a
 row counts while its engine's heartbeat is at most its lease old: the rule of
 migrations/0014_resource_slots.sql), and the step instances completed.
 
@@ -32,7 +32,6 @@ Usage: python scripts/bench_resources.py [--verbose] [--keep] [--fault]
 import argparse
 import contextlib
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -112,51 +111,13 @@ class Sample:
         return sum(self.by_pid.values())
 
 
-class Psql:
-    """A ``psql`` process kept open: one query written to its standard input, one line read back
-    (a round trip of about a millisecond, where starting psql per sample takes tens)."""
-
-    def __init__(self, pg: soak_pg.Cluster) -> None:
-        self.proc = subprocess.Popen(
-            [pg.psql, "-h", "127.0.0.1", "-p", str(pg.port), "-U", "postgres", "-d", "soak", "-X", "-A", "-t", "-q",
-             "-v", "ON_ERROR_STOP=1"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True)
-        self.buf = b""
-
-    def ask(self, sql: str, timeout: float = 10.0) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(sql.encode() + b"\n")
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode("utf-8", "replace") if self.proc.poll() is not None and \
-                    self.proc.stderr is not None else ""
-                raise RuntimeError("psql gave no answer within %.0f s%s" % (timeout, ": " + err.strip() if err else ""))
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
-                if not chunk:
-                    continue
-                self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
-
-    def close(self) -> None:
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        self.proc.wait()
-
-
 class Sampler(threading.Thread):
     """Samples every SAMPLE_EVERY s (from its own psql) until stopped; the phase's workflow name
     can be switched between phases."""
 
     def __init__(self, pg: soak_pg.Cluster) -> None:
         super().__init__(daemon=True)
-        self.psql = Psql(pg)
+        self.psql = pg.session()
         self.workflow = ""
         self.samples: List[Sample] = []
         self.lock = threading.Lock()
