@@ -23,7 +23,7 @@ sources:
 - faults during the first 75%: a SIGKILL of a serve engine (never the first, whose RSS is
   measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
   (once in a short soak, twice from 180 s), one SIGSTOP of a serve engine for 3 leases, then
-  SIGCONT, and one SIGTERM of a serve engine under load: it closes and hands its runs to the
+  SIGCONT (it is made a holder of soak_lic first: a soak_licensed run of 2 s calls on it), and one SIGTERM of a serve engine under load: it closes and hands its runs to the
   other engines (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
 
 Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
@@ -203,6 +203,9 @@ class ClusterSoak:
         self.res_max = 0
         self.res_reconnects = 0
         self.res_over = 0
+        self.res_gone = 0  # the most units seen counted of an engine SIGKILLed, closed or SIGSTOPped
+        self.res_stopped = 0  # the most units seen counted of the SIGSTOPped engine while stopped
+        self.res_last: Dict[int, int] = {}  # the units of each pid in the last sample
         self.licensed_started = 0
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -455,6 +458,7 @@ class ClusterSoak:
         with self.lock:
             self.res_samples += 1
             self.res_max = max(self.res_max, total)
+            self.res_last = {pid: n for pid, n, _ in held}
             by_pid = {p.pid: p for p in self.procs if p.kind == "serve"}
         if total > RES_LIMIT:
             self.res_over += 1
@@ -465,6 +469,11 @@ class ClusterSoak:
             p = by_pid.get(pid)
             if p is None:
                 continue
+            if p.end is not None or (p.stopped and p.stopped[-1][1] == 0):
+                with self.lock:  # within its grace: the rule below is exercised
+                    self.res_gone = max(self.res_gone, n)
+                    if p.end is None:
+                        self.res_stopped = max(self.res_stopped, n)
             if p.end is not None and asked > p.end + grace:
                 self.violation("resource", "serve %d (pid %d, %s) is %s since %.1f s, yet %d unit(s) of it count" % (
                     p.num, pid, eng, p.how, (asked - p.end) / 1e9, n))
@@ -667,6 +676,7 @@ class ClusterSoak:
         if not cands:
             return
         p = self.rng.choice(cands)
+        self.make_holder(p)
         t0 = now_ns()
         p.stopped.append((t0, 0))
         os.kill(p.pid, signal.SIGSTOP)
@@ -679,6 +689,27 @@ class ClusterSoak:
             self.faults.append((t0, t1 + int(3 * LEASE * 1e9), "SIGSTOP serve %d" % p.num))
         self.count("stops")
         self.log("SIGCONT serve %d" % p.num)
+
+    def make_holder(self, p: Proc, within: float = 15.0) -> None:
+        """Before the SIGSTOP: start a soak_licensed run of 2 s calls on ``p`` and wait (at most
+        ``within`` s) until a sample shows it holding units of soak_lic, so that the stop is a
+        holder's stop past its lease (the sampler's rule is exercised: ``stopped_holder``)."""
+        res, err = self.mcp(p, "workflows_run", {"workflow": "soak_licensed",
+                                                 "inputs": {"tag": "hold-%d" % self.seed, "ms": [2000] * 4}})
+        if res is None or err:
+            self.log("the run to make serve %d a holder was refused" % p.num)
+            return
+        with self.lock:
+            self.runs_started += 1
+            self.licensed_started += 1
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and not self.stop_load.is_set():
+            with self.lock:
+                if self.res_last.get(p.pid, 0) > 0:
+                    self.log("serve %d holds %d unit(s) of %s" % (p.num, self.res_last[p.pid], RESOURCE))
+                    return
+            time.sleep(0.02)
+        self.log("serve %d held no unit of %s within %.0f s" % (p.num, RESOURCE, within))
 
     # -- phases -----------------------------------------------------------------------------------
 
@@ -928,7 +959,9 @@ class ClusterSoak:
                 ("queued calls", q_total, 10), ("webhook pairs", self.counts.get("hook_pairs", 0), 1),
                 ("schedule fires", n_fires, 5), ("completed soak_licensed runs", lic_done, 5),
                 ("resource samples", self.res_samples, 200),
-                ("most units of %s held at once (its limit reached)" % RESOURCE, self.res_max, RES_LIMIT)]
+                ("most units of %s held at once (its limit reached)" % RESOURCE, self.res_max, RES_LIMIT),
+                ("units of %s counted of the SIGSTOPped engine while stopped (a holder stopped)" % RESOURCE,
+                 self.res_stopped, 1)]
         for what, got, least in need:
             if got < least:
                 self.violation("sanity", "%s: %d, fewer than %d" % (what, got, least))
@@ -946,7 +979,8 @@ class ClusterSoak:
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
               "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, "
               "webhooks %d (pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, "
-              "licensed runs %d (completed %d), %s held at most %d of %d (%d samples, %d over, %d reconnects), "
+              "licensed runs %d (completed %d), %s held at most %d of %d (%d samples, %d over, %d reconnects; up to %d "
+              "of an engine killed or stopped, %d of the stopped one), "
               "rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
@@ -957,7 +991,7 @@ class ClusterSoak:
                   self.slots_lost,
                   self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
                   self.licensed_started, lic_done, RESOURCE, self.res_max, RES_LIMIT, self.res_samples, self.res_over,
-                  self.res_reconnects, rss_worst / 1024.0, verdict), flush=True)
+                  self.res_reconnects, self.res_gone, self.res_stopped, rss_worst / 1024.0, verdict), flush=True)
         found = len(self.violations)
         self.stop_procs()
         stopping = self.violations[found:]
