@@ -23,8 +23,9 @@ sources:
 - faults during the first 75%: a SIGKILL of a serve engine (never the first, whose RSS is
   measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
   (once in a short soak, twice from 180 s), one SIGSTOP of a serve engine for 3 leases, then
-  SIGCONT (it is made a holder of soak_lic first: a soak_licensed run of 2 s calls on it), and one SIGTERM of a serve engine under load: it closes and hands its runs to the
-  other engines (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
+  SIGCONT (it is made a holder of soak_lic first: a soak_licensed run of 2 s calls on it), and
+  one SIGTERM of a serve engine under load: it closes and hands its runs to the other engines
+  (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
 
 Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
 leases, reads the database and checks (docs/operations/running.md, "Cluster soak"): no run left
