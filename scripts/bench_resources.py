@@ -6,25 +6,27 @@ A throwaway PostgreSQL cluster (scripts/soak/soak_pg.py, as the cluster soak's),
 `dcc-flow run --db postgresql://… --resource bench_lic=3 --lease-secs 1 --worker-threads 4`
 processes, each running a 60-item foreach (concurrency 4) of 100 ms calls that each hold one
 unit of ``bench_lic``. A sampler from outside the engines — a ``psql`` process of its own
-(soak_pg's session), asked every ~10 ms — reads ``resource_slots`` and counts the units of live engines only (a
-row counts while its engine's heartbeat is at most its lease old: the rule of
-migrations/0014_resource_slots.sql), and the step instances completed.
+(soak_pg's Session), asked every ~10 ms — reads ``resource_slots`` and counts the units of live
+engines only (a row counts while its engine's heartbeat is at most its lease old: the rule of
+migrations/0014_resource_slots.sql), and the step instances completed and in flight.
 
 1. **Never over the limit**: the most units held at once, over every sample of both phases
    (must be at most 3).
-2. **Busy**: of the time work was waiting (more of the 180 items unfinished than units held),
-   the share with all 3 units held (goal at least 90%).
-3. **A SIGKILLed holder**: three new engines; once the first holds units mid-run it is
-   SIGKILLed (its process group); the time until no unit of it counts any more (goal: its
-   lease + 1 s), and until the other engines hold all 3 units again. The rest of the phase
-   (the survivors finish their runs, one of them takes the killed run over) is sampled for (1).
+2. **Busy**: of the time work waited for a unit (an item started, not finished, holding none:
+   more items in flight than units held), the share with all 3 units held (goal at least 90%).
+3. **A SIGKILLed holder**: three new engines; once the first holds units a third of the way in
+   it is SIGKILLed (its process group); the time until no unit of it counts any more (must be
+   within its lease + 1 s), and until the other engines hold all 3 units again. The rest of the
+   phase (the survivors finish their runs, one of them takes the killed run over) is sampled
+   for (1).
 
 Exit status 1 when an invariant fails — more than 3 units held at once, or the killed engine's
 units counted past its lease + 1 s — or the proof could not run; else 0, also when the busy
 share misses its goal (a performance goal: its row says MISSED). With no PostgreSQL on the
-machine the rows say SKIPPED (status 0, 1 when CI=true). Every process
-it starts is in a session of its own, stopped at the end (also on an error or a signal), and
-SIGKILLed by soak_pg's reaper should this driver die. About 40 s.
+machine the rows say SKIPPED (status 0, 1 when CI=true). Every process it starts is in a
+session of its own, stopped at the end (also on an error or a signal), and SIGKILLed by
+soak_pg's reaper should this driver die. About 25 s. ``--verbose`` also prints the stretches of
+50 ms or more with a unit free while work waited.
 
 Usage: python scripts/bench_resources.py [--verbose] [--keep] [--fault]
 """
