@@ -255,7 +255,7 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/r
 soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, a dashboard load of event streams, reads, bad requests and actions; then RSS, threads, goroutines back near rest and no event subscription left); part of make test, through soaks-short
 	$(VPY) scripts/soak_net.py --duration 30
 
-bench-resources: $(LIB) venv ## The proof of resource limits across engines (docs/guide/resources.md): 3 engine processes on a throwaway PostgreSQL, limit 3, holders sampled from outside, one SIGKILLed mid-run; about 40 s, exit 1 when an invariant fails
+bench-resources: $(LIB) venv ## The proof of resource limits across engines (docs/guide/resources.md): 3 engine processes on a throwaway PostgreSQL, limit 3, holders sampled from outside, one SIGKILLed mid-run; about 25 s, exit 1 when an invariant fails
 	@$(VPY) scripts/bench_resources.py
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
