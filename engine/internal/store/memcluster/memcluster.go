@@ -210,7 +210,7 @@ func (s *Store) Close() error {
 
 // Write applies b to the inner store. For an attached handle it is fenced as the PostgreSQL
 // store's: a batch that updates a run, or writes steps, workflow-scoped idempotency entries,
-// events or attempts of a run, whose live lease another engine holds fails whole with
+// events or attempts of a run, that another engine owns (live, finished or expired) fails whole with
 // store.ErrLeaseLost (file records and cache entries too); the runs it creates, and those it updates to an unfinished status, get
 // this engine as their owner with a new lease; a terminal update releases the lease. Whoever
 // writes, a run that b ends cancels its calls still queued or claimed.
@@ -261,8 +261,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	return nil
 }
 
-// fence returns store.ErrLeaseLost when b writes to a run (not one it creates) whose live lease
-// an engine other than me holds.
+// fence returns store.ErrLeaseLost when b writes to a run (not one it creates) that an engine
+// other than me owns, whether its lease is live, released or expired (the PostgreSQL store's
+// sqlFence): a run changes owner only through ClaimRun and Acquire.
 func (db *DB) fence(me string, b *store.Batch, now time.Time) error {
 	created := map[string]bool{}
 	for i := range b.CreateRuns {
@@ -272,7 +273,7 @@ func (db *DB) fence(me string, b *store.Batch, now time.Time) error {
 		if id == "" || created[id] {
 			return nil
 		}
-		if l := db.leases[id]; l.live(now) && l.owner != me {
+		if l := db.leases[id]; l != nil && l.owner != "" && l.owner != me {
 			return fmt.Errorf("%s of run %s: %w", what, id, store.ErrLeaseLost)
 		}
 		return nil

@@ -32,16 +32,17 @@ const (
 	// sqlRunUpdate fails with division_by_zero (SQLSTATE 22012) when the run does not exist: a
 	// batch is sent as one pipeline whose statements' results are read only after it
 	// committed, so an unknown run must abort it from inside (see apply). $8 is the attached
-	// engine (NULL: none; then owner and lease are left alone): an update of a run whose live
-	// lease another engine holds matches no row and fails with numeric_value_out_of_range
-	// (22003), store.ErrLeaseLost; an unfinished status takes the lease, a terminal one releases
-	// it (store.Leaser).
+	// engine (NULL: none; then owner and lease are left alone): an update of a run another
+	// engine owns — live, finished (its lease released) or expired — matches no row and fails
+	// with numeric_value_out_of_range (22003), store.ErrLeaseLost (a run changes owner only
+	// through ClaimRun and Acquire); an unfinished status takes the lease, a terminal one
+	// releases it (store.Leaser).
 	sqlRunUpdate = `WITH u AS (UPDATE workflows SET status = $1, error = $2, completed = $3, total = $4,
 		updated_at = $5, finished_at = $6,
 		owner = CASE WHEN $8::text IS NULL OR $1 NOT IN ` + sqlUnfinished + ` THEN owner ELSE $8::text END,
 		lease_until = CASE WHEN $8::text IS NULL THEN lease_until WHEN $1 IN ` + sqlUnfinished + `
 			THEN now() + make_interval(secs => $9::float8) END
-		WHERE id = $7 AND ($8::text IS NULL OR owner IS NULL OR owner = $8::text OR ` + sqlFree + `) RETURNING 1)
+		WHERE id = $7 AND ($8::text IS NULL OR owner IS NULL OR owner = $8::text) RETURNING 1)
 		SELECT CASE WHEN x.c = 1 THEN 1 WHEN x.e = 0 THEN 1 / x.c ELSE 2147483647 + x.e END
 		FROM (SELECT (SELECT count(*)::int FROM u) AS c, (SELECT count(*)::int FROM workflows WHERE id = $7) AS e) x`
 	sqlStepsUpsert = `INSERT INTO workflow_steps (run_id, key, step_id, kind, status, attempt, output, file_refs,
@@ -549,10 +550,13 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 	return base, nil
 }
 
-// sqlFence fails with numeric_value_out_of_range when another engine holds a live lease on one
-// of the runs $1 ($2 is this engine).
+// sqlFence fails with numeric_value_out_of_range when another engine owns one of the runs $1
+// ($2 is this engine), whether its lease is live, released (it finished the run) or expired: an
+// engine whose run was taken over (a SIGSTOP or a cut past its lease) writes nothing of it
+// again until it acquires it (store.Leaser.Acquire, a resume), and a run changes owner only
+// through ClaimRun and Acquire.
 const sqlFence = `SELECT CASE WHEN count(*) = 0 THEN 0 ELSE 2147483647 + count(*)::int END FROM workflows
-	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2 AND lease_until >= now()`
+	WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2`
 
 // fencedRuns returns the ids of the runs whose steps, workflow-scoped idempotency entries,
 // events, attempts, file records or cache entries batches write, except the runs the batches

@@ -63,6 +63,7 @@ func ExerciseLeaser(t *testing.T, newDB func(t *testing.T) Shared[LeaserStore]) 
 		{"HeartbeatAndExpiry", testLeaseExpiry},
 		{"ClaimRunTakesOver", testClaimRun},
 		{"AcquireAndRelease", testAcquire},
+		{"FenceAfterTakeover", testFenceAfterTakeover},
 		{"DetachHandsOver", testDetach},
 	}
 	for _, tc := range tests {
@@ -588,6 +589,56 @@ func testAcquire(t *testing.T, db Shared[LeaserStore]) {
 		t.Fatalf("A's Acquire of B's expired run = %v, %q, %v; want true", ok, h, err)
 	}
 	write(t, a, &store.Batch{Steps: []store.Step{leaseStep("r", "s", run.StepRunning)}})
+}
+
+// testFenceAfterTakeover: an engine whose run another engine took over (ClaimRun, once its own
+// lease expired: it was stopped, or cut off) writes nothing of that run again — not while the
+// other engine runs it, not once the other engine finished it (its lease released), not once the
+// other engine's lease expired too — until it acquires the run again (Acquire: a resume). Its
+// run that nobody claimed stays its own. (An engine woken from a SIGSTOP past its lease, whose
+// run another engine had taken over and completed meanwhile, ran that run again: the fence
+// stopped only a live lease of another engine.)
+func testFenceAfterTakeover(t *testing.T, db Shared[LeaserStore]) {
+	ctx := context.Background()
+	a, b := attachAs(t, db, "A"), attachAs(t, db, "B")
+	write(t, a, &store.Batch{CreateRuns: []store.Run{leaseRun("r", 0, run.StatusRunning), leaseRun("mine", 1, run.StatusRunning)}})
+	db.Advance(t, suiteLease+time.Second) // A stopped: its leases expire
+	if ok, err := b.ClaimRun(ctx, "r", t0, store.Interruption{}); !ok || err != nil {
+		t.Fatalf("B's ClaimRun of A's expired run = %v, %v; want true", ok, err)
+	}
+	write(t, b, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning, UpdatedAt: t0}}})
+	// A wakes: what its executor would write next.
+	stale := func(when string) {
+		t.Helper()
+		for name, batch := range map[string]*store.Batch{
+			"a run update": {RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning, UpdatedAt: t0}}},
+			"a step":       {Steps: []store.Step{leaseStep("r", "a", run.StepRunning)}},
+			"an attempt":   {Attempts: []store.Attempt{{RunID: "r", StepKey: "a", Attempt: 1, Tool: "t", Status: run.StepRunning, StartedAt: t0}}},
+			"an event":     {Events: []run.Event{{RunID: "r", Time: t0, Type: run.EventStepEnter, StepKey: "a"}}},
+		} {
+			if err := a.Write(ctx, batch); !errors.Is(err, store.ErrLeaseLost) {
+				t.Errorf("%s: A writing %s of the run B took over: %v; want ErrLeaseLost", when, name, err)
+			}
+		}
+	}
+	stale("while B runs it")
+	write(t, b, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusCompleted, UpdatedAt: t0, FinishedAt: t0}}})
+	stale("once B completed it")
+	db.Advance(t, suiteLease+time.Second)
+	stale("once B's lease expired too")
+	if rec, err := b.GetRun(ctx, "r"); err != nil || rec.Status != run.StatusCompleted {
+		t.Fatalf("r after A's fenced writes: %s, %v; want completed", rec.Status, err)
+	}
+	if steps, _ := b.ListSteps(ctx, "r"); len(steps) != 0 {
+		t.Fatalf("r's steps after A's fenced writes = %+v; want none", steps)
+	}
+	// The run nobody claimed is still A's; a resume makes r A's again.
+	write(t, a, &store.Batch{Steps: []store.Step{leaseStep("mine", "a", run.StepRunning)}})
+	if ok, h, err := a.Acquire(ctx, "r"); !ok || h != "" || err != nil {
+		t.Fatalf("A's Acquire of the run B finished = %v, %q, %v; want true", ok, h, err)
+	}
+	write(t, a, &store.Batch{RunUpdates: []store.RunUpdate{{ID: "r", Status: run.StatusRunning, UpdatedAt: t0}},
+		Steps: []store.Step{leaseStep("r", "a", run.StepRunning)}})
 }
 
 // testDetach: Detach releases the engine's leases at once (its runs are expired and claimable
