@@ -70,12 +70,13 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-# make test builds what it needs side by side (test-prep), runs the static checks side by side (checks); then the Go tests beside the two short
-# soaks, the Node interop and the smoke test (test-go-beside: go test uses about one of the two
-# cores, waiting on PostgreSQL, subprocesses and leases, and the soaks two thirds of one for a fixed
-# 60 s; the soaks check counts and bounds of their own server's memory, not times); then pytest
-# alone (it keeps both cores busy on its own).
-test: test-prep checks test-go-beside test-py ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
+# make test builds what it needs side by side (test-prep); then the Go tests beside the static checks,
+# the two short soaks, the Node interop and the smoke test (test-go-beside: go test uses about one of
+# the two cores, waiting on PostgreSQL, subprocesses and leases, the soaks two thirds of one for a
+# fixed 60 s, and the static checks, which time nothing, take what is left; the soaks check counts
+# and bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy
+# on its own).
+test: test-prep test-go-beside test-py ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
 	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
 
 # What the steps of make test need, built side by side: the venv (pip, mostly unpacking wheels) beside
@@ -84,8 +85,8 @@ test-prep:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target venv $(LIB) $(STATICCHECK)
 
 # --output-sync=line: each line whole, the targets' lines interleaved (go test prints a line a package).
-test-go-beside: $(LIB) venv ## test-go beside soak-short, soak-net-short, test-node and smoke (make test's second step)
-	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
+test-go-beside: $(LIB) venv $(STATICCHECK) ## test-go beside checks (vet and lint), soak-short, soak-net-short, test-node and smoke (make test's second step)
+	@$(MAKE) --no-print-directory -j6 --output-sync=line test-go checks soak-short soak-net-short test-node smoke
 
 test-long: test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
