@@ -55,14 +55,7 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 	if limit <= 0 {
 		limit = DefaultMaxFiles
 	}
-	sep := "/"
-	if goos == "windows" {
-		sep = `\`
-	}
-	if base == "" {
-		base = "."
-	}
-	base, err := cleanFor(goos, base, cwd)
+	sep, base, err := expandBaseFor(goos, base, cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +255,20 @@ func isAbs(goos, p string) bool {
 	return isDriveAbs(p) || strings.HasPrefix(p, `\\`)
 }
 
+// expandBaseFor is the path separator of goos and base as Expand reads it: cleaned, "" the
+// current directory.
+func expandBaseFor(goos, base string, cwd func() (string, error)) (sep, cleaned string, err error) {
+	sep = "/"
+	if goos == "windows" {
+		sep = `\`
+	}
+	if base == "" {
+		base = "."
+	}
+	cleaned, err = cleanFor(goos, base, cwd)
+	return sep, cleaned, err
+}
+
 // resolvePattern is pat as Expand reads it against base (absolute and cleaned): full, absolute
 // and cleaned, and how many of its leading segments are base's, which are literal even with
 // glob characters in their names.
@@ -312,14 +319,7 @@ func AbsPattern(base, pattern string) (string, error) {
 }
 
 func absPatternFor(goos, base, pattern string, cwd func() (string, error)) (string, error) {
-	sep := "/"
-	if goos == "windows" {
-		sep = `\`
-	}
-	if base == "" {
-		base = "."
-	}
-	base, err := cleanFor(goos, base, cwd)
+	sep, base, err := expandBaseFor(goos, base, cwd)
 	if err != nil {
 		return "", err
 	}
