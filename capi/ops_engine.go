@@ -119,6 +119,8 @@ type toolRequest struct {
 	Description   string          `json:"description"`
 	Schema        json.RawMessage `json:"schema"`
 	OutputSchema  json.RawMessage `json:"output_schema"`
+	// Resources: the units each call holds (flowtype.ToolInfo.Resources).
+	Resources map[string]int `json:"resources"`
 }
 
 var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, error) {
@@ -129,7 +131,7 @@ var opToolRegister = withEngine(func(e *engine.Engine, req *toolRequest) (any, e
 		req.Lane = flowtype.LaneMain
 	}
 	return struct{}{}, e.RegisterTool(flowtype.ToolInfo{Name: req.Name, Lane: req.Lane, MaxConcurrent: req.MaxConcurrent,
-		Description: req.Description, Schema: req.Schema, OutputSchema: req.OutputSchema})
+		Description: req.Description, Schema: req.Schema, OutputSchema: req.OutputSchema, Resources: req.Resources})
 })
 
 var opWorkflowRegister = withEngine(func(e *engine.Engine, req *specRequest) (any, error) {

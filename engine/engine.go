@@ -401,11 +401,16 @@ func errClosed() error { return run.Errorf(run.CodeClosed, "the engine is closed
 // flight across runs (0 = no limit). Names starting with "flow__" are reserved. Schema and
 // OutputSchema, JSON Schema documents, are compiled here and enforced on every call: args that do
 // not conform fail the attempt with kind invalid_input before the call (never retried), an output
-// that does not conform with kind invalid_output (docs/reference/c-abi/engine.md "dccflow_tool_register"). Errors
-// have code invalid_request (a schema that is not one names the tool and its problem).
+// that does not conform with kind invalid_output (docs/reference/c-abi/engine.md "dccflow_tool_register"). Resources,
+// each a name the engine declares and 1 to its limit, are held by every call of the tool whose
+// step does not say its own (docs/guide/resources.md). Errors have code invalid_request (a schema
+// that is not one names the tool and its problem; an undeclared resource, with a suggestion).
 func (e *Engine) RegisterTool(info flowtype.ToolInfo) error {
 	if e.isClosed() {
 		return errClosed()
+	}
+	if err := e.checkToolResources(info); err != nil {
+		return err
 	}
 	if err := e.router.RegisterHost(info); err != nil {
 		return err

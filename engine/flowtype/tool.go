@@ -30,7 +30,12 @@ type ToolInfo struct {
 	// OutputSchema is the JSON Schema of the output, checked after every successful call: an
 	// output that does not conform fails the attempt with kind invalid_output.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	Builtin      bool            `json:"builtin,omitempty"`
+	// Resources are the units of the engine's scarce resources each call of this tool holds
+	// while it runs (docs/guide/resources.md), name → 1 to 1,000,000, for the steps that do not
+	// say their own `resources` (a step's `resources` replaces the tool's whole); nil = none.
+	// Every name must be one the engine declares, with an amount at most its limit.
+	Resources map[string]int `json:"resources,omitempty"`
+	Builtin   bool           `json:"builtin,omitempty"`
 }
 
 // ToolResult is what a tool returned: an output, or a structured error (ToolError).

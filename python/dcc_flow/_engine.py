@@ -41,7 +41,7 @@ from ._schema import SchemaOption
 from ._schema import tool_schema as _tool_schema
 from ._spec import WorkflowSpec, WorkflowStatus
 from ._suggest import file_hint
-from ._tools import LANES, ToolEntry, _abspath, check_environment, describe, file_args
+from ._tools import LANES, ToolEntry, _abspath, check_environment, describe, file_args, resources_option
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -412,12 +412,14 @@ class Engine:
         output_schema: SchemaOption = None,
         reads: Union[None, str, Sequence[str]] = None,
         writes: Union[None, str, Sequence[str]] = None,
+        resources: Optional[Mapping[str, int]] = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register the function as host tool ``name`` (default: the function's name).
 
         ``thread="main"`` runs it on the thread that drives the run (Maya's main thread);
         ``"worker"`` on the ``serve_tools`` pool. ``max_concurrent`` bounds simultaneous calls.
-        ``schema`` / ``output_schema`` / ``reads`` / ``writes`` as for ``register_tool``.
+        ``schema`` / ``output_schema`` / ``reads`` / ``writes`` / ``resources`` as for
+        ``register_tool``.
         """
         if callable(name):  # used bare: @engine.tool
             fn = name
@@ -426,7 +428,7 @@ class Engine:
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.register_tool(fn, name=name, thread=thread, max_concurrent=max_concurrent, schema=schema,
-                               output_schema=output_schema, reads=reads, writes=writes)
+                               output_schema=output_schema, reads=reads, writes=writes, resources=resources)
             return fn
 
         return decorate
@@ -441,8 +443,15 @@ class Engine:
         output_schema: SchemaOption = None,
         reads: Union[None, str, Sequence[str]] = None,
         writes: Union[None, str, Sequence[str]] = None,
+        resources: Optional[Mapping[str, int]] = None,
     ) -> None:
         """Register ``fn`` as a host tool (see ``tool``). Registering a name again replaces it.
+
+        ``resources`` are the units of the engine's scarce resources each call holds while it
+        runs, e.g. ``{"houdini": 1}`` (docs/guide/resources.md): for every step of this tool
+        that does not say its own ``resources``. A name the engine does not declare, or an
+        amount above its limit, raises ``InvalidRequestError``; a malformed mapping ``ValueError``
+        or ``TypeError``.
 
         ``reads`` and ``writes`` name ``fn``'s arguments that are paths of files it reads and
         writes (one name, or a list): every call reports their values (a str, an ``os.PathLike``
@@ -465,11 +474,14 @@ class Engine:
         if max_concurrent is not None and (not isinstance(max_concurrent, int) or max_concurrent < 1):
             raise ValueError("max_concurrent must be None or an int >= 1; got %r" % (max_concurrent,))
         files = file_args(fn, reads, writes, "tool %r" % tool_name)
+        units = resources_option(resources, "tool %r" % tool_name)
         args_sch = _tool_schema(fn, schema, "schema", tool_name)
         entry = ToolEntry(tool_name, fn, thread, max_concurrent, describe(fn), args_sch, files)
         req: Dict[str, Any] = {"name": tool_name, "lane": thread, "description": entry.description}
         if max_concurrent is not None:
             req["max_concurrent"] = max_concurrent
+        if units:
+            req["resources"] = units
         if args_sch is not None:
             req["schema"] = args_sch
         out_sch = _tool_schema(fn, output_schema, "output_schema", tool_name)

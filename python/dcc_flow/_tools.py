@@ -33,6 +33,7 @@ import inspect
 import json
 import math
 import os
+import re
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -532,6 +533,33 @@ def _names(value: Any, option: str, label: str) -> Tuple[str, ...]:
         return tuple(value)
     raise TypeError("%s: %s= must name arguments of the function: a str or a list of str, not %r"
                     % (label, option, value))
+
+
+#: A resource's name: written as a step id.
+_RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+
+#: The largest amount of one resource a step, a task or a tool asks for (the spec's limit).
+_MAX_RESOURCE_AMOUNT = 1_000_000
+
+
+def resources_option(resources: Optional[Mapping[str, int]], label: str) -> Optional[Dict[str, int]]:
+    """``resources=`` of ``@task`` and ``register_tool``: a mapping of resource name to a whole
+    number of units, 1 to 1,000,000 (docs/guide/resources.md); None or empty for none."""
+    if resources is None:
+        return None
+    if not isinstance(resources, Mapping):
+        raise TypeError("%s: resources must be a mapping of resource name to units, e.g. {'houdini': 1}; got %r"
+                        % (label, resources))
+    out: Dict[str, int] = {}
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name):
+            raise ValueError("%s: resources: %r is not a resource name (^[A-Za-z_][A-Za-z0-9_-]{0,63}$, e.g. houdini)"
+                             % (label, name))
+        if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= _MAX_RESOURCE_AMOUNT:
+            raise ValueError("%s: resources[%r] must be a whole number of units from 1 to 1,000,000; got %r"
+                             % (label, name, amount))
+        out[name] = amount
+    return out or None
 
 
 def file_args(fn: Callable[..., Any], reads: Any, writes: Any, label: str) -> FileArgs:

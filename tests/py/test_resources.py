@@ -169,3 +169,56 @@ def test_the_spec_objects_show_resources_and_priority():
     assert WorkflowSpec.from_yaml_str("steps: [{id: a, tool: t}]").fair_share is None
     shared = WorkflowSpec.from_yaml_str("fair_share: '{{inputs.show}}'\ninputs: {show: string}\nsteps: [{id: a, tool: t}]")
     assert shared.fair_share == "{{inputs.show}}"
+
+
+def test_a_tool_registered_with_resources_holds_them_for_steps_without_their_own():
+    """register_tool(resources=...): every call of the tool holds them, unless its step says its
+    own; the worker lane's calls of a limit-1 resource run one at a time."""
+    cond = threading.Condition()
+    running, most = [0], [0]
+
+    def cook(shot):
+        # Each call waits (up to 0.3 s) for a second one to run beside it: calls that may
+        # overlap do, however the threads are scheduled.
+        with cond:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            cond.notify_all()
+            cond.wait_for(lambda: running[0] >= 2, timeout=0.3)
+            running[0] -= 1
+        return {"shot": shot}
+
+    spec = {"name": "shots", "steps": [{"id": "each", "kind": "foreach", "items": ["a", "b", "c", "d"], "concurrency": 4,
+                                        "steps": [{"id": "cook", "tool": "cook", "args": {"shot": "{{item}}"}}]}]}
+    with Engine(config={"resources": {"houdini": {"limit": 1}, "gpu": {"limit": 4}}}) as engine:
+        engine.register_tool(cook, thread="worker")
+        engine.serve_tools(4)
+        assert engine.run(spec, timeout=60).ok
+        assert most[0] > 1, "the calls do not overlap even without resources: the test proves nothing"
+        most[0] = 0
+        engine.register_tool(cook, thread="worker", resources={"houdini": 1})
+        assert engine.run(spec, timeout=60).ok
+        assert most[0] == 1, "the tool's houdini ×1 let %d calls run at once" % most[0]
+        # A step's own resources replace the tool's: gpu ×1 of 4, so the calls overlap.
+        most[0] = 0
+        spec["steps"][0]["steps"][0]["resources"] = {"gpu": 1}
+        assert engine.run(spec, timeout=60).ok
+        assert most[0] > 1, "the step's own resources did not replace the tool's"
+
+
+@pytest.mark.parametrize("resources,error,message", [
+    ({"houdinni": 1}, "InvalidRequestError", 'asks for "houdinni", which the engine does not declare: did you mean "houdini"?'),
+    ({"houdini": 3}, "InvalidRequestError", '`resources.houdini` must be 1 to the engine\'s limit of "houdini", 2; got 3'),
+    ({"houdini": 0}, "ValueError", "must be a whole number of units from 1 to 1,000,000; got 0"),
+    (["houdini"], "TypeError", "resources must be a mapping of resource name to units"),
+])
+def test_a_tool_s_bad_resources_are_refused_when_it_is_registered(resources, error, message):
+    def cook():
+        return {}
+
+    with Engine(config={"resources": {"houdini": {"limit": 2}}}) as engine:
+        with pytest.raises(Exception) as err:
+            engine.register_tool(cook, resources=resources)
+        assert type(err.value).__name__ == error and message in str(err.value), str(err.value)
+        assert "cook" in str(err.value)
+        assert "cook" not in engine.tools

@@ -39,12 +39,13 @@ type ResourceWait struct {
 	Waiting func(message string)
 }
 
-// holdResources acquires the units the step's `resources` ask for through the executor's gate,
+// holdResources acquires the units the step's `resources` (or its tool's: stepResources) ask for through the executor's gate,
 // showing the wait as the attempt's progress message; release gives them back. A step without
 // resources, or an executor without a gate, holds nothing.
 func (r *runner) holdResources(ctx context.Context, sp *stepPlan, call tools.Call) (release func(), err error) {
 	gate := r.x.cfg.Resources
-	if gate == nil || len(sp.st.Resources) == 0 {
+	amounts := r.stepResources(sp)
+	if gate == nil || len(amounts) == 0 {
 		return func() {}, nil
 	}
 	fair := r.id
@@ -58,7 +59,7 @@ func (r *runner) holdResources(ctx context.Context, sp *stepPlan, call tools.Cal
 		}
 	}
 	rep := call.Reporter
-	w := ResourceWait{RunID: r.id, StepKey: call.StepKey, Attempt: call.Attempt, Amounts: sp.st.Resources,
+	w := ResourceWait{RunID: r.id, StepKey: call.StepKey, Attempt: call.Attempt, Amounts: amounts,
 		Priority: r.priority, FairShare: fair,
 		Waiting: func(msg string) {
 			if rep != nil {
@@ -70,7 +71,7 @@ func (r *runner) holdResources(ctx context.Context, sp *stepPlan, call tools.Cal
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("step %q: taking its resources %s: %w", sp.st.ID, DescribeAmounts(sp.st.Resources), err)
+		return nil, fmt.Errorf("step %q: taking its resources %s: %w", sp.st.ID, DescribeAmounts(amounts), err)
 	}
 	return release, nil
 }

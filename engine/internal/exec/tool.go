@@ -153,7 +153,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 				in.hostStarted()
 			}
 		}
-		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool) || len(sp.st.Resources) > 0) {
+		if in.enterPending && (sp.remote() || !r.x.cfg.Router.Inline(sp.st.Tool) || len(r.stepResources(sp)) > 0) {
 			// The call may block (a host or remote tool, a blocking built-in, a wait for
 			// resources): the step is written as running first.
 			if err := in.flushEnter(); err != nil {
@@ -277,8 +277,8 @@ func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, att
 		return tools.Result{NotStarted: true}, rerr
 	}
 	defer release()
-	if cs != nil && len(sp.st.Resources) > 0 && r.x.cfg.Resources != nil {
-		cs.Waited(since, DescribeAmounts(sp.st.Resources))
+	if amounts := r.stepResources(sp); cs != nil && len(amounts) > 0 && r.x.cfg.Resources != nil {
+		cs.Waited(since, DescribeAmounts(amounts))
 	}
 	actx := ctx
 	switch {

@@ -198,6 +198,15 @@ func (r *Router) update(fn func(map[string]*route)) {
 	r.routes.Store(&next)
 }
 
+// Resources returns the resources each call of the tool registered under name holds
+// (ToolInfo.Resources), nil when none or no such tool. The map is the registration's: read it only.
+func (r *Router) Resources(name string) map[string]int {
+	if rt, ok := (*r.routes.Load())[name]; ok {
+		return rt.info.Resources
+	}
+	return nil
+}
+
 // Lookup returns the tool registered under name.
 func (r *Router) Lookup(name string) (ToolInfo, bool) {
 	rt, ok := (*r.routes.Load())[name]

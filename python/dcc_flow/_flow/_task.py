@@ -10,7 +10,7 @@ import re
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from .._schema import args_schema
-from .._tools import file_args
+from .._tools import file_args, resources_option
 from ._base import (
     _ID,
     _KEY_FIELD,
@@ -181,7 +181,7 @@ class Task(_FlowCallable):
                                  "step); pool=%r runs the tool there when the engine has that remote and "
                                  "in-process otherwise" % (label, dcc, pool))
         self.pool = pool
-        self.resources = _resources_option(resources, label)
+        self.resources = resources_option(resources, label)
         # The arguments that are paths of files it reads and writes, reported with every call
         # (Engine.register_tool's reads=, writes=); checked against the signature here.
         files = file_args(fn, reads, writes, label)
@@ -424,27 +424,6 @@ class Task(_FlowCallable):
         return Ref(tracer, "step", sid, (), step)
 
 
-#: The largest amount of one resource a task asks for (the spec's limit).
-_MAX_RESOURCE_AMOUNT = 1_000_000
-
-
-def _resources_option(resources: Optional[Mapping[str, int]], label: str) -> Optional[Dict[str, int]]:
-    """``resources=``: a mapping of resource name to a whole number of units, 1 to 1,000,000."""
-    if resources is None:
-        return None
-    if not isinstance(resources, Mapping):
-        raise TypeError("%s: resources must be a mapping of resource name to units, e.g. {'houdini': 1}; got %r"
-                        % (label, resources))
-    out: Dict[str, int] = {}
-    for name, amount in resources.items():
-        if not isinstance(name, str) or not _ID.match(name):
-            raise ValueError("%s: resources: %r is not a resource name (^[A-Za-z_][A-Za-z0-9_-]{0,63}$, e.g. houdini)"
-                             % (label, name))
-        if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= _MAX_RESOURCE_AMOUNT:
-            raise ValueError("%s: resources[%r] must be a whole number of units from 1 to 1,000,000; got %r"
-                             % (label, name, amount))
-        out[name] = amount
-    return out or None
 
 
 def task(
