@@ -27,6 +27,9 @@ func TestExerciseResources(t *testing.T) {
 	storetest.ExerciseSharedResources(t, func(t *testing.T) storetest.Shared[storetest.SharedResourceStore] {
 		return shared(t, func(s *postgres.Store) storetest.SharedResourceStore { return s })
 	})
+	storetest.ExerciseSharedQueue(t, func(t *testing.T) storetest.Shared[storetest.SharedQueueStore] {
+		return shared(t, func(s *postgres.Store) storetest.SharedQueueStore { return s })
+	})
 }
 
 // BenchmarkSlots: acquire plus release of one unit (storetest.BenchmarkSlots) on the real

@@ -221,7 +221,7 @@ DECLARE
 BEGIN
     SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
     IF p_leave THEN
-        SELECT array(SELECT DISTINCT x FROM unnest(coalesce(v_names, '{}') || coalesce(rw.names, '{}')) AS x ORDER BY x COLLATE "C") INTO v_names
+        SELECT array(SELECT DISTINCT x COLLATE "C" FROM unnest(coalesce(v_names, '{}') || coalesce(rw.names, '{}')) AS x ORDER BY 1) INTO v_names
             FROM resource_waiters rw WHERE rw.holder = p_holder AND rw.engine_id = p_engine;
         IF NOT FOUND THEN
             SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
