@@ -40,8 +40,8 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		defer cancel()
 		_, _ = q.LeaveQueue(lctx, req.ID)
 	}
-	lastPlace := 0
-	for delay := slotPollMin; ; delay = min(2*delay, slotPollMax) {
+	lastPlace, asked := 0, false
+	for delay := sharedPollMin; ; {
 		held, place, err := q.AcquireQueued(ctx, req, entry)
 		if err != nil {
 			leave()
@@ -57,7 +57,16 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 			lastPlace = place
 			w.Waiting(fmt.Sprintf("waiting for %s: %s in the database's queue (all engines)", what, ordinal(place)))
 		}
-		g.waker.ensure(q)
+		ready := g.waker.ensure(q)
+		if !asked {
+			// Ask once more as soon as the engine listens: a grant sent before was not heard.
+			asked = true
+			if err := waitReady(ctx, g.clock, ready, sharedPollMin); err != nil {
+				leave()
+				return nil, err
+			}
+			continue
+		}
 		granted, err := waitWake(ctx, g.clock, woken, delay)
 		if err != nil {
 			leave()
@@ -66,6 +75,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		if granted {
 			break
 		}
+		delay = min(2*delay, slotPollMax)
 	}
 	grant := t.Hold()
 	return func() {
@@ -76,6 +86,35 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		_, _ = q.ReleaseSlots(ctx, req.ID)
 		grant.Release()
 	}, nil
+}
+
+// Asking the shared queue again while the engine listens for its grants: first after
+// sharedPollMin, then twice as late each time, at most every slotPollMax. The asks only find
+// what no notification says: the units of an engine past its lease (the ask deletes them and
+// serves the queue), a grant sent while the listening connection was down, a probe's cap raised.
+const sharedPollMin = time.Second
+
+// waitReady waits until ready is closed (the engine listens), for at most d on c, or for ctx
+// (its cause).
+func waitReady(ctx context.Context, c clock.Clock, ready <-chan struct{}, d time.Duration) error {
+	select {
+	case <-ready:
+		return nil
+	default:
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slept := make(chan error, 1)
+	go func() { slept <- clock.Sleep(tctx, c, d) }()
+	select {
+	case <-ready:
+		return nil
+	case <-slept:
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return nil
+	}
 }
 
 // waitWake waits for a wake-up on woken (true: the holder was granted), for d on c, or for ctx
@@ -101,9 +140,10 @@ func waitWake(ctx context.Context, c clock.Clock, woken <-chan bool, d time.Dura
 type slotWaker struct {
 	mu      sync.Mutex
 	waiters map[string]chan bool
-	// cancel stops the listener; nil when none runs. gen tells a listener that ended whether it
-	// is still the current one.
+	// cancel stops the listener; nil when none runs. ready is closed once it listens. gen tells
+	// a listener that ended whether it is still the current one.
 	cancel context.CancelFunc
+	ready  chan struct{}
 	gen    int
 }
 
@@ -120,19 +160,22 @@ func (k *slotWaker) add(id string) <-chan bool {
 	return ch
 }
 
-// ensure starts the listener when none runs and someone waits.
-func (k *slotWaker) ensure(q store.ResourceQueue) {
+// ensure starts the listener when none runs and someone waits, and returns the channel closed
+// once it listens.
+func (k *slotWaker) ensure(q store.ResourceQueue) <-chan struct{} {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cancel != nil || len(k.waiters) == 0 {
-		return
+		return k.ready
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
 	k.gen++
 	gen := k.gen
+	ready := make(chan struct{})
+	k.ready = ready
 	go func() {
-		_ = q.ListenSlots(ctx, k.wake)
+		_ = q.ListenSlots(ctx, func() { close(ready) }, k.wake)
 		k.mu.Lock()
 		if k.gen == gen && k.cancel != nil { // ended on its own (a lost connection): the next ensure starts another
 			k.cancel()
@@ -140,6 +183,7 @@ func (k *slotWaker) ensure(q store.ResourceQueue) {
 		}
 		k.mu.Unlock()
 	}()
+	return ready
 }
 
 // remove unregisters holder id; the listener stops when nobody waits.

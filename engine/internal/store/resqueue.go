@@ -26,10 +26,11 @@ type ResourceQueue interface {
 	// waiters now first.
 	LeaveQueue(ctx context.Context, id string) (bool, error)
 	// ListenSlots calls fn with the holder id of each waiter granted by another holder's
-	// release or acquire (its engine need not ask again; Granted), or that should ask again
-	// (Retry), until ctx ends; it returns ctx's error or the connection's. Notifications sent
-	// before it listens are not seen: a waiter asks again now and then as well.
-	ListenSlots(ctx context.Context, fn func(SlotWake)) error
+	// release or acquire (its engine need not ask again: Granted), or that should ask again,
+	// until ctx ends; it returns ctx's error or the connection's. It calls ready once it
+	// listens: notifications sent before are not seen (a waiter asks again once it is ready,
+	// and now and then as well).
+	ListenSlots(ctx context.Context, ready func(), fn func(SlotWake)) error
 }
 
 // QueueEntry is where a waiter goes in the shared queue.

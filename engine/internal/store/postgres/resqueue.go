@@ -95,7 +95,7 @@ func (s *Store) retryQueue(ctx context.Context, fn func() error) error {
 
 // ListenSlots implements store.ResourceQueue on a connection of its own (taken out of the pool,
 // closed at the end).
-func (s *Store) ListenSlots(ctx context.Context, fn func(store.SlotWake)) error {
+func (s *Store) ListenSlots(ctx context.Context, ready func(), fn func(store.SlotWake)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -108,6 +108,7 @@ func (s *Store) ListenSlots(ctx context.Context, fn func(store.SlotWake)) error 
 	if _, err := conn.Exec(ctx, `LISTEN `+slotsChannel); err != nil {
 		return s.fault(err)
 	}
+	ready()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -39,6 +39,28 @@ CREATE TABLE resource_fair_share (
 );
 CREATE SEQUENCE resource_served;
 
+-- resource_queue is the live waiters in the order they are served (pos 1 first), on the
+-- database's clock (aging). Dead waiters (engine past its lease) are left out.
+CREATE VIEW resource_queue AS
+    SELECT x.holder, x.engine_id, x.names, x.amounts, x.limits, x.caps, x.fair_key,
+        row_number() OVER (ORDER BY x.eff DESC, x.rnk, f.served NULLS FIRST, x.seq) AS pos
+    FROM (
+        SELECT v.*, row_number() OVER (PARTITION BY v.eff, v.fair_key ORDER BY v.seq) AS rnk FROM (
+            SELECT rw.*, rw.priority::BIGINT + CASE WHEN rw.aging_ms > 0
+                THEN floor(greatest(extract(epoch FROM now() - rw.enqueued_at), 0) * 1000 / rw.aging_ms)::BIGINT ELSE 0 END AS eff
+            FROM resource_waiters rw WHERE EXISTS (SELECT 1 FROM engines e WHERE e.id = rw.engine_id
+                AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now())) v) x
+    LEFT JOIN resource_fair_share f ON f.fair_key = x.fair_key;
+
+-- resource_place is the place of waiter p_holder among the live waiters asking for one of
+-- p_names (1 = next); 0 when it does not wait.
+CREATE FUNCTION resource_place(p_names TEXT[], p_holder TEXT) RETURNS INTEGER
+LANGUAGE sql STABLE AS $$
+    WITH q AS (SELECT holder, names, pos FROM resource_queue)
+    SELECT coalesce((SELECT count(*)::INTEGER FROM q WHERE q.names && p_names
+        AND q.pos <= (SELECT pos FROM q WHERE holder = p_holder)), 0)
+$$;
+
 -- resource_dispatch grants, in the queue's order, every live waiter whose amounts fit and whose
 -- resources are all among p_names (the caller holds their advisory locks, in name order): its
 -- slots inserted, its row deleted, its key's turn recorded, and its engine woken with NOTIFY
@@ -66,14 +88,7 @@ DECLARE
 BEGIN
     DELETE FROM resource_waiters rw WHERE NOT EXISTS (
         SELECT 1 FROM engines e WHERE e.id = rw.engine_id AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now());
-    FOR w IN
-        SELECT x.holder, x.engine_id, x.names, x.amounts, x.limits, x.caps, x.fair_key FROM (
-            SELECT v.*, row_number() OVER (PARTITION BY v.eff, v.fair_key ORDER BY v.seq) AS rnk FROM (
-                SELECT rw.*, rw.priority::BIGINT + CASE WHEN rw.aging_ms > 0
-                    THEN floor(greatest(extract(epoch FROM now() - rw.enqueued_at), 0) * 1000 / rw.aging_ms)::BIGINT ELSE 0 END AS eff
-                FROM resource_waiters rw) v) x
-        LEFT JOIN resource_fair_share f ON f.fair_key = x.fair_key
-        ORDER BY x.eff DESC, x.rnk, f.served NULLS FIRST, x.seq
+    FOR w IN SELECT * FROM resource_queue ORDER BY pos
     LOOP
         fits := true;
         capped := false;
@@ -162,6 +177,24 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM engines WHERE id = p_engine AND heartbeat_at + make_interval(secs => lease_secs) >= now()) THEN
         RETURN -1;
     END IF;
+    -- A waiter asking again while every unit of its resources is held by live engines has
+    -- nothing to take and nothing to serve: its place, without the locks (a grant deletes the
+    -- row, so a registered waiter holds nothing).
+    IF EXISTS (SELECT 1 FROM resource_waiters WHERE holder = p_holder) THEN
+        FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
+            SELECT coalesce(sum(s.amount), 0) INTO used FROM resource_slots s WHERE s.resource = p_names[i] AND EXISTS (
+                SELECT 1 FROM engines e WHERE e.id = s.engine_id AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now());
+            IF used < p_limits[i] THEN
+                fits := false;
+                EXIT;
+            END IF;
+        END LOOP;
+        IF fits THEN
+            UPDATE resource_waiters SET caps = p_caps WHERE holder = p_holder AND caps IS DISTINCT FROM p_caps;
+            RETURN resource_place(p_names, p_holder) + 1;
+        END IF;
+        fits := true;
+    END IF;
     FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
         PERFORM pg_advisory_xact_lock(1684235110, hashtext(p_names[i]));
     END LOOP;
@@ -200,6 +233,19 @@ BEGIN
     IF NOT fits THEN -- no other waiter: it is next
         RETURN 2;
     END IF;
+    -- Others wait: serve the queue when one of its resources has a free unit, else only read
+    -- its place (a waiter asking again is cheap while every unit is held).
+    fits := false;
+    FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
+        SELECT coalesce(sum(amount), 0) INTO used FROM resource_slots WHERE resource = p_names[i];
+        IF used < p_limits[i] THEN
+            fits := true;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF NOT fits THEN
+        RETURN resource_place(p_names, p_holder) + 1;
+    END IF;
     place := resource_dispatch(p_names, p_holder);
     IF place = 0 THEN
         RETURN 1;
@@ -219,16 +265,19 @@ DECLARE
     i INTEGER;
     v_n INTEGER;
 BEGIN
-    SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
     IF p_leave THEN
-        SELECT array(SELECT DISTINCT x COLLATE "C" FROM unnest(coalesce(v_names, '{}') || coalesce(rw.names, '{}')) AS x ORDER BY 1) INTO v_names
-            FROM resource_waiters rw WHERE rw.holder = p_holder AND rw.engine_id = p_engine;
-        IF NOT FOUND THEN
-            SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
-        END IF;
-        DELETE FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
+        SELECT names INTO v_names FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
     END IF;
-    IF v_names IS NULL OR NOT EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
+    IF v_names IS NULL THEN
+        SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
+    END IF;
+    IF v_names IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- A holder releasing is no waiter: no dispatch grants it meanwhile, so without waiters of
+    -- its resources its rows go without the locks. A waiter leaving takes them first: a
+    -- dispatch may be granting it.
+    IF NOT p_leave AND NOT EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
         DELETE FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         RETURN v_n;
@@ -236,8 +285,11 @@ BEGIN
     FOR i IN 1 .. array_length(v_names, 1) LOOP
         PERFORM pg_advisory_xact_lock(1684235110, hashtext(v_names[i]));
     END LOOP;
+    DELETE FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
     DELETE FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM resource_dispatch(v_names, '');
+    IF EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
+        PERFORM resource_dispatch(v_names, '');
+    END IF;
     RETURN v_n;
 END $$;
