@@ -53,6 +53,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		if held {
 			break
 		}
+		entry.Again = true
 		if place != lastPlace {
 			lastPlace = place
 			w.Waiting(fmt.Sprintf("waiting for %s: %s in the database's queue (all engines)", what, ordinal(place)))

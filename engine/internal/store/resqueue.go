@@ -46,6 +46,10 @@ type QueueEntry struct {
 	// its limit or above, is not capped. A waiter over its cap is passed over without holding
 	// back the waiters after it.
 	Caps map[string]int
+	// Again says the waiter asked before (it may be registered): the ask of a waiter while
+	// every unit is held then reads its place without taking the locks. A first ask leaves it
+	// false (one query less).
+	Again bool
 }
 
 // SlotWake is a notification of the shared queue.

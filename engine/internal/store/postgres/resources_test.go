@@ -42,6 +42,16 @@ func BenchmarkSlots(b *testing.B) {
 	storetest.BenchmarkSlots(b, s)
 }
 
+// BenchmarkQueuedSlots: the same with the shared queue's acquire (AcquireQueued, what the
+// engine asks on PostgreSQL), nobody waiting.
+func BenchmarkQueuedSlots(b *testing.B) {
+	s := openURL(b, pgtest.DB(b))
+	if err := s.Attach(context.Background(), store.EngineInfo{ID: "E", Lease: time.Hour}); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkQueuedSlots(b, s)
+}
+
 // The slots held across a server restart (here the backends terminated, as a restart leaves the
 // pool): they are rows, so they still count; the next acquire and release go through on new
 // connections.

@@ -43,9 +43,9 @@ func (s *Store) AcquireQueued(ctx context.Context, r store.SlotRequest, q store.
 	aging := max(q.AgingEvery.Milliseconds(), 0)
 	var got int
 	if err := s.retryQueue(ctx, func() error {
-		return s.pool.QueryRow(ctx, `SELECT resource_acquire_queued($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, l.id, text(r.ID),
+		return s.pool.QueryRow(ctx, `SELECT resource_acquire_queued($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, l.id, text(r.ID),
 			names, amounts, limits, caps, text(store.CutSlotText(r.RunID)), text(store.CutSlotText(r.Label)), int32(q.Priority),
-			text(q.Key), aging).Scan(&got)
+			text(q.Key), aging, q.Again).Scan(&got)
 	}); err != nil {
 		return false, 0, s.fault(fmt.Errorf("taking slots for %s in the shared queue: %w", r.ID, err))
 	}

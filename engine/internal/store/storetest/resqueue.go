@@ -48,7 +48,7 @@ const queueAging = 10 * time.Second
 func ask(t *testing.T, s store.ResourceQueue, id string, n, lim, priority int, key string) (bool, int) {
 	t.Helper()
 	held, place, err := s.AcquireQueued(context.Background(), store.SlotRequest{ID: id, Amounts: map[string]int{"houdini": n},
-		Limits: map[string]int{"houdini": lim}, RunID: "r-" + id, Label: id}, store.QueueEntry{Priority: priority, Key: key, AgingEvery: queueAging})
+		Limits: map[string]int{"houdini": lim}, RunID: "r-" + id, Label: id}, store.QueueEntry{Priority: priority, Key: key, AgingEvery: queueAging, Again: true})
 	if err != nil {
 		t.Fatalf("AcquireQueued(%s): %v", id, err)
 	}

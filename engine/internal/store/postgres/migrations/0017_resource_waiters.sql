@@ -166,7 +166,7 @@ END $$;
 -- p_limits and p_caps match them.
 CREATE FUNCTION resource_acquire_queued(p_engine TEXT, p_holder TEXT, p_names TEXT[], p_amounts INTEGER[],
     p_limits INTEGER[], p_caps INTEGER[], p_run TEXT, p_label TEXT, p_priority INTEGER, p_key TEXT,
-    p_aging_ms BIGINT) RETURNS INTEGER
+    p_aging_ms BIGINT, p_again BOOLEAN) RETURNS INTEGER
 LANGUAGE plpgsql AS $$
 DECLARE
     i INTEGER;
@@ -180,7 +180,7 @@ BEGIN
     -- A waiter asking again while every unit of its resources is held by live engines has
     -- nothing to take and nothing to serve: its place, without the locks (a grant deletes the
     -- row, so a registered waiter holds nothing).
-    IF EXISTS (SELECT 1 FROM resource_waiters WHERE holder = p_holder) THEN
+    IF p_again AND EXISTS (SELECT 1 FROM resource_waiters WHERE holder = p_holder) THEN
         FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
             SELECT coalesce(sum(s.amount), 0) INTO used FROM resource_slots s WHERE s.resource = p_names[i] AND EXISTS (
                 SELECT 1 FROM engines e WHERE e.id = s.engine_id AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now());
@@ -265,22 +265,29 @@ DECLARE
     i INTEGER;
     v_n INTEGER;
 BEGIN
-    IF p_leave THEN
-        SELECT names INTO v_names FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
+    IF NOT p_leave THEN
+        -- A holder releasing is no waiter: no dispatch grants it meanwhile, so its rows go
+        -- first, and the locks are taken only when others wait for its resources.
+        WITH d AS (DELETE FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine RETURNING resource)
+            SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM d;
+        IF v_names IS NULL THEN
+            RETURN 0;
+        END IF;
+        IF EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
+            FOR i IN 1 .. array_length(v_names, 1) LOOP
+                PERFORM pg_advisory_xact_lock(1684235110, hashtext(v_names[i]));
+            END LOOP;
+            PERFORM resource_dispatch(v_names, '');
+        END IF;
+        RETURN array_length(v_names, 1);
     END IF;
+    -- A waiter leaving takes the locks first: a dispatch may be granting it.
+    SELECT names INTO v_names FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
     IF v_names IS NULL THEN
         SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
     END IF;
     IF v_names IS NULL THEN
         RETURN 0;
-    END IF;
-    -- A holder releasing is no waiter: no dispatch grants it meanwhile, so without waiters of
-    -- its resources its rows go without the locks. A waiter leaving takes them first: a
-    -- dispatch may be granting it.
-    IF NOT p_leave AND NOT EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
-        DELETE FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        RETURN v_n;
     END IF;
     FOR i IN 1 .. array_length(v_names, 1) LOOP
         PERFORM pg_advisory_xact_lock(1684235110, hashtext(v_names[i]));
