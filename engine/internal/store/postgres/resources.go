@@ -51,13 +51,13 @@ func (s *Store) AcquireSlots(ctx context.Context, r store.SlotRequest) (bool, er
 }
 
 // ReleaseSlots implements store.ResourceSlots: the engine's own holder only. The units go to
-// the waiters of the shared queue now first, in the same transaction (resource_release).
+// the waiters of the shared queue now first (releaseSlots).
 func (s *Store) ReleaseSlots(ctx context.Context, id string) (bool, error) {
 	l, err := s.attached()
 	if err != nil {
 		return false, err
 	}
-	n, err := s.releaseSlots(ctx, l.id, id, false)
+	n, err := s.releaseSlots(ctx, l.id, id)
 	if err != nil {
 		return false, s.fault(fmt.Errorf("releasing the slots of %s: %w", id, err))
 	}

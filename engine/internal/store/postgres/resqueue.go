@@ -58,26 +58,58 @@ func (s *Store) AcquireQueued(ctx context.Context, r store.SlotRequest, q store.
 	return false, got - 1, nil
 }
 
-// LeaveQueue implements store.ResourceQueue (resource_release with p_leave).
+// LeaveQueue implements store.ResourceQueue (resource_leave).
 func (s *Store) LeaveQueue(ctx context.Context, id string) (bool, error) {
 	l, err := s.attached()
 	if err != nil {
 		return false, err
 	}
-	n, err := s.releaseSlots(ctx, l.id, id, true)
-	if err != nil {
+	var n int
+	if err := s.retryQueue(ctx, func() error { // leaving twice is leaving once
+		return s.pool.QueryRow(ctx, `SELECT resource_leave($1, $2)`, l.id, text(id)).Scan(&n)
+	}); err != nil {
 		return false, s.fault(fmt.Errorf("leaving the shared queue of resources (%s): %w", id, err))
 	}
 	return n > 0, nil
 }
 
-// releaseSlots runs resource_release: the number of slot rows of holder id deleted.
-func (s *Store) releaseSlots(ctx context.Context, engine, id string, leave bool) (int, error) {
-	var n int
+// releaseSlots deletes the slot rows of holder id of engine and returns how many it deleted, in
+// one round trip when nobody waits; else a second one serves the waiters of its resources now
+// first (resource_serve): the units freed are committed first, and an acquire meanwhile serves
+// the queue in its order itself. (The check is for any waiter, the cheapest: resource_serve
+// looks at those of the resources.)
+func (s *Store) releaseSlots(ctx context.Context, engine, id string) (int, error) {
+	var names []string
+	waiting := false
 	err := s.retryQueue(ctx, func() error { // deleting twice is deleting once
-		return s.pool.QueryRow(ctx, `SELECT resource_release($1, $2, $3)`, engine, text(id), leave).Scan(&n)
+		names, waiting = names[:0], false
+		rows, err := s.pool.Query(ctx, `DELETE FROM resource_slots WHERE holder = $1 AND engine_id = $2
+			RETURNING resource, EXISTS (SELECT 1 FROM resource_waiters)`, text(id), engine)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var name string
+			var w bool
+			if err := rows.Scan(&name, &w); err != nil {
+				rows.Close()
+				return err
+			}
+			names, waiting = append(names, name), waiting || w
+		}
+		return rows.Err()
 	})
-	return n, err
+	if err != nil || !waiting {
+		return len(names), err
+	}
+	slices.Sort(names) // the lock order of resource_acquire's callers (Go's, byte order)
+	// The units are given back. Should serving fail, the waiters' next asks serve the queue
+	// (an ask that finds a unit free dispatches), so it is not the release's error.
+	_ = s.retryQueue(ctx, func() error {
+		_, err := s.pool.Exec(ctx, `SELECT resource_serve($1)`, names)
+		return err
+	})
+	return len(names), nil
 }
 
 // retryQueue is retryLost for the idempotent functions of the queue, also tried again when the

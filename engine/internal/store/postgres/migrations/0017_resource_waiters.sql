@@ -253,35 +253,34 @@ BEGIN
     RETURN place + 1;
 END $$;
 
--- resource_release gives back every unit holder p_holder of engine p_engine holds (and, with
--- p_leave, deletes its waiter row: a waiter that leaves the queue gives back what it may have
--- been granted meanwhile) and returns the number of slot rows deleted. When live waiters ask for
--- one of the resources it held or asked for, it takes their advisory locks first and dispatches
--- them (the units go to the next in the queue in the same transaction).
-CREATE FUNCTION resource_release(p_engine TEXT, p_holder TEXT, p_leave BOOLEAN) RETURNS INTEGER
+-- resource_serve serves the waiters of p_names (sorted, without duplicates) after a release
+-- that found some: it takes their advisory locks, in name order, and dispatches them. (The
+-- release itself is one statement: a holder releasing is no waiter, so no dispatch grants it
+-- meanwhile, and its rows may go without the locks.)
+CREATE FUNCTION resource_serve(p_names TEXT[]) RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    i INTEGER;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
+        PERFORM pg_advisory_xact_lock(1684235110, hashtext(p_names[i]));
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && p_names) THEN
+        PERFORM resource_dispatch(p_names, '');
+    END IF;
+END $$;
+
+-- resource_leave removes the waiter p_holder of engine p_engine (a cancelled wait), giving back
+-- the units it was granted meanwhile, and returns the number of slot rows deleted. It takes the
+-- advisory locks of its resources first (a dispatch may be granting it), then serves the
+-- waiters now first.
+CREATE FUNCTION resource_leave(p_engine TEXT, p_holder TEXT) RETURNS INTEGER
 LANGUAGE plpgsql AS $$
 DECLARE
     v_names TEXT[];
     i INTEGER;
     v_n INTEGER;
 BEGIN
-    IF NOT p_leave THEN
-        -- A holder releasing is no waiter: no dispatch grants it meanwhile, so its rows go
-        -- first, and the locks are taken only when others wait for its resources.
-        WITH d AS (DELETE FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine RETURNING resource)
-            SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM d;
-        IF v_names IS NULL THEN
-            RETURN 0;
-        END IF;
-        IF EXISTS (SELECT 1 FROM resource_waiters rw WHERE rw.names && v_names) THEN
-            FOR i IN 1 .. array_length(v_names, 1) LOOP
-                PERFORM pg_advisory_xact_lock(1684235110, hashtext(v_names[i]));
-            END LOOP;
-            PERFORM resource_dispatch(v_names, '');
-        END IF;
-        RETURN array_length(v_names, 1);
-    END IF;
-    -- A waiter leaving takes the locks first: a dispatch may be granting it.
     SELECT names INTO v_names FROM resource_waiters WHERE holder = p_holder AND engine_id = p_engine;
     IF v_names IS NULL THEN
         SELECT array_agg(resource ORDER BY resource COLLATE "C") INTO v_names FROM resource_slots WHERE holder = p_holder AND engine_id = p_engine;
