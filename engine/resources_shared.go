@@ -16,10 +16,11 @@ import (
 // database (store.ResourceQueue: PostgreSQL): the database orders the waiters of all engines
 // (priority with aging, fair share, first come first served) and grants them in the transaction
 // that frees the units. The engine's scheduler only lists the attempt (Track: `dcc-flow
-// resources`, the metrics). The attempt asks once; then it waits for the database's NOTIFY that
-// it was granted (slotWaker), asking again after slotPollMin, then twice as late each time, at
-// most every slotPollMax (a NOTIFY missed, an engine past its lease, aging). When ctx ends first
-// it leaves the queue, giving back what it was granted meanwhile.
+// resources`, the metrics). The attempt asks once; if it waits, it asks again as soon as its
+// engine listens for the database's NOTIFY (slotWaker), then waits for the NOTIFY that it was
+// granted, asking again after sharedPollMin, then twice as late each time, at most every
+// slotPollMax (a NOTIFY missed, an engine past its lease). When ctx ends first it leaves the
+// queue, giving back what it was granted meanwhile.
 func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string) (func(), error) {
 	t := g.sched.Track(resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label})
 	limits := make(map[string]int, len(w.Amounts))
@@ -80,8 +81,8 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 	}
 	grant := t.Hold()
 	return func() {
-		// As Acquire's release: not on the run's context. The units go to the next waiter of the
-		// shared queue in the same transaction.
+		// As Acquire's release: not on the run's context. The units go to the waiters of the
+		// shared queue now first (a second round trip when some wait).
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = q.ReleaseSlots(ctx, req.ID)

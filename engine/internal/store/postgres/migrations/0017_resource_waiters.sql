@@ -2,10 +2,10 @@
 -- database (store.ResourceQueue, docs/guide/resources.md "Who goes first"). resource_waiters has
 -- one row per waiting holder (an attempt of a step) with everything the order needs: its engine,
 -- the amounts it asks for, the limits it is taken under, the caps its engine's probes put on
--- that engine's own holders, its priority and how fast it ages (aging_ms, one point per that
--- long waited; 0 none), its fair-share key, when it came (enqueued_at, the
--- database's clock: aging) and its place of arrival (seq: first come, first served). A row counts
--- while its engine's heartbeat is at most its lease old; a dispatch deletes the others.
+-- that engine's own holders, its priority and how fast it ages (aging_ms: one point per that
+-- long waited; 0 none), its fair-share key, when it came (enqueued_at, the database's clock) and
+-- its place of arrival (seq: first come, first served). A row counts while its engine's
+-- heartbeat is at most its lease old; a dispatch deletes the others.
 -- resource_fair_share keeps, per fair-share key, the number of the grant that last served it
 -- (from the sequence resource_served): at the same round-robin rank the key served longest ago
 -- goes first. Keys without a waiter are forgotten once the table is large (a key back later
@@ -162,8 +162,11 @@ END $$;
 -- its resources (2 = next), its waiter row registered (or kept: priority, key and arrival do not
 -- change; caps are brought up to date). With no live waiter of its resources but itself it
 -- takes the units when they fit, as resource_acquire does, without writing a waiter row; else
--- it runs resource_dispatch on its resources. p_names sorted, without duplicates; p_amounts,
--- p_limits and p_caps match them.
+-- it runs resource_dispatch on its resources when one of them has a free unit, and only reads
+-- its place when none has. p_again (the holder asked before): a registered waiter whose
+-- resources have no free unit reads its place without taking the advisory locks. p_aging_ms is
+-- its aging (one point per that long waited; 0 none). p_names sorted, without duplicates;
+-- p_amounts, p_limits and p_caps match them.
 CREATE FUNCTION resource_acquire_queued(p_engine TEXT, p_holder TEXT, p_names TEXT[], p_amounts INTEGER[],
     p_limits INTEGER[], p_caps INTEGER[], p_run TEXT, p_label TEXT, p_priority INTEGER, p_key TEXT,
     p_aging_ms BIGINT, p_again BOOLEAN) RETURNS INTEGER
