@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -45,7 +47,7 @@ func (s *Store) AcquireQueued(ctx context.Context, r store.SlotRequest, q store.
 	if err := s.retryQueue(ctx, func() error {
 		return s.pool.QueryRow(ctx, `SELECT resource_acquire_queued($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, l.id, text(r.ID),
 			names, amounts, limits, caps, text(store.CutSlotText(r.RunID)), text(store.CutSlotText(r.Label)), int32(q.Priority),
-			text(q.Key), aging, q.Again).Scan(&got)
+			queueKey(q.Key), aging, q.Again).Scan(&got)
 	}); err != nil {
 		return false, 0, s.fault(fmt.Errorf("taking slots for %s in the shared queue: %w", r.ID, err))
 	}
@@ -57,6 +59,19 @@ func (s *Store) AcquireQueued(ctx context.Context, r store.SlotRequest, q store.
 	}
 	return false, got - 1, nil
 }
+
+// queueKey is a fair-share key as the queue keeps it: a key of more than maxQueueKey bytes (a
+// template rendered from a large input) by its SHA-256, so that it fits the primary key of
+// resource_fair_share (a B-tree entry holds about 2,700 bytes).
+func queueKey(k string) string {
+	if len(k) <= maxQueueKey {
+		return text(k)
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+const maxQueueKey = 200
 
 // LeaveQueue implements store.ResourceQueue (resource_leave).
 func (s *Store) LeaveQueue(ctx context.Context, id string) (bool, error) {

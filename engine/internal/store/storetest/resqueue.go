@@ -2,7 +2,11 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +36,7 @@ func ExerciseSharedQueue(t *testing.T, newDB func(t *testing.T) Shared[SharedQue
 		{"LeaveMovesTheQueueUp", testQueueLeave},
 		{"WaiterThatDoesNotFitHoldsBack", testQueueHoldBack},
 		{"ProbeCapPassesOver", testQueueCap},
+		{"LongFairShareKeys", testQueueLongKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,5 +266,25 @@ func testQueueCap(t *testing.T, db Shared[SharedQueueStore]) {
 	release(t, a, "h")
 	if hs := holders(t, a); !slices.Equal(hs, []string{"b1", "capped"}) {
 		t.Fatalf("holders %v; want b1 and capped (A holds none now)", hs)
+	}
+}
+
+// testQueueLongKeys: fair-share keys of 100 KB (a key rendered from a large input) work, and
+// two that differ only at their end are two keys (served in turns).
+func testQueueLongKeys(t *testing.T, db Shared[SharedQueueStore]) {
+	a := attachAs(t, db, "A")
+	var sb strings.Builder // incompressible: PostgreSQL compresses a repeated one to fit an index
+	for i := 0; sb.Len() < 100_000; i++ {
+		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
+		sb.WriteString(hex.EncodeToString(sum[:]))
+	}
+	long := sb.String()
+	ask(t, a, "h", 1, 1, 0, long+"X")
+	ask(t, a, "x1", 1, 1, 0, long+"X")
+	ask(t, a, "x2", 1, 1, 0, long+"X")
+	ask(t, a, "y1", 1, 1, 0, long+"Y")
+	order := serveAll(t, map[string]SharedQueueStore{"A": a}, "h", map[string]string{"h": "A", "x1": "A", "x2": "A", "y1": "A"}, 3)
+	if want := []string{"x1", "y1", "x2"}; !slices.Equal(order, want) {
+		t.Fatalf("granted in the order %v; want %v (two keys in turns)", order, want)
 	}
 }
