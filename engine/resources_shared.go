@@ -24,15 +24,21 @@ import (
 func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string) (func(), error) {
 	t := g.sched.Track(resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label})
 	limits := make(map[string]int, len(w.Amounts))
-	caps := map[string]int{}
 	for name := range w.Amounts {
 		limits[name] = g.limits[name]
-		if c, ok := g.sched.Limit(name); ok && c < limits[name] {
-			caps[name] = c
+	}
+	// caps are this engine's limits lowered by a probe, read at each ask (a probe runs meanwhile).
+	caps := func() map[string]int {
+		out := map[string]int{}
+		for name := range w.Amounts {
+			if c, ok := g.sched.Limit(name); ok && c < limits[name] {
+				out[name] = c
+			}
 		}
+		return out
 	}
 	req := store.SlotRequest{ID: holderID(w), Amounts: w.Amounts, Limits: limits, RunID: w.RunID, Label: w.StepKey}
-	entry := store.QueueEntry{Priority: w.Priority, Key: w.FairShare, AgingEvery: resources.DefaultAgingEvery, Caps: caps}
+	entry := store.QueueEntry{Priority: w.Priority, Key: w.FairShare, AgingEvery: resources.DefaultAgingEvery}
 	woken := g.waker.add(req.ID)
 	defer g.waker.remove(req.ID)
 	leave := func() {
@@ -43,6 +49,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 	}
 	lastPlace, asked := 0, false
 	for delay := sharedPollMin; ; {
+		entry.Caps = caps()
 		held, place, err := q.AcquireQueued(ctx, req, entry)
 		if err != nil {
 			leave()
