@@ -62,7 +62,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 			break
 		}
 		entry.Again = true
-		if place != lastPlace {
+		if place != 0 && place != lastPlace { // 0: asked again while every unit is held, place not read
 			lastPlace = place
 			w.Waiting(fmt.Sprintf("waiting for %s: %s in the database's queue (all engines)", what, ordinal(place)))
 		}

@@ -19,7 +19,9 @@ type ResourceQueue interface {
 	// whether r holds them (true at once when r.ID holds already, a try sent again). Else it
 	// registers r as a waiter (or keeps it registered: its priority, key and arrival are those of
 	// its first call; its caps are updated) and returns false with r's place among the waiters
-	// of its resources (1 = next). Errors and ErrLeaseLost as AcquireSlots'.
+	// of its resources (1 = next), or 0 when q.Again and every unit of its resources is held:
+	// then nothing was served and its place was not read (ordering the queue costs a few ms per
+	// thousand waiters). Errors and ErrLeaseLost as AcquireSlots'.
 	AcquireQueued(ctx context.Context, r SlotRequest, q QueueEntry) (held bool, place int, err error)
 	// LeaveQueue removes waiter id (a cancelled wait), giving back the units it was granted
 	// meanwhile, and reports whether it held any. The units it held or waited for go to the
@@ -47,7 +49,7 @@ type QueueEntry struct {
 	// back the waiters after it.
 	Caps map[string]int
 	// Again says the waiter asked before (it may be registered): the ask of a waiter while
-	// every unit is held then reads its place without taking the locks. A first ask leaves it
+	// every unit is held then returns at once (place 0), taking no lock. A first ask leaves it
 	// false (one query less).
 	Again bool
 }

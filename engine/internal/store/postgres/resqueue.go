@@ -54,6 +54,8 @@ func (s *Store) AcquireQueued(ctx context.Context, r store.SlotRequest, q store.
 	switch {
 	case got < 0:
 		return false, 0, fmt.Errorf("engine %s cannot take slots: its heartbeat is older than its lease: %w", l.id, store.ErrLeaseLost)
+	case got == 0: // asked again, still waiting, place not read
+		return false, 0, nil
 	case got == 1:
 		return true, 0, nil
 	}

@@ -53,7 +53,7 @@ const queueAging = 10 * time.Second
 func ask(t *testing.T, s store.ResourceQueue, id string, n, lim, priority int, key string) (bool, int) {
 	t.Helper()
 	held, place, err := s.AcquireQueued(context.Background(), store.SlotRequest{ID: id, Amounts: map[string]int{"houdini": n},
-		Limits: map[string]int{"houdini": lim}, RunID: "r-" + id, Label: id}, store.QueueEntry{Priority: priority, Key: key, AgingEvery: queueAging, Again: true})
+		Limits: map[string]int{"houdini": lim}, RunID: "r-" + id, Label: id}, store.QueueEntry{Priority: priority, Key: key, AgingEvery: queueAging})
 	if err != nil {
 		t.Fatalf("AcquireQueued(%s): %v", id, err)
 	}
@@ -115,6 +115,12 @@ func testQueuePriorityAcrossEngines(t *testing.T, db Shared[SharedQueueStore]) {
 	}
 	if _, place := ask(t, a, "a1", 1, 1, 0, "ka"); place != 2 {
 		t.Fatalf("a1 asked again: place %d; want 2 behind B's", place)
+	}
+	// Asked again (Again) while every unit is held: at once, place not read.
+	held, place, err := a.AcquireQueued(context.Background(), store.SlotRequest{ID: "a2", Amounts: map[string]int{"houdini": 1},
+		Limits: map[string]int{"houdini": 1}}, store.QueueEntry{Key: "ka", AgingEvery: queueAging, Again: true})
+	if err != nil || held || place != 0 {
+		t.Fatalf("a2 asked again with every unit held = %v, %d, %v; want waiting, place 0", held, place, err)
 	}
 	order := serveAll(t, map[string]SharedQueueStore{"A": a, "B": b}, "a0",
 		map[string]string{"a0": "A", "a1": "A", "a2": "A", "a3": "A", "b1": "B"}, 4)
