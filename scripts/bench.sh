@@ -151,7 +151,7 @@ fair_row() {
     "$1" "$(metric "$2" 'median-ratio')" "$(metric "$2" 'ratio')" "$(metric "$2" 'alone-ms')" "$(metric "$2" 'shared-ms')" \
     "$(verdict "$(metric "$2" 'median-ratio')" '<=' 2.5)"
 }
-priority_row 'resources, priority (SQLite file): a run of priority 10 submitted behind 50 waiting low-priority items (limit 2, 50 ms calls)' "$rprio_line"
+priority_row 'resources, priority (SQLite file): a run of priority 10 submitted behind 50 waiting low-priority items (limit 1, 50 ms calls)' "$rprio_line"
 fair_row 'resources, fair share (SQLite file): shows A (100 items) and B (10 items, submitted once A waits) share a limit of 2 (50 ms calls)' "$rfair_line"
 if [ -z "$pg_skip" ]; then
   priority_row 'resources, priority (PostgreSQL): the same, the 50 items on two engines (25 each), the high-priority run on the second: one queue across engines' "$pgrprio_line"

@@ -134,45 +134,67 @@ func (rb *resBench) until(what string, cond func() bool, state ...func() string)
 	}
 }
 
-// holdersIfQueued returns, when run id's step waits in the queue (the database's on
-// PostgreSQL, else the engine's), the holders of houdini at that moment ("RUN/STEP_KEY"); nil
-// when it does not wait (yet, or any more).
-func (rb *resBench) holdersIfQueued(id string) map[string]bool {
+// grantedBefore tracks which holders of houdini were granted before run id's step entered the
+// queue. On PostgreSQL one snapshot of the database does (the step's waiter row and the slots
+// in one statement: grants are transactions). On SQLite the listing's holders are the store's,
+// taken a moment after the engine's scheduler granted them, so every poll until the step starts
+// collects the holders whose grant time is not after the step's arrival in the queue (both on
+// the engine's clock).
+type grantedBefore struct {
+	rb      *resBench
+	id      string
+	queued  bool
+	since   time.Time // SQLite: when the step started to wait
+	holders map[string]bool
+}
+
+// poll looks once (on PostgreSQL, until the step was seen waiting).
+func (g *grantedBefore) poll() {
+	rb := g.rb
 	rb.b.Helper()
 	ctx := context.Background()
-	out := map[string]bool{}
+	if g.holders == nil {
+		g.holders = map[string]bool{}
+	}
 	if rb.db != "" {
+		if g.queued {
+			return
+		}
 		conn, err := pgx.Connect(ctx, rb.db)
 		if err != nil {
 			rb.b.Fatal(err)
 		}
 		defer conn.Close(ctx)
-		var queued bool
 		var holders []string
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM resource_waiters WHERE run_id = $1),
-			array(SELECT run_id || '/' || label FROM resource_slots)`, id).Scan(&queued, &holders); err != nil {
+			array(SELECT run_id || '/' || label FROM resource_slots)`, g.id).Scan(&g.queued, &holders); err != nil {
 			rb.b.Fatal(err)
 		}
-		if !queued {
-			return nil
+		if g.queued {
+			for _, h := range holders {
+				g.holders[h] = true
+			}
 		}
-		for _, h := range holders {
-			out[h] = true
-		}
-		return out
+		return
 	}
 	info, err := rb.engines[0].Resources(ctx)
 	if err != nil {
 		rb.b.Fatal(err)
 	}
 	r := info.Resources[0]
-	if !slices.ContainsFunc(r.Queue, func(q engine.ResourceWaiter) bool { return strings.HasPrefix(q.Label, id+"/") }) {
-		return nil
+	for _, q := range r.Queue {
+		if strings.HasPrefix(q.Label, g.id+"/") && !g.queued {
+			g.queued, g.since = true, q.Since
+		}
+	}
+	if !g.queued {
+		return
 	}
 	for _, h := range r.Holders {
-		out[h.RunID+"/"+h.StepKey] = true
+		if !h.Since.After(g.since) {
+			g.holders[h.RunID+"/"+h.StepKey] = true
+		}
 	}
-	return out
 }
 
 // count is the number of calls that reached their hosts.
@@ -242,7 +264,7 @@ steps:
   - { id: cook, tool: cook, resources: { houdini: 1 } }
 `
 
-// BenchmarkResourcePriority: 50 low-priority items wait for houdini (limit 2, 50 ms calls) on
+// BenchmarkResourcePriority: 50 low-priority items wait for houdini (limit 1, 50 ms calls) on
 // one engine with a SQLite file; a run of priority 10 is submitted behind them. It reports how
 // many low items started after its submission and before it (lows-after, the worst of b.N), how
 // many of those did not hold their unit yet when it entered the queue (lows-after-queued; goal
@@ -258,7 +280,7 @@ func benchResourcePriority(b *testing.B, pg bool) {
 	if pg {
 		n = 2
 	}
-	const limit, lows = 2, 50
+	const limit, lows = 1, 50
 	rb := newResBench(b, pg, n, limit, 50*time.Millisecond)
 	worstAfter, worstQueued, worstWait := 0, 0, time.Duration(0)
 	b.ResetTimer()
@@ -270,11 +292,9 @@ func benchResourcePriority(b *testing.B, pg bool) {
 		rb.until("the low items in the queue", func() bool { return rb.waiting()+rb.count() == lows })
 		submitted := time.Now()
 		high := rb.submit(n-1, resOne, 10, nil)
-		var queuedWith map[string]bool // the holders when the high-priority step entered the queue
+		before := &grantedBefore{rb: rb, id: high}
 		rb.until("the high-priority run's call", func() bool {
-			if queuedWith == nil {
-				queuedWith = rb.holdersIfQueued(high)
-			}
+			before.poll()
 			return !rb.started(high).IsZero()
 		})
 		at := rb.started(high)
@@ -283,7 +303,7 @@ func benchResourcePriority(b *testing.B, pg bool) {
 		for _, s := range rb.starts {
 			if s.run != high && s.at.After(submitted) && s.at.Before(at) {
 				after++
-				if queuedWith != nil && !queuedWith[s.run+"/"+s.step] {
+				if before.queued && !before.holders[s.run+"/"+s.step] {
 					afterQueued++
 				}
 			}
