@@ -66,6 +66,8 @@ type resourceGate struct {
 	// when none has. Started with the engine's services.
 	probes     *resources.Prober
 	probeEvery map[string]time.Duration
+	// waker hands the shared queue's wake-ups to the waiting attempts (resources_shared.go).
+	waker slotWaker
 }
 
 // newResourceGate returns the gate of the declared resources, nil when none is declared.
@@ -99,6 +101,9 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 			}
 		}
 	}()
+	if q, ok := g.slots.(store.ResourceQueue); ok {
+		return g.acquireShared(ctx, q, w, what, label)
+	}
 	grant, err := g.sched.Acquire(ctx, resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label,
 		OnWait: func(place, n int) {
 			w.Waiting(fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(place), n))

@@ -69,7 +69,12 @@ if [ -z "$pg_skip" ]; then
   pgfan3_line="$(best PGFanout3 3x 'steps/s' high)"
   pgtake_line="$(run PGTakeover 3x)"
   pghand_line="$(run PGHandover 3x)"
+  pgrprio_line="$(run PGResourcePriority 5x)"
+  pgrfair_line="$(run PGResourceFairShare 5x)"
 fi
+# Who goes first among the steps waiting for a resource (docs/guide/resources.md): the worst of 5.
+rprio_line="$(run ResourcePriority 5x)"
+rfair_line="$(run ResourceFairShare 5x)"
 
 us_step="$seq_best"
 steps_s="$(metric "$fan_line" 'steps/s')"
@@ -134,6 +139,23 @@ else
   pghand_claim="$(metric "$pghand_line" 'claim-max-ms')"
   printf '| PostgreSQL, hand-over: another engine continues the run of an orchestrator that closed mid-step, from the close to its first step of the resumed run (and to its claim), worst of 3 | %.0f ms (claim %.0f ms) | < 1,000 ms | %s |\n' \
     "$pghand_step" "$pghand_claim" "$(verdict "$pghand_step" '<=' 1000)"
+fi
+# priority_row LABEL LINE / fair_row LABEL LINE: the rows of the resource-order benchmarks.
+priority_row() {
+  printf '| %s | %.0f low items started after it was submitted, %.0f of them not yet holding their unit when it entered the queue; its call %.0f ms after submission (worst of 5) | 0 not yet holding | %s |\n' \
+    "$1" "$(metric "$2" 'lows-after')" "$(metric "$2" 'lows-after-queued')" "$(metric "$2" 'high-wait-ms')" \
+    "$(verdict "$(metric "$2" 'lows-after-queued')" '<=' 0)"
+}
+fair_row() {
+  printf '| %s | B took %.2f× its time alone (median of 5; worst %.2f×; alone at most %.0f ms, shared at most %.0f ms) | about 2× (≤ 2.5×) | %s |\n' \
+    "$1" "$(metric "$2" 'median-ratio')" "$(metric "$2" 'ratio')" "$(metric "$2" 'alone-ms')" "$(metric "$2" 'shared-ms')" \
+    "$(verdict "$(metric "$2" 'median-ratio')" '<=' 2.5)"
+}
+priority_row 'resources, priority (SQLite file): a run of priority 10 submitted behind 50 waiting low-priority items (limit 1, 50 ms calls)' "$rprio_line"
+fair_row 'resources, fair share (SQLite file): shows A (100 items) and B (10 items, submitted once A waits) share a limit of 2 (50 ms calls)' "$rfair_line"
+if [ -z "$pg_skip" ]; then
+  priority_row 'resources, priority (PostgreSQL): the same, the 50 items on two engines (25 each), the high-priority run on the second: one queue across engines' "$pgrprio_line"
+  fair_row 'resources, fair share (PostgreSQL): the same, A on one engine and B on another' "$pgrfair_line"
 fi
 # Run search (docs/reference/cli/inspecting.md "runs"): 100,000 runs and 1,000,000 steps, a mix of 18 searches, a page
 # of 50 each. The SQLite database is filled once (about 30 s) and kept under the temp dir; the

@@ -66,6 +66,9 @@ type waiter struct {
 	Waiter
 	ready chan struct{}
 	grant *Grant
+	// tracked: a waiter of Track, served elsewhere (a queue shared across engines): listed,
+	// never granted by the scheduler.
+	tracked bool
 }
 
 // Grant is the units a request holds. Release gives them back.
@@ -189,7 +192,7 @@ func (s *Scheduler) dispatchLocked() {
 	for name, limit := range s.limits {
 		free[name] = max(limit-s.inUse[name], 0)
 	}
-	for _, w := range Pick(Order(s.waitersLocked(), now, s.aging, s.lastServed), free) {
+	for _, w := range Pick(Order(s.waitersLocked(false), now, s.aging, s.lastServed), free) {
 		ww := s.waiting[w.Seq]
 		delete(s.waiting, w.Seq)
 		for name, n := range w.Amounts {
@@ -225,7 +228,7 @@ func (s *Scheduler) pruneKeysLocked() {
 // worst of them (1-based), and the number of those waiters.
 func (s *Scheduler) placeLocked(w *Waiter) (place, n int) {
 	seen := map[string]int{}
-	for _, o := range Order(s.waitersLocked(), s.clock.Now(), s.aging, s.lastServed) {
+	for _, o := range Order(s.waitersLocked(true), s.clock.Now(), s.aging, s.lastServed) {
 		for name := range o.Amounts {
 			if _, mine := w.Amounts[name]; mine {
 				seen[name]++
@@ -243,10 +246,13 @@ func (s *Scheduler) placeLocked(w *Waiter) (place, n int) {
 	return place, n
 }
 
-func (s *Scheduler) waitersLocked() []*Waiter {
+// waitersLocked returns the waiters, those of Track too when tracked.
+func (s *Scheduler) waitersLocked(tracked bool) []*Waiter {
 	out := make([]*Waiter, 0, len(s.waiting))
 	for _, w := range s.waiting {
-		out = append(out, &w.Waiter)
+		if tracked || !w.tracked {
+			out = append(out, &w.Waiter)
+		}
 	}
 	return out
 }
@@ -310,7 +316,7 @@ func (s *Scheduler) Snapshot() State {
 			}
 		}
 	}
-	for _, w := range Order(s.waitersLocked(), now, s.aging, s.lastServed) {
+	for _, w := range Order(s.waitersLocked(true), now, s.aging, s.lastServed) {
 		for name, n := range w.Amounts {
 			if r := byName[name]; r != nil {
 				r.Queue = append(r.Queue, Queued{Label: w.Label, Amount: n, Position: len(r.Queue) + 1,
@@ -319,4 +325,69 @@ func (s *Scheduler) Snapshot() State {
 		}
 	}
 	return st
+}
+
+// Ticket is a request that Track lists as waiting while another queue serves it.
+type Ticket struct {
+	s *Scheduler
+	w *waiter
+}
+
+// Track lists req as waiting (Snapshot, its place) without ever granting it: the caller waits
+// in a queue kept elsewhere (the database's, shared across engines) and then calls Hold when
+// that queue granted the units, or Leave. Amounts are not checked against the limits. req.OnWait
+// is not called.
+func (s *Scheduler) Track(req Request) *Ticket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	w := &waiter{Waiter: Waiter{Amounts: maps.Clone(req.Amounts), Priority: req.Priority, Key: req.Key,
+		Since: s.clock.Now(), Seq: s.seq, Label: req.Label}, tracked: true}
+	if w.Amounts == nil {
+		w.Amounts = map[string]int{}
+	}
+	s.waiting[w.Seq] = w
+	return &Ticket{s: s, w: w}
+}
+
+// Hold moves the ticket's request from the waiters to the holders (its units counted in use,
+// whatever the limits) and returns its grant; Release gives them back. Once only, and not
+// after Leave.
+func (t *Ticket) Hold() *Grant {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiting, t.w.Seq)
+	for name, n := range t.w.Amounts {
+		s.inUse[name] += n
+	}
+	s.served++
+	s.lastServed[t.w.Key] = s.served
+	g := &Grant{s: s, Waiter: t.w.Waiter, At: s.clock.Now()}
+	s.holders[t.w.Seq] = g
+	return g
+}
+
+// Leave takes the ticket's request off the waiters (a cancelled wait). Leaving twice is a no-op.
+func (t *Ticket) Leave() {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	delete(t.s.waiting, t.w.Seq)
+}
+
+// Place returns the ticket's place among this scheduler's waiters of the resources it asks for
+// (1-based, of each resource the worst) and the number of those waiters.
+func (t *Ticket) Place() (place, n int) {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.s.placeLocked(&t.w.Waiter)
+}
+
+// Limit returns the limit the scheduler applies to resource name now (lowered by a probe:
+// SetLimit), and whether it knows the name.
+func (s *Scheduler) Limit(name string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.limits[name]
+	return n, ok
 }

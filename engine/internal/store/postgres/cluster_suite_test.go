@@ -37,6 +37,7 @@ func shared[S any](t *testing.T, as func(*postgres.Store) S) storetest.Shared[S]
 					claimed_at = claimed_at - make_interval(secs => $1), done_at = done_at - make_interval(secs => $1)`,
 				`UPDATE tool_call_reports SET created_at = created_at - make_interval(secs => $1)`,
 				`UPDATE schedule_slots SET claimed_at = claimed_at - make_interval(secs => $1)`,
+				`UPDATE resource_waiters SET enqueued_at = enqueued_at - make_interval(secs => $1)`,
 			} {
 				b.Queue(q, secs)
 			}

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 )
@@ -51,21 +50,18 @@ func (s *Store) AcquireSlots(ctx context.Context, r store.SlotRequest) (bool, er
 	return got == 1, nil
 }
 
-// ReleaseSlots implements store.ResourceSlots: the engine's own holder only.
+// ReleaseSlots implements store.ResourceSlots: the engine's own holder only. The units go to
+// the waiters of the shared queue now first (releaseSlots).
 func (s *Store) ReleaseSlots(ctx context.Context, id string) (bool, error) {
 	l, err := s.attached()
 	if err != nil {
 		return false, err
 	}
-	var tag pgconn.CommandTag
-	err = s.retryLost(ctx, true, func() (err error) { // deleting twice is deleting once
-		tag, err = s.pool.Exec(ctx, `DELETE FROM resource_slots WHERE holder = $1 AND engine_id = $2`, text(id), l.id)
-		return err
-	})
+	n, err := s.releaseSlots(ctx, l.id, id)
 	if err != nil {
 		return false, s.fault(fmt.Errorf("releasing the slots of %s: %w", id, err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 // Slots implements store.ResourceSlots: the rows of live engines.

@@ -410,6 +410,20 @@ func testSlotsOfExpiredEngine(t *testing.T, db Shared[SharedResourceStore]) {
 // free), one pair at a time, and reports the 50th and 99th percentile of the pair in µs. s is
 // ready to take slots (a shared store attached).
 func BenchmarkSlots(b *testing.B, s store.ResourceSlots) {
+	benchSlots(b, s, func(ctx context.Context, r store.SlotRequest) (bool, error) { return s.AcquireSlots(ctx, r) })
+}
+
+// BenchmarkQueuedSlots is BenchmarkSlots with the acquire of the shared queue
+// (store.ResourceQueue.AcquireQueued, what an engine on a shared database asks), nobody waiting.
+func BenchmarkQueuedSlots(b *testing.B, s store.ResourceQueue) {
+	q := store.QueueEntry{Key: "r01bench", AgingEvery: 10 * time.Second}
+	benchSlots(b, s, func(ctx context.Context, r store.SlotRequest) (bool, error) {
+		held, _, err := s.AcquireQueued(ctx, r, q)
+		return held, err
+	})
+}
+
+func benchSlots(b *testing.B, s store.ResourceSlots, acquire func(context.Context, store.SlotRequest) (bool, error)) {
 	ctx := context.Background()
 	durs := make([]time.Duration, 0, b.N)
 	r := store.SlotRequest{Amounts: map[string]int{"houdini": 1}, Limits: map[string]int{"houdini": 4}, RunID: "r01bench", Label: "per_file[3].export"}
@@ -417,9 +431,9 @@ func BenchmarkSlots(b *testing.B, s store.ResourceSlots) {
 	for i := 0; i < b.N; i++ {
 		r.ID = fmt.Sprintf("h%d", i)
 		t := time.Now()
-		ok, err := s.AcquireSlots(ctx, r)
+		ok, err := acquire(ctx, r)
 		if err != nil || !ok {
-			b.Fatalf("AcquireSlots = %v, %v", ok, err)
+			b.Fatalf("acquire = %v, %v", ok, err)
 		}
 		if ok, err := s.ReleaseSlots(ctx, r.ID); err != nil || !ok {
 			b.Fatalf("ReleaseSlots = %v, %v", ok, err)
