@@ -151,7 +151,13 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 func (g *resourceGate) gauges() []metrics.ResourceGauge {
 	var out []metrics.ResourceGauge
 	for _, r := range g.sched.Snapshot().Resources {
-		out = append(out, metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: r.InUse, Waiting: len(r.Queue)})
+		rg := metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: r.InUse, Waiting: len(r.Queue)}
+		if g.probes != nil {
+			if st, ok := g.probes.Status(r.Name); ok {
+				rg.Probe = &metrics.ProbeGauge{State: st.State, Free: st.Free, FreeAt: st.FreeAt, Checked: st.Checked}
+			}
+		}
+		out = append(out, rg)
 	}
 	return out
 }
