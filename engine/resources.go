@@ -101,7 +101,8 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 	}()
 	grant, err := g.sched.Acquire(ctx, resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label,
 		OnWait: func(place, n int) {
-			w.Waiting(fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(place), n))
+			wt := run.StepWaiting{Resources: w.Amounts, Place: place, Of: n, Since: start}
+			w.Waiting(wt, waitMessage(what, wt))
 		}})
 	if err != nil {
 		return nil, err
@@ -128,7 +129,8 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		}
 		if !told {
 			told = true
-			w.Waiting(fmt.Sprintf("waiting for %s: first in this engine's queue; other engines hold the units", what))
+			wt := run.StepWaiting{Resources: w.Amounts, Place: 1, Of: 1 + g.queued(w.Amounts), OtherEngines: true, Since: start}
+			w.Waiting(wt, waitMessage(what, wt))
 		}
 		if err := clock.Sleep(ctx, g.clock, delay); err != nil {
 			grant.Release()
@@ -144,6 +146,77 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		_, _ = g.slots.ReleaseSlots(ctx, req.ID)
 		grant.Release()
 	}, nil
+}
+
+// waitMessage is the progress message of a step waiting for amounts (what, DescribeAmounts):
+// "waiting for houdini ×1: 2nd of 3 in this engine's queue", or, first in this engine's queue
+// while other engines hold the units, "waiting for houdini ×1: first in this engine's queue;
+// other engines hold the units".
+func waitMessage(what string, w run.StepWaiting) string {
+	if w.OtherEngines {
+		return fmt.Sprintf("waiting for %s: first in this engine's queue; other engines hold the units", what)
+	}
+	return fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(w.Place), w.Of)
+}
+
+// queued is the number of this engine's waiters for the resources of amounts (of each
+// resource, the most).
+func (g *resourceGate) queued(amounts map[string]int) int {
+	n := 0
+	for _, r := range g.sched.Snapshot().Resources {
+		if _, ok := amounts[r.Name]; ok {
+			n = max(n, len(r.Queue))
+		}
+	}
+	return n
+}
+
+// places returns the place of each waiter of this engine's queue, by label ("RUN/STEP_KEY"),
+// as run.StepWaiting's Place and Of (of each resource it asks for, the worst place and the
+// longest queue), read now.
+func (g *resourceGate) places() map[string][2]int {
+	out := map[string][2]int{}
+	for _, r := range g.sched.Snapshot().Resources {
+		for _, q := range r.Queue {
+			p := out[q.Label]
+			out[q.Label] = [2]int{max(p[0], q.Position), max(p[1], len(r.Queue))}
+		}
+	}
+	return out
+}
+
+// livePlaces sets the place of each step of steps (of run runID) that is waiting_resources in
+// this engine's queue to its place now, and its progress message with it: the record has the
+// place its wait started with (resources.Request.OnWait tells it once), and the waiters ahead
+// of it may have been served since. A step this engine's queue does not have (its run is
+// another engine's, or it waits for other engines' units) keeps its record.
+func (e *Engine) livePlaces(runID string, steps []StepInfo) {
+	g := e.resGate
+	if g == nil {
+		return
+	}
+	var places map[string][2]int
+	for i := range steps {
+		w := steps[i].Waiting
+		if w == nil || w.OtherEngines {
+			continue
+		}
+		if places == nil {
+			places = g.places()
+		}
+		p, ok := places[runID+"/"+steps[i].Key]
+		if !ok {
+			continue
+		}
+		live := *w
+		live.Place, live.Of = p[0], p[1]
+		steps[i].Waiting = &live
+		if pr := steps[i].Progress; pr != nil {
+			msg := *pr
+			msg.Message = waitMessage(exec.DescribeAmounts(w.Resources), live)
+			steps[i].Progress = &msg
+		}
+	}
 }
 
 // gauges is the state of each declared resource in this engine, for the metrics: its limit,

@@ -105,6 +105,11 @@ type StepInfo struct {
 	// Progress is the latest progress the tool of the current (or last) attempt reported
 	// (current_call().progress, docs/reference/python/README.md); nil when it reported none.
 	Progress *run.StepProgress `json:"progress,omitempty"`
+	// Waiting is what a step that is waiting_resources waits for: the amounts, its place in
+	// the queue of the engine running it and since when (docs/guide/resources.md, "Waiting,
+	// visibly"); nil in every other status. Read from the engine running the run, the place
+	// is the queue's now; read from another process, as that engine last wrote it.
+	Waiting *run.StepWaiting `json:"waiting,omitempty"`
 	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
 	ChildRunID string `json:"child_run_id,omitempty"`
 	// Args are the rendered arguments of the latest attempt (AttemptInfo.Args: secrets
@@ -389,6 +394,7 @@ func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
 			info.Outputs[st.StepID] = si.Output
 		}
 	}
+	e.livePlaces(runID, info.Steps)
 	if err := e.withAttempts(ctx, runID, info.Steps); err != nil {
 		return nil, notFound(runID, err)
 	}
@@ -421,6 +427,7 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 		out[i] = stepInfo(st, raw)
 		out[i].ChildRunID = newest[st.Key]
 	}
+	e.livePlaces(runID, out)
 	if !noAttempts(ctx) {
 		if err := e.withAttempts(ctx, runID, out); err != nil {
 			return nil, notFound(runID, err)
@@ -638,12 +645,7 @@ func stepInfo(st store.Step, raw bool) StepInfo {
 	if len(st.Logs) > 0 {
 		_ = json.Unmarshal(st.Logs, &si.Logs)
 	}
-	if len(st.Progress) > 0 {
-		var p run.StepProgress
-		if json.Unmarshal(st.Progress, &p) == nil {
-			si.Progress = &p
-		}
-	}
+	si.Progress, si.Waiting = run.DecodeStepProgress(st.Progress, st.Status)
 	switch {
 	case len(st.Output) == 0:
 	case raw:

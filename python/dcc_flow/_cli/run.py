@@ -445,7 +445,7 @@ def leave_stuck_tool(engine: Any, run_id: str, returned: threading.Event, report
 
 #: The order in which step_counts lists statuses: the good news first.
 STATUS_ORDER = ("completed", "cached", "skipped", "failed", "cancelled", "interrupted", "waiting_approval",
-                "retrying", "running", "pending")
+                "waiting_resources", "retrying", "running", "pending")
 
 
 def step_counts(result: Any) -> str:
