@@ -145,6 +145,8 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 		return info.Steps[0]
 	}
 	for id, place := range map[string]int{high: 1, low: 2} {
+		// (The step's record is written just after it queues.)
+		until("the waiting step's record", func() bool { return waiting(id).Status == run.StepWaitingResources })
 		st := waiting(id)
 		w := st.Waiting
 		if st.Status != run.StepWaitingResources || w == nil || w.Place != place || w.Of != 2 || w.OtherEngines ||

@@ -11,7 +11,8 @@ import (
 
 // workflows_run's priority is the run's own, over its spec's, as `dcc-flow run --priority`:
 // a run started with priority 50 waits in the resource queue with priority 50. A priority out
-// of range, a fraction or a string is refused (invalid_request) and starts nothing.
+// of range, a fraction or a string is refused (invalid_request) and starts nothing. The waiting
+// step is waiting_resources in workflows_get_status, with what it waits for.
 func TestRunPriorityOverMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,6 +46,25 @@ func TestRunPriorityOverMCP(t *testing.T) {
 	}
 	if len(queue) != 1 || queue[0].Label != waiter+"/cook" || queue[0].Priority != 50 {
 		t.Fatalf("queue %+v; want %s waiting with priority 50", queue, waiter)
+	}
+	// workflows_get_status shows the waiting step as waiting_resources, with what it waits for.
+	// (The step's record is written just after it queues.)
+	var st map[string]any
+	for deadline := time.Now().Add(10 * time.Second); st == nil || st["status"] != "waiting_resources"; time.Sleep(2 * time.Millisecond) {
+		out, isErr = call(t, b.c, "workflows_get_status", map[string]any{"workflow_id": waiter}, nil)
+		steps, _ := out["steps"].([]any)
+		if isErr || out["status"] != "running" || len(steps) != 1 {
+			t.Fatalf("status of the waiting run: %v", out)
+		}
+		st = steps[0].(map[string]any)
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting step over MCP: %v", st)
+		}
+	}
+	w, _ := st["waiting"].(map[string]any)
+	if st["status"] != "waiting_resources" || w == nil || w["place"] != 1.0 || w["of"] != 1.0 ||
+		w["resources"].(map[string]any)["houdini"] != 1.0 || w["since"] == nil {
+		t.Fatalf("the waiting step over MCP: %v", st)
 	}
 	for _, bad := range []any{1001, -1001, 1.5, "high", true} {
 		out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": sim, "priority": bad}, nil)

@@ -48,8 +48,9 @@ def test_a_step_waiting_for_its_resources_is_waiting_resources(tmp_path, capsys)
             waiters.append(engine.submit(SPEC))
             n = len(waiters)
             _until("waiter %d to queue" % n, lambda n=n: len(engine.resources()[0]["queue"]) == n)
-        _until("the last waiter's record", lambda: engine.get_status(waiters[-1].run_id).steps[0].status
-               is StepStatus.WAITING_RESOURCES)
+        for w in waiters:  # each step's record is written just after it queues
+            _until("the waiter's record", lambda w=w: engine.get_status(w.run_id).steps[0].status
+                   is StepStatus.WAITING_RESOURCES)
 
         for i, w in enumerate(waiters):
             status = engine.get_status(w.run_id)
