@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -66,6 +67,12 @@ type resourceGate struct {
 	// when none has. Started with the engine's services.
 	probes     *resources.Prober
 	probeEvery map[string]time.Duration
+
+	// elsewhere counts, by resource, the attempts this engine's scheduler granted whose units
+	// the store refused (other engines of a shared database hold them) and their units: they
+	// wait (waiting_resources), so the metrics count them as waiting, not in use.
+	mu        sync.Mutex
+	elsewhere map[string][2]int // attempts, units
 }
 
 // newResourceGate returns the gate of the declared resources, nil when none is declared.
@@ -129,6 +136,8 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		}
 		if !told {
 			told = true
+			g.waitElsewhere(w.Amounts, 1)
+			defer g.waitElsewhere(w.Amounts, -1)
 			wt := run.StepWaiting{Resources: w.Amounts, Place: 1, Of: 1 + g.queued(w.Amounts), OtherEngines: true, Since: start}
 			w.Waiting(wt, waitMessage(what, wt))
 		}
@@ -146,6 +155,25 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		_, _ = g.slots.ReleaseSlots(ctx, req.ID)
 		grant.Release()
 	}, nil
+}
+
+// waitElsewhere adds sign (1 or -1) times one attempt asking for amounts to g.elsewhere.
+func (g *resourceGate) waitElsewhere(amounts map[string]int, sign int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.elsewhere == nil {
+		g.elsewhere = map[string][2]int{}
+	}
+	for name, n := range amounts {
+		c := g.elsewhere[name]
+		c[0] += sign
+		c[1] += sign * n
+		if c == [2]int{} {
+			delete(g.elsewhere, name)
+		} else {
+			g.elsewhere[name] = c
+		}
+	}
 }
 
 // waitMessage is the progress message of a step waiting for amounts (what, DescribeAmounts):
@@ -220,11 +248,16 @@ func (e *Engine) livePlaces(runID string, steps []StepInfo) {
 }
 
 // gauges is the state of each declared resource in this engine, for the metrics: its limit,
-// the units its step attempts hold and how many wait.
+// the units its step attempts hold and how many wait (its steps that are waiting_resources: in
+// its queue, or first there while other engines hold the units).
 func (g *resourceGate) gauges() []metrics.ResourceGauge {
 	var out []metrics.ResourceGauge
+	g.mu.Lock()
+	elsewhere := maps.Clone(g.elsewhere)
+	g.mu.Unlock()
 	for _, r := range g.sched.Snapshot().Resources {
-		rg := metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: r.InUse, Waiting: len(r.Queue)}
+		e := elsewhere[r.Name]
+		rg := metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: max(r.InUse-e[1], 0), Waiting: len(r.Queue) + e[0]}
 		if g.probes != nil {
 			if st, ok := g.probes.Status(r.Name); ok {
 				rg.Probe = &metrics.ProbeGauge{State: st.State, Free: st.Free, FreeAt: st.FreeAt, Checked: st.Checked}

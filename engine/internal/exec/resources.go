@@ -90,8 +90,8 @@ func (r *runner) holdResources(ctx context.Context, in *inst, call tools.Call) (
 	}
 	if !since.IsZero() {
 		in.row.Status = run.StepRunning
-		waited := r.now().Sub(since).Round(100 * time.Millisecond)
-		b, _ := json.Marshal(run.StepProgress{Message: fmt.Sprintf("holds %s (waited %s)", DescribeAmounts(sp.st.Resources), waited), Attempt: attempt})
+		waited := max(r.now().Sub(since), 0).Seconds()
+		b, _ := json.Marshal(run.StepProgress{Message: fmt.Sprintf("holds %s (waited %.1f s)", DescribeAmounts(sp.st.Resources), waited), Attempt: attempt})
 		in.row.Progress = b
 		if err := in.save(run.EventStepProgress, b); err != nil {
 			release()
