@@ -38,7 +38,8 @@ type StartRequest struct {
 	Trigger  map[string]any `json:"trigger,omitempty"` // {{trigger.*}}: schedule id, webhook payload, …
 	// Priority, when set, is the run's priority when its steps wait for scarce resources, over
 	// its spec's `priority` (docs/guide/resources.md): spec.MinPriority to spec.MaxPriority, higher
-	// first (else invalid_request). nil = the spec's. A resumed run has its spec's again.
+	// first (else invalid_request). nil = the spec's. The run's record keeps it: a resume, or
+	// another engine's takeover, gives it again (RunInfo.Priority).
 	Priority *int `json:"priority,omitempty"`
 }
 
@@ -57,9 +58,12 @@ type RunInfo struct {
 	Origin          string         `json:"origin"`
 	Inputs          map[string]any `json:"inputs"`
 	Trigger         map[string]any `json:"trigger,omitempty"`
-	CreatedAt       time.Time      `json:"created_at"`
-	UpdatedAt       time.Time      `json:"updated_at"`
-	FinishedAt      time.Time      `json:"finished_at,omitzero"`
+	// Priority is the run's own priority, given when it started over its spec's `priority`
+	// (StartRequest.Priority; kept across resumes and takeovers); absent: the spec's.
+	Priority   *int      `json:"priority,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Approvals lists the open approvals of an unfinished run: those of the engine running it,
 	// or, for a run another process runs (another engine on a shared database, the owner of a
 	// read-only engine's file), those its records show (stored_approvals.go).
@@ -616,7 +620,7 @@ func runInfo(rec store.Run) *RunInfo {
 		ID: rec.ID, Name: rec.Name, Status: rec.Status, Terminal: rec.Status.Terminal(), Error: rec.Error,
 		Progress: rec.Progress, SpecHash: rec.SpecHash, Origin: rec.Origin,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
-		ParentRunID: rec.ParentRunID, ParentStepKey: rec.ParentStepKey,
+		ParentRunID: rec.ParentRunID, ParentStepKey: rec.ParentStepKey, Priority: rec.Priority,
 	}
 	_ = (*spec.Object)(&info.Inputs).UnmarshalJSON(rec.Inputs) // large integers stay exact
 	if len(rec.Trigger) > 0 {

@@ -36,7 +36,7 @@ func (s *Store) checkWrite() error {
 }
 
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
-	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
+	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key, priority`
 
 // progressColumns are the progress of a run as committed (store.Store: Run.Progress): the
 // stored counts of a finished run; for a run still going, its step rows in a finished status

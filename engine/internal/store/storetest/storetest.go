@@ -41,6 +41,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"RunRoundTrip", testRunRoundTrip},
+		{"RunPriority", testRunPriority},
 		{"CreateExistingRun", testCreateExisting},
 		{"BatchIsAtomic", testBatchAtomic},
 		{"RunUpdate", testRunUpdate},
