@@ -89,3 +89,25 @@ def test_a_step_waiting_for_its_resources_is_waiting_resources(tmp_path, capsys)
             (step,) = result.steps
             assert step.status is StepStatus.COMPLETED and step.waiting is None
         assert len(calls) == 3  # the first and the two left: the cancelled one never called cook
+
+
+def test_the_run_progress_line_says_what_a_step_waits_for():
+    import io
+
+    from dcc_flow._cli._base import Context
+    from dcc_flow._cli.run import Progress
+
+    progress = Progress(Context("dcc-flow run", out=io.StringIO()), "r1", "shot_sim", tty=True)
+    waiting = {"resources": {"houdini": 1, "gpu": 2}, "place": 2, "of": 3, "since": "2026-11-29T12:00:00Z"}
+    progress.event({"run_id": "r1", "type": "step_progress", "step_key": "cook", "status": "waiting_resources",
+                    "detail": {"done": 0, "message": "waiting for gpu ×2, houdini ×1: 2nd of 3 in this engine's queue",
+                               "waiting": waiting}, "progress": {"completed": 0, "total": 1}})
+    assert "cook waiting for gpu ×2, houdini ×1: 2nd of 3 in this engine's queue" in progress.line()
+    progress.event({"run_id": "r1", "type": "step_progress", "step_key": "cook", "status": "running",
+                    "detail": {"done": 0, "message": "holds gpu ×2, houdini ×1 (waited 1.5 s)"},
+                    "progress": {"completed": 0, "total": 1}})
+    assert "cook 0 holds gpu ×2, houdini ×1 (waited 1.5 s)" in progress.line()
+    other = dict(waiting, other_engines=True, place=1, of=1)
+    progress.event({"run_id": "r1", "type": "step_progress", "step_key": "cook", "status": "waiting_resources",
+                    "detail": {"done": 0, "waiting": other}, "progress": {}})
+    assert "first in this engine's queue; other engines hold the units" in progress.line()
