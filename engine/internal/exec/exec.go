@@ -548,6 +548,7 @@ type runner struct {
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)
+	resWaiting       atomic.Int32              // of those, the ones waiting for resources (waiting_resources)
 	open             atomic.Int32              // open approvals
 	lastActivity     atomic.Int64              // unix nanos of the last write with events
 	stopCause        atomic.Pointer[stopCause] // the run-level cause, once cancelled

@@ -73,6 +73,7 @@ func (r *runner) holdResources(ctx context.Context, in *inst, call tools.Call) (
 		Waiting: func(wt run.StepWaiting, msg string) {
 			if since.IsZero() {
 				since = wt.Since
+				r.resWaiting.Add(1) // not taken for a stall (checkStall)
 			}
 			in.row.Status = run.StepWaitingResources
 			p := run.StepProgress{Message: run.Clip(msg, run.MaxProgressMessageBytes), Attempt: attempt}
@@ -81,6 +82,9 @@ func (r *runner) holdResources(ctx context.Context, in *inst, call tools.Call) (
 			_ = in.save(run.EventStepProgress, in.row.Progress)
 		}}
 	release, err = gate.Acquire(ctx, w)
+	if !since.IsZero() {
+		r.resWaiting.Add(-1)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -95,7 +99,10 @@ func (r *runner) holdResources(ctx context.Context, in *inst, call tools.Call) (
 		in.row.Progress = b
 		if err := in.save(run.EventStepProgress, b); err != nil {
 			release()
-			return nil, context.Cause(r.ctx)
+			if cause := context.Cause(r.ctx); cause != nil {
+				return nil, cause // the write stopped the run
+			}
+			return nil, fmt.Errorf("step %q: recording that it holds its resources: %w", sp.st.ID, err)
 		}
 	}
 	return release, nil
