@@ -339,6 +339,12 @@ func (h *handler) attempts(ctx context.Context, runID string, steps []engine.Ste
 			}
 			switch ev.Type {
 			case run.EventStepEnter, run.EventStepRetry, run.EventStepExit:
+			case run.EventStepProgress: // a wait for resources starts (waiting_resources) or ends (running)
+				if i, ok := open[keyOf(ev.StepKey, ev.Attempt)]; ok && out[i].FinishedAt == nil &&
+					(ev.Status == string(run.StepWaitingResources) || ev.Status == string(run.StepRunning)) {
+					out[i].Status = ev.Status
+				}
+				continue
 			default:
 				continue
 			}

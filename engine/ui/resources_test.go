@@ -63,8 +63,13 @@ func TestDashboardShowsAStepWaitingForResources(t *testing.T) {
 	var d struct {
 		Status    string        `json:"status"`
 		Instances []ui.Instance `json:"instances"`
+		Attempts  []ui.Attempt  `json:"attempts"`
 	}
 	b.getJSON(t, "/api/runs/"+waiter, &d)
+	// The timeline's bar of the attempt has the status too.
+	if len(d.Attempts) != 1 || d.Attempts[0].Status != string(run.StepWaitingResources) {
+		t.Errorf("attempts %+v; want one, waiting_resources", d.Attempts)
+	}
 	if d.Status != "running" || len(d.Instances) != 1 || d.Instances[0].Status != run.StepWaitingResources ||
 		d.Instances[0].Waiting == nil || d.Instances[0].Waiting.Place != 1 || d.Instances[0].Waiting.Of != 1 ||
 		d.Instances[0].Waiting.Resources["houdini"] != 1 {
