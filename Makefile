@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-prep test-go-beside redteam soak-net-short soak-cluster soak-cluster-short
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-prep test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -254,6 +254,9 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/r
 
 soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, a dashboard load of event streams, reads, bad requests and actions; then RSS, threads, goroutines back near rest and no event subscription left); part of make test, through soaks-short
 	$(VPY) scripts/soak_net.py --duration 30
+
+bench-resources: $(LIB) venv ## The proof of resource limits across engines (docs/guide/resources.md): 3 engine processes on a throwaway PostgreSQL, limit 3, holders sampled from outside, one SIGKILLed mid-run; about 25 s, exit 1 when an invariant fails
+	@$(VPY) scripts/bench_resources.py
 
 bench-scale: $(LIB) ## Per-unit cost at 100, 1,000 and 10,000 for each size-dependent path; SUPERLINEAR marks a ratio > 2
 	@$(PYTHON) scripts/bench_scale.py

@@ -68,7 +68,8 @@ func (e *Engine) Lineage(ctx context.Context, path string, depth int) (*LineageN
 // Stale returns the recorded outputs that are stale (docs/guide/assets.md, "Staleness"): among
 // the newest recorded write of every path under one of paths (files or directories; none =
 // every recorded output), those modified or deleted since they were made, or made from an
-// input whose content changed since, directly or through other recorded outputs. By path.
+// input whose content changed since or with a file a glob of their step's declared reads
+// matches now and did not then, directly or through other recorded outputs. By path.
 func (e *Engine) Stale(ctx context.Context, paths []string) ([]StaleFile, error) {
 	src, err := e.assets()
 	if err != nil {

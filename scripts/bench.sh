@@ -181,6 +181,12 @@ BENCH_FLOOR_US="$handoff_us" "${PYTHON:-python3}" scripts/bench_python.py
 "${PYTHON:-python3}" scripts/bench_interrupt.py
 # Worker pools of real `dcc-flow worker` processes (docs/guide/pools.md).
 "${PYTHON:-python3}" scripts/bench_pool.py
+# Scarce resources held across three engine processes on a throwaway PostgreSQL (docs/guide/resources.md,
+# "The proof"): holders sampled from outside, one engine SIGKILLed mid-run. A broken invariant (more
+# than the limit held, a killed engine's units counted past its lease + 1 s) fails make bench at the end,
+# after the rest of the table.
+resources_status=0
+"${PYTHON:-python3}" scripts/bench_resources.py || resources_status=$?
 # The UI stall of the Qt adapter under a real event loop (PySide6 is in .venv: make bench passes
 # QT_PYTHON; run directly, the rows say when it is missing).
 "${QT_PYTHON:-${PYTHON:-python3}}" scripts/bench_qt.py
@@ -190,3 +196,4 @@ BENCH_FLOOR_US="$handoff_us" "${PYTHON:-python3}" scripts/bench_python.py
 "${PYTHON:-python3}" scripts/bench_dask.py
 printf '\n%s · %s · %s CPUs · %s\n' "$("$GO" version | awk '{print $3}')" "$(uname -sm)" \
   "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')" "$(date -u +%Y-%m-%dT%H:%MZ)"
+[ "$resources_status" -eq 0 ] || { echo "scripts/bench_resources.py: an invariant failed (its rows above)" >&2; exit "$resources_status"; }

@@ -14,19 +14,26 @@ sources:
 
 - soak_cluster runs (~2/s) on random engines over MCP; 10% cancelled, from an engine that does
   not own the run; every approval answered (85% granted) from an engine that does not own it;
+- soak_licensed runs (~0.5/s, scripts/soak/cluster/soak_licensed.yaml) on random engines over
+  MCP: steps holding units of ``soak_lic``, which every serve engine declares with a limit of 2
+  (docs/guide/resources.md); a sampler from outside the engines (a psql of its own, every
+  20 ms) counts the units of live engines in ``resource_slots``;
 - signed webhook deliveries (~2/s) to random engines, a quarter of them sent to two engines at
   once with the same delivery id, plus bad signatures and malformed JSON;
 - faults during the first 75%: a SIGKILL of a serve engine (never the first, whose RSS is
   measured) or a worker every 10-20 s (a new one takes its place), `pg_ctl restart` of the server
   (once in a short soak, twice from 180 s), one SIGSTOP of a serve engine for 3 leases, then
-  SIGCONT, and one SIGTERM of a serve engine under load: it closes and hands its runs to the
-  other engines (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
+  SIGCONT (it is made a holder of soak_lic first: a soak_licensed run of 2 s calls on it), and
+  one SIGTERM of a serve engine under load: it closes and hands its runs to the other engines
+  (docs/operations/cluster.md, "Closing an engine"); a new one takes its place.
 
 Then it stops the load, answers what still waits, waits for the runs to end, stays idle for 3
 leases, reads the database and checks (docs/operations/running.md, "Cluster soak"): no run left
 unfinished, no completed step's tool called again outside a fault window, one run per delivery
 id, one fire per schedule slot, no queued call left claimed or queued, the RSS of the engines that
-lived through the soak flat. One summary line; exit status 1 on any violation, 3 on overrun.
+lived through the soak flat, and never more than the limit of ``soak_lic`` held by live engines
+at any sample — nor a unit of a SIGKILLed or SIGSTOPped engine counted once its lease + 1 s
+passed. One summary line; exit status 1 on any violation, 3 on overrun.
 """
 
 import argparse
@@ -72,6 +79,15 @@ SETTLE_MAX = 60.0
 STOP_SECS = 20.0  # the stop phase: every process SIGTERMed at once, one deadline for them all
 OVERRUN = 100.0
 TERMINAL = ("completed", "failed", "cancelled")
+RESOURCE, RES_LIMIT = "soak_lic", 2  # declared by every serve engine (--resource soak_lic=2)
+RES_SAMPLE_EVERY = 0.02
+# One sample of the resource sampler: the units of soak_lic each live engine holds (a row counts
+# while its engine's heartbeat is at most its lease old: migrations/0014_resource_slots.sql), as
+# "pid:units:engine,…" — one round trip, one line.
+RES_SAMPLE_SQL = (
+    "SELECT coalesce(string_agg(e.pid || ':' || x.n || ':' || e.id, ','), '') FROM (SELECT s.engine_id, "
+    "sum(s.amount) AS n FROM resource_slots s WHERE s.resource = '%s' GROUP BY s.engine_id) x JOIN engines e ON "
+    "e.id = x.engine_id WHERE e.heartbeat_at + make_interval(secs => e.lease_secs) >= now();" % RESOURCE)
 
 
 @dataclass
@@ -179,10 +195,19 @@ class ClusterSoak:
         self.workflows = os.path.join(workdir, "workflows")
         os.makedirs(self.workflows, exist_ok=True)
         for src in (os.path.join(KIT, "workflows", "soak_hook.yaml"), os.path.join(KIT, "workflows", "soak_tick.yaml"),
-                    os.path.join(KIT, "cluster", "soak_cluster.yaml")):
+                    os.path.join(KIT, "cluster", "soak_cluster.yaml"),
+                    os.path.join(KIT, "cluster", "soak_licensed.yaml")):
             shutil.copy(src, self.workflows)
         self.threads: List[threading.Thread] = []
         self.slots_lost = 0
+        self.res_samples = 0
+        self.res_max = 0
+        self.res_reconnects = 0
+        self.res_over = 0
+        self.res_gone = 0  # the most units seen counted of an engine SIGKILLed, closed or SIGSTOPped
+        self.res_stopped = 0  # the most units seen counted of the SIGSTOPped engine while stopped
+        self.res_last: Dict[int, int] = {}  # the units of each pid in the last sample
+        self.licensed_started = 0
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
@@ -214,7 +239,8 @@ class ClusterSoak:
         if kind == "serve":
             cmd = [sys.executable, "-m", "dcc_flow", "serve", "--workflows", self.workflows, "--schedules", SCHEDULES,
                    "--webhooks", "127.0.0.1:0", "--mcp", "http://127.0.0.1:0", "--tools", TOOLS,
-                   "--worker-threads", "4", "--lease-secs", str(LEASE), "--db", self.pg.url]
+                   "--worker-threads", "4", "--lease-secs", str(LEASE), "--resource", "%s=%d" % (RESOURCE, RES_LIMIT),
+                   "--db", self.pg.url]
             ready = "serving "
         else:
             cmd = [sys.executable, "-m", "dcc_flow", "worker", "--db", self.pg.url, "--tools", QUEUE_TOOLS,
@@ -372,6 +398,90 @@ class ClusterSoak:
             if rng.random() < 0.10:
                 delay = rng.uniform(0.05, 2.0)
                 threading.Timer(delay, self.cancel, args=(rid, rng.random())).start()
+
+    def licensed_loop(self) -> None:
+        """soak_licensed runs (~0.5/s) on random engines: each wants 4 units of soak_lic at once
+        (its limit is 2 across the engines), then 2 for one step."""
+        rng = random.Random("licensed:%d" % self.seed)
+        n = 0
+        while not self.stop_load.is_set():
+            self.pace(rng, 0.5)
+            if self.stop_load.is_set():
+                break
+            p = self.engine_of(rng)
+            if p is None:
+                continue
+            n += 1
+            inputs = {"tag": "l%d-%d" % (self.seed, n), "ms": [rng.choice((20, 60, 150, 300)) for _ in range(4)]}
+            res, err = self.mcp(p, "workflows_run", {"workflow": "soak_licensed", "inputs": inputs})
+            if res is None or err:
+                self.count("licensed_refused")
+                continue
+            with self.lock:
+                self.runs_started += 1
+                self.licensed_started += 1
+
+    def resource_loop(self) -> None:
+        """Sample the units of soak_lic held by live engines every RES_SAMPLE_EVERY s from a psql
+        of its own (soak_pg's session; a new one after a server restart), and check each sample:
+        never more than RES_LIMIT, and no unit of an engine SIGKILLed (or closed) or SIGSTOPped
+        more than its lease + 1 s before the sample was asked for."""
+        session: Optional[soak_pg.Session] = None
+        try:
+            while not self.stop_all.is_set():
+                if session is None:
+                    session = self.pg.session()
+                asked = now_ns()
+                try:
+                    line = session.ask(RES_SAMPLE_SQL)
+                except RuntimeError as exc:  # the server restarts: its connection is gone
+                    self.log("resource sampler: %s" % exc)
+                    session.close()
+                    session = None
+                    self.res_reconnects += 1
+                    self.stop_all.wait(0.2)
+                    continue
+                self.check_resource_sample(asked, line)
+                self.stop_all.wait(RES_SAMPLE_EVERY)
+        finally:
+            if session is not None:
+                session.close()
+
+    def check_resource_sample(self, asked: int, line: str) -> None:
+        """One sample ("pid:units:engine,…", asked at ``asked`` ns): over the limit, or units of an
+        engine dead or stopped past its lease + 1 s, are violations."""
+        held: List[Tuple[int, int, str]] = []
+        for part in line.split(","):
+            if part:
+                f = part.split(":", 2)
+                held.append((int(f[0]), int(f[1]), f[2]))
+        total = sum(n for _, n, _ in held)
+        with self.lock:
+            self.res_samples += 1
+            self.res_max = max(self.res_max, total)
+            self.res_last = {pid: n for pid, n, _ in held}
+            by_pid = {p.pid: p for p in self.procs if p.kind == "serve"}
+        if total > RES_LIMIT:
+            self.res_over += 1
+            self.violation("resource", "%d units of %s held by live engines at once, over its limit %d (%s)" % (
+                total, RESOURCE, RES_LIMIT, ", ".join("pid %d: %d" % (pid, n) for pid, n, _ in held)))
+        grace = int((LEASE + 1.0) * 1e9)
+        for pid, n, eng in held:
+            p = by_pid.get(pid)
+            if p is None:
+                continue
+            if p.end is not None or (p.stopped and p.stopped[-1][1] == 0):
+                with self.lock:  # within its grace: the rule below is exercised
+                    self.res_gone = max(self.res_gone, n)
+                    if p.end is None:
+                        self.res_stopped = max(self.res_stopped, n)
+            if p.end is not None and asked > p.end + grace:
+                self.violation("resource", "serve %d (pid %d, %s) is %s since %.1f s, yet %d unit(s) of it count" % (
+                    p.num, pid, eng, p.how, (asked - p.end) / 1e9, n))
+            elif p.stopped and p.stopped[-1][1] == 0 and asked > p.stopped[-1][0] + grace:
+                self.violation("resource", "serve %d (pid %d, %s) is SIGSTOPped since %.1f s, past its lease of %.0f "
+                               "s, yet %d unit(s) of it count" % (p.num, pid, eng, (asked - p.stopped[-1][0]) / 1e9,
+                                                                  LEASE, n))
 
     def cancel(self, rid: str, u: float) -> None:
         if self.stop_all.is_set():
@@ -567,6 +677,7 @@ class ClusterSoak:
         if not cands:
             return
         p = self.rng.choice(cands)
+        self.make_holder(p)
         t0 = now_ns()
         p.stopped.append((t0, 0))
         os.kill(p.pid, signal.SIGSTOP)
@@ -580,6 +691,27 @@ class ClusterSoak:
         self.count("stops")
         self.log("SIGCONT serve %d" % p.num)
 
+    def make_holder(self, p: Proc, within: float = 15.0) -> None:
+        """Before the SIGSTOP: start a soak_licensed run of 2 s calls on ``p`` and wait (at most
+        ``within`` s) until a sample shows it holding units of soak_lic, so that the stop is a
+        holder's stop past its lease (the sampler's rule is exercised: ``stopped_holder``)."""
+        res, err = self.mcp(p, "workflows_run", {"workflow": "soak_licensed",
+                                                 "inputs": {"tag": "hold-%d" % self.seed, "ms": [2000] * 4}})
+        if res is None or err:
+            self.log("the run to make serve %d a holder was refused" % p.num)
+            return
+        with self.lock:
+            self.runs_started += 1
+            self.licensed_started += 1
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and not self.stop_load.is_set():
+            with self.lock:
+                if self.res_last.get(p.pid, 0) > 0:
+                    self.log("serve %d holds %d unit(s) of %s" % (p.num, self.res_last[p.pid], RESOURCE))
+                    return
+            time.sleep(0.02)
+        self.log("serve %d held no unit of %s within %.0f s" % (p.num, RESOURCE, within))
+
     # -- phases -----------------------------------------------------------------------------------
 
     def drive(self) -> None:
@@ -592,6 +724,8 @@ class ClusterSoak:
         self.loop("submit", self.submit_loop)
         self.loop("hooks", self.hook_loop)
         self.loop("approver", self.approver_loop)
+        self.loop("licensed", self.licensed_loop)
+        self.loop("resources", self.resource_loop)
         self.chaos()
         while self.t() < self.duration:
             self.stop_load.wait(0.2)
@@ -656,6 +790,20 @@ class ClusterSoak:
                                 "schedule_id = 'soak_tick' AND kind = 'fired' LIMIT 1 RETURNING id")
             if not rows:
                 self.violation("driver", "--fault schedule broke nothing: no soak_tick fire")
+        if "resource" in faults:  # units of soak_lic held by a live engine beyond the limit: one more sample
+            live = self.read_db("SELECT id FROM engines WHERE heartbeat_at + make_interval(secs => lease_secs) >= "
+                                "now() LIMIT 1")
+            if live:
+                self.read_db("INSERT INTO resource_slots (holder, resource, amount, taken_limit, engine_id) VALUES "
+                             "('fault-holder', '%s', %d, %d, '%s') RETURNING holder" % (
+                                 RESOURCE, RES_LIMIT + 1, RES_LIMIT, live[0]["id"]))
+                session = self.pg.session()
+                try:
+                    self.check_resource_sample(now_ns(), session.ask(RES_SAMPLE_SQL))
+                finally:
+                    session.close()
+            else:
+                self.violation("driver", "--fault resource broke nothing: no live engine")
         if "webhook" in faults:  # a delivery answered with another run by a second engine
             good = [d for d in self.deliveries if d["kind"] == "good" and d["answers"]]
             if good:
@@ -795,13 +943,26 @@ class ClusterSoak:
             if rss.growth_kb > RSS_LIMIT_KB:
                 self.violation("rss", "%s %d (pid %d) grew %.1f MB from after warm-up (%.0f s) to rest" % (
                     p.kind, p.num, p.pid, rss.growth_kb / 1024.0, WARMUP_SECS))
+        # Resources: every sample was checked as it came (resource_loop); nothing may be held at rest.
+        lic_done = sum(1 for r in runs if r["name"] == "soak_licensed" and r["status"] == "completed")
+        left = self.read_db("SELECT s.holder, s.engine_id, s.amount, EXISTS (SELECT 1 FROM engines e WHERE e.id = "
+                            "s.engine_id AND e.heartbeat_at + make_interval(secs => e.lease_secs) >= now()) AS live "
+                            "FROM resource_slots s WHERE s.resource = '%s'" % RESOURCE)
+        for r in left:
+            if r["live"] and r["holder"] != "fault-holder":
+                self.violation("resource", "holder %s of engine %s still holds %d unit(s) of %s at rest" % (
+                    r["holder"], r["engine_id"], r["amount"], RESOURCE))
         # Sanity: the soak did what it claims.
         kills = sum(v for k, v in self.counts.items() if k.startswith("kills_"))
         need = [("completed runs", by_status.get("completed", 0), 10), ("kills", kills, 2),
                 ("takeovers", n_takeovers, 1), ("database restarts", self.counts.get("db_restarts", 0), 1),
                 ("closes", self.counts.get("closes", 0), 1),
                 ("queued calls", q_total, 10), ("webhook pairs", self.counts.get("hook_pairs", 0), 1),
-                ("schedule fires", n_fires, 5)]
+                ("schedule fires", n_fires, 5), ("completed soak_licensed runs", lic_done, 5),
+                ("resource samples", self.res_samples, 200),
+                ("most units of %s held at once (its limit reached)" % RESOURCE, self.res_max, RES_LIMIT),
+                ("units of %s counted of the SIGSTOPped engine while stopped (a holder stopped)" % RESOURCE,
+                 self.res_stopped, 1)]
         for what, got, least in need:
             if got < least:
                 self.violation("sanity", "%s: %d, fewer than %d" % (what, got, least))
@@ -819,6 +980,8 @@ class ClusterSoak:
         print("soak-cluster %.0fs seed %d: runs %d (%s), kills %d (serve %d, worker %d), takeovers %d, db restarts %d, "
               "stops %d, closes %d, queue calls %d (worker_lost %d), duplicates %d (fault window %d), hung %d, "
               "webhooks %d (pairs %d, bad %d), tick fires %d (slots lost %d), cancels %d, approvals %d, "
+              "licensed runs %d (completed %d), %s held at most %d of %d (%d samples, %d over, %d reconnects; up to %d "
+              "of an engine killed or stopped, %d of the stopped one), "
               "rss max +%.1f MB: %s" % (
                   self.duration, self.seed, len(runs), status_txt, kills, self.counts.get("kills_serve", 0),
                   self.counts.get("kills_worker", 0), n_takeovers, self.counts.get("db_restarts", 0),
@@ -828,7 +991,8 @@ class ClusterSoak:
                   self.counts.get("hook_bad_signature", 0) + self.counts.get("hook_malformed", 0), n_fires,
                   self.slots_lost,
                   self.counts.get("cancels", 0), self.counts.get("approved", 0) + self.counts.get("denied", 0),
-                  rss_worst / 1024.0, verdict), flush=True)
+                  self.licensed_started, lic_done, RESOURCE, self.res_max, RES_LIMIT, self.res_samples, self.res_over,
+                  self.res_reconnects, self.res_gone, self.res_stopped, rss_worst / 1024.0, verdict), flush=True)
         found = len(self.violations)
         self.stop_procs()
         stopping = self.violations[found:]
@@ -915,7 +1079,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder even when the soak passes")
     parser.add_argument("--verbose", "-v", action="store_true", help="print what the driver does as it goes")
     parser.add_argument("--fault", action="append", default=[],
-                        choices=("duplicate", "hung", "queue", "schedule", "webhook"),
+                        choices=("duplicate", "hung", "queue", "resource", "schedule", "webhook"),
                         help="to check the checks: break what one of them looks at before the end (the soak "
                              "must then fail with that violation; repeatable)")
     parser.add_argument("--leak-per-run", type=int, default=0, metavar="BYTES",

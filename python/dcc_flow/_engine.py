@@ -829,7 +829,8 @@ class Engine:
         made, or made from an input whose content changed since, directly or through other
         recorded outputs. Each is a dict with ``path``, ``reason`` (``"modified since it was
         made"``, ``"deleted since it was made"``, ``"input changed: PATH"``, ``"input deleted:
-        PATH"``, ``"made from stale PATH"``) and the attempt that made it: ``run_id``,
+        PATH"``, ``"made from stale PATH"``, ``"input added: PATH"``: a file a glob of the step's
+        declared ``reads`` matches now and did not then) and the attempt that made it: ``run_id``,
         ``step_key``, ``attempt``. An empty list when nothing is stale (or nothing is recorded
         there). Relative paths are taken from the working directory."""
         if paths is None:

@@ -7,7 +7,8 @@ authentication; the folder is removed when the cluster cannot be started. A reap
 session stops the server and removes the folder once the process that started it is gone, even
 when it is killed; it first SIGKILLs the process groups handed to ``adopt`` (the soak's engines
 and workers) that were not ``release``d. ``query`` reads the database with ``psql`` (one JSON
-document per query).
+document per query); ``session`` keeps one ``psql`` open for samplers that ask many times a
+second (scripts/bench_resources.py, the cluster soak's resource sampler).
 
 Keep the two in agreement: how the binaries are found (``bin_dir``/findBin), the initdb
 arguments, the server options (``SERVER_OPTIONS``/serverOptions), the port retries, the reaper,
@@ -17,12 +18,14 @@ are the soak's own: pgtest has none)."""
 import glob
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any, List, Optional, Set
 
 
@@ -187,6 +190,11 @@ class Cluster:
                              check=True, capture_output=True, timeout=60, text=True)
         return json.loads(out.stdout)
 
+    def session(self) -> "Session":
+        """A ``psql`` kept open on the database (close it when done)."""
+        return Session([self.psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "soak", "-X",
+                        "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"])
+
     def stop(self) -> None:
         """Stop the server (immediate) and remove its folder. Stopping twice is not an error."""
         with self._lock:
@@ -199,3 +207,54 @@ class Cluster:
         except subprocess.TimeoutExpired:
             pass
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Session:
+    """One ``psql`` process kept open (Cluster.session): ``ask`` writes a query to its standard
+    input and reads the one line it prints back — a round trip of about a millisecond, where
+    starting psql for each query takes tens. For queries of one row of one column (build the
+    line in SQL). psql stops at the first error (a lost connection too: a server restart):
+    ``ask`` then raises, and the session is done; open another."""
+
+    def __init__(self, argv: List[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     bufsize=0, start_new_session=True)
+        self._buf = b""
+
+    def ask(self, sql: str, timeout: float = 10.0) -> str:
+        """The line ``sql`` (one statement, ending with ``;``) prints. Raises RuntimeError when psql
+        exits (its error, e.g. a lost connection) or gives no answer within ``timeout`` s."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(sql.encode() + b"\n")
+        except OSError as exc:  # psql is gone
+            raise RuntimeError("psql: %s%s" % (exc, self._stderr())) from None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError("psql gave no answer within %.0f s" % timeout)
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    self.proc.wait(timeout=5)
+                    raise RuntimeError("psql exited %s%s" % (self.proc.returncode, self._stderr()))
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def _stderr(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        err = self.proc.stderr.read().decode("utf-8", "replace").strip()
+        return ": " + err.splitlines()[-1] if err else ""
+
+    def close(self) -> None:
+        """Stop psql. Closing twice is not an error."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()

@@ -394,3 +394,53 @@ func TestLineageAndStaleOfRecordedRuns(t *testing.T) {
 		}
 	})
 }
+
+// A new file matching a step's declared glob makes what the step wrote stale ("input added"),
+// on every store: the glob is recorded with the attempt (not among its files) and expanded again.
+func TestStaleSeesANewFileMatchingTheDeclaredGlob(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, opts ...setupOpt) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "assets", "chair.usda"), "#usda 1.0\ndef \"chair\" {}\n")
+		writeFile(t, filepath.Join(dir, "assets", "table.usda"), "#usda 1.0\ndef \"table\" {}\n")
+		b := setup(t, opts...)
+		assembleTool(t, b, nil)
+		shot := filepath.Join(dir, "sh010.usda")
+		first := b.run(assembleSpec(dir, "true"), nil)
+		if first.Status != run.StatusCompleted {
+			t.Fatalf("first run: %s", first.Status)
+		}
+		for _, f := range attemptFiles(t, b, first.ID, "assemble") {
+			if f.Role != "read" && f.Role != "write" {
+				t.Fatalf("the attempt's files list %+v: want reads and writes only (the glob is not a file)", f)
+			}
+		}
+		if st, err := b.eng.Stale(b.ctx, []string{dir}); err != nil || len(st) != 0 {
+			t.Fatalf("stale before a layer was added: %+v %v", st, err)
+		}
+		lamp := filepath.Join(dir, "assets", "lamp.usda")
+		writeFile(t, lamp, "#usda 1.0\ndef \"lamp\" {}\n")
+		st, err := b.eng.Stale(b.ctx, []string{dir})
+		if err != nil || len(st) != 1 || st[0].Path != shot || st[0].Reason != "input added: "+lamp || st[0].RunID != first.ID {
+			t.Fatalf("stale after a layer was added: %+v %v; want %s, input added: %s", st, err, shot, lamp)
+		}
+		if all, err := b.eng.Stale(b.ctx, nil); err != nil || len(all) != 1 || all[0].Reason != "input added: "+lamp {
+			t.Fatalf("stale of every output: %+v %v", all, err)
+		}
+		again := b.run(assembleSpec(dir, "true"), nil)
+		if again.Status != run.StatusCompleted || b.steps(again.ID)["assemble"].Cached {
+			t.Fatalf("the run after the layer was added: %s, cached %v; want it run", again.Status, b.steps(again.ID)["assemble"].Cached)
+		}
+		if st, err := b.eng.Stale(b.ctx, []string{dir}); err != nil || len(st) != 0 {
+			t.Fatalf("stale after the rebuild: %+v %v", st, err)
+		}
+		// Unchanged since: the cache serves it (the glob's record is no file its entry checks).
+		if third := b.run(assembleSpec(dir, "true"), nil); !b.steps(third.ID)["assemble"].Cached {
+			t.Fatalf("the third run was not served from the cache: %s", enterDetail(b, third.ID, "assemble"))
+		}
+	}
+	t.Run("memory", func(t *testing.T) { t.Parallel(); check(t) })
+	persistentStores(t, func(t *testing.T, db string) {
+		check(t, withConfig(func(c *engine.Config) { c.DB = db }))
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -39,6 +40,10 @@ const MaxFilesPerStepCeiling = 10_000_000
 type stepFiles struct {
 	reads  []string                 // the declared reads, expanded and cleaned
 	before map[string]filehash.Info // their stat before the call (those that exist)
+	// patterns are the declared reads that are globs, absolute (filehash.AbsPattern): recorded
+	// with the attempt (store.FilePattern), so that staleness sees a file that matches one
+	// later and did not then.
+	patterns []string
 }
 
 // renderPaths renders the templates of a step's reads or writes.
@@ -95,6 +100,13 @@ func (r *runner) declaredReads(sp *stepPlan, f *frame) (stepFiles, error) {
 		return sf, err
 	}
 	sf.reads = paths
+	for _, p := range pats {
+		if filehash.HasGlob(p) {
+			if abs, err := filehash.AbsPattern(expandBase(pats), p); err == nil { // Expand took it
+				sf.patterns = append(sf.patterns, abs)
+			}
+		}
+	}
 	sf.before = make(map[string]filehash.Info, len(paths))
 	for _, p := range paths {
 		if info, err := filehash.Stat(p); err == nil {
@@ -116,7 +128,7 @@ type fileUse struct {
 // the call is unstable. The error is a *filehash.LimitError past Limits.MaxFilesPerStep.
 func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res tools.Result) ([]store.FileRecord, error) {
 	sp, f := in.sp, in.f
-	if len(sf.reads) == 0 && len(sp.writes) == 0 && len(res.Files) == 0 {
+	if len(sf.reads) == 0 && len(sf.patterns) == 0 && len(sp.writes) == 0 && len(res.Files) == 0 {
 		return nil, nil
 	}
 	limit := r.maxFiles()
@@ -179,7 +191,27 @@ func (r *runner) attemptFiles(ctx context.Context, in *inst, sf stepFiles, res t
 		}
 		recs[i] = fileRecord(r.id, in.row.Key, in.att.Attempt, u.role, h, now)
 	}
+	for _, p := range sf.patterns {
+		recs = append(recs, store.FileRecord{RunID: r.id, StepKey: in.row.Key, Attempt: in.att.Attempt, Role: store.FilePattern,
+			Path: p, State: store.FileOK, RecordedAt: now})
+	}
 	return recs, nil
+}
+
+// withoutPatterns is recs without its pattern records (store.FilePattern): the files.
+func withoutPatterns(recs []store.FileRecord) []store.FileRecord {
+	for i, f := range recs {
+		if f.Role == store.FilePattern {
+			out := slices.Clone(recs[:i])
+			for _, f := range recs[i+1:] {
+				if f.Role != store.FilePattern {
+					out = append(out, f)
+				}
+			}
+			return out
+		}
+	}
+	return recs
 }
 
 // fileRecord is the store record of a hash.

@@ -342,7 +342,7 @@ func (r *runner) attemptEnded(b *store.Batch) {
 		if a.Status != run.StepCompleted && a.Status != run.StepFailed {
 			continue
 		}
-		end := AttemptEnd{Attempt: a, Workflow: r.name, Files: b.Files}
+		end := AttemptEnd{Attempt: a, Workflow: r.name, Files: withoutPatterns(b.Files)}
 		if n := len(r.ancestors); n > 0 {
 			end.ParentRunID = r.ancestors[n-1]
 		}

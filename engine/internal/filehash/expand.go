@@ -68,39 +68,14 @@ func expandFor(ctx context.Context, goos, base string, patterns []string, limit 
 	}
 	e := &expander{ctx: ctx, goos: goos, sep: sep, limit: limit, seen: map[string]bool{}, visited: map[visit]bool{}}
 	for _, pat := range patterns {
-		if pat == "" {
-			return nil, fmt.Errorf("an empty pattern: name a file or a glob (relative to %s)", base)
-		}
-		joined := pat
-		if !isAbs(goos, pat) {
-			joined = base + sep + pat
-			if goos == "windows" {
-				q := strings.ReplaceAll(pat, "/", `\`)
-				bvol, _, _ := splitWindows(base)
-				switch {
-				case len(q) >= 2 && q[1] == ':' && isLetter(q[0]): // C:a.usd
-					return nil, fmt.Errorf("pattern %q is relative to the current directory of drive %s: write it relative to %s, or from the root (%s\\…)", pat, strings.ToUpper(q[:1]), base, strings.ToUpper(q[:2]))
-				case strings.HasPrefix(q, `\`): // \show\a.usd: the root of base's drive or share
-					joined = bvol + q
-				}
-			}
-		}
-		full, err := cleanFor(goos, joined, cwd)
+		full, i, err := resolvePattern(goos, sep, base, pat, cwd)
 		if err != nil {
-			return nil, fmt.Errorf("pattern %q: %w", pat, err)
+			return nil, err
 		}
 		e.pattern = pat
 		// The literal directory the walk starts from, then the segments to match. The segments
 		// of base are literal even with glob characters in their names ("/show/[old]").
 		vol, segs := splitSegs(goos, full)
-		i := 0
-		if !isAbs(goos, pat) {
-			if bvol, bsegs := splitSegs(goos, base); bvol == vol {
-				for i < len(bsegs) && i < len(segs) && segs[i] == bsegs[i] {
-					i++
-				}
-			}
-		}
 		for i < len(segs) && !hasMeta(goos, segs[i]) {
 			i++
 		}
@@ -285,6 +260,101 @@ func isAbs(goos, p string) bool {
 	}
 	p = strings.ReplaceAll(p, "/", `\`)
 	return isDriveAbs(p) || strings.HasPrefix(p, `\\`)
+}
+
+// resolvePattern is pat as Expand reads it against base (absolute and cleaned): full, absolute
+// and cleaned, and how many of its leading segments are base's, which are literal even with
+// glob characters in their names.
+func resolvePattern(goos, sep, base, pat string, cwd func() (string, error)) (full string, baseSegs int, err error) {
+	if pat == "" {
+		return "", 0, fmt.Errorf("an empty pattern: name a file or a glob (relative to %s)", base)
+	}
+	joined := pat
+	if !isAbs(goos, pat) {
+		joined = base + sep + pat
+		if goos == "windows" {
+			q := strings.ReplaceAll(pat, "/", `\`)
+			bvol, _, _ := splitWindows(base)
+			switch {
+			case len(q) >= 2 && q[1] == ':' && isLetter(q[0]): // C:a.usd
+				return "", 0, fmt.Errorf("pattern %q is relative to the current directory of drive %s: write it relative to %s, or from the root (%s\\…)", pat, strings.ToUpper(q[:1]), base, strings.ToUpper(q[:2]))
+			case strings.HasPrefix(q, `\`): // \show\a.usd: the root of base's drive or share
+				joined = bvol + q
+			}
+		}
+	}
+	full, err = cleanFor(goos, joined, cwd)
+	if err != nil {
+		return "", 0, fmt.Errorf("pattern %q: %w", pat, err)
+	}
+	if !isAbs(goos, pat) {
+		vol, segs := splitSegs(goos, full)
+		if bvol, bsegs := splitSegs(goos, base); bvol == vol {
+			for baseSegs < len(bsegs) && baseSegs < len(segs) && segs[baseSegs] == bsegs[baseSegs] {
+				baseSegs++
+			}
+		}
+	}
+	return full, baseSegs, nil
+}
+
+// HasGlob reports whether pattern has glob characters (Expand's: `*`, `?`, `[`, and `\`, an
+// escape, but on Windows): one without names one path.
+func HasGlob(pattern string) bool { return hasMeta(runtime.GOOS, pattern) }
+
+// AbsPattern is pattern as Expand(base, …) reads it, made absolute: cleaned with base (base "" =
+// the current directory), the glob characters in the names of base's segments escaped, so that
+// Expand of it with any base matches what Expand(base, pattern) does ("/show/[old]" and
+// "*.usd" make `/show/\[old]/*.usd`; on Windows `C:\show\[[]old]\*.usd`). Its errors are
+// Expand's for the pattern.
+func AbsPattern(base, pattern string) (string, error) {
+	return absPatternFor(runtime.GOOS, base, pattern, os.Getwd)
+}
+
+func absPatternFor(goos, base, pattern string, cwd func() (string, error)) (string, error) {
+	sep := "/"
+	if goos == "windows" {
+		sep = `\`
+	}
+	if base == "" {
+		base = "."
+	}
+	base, err := cleanFor(goos, base, cwd)
+	if err != nil {
+		return "", err
+	}
+	full, n, err := resolvePattern(goos, sep, base, pattern, cwd)
+	if err != nil {
+		return "", err
+	}
+	vol, segs := splitSegs(goos, full)
+	for k := range n {
+		segs[k] = quoteMeta(goos, segs[k])
+	}
+	return vol + strings.Join(segs, sep), nil
+}
+
+// quoteMeta escapes the glob characters of a name so that a pattern segment of it matches it
+// alone: `\` before each on POSIX; on Windows, where `\` separates, each in brackets ("[[]").
+func quoteMeta(goos, name string) string {
+	if !hasMeta(goos, name) {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case goos == "windows" && strings.ContainsRune("*?[", r):
+			b.WriteByte('[')
+			b.WriteRune(r)
+			b.WriteByte(']')
+		case goos != "windows" && strings.ContainsRune(`*?[\`, r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // hasMeta reports whether p has glob characters (`\` is one, an escape, but on Windows).

@@ -301,3 +301,45 @@ func TestExpandForWindowsLiterals(t *testing.T) {
 		}
 	}
 }
+
+// AbsPattern makes a pattern absolute so that it expands, with any base, to what it did
+// against its own: the glob characters of base's names are escaped, the pattern's kept.
+func TestAbsPattern(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, "a.usd", "show [old]/b[1].usd", "show [old]/c.usd", "show [old]/sub/d.usd", `show [old]/e\f*.usd`)
+	odd := filepath.Join(dir, "show [old]")
+	for _, tc := range []struct{ base, pattern string }{
+		{odd, "*.usd"}, {odd, "**/*.usd"}, {odd, "c.usd"}, {odd, "../*.usd"}, {odd, "b[1].usd"}, {odd, `e\\f\*.usd`},
+		{dir, "show [[]old]/c.*"}, {dir, "*/*.usd"}, {odd, filepath.Join(odd, "s*", "*.usd")},
+	} {
+		want, err := Expand(tc.base, []string{tc.pattern}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abs, err := AbsPattern(tc.base, tc.pattern)
+		if err != nil || !filepath.IsAbs(abs) {
+			t.Fatalf("AbsPattern(%q, %q) = %q, %v; want an absolute pattern", tc.base, tc.pattern, abs, err)
+		}
+		for _, base := range []string{"", "/", dir} {
+			if got, err := Expand(base, []string{abs}, 0); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("Expand(%q, AbsPattern(%q, %q) = %q) = %q, %v; want %q (as against its base)", base, tc.base, tc.pattern, abs, got, err, want)
+			}
+		}
+	}
+	if got, want := quoteMeta("linux", `a[1]*?\b`), `a\[1]\*\?\\b`; got != want {
+		t.Errorf("quoteMeta(linux) = %q; want %q", got, want)
+	}
+	for _, tc := range []struct{ base, pattern, want string }{
+		{`C:\show [old]`, `*.usd`, `C:\show [[]old]\*.usd`},
+		{`\\srv\share\a?b`, `sub/**/*.usd`, `\\srv\share\a[?]b\sub\**\*.usd`},
+		{`D:\show`, `\lib\*.usd`, `D:\lib\*.usd`},
+		{`D:\show`, `E:/x/*.usd`, `E:\x\*.usd`},
+	} {
+		if got, err := absPatternFor("windows", tc.base, tc.pattern, wd(`C:\work`)); err != nil || got != tc.want {
+			t.Errorf("absPatternFor(windows, %q, %q) = %q, %v; want %q", tc.base, tc.pattern, got, err, tc.want)
+		}
+	}
+	if _, err := AbsPattern(odd, ""); err == nil {
+		t.Error("AbsPattern of an empty pattern: no error")
+	}
+}

@@ -254,7 +254,8 @@ func (t *tracer) expand(ctx context.Context, n *Node, w *store.FileRecord, depth
 type StaleFile struct {
 	Path string `json:"path"`
 	// Reason says why: "modified since it was made", "deleted since it was made", "input
-	// changed: PATH", "input deleted: PATH", "made from stale PATH".
+	// changed: PATH", "input deleted: PATH", "made from stale PATH", "input added: PATH" (a
+	// file a glob of the step's declared reads matches now and did not then).
 	Reason string `json:"reason"`
 	// The attempt that made it.
 	RunID   string `json:"run_id"`
@@ -274,6 +275,11 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 	type attempt = store.AttemptRef
 	latest := map[string]store.FileRecord{} // the newest write of each output path
 	inputs := map[attempt][]store.FileRecord{}
+	patterns := map[attempt][]string{} // the globs of the attempts' declared reads (store.FilePattern)
+	addPattern := func(r store.FileRecord) {
+		a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
+		patterns[a] = append(patterns[a], r.Path)
+	}
 	if len(dirs) == 0 {
 		// Every record at once, in id order (the table's own order: no index to sort through).
 		if err := each(ctx, src, store.FileFilter{}, func(r store.FileRecord) {
@@ -284,6 +290,9 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 				inputs[a] = append(inputs[a], r)
 			}
 		}); err != nil {
+			return nil, err
+		}
+		if err := each(ctx, src, store.FileFilter{Role: store.FilePattern}, addPattern); err != nil {
 			return nil, err
 		}
 	} else {
@@ -307,6 +316,9 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 				a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
 				inputs[a] = append(inputs[a], r)
 			}); err != nil {
+				return nil, err
+			}
+			if err := each(ctx, src, store.FileFilter{Role: store.FilePattern, Attempts: batch}, addPattern); err != nil {
 				return nil, err
 			}
 		}
@@ -352,12 +364,17 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 				}
 				inputs[a] = reads
 				queue(reads)
+				if err := each(ctx, src, store.FileFilter{Role: store.FilePattern, Attempts: []attempt{a}}, addPattern); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
 	s := &staleness{check: memoized(check), latest: latest, inputs: func(w store.FileRecord) []store.FileRecord {
 		return inputs[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}]
-	}, memo: map[string]*string{}}
+	}, patterns: func(w store.FileRecord) []string {
+		return patterns[attempt{RunID: w.RunID, StepKey: w.StepKey, Attempt: w.Attempt}]
+	}, memo: map[string]*string{}, matches: map[string][]string{}}
 	defer func() { confirm(ctx, src, s.confirmed) }()
 	var out []StaleFile
 	sort.Strings(paths)
@@ -412,8 +429,10 @@ type staleness struct {
 	check     Checker
 	latest    map[string]store.FileRecord
 	inputs    func(w store.FileRecord) []store.FileRecord
-	memo      map[string]*string // reason by output path; "" fresh; nil entry: being computed (a cycle)
-	confirmed []store.FileRecord // the records to confirm (Confirmation)
+	patterns  func(w store.FileRecord) []string // the globs of w's attempt's declared reads
+	matches   map[string][]string               // what each pattern matches now (expanded once)
+	memo      map[string]*string                // reason by output path; "" fresh; nil entry: being computed (a cycle)
+	confirmed []store.FileRecord                // the records to confirm (Confirmation)
 }
 
 // now is what the file of rec is now against rec, noting rec's confirmation if any.
@@ -459,6 +478,42 @@ func (s *staleness) reason(ctx context.Context, path string) string {
 			}
 		}
 	}
+	if reason == "" {
+		if added := s.added(ctx, w); added != "" {
+			reason = "input added: " + added
+		}
+	}
 	s.memo[path] = &reason
 	return reason
+}
+
+// added is the first file (by path) that a glob of the declared reads of w's attempt matches
+// now and did not when the attempt ran (it is not among the attempt's reads), "" when none. A
+// glob that cannot be expanded now (past filehash.DefaultMaxFiles matches, the walk cancelled)
+// adds nothing.
+func (s *staleness) added(ctx context.Context, w store.FileRecord) string {
+	pats := s.patterns(w)
+	if len(pats) == 0 {
+		return ""
+	}
+	var read map[string]bool
+	for _, p := range pats {
+		now, ok := s.matches[p]
+		if !ok {
+			now, _ = filehash.ExpandContext(ctx, "", []string{p}, 0)
+			s.matches[p] = now
+		}
+		for _, m := range now { // sorted
+			if read == nil {
+				read = map[string]bool{}
+				for _, in := range s.inputs(w) {
+					read[in.Path] = true
+				}
+			}
+			if !read[m] {
+				return m
+			}
+		}
+	}
+	return ""
 }

@@ -187,3 +187,64 @@ func TestStaleIsTransitiveAndSaysWhy(t *testing.T) {
 		t.Fatalf("reasons %v", reasons)
 	}
 }
+
+// A file that a glob of an attempt's declared reads matches now, and did not when the attempt
+// ran, makes its outputs stale ("input added"), and those made from them in turn; a pattern
+// whose matches are all among the attempt's reads adds nothing.
+func TestStaleSeesAFileAddedToAGlob(t *testing.T) {
+	t.Parallel()
+	st := newStudio(t)
+	ctx := context.Background()
+	if err := os.Mkdir(st.path("assets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st.write("assets/chair.usda", "chair")
+	st.write("assets/table.usda", "table")
+	layout := st.step("layout", []string{"assets/chair.usda", "assets/table.usda"}, "layout.usda")
+	st.step("render", []string{"layout.usda"}, "frame.exr")
+	pattern, err := filehash.AbsPattern(st.dir, "assets/*.usda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.s.Write(ctx, &store.Batch{Files: []store.FileRecord{{RunID: layout, StepKey: "layout", Attempt: 1,
+		Role: store.FilePattern, Path: pattern, State: store.FileOK, RecordedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dirs := range [][]string{nil, {st.dir}, {st.path("frame.exr")}} {
+		if got, err := Stale(ctx, st.s, check, dirs); err != nil || len(got) != 0 {
+			t.Fatalf("Stale(%q) before a file was added: %+v, %v; want nothing stale", dirs, got, err)
+		}
+	}
+	st.write("assets/lamp.usda", "lamp")
+	st.write("assets/notes.txt", "not a layer") // matches no pattern
+	lamp := "input added: " + st.path("assets/lamp.usda")
+	for _, tc := range []struct {
+		dirs []string
+		want map[string]string
+	}{
+		{nil, map[string]string{st.path("layout.usda"): lamp, st.path("frame.exr"): "made from stale " + st.path("layout.usda")}},
+		{[]string{st.path("layout.usda")}, map[string]string{st.path("layout.usda"): lamp}},
+		// Asked about the frame alone: its upstream layout's pattern is read too.
+		{[]string{st.path("frame.exr")}, map[string]string{st.path("frame.exr"): "made from stale " + st.path("layout.usda")}},
+	} {
+		got, err := Stale(ctx, st.s, check, tc.dirs)
+		if err != nil || len(got) != len(tc.want) {
+			t.Fatalf("Stale(%q) = %+v, %v; want %v", tc.dirs, got, err, tc.want)
+		}
+		for _, f := range got {
+			if tc.want[f.Path] != f.Reason {
+				t.Errorf("Stale(%q): %s: %q; want %q", tc.dirs, f.Path, f.Reason, tc.want[f.Path])
+			}
+		}
+	}
+	// Rebuilt with the lamp read: nothing stale again, though the pattern is recorded again.
+	again := st.step("layout", []string{"assets/chair.usda", "assets/lamp.usda", "assets/table.usda"}, "layout.usda")
+	st.step("render", []string{"layout.usda"}, "frame.exr")
+	if err := st.s.Write(ctx, &store.Batch{Files: []store.FileRecord{{RunID: again, StepKey: "layout", Attempt: 1,
+		Role: store.FilePattern, Path: pattern, State: store.FileOK, RecordedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Stale(ctx, st.s, check, nil); err != nil || len(got) != 0 {
+		t.Fatalf("Stale after the rebuild: %+v, %v; want nothing stale", got, err)
+	}
+}

@@ -35,13 +35,20 @@ type Assets interface {
 	ConfirmFiles(ctx context.Context, recs []FileRecord) (int, error)
 }
 
-// FileRole says whether an attempt read or wrote a file.
+// FileRole says whether an attempt read or wrote a file, or names a pattern its files were
+// found by.
 type FileRole string
 
 // File roles.
 const (
 	FileRead  FileRole = "read"
 	FileWrite FileRole = "write"
+	// FilePattern is not a file: the record of a glob in a step's declared reads, as the
+	// attempt expanded it (Path: the pattern, absolute, base quoted: filehash.AbsPattern;
+	// State FileOK; no hash, size or times). Staleness expands it again to see the files that
+	// match it now and did not then (lineage.Stale: "input added"). A FileFilter selects
+	// pattern records only when its Role is FilePattern, and CacheEntry.Files has none.
+	FilePattern FileRole = "pattern"
 )
 
 // FileState says what the engine learnt of a file when it recorded it.
@@ -100,7 +107,7 @@ type FileFilter struct {
 	RunID   string
 	StepKey string
 	Attempt int      // 0 = every attempt
-	Role    FileRole // "" = both
+	Role    FileRole // "" = read and write (not FilePattern)
 	Path    string   // exact; "" = any
 	// Under selects the paths equal to it or inside it, a directory (filehash.Under); "" = any.
 	Under string

@@ -150,6 +150,7 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 			f.StepKey != "" && r.StepKey != f.StepKey,
 			f.Attempt != 0 && r.Attempt != f.Attempt,
 			f.Role != "" && r.Role != f.Role,
+			f.Role == "" && r.Role == store.FilePattern,
 			f.Path != "" && r.Path != f.Path,
 			f.Under != "" && r.key != exact && (r.key < lo || r.key >= hi),
 			refs != nil && !refs[store.AttemptRef{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}]:
@@ -217,7 +218,9 @@ func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]
 	for ref, e := range a.cache[key] {
 		if e.ExpiresAt.IsZero() || e.ExpiresAt.After(now) {
 			for _, i := range a.byAtt[ref] { // in the order recorded: by ID
-				e.Files = append(e.Files, a.files[i].FileRecord)
+				if a.files[i].Role != store.FilePattern {
+					e.Files = append(e.Files, a.files[i].FileRecord)
+				}
 			}
 			out = append(out, e)
 		}

@@ -109,6 +109,8 @@ func fileWhere(f *store.FileFilter, arg func(any) string) []string {
 	}
 	if f.Role != "" {
 		where = append(where, `role = `+arg(text(string(f.Role))))
+	} else {
+		where = append(where, `role <> '`+string(store.FilePattern)+`'`)
 	}
 	if f.Path != "" {
 		// Through the key's index: the key of the path, then the path itself (a Windows path's
@@ -185,7 +187,7 @@ func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+sqlrow.CacheColumns+`, (SELECT json_agg(json_build_array(`+sqlrow.CacheFileFields+`) ORDER BY f.id)
 		FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key
-		AND f.attempt = c.attempt)::text
+		AND f.attempt = c.attempt AND f.role <> '`+string(store.FilePattern)+`')::text
 		FROM cache_entries c WHERE key = $1 AND (expires_at = 0 OR expires_at > $2) ORDER BY `+cacheOrder, text(key), nanos(now))
 	if err != nil {
 		return nil, s.fault(err)

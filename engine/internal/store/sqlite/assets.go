@@ -118,6 +118,8 @@ func fileWhere(f *store.FileFilter) (where []string, args []any, err error) {
 	}
 	if f.Role != "" {
 		where, args = append(where, `role = ?`), append(args, string(f.Role))
+	} else {
+		where = append(where, `role <> '`+string(store.FilePattern)+`'`)
 	}
 	if f.Path != "" {
 		// Through the key's index: the key of the path, then the path itself (a Windows path's
@@ -182,7 +184,8 @@ func (s *Store) CacheEntries(ctx context.Context, key string, now time.Time) ([]
 // (an ORDER BY costs SQLite a sorter even for the one row a key mostly has): CacheEntries and
 // sqlrow.CacheLookup sort them.
 const cacheLookupQuery = `SELECT ` + sqlrow.CacheColumns + `, (SELECT json_group_array(json_array(` + sqlrow.CacheFileFields + `))
-		FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key AND f.attempt = c.attempt)
+		FROM file_records f WHERE f.run_id = c.run_id AND f.step_key = c.step_key AND f.attempt = c.attempt
+			AND f.role <> '` + string(store.FilePattern) + `')
 	FROM cache_entries c WHERE key = ?1 AND (expires_at = 0 OR expires_at > ?2)`
 
 // cacheOrder is the order cache entries are listed in: newest first; for the same CreatedAt,

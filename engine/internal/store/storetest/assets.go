@@ -52,6 +52,7 @@ func ExerciseAssets(t *testing.T, newStore func(t *testing.T) AssetStore) {
 		{"FilesUnder", testFilesUnder},
 		{"CacheEntries", testCacheEntries},
 		{"CacheEntryFiles", testCacheEntryFiles},
+		{"FilePatterns", testFilePatterns},
 		{"CacheListAndPurge", testCacheListAndPurge},
 		{"AssetsPruned", testAssetsPruned},
 		{"AttemptEnv", testAttemptEnv},
@@ -323,7 +324,7 @@ func assetFixture(t *testing.T, s AssetStore) []store.FileRecord {
 // matchFile is the model of a FileFilter (but for paging).
 func matchFile(r store.FileRecord, f store.FileFilter) bool {
 	if f.RunID != "" && r.RunID != f.RunID || f.StepKey != "" && r.StepKey != f.StepKey ||
-		f.Attempt != 0 && r.Attempt != f.Attempt || f.Role != "" && r.Role != f.Role || f.Path != "" && r.Path != f.Path ||
+		f.Attempt != 0 && r.Attempt != f.Attempt || f.Role != "" && r.Role != f.Role || f.Role == "" && r.Role == store.FilePattern || f.Path != "" && r.Path != f.Path ||
 		f.Under != "" && !pathkey.Under(r.Path, f.Under) {
 		return false
 	}
@@ -684,6 +685,51 @@ func testCacheEntryFiles(t *testing.T, s AssetStore) {
 	mine[1].Hash, mine[1].Size = "blake3:"+strings.Repeat("0", 64), 99
 	write(t, s, &store.Batch{Files: []store.FileRecord{mine[1]}})
 	check("after a record was rewritten", mine)
+}
+
+// testFilePatterns: the pattern records of an attempt (store.FilePattern) are stored and read
+// back like the others, but selected only by Role FilePattern: a filter without a role (every
+// record, a run's, an attempt's, those under a directory) has none, and neither has a cache
+// entry's Files.
+func testFilePatterns(t *testing.T, s AssetStore) {
+	ctx := context.Background()
+	rec := func(attempt int, role store.FileRole, path string) store.FileRecord {
+		r := store.FileRecord{RunID: "r1", StepKey: "a", Attempt: attempt, Role: role, Path: path, State: store.FileOK, RecordedAt: t0}
+		if role != store.FilePattern {
+			r.Hash, r.Size = testHash, 3
+		}
+		return r
+	}
+	in, out := rec(1, store.FileRead, "/show/assets/a.usda"), rec(1, store.FileWrite, "/show/shot.usda")
+	pat, pat2 := rec(1, store.FilePattern, "/show/assets/*.usda"), rec(2, store.FilePattern, `/show/\[old\]/**/*.usda`)
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}, Files: []store.FileRecord{in, pat, out, pat2},
+		CacheEntries: []store.CacheEntry{{Key: "k", Tool: "t", RunID: "r1", StepKey: "a", Attempt: 1, Output: json.RawMessage(`1`), CreatedAt: t0}}})
+	for _, f := range []store.FileFilter{{}, {RunID: "r1"}, {RunID: "r1", StepKey: "a", Attempt: 1}, {Under: "/show"},
+		{Attempts: []store.AttemptRef{{RunID: "r1", StepKey: "a", Attempt: 1}}}, {Limit: 1, Under: "/show"}} {
+		for _, r := range files(t, s, f) {
+			if r.Role == store.FilePattern {
+				t.Errorf("Files(%+v) has the pattern record %s: a filter without a role selects reads and writes only", f, fileKey(r))
+			}
+		}
+	}
+	if got := files(t, s, store.FileFilter{}); len(got) != 2 {
+		t.Errorf("Files({}) = %v; want the read and the write", fileKeys(got))
+	}
+	got := files(t, s, store.FileFilter{Role: store.FilePattern})
+	if len(got) != 2 || !sameFile(got[0], pat) || !sameFile(got[1], pat2) {
+		t.Fatalf("Files(Role pattern) = %+v; want the two pattern records as written", got)
+	}
+	got = files(t, s, store.FileFilter{Role: store.FilePattern, Attempts: []store.AttemptRef{{RunID: "r1", StepKey: "a", Attempt: 2}}})
+	if len(got) != 1 || got[0].Path != pat2.Path {
+		t.Errorf("Files(Role pattern, attempt 2) = %v; want %s", fileKeys(got), fileKey(pat2))
+	}
+	entries, err := s.CacheEntries(ctx, "k", t0)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("CacheEntries(k) = %v, %v; want the entry", cacheNames(entries), err)
+	}
+	if fs := entries[0].Files; len(fs) != 2 || fs[0].Role != store.FileRead || fs[1].Role != store.FileWrite {
+		t.Errorf("the cache entry's Files = %v; want its attempt's read and write, no pattern", fileKeys(fs))
+	}
 }
 
 // testCacheListAndPurge: ListCache's filters, alone and together, newest first, expired entries
