@@ -144,6 +144,9 @@ class RunResult:
         self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
         self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
         self.spec_hash: str = d.get("spec_hash", "")
+        #: The run's own priority, given when it started (``submit(priority=)``) over its spec's
+        #: ``priority``, kept across resumes (docs/guide/resources.md); None: the spec's.
+        self.priority: Optional[int] = d.get("priority")
         #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
         #: was never registered.
         self.workflow_version: int = int(d.get("workflow_version") or 0)

@@ -111,3 +111,37 @@ def test_the_run_progress_line_says_what_a_step_waits_for():
     progress.event({"run_id": "r1", "type": "step_progress", "step_key": "cook", "status": "waiting_resources",
                     "detail": {"done": 0, "waiting": other}, "progress": {}})
     assert "first in this engine's queue; other engines hold the units" in progress.line()
+
+
+def test_a_run_keeps_its_own_priority_across_a_resume(tmp_path):
+    started = threading.Event()
+    release = threading.Event()
+
+    def cook():
+        started.set()
+        assert release.wait(30)
+        return {"ok": True}
+
+    with Engine(db=str(tmp_path / "flow.db"), config={"resources": {"houdini": {"limit": 1}}}) as engine:
+        engine.register_tool(cook)
+        holder = engine.submit(SPEC)
+        results = []
+        driver = threading.Thread(target=lambda: results.append(holder.wait(timeout=60)))  # runs cook
+        driver.start()
+        assert started.wait(30)
+        own = engine.submit(SPEC, priority=7)
+        plain = engine.submit(SPEC)
+        assert engine.get_status(own.run_id).priority == 7 and engine.get_status(plain.run_id).priority is None
+        _until("both to queue", lambda: len(engine.resources()[0]["queue"]) == 2)
+        own.cancel()
+        _until("the cancelled run to leave the queue", lambda: len(engine.resources()[0]["queue"]) == 1)
+        engine.resume(own.run_id)
+        _until("the resumed run to queue", lambda: len(engine.resources()[0]["queue"]) == 2)
+        queue = {w["label"]: w["priority"] for w in engine.resources()[0]["queue"]}
+        assert queue == {own.run_id + "/cook": 7, plain.run_id + "/cook": 0}, queue
+        assert engine.resources()[0]["queue"][0]["label"] == own.run_id + "/cook"  # it goes first
+        release.set()
+        driver.join(30)
+        assert results and results[0].ok
+        assert own.wait(timeout=30).ok and plain.wait(timeout=30).ok
+        assert engine.get_status(own.run_id).priority == 7
