@@ -74,6 +74,11 @@ def test_a_step_waiting_for_its_resources_is_waiting_resources(tmp_path, capsys)
         out = capsys.readouterr().out
         assert "cook  waiting_resources" in out and "waiting for houdini ×1: 2nd of 2 in this engine's queue, since " in out, out
 
+        # The search finds the runs with a step waiting for resources.
+        assert main(["runs", "--step-status", "waiting_resources", "--db", db]) == 0
+        out = capsys.readouterr().out
+        assert all(w.run_id in out for w in waiters) and first.run_id not in out, out
+
         # Cancelled while it waits, a step leaves the queue; the others move up.
         waiters[0].cancel()
         _until("the cancelled waiter to leave", lambda: len(engine.resources()[0]["queue"]) == 2)
