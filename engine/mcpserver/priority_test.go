@@ -66,7 +66,7 @@ func TestRunPriorityOverMCP(t *testing.T) {
 		w["resources"].(map[string]any)["houdini"] != 1.0 || w["since"] == nil {
 		t.Fatalf("the waiting step over MCP: %v", st)
 	}
-	for _, bad := range []any{1001, -1001, 1.5, "high", true} {
+	for _, bad := range []any{1001, -1001, 1.5, 1e300, -1e19, "high", true, []any{5}} {
 		out, isErr := call(t, b.c, "workflows_run", map[string]any{"spec": sim, "priority": bad}, nil)
 		if msg, _ := out["message"].(string); !isErr || out["code"] != "invalid_request" || !strings.Contains(msg, "priority must be") {
 			t.Errorf("priority %v: isError %v, %v", bad, isErr, out)
