@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
@@ -68,6 +69,12 @@ type resourceGate struct {
 	probeEvery map[string]time.Duration
 	// waker hands the shared queue's wake-ups to the waiting attempts (resources_shared.go).
 	waker slotWaker
+
+	// elsewhere counts, by resource, the attempts this engine's scheduler granted whose units
+	// the store refused (other engines of a shared database hold them) and their units: they
+	// wait (waiting_resources), so the metrics count them as waiting, not in use.
+	mu        sync.Mutex
+	elsewhere map[string][2]int // attempts, units
 }
 
 // newResourceGate returns the gate of the declared resources, nil when none is declared.
@@ -102,11 +109,12 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		}
 	}()
 	if q, ok := g.slots.(store.ResourceQueue); ok {
-		return g.acquireShared(ctx, q, w, what, label)
+		return g.acquireShared(ctx, q, w, what, label, start)
 	}
 	grant, err := g.sched.Acquire(ctx, resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label,
 		OnWait: func(place, n int) {
-			w.Waiting(fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(place), n))
+			wt := run.StepWaiting{Resources: w.Amounts, Place: place, Of: n, Since: start}
+			w.Waiting(wt, waitMessage(what, wt))
 		}})
 	if err != nil {
 		return nil, err
@@ -133,7 +141,10 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 		}
 		if !told {
 			told = true
-			w.Waiting(fmt.Sprintf("waiting for %s: first in this engine's queue; other engines hold the units", what))
+			g.waitElsewhere(w.Amounts, 1)
+			defer g.waitElsewhere(w.Amounts, -1)
+			wt := run.StepWaiting{Resources: w.Amounts, Place: 1, Of: 1 + g.queued(w.Amounts), OtherEngines: true, Since: start}
+			w.Waiting(wt, waitMessage(what, wt))
 		}
 		if err := clock.Sleep(ctx, g.clock, delay); err != nil {
 			grant.Release()
@@ -151,12 +162,117 @@ func (g *resourceGate) Acquire(ctx context.Context, w exec.ResourceWait) (releas
 	}, nil
 }
 
+// waitElsewhere adds sign (1 or -1) times one attempt asking for amounts to g.elsewhere.
+func (g *resourceGate) waitElsewhere(amounts map[string]int, sign int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.elsewhere == nil {
+		g.elsewhere = map[string][2]int{}
+	}
+	for name, n := range amounts {
+		c := g.elsewhere[name]
+		c[0] += sign
+		c[1] += sign * n
+		if c == [2]int{} {
+			delete(g.elsewhere, name)
+		} else {
+			g.elsewhere[name] = c
+		}
+	}
+}
+
+// waitMessage is the progress message of a step waiting for amounts (what, DescribeAmounts):
+// "waiting for houdini ×1: 2nd of 3 in this engine's queue", or, first in this engine's queue
+// while other engines hold the units, "waiting for houdini ×1: first in this engine's queue;
+// other engines hold the units", or, in the one queue of a PostgreSQL database's engines
+// (AllEngines), "waiting for houdini ×1: 3rd in the database's queue (all engines)".
+func waitMessage(what string, w run.StepWaiting) string {
+	if w.AllEngines {
+		return fmt.Sprintf("waiting for %s: %s in the database's queue (all engines)", what, ordinal(w.Place))
+	}
+	if w.OtherEngines {
+		return fmt.Sprintf("waiting for %s: first in this engine's queue; other engines hold the units", what)
+	}
+	return fmt.Sprintf("waiting for %s: %s of %d in this engine's queue", what, ordinal(w.Place), w.Of)
+}
+
+// queued is the number of this engine's waiters for the resources of amounts (of each
+// resource, the most).
+func (g *resourceGate) queued(amounts map[string]int) int {
+	n := 0
+	for _, r := range g.sched.Snapshot().Resources {
+		if _, ok := amounts[r.Name]; ok {
+			n = max(n, len(r.Queue))
+		}
+	}
+	return n
+}
+
+// places returns the place of each waiter of this engine's queue, by label ("RUN/STEP_KEY"),
+// as run.StepWaiting's Place and Of (of each resource it asks for, the worst place and the
+// longest queue), read now.
+func (g *resourceGate) places() map[string][2]int {
+	out := map[string][2]int{}
+	for _, r := range g.sched.Snapshot().Resources {
+		for _, q := range r.Queue {
+			p := out[q.Label]
+			out[q.Label] = [2]int{max(p[0], q.Position), max(p[1], len(r.Queue))}
+		}
+	}
+	return out
+}
+
+// livePlaces sets the place of each step of steps (of run runID) that is waiting_resources in
+// this engine's queue to its place now, and its progress message with it: the record has the
+// place its wait started with (resources.Request.OnWait tells it once), and the waiters ahead
+// of it may have been served since. A step this engine's queue does not have (its run is
+// another engine's, or it waits for other engines' units) keeps its record.
+func (e *Engine) livePlaces(runID string, steps []StepInfo) {
+	g := e.resGate
+	if g == nil {
+		return
+	}
+	var places map[string][2]int
+	for i := range steps {
+		w := steps[i].Waiting
+		if w == nil || w.OtherEngines {
+			continue
+		}
+		if places == nil {
+			places = g.places()
+		}
+		p, ok := places[runID+"/"+steps[i].Key]
+		if !ok {
+			continue
+		}
+		live := *w
+		live.Place, live.Of = p[0], p[1]
+		steps[i].Waiting = &live
+		if pr := steps[i].Progress; pr != nil {
+			msg := *pr
+			msg.Message = waitMessage(exec.DescribeAmounts(w.Resources), live)
+			steps[i].Progress = &msg
+		}
+	}
+}
+
 // gauges is the state of each declared resource in this engine, for the metrics: its limit,
-// the units its step attempts hold and how many wait.
+// the units its step attempts hold and how many wait (its steps that are waiting_resources: in
+// its queue, or first there while other engines hold the units).
 func (g *resourceGate) gauges() []metrics.ResourceGauge {
 	var out []metrics.ResourceGauge
+	g.mu.Lock()
+	elsewhere := maps.Clone(g.elsewhere)
+	g.mu.Unlock()
 	for _, r := range g.sched.Snapshot().Resources {
-		out = append(out, metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: r.InUse, Waiting: len(r.Queue)})
+		e := elsewhere[r.Name]
+		rg := metrics.ResourceGauge{Name: r.Name, Limit: r.Limit, InUse: max(r.InUse-e[1], 0), Waiting: len(r.Queue) + e[0]}
+		if g.probes != nil {
+			if st, ok := g.probes.Status(r.Name); ok {
+				rg.Probe = &metrics.ProbeGauge{State: st.State, Free: st.Free, FreeAt: st.FreeAt, Checked: st.Checked}
+			}
+		}
+		out = append(out, rg)
 	}
 	return out
 }

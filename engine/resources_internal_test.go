@@ -10,6 +10,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
@@ -80,6 +81,15 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 		p := info.Steps
 		return len(p) == 1 && p[0].Progress != nil && p[0].Progress.Message == "waiting for houdini ×1: first in this engine's queue; other engines hold the units"
 	})
+	// It is waiting_resources, first in B's queue while another engine holds the units; B's
+	// metrics count it as waiting, holding nothing.
+	if info, err := b.Status(ctx, rb); err != nil || info.Steps[0].Status != run.StepWaitingResources || info.Steps[0].Waiting == nil ||
+		!info.Steps[0].Waiting.OtherEngines || info.Steps[0].Waiting.Place != 1 || info.Steps[0].Waiting.Of != 1 {
+		t.Fatalf("B's waiting step: %+v, %v", info, err)
+	}
+	if g := b.resGate.gauges(); len(g) != 1 || g[0].InUse != 0 || g[0].Waiting != 1 {
+		t.Fatalf("B's gauges %+v; want none in use, one waiting", g)
+	}
 	for range 5 {
 		clk.Advance(slotPollMax)
 		if cs := pull(b); len(cs) != 0 {
@@ -101,6 +111,9 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 		cb = pull(b)
 		return len(cb) == 1
 	})
+	if g := b.resGate.gauges(); len(g) != 1 || g[0].InUse != 1 || g[0].Waiting != 0 {
+		t.Fatalf("B's gauges once its step holds the unit: %+v", g)
+	}
 	if err := b.Host().Complete(cb[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/resources"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store"
+	"github.com/dcc-flow/dcc-flow/engine/run"
 )
 
 // acquireShared is Acquire on a store whose waiters form one queue across every engine of the
@@ -21,7 +21,7 @@ import (
 // granted, asking again after sharedPollMin, then twice as late each time, at most every
 // slotPollMax (a NOTIFY missed, an engine past its lease). When ctx ends first it leaves the
 // queue, giving back what it was granted meanwhile.
-func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string) (func(), error) {
+func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string, start time.Time) (func(), error) {
 	t := g.sched.Track(resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label})
 	limits := make(map[string]int, len(w.Amounts))
 	for name := range w.Amounts {
@@ -64,7 +64,8 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		entry.Again = true
 		if place != 0 && place != lastPlace { // 0: asked again while every unit is held, place not read
 			lastPlace = place
-			w.Waiting(fmt.Sprintf("waiting for %s: %s in the database's queue (all engines)", what, ordinal(place)))
+			wt := run.StepWaiting{Resources: w.Amounts, Place: place, AllEngines: true, Since: start}
+			w.Waiting(wt, waitMessage(what, wt))
 		}
 		ready := g.waker.ensure(q)
 		if !asked {

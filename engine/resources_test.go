@@ -3,9 +3,12 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -67,14 +70,15 @@ func TestSubmitChecksResources(t *testing.T) {
 
 // The executor takes a step's resources around its call: with a limit of 1, of three runs whose
 // step asks for houdini ×1 the host sees one call at a time; the others wait, visibly (their
-// step is running with the progress message "waiting for houdini ×1: …"), and Resources lists
+// step is waiting_resources, with what it waits for and its place), and Resources lists
 // the holder and the queue in order, a run of a higher priority first (its own, given when it
 // started, over its spec's). A priority out of range is refused. A cancelled waiter leaves the
 // queue; every unit is given back at the end.
 func TestStepsWaitForTheirResources(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Config{DB: filepath.Join(t.TempDir(), "flow.db"), Resources: map[string]engine.ResourceConfig{"houdini": {Limit: 1}}})
+	db := filepath.Join(t.TempDir(), "flow.db")
+	e, err := engine.Open(ctx, engine.Config{DB: db, Resources: map[string]engine.ResourceConfig{"houdini": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,15 +134,42 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 	if r.Limit != 1 || len(r.Holders) != 1 || r.Holders[0].RunID != first || r.Queue[0].Label != high+"/cook" || r.Queue[1].Label != low+"/cook" || r.Queue[0].Priority != 5 {
 		t.Fatalf("resource %+v; want %s holding, %s then %s queued", r, first, high, low)
 	}
-	// The wait is the step's progress (written as reports are: shortly after).
-	until("the waiting step's progress", func() bool {
-		info, err := e.Status(ctx, low)
-		if err != nil || len(info.Steps) != 1 || info.Steps[0].Status != run.StepRunning {
-			t.Fatalf("the waiting step: %+v, %v", info, err)
+	// The waiters are waiting_resources (their runs running), with what they wait for and
+	// their place in the queue now: the high-priority run's step first.
+	waiting := func(id string) engine.StepInfo {
+		t.Helper()
+		info, err := e.Status(ctx, id)
+		if err != nil || len(info.Steps) != 1 || info.Status != run.StatusRunning {
+			t.Fatalf("the waiting run: %+v, %v", info, err)
 		}
-		p := info.Steps[0].Progress
-		return p != nil && p.Message == "waiting for houdini ×1: 1st of 1 in this engine's queue"
-	})
+		return info.Steps[0]
+	}
+	for id, place := range map[string]int{high: 1, low: 2} {
+		// (The step's record is written just after it queues.)
+		until("the waiting step's record", func() bool { return waiting(id).Status == run.StepWaitingResources })
+		st := waiting(id)
+		w := st.Waiting
+		if st.Status != run.StepWaitingResources || w == nil || w.Place != place || w.Of != 2 || w.OtherEngines ||
+			!maps.Equal(w.Resources, map[string]int{"houdini": 1}) || w.Since.IsZero() || st.Progress == nil ||
+			st.Progress.Message != fmt.Sprintf("waiting for houdini ×1: %s of 2 in this engine's queue", map[int]string{1: "1st", 2: "2nd"}[place]) {
+			t.Fatalf("waiting step of %s: %+v (waiting %+v, progress %+v); want waiting_resources, place %d of 2", id, st, w, st.Progress, place)
+		}
+		if all, err := e.Steps(ctx, id); err != nil || len(all) != 1 || !reflect.DeepEqual(all[0].Waiting, w) {
+			t.Fatalf("Steps(%s) = %+v, %v; want the waiting of Status", id, all, err)
+		}
+	}
+	// Another process reading the file (a read-only engine) sees the record as written when
+	// the wait started: low was then 1st of 1.
+	reader, err := engine.Open(ctx, engine.Config{DB: db, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := reader.Status(ctx, low); err != nil || len(info.Steps) != 1 || info.Steps[0].Status != run.StepWaitingResources ||
+		info.Steps[0].Waiting == nil || info.Steps[0].Waiting.Place != 1 || info.Steps[0].Waiting.Of != 1 ||
+		info.Steps[0].Progress.Message != "waiting for houdini ×1: 1st of 1 in this engine's queue" {
+		t.Fatalf("low read by another process: %+v, %v", info, err)
+	}
+	_ = reader.Close(ctx)
 	c := pull()
 	if c.RunID != first {
 		t.Fatalf("the host got a call of %s, want %s", c.RunID, first)
@@ -148,6 +179,15 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 	}
 	if c = pull(); c.RunID != high {
 		t.Fatalf("after the first, the host got a call of %s, want the high-priority %s", c.RunID, high)
+	}
+	// Holding its units, the step is running; its progress says what it holds and how long it
+	// waited. The other waiter moved up.
+	if st := waiting(high); st.Status != run.StepRunning || st.Waiting != nil || st.Progress == nil ||
+		!strings.HasPrefix(st.Progress.Message, "holds houdini ×1 (waited ") {
+		t.Fatalf("the step that got its units: %+v (progress %+v)", st, st.Progress)
+	}
+	if st := waiting(low); st.Waiting == nil || st.Waiting.Place != 1 || st.Waiting.Of != 1 {
+		t.Fatalf("the step left waiting: %+v", st.Waiting)
 	}
 	if err := e.Cancel(ctx, low, "not needed"); err != nil {
 		t.Fatal(err)
@@ -162,8 +202,8 @@ func TestStepsWaitForTheirResources(t *testing.T) {
 		}
 	}
 	until("every unit to be given back", func() bool { r := resource(); return r.InUse == 0 && len(r.Holders) == 0 })
-	if info, _ := e.Status(ctx, low); info.Status != run.StatusCancelled {
-		t.Fatalf("the cancelled waiter's run is %s", info.Status)
+	if info, _ := e.Status(ctx, low); info.Status != run.StatusCancelled || info.Steps[0].Status != run.StepCancelled || info.Steps[0].Waiting != nil {
+		t.Fatalf("the cancelled waiter's run is %s, its step %+v", info.Status, info.Steps[0])
 	}
 	s, _ := spec.ParseString("steps: [{id: a, tool: flow__echo}]")
 	tooHigh := 5000

@@ -121,7 +121,7 @@ func (e *Engine) resume(ctx context.Context, runID string, opts ResumeOptions, u
 		}
 	}
 	if err := e.start(ctx, exec.Params{
-		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger,
+		RunID: runID, Spec: s, Inputs: inputs, Origin: rec.Origin, Trigger: trigger, Priority: rec.Priority,
 		Env:   exec.EnvPolicy{All: rec.EnvAllow == nil, Allow: rec.EnvAllow},
 		Prior: prior, Force: opts.ForceSteps, Resume: true, ResumedBy: opts.By, Ancestors: ancestors,
 		OnFailureOnly: onFailureOnly, Unpause: unpause,

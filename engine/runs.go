@@ -38,7 +38,8 @@ type StartRequest struct {
 	Trigger  map[string]any `json:"trigger,omitempty"` // {{trigger.*}}: schedule id, webhook payload, …
 	// Priority, when set, is the run's priority when its steps wait for scarce resources, over
 	// its spec's `priority` (docs/guide/resources.md): spec.MinPriority to spec.MaxPriority, higher
-	// first (else invalid_request). nil = the spec's. A resumed run has its spec's again.
+	// first (else invalid_request). nil = the spec's. The run's record keeps it: a resume, or
+	// another engine's takeover, gives it again (RunInfo.Priority).
 	Priority *int `json:"priority,omitempty"`
 }
 
@@ -57,9 +58,12 @@ type RunInfo struct {
 	Origin          string         `json:"origin"`
 	Inputs          map[string]any `json:"inputs"`
 	Trigger         map[string]any `json:"trigger,omitempty"`
-	CreatedAt       time.Time      `json:"created_at"`
-	UpdatedAt       time.Time      `json:"updated_at"`
-	FinishedAt      time.Time      `json:"finished_at,omitzero"`
+	// Priority is the run's own priority, given when it started over its spec's `priority`
+	// (StartRequest.Priority; kept across resumes and takeovers); absent: the spec's.
+	Priority   *int      `json:"priority,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Approvals lists the open approvals of an unfinished run: those of the engine running it,
 	// or, for a run another process runs (another engine on a shared database, the owner of a
 	// read-only engine's file), those its records show (stored_approvals.go).
@@ -105,6 +109,11 @@ type StepInfo struct {
 	// Progress is the latest progress the tool of the current (or last) attempt reported
 	// (current_call().progress, docs/reference/python/README.md); nil when it reported none.
 	Progress *run.StepProgress `json:"progress,omitempty"`
+	// Waiting is what a step that is waiting_resources waits for: the amounts, its place in
+	// the queue of the engine running it and since when (docs/guide/resources.md, "Waiting,
+	// visibly"); nil in every other status. Read from the engine running the run, the place
+	// is the queue's now; read from another process, as that engine last wrote it.
+	Waiting *run.StepWaiting `json:"waiting,omitempty"`
 	// ChildRunID is the newest child run of a workflow step (Status only; "" for other kinds).
 	ChildRunID string `json:"child_run_id,omitempty"`
 	// Args are the rendered arguments of the latest attempt (AttemptInfo.Args: secrets
@@ -389,6 +398,7 @@ func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
 			info.Outputs[st.StepID] = si.Output
 		}
 	}
+	e.livePlaces(runID, info.Steps)
 	if err := e.withAttempts(ctx, runID, info.Steps); err != nil {
 		return nil, notFound(runID, err)
 	}
@@ -421,6 +431,7 @@ func (e *Engine) Steps(ctx context.Context, runID string) ([]StepInfo, error) {
 		out[i] = stepInfo(st, raw)
 		out[i].ChildRunID = newest[st.Key]
 	}
+	e.livePlaces(runID, out)
 	if !noAttempts(ctx) {
 		if err := e.withAttempts(ctx, runID, out); err != nil {
 			return nil, notFound(runID, err)
@@ -609,7 +620,7 @@ func runInfo(rec store.Run) *RunInfo {
 		ID: rec.ID, Name: rec.Name, Status: rec.Status, Terminal: rec.Status.Terminal(), Error: rec.Error,
 		Progress: rec.Progress, SpecHash: rec.SpecHash, Origin: rec.Origin,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
-		ParentRunID: rec.ParentRunID, ParentStepKey: rec.ParentStepKey,
+		ParentRunID: rec.ParentRunID, ParentStepKey: rec.ParentStepKey, Priority: rec.Priority,
 	}
 	_ = (*spec.Object)(&info.Inputs).UnmarshalJSON(rec.Inputs) // large integers stay exact
 	if len(rec.Trigger) > 0 {
@@ -638,12 +649,7 @@ func stepInfo(st store.Step, raw bool) StepInfo {
 	if len(st.Logs) > 0 {
 		_ = json.Unmarshal(st.Logs, &si.Logs)
 	}
-	if len(st.Progress) > 0 {
-		var p run.StepProgress
-		if json.Unmarshal(st.Progress, &p) == nil {
-			si.Progress = &p
-		}
-	}
+	si.Progress, si.Waiting = run.DecodeStepProgress(st.Progress, st.Status)
 	switch {
 	case len(st.Output) == 0:
 	case raw:

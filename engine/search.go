@@ -32,7 +32,7 @@ var ErrorKinds = []string{run.KindTimeout, run.KindTransient, run.KindError, run
 
 // stepStatuses are the step statuses, for the error naming them.
 var stepStatuses = []run.StepStatus{run.StepPending, run.StepRunning, run.StepRetrying, run.StepWaitingApproval,
-	run.StepCompleted, run.StepFailed, run.StepCancelled, run.StepSkipped, run.StepInterrupted}
+	run.StepWaitingResources, run.StepCompleted, run.StepFailed, run.StepCancelled, run.StepSkipped, run.StepInterrupted}
 
 // validate checks the search fields of f: known step statuses and error kind, texts of at most
 // MaxSearchText characters, valid UTF-8 without NUL bytes; the error (code invalid_request) names

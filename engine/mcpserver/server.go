@@ -98,6 +98,7 @@ func (s *Server) addTools() {
 		mcp.WithAny("spec", mcp.Description("The workflow spec: YAML or JSON text, or a JSON object. Give spec or workflow.")),
 		mcp.WithString("workflow", mcp.Description("A catalog name (see workflows_lookup). Give spec or workflow.")),
 		mcp.WithObject("inputs", mcp.Description("The run's inputs, checked against the spec's declared inputs.")),
+		mcp.WithNumber("priority", mcp.Description("The run's priority when its steps wait for scarce resources, over the spec's `priority`: a whole number from -1000 to 1000, higher first (absent = the spec's).")),
 		mcp.WithNumber("wait_secs", mcp.Description("Wait up to this many seconds for the run to end (0 = return at once).")),
 		mcp.WithBoolean("dry_run", mcp.Description("Call no tool and record nothing: answer with the steps in the order they would run and the arguments each would receive (tool outputs from fixtures, approvals granted).")),
 		mcp.WithObject("fixtures", mcp.Description("dry_run: the output of tool steps by step instance key, step id or tool name (most specific first); others output null.")),
@@ -177,6 +178,13 @@ func (s *Server) toolRun(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	if err := refuseRoundedIntegers(args, "inputs", "spec", "fixtures"); err != nil {
 		return toolError(err), nil
+	}
+	if raw, ok := args["priority"]; ok && raw != nil {
+		p, err := priorityArg(raw)
+		if err != nil {
+			return toolError(err), nil
+		}
+		start.Priority = &p
 	}
 	if raw, ok := args["spec"]; ok && raw != nil {
 		var text []byte
@@ -486,6 +494,27 @@ func (l *limiter) allow(session string) (time.Duration, bool) {
 		return 0, true
 	}
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), false
+}
+
+// priorityArg is workflows_run's priority: a whole number (the engine checks its range,
+// spec.MinPriority to spec.MaxPriority, as for every other way of starting a run).
+func priorityArg(raw any) (int, error) {
+	f, ok := raw.(float64)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<31 {
+		return 0, run.Errorf(run.CodeInvalidRequest,
+			"priority must be a whole number from %d to %d (higher is served first; leave it out for the spec's); got %s",
+			spec.MinPriority, spec.MaxPriority, describeArg(raw))
+	}
+	return int(f), nil
+}
+
+// describeArg is a tool argument for an error message: its JSON.
+func describeArg(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // refuseRoundedIntegers fails when a member of args holds an integer of magnitude ≥ 2^53. The

@@ -20,7 +20,7 @@ func TestStateMachineDocNamesEverything(t *testing.T) {
 		string(run.StatusPending), string(run.StatusRunning), string(run.StatusWaiting), string(run.StatusCompleted),
 		string(run.StatusFailed), string(run.StatusCancelled), string(run.StatusInterrupted), string(run.StatusPaused),
 		string(run.StepPending), string(run.StepRunning), string(run.StepRetrying), string(run.StepWaitingApproval),
-		string(run.StepCompleted), string(run.StepFailed), string(run.StepCancelled), string(run.StepSkipped),
+		string(run.StepWaitingResources), string(run.StepCompleted), string(run.StepFailed), string(run.StepCancelled), string(run.StepSkipped),
 		string(run.StepInterrupted),
 		run.EventWorkflowStarted, run.EventStepEnter, run.EventStepRetry, run.EventStepExit, run.EventStepSkipped,
 		run.EventApproveRequested, run.EventApproveResolved, run.EventWorkflowTerminal, run.EventWorkflowResumed,

@@ -4,6 +4,11 @@
 // It imports only the standard library so every other package can depend on it.
 package run
 
+import (
+	"encoding/json"
+	"time"
+)
+
 // Status is the status of a whole workflow run.
 //
 //	pending → running ⇄ waiting → completed | failed | cancelled | interrupted
@@ -54,11 +59,15 @@ const (
 	StepRunning         StepStatus = "running"
 	StepRetrying        StepStatus = "retrying"
 	StepWaitingApproval StepStatus = "waiting_approval"
-	StepCompleted       StepStatus = "completed"
-	StepFailed          StepStatus = "failed"
-	StepCancelled       StepStatus = "cancelled"
-	StepSkipped         StepStatus = "skipped"
-	StepInterrupted     StepStatus = "interrupted"
+	// StepWaitingResources: a tool step's attempt waits for the units of the scarce resources
+	// its `resources` ask for (docs/guide/resources.md); it becomes running once it holds
+	// them. Its call has not started: a resume starts it again.
+	StepWaitingResources StepStatus = "waiting_resources"
+	StepCompleted        StepStatus = "completed"
+	StepFailed           StepStatus = "failed"
+	StepCancelled        StepStatus = "cancelled"
+	StepSkipped          StepStatus = "skipped"
+	StepInterrupted      StepStatus = "interrupted"
 )
 
 // Terminal reports whether the step instance is finished: completed, failed, cancelled, skipped
@@ -74,8 +83,57 @@ func (s StepStatus) Terminal() bool {
 // Valid reports whether s is one of the step statuses above.
 func (s StepStatus) Valid() bool {
 	switch s {
-	case StepPending, StepRunning, StepRetrying, StepWaitingApproval:
+	case StepPending, StepRunning, StepRetrying, StepWaitingApproval, StepWaitingResources:
 		return true
 	}
 	return s.Terminal()
+}
+
+// StepWaiting is what a step instance that is StepWaitingResources waits for: the "waiting" of
+// its record (docs/guide/resources.md, "Waiting, visibly").
+type StepWaiting struct {
+	// Resources are the amounts its `resources` ask for, by name.
+	Resources map[string]int `json:"resources"`
+	// Place is its place in the queue of the engine running it (1 = served next; of the
+	// resources it asks for, the worst), Of the number of that queue's waiters. With
+	// OtherEngines it is first in that queue and other engines of a shared database hold the
+	// units (Place 1).
+	Place        int  `json:"place"`
+	Of           int  `json:"of"`
+	OtherEngines bool `json:"other_engines,omitempty"`
+	// AllEngines: Place is its place in the one queue of every engine of a PostgreSQL database
+	// (docs/guide/resources.md, "Who goes first"), Of 0 (not read).
+	AllEngines bool `json:"all_engines,omitempty"`
+	// Since is when it started waiting.
+	Since time.Time `json:"since"`
+}
+
+// stepRecordProgress is the JSON of a step record's progress while the step waits for
+// resources: the progress message and, beside it, what it waits for.
+type stepRecordProgress struct {
+	StepProgress
+	Waiting *StepWaiting `json:"waiting,omitempty"`
+}
+
+// EncodeWaitingProgress is the progress of a step record that waits for resources: p (its
+// message says what it waits for) with w beside it, as DecodeStepProgress reads them.
+func EncodeWaitingProgress(p StepProgress, w StepWaiting) []byte {
+	b, _ := json.Marshal(stepRecordProgress{StepProgress: p, Waiting: &w})
+	return b
+}
+
+// DecodeStepProgress reads the progress of a step record (nil when it has none or it is not
+// valid JSON) and, when the record is StepWaitingResources, what it waits for (else nil).
+func DecodeStepProgress(b []byte, status StepStatus) (*StepProgress, *StepWaiting) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var rp stepRecordProgress
+	if json.Unmarshal(b, &rp) != nil {
+		return nil, nil
+	}
+	if status != StepWaitingResources {
+		rp.Waiting = nil
+	}
+	return &rp.StepProgress, rp.Waiting
 }

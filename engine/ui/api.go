@@ -233,16 +233,18 @@ type Attempt struct {
 // Instance is a step instance in the run page's list (its output and logs come from
 // GET /api/runs/ID/steps/KEY).
 type Instance struct {
-	Key        string         `json:"key"`
-	StepID     string         `json:"step_id"`
-	Kind       string         `json:"kind"`
-	Status     run.StepStatus `json:"status"`
-	Attempts   int            `json:"attempts"`
-	Cached     bool           `json:"cached,omitempty"`
-	Worker     string         `json:"worker,omitempty"`
-	ErrorKind  string         `json:"error_kind,omitempty"`
-	StartedAt  *time.Time     `json:"started_at"`
-	FinishedAt *time.Time     `json:"finished_at"`
+	Key       string         `json:"key"`
+	StepID    string         `json:"step_id"`
+	Kind      string         `json:"kind"`
+	Status    run.StepStatus `json:"status"`
+	Attempts  int            `json:"attempts"`
+	Cached    bool           `json:"cached,omitempty"`
+	Worker    string         `json:"worker,omitempty"`
+	ErrorKind string         `json:"error_kind,omitempty"`
+	// Waiting is what a waiting_resources instance waits for (engine.StepInfo.Waiting).
+	Waiting    *run.StepWaiting `json:"waiting,omitempty"`
+	StartedAt  *time.Time       `json:"started_at"`
+	FinishedAt *time.Time       `json:"finished_at"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -297,7 +299,7 @@ func (h *handler) getRun(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		in := Instance{Key: st.Key, StepID: st.StepID, Kind: st.Kind, Status: st.Status, Attempts: st.Attempts, Cached: st.Cached,
-			Worker: st.Worker, StartedAt: timePtr(st.StartedAt), FinishedAt: timePtr(st.FinishedAt)}
+			Worker: st.Worker, Waiting: st.Waiting, StartedAt: timePtr(st.StartedAt), FinishedAt: timePtr(st.FinishedAt)}
 		if st.Error != nil {
 			in.ErrorKind = st.Error.Kind
 		}
@@ -337,6 +339,12 @@ func (h *handler) attempts(ctx context.Context, runID string, steps []engine.Ste
 			}
 			switch ev.Type {
 			case run.EventStepEnter, run.EventStepRetry, run.EventStepExit:
+			case run.EventStepProgress: // a wait for resources starts (waiting_resources) or ends (running)
+				if i, ok := open[keyOf(ev.StepKey, ev.Attempt)]; ok && out[i].FinishedAt == nil &&
+					(ev.Status == string(run.StepWaitingResources) || ev.Status == string(run.StepRunning)) {
+					out[i].Status = ev.Status
+				}
+				continue
 			default:
 				continue
 			}

@@ -70,7 +70,7 @@ class StepRecord:
     """One step instance of a run (a foreach iteration's step is its own instance)."""
 
     __slots__ = ("key", "step_id", "kind", "status", "attempt", "cached", "output", "file_refs", "error",
-                 "worker", "logs", "logs_dropped", "progress", "child_run_id", "started_at", "finished_at",
+                 "worker", "logs", "logs_dropped", "progress", "waiting", "child_run_id", "started_at", "finished_at",
                  "args", "attempts", "attempts_dropped")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
@@ -98,6 +98,12 @@ class StepRecord:
         #: The latest progress the tool of the current (or last) attempt reported with
         #: ``current_call().progress()``: ``{"done", "total"?, "message"?, "attempt"}``, or None.
         self.progress: Optional[Dict[str, Any]] = d.get("progress")
+        #: What a ``waiting_resources`` step waits for (docs/guide/resources.md, "Waiting, visibly"):
+        #: ``{"resources": {"houdini": 1}, "place": 2, "of": 3, "since": "2026-…Z"}`` (``place`` 1 is
+        #: served next in the queue of the engine running it, of ``of`` waiters; ``other_engines``
+        #: when it is first there and other engines of a shared database hold the units); None
+        #: in every other status.
+        self.waiting: Optional[Dict[str, Any]] = d.get("waiting")
         #: The newest child run of a ``workflow`` step (docs/reference/spec.md, "workflow"); ``""`` for
         #: other kinds.
         self.child_run_id: str = d.get("child_run_id") or ""
@@ -138,6 +144,9 @@ class RunResult:
         self.outputs: Dict[str, Any] = dict(d.get("outputs") or {})
         self.steps: Tuple[StepRecord, ...] = tuple(StepRecord(s) for s in d.get("steps") or ())
         self.spec_hash: str = d.get("spec_hash", "")
+        #: The run's own priority, given when it started (``submit(priority=)``) over its spec's
+        #: ``priority``, kept across resumes (docs/guide/resources.md); None: the spec's.
+        self.priority: Optional[int] = d.get("priority")
         #: The catalog version of the spec the run used (``engine.workflows()``); 0 when that spec
         #: was never registered.
         self.workflow_version: int = int(d.get("workflow_version") or 0)

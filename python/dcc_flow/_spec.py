@@ -82,6 +82,9 @@ class StepStatus(_StrEnum):
     RUNNING = "running"
     RETRYING = "retrying"
     WAITING_APPROVAL = "waiting_approval"
+    #: A tool step waiting for the units of the scarce resources it asks for
+    #: (docs/guide/resources.md): ``StepRecord.waiting`` says what for; it has not called its tool.
+    WAITING_RESOURCES = "waiting_resources"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -212,9 +212,10 @@ def test_workflow_status():
 
 def test_step_status():
     assert [s.value for s in StepStatus] == [
-        "pending", "running", "retrying", "waiting_approval", "completed", "failed", "cancelled", "skipped",
-        "interrupted",
+        "pending", "running", "retrying", "waiting_approval", "waiting_resources", "completed", "failed", "cancelled",
+        "skipped", "interrupted",
     ]
     terminal = {s.value for s in StepStatus if s.is_terminal}
     assert terminal == {"completed", "failed", "cancelled", "skipped", "interrupted"}
     assert str(StepStatus.WAITING_APPROVAL) == "waiting_approval"
+    assert StepStatus("waiting_resources") is StepStatus.WAITING_RESOURCES and not StepStatus.WAITING_RESOURCES.is_terminal

@@ -98,7 +98,7 @@ def test_an_underscore_is_an_underscore(db, capsys):
     (["--since", "0d"], "an age such as"),
     (["--since", "1h", "--until", "2h"], "the time range is empty"),
     (["--until", "2999-01-01T00:00:00Z"], "out of range"),
-    (["--step-status", "done"], "'pending', 'running', 'retrying', 'waiting_approval', 'completed', 'failed'"),
+    (["--step-status", "done"], "'pending', 'running', 'retrying', 'waiting_approval', 'waiting_resources', 'completed'"),
     (["--error-kind", "timout"], "'timeout', 'transient', 'error'"),
     (["--status", "done"], "invalid choice"),
     (["--input", "shot"], "--input KEY=VALUE"),

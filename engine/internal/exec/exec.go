@@ -175,7 +175,8 @@ type Params struct {
 	Env     EnvPolicy
 	Trigger map[string]any // the trigger document, or nil
 	// Priority, when set, is the run's priority for its steps waiting for resources, over its
-	// spec's (Config.Resources); nil = the spec's.
+	// spec's (Config.Resources); nil = the spec's. A new run's record keeps it (store.Run.
+	// Priority); a resume passes the record's.
 	Priority *int
 	// Prior holds step instances of an earlier execution of this run: the completed ones are
 	// reused (their outputs feed templates, they are not run again), the others run.
@@ -423,6 +424,7 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 			ID: r.id, Name: r.name, SpecJSON: p.Spec.Canonical(), SpecHash: p.Spec.Hash(), Inputs: inputsJSON,
 			Status: run.StatusRunning, Origin: p.Origin, Trigger: triggerJSON, Progress: r.progress(),
 			CreatedAt: now, UpdatedAt: now, ParentRunID: p.ParentRunID, ParentStepKey: p.ParentStepKey,
+			Priority: p.Priority,
 		}
 		if !p.Env.All {
 			rec.EnvAllow = append([]string{}, p.Env.Allow...)
@@ -498,7 +500,7 @@ type runner struct {
 	id, name  string
 	origin    string
 	ancestors []string // Params.Ancestors
-	priority  int      // the spec's priority, for the steps waiting for resources
+	priority  int      // the run's own priority, else its spec's: for the steps waiting for resources
 	fairShare string   // the spec's fair_share template, "" for none (resources.go)
 	tree      *Tree    // Params.Tree
 	plan      *plan
@@ -546,6 +548,7 @@ type runner struct {
 
 	completed, total atomic.Int64
 	leaf             atomic.Int32              // tool attempts in flight (for running vs waiting)
+	resWaiting       atomic.Int32              // of those, the ones waiting for resources (waiting_resources)
 	open             atomic.Int32              // open approvals
 	lastActivity     atomic.Int64              // unix nanos of the last write with events
 	stopCause        atomic.Pointer[stopCause] // the run-level cause, once cancelled

@@ -1008,8 +1008,9 @@ func (r *runner) armStall() {
 	}
 }
 
-// checkStall emits stall_detected when the run, running (not waiting for an approval), has
-// written nothing for StallAfter; once per quiet period.
+// checkStall emits stall_detected when the run, running (not waiting for an approval, nor with
+// every tool attempt in flight waiting for its resources), has written nothing for StallAfter;
+// once per quiet period.
 func (r *runner) checkStall() {
 	d := r.x.cfg.StallAfter
 	now := r.now()
@@ -1027,6 +1028,9 @@ func (r *runner) checkStall() {
 	r.stallTimer = r.x.cfg.Clock.AfterFunc(next, r.checkStall)
 	if quiet < d || r.stallMarked == last || r.status != run.StatusRunning {
 		return
+	}
+	if n := r.resWaiting.Load(); n > 0 && n >= r.leaf.Load() {
+		return // waiting for licences or GPUs is not a stall
 	}
 	r.stallMarked = last
 	detail := jsonDetail(map[string]any{"quiet_ms": quiet.Milliseconds(), "tool_steps_in_flight": r.leaf.Load(),

@@ -174,7 +174,7 @@ func (r *runner) runTool(ctx context.Context, in *inst) stepEnd {
 			call.AdoptAttempt = r.priorAttempt[in.row.Key]
 		}
 		cs := in.startSpans(&call, r.attemptBase[in.row.Key]+attempt) // trace.go
-		res, err := r.attempt(withTraceparent(ctx, call.Traceparent), sp, call, attempt, cs)
+		res, err := r.attempt(withTraceparent(ctx, call.Traceparent), in, call, attempt, cs)
 		endCall(cs, res, err)
 		in.endReport(rep)
 		if errors.Is(err, store.ErrConnectionLost) {
@@ -269,10 +269,11 @@ func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
 
 // attempt makes one call under the per-attempt timeout, once it holds the step's resources
 // (a wait for them is an event of the attempt's span cs, and the call's span starts after it).
-func (r *runner) attempt(ctx context.Context, sp *stepPlan, call tools.Call, attempt int, cs *tracing.Call) (tools.Result, error) {
+func (r *runner) attempt(ctx context.Context, in *inst, call tools.Call, attempt int, cs *tracing.Call) (tools.Result, error) {
+	sp := in.sp
 	call.Attempt = attempt
 	since := time.Now()
-	release, rerr := r.holdResources(ctx, sp, call)
+	release, rerr := r.holdResources(ctx, in, call)
 	if rerr != nil {
 		return tools.Result{NotStarted: true}, rerr
 	}

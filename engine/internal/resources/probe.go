@@ -59,8 +59,11 @@ type ProbeSpec struct {
 type ProbeStatus struct {
 	// State is ProbePending, ProbeOK or ProbeFailed.
 	State string
-	// Free is what the last successful run said is free (valid when State is ProbeOK).
-	Free int
+	// Free is what the last successful run said is free (the current count when State is
+	// ProbeOK; kept through later failures); FreeAt is when that run ended, zero before any
+	// run succeeded.
+	Free   int
+	FreeAt time.Time
 	// Effective is the limit the scheduler applies now: min(declared, Free + the units this
 	// engine holds) when ok, else the declared limit.
 	Effective int
@@ -173,7 +176,7 @@ func (p *Prober) Check(ctx context.Context, resource string) ProbeStatus {
 	now := p.clock.Now()
 	p.mu.Lock()
 	old := p.status[resource]
-	st := ProbeStatus{Checked: now, Since: old.Since}
+	st := ProbeStatus{Checked: now, Since: old.Since, Free: old.Free, FreeAt: old.FreeAt}
 	var msg string
 	if err != nil {
 		st.State, st.Error, st.Effective = ProbeFailed, err.Error(), sp.Declared
@@ -183,7 +186,7 @@ func (p *Prober) Check(ctx context.Context, resource string) ProbeStatus {
 			msg = fmt.Sprintf("resource %s: its probe %s failed: %s; using the declared limit %d until it succeeds", resource, sp.Command[0], st.Error, sp.Declared)
 		}
 	} else {
-		st.State, st.Free = ProbeOK, free
+		st.State, st.Free, st.FreeAt = ProbeOK, free, now
 		st.Effective = p.sched.ApplyFree(resource, sp.Declared, free)
 		if old.State != ProbeOK {
 			st.Since = now

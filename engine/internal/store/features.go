@@ -295,7 +295,7 @@ type Leaser interface {
 	// whether it did (false and no error for a run that is held, finished or unknown). In one
 	// transaction it makes this engine the owner with a new lease and interrupts the run as
 	// MarkInterrupted does (its step instances in flight — pending, running, retrying,
-	// waiting_approval — become interrupted with UpdatedAt now; the run becomes interrupted with
+	// waiting_approval, waiting_resources — become interrupted with UpdatedAt now; the run becomes interrupted with
 	// in.Error, UpdatedAt and FinishedAt now, its progress as committed with those steps counted,
 	// and an interrupted event with that progress and in.Detail; or it stays paused, with no
 	// event), ready for the resume path. Its unfinished child runs (recursively) are interrupted

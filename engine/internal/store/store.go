@@ -149,6 +149,11 @@ type Run struct {
 	// parent_step_key (migration 0009).
 	ParentRunID   string
 	ParentStepKey string
+	// Priority is the run's own priority, given when it started over its spec's `priority`
+	// (docs/guide/resources.md, "Who goes first"), so that a resume or a takeover gives it
+	// again; nil: the spec's. Written when the run is created, never changed. Stored in the
+	// nullable column priority (SQLite migration 0016, PostgreSQL 0018).
+	Priority *int
 	// Progress is written with the run (created, resumed, finished, interrupted). A read of a
 	// run that has not finished returns its progress as committed instead, whoever wrote it:
 	// Completed is the number of its step rows in a finished status (StepStatus.Terminal) and

@@ -152,6 +152,17 @@ async function act({title, text, path, body = {}, extra = [], ok = "OK", danger 
 
 // ---- shared widgets ----------------------------------------------------------------------
 
+// waitingText says what a waiting_resources step waits for (its record's waiting):
+// "houdini ×1: 2nd of 3 in this engine's queue", or in the one queue of a PostgreSQL database's
+// engines (all_engines) "houdini ×1: 3rd in the database's queue (all engines)".
+function waitingText(w) {
+  const what = Object.keys(w.resources || {}).sort().map((n) => `${n} ×${w.resources[n]}`).join(", ");
+  if (w.other_engines) return `${what}: first in this engine's queue; other engines hold the units`;
+  const n = w.place, mod = n % 100, suffix = mod >= 11 && mod <= 13 ? "th" : ({1: "st", 2: "nd", 3: "rd"}[n % 10] || "th");
+  if (w.all_engines) return `${what}: ${n}${suffix} in the database's queue (all engines)`;
+  return `${what}: ${n}${suffix} of ${w.of} in this engine's queue`;
+}
+
 function badge(status, testid) {
   return el("span", {class: `badge s-${status}`, "data-testid": testid, text: status});
 }
@@ -380,7 +391,7 @@ async function runsPage(query) {
 function stepStatusOf(instances) {
   // The status of a step id over its instances (a foreach body step has one per item).
   const s = new Set(instances.map((i) => i.status));
-  for (const k of ["failed", "running", "retrying", "waiting_approval"]) if (s.has(k)) return k;
+  for (const k of ["failed", "running", "retrying", "waiting_approval", "waiting_resources"]) if (s.has(k)) return k;
   if (s.size === 0) return "pending";
   if (s.size === 1) return [...s][0];
   if (s.has("pending")) return "running";
@@ -538,7 +549,7 @@ async function runPage(id, step = "") {
       const tr = el("tr", {"data-testid": "step-row", "data-step-key": i.key, "data-status": i.status, class: "clickable" + (i.key === selected ? " selected" : "")},
         el("td", {class: "mono", text: i.key}),
         el("td", {class: "muted", text: i.kind}),
-        el("td", {}, badge(i.status)),
+        el("td", {title: i.waiting ? "waiting for " + waitingText(i.waiting) : ""}, badge(i.status)),
         el("td", {class: "num", text: i.attempts || ""}),
         el("td", {class: "num", text: i.started_at ? durationOf(i.started_at, i.finished_at) : ""}),
         el("td", {class: "muted", text: i.worker || (i.cached ? "cached" : "")}));
@@ -594,8 +605,10 @@ async function runPage(id, step = "") {
         el("dt", {text: "Started"}), el("dd", {text: st.started_at ? fmtTime(st.started_at) : "—"}),
         el("dt", {text: "Duration"}), el("dd", {text: st.started_at ? durationOf(st.started_at, st.finished_at) : "—"}),
         el("dt", {text: "Worker"}), el("dd", {"data-testid": "step-worker", class: "mono", text: st.worker || "in process"}),
-        st.progress ? el("dt", {text: "Progress"}) : null,
-        st.progress ? el("dd", {text: `${st.progress.done}${st.progress.total != null ? " / " + st.progress.total : ""} ${st.progress.message || ""}`}) : null,
+        st.waiting ? el("dt", {text: "Waiting for"}) : null,
+        st.waiting ? el("dd", {"data-testid": "step-waiting", text: `${waitingText(st.waiting)}, since ${fmtTime(st.waiting.since)}`}) : null,
+        st.progress && !st.waiting ? el("dt", {text: "Progress"}) : null,
+        st.progress && !st.waiting ? el("dd", {text: `${st.progress.done}${st.progress.total != null ? " / " + st.progress.total : ""} ${st.progress.message || ""}`}) : null,
         st.child_run_id ? el("dt", {text: "Child run"}) : null,
         st.child_run_id ? el("dd", {}, el("a", {href: "#/runs/" + encodeURIComponent(st.child_run_id), text: st.child_run_id})) : null),
       el("div", {"data-testid": "step-error", class: err ? "" : "hidden"},

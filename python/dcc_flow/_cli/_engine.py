@@ -36,7 +36,7 @@ __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "add
            "load_config", "engine_config", "open_engine",
            "load_tools", "resolve_run",
            "RUN_HELP", "DEFAULT_DB", "DB_ENV",
-           "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_log"]
+           "parse_inputs", "exit_code", "format_duration", "elapsed", "format_progress", "format_waiting", "format_log"]
 
 DEFAULT_DB = os.path.join(".dcc-flow", "flow.db")
 DB_ENV = "DCC_FLOW_DB"
@@ -418,6 +418,32 @@ def format_progress(progress: Optional[Dict[str, Any]]) -> str:
     if progress.get("message"):
         text += " " + str(progress["message"])
     return text
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, … ``11th``, ``21st``."""
+    suffix = "th"
+    if not 11 <= n % 100 <= 13:
+        suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return "%d%s" % (n, suffix)
+
+
+def format_waiting(waiting: Optional[Mapping[str, Any]]) -> str:
+    """What a ``waiting_resources`` step waits for (``StepRecord.waiting``): ``waiting for gpu ×2,
+    houdini ×1: 2nd of 3 in this engine's queue``, or, first there while other engines hold the
+    units, ``…: first in this engine's queue; other engines hold the units``, or, in the one
+    queue of a PostgreSQL database's engines, ``…: 3rd in the database's queue (all engines)``;
+    ``""`` without."""
+    if not waiting:
+        return ""
+    amounts = waiting.get("resources") or {}
+    what = ", ".join("%s ×%s" % (name, amounts[name]) for name in sorted(amounts))
+    if waiting.get("all_engines"):
+        return "waiting for %s: %s in the database's queue (all engines)" % (what, ordinal(int(waiting.get("place") or 0)))
+    if waiting.get("other_engines"):
+        return "waiting for %s: first in this engine's queue; other engines hold the units" % what
+    return "waiting for %s: %s of %s in this engine's queue" % (what, ordinal(int(waiting.get("place") or 0)),
+                                                                waiting.get("of", "?"))
 
 
 def format_log(entry: Mapping[str, Any]) -> str:

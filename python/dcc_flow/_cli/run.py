@@ -30,6 +30,7 @@ from ._engine import (
     format_duration,
     format_log,
     format_progress,
+    format_waiting,
     load_tools,
     load_workflow,
     open_engine,
@@ -109,7 +110,11 @@ class Progress:
                 attempt = int(ev.get("attempt") or 1)
                 self.current = key + (" (attempt %d)" % attempt if attempt > 1 else "")
             elif kind == "step_progress":  # a long tool says how far it is: "export 37/120 caching frames…"
-                self.current = ("%s %s" % (key, format_progress(ev.get("detail")))).strip()
+                detail = ev.get("detail") or {}
+                if ev.get("status") == "waiting_resources" and detail.get("waiting"):  # "cook waiting for gpu ×2"
+                    self.current = "%s %s" % (key, format_waiting(detail["waiting"]))
+                else:
+                    self.current = ("%s %s" % (key, format_progress(detail))).strip()
             elif kind == "step_log" and self.tty:
                 detail = ev.get("detail") or {}
                 for entry in detail.get("lines") or ():
@@ -445,7 +450,7 @@ def leave_stuck_tool(engine: Any, run_id: str, returned: threading.Event, report
 
 #: The order in which step_counts lists statuses: the good news first.
 STATUS_ORDER = ("completed", "cached", "skipped", "failed", "cancelled", "interrupted", "waiting_approval",
-                "retrying", "running", "pending")
+                "waiting_resources", "retrying", "running", "pending")
 
 
 def step_counts(result: Any) -> str:

@@ -13,6 +13,7 @@ from ._engine import (
     format_duration,
     format_log,
     format_progress,
+    format_waiting,
     open_engine,
     resolve_run,
 )
@@ -198,7 +199,9 @@ def _print_steps(engine: Any, ctx: Context, result: Any, lines: int, pad: str, s
                     inner, plain(source.get("run_id")), plain(source.get("step_key")), source.get("attempt")))
         if attempts:
             _print_attempts(ctx, s, inner, full_args)
-        if s.progress:
+        if s.waiting:  # waiting_resources: what for, its place in the queue, since when
+            ctx.print("%s%s, since %s" % (inner, plain(format_waiting(s.waiting)), _when(s.waiting.get("since"))))
+        elif s.progress:
             ctx.print("%sprogress %s" % (inner, plain(format_progress(s.progress))))
         _print_logs(ctx, s.logs, s.logs_dropped, lines, inner)
         if s.error:

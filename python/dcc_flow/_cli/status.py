@@ -4,7 +4,7 @@ import argparse
 import json
 
 from ._base import Command, Context, one_line, plain
-from ._engine import RUN_HELP, add_db_argument, exit_code, format_progress, open_engine, resolve_run
+from ._engine import RUN_HELP, add_db_argument, exit_code, format_progress, format_waiting, open_engine, resolve_run
 
 __all__ = ["COMMAND"]
 
@@ -47,7 +47,9 @@ class StatusCommand(Command):
                 ctx.print("child run %s (%s) of step %s: %s" % (child.get("run_id"), name, child.get("step_key"),
                                                               child.get("status")))
             for step in result.steps:  # what a long tool says it is doing: "export 37/120 caching frames…"
-                if step.progress and not step.status.is_terminal:
+                if step.waiting:  # waiting_resources: "waiting for houdini ×1: 2nd of 3 in this engine's queue"
+                    ctx.print("%s %s: %s" % (step.status.value, step.key, plain(format_waiting(step.waiting))))
+                elif step.progress and not step.status.is_terminal:
                     ctx.print("%s %s: %s" % (step.status.value, step.key, plain(format_progress(step.progress))))
             for key, value in sorted(result.outputs.items()):
                 text = json.dumps(value)

@@ -136,7 +136,7 @@ func (s *Store) Expired(ctx context.Context, limit int) ([]store.Run, error) {
 }
 
 // inFlight returns the steps of run id whose status is not terminal (pending, running, retrying,
-// waiting_approval).
+// waiting_approval, waiting_resources).
 func (db *DB) inFlight(ctx context.Context, id string) ([]store.Step, error) {
 	steps, err := db.inner.ListSteps(ctx, id)
 	if err != nil {

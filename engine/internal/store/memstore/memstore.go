@@ -679,6 +679,10 @@ func cloneRunError(e *store.RunError) *store.RunError {
 func cloneRun(r store.Run) store.Run {
 	r.Error = cloneRunError(r.Error)
 	r.EnvAllow = slices.Clone(r.EnvAllow)
+	if r.Priority != nil {
+		p := *r.Priority
+		r.Priority = &p
+	}
 	return r
 }
 

@@ -26,7 +26,7 @@ type leaseState struct {
 
 const (
 	sqlUnfinished   = `('pending', 'running', 'waiting', 'paused')`
-	sqlStepInFlight = `('pending', 'running', 'retrying', 'waiting_approval')`
+	sqlStepInFlight = `('pending', 'running', 'retrying', 'waiting_approval', 'waiting_resources')`
 	// sqlFree is true for a run row that no live lease holds.
 	sqlFree = `(lease_until IS NULL OR lease_until < now())`
 )

@@ -33,7 +33,7 @@ const progressColumns = `CASE WHEN ` + finishedRun + ` THEN completed
 		ELSE coalesce((SELECT e.total FROM workflow_events e WHERE e.run_id = workflows.id ORDER BY e.seq DESC LIMIT 1), total) END`
 
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
-	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
+	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key, priority`
 
 // GetRun returns the run, or store.ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {

@@ -26,9 +26,9 @@ const writeTimeout = 2 * time.Minute
 const (
 	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
 		origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
-		parent_run_id, parent_step_key, owner, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-		$18::text, CASE WHEN $18::text IS NOT NULL THEN now() + make_interval(secs => $19::float8) END)`
+		parent_run_id, parent_step_key, priority, owner, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::integer,
+		$19::text, CASE WHEN $19::text IS NOT NULL THEN now() + make_interval(secs => $20::float8) END)`
 	// sqlRunUpdate fails with division_by_zero (SQLSTATE 22012) when the run does not exist: a
 	// batch is sent as one pipeline whose statements' results are read only after it
 	// committed, so an unknown run must abort it from inside (see apply). $8 is the attached
@@ -778,7 +778,7 @@ func runArgs(r *store.Run) ([]any, error) {
 	}
 	return []any{text(r.ID), text(r.Name), spec, text(r.SpecHash), bytesOrNil(r.Inputs), string(r.Status), errJSON,
 		text(r.Origin), envAllow, bytesOrNil(r.Trigger), int64(r.Progress.Completed), int64(r.Progress.Total),
-		nanos(r.CreatedAt), nanos(r.UpdatedAt), nanos(r.FinishedAt), nullText(r.ParentRunID), nullText(r.ParentStepKey)}, nil
+		nanos(r.CreatedAt), nanos(r.UpdatedAt), nanos(r.FinishedAt), nullText(r.ParentRunID), nullText(r.ParentStepKey), r.Priority}, nil
 }
 
 // dedupSteps returns the step rows of batches, one per (RunID, Key): an upsert statement cannot

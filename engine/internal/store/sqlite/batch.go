@@ -17,8 +17,8 @@ import (
 const (
 	sqlRunInsert = `INSERT INTO workflows (id, name, spec_json, spec_hash, inputs, status, error,
 			origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
-			parent_run_id, parent_step_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			parent_run_id, parent_step_key, priority)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlRunUpdate = `UPDATE workflows SET status = ?, error = ?, completed = ?, total = ?,
 			updated_at = ?, finished_at = ? WHERE id = ?`
 	sqlStepUpsert = sqlStepInsertHead + sqlStepValues + sqlStepUpsertTail
@@ -447,6 +447,11 @@ func createRun(w *wconn, r *store.Run) error {
 	w.arg(nanos(r.FinishedAt))
 	w.arg(nullString(r.ParentRunID))
 	w.arg(nullString(r.ParentStepKey))
+	if r.Priority != nil {
+		w.arg(int64(*r.Priority))
+	} else {
+		w.arg(nil)
+	}
 	if err := w.exec(sqlRunInsert); err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: workflows.id") {
 			return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)

@@ -36,7 +36,7 @@ func (s *Store) checkWrite() error {
 }
 
 const runColumns = `id, name, spec_json, spec_hash, inputs, status, error, origin, env_allow, trigger,
-	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key`
+	` + progressColumns + `, created_at, updated_at, finished_at, parent_run_id, parent_step_key, priority`
 
 // progressColumns are the progress of a run as committed (store.Store: Run.Progress): the
 // stored counts of a finished run; for a run still going, its step rows in a finished status
@@ -333,7 +333,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 	seq := s.seq.Load()
 	for _, id := range ids {
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
-			WHERE run_id = ? AND status IN ('pending', 'running', 'retrying', 'waiting_approval')`, nanos(now), id); err != nil {
+			WHERE run_id = ? AND status IN ('pending', 'running', 'retrying', 'waiting_approval', 'waiting_resources')`, nanos(now), id); err != nil {
 			return nil, s.fault(err)
 		}
 		// The run's progress as its dead process committed it (see progressColumns), now
@@ -364,7 +364,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, in store.Int
 	// A paused run stays paused (Unpause resumes it); its steps that were in flight when its
 	// process died are interrupted.
 	if _, err := tx.ExecContext(ctx, `UPDATE workflow_steps SET status = 'interrupted', updated_at = ?
-		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval')
+		WHERE status IN ('pending', 'running', 'retrying', 'waiting_approval', 'waiting_resources')
 		AND run_id IN (SELECT id FROM workflows WHERE status = 'paused')`, nanos(now)); err != nil {
 		return nil, s.fault(err)
 	}

@@ -18,7 +18,7 @@ type Scanner interface{ Scan(dest ...any) error }
 
 // Run reads a run row of the columns id, name, spec_json, spec_hash, inputs, status, error,
 // origin, env_allow, trigger, completed, total, created_at, updated_at, finished_at,
-// parent_run_id, parent_step_key (each store computes completed and total with its own SQL). A stored error or env_allow that is not valid JSON is an
+// parent_run_id, parent_step_key, priority (each store computes completed and total with its own SQL). A stored error or env_allow that is not valid JSON is an
 // error naming the run; Progress.Total is at least Progress.Completed.
 func Run(sc Scanner) (store.Run, error) {
 	var r store.Run
@@ -26,9 +26,14 @@ func Run(sc Scanner) (store.Run, error) {
 	var specJSON, inputs, errJSON, envAllow, trigger []byte
 	var created, updated, finished int64
 	var parent, parentKey *string
+	var priority *int64
 	if err := sc.Scan(&r.ID, &r.Name, &specJSON, &r.SpecHash, &inputs, &status, &errJSON, &r.Origin, &envAllow,
-		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished, &parent, &parentKey); err != nil {
+		&trigger, &r.Progress.Completed, &r.Progress.Total, &created, &updated, &finished, &parent, &parentKey, &priority); err != nil {
 		return r, err
+	}
+	if priority != nil {
+		p := int(*priority)
+		r.Priority = &p
 	}
 	r.ParentRunID, r.ParentStepKey = deref(parent), deref(parentKey)
 	r.Status = run.Status(status)

@@ -23,7 +23,7 @@ func (r row) Scan(dest ...any) error {
 
 func runRow(errJSON []byte, parent *string) row {
 	return row{"r1", "wf", []byte(`{}`), "h", nil, "failed", errJSON, "api", nil, nil, 2, 1,
-		int64(1e9), int64(2e9), int64(0), parent, nil}
+		int64(1e9), int64(2e9), int64(0), parent, nil, nil}
 }
 
 func TestRunDecodesNullsTimesAndProgress(t *testing.T) {
@@ -32,7 +32,7 @@ func TestRunDecodesNullsTimesAndProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ParentRunID != "parent" || r.ParentStepKey != "" || r.Inputs != nil || r.EnvAllow != nil {
+	if r.ParentRunID != "parent" || r.ParentStepKey != "" || r.Inputs != nil || r.EnvAllow != nil || r.Priority != nil {
 		t.Fatalf("nulls: %+v", r)
 	}
 	if r.Error == nil || r.Error.Message != "boom" {
@@ -43,6 +43,17 @@ func TestRunDecodesNullsTimesAndProgress(t *testing.T) {
 	}
 	if r.Progress.Completed != 2 || r.Progress.Total != 2 { // total is at least completed
 		t.Fatalf("progress: %+v", r.Progress)
+	}
+}
+
+// A stored priority (the run's own) reads as a pointer to it; NULL as nil (above).
+func TestRunReadsItsOwnPriority(t *testing.T) {
+	rr := runRow(nil, nil)
+	own := int64(-50)
+	rr[len(rr)-1] = &own
+	r, err := Run(rr)
+	if err != nil || r.Priority == nil || *r.Priority != -50 {
+		t.Fatalf("Run = %+v, %v; want priority -50", r.Priority, err)
 	}
 }
 

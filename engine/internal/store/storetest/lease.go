@@ -432,6 +432,7 @@ func testClaimRun(t *testing.T, db Shared[LeaserStore]) {
 		Steps: []store.Step{leaseStep("r", "done", run.StepCompleted), leaseStep("r", "busy", run.StepRunning),
 			leaseStep("r", "retry", run.StepRetrying), leaseStep("r", "gate", run.StepWaitingApproval),
 			leaseStep("r", "wait", run.StepPending), leaseStep("r", "skip", run.StepSkipped),
+			leaseStep("r", "licence", run.StepWaitingResources),
 			leaseStep("rc", "leaf", run.StepRunning), leaseStep("pz", "s", run.StepRunning)},
 		Events: []run.Event{{RunID: "r", Time: t0, Type: run.EventStepEnter, StepKey: "busy", Progress: run.Progress{Completed: 2, Total: 10}}}})
 	now := t0.Add(time.Hour)
@@ -474,14 +475,14 @@ func testClaimRun(t *testing.T, db Shared[LeaserStore]) {
 	}
 
 	rec, err := a.GetRun(ctx, "r")
-	want := run.Progress{Completed: 6, Total: 10} // done, skip and the 4 interrupted; the event's total
+	want := run.Progress{Completed: 7, Total: 10} // done, skip and the 5 interrupted; the event's total
 	if err != nil || rec.Status != run.StatusInterrupted || !reflect.DeepEqual(rec.Error, in.Error) ||
 		!rec.FinishedAt.Equal(now) || !rec.UpdatedAt.Equal(now) || rec.Progress != want {
 		t.Fatalf("claimed run = %+v (error %+v), %v; want interrupted at %v with the interruption's error and progress %+v", rec, rec.Error, err, now, want)
 	}
 	steps, _ := a.ListSteps(ctx, "r")
 	wantSteps := map[string]run.StepStatus{"done": run.StepCompleted, "busy": run.StepInterrupted, "retry": run.StepInterrupted,
-		"gate": run.StepInterrupted, "wait": run.StepInterrupted, "skip": run.StepSkipped}
+		"gate": run.StepInterrupted, "wait": run.StepInterrupted, "skip": run.StepSkipped, "licence": run.StepInterrupted}
 	for _, st := range steps {
 		if st.Status != wantSteps[st.Key] {
 			t.Errorf("step %s is %s after the claim; want %s", st.Key, st.Status, wantSteps[st.Key])

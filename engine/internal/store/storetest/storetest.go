@@ -41,6 +41,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"RunRoundTrip", testRunRoundTrip},
+		{"RunPriority", testRunPriority},
 		{"CreateExistingRun", testCreateExisting},
 		{"BatchIsAtomic", testBatchAtomic},
 		{"RunUpdate", testRunUpdate},
@@ -612,9 +613,11 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 			{RunID: "held", Key: "p1", Status: run.StepCompleted},
 			{RunID: "held", Key: "p2", Status: run.StepRunning},
 			{RunID: "held", Key: "p3", Status: run.StepRetrying},
+			{RunID: "held", Key: "p4", Status: run.StepWaitingResources},
 			{RunID: "live", Key: "a", Status: run.StepCompleted},
 			{RunID: "live", Key: "b", Status: run.StepRetrying},
 			{RunID: "live", Key: "c", Status: run.StepRunning},
+			{RunID: "live", Key: "d", Status: run.StepWaitingResources},
 			{RunID: "gate", Key: "g", Status: run.StepWaitingApproval},
 			{RunID: "done", Key: "x", Status: run.StepCompleted},
 		},
@@ -657,11 +660,14 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		}
 	}
 	// The interrupted run's progress is what was committed, its interrupted steps counted.
-	if r, _ := s.GetRun(ctx, "live"); r.Progress != (run.Progress{Completed: 3, Total: 7}) {
-		t.Errorf("interrupted run progress %+v, want 3/7 (its 3 steps finished; the total of its newest event)", r.Progress)
+	if r, _ := s.GetRun(ctx, "live"); r.Progress != (run.Progress{Completed: 4, Total: 7}) {
+		t.Errorf("interrupted run progress %+v, want 4/7 (its 4 steps finished; the total of its newest event)", r.Progress)
 	}
 	steps, _ := s.ListSteps(ctx, "live")
-	want := []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted}
+	want := []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted, run.StepInterrupted}
+	if len(steps) != len(want) {
+		t.Errorf("live run's steps %+v; want %d", steps, len(want))
+	}
 	for i, st := range steps {
 		if st.Status != want[i] {
 			t.Errorf("step %s is %s, want %s", st.Key, st.Status, want[i])
@@ -677,7 +683,7 @@ func testMarkInterrupted(t *testing.T, s store.Store) {
 		t.Errorf("paused run after MarkInterrupted: %s, error %+v, finished %v; want paused, no error, not finished", r.Status, r.Error, r.FinishedAt)
 	}
 	held, _ := s.ListSteps(ctx, "held")
-	for i, want := range []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted} {
+	for i, want := range []run.StepStatus{run.StepCompleted, run.StepInterrupted, run.StepInterrupted, run.StepInterrupted} {
 		if i >= len(held) || held[i].Status != want {
 			t.Errorf("paused run's steps %+v; want %v at %d", held, want, i)
 		}
