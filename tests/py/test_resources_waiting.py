@@ -150,3 +150,17 @@ def test_a_run_keeps_its_own_priority_across_a_resume(tmp_path):
         assert results and results[0].ok
         assert own.wait(timeout=30).ok and plain.wait(timeout=30).ok
         assert engine.get_status(own.run_id).priority == 7
+
+
+def test_format_waiting_says_which_queue():
+    """The CLI's line for a waiting step: this engine's queue, first there while other engines
+    hold the units, or the one queue of a PostgreSQL database's engines."""
+    from dcc_flow._cli._engine import format_waiting
+
+    amounts = {"resources": {"houdini": 1, "gpu": 2}}
+    assert format_waiting(dict(amounts, place=2, of=3)) == "waiting for gpu ×2, houdini ×1: 2nd of 3 in this engine's queue"
+    assert format_waiting(dict(amounts, place=1, of=1, other_engines=True)) == (
+        "waiting for gpu ×2, houdini ×1: first in this engine's queue; other engines hold the units")
+    assert format_waiting(dict(amounts, place=3, of=0, all_engines=True)) == (
+        "waiting for gpu ×2, houdini ×1: 3rd in the database's queue (all engines)")
+    assert format_waiting(None) == ""

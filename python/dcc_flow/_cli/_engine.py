@@ -439,7 +439,8 @@ def format_waiting(waiting: Optional[Mapping[str, Any]]) -> str:
     amounts = waiting.get("resources") or {}
     what = ", ".join("%s ×%s" % (name, amounts[name]) for name in sorted(amounts))
     if waiting.get("all_engines"):
-        return "waiting for %s: %s in the database's queue (all engines)" % (what, ordinal(int(waiting.get("place") or 0)))
+        place = ordinal(int(waiting.get("place") or 0))
+        return "waiting for %s: %s in the database's queue (all engines)" % (what, place)
     if waiting.get("other_engines"):
         return "waiting for %s: first in this engine's queue; other engines hold the units" % what
     return "waiting for %s: %s of %s in this engine's queue" % (what, ordinal(int(waiting.get("place") or 0)),
