@@ -286,14 +286,15 @@ func testHolderGone(t *testing.T, stop bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B's step waits: the store refuses it while the holder's two units count.
+	// B's step waits: the holder's two units count, and B's waiter is in the database's queue.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		info, err := b.Status(ctx, own)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(info.Steps) == 1 && info.Steps[0].Progress != nil &&
-			strings.HasSuffix(info.Steps[0].Progress.Message, "other engines hold the units") {
+		if len(info.Steps) == 1 && info.Steps[0].Status == run.StepWaitingResources && info.Steps[0].Waiting != nil &&
+			info.Steps[0].Waiting.AllEngines && info.Steps[0].Progress != nil &&
+			strings.HasSuffix(info.Steps[0].Progress.Message, "in the database's queue (all engines)") {
 			break
 		}
 		if time.Now().After(deadline) {
