@@ -44,6 +44,7 @@ def test_status_escapes_a_running_steps_progress_message():
         status = type("S", (), {"value": "running", "is_terminal": False})()
         key = "a"
         progress = {"done": 1, "total": 2, "message": FORGED}
+        waiting = None  # StepRecord.waiting: a running step waits for nothing
 
     class Result:
         run_id, name, error, parent_run_id, children, outputs, terminal = "r1", "evil", None, "", [], {}, False
