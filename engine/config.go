@@ -18,6 +18,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/expr"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/storeopen"
+	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
@@ -291,6 +292,11 @@ type RemoteConfig struct {
 	// KillAfterSecs is how long a worker has to finish a cancelled call before it is killed and
 	// replaced: 0 = 10, else 0.1 to 604,800.
 	KillAfterSecs float64 `json:"kill_after_secs,omitempty"`
+	// Resources are the units of the engine's scarce resources each worker process holds while
+	// it lives (a licence a DCC process checks out when it starts; docs/guide/resources.md), by
+	// name, each one the engine declares and 1 to its limit: a worker starts once they are free
+	// and gives them back when it stops. Pools of processes only.
+	Resources map[string]int `json:"resources,omitempty"`
 }
 
 // remoteConfigJSON is RemoteConfig without its methods, for its JSON encoding.
@@ -393,6 +399,7 @@ func (c Config) validate() error {
 	c.Tracing.check(&ps)
 	for _, name := range slices.Sorted(maps.Keys(c.Remotes)) {
 		c.Remotes[name].check("remotes."+name, name, &ps)
+		c.checkPoolResources("remotes."+name, c.Remotes[name], &ps)
 	}
 	c.checkResources(&ps)
 	if len(ps) == 0 {
@@ -488,6 +495,36 @@ func (c Config) checkResources(ps *configProblems) {
 		}
 		if p := c.Resources[name].Probe; p != nil {
 			p.check(f+".probe", name, ps)
+		}
+	}
+}
+
+// checkPoolResources checks the resources of remote r (field f): a pool of processes only, each
+// name one the engine declares (a suggestion for a misspelt one) and each amount 1 to its limit.
+func (c Config) checkPoolResources(f string, r RemoteConfig, ps *configProblems) {
+	if len(r.Resources) == 0 {
+		return
+	}
+	if len(r.Command) == 0 || !r.pooled() {
+		ps.add(f+".resources", "applies to pools of processes (command with workers), whose each worker holds the units while it lives; give the steps or tools their resources otherwise")
+		return
+	}
+	limits := c.resourceLimits()
+	declared := slices.Sorted(maps.Keys(limits))
+	for _, name := range slices.Sorted(maps.Keys(r.Resources)) {
+		amount, field := r.Resources[name], f+".resources."+name
+		limit, ok := limits[name]
+		switch {
+		case !ok && len(declared) == 0:
+			ps.add(field, "the engine declares no resources: declare it (resources: {%s: {limit: N}}) or remove it from the pool", name)
+		case !ok:
+			hint := ""
+			if sug := yamltext.Suggest(name, declared); sug != "" {
+				hint = fmt.Sprintf("did you mean %q? ", sug)
+			}
+			ps.add(field, "the engine does not declare %q: %sit declares %s; declare it (resources: {%s: {limit: N}}) or remove it from the pool", name, hint, quoteNames(declared), name)
+		case amount < 1 || amount > limit:
+			ps.add(field, "must be 1 to the engine's limit of %q, %d; got %d", name, limit, amount)
 		}
 	}
 }

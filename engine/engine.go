@@ -194,7 +194,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 		e.store, e.ownStore = storeopen.Memory(), true
 	}
 	if o.remote == nil && len(cfg.Remotes) > 0 {
-		pool, err := newRemotePool(cfg.Remotes, o.environ)
+		pool, err := newRemotePool(cfg.Remotes, o.environ, e.poolUnits)
 		if err != nil {
 			if e.ownStore {
 				_ = e.store.Close()

@@ -33,17 +33,17 @@ func (c poolCaller) CallRemote(ctx context.Context, dcc, tool string, args map[s
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // newRemotePool builds the MCP client pool of the configured remotes (connections are made on
-// first use); their tokens and stdio children's environments come from environ.
-func newRemotePool(remotes map[string]RemoteConfig, environ func() []string) (*remote.Pool, error) {
+// first use); their tokens and stdio children's environments come from environ, and the
+// resources a pool's workers hold from units.
+func newRemotePool(remotes map[string]RemoteConfig, environ func() []string, units remote.UnitsFunc) (*remote.Pool, error) {
 	cfgs := make(map[string]remote.Config, len(remotes))
 	for name, r := range remotes {
 		cfgs[name] = remote.Config{URL: r.URL, URLs: r.URLs, WorkersPerURL: r.WorkersPerURL, Headers: r.Headers, TokenEnv: r.TokenEnv, Command: r.Command, Env: r.Env,
 			Dir: r.Dir, Timeout: secs(r.TimeoutSecs), Workers: r.Workers, RecycleAfterCalls: r.RecycleAfterCalls,
 			MaxRSSMB: r.MaxRSSMB, StartTimeout: secs(r.StartTimeoutSecs), IdleStop: secs(r.IdleStopSecs),
-			KillAfter: secs(r.KillAfterSecs)}
-
+			KillAfter: secs(r.KillAfterSecs), Resources: r.Resources}
 	}
-	return remote.NewPool(cfgs, remote.WithEnviron(environ))
+	return remote.NewPool(cfgs, remote.WithEnviron(environ), remote.WithUnits(units))
 }
 
 // PoolInfo describes one worker pool (a command remote with pool fields, or a list of URLs;

@@ -39,7 +39,7 @@ func TestPoolCallerCarriesFilesAndEnv(t *testing.T) {
 		t.Skip("the stand-in worker is a python3 script")
 	}
 	t.Parallel()
-	pool, err := newRemotePool(map[string]RemoteConfig{"maya": {Command: []string{"python3", "-c", filesWorker}, Workers: 1}}, os.Environ)
+	pool, err := newRemotePool(map[string]RemoteConfig{"maya": {Command: []string{"python3", "-c", filesWorker}, Workers: 1}}, os.Environ, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

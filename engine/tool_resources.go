@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
+	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/yamltext"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 )
@@ -49,4 +51,17 @@ func quoteNames(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// poolUnits is the remote.UnitsFunc of the engine's pools: a worker of pool remote takes the
+// units of its `resources` through the engine's gate, as a step would (in this engine's queue,
+// and on a shared database under its lease), held under the name "pool REMOTE worker N" until
+// it stops. An engine that declares no resources has nothing to take (its config refused such
+// a pool).
+func (e *Engine) poolUnits(ctx context.Context, remote string, worker int, amounts map[string]int) (func(), error) {
+	if e.resGate == nil {
+		return func() {}, nil
+	}
+	return e.resGate.Acquire(ctx, exec.ResourceWait{StepKey: fmt.Sprintf("pool %s worker %d", remote, worker), Amounts: amounts,
+		FairShare: "pool:" + remote, Waiting: func(run.StepWaiting, string) {}})
 }

@@ -403,3 +403,43 @@ def test_the_same_spec_runs_in_process_in_tests_and_on_a_pool_in_production(pool
             assert pid != os.getpid()
             (step,) = [s for s in result.steps if s.key == key]
             assert step.worker == "maya/%d" % pid
+
+
+def test_a_pool_s_workers_hold_its_resources_while_they_live(pool):
+    """A pool's ``resources`` are what each worker process holds while it lives (a licence a DCC
+    process checks out when it starts; docs/guide/resources.md): with one licence, one worker of
+    four starts, serves every call in turn, and holds the licence while idle; close gives it back."""
+    config = {"resources": {"houdini": {"limit": 1}}, "remotes": {"maya": pool(workers=4, resources={"houdini": 1})}}
+    with dcc_flow.Engine(config=config) as engine:
+        result = engine.run(foreach("pl__nap", list(range(4)), 4, secs=0.1))
+        assert result.status is WorkflowStatus.COMPLETED, result.error
+        outs = [it["call"] for it in result.outputs["each"]]
+        assert len({o["pid"] for o in outs}) == 1, "more than one worker ran with one licence: %s" % outs
+        spans = sorted((o["start"], o["end"]) for o in outs)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+        (houdini,) = engine.resources()
+        assert houdini["in_use"] == 1, houdini  # the idle worker still holds it
+        (holder,) = houdini["holders"]
+        assert holder["step_key"] == "pool maya worker 1" and holder["run_id"] == "" and holder["amount"] == 1, holder
+        assert houdini["queue"] == [], houdini  # the starts that waited for it gave up: no call needs them
+        (info,) = engine.pools()
+        assert len(info["running"]) == 1, info
+
+
+def test_a_pool_s_resources_are_checked_against_the_engine_s(pool):
+    for resources, config_resources, message in [
+        ({"houdinni": 1}, {"houdini": {"limit": 2}}, 'remotes.maya.resources.houdinni: the engine does not declare "houdinni": did you mean "houdini"?'),
+        ({"houdini": 3}, {"houdini": {"limit": 2}}, "remotes.maya.resources.houdini: must be 1 to the engine's limit of \"houdini\", 2; got 3"),
+        ({"houdini": 1}, None, "remotes.maya.resources.houdini: the engine declares no resources"),
+    ]:
+        config = {"remotes": {"maya": pool(workers=2, resources=resources)}}
+        if config_resources:
+            config["resources"] = config_resources
+        with pytest.raises(dcc_flow.errors.InvalidRequestError) as err:
+            dcc_flow.Engine(config=config)
+        assert message in str(err.value), str(err.value)
+    single = pool()  # one shared child, not a pool
+    single["resources"] = {"houdini": 1}
+    with pytest.raises(dcc_flow.errors.InvalidRequestError) as err:
+        dcc_flow.Engine(config={"resources": {"houdini": {"limit": 1}}, "remotes": {"maya": single}})
+    assert "remotes.maya.resources: applies to pools of processes" in str(err.value)

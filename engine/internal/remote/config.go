@@ -70,6 +70,12 @@ type Config struct {
 	// itself returns at once) before it is killed and replaced; 0 = DefaultKillAfter, else
 	// 100 ms to MaxDuration.
 	KillAfter time.Duration
+	// Resources are the units of scarce resources each worker process holds while it lives
+	// (a licence a DCC process checks out when it starts; docs/guide/resources.md): a worker
+	// starts once the pool's UnitsFunc (WithUnits) has them, and gives them back when it
+	// stops. nil = none. A pool of processes only; the names and amounts are the engine's to
+	// check.
+	Resources map[string]int
 }
 
 // Pool bounds and defaults (docs/guide/pools.md).

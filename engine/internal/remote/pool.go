@@ -26,6 +26,10 @@ type Pool struct {
 	// maxMessage bounds each message a remote sends (maxMessageBytes when the pool was made).
 	maxMessage int64
 
+	// units takes the Resources of a pool's worker before it starts (WithUnits); nil: none
+	// are taken.
+	units UnitsFunc
+
 	life context.Context // ends when the pool is closed
 	stop context.CancelFunc
 	jobs tracker // dials and connection closes
@@ -58,6 +62,17 @@ type dial struct {
 
 // Option configures a Pool.
 type Option func(*Pool)
+
+// UnitsFunc takes amounts (Config.Resources) for worker id of pool remote, waiting until they
+// are free or ctx ends (then it returns ctx's error), and returns the function that gives them
+// back (called once, when the worker's process has stopped).
+type UnitsFunc func(ctx context.Context, remote string, worker int, amounts map[string]int) (release func(), err error)
+
+// WithUnits makes the workers of pools with Resources take them through fn before they start
+// and give them back once stopped. Without it, Resources are not taken.
+func WithUnits(fn UnitsFunc) Option {
+	return func(p *Pool) { p.units = fn }
+}
 
 // WithEnviron makes the pool read the environment from fn ("KEY=value" strings, as os.Environ
 // returns them) instead of os.Environ: the bearer token a TokenEnv names, and the environment a

@@ -73,6 +73,26 @@ type worker struct {
 	calls   int
 	started time.Time
 	idle    *time.Timer // stops the worker after IdleStop; nil when not idle or no IdleStop
+	// units gives back the Resources the worker holds (Config.Resources); nil when none.
+	units func()
+	once  sync.Once
+	// unitsCancel ends the wait for its units (non-nil while it waits; wp.mu); surplus says it
+	// was ended because no waiter needs the worker any more (an idle worker served them).
+	unitsCancel context.CancelFunc
+	surplus     bool
+}
+
+// stop closes w's connection (its process stopped, killed past its grace) and then gives back
+// the units it held; safe to call more than once.
+func (w *worker) stop() {
+	w.once.Do(func() {
+		if w.conn != nil {
+			w.conn.close()
+		}
+		if w.units != nil {
+			w.units()
+		}
+	})
 }
 
 // waiter is a call waiting for a worker; grant receives exactly one grant once the waiter is
@@ -199,8 +219,8 @@ func (wp *workerPool) dispatchLocked() {
 		}
 		if w.conn.dead() { // exited while idle: forget it (closing its pipes and output files), a new one starts below
 			wp.removeLocked(w)
-			if !wp.r.pool.jobs.goTrack(w.conn.close) {
-				go w.conn.close()
+			if !wp.r.pool.jobs.goTrack(w.stop) {
+				go w.stop()
 			}
 			wp.dispatchLocked()
 			return
@@ -212,10 +232,11 @@ func (wp *workerPool) dispatchLocked() {
 	}
 	starting := 0
 	for _, w := range wp.workers {
-		if w.state == WorkerStarting {
+		if w.state == WorkerStarting && !w.surplus {
 			starting++
 		}
 	}
+	defer wp.dropSurplusLocked(&starting)
 	for len(wp.waiting) > starting && len(wp.workers) < wp.r.cfg.workers() {
 		w := &worker{state: WorkerStarting, started: time.Now()}
 		if len(wp.r.cfg.URLs) > 0 {
@@ -233,6 +254,20 @@ func (wp *workerPool) dispatchLocked() {
 	}
 }
 
+// dropSurplusLocked ends the waits for their units of the newest starting workers that no
+// waiter needs any more (*starting of them start for len(wp.waiting) waiters): a worker of a
+// pool with Resources must not take a licence, and hold it while idle, for a call an idle worker
+// already served.
+func (wp *workerPool) dropSurplusLocked(starting *int) {
+	for i := len(wp.workers) - 1; i >= 0 && *starting > len(wp.waiting); i-- {
+		if w := wp.workers[i]; w.state == WorkerStarting && w.unitsCancel != nil && !w.surplus {
+			w.surplus = true
+			w.unitsCancel()
+			*starting--
+		}
+	}
+}
+
 func (wp *workerPool) busyLocked(w *worker) {
 	w.state = WorkerBusy
 	if w.idle != nil {
@@ -245,14 +280,48 @@ func (wp *workerPool) busyLocked(w *worker) {
 // the oldest waiter, and w is forgotten.
 func (wp *workerPool) start(w *worker) {
 	cfg := wp.r.cfg
-	ctx, cancel := context.WithTimeout(wp.r.pool.life, cfg.startTimeout())
-	if w.url != "" {
-		member := cfg
-		member.URL, member.URLs = w.url, nil
-		cfg = member
+	var err error
+	if units := wp.r.pool.units; units != nil && len(cfg.Resources) > 0 {
+		// The units first, for as long as they take (the pool's life, or until no waiter needs
+		// this worker: dropSurplusLocked): it counts as starting meanwhile, so no other starts
+		// for the same waiter.
+		uctx, ucancel := context.WithCancel(wp.r.pool.life)
+		wp.mu.Lock()
+		w.unitsCancel = ucancel
+		wp.mu.Unlock()
+		w.units, err = units(uctx, wp.r.name, w.id, cfg.Resources)
+		ucancel()
+		wp.mu.Lock()
+		w.unitsCancel = nil
+		surplus := w.surplus
+		if err != nil && surplus && wp.r.pool.life.Err() == nil {
+			// Not needed any more: gone quietly, no waiter is told of a failure.
+			wp.removeLocked(w)
+			wp.dispatchLocked()
+			wp.mu.Unlock()
+			return
+		}
+		w.surplus = false // got them: it starts, and serves the next waiter or idles
+		wp.mu.Unlock()
+		if err != nil {
+			err = fmt.Errorf("taking its resources: %w", err)
+		}
 	}
-	c, err := connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ, cfg.startTimeout(), wp.r.pool.maxMessage)
-	cancel()
+	var c *conn
+	if err == nil {
+		ctx, cancel := context.WithTimeout(wp.r.pool.life, cfg.startTimeout())
+		if w.url != "" {
+			member := cfg
+			member.URL, member.URLs = w.url, nil
+			cfg = member
+		}
+		c, err = connect(wp.r.pool.life, ctx, cfg, wp.r.pool.environ, cfg.startTimeout(), wp.r.pool.maxMessage)
+		cancel()
+	}
+	if err != nil && w.units != nil {
+		w.units() // the process did not start: nothing holds them
+		w.units = nil
+	}
 	if err != nil {
 		if w.url != "" {
 			err = &memberError{url: w.url, err: err}
@@ -264,7 +333,10 @@ func (wp *workerPool) start(w *worker) {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
 	if err == nil && wp.r.pool.isClosed() {
-		wp.r.pool.jobs.goTrack(c.close)
+		w.conn = c
+		if !wp.r.pool.jobs.goTrack(w.stop) {
+			go w.stop() // gives back its units too
+		}
 		err = errPoolClosed
 	}
 	if err != nil {
@@ -326,8 +398,8 @@ func (wp *workerPool) removeLocked(w *worker) {
 func (wp *workerPool) retireLocked(w *worker) {
 	wp.removeLocked(w)
 	if w.conn != nil {
-		if !wp.r.pool.jobs.goTrack(w.conn.close) {
-			go w.conn.close() // the pool is closing: Close waits for the workers it still lists only
+		if !wp.r.pool.jobs.goTrack(w.stop) {
+			go w.stop() // the pool is closing: Close waits for the workers it still lists only
 		}
 	}
 	wp.dispatchLocked()
@@ -362,8 +434,8 @@ func (wp *workerPool) lose(w *worker) {
 	if w.conn.proc != nil {
 		w.conn.proc.kill()
 	}
-	if !wp.r.pool.jobs.goTrack(w.conn.close) {
-		w.conn.close()
+	if !wp.r.pool.jobs.goTrack(w.stop) {
+		w.stop()
 	}
 	wp.mu.Lock()
 	if !wp.r.pool.isClosed() {
@@ -567,7 +639,7 @@ func (wp *workerPool) close() {
 			w.idle.Stop()
 		}
 		if w.conn != nil {
-			wg.Go(w.conn.close)
+			wg.Go(w.stop)
 		}
 	}
 	wg.Wait()
