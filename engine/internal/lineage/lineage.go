@@ -282,17 +282,17 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 	}
 	if len(dirs) == 0 {
 		// Every record at once, in id order (the table's own order: no index to sort through).
-		if err := each(ctx, src, store.FileFilter{}, func(r store.FileRecord) {
-			if r.Role == store.FileWrite {
+		if err := each(ctx, src, store.FileFilter{WithPatterns: true}, func(r store.FileRecord) {
+			switch r.Role {
+			case store.FileWrite:
 				latest[r.Path] = r
-			} else {
+			case store.FilePattern:
+				addPattern(r)
+			default:
 				a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
 				inputs[a] = append(inputs[a], r)
 			}
 		}); err != nil {
-			return nil, err
-		}
-		if err := each(ctx, src, store.FileFilter{Role: store.FilePattern}, addPattern); err != nil {
 			return nil, err
 		}
 	} else {
@@ -312,13 +312,16 @@ func Stale(ctx context.Context, src Source, check Checker, dirs []string) ([]Sta
 		}
 		for i := 0; i < len(refs); i += 500 {
 			batch := refs[i:min(i+500, len(refs))]
-			if err := each(ctx, src, store.FileFilter{Role: store.FileRead, Attempts: batch}, func(r store.FileRecord) {
-				a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
-				inputs[a] = append(inputs[a], r)
+			// Their reads and patterns in one query (their writes come too, and are passed over).
+			if err := each(ctx, src, store.FileFilter{WithPatterns: true, Attempts: batch}, func(r store.FileRecord) {
+				switch r.Role {
+				case store.FilePattern:
+					addPattern(r)
+				case store.FileRead:
+					a := attempt{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}
+					inputs[a] = append(inputs[a], r)
+				}
 			}); err != nil {
-				return nil, err
-			}
-			if err := each(ctx, src, store.FileFilter{Role: store.FilePattern, Attempts: batch}, addPattern); err != nil {
 				return nil, err
 			}
 		}

@@ -47,7 +47,8 @@ const (
 	// attempt expanded it (Path: the pattern, absolute, base quoted: filehash.AbsPattern;
 	// State FileOK; no hash, size or times). Staleness expands it again to see the files that
 	// match it now and did not then (lineage.Stale: "input added"). A FileFilter selects
-	// pattern records only when its Role is FilePattern, and CacheEntry.Files has none.
+	// pattern records only when its Role is FilePattern or it has WithPatterns, and
+	// CacheEntry.Files has none.
 	FilePattern FileRole = "pattern"
 )
 
@@ -107,7 +108,9 @@ type FileFilter struct {
 	RunID   string
 	StepKey string
 	Attempt int      // 0 = every attempt
-	Role    FileRole // "" = read and write (not FilePattern)
+	Role    FileRole // "" = read and write (not FilePattern, unless WithPatterns)
+	// WithPatterns, with Role "", selects the FilePattern records too: every record.
+	WithPatterns bool
 	Path    string   // exact; "" = any
 	// Under selects the paths equal to it or inside it, a directory (filehash.Under); "" = any.
 	Under string

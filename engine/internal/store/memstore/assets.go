@@ -150,7 +150,7 @@ func (s *Store) Files(ctx context.Context, f store.FileFilter) ([]store.FileReco
 			f.StepKey != "" && r.StepKey != f.StepKey,
 			f.Attempt != 0 && r.Attempt != f.Attempt,
 			f.Role != "" && r.Role != f.Role,
-			f.Role == "" && r.Role == store.FilePattern,
+			f.Role == "" && !f.WithPatterns && r.Role == store.FilePattern,
 			f.Path != "" && r.Path != f.Path,
 			f.Under != "" && r.key != exact && (r.key < lo || r.key >= hi),
 			refs != nil && !refs[store.AttemptRef{RunID: r.RunID, StepKey: r.StepKey, Attempt: r.Attempt}]:

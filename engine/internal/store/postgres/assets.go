@@ -109,7 +109,7 @@ func fileWhere(f *store.FileFilter, arg func(any) string) []string {
 	}
 	if f.Role != "" {
 		where = append(where, `role = `+arg(text(string(f.Role))))
-	} else {
+	} else if !f.WithPatterns {
 		where = append(where, `role <> '`+string(store.FilePattern)+`'`)
 	}
 	if f.Path != "" {

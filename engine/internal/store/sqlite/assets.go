@@ -118,7 +118,7 @@ func fileWhere(f *store.FileFilter) (where []string, args []any, err error) {
 	}
 	if f.Role != "" {
 		where, args = append(where, `role = ?`), append(args, string(f.Role))
-	} else {
+	} else if !f.WithPatterns {
 		where = append(where, `role <> '`+string(store.FilePattern)+`'`)
 	}
 	if f.Path != "" {

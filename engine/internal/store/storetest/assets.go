@@ -324,7 +324,7 @@ func assetFixture(t *testing.T, s AssetStore) []store.FileRecord {
 // matchFile is the model of a FileFilter (but for paging).
 func matchFile(r store.FileRecord, f store.FileFilter) bool {
 	if f.RunID != "" && r.RunID != f.RunID || f.StepKey != "" && r.StepKey != f.StepKey ||
-		f.Attempt != 0 && r.Attempt != f.Attempt || f.Role != "" && r.Role != f.Role || f.Role == "" && r.Role == store.FilePattern || f.Path != "" && r.Path != f.Path ||
+		f.Attempt != 0 && r.Attempt != f.Attempt || f.Role != "" && r.Role != f.Role || f.Role == "" && !f.WithPatterns && r.Role == store.FilePattern || f.Path != "" && r.Path != f.Path ||
 		f.Under != "" && !pathkey.Under(r.Path, f.Under) {
 		return false
 	}
@@ -714,6 +714,12 @@ func testFilePatterns(t *testing.T, s AssetStore) {
 	}
 	if got := files(t, s, store.FileFilter{}); len(got) != 2 {
 		t.Errorf("Files({}) = %v; want the read and the write", fileKeys(got))
+	}
+	if got := files(t, s, store.FileFilter{WithPatterns: true}); len(got) != 4 || got[1].Role != store.FilePattern {
+		t.Errorf("Files(WithPatterns) = %v; want all four, in the order written", fileKeys(got))
+	}
+	if got := files(t, s, store.FileFilter{WithPatterns: true, Attempts: []store.AttemptRef{{RunID: "r1", StepKey: "a", Attempt: 2}}}); len(got) != 1 {
+		t.Errorf("Files(WithPatterns, attempt 2) = %v; want its pattern", fileKeys(got))
 	}
 	got := files(t, s, store.FileFilter{Role: store.FilePattern})
 	if len(got) != 2 || !sameFile(got[0], pat) || !sameFile(got[1], pat2) {
