@@ -111,7 +111,7 @@ type FileFilter struct {
 	Role    FileRole // "" = read and write (not FilePattern, unless WithPatterns)
 	// WithPatterns, with Role "", selects the FilePattern records too: every record.
 	WithPatterns bool
-	Path    string   // exact; "" = any
+	Path         string // exact; "" = any
 	// Under selects the paths equal to it or inside it, a directory (filehash.Under); "" = any.
 	Under string
 	// Attempts selects the records of these attempts (any of them); nil = no such condition.
