@@ -387,7 +387,8 @@ type ResourceWaiter struct {
 	// Label is "RUN/STEP_KEY".
 	Label  string `json:"label"`
 	Amount int    `json:"amount"`
-	// Position is its place in this engine's queue of the resource: 1 is served next.
+	// Position is its place in the queue of the resource: 1 is served next. The queue is this
+	// engine's, or on a shared PostgreSQL database the one queue of every engine.
 	Position int `json:"position"`
 	// Priority is its run's; Effective adds what it gained by waiting (aging).
 	Priority  int `json:"priority"`
@@ -396,12 +397,15 @@ type ResourceWaiter struct {
 	// rendered `fair_share`, else its run tree's root run id.
 	FairShare string    `json:"fair_share"`
 	Since     time.Time `json:"since"`
+	// Engine is the engine it waits on (a shared database's queue); "" in an engine's own.
+	Engine string `json:"engine,omitempty"`
 }
 
 // Resources lists the engine's declared resources, and the others the store has holders of, by
 // name, with their limits, the units held (from the store: on a shared database, by every
-// engine; for a read-only engine, by the file's owner), who holds them and who of this engine
-// waits for them (docs/guide/resources.md). Empty when none is declared or held.
+// engine; for a read-only engine, by the file's owner), who holds them and who waits for them:
+// this engine's waiters, or on a shared PostgreSQL database those of every engine, in the order
+// they are served (docs/guide/resources.md). Empty when none is declared or held.
 func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	if e.isClosed() {
 		return nil, errClosed()
@@ -420,6 +424,21 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 	for _, r := range snap.Resources {
 		queues[r.Name] = r.Queue
 		local[r.Name] = r
+	}
+	var shared map[string][]ResourceWaiter // the database's queue, by resource (store.ResourceQueue)
+	if q, ok := e.store.(store.ResourceQueue); ok {
+		ws, err := q.Waiters(ctx)
+		if err != nil {
+			return nil, &run.Error{Code: run.CodeStorage, Message: "listing the resources' queue: " + err.Error(), Err: err}
+		}
+		shared = map[string][]ResourceWaiter{}
+		for _, w := range ws {
+			for name, amount := range w.Amounts {
+				shared[name] = append(shared[name], ResourceWaiter{Label: w.RunID + "/" + w.Label, Amount: amount,
+					Position: len(shared[name]) + 1, Priority: w.Priority, Effective: w.Effective, FairShare: w.Key,
+					Since: w.Since, Engine: w.Engine})
+			}
+		}
 	}
 	var slots []store.Slot
 	if ss, ok := e.store.(store.ResourceSlots); ok {
@@ -453,9 +472,15 @@ func (e *Engine) Resources(ctx context.Context) (*ResourcesInfo, error) {
 		if _, ok := e.store.(store.ResourceSlots); !ok {
 			ri.InUse = local[name].InUse
 		}
-		for _, q := range queues[name] {
-			ri.Queue = append(ri.Queue, ResourceWaiter{Label: q.Label, Amount: q.Amount, Position: q.Position,
-				Priority: q.Priority, Effective: q.Effective, FairShare: q.Key, Since: q.Since})
+		if shared != nil {
+			if ws := shared[name]; ws != nil {
+				ri.Queue = ws
+			}
+		} else {
+			for _, q := range queues[name] {
+				ri.Queue = append(ri.Queue, ResourceWaiter{Label: q.Label, Amount: q.Amount, Position: q.Position,
+					Priority: q.Priority, Effective: q.Effective, FairShare: q.Key, Since: q.Since})
+			}
 		}
 		out.Resources = append(out.Resources, ri)
 	}

@@ -2,6 +2,7 @@ package gotest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +160,26 @@ func TestResourceQueueAcrossEnginesPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.until("the cancelled waiter to leave the database's queue", func() bool { return c.waitersInDB() == 4 })
-	c.complete(first, on)
 	want := append([]string{high}, lows...)
+	// Either engine lists the whole database's queue, in the order it is served, with each
+	// waiter's engine.
+	for i, e := range c.engines {
+		info, err := e.Resources(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range info.Resources[0].Queue {
+			got = append(got, strings.SplitN(w.Label, "/", 2)[0])
+			if w.Engine == "" || w.Position != len(got) {
+				t.Errorf("engine %d lists waiter %+v: want its engine and place", i, w)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("engine %d lists the queue %v; want %v (the high one of engine 1 first, then engine 0's)", i, got, want)
+		}
+	}
+	c.complete(first, on)
 	for i, id := range want {
 		call, on := c.next()
 		if call.RunID != id {

@@ -33,6 +33,22 @@ type ResourceQueue interface {
 	// listens: notifications sent before are not seen (a waiter asks again once it is ready,
 	// and now and then as well).
 	ListenSlots(ctx context.Context, ready func(), fn func(SlotWake)) error
+	// Waiters lists the waiters of every live engine in the order they are served (the first
+	// is served next), on the database's clock (aging); none is an empty list.
+	Waiters(ctx context.Context) ([]Waiter, error)
+}
+
+// Waiter is one waiter of the shared queue (ResourceQueue.Waiters).
+type Waiter struct {
+	Holder, Engine string
+	// RunID and Label name the waiting attempt (SlotRequest's).
+	RunID, Label string
+	// Amounts are what it asks for, by resource.
+	Amounts map[string]int
+	// Priority is its own; Effective with what it gained by waiting (aging).
+	Priority, Effective int
+	Key                 string // its fair-share key
+	Since               time.Time
 }
 
 // QueueEntry is where a waiter goes in the shared queue.

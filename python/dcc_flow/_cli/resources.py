@@ -36,9 +36,11 @@ class ResourcesCommand(Command):
         "List the scarce resources (docs/guide/resources.md) — those declared with --resource NAME=LIMIT or\n"
         "--resources FILE (whose probes, run once when the engine opens, read the licence server's free count), and\n"
         "any other the database has holders of — with their limit, the units in use, the step attempts\n"
-        "holding them and the step attempts of this process waiting for them, in the order they will be\n"
-        "served. Beside a process that owns the database (a serve), the holders are that process's (on\n"
-        "PostgreSQL, every engine's); its queue is in its own memory and is not listed here."
+        "holding them and the step attempts waiting for them, in the order they will be served: on\n"
+        "PostgreSQL the one queue of every engine of the database, each waiter with its engine; else this\n"
+        "process's. Beside a process that owns a SQLite file (a serve), the holders are that process's; its\n"
+        "queue is in its own memory and is not listed here (its waiting steps show as waiting_resources in\n"
+        "status and show)."
     )
     examples = (("who holds the Houdini licences?", "dcc-flow resources --resource houdini=4"),
                 ("as JSON", "dcc-flow resources --json"))
@@ -73,9 +75,10 @@ class ResourcesCommand(Command):
                           % (h.get("amount") or 0, plain(h.get("run_id")), plain(h.get("step_key")), engine_text,
                              h.get("limit"), _ago(h.get("since"))))
             for q in r.get("queue") or []:
-                ctx.print("  waits  ×%d  #%d %s priority %s (%s with waiting) since %s"
-                          % (q.get("amount") or 0, q.get("position") or 0, plain(q.get("label")), q.get("priority"),
-                             q.get("effective_priority"), _ago(q.get("since"))))
+                engine_text = " on engine %s" % plain(q.get("engine")) if q.get("engine") else ""
+                ctx.print("  waits  ×%d  #%d %s%s priority %s (%s with waiting) since %s"
+                          % (q.get("amount") or 0, q.get("position") or 0, plain(q.get("label")), engine_text,
+                             q.get("priority"), q.get("effective_priority"), _ago(q.get("since"))))
         return 0
 
 

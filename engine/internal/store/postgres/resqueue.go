@@ -172,3 +172,39 @@ func (s *Store) ListenSlots(ctx context.Context, ready func(), fn func(store.Slo
 		}
 	}
 }
+
+// Waiters implements store.ResourceQueue: the view resource_queue's order (migration 0017), with
+// each waiter's own fields.
+func (s *Store) Waiters(ctx context.Context) ([]store.Waiter, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT w.holder, w.engine_id, w.run_id, w.label, w.names, w.amounts, w.priority,
+			w.priority::BIGINT + CASE WHEN w.aging_ms > 0
+				THEN floor(greatest(extract(epoch FROM now() - w.enqueued_at), 0) * 1000 / w.aging_ms)::BIGINT ELSE 0 END,
+			w.fair_key, w.enqueued_at
+		FROM resource_queue q JOIN resource_waiters w ON w.holder = q.holder ORDER BY q.pos`)
+	if err != nil {
+		return nil, s.fault(fmt.Errorf("listing the shared queue of resources: %w", err))
+	}
+	defer rows.Close()
+	out := []store.Waiter{}
+	for rows.Next() {
+		var w store.Waiter
+		var names []string
+		var amounts []int32
+		var eff int64
+		if err := rows.Scan(&w.Holder, &w.Engine, &w.RunID, &w.Label, &names, &amounts, &w.Priority, &eff, &w.Key, &w.Since); err != nil {
+			return nil, s.fault(err)
+		}
+		w.Effective = int(eff)
+		w.Amounts = make(map[string]int, len(names))
+		for i, n := range names {
+			if i < len(amounts) {
+				w.Amounts[n] = int(amounts[i])
+			}
+		}
+		out = append(out, w)
+	}
+	return out, s.fault(rows.Err())
+}

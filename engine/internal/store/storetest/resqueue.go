@@ -37,6 +37,7 @@ func ExerciseSharedQueue(t *testing.T, newDB func(t *testing.T) Shared[SharedQue
 		{"WaiterThatDoesNotFitHoldsBack", testQueueHoldBack},
 		{"ProbeCapPassesOver", testQueueCap},
 		{"LongFairShareKeys", testQueueLongKeys},
+		{"WaitersListed", testQueueWaiters},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,5 +293,42 @@ func testQueueLongKeys(t *testing.T, db Shared[SharedQueueStore]) {
 	order := serveAll(t, map[string]SharedQueueStore{"A": a}, "h", map[string]string{"h": "A", "x1": "A", "x2": "A", "y1": "A"}, 3)
 	if want := []string{"x1", "y1", "x2"}; !slices.Equal(order, want) {
 		t.Fatalf("granted in the order %v; want %v (two keys in turns)", order, want)
+	}
+}
+
+// testQueueWaiters: Waiters lists the live waiters of every engine in the order they are
+// served, each with its engine, run, label, amounts, priority (own and with aging) and key; a
+// dead engine's waiters are not listed; none is an empty list.
+func testQueueWaiters(t *testing.T, db Shared[SharedQueueStore]) {
+	ctx := context.Background()
+	a, b := attachAs(t, db, "A"), attachAs(t, db, "B")
+	if ws, err := a.Waiters(ctx); err != nil || ws == nil || len(ws) != 0 {
+		t.Fatalf("Waiters with none waiting = %v, %v; want an empty list", ws, err)
+	}
+	ask(t, a, "h", 1, 1, 0, "ka")
+	ask(t, a, "a1", 1, 1, 0, "ka")
+	ask(t, b, "b1", 1, 1, 10, "kb")
+	ws, err := a.Waiters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || ws[0].Holder != "b1" || ws[1].Holder != "a1" {
+		t.Fatalf("Waiters = %+v; want b1 (priority 10, engine B) before a1", ws)
+	}
+	w := ws[0]
+	if w.Engine != "B" || w.RunID != "r-b1" || w.Label != "b1" || w.Amounts["houdini"] != 1 || len(w.Amounts) != 1 ||
+		w.Priority != 10 || w.Effective != 10 || w.Key != "kb" || w.Since.IsZero() {
+		t.Fatalf("b1 listed as %+v", w)
+	}
+	db.Advance(t, 30*time.Second) // a1 gains 3 points by waiting (queueAging 10 s)
+	if ws, err = b.Waiters(ctx); err != nil || len(ws) != 2 || ws[1].Effective != 3 || ws[1].Priority != 0 {
+		t.Fatalf("Waiters after 30 s = %+v, %v; want a1 at effective priority 3", ws, err)
+	}
+	db.Advance(t, suiteLease+time.Second)
+	if _, err := b.Heartbeat(ctx, store.EngineInfo{ID: "B"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err = b.Waiters(ctx); err != nil || len(ws) != 1 || ws[0].Holder != "b1" {
+		t.Fatalf("Waiters once A is past its lease = %+v, %v; want b1 alone", ws, err)
 	}
 }
