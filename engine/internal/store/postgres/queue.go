@@ -367,6 +367,13 @@ func (s *Store) CallReports(ctx context.Context, id int64, after int) ([]store.C
 // ListenCalls listens on the queue's channel on a connection of its own (taken out of the
 // pool, closed at the end) and calls fn with each notification's payload.
 func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error {
+	return s.listen(ctx, callsChannel, nil, fn)
+}
+
+// listen runs LISTEN channel on a connection of its own (taken out of the pool, closed at the
+// end), calls ready (when not nil) once it listens, then fn with each notification's payload,
+// until ctx ends (its error) or the connection fails (the store's fault).
+func (s *Store) listen(ctx context.Context, channel string, ready func(), fn func(payload string)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -376,8 +383,11 @@ func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error 
 	}
 	conn := pc.Hijack()
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, `LISTEN `+callsChannel); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
 		return s.fault(err)
+	}
+	if ready != nil {
+		ready()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)

@@ -145,32 +145,12 @@ func (s *Store) retryQueue(ctx context.Context, fn func() error) error {
 // ListenSlots implements store.ResourceQueue on a connection of its own (taken out of the pool,
 // closed at the end).
 func (s *Store) ListenSlots(ctx context.Context, ready func(), fn func(store.SlotWake)) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.fault(err)
-	}
-	conn := pc.Hijack()
-	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, `LISTEN `+slotsChannel); err != nil {
-		return s.fault(err)
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return s.fault(err)
-		}
-		kind, holder, ok := strings.Cut(n.Payload, ":")
+	return s.listen(ctx, slotsChannel, ready, func(payload string) {
+		kind, holder, ok := strings.Cut(payload, ":")
 		if ok && (kind == "g" || kind == "w") {
 			fn(store.SlotWake{Holder: holder, Granted: kind == "g"})
 		}
-	}
+	})
 }
 
 // Waiters implements store.ResourceQueue: the view resource_queue's order (migration 0017), with
