@@ -338,6 +338,20 @@ func TestResumeOverMCP(t *testing.T) {
 	b := setup(t, "stdio")
 	out, _ := call(t, b.c, "workflows_run", map[string]any{"spec": "steps: [{id: a, tool: flow__echo, args: {value: 1}}, {id: s, tool: flow__sleep, args: {ms: 60000}}]"}, nil)
 	id := out["workflow_id"].(string)
+	// Cancel only once a has completed: a cancel that lands first cancels a too, and the resumed
+	// run calls it again (what this test checks is that a completed step is reused).
+	eventually(t, "step a completed", func() bool {
+		info, err := b.e.Status(context.Background(), id)
+		if err != nil {
+			return false
+		}
+		for _, st := range info.Steps {
+			if st.Key == "a" {
+				return st.Status == "completed"
+			}
+		}
+		return false
+	})
 	if out, isErr := call(t, b.c, "workflows_cancel", map[string]any{"workflow_id": id}, nil); isErr || out["status"] != "cancelled" {
 		t.Fatalf("cancel: %v", out)
 	}
