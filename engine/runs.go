@@ -512,8 +512,11 @@ func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Dura
 		info, err := e.Status(ctx, runID)
 		// An interrupted run that a live lease holds (its own, or its parent's for a child run)
 		// is being continued (a takeover claims the run, which writes it interrupted, then
-		// resumes it, here or on another engine): not its end.
-		resuming := err == nil && info.Status == run.StatusInterrupted && e.leased(ctx, runID)
+		// resumes it, here or on another engine): not its end. The lease is read after the
+		// status, so a run taken over, resumed and finished in between (its lease released)
+		// looks unleased: it is the end only if the status read again is the same interrupted
+		// record.
+		resuming := err == nil && info.Status == run.StatusInterrupted && (e.leased(ctx, runID) || e.statusMoved(ctx, info))
 		if err != nil || info.Terminal && !resuming || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return info, err
 		}
@@ -523,6 +526,13 @@ func (e *Engine) waitStored(ctx context.Context, runID string, timeout time.Dura
 		case <-time.After(sharedEventPoll):
 		}
 	}
+}
+
+// statusMoved reports whether run info.ID's stored status or update time is no longer info's
+// (it was written after info was read). A read error counts as not moved.
+func (e *Engine) statusMoved(ctx context.Context, info *RunInfo) bool {
+	rec, err := e.store.GetRun(ctx, info.ID)
+	return err == nil && (rec.Status != info.Status || !rec.UpdatedAt.Equal(info.UpdatedAt))
 }
 
 // Cancel cancels a run: no new step starts, calls in flight are told (host calls report

@@ -315,6 +315,11 @@ steps: [{id: render, tool: farm}]
 	close(release)
 	info, err := b.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
+		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
+		for _, e := range ev {
+			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
+		}
+		t.Logf("row: %s", runRow(t, db, id))
 		t.Fatalf("run: %+v %v; b %+v, worker %+v", info, err, b.LeaseStats(), worker.LeaseStats())
 	}
 	if n := pulls.Load(); n != 1 {

@@ -85,6 +85,23 @@ func queueRows(t *testing.T, db string) []string {
 	return out
 }
 
+// runRow returns the workflows row of run id as the lease logic sees it (status, owner, lease,
+// the database's clock), for a failing test's message.
+func runRow(t *testing.T, db, id string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(context.Background())
+	var row string
+	if err := conn.QueryRow(context.Background(), `SELECT format('status %s owner %s lease_until %s now %s updated_at %s',
+		status, owner, lease_until, now(), updated_at) FROM workflows WHERE id = $1`, id).Scan(&row); err != nil {
+		return err.Error()
+	}
+	return row
+}
+
 func mustSpec(t *testing.T, text string) *spec.Spec {
 	t.Helper()
 	s, err := spec.ParseString(text)
