@@ -44,7 +44,7 @@ lib: $(LIB) ## Build the native library python/dcc_flow/_lib/libdccflow.so
 
 $(LIB): $(GO_SOURCES)
 	@mkdir -p $(LIBDIR)
-	$(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
+	$(TIMED) lib $(GO) build -trimpath -ldflags="-s -w" -buildmode=c-shared -o $@ ./capi
 	@scripts/check_header.sh $(LIBDIR)/libdccflow.h || { rm -f $@; exit 1; }
 	@rm -f $(LIBDIR)/libdccflow.h
 
@@ -54,6 +54,7 @@ generate: ## Write the C ABI's exports (capi/exports_gen.go), capi/dccflow.h and
 venv: $(VENV)/.ok ## Create the project venv (.venv) with the test extras
 
 $(VENV)/.ok: pyproject.toml Makefile
+	@scripts/timed.sh begin venv
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check pytest $(PYTEST_XDIST) mypy==2.4.1 ruff==0.17.6 $(SETUPTOOLS)
 	$(VPY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(VENV)/wheelhouse $(SETUPTOOLS)
@@ -65,6 +66,7 @@ $(VENV)/.ok: pyproject.toml Makefile
 		|| echo "note: no $(BPY) wheel for this Python/platform (Python 3.11 only): the real-Blender tests skip, naming bpy"
 	$(VPY) -m pip install --quiet --disable-pip-version-check $(OPENLINEAGE) \
 		|| echo "note: $(OPENLINEAGE) needs Python 3.10+: tests/py/test_openlineage_events.py skips, naming it"
+	@scripts/timed.sh end venv
 	@touch $@
 
 vet: ## go vet
@@ -76,7 +78,15 @@ vet: ## go vet
 # fixed 60 s, and the static checks, which time nothing, take what is left; the soaks check counts
 # and bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy
 # on its own).
-test: test-prep test-go-beside test-py ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
+# Each part's wall-clock time is logged (scripts/timed.sh, build/test-times.log) and printed at the
+# end, also when a part fails.
+TIMED := scripts/timed.sh run
+test: ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
+	@scripts/timed.sh reset
+	@$(TIMED) test-prep $(MAKE) --no-print-directory test-prep || { scripts/timed.sh show; exit 1; }
+	@$(TIMED) test-go-beside $(MAKE) --no-print-directory test-go-beside || { scripts/timed.sh show; exit 1; }
+	@$(TIMED) test-py $(MAKE) --no-print-directory test-py || { scripts/timed.sh show; exit 1; }
+	@scripts/timed.sh show
 	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
 
 # What the steps of make test need, built side by side: the venv (pip, mostly unpacking wheels) beside
@@ -126,11 +136,11 @@ GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/store/..
 GO_TEST_P ?= 4
 
 test-go: $(LIB) ## Go tests (race detector on, but for the volume tests of GO_NORACE_TESTS; a few start a real dcc-flow worker, which needs the library)
-	$(GO) test -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) ./...
-	$(GO) test -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -run '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_NORACE_PKGS)
+	$(TIMED) test-go-race $(GO) test -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) ./...
+	$(TIMED) test-go-norace $(GO) test -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -run '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_NORACE_PKGS)
 
 $(STATICCHECK):
-	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(TIMED) staticcheck env GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # lint's parts are independent targets, so that make -j runs them side by side (make test does, with
 # vet: static checks only, no test that times anything). The two mypy runs keep separate caches: one
@@ -161,7 +171,7 @@ lint-mypy-soak: venv
 # vet and lint's parts, CHECK_JOBS at a time (make test's first step).
 CHECK_JOBS ?= 2
 checks: venv $(STATICCHECK)
-	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) --output-sync=target vet $(LINT_PARTS)
+	@$(TIMED) checks $(MAKE) --no-print-directory -j$(CHECK_JOBS) --output-sync=target vet $(LINT_PARTS)
 
 # tests/py/test_wheel.py builds the package's wheel in the tree (pip wheel ., setup.py's build/)
 # and installs it into fresh venvs: it belongs with the wheels, in make test-long.
@@ -177,7 +187,7 @@ PYTEST_WORKERS ?= 4
 # page): beside other xdist workers their figures measure the workers' load (a 10,000-item foreach's
 # page stalled 1.8 s beside three of them), so make test-long runs them alone.
 test-py: $(LIB) venv ## pytest in .venv on PYTEST_WORKERS (default 4) pytest-xdist workers (but for PY_LONG_TESTS and the scale tests, which make test-long runs)
-	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not scale" tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
+	$(TIMED) pytest $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not scale" tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
 
 test-py-long: $(LIB) venv ## The wheel tests and the scale tests of tests/py, in one process (part of make test-long)
 	$(VPY) -m pytest -q $(PY_LONG_TESTS)
@@ -188,8 +198,8 @@ screenshots: $(LIB) venv ## Rewrite the web UI's screenshots in docs/guide/ui/ (
 	UPDATE_SCREENSHOTS=1 $(VPY) -m pytest -q tests/py/test_ui_browser.py tests/py/test_ui_assets.py -k screenshots
 
 test-node: ## MCP interop with the official TypeScript SDK client (npm ci, then node --test)
-	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
-	node --test tests/node/
+	$(TIMED) npm-ci npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+	$(TIMED) test-node node --test tests/node/
 
 DEMO_DB      := .dcc-flow/demo.db
 DCCFLOW      := PYTHONPATH=python VENDOR_INTAKE_ROOT=.dcc-flow/vendor_intake $(PYTHON) -m dcc_flow
@@ -206,7 +216,7 @@ demo: $(LIB) ## Run examples/vendor_intake end to end with progress, then the ru
 	@echo "The exports are in .dcc-flow/vendor_intake/fbx; the run history in $(DEMO_DB)."
 
 smoke: $(LIB) ## Run tests/py/smoke.py under every Python 3.7–3.13 found (pyenv)
-	@scripts/smoke-all.sh
+	@$(TIMED) smoke scripts/smoke-all.sh
 
 soak: $(LIB) venv ## Soak test of serve (issue #16): load, SIGKILLs, then checks; SOAK_SECS (default 600), SOAK_SEED
 	$(VPY) scripts/soak.py --duration $(SOAK_SECS) --seed $(SOAK_SEED)
@@ -215,7 +225,7 @@ soaks-short: $(LIB) venv ## soak-short and soak-net-short side by side (part of 
 	@$(MAKE) --no-print-directory -j2 --output-sync=target soak-short soak-net-short
 
 soak-short: $(LIB) venv ## The soak test for 60 s (part of make test, through soaks-short)
-	$(VPY) scripts/soak.py --duration 60 --seed $(SOAK_SEED)
+	$(TIMED) soak-short $(VPY) scripts/soak.py --duration 60 --seed $(SOAK_SEED)
 
 soak-cluster: $(LIB) venv ## Soak test of three serve engines and two workers on one throwaway PostgreSQL: load, SIGKILLs, pg_ctl restarts, a SIGSTOP past the lease, then checks; SOAK_SECS (default 600), SOAK_SEED
 	$(VPY) scripts/soak_cluster.py --duration $(SOAK_SECS) --seed $(SOAK_SEED)
@@ -254,7 +264,7 @@ redteam: $(LIB) venv ## Replay the hostile-input and fault regressions of docs/r
 	$(MAKE) --no-print-directory soak-net-short
 
 soak-net-short: $(LIB) venv ## Network soak of serve (30 s of slowloris, request batches, bad requests, a dashboard load of event streams, reads, bad requests and actions; then RSS, threads, goroutines back near rest and no event subscription left); part of make test, through soaks-short
-	$(VPY) scripts/soak_net.py --duration 30
+	$(TIMED) soak-net-short $(VPY) scripts/soak_net.py --duration 30
 
 bench-resources: $(LIB) venv ## The proof of resource limits across engines (docs/guide/resources.md): 3 engine processes on a throwaway PostgreSQL, limit 3, holders sampled from outside, one SIGKILLed mid-run; about 25 s, exit 1 when an invariant fails
 	@$(VPY) scripts/bench_resources.py
