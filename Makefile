@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-prep test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -72,30 +72,26 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-# make test builds what it needs side by side (test-prep); then the Go tests beside the static checks,
-# the two short soaks, the Node interop and the smoke test (test-go-beside: go test uses about one of
-# the two cores, waiting on PostgreSQL, subprocesses and leases, the soaks two thirds of one for a
-# fixed 60 s, and the static checks, which time nothing, take what is left; the soaks check counts
-# and bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy
-# on its own).
+# make test runs the Go tests beside the static checks, the two short soaks, the Node interop and the
+# smoke test, each as soon as what it needs is built (test-go-beside: the Go tests once the library is
+# built, while pip still fills the venv; go test uses about one of the two cores, waiting on
+# PostgreSQL, subprocesses and leases, the soaks two thirds of one for a fixed 60 s, and the static
+# checks, which time nothing, take what is left; the soaks check counts and bounds of their own
+# server's memory, not times); then pytest alone (it keeps both cores busy on its own).
 # Each part's wall-clock time is logged (scripts/timed.sh, build/test-times.log) and printed at the
 # end, also when a part fails.
 TIMED := scripts/timed.sh run
 test: ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
 	@scripts/timed.sh reset
-	@$(TIMED) test-prep $(MAKE) --no-print-directory test-prep || { scripts/timed.sh show; exit 1; }
 	@$(TIMED) test-go-beside $(MAKE) --no-print-directory test-go-beside || { scripts/timed.sh show; exit 1; }
 	@$(TIMED) test-py $(MAKE) --no-print-directory test-py || { scripts/timed.sh show; exit 1; }
 	@scripts/timed.sh show
 	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
 
-# What the steps of make test need, built side by side: the venv (pip, mostly unpacking wheels) beside
-# the library and staticcheck (the Go compiler; about 70 s and 30 s on a cold build cache).
-test-prep:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target venv $(LIB) $(STATICCHECK)
-
 # --output-sync=line: each line whole, the targets' lines interleaved (go test prints a line a package).
-test-go-beside: $(LIB) venv $(STATICCHECK) ## test-go beside checks (vet and lint), soak-short, soak-net-short, test-node and smoke (make test's second step)
+# The library, the venv (pip, mostly unpacking wheels) and staticcheck are built side by side as the
+# parts' prerequisites (the Go compiler: about 70 s and 30 s on a cold build cache).
+test-go-beside: ## test-go beside checks (vet and lint), soak-short, soak-net-short, test-node and smoke, each once its prerequisites are built (make test's first step)
 	@$(MAKE) --no-print-directory -j6 --output-sync=line test-go checks soak-short soak-net-short test-node smoke
 
 test-long: test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
