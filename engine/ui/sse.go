@@ -156,11 +156,12 @@ type coalescer struct {
 	stepOrder []string
 	summaries map[string]*RunSummary
 	lastSeq   uint64
+	now       func() time.Time // time.Now; a test's clock
 }
 
 func newCoalescer(steps bool, every time.Duration) *coalescer {
 	return &coalescer{steps: steps, every: every, sentRun: map[string]time.Time{}, sentStep: map[string]time.Time{},
-		runs: map[string]bool{}, stepByKey: map[string]StepChange{}, summaries: map[string]*RunSummary{}}
+		runs: map[string]bool{}, stepByKey: map[string]StepChange{}, summaries: map[string]*RunSummary{}, now: time.Now}
 }
 
 func (c *coalescer) pending() bool { return len(c.runOrder) > 0 || len(c.stepOrder) > 0 }
@@ -202,7 +203,7 @@ func (c *coalescer) add(ev run.Event) {
 // delayed by a slow flush must not send two messages about one run closer than that.
 func (c *coalescer) flush(ctx context.Context, e *engine.Engine, w http.ResponseWriter) error {
 	id := strconv.FormatUint(c.lastSeq, 10)
-	now := time.Now()
+	now := c.now()
 	keptRuns := c.runOrder[:0]
 	for _, runID := range c.runOrder {
 		if now.Sub(c.sentRun[runID]) < c.every {
@@ -223,7 +224,7 @@ func (c *coalescer) flush(ctx context.Context, e *engine.Engine, w http.Response
 		if err := writeEvent(w, "run", id, s); err != nil {
 			return err
 		}
-		c.sentRun[runID] = time.Now()
+		c.sentRun[runID] = c.now()
 		delete(c.runs, runID)
 	}
 	c.runOrder = keptRuns
@@ -238,7 +239,7 @@ func (c *coalescer) flush(ctx context.Context, e *engine.Engine, w http.Response
 			return err
 		}
 		sent++
-		c.sentStep[k] = time.Now()
+		c.sentStep[k] = c.now()
 		delete(c.stepByKey, k)
 	}
 	c.stepOrder = keptSteps

@@ -242,16 +242,23 @@ func TestCloseEndsTheStreams(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	beats := 0
+	beating := make(chan struct{})
 	go func() {
 		defer wg.Done()
 		sc := bufio.NewScanner(res.Body)
 		for sc.Scan() {
 			if sc.Text() == ": heartbeat" {
-				beats++
+				if beats++; beats == 1 {
+					close(beating)
+				}
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select { // the stream is open and beating (a fixed sleep saw none on a loaded machine)
+	case <-beating:
+	case <-time.After(10 * time.Second):
+		t.Error("no heartbeat within 10 s (every 50 ms)")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -262,9 +269,6 @@ func TestCloseEndsTheStreams(t *testing.T) {
 		t.Errorf("Close took %v", d)
 	}
 	wg.Wait()
-	if beats == 0 {
-		t.Error("no heartbeat")
-	}
 	if err := s.Close(ctx); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
