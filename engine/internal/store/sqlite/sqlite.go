@@ -165,6 +165,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	makePrivate(path)
+	fromImage(path) // a new database, when the process has made others (fresh.go)
 	s, err := open(ctx, path)
 	if err != nil {
 		unlock()
@@ -227,6 +228,8 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 func (s *Store) ReadOnly() bool { return s.readOnly }
 
 func open(ctx context.Context, path string) (*Store, error) {
+	fi, err := os.Stat(path)
+	empty := err == nil && fi.Size() == 0 // a new database (makePrivate created it)
 	w, err := openWriting(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -244,12 +247,16 @@ func open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	if err := migrate(ctx, w, path); err != nil {
+	from, err := migrate(ctx, w, path)
+	if err != nil {
 		w.Close()
 		if fe := AsFault(path, err); fe != nil {
 			return nil, fe
 		}
 		return nil, err
+	}
+	if from == 0 && empty {
+		keepImage(ctx, w, path) // fresh.go
 	}
 	r, err := openReaders(path)
 	if err != nil {
@@ -337,11 +344,12 @@ func dsn(path string, readOnly bool) string {
 }
 
 // migrate applies the embedded migrations the database lacks, each in its own transaction,
-// tracking the version in PRAGMA user_version.
-func migrate(ctx context.Context, db *sql.DB, path string) error {
+// tracking the version in PRAGMA user_version, and returns the version it found (0: a new
+// database; the current version: nothing to do).
+func migrate(ctx context.Context, db *sql.DB, path string) (int, error) {
 	entries, err := migrationFS.ReadDir("migrations")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -351,37 +359,37 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	current := len(names)
 	var version int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("reading the schema version of %s: %w", path, err)
+		return 0, fmt.Errorf("reading the schema version of %s: %w", path, err)
 	}
 	if version > current {
-		return &SchemaError{Path: path, Found: version, Current: current}
+		return version, &SchemaError{Path: path, Found: version, Current: current}
 	}
 	for i := version; i < current; i++ {
 		n, err := strconv.Atoi(strings.SplitN(names[i], "_", 2)[0])
 		if err != nil || n != i+1 {
-			return fmt.Errorf("migration %s is misnumbered (want %04d_…)", names[i], i+1)
+			return version, fmt.Errorf("migration %s is misnumbered (want %04d_…)", names[i], i+1)
 		}
 		body, err := migrationFS.ReadFile("migrations/" + names[i])
 		if err != nil {
-			return err
+			return version, err
 		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migrating %s to version %d: %w", path, i+1, err)
+			return version, fmt.Errorf("migrating %s to version %d: %w", path, i+1, err)
 		}
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("migrating %s to version %d (%s): %w", path, i+1, names[i], err)
+			return version, fmt.Errorf("migrating %s to version %d (%s): %w", path, i+1, names[i], err)
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
 			tx.Rollback()
-			return err
+			return version, err
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrating %s to version %d: %w", path, i+1, err)
+			return version, fmt.Errorf("migrating %s to version %d: %w", path, i+1, err)
 		}
 	}
-	return nil
+	return version, nil
 }
 
 // SchemaVersion returns the schema version this package writes.

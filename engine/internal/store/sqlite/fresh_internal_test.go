@@ -1,0 +1,150 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// describe returns what a database is, for comparing two: its schema (every table, index,
+// trigger and view with its SQL), its version and the settings kept in the file, and its rows
+// (none in a new database).
+func describe(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var b strings.Builder
+	rows, err := db.Query(`SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var typ, name, tbl, text string
+		if err := rows.Scan(&typ, &name, &tbl, &text); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(typ + " " + name + " on " + tbl + ": " + text + "\n")
+		if typ == "table" {
+			tables = append(tables, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	for _, p := range []string{"user_version", "page_size", "auto_vacuum", "journal_mode", "encoding", "application_id"} {
+		var v string
+		if err := db.QueryRow("PRAGMA " + p).Scan(&v); err != nil {
+			t.Fatal(p, err)
+		}
+		b.WriteString(p + " = " + v + "\n")
+	}
+	for _, table := range tables {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&n); err != nil {
+			t.Fatal(table, err)
+		}
+		if n > 0 {
+			b.WriteString(table + " holds rows\n")
+		}
+	}
+	return b.String()
+}
+
+// A new database written from the process's image (fresh.go) is the database the migrations
+// make from nothing: the same schema, version, settings and no rows, private, and it works.
+// Most of this package's tests (and every suite's) run on databases made from the image.
+func TestNewDatabaseFromTheImageIsTheMigratedOne(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	// One made by the migrations, whatever the image: open, not Open (no fromImage).
+	migrated := filepath.Join(dir, "migrated.db")
+	makePrivate(migrated)
+	m, err := open(ctx, migrated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	for i := 0; i <= imageAfter; i++ { // the process keeps an image by the imageAfter-th new database
+		fresh.mu.Lock()
+		have := fresh.image != nil
+		fresh.mu.Unlock()
+		if have {
+			break
+		}
+		s, err := Open(ctx, filepath.Join(dir, "warm"+string(rune('a'+i))+".db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	fresh.mu.Lock()
+	have := fresh.image != nil
+	fresh.mu.Unlock()
+	if !have {
+		t.Fatalf("no image after %d new databases", imageAfter+1)
+	}
+
+	imaged := filepath.Join(dir, "imaged.db")
+	makePrivate(imaged)
+	if !fromImage(imaged) {
+		t.Fatal("fromImage did not fill a new, empty database file")
+	}
+	s, err := Open(ctx, imaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := describe(t, s.w), describe(t, m.w); got != want {
+		t.Fatalf("the database made from the image differs from the migrated one:\n%s\nwant:\n%s", got, want)
+	}
+	if runtime.GOOS != "windows" {
+		if fi, err := os.Stat(imaged); err != nil || fi.Mode().Perm() != privateMode {
+			t.Fatalf("mode of the database made from the image: %v %v; want %v", fi.Mode().Perm(), err, privateMode)
+		}
+	}
+	if err := checkIntegrity(ctx, s.w, imaged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.Exec(`INSERT INTO store_meta (key, value) VALUES ('probe', 1)`); err != nil {
+		t.Fatalf("writing into the database made from the image: %v", err)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, ".dccflow-image-*")); len(matches) > 0 {
+		t.Fatalf("temporary files left: %v", matches)
+	}
+}
+
+// fromImage writes only into the empty file of a new database: a file with content (a
+// database, or anything else), one with a -wal beside it or a missing one is left alone.
+func TestImageNeverOverwritesAFile(t *testing.T) {
+	t.Parallel()
+	image := []byte("SQLite format 3\x00 stand-in image")
+	fromImage := func(path string) bool { return writeImage(path, image) }
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full.db")
+	if err := os.WriteFile(full, []byte("something"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fromImage(full) {
+		t.Fatal("fromImage wrote over a file with content")
+	}
+	if b, _ := os.ReadFile(full); string(b) != "something" {
+		t.Fatalf("the file changed: %q", b)
+	}
+	walled := filepath.Join(dir, "walled.db")
+	makePrivate(walled)
+	if err := os.WriteFile(walled+"-wal", []byte("frames"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fromImage(walled) {
+		t.Fatal("fromImage wrote a database that has a -wal file")
+	}
+	if fromImage(filepath.Join(dir, "missing.db")) {
+		t.Fatal("fromImage wrote a file that did not exist")
+	}
+}
