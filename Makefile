@@ -195,7 +195,7 @@ PYTEST_WORKERS ?= 4
 # page): beside other xdist workers their figures measure the workers' load (a 10,000-item foreach's
 # page stalled 1.8 s beside three of them), so make test-long runs them alone.
 test-py: $(LIB) venv $(PYC) ## pytest in .venv on PYTEST_WORKERS (default 4) pytest-xdist workers (but for PY_LONG_TESTS and the scale tests, which make test-long runs)
-	$(TIMED) pytest $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not scale" tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
+	$(TIMED) pytest $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 -m "not scale" tests/py $(addprefix --ignore=,$(PY_LONG_TESTS))
 
 test-py-long: $(LIB) venv ## The wheel tests and the scale tests of tests/py, in one process (part of make test-long)
 	$(VPY) -m pytest -q $(PY_LONG_TESTS)
