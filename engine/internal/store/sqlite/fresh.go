@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,12 +25,14 @@ var fresh struct {
 	image   []byte // nil until the imageAfter-th
 }
 
-// fromImage fills the new database at path with the image, when the process has one: path must
-// be the empty file makePrivate created, and the caller must hold its owner lock. The image is
-// written into that file in place — not renamed over it: the owner's byte lock is on the file
-// (lock.go), and a new file would not carry it — its first page (the header) last, then synced.
-// It reports whether it did; on any failure (no image, a file that is not empty or has a -wal
-// beside it, a write that fails) it leaves path empty, and the migrations make the database.
+// fromImage creates the new database at path from the image, when the process has one and path
+// does not exist: the image is written to a temporary file beside it (0600), synced, and linked
+// to path, which fails when path exists — so a database is never overwritten, two processes
+// creating one database at once get one of them, and a crash leaves the temporary file, never a
+// partial database. It runs before the owner lock is taken (lock.go locks a byte of the
+// database file itself, and must lock the file that stays). It reports whether it created
+// path; on any failure (no image, path or a -wal beside it exists, a file system without hard
+// links) nothing is created, and the migrations make the database.
 func fromImage(path string) bool {
 	fresh.mu.Lock()
 	image := fresh.image
@@ -38,35 +42,28 @@ func fromImage(path string) bool {
 
 // writeImage is fromImage with the image given.
 func writeImage(path string, image []byte) bool {
-	if _, err := os.Lstat(path + "-wal"); err == nil {
-		return false
+	for _, p := range []string{path, path + "-wal"} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Size() != 0 || !fi.Mode().IsRegular() {
-		return false
-	}
-	first := min(len(image), imagePage)
-	_, err = f.WriteAt(image[first:], int64(first))
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(image)
 	if err == nil {
-		_, err = f.WriteAt(image[:first], 0)
+		err = tmp.Chmod(privateMode)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = tmp.Sync()
 	}
-	if err != nil {
-		_ = f.Truncate(0)
-		return false
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	return true
+	return err == nil && os.Link(tmp.Name(), path) == nil
 }
-
-// imagePage is the size of an image's first page (the database header and the schema's root):
-// SQLite's default page size, which the migrations keep.
-const imagePage = 4096
 
 // keepImage counts a database that migrate made from nothing (version 0) and, at the
 // imageAfter-th, keeps the image of it: VACUUM INTO a temporary file beside it, read back. A

@@ -91,9 +91,8 @@ func TestNewDatabaseFromTheImageIsTheMigratedOne(t *testing.T) {
 	}
 
 	imaged := filepath.Join(dir, "imaged.db")
-	makePrivate(imaged)
 	if !fromImage(imaged) {
-		t.Fatal("fromImage did not fill a new, empty database file")
+		t.Fatal("fromImage did not create a new database")
 	}
 	s, err := Open(ctx, imaged)
 	if err != nil {
@@ -114,37 +113,50 @@ func TestNewDatabaseFromTheImageIsTheMigratedOne(t *testing.T) {
 	if _, err := s.w.Exec(`INSERT INTO store_meta (key, value) VALUES ('probe', 1)`); err != nil {
 		t.Fatalf("writing into the database made from the image: %v", err)
 	}
-	if matches, _ := filepath.Glob(filepath.Join(dir, ".dccflow-image-*")); len(matches) > 0 {
+	if matches, _ := filepath.Glob(filepath.Join(dir, ".*")); len(matches) > 0 {
 		t.Fatalf("temporary files left: %v", matches)
 	}
 }
 
-// fromImage writes only into the empty file of a new database: a file with content (a
-// database, or anything else), one with a -wal beside it or a missing one is left alone.
+// fromImage only creates: a file that exists (a database, anything else, or an empty one) is
+// left alone, and so is a path with a -wal file beside it; a missing one is created whole.
 func TestImageNeverOverwritesAFile(t *testing.T) {
 	t.Parallel()
 	image := []byte("SQLite format 3\x00 stand-in image")
 	fromImage := func(path string) bool { return writeImage(path, image) }
 	dir := t.TempDir()
-	full := filepath.Join(dir, "full.db")
-	if err := os.WriteFile(full, []byte("something"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if fromImage(full) {
-		t.Fatal("fromImage wrote over a file with content")
-	}
-	if b, _ := os.ReadFile(full); string(b) != "something" {
-		t.Fatalf("the file changed: %q", b)
+	for name, content := range map[string]string{"full.db": "something", "empty.db": ""} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if fromImage(path) {
+			t.Fatalf("fromImage wrote over %s", name)
+		}
+		if b, _ := os.ReadFile(path); string(b) != content {
+			t.Fatalf("%s changed: %q", name, b)
+		}
 	}
 	walled := filepath.Join(dir, "walled.db")
-	makePrivate(walled)
 	if err := os.WriteFile(walled+"-wal", []byte("frames"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if fromImage(walled) {
-		t.Fatal("fromImage wrote a database that has a -wal file")
+		t.Fatal("fromImage created a database beside a -wal file")
 	}
-	if fromImage(filepath.Join(dir, "missing.db")) {
-		t.Fatal("fromImage wrote a file that did not exist")
+	created := filepath.Join(dir, "new.db")
+	if !fromImage(created) {
+		t.Fatal("fromImage did not create a missing database")
+	}
+	if b, _ := os.ReadFile(created); string(b) != string(image) {
+		t.Fatalf("the new database holds %q", b)
+	}
+	if runtime.GOOS != "windows" {
+		if fi, err := os.Stat(created); err != nil || fi.Mode().Perm() != privateMode {
+			t.Fatalf("mode of the new database: %v %v", fi.Mode().Perm(), err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.new-*")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }

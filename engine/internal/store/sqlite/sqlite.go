@@ -160,12 +160,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite store: a file path is required (got %q)", path)
 	}
+	fromImage(path) // a new database, when the process has made others (fresh.go)
 	unlock, checkLock, err := lockOwner(path)
 	if err != nil {
 		return nil, err
 	}
 	makePrivate(path)
-	fromImage(path) // a new database, when the process has made others (fresh.go)
 	s, err := open(ctx, path)
 	if err != nil {
 		unlock()
