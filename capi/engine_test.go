@@ -248,18 +248,27 @@ func TestCallsCompleteMany(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 	id := func(i int) any { return calls[i].(map[string]any)["call_id"] }
+	// Each call is answered with its item's number (each[0] → 1): the three items' calls are
+	// queued by three goroutines, in any order.
+	val := func(i int) int {
+		var item int
+		if _, err := fmt.Sscanf(calls[i].(map[string]any)["step_key"].(string), "each[%d].f", &item); err != nil {
+			t.Fatalf("call %d: %v", i, calls[i])
+		}
+		return item + 1
+	}
 	// A malformed answer: none is taken.
-	bad := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": %v, "files": [{"path": ""}]}]}`, id(0), id(1))
+	bad := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": %d}, {"call_id": %v, "files": [{"path": ""}]}]}`, id(0), val(0), id(1))
 	if out, rc := dispatch(h, []byte(bad), opCallsCompleteMany); rc == rcOK || !strings.Contains(string(out), `answers[1]`) || !strings.Contains(string(out), `"code":"invalid_request"`) {
 		t.Fatalf("malformed batch: rc %d %s", rc, out)
 	}
 	// An unknown id: the others are taken, the crossing fails naming it.
-	mixed := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": 99999, "output": 1}], "next": %s}`, id(0), next)
+	mixed := fmt.Sprintf(`{"answers": [{"call_id": %v, "output": %d}, {"call_id": 99999, "output": 1}], "next": %s}`, id(0), val(0), next)
 	if out, rc := dispatch(h, []byte(mixed), opCallsCompleteMany); rc == rcOK || !strings.Contains(string(out), `answers[1]: no tool call with id 99999`) || !strings.Contains(string(out), `"code":"not_found"`) {
 		t.Fatalf("unknown id: rc %d %s", rc, out)
 	}
-	res := mustOp(t, h, opCallsCompleteMany, fmt.Sprintf(`{"answers": [{"call_id": %v, "output": 1}, {"call_id": %v, "output": 2}, {"call_id": %v, "output": 3}], "next": %s}`,
-		id(0), id(1), id(2), next))
+	res := mustOp(t, h, opCallsCompleteMany, fmt.Sprintf(`{"answers": [{"call_id": %v, "output": %d}, {"call_id": %v, "output": %d}, {"call_id": %v, "output": %d}], "next": %s}`,
+		id(0), val(0), id(1), val(1), id(2), val(2), next))
 	if acc, _ := res["accepted"].([]any); len(acc) != 3 || acc[0] != false || acc[1] != true || acc[2] != true {
 		t.Fatalf("accepted %v (the first was answered already)", res["accepted"])
 	}
