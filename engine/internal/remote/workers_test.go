@@ -134,7 +134,16 @@ func TestWorkerRecycleOnRSS(t *testing.T) {
 func TestWorkerCancelCooperative(t *testing.T) {
 	b := pooled(t, func(c *Config) { c.Workers = 1 })
 	ctx, cancel := context.WithCancel(t.Context())
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	// Cancel once the worker runs the call (a fixed 300 ms cancelled it before any worker held
+	// it, when starting the worker took longer on a loaded machine, under Wine).
+	go func() {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if p := b.pool.Pools(); len(p) == 1 && len(p[0].Workers) == 1 && p[0].Workers[0].State == WorkerBusy {
+				break
+			}
+		}
+		cancel()
+	}()
 	res := b.call(t, ctx, "sleep", map[string]any{"ms": 20000, "key": "k"})
 	if res.Kind != run.KindCancelled || res.Worker == nil {
 		t.Fatalf("cancelled sleep: %+v", res)
