@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"strings"
@@ -136,8 +135,7 @@ func TestURLPoolServerLostMidCall(t *testing.T) {
 func TestURLPoolCancel(t *testing.T) {
 	a := startHTTPServer(t, "127.0.0.1:0", "-log", t.TempDir()+"/events.log")
 	p := urlPool(t, 1, a.url)
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	ctx := p.cancelWhenBusy(t)
 	start := time.Now()
 	res := p.call(t, ctx, "sleep", map[string]any{"ms": 20000, "key": "c"})
 	if res.Kind != run.KindCancelled || time.Since(start) > 5*time.Second {

@@ -24,6 +24,26 @@ func pooled(t *testing.T, mod func(*Config)) *bundle {
 	})
 }
 
+// cancelWhenBusy returns a context cancelled once a worker of the bundle's one pool runs a
+// call (after 30 s at most): a fixed delay cancelled the call before any worker held it when
+// starting the worker took longer on a loaded machine (under Wine, seen in CI).
+func (b *bundle) cancelWhenBusy(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if p := b.pool.Pools(); len(p) == 1 {
+				for _, w := range p[0].Workers {
+					if w.State == WorkerBusy {
+						return
+					}
+				}
+			}
+		}
+	}()
+	return ctx
+}
+
 func pidOf(t *testing.T, res Result) int {
 	t.Helper()
 	if res.IsError {
@@ -133,17 +153,7 @@ func TestWorkerRecycleOnRSS(t *testing.T) {
 // serves the next call.
 func TestWorkerCancelCooperative(t *testing.T) {
 	b := pooled(t, func(c *Config) { c.Workers = 1 })
-	ctx, cancel := context.WithCancel(t.Context())
-	// Cancel once the worker runs the call (a fixed 300 ms cancelled it before any worker held
-	// it, when starting the worker took longer on a loaded machine, under Wine).
-	go func() {
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if p := b.pool.Pools(); len(p) == 1 && len(p[0].Workers) == 1 && p[0].Workers[0].State == WorkerBusy {
-				break
-			}
-		}
-		cancel()
-	}()
+	ctx := b.cancelWhenBusy(t)
 	res := b.call(t, ctx, "sleep", map[string]any{"ms": 20000, "key": "k"})
 	if res.Kind != run.KindCancelled || res.Worker == nil {
 		t.Fatalf("cancelled sleep: %+v", res)
