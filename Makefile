@@ -131,12 +131,13 @@ test-otelcol: $(LIB) venv $(OTELCOL) $(OTEL_VENV)/.ok ## A run's trace through t
 
 # Tests whose cost is volume pushed through SQLite (modernc.org/sqlite is C translated to Go, so the
 # race detector instruments the whole database engine: 20-50x slower, 240 s for the attempt flood)
-# or through a parser, and that check bounds (rows kept, memory, page times, scaling), not
+# or through a parser or an expression evaluator (thousands of names, a 511-deep JSONPath chain),
+# and that check bounds (rows kept, memory, CPU, page times, scaling), not
 # concurrency. test-go runs them in a second pass without -race, in the packages that have them;
 # the same code paths at small sizes, and every concurrent path, stay under -race. A name here that
 # no longer matches only makes that test run under -race again (slower, nothing lost).
-GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly|TestExerciseVolume|TestWALRestartsUnderSteadyWrites|TestRedteamRefusedFiresBounded)$$
-GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/store/...
+GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly|TestExerciseVolume|TestWALRestartsUnderSteadyWrites|TestRedteamRefusedFiresBounded|TestRedteamChainedDescendantsStopAtTheLimit|TestManyUnknownNamesAreAllReported|TestRedteamCheckResourcesManyUnknownNames|TestRedteamAttemptArgs10MB)$$
+GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/expr ./engine/internal/store/...
 
 # GO_TEST_P packages are built and tested at once (go test -p; its default is the number of cores):
 # most of their time is spent waiting on PostgreSQL, subprocesses, sockets and leases, so 4 on two
