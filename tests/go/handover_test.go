@@ -93,7 +93,12 @@ steps:
 	}
 	info, err := b.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
-		t.Fatalf("run after the hand-over: %+v %v", info, err)
+		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
+		for _, e := range ev {
+			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
+		}
+		t.Logf("row: %s", runRow(t, db, id))
+		t.Fatalf("run after the hand-over: %+v %v; b %+v", info, err, b.LeaseStats())
 	}
 	// The sleep ran again in full (1.5 s) on b; the hand-over itself is one notification.
 	if took := time.Since(closed); took > 6*time.Second {

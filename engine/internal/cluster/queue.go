@@ -132,13 +132,32 @@ func (cq *Queue) KickNow() {
 func (cq *Queue) listen(ctx context.Context) {
 	defer cq.wg.Done()
 	for ctx.Err() == nil {
-		err := cq.q.ListenCalls(ctx, cq.notified)
+		err := cq.q.ListenCalls(ctx, cq.listening, cq.notified)
 		if ctx.Err() != nil {
 			return
 		}
 		_ = err // the database is away: the polls carry on; listen again shortly
 		_ = clock.Sleep(ctx, cq.clock, QueuePoll)
 	}
+}
+
+// listening is called each time the listener listens (at Start, and again after a lost
+// connection): the wake-ups sent before then are lost (an engine that closed as this one
+// opened, a call queued meanwhile), so it does what they would have asked — a sweep (h:: the
+// released runs are claimed now, not at the next beat), a look for calls to claim (q:, r:) and
+// a read of each awaited call's status (d:, p:). A lost c: is the next beat's (the claim is not
+// renewed).
+func (cq *Queue) listening() {
+	cq.m.Kick()
+	cq.KickNow()
+	cq.mu.Lock()
+	for _, ch := range cq.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	cq.mu.Unlock()
 }
 
 func (cq *Queue) notified(p string) {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +126,92 @@ func twoEngines(t *testing.T, poll bool, run func(ctx context.Context, call tool
 }
 
 func ok(v any) (tools.Result, error) { return tools.Result{Output: v}, nil }
+
+// lateListener is a call queue whose listener starts listening only once gate is closed, as
+// PostgreSQL's LISTEN starts some time after ListenCalls is called (long after, on a loaded
+// machine; again after a lost connection): the wake-ups sent before then are lost. It counts
+// the sweeps (Expired) of the engine it is the store of.
+type lateListener struct {
+	*memcluster.Store
+	gate   chan struct{}
+	sweeps atomic.Int32
+}
+
+func (l *lateListener) ListenCalls(ctx context.Context, ready func(), fn func(string)) error {
+	select {
+	case <-l.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.Store.ListenCalls(ctx, ready, fn)
+}
+
+func (l *lateListener) Expired(ctx context.Context, limit int) ([]store.Run, error) {
+	l.sweeps.Add(1)
+	return l.Store.Expired(ctx, limit)
+}
+
+// Once its listener listens, the queue does what the wake-ups lost before then asked: B, whose
+// LISTEN starts only after a call of its tool was queued (q:export) and another engine closed
+// (h:C), claims the call and sweeps at once, on a stub clock that does not move (no poll, no
+// beat). Without it, a run handed over as B opened waited for B's next beat, a third of the
+// lease (tests/go TestClosingEngineHandsItsRunOver failed so under load, 1 run in 25).
+func TestQueueThatStartsListeningLooksForWhatItsLostWakeUpsSaid(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewStub(t0)
+	db := memcluster.NewMem(clk)
+	ha, hc := db.Open(), db.Open()
+	for _, h := range []struct {
+		s  *memcluster.Store
+		id string
+	}{{ha, "A"}, {hc, "C"}} {
+		if err := h.s.Attach(ctx, store.EngineInfo{ID: h.id, Lease: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hb := &lateListener{Store: db.Open(), gate: make(chan struct{})}
+	started := make(chan string, 1)
+	caller := &fakeCaller{tools: map[string]bool{"export": true}, run: func(_ context.Context, call tools.Call) (tools.Result, error) {
+		started <- call.StepKey
+		return ok(1)
+	}}
+	mb, err := Join(ctx, Config{Leaser: hb, Clock: clk, Host: &fakeHost{}, Info: store.EngineInfo{ID: "B", Lease: time.Hour}}, &fakeLocal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewQueue(mb, hb, caller)
+	for _, s := range []interface {
+		Start(context.Context) error
+		Stop()
+	}{mb, b} {
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+	}
+	waitTimers(t, clk, 2) // B's heartbeat and its claimer's poll: the claimer looked once, found nothing
+	id, err := ha.EnqueueCall(ctx, store.QueuedCall{RunID: "r1", StepKey: "export", Attempt: 1, Tool: "export", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hc.Detach(ctx); err != nil { // h:C, as C closes and releases its runs' leases
+		t.Fatal(err)
+	}
+	if n := hb.sweeps.Load(); n != 0 || caller.startedCount() != 0 {
+		t.Fatalf("before B listens: %d sweeps, %d calls started; want none", n, caller.startedCount())
+	}
+	close(hb.gate)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B listens but did not claim the call queued before it listened")
+	}
+	waitUntil(t, "B's sweep once it listens", func() bool { return hb.sweeps.Load() >= 1 })
+	waitUntil(t, "the call done", func() bool {
+		status, _, err := ha.CallStatus(ctx, id)
+		return err == nil && status == "done"
+	})
+}
 
 // A call of a tool only B hosts goes through the queue: B claims it at the wake-up, runs it and
 // writes the outcome; A's waiter returns it, with the worker that ran it.

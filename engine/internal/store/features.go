@@ -464,11 +464,13 @@ type CallQueue interface {
 	// tool queued), "r:REMOTE" (a call of a remote queued), "d:ID" (a call done: an outcome or
 	// an expiry), "c:ID" (a call cancelled), "p:ID" (a call reported progress or log lines) or
 	// "h:ENGINE" (an engine detached: Leaser.Detach). A claim wakes nobody. The listener may
-	// start listening only after ListenCalls was called (PostgreSQL's LISTEN): a caller that
-	// must not miss a wake-up waits for a first one (a probe) before it relies on them. Wake-ups
-	// of changes made one after the other arrive in that order; when ctx ends it returns ctx's
-	// error.
-	ListenCalls(ctx context.Context, fn func(payload string)) error
+	// start listening only after ListenCalls was called (PostgreSQL's LISTEN): a wake-up of a
+	// change made before then is lost, as are those sent while a failed connection is replaced.
+	// ready (when not nil) is called once it listens: no wake-up of a change made after ready
+	// was called is missed, so a caller that must not miss one looks at the state once in ready
+	// (or waits for a first wake-up, a probe) before it relies on them. Wake-ups of changes made
+	// one after the other arrive in that order; when ctx ends it returns ctx's error.
+	ListenCalls(ctx context.Context, ready func(), fn func(payload string)) error
 }
 
 // CallReport is what a queued call reported while it ran on the engine that claimed it, since

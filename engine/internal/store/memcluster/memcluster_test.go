@@ -123,7 +123,7 @@ func TestCloseHandle(t *testing.T) {
 	db, _ := newDB(t)
 	a, b := attach(t, db, "A", time.Minute), attach(t, db, "B", time.Minute)
 	ended := make(chan error, 1)
-	go func() { ended <- a.ListenCalls(ctx, func(string) {}) }()
+	go func() { ended <- a.ListenCalls(ctx, nil, func(string) {}) }()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestConcurrentEngines(t *testing.T) {
 	listened.Add(1)
 	go func() {
 		defer listened.Done()
-		_ = ss[0].ListenCalls(lctx, func(string) {})
+		_ = ss[0].ListenCalls(lctx, nil, func(string) {})
 	}()
 	var mu sync.Mutex
 	claimed := map[int64]string{}
@@ -262,7 +262,7 @@ func TestFailCutsAnEngineOff(t *testing.T) {
 	started := make(chan struct{})
 	var once sync.Once
 	go func() {
-		ended <- a.ListenCalls(ctx, func(p string) {
+		ended <- a.ListenCalls(ctx, nil, func(p string) {
 			if p == "q:probe" {
 				once.Do(func() { close(started) })
 			}

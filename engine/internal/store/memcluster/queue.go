@@ -455,9 +455,10 @@ func (db *DB) Listening() int {
 // ListenCalls calls fn with each wake-up of the DB's queue, on the calling goroutine, until ctx
 // ends (it returns ctx's error), the handle is closed (store.ErrClosed) or fails (Fail's error:
 // the wake-ups meanwhile are lost, as a dropped connection loses them; call it again). It listens from
-// before its first wait: a change made after it was called may be missed only by a call that
-// has not yet registered, which a test rules out by waiting for a first wake-up (a probe).
-func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error {
+// before its first wait, and calls ready (when not nil) once it listens: a change made after it
+// was called may be missed only by a call that has not yet registered, which a test rules out
+// by waiting for ready or a first wake-up (a probe).
+func (s *Store) ListenCalls(ctx context.Context, ready func(), fn func(payload string)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -472,6 +473,9 @@ func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error 
 		delete(db.listeners, l)
 		db.mu.Unlock()
 	}()
+	if ready != nil {
+		ready()
+	}
 	for {
 		select {
 		case <-ctx.Done():

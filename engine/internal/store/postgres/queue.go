@@ -365,9 +365,10 @@ func (s *Store) CallReports(ctx context.Context, id int64, after int) ([]store.C
 }
 
 // ListenCalls listens on the queue's channel on a connection of its own (taken out of the
-// pool, closed at the end) and calls fn with each notification's payload.
-func (s *Store) ListenCalls(ctx context.Context, fn func(payload string)) error {
-	return s.listen(ctx, callsChannel, nil, fn)
+// pool, closed at the end), calls ready (when not nil) once it listens, then fn with each
+// notification's payload.
+func (s *Store) ListenCalls(ctx context.Context, ready func(), fn func(payload string)) error {
+	return s.listen(ctx, callsChannel, ready, fn)
 }
 
 // listen runs LISTEN channel on a connection of its own (taken out of the pool, closed at the

@@ -28,7 +28,7 @@ func listening(t *testing.T, s *postgres.Store, url string) (chan string, func()
 	t.Cleanup(stop)
 	woken := make(chan string, 64)
 	failed := make(chan error, 1)
-	go func() { failed <- s.ListenCalls(ctx, func(p string) { woken <- p }) }()
+	go func() { failed <- s.ListenCalls(ctx, nil, func(p string) { woken <- p }) }()
 	probe, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestCallReports(t *testing.T) {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	woken := make(chan string, 64)
-	go func() { _ = orch.ListenCalls(lctx, func(p string) { woken <- p }) }()
+	go func() { _ = orch.ListenCalls(lctx, nil, func(p string) { woken <- p }) }()
 	// LISTEN is issued asynchronously: enqueue until the first wake-up arrives.
 	for listening := false; !listening; {
 		if _, err := orch.EnqueueCall(ctx, store.QueuedCall{RunID: "r", StepKey: "warm", Tool: "warm"}); err != nil {

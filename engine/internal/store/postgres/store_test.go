@@ -328,11 +328,13 @@ func TestSchemaVersions(t *testing.T) {
 	if _, err := postgres.OpenReadOnly(ctx, url); !errors.As(err, &se) {
 		t.Fatalf("newer schema, read-only: %v", err)
 	}
-	// An empty database: several engines migrate it at once.
-	if _, err := conn.Exec(ctx, `CREATE DATABASE empty_one TEMPLATE template0`); err != nil {
+	// An empty database: several engines migrate it at once. Named after the test's own
+	// database, which is new at each run (a fixed name failed "already exists" under -count 2).
+	emptyDB := conn.Config().Database + "_empty"
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{emptyDB}.Sanitize()+` TEMPLATE template0`); err != nil {
 		t.Fatal(err)
 	}
-	empty := strings.Replace(url, "/"+conn.Config().Database+"?", "/empty_one?", 1)
+	empty := strings.Replace(url, "/"+conn.Config().Database+"?", "/"+emptyDB+"?", 1)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {

@@ -788,9 +788,29 @@ func testWakeUps(t *testing.T, db Shared[QueueStore]) {
 	o, w := attachAs(t, db, "O"), attachAs(t, db, "W")
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// ready is called once the listener listens: the first change made after it wakes it (the
+	// engine's queue relies on it to look again for what the wake-ups sent before said).
+	rctx, rstop := context.WithCancel(ctx)
+	ready, rwoken := make(chan struct{}), make(chan string, 16)
+	go func() { _ = o.ListenCalls(rctx, func() { close(ready) }, func(p string) { rwoken <- p }) }()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenCalls did not call ready within 10 s")
+	}
+	enqueue(t, o, store.QueuedCall{RunID: "ready", StepKey: "ready", Tool: "ready"})
+	select {
+	case p := <-rwoken:
+		if p != "q:ready" {
+			t.Fatalf("woken by %q after ready; want q:ready", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up of a call queued after ready was called")
+	}
+	rstop()
 	woken := make(chan string, 256)
 	ended := make(chan error, 1)
-	go func() { ended <- o.ListenCalls(lctx, func(p string) { woken <- p }) }()
+	go func() { ended <- o.ListenCalls(lctx, nil, func(p string) { woken <- p }) }()
 	// A listener may start listening after ListenCalls is called (PostgreSQL's LISTEN):
 	// queue probes until one wakes it.
 	for listening := false; !listening; {
