@@ -143,7 +143,7 @@ func (cq *Queue) listen(ctx context.Context) {
 
 // listening is called each time the listener listens (at Start, and again after a lost
 // connection): the wake-ups sent before then are lost (an engine that closed as this one
-// opened, a call queued meanwhile), so it does what they would have asked — a sweep (h:: the
+// opened, a call queued meanwhile), so it does what they would have asked — a sweep (h:, the
 // released runs are claimed now, not at the next beat), a look for calls to claim (q:, r:) and
 // a read of each awaited call's status (d:, p:). A lost c: is the next beat's (the claim is not
 // renewed).
