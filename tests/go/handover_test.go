@@ -24,6 +24,17 @@ import (
 const handoverLease = 120
 
 // waitStep waits until the step instance key of run id is in status want, as e sees it.
+// logRun logs run id's events as e reads them and its row in the database db, for a failing
+// test's message.
+func logRun(t *testing.T, e *engine.Engine, db, id string) {
+	t.Helper()
+	ev, _ := e.PollEvents(context.Background(), engine.EventQuery{RunID: id}, time.Millisecond)
+	for _, x := range ev {
+		t.Logf("%s %s %s %s %s", x.Time.Format("15:04:05.000"), x.Type, x.StepKey, x.Status, x.Detail)
+	}
+	t.Logf("row: %s", runRow(t, db, id))
+}
+
 func waitStep(t *testing.T, e *engine.Engine, id, key string, want run.StepStatus) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -93,11 +104,7 @@ steps:
 	}
 	info, err := b.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
-		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
-		for _, e := range ev {
-			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
-		}
-		t.Logf("row: %s", runRow(t, db, id))
+		logRun(t, b, db, id)
 		t.Fatalf("run after the hand-over: %+v %v; b %+v", info, err, b.LeaseStats())
 	}
 	// The sleep ran again in full (1.5 s) on b; the hand-over itself is one notification.
@@ -320,18 +327,11 @@ steps: [{id: render, tool: farm}]
 	close(release)
 	info, err := b.Wait(ctx, id, 10*time.Second)
 	if err != nil || info.Status != run.StatusCompleted {
-		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
-		for _, e := range ev {
-			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
-		}
-		t.Logf("row: %s", runRow(t, db, id))
+		logRun(t, b, db, id)
 		t.Fatalf("run: %+v %v; b %+v, worker %+v", info, err, b.LeaseStats(), worker.LeaseStats())
 	}
 	if n := pulls.Load(); n != 1 {
-		ev, _ := b.PollEvents(ctx, engine.EventQuery{RunID: id}, time.Millisecond)
-		for _, e := range ev {
-			t.Logf("%s %s %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.StepKey, e.Status, e.Detail)
-		}
+		logRun(t, b, db, id)
 		t.Fatalf("the worker was called %d times, want 1 (taken over by b %d, worker %d; queue %q)", n, b.LeaseStats().TakenOver, worker.LeaseStats().TakenOver, queueRows(t, db))
 	}
 	if rows := queueRows(t, db); strings.Join(rows, ",") != "farm 1 done " {
