@@ -310,20 +310,37 @@ func (e *Engine) float64() float64 {
 // if the engine opened it. It waits for the runs to write their final state, or until ctx
 // ends (it then returns context.Cause(ctx)). Closing twice is not an error.
 func (e *Engine) Close(ctx context.Context) error {
-	e.mu.Lock()
-	if e.closed {
+	closedAlready := func() (bool, error) {
+		e.mu.Lock()
+		if !e.closed {
+			return false, nil // e.mu still held
+		}
 		e.mu.Unlock()
 		select {
 		case <-e.closeDone:
-			return nil
+			return true, nil
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return true, context.Cause(ctx)
 		}
+	}
+	if done, err := closedAlready(); done {
+		return err
+	}
+	e.mu.Unlock()
+	// The scheduler stops first, while the engine still starts runs: a fire in flight that
+	// claimed its slot starts its run (stopped or handed over below like any other), where after
+	// closed it failed with code closed, and on a shared database the slot's run was lost.
+	stopErr := e.StopScheduler(ctx)
+	if done, err := closedAlready(); done {
+		return err
 	}
 	e.closed = true // from here every start (Submit, Resume, a child run) fails with code closed
 	e.mu.Unlock()
 	e.markClosing(ctx) // on a shared database (cluster.go)
-	stopErr := e.StopScheduler(ctx)
+	// Started again meanwhile (a StartScheduler beside the Close): stop it.
+	if err := e.StopScheduler(ctx); stopErr == nil {
+		stopErr = err
+	}
 	e.StopRetention()
 	e.awaitStarts(ctx)
 	e.mu.Lock()
