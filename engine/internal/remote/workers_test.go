@@ -24,9 +24,11 @@ func pooled(t *testing.T, mod func(*Config)) *bundle {
 	})
 }
 
-// cancelWhenBusy returns a context cancelled once a worker of the bundle's one pool runs a
-// call (after 30 s at most): a fixed delay cancelled the call before any worker held it when
-// starting the worker took longer on a loaded machine (under Wine, seen in CI).
+// cancelWhenBusy returns a context cancelled 300 ms after a worker of the bundle's one pool was
+// handed a call (30 s at most): a fixed delay from the call's start cancelled it before any
+// worker held it when starting the worker took longer (under Wine, seen in CI); and a cancel
+// right at the hand-over can reach the worker before its handler has the request, which then
+// ignores it (2 in 20 under -race with a busy loop): the 300 ms let the handler start.
 func (b *bundle) cancelWhenBusy(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
@@ -35,6 +37,7 @@ func (b *bundle) cancelWhenBusy(t *testing.T) context.Context {
 			if p := b.pool.Pools(); len(p) == 1 {
 				for _, w := range p[0].Workers {
 					if w.State == WorkerBusy {
+						time.Sleep(300 * time.Millisecond)
 						return
 					}
 				}
