@@ -26,8 +26,9 @@
 //     protocol version: "fatal".
 //
 // When a call's context ends before the answer, the remote receives notifications/cancelled
-// for the request: over stdio mcp-go's client sends it; over HTTP this package does (mcp-go
-// only aborts the HTTP request there).
+// for the request: over stdio mcp-go's client sends it, and for a pool worker this package
+// sends it again at doubling intervals while the request is unanswered (settle.go); over HTTP
+// this package does (mcp-go only aborts the HTTP request there).
 //
 // A stdio child starts in a process group of its own (a job object on Windows), killed with it
 // (process.kill) and as soon as it exits, so what it forked does not outlive it.

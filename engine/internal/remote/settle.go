@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -30,18 +31,61 @@ func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCR
 		err  error
 	}
 	ch := make(chan answer, 1)
+	answered := make(chan struct{})
 	t.s.begin()
 	go func() {
 		resp, err := t.Stdio.SendRequest(context.WithoutCancel(ctx), req)
 		noteAnswer(ctx, req, resp, err)
 		t.s.end()
+		close(answered)
 		ch <- answer{resp, err}
 	}()
 	select {
 	case a := <-ch:
 		return a.resp, a.err
 	case <-ctx.Done():
+		go t.remindCancel(req.ID, context.Cause(ctx), answered, cancelReminderFirst)
 		return nil, ctx.Err()
+	}
+}
+
+// cancelReminderFirst is how long after a call's context ended the pool sends its
+// notifications/cancelled again if the worker has not answered; each later reminder waits
+// twice as long as the one before (1 s, 2 s, 4 s…: three within the default KillAfter).
+const cancelReminderFirst = time.Second
+
+// remindCancel sends notifications/cancelled for request id again, first after wait and then
+// at doubling intervals, until the request is answered (answered is closed) or the transport
+// refuses to send (it closed: the worker was killed, lost or stopped). mcp-go's client sends
+// the notification once, when the context ends; a server that reads it before its handler has
+// registered the request (mcp-go's own server hands each request to a goroutine) ignores it
+// and runs the call to its end, so the worker stayed busy until KillAfter killed it. The MCP
+// specification has a receiver ignore a cancellation of a request it does not know or has
+// finished, so a reminder that crosses the answer is harmless.
+func (t *stdioTransport) remindCancel(id mcp.RequestId, cause error, answered <-chan struct{}, wait time.Duration) {
+	note := mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": cause.Error()}},
+		},
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-answered:
+			return
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cancelNoticeTimeout)
+		err := t.SendNotification(ctx, note)
+		cancel()
+		if err != nil {
+			return
+		}
+		wait *= 2
+		timer.Reset(wait)
 	}
 }
 

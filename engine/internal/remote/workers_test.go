@@ -28,7 +28,8 @@ func pooled(t *testing.T, mod func(*Config)) *bundle {
 // handed a call (30 s at most): a fixed delay from the call's start cancelled it before any
 // worker held it when starting the worker took longer (under Wine, seen in CI); and a cancel
 // right at the hand-over can reach the worker before its handler has the request, which then
-// ignores it (2 in 20 under -race with a busy loop): the 300 ms let the handler start.
+// ignored it (2 in 20 under -race with a busy loop) until the pool sent it again a second
+// later (remindCancel): the 300 ms let the handler start, so the test needs no reminder.
 func (b *bundle) cancelWhenBusy(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
@@ -211,6 +212,61 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("method") == "initialize":
         print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "stub", "version": "0"}}}), flush=True)
+`
+
+// A worker that reads the pool's notifications/cancelled before its handler has the request
+// ignores it (mcp-go's server hands each request to a goroutine): the pool sends it again while
+// the call is unanswered, so the worker stops the call and stays, instead of running it until
+// KillAfter kills it. The stand-in ignores the first notice for its call and answers the second.
+func TestWorkerCancelSentAgainUntilAnswered(t *testing.T) {
+	needPOSIXTools(t)
+	b := setup(t, "stdio", func(c *Config) {
+		c.Command = []string{"python3", "-c", deafToFirstCancelWorker}
+		c.Workers, c.KillAfter = 1, 20*time.Second
+	})
+	if err := b.pool.Warm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := b.cancelWhenBusy(t)
+	res := b.call(t, ctx, "wait", nil)
+	if res.Kind != run.KindCancelled || res.Worker == nil {
+		t.Fatalf("cancelled wait: %+v", res)
+	}
+	start := time.Now()
+	if got := pidOf(t, b.call(t, nil, "pid", nil)); got != res.Worker.PID {
+		t.Fatalf("the next call ran on pid %d, want the same worker %d (the cancelled one was not freed)", got, res.Worker.PID)
+	}
+	// The reminder comes 1 s after the cancel; without it the worker is busy until KillAfter (20 s).
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the worker was free again only after %v", d)
+	}
+	if info := b.pool.Pools()[0]; info.Lost != 0 {
+		t.Errorf("a worker was lost: %+v", info)
+	}
+}
+
+// deafToFirstCancelWorker serves "wait" (answers only once its call was cancelled twice) and
+// "pid" (its process id).
+const deafToFirstCancelWorker = `
+import json, os, sys
+def send(m):
+    print(json.dumps(m), flush=True)
+waiting, notices = None, 0
+for line in sys.stdin:
+    m = json.loads(line)
+    method = m.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "stub", "version": "0"}}})
+    elif method == "tools/call" and m["params"]["name"] == "wait":
+        waiting, notices = m["id"], 0
+    elif method == "tools/call":
+        out = {"pid": os.getpid()}
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": json.dumps(out)}], "structuredContent": out}})
+    elif method == "notifications/cancelled" and waiting is not None and m["params"]["requestId"] == waiting:
+        notices += 1
+        if notices == 2:
+            send({"jsonrpc": "2.0", "id": waiting, "result": {"content": [{"type": "text", "text": "stopped"}], "isError": True}})
+            waiting = None
 `
 
 // Start failures name the command and the end of its stderr.
