@@ -28,7 +28,8 @@ const DefaultMaxBodyBytes = 1 << 20
 const maxSleep = time.Minute
 
 // ErrStopped is the cancellation cause of the context passed to Starter.Start when the
-// scheduler stops (or the schedule is removed) during the call.
+// scheduler stops (or the schedule is removed) during the call; but the start of a fire that
+// claimed its slot (WithSlotClaimer) is not cancelled.
 var ErrStopped = errors.New("scheduler stopped")
 
 // Config configures a Scheduler. The zero value is usable.
@@ -428,7 +429,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 }
 
 // Stop stops every loop and waits for them to return (a fire in progress sees its context
-// cancelled with cause ErrStopped). If ctx ends first, Stop returns ctx's error and the loops
+// cancelled with cause ErrStopped, unless it claimed its slot on a shared database: that one
+// starts its run). If ctx ends first, Stop returns ctx's error and the loops
 // finish in the background. Stopping a stopped scheduler does nothing. Webhooks keep being
 // served: the handler does not depend on the loops.
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -645,6 +647,11 @@ func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.
 		if !won {
 			return // another engine fires it
 		}
+		// The slot is this engine's on every engine: its run starts even if the scheduler
+		// stops meanwhile (Stop waits for it, bounded by Stop's context), else that slot had
+		// no run anywhere (Engine.Close stops the scheduler first; a start cancelled by it
+		// failed with "context canceled").
+		ctx = context.WithoutCancel(ctx)
 	}
 	e.admit.Lock()
 	defer e.admit.Unlock()

@@ -512,6 +512,42 @@ func TestSchedulerStopCancelsStart(t *testing.T) {
 	}
 }
 
+// claimEvery is a SlotClaimer on which this engine wins every slot.
+type claimEvery struct{}
+
+func (claimEvery) ClaimSlot(context.Context, string, time.Time) (bool, error) { return true, nil }
+
+// On a shared database a fire that claimed its slot is that slot's only fire on every engine:
+// Stop does not cancel its start but waits for it (Engine.Close stops the scheduler so; the
+// start cancelled by it failed and the slot had no run anywhere).
+func TestSchedulerStopLetsAClaimedFireStart(t *testing.T) {
+	t.Parallel()
+	sp := DefaultSpec("slow", "wf", Trigger{Kind: KindInterval, Every: "1m"})
+	b := setup(t, t0, Config{Schedules: []Spec{sp}}, WithSlotClaimer(claimEvery{}))
+	b.starter.block, b.starter.causes, b.starter.entered = make(chan struct{}), make(chan error, 1), make(chan struct{}, 1)
+	b.start(t)
+	b.waitArmed(t, 1)
+	at, _ := b.sched.NextFire("slow")
+	b.clock.Set(at)
+	recv(t, b.starter.entered) // the loop now blocks in Start, its slot claimed
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.sched.Stop(waitCtx(t)) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while the claimed fire's start was under way: it was cancelled", err)
+	case cause := <-b.starter.causes:
+		t.Fatalf("the claimed fire's start was cancelled: %v", cause)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(b.starter.block)
+	if err := recv(t, stopped); err != nil {
+		t.Fatal(err)
+	}
+	if h := b.history(t, "slow"); len(h) != 1 || h[0].Kind != FireFired || h[0].RunID == "" {
+		t.Errorf("history %+v; want the slot's fire fired", h)
+	}
+}
+
 func TestSchedulerStopTimeout(t *testing.T) {
 	t.Parallel()
 	sp := DefaultSpec("stuck", "wf", Trigger{Kind: KindInterval, Every: "1m"})
