@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-race checks test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -84,29 +84,32 @@ $(VENV)/.ok: pyproject.toml Makefile
 vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
-# make test runs the Go tests beside the static checks, the two short soaks, the Node interop and the
-# smoke test, each as soon as what it needs is built (test-go-beside: the Go tests once the library is
-# built, while pip still fills the venv; go test uses about one of the two cores, waiting on
-# PostgreSQL, subprocesses and leases, the soaks two thirds of one for a fixed 60 s, and the static
-# checks, which time nothing, take what is left; the soaks check counts and bounds of their own
-# server's memory, not times); then pytest alone (it keeps both cores busy on its own).
+# make test runs the Go tests beside the two short soaks, the Node interop and the smoke test, each
+# as soon as what it needs is built (test-go-beside: the Go tests once the library is built, while
+# pip still fills the venv; go test uses about one of the two cores, waiting on PostgreSQL,
+# subprocesses and leases, the soaks two thirds of one for a fixed 60 s; the soaks check counts and
+# bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy on
+# its own). The static checks (make checks) and the Go tests under the race detector (make
+# test-race) are in make test-long: on a cold two-core machine their compiles alone (the race
+# build of every package and of modernc.org/sqlite, staticcheck, vet's facts of every dependency)
+# cost some 400 s of CPU, and make test with them took 500 s (docs/design/architecture.md).
 # Each part's wall-clock time is logged (scripts/timed.sh, build/test-times.log) and printed at the
 # end, also when a part fails.
 TIMED := scripts/timed.sh run
-test: ## The check to run before every commit: vet, lint (side by side), Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
+test: ## The check to run before every commit (under 6 minutes on a cold two-core machine): Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
 	@scripts/timed.sh reset
 	@$(TIMED) test-go-beside $(MAKE) --no-print-directory test-go-beside || { scripts/timed.sh show; exit 1; }
 	@$(TIMED) test-py $(MAKE) --no-print-directory test-py || { scripts/timed.sh show; exit 1; }
 	@scripts/timed.sh show
-	@echo "make test passed; make test-long runs the rest of what CI runs (the wheels of every OS, the cluster soak)"
+	@echo "make test passed; make test-long runs the rest of what CI runs (the static checks, the Go tests under the race detector, the wheels of every OS, the cluster soak)"
 
 # --output-sync=line: each line whole, the targets' lines interleaved (go test prints a line a package).
 # The library, the venv (pip, mostly unpacking wheels) and staticcheck are built side by side as the
 # parts' prerequisites (the Go compiler: about 70 s and 30 s on a cold build cache).
-test-go-beside: ## test-go beside checks (vet and lint), soak-short, soak-net-short, test-node and smoke, each once its prerequisites are built (make test's first step)
-	@$(MAKE) --no-print-directory -j6 --output-sync=line test-go checks soak-short soak-net-short test-node smoke
+test-go-beside: ## test-go beside soak-short, soak-net-short, test-node and smoke, each once its prerequisites are built (make test's first step)
+	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
 
-test-long: test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
+test-long: checks test-race test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the static checks, the Go tests under the race detector, the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
 # The trace test against a real receiver (docs/guide/tracing.md): an OpenTelemetry Collector built from
 # its Go modules in its own module (tests/otelcol/go.mod, so the engine's go.mod does not grow; a few
@@ -133,11 +136,10 @@ test-otelcol: $(LIB) venv $(OTELCOL) $(OTEL_VENV)/.ok ## A run's trace through t
 # race detector instruments the whole database engine: 20-50x slower, 240 s for the attempt flood)
 # or through a parser or an expression evaluator (thousands of names, a 511-deep JSONPath chain),
 # and that check bounds (rows kept, memory, CPU, page times, scaling), not
-# concurrency. test-go runs them in a second pass without -race, in the packages that have them;
-# the same code paths at small sizes, and every concurrent path, stay under -race. A name here that
-# no longer matches only makes that test run under -race again (slower, nothing lost).
+# concurrency. test-race skips them (test-go, without -race, runs them); the same code paths at
+# small sizes, and every concurrent path, stay under -race. A name here that no longer matches only
+# makes that test run under -race again (slower, nothing lost).
 GO_NORACE_TESTS := ^(TestRedteamAttemptFlood|TestAssetsScale|TestRunPageOfA10kForeach|TestRunsPageStaysFastWith10kRuns|TestEventsAreCoalesced|TestDashboardMemoryStaysFlat|TestFinishedRunsCostNoMemory|TestRedteamAttemptsRetryLoop|TestPruneFreesPagesAndVacuumShrinksTheFile|TestParseAndValidateScaleLinearly|TestExerciseVolume|TestWALRestartsUnderSteadyWrites|TestRedteamRefusedFiresBounded|TestRedteamChainedDescendantsStopAtTheLimit|TestManyUnknownNamesAreAllReported|TestRedteamCheckResourcesManyUnknownNames|TestRedteamAttemptArgs10MB)$$
-GO_NORACE_PKGS  := ./engine ./engine/ui ./engine/spec ./engine/internal/expr ./engine/internal/store/...
 
 # GO_TEST_P packages are built and tested at once (go test -p; its default is the number of cores):
 # most of their time is spent waiting on PostgreSQL, subprocesses, sockets and leases, so 4 on two
@@ -150,15 +152,19 @@ GO_TEST_P ?= 4
 # nearly last, where its 106 s were the whole run's tail. A package named twice runs once.
 GO_TEST_FIRST := ./tests/go ./engine/internal/store/postgres ./engine ./engine/ui ./engine/internal/remote ./engine/mcpserver ./engine/internal/store/sqlite
 
-test-go: $(LIB) $(PYC) ## Go tests (race detector on, but for the volume tests of GO_NORACE_TESTS; a few start a real dcc-flow worker, which needs the library)
-	$(TIMED) test-go-race $(GO) test -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
-	$(TIMED) test-go-norace $(GO) test -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -run '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_NORACE_PKGS)
+# -vet=off: make checks runs the whole go vet (go test's vet is a subset of it, and computed vet
+# facts of every dependency, modernc.org/sqlite's 17 MB of Go included: 48 s of CPU on a cold cache).
+test-go: $(LIB) $(PYC) ## Go tests without the race detector (make test-race; a few start a real dcc-flow worker, which needs the library)
+	$(TIMED) test-go $(GO) test -vet=off -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
+
+test-race: $(LIB) $(PYC) ## Go tests under the race detector, but the volume tests of GO_NORACE_TESTS (test-go runs them); part of make test-long
+	$(TIMED) test-race $(GO) test -vet=off -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
 
 $(STATICCHECK):
 	$(TIMED) staticcheck env GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-# lint's parts are independent targets, so that make -j runs them side by side (make test does, with
-# vet: static checks only, no test that times anything). The two mypy runs keep separate caches: one
+# lint's parts are independent targets, so that make -j runs them side by side (make checks does,
+# with vet). The two mypy runs keep separate caches: one
 # cache written by two mypy processes with other search paths would be rebuilt by each in turn.
 LINT_PARTS := lint-gofmt lint-staticcheck lint-staticcheck-tags lint-mypy lint-ruff lint-mypy-soak
 .PHONY: $(LINT_PARTS) checks
@@ -183,9 +189,9 @@ lint-ruff: venv
 lint-mypy-soak: venv
 	MYPYPATH=python:scripts/soak $(VPY) -m mypy --strict --cache-dir .mypy_cache/soak $(SOAK_FILES)
 
-# vet and lint's parts, CHECK_JOBS at a time (make test's first step).
+# vet and lint's parts, CHECK_JOBS at a time (part of make test-long; run it before a commit too).
 CHECK_JOBS ?= 2
-checks: venv $(STATICCHECK)
+checks: venv $(STATICCHECK) ## The static checks: go vet, gofmt, staticcheck (with and without the test tags), mypy and ruff, CHECK_JOBS (2) at a time
 	@$(TIMED) checks $(MAKE) --no-print-directory -j$(CHECK_JOBS) --output-sync=target vet $(LINT_PARTS)
 
 # tests/py/test_wheel.py builds the package's wheel in the tree (pip wheel ., setup.py's build/)
