@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-go-lib test-race checks test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-race checks test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -85,8 +85,8 @@ vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
 # make test runs the Go tests beside the two short soaks, the Node interop and the smoke test, each
-# as soon as what it needs is built (test-go-beside: the Go tests at once, while the library builds
-# and pip fills the venv; go test uses about one of the two cores, waiting on PostgreSQL,
+# as soon as what it needs is built (test-go-beside: the Go tests once the library is built, while
+# pip still fills the venv; go test uses about one of the two cores, waiting on PostgreSQL,
 # subprocesses and leases, the soaks two thirds of one for a fixed 60 s; the soaks check counts and
 # bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy on
 # its own). The static checks (make checks) and the Go tests under the race detector (make
@@ -107,7 +107,7 @@ test: ## The check to run before every commit (under 6 minutes on a cold two-cor
 # The library, the venv (pip, mostly unpacking wheels) and staticcheck are built side by side as the
 # parts' prerequisites (the Go compiler: about 70 s and 30 s on a cold build cache).
 test-go-beside: ## test-go beside soak-short, soak-net-short, test-node and smoke, each once its prerequisites are built (make test's first step)
-	@$(MAKE) --no-print-directory -j6 --output-sync=line test-go test-go-lib soak-short soak-net-short test-node smoke
+	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
 
 test-long: checks test-race test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the static checks, the Go tests under the race detector, the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
@@ -154,17 +154,8 @@ GO_TEST_FIRST := ./tests/go ./engine/internal/store/postgres ./engine ./engine/u
 
 # -vet=off: make checks runs the whole go vet (go test's vet is a subset of it, and computed vet
 # facts of every dependency, modernc.org/sqlite's 17 MB of Go included: 48 s of CPU on a cold cache).
-# The Go tests that start a real `dcc-flow worker` (the Python package on the native library). The
-# others do not wait for the library: test-go compiles and runs them while the library builds (on a
-# cold build cache the library alone took 133 s of make test, the Go tests 120 s after it).
-GO_LIB_TESTS := ^TestRedteamRealWorkerResultOverTheLimit$$
-GO_LIB_PKGS  := ./engine/internal/remote
-
-test-go: $(PYC) ## Go tests without the race detector (make test-race), but for GO_LIB_TESTS (test-go-lib)
-	$(TIMED) test-go $(GO) test -vet=off -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_LIB_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
-
-test-go-lib: $(LIB) $(PYC) ## The Go tests that start a real dcc-flow worker, which needs the library (GO_LIB_TESTS)
-	$(TIMED) test-go-lib $(GO) test -vet=off -count=1 -tags $(GOTAGS) -run '$(GO_LIB_TESTS)' $(GOTESTFLAGS) $(GO_LIB_PKGS)
+test-go: $(LIB) $(PYC) ## Go tests without the race detector (make test-race; a few start a real dcc-flow worker, which needs the library)
+	$(TIMED) test-go $(GO) test -vet=off -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
 
 test-race: $(LIB) $(PYC) ## Go tests under the race detector, but the volume tests of GO_NORACE_TESTS (test-go runs them); part of make test-long
 	$(TIMED) test-race $(GO) test -vet=off -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...

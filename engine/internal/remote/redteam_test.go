@@ -401,7 +401,7 @@ func TestRedteamRealWorkerResultOverTheLimit(t *testing.T) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "python", "dcc_flow", "_lib", "libdccflow.so")); err != nil {
-		if os.Getenv("CI") == "true" { // make test runs this test once the library is built (GO_LIB_TESTS): not finding it is a failure there
+		if os.Getenv("CI") == "true" { // make test builds it before the Go tests: not finding it is a failure there
 			t.Fatal("dcc-flow worker needs the native library: `make lib`")
 		}
 		t.Skip("dcc-flow worker needs the native library: `make lib` (make test and make redteam build it)")
