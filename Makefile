@@ -33,7 +33,7 @@ SOAK_SEED    ?= 1
 SOAK_FILES   := scripts/soak.py scripts/soak/soak_checks.py scripts/soak/soak_mcp.py scripts/soak/soak_tools.py scripts/soak/soak_ui.py scripts/soak_net.py scripts/soak_cluster.py scripts/soak/soak_pg.py scripts/soak/soak_cluster_tools.py
 
 .DEFAULT_GOAL := help
-.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-race checks test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short soaks-then-py redteam soak-net-short soak-cluster soak-cluster-short bench-resources
+.PHONY: otelcol test-otelcol wheels test-wheels wheel-tools help lib generate test test-long test-go test-race checks test-py test-py-long test-node smoke vet lint fuzz bench bench-scale demo clean venv soak soak-short soaks-short test-go-beside redteam soak-net-short soak-cluster soak-cluster-short bench-resources
 
 help: ## Show this help
 	@echo "dcc-flow — workflow engine for DCC studios"
@@ -85,12 +85,11 @@ vet: ## go vet
 	$(GO) vet -tags $(GOTAGS) ./...
 
 # make test runs the Go tests beside the two short soaks, the Node interop and the smoke test, each
-# as soon as what it needs is built (the Go tests once the library is built, while pip still fills
-# the venv; go test uses about one of the two cores, waiting on PostgreSQL, subprocesses and
-# leases, the soaks two thirds of one for a fixed 60 s; the soaks check counts and bounds of their
-# own server's memory, not times), and pytest once the soaks are done, beside the Go tests' end
-# (pytest keeps both cores busy on its own; after the Go tests, on a cold machine it started 50 s
-# after the soaks had ended, one core mostly idle meanwhile). The static checks (make checks) and the Go tests under the race detector (make
+# as soon as what it needs is built (test-go-beside: the Go tests once the library is built, while
+# pip still fills the venv; go test uses about one of the two cores, waiting on PostgreSQL,
+# subprocesses and leases, the soaks two thirds of one for a fixed 60 s; the soaks check counts and
+# bounds of their own server's memory, not times); then pytest alone (it keeps both cores busy on
+# its own). The static checks (make checks) and the Go tests under the race detector (make
 # test-race) are in make test-long: on a cold two-core machine their compiles alone (the race
 # build of every package and of modernc.org/sqlite, staticcheck, vet's facts of every dependency)
 # cost some 400 s of CPU, and make test with them took 500 s (docs/design/architecture.md).
@@ -99,16 +98,16 @@ vet: ## go vet
 TIMED := scripts/timed.sh run
 test: ## The check to run before every commit (under 6 minutes on a cold two-core machine): Go tests beside a 60 s soak, a 30 s network soak, MCP interop (Node) and the 3.7–3.13 smoke test, then pytest
 	@scripts/timed.sh reset
-	@$(TIMED) test-all $(MAKE) --no-print-directory -j6 --output-sync=line test-go test-node smoke soaks-then-py || { scripts/timed.sh show; exit 1; }
+	@$(TIMED) test-go-beside $(MAKE) --no-print-directory test-go-beside || { scripts/timed.sh show; exit 1; }
+	@$(TIMED) test-py $(MAKE) --no-print-directory test-py || { scripts/timed.sh show; exit 1; }
 	@scripts/timed.sh show
 	@echo "make test passed; make test-long runs the rest of what CI runs (the static checks, the Go tests under the race detector, the wheels of every OS, the cluster soak)"
 
 # --output-sync=line: each line whole, the targets' lines interleaved (go test prints a line a package).
-# The library and the venv (pip, mostly unpacking wheels) are built side by side as the parts'
-# prerequisites (the Go compiler: about 70 s on a cold build cache).
-soaks-then-py: $(LIB) venv $(PYC)
-	@$(MAKE) --no-print-directory soaks-short
-	@$(MAKE) --no-print-directory test-py
+# The library, the venv (pip, mostly unpacking wheels) and staticcheck are built side by side as the
+# parts' prerequisites (the Go compiler: about 70 s and 30 s on a cold build cache).
+test-go-beside: ## test-go beside soak-short, soak-net-short, test-node and smoke, each once its prerequisites are built (make test's first step)
+	@$(MAKE) --no-print-directory -j5 --output-sync=line test-go soak-short soak-net-short test-node smoke
 
 test-long: checks test-race test-py-long test-otelcol soak-cluster-short test-wheels ## The long tail CI runs after make test: the static checks, the Go tests under the race detector, the wheel tests of tests/py, a run's trace through a real OpenTelemetry Collector, a 60 s cluster soak on PostgreSQL, the wheels of every OS (Windows under Wine)
 
