@@ -215,8 +215,9 @@ func TestExpandLimit(t *testing.T) {
 // TestRedteamExpand100kFiles: a glob over 100,000 files stops at the limit (DefaultMaxFiles)
 // with a LimitError, reading the directory 1,024 entries at a time; a raised limit returns them
 // all. Making the 100,000 empty files takes 2 s on the development VM when it is quiet, 10 s when
-// it is busy: so the test runs in make redteam (no -race) and go test -run Redteam, not under
-// -race, -short or Wine (minutes); TestExpandLimit covers the limit with 11 files everywhere.
+// it is busy: so the test runs in make redteam and make test-long (no -race; the Makefile's
+// GO_LONG_TESTS) and go test -run Redteam, not in make test or under -race, -short or Wine
+// (minutes); TestExpandLimit covers the limit with 11 files everywhere.
 func TestRedteamExpand100kFiles(t *testing.T) {
 	t.Parallel()
 	if raceEnabled || testing.Short() || runtime.GOOS == "windows" {

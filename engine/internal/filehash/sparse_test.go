@@ -60,8 +60,9 @@ func TestHashFileSparseBoundedMemory(t *testing.T) {
 // TestRedteam10GBSparseFile: a 10 GB sparse file is streamed in bounded memory and time. It
 // takes 24-33 s on the development VM (2 shared vCPUs), where reading the holes of a sparse file
 // goes through the page cache at about 1 GB/s (dd reads it no faster): so it runs in make
-// redteam (no -race) and with go test -run Redteam, not under -race, -short or Wine, where it
-// takes a minute (make test runs TestHashFileSparseBoundedMemory, the same path at 64 MiB). The
+// redteam and make test-long (no -race; the Makefile's GO_LONG_TESTS) and with go test -run
+// Redteam, not in make test or under -race, -short or Wine, where it takes a minute (make test runs
+// TestHashFileSparseBoundedMemory, the same path at 64 MiB). The
 // time bound, 200 s (50 MB/s),
 // fails a stall or an unbounded read, not a loaded machine.
 func TestRedteam10GBSparseFile(t *testing.T) {
