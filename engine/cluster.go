@@ -119,8 +119,8 @@ func (e *Engine) startServices(ctx context.Context) error {
 			svcs = append(svcs, e.queue)
 		}
 	}
-	if e.resGate != nil && e.resGate.probes != nil { // the resources' live counts (resources_probe.go)
-		svcs = append(svcs, e.resGate.probes)
+	if e.resGate != nil && e.resGate.Prober() != nil { // the resources' live counts (resources_probe.go)
+		svcs = append(svcs, e.resGate.Prober())
 	}
 	if err := e.services.Start(ctx, svcs...); err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
 	"github.com/dcc-flow/dcc-flow/engine/internal/metrics"
 	"github.com/dcc-flow/dcc-flow/engine/internal/remote"
+	"github.com/dcc-flow/dcc-flow/engine/internal/resgate"
 	"github.com/dcc-flow/dcc-flow/engine/internal/retention"
 	"github.com/dcc-flow/dcc-flow/engine/internal/runtree"
 	"github.com/dcc-flow/dcc-flow/engine/internal/startstop"
@@ -112,7 +113,7 @@ type Engine struct {
 	router   *tools.Router
 	exec     *exec.Executor
 	hub      *eventhub.Hub
-	resGate  *resourceGate // nil when the config declares no resources (resources.go)
+	resGate  *resgate.Gate // nil when the config declares no resources (resources.go)
 
 	randMu sync.Mutex
 	rng    *rand.Rand
@@ -246,7 +247,8 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Engine, error) {
 			m.ResourceWait(resource, d)
 		}
 	}
-	if e.resGate = newResourceGate(cfg, e.store, o.clock, waited); e.resGate != nil {
+	if e.resGate = resgate.New(resgate.Config{Limits: cfg.resourceLimits(), Probes: cfg.probeSpecs(), Warn: probeWarn,
+		Store: e.store, Clock: o.clock, Waited: waited}); e.resGate != nil {
 		gate = e.resGate
 	}
 	e.exec = exec.New(exec.Config{

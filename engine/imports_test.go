@@ -137,8 +137,8 @@ func TestPublicLeavesImportNoInternalPackage(t *testing.T) {
 // services (engine/internal/cluster) nothing of the catalog nor of a concrete store, the service
 // life cycle (startstop) nothing but the clock; the retention loop, the metrics feed and server,
 // the event hub and the kept unsaved ends nothing of the executor or the tools; the trees of runs
-// and the tool check nothing of the catalog, the scheduler or the store opener; and none imports
-// the engine facade.
+// and the tool check nothing of the catalog, the scheduler or the store opener; the resource gate
+// (resgate) nothing of the catalog, the schedules, the cluster services nor of a concrete store; and none imports the engine facade.
 func TestImportBoundariesOfTheParts(t *testing.T) {
 	const internal = module + "/engine/internal/"
 	for pkg, forbidden := range map[string][]string{
@@ -153,6 +153,8 @@ func TestImportBoundariesOfTheParts(t *testing.T) {
 		internal + "eventhub":  {module + "/engine", internal + "exec", internal + "store", internal + "tools"},
 		internal + "metrics":   {module + "/engine", internal + "exec", internal + "store", internal + "tools", internal + "schedule"},
 		internal + "retention": {module + "/engine", internal + "exec", internal + "tools", internal + "store/storeopen"},
+		internal + "resgate": {module + "/engine", internal + "catalog", internal + "schedule", internal + "cluster",
+			internal + "store/postgres", internal + "store/sqlite", internal + "store/storeopen"},
 	} {
 		deps := goList(t, "-deps", pkg)
 		if !slices.Contains(deps, pkg) {

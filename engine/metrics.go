@@ -43,7 +43,7 @@ func (e *Engine) newMetrics() *metrics.Metrics {
 		cfg.PoolQueued = e.remotes.Queued
 	}
 	if e.resGate != nil {
-		cfg.Resources = e.resGate.gauges
+		cfg.Resources = e.resGate.Gauges
 	}
 	if em := e.ol.em; em != nil {
 		cfg.OpenLineage = func() (int64, int64, int64) { return em.Delivered(), em.Dropped(), em.Failed() }

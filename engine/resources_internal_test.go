@@ -9,6 +9,7 @@ import (
 
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
+	"github.com/dcc-flow/dcc-flow/engine/internal/resgate"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -87,11 +88,11 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 		!info.Steps[0].Waiting.OtherEngines || info.Steps[0].Waiting.Place != 1 || info.Steps[0].Waiting.Of != 1 {
 		t.Fatalf("B's waiting step: %+v, %v", info, err)
 	}
-	if g := b.resGate.gauges(); len(g) != 1 || g[0].InUse != 0 || g[0].Waiting != 1 {
+	if g := b.resGate.Gauges(); len(g) != 1 || g[0].InUse != 0 || g[0].Waiting != 1 {
 		t.Fatalf("B's gauges %+v; want none in use, one waiting", g)
 	}
 	for range 5 {
-		clk.Advance(slotPollMax)
+		clk.Advance(resgate.SlotPollMax)
 		if cs := pull(b); len(cs) != 0 {
 			t.Fatalf("B got a call while A holds the only unit: %+v", cs)
 		}
@@ -107,11 +108,11 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 	}
 	var cb []flowtype.PendingCall
 	until("B's call once A gave the unit back", func() bool {
-		clk.Advance(slotPollMax)
+		clk.Advance(resgate.SlotPollMax)
 		cb = pull(b)
 		return len(cb) == 1
 	})
-	if g := b.resGate.gauges(); len(g) != 1 || g[0].InUse != 1 || g[0].Waiting != 0 {
+	if g := b.resGate.Gauges(); len(g) != 1 || g[0].InUse != 1 || g[0].Waiting != 0 {
 		t.Fatalf("B's gauges once its step holds the unit: %+v", g)
 	}
 	if err := b.Host().Complete(cb[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
@@ -181,14 +182,14 @@ func TestStoppedHolderFreesItsUnitsAfterItsLease(t *testing.T) {
 	if _, err := b.Submit(ctx, StartRequest{Spec: s}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(slotPollMax)
+	clk.Advance(resgate.SlotPollMax)
 	if cs := pull(b); len(cs) != 0 || inUse() != 1 {
 		t.Fatalf("B got %d calls with A holding the only unit (in use %d)", len(cs), inUse())
 	}
 	handles[a].Fail(errors.New("engine A is stopped"))
 	var cb []flowtype.PendingCall
 	until("a call on B once A's lease ended", func() bool {
-		clk.Advance(slotPollMax)
+		clk.Advance(resgate.SlotPollMax)
 		if n := inUse(); n > 1 {
 			t.Fatalf("%d units in use of a limit of 1", n)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcc-flow/dcc-flow/engine/internal/resgate"
 	"github.com/dcc-flow/dcc-flow/engine/internal/resources"
 )
 
@@ -126,16 +127,17 @@ type ResourceProbeInfo struct {
 	EverySecs int `json:"every_secs"`
 }
 
-// probeInfo is the probe state of resource name, nil when it has none.
-func (g *resourceGate) probeInfo(name string) *ResourceProbeInfo {
-	if g == nil || g.probes == nil {
+// probeInfo is the probe state of resource name in gate g (nil: none declared), nil when it has
+// none.
+func probeInfo(g *resgate.Gate, name string) *ResourceProbeInfo {
+	if g == nil {
 		return nil
 	}
-	st, ok := g.probes.Status(name)
+	st, every, ok := g.Probe(name)
 	if !ok {
 		return nil
 	}
-	info := &ResourceProbeInfo{State: st.State, EffectiveLimit: st.Effective, Error: st.Error, EverySecs: int(g.probeEvery[name] / time.Second)}
+	info := &ResourceProbeInfo{State: st.State, EffectiveLimit: st.Effective, Error: st.Error, EverySecs: int(every / time.Second)}
 	if st.State == resources.ProbeOK {
 		free := st.Free
 		info.Free = &free

@@ -53,7 +53,7 @@ func TestResourceProbeShownInResources(t *testing.T) {
 	}
 	defer e.Close(ctx)
 	ran := make(chan string, 4)
-	e.resGate.probes.SetChecked(func(r string) { ran <- r })
+	e.resGate.Prober().SetChecked(func(r string) { ran <- r })
 	probe := func() *ResourceProbeInfo {
 		t.Helper()
 		info, err := e.Resources(ctx)
@@ -144,7 +144,7 @@ func TestStepWaitsForTheProbesFreeCount(t *testing.T) {
 	}
 	defer e.Close(ctx)
 	ran := make(chan string, 4)
-	e.resGate.probes.SetChecked(func(r string) { ran <- r })
+	e.resGate.Prober().SetChecked(func(r string) { ran <- r })
 	if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 		t.Fatal(err)
 	}

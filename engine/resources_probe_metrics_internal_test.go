@@ -31,7 +31,7 @@ func TestResourceProbeMetrics(t *testing.T) {
 	}
 	defer e.Close(ctx)
 	ran := make(chan string, 4)
-	e.resGate.probes.SetChecked(func(r string) { ran <- r })
+	e.resGate.Prober().SetChecked(func(r string) { ran <- r })
 	h, err := e.Metrics()
 	if err != nil {
 		t.Fatal(err)

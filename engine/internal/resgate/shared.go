@@ -1,4 +1,4 @@
-package engine
+package resgate
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 // resources`, the metrics). The attempt asks once; if it waits, it asks again as soon as its
 // engine listens for the database's NOTIFY (slotWaker), then waits for the NOTIFY that it was
 // granted, asking again after sharedPollMin, then twice as late each time, at most every
-// slotPollMax (a NOTIFY missed, an engine past its lease). When ctx ends first it leaves the
+// SlotPollMax (a NOTIFY missed, an engine past its lease). When ctx ends first it leaves the
 // queue, giving back what it was granted meanwhile.
-func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string, start time.Time) (func(), error) {
+func (g *Gate) acquireShared(ctx context.Context, q store.ResourceQueue, w exec.ResourceWait, what, label string, start time.Time) (func(), error) {
 	t := g.sched.Track(resources.Request{Amounts: w.Amounts, Priority: w.Priority, Key: w.FairShare, Label: label})
 	limits := make(map[string]int, len(w.Amounts))
 	for name := range w.Amounts {
@@ -65,7 +65,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		if place != 0 && place != lastPlace { // 0: asked again while every unit is held, place not read
 			lastPlace = place
 			wt := run.StepWaiting{Resources: w.Amounts, Place: place, AllEngines: true, Since: start}
-			w.Waiting(wt, waitMessage(what, wt))
+			w.Waiting(wt, WaitMessage(what, wt))
 		}
 		ready := g.waker.ensure(q)
 		if !asked {
@@ -85,7 +85,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 		if granted {
 			break
 		}
-		delay = min(2*delay, slotPollMax)
+		delay = min(2*delay, SlotPollMax)
 	}
 	grant := t.Hold()
 	return func() {
@@ -99,7 +99,7 @@ func (g *resourceGate) acquireShared(ctx context.Context, q store.ResourceQueue,
 }
 
 // Asking the shared queue again while the engine listens for its grants: first after
-// sharedPollMin, then twice as late each time, at most every slotPollMax. The asks only find
+// sharedPollMin, then twice as late each time, at most every SlotPollMax. The asks only find
 // what no notification says: the units of an engine past its lease (the ask deletes them and
 // serves the queue), a grant sent while the listening connection was down, a probe's cap raised.
 const sharedPollMin = time.Second
