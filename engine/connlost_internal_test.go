@@ -134,8 +134,11 @@ steps:
 					t.Errorf("step %s called %d times, want %d (calls %v)", k, calls[k], n, calls)
 				}
 			}
-			if ls := e.LeaseStats(); ls.TakenOver != 1 {
-				t.Errorf("lease stats %+v: want the run taken over once", ls)
+			// At least once: with a 0.6 s lease, a heartbeat starved on a loaded machine lets the
+			// engine's own sweep take the run over again (seen with pytest beside: TakenOver 2,
+			// each step still called as above); the calls are what must hold.
+			if ls := e.LeaseStats(); ls.TakenOver < 1 {
+				t.Errorf("lease stats %+v: want the run taken over", ls)
 			}
 		})
 	}
