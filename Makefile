@@ -164,7 +164,7 @@ test-go: $(LIB) $(PYC) ## Go tests without the race detector (make test-race) or
 	$(TIMED) test-go $(GO) test -vet=off -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_LONG_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
 
 test-go-long: ## The Go tests of GO_LONG_TESTS (part of make test-long)
-	$(TIMED) test-go-long $(GO) test -count=1 -tags $(GOTAGS) -run '$(GO_LONG_TESTS)' $(GOTESTFLAGS) $(GO_LONG_PKGS)
+	$(TIMED) test-go-long $(GO) test -vet=off -count=1 -tags $(GOTAGS) -run '$(GO_LONG_TESTS)' $(GOTESTFLAGS) $(GO_LONG_PKGS)
 
 test-race: $(LIB) $(PYC) ## Go tests under the race detector, but the volume tests of GO_NORACE_TESTS (test-go runs them); part of make test-long
 	$(TIMED) test-race $(GO) test -vet=off -race -count=1 -p $(GO_TEST_P) -tags $(GOTAGS) -skip '$(GO_NORACE_TESTS)' $(GOTESTFLAGS) $(GO_TEST_FIRST) ./...
@@ -176,7 +176,7 @@ $(STATICCHECK):
 # with vet). The two mypy runs keep separate caches: one
 # cache written by two mypy processes with other search paths would be rebuilt by each in turn.
 LINT_PARTS := lint-gofmt lint-staticcheck lint-staticcheck-tags lint-mypy lint-ruff lint-mypy-soak
-.PHONY: $(LINT_PARTS) checks
+.PHONY: $(LINT_PARTS)
 
 lint: $(LINT_PARTS) ## gofmt check, staticcheck (with and without the test tags), mypy --strict and ruff on the Python package and the soak scripts (make -j2 lint: side by side)
 

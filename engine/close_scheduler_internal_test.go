@@ -80,9 +80,13 @@ func TestCloseLetsAFireThatClaimedItsSlotStartItsRun(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close(ctx) }()
-	// Close is under way (it waits for the held fire, or, before the fix, refused starts at
-	// once); in either order the fire's run must start.
-	time.Sleep(200 * time.Millisecond)
+	// Close has stopped the scheduler (and, before the fixes, refused starts and cancelled the
+	// held fire's start) once Started is false; the fire's run must start all the same.
+	for deadline := time.Now().Add(10 * time.Second); e.sched.s.Started(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not stop the scheduler in 10 s")
+		}
+	}
 	close(held.release)
 	select {
 	case err := <-closed:

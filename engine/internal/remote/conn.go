@@ -22,8 +22,9 @@ const (
 	// connectTimeout bounds starting a connection: spawning the child or reaching the URL,
 	// and the initialize handshake.
 	connectTimeout = 30 * time.Second
-	// cancelNoticeTimeout bounds sending one notifications/cancelled: over HTTP, and a
-	// pool worker's reminders over stdio (remindCancel).
+	// cancelNoticeTimeout bounds sending one notifications/cancelled over HTTP. (The stdio
+	// reminders of remindCancel pass it too, but mcp-go's stdio transport checks it only before
+	// writing: a worker that stops reading holds a reminder until KillAfter kills it.)
 	cancelNoticeTimeout = 5 * time.Second
 	// protocolVersion is the MCP revision the client asks for. mcp-go v1.2.1 would first
 	// probe for the stateless 2026-07-28 revision (server/discover); we stay on the

@@ -40,9 +40,9 @@ type Config struct {
 }
 
 // Polling of a shared store whose other engines hold the units this engine's head waiter
-// needs: the first retry after SlotPollMin, each next one twice as late, at most SlotPollMax.
+// needs: the first retry after slotPollMin, each next one twice as late, at most SlotPollMax.
 const (
-	SlotPollMin = 50 * time.Millisecond
+	slotPollMin = 50 * time.Millisecond
 	SlotPollMax = 2 * time.Second
 )
 
@@ -51,7 +51,7 @@ const (
 // the engine's declared limits, and the units granted are then taken in the store
 // (store.ResourceSlots), which counts them across every engine of a shared database. On a
 // shared database the head waiter whose units other engines hold keeps its place and asks the
-// store again (SlotPollMin to SlotPollMax); on a store of one engine the store always agrees.
+// store again (slotPollMin to SlotPollMax); on a store of one engine the store always agrees.
 type Gate struct {
 	sched  *resources.Scheduler
 	slots  store.ResourceSlots // nil: the scheduler's count only
@@ -124,7 +124,7 @@ func (g *Gate) Acquire(ctx context.Context, w exec.ResourceWait) (release func()
 		limits[name] = g.limits[name]
 	}
 	req := store.SlotRequest{ID: holderID(w), Amounts: w.Amounts, Limits: limits, RunID: w.RunID, Label: w.StepKey}
-	for delay, told := SlotPollMin, false; ; delay = min(2*delay, SlotPollMax) {
+	for delay, told := slotPollMin, false; ; delay = min(2*delay, SlotPollMax) {
 		ok, err := g.slots.AcquireSlots(ctx, req)
 		if err != nil {
 			grant.Release()
@@ -275,8 +275,13 @@ func ordinal(n int) string {
 }
 
 // Prober is the gate's probes, a service the engine starts and stops with its others; nil
-// when no resource has a probe.
-func (g *Gate) Prober() *resources.Prober { return g.probes }
+// when no resource has a probe, or g is nil (no resource declared).
+func (g *Gate) Prober() *resources.Prober {
+	if g == nil {
+		return nil
+	}
+	return g.probes
+}
 
 // Snapshot is the state of the gate's scheduler now: each resource's limit, units in use and
 // this engine's queue.

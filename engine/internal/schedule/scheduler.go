@@ -428,6 +428,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
+// Started reports whether the loops run: from Start until Stop (which cancels the fires in
+// progress, but for those that claimed their slot, in the same step that makes this false).
+func (s *Scheduler) Started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runCtx != nil
+}
+
 // Stop stops every loop and waits for them to return (a fire in progress sees its context
 // cancelled with cause ErrStopped, unless it claimed its slot on a shared database: that one
 // starts its run). If ctx ends first, Stop returns ctx's error and the loops
@@ -648,7 +656,8 @@ func (s *Scheduler) fireScheduled(ctx context.Context, e *entry, scheduled time.
 			return // another engine fires it
 		}
 		// The slot is this engine's on every engine: its run starts even if the scheduler
-		// stops meanwhile (Stop waits for it, bounded by Stop's context), else that slot had
+		// stops meanwhile (Stop waits for it, bounded by Stop's context; the start's write is
+		// bounded by the store's own write timeout, PostgreSQL's 2 minutes), else that slot had
 		// no run anywhere (Engine.Close stops the scheduler first; a start cancelled by it
 		// failed with "context canceled").
 		ctx = context.WithoutCancel(ctx)

@@ -532,12 +532,15 @@ func TestSchedulerStopLetsAClaimedFireStart(t *testing.T) {
 	recv(t, b.starter.entered) // the loop now blocks in Start, its slot claimed
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.sched.Stop(waitCtx(t)) }()
+	for b.sched.Started() { // Stop has cancelled what it cancels once this is false
+		time.Sleep(time.Millisecond)
+	}
 	select {
 	case err := <-stopped:
 		t.Fatalf("Stop returned (%v) while the claimed fire's start was under way: it was cancelled", err)
 	case cause := <-b.starter.causes:
 		t.Fatalf("the claimed fire's start was cancelled: %v", cause)
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(50 * time.Millisecond): // a cancelled start would have told by now; not a pass condition alone
 	}
 	close(b.starter.block)
 	if err := recv(t, stopped); err != nil {
