@@ -129,13 +129,20 @@ steps:
 	b.ReportMetric(first.Seconds()/rerun.Seconds(), "x-faster")
 }
 
+// rerunProfiles counts the profiles rerunProfile started.
+var rerunProfiles int
+
 // rerunProfile starts a CPU profile of the rerun alone into the file DCC_FLOW_RERUN_CPUPROFILE
 // names (go test's -cpuprofile covers the first run too); the function it returns stops it.
-// Without the variable it does nothing.
+// The reruns after the first go to PATH.2, PATH.3… (`go tool pprof` merges the files it is
+// given: one rerun is ~100 ms, too few samples alone). Without the variable it does nothing.
 func rerunProfile(b *testing.B) func() {
 	path := os.Getenv("DCC_FLOW_RERUN_CPUPROFILE")
 	if path == "" {
 		return func() {}
+	}
+	if rerunProfiles++; rerunProfiles > 1 {
+		path = fmt.Sprintf("%s.%d", path, rerunProfiles)
 	}
 	f, err := os.Create(path)
 	if err != nil {
