@@ -272,14 +272,19 @@ func addLogs(row *store.Step, attempt int, lines []run.LogLine, dropped int) {
 func (r *runner) attempt(ctx context.Context, in *inst, call tools.Call, attempt int, cs *tracing.Call) (tools.Result, error) {
 	sp := in.sp
 	call.Attempt = attempt
-	since := time.Now()
+	var since time.Time // when the wait for resources began: only a traced step with resources says it
+	if cs != nil && r.x.cfg.Resources != nil {
+		since = time.Now()
+	}
 	release, rerr := r.holdResources(ctx, in, call)
 	if rerr != nil {
 		return tools.Result{NotStarted: true}, rerr
 	}
 	defer release()
-	if amounts := r.stepResources(sp); cs != nil && len(amounts) > 0 && r.x.cfg.Resources != nil {
-		cs.Waited(since, DescribeAmounts(amounts))
+	if !since.IsZero() {
+		if amounts := r.stepResources(sp); len(amounts) > 0 {
+			cs.Waited(since, DescribeAmounts(amounts))
+		}
 	}
 	actx := ctx
 	switch {
