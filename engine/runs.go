@@ -357,14 +357,45 @@ func (e *Engine) Status(ctx context.Context, runID string) (*RunInfo, error) {
 	return e.status(ctx, runID)
 }
 
+// statusReads bounds how many times status reads a run whose record moved while it read it.
+const statusReads = 3
+
 // status is Status without the closed check: a parent run reads its child's result with it
 // while a closing engine lets its host calls finish (Close, handOver).
+//
+// A run's record, steps, attempts and children are separate reads: a status change between
+// them (a takeover writes the run interrupted, its resume running, with attempts of its own)
+// would show a mix, such as an interrupted run beside an attempt of its resumed execution. So
+// the run's record is read again at the end, and the whole read again when its status or update
+// time moved (at most statusReads times; the last read stands). Steps writing their rows do not
+// move the record: only a change of the run's status does.
 func (e *Engine) status(ctx context.Context, runID string) (*RunInfo, error) {
+	for try := 1; ; try++ {
+		info, rec, err := e.statusOnce(ctx, runID)
+		if err != nil || try == statusReads {
+			return info, err
+		}
+		if again, err := e.store.GetRun(ctx, runID); err != nil || again.Status == rec.Status && again.UpdatedAt.Equal(rec.UpdatedAt) {
+			return info, nil
+		}
+	}
+}
+
+// statusOnce reads the status of a run once (status), and the record it began with.
+func (e *Engine) statusOnce(ctx context.Context, runID string) (*RunInfo, store.Run, error) {
 	h := e.live(runID)
 	rec, err := e.store.GetRun(ctx, runID)
 	if err != nil {
-		return nil, notFound(runID, err)
+		return nil, rec, notFound(runID, err)
 	}
+	info, err := e.statusOf(ctx, h, rec)
+	return info, rec, err
+}
+
+// statusOf is the status of run rec (h: its live handle here, nil when none), its steps,
+// attempts and children read now.
+func (e *Engine) statusOf(ctx context.Context, h *exec.Run, rec store.Run) (*RunInfo, error) {
+	runID := rec.ID
 	steps, err := e.store.ListSteps(ctx, runID)
 	if err != nil {
 		return nil, notFound(runID, err)

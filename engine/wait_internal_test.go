@@ -82,3 +82,59 @@ func TestWaitDoesNotTakeARunFinishedBetweenItsReadsForInterrupted(t *testing.T) 
 		t.Fatalf("Wait returned %s for a run that completed after its status was read; want completed", info.Status)
 	}
 }
+
+// stepsReadHook is a memcluster store whose first ListSteps call runs hook before it reads.
+type stepsReadHook struct {
+	*memcluster.Store
+	once sync.Once
+	hook func()
+}
+
+func (s *stepsReadHook) ListSteps(ctx context.Context, runID string) ([]store.Step, error) {
+	s.once.Do(s.hook)
+	return s.Store.ListSteps(ctx, runID)
+}
+
+// Status reads a run's record, then its steps, attempts and children: a run resumed between
+// those reads (a takeover wrote it interrupted; the engine that resumed it wrote it running
+// and started its steps) showed as interrupted beside the steps of its resumed execution. The
+// record read again at the end moved, so Status reads again: the run is running, with them.
+func TestStatusReadsAgainARunWhoseStatusMovedWhileItRead(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	db := memcluster.NewMem(clk)
+	s, err := spec.ParseString("name: resumed\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Now()
+	other := db.Open()
+	if err := other.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: "resumed",
+		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusInterrupted, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	mine := &stepsReadHook{Store: db.Open(), hook: func() {
+		at := now.Add(time.Millisecond)
+		if err := other.Write(ctx, &store.Batch{
+			RunUpdates: []store.RunUpdate{{ID: "r1", Status: run.StatusRunning, UpdatedAt: at}},
+			Steps:      []store.Step{{RunID: "r1", Key: "a", StepID: "a", Kind: "tool", Status: run.StepRunning, Attempt: 1, StartedAt: at, UpdatedAt: at, Insert: true}},
+		}); err != nil {
+			t.Errorf("the resuming engine's write: %v", err)
+		}
+	}}
+	e, err := Open(ctx, Config{StallAfterSecs: -1}, WithStore(mine), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	info, err := e.Status(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Steps) != 1 || info.Steps[0].Status != run.StepRunning {
+		t.Fatalf("steps %+v; want step a running (the resumed execution's)", info.Steps)
+	}
+	if info.Status != run.StatusRunning {
+		t.Fatalf("Status = %s beside the resumed execution's running step; want running (read again)", info.Status)
+	}
+}
