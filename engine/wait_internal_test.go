@@ -108,10 +108,18 @@ func TestStatusReadsAgainARunWhoseStatusMovedWhileItRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := clk.Now()
-	other := db.Open()
-	if err := other.Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: "resumed",
-		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusInterrupted, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+	if err := db.Open().Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: "resumed",
+		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
 		t.Fatal(err)
+	}
+	// Another engine takes the run over (its claim writes it interrupted, under that engine's
+	// live lease: this engine leaves it alone).
+	other := db.Open()
+	if err := other.Attach(ctx, store.EngineInfo{ID: "other", Lease: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.ClaimRun(ctx, "r1", now, store.Interruption{}); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
 	}
 	mine := &stepsReadHook{Store: db.Open(), hook: func() {
 		at := now.Add(time.Millisecond)
@@ -122,7 +130,7 @@ func TestStatusReadsAgainARunWhoseStatusMovedWhileItRead(t *testing.T) {
 			t.Errorf("the resuming engine's write: %v", err)
 		}
 	}}
-	e, err := Open(ctx, Config{StallAfterSecs: -1}, WithStore(mine), WithClock(clk))
+	e, err := Open(ctx, Config{LeaseSecs: 30, StallAfterSecs: -1}, WithStore(mine), WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,20 @@ func TestRunPriorityOverMCP(t *testing.T) {
 		t.Fatalf("first run: %v", out)
 	}
 	holder := out["workflow_id"].(string)
+	// The holder's step takes the unit before the second run starts (else the second could take
+	// it first, and the holder would be the one waiting).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		info, err := e.Resources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := info.Resources[0].Holders; len(h) == 1 && h[0].RunID == holder {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run never took the unit: %+v", info)
+		}
+	}
 	out, isErr = call(t, b.c, "workflows_run", map[string]any{"spec": sim, "priority": 50}, nil)
 	if isErr {
 		t.Fatalf("run with priority 50: %v", out)
