@@ -81,6 +81,8 @@ type Host struct {
 	// never); Pull spins only shortly after one (spinWindow).
 	lastAnswer atomic.Int64
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
+	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
+	spinning int
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
@@ -275,7 +277,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	p.reporter = call.Reporter
 	p.started = call.Started
 	h.calls[p.call.ID] = p
-	ln.enqueue(p, false)
+	h.queueLocked(ln, p, false)
 	h.mu.Unlock()
 
 	// Only two channels: the shared ctx.Done() and a private one (Close answers through it). A
@@ -538,7 +540,14 @@ func (h *Host) requeueLocked(p *pending) {
 	}
 	p.state = stateQueued
 	p.gen++
-	h.lanes[p.call.Lane].enqueue(p, true)
+	h.queueLocked(h.lanes[p.call.Lane], p, true)
+}
+
+// queueLocked queues p on ln (at the front when handedBack) and wakes a parked puller for it
+// (wakeLocked).
+func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
+	ln.enqueue(p, handedBack)
+	h.wakeLocked(ln, p)
 }
 
 // ErrDropped is the cause of Complete's error for a late result (flowtype.ErrDropped): the
@@ -681,9 +690,8 @@ func (h *Host) Reopen() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ln := range h.lanes {
-		if ln.waiters > 0 {
-			close(ln.wake)
-			ln.wake = make(chan struct{})
+		for len(ln.parked) > 0 {
+			h.wakeWaiterLocked(ln.parked[len(ln.parked)-1])
 		}
 	}
 }

@@ -548,3 +548,187 @@ func TestPullSpinsOnlyForThePullerThatAnswered(t *testing.T) {
 		t.Fatal("a closed puller's answer time is kept")
 	}
 }
+
+// parkPullers starts n Pulls of req (each with its own result channel) and waits until all n
+// are parked on lane (beside those parked before).
+func parkPullers(t *testing.T, h *Host, lane string, n int, req PullRequest) []chan []PendingCall {
+	t.Helper()
+	h.mu.Lock()
+	want := n + len(h.lanes[lane].parked)
+	h.mu.Unlock()
+	out := make([]chan []PendingCall, 0, n)
+	for len(out) < n {
+		ch := make(chan []PendingCall, 1)
+		out = append(out, ch)
+		go func() {
+			got, _ := h.Pull(context.Background(), req)
+			ch <- got
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		parked := len(h.lanes[lane].parked)
+		h.mu.Unlock()
+		if parked == want {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pullers parked, want %d", parked, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queueNow queues a call of tool on lane for run runID with h.mu held (as Call does), and
+// returns its answer channel.
+func queueNow(h *Host, lane, runID, tool string) <-chan answer {
+	p := &pending{done: make(chan answer, 1), ctx: context.Background()}
+	h.nextID++
+	p.call = PendingCall{ID: h.nextID, Lane: lane, Tool: tool, RunID: runID, StepKey: tool}
+	h.calls[p.call.ID] = p
+	h.queueLocked(h.lanes[lane], p, false)
+	return p.done
+}
+
+// woken counts the parked pullers of lane woken and not yet searching again, and the parked.
+func wokenAndParked(h *Host, lane string) (woken, parked int) {
+	ln := h.lanes[lane]
+	return ln.searching, len(ln.parked)
+}
+
+// A call queued wakes exactly one parked puller (the most recently parked), and a second call
+// queued while that one has not looked yet wakes none: it takes both. Before, each call woke
+// every parked puller (the lane's wake channel was closed): with 4 serve_tools threads, three
+// thread wake-ups per call for nothing.
+func TestQueuedCallWakesExactlyOneParkedPuller(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	pulls := parkPullers(t, h, LaneWorker, 3, PullRequest{Lanes: []string{LaneWorker}, Max: 8, Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneWorker, "r", "a")
+	woken1, parked1 := wokenAndParked(h, LaneWorker)
+	queueNow(h, LaneWorker, "r", "b")
+	woken2, parked2 := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken1 != 1 || parked1 != 2 {
+		t.Fatalf("after one call: %d woken, %d parked; want 1 and 2", woken1, parked1)
+	}
+	if woken2 != 1 || parked2 != 2 {
+		t.Fatalf("after a second call: %d woken, %d parked; want still 1 and 2 (the woken one takes both)", woken2, parked2)
+	}
+	// The woken puller takes both; the other two stay parked (their Pulls do not return).
+	var got []PendingCall
+	select {
+	case got = <-pulls[0]:
+	case got = <-pulls[1]:
+	case got = <-pulls[2]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no puller was woken")
+	}
+	if len(got) != 2 {
+		t.Fatalf("the woken puller took %+v; want both calls", got)
+	}
+	h.mu.Lock()
+	woken, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken != 0 || parked != 2 {
+		t.Fatalf("after the pull: %d searching, %d parked; want 0 and 2", woken, parked)
+	}
+}
+
+// A woken puller that leaves with calls it could not take still queued (it took its Max) hands
+// the wake-up on to the next parked puller, which takes them: no call waits for a puller that
+// was never woken.
+func TestAWokenPullerThatLeavesCallsHandsTheWakeUpOn(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	pulls := parkPullers(t, h, LaneWorker, 2, PullRequest{Lanes: []string{LaneWorker}, Max: 1, Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneWorker, "r", "a")
+	queueNow(h, LaneWorker, "r", "b") // no wake-up of its own: one puller is woken already
+	woken, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken != 1 || parked != 1 {
+		t.Fatalf("%d woken, %d parked; want 1 and 1", woken, parked)
+	}
+	var tools []string
+	for _, ch := range pulls {
+		select {
+		case got := <-ch:
+			for _, c := range got {
+				tools = append(tools, c.Tool)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a puller was not handed the wake-up; pulled so far %v", tools)
+		}
+	}
+	if len(tools) != 2 || tools[0] == tools[1] {
+		t.Fatalf("pulled %v; want a and b, one each", tools)
+	}
+}
+
+// A call of one run wakes a puller parked for that run (or for any run), never one parked for
+// another run only, which would find nothing and park again.
+func TestQueuedCallWakesAPullerOfItsRun(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	forA := parkPullers(t, h, LaneMain, 1, PullRequest{RunID: "a", Timeout: 30 * time.Second})
+	forB := parkPullers(t, h, LaneMain, 2, PullRequest{RunID: "b", Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneMain, "a", "a1")
+	_, parked := wokenAndParked(h, LaneMain)
+	h.mu.Unlock()
+	if parked != 2 {
+		t.Fatalf("%d parked after a call of run a; want 2 (the pullers of run b)", parked)
+	}
+	select {
+	case got := <-forA[0]:
+		if len(got) != 1 || got[0].Tool != "a1" {
+			t.Fatalf("run a's puller got %+v", got)
+		}
+	case got := <-forB[0]:
+		t.Fatalf("a puller of run b returned %+v", got)
+	case got := <-forB[1]:
+		t.Fatalf("a puller of run b returned %+v", got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("run a's puller was not woken")
+	}
+}
+
+// At most one Pull spins at a time: while another spins, a puller that just answered parks at
+// once (each yield of a host thread is a thread hand-off; the spinning one takes what comes).
+func TestOnlyOnePullerSpinsAtATime(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	p1, _ := h.OpenPuller("one")
+	h.mu.Lock()
+	h.answeredBy[p1] = int64(time.Since(hostEpoch) + time.Minute) // as if it had just answered
+	h.spinning = 1                                                // as if another puller spun
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p1}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load(); n != 0 {
+		t.Fatalf("a puller yielded %d times while another spun; want 0 (park at once)", n)
+	}
+	h.mu.Lock()
+	h.spinning = 0
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p1}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load(); n == 0 {
+		t.Fatal("the only puller that just answered did not spin")
+	}
+	h.mu.Lock()
+	spinning := h.spinning
+	h.mu.Unlock()
+	if spinning != 0 {
+		t.Fatalf("spinning %d after the Pulls returned; want 0", spinning)
+	}
+}

@@ -7,16 +7,60 @@ package tools
 // Entries are deleted lazily: a call taken, withdrawn or handed back leaves dead entries (see
 // slot.live) that the queues drop when they reach the head, or all at once when dead entries
 // make up most of all (compact).
+//
+// Pullers of a lane are either searching (in Pull and about to look at the queue: spinning,
+// or woken and not yet looking) or parked (blocked in Pull, in parked). A call queued wakes
+// one parked puller that may take it, and only when no puller of any run is searching the
+// lane (the searcher takes it); see Host.wakeLocked for the hand-on that keeps a wake-up from
+// being lost.
 type lane struct {
-	all     fifo
-	dead    int              // dead entries in all
-	byRun   map[string]*fifo // live or dead entries by run id; a run without entries has none
-	waiters int              // goroutines blocked in Pull on this lane
-	wake    chan struct{}    // closed (and replaced) when a call is queued while waiters > 0
+	all   fifo
+	dead  int              // dead entries in all
+	byRun map[string]*fifo // live or dead entries by run id; a run without entries has none
+	// parked are the pullers blocked in Pull on this lane, the most recently parked last (woken
+	// first: its thread is the likeliest to be warm).
+	parked []*waiter
+	// searching counts the pullers of any run (PullRequest.RunID "") in Pull on this lane that
+	// are not parked: each will look at the queue again before it parks or leaves.
+	searching int
 }
 
 func newLane() *lane {
-	return &lane{byRun: map[string]*fifo{}, wake: make(chan struct{})}
+	return &lane{byRun: map[string]*fifo{}}
+}
+
+// waiter is a puller parked in Pull, on each lane of lanes (at most two).
+type waiter struct {
+	wake  chan struct{} // buffered 1: receives the one wake-up
+	runID string        // the run it pulls for ("" = any)
+	lanes []*lane
+	woken bool // under Host.mu: woken (and taken off every lane's parked list)
+}
+
+// wants reports whether w would take a call of p's run (or, p nil, whether it pulls for any
+// run or for a run with a call queued on ln).
+func (w *waiter) wants(ln *lane, p *pending) bool {
+	if w.runID == "" {
+		return true
+	}
+	if p == nil {
+		return ln.next(w.runID) != nil
+	}
+	found := false
+	p.eachRun(func(id string) { found = found || id == w.runID })
+	return found
+}
+
+// unpark takes w off ln's parked list (if it is on it).
+func (ln *lane) unpark(w *waiter) {
+	for i, x := range ln.parked {
+		if x == w {
+			copy(ln.parked[i:], ln.parked[i+1:])
+			ln.parked[len(ln.parked)-1] = nil
+			ln.parked = ln.parked[:len(ln.parked)-1]
+			return
+		}
+	}
 }
 
 // slot is a queue entry: live while its call is queued under the generation it was queued with
@@ -76,7 +120,8 @@ func (f *fifo) front() *pending {
 
 // enqueue adds p at the back (handedBack false) or the front (true) of the lane: in all, and
 // in byRun under its run and under each run above it (Call.Ancestors: a sub-workflow's call is
-// also a call of its parent run, for a host thread that drives the parent).
+// also a call of its parent run, for a host thread that drives the parent). The caller wakes a
+// puller (Host.wakeLocked).
 func (ln *lane) enqueue(p *pending, handedBack bool) {
 	if handedBack {
 		ln.all.pushFront(p)
@@ -95,10 +140,6 @@ func (ln *lane) enqueue(p *pending, handedBack bool) {
 			rq.push(p)
 		}
 	})
-	if ln.waiters > 0 {
-		close(ln.wake)
-		ln.wake = make(chan struct{})
-	}
 }
 
 // left records that the queued call p has left the queue (taken, withdrawn): its entries are
