@@ -83,6 +83,9 @@ type Host struct {
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
 	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
 	spinning int
+	// holdAvg is a moving average of how long pullers hold a call, from the pull to its answer,
+	// in nanoseconds (0: none answered yet), under mu: deferWakeLocked.
+	holdAvg int64
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
@@ -143,6 +146,9 @@ type pending struct {
 	// Call.Started, called then.
 	pulled  atomic.Bool
 	started func()
+	// takenAt is when a puller last took it, in nanoseconds since hostEpoch (0: never; under
+	// Host.mu): the hold time Complete averages (Host.holdAvg).
+	takenAt int64
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
 	claim atomic.Uint32
@@ -502,6 +508,7 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		return nil
 	}
 	var out []PendingCall
+	var now int64
 	for len(out) < max {
 		p := ln.next(runID)
 		if p == nil {
@@ -512,9 +519,14 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		if taken {
 			if out == nil {
 				out = make([]PendingCall, 0, max)
+				now = int64(time.Since(hostEpoch)) | 1
 			}
+			p.takenAt = now
 			out = append(out, p.call)
 		}
+	}
+	if out != nil && puller != 0 {
+		ln.lastTake, ln.lastTaker = now, puller
 	}
 	return out
 }
@@ -544,9 +556,13 @@ func (h *Host) requeueLocked(p *pending) {
 }
 
 // queueLocked queues p on ln (at the front when handedBack) and wakes a parked puller for it
-// (wakeLocked).
+// (wakeLocked), unless a new call is likely to be taken soon by the puller that last took calls
+// of ln (deferWakeLocked). A call handed back wakes one at once: its puller is busy.
 func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
 	ln.enqueue(p, handedBack)
+	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln) {
+		return
+	}
 	h.wakeLocked(ln, p)
 }
 
@@ -613,6 +629,9 @@ func (h *Host) Complete(id uint64, res Result) error {
 	h.dropped.add(id, "already completed")
 	now := int64(time.Since(hostEpoch)) | 1 // | 1: never 0
 	h.lastAnswer.Store(now)
+	if p.takenAt != 0 && p.puller != 0 {
+		h.holdAvg += (now - p.takenAt - h.holdAvg) / 8
+	}
 	if _, open := h.pullers[p.puller]; open {
 		h.answeredBy[p.puller] = now
 	}

@@ -73,6 +73,11 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	}
 	anyRun := req.RunID == ""
 	h.searchingLocked(lanes, anyRun, 1)
+	for _, ln := range lanes {
+		if req.Puller != 0 && ln.lastTaker == req.Puller {
+			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
+		}
+	}
 	spinning := false // this Pull counts in h.spinning
 	// leave ends the Pull (h.mu held, and released): it stops searching and hands the wake-up on.
 	leave := func(out []PendingCall, err error) ([]PendingCall, error) {
@@ -202,6 +207,49 @@ func (h *Host) wakeWaiterLocked(w *waiter) {
 		}
 	}
 	w.wake <- struct{}{}
+}
+
+// Deferred wake-ups: a host thread that took calls of a lane and answers them quickly comes
+// back for the calls queued meanwhile (the engine queues the next items of a fan-out as the
+// answers arrive). Waking a parked thread for them instead costs a thread wake-up, and in
+// Python two threads then take turns at the interpreter lock: the 4-thread fan-out of trivial
+// calls ran at half the speed of one thread. So while the last taker is expected back (within
+// twice the average hold, plus deferSlack, of its take), and holds are quick (≤ maxDeferHold),
+// a queued call wakes nobody at once: a timer wakes a parked puller at that point if the calls
+// are still queued and nobody searches the lane. Slow calls (a render, a blocking lookup) wake
+// a parked puller at once, as do calls handed back (their puller is busy).
+const (
+	maxDeferHold = time.Millisecond
+	deferSlack   = 50 * time.Microsecond
+)
+
+// deferWakeLocked reports whether the wake-up for a call queued on ln waits for ln's last taker
+// (see above), arming ln's timer when it does.
+func (h *Host) deferWakeLocked(ln *lane) bool {
+	hold := h.holdAvg
+	if ln.lastTake == 0 || hold <= 0 || hold > int64(maxDeferHold) {
+		return false
+	}
+	now := int64(time.Since(hostEpoch))
+	until := ln.lastTake + 2*hold + int64(deferSlack)
+	if now >= until {
+		return false
+	}
+	if !ln.deferred {
+		ln.deferred = true
+		d := time.Duration(until - now)
+		if ln.deferTimer == nil {
+			ln.deferTimer = time.AfterFunc(d, func() {
+				h.mu.Lock()
+				ln.deferred = false
+				h.handOnLocked([]*lane{ln})
+				h.mu.Unlock()
+			})
+		} else {
+			ln.deferTimer.Reset(d)
+		}
+	}
+	return true
 }
 
 // handOnLocked is called by a Pull that leaves: for each of its lanes that still has calls

@@ -732,3 +732,107 @@ func TestOnlyOnePullerSpinsAtATime(t *testing.T) {
 		t.Fatalf("spinning %d after the Pulls returned; want 0", spinning)
 	}
 }
+
+// While the puller that last took calls of a lane is expected back (its holds are quick), a call
+// queued wakes no parked puller at once: the taker will take it, and in Python a second thread
+// would only take turns with it at the interpreter lock. A timer wakes a parked puller if the
+// call is still queued when the taker is overdue. Slow holds and calls handed back wake one at
+// once.
+func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	ln := h.lanes[LaneWorker]
+
+	h.mu.Lock()
+	h.holdAvg = int64(maxDeferHold + time.Microsecond) // slow holds: no deferral
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "slow")
+	_, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if parked != 0 {
+		t.Fatal("a call queued while holds are slow did not wake the parked puller at once")
+	}
+	if got := <-pulls[0]; len(got) != 1 {
+		t.Fatalf("the woken puller got %+v", got)
+	}
+
+	pulls = parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	h.mu.Lock()
+	h.holdAvg = int64(100 * time.Microsecond)
+	// As if the taker had just taken calls, however long this goroutine is descheduled.
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "quick")
+	_, parked = wokenAndParked(h, LaneWorker)
+	deferred := ln.deferred
+	h.mu.Unlock()
+	if parked != 1 || !deferred {
+		t.Fatalf("a call queued while the quick taker is expected back: %d parked, deferred %v; want 1 and true", parked, deferred)
+	}
+	select {
+	case got := <-pulls[0]:
+		t.Fatalf("the parked puller was woken at once and got %+v", got)
+	default:
+	}
+	h.mu.Lock()
+	ln.deferTimer.Reset(0) // the taker is overdue
+	h.mu.Unlock()
+	select {
+	case got := <-pulls[0]:
+		if len(got) != 1 || got[0].Tool != "quick" {
+			t.Fatalf("woken by the timer, the parked puller got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timer did not wake the parked puller for the call still queued")
+	}
+
+	// The taker back in Pull is no longer expected: a call then wakes a parked puller at once.
+	h.mu.Lock()
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	h.mu.Lock()
+	back := ln.lastTake
+	h.mu.Unlock()
+	if back != 0 {
+		t.Fatal("the taker's Pull did not clear lastTake")
+	}
+}
+
+// A call handed back wakes a parked puller at once, however quick the holds: its puller is busy.
+func TestAHandedBackCallWakesAParkedPullerAtOnce(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	answers := enqueueInOrder(t, h, [3]string{LaneWorker, "r", "w"})
+	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	h.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake = int64(time.Since(hostEpoch) + time.Minute)
+	h.mu.Unlock()
+	if n, err := h.Release(taker, []uint64{got[0].ID}); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	select {
+	case again := <-pulls[0]:
+		if len(again) != 1 || again[0].ID != got[0].ID {
+			t.Fatalf("the parked puller got %+v", again)
+		}
+		_ = h.Complete(again[0].ID, Result{Output: "ok"})
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call handed back did not wake the parked puller")
+	}
+	<-answers[0]
+}

@@ -1,5 +1,7 @@
 package tools
 
+import "time"
+
 // lane is the queue of one lane's calls. Calls are kept twice, in the order they were queued:
 // in all (for pulls of any run) and in byRun (for pulls of one run), so either pull takes the
 // oldest matching call in time independent of how many other runs have calls queued.
@@ -23,6 +25,14 @@ type lane struct {
 	// searching counts the pullers of any run (PullRequest.RunID "") in Pull on this lane that
 	// are not parked: each will look at the queue again before it parks or leaves.
 	searching int
+	// lastTake is when an open puller, lastTaker, last took calls of this lane, in nanoseconds
+	// since hostEpoch; 0 once that puller pulls again (it is no longer busy with them).
+	lastTake  int64
+	lastTaker uint64
+	// deferred is set while deferTimer is armed to wake a parked puller for calls queued while
+	// the last taker was expected back (Host.deferWakeLocked).
+	deferred   bool
+	deferTimer *time.Timer
 }
 
 func newLane() *lane {
