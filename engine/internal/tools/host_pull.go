@@ -60,7 +60,8 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		}
 	}()
 	h.mu.Lock()
-	lanes := make([]*lane, 0, 2)
+	var laneBuf [2]*lane // no allocation: only two lanes exist
+	lanes := laneBuf[:0]
 	for _, name := range names {
 		ln := h.lanes[name]
 		if ln == nil {
@@ -139,7 +140,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			h.spinning--
 		}
 		// Park on every lane until woken for a call, or the wait ends.
-		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: lanes}
+		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: slices.Clone(lanes)}
 		for _, ln := range lanes {
 			ln.parked = append(ln.parked, w)
 		}
