@@ -83,9 +83,6 @@ type Host struct {
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
 	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
 	spinning int
-	// holdAvg is a moving average of how long pullers hold a call, from the pull to its answer,
-	// in nanoseconds (0: none answered yet), under mu: deferWakeLocked.
-	holdAvg int64
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
@@ -147,7 +144,7 @@ type pending struct {
 	pulled  atomic.Bool
 	started func()
 	// takenAt is when a puller last took it, in nanoseconds since hostEpoch (0: never; under
-	// Host.mu): the hold time Complete averages (Host.holdAvg).
+	// Host.mu): the hold time Complete averages (lane.holdAvg).
 	takenAt int64
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
@@ -526,7 +523,7 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		}
 	}
 	if out != nil && puller != 0 {
-		ln.lastTake, ln.lastTaker = now, puller
+		ln.lastTake, ln.lastTaker, ln.lastTakerRun = now, puller, runID
 	}
 	return out
 }
@@ -560,7 +557,7 @@ func (h *Host) requeueLocked(p *pending) {
 // of ln (deferWakeLocked). A call handed back wakes one at once: its puller is busy.
 func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
 	ln.enqueue(p, handedBack)
-	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln) {
+	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln, p) {
 		return
 	}
 	h.wakeLocked(ln, p)
@@ -630,7 +627,8 @@ func (h *Host) Complete(id uint64, res Result) error {
 	now := int64(time.Since(hostEpoch)) | 1 // | 1: never 0
 	h.lastAnswer.Store(now)
 	if p.takenAt != 0 && p.puller != 0 {
-		h.holdAvg += (now - p.takenAt - h.holdAvg) / 8
+		ln := h.lanes[p.call.Lane]
+		ln.holdAvg += (now - p.takenAt - ln.holdAvg) / 8
 	}
 	if _, open := h.pullers[p.puller]; open {
 		h.answeredBy[p.puller] = now

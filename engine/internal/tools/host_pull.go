@@ -224,11 +224,15 @@ const (
 	deferSlack   = 50 * time.Microsecond
 )
 
-// deferWakeLocked reports whether the wake-up for a call queued on ln waits for ln's last taker
-// (see above), arming ln's timer when it does.
-func (h *Host) deferWakeLocked(ln *lane) bool {
-	hold := h.holdAvg
+// deferWakeLocked reports whether the wake-up for the call p queued on ln waits for ln's last
+// taker (see above; a taker pulling for another run than p's would not take it), arming ln's
+// timer when it does.
+func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
+	hold := ln.holdAvg
 	if ln.lastTake == 0 || hold <= 0 || hold > int64(maxDeferHold) {
+		return false
+	}
+	if ln.lastTakerRun != "" && !p.ofRun(ln.lastTakerRun) {
 		return false
 	}
 	now := int64(time.Since(hostEpoch))

@@ -748,7 +748,7 @@ func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
 	ln := h.lanes[LaneWorker]
 
 	h.mu.Lock()
-	h.holdAvg = int64(maxDeferHold + time.Microsecond) // slow holds: no deferral
+	h.lanes[LaneWorker].holdAvg = int64(maxDeferHold + time.Microsecond) // slow holds: no deferral
 	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
 	queueNow(h, LaneWorker, "r", "slow")
 	_, parked := wokenAndParked(h, LaneWorker)
@@ -762,7 +762,7 @@ func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
 
 	pulls = parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
 	h.mu.Lock()
-	h.holdAvg = int64(100 * time.Microsecond)
+	h.lanes[LaneWorker].holdAvg = int64(100 * time.Microsecond)
 	// As if the taker had just taken calls, however long this goroutine is descheduled.
 	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
 	queueNow(h, LaneWorker, "r", "quick")
@@ -819,7 +819,7 @@ func TestAHandedBackCallWakesAParkedPullerAtOnce(t *testing.T) {
 	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
 	ln := h.lanes[LaneWorker]
 	h.mu.Lock()
-	h.holdAvg = int64(100 * time.Microsecond)
+	h.lanes[LaneWorker].holdAvg = int64(100 * time.Microsecond)
 	ln.lastTake = int64(time.Since(hostEpoch) + time.Minute)
 	h.mu.Unlock()
 	if n, err := h.Release(taker, []uint64{got[0].ID}); err != nil || n != 1 {
@@ -835,4 +835,39 @@ func TestAHandedBackCallWakesAParkedPullerAtOnce(t *testing.T) {
 		t.Fatal("a call handed back did not wake the parked puller")
 	}
 	<-answers[0]
+}
+
+// The deferral holds only for a call the last taker would take, and by the holds of the call's
+// own lane: a call of another run than the taker pulls for wakes a parked puller at once, and
+// slow main-lane calls do not stop a quick worker lane's deferral.
+func TestADeferralIsForTheTakersRunAndLane(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second})
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	h.lanes[LaneMain].holdAvg = int64(time.Second) // slow main-lane calls
+	ln.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake, ln.lastTaker, ln.lastTakerRun = int64(time.Since(hostEpoch)+time.Minute), taker, "a"
+	queueNow(h, LaneWorker, "a", "a1")
+	_, parkedA := wokenAndParked(h, LaneWorker)
+	queueNow(h, LaneWorker, "b", "b1")
+	_, parkedB := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if parkedA != 1 {
+		t.Fatal("a call of the taker's run (its lane's holds quick) woke the parked puller at once")
+	}
+	if parkedB != 0 {
+		t.Fatal("a call of another run than the taker's did not wake the parked puller at once")
+	}
+	select {
+	case got := <-pulls[0]:
+		if len(got) != 1 {
+			t.Fatalf("the woken puller got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the woken puller did not return")
+	}
 }

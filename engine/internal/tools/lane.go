@@ -1,6 +1,9 @@
 package tools
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // lane is the queue of one lane's calls. Calls are kept twice, in the order they were queued:
 // in all (for pulls of any run) and in byRun (for pulls of one run), so either pull takes the
@@ -25,10 +28,15 @@ type lane struct {
 	// searching counts the pullers of any run (PullRequest.RunID "") in Pull on this lane that
 	// are not parked: each will look at the queue again before it parks or leaves.
 	searching int
-	// lastTake is when an open puller, lastTaker, last took calls of this lane, in nanoseconds
-	// since hostEpoch; 0 once that puller pulls again (it is no longer busy with them).
-	lastTake  int64
-	lastTaker uint64
+	// lastTake is when an open puller, lastTaker, last took calls of this lane (pulling for run
+	// lastTakerRun, "" = any), in nanoseconds since hostEpoch; 0 once that puller pulls again (it
+	// is no longer busy with them).
+	lastTake     int64
+	lastTaker    uint64
+	lastTakerRun string
+	// holdAvg is a moving average of how long pullers hold a call of this lane, from the pull to
+	// its answer, in nanoseconds (0: none answered yet): Host.deferWakeLocked.
+	holdAvg int64
 	// deferred is set while deferTimer is armed to wake a parked puller for calls queued while
 	// the last taker was expected back (Host.deferWakeLocked).
 	deferred   bool
@@ -56,9 +64,15 @@ func (w *waiter) wants(ln *lane, p *pending) bool {
 	if p == nil {
 		return ln.next(w.runID) != nil
 	}
-	found := false
-	p.eachRun(func(id string) { found = found || id == w.runID })
-	return found
+	return p.ofRun(w.runID)
+}
+
+// ofRun reports whether p is a call of run id or of a run below it (Call.Ancestors).
+func (p *pending) ofRun(id string) bool {
+	if p.call.RunID == id {
+		return true
+	}
+	return slices.Contains(p.ancestors, id)
 }
 
 // unpark takes w off ln's parked list (if it is on it).
