@@ -215,9 +215,9 @@ func (h *Host) wakeWaiterLocked(w *waiter) {
 // answers arrive). Waking a parked thread for them instead costs a thread wake-up, and in
 // Python two threads then take turns at the interpreter lock: the 4-thread fan-out of trivial
 // calls ran at half the speed of one thread. So while the last taker is expected back (within
-// twice the average hold, plus deferSlack, of its take), and holds are quick (≤ maxDeferHold),
-// a queued call wakes nobody at once: a timer wakes a parked puller at that point if the calls
-// are still queued and nobody searches the lane. Slow calls (a render, a blocking lookup) wake
+// twice the lane's average hold, plus deferSlack, of its take), and the lane's holds are quick
+// (≤ maxDeferHold), a queued call it would take wakes nobody at once: a timer wakes a parked
+// puller at that point if the calls are still queued and nobody searches the lane. Slow calls (a render, a blocking lookup) wake
 // a parked puller at once, as do calls handed back (their puller is busy).
 const (
 	maxDeferHold = time.Millisecond

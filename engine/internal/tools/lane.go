@@ -16,8 +16,8 @@ import (
 // Pullers of a lane are either searching (in Pull and about to look at the queue: spinning,
 // or woken and not yet looking) or parked (blocked in Pull, in parked). A call queued wakes
 // one parked puller that may take it, and only when no puller of any run is searching the
-// lane (the searcher takes it); see Host.wakeLocked for the hand-on that keeps a wake-up from
-// being lost.
+// lane (the searcher takes it); see Host.handOnLocked for the hand-on that keeps a wake-up from
+// being lost, and Host.deferWakeLocked for a wake-up that waits for a quick taker.
 type lane struct {
 	all   fifo
 	dead  int              // dead entries in all
