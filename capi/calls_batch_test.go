@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -62,4 +63,32 @@ func TestCompleteManyQuickAnswersDecodeAsStrictly(t *testing.T) {
 	if string(r.Output) != `"abc"` {
 		t.Fatalf("the output shares the request's buffer: %s", r.Output)
 	}
+}
+
+// FuzzCompleteManyQuickAnswer: an answer the quick decoding takes (text already checked as the
+// request's is: UTF-8, no duplicate key, valid JSON) is one the strict decoding takes too, with
+// the same call id and output.
+func FuzzCompleteManyQuickAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"call_id":1,"output":2}`, `{"call_id":12,"output":{"a":"}"}}`, `{"call_id":3,"output":"x","env":{}}`,
+		`{"call_id":1,"output":[1,{"b":null}]}`, `{"call_id":1,"output": 2 }`, `{"call_id":0,"output":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if checkRequestText(in) != nil || !json.Valid(in) {
+			return
+		}
+		var quick, strict completeRequest
+		if !quick.decodeQuick(in) {
+			return
+		}
+		if err := strict.decodeRequest(in); err != nil {
+			t.Fatalf("%s: taken quickly, refused strictly: %v", in, err)
+		}
+		if quick.CallID != strict.CallID || !bytes.Equal(quick.Output, strict.Output) || strict.Error != nil ||
+			strict.Files != nil || strict.Env != nil || strict.Next != nil {
+			t.Fatalf("%s: quick %+v, strict %+v", in, quick, strict)
+		}
+	})
 }
