@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -65,4 +67,67 @@ func BenchmarkDispatchSmall(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		dispatch(h, in, opCallCancelled)
 	}
+}
+
+// BenchmarkHostFanoutCompleteMany drives a foreach of host tool calls (concurrency 8) the way 4
+// serve_tools threads do: each puller takes up to 8 ready calls in one calls_next, answers them
+// in one calls_complete_many that also waits for its next calls, JSON included. It reports the
+// Go side's µs per call; run it with -cpuprofile for the engine's breakdown of the Python
+// fan-out (docs/design/performance.md).
+func BenchmarkHostFanoutCompleteMany(b *testing.B) {
+	h := uint64(mustOp(b, 0, opEngineOpen, `{"config": {}}`)["handle"].(float64))
+	defer dispatch(h, nil, opEngineClose)
+	mustOp(b, h, opToolRegister, `{"name": "add_one", "lane": "worker"}`)
+	items := make([]string, b.N)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	specText := `{"name":"fan","steps":[{"id":"each","kind":"foreach","items":"{{inputs.items}}","concurrency":8,` +
+		`"steps":[{"id":"f","tool":"add_one","args":{"x":"{{item}}"}}]}]}`
+	sub, _ := json.Marshal(map[string]any{"spec": specText, "inputs": map[string]any{"items": json.RawMessage("[" + strings.Join(items, ",") + "]")}})
+	b.ResetTimer()
+	runID := mustOp(b, h, opRunSubmit, string(sub))["run_id"].(string)
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for w := 0; w < 4; w++ {
+		puller := uint64(mustOp(b, h, opPullerOpen, fmt.Sprintf(`{"name":"w%d"}`, w))["puller"].(float64))
+		nextReq := fmt.Sprintf(`{"puller":%d,"lanes":["worker"],"max":8,"timeout_ms":100}`, puller)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := mustOp(b, h, opCallsNext, nextReq)
+			for answered.Load() < int64(b.N) {
+				calls, _ := res["calls"].([]any)
+				if len(calls) == 0 {
+					res = mustOp(b, h, opCallsNext, nextReq)
+					continue
+				}
+				var req strings.Builder
+				req.WriteString(`{"answers":[`)
+				for i, c := range calls {
+					call := c.(map[string]any)
+					x := call["args"].(map[string]any)["x"].(float64)
+					if i > 0 {
+						req.WriteByte(',')
+					}
+					fmt.Fprintf(&req, `{"call_id":%d,"output":%d}`, int64(call["call_id"].(float64)), int64(x)+1)
+				}
+				req.WriteString(`],"next":` + nextReq + `}`)
+				answered.Add(int64(len(calls)))
+				res = mustOp(b, h, opCallsCompleteMany, req.String())
+			}
+		}()
+	}
+	wg.Wait()
+	for {
+		st := mustOp(b, h, opRunWait, fmt.Sprintf(`{"run_id":%q,"timeout_ms":10000}`, runID))
+		if st["status"] != "running" && st["status"] != "pending" {
+			if st["status"] != "completed" {
+				b.Fatalf("run %v", st)
+			}
+			break
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/call")
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/dcc-flow/dcc-flow/engine"
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
@@ -43,6 +45,9 @@ var opCallsCompleteMany = withEngine(func(e *engine.Engine, req *completeManyReq
 	answers := make([]completeRequest, len(req.Answers))
 	for i, raw := range req.Answers {
 		a := &answers[i]
+		if a.decodeQuick(raw) {
+			continue
+		}
 		if err := a.decodeRequest(raw); err != nil {
 			var bad *badRequest
 			if errors.As(err, &bad) {
@@ -90,3 +95,39 @@ var opCallsCompleteMany = withEngine(func(e *engine.Engine, req *completeManyReq
 	res.Calls, res.Run, res.Events = nr.Calls, nr.Run, nr.Events
 	return res, nil
 })
+
+// quickPrefix is how an answer of a call that returned starts when it has nothing but a
+// call_id and an output, as Python writes it (dcc_flow._tools.execute).
+const quickPrefix = `{"call_id":`
+
+// decodeQuick decodes raw, an answer of a complete_many request, when it is exactly
+// {"call_id":N,"output":V} (N a non-zero JSON integer, no spaces outside V): the common answer of
+// a fan-out, without a json.Decoder per answer. It reports false, leaving r as it was, for any
+// other text, which decodeRequest then decodes and checks as strictly as ever (unknown keys,
+// other keys' case, files, env, an error). The request's text was already checked whole (UTF-8,
+// duplicate keys, valid JSON) by the decode of the request, so V is a JSON value once it is one
+// value alone (json.Valid); it is copied, so the output the engine keeps does not hold the
+// request's buffer.
+func (r *completeRequest) decodeQuick(raw []byte) bool {
+	if len(raw) < len(quickPrefix)+len(`0,"output":0}`) || string(raw[:len(quickPrefix)]) != quickPrefix || raw[len(raw)-1] != '}' {
+		return false
+	}
+	rest := raw[len(quickPrefix):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 20 || rest[0] == '0' || !bytes.HasPrefix(rest[n:], []byte(`,"output":`)) {
+		return false
+	}
+	id, err := strconv.ParseUint(string(rest[:n]), 10, 64)
+	if err != nil {
+		return false
+	}
+	out := bytes.TrimSpace(rest[n+len(`,"output":`) : len(rest)-1])
+	if len(out) == 0 || !json.Valid(out) {
+		return false // more members after the output (files, env), or none
+	}
+	*r = completeRequest{CallID: id, Output: bytes.Clone(out)}
+	return true
+}

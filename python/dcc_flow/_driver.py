@@ -410,7 +410,10 @@ class Driver:
                         or (budget is not None and now - started >= budget)):
                     ok = True
                     return run
-                wait_ms = 0 if budget is not None else POLL_MS
+                # A serve_tools thread (batch > 1) waits for the next calls in the crossing that
+                # answers its batch: returning empty-handed to wait in _worker_loop would cost a
+                # second crossing per batch, and the engine spins for a puller that just answered.
+                wait_ms = 0 if budget is not None and batch <= 1 else POLL_MS
                 if deadline is not None:
                     wait_ms = max(0, min(wait_ms, int((deadline - now) * 1000)))
                 key = (wait_ms, events_after, take)

@@ -134,3 +134,34 @@ def test_a_blocked_call_does_not_hold_the_rest_of_its_batch(engine):
     engine.serve_tools(workers=2)
     run.wait(20)
     assert run.status is WorkflowStatus.COMPLETED, run.result().error
+
+
+def test_a_worker_thread_waits_for_its_next_calls_in_the_crossing_that_answers(engine, monkeypatch):
+    """The crossing that answers a serve_tools thread's calls also waits (POLL_MS) for the next
+    ones: with a wait of 0 it came back empty-handed whenever the engine had not queued the next
+    item yet, and the thread paid a second crossing (``dccflow_calls_next`` in _worker_loop) per
+    batch to wait there (docs/design/performance.md)."""
+    import json
+
+    waits = []
+    real = _ffi.call_encoded
+
+    def recording(name, handle, data, *args, **kwargs):
+        if name in ("dccflow_calls_complete", "dccflow_calls_complete_many") and \
+                threading.current_thread().name.startswith("dcc_flow-worker"):
+            doc = json.loads(data)
+            if doc.get("next"):  # not an answer sent before handing back the rest of a slow batch
+                waits.append(doc["next"]["timeout_ms"])
+        return real(name, handle, data, *args, **kwargs)
+
+    monkeypatch.setattr(_ffi, "call_encoded", recording)
+
+    @engine.tool(name="w", thread="worker")
+    def w(i):
+        return i
+
+    engine.serve_tools(workers=2)
+    result = engine.run(fanout(200, 8))
+    assert result.ok, result.error
+    assert waits, "no answer crossed from a serve_tools thread"
+    assert set(waits) == {_driver.POLL_MS}, "answers asked for the next calls with waits %r" % sorted(set(waits))

@@ -81,6 +81,8 @@ type Host struct {
 	// never); Pull spins only shortly after one (spinWindow).
 	lastAnswer atomic.Int64
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
+	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
+	spinning int
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).
@@ -141,6 +143,9 @@ type pending struct {
 	// Call.Started, called then.
 	pulled  atomic.Bool
 	started func()
+	// takenAt is when a puller last took it, in nanoseconds since hostEpoch (0: never; under
+	// Host.mu): the hold time Complete averages (lane.holdAvg).
+	takenAt int64
 	// claim decides, once, between the answer and the step giving up: claimOpen, then
 	// claimAnswered (Complete won) or claimAbandoned (Call's context ended first).
 	claim atomic.Uint32
@@ -275,7 +280,7 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	p.reporter = call.Reporter
 	p.started = call.Started
 	h.calls[p.call.ID] = p
-	ln.enqueue(p, false)
+	h.queueLocked(ln, p, false)
 	h.mu.Unlock()
 
 	// Only two channels: the shared ctx.Done() and a private one (Close answers through it). A
@@ -500,6 +505,7 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		return nil
 	}
 	var out []PendingCall
+	var now int64
 	for len(out) < max {
 		p := ln.next(runID)
 		if p == nil {
@@ -510,9 +516,14 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		if taken {
 			if out == nil {
 				out = make([]PendingCall, 0, max)
+				now = int64(time.Since(hostEpoch)) | 1
 			}
+			p.takenAt = now
 			out = append(out, p.call)
 		}
+	}
+	if out != nil && puller != 0 {
+		ln.lastTake, ln.lastTaker, ln.lastTakerRun = now, puller, runID
 	}
 	return out
 }
@@ -538,7 +549,18 @@ func (h *Host) requeueLocked(p *pending) {
 	}
 	p.state = stateQueued
 	p.gen++
-	h.lanes[p.call.Lane].enqueue(p, true)
+	h.queueLocked(h.lanes[p.call.Lane], p, true)
+}
+
+// queueLocked queues p on ln (at the front when handedBack) and wakes a parked puller for it
+// (wakeLocked), unless a new call is likely to be taken soon by the puller that last took calls
+// of ln (deferWakeLocked). A call handed back wakes one at once: its puller is busy.
+func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
+	ln.enqueue(p, handedBack)
+	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln, p) {
+		return
+	}
+	h.wakeLocked(ln, p)
 }
 
 // ErrDropped is the cause of Complete's error for a late result (flowtype.ErrDropped): the
@@ -604,6 +626,10 @@ func (h *Host) Complete(id uint64, res Result) error {
 	h.dropped.add(id, "already completed")
 	now := int64(time.Since(hostEpoch)) | 1 // | 1: never 0
 	h.lastAnswer.Store(now)
+	if p.takenAt != 0 && p.puller != 0 {
+		ln := h.lanes[p.call.Lane]
+		ln.holdAvg += (now - p.takenAt - ln.holdAvg) / 8
+	}
 	if _, open := h.pullers[p.puller]; open {
 		h.answeredBy[p.puller] = now
 	}
@@ -681,9 +707,8 @@ func (h *Host) Reopen() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ln := range h.lanes {
-		if ln.waiters > 0 {
-			close(ln.wake)
-			ln.wake = make(chan struct{})
+		for len(ln.parked) > 0 {
+			h.wakeWaiterLocked(ln.parked[len(ln.parked)-1])
 		}
 	}
 }

@@ -33,10 +33,16 @@ type PullRequest = flowtype.PullRequest
 // one run only, and marks them pulled (by req.Puller, if any): it returns as soon as at least
 // one matching call is queued, or with none once Timeout elapses, ctx ends or Stop is closed.
 // Errors: an unknown lane (code invalid_request), a closed host (code closed).
+//
+// Wake-ups: a call queued wakes one parked puller that would take it, and none while a puller
+// of any run is searching its lane (lane.searching); a puller that leaves Pull while calls it
+// could have taken are still queued (it took its Max, its wait ended, ctx or Stop ended it)
+// wakes the next parked one (handOnLocked), so no call waits for a puller that was not woken.
+// At most one puller spins at a time (Host.spinning): the others park at once.
 func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error) {
-	lanes := req.Lanes
-	if len(lanes) == 0 {
-		lanes = []string{LaneMain}
+	names := req.Lanes
+	if len(names) == 0 {
+		names = []string{LaneMain}
 	}
 	max := req.Max
 	if max <= 0 {
@@ -53,32 +59,54 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			timer.Stop()
 		}
 	}()
-	for {
-		h.mu.Lock()
-		if h.closed {
+	h.mu.Lock()
+	var laneBuf [2]*lane // no allocation: only two lanes exist
+	lanes := laneBuf[:0]
+	for _, name := range names {
+		ln := h.lanes[name]
+		if ln == nil {
 			h.mu.Unlock()
-			return nil, run.Errorf(run.CodeClosed, "the engine is closed")
+			return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", name, LaneMain, LaneWorker)
+		}
+		if !slices.Contains(lanes, ln) { // a repeated name is looked at once
+			lanes = append(lanes, ln)
+		}
+	}
+	anyRun := req.RunID == ""
+	h.searchingLocked(lanes, anyRun, 1)
+	for _, ln := range lanes {
+		if req.Puller != 0 && ln.lastTaker == req.Puller {
+			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
+		}
+	}
+	spinning := false // this Pull counts in h.spinning
+	// leave ends the Pull (h.mu held, and released): it stops searching and hands the wake-up on.
+	leave := func(out []PendingCall, err error) ([]PendingCall, error) {
+		if spinning {
+			h.spinning--
+		}
+		h.searchingLocked(lanes, anyRun, -1)
+		h.handOnLocked(lanes)
+		h.mu.Unlock()
+		return out, err
+	}
+	for {
+		if h.closed {
+			return leave(nil, run.Errorf(run.CodeClosed, "the engine is closed"))
 		}
 		if err := h.checkPullerLocked(req.Puller); err != nil {
-			h.mu.Unlock()
-			return nil, err
+			return leave(nil, err)
 		}
 		h.drainLocked()
 		var out []PendingCall
-		for _, name := range lanes {
-			ln := h.lanes[name]
-			if ln == nil {
-				h.mu.Unlock()
-				return nil, run.Errorf(run.CodeInvalidRequest, "unknown lane %q; use %q or %q", name, LaneMain, LaneWorker)
-			}
+		for _, ln := range lanes {
 			out = append(out, h.popLocked(ln, req.RunID, max-len(out), req.Puller)...)
 			if len(out) >= max {
 				break
 			}
 		}
 		if len(out) > 0 {
-			h.mu.Unlock()
-			return out, nil
+			return leave(out, nil)
 		}
 		stopped := false
 		if req.Stop != nil {
@@ -89,35 +117,41 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			}
 		}
 		if timeout <= 0 || ctx.Err() != nil || stopped {
-			h.mu.Unlock()
-			return nil, nil
+			return leave(nil, nil)
 		}
-		if spins < maxSpins {
+		if spins < maxSpins && (spinning || h.spinning == 0) {
 			// A host answering a call usually makes the engine queue the next one within a few
-			// microseconds: yield a little before parking, which saves a thread wake-up.
+			// microseconds: yield a little before parking, which saves a thread wake-up. One
+			// puller at a time: the yields of a host thread are thread hand-offs (a cgo
+			// callback is locked to its thread), and the one spinning takes what is queued.
+			if !spinning {
+				spinning = true
+				h.spinning++
+			}
 			spins++
 			h.mu.Unlock()
 			h.yields.Add(1)
 			runtime.Gosched()
+			h.mu.Lock()
 			continue
 		}
-		// Wait on every lane's wake channel (at most two lanes exist).
-		var wakes [2]<-chan struct{}
-		for i, name := range lanes {
-			if i < len(wakes) {
-				ln := h.lanes[name]
-				ln.waiters++
-				wakes[i] = ln.wake
-			}
+		if spinning {
+			spinning = false
+			h.spinning--
 		}
+		// Park on every lane until woken for a call, or the wait ends.
+		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: slices.Clone(lanes)}
+		for _, ln := range lanes {
+			ln.parked = append(ln.parked, w)
+		}
+		h.searchingLocked(lanes, anyRun, -1)
 		h.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(timeout)
 		}
 		expired := false
 		select {
-		case <-wakes[0]:
-		case <-wakes[1]:
+		case <-w.wake:
 		case <-req.Stop:
 		case <-timer.C:
 			expired = true
@@ -126,15 +160,117 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		case <-h.closeCh:
 		}
 		h.mu.Lock()
-		for i, name := range lanes {
-			if i < len(wakes) {
-				h.lanes[name].waiters--
+		if !w.woken { // woken, it searches already (wakeWaiterLocked)
+			for _, ln := range lanes {
+				ln.unpark(w)
 			}
+			h.searchingLocked(lanes, anyRun, 1)
 		}
-		h.mu.Unlock()
 		if expired {
 			timeout = 0 // one last poll, then return
 		}
+	}
+}
+
+// searchingLocked adds d to the searching count of each of lanes, for a Pull of any run.
+func (h *Host) searchingLocked(lanes []*lane, anyRun bool, d int) {
+	if !anyRun {
+		return
+	}
+	for _, ln := range lanes {
+		ln.searching += d
+	}
+}
+
+// wakeLocked wakes one puller parked on ln that would take the queued call p (p nil: any
+// call queued on ln), the most recently parked first, unless a puller of any run searches ln
+// (it takes the call).
+func (h *Host) wakeLocked(ln *lane, p *pending) {
+	if ln.searching > 0 {
+		return
+	}
+	for i := len(ln.parked) - 1; i >= 0; i-- {
+		if w := ln.parked[i]; w.wants(ln, p) {
+			h.wakeWaiterLocked(w)
+			return
+		}
+	}
+}
+
+// wakeWaiterLocked wakes the parked puller w: it leaves every lane's parked list and searches
+// them from now on.
+func (h *Host) wakeWaiterLocked(w *waiter) {
+	w.woken = true
+	for _, ln := range w.lanes {
+		ln.unpark(w)
+		if w.runID == "" {
+			ln.searching++
+		}
+	}
+	w.wake <- struct{}{}
+}
+
+// Deferred wake-ups: a host thread that took calls of a lane and answers them quickly comes
+// back for the calls queued meanwhile (the engine queues the next items of a fan-out as the
+// answers arrive). Waking a parked thread for them instead costs a thread wake-up, and in
+// Python two threads then take turns at the interpreter lock: the 4-thread fan-out of trivial
+// calls ran at half the speed of one thread. So while the last taker is expected back (within
+// twice the lane's average hold, plus deferSlack, of its take), and the lane's holds are quick
+// (≤ maxDeferHold), a queued call it would take wakes nobody at once: a timer wakes a parked
+// puller at that point if the calls are still queued and nobody searches the lane. Slow calls (a render, a blocking lookup) wake
+// a parked puller at once, as do calls handed back (their puller is busy).
+const (
+	maxDeferHold = time.Millisecond
+	deferSlack   = 50 * time.Microsecond
+)
+
+// deferWakeLocked reports whether the wake-up for the call p queued on ln waits for ln's last
+// taker (see above; a taker pulling for another run than p's would not take it), arming ln's
+// timer when it does.
+func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
+	hold := ln.holdAvg
+	if ln.lastTake == 0 || hold <= 0 || hold > int64(maxDeferHold) {
+		return false
+	}
+	if ln.lastTakerRun != "" && !p.ofRun(ln.lastTakerRun) {
+		return false
+	}
+	now := int64(time.Since(hostEpoch))
+	until := ln.lastTake + 2*hold + int64(deferSlack)
+	if now >= until {
+		return false
+	}
+	if !ln.deferred {
+		ln.deferred = true
+		d := time.Duration(until - now)
+		if ln.deferTimer == nil {
+			ln.deferTimer = time.AfterFunc(d, func() {
+				h.mu.Lock()
+				ln.deferred = false
+				h.handOnLocked([]*lane{ln})
+				h.mu.Unlock()
+			})
+		} else {
+			ln.deferTimer.Reset(d)
+		}
+	}
+	return true
+}
+
+// handOnLocked is called by a Pull that leaves: for each of its lanes that still has calls
+// queued that can be handed out, and no puller searching it, it wakes a parked puller that
+// would take one. So a wake-up is never lost: a puller woken for a call (or searching when it
+// was queued) that leaves without it (it took its Max, its wait ended, its run filter, Stop)
+// hands it on.
+func (h *Host) handOnLocked(lanes []*lane) {
+	for _, ln := range lanes {
+		if ln.searching > 0 || len(ln.parked) == 0 || ln.next("") == nil {
+			continue
+		}
+		if h.held || h.closed || h.gate != nil && !h.gate() {
+			return // nothing can be handed out: Reopen wakes them
+		}
+		h.wakeLocked(ln, nil)
 	}
 }
 

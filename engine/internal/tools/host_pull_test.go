@@ -548,3 +548,326 @@ func TestPullSpinsOnlyForThePullerThatAnswered(t *testing.T) {
 		t.Fatal("a closed puller's answer time is kept")
 	}
 }
+
+// parkPullers starts n Pulls of req (each with its own result channel) and waits until all n
+// are parked on lane (beside those parked before).
+func parkPullers(t *testing.T, h *Host, lane string, n int, req PullRequest) []chan []PendingCall {
+	t.Helper()
+	h.mu.Lock()
+	want := n + len(h.lanes[lane].parked)
+	h.mu.Unlock()
+	out := make([]chan []PendingCall, 0, n)
+	for len(out) < n {
+		ch := make(chan []PendingCall, 1)
+		out = append(out, ch)
+		go func() {
+			got, _ := h.Pull(context.Background(), req)
+			ch <- got
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		parked := len(h.lanes[lane].parked)
+		h.mu.Unlock()
+		if parked == want {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pullers parked, want %d", parked, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queueNow queues a call of tool on lane for run runID with h.mu held (as Call does), and
+// returns its answer channel.
+func queueNow(h *Host, lane, runID, tool string) <-chan answer {
+	p := &pending{done: make(chan answer, 1), ctx: context.Background()}
+	h.nextID++
+	p.call = PendingCall{ID: h.nextID, Lane: lane, Tool: tool, RunID: runID, StepKey: tool}
+	h.calls[p.call.ID] = p
+	h.queueLocked(h.lanes[lane], p, false)
+	return p.done
+}
+
+// woken counts the parked pullers of lane woken and not yet searching again, and the parked.
+func wokenAndParked(h *Host, lane string) (woken, parked int) {
+	ln := h.lanes[lane]
+	return ln.searching, len(ln.parked)
+}
+
+// A call queued wakes exactly one parked puller (the most recently parked), and a second call
+// queued while that one has not looked yet wakes none: it takes both. Before, each call woke
+// every parked puller (the lane's wake channel was closed): with 4 serve_tools threads, three
+// thread wake-ups per call for nothing.
+func TestQueuedCallWakesExactlyOneParkedPuller(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	pulls := parkPullers(t, h, LaneWorker, 3, PullRequest{Lanes: []string{LaneWorker}, Max: 8, Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneWorker, "r", "a")
+	woken1, parked1 := wokenAndParked(h, LaneWorker)
+	queueNow(h, LaneWorker, "r", "b")
+	woken2, parked2 := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken1 != 1 || parked1 != 2 {
+		t.Fatalf("after one call: %d woken, %d parked; want 1 and 2", woken1, parked1)
+	}
+	if woken2 != 1 || parked2 != 2 {
+		t.Fatalf("after a second call: %d woken, %d parked; want still 1 and 2 (the woken one takes both)", woken2, parked2)
+	}
+	// The woken puller takes both; the other two stay parked (their Pulls do not return).
+	var got []PendingCall
+	select {
+	case got = <-pulls[0]:
+	case got = <-pulls[1]:
+	case got = <-pulls[2]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no puller was woken")
+	}
+	if len(got) != 2 {
+		t.Fatalf("the woken puller took %+v; want both calls", got)
+	}
+	h.mu.Lock()
+	woken, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken != 0 || parked != 2 {
+		t.Fatalf("after the pull: %d searching, %d parked; want 0 and 2", woken, parked)
+	}
+}
+
+// A woken puller that leaves with calls it could not take still queued (it took its Max) hands
+// the wake-up on to the next parked puller, which takes them: no call waits for a puller that
+// was never woken.
+func TestAWokenPullerThatLeavesCallsHandsTheWakeUpOn(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	pulls := parkPullers(t, h, LaneWorker, 2, PullRequest{Lanes: []string{LaneWorker}, Max: 1, Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneWorker, "r", "a")
+	queueNow(h, LaneWorker, "r", "b") // no wake-up of its own: one puller is woken already
+	woken, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if woken != 1 || parked != 1 {
+		t.Fatalf("%d woken, %d parked; want 1 and 1", woken, parked)
+	}
+	var tools []string
+	for _, ch := range pulls {
+		select {
+		case got := <-ch:
+			for _, c := range got {
+				tools = append(tools, c.Tool)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a puller was not handed the wake-up; pulled so far %v", tools)
+		}
+	}
+	if len(tools) != 2 || tools[0] == tools[1] {
+		t.Fatalf("pulled %v; want a and b, one each", tools)
+	}
+}
+
+// A call of one run wakes a puller parked for that run (or for any run), never one parked for
+// another run only, which would find nothing and park again.
+func TestQueuedCallWakesAPullerOfItsRun(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	forA := parkPullers(t, h, LaneMain, 1, PullRequest{RunID: "a", Timeout: 30 * time.Second})
+	forB := parkPullers(t, h, LaneMain, 2, PullRequest{RunID: "b", Timeout: 30 * time.Second})
+	h.mu.Lock()
+	queueNow(h, LaneMain, "a", "a1")
+	_, parked := wokenAndParked(h, LaneMain)
+	h.mu.Unlock()
+	if parked != 2 {
+		t.Fatalf("%d parked after a call of run a; want 2 (the pullers of run b)", parked)
+	}
+	select {
+	case got := <-forA[0]:
+		if len(got) != 1 || got[0].Tool != "a1" {
+			t.Fatalf("run a's puller got %+v", got)
+		}
+	case got := <-forB[0]:
+		t.Fatalf("a puller of run b returned %+v", got)
+	case got := <-forB[1]:
+		t.Fatalf("a puller of run b returned %+v", got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("run a's puller was not woken")
+	}
+}
+
+// At most one Pull spins at a time: while another spins, a puller that just answered parks at
+// once (each yield of a host thread is a thread hand-off; the spinning one takes what comes).
+func TestOnlyOnePullerSpinsAtATime(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	p1, _ := h.OpenPuller("one")
+	h.mu.Lock()
+	h.answeredBy[p1] = int64(time.Since(hostEpoch) + time.Minute) // as if it had just answered
+	h.spinning = 1                                                // as if another puller spun
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p1}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load(); n != 0 {
+		t.Fatalf("a puller yielded %d times while another spun; want 0 (park at once)", n)
+	}
+	h.mu.Lock()
+	h.spinning = 0
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Timeout: time.Millisecond, Puller: p1}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	if n := h.yields.Load(); n == 0 {
+		t.Fatal("the only puller that just answered did not spin")
+	}
+	h.mu.Lock()
+	spinning := h.spinning
+	h.mu.Unlock()
+	if spinning != 0 {
+		t.Fatalf("spinning %d after the Pulls returned; want 0", spinning)
+	}
+}
+
+// While the puller that last took calls of a lane is expected back (its holds are quick), a call
+// queued wakes no parked puller at once: the taker will take it, and in Python a second thread
+// would only take turns with it at the interpreter lock. A timer wakes a parked puller if the
+// call is still queued when the taker is overdue. Slow holds and calls handed back wake one at
+// once.
+func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	ln := h.lanes[LaneWorker]
+
+	h.mu.Lock()
+	h.lanes[LaneWorker].holdAvg = int64(maxDeferHold + time.Microsecond) // slow holds: no deferral
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "slow")
+	_, parked := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if parked != 0 {
+		t.Fatal("a call queued while holds are slow did not wake the parked puller at once")
+	}
+	if got := <-pulls[0]; len(got) != 1 {
+		t.Fatalf("the woken puller got %+v", got)
+	}
+
+	pulls = parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	h.mu.Lock()
+	h.lanes[LaneWorker].holdAvg = int64(100 * time.Microsecond)
+	// As if the taker had just taken calls, however long this goroutine is descheduled.
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "quick")
+	_, parked = wokenAndParked(h, LaneWorker)
+	deferred := ln.deferred
+	h.mu.Unlock()
+	if parked != 1 || !deferred {
+		t.Fatalf("a call queued while the quick taker is expected back: %d parked, deferred %v; want 1 and true", parked, deferred)
+	}
+	select {
+	case got := <-pulls[0]:
+		t.Fatalf("the parked puller was woken at once and got %+v", got)
+	default:
+	}
+	h.mu.Lock()
+	ln.deferTimer.Reset(0) // the taker is overdue
+	h.mu.Unlock()
+	select {
+	case got := <-pulls[0]:
+		if len(got) != 1 || got[0].Tool != "quick" {
+			t.Fatalf("woken by the timer, the parked puller got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timer did not wake the parked puller for the call still queued")
+	}
+
+	// The taker back in Pull is no longer expected: a call then wakes a parked puller at once.
+	h.mu.Lock()
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	h.mu.Lock()
+	back := ln.lastTake
+	h.mu.Unlock()
+	if back != 0 {
+		t.Fatal("the taker's Pull did not clear lastTake")
+	}
+}
+
+// A call handed back wakes a parked puller at once, however quick the holds: its puller is busy.
+func TestAHandedBackCallWakesAParkedPullerAtOnce(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	answers := enqueueInOrder(t, h, [3]string{LaneWorker, "r", "w"})
+	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	h.lanes[LaneWorker].holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake = int64(time.Since(hostEpoch) + time.Minute)
+	h.mu.Unlock()
+	if n, err := h.Release(taker, []uint64{got[0].ID}); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	select {
+	case again := <-pulls[0]:
+		if len(again) != 1 || again[0].ID != got[0].ID {
+			t.Fatalf("the parked puller got %+v", again)
+		}
+		_ = h.Complete(again[0].ID, Result{Output: "ok"})
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call handed back did not wake the parked puller")
+	}
+	<-answers[0]
+}
+
+// The deferral holds only for a call the last taker would take, and by the holds of the call's
+// own lane: a call of another run than the taker pulls for wakes a parked puller at once, and
+// slow main-lane calls do not stop a quick worker lane's deferral.
+func TestADeferralIsForTheTakersRunAndLane(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second})
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	h.lanes[LaneMain].holdAvg = int64(time.Second) // slow main-lane calls
+	ln.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake, ln.lastTaker, ln.lastTakerRun = int64(time.Since(hostEpoch)+time.Minute), taker, "a"
+	queueNow(h, LaneWorker, "a", "a1")
+	_, parkedA := wokenAndParked(h, LaneWorker)
+	queueNow(h, LaneWorker, "b", "b1")
+	_, parkedB := wokenAndParked(h, LaneWorker)
+	h.mu.Unlock()
+	if parkedA != 1 {
+		t.Fatal("a call of the taker's run (its lane's holds quick) woke the parked puller at once")
+	}
+	if parkedB != 0 {
+		t.Fatal("a call of another run than the taker's did not wake the parked puller at once")
+	}
+	select {
+	case got := <-pulls[0]:
+		if len(got) != 1 {
+			t.Fatalf("the woken puller got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the woken puller did not return")
+	}
+}

@@ -1,5 +1,10 @@
 package tools
 
+import (
+	"slices"
+	"time"
+)
+
 // lane is the queue of one lane's calls. Calls are kept twice, in the order they were queued:
 // in all (for pulls of any run) and in byRun (for pulls of one run), so either pull takes the
 // oldest matching call in time independent of how many other runs have calls queued.
@@ -7,16 +12,79 @@ package tools
 // Entries are deleted lazily: a call taken, withdrawn or handed back leaves dead entries (see
 // slot.live) that the queues drop when they reach the head, or all at once when dead entries
 // make up most of all (compact).
+//
+// Pullers of a lane are either searching (in Pull and about to look at the queue: spinning,
+// or woken and not yet looking) or parked (blocked in Pull, in parked). A call queued wakes
+// one parked puller that may take it, and only when no puller of any run is searching the
+// lane (the searcher takes it); see Host.handOnLocked for the hand-on that keeps a wake-up from
+// being lost, and Host.deferWakeLocked for a wake-up that waits for a quick taker.
 type lane struct {
-	all     fifo
-	dead    int              // dead entries in all
-	byRun   map[string]*fifo // live or dead entries by run id; a run without entries has none
-	waiters int              // goroutines blocked in Pull on this lane
-	wake    chan struct{}    // closed (and replaced) when a call is queued while waiters > 0
+	all   fifo
+	dead  int              // dead entries in all
+	byRun map[string]*fifo // live or dead entries by run id; a run without entries has none
+	// parked are the pullers blocked in Pull on this lane, the most recently parked last (woken
+	// first: its thread is the likeliest to be warm).
+	parked []*waiter
+	// searching counts the pullers of any run (PullRequest.RunID "") in Pull on this lane that
+	// are not parked: each will look at the queue again before it parks or leaves.
+	searching int
+	// lastTake is when an open puller, lastTaker, last took calls of this lane (pulling for run
+	// lastTakerRun, "" = any), in nanoseconds since hostEpoch; 0 once that puller pulls again (it
+	// is no longer busy with them).
+	lastTake     int64
+	lastTaker    uint64
+	lastTakerRun string
+	// holdAvg is a moving average of how long pullers hold a call of this lane, from the pull to
+	// its answer, in nanoseconds (0: none answered yet): Host.deferWakeLocked.
+	holdAvg int64
+	// deferred is set while deferTimer is armed to wake a parked puller for calls queued while
+	// the last taker was expected back (Host.deferWakeLocked).
+	deferred   bool
+	deferTimer *time.Timer
 }
 
 func newLane() *lane {
-	return &lane{byRun: map[string]*fifo{}, wake: make(chan struct{})}
+	return &lane{byRun: map[string]*fifo{}}
+}
+
+// waiter is a puller parked in Pull, on each lane of lanes (at most two).
+type waiter struct {
+	wake  chan struct{} // buffered 1: receives the one wake-up
+	runID string        // the run it pulls for ("" = any)
+	lanes []*lane
+	woken bool // under Host.mu: woken (and taken off every lane's parked list)
+}
+
+// wants reports whether w would take a call of p's run (or, p nil, whether it pulls for any
+// run or for a run with a call queued on ln).
+func (w *waiter) wants(ln *lane, p *pending) bool {
+	if w.runID == "" {
+		return true
+	}
+	if p == nil {
+		return ln.next(w.runID) != nil
+	}
+	return p.ofRun(w.runID)
+}
+
+// ofRun reports whether p is a call of run id or of a run below it (Call.Ancestors).
+func (p *pending) ofRun(id string) bool {
+	if p.call.RunID == id {
+		return true
+	}
+	return slices.Contains(p.ancestors, id)
+}
+
+// unpark takes w off ln's parked list (if it is on it).
+func (ln *lane) unpark(w *waiter) {
+	for i, x := range ln.parked {
+		if x == w {
+			copy(ln.parked[i:], ln.parked[i+1:])
+			ln.parked[len(ln.parked)-1] = nil
+			ln.parked = ln.parked[:len(ln.parked)-1]
+			return
+		}
+	}
 }
 
 // slot is a queue entry: live while its call is queued under the generation it was queued with
@@ -76,7 +144,8 @@ func (f *fifo) front() *pending {
 
 // enqueue adds p at the back (handedBack false) or the front (true) of the lane: in all, and
 // in byRun under its run and under each run above it (Call.Ancestors: a sub-workflow's call is
-// also a call of its parent run, for a host thread that drives the parent).
+// also a call of its parent run, for a host thread that drives the parent). The caller wakes a
+// puller (Host.wakeLocked).
 func (ln *lane) enqueue(p *pending, handedBack bool) {
 	if handedBack {
 		ln.all.pushFront(p)
@@ -95,10 +164,6 @@ func (ln *lane) enqueue(p *pending, handedBack bool) {
 			rq.push(p)
 		}
 	})
-	if ln.waiters > 0 {
-		close(ln.wake)
-		ln.wake = make(chan struct{})
-	}
 }
 
 // left records that the queued call p has left the queue (taken, withdrawn): its entries are
