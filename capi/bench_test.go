@@ -73,20 +73,25 @@ func BenchmarkDispatchSmall(b *testing.B) {
 // serve_tools threads do: each puller takes up to 8 ready calls in one calls_next, answers them
 // in one calls_complete_many that also waits for its next calls, JSON included. It reports the
 // Go side's µs per call; run it with -cpuprofile for the engine's breakdown of the Python
-// fan-out (docs/design/performance.md).
+// fan-out (docs/design/performance.md). The b.N calls are runs of at most fanoutRunItems items,
+// one after another (a foreach takes at most 100,000: a longer -benchtime would ask for more).
 func BenchmarkHostFanoutCompleteMany(b *testing.B) {
+	const fanoutRunItems = 50_000
 	h := uint64(mustOp(b, 0, opEngineOpen, `{"config": {}}`)["handle"].(float64))
 	defer dispatch(h, nil, opEngineClose)
 	mustOp(b, h, opToolRegister, `{"name": "add_one", "lane": "worker"}`)
-	items := make([]string, b.N)
-	for i := range items {
-		items[i] = fmt.Sprint(i)
-	}
 	specText := `{"name":"fan","steps":[{"id":"each","kind":"foreach","items":"{{inputs.items}}","concurrency":8,` +
 		`"steps":[{"id":"f","tool":"add_one","args":{"x":"{{item}}"}}]}]}`
-	sub, _ := json.Marshal(map[string]any{"spec": specText, "inputs": map[string]any{"items": json.RawMessage("[" + strings.Join(items, ",") + "]")}})
+	var subs []string
+	for first := 0; first < b.N; first += fanoutRunItems {
+		items := make([]string, min(fanoutRunItems, b.N-first))
+		for i := range items {
+			items[i] = fmt.Sprint(first + i)
+		}
+		sub, _ := json.Marshal(map[string]any{"spec": specText, "inputs": map[string]any{"items": json.RawMessage("[" + strings.Join(items, ",") + "]")}})
+		subs = append(subs, string(sub))
+	}
 	b.ResetTimer()
-	runID := mustOp(b, h, opRunSubmit, string(sub))["run_id"].(string)
 	var wg sync.WaitGroup
 	var answered atomic.Int64
 	for w := 0; w < 4; w++ {
@@ -118,16 +123,19 @@ func BenchmarkHostFanoutCompleteMany(b *testing.B) {
 			}
 		}()
 	}
-	wg.Wait()
-	for {
-		st := mustOp(b, h, opRunWait, fmt.Sprintf(`{"run_id":%q,"timeout_ms":10000}`, runID))
-		if st["status"] != "running" && st["status"] != "pending" {
-			if st["status"] != "completed" {
-				b.Fatalf("run %v", st)
+	for _, sub := range subs {
+		runID := mustOp(b, h, opRunSubmit, sub)["run_id"].(string)
+		for {
+			st := mustOp(b, h, opRunWait, fmt.Sprintf(`{"run_id":%q,"timeout_ms":10000}`, runID))
+			if st["status"] != "running" && st["status"] != "pending" {
+				if st["status"] != "completed" {
+					b.Fatalf("run %v", st)
+				}
+				break
 			}
-			break
 		}
 	}
+	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/call")
 }
