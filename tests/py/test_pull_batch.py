@@ -98,8 +98,10 @@ def test_a_cancelled_call_of_a_batch_is_never_started(engine):
         with lock:
             log.append((time.monotonic(), i))
         if i == 0:
-            holder["run"].cancel("test")
+            # Noted before the cancel: the run may end, and the test read it, as soon as the
+            # cancel is made. No call starts in between: one worker thread, running this one.
             holder["at"] = time.monotonic()
+            holder["run"].cancel("test")
         time.sleep(0.01)  # longer than BATCH_HOLD: the rest of its batch goes back
         return i
 
