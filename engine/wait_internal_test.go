@@ -13,6 +13,33 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/spec"
 )
 
+// runTakenOverByOther makes a memcluster database on a stub clock with run r1 of a one-step
+// workflow named name, which another engine ("other", lease 30 s, returned) claimed: r1 is
+// interrupted under a live lease that is not the caller's.
+func runTakenOverByOther(t *testing.T, name string) (*clock.Stub, *memcluster.DB, *memcluster.Store) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	db := memcluster.NewMem(clk)
+	s, err := spec.ParseString("name: " + name + "\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Now()
+	if err := db.Open().Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: name,
+		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	other := db.Open()
+	if err := other.Attach(ctx, store.EngineInfo{ID: "other", Lease: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.ClaimRun(ctx, "r1", now, store.Interruption{}); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	return clk, db, other
+}
+
 // leaseReadHook is a memcluster store whose first Leased call runs hook before it reads.
 type leaseReadHook struct {
 	*memcluster.Store
@@ -33,24 +60,8 @@ func (s *leaseReadHook) Leased(ctx context.Context, id string) (bool, error) {
 // lease is read: Wait must return the run's end.
 func TestWaitDoesNotTakeARunFinishedBetweenItsReadsForInterrupted(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
-	db := memcluster.NewMem(clk)
-	s, err := spec.ParseString("name: handed\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, db, other := runTakenOverByOther(t, "handed")
 	now := clk.Now()
-	if err := db.Open().Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: "handed",
-		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
-		t.Fatal(err)
-	}
-	other := db.Open()
-	if err := other.Attach(ctx, store.EngineInfo{ID: "other", Lease: 30 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := other.ClaimRun(ctx, "r1", now, store.Interruption{}); !ok || err != nil {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
 
 	finished := false
 	mine := &leaseReadHook{Store: db.Open(), hook: func() {
@@ -101,26 +112,10 @@ func (s *stepsReadHook) ListSteps(ctx context.Context, runID string) ([]store.St
 // record read again at the end moved, so Status reads again: the run is running, with them.
 func TestStatusReadsAgainARunWhoseStatusMovedWhileItRead(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
-	db := memcluster.NewMem(clk)
-	s, err := spec.ParseString("name: resumed\nsteps: [{id: a, tool: flow__echo, args: {value: 1}}]")
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := clk.Now()
-	if err := db.Open().Write(ctx, &store.Batch{CreateRuns: []store.Run{{ID: "r1", Name: "resumed",
-		SpecJSON: s.Canonical(), SpecHash: s.Hash(), Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now}}}); err != nil {
-		t.Fatal(err)
-	}
 	// Another engine takes the run over (its claim writes it interrupted, under that engine's
 	// live lease: this engine leaves it alone).
-	other := db.Open()
-	if err := other.Attach(ctx, store.EngineInfo{ID: "other", Lease: 30 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := other.ClaimRun(ctx, "r1", now, store.Interruption{}); !ok || err != nil {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	clk, db, other := runTakenOverByOther(t, "resumed")
+	now := clk.Now()
 	mine := &stepsReadHook{Store: db.Open(), hook: func() {
 		at := now.Add(time.Millisecond)
 		if err := other.Write(ctx, &store.Batch{
