@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,24 @@ func mustOp(tb testing.TB, h uint64, fn op, in string) map[string]any {
 
 // BenchmarkHostStepRoundTrip drives a sequential foreach of host tool calls the way Python does:
 // one calls_complete (with next) crossing per step, JSON included.
-func BenchmarkHostStepRoundTrip(b *testing.B) {
+func BenchmarkHostStepRoundTrip(b *testing.B) { benchHostStepRoundTrip(b, false) }
+
+// BenchmarkHostStepRoundTripLocked is BenchmarkHostStepRoundTrip from a goroutine locked to its
+// OS thread, as a cgo callback from a Python thread is: the thread switches of a Python step.
+func BenchmarkHostStepRoundTripLocked(b *testing.B) { benchHostStepRoundTrip(b, true) }
+
+func benchHostStepRoundTrip(b *testing.B, locked bool) {
+	if locked {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			benchHostStepRoundTrip(b, false)
+		}()
+		<-done
+		return
+	}
 	h := uint64(mustOp(b, 0, opEngineOpen, `{"config": {}}`)["handle"].(float64))
 	defer dispatch(h, nil, opEngineClose)
 	mustOp(b, h, opToolRegister, `{"name": "noop", "lane": "main"}`)
