@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func mustOp(tb testing.TB, h uint64, fn op, in string) map[string]any {
@@ -156,4 +157,51 @@ func BenchmarkHostFanoutCompleteMany(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/call")
+}
+
+// BenchmarkChainSubmitStatus measures the two per-run crossings of a chain of n host tool steps
+// each taking the previous output ({{sN}}), as scripts/bench_dask.py's chain makes them:
+// run_submit (the spec's parsing and checks) and the final run_status (every step's output),
+// in µs per step, at 100, 1,000 and 10,000 steps (per-step cost must not grow with n).
+func BenchmarkChainSubmitStatus(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			h := uint64(mustOp(b, 0, opEngineOpen, `{"config": {}}`)["handle"].(float64))
+			defer dispatch(h, nil, opEngineClose)
+			mustOp(b, h, opToolRegister, `{"name": "add_one", "lane": "main"}`)
+			steps := []string{`{"id":"s0","tool":"add_one","args":{"x":0}}`}
+			for i := 1; i < n; i++ {
+				steps = append(steps, fmt.Sprintf(`{"id":"s%d","tool":"add_one","args":{"x":"{{s%d}}"}}`, i, i-1))
+			}
+			specText := `{"name":"chain","steps":[` + strings.Join(steps, ",") + `]}`
+			sub, _ := json.Marshal(map[string]any{"spec": specText})
+			var submit, status time.Duration
+			for range b.N {
+				t := time.Now()
+				runID := mustOp(b, h, opRunSubmit, string(sub))["run_id"].(string)
+				submit += time.Since(t)
+				nextReq := fmt.Sprintf(`{"lanes":["main"],"max":1,"timeout_ms":1000,"run_id":%q}`, runID)
+				res := mustOp(b, h, opCallsNext, nextReq)
+				for done := 0; done < n; {
+					calls, _ := res["calls"].([]any)
+					if len(calls) == 0 {
+						res = mustOp(b, h, opCallsNext, nextReq)
+						continue
+					}
+					call := calls[0].(map[string]any)
+					x := call["args"].(map[string]any)["x"].(float64)
+					res = mustOp(b, h, opCallsComplete, fmt.Sprintf(`{"call_id":%d,"output":%d,"next":%s}`, int64(call["call_id"].(float64)), int64(x)+1, nextReq))
+					done++
+				}
+				t = time.Now()
+				st := mustOp(b, h, opRunWait, fmt.Sprintf(`{"run_id":%q,"timeout_ms":10000}`, runID))
+				status += time.Since(t)
+				if st["status"] != "completed" {
+					b.Fatalf("run %v", st["status"])
+				}
+			}
+			b.ReportMetric(float64(submit.Nanoseconds())/float64(b.N*n)/1000, "submit-µs/step")
+			b.ReportMetric(float64(status.Nanoseconds())/float64(b.N*n)/1000, "status-µs/step")
+		})
+	}
 }

@@ -557,6 +557,9 @@ func jsonTypeOf(first byte) string {
 // output's raw bytes, copied once, are what the engine keeps.
 // Requests under 64 KiB, the common case, go through decode (a little faster for them).
 func (r *completeRequest) decodeRequest(in []byte) error {
+	if ok, err := r.decodeQuickNext(in); ok || err != nil {
+		return err
+	}
 	if len(in) < 64<<10 {
 		if err := decode(in, r); err != nil {
 			return err
