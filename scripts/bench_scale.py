@@ -33,6 +33,8 @@ GO_BENCHES = [
     ("in-memory runs(limit=1) with n runs of history", "./engine/internal/store/memstore", "BenchmarkListRunsLimit1",
      "call", False),
     ("SQLite prune of n finished runs of 10 steps", "./engine/internal/store/sqlite", "BenchmarkPrune", "run", True),
+    ("a chain of n host tool steps through the C ABI ({{sN}} args), submit to final status", "./capi",
+     "BenchmarkChainSubmitStatus", "step", True),
 ]
 
 Row = Tuple[str, str, List[Optional[float]]]  # label, unit, ns per unit at each size
