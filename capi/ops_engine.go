@@ -156,7 +156,7 @@ func (r *specRequest) spec() (*spec.Spec, error) {
 	if r.Text == nil {
 		return nil, &badRequest{msg: `invalid request: "text" (the spec's YAML or JSON text) is required`}
 	}
-	return spec.Parse([]byte(*r.Text), spec.Options{Format: spec.Format(r.Format), Source: r.Source})
+	return parsedSpecs.parse([]byte(*r.Text), spec.Options{Format: spec.Format(r.Format), Source: r.Source})
 }
 
 type submitRequest struct {
