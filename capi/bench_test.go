@@ -25,7 +25,10 @@ func mustOp(tb testing.TB, h uint64, fn op, in string) map[string]any {
 }
 
 // BenchmarkHostStepRoundTrip drives a sequential foreach of host tool calls the way Python does:
-// one calls_complete (with next) crossing per step, JSON included.
+// one calls_complete (with next) crossing per step, JSON included, but from an ordinary
+// goroutine. The exports take every caller for a cgo callback, locked to its thread, and meet the
+// run's goroutine halfway (flowtype.PullRequest.LockedThread): from a goroutine that is not
+// locked, that spin only holds a processor. BenchmarkHostStepRoundTripLocked stands for Python.
 func BenchmarkHostStepRoundTrip(b *testing.B) { benchHostStepRoundTrip(b, false) }
 
 // BenchmarkHostStepRoundTripLocked is BenchmarkHostStepRoundTrip from a goroutine locked to its

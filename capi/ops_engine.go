@@ -435,7 +435,9 @@ type nextResult struct {
 }
 
 func next(e *engine.Engine, req *nextRequest, res *nextResult) error {
-	pull := flowtype.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs), Puller: req.Puller}
+	// Every export is a cgo callback, locked to the calling thread (flowtype.PullRequest.LockedThread).
+	pull := flowtype.PullRequest{Lanes: req.Lanes, RunID: req.RunID, Max: req.Max, Timeout: millis(req.TimeoutMs), Puller: req.Puller,
+		LockedThread: true}
 	if req.RunID != "" {
 		pull.Stop = e.RunDone(req.RunID)
 	}

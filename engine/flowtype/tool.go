@@ -157,6 +157,13 @@ type PullRequest struct {
 	// Puller is who takes the calls (OpenPuller); 0 means none. The calls a puller holds go
 	// back to their lane when it hands them back (Release) or closes (ClosePuller).
 	Puller uint64
+	// LockedThread says the caller's goroutine is locked to its OS thread, as a cgo callback from
+	// a host's thread (the C ABI's calls_next) is. Such a Pull of the main lane, right after its
+	// puller's answer, meets the run's next call halfway: it spins without yielding while the
+	// run's goroutine sleeps for the answer in the kernel, where a futex allows (Linux), instead
+	// of two thread switches through the Go scheduler (docs/design/performance.md). An ordinary
+	// goroutine parks and is woken as before: the scheduler switches goroutines on one thread.
+	LockedThread bool
 }
 
 // ErrDropped is the cause of the host queue's Complete error for a late result: the call is no

@@ -81,6 +81,12 @@ type Host struct {
 	// never); Pull spins only shortly after one (spinWindow).
 	lastAnswer atomic.Int64
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
+	// queued counts the calls queued (handed back ones too): a Pull spinning without yielding
+	// watches it (handshake.go). handshakeSleeps counts the Calls that slept for their answer
+	// there, handshakesWoken those woken by it (tests read them).
+	queued          atomic.Uint64
+	handshakeSleeps atomic.Int64
+	handshakesWoken atomic.Int64
 	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
 	spinning int
 }
@@ -125,9 +131,12 @@ type pending struct {
 	state     pendingState // queue bookkeeping, under Host.mu
 	// puller holds the call while it is pulled and unanswered (0: pulled without a puller).
 	puller uint64
-	gen    uint32          // how many times it was handed back: tells its live queue entries (lane.go)
-	done   chan answer     // buffered 1; receives the answer
-	ctx    context.Context // the step's; its cause becomes the drop reason, computed lazily
+	gen    uint32      // how many times it was handed back: tells its live queue entries (lane.go)
+	done   chan answer // buffered 1; receives the answer
+	// answered is woken with every send on done: a Call sleeping for the answer in the kernel
+	// (the handshake, handshake.go) wakes.
+	answered wakeWord
+	ctx      context.Context // the step's; its cause becomes the drop reason, computed lazily
 	// timeout is the attempt's limit from the pull (0: none) and timeoutErr the error of its end.
 	timeout    time.Duration
 	timeoutErr error
@@ -281,7 +290,11 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	p.started = call.Started
 	h.calls[p.call.ID] = p
 	h.queueLocked(ln, p, false)
+	sleep := h.handshakeLocked(ln)
 	h.mu.Unlock()
+	if sleep > 0 {
+		h.awaitHandshake(ln, p, sleep)
+	}
 
 	// Only two channels: the shared ctx.Done() and a private one (Close answers through it). A
 	// third shared channel would make a thousand calls woken at once contend for its lock.
@@ -540,6 +553,7 @@ func (h *Host) requeueLocked(p *pending) {
 			// Timed out while held, and handed back unrun: the attempt ends as timed out.
 			h.forgetLocked(p, p.timeoutErr.Error())
 			p.done <- answer{err: errNotRun, late: true}
+			p.answered.wake()
 			return
 		}
 	}
@@ -557,6 +571,7 @@ func (h *Host) requeueLocked(p *pending) {
 // of ln (deferWakeLocked). A call handed back wakes one at once: its puller is busy.
 func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
 	ln.enqueue(p, handedBack)
+	h.queued.Add(1)
 	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln, p) {
 		return
 	}
@@ -621,6 +636,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 		reason := p.timeoutErr.Error()
 		h.dropped.add(id, reason)
 		p.done <- answer{res: res, late: true}
+		p.answered.wake()
 		return droppedError(id, reason)
 	}
 	h.dropped.add(id, "already completed")
@@ -634,6 +650,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 		h.answeredBy[p.puller] = now
 	}
 	p.done <- answer{res: res}
+	p.answered.wake()
 	return nil
 }
 
@@ -754,6 +771,7 @@ func (h *Host) Close() {
 	for _, p := range h.calls {
 		if p.claim.CompareAndSwap(claimOpen, claimAnswered) {
 			p.done <- answer{err: ErrClosed}
+			p.answered.wake()
 		}
 	}
 	clear(h.calls)

@@ -53,6 +53,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	if !h.spinFor(req.Puller) {
 		spins = maxSpins // idle: park at once
 	}
+	busy := false // spin without yielding, once, for a sequential step's handshake (handshake.go)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -78,12 +79,24 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		if req.Puller != 0 && ln.lastTaker == req.Puller {
 			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
 		}
+		if ln == h.lanes[LaneMain] {
+			busy = handshakes && req.LockedThread && spins < maxSpins
+		}
 	}
-	spinning := false // this Pull counts in h.spinning
+	spinning := false // this Pull counts in h.spinning (and, busy, in its lanes' spinning)
+	stopSpinning := func() {
+		spinning = false
+		h.spinning--
+		if busy {
+			for _, ln := range lanes {
+				ln.spinning--
+			}
+		}
+	}
 	// leave ends the Pull (h.mu held, and released): it stops searching and hands the wake-up on.
 	leave := func(out []PendingCall, err error) ([]PendingCall, error) {
 		if spinning {
-			h.spinning--
+			stopSpinning()
 		}
 		h.searchingLocked(lanes, anyRun, -1)
 		h.handOnLocked(lanes)
@@ -127,17 +140,30 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			if !spinning {
 				spinning = true
 				h.spinning++
+				if busy {
+					for _, ln := range lanes {
+						ln.spinning++
+					}
+				}
 			}
 			spins++
-			h.mu.Unlock()
 			h.yields.Add(1)
-			runtime.Gosched()
+			if busy {
+				// The handshake: the Call of the run's next step sleeps in the kernel while this
+				// spins, and the call is taken the moment it is queued. One spin, then park.
+				spins = maxSpins
+				seq := h.queued.Load()
+				h.mu.Unlock()
+				spinForQueued(&h.queued, seq, busySpin)
+			} else {
+				h.mu.Unlock()
+				runtime.Gosched()
+			}
 			h.mu.Lock()
 			continue
 		}
 		if spinning {
-			spinning = false
-			h.spinning--
+			stopSpinning()
 		}
 		// Park on every lane until woken for a call, or the wait ends.
 		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: slices.Clone(lanes)}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,11 @@ type lane struct {
 	// the last taker was expected back (Host.deferWakeLocked).
 	deferred   bool
 	deferTimer *time.Timer
+	// spinning counts the Pulls of this lane spinning without yielding for the next call (under
+	// Host.mu), and sleeper is set while a Call of this lane sleeps for its answer in the kernel:
+	// the handshake (handshake.go).
+	spinning int
+	sleeper  atomic.Bool
 }
 
 func newLane() *lane {

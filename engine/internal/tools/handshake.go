@@ -1,0 +1,58 @@
+package tools
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// The handshake of a sequential host step (docs/design/performance.md, "The sequential step's
+// thread switches"). A host thread answering a run's steps one after another is a cgo callback,
+// locked to its OS thread; the run's goroutine cannot run on that thread. Parking the callback
+// for the next call and waking it again cost two thread switches through the Go scheduler and
+// two more threads woken for nothing each step (4–6× the floor of a locked-thread round trip).
+// Where the kernel has a futex (handshakes), the two sides meet halfway instead:
+//
+//   - the Pull of a host thread (PullRequest.LockedThread) that just answered, of the main lane, spins
+//     without yielding for up to busySpin, watching Host.queued, and takes the next call the
+//     moment it is queued: no wake-up of the host thread;
+//   - the Call that queued that call, seeing the lane's puller spin (lane.spinning), sleeps for
+//     the answer in a futex (pending.answered) for up to maxHandshake, when the lane's calls are
+//     answered within half of that on average: Complete's futex wake wakes its thread directly,
+//     which goes on with the processor it kept, without the scheduler's hand-off between the
+//     locked thread and another. After the sleep, answered or not, it waits as before (its
+//     context, the time-out, the engine's close), so a cancel is seen at most maxHandshake late.
+//
+// One Call of a lane sleeps at a time (lane.sleeper): a fan-out's items wait as before.
+const (
+	busySpin     = 300 * time.Microsecond
+	maxHandshake = time.Millisecond
+)
+
+// handshakeLocked returns how long the Call that just queued a call on ln may sleep for its
+// answer in the kernel (0: not at all), and marks ln's sleeper taken when it may.
+func (h *Host) handshakeLocked(ln *lane) time.Duration {
+	if !handshakes || ln.spinning == 0 || time.Duration(ln.holdAvg) > maxHandshake/2 || !ln.sleeper.CompareAndSwap(false, true) {
+		return 0
+	}
+	return maxHandshake
+}
+
+// awaitHandshake sleeps for p's answer for up to d (handshakeLocked's), then lets ln's sleeper go.
+func (h *Host) awaitHandshake(ln *lane, p *pending, d time.Duration) {
+	h.handshakeSleeps.Add(1)
+	if p.answered.sleep(d) {
+		h.handshakesWoken.Add(1)
+	}
+	ln.sleeper.Store(false)
+}
+
+// spinForQueued spins without yielding until a call is queued (Host.queued moves from seq) or d
+// elapses.
+func spinForQueued(queued *atomic.Uint64, seq uint64, d time.Duration) {
+	start := time.Now()
+	for i := 1; queued.Load() == seq; i++ {
+		if i%64 == 0 && time.Since(start) >= d {
+			return
+		}
+	}
+}

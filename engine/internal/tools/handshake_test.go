@@ -1,0 +1,168 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// answerInTurn answers n calls of run "r" on the main lane one after another, as a Python thread
+// driving a run does: each answer, then a Pull of the next, from a goroutine locked to its
+// thread (a cgo callback's) when locked. It returns the first error.
+func answerInTurn(h *Host, n int, locked bool) error {
+	done := make(chan error, 1)
+	go func() {
+		if locked {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		puller, err := h.OpenPuller("")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer h.ClosePuller(puller)
+		pull := PullRequest{Lanes: []string{LaneMain}, RunID: "r", Timeout: 5 * time.Second, Puller: puller, LockedThread: locked}
+		for i := range n {
+			calls, err := h.Pull(context.Background(), pull)
+			if err != nil || len(calls) != 1 {
+				done <- fmt.Errorf("pull %d: %v %v", i, calls, err)
+				return
+			}
+			if err := h.Complete(calls[0].ID, Result{Output: calls[0].StepKey}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return <-done
+}
+
+// A run's steps answered one after another by a host thread locked to its OS thread meet it
+// halfway (handshake.go): the run's Call sleeps for each answer in the kernel and is woken by it
+// (where a futex allows). An ordinary goroutine's Pull, or a system without one, leaves every
+// Call waiting as before. Every answer reaches its Call either way.
+func TestSequentialStepsOfALockedHostThreadHandshake(t *testing.T) {
+	for _, locked := range []bool{true, false} {
+		t.Run(fmt.Sprint("locked=", locked), func(t *testing.T) {
+			h := NewHost()
+			defer h.Close()
+			const steps = 200
+			errc := make(chan error, 1)
+			go func() { errc <- answerInTurn(h, steps, locked) }()
+			for i := range steps {
+				key := fmt.Sprint("s", i)
+				res, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: key, Tool: "t"})
+				if err != nil || res.Output != key {
+					t.Fatalf("step %d: %+v %v", i, res, err)
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			woken := h.handshakesWoken.Load()
+			switch {
+			case !locked || !handshakes:
+				if woken != 0 {
+					t.Fatalf("%d Calls slept for their answer without a locked host thread spinning", woken)
+				}
+			case woken < steps/2: // the first steps learn the lane's hold; a loaded machine misses a few
+				t.Fatalf("only %d of %d steps were woken by their answer in the kernel", woken, steps)
+			}
+		})
+	}
+}
+
+// A Call sleeping for its answer in the handshake still ends with its context: cancelled while
+// the host thread holds its call, it returns within the sleep's bound (maxHandshake) of the
+// cancel, and the late answer is dropped.
+func TestACancelEndsACallSleepingInTheHandshake(t *testing.T) {
+	if !handshakes {
+		t.Skip("no handshake on " + runtime.GOOS + ": Calls wait as before (the other tests)")
+	}
+	// The kept step's Call sleeps only if it is queued while the host thread still spins
+	// (busySpin): on a loaded machine a try can miss that, so up to 20 tries.
+	for try := 0; try < 20; try++ {
+		if cancelASleepingCall(t) {
+			return
+		}
+	}
+	t.Fatal("in 20 tries, the kept step's Call never slept in the handshake")
+}
+
+// cancelASleepingCall runs one try of TestACancelEndsACallSleepingInTheHandshake: false when
+// the kept step's Call did not sleep (nothing was checked).
+func cancelASleepingCall(t *testing.T) bool {
+	h := NewHost()
+	defer h.Close()
+	// One locked host thread answers 20 quick steps, then takes the 21st and keeps it.
+	const quick = 20
+	pulled := make(chan PendingCall, 1)
+	go func() {
+		defer close(pulled)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		puller, _ := h.OpenPuller("")
+		pull := PullRequest{Lanes: []string{LaneMain}, RunID: "r", Timeout: 5 * time.Second, Puller: puller, LockedThread: true}
+		for i := 0; ; i++ {
+			calls, err := h.Pull(context.Background(), pull)
+			if err != nil || len(calls) != 1 {
+				return
+			}
+			if i == quick {
+				pulled <- calls[0]
+				return
+			}
+			if err := h.Complete(calls[0].ID, Result{Output: "ok"}); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		err error
+		at  time.Time
+	}
+	ended := make(chan result, 1)
+	for i := range quick {
+		if _, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: fmt.Sprint("w", i), Tool: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sleeps := h.handshakeSleeps.Load()
+	go func() {
+		_, err := h.Call(ctx, LaneMain, Call{RunID: "r", StepKey: "kept", Tool: "t"})
+		ended <- result{err, time.Now()}
+	}()
+	call, ok := <-pulled
+	if !ok {
+		t.Fatal("the call was not pulled")
+	}
+	if h.handshakeSleeps.Load() == sleeps {
+		cancel()
+		<-ended
+		return false
+	}
+	cancelled := time.Now()
+	cancel()
+	select {
+	case r := <-ended:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("Call returned %v", r.err)
+		}
+		if d := r.at.Sub(cancelled); d > maxHandshake+200*time.Millisecond {
+			t.Fatalf("the Call returned %v after its cancel", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled Call did not return")
+	}
+	if err := h.Complete(call.ID, Result{Output: "late"}); !errors.Is(err, ErrDropped) {
+		t.Fatalf("the late answer: %v", err)
+	}
+	return true
+}
