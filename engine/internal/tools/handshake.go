@@ -15,17 +15,22 @@ import (
 //   - the Pull of a host thread (PullRequest.LockedThread) that just answered, of the main lane, spins
 //     without yielding for up to busySpin, watching Host.queued, and takes the next call the
 //     moment it is queued: no wake-up of the host thread;
-//   - the Call that queued that call, seeing the lane's puller spin (lane.spinning), sleeps for
-//     the answer in a futex (pending.answered) for up to maxHandshake, when the lane's calls are
-//     answered within half of that on average: Complete's futex wake wakes its thread directly,
-//     which goes on with the processor it kept, without the scheduler's hand-off between the
-//     locked thread and another. After the sleep, answered or not, it waits as before (its
-//     context, the time-out, the engine's close), so a cancel is seen at most maxHandshake late.
+//   - the Call that queued that call, seeing the lane's puller spin (lane.spinning), waits for
+//     the answer on pending.answered for up to maxHandshake, when the lane's calls are answered
+//     within half of that on average: it spins for the first answerSpin (a quick tool's answer
+//     then costs neither side a system call nor a wake-up), then sleeps in a futex, which
+//     Complete's futex wake ends directly: its thread goes on with the processor it kept,
+//     without the scheduler's hand-off between the locked thread and another. After the wait,
+//     answered or not, it waits as before (its context, the time-out, the engine's close), so a
+//     cancel is seen at most maxHandshake late.
 //
+// The spins trade CPU for latency, and only while a run goes step after step on a host thread:
+// at most busySpin after each answer on the host's side, answerSpin per call on the engine's.
 // One Call of a lane sleeps at a time (lane.sleeper): a fan-out's items wait as before.
 const (
 	busySpin     = 300 * time.Microsecond
 	maxHandshake = time.Millisecond
+	answerSpin   = 50 * time.Microsecond
 )
 
 // handshakeLocked returns how long the Call that just queued a call on ln may sleep for its
@@ -40,7 +45,7 @@ func (h *Host) handshakeLocked(ln *lane) time.Duration {
 // awaitHandshake sleeps for p's answer for up to d (handshakeLocked's), then lets ln's sleeper go.
 func (h *Host) awaitHandshake(ln *lane, p *pending, d time.Duration) {
 	h.handshakeSleeps.Add(1)
-	if p.answered.sleep(d) {
+	if p.answered.sleep(d, answerSpin) {
 		h.handshakesWoken.Add(1)
 	}
 	ln.sleeper.Store(false)

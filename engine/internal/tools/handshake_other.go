@@ -11,6 +11,6 @@ const handshakes = false
 // wakeWord does nothing here: sleep returns at once, unset.
 type wakeWord struct{}
 
-func (w *wakeWord) sleep(time.Duration) bool { return false }
+func (w *wakeWord) sleep(time.Duration, time.Duration) bool { return false }
 
 func (w *wakeWord) wake() {}
