@@ -12,9 +12,9 @@ import (
 // two more threads woken for nothing each step (4–6× the floor of a locked-thread round trip).
 // Where the kernel has a futex (handshakes), the two sides meet halfway instead:
 //
-//   - the Pull of a host thread (PullRequest.LockedThread) that just answered, of the main lane, spins
-//     without yielding for up to busySpin, watching Host.queued, and takes the next call the
-//     moment it is queued: no wake-up of the host thread;
+//   - the Pull of the main lane by a host thread (PullRequest.LockedThread) that just answered
+//     spins without yielding for up to busySpin, watching Host.queued, and takes the next call
+//     the moment it is queued: no wake-up of the host thread;
 //   - the Call that queued that call, seeing the lane's puller spin (lane.spinning), waits for
 //     the answer on pending.answered for up to maxHandshake, when the lane's calls are answered
 //     within half of that on average: it spins for the first answerSpin (a quick tool's answer
