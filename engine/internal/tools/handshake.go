@@ -26,17 +26,26 @@ import (
 //
 // The spins trade CPU for latency, and only while a run goes step after step on a host thread:
 // at most busySpin after each answer on the host's side, answerSpin per call on the engine's.
-// One Call of a lane sleeps at a time (lane.sleeper): a fan-out's items wait as before.
+// One Call of a lane sleeps at a time (lane.sleeper): a fan-out's items wait as before. And the
+// host thread spins only while the lane's calls are answered, and the engine turns an answer
+// into the next call, within half of these bounds on average (lane.quickTurns): a tool of
+// milliseconds, or a step whose record waits for a database server, gains nothing from a spin.
 const (
 	busySpin     = 300 * time.Microsecond
 	maxHandshake = time.Millisecond
 	answerSpin   = 50 * time.Microsecond
 )
 
+// quickTurns reports whether ln's calls are answered within maxHandshake/2 and the engine queues
+// the next call within busySpin/2 of an answer, on average (no average yet counts as quick).
+func (ln *lane) quickTurns() bool {
+	return time.Duration(ln.holdAvg) <= maxHandshake/2 && time.Duration(ln.turnAvg) <= busySpin/2
+}
+
 // handshakeLocked returns how long the Call that just queued a call on ln may sleep for its
 // answer in the kernel (0: not at all), and marks ln's sleeper taken when it may.
 func (h *Host) handshakeLocked(ln *lane) time.Duration {
-	if !handshakes || ln.spinning == 0 || time.Duration(ln.holdAvg) > maxHandshake/2 || !ln.sleeper.CompareAndSwap(false, true) {
+	if !handshakes || ln.spinning == 0 || !ln.quickTurns() || !ln.sleeper.CompareAndSwap(false, true) {
 		return 0
 	}
 	return maxHandshake

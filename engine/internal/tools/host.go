@@ -82,9 +82,10 @@ type Host struct {
 	lastAnswer atomic.Int64
 	yields     atomic.Int64 // how many times Pull yielded while spinning (tests read it)
 	// queued counts the calls queued (handed back ones too): a Pull spinning without yielding
-	// watches it (handshake.go). handshakeSleeps counts the Calls that slept for their answer
-	// there, handshakesWoken those woken by it (tests read them).
+	// watches it (handshake.go). busySpins counts those spins, handshakeSleeps the Calls that
+	// slept for their answer there, handshakesWoken those woken by it (tests read them).
 	queued          atomic.Uint64
+	busySpins       atomic.Int64
 	handshakeSleeps atomic.Int64
 	handshakesWoken atomic.Int64
 	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
@@ -572,6 +573,10 @@ func (h *Host) requeueLocked(p *pending) {
 func (h *Host) queueLocked(ln *lane, p *pending, handedBack bool) {
 	ln.enqueue(p, handedBack)
 	h.queued.Add(1)
+	if ln.answeredAt != 0 && !handedBack { // the engine's turnaround, from an answer to this call
+		ln.turnAvg += (int64(time.Since(hostEpoch)) - ln.answeredAt - ln.turnAvg) / 8
+		ln.answeredAt = 0
+	}
 	if !handedBack && ln.searching == 0 && len(ln.parked) > 0 && h.deferWakeLocked(ln, p) {
 		return
 	}
@@ -642,10 +647,11 @@ func (h *Host) Complete(id uint64, res Result) error {
 	h.dropped.add(id, "already completed")
 	now := int64(time.Since(hostEpoch)) | 1 // | 1: never 0
 	h.lastAnswer.Store(now)
+	ln := h.lanes[p.call.Lane]
 	if p.takenAt != 0 && p.puller != 0 {
-		ln := h.lanes[p.call.Lane]
 		ln.holdAvg += (now - p.takenAt - ln.holdAvg) / 8
 	}
+	ln.answeredAt = now
 	if _, open := h.pullers[p.puller]; open {
 		h.answeredBy[p.puller] = now
 	}

@@ -47,6 +47,12 @@ type lane struct {
 	// the handshake (handshake.go).
 	spinning int
 	sleeper  atomic.Bool
+	// turnAvg is a moving average of the engine's turnaround on this lane, from an answer to the
+	// next call queued, in nanoseconds (answeredAt: the last answer's time, 0 once a call was
+	// queued after it); a host thread spins for the next call only while it is short
+	// (handshake.go). Under Host.mu.
+	turnAvg    int64
+	answeredAt int64
 }
 
 func newLane() *lane {
