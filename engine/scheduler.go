@@ -46,6 +46,8 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	fires, ok := e.store.(store.FireLog)
 	if !ok {
 		fires = schedule.NewMemFireLog(schedule.DefaultFireLogSize)
+	} else {
+		e.recordLostFires(context.Background(), fires)
 	}
 	st.runs = schedule.NewTracker(func(ctx context.Context, req schedule.StartRequest) (string, error) {
 		return e.Submit(ctx, StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger})
