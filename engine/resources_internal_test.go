@@ -29,7 +29,7 @@ func TestResourceLimitHoldsAcrossEngines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.Close(ctx) })
+		t.Cleanup(func() { closeOnStub(ctx, e, clk) })
 		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestStoppedHolderFreesItsUnitsAfterItsLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.Close(ctx) })
+		t.Cleanup(func() { closeOnStub(ctx, e, clk) })
 		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestDifferentLimitsAcrossEnginesWarn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.Close(ctx) })
+		t.Cleanup(func() { closeOnStub(ctx, e, clk) })
 		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 			t.Fatal(err)
 		}
@@ -258,5 +258,24 @@ func TestDifferentLimitsAcrossEnginesWarn(t *testing.T) {
 	}
 	if err := a.Host().Complete(cs[0].ID, flowtype.ToolResult{Output: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// closeOnStub closes e, whose clock is clk, moving clk on while Close waits: a hand-over waits
+// on the engine's clock for host calls whose outcome is still being written (up to the close
+// grace), and a stub clock left still would keep that wait, and the test, from ending.
+func closeOnStub(ctx context.Context, e *Engine, clk *clock.Stub) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Close(ctx)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Millisecond):
+			clk.Advance(100 * time.Millisecond)
+		}
 	}
 }

@@ -124,7 +124,7 @@ func TestRunPriorityKeptAcrossTakeover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.Close(ctx) })
+		t.Cleanup(func() { closeOnStub(ctx, e, clk) })
 		if err := e.RegisterTool(flowtype.ToolInfo{Name: "cook", Lane: flowtype.LaneWorker}); err != nil {
 			t.Fatal(err)
 		}
