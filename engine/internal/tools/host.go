@@ -312,6 +312,13 @@ func (h *Host) Call(ctx context.Context, laneName string, call Call) (Result, er
 	return h.giveUp(ctx, p)
 }
 
+// deliver hands p's step its answer: on done, and by waking a Call that sleeps for it in the
+// kernel (the handshake, handshake.go). At most once per call (done holds one).
+func (p *pending) deliver(a answer) {
+	p.done <- a
+	p.answered.wake()
+}
+
 // giveUp ends the wait of a call whose ctx ended: it returns an answer that won the race, else
 // withdraws the call and returns ctx.Err().
 func (h *Host) giveUp(ctx context.Context, p *pending) (Result, error) {
@@ -553,8 +560,7 @@ func (h *Host) requeueLocked(p *pending) {
 		if p.expiredFlag.Load() && p.claim.CompareAndSwap(claimOpen, claimAnswered) {
 			// Timed out while held, and handed back unrun: the attempt ends as timed out.
 			h.forgetLocked(p, p.timeoutErr.Error())
-			p.done <- answer{err: errNotRun, late: true}
-			p.answered.wake()
+			p.deliver(answer{err: errNotRun, late: true})
 			return
 		}
 	}
@@ -640,8 +646,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 	if p.expiredFlag.Load() { // after the deadline: the attempt timed out, the result is dropped
 		reason := p.timeoutErr.Error()
 		h.dropped.add(id, reason)
-		p.done <- answer{res: res, late: true}
-		p.answered.wake()
+		p.deliver(answer{res: res, late: true})
 		return droppedError(id, reason)
 	}
 	h.dropped.add(id, "already completed")
@@ -655,8 +660,7 @@ func (h *Host) Complete(id uint64, res Result) error {
 	if _, open := h.pullers[p.puller]; open {
 		h.answeredBy[p.puller] = now
 	}
-	p.done <- answer{res: res}
-	p.answered.wake()
+	p.deliver(answer{res: res})
 	return nil
 }
 
@@ -776,8 +780,7 @@ func (h *Host) Close() {
 	h.drainLocked()
 	for _, p := range h.calls {
 		if p.claim.CompareAndSwap(claimOpen, claimAnswered) {
-			p.done <- answer{err: ErrClosed}
-			p.answered.wake()
+			p.deliver(answer{err: ErrClosed})
 		}
 	}
 	clear(h.calls)
