@@ -77,7 +77,13 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	h.searchingLocked(lanes, anyRun, 1)
 	for _, ln := range lanes {
 		if req.Puller != 0 && ln.lastTaker == req.Puller {
-			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
+			if timeout > 0 {
+				ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
+			} else if ln.lastTake != 0 {
+				// A poll (no wait) between the calls it holds, as a serve_tools thread streams a
+				// batch: it is still busy with them, and back soon for the calls queued next.
+				ln.lastTake = int64(time.Since(hostEpoch)) | 1
+			}
 		}
 		if ln == h.lanes[LaneMain] {
 			busy = handshakes && req.LockedThread && spins < maxSpins && ln.quickTurns()
@@ -113,6 +119,9 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		h.drainLocked()
 		var out []PendingCall
 		for _, ln := range lanes {
+			if h.leaveToTakerLocked(ln, req) {
+				continue
+			}
 			out = append(out, h.popLocked(ln, req.RunID, max-len(out), req.Puller)...)
 			if len(out) >= max {
 				break
@@ -251,37 +260,82 @@ const (
 	deferSlack   = 50 * time.Microsecond
 )
 
+// takerDue returns when ln's last taker is due back, in nanoseconds since hostEpoch (twice the
+// lane's average hold, plus deferSlack, after its last take), and whether calls queued at now wait
+// for it: it took calls (and has not come back for more with a wait since), the lane's holds are
+// quick (≤ maxDeferHold), and that time has not come.
+func (ln *lane) takerDue(now int64) (int64, bool) {
+	hold := ln.holdAvg
+	if ln.lastTake == 0 || hold <= 0 || hold > int64(maxDeferHold) {
+		return 0, false
+	}
+	until := ln.lastTake + 2*hold + int64(deferSlack)
+	return until, now < until
+}
+
 // deferWakeLocked reports whether the wake-up for the call p queued on ln waits for ln's last
 // taker (see above; a taker pulling for another run than p's would not take it), arming ln's
 // timer when it does.
 func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
-	hold := ln.holdAvg
-	if ln.lastTake == 0 || hold <= 0 || hold > int64(maxDeferHold) {
-		return false
-	}
 	if ln.lastTakerRun != "" && !p.ofRun(ln.lastTakerRun) {
 		return false
 	}
 	now := int64(time.Since(hostEpoch))
-	until := ln.lastTake + 2*hold + int64(deferSlack)
-	if now >= until {
+	until, due := ln.takerDue(now)
+	if !due {
 		return false
 	}
-	if !ln.deferred {
-		ln.deferred = true
-		d := time.Duration(until - now)
-		if ln.deferTimer == nil {
-			ln.deferTimer = time.AfterFunc(d, func() {
-				h.mu.Lock()
-				ln.deferred = false
-				h.handOnLocked([]*lane{ln})
-				h.mu.Unlock()
-			})
-		} else {
-			ln.deferTimer.Reset(d)
-		}
-	}
+	h.armDeferLocked(ln, time.Duration(until-now))
 	return true
+}
+
+// leaveToTakerLocked reports whether a Pull for req should leave the calls queued on ln to the
+// lane's last taker, due back soon (takerDue), as if the lane were empty: a puller of any run
+// that is not the taker (an idle serve_tools thread whose wait ended, or one woken for a call
+// handed back) would otherwise take them, and two Python threads would then take turns at the
+// interpreter lock for the rest of the fan-out. The lane's timer (armed here) hands the calls on
+// to a parked puller if the taker is not back by then, so a call waits at most about
+// 2 × maxDeferHold + deferSlack for it.
+func (h *Host) leaveToTakerLocked(ln *lane, req PullRequest) bool {
+	if req.RunID != "" || req.Puller == 0 || req.Puller == ln.lastTaker || ln.lastTakerRun != "" {
+		return false
+	}
+	now := int64(time.Since(hostEpoch))
+	until, due := ln.takerDue(now)
+	if !due {
+		return false
+	}
+	h.armDeferLocked(ln, time.Duration(until-now))
+	return true
+}
+
+// armDeferLocked arms ln's timer to hand the lane's queued calls on in d (deferEnded), unless it
+// is armed already.
+func (h *Host) armDeferLocked(ln *lane, d time.Duration) {
+	if ln.deferred {
+		return
+	}
+	ln.deferred = true
+	if ln.deferTimer == nil {
+		ln.deferTimer = time.AfterFunc(d, func() { h.deferEnded(ln) })
+	} else {
+		ln.deferTimer.Reset(d)
+	}
+}
+
+// deferEnded is ln's timer: when the last taker, one that takes any run's calls, came back
+// meanwhile with a poll between the calls it holds (its take time moved on), it waits for it
+// again; else it wakes a parked puller for the calls still queued.
+func (h *Host) deferEnded(ln *lane) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := int64(time.Since(hostEpoch))
+	if until, due := ln.takerDue(now); due && ln.lastTakerRun == "" {
+		ln.deferTimer.Reset(time.Duration(until - now))
+		return
+	}
+	ln.deferred = false
+	h.handOnLocked([]*lane{ln})
 }
 
 // handOnLocked is called by a Pull that leaves: for each of its lanes that still has calls
@@ -291,8 +345,8 @@ func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
 // hands it on.
 func (h *Host) handOnLocked(lanes []*lane) {
 	for _, ln := range lanes {
-		if ln.searching > 0 || len(ln.parked) == 0 || ln.next("") == nil {
-			continue
+		if ln.searching > 0 || len(ln.parked) == 0 || ln.deferred || ln.next("") == nil {
+			continue // (deferred: the lane's timer hands its calls on when their taker is late)
 		}
 		if h.held || h.closed || h.gate != nil && !h.gate() {
 			return // nothing can be handed out: Reopen wakes them
@@ -326,6 +380,7 @@ func (h *Host) ClosePuller(puller uint64) int {
 	}
 	delete(h.pullers, puller)
 	delete(h.answeredBy, puller)
+	h.notBackSoonLocked(puller)
 	var held []*pending
 	for _, p := range h.inflight {
 		if p.puller != puller {
@@ -354,6 +409,7 @@ func (h *Host) Release(puller uint64, ids []uint64) (int, error) {
 		return 0, err
 	}
 	h.drainLocked()
+	h.notBackSoonLocked(puller)
 	var held []*pending
 	n := 0
 	for _, id := range ids {
@@ -371,6 +427,17 @@ func (h *Host) Release(puller uint64, ids []uint64) (int, error) {
 	}
 	h.requeueAllLocked(held)
 	return n, nil
+}
+
+// notBackSoonLocked ends puller's expected return to the lanes it last took calls of (takerDue):
+// a puller that closes, or hands calls back (a slow batch, a blocked tool), is not back soon,
+// and the calls queued meanwhile go to the pullers waiting for them at once.
+func (h *Host) notBackSoonLocked(puller uint64) {
+	for _, ln := range h.lanes {
+		if ln.lastTaker == puller {
+			ln.lastTake = 0
+		}
+	}
 }
 
 // requeueAllLocked hands calls back to the front of their lanes in the order they were first

@@ -778,7 +778,8 @@ func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
 	default:
 	}
 	h.mu.Lock()
-	ln.deferTimer.Reset(0) // the taker is overdue
+	ln.lastTake = 1 // the taker is overdue
+	ln.deferTimer.Reset(0)
 	h.mu.Unlock()
 	select {
 	case got := <-pulls[0]:
@@ -789,11 +790,27 @@ func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
 		t.Fatal("the timer did not wake the parked puller for the call still queued")
 	}
 
-	// The taker back in Pull is no longer expected: a call then wakes a parked puller at once.
+	// A poll of the taker (no wait) is one between the calls it holds: it is still expected,
+	// from the poll on.
+	h.mu.Lock()
+	ln.lastTake, ln.lastTaker = 1, taker
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
+		t.Fatalf("left over: %+v", got)
+	}
+	h.mu.Lock()
+	polled := ln.lastTake
+	h.mu.Unlock()
+	if polled <= 1 {
+		t.Fatal("the taker's poll did not move its take time on")
+	}
+
+	// The taker back in Pull with a wait is no longer expected: a call then wakes a parked
+	// puller at once.
 	h.mu.Lock()
 	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
 	h.mu.Unlock()
-	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker, Timeout: time.Millisecond}); len(got) != 0 {
 		t.Fatalf("left over: %+v", got)
 	}
 	h.mu.Lock()
@@ -869,5 +886,110 @@ func TestADeferralIsForTheTakersRunAndLane(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the woken puller did not return")
+	}
+}
+
+// A puller that is not the lane's last taker, pulling while that quick taker is due back
+// (a serve_tools thread whose wait ended), leaves the queued calls to it: before, it took them
+// and two Python threads took turns at the interpreter lock for the rest of the fan-out. The
+// taker's polls between the calls it holds keep it due; once it is overdue the other takes
+// them, and the lane's timer hands them on to a parked puller.
+func TestAnotherPullerLeavesQueuedCallsToTheirDueTaker(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	ln.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "q1")
+	h.mu.Unlock()
+	poll := func(puller uint64) []PendingCall {
+		t.Helper()
+		got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: puller, Max: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := poll(idle); len(got) != 0 {
+		t.Fatalf("another puller took %+v while the taker was due back", got)
+	}
+	if got := poll(taker); len(got) != 1 || got[0].Tool != "q1" {
+		t.Fatalf("the taker got %+v", got)
+	}
+	h.mu.Lock()
+	queueNow(h, LaneWorker, "r", "q2")
+	ln.lastTake = 1 // overdue
+	h.mu.Unlock()
+	if got := poll(idle); len(got) != 1 || got[0].Tool != "q2" {
+		t.Fatalf("with the taker overdue, the other puller got %+v", got)
+	}
+
+	// Parked: the timer hands the calls on when the taker is overdue, not before.
+	pulls := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	h.mu.Lock()
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "q3")
+	deferred := ln.deferred
+	h.mu.Unlock()
+	if !deferred {
+		t.Fatal("the call queued for the due taker armed no timer")
+	}
+	h.mu.Lock()
+	ln.deferTimer.Reset(0) // fires while the taker is still due: it waits again
+	h.mu.Unlock()
+	select {
+	case got := <-pulls[0]:
+		t.Fatalf("the timer handed on a call of a taker still due: %+v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.mu.Lock()
+	ln.lastTake = 1
+	ln.deferTimer.Reset(0)
+	h.mu.Unlock()
+	select {
+	case got := <-pulls[0]:
+		if len(got) != 1 || got[0].Tool != "q3" {
+			t.Fatalf("woken by the timer, the parked puller got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timer did not hand the call of an overdue taker on")
+	}
+}
+
+// A taker that hands calls back, or closes, is not back soon: the calls queued go to another
+// puller at once.
+func TestATakerThatHandsBackIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"release", "close"} {
+		h := NewHost()
+		taker, _ := h.OpenPuller("taker")
+		idle, _ := h.OpenPuller("idle")
+		enqueueInOrder(t, h, [3]string{LaneWorker, "r", "a"}, [3]string{LaneWorker, "r", "b"})
+		got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: pull: %+v %v", how, got, err)
+		}
+		ln := h.lanes[LaneWorker]
+		h.mu.Lock()
+		ln.holdAvg = int64(100 * time.Microsecond)
+		ln.lastTake = int64(time.Since(hostEpoch) + time.Minute)
+		h.mu.Unlock()
+		if how == "release" {
+			_, err = h.Release(taker, []uint64{got[0].ID})
+		} else {
+			h.ClosePuller(taker)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		again, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: idle, Max: 8})
+		if err != nil || len(again) != 2 {
+			t.Fatalf("%s: the other puller got %+v %v; want both calls", how, again, err)
+		}
+		h.Close()
 	}
 }
