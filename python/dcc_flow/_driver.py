@@ -23,7 +23,7 @@ import math
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Set, Union, cast
+from typing import Any, Dict, Generator, List, Mapping, Optional, Set, Union, cast
 
 from . import _ffi
 from ._errors import DccFlowError, EngineClosedError
@@ -54,21 +54,12 @@ _CLOSED = "this dcc_flow.Engine is closed; open a new one"
 #: back together, with the next pull, in one ``dccflow_calls_complete_many``.
 BATCH_MAX = 8
 
-#: While a ``serve_tools`` thread still holds calls of its batch that it has not started, it
-#: sends the answers of every STREAM_EVERY calls that ran in a crossing of their own, which also
-#: takes the calls queued meanwhile (a poll: it does not wait) into the batch. The engine then
-#: works on those answers (the items' next calls) while the thread runs the rest, instead of
-#: waiting for the whole batch: the 4-thread fan-out of quick calls runs about a tenth faster
-#: (docs/design/performance.md). 2 measured slower (more crossings), 6 no better.
-STREAM_EVERY = 4
-
-#: How long (seconds) the calls of a batch may run, from its start or from its last crossing
-#: (STREAM_EVERY), before the thread stops holding the rest: past it, the answers so far are
-#: sent, the calls not started are handed back to be pulled by an idle thread (a call whose run
-#: was cancelled meanwhile is withdrawn then, never started), and the thread takes one call at a
-#: time until a batch runs quickly again. So a batch of slow calls never waits behind one thread
-#: while others are idle, and a call is started at most this long after it was pulled, as with
-#: one call per pull.
+#: How long (seconds) the calls of a batch may run before the thread stops holding the rest: past
+#: it, the answers so far are sent, the calls not started are handed back to be pulled by an idle
+#: thread (a call whose run was cancelled meanwhile is withdrawn then, never started), and the
+#: thread takes one call at a time until a batch runs quickly again. So a batch of slow calls
+#: never waits behind one thread while others are idle, and a call is started at most this long
+#: after it was pulled, as with one call per pull.
 BATCH_HOLD = 0.0005
 
 #: How long (seconds) a thread may run one call of a batch before the calls of the batch it has not
@@ -254,18 +245,15 @@ class Driver:
         return out
 
     def serve(self, calls: List[Dict[str, Any]], next_json: Optional[str],
-              puller: int = 0, stream: Optional[Callable[[int], str]] = None) -> Optional[Dict[str, Any]]:
+              puller: int = 0) -> Optional[Dict[str, Any]]:
         """Run pulled calls and answer each; the last answer also asks for more (``next_json``,
         an encoded calls_next request) and its reply is returned (None without ``next_json``).
 
         Several calls (a batch a ``serve_tools`` thread took) are answered together in one
-        ``dccflow_calls_complete_many`` with the next pull. With ``stream`` (a ``serve_tools``
-        thread: it returns the poll for up to n more calls), every STREAM_EVERY answers go in a
-        crossing of their own while calls of the batch are still to start, and the calls queued
-        meanwhile join the batch. Once a batch has run for longer than BATCH_HOLD since its start
-        or its last such crossing, the answers so far are sent and the calls not started are
-        handed back (for ``puller``); the reply then says ``"held": False``. A call still running
-        after RELEASE_AFTER has the rest handed back meanwhile, by the driver's ``_Releaser``.
+        ``dccflow_calls_complete_many`` with the next pull. Once a batch has run for longer than
+        BATCH_HOLD, the answers so far are sent and the calls not started are handed back (for
+        ``puller``); the reply then says ``"held": False``. A call still running after
+        RELEASE_AFTER has the rest handed back meanwhile, by the driver's ``_Releaser``.
 
         A tool interrupted by ``KeyboardInterrupt`` (or another ``BaseException`` that is not
         ``SystemExit``) has its call answered with a ``cancelled`` step error before the exception
@@ -279,7 +267,6 @@ class Driver:
         started = time.monotonic()
         done: List[Any] = []  # (call, members) ran and not answered yet
         held = True
-        handed = False  # calls not started were handed back (slow calls)
         batch = _Batch(puller, calls[1:], started)
         self._releaser().add(batch)
         try:
@@ -292,20 +279,6 @@ class Driver:
                     self.complete(call, members, None)
                 else:
                     done.append((call, members))
-                if stream is not None and len(done) >= STREAM_EVERY and batch.rest:
-                    # Answer what ran, take what is queued (up to BATCH_MAX held), go on.
-                    more = self._answer_many(done, stream(max(1, BATCH_MAX - len(batch.rest))))
-                    done = []
-                    fresh = (more or {}).get("calls") or []
-                    started = batch.started = time.monotonic()
-                    if fresh:  # the releaser took the rest meanwhile: these go back too
-                        with batch.lock:
-                            if not batch.taken:
-                                batch.rest.extend(fresh)
-                                fresh = []
-                        if fresh:
-                            self.host_call("dccflow_calls_release",
-                                           {"puller": puller, "call_ids": [c["call_id"] for c in fresh]})
                 with batch.lock:
                     rest, call = batch.rest, None
                     if rest and time.monotonic() - started > BATCH_HOLD:
@@ -315,7 +288,6 @@ class Driver:
                     else:
                         rest = []
                 if rest and call is None:
-                    handed = True
                     self._answer_many(done, None)
                     done = []
                     self.host_call("dccflow_calls_release",
@@ -323,7 +295,7 @@ class Driver:
             held = not batch.taken
         finally:
             self._releaser().discard(batch)
-        if handed:
+        if not held or len(done) < len(calls):
             held = False
         reply = self._answer_many(done, next_json)
         if reply is None and next_json is not None:
@@ -426,18 +398,6 @@ class Driver:
         cached_key: Any = None
         req_json = ""
         take = max(1, batch)  # how many calls the next pull may take
-        polls: Dict[int, str] = {}
-
-        def stream(n: int) -> str:
-            """The poll (no wait) for up to ``n`` more calls that serve sends between the calls of a
-            batch (STREAM_EVERY)."""
-            poll = polls.get(n)
-            if poll is None:
-                req: Dict[str, Any] = {"puller": puller, "lanes": lanes, "max": n, "timeout_ms": 0}
-                if run_id is not None:
-                    req["run_id"] = run_id
-                poll = polls[n] = json.dumps(req)
-            return poll
         ok = False
         outage = Outage("run %s" % run_id if run_id else "tool calls")
         try:
@@ -467,7 +427,7 @@ class Driver:
                 calls = reply.get("calls") if reply else None
                 if calls:
                     reply = None  # serve owns them now: it answers each, even when it raises
-                    reply = self.serve(calls, req_json, puller, stream if batch > 1 else None)
+                    reply = self.serve(calls, req_json, puller)
                     if batch > 1:
                         take = batch if reply is None or reply.pop("held", True) else 1
                     if counter is not None:

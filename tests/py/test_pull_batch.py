@@ -153,7 +153,7 @@ def test_a_worker_thread_waits_for_its_next_calls_in_the_crossing_that_answers(e
                 threading.current_thread().name.startswith("dcc_flow-worker"):
             doc = json.loads(data)
             if doc.get("next"):  # not an answer sent before handing back the rest of a slow batch
-                waits.append((doc["next"]["timeout_ms"], len(doc.get("answers") or [doc])))
+                waits.append(doc["next"]["timeout_ms"])
         return real(name, handle, data, *args, **kwargs)
 
     monkeypatch.setattr(_ffi, "call_encoded", recording)
@@ -166,45 +166,4 @@ def test_a_worker_thread_waits_for_its_next_calls_in_the_crossing_that_answers(e
     result = engine.run(fanout(200, 8))
     assert result.ok, result.error
     assert waits, "no answer crossed from a serve_tools thread"
-    # A poll (wait 0) only streams STREAM_EVERY answers while calls of the batch are still held.
-    assert {wait for wait, n in waits if wait != 0} == {_driver.POLL_MS}, waits
-    assert all(n == _driver.STREAM_EVERY for wait, n in waits if wait == 0), waits
-
-
-def test_a_worker_thread_streams_the_answers_of_a_batch_and_takes_the_calls_queued_meanwhile(engine, monkeypatch):
-    """While a serve_tools thread still holds calls of its batch, it answers every STREAM_EVERY
-    calls that ran in a poll of their own, and the calls the engine queued meanwhile join the
-    batch: the engine works on the answers while the thread runs the rest (the fan-out of quick
-    calls waited for each whole batch before). Each call runs once, every output arrives."""
-    import json
-
-    streamed = []  # (answers, calls taken) of each poll that answered
-    real = _ffi.call_encoded
-
-    def recording(name, handle, data, *args, **kwargs):
-        out = real(name, handle, data, *args, **kwargs)
-        if name == "dccflow_calls_complete_many":
-            doc = json.loads(data)
-            if (doc.get("next") or {}).get("timeout_ms") == 0:
-                streamed.append((len(doc["answers"]), len(out.get("calls") or [])))
-        return out
-
-    monkeypatch.setattr(_ffi, "call_encoded", recording)
-    ran = []
-
-    @engine.tool(name="w", thread="worker")
-    def w(i):
-        ran.append(i)
-        t = time.perf_counter() + 0.00002  # 20 µs: the engine queues the next items meanwhile
-        while time.perf_counter() < t:
-            pass
-        return i * 2
-
-    engine.serve_tools(workers=1)
-    result = engine.run(fanout(400, 8))
-    assert result.ok, result.error
-    assert sorted(ran) == list(range(400)), "a call ran twice or not at all"
-    assert result.outputs["each"] == [{"f": i * 2} for i in range(400)]
-    assert streamed, "no batch streamed its answers"
-    assert all(n == _driver.STREAM_EVERY for n, _ in streamed), streamed
-    assert any(taken for _, taken in streamed), "no poll took the calls queued meanwhile: %r" % streamed[:20]
+    assert set(waits) == {_driver.POLL_MS}, "answers asked for the next calls with waits %r" % sorted(set(waits))

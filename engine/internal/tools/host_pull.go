@@ -77,13 +77,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	h.searchingLocked(lanes, anyRun, 1)
 	for _, ln := range lanes {
 		if req.Puller != 0 && ln.lastTaker == req.Puller {
-			if timeout > 0 {
-				ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
-			} else if ln.lastTake != 0 {
-				// A poll (no wait) between the calls it holds, as a serve_tools thread streams a
-				// batch: it is still busy with them, and back soon for the calls queued next.
-				ln.lastTake = int64(time.Since(hostEpoch)) | 1
-			}
+			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
 		}
 		if ln == h.lanes[LaneMain] {
 			busy = handshakes && req.LockedThread && spins < maxSpins && ln.quickTurns()
@@ -291,13 +285,16 @@ func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
 
 // leaveToTakerLocked reports whether a Pull for req should leave the calls queued on ln to the
 // lane's last taker, due back soon (takerDue), as if the lane were empty: a puller of any run
-// that is not the taker (an idle serve_tools thread whose wait ended, or one woken for a call
-// handed back) would otherwise take them, and two Python threads would then take turns at the
-// interpreter lock for the rest of the fan-out. The lane's timer (armed here) hands the calls on
-// to a parked puller if the taker is not back by then, so a call waits at most about
-// 2 × maxDeferHold + deferSlack for it.
+// that is not the taker (an idle serve_tools thread whose wait ended) would otherwise take them,
+// and two Python threads would then take turns at the interpreter lock for the rest of the
+// fan-out. The lane's timer (armed here) hands the calls on to a parked puller if the taker is
+// not back by then, so a call waits at most about 2 × maxDeferHold + deferSlack for it. A call
+// handed back (at the front of the lane) is taken at once: its puller was busy.
 func (h *Host) leaveToTakerLocked(ln *lane, req PullRequest) bool {
 	if req.RunID != "" || req.Puller == 0 || req.Puller == ln.lastTaker || ln.lastTakerRun != "" {
+		return false
+	}
+	if p := ln.next(""); p == nil || p.gen > 0 {
 		return false
 	}
 	now := int64(time.Since(hostEpoch))
@@ -323,9 +320,9 @@ func (h *Host) armDeferLocked(ln *lane, d time.Duration) {
 	}
 }
 
-// deferEnded is ln's timer: when the last taker, one that takes any run's calls, came back
-// meanwhile with a poll between the calls it holds (its take time moved on), it waits for it
-// again; else it wakes a parked puller for the calls still queued.
+// deferEnded is ln's timer: when the last taker (one that takes any run's calls) took calls
+// again meanwhile, it waits for it again, from that take on; else it wakes a parked puller for
+// the calls still queued.
 func (h *Host) deferEnded(ln *lane) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -790,27 +790,11 @@ func TestAQuickTakersCallsWakeNobodyUntilItIsOverdue(t *testing.T) {
 		t.Fatal("the timer did not wake the parked puller for the call still queued")
 	}
 
-	// A poll of the taker (no wait) is one between the calls it holds: it is still expected,
-	// from the poll on.
-	h.mu.Lock()
-	ln.lastTake, ln.lastTaker = 1, taker
-	h.mu.Unlock()
-	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
-		t.Fatalf("left over: %+v", got)
-	}
-	h.mu.Lock()
-	polled := ln.lastTake
-	h.mu.Unlock()
-	if polled <= 1 {
-		t.Fatal("the taker's poll did not move its take time on")
-	}
-
-	// The taker back in Pull with a wait is no longer expected: a call then wakes a parked
-	// puller at once.
+	// The taker back in Pull is no longer expected: a call then wakes a parked puller at once.
 	h.mu.Lock()
 	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
 	h.mu.Unlock()
-	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker, Timeout: time.Millisecond}); len(got) != 0 {
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 0 {
 		t.Fatalf("left over: %+v", got)
 	}
 	h.mu.Lock()
@@ -891,9 +875,9 @@ func TestADeferralIsForTheTakersRunAndLane(t *testing.T) {
 
 // A puller that is not the lane's last taker, pulling while that quick taker is due back
 // (a serve_tools thread whose wait ended), leaves the queued calls to it: before, it took them
-// and two Python threads took turns at the interpreter lock for the rest of the fan-out. The
-// taker's polls between the calls it holds keep it due; once it is overdue the other takes
-// them, and the lane's timer hands them on to a parked puller.
+// and two Python threads took turns at the interpreter lock for the rest of the fan-out. Once
+// the taker is overdue the other takes them, and the lane's timer hands them on to a parked
+// puller; the timer waits again for a taker that took calls since it was armed.
 func TestAnotherPullerLeavesQueuedCallsToTheirDueTaker(t *testing.T) {
 	t.Parallel()
 	h := NewHost()
@@ -939,7 +923,7 @@ func TestAnotherPullerLeavesQueuedCallsToTheirDueTaker(t *testing.T) {
 		t.Fatal("the call queued for the due taker armed no timer")
 	}
 	h.mu.Lock()
-	ln.deferTimer.Reset(0) // fires while the taker is still due: it waits again
+	ln.deferTimer.Reset(0) // fires while the taker is still due (it took calls since): it waits again
 	h.mu.Unlock()
 	select {
 	case got := <-pulls[0]:
@@ -991,5 +975,33 @@ func TestATakerThatHandsBackIsNotWaitedFor(t *testing.T) {
 			t.Fatalf("%s: the other puller got %+v %v; want both calls", how, again, err)
 		}
 		h.Close()
+	}
+}
+
+// A call handed back by another puller is taken at once even while the lane's quick taker is
+// due back: its puller was busy, and it must not wait behind the taker (docs/reference/c-abi/calls.md).
+func TestAHandedBackCallIsNotLeftToTheTaker(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	slow, _ := h.OpenPuller("slow")
+	idle, _ := h.OpenPuller("idle")
+	enqueueInOrder(t, h, [3]string{LaneWorker, "r", "a"})
+	got, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: slow})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("pull: %+v %v", got, err)
+	}
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	ln.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	h.mu.Unlock()
+	if _, err := h.Release(slow, []uint64{got[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: idle})
+	if err != nil || len(again) != 1 || again[0].ID != got[0].ID {
+		t.Fatalf("the idle puller got %+v %v; want the call handed back", again, err)
 	}
 }
