@@ -170,7 +170,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			stopSpinning()
 		}
 		// Park on every lane until woken for a call, or the wait ends.
-		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: slices.Clone(lanes)}
+		w := &waiter{wake: make(chan struct{}, 1), runID: req.RunID, lanes: slices.Clone(lanes), puller: req.Puller}
 		for _, ln := range lanes {
 			ln.parked = append(ln.parked, w)
 		}
@@ -213,17 +213,26 @@ func (h *Host) searchingLocked(lanes []*lane, anyRun bool, d int) {
 }
 
 // wakeLocked wakes one puller parked on ln that would take the queued call p (p nil: any
-// call queued on ln), the most recently parked first, unless a puller of any run searches ln
-// (it takes the call).
+// call queued on ln), the lane's last taker first, then the most recently parked, unless a
+// puller of any run searches ln (it takes the call).
 func (h *Host) wakeLocked(ln *lane, p *pending) {
 	if ln.searching > 0 {
 		return
 	}
+	var pick *waiter
 	for i := len(ln.parked) - 1; i >= 0; i-- {
 		if w := ln.parked[i]; w.wants(ln, p) {
-			h.wakeWaiterLocked(w)
-			return
+			if w.puller != 0 && w.puller == ln.lastTaker {
+				pick = w // the lane's last taker: its thread ran the lane's calls last
+				break
+			}
+			if pick == nil {
+				pick = w
+			}
 		}
+	}
+	if pick != nil {
+		h.wakeWaiterLocked(pick)
 	}
 }
 

@@ -1005,3 +1005,31 @@ func TestAHandedBackCallIsNotLeftToTheTaker(t *testing.T) {
 		t.Fatalf("the idle puller got %+v %v; want the call handed back", again, err)
 	}
 }
+
+// A call queued wakes the lane's last taker first, though another puller parked after it (an
+// idle serve_tools thread whose wait ended parks again): its thread ran the lane's calls last,
+// and waking another moved the fan-out to a second thread that then shared the GIL with it.
+func TestAQueuedCallWakesTheLanesLastTakerFirst(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	ln := h.lanes[LaneWorker]
+	takers := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: taker})
+	idles := parkPullers(t, h, LaneWorker, 1, PullRequest{Lanes: []string{LaneWorker}, Timeout: 30 * time.Second, Puller: idle})
+	h.mu.Lock()
+	ln.lastTaker = taker // it took calls before, and is back in Pull (lastTake 0: not due)
+	queueNow(h, LaneWorker, "r", "a")
+	h.mu.Unlock()
+	select {
+	case got := <-takers[0]:
+		if len(got) != 1 {
+			t.Fatalf("the taker got %+v", got)
+		}
+	case got := <-idles[0]:
+		t.Fatalf("the puller parked last was woken, not the lane's last taker: %+v", got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("nobody was woken")
+	}
+}

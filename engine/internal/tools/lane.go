@@ -24,7 +24,7 @@ type lane struct {
 	dead  int              // dead entries in all
 	byRun map[string]*fifo // live or dead entries by run id; a run without entries has none
 	// parked are the pullers blocked in Pull on this lane, the most recently parked last (woken
-	// first: its thread is the likeliest to be warm).
+	// first after the lane's last taker, lastTaker: their threads are the likeliest to be warm).
 	parked []*waiter
 	// searching counts the pullers of any run (PullRequest.RunID "") in Pull on this lane that
 	// are not parked: each will look at the queue again before it parks or leaves.
@@ -65,6 +65,8 @@ type waiter struct {
 	runID string        // the run it pulls for ("" = any)
 	lanes []*lane
 	woken bool // under Host.mu: woken (and taken off every lane's parked list)
+	// puller is the Pull's PullRequest.Puller (0: none): the lane's last taker is woken first.
+	puller uint64
 }
 
 // wants reports whether w would take a call of p's run (or, p nil, whether it pulls for any
