@@ -329,12 +329,17 @@ func (h *Host) armDeferLocked(ln *lane, d time.Duration) {
 	}
 }
 
-// deferEnded is ln's timer: when the last taker (one that takes any run's calls) took calls
-// again meanwhile, it waits for it again, from that take on; else it wakes a parked puller for
-// the calls still queued.
+// deferEnded is ln's timer: with no call queued it stops (the taker took them); when the last
+// taker (one that takes any run's calls) took calls again meanwhile, it waits for it again, from
+// that take on; else it wakes a parked puller for the calls still queued. So it fires about
+// once per wait of a call, not every window while a fan-out runs.
 func (h *Host) deferEnded(ln *lane) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if ln.next("") == nil {
+		ln.deferred = false
+		return
+	}
 	now := int64(time.Since(hostEpoch))
 	if until, due := ln.takerDue(now); due && ln.lastTakerRun == "" {
 		ln.deferTimer.Reset(time.Duration(until - now))

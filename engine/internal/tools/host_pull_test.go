@@ -1033,3 +1033,44 @@ func TestAQueuedCallWakesTheLanesLastTakerFirst(t *testing.T) {
 		t.Fatal("nobody was woken")
 	}
 }
+
+// The lane's timer stops when the calls it was armed for were taken: while a fan-out's quick
+// taker keeps taking, it does not fire again every window (a thread wake-up each).
+func TestTheDeferTimerStopsWhenNothingWaits(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	defer h.Close()
+	taker, _ := h.OpenPuller("taker")
+	idle, _ := h.OpenPuller("idle")
+	ln := h.lanes[LaneWorker]
+	h.mu.Lock()
+	ln.holdAvg = int64(100 * time.Microsecond)
+	ln.lastTake, ln.lastTaker = int64(time.Since(hostEpoch)+time.Minute), taker
+	queueNow(h, LaneWorker, "r", "q1")
+	h.mu.Unlock()
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: idle}); len(got) != 0 {
+		t.Fatalf("the other puller took %+v", got)
+	}
+	if got, _ := h.Pull(context.Background(), PullRequest{Lanes: []string{LaneWorker}, Puller: taker}); len(got) != 1 {
+		t.Fatalf("the taker got %+v", got)
+	}
+	h.mu.Lock()
+	armed := ln.deferred
+	ln.lastTake = int64(time.Since(hostEpoch) + time.Minute) // still due: only an empty lane stops it
+	ln.deferTimer.Reset(0)
+	h.mu.Unlock()
+	if !armed {
+		t.Fatal("leaving the call to the taker armed no timer")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		h.mu.Lock()
+		stopped := !ln.deferred
+		h.mu.Unlock()
+		if stopped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer kept waiting for a taker with no call queued")
+		}
+	}
+}
