@@ -283,13 +283,7 @@ func (h *Host) deferWakeLocked(ln *lane, p *pending) bool {
 	if ln.lastTakerRun != "" && !p.ofRun(ln.lastTakerRun) {
 		return false
 	}
-	now := int64(time.Since(hostEpoch))
-	until, due := ln.takerDue(now)
-	if !due {
-		return false
-	}
-	h.armDeferLocked(ln, time.Duration(until-now))
-	return true
+	return h.waitForTakerLocked(ln)
 }
 
 // leaveToTakerLocked reports whether a Pull for req should leave the calls queued on ln to the
@@ -306,13 +300,18 @@ func (h *Host) leaveToTakerLocked(ln *lane, req PullRequest) bool {
 	if p := ln.next(""); p == nil || p.gen > 0 {
 		return false
 	}
+	return h.waitForTakerLocked(ln)
+}
+
+// waitForTakerLocked reports whether ln's last taker is due back (takerDue), arming ln's timer
+// for the moment it is overdue when it is.
+func (h *Host) waitForTakerLocked(ln *lane) bool {
 	now := int64(time.Since(hostEpoch))
 	until, due := ln.takerDue(now)
-	if !due {
-		return false
+	if due {
+		h.armDeferLocked(ln, time.Duration(until-now))
 	}
-	h.armDeferLocked(ln, time.Duration(until-now))
-	return true
+	return due
 }
 
 // armDeferLocked arms ln's timer to hand the lane's queued calls on in d (deferEnded), unless it
