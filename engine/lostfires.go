@@ -20,12 +20,13 @@ const (
 )
 
 // recordLostFires records the fire of each recent webhook run whose fire the process that started
-// it never recorded. A run's start and its fire are two writes: a process killed between them
-// left a run that the fire history did not know, and the sender's redelivery of its delivery id
-// (the first post had no answer) started it a second time. Called once, when the scheduler
+// it never recorded. A run's start and its fire were two writes (before the store wrote them in
+// one, store.Batch.Fires): a process killed between them left a run that the fire history did
+// not know, and the sender's redelivery of its delivery id (the first post had no answer) started
+// it a second time. This repairs the runs such a process left. Called once, when the scheduler
 // starts, before it admits a delivery. Only for a store one engine uses: on a shared database
-// another engine may be between the two writes at this moment (docs/operations/cluster.md).
-// Failures are logged: the scheduler starts regardless, as it did before.
+// another engine's run may be in its first write at this moment. Failures are logged: the
+// scheduler starts regardless, as it did before.
 func (e *Engine) recordLostFires(ctx context.Context, fires store.FireLog) {
 	df, ok := fires.(store.DeliveryFinder)
 	if !ok || e.shared() {

@@ -197,6 +197,12 @@ func (e *Engine) resolveSpec(req StartRequest) (*spec.Spec, error) {
 // (unknown_tool, details["tools"] lists them) or the engine is closed (closed). ctx bounds only
 // the start.
 func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
+	return e.submit(ctx, req, nil)
+}
+
+// submit is Submit, writing fire (when not nil: a schedule's or a webhook delivery's, its
+// RunID set here) with the run's creation, in one write (exec.Params.Fire).
+func (e *Engine) submit(ctx context.Context, req StartRequest, fire *store.Fire) (string, error) {
 	if e.isClosed() { // refused at once, before any work
 		return "", errClosed()
 	}
@@ -235,7 +241,7 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (string, error) {
 	id := e.newRunID()
 	if err := e.start(ctx, exec.Params{
 		RunID: id, Spec: s, Inputs: inputs, Origin: origin, Trigger: req.Trigger, Priority: req.Priority,
-		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow},
+		Env: exec.EnvPolicy{All: origin == OriginLocal, Allow: e.cfg.EnvAllow}, Fire: fire,
 	}); err != nil {
 		return "", err
 	}

@@ -49,9 +49,19 @@ func (e *Engine) scheduler() (*schedule.Scheduler, error) {
 	} else {
 		e.recordLostFires(context.Background(), fires)
 	}
+	startReq := func(req schedule.StartRequest) StartRequest {
+		return StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger}
+	}
 	st.runs = schedule.NewTracker(func(ctx context.Context, req schedule.StartRequest) (string, error) {
-		return e.Submit(ctx, StartRequest{Workflow: req.Workflow, Inputs: req.Inputs, Origin: req.Origin, Trigger: req.Trigger})
+		return e.Submit(ctx, startReq(req))
 	}, func(id string) bool { return isDone(e.RunDone(id)) })
+	if _, batches := e.store.(store.FireBatcher); batches {
+		// The store keeps the fire history beside the runs: a run's fire is written with the
+		// run, in one write.
+		st.runs.WriteFiresWith(func(ctx context.Context, req schedule.StartRequest, f schedule.Fire) (string, error) {
+			return e.submit(ctx, startReq(req), &f)
+		})
+	}
 	opts := []schedule.Option{schedule.WithClock(e.clock), schedule.WithFireObserver(e.observeFire), schedule.WithDeliveryObserver(e.observeDelivery)}
 	if sc, ok := fires.(store.SlotClaimer); ok && e.shared() {
 		opts = append(opts, schedule.WithSlotClaimer(sc)) // a shared database: each fire once across engines

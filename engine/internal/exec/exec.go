@@ -216,6 +216,10 @@ type Params struct {
 	// closed earlier, as soon as its terminal state is written), with the *Run Start returned
 	// (the same pointer, so a caller can tell it from the run of a later resume).
 	OnDone func(*Run)
+	// Fire, on a new run, is the fire of the schedule or webhook delivery that started it,
+	// written in the run's first write (store.Batch.Fires) with its RunID set: the store must be
+	// a store.FireBatcher. nil: none.
+	Fire *store.Fire
 	// OnStart, when set, is called with the run's handle once its first write is stored and
 	// before any of its steps starts, so the caller can register the run before anything of
 	// it (a host call, a child run) can be seen.
@@ -431,6 +435,11 @@ func (x *Executor) Start(ctx context.Context, p Params) (*Run, error) {
 		}
 		b.CreateRuns = []store.Run{rec}
 		b.Events = []run.Event{r.event(now, run.EventWorkflowStarted, "", string(run.StatusRunning), 0, nil)}
+		if p.Fire != nil {
+			f := *p.Fire
+			f.RunID = r.id
+			b.Fires = []store.Fire{f}
+		}
 	}
 	if err := x.cfg.Store.Write(ctx, b); err != nil {
 		r.cancelCtx(context.Canceled)

@@ -724,9 +724,11 @@ func (s *Scheduler) admitLocked(ctx context.Context, e *entry, trig map[string]a
 	}
 	inputs, err := renderInputs(e.spec.Inputs, trig)
 	var runID string
+	written := false // the fire was written with the run (FireWriter)
 	if err == nil {
-		runID, err = s.start(ctx, StartRequest{ScheduleID: e.spec.ID, Workflow: e.spec.Workflow,
-			Inputs: inputs, Trigger: trig, Origin: f.Origin, DeliveryID: deliveryID})
+		req := StartRequest{ScheduleID: e.spec.ID, Workflow: e.spec.Workflow,
+			Inputs: inputs, Trigger: trig, Origin: f.Origin, DeliveryID: deliveryID}
+		runID, written, err = s.start(ctx, req, f)
 	}
 	if err != nil {
 		f.Kind, f.Reason, f.Message = FireFailed, ReasonStartFailed, err.Error()
@@ -734,19 +736,31 @@ func (s *Scheduler) admitLocked(ctx context.Context, e *entry, trig map[string]a
 		return admission{fire: f, err: err}
 	}
 	f.Kind, f.RunID = FireFired, runID
-	s.record(ctx, f)
+	if written {
+		s.observe(f)
+	} else {
+		s.record(ctx, f)
+	}
 	return admission{fire: f}
 }
 
-// start calls Starter.Start, turning a panic into an error: a bug in the engine must not take
-// down the host process from a scheduler goroutine.
-func (s *Scheduler) start(ctx context.Context, req StartRequest) (runID string, err error) {
+// start starts the run of req, with its fire f written in the same write when the Starter is a
+// FireWriter that writes fires (written reports it), else through Starter.Start; a panic
+// becomes an error: a bug in the engine must not take down the host process from a scheduler
+// goroutine.
+func (s *Scheduler) start(ctx context.Context, req StartRequest, f Fire) (runID string, written bool, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			runID, err = "", fmt.Errorf("the engine panicked starting the run: %v", v)
+			runID, written, err = "", false, fmt.Errorf("the engine panicked starting the run: %v", v)
 		}
 	}()
-	return s.starter.Start(ctx, req)
+	if fw, ok := s.starter.(FireWriter); ok && fw.WritesFires() {
+		f.Kind, f.RunID = FireFired, ""
+		runID, err = fw.StartWritingFire(ctx, req, f)
+		return runID, err == nil, err
+	}
+	runID, err = s.starter.Start(ctx, req)
+	return runID, false, err
 }
 
 // active calls Starter.Active (with an admitter, its ActiveScheduleRuns: the runs of every
@@ -763,10 +777,16 @@ func (s *Scheduler) active(ctx context.Context, id string) (n int, err error) {
 	return s.starter.Active(ctx, id)
 }
 
-func (s *Scheduler) record(ctx context.Context, f Fire) {
+// observe passes f to the fire observer (WithFireObserver), if any.
+func (s *Scheduler) observe(f Fire) {
 	if s.onFire != nil {
 		s.onFire(f)
 	}
+}
+
+// record passes f to the fire observer and appends it to the fire history.
+func (s *Scheduler) record(ctx context.Context, f Fire) {
+	s.observe(f)
 	if err := s.fires.RecordFire(context.WithoutCancel(ctx), f); err != nil {
 		s.log.Warn("schedule: recording a fire failed", "schedule_id", f.ScheduleID, "kind", f.Kind, "run_id", f.RunID, "error", err)
 	}

@@ -39,6 +39,17 @@ type Starter interface {
 	Active(ctx context.Context, scheduleID string) (int, error)
 }
 
+// FireWriter is a Starter that can write the fire of a run it starts in the run's own first
+// write (store.Batch.Fires): a process killed between two writes would leave a run whose fire
+// (its delivery id) the history does not know, and the sender's redelivery would start it again.
+// When WritesFires reports true, the scheduler starts each run that fires through
+// StartWritingFire, with the fire (Kind FireFired; the run id is the writer's to set), and
+// records that fire nowhere else; a fire that starts no run is recorded as before.
+type FireWriter interface {
+	WritesFires() bool
+	StartWritingFire(ctx context.Context, req StartRequest, f Fire) (runID string, err error)
+}
+
 // Tracker is a Starter for an engine whose runs do not know their schedule: it starts runs
 // through a function and remembers, by schedule, the runs started that may still be executing,
 // forgetting those ended (pruned at each Start and Active, so a schedule with max_concurrent 0,
@@ -46,6 +57,8 @@ type Starter interface {
 type Tracker struct {
 	start func(ctx context.Context, req StartRequest) (string, error)
 	ended func(runID string) bool
+	// startWritingFire, when set (WriteFiresWith), makes the Tracker a FireWriter.
+	startWritingFire func(ctx context.Context, req StartRequest, f Fire) (string, error)
 
 	mu   sync.Mutex
 	runs map[string][]string
@@ -57,9 +70,28 @@ func NewTracker(start func(ctx context.Context, req StartRequest) (string, error
 	return &Tracker{start: start, ended: ended, runs: map[string][]string{}}
 }
 
+// WriteFiresWith makes t a FireWriter whose runs that fire start through fn, which writes the
+// fire with the run. Call it before the Tracker is used.
+func (t *Tracker) WriteFiresWith(fn func(ctx context.Context, req StartRequest, f Fire) (string, error)) {
+	t.startWritingFire = fn
+}
+
 // Start implements Starter.
 func (t *Tracker) Start(ctx context.Context, req StartRequest) (string, error) {
-	id, err := t.start(ctx, req)
+	return t.started(req, func() (string, error) { return t.start(ctx, req) })
+}
+
+// WritesFires implements FireWriter: whether WriteFiresWith was given a function.
+func (t *Tracker) WritesFires() bool { return t.startWritingFire != nil }
+
+// StartWritingFire implements FireWriter.
+func (t *Tracker) StartWritingFire(ctx context.Context, req StartRequest, f Fire) (string, error) {
+	return t.started(req, func() (string, error) { return t.startWritingFire(ctx, req, f) })
+}
+
+// started runs start and remembers the run it started for req's schedule.
+func (t *Tracker) started(req StartRequest, start func() (string, error)) (string, error) {
+	id, err := start()
 	if err != nil {
 		return "", err
 	}

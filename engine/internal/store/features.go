@@ -92,6 +92,15 @@ type ControlAnswer struct {
 	Error     string
 }
 
+// FireBatcher is a FireLog whose Write takes Batch.Fires: its fire history is in the same
+// database as its runs, and a run's fire is written with the run, in one transaction (SQLite,
+// PostgreSQL). The engine writes the fires of the runs it starts that way only on such a store.
+type FireBatcher interface {
+	FireLog
+	// BatchesFires marks the store (it does nothing).
+	BatchesFires()
+}
+
 // FireLog keeps the scheduler's fire history. A store that has it keeps the history across
 // restarts (and catch-up fires see the last one); without it the engine keeps it in memory.
 // Implementations must be safe for concurrent use. A store keeps every fire of kind FireFired

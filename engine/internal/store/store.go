@@ -126,6 +126,12 @@ type Batch struct {
 	Files []FileRecord
 	// CacheEntries are upserted keyed by (Key, RunID, StepKey, Attempt), after the files.
 	CacheEntries []CacheEntry
+	// Fires are appended to the fire history (FireLog), last: the fire of a run a schedule or a
+	// webhook delivery started, written with the run's creation, so that no process killed
+	// between two writes leaves a run whose fire (its delivery id) the history does not know
+	// (docs/guide/scheduler.md, "Redeliveries"). Each must be of Kind FireFired (others are an
+	// error). A store that is not a FireBatcher fails a batch with fires, writing nothing.
+	Fires []Fire
 }
 
 // Run is the record of one workflow run.

@@ -427,6 +427,9 @@ func (s *Store) appendEvents(events []run.Event) {
 
 // check validates a batch before anything is applied.
 func (s *Store) check(b *store.Batch) error {
+	if len(b.Fires) > 0 {
+		return fmt.Errorf("memstore: a batch with fires; this store keeps no fire history (store.FireLog)")
+	}
 	var created map[string]bool
 	for _, r := range b.CreateRuns {
 		if r.ID == "" {

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -81,5 +82,22 @@ func TestAttemptChunks(t *testing.T) {
 		if got, err := s.ListAttempts(ctx, "r1", key); err != nil || len(got) != 1 || got[0].StepKey != key {
 			t.Fatalf("attempts of %s = %+v, %v; want its one", key, got, err)
 		}
+	}
+}
+
+// A batch with fires is refused whole: the memory store keeps no fire history
+// (store.FireBatcher), and dropping the fire would lose what redeliveries are checked against.
+func TestABatchWithFiresIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	b := &store.Batch{
+		CreateRuns: []store.Run{{ID: "r1", Status: run.StatusRunning, CreatedAt: time.Now(), UpdatedAt: time.Now()}},
+		Fires:      []store.Fire{{ScheduleID: "hook", Kind: store.FireFired, RunID: "r1", DeliveryID: "d1"}},
+	}
+	if err := s.Write(ctx, b); err == nil {
+		t.Fatal("a batch with fires was taken")
+	}
+	if _, err := s.GetRun(ctx, "r1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the run of the refused batch: %v; want ErrNotFound", err)
 	}
 }

@@ -113,6 +113,14 @@ func (s *Store) AnswerControl(ctx context.Context, id int64, now time.Time, code
 
 const fireColumns = `schedule_id, kind, reason, message, run_id, origin, scheduled_at, fired_at, delivery_id`
 
+var _ store.FireBatcher = (*Store)(nil)
+
+// BatchesFires implements store.FireBatcher: Write takes Batch.Fires (apply).
+func (s *Store) BatchesFires() {}
+
+// sqlFireInsert appends a fire (RecordFire, and store.Batch.Fires in a write's transaction).
+const sqlFireInsert = `INSERT INTO schedule_fires (` + fireColumns + `, replay_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
 // RecordFire appends a fire. The fire of a run just started is what the other engines'
 // redelivery, replay and max_concurrent checks find, so a connection lost before the insert
 // could have been applied (a server restart, pg_terminate_backend; see retryLost) is tried
@@ -124,7 +132,7 @@ func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 		return err
 	}
 	err := s.retryLost(ctx, false, func() error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO schedule_fires (`+fireColumns+`, replay_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		_, err := s.pool.Exec(ctx, sqlFireInsert,
 			text(f.ScheduleID), string(f.Kind), text(f.Reason), text(f.Message), text(f.RunID), text(f.Origin),
 			nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID), textPtr(f.ReplayKey))
 		return err

@@ -55,6 +55,7 @@ func TestExercise(t *testing.T) {
 	storetest.ExerciseAssets(t, func(t *testing.T) storetest.AssetStore { return openTemp(t) })
 	storetest.ExerciseController(t, func(t *testing.T) store.Controller { return openTemp(t) })
 	storetest.ExerciseFireLog(t, func(t *testing.T) store.FireLog { return openTemp(t) })
+	storetest.ExerciseBatchFires(t, func(t *testing.T) storetest.FireStore { return openTemp(t) })
 	storetest.ExerciseCatalog(t, func(t *testing.T) store.Catalog { return openTemp(t) })
 	storetest.ExerciseSlotClaimer(t, func(t *testing.T, n int) []store.SlotClaimer {
 		url := pgtest.DB(t)

@@ -501,6 +501,17 @@ func (s *Store) apply(ctx context.Context, tx sender, batches []*store.Batch, im
 		q.Queue(sqlCacheUpsert, cacheArrays(entries)...)
 		checks = append(checks, check{what: fmt.Sprintf("writing %d cache entries", len(entries))})
 	}
+	for _, b := range batches {
+		for i := range b.Fires {
+			f := &b.Fires[i]
+			if f.Kind != store.FireFired {
+				return 0, fmt.Errorf("a batch records fired fires only; got %q for %s", f.Kind, f.ScheduleID)
+			}
+			q.Queue(sqlFireInsert, text(f.ScheduleID), string(f.Kind), text(f.Reason), text(f.Message), text(f.RunID),
+				text(f.Origin), nanos(f.ScheduledAt), nanos(f.FiredAt), text(f.DeliveryID), textPtr(f.ReplayKey))
+			checks = append(checks, check{what: "recording a fire of " + f.ScheduleID})
+		}
+	}
 	nEvents := 0
 	for _, b := range batches {
 		nEvents += len(b.Events)

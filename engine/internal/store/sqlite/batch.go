@@ -221,7 +221,34 @@ func apply(w *wconn, b *store.Batch, seq *uint64, ord *int64) error {
 	if err := putFiles(w, b.Files); err != nil {
 		return err
 	}
-	return putCacheEntries(w, b.CacheEntries)
+	if err := putCacheEntries(w, b.CacheEntries); err != nil {
+		return err
+	}
+	return putFires(w, b.Fires)
+}
+
+// putFires appends fires of runs the batch starts (store.Batch.Fires: fired ones only, never
+// trimmed).
+func putFires(w *wconn, fires []store.Fire) error {
+	for i := range fires {
+		f := &fires[i]
+		if f.Kind != store.FireFired {
+			return fmt.Errorf("a batch records fired fires only; got %q for %s", f.Kind, f.ScheduleID)
+		}
+		w.arg(f.ScheduleID)
+		w.arg(string(f.Kind))
+		w.arg(f.Reason)
+		w.arg(f.Message)
+		w.arg(f.RunID)
+		w.arg(f.Origin)
+		w.arg(nanos(f.ScheduledAt))
+		w.arg(nanos(f.FiredAt))
+		w.arg(f.DeliveryID)
+		if err := w.exec(sqlFireInsert); err != nil {
+			return fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err)
+		}
+	}
+	return nil
 }
 
 // putAttempts upserts attempt rows, a statement per row, and trims each step's attempts to the
@@ -354,6 +381,11 @@ func applyAll(w *wconn, group []*store.Batch, seq *uint64, ord *int64) error {
 	}
 	for _, p := range group {
 		if err := putCacheEntries(w, p.CacheEntries); err != nil {
+			return err
+		}
+	}
+	for _, p := range group {
+		if err := putFires(w, p.Fires); err != nil {
 			return err
 		}
 	}

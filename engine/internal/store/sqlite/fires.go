@@ -14,16 +14,22 @@ import (
 var (
 	_ store.FireLog        = (*Store)(nil)
 	_ store.DeliveryFinder = (*Store)(nil)
+	_ store.FireBatcher    = (*Store)(nil)
 )
 
+// BatchesFires implements store.FireBatcher: Write takes Batch.Fires (putFires).
+func (s *Store) BatchesFires() {}
+
 const fireColumns = `schedule_id, kind, reason, message, run_id, origin, scheduled_at, fired_at, delivery_id`
+
+const sqlFireInsert = `INSERT INTO schedule_fires (` + fireColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // RecordFire appends a fire.
 func (s *Store) RecordFire(ctx context.Context, f store.Fire) error {
 	if err := s.checkWrite(); err != nil {
 		return err
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO schedule_fires (`+fireColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.w.ExecContext(ctx, sqlFireInsert,
 		f.ScheduleID, string(f.Kind), f.Reason, f.Message, f.RunID, f.Origin, nanos(f.ScheduledAt), nanos(f.FiredAt), f.DeliveryID)
 	if err != nil {
 		return fmt.Errorf("recording a fire of %s: %w", f.ScheduleID, err)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -528,4 +529,65 @@ func ExerciseRefusedFiresBound(t *testing.T, newLog func(t *testing.T) store.Fir
 			t.Errorf("%d refused fires of one schedule kept; want at most %d", got, store.MaxRefusedFires+store.RefusedFiresSlack)
 		}
 	})
+}
+
+// FireStore is a store that keeps the fire history: a run's fire can be written with the run
+// (store.Batch.Fires).
+type FireStore interface {
+	store.Store
+	store.FireLog
+	store.DeliveryFinder
+}
+
+// ExerciseBatchFires checks store.Batch.Fires: a fire written with the run it started, in the
+// same transaction (one write: no process killed between two leaves a run without its fire).
+func ExerciseBatchFires(t *testing.T, newStore func(t *testing.T) FireStore) {
+	t.Helper()
+	t.Run("FireWrittenWithItsRun", func(t *testing.T) {
+		t.Parallel()
+		testBatchFires(t, newStore(t))
+	})
+}
+
+func testBatchFires(t *testing.T, s FireStore) {
+	ctx := context.Background()
+	fire := func(runID, delivery string) store.Fire {
+		return store.Fire{ScheduleID: "hook", Kind: store.FireFired, RunID: runID, Origin: "webhook",
+			ScheduledAt: t0, FiredAt: t0, DeliveryID: delivery}
+	}
+	write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}, Fires: []store.Fire{fire("r1", "d1")}})
+	got, found, err := s.FireByDelivery(ctx, "hook", "d1")
+	if err != nil || !found || got.RunID != "r1" || got.Kind != store.FireFired || got.Origin != "webhook" {
+		t.Fatalf("FireByDelivery(d1) after the run's write = %+v, %v, %v; want the fire of r1", got, found, err)
+	}
+	if fs := mustFires(t, s, "hook", 0); len(fs) != 1 {
+		t.Fatalf("the history holds %+v; want the one fire", fs)
+	}
+	if rf, ok := s.(store.ReplayFinder); ok { // a signed webhook's fire keeps its replay key
+		signed := fire("r9", "")
+		signed.ReplayKey = "sig-1"
+		write(t, s, &store.Batch{CreateRuns: []store.Run{newRun("r9", t0)}, Fires: []store.Fire{signed}})
+		if got, found, err := rf.FireByReplay(ctx, "hook", "sig-1"); err != nil || !found || got.RunID != "r9" {
+			t.Fatalf("FireByReplay after the run's write = %+v, %v, %v; want the fire of r9", got, found, err)
+		}
+	}
+
+	// A batch that fails writes none of it, its fire included: the run id exists already.
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r1", t0)}, Fires: []store.Fire{fire("r1", "d2")}}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("creating run r1 again: %v; want ErrExists", err)
+	}
+	if got, found, err := s.FireByDelivery(ctx, "hook", "d2"); found || err != nil {
+		t.Fatalf("the fire of a batch that failed was written: %+v, %v", got, err)
+	}
+
+	// Only fired fires go in a batch (a refused one is recorded alone, where the history keeps
+	// the newest few): the batch fails, its run is not created.
+	bad := fire("r2", "d3")
+	bad.Kind, bad.RunID, bad.Reason = store.FireFailed, "", "start_failed"
+	if err := s.Write(ctx, &store.Batch{CreateRuns: []store.Run{newRun("r2", t0)}, Fires: []store.Fire{bad}}); err == nil {
+		t.Fatal("a batch with a failed fire was taken")
+	}
+	if _, err := s.GetRun(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the run of a refused batch: %v; want ErrNotFound", err)
+	}
 }
