@@ -43,6 +43,11 @@ type checkpointer struct {
 	commits  atomic.Int64 // commits since the last wake-up
 	restart  atomic.Bool  // the leader is asked to checkpoint before its next transaction
 	passes   atomic.Int64 // checkpoints the checkpointer completed (for tests)
+	// restarts counts the passes that found the WAL holding fewer frames than the pass before:
+	// it was started over in between (for tests). lastFrames is the previous pass's count,
+	// used by the checkpointer's goroutine only.
+	restarts   atomic.Int64
+	lastFrames int64
 	catchUps atomic.Int64 // checkpoints the leader ran to restart the WAL (for tests)
 }
 
@@ -100,6 +105,10 @@ func (c *checkpointer) pass() {
 		return // the next pass tries again; a failing database fails its writes too
 	}
 	c.passes.Add(1)
+	if frames < c.lastFrames {
+		c.restarts.Add(1)
+	}
+	c.lastFrames = frames
 	if frames >= restartFrames {
 		c.restart.Store(true)
 	}

@@ -36,15 +36,12 @@ func TestWALRestartsUnderSteadyWrites(t *testing.T) {
 	if s.ckpt.passes.Load() == 0 || s.ckpt.catchUps.Load() == 0 {
 		t.Fatalf("checkpointer passes %d, leader catch-ups %d: want both > 0", s.ckpt.passes.Load(), s.ckpt.catchUps.Load())
 	}
-	// The WAL file only grows (up to walSizeLimit), so its size is the largest the WAL was.
-	wal, err := os.Stat(path + "-wal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 4× restartFrames: a checkpointer slowed by a busy machine lets the WAL pass 2× (45 MB seen
-	// under load), while a WAL that never restarts passes 100 MiB.
-	if limit := int64(4 * restartFrames * 4096); wal.Size() > limit {
-		t.Fatalf("WAL grew to %d bytes over %d writes: want ≤ %d (it does not restart)", wal.Size(), writes, limit)
+	// The WAL started over: a pass found fewer frames in it than the pass before. (Its file's
+	// size was the check before, but a checkpointer slowed by a busy machine let it reach 45 MB
+	// and, in a CI run, 86 MB, near the 100 MiB of a WAL that never restarts.)
+	if s.ckpt.restarts.Load() == 0 {
+		wal, _ := os.Stat(path + "-wal")
+		t.Fatalf("the WAL never started over in %d writes (%d catch-ups; its file %v)", writes, s.ckpt.catchUps.Load(), wal.Size())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
