@@ -36,19 +36,19 @@ const (
 
 // checkpointer runs the checkpoints of one store opened for writing (see above).
 type checkpointer struct {
-	db       *sql.DB       // its own connection to the database
-	kick     chan struct{} // wakes the loop; capacity 1
-	stop     chan struct{}
-	done     chan struct{}
-	commits  atomic.Int64 // commits since the last wake-up
-	restart  atomic.Bool  // the leader is asked to checkpoint before its next transaction
-	passes   atomic.Int64 // checkpoints the checkpointer completed (for tests)
+	db      *sql.DB       // its own connection to the database
+	kick    chan struct{} // wakes the loop; capacity 1
+	stop    chan struct{}
+	done    chan struct{}
+	commits atomic.Int64 // commits since the last wake-up
+	restart atomic.Bool  // the leader is asked to checkpoint before its next transaction
+	passes  atomic.Int64 // checkpoints the checkpointer completed (for tests)
 	// restarts counts the passes that found the WAL holding fewer frames than the pass before:
 	// it was started over in between (for tests). lastFrames is the previous pass's count,
 	// used by the checkpointer's goroutine only.
 	restarts   atomic.Int64
 	lastFrames int64
-	catchUps atomic.Int64 // checkpoints the leader ran to restart the WAL (for tests)
+	catchUps   atomic.Int64 // checkpoints the leader ran to restart the WAL (for tests)
 }
 
 func startCheckpointer(path string) (*checkpointer, error) {
