@@ -64,7 +64,7 @@ type Host struct {
 	pullers    map[uint64]string
 	nextPuller uint64
 	// answeredBy is when each open puller last had an answer taken, as lastAnswer: Pull spins
-	// for a puller only shortly after its own answer (spinFor).
+	// for a puller only shortly after its own answer (spinForLocked).
 	answeredBy map[uint64]int64
 	// inflight are the calls a puller took and the host has not answered or handed back, by id,
 	// including those whose step gave up on them (cancelled, abandoned): the host may still be
@@ -101,19 +101,18 @@ func (h *Host) answeredWithin(d time.Duration) bool {
 	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < d
 }
 
-// spinFor reports whether a Pull of puller should spin before it parks: when that puller had
+// spinForLocked reports whether a Pull of puller should spin before it parks: when that puller had
 // an answer taken less than spinWindow ago (it answers and asks for the next call of a run going
 // step after step), or, for puller 0, when any answer was. A puller that was idle, or woken
 // for a call another puller took, parks at once: each of its yields would be a thread hand-off
 // (a Pull from a host thread is a cgo callback), and with several idle threads of a fan-out
 // every queued call woke them all into such a spin.
-func (h *Host) spinFor(puller uint64) bool {
+// Under h.mu (Pull holds it already: no second lock per pull).
+func (h *Host) spinForLocked(puller uint64) bool {
 	if puller == 0 {
 		return h.answeredWithin(spinWindow)
 	}
-	h.mu.Lock()
 	last := h.answeredBy[puller]
-	h.mu.Unlock()
 	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < spinWindow
 }
 
@@ -536,7 +535,10 @@ func (h *Host) popLocked(ln *lane, runID string, max int, puller uint64) []Pendi
 		ln.left(p, false)
 		if taken {
 			if out == nil {
-				out = make([]PendingCall, 0, max)
+				// p (already off the queue) and what is still queued, at most: a pull asks
+				// for up to 8 or 16 calls and mostly gets one, and each slot is 128 bytes to
+				// allocate and clear.
+				out = make([]PendingCall, 0, min(max, 1+ln.queuedAtMost(runID)))
 				now = int64(time.Since(hostEpoch)) | 1
 			}
 			p.takenAt = now

@@ -18,7 +18,7 @@ import (
 const maxSpins = 300
 
 // spinWindow is how recent the puller's own last answer (any answer, for puller 0) must be for
-// Pull to spin before it blocks (Host.spinFor):
+// Pull to spin before it blocks (Host.spinForLocked):
 // the spin pays off only while a run is going step after step (the engine queues the next call
 // a few microseconds after an answer). An idle host parks at once: a Pull from a host thread
 // is a cgo callback, locked to its OS thread, so every yield there hands the processor to
@@ -50,9 +50,6 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 	}
 	timeout := req.Timeout
 	spins := 0
-	if !h.spinFor(req.Puller) {
-		spins = maxSpins // idle: park at once
-	}
 	busy := false // spin without yielding, once, for a sequential step's handshake (handshake.go)
 	var timer *time.Timer
 	defer func() {
@@ -61,6 +58,9 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 		}
 	}()
 	h.mu.Lock()
+	if !h.spinForLocked(req.Puller) {
+		spins = maxSpins // idle: park at once
+	}
 	var laneBuf [2]*lane // no allocation: only two lanes exist
 	lanes := laneBuf[:0]
 	for _, name := range names {
@@ -116,7 +116,11 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			if h.leaveToTakerLocked(ln, req) {
 				continue
 			}
-			out = append(out, h.popLocked(ln, req.RunID, max-len(out), req.Puller)...)
+			if got := h.popLocked(ln, req.RunID, max-len(out), req.Puller); out == nil {
+				out = got // the one lane's calls: no second copy
+			} else {
+				out = append(out, got...)
+			}
 			if len(out) >= max {
 				break
 			}

@@ -205,6 +205,18 @@ func (ln *lane) left(p *pending, compact bool) {
 	}
 }
 
+// queuedAtMost returns a bound on how many calls of run runID ("" = any) are queued on ln: the
+// entries of its queue, dead ones included (0 when the run has none).
+func (ln *lane) queuedAtMost(runID string) int {
+	f := &ln.all
+	if runID != "" {
+		if f = ln.byRun[runID]; f == nil {
+			return 0
+		}
+	}
+	return len(f.s) - f.head
+}
+
 // next returns the oldest queued call of run runID ("" = any run), or nil.
 func (ln *lane) next(runID string) *pending {
 	if runID == "" {
