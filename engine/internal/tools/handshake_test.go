@@ -51,6 +51,7 @@ func TestSequentialStepsOfALockedHostThreadHandshake(t *testing.T) {
 		t.Run(fmt.Sprint("locked=", locked), func(t *testing.T) {
 			h := NewHost()
 			defer h.Close()
+			h.spinAlways = true // on a busy machine its slow spins would stop them
 			const steps = 200
 			errc := make(chan error, 1)
 			go func() { errc <- answerInTurn(h, steps, locked) }()
@@ -99,6 +100,7 @@ func TestACancelEndsACallSleepingInTheHandshake(t *testing.T) {
 func cancelASleepingCall(t *testing.T) bool {
 	h := NewHost()
 	defer h.Close()
+	h.spinAlways = true // on a busy machine its slow spins would stop them
 	// One locked host thread answers 20 quick steps, then takes the 21st and keeps it.
 	const quick = 20
 	pulled := make(chan PendingCall, 1)
@@ -196,5 +198,98 @@ func TestNoHandshakeWhileTheEngineTurnsSlowly(t *testing.T) {
 	}
 	if h.busySpins.Load() == 0 {
 		t.Fatal("the host thread never spun, not even before the lane's turnaround was known")
+	}
+}
+
+// A lane's busy spins stop once most of its last 8 were slow (the processors busy with other
+// work), are tried again after 16, 32, 64, … pulls, up to lastProbe, and come back after a try
+// whose spins but the first were quick.
+func TestSpinsStopWhileSlowAndComeBackWhenQuick(t *testing.T) {
+	const quick, slow = 5 * time.Microsecond, 2 * slowSpin
+	ln := newLane()
+	spin := func(d time.Duration) {
+		t.Helper()
+		if !ln.spinPaysLocked() {
+			t.Fatal("a spin was refused where one was due")
+		}
+		ln.spunLocked(d)
+	}
+	for range 20 {
+		spin(quick)
+	}
+	spin(slow) // now and then one is slow: spins go on
+	for range 8 {
+		spin(quick)
+	}
+	for range stopAfterSlow {
+		spin(slow)
+	}
+	// refused returns how many spins were refused before one was allowed (a try).
+	refused := func() int {
+		n := 0
+		for !ln.spinPaysLocked() {
+			if n++; n > 10*lastProbe {
+				t.Fatal("no try in 10 × lastProbe pulls")
+			}
+		}
+		return n
+	}
+	want := firstProbe - 1
+	for range 10 { // failed tries: each waits twice as long, up to lastProbe
+		if n := refused(); n != want {
+			t.Fatalf("%d spins refused before a try, want %d", n, want)
+		}
+		ln.spunLocked(slow) // the try's first spin
+		for range probeSpins - 2 {
+			spin(quick)
+		}
+		spin(slow) // one slow spin after the first fails the try
+		want = min(2*(want+1), lastProbe) - 1
+	}
+	if n := refused(); n != lastProbe-1 {
+		t.Fatalf("%d spins refused before a try, want %d", n, lastProbe-1)
+	}
+	ln.spunLocked(slow) // a try whose first spin is slow and the others quick: spins are back
+	for range probeSpins - 1 {
+		spin(quick)
+	}
+	for range 100 {
+		spin(quick)
+	}
+	for range stopAfterSlow { // and the next stop waits firstProbe again
+		spin(slow)
+	}
+	if n := refused(); n != firstProbe-1 {
+		t.Fatalf("%d spins refused before a try after spins came back, want %d", n, firstProbe-1)
+	}
+}
+
+// A host thread stops spinning for the next call when its spins wait long for it although the
+// engine's turnaround is short enough for a spin (lane.quickTurns): what it sees when the
+// processors are busy with other work, and the engine's thread that would queue the call waits
+// for the one the spin holds. The engine's side here waits 80 µs (busy) before each call.
+func TestAHostThreadStopsSpinningWhenItsSpinsAreSlow(t *testing.T) {
+	if !handshakes {
+		t.Skip("no handshake on " + runtime.GOOS)
+	}
+	h := NewHost()
+	defer h.Close()
+	const steps = 200
+	errc := make(chan error, 1)
+	go func() { errc <- answerInTurn(h, steps, true) }()
+	for i := range steps {
+		for start := time.Now(); time.Since(start) < slowSpin+30*time.Microsecond; {
+		}
+		if _, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: fmt.Sprint("s", i), Tool: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	// At most: the first stopAfterSlow spins, then probeSpins per try at 16, 32, 64 and 128
+	// pulls; a few more when a try happened to be quick.
+	if n := h.busySpins.Load(); n == 0 || n > 60 {
+		t.Fatalf("the host thread spun for %d of %d calls, each queued 80 µs after the answer", n, steps)
 	}
 }

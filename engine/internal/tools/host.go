@@ -90,6 +90,10 @@ type Host struct {
 	handshakesWoken atomic.Int64
 	// spinning is how many Pulls are spinning (at most one: see Pull), under mu.
 	spinning int
+	// spinAlways makes a host thread spin for the next call whatever its lane's last spins
+	// took (lane.spinPaysLocked): for tests of the handshake on a busy machine, where spins
+	// stop. Set before the Host is used.
+	spinAlways bool
 }
 
 // hostEpoch is the origin of Host.lastAnswer (a monotonic reading).

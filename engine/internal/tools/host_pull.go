@@ -80,7 +80,7 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 			ln.lastTake = 0 // back for more: its calls no longer keep a puller from being woken
 		}
 		if ln == h.lanes[LaneMain] {
-			busy = handshakes && req.LockedThread && spins < maxSpins && ln.quickTurns()
+			busy = handshakes && req.LockedThread && spins < maxSpins && ln.quickTurns() && (h.spinAlways || ln.spinPaysLocked())
 		}
 	}
 	spinning := false // this Pull counts in h.spinning (and, busy, in its lanes' spinning)
@@ -162,11 +162,13 @@ func (h *Host) Pull(ctx context.Context, req PullRequest) ([]PendingCall, error)
 				seq := h.queued.Load()
 				h.mu.Unlock()
 				h.busySpins.Add(1)
-				spinForQueued(&h.queued, seq, busySpin)
-			} else {
-				h.mu.Unlock()
-				runtime.Gosched()
+				spun := spinForQueued(&h.queued, seq, busySpin)
+				h.mu.Lock()
+				h.lanes[LaneMain].spunLocked(spun)
+				continue
 			}
+			h.mu.Unlock()
+			runtime.Gosched()
 			h.mu.Lock()
 			continue
 		}

@@ -53,6 +53,15 @@ type lane struct {
 	// (handshake.go). Under Host.mu.
 	turnAvg    int64
 	answeredAt int64
+	// spinHistory holds the outcome of the lane's last 8 busy spins, the newest in bit 0: a bit
+	// set for a spin that waited more than slowSpin for its call. While spins are stopped,
+	// spinSkips counts the pulls since the last try, probeEvery how many to leave out before the
+	// next, and probeLeft the spins left in a try under way (handshake.go,
+	// lane.spinPaysLocked). Under Host.mu.
+	spinHistory uint8
+	spinSkips   int
+	probeEvery  int
+	probeLeft   int
 }
 
 func newLane() *lane {
