@@ -42,6 +42,24 @@ func answerInTurn(h *Host, n int, locked bool) error {
 	return <-done
 }
 
+// stepsInTurn makes the n calls of run "r" on h's main lane one after another, each after
+// before(i) (the engine's own work between an answer and the next call), while a host thread
+// locked to its OS thread answers them (answerInTurn).
+func stepsInTurn(t *testing.T, h *Host, n int, before func(i int)) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- answerInTurn(h, n, true) }()
+	for i := range n {
+		before(i)
+		if _, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: fmt.Sprint("s", i), Tool: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A run's steps answered one after another by a host thread locked to its OS thread meet it
 // halfway (handshake.go): the run's Call sleeps for each answer in the kernel and is woken by it
 // (where a futex allows). An ordinary goroutine's Pull, or a system without one, leaves every
@@ -178,21 +196,13 @@ func TestNoHandshakeWhileTheEngineTurnsSlowly(t *testing.T) {
 	h := NewHost()
 	defer h.Close()
 	const steps = 40
-	errc := make(chan error, 1)
-	go func() { errc <- answerInTurn(h, steps, true) }()
 	var late int64
-	for i := range steps {
+	stepsInTurn(t, h, steps, func(i int) {
 		if i == steps/2 {
 			late = h.busySpins.Load()
 		}
 		time.Sleep(2 * busySpin) // the engine's own work between an answer and the next call
-		if _, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: fmt.Sprint("s", i), Tool: "t"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	})
 	if n := h.busySpins.Load() - late; n != 0 {
 		t.Fatalf("the host thread spun for %d of the last %d calls, with the engine taking %v to queue each", n, steps/2, 2*busySpin)
 	}
@@ -275,18 +285,10 @@ func TestAHostThreadStopsSpinningWhenItsSpinsAreSlow(t *testing.T) {
 	h := NewHost()
 	defer h.Close()
 	const steps = 200
-	errc := make(chan error, 1)
-	go func() { errc <- answerInTurn(h, steps, true) }()
-	for i := range steps {
+	stepsInTurn(t, h, steps, func(int) {
 		for start := time.Now(); time.Since(start) < slowSpin+30*time.Microsecond; {
 		}
-		if _, err := h.Call(context.Background(), LaneMain, Call{RunID: "r", StepKey: fmt.Sprint("s", i), Tool: "t"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	})
 	// At most: the first stopAfterSlow spins, then probeSpins per try at 16, 32, 64 and 128
 	// pulls; a few more when a try happened to be quick.
 	if n := h.busySpins.Load(); n == 0 || n > 60 {
