@@ -66,9 +66,6 @@ func (ln *lane) spinPaysLocked() bool {
 	if ln.probeLeft > 0 || bits.OnesCount8(ln.spinHistory) < stopAfterSlow {
 		return true
 	}
-	if ln.probeEvery == 0 {
-		ln.probeEvery = firstProbe
-	}
 	if ln.spinSkips++; ln.spinSkips < ln.probeEvery {
 		return false
 	}

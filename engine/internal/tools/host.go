@@ -105,13 +105,12 @@ func (h *Host) answeredWithin(d time.Duration) bool {
 	return last != 0 && time.Since(hostEpoch)-time.Duration(last) < d
 }
 
-// spinForLocked reports whether a Pull of puller should spin before it parks: when that puller had
-// an answer taken less than spinWindow ago (it answers and asks for the next call of a run going
-// step after step), or, for puller 0, when any answer was. A puller that was idle, or woken
-// for a call another puller took, parks at once: each of its yields would be a thread hand-off
-// (a Pull from a host thread is a cgo callback), and with several idle threads of a fan-out
-// every queued call woke them all into such a spin.
-// Under h.mu (Pull holds it already: no second lock per pull).
+// spinForLocked reports whether a Pull of puller should spin before it parks: when that puller
+// had an answer taken less than spinWindow ago (it answers and asks for the next call of a run
+// going step after step), or, for puller 0, when any answer was. A puller that was idle, or
+// woken for a call another puller took, parks at once: each of its yields would be a thread
+// hand-off (a Pull from a host thread is a cgo callback), and with several idle threads of a
+// fan-out every queued call woke them all into such a spin. Under h.mu (Pull holds it anyway).
 func (h *Host) spinForLocked(puller uint64) bool {
 	if puller == 0 {
 		return h.answeredWithin(spinWindow)

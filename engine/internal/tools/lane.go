@@ -65,7 +65,7 @@ type lane struct {
 }
 
 func newLane() *lane {
-	return &lane{byRun: map[string]*fifo{}}
+	return &lane{byRun: map[string]*fifo{}, probeEvery: firstProbe}
 }
 
 // waiter is a puller parked in Pull, on each lane of lanes (at most two).
