@@ -68,6 +68,27 @@ if [ ! -e "$sys32/bcryptprimitives.dll" ] || [ -e "$WINEPREFIX/.dccflow-bcryptpr
 	touch "$WINEPREFIX/.dccflow-bcryptprimitives"
 fi
 
+# winpath PATH: the absolute Linux PATH as programs under Wine see it. A Wine prefix maps drive Z:
+# to / (its dosdevices/z: link), so the name is made from that link when it is there; winepath is
+# asked only where it is not, a few times: on a loaded CI machine it once printed nothing, and the
+# C program below was handed an empty path (LoadLibrary error 126).
+winpath() {
+	if [ "$(readlink "$WINEPREFIX/dosdevices/z:" 2>/dev/null)" = / ]; then
+		printf 'Z:%s\n' "$(printf '%s' "$1" | tr '/' '\\')"
+		return 0
+	fi
+	local p try
+	for try in 1 2 3; do
+		if p=$(winepath -w "$1") && [ -n "$p" ]; then
+			printf '%s\n' "$p"
+			return 0
+		fi
+		echo "test_windows.sh: winepath -w $1 printed nothing (try $try of 3)" >&2
+		sleep 2
+	done
+	return 1
+}
+
 # --- Go test binaries -------------------------------------------------------------------------
 export GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=$CC_WIN
 read -r -a pkgs <<<"${DCCFLOW_WIN_PACKAGES:-./engine/... ./capi ./tests/go}"
@@ -100,7 +121,7 @@ unset GOOS GOARCH CGO_ENABLED CC
 say "running them under Wine"
 
 # --- run them under Wine ---------------------------------------------------------------------
-DCCFLOW_TEST_MCPSERVER=$(winepath -w "$WORK/bin/mcpserver.exe" 2>/dev/null)
+DCCFLOW_TEST_MCPSERVER=$(winpath "$WORK/bin/mcpserver.exe")
 export DCCFLOW_TEST_MCPSERVER
 fails=0 total_pass=0 total_skip=0
 : >"$WORK/logs/skips.txt"
@@ -149,8 +170,9 @@ if [ "${DCCFLOW_WIN_SKIP_C:-}" != 1 ]; then
 		rm -f "${dll%.dll}.h"
 	fi
 	$CC_WIN -O2 -Wall -Wextra -Werror -Icapi -o "$WORK/bin/abi_smoke.exe" tests/c/abi_smoke.c
+	dllWin=$(winpath "$dll")
 	rc=0
-	(cd "$WORK/bin" && wine ./abi_smoke.exe "$(winepath -w "$dll")") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
+	(cd "$WORK/bin" && wine ./abi_smoke.exe "$dllWin") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
 	cat "$WORK/logs/abi_smoke.log"
 	if [ "$rc" != 0 ]; then
 		fails=$((fails + 1))
