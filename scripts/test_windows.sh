@@ -136,8 +136,18 @@ for row in "${rows[@]}"; do
 	pass=$(grep -c -E '^ *--- PASS' "$log" || true)
 	skip=$(grep -c -E '^ *--- SKIP' "$log" || true)
 	total_pass=$((total_pass + pass)) total_skip=$((total_skip + skip))
-	# each skipped test with the reason it logged (the line before its --- SKIP line)
-	awk -v pkg="$short" '/^ *--- SKIP/ { sub(/^ *--- SKIP: /, ""); print pkg ": " $1 ": " prev } { gsub(/^ +/, ""); prev = $0 }' \
+	# each skipped test with the reason it logged: the last "file.go:N:" line printed under its name
+	# (parallel tests interleave, so the name comes from the latest "=== RUN/CONT/NAME/PAUSE name" or
+	# "--- PASS/FAIL/SKIP: name" line, not from the line before its --- SKIP)
+	awk -v pkg="$short" '
+		/^ *=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ *--- (PASS|FAIL|SKIP): / {
+			cur = $3
+			if ($2 == "SKIP:") skipped[++n] = cur
+			next
+		}
+		/^ +[^ ]+\.go:[0-9]+: / { line = $0; gsub(/^ +/, "", line); msg[cur] = line }
+		END { for (i = 1; i <= n; i++) print pkg ": " skipped[i] ": " (skipped[i] in msg ? msg[skipped[i]] : "(no reason logged)") }' \
 		"$log" >>"$WORK/logs/skips.txt"
 	# The verdict line: go test's PASS, near the end (a TestMain may print a banner after it, as
 	# internal/pgtest does when it skipped the PostgreSQL tests).
