@@ -64,6 +64,10 @@ def test_run_status_runs_show_resume_across_processes(studio):
     assert cli("status", run_id, cwd=studio).returncode == 1
 
     (studio / "fixed").write_text("")
+    # Without --tools the resume names the tools it lacks and the option that gives them.
+    bare = cli("resume", run_id, "--approve-all", cwd=studio, check=1)
+    assert bare.stderr == ("dcc-flow resume: error: workflow vendor_intake uses unknown tools: maya__export_fbx, "
+                           "vendor_intake__list_sftp (add --tools MODULE)\n"), bare.stderr
     resumed = cli("resume", run_id, "--tools", "tools.py", "--approve-all", cwd=studio)
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout.splitlines()[-1])

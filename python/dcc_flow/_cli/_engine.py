@@ -306,6 +306,16 @@ def load_tools(engine: Engine, modules: Sequence[str], plain_thread: str = "main
         raise CliError(str(exc)) from None
 
 
+def unknown_tools_error(exc: Any, tools: Sequence[str]) -> Optional[CliError]:
+    """The CLI's error for an engine error whose code is ``unknown_tool`` (a run or a resume of a
+    workflow whose tools no ``--tools`` module registered), with the option that fixes it; None for
+    any other error."""
+    if getattr(exc, "code", None) != "unknown_tool":
+        return None
+    hint = "add --tools MODULE" if not tools else "define them in a --tools module"
+    return CliError("%s (%s)" % (exc.message, hint))
+
+
 def load_workflow(target: str) -> Optional[Any]:
     """The ``@workflow`` a ``FILE.py:NAME`` or ``package.module:NAME`` target names (its tasks are
     registered when it runs), or None when ``target`` is not of that form (a spec file or a

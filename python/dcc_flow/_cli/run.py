@@ -35,6 +35,7 @@ from ._engine import (
     load_workflow,
     open_engine,
     parse_inputs,
+    unknown_tools_error,
 )
 from ._resources import add_resource_argument
 from ._specfile import format_problem, is_spec_file, load_spec, plural
@@ -263,9 +264,9 @@ class RunCommand(Command):
             try:
                 run = engine.submit(spec, inputs, priority=args.priority)
             except DccFlowError as exc:
-                if exc.code == "unknown_tool":
-                    hint = "add --tools MODULE" if not args.tools else "define them in a --tools module"
-                    raise CliError("%s (%s)" % (exc.message, hint)) from None
+                unknown = unknown_tools_error(exc, args.tools)
+                if unknown is not None:
+                    raise unknown from None
                 raise
             return follow(engine, run, after, args, ctx)
 
