@@ -222,3 +222,27 @@ def test_a_tool_s_bad_resources_are_refused_when_it_is_registered(resources, err
         assert type(err.value).__name__ == error and message in str(err.value), str(err.value)
         assert "cook" in str(err.value)
         assert "cook" not in engine.tools
+
+
+def test_cli_run_names_the_resource_options_a_refused_spec_needs(capsys, tmp_path):
+    # The engine's message speaks of "the engine settings"; on the command line they are --resource.
+    spec = tmp_path / "shot_sim.yaml"
+    spec.write_text("name: shot_sim\nsteps: [{id: cook, tool: flow__echo, resources: {houdini: 1, gpu: 2}}]\n",
+                    encoding="utf-8")
+    db = str(tmp_path / "flow.db")
+    assert main(["run", str(spec), "--db", db]) == 1
+    err = capsys.readouterr().err
+    assert 'asks for "gpu", which the engine does not declare' in err
+    assert err.endswith("(this command declares them with --resource gpu=LIMIT --resource houdini=LIMIT"
+                        " or --resources FILE: docs/guide/resources.md)\n"), err
+    assert main(["run", str(spec), "--resource", "gpu=1", "--resource", "houdini=1", "--db", db]) == 1
+    err = capsys.readouterr().err
+    assert "asks for 2 but the engine's limit of \"gpu\" is 1" in err
+    assert err.endswith("(this command declares them with --resource gpu=LIMIT or --resources FILE:"
+                        " docs/guide/resources.md)\n"), err
+    assert main(["run", str(spec), "--resource", "gpu=2", "--resource", "houdini=1", "--db", db]) == 0
+    # Other refusals do not name the resource options.
+    spec.write_text("name: shot_sim\nsteps: [{id: cook, tool: studio__cook, resources: {gpu: 2}}]\n", encoding="utf-8")
+    assert main(["run", str(spec), "--resource", "gpu=2", "--db", db]) == 1
+    err = capsys.readouterr().err
+    assert "uses unknown tools: studio__cook (add --tools MODULE)" in err and "this command declares" not in err

@@ -30,7 +30,7 @@ from .._errors import DatabaseLockedError, InvalidRequestError
 from .._results import RunResult
 from .._tool_modules import ToolModuleError, import_tool_module, is_workflow, register_module_tools
 from ._base import CliError, UsageError, load_config_section
-from ._resources import resources_config
+from ._resources import resource_options_hint, resources_config
 
 __all__ = ["add_db_argument", "add_lease_argument", "add_remotes_argument", "add_config_argument", "load_remotes",
            "load_config", "engine_config", "open_engine",
@@ -306,14 +306,18 @@ def load_tools(engine: Engine, modules: Sequence[str], plain_thread: str = "main
         raise CliError(str(exc)) from None
 
 
-def unknown_tools_error(exc: Any, tools: Sequence[str]) -> Optional[CliError]:
-    """The CLI's error for an engine error whose code is ``unknown_tool`` (a run or a resume of a
-    workflow whose tools no ``--tools`` module registered), with the option that fixes it; None for
-    any other error."""
-    if getattr(exc, "code", None) != "unknown_tool":
-        return None
-    hint = "add --tools MODULE" if not tools else "define them in a --tools module"
-    return CliError("%s (%s)" % (exc.message, hint))
+def error_with_fix(exc: Any, args: argparse.Namespace) -> Optional[CliError]:
+    """The CLI's error for an engine error that an option of this command fixes, naming the
+    option: a workflow whose tools no ``--tools`` module registered (``unknown_tool``), steps asking
+    for resources the engine does not declare or for more than its limit (``--resource
+    NAME=LIMIT``); None for any other error."""
+    if getattr(exc, "code", None) == "unknown_tool":
+        hint = "add --tools MODULE" if not getattr(args, "tools", None) else "define them in a --tools module"
+        return CliError("%s (%s)" % (exc.message, hint))
+    options = resource_options_hint(getattr(exc, "problems", None) or [])
+    if options:
+        return CliError("%s (%s)" % (exc.message, options))
+    return None
 
 
 def load_workflow(target: str) -> Optional[Any]:

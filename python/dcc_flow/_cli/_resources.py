@@ -2,7 +2,7 @@
 command line declares (docs/guide/resources.md), for ``run``, ``serve`` and ``resources``."""
 
 import argparse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ._base import UsageError, load_config_section
 
@@ -24,6 +24,25 @@ def add_resource_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resources", metavar="FILE", dest="resources_file",
                         help="a JSON file of the resources by name, each with its limit and optionally a probe "
                              "of the licence server (the engine config's resources object; docs/guide/resources.md)")
+
+
+def resource_options_hint(problems: Sequence[Any]) -> Optional[str]:
+    """The options that declare the resources a refused spec asks for, from its problems: steps
+    asking for resources the engine does not declare (``unknown_resource``) or for more than its
+    limit (``resource_over_limit``), each naming its resource in its path
+    (``steps[0].resources.gpu``); None when no problem is of these kinds. The engine's own message
+    speaks of "the engine settings": on the command line they are these options."""
+    names: List[str] = []
+    for problem in problems:
+        path = getattr(problem, "path", None) or ""
+        if getattr(problem, "code", None) in ("unknown_resource", "resource_over_limit") and ".resources." in path:
+            name = path.rsplit(".resources.", 1)[1]
+            if name not in names:
+                names.append(name)
+    if not names:
+        return None
+    return "this command declares them with %s or --resources FILE: docs/guide/resources.md" % " ".join(
+        "--resource %s=LIMIT" % name for name in names)
 
 
 def load_resources(path: str) -> Dict[str, Any]:

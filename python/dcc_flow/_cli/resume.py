@@ -12,10 +12,10 @@ from ._engine import (
     add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
+    error_with_fix,
     load_tools,
     open_engine,
     resolve_run,
-    unknown_tools_error,
 )
 from .run import add_follow_arguments, follow
 
@@ -61,9 +61,9 @@ class ResumeCommand(Command):
                     # the engine's message names the Python argument (force_steps); here it is an option
                     raise CliError("run %s completed; name the steps to run again with --force STEP"
                                    % run_id) from None
-                unknown = unknown_tools_error(exc, args.tools)
-                if unknown is not None:
-                    raise unknown from None
+                fixed = error_with_fix(exc, args)
+                if fixed is not None:
+                    raise fixed from None
                 raise
             return follow(engine, run, after, args, ctx)
 

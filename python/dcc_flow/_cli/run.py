@@ -26,6 +26,7 @@ from ._engine import (
     add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
+    error_with_fix,
     exit_code,
     format_duration,
     format_log,
@@ -35,7 +36,6 @@ from ._engine import (
     load_workflow,
     open_engine,
     parse_inputs,
-    unknown_tools_error,
 )
 from ._resources import add_resource_argument
 from ._specfile import format_problem, is_spec_file, load_spec, plural
@@ -264,9 +264,9 @@ class RunCommand(Command):
             try:
                 run = engine.submit(spec, inputs, priority=args.priority)
             except DccFlowError as exc:
-                unknown = unknown_tools_error(exc, args.tools)
-                if unknown is not None:
-                    raise unknown from None
+                fixed = error_with_fix(exc, args)
+                if fixed is not None:
+                    raise fixed from None
                 raise
             return follow(engine, run, after, args, ctx)
 
