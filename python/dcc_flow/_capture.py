@@ -40,9 +40,9 @@ keeps its last state). A line without a trailing newline is sent when the call r
 import logging
 import sys
 import threading
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional
 
-__all__ = ["calls", "ensure", "install", "MAX_LINE_CHARS"]
+__all__ = ["calls", "ensure", "install", "write_through", "MAX_LINE_CHARS"]
 
 
 class _Calls(threading.local):
@@ -204,6 +204,25 @@ def _record_text(record: logging.LogRecord) -> str:
         if record.stack_info:
             text += "\n" + formatter.formatStack(record.stack_info)
     return text
+
+
+def write_through(lines: Iterable[Mapping[str, Any]]) -> None:
+    """Write report lines the engine did not take to ``sys.stdout`` (lines of stream "stdout")
+    or ``sys.stderr`` (the others), past the capture: where the thread's writes would go had no
+    tool run (the stream a proxy wraps). One line each, the message alone (a log line's level and
+    logger are on the record's lines only). A stream that is None, or fails, is skipped: this is
+    the last resort of a tool's output."""
+    for entry in lines:
+        stream = sys.stdout if entry.get("stream") == "stdout" else sys.stderr
+        while type(stream) is _StdProxy:
+            stream = stream._target
+        if stream is None:
+            continue
+        try:
+            stream.write("%s\n" % (entry.get("message", ""),))
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stream: nowhere left to write
+            pass
 
 
 _lock = threading.Lock()

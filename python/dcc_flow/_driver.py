@@ -25,7 +25,7 @@ import time
 import weakref
 from typing import Any, Dict, Generator, List, Mapping, Optional, Set, Union, cast
 
-from . import _ffi
+from . import _capture, _ffi
 from ._errors import DccFlowError, EngineClosedError
 from ._interrupt import WATCHDOG, ToolInterrupted
 from ._spec import WorkflowStatus
@@ -185,8 +185,12 @@ class Driver:
                dropped: int) -> None:
         """Send what a running tool reported (``current_call().progress``/``.log``, coalesced by
         ``_tools.ReportThrottle``) to the engine, which writes it; a report the engine cannot take
-        is dropped, never raised into the tool."""
+        is dropped, never raised into the tool. Lines the engine no longer takes — the call's run
+        was cancelled, or its attempt abandoned after its timeout, while the tool went on (its
+        ``finally:`` blocks) — go to this process's own streams (``_capture.write_through``), as
+        the output of a thread that runs no tool: never lost silently."""
         if self.handle_closed:
+            _capture.write_through(logs)
             return
         doc: Dict[str, Any] = {"call_id": call_id}
         if progress is not None:
@@ -203,9 +207,12 @@ class Driver:
                     entry["fields"] = {"repr": repr(entry["fields"])}
             data = json.dumps(doc, ensure_ascii=False, default=repr, separators=(",", ":"))
         try:
-            _ffi.call_encoded("dccflow_call_report", self.handle, data.encode("utf-8", "replace"))
+            taken = _ffi.call_encoded("dccflow_call_report", self.handle, data.encode("utf-8", "replace"))
         except DccFlowError as exc:
             log.debug("report of call %s dropped: %s", call_id, exc)
+            taken = {}
+        if not taken.get("accepted") and logs:
+            _capture.write_through(logs)
 
     def complete(self, call: Mapping[str, Any], members: str, next_json: Optional[str]) -> Dict[str, Any]:
         """Answer a call that ran (``members``: see ``_tools.execute``), asking for the next calls

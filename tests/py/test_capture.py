@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -144,6 +145,54 @@ def test_a_thread_the_tool_starts_is_not_captured(engine, capsys):
     step = engine.run("steps: [{id: s, tool: spawn}]").step("s")
     assert [line["text"] for line in step.logs] == ["from the tool"]
     assert "from a helper thread" in capsys.readouterr().out  # went to the real stdout
+
+
+@pytest.mark.parametrize("lane", ["main", "worker"])
+def test_what_a_cancelled_tool_prints_while_it_unwinds_reaches_the_console(engine, capsys, lane):
+    # A cancel ends the step at once (its record is written then), while the tool unwinds on:
+    # what it prints and logs after that is not taken by the engine, and goes to the process's
+    # own streams instead of nowhere. After a timeout the engine waits for the tool to stop, and
+    # those lines are on the record (and not printed twice).
+    started = threading.Event()
+
+    @engine.tool("spin", thread=lane)
+    def spin():
+        print("starting")
+        started.set()
+        try:
+            while True:
+                pass
+        finally:
+            print("cleaned up")
+            logging.getLogger("studio.spin").warning("lock released")
+
+    if lane == "worker":
+        engine.serve_tools(workers=1)
+    run = engine.submit("steps: [{id: s, tool: spin}]")
+
+    def cancel():
+        started.wait(10)
+        run.cancel("test")
+
+    t = threading.Thread(target=cancel)
+    t.start()
+    assert run.wait(timeout=30).status.value == "cancelled"
+    t.join()
+    deadline = time.monotonic() + 10
+    out = err = ""
+    while time.monotonic() < deadline and ("cleaned up" not in out or "lock released" not in err):
+        captured = capsys.readouterr()
+        out, err = out + captured.out, err + captured.err
+        time.sleep(0.02)
+    assert "cleaned up\n" in out and "lock released\n" in err, (out, err)
+    assert [line["text"] for line in engine.get_status(run.run_id).steps[0].logs] == ["starting"]
+
+    started.clear()
+    timed = engine.run("steps: [{id: s, tool: spin, timeout_secs: 0.3}]")
+    assert timed.status.value == "failed"
+    assert [line["text"] for line in timed.step("s").logs] == ["starting", "cleaned up", "lock released"]
+    captured = capsys.readouterr()
+    assert "cleaned up" not in captured.out and "lock released" not in captured.err, captured
 
 
 def test_a_hundred_thousand_lines_stay_bounded_and_are_counted(engine):
