@@ -75,7 +75,8 @@ func (e *Engine) livePlaces(runID string, steps []StepInfo) {
 // engine's (limit; 0 = not declared here), that the engines disagree and which limit wins: each
 // engine takes units only while the total held is below its own limit, so the total never passes
 // the largest, and an engine with a smaller one waits while the total is at or above it. "" when
-// they agree.
+// they agree — and, for an engine that does not declare the name (it takes no units of it: a
+// `dcc-flow resources` without --resource), when every holder was taken under one limit.
 func limitsWarning(name string, limit int, slots []store.Slot) string {
 	other := map[int][]string{}
 	for _, sl := range slots {
@@ -89,7 +90,7 @@ func limitsWarning(name string, limit int, slots []store.Slot) string {
 			}
 		}
 	}
-	if len(other) == 0 {
+	if len(other) == 0 || (limit == 0 && len(other) == 1) {
 		return ""
 	}
 	largest := limit
@@ -98,12 +99,12 @@ func limitsWarning(name string, limit int, slots []store.Slot) string {
 		largest = max(largest, l)
 		parts = append(parts, fmt.Sprintf("%d on %s", l, strings.Join(other[l], ", ")))
 	}
-	here := "not declared here"
+	list := strings.Join(parts, "; ")
 	if limit > 0 {
-		here = fmt.Sprintf("%d here", limit)
+		list = fmt.Sprintf("%d here, %s", limit, list)
 	}
-	return fmt.Sprintf("engines declare different limits for %s: %s, %s; each takes units only while the total held is below its own limit, "+
-		"so the total never passes %d and the engines with a smaller limit wait longer: declare one limit everywhere", name, here, strings.Join(parts, "; "), largest)
+	return fmt.Sprintf("engines declare different limits for %s: %s; each takes units only while the total held is below its own limit, "+
+		"so the total never passes %d and the engines with a smaller limit wait longer: declare one limit everywhere", name, list, largest)
 }
 
 // ResourcesInfo is what Engine.Resources returns: every declared resource of the engine.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/dcc-flow/dcc-flow/engine/flowtype"
 	"github.com/dcc-flow/dcc-flow/engine/internal/clock"
 	"github.com/dcc-flow/dcc-flow/engine/internal/resgate"
+	"github.com/dcc-flow/dcc-flow/engine/internal/store"
 	"github.com/dcc-flow/dcc-flow/engine/internal/store/memcluster"
 	"github.com/dcc-flow/dcc-flow/engine/run"
 	"github.com/dcc-flow/dcc-flow/engine/spec"
@@ -277,5 +279,32 @@ func closeOnStub(ctx context.Context, e *Engine, clk *clock.Stub) {
 		case <-time.After(time.Millisecond):
 			clk.Advance(100 * time.Millisecond)
 		}
+	}
+}
+
+// An engine that does not declare a name takes no units of it (`dcc-flow resources` without
+// --resource, beside the engine that runs): holders taken under one limit are no disagreement
+// of its; holders taken under two limits still are, and the message names only theirs.
+func TestLimitsWarningOfAnEngineThatDoesNotDeclareTheName(t *testing.T) {
+	held := func(limits ...int) []store.Slot {
+		var out []store.Slot
+		for i, l := range limits {
+			out = append(out, store.Slot{Resource: "gpu", Amount: 1, Limit: l, Engine: fmt.Sprintf("e%d", i)})
+		}
+		return out
+	}
+	if w := limitsWarning("gpu", 0, held(2, 2)); w != "" {
+		t.Fatalf("one limit among the holders, none here: %q", w)
+	}
+	if w := limitsWarning("gpu", 2, held(2, 2)); w != "" {
+		t.Fatalf("all agree: %q", w)
+	}
+	w := limitsWarning("gpu", 0, held(2, 3))
+	if !strings.HasPrefix(w, "engines declare different limits for gpu: 2 on e0; 3 on e1; ") || !strings.Contains(w, "never passes 3") {
+		t.Fatalf("two limits among the holders: %q", w)
+	}
+	w = limitsWarning("gpu", 1, held(2))
+	if !strings.HasPrefix(w, "engines declare different limits for gpu: 1 here, 2 on e0; ") || !strings.Contains(w, "never passes 2") {
+		t.Fatalf("this engine's 1 against a holder's 2: %q", w)
 	}
 }
