@@ -175,11 +175,18 @@ class RunResult:
         return self.status.is_terminal
 
     def step(self, key: str) -> StepRecord:
-        """The step instance with this key (``"export"``, ``"per_file[3].export"``)."""
+        """The step instance with this key (``"export"``, ``"per_file[3].export"``). The steps of
+        foreach iterations (``per_file[3].export``) are only in a result of
+        ``engine.get_status(run_id, all_steps=True)``; ``engine.run()``'s and ``wait()``'s results
+        hold the steps outside iterations (the foreach step ``per_file`` itself). KeyError when
+        there is none, saying where an iteration's step is."""
         for s in self.steps:
             if s.key == key:
                 return s
-        raise KeyError("run %s has no step instance %r" % (self.run_id, key))
+        hint = ""
+        if "[" in key:
+            hint = " here: the steps of foreach iterations are in engine.get_status(%r, all_steps=True)" % self.run_id
+        raise KeyError("run %s has no step instance %r%s" % (self.run_id, key, hint))
 
     def raise_for_status(self) -> "RunResult":
         """Return self when the run completed, else raise ``RunFailedError`` with its error."""

@@ -520,3 +520,16 @@ def test_resume_after_a_python_process_is_killed_mid_run(tmp_path):
         assert not committed & set(again), "steps committed before the kill ran again"
         assert committed | set(again) == set(range(100))
         assert set(before) >= committed
+
+
+def test_a_missing_iteration_step_says_where_the_iterations_are(engine):
+    engine.register_tool(lambda x: {"x": x}, name="each")
+    result = engine.run("steps: [{id: per, kind: foreach, items: [1, 2], steps: [{id: e, tool: each, args: {x: '{{item}}'}}]}]")
+    assert result.step("per").status.value == "completed"
+    with pytest.raises(KeyError) as err:
+        result.step("per[0].e")
+    assert "engine.get_status(%r, all_steps=True)" % result.run_id in str(err.value)
+    assert engine.get_status(result.run_id, all_steps=True).step("per[0].e").output == {"x": 1}
+    with pytest.raises(KeyError) as err:
+        result.step("nope")
+    assert "all_steps" not in str(err.value)
