@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dcc-flow/dcc-flow/engine/internal/exec"
@@ -490,8 +491,12 @@ func (c Config) checkResources(ps *configProblems) {
 			ps.add(f, "resource names must start with a letter or _ and contain only letters, digits, _ and - (at most 64), e.g. houdini")
 		}
 		if l := c.Resources[name].Limit; l < 1 || l > spec.MaxResourceAmount {
-			ps.add(f+".limit", "must be 1 to %s (the units the steps hold at once, e.g. the licences the studio owns); got %d; remove the resource to leave it unlimited",
-				expr.Thousands(spec.MaxResourceAmount), l)
+			got := strconv.Itoa(l)
+			if l == 0 {
+				got = "none (or 0)" // a resource given without its limit: {"gpu": {}}
+			}
+			ps.add(f+".limit", "must be 1 to %s (the units the steps hold at once, e.g. the licences the studio owns); got %s; remove the resource to leave it unlimited",
+				expr.Thousands(spec.MaxResourceAmount), got)
 		}
 		if p := c.Resources[name].Probe; p != nil {
 			p.check(f+".probe", name, ps)

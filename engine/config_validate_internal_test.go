@@ -73,7 +73,7 @@ func TestConfigValidateReportsEverySectionInOrder(t *testing.T) {
 		`remotes.one.workers: pool fields (workers, recycle_after_calls, max_rss_mb, start_timeout_secs, idle_stop_secs, kill_after_secs) apply to command remotes; for a pool of servers give url as a list of URLs`,
 		`resources.bad name: resource names must start with a letter or _ and contain only letters, digits, _ and - (at most 64), e.g. houdini`,
 		`resources.bad name.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got 2000000; remove the resource to leave it unlimited`,
-		`resources.gpu.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got 0; remove the resource to leave it unlimited`,
+		`resources.gpu.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got none (or 0); remove the resource to leave it unlimited`,
 		`resources.houdini.limit: must be 1 to 1,000,000 (the units the steps hold at once, e.g. the licences the studio owns); got -1; remove the resource to leave it unlimited`,
 	}
 	got := re.Details["problems"].([]string)
