@@ -426,6 +426,19 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
     assert lines[-1]["type"] == "result" and lines[-1]["status"] == "cancelled"
     assert b"blocked outside Python code" in err
+    # The summary's time is the run's, to its recorded end: not the STUCK_TOOL_SECS the command
+    # waited for the tool after it (docs/reference/cli/run.md).
+    import re
+
+    from dcc_flow._cli._engine import elapsed
+
+    shown = re.search(rb"cancelled in ([0-9.]+)(ms|s):", err)
+    assert shown, err
+    shown_secs = float(shown.group(1)) / (1000 if shown.group(2) == b"ms" else 1)
+    with dcc_flow.Engine(db=str(tmp_path / "f.db"), read_only=True) as eng:
+        raw = eng.get_status(lines[-1]["run_id"]).raw
+    recorded = elapsed(raw["created_at"], raw["finished_at"])
+    assert shown_secs <= recorded + 1.0, (shown_secs, recorded)
     logged = [line for ev in lines if ev.get("type") == "step_log" for line in ev["detail"]["lines"]]
     assert [(line["stream"], line["text"]) for line in logged] == [("stdout", "napping")], logged
 

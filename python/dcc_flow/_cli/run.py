@@ -26,6 +26,7 @@ from ._engine import (
     add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
+    elapsed,
     error_with_fix,
     exit_code,
     format_duration,
@@ -380,11 +381,18 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
 def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachable: bool) -> int:
     """Print a finished run's result: the summary on a terminal or the JSON result line, and the
     error line when it did not complete; return the exit code."""
-    ended = time.monotonic()
+    took = time.monotonic() - progress.started
     progress.finish()
+    if result.terminal:
+        # Until the run's recorded end, not until now: after a tool abandoned in C the command
+        # waited STUCK_TOOL_SECS more for it (leave_stuck_tool), which is not the run's time.
+        # (A recorded end before this command started is another host's clock: left alone.)
+        since_end = elapsed(result.raw.get("finished_at"), None)
+        if since_end is not None and since_end <= took:
+            took -= since_end
     instances = engine.get_status(result.run_id, all_steps=True)  # foreach iterations included
     summary = "run %s %s in %s: %s" % (result.run_id, result.status.value,
-                                       format_duration(ended - progress.started), step_counts(instances))
+                                       format_duration(took), step_counts(instances))
     if progress.tty:
         ctx.print(summary)
     else:
