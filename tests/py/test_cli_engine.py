@@ -330,6 +330,18 @@ def test_resume_of_a_completed_run_names_the_option(studio):
     cli("resume", "last", "--tools", "hello_tools.py", "--force", "greet", cwd=studio, check=0)
 
 
+def test_a_positional_after_an_option_is_taken(studio):
+    # argparse alone fills positionals only from the words before the first option.
+    (studio / "hello.yaml").write_text("steps:\n  - { id: greet, tool: studio__greet }\n")
+    (studio / "hello_tools.py").write_text("def studio__greet():\n    return {'greeting': 'hello'}\n")
+    cli("run", "hello.yaml", "--tools", "hello_tools.py", "--db", "f.db", cwd=studio, check=0)
+    after = cli("show", "last", "--db", "f.db", "greet", cwd=studio, check=0).stdout
+    assert after == cli("show", "last", "greet", "--db", "f.db", cwd=studio, check=0).stdout
+    assert "greet  completed" in after and "attempt 1" in after
+    extra = cli("show", "last", "--db", "f.db", "greet", "more", cwd=studio, check=2)
+    assert "unrecognized arguments: more" in extra.stderr
+
+
 def test_on_failure_steps_show_in_run_and_show(tmp_path):
     (tmp_path / "nightly.yaml").write_text(textwrap.dedent("""
         name: nightly

@@ -186,6 +186,26 @@ def _unknown_command(name: str, registry: Dict[str, Command]) -> UsageError:
     return UsageError("unknown command %r; %s" % (name, hint), prog=PROG)
 
 
+def _late_positionals(parser: ArgumentParser, namespace: argparse.Namespace, extras: Sequence[str]) -> List[str]:
+    """Give the words argparse left over to the command's optional positionals (``nargs`` ``?`` or
+    ``*``) it left unset, in order, and return the extras still left. argparse fills positionals
+    only from the words before the first option, so ``dcc-flow show RUN --db f.db STEP`` would
+    leave ``STEP`` unrecognized (python/cpython#58401); an option-like word stops the filling."""
+    left = list(extras)
+    for action in parser._actions:
+        if action.option_strings or action.nargs not in ("?", "*") or not left or left[0].startswith("-"):
+            continue
+        if getattr(namespace, action.dest, None) not in (None, [], action.default):
+            continue
+        take = 1 if action.nargs == "?" else next((i for i, w in enumerate(left) if w.startswith("-")), len(left))
+        words = [action.type(w) if callable(action.type) else w for w in left[:take]]
+        if action.choices is not None and any(w not in action.choices for w in words):
+            continue
+        setattr(namespace, action.dest, words[0] if action.nargs == "?" else words)
+        del left[:take]
+    return left
+
+
 def _unrecognized(extras: Sequence[str], parser: ArgumentParser) -> UsageError:
     """``unrecognized arguments: --jsn; did you mean --json?`` for the command's own parser."""
     message = "unrecognized arguments: %s" % " ".join(extras)
@@ -254,6 +274,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise _unrecognized(extras, parser)
             raise UsageError("missing command; commands: %s" % ", ".join(registry), prog=PROG)
         prog = "%s %s" % (PROG, command.name)
+        if extras:
+            extras = _late_positionals(children[command.name], namespace, extras)
         if extras:
             raise _unrecognized(extras, children[command.name])
         ctx = Context(prog)
