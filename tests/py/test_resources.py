@@ -246,3 +246,19 @@ def test_cli_run_names_the_resource_options_a_refused_spec_needs(capsys, tmp_pat
     assert main(["run", str(spec), "--resource", "gpu=2", "--db", db]) == 1
     err = capsys.readouterr().err
     assert "uses unknown tools: studio__cook (add --tools MODULE)" in err and "this command declares" not in err
+
+
+def test_cli_resume_declares_resources_as_run_does(capsys, tmp_path):
+    spec = tmp_path / "licensed.yaml"
+    spec.write_text("name: licensed\nsteps: [{id: cook, tool: flow__fail, resources: {houdini: 1}, "
+                    "args: {kind: fatal, message: corrupt scene}}]\n", encoding="utf-8")
+    db = str(tmp_path / "flow.db")
+    assert main(["run", str(spec), "--resource", "houdini=1", "--db", db]) == 1
+    capsys.readouterr()
+    assert main(["resume", "last", "--db", db]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith("(this command declares them with --resource houdini=LIMIT or --resources FILE:"
+                        " docs/guide/resources.md)\n"), err
+    assert main(["resume", "last", "--resource", "houdini=1", "--db", db]) == 1  # flow__fail fails again
+    err = capsys.readouterr().err
+    assert "corrupt scene" in err and "this command declares" not in err

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ._base import UsageError, load_config_section
 
-__all__ = ["add_resource_argument", "resources_config"]
+__all__ = ["add_resource_argument", "resource_options_hint", "resources_config"]
 
 
 def _resource(text: str) -> str:

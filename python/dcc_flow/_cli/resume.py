@@ -17,6 +17,7 @@ from ._engine import (
     open_engine,
     resolve_run,
 )
+from ._resources import add_resource_argument
 from .run import add_follow_arguments, follow
 
 __all__ = ["COMMAND"]
@@ -40,6 +41,7 @@ class ResumeCommand(Command):
         add_tools_argument(parser)
         add_remotes_argument(parser)
         add_config_argument(parser)
+        add_resource_argument(parser)  # the run's steps may ask for resources: declared as for run
         parser.add_argument("--force", action="append", default=[],
                             metavar="STEP", help="a step id or instance key to run again")
         add_follow_arguments(parser)

@@ -15,6 +15,7 @@ from ._engine import (
     load_tools,
     resolve_run,
 )
+from ._resources import add_resource_argument
 from .pause import add_pause_arguments
 from .run import add_follow_arguments, follow
 
@@ -42,6 +43,7 @@ class UnpauseCommand(Command):
         add_tools_argument(parser)
         add_remotes_argument(parser)
         add_config_argument(parser)
+        add_resource_argument(parser)  # when this command runs the run: its steps' resources
         add_follow_arguments(parser)
         add_db_argument(parser)
 
