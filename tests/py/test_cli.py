@@ -513,3 +513,28 @@ def test_look_only_commands_say_the_database_does_not_exist(tmp_path):
     assert got.stdout.rstrip().endswith("(no runs)"), got.stdout
     got = run_cli("status", "r123", "--db", real)
     assert "does not exist" not in got.stderr and 'no run with id "r123"' in got.stderr, got.stderr
+
+
+def test_late_positionals_convert_and_refuse_as_argparse_does():
+    import argparse
+
+    from dcc_flow._cli import UsageError, _late_positionals
+
+    def parse(*argv):
+        p = argparse.ArgumentParser(prog="x")
+        p.add_argument("r")
+        p.add_argument("--db")
+        p.add_argument("n", nargs="?", type=int)
+        p.add_argument("m", nargs="?", choices=["a", "b"])
+        p.add_argument("rest", nargs="*")
+        ns, extras = p.parse_known_args(list(argv))
+        return ns, _late_positionals(p, ns, extras)
+
+    ns, left = parse("R", "--db", "f", "3", "a", "s", "-", "--later")
+    assert (ns.n, ns.m, ns.rest, left) == (3, "a", ["s", "-"], ["--later"])
+    ns, left = parse("R", "4", "--db", "f", "b")  # n given before the option keeps its word
+    assert (ns.n, ns.m, left) == (4, "b", [])
+    with pytest.raises(UsageError, match="argument n: invalid int value: 'x'"):
+        parse("R", "--db", "f", "x")
+    with pytest.raises(UsageError, match="argument m: invalid choice: 'zz'"):
+        parse("R", "--db", "f", "3", "zz")

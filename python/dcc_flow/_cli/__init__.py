@@ -188,22 +188,37 @@ def _unknown_command(name: str, registry: Dict[str, Command]) -> UsageError:
 
 def _late_positionals(parser: ArgumentParser, namespace: argparse.Namespace, extras: Sequence[str]) -> List[str]:
     """Give the words argparse left over to the command's optional positionals (``nargs`` ``?`` or
-    ``*``) it left unset, in order, and return the extras still left. argparse fills positionals
-    only from the words before the first option, so ``dcc-flow show RUN --db f.db STEP`` would
-    leave ``STEP`` unrecognized (python/cpython#58401); an option-like word stops the filling."""
+    ``*``) that took no word, in order, and return the extras still left. argparse fills
+    positionals only from the words before the first option, so ``dcc-flow show RUN --db f.db
+    STEP`` would leave ``STEP`` unrecognized (python/cpython#58401). A word that looks like an
+    option (but ``-``, standard input) stops the filling; a word the positional refuses (its
+    ``type`` or ``choices``) is a usage error naming it, as argparse's own would be."""
     left = list(extras)
     for action in parser._actions:
-        if action.option_strings or action.nargs not in ("?", "*") or not left or left[0].startswith("-"):
+        if action.option_strings or action.nargs not in ("?", "*"):
             continue
-        if getattr(namespace, action.dest, None) not in (None, [], action.default):
-            continue
-        take = 1 if action.nargs == "?" else next((i for i, w in enumerate(left) if w.startswith("-")), len(left))
-        words = [action.type(w) if callable(action.type) else w for w in left[:take]]
-        if action.choices is not None and any(w not in action.choices for w in words):
-            continue
-        setattr(namespace, action.dest, words[0] if action.nargs == "?" else words)
+        if not left or (left[0].startswith("-") and left[0] != "-"):
+            break
+        if getattr(namespace, action.dest, None) != _untaken(parser, action):
+            continue  # it took words where argparse put them
+        take = 1 if action.nargs == "?" else next(
+            (i for i, w in enumerate(left) if w.startswith("-") and w != "-"), len(left))
+        try:
+            value = parser._get_values(action, left[:take])
+        except argparse.ArgumentError as exc:
+            raise UsageError(str(exc), prog=parser.prog) from None
+        setattr(namespace, action.dest, value)
         del left[:take]
     return left
+
+
+def _untaken(parser: ArgumentParser, action: argparse.Action) -> Any:
+    """What argparse stores for an optional positional given no word: its default (converted by
+    its ``type`` when a string, as argparse does), or [] for ``*`` without one."""
+    try:
+        return parser._get_values(action, [])
+    except argparse.ArgumentError:
+        return action.default
 
 
 def _unrecognized(extras: Sequence[str], parser: ArgumentParser) -> UsageError:
