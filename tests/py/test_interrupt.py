@@ -430,8 +430,8 @@ def test_cli_run_exits_once_cancelled_beside_it_though_its_tool_is_blocked_in_c(
     lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
     assert lines[-1]["type"] == "result" and lines[-1]["status"] == "cancelled"
     assert b"blocked outside Python code" in err
-    # The summary's time is the run's, to its recorded end: not the STUCK_TOOL_SECS the command
-    # waited for the tool after it (docs/reference/cli/run.md).
+    # The summary's time ends when the command saw the run end: not after the STUCK_TOOL_SECS it
+    # then waited for the tool (docs/reference/cli/run.md).
     import re
 
     from dcc_flow._cli._engine import elapsed

@@ -26,7 +26,6 @@ from ._engine import (
     add_lease_argument,
     add_remotes_argument,
     add_tools_argument,
-    elapsed,
     error_with_fix,
     exit_code,
     format_duration,
@@ -349,12 +348,16 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
 
     returned = threading.Event()  # run.wait() returned on this thread
     reported = threading.Lock()  # the result is reported once: by this thread, or by leave_stuck_tool
+    # time.monotonic() when the run was seen to end: its events ended, or run.wait() returned.
+    # The summary's time ends there, not after leave_stuck_tool's wait for a tool stuck in C.
+    seen_end: List[float] = []
 
     def report(result: Any) -> int:
-        return _report(engine, result, progress, ctx, reachable)
+        return _report(engine, result, progress, ctx, reachable, min(seen_end) if seen_end else None)
 
     def watch_then_guard() -> None:
         watch()
+        seen_end.append(time.monotonic())
         leave_stuck_tool(engine, run.run_id, returned, reported, report, ctx)
 
     watcher = threading.Thread(target=watch_then_guard, name="dcc-flow-progress", daemon=True)
@@ -369,6 +372,7 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
         threading.Thread(target=ticker, name="dcc-flow-ticker", daemon=True).start()
     try:
         result = run.wait(timeout=args.timeout, cancel_on_timeout=True)
+        seen_end.append(time.monotonic())
         returned.set()
         watcher.join(timeout=5)  # it prints the events up to workflow_terminal
     finally:
@@ -378,18 +382,14 @@ def follow(engine: Any, run: Any, after_seq: int, args: argparse.Namespace, ctx:
         return report(result)
 
 
-def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachable: bool) -> int:
+def _report(engine: Any, result: Any, progress: Progress, ctx: Context, reachable: bool,
+            ended_at: Optional[float] = None) -> int:
     """Print a finished run's result: the summary on a terminal or the JSON result line, and the
-    error line when it did not complete; return the exit code."""
-    took = time.monotonic() - progress.started
+    error line when it did not complete; return the exit code. The summary's time runs from when
+    the command began following the run to ``ended_at`` (``time.monotonic()`` when the run was
+    seen to end; None = now)."""
+    took = (time.monotonic() if ended_at is None else ended_at) - progress.started
     progress.finish()
-    if result.terminal:
-        # Until the run's recorded end, not until now: after a tool abandoned in C the command
-        # waited STUCK_TOOL_SECS more for it (leave_stuck_tool), which is not the run's time.
-        # (A recorded end before this command started is another host's clock: left alone.)
-        since_end = elapsed(result.raw.get("finished_at"), None)
-        if since_end is not None and since_end <= took:
-            took -= since_end
     instances = engine.get_status(result.run_id, all_steps=True)  # foreach iterations included
     summary = "run %s %s in %s: %s" % (result.run_id, result.status.value,
                                        format_duration(took), step_counts(instances))
