@@ -121,7 +121,10 @@ unset GOOS GOARCH CGO_ENABLED CC
 say "running them under Wine"
 
 # --- run them under Wine ---------------------------------------------------------------------
-DCCFLOW_TEST_MCPSERVER=$(winpath "$WORK/bin/mcpserver.exe")
+DCCFLOW_TEST_MCPSERVER=$(winpath "$WORK/bin/mcpserver.exe") || {
+	echo "test_windows.sh: no Windows name for $WORK/bin/mcpserver.exe: the tests that start it will fail" >&2
+	DCCFLOW_TEST_MCPSERVER=
+}
 export DCCFLOW_TEST_MCPSERVER
 fails=0 total_pass=0 total_skip=0
 : >"$WORK/logs/skips.txt"
@@ -180,9 +183,13 @@ if [ "${DCCFLOW_WIN_SKIP_C:-}" != 1 ]; then
 		rm -f "${dll%.dll}.h"
 	fi
 	$CC_WIN -O2 -Wall -Wextra -Werror -Icapi -o "$WORK/bin/abi_smoke.exe" tests/c/abi_smoke.c
-	dllWin=$(winpath "$dll")
 	rc=0
-	(cd "$WORK/bin" && wine ./abi_smoke.exe "$dllWin") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
+	if dllWin=$(winpath "$dll"); then
+		(cd "$WORK/bin" && wine ./abi_smoke.exe "$dllWin") >"$WORK/logs/abi_smoke.log" 2>&1 || rc=$?
+	else
+		echo "no Windows name for $dll (winpath printed nothing)" >"$WORK/logs/abi_smoke.log"
+		rc=1
+	fi
 	cat "$WORK/logs/abi_smoke.log"
 	if [ "$rc" != 0 ]; then
 		fails=$((fails + 1))

@@ -218,8 +218,13 @@ def write_through(lines: Iterable[Mapping[str, Any]]) -> None:
             stream = stream._target
         if stream is None:
             continue
+        text = "%s\n" % (entry.get("message", ""),)
         try:
-            stream.write("%s\n" % (entry.get("message", ""),))
+            try:
+                stream.write(text)
+            except UnicodeEncodeError:  # a console that cannot show it (cp1252): escaped, not lost
+                encoding = getattr(stream, "encoding", None) or "ascii"
+                stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed or broken stream: nowhere left to write
             pass

@@ -184,7 +184,7 @@ class RunResult:
             if s.key == key:
                 return s
         hint = ""
-        if "[" in key:
+        if "[" in key and not any("[" in s.key for s in self.steps):  # not a result of all_steps=True
             hint = " here: the steps of foreach iterations are in engine.get_status(%r, all_steps=True)" % self.run_id
         raise KeyError("run %s has no step instance %r%s" % (self.run_id, key, hint))
 

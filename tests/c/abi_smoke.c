@@ -68,8 +68,8 @@ static void json_escape(char *dst, size_t n, const char *s) {
 
 int main(int argc, char **argv) {
 	if (argc != 2 || argv[1][0] == 0) {
-		fprintf(stderr, "usage: abi_smoke <path of dccflow.dll> (the path was %s)\n",
-			argc == 2 ? "empty" : "missing");
+		fprintf(stderr, "usage: abi_smoke <path of dccflow.dll> (%s)\n",
+			argc == 2 ? "the path was empty" : "expected exactly one argument");
 		return 2;
 	}
 	wchar_t wpath[MAX_PATH];

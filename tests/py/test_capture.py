@@ -446,3 +446,13 @@ def test_show_prefixes_every_line_of_a_logged_traceback(tmp_path, monkeypatch, c
     assert logged[1] == "      log ERROR studio.export| Traceback (most recent call last):"
     assert logged[-1] == "      log ERROR studio.export| KeyError: 'frame'"
     assert out[-1] == "      err| stderr line"
+
+
+def test_write_through_escapes_what_the_console_cannot_encode(monkeypatch):
+    from dcc_flow import _capture
+
+    raw = io.BytesIO()
+    console = io.TextIOWrapper(raw, encoding="cp1252", errors="strict")
+    monkeypatch.setattr(sys, "stderr", console)
+    _capture.write_through([{"message": "naïve ✓ done", "stream": "stderr"}, {"message": "log line"}])
+    assert raw.getvalue().decode("cp1252") == "naïve \\u2713 done\nlog line\n"

@@ -533,3 +533,6 @@ def test_a_missing_iteration_step_says_where_the_iterations_are(engine):
     with pytest.raises(KeyError) as err:
         result.step("nope")
     assert "all_steps" not in str(err.value)
+    with pytest.raises(KeyError) as err:
+        engine.get_status(result.run_id, all_steps=True).step("per[5].e")
+    assert "all_steps" not in str(err.value)  # it is such a result: no iteration 5
