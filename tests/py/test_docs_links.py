@@ -21,6 +21,7 @@ DOCS = os.path.join(ROOT, "docs")
 
 FENCE = re.compile(r"^(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+CODE_SPAN_ML = re.compile(r"(`+)(?:.+?)\1", re.S)  # within a paragraph, across its line ends
 LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ID = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
@@ -76,12 +77,29 @@ def anchors(path):
 
 
 def links(path):
-    """(line number, target) of every link of a page outside code."""
+    """(line number, target) of every link of a page outside code. A code span may continue on
+    the next line of its paragraph (never past a blank line), as Markdown allows: spans are taken
+    from each paragraph whole, so a link after a span that crossed a line end is still seen."""
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         text = f.read()
+    paragraph = []  # (line number, line) of the paragraph read so far
+
+    def paragraph_links():
+        joined = "\n".join(line for _, line in paragraph)
+        # a span becomes as many line ends as it held, so the line numbers stay right
+        bare = CODE_SPAN_ML.sub(lambda m: "\n" * m.group(0).count("\n"), joined)
+        for offset, line in enumerate(bare.split("\n")):
+            for target in LINK.findall(line):
+                yield paragraph[0][0] + offset, target
+
     for number, line in prose_lines(text):
-        for target in LINK.findall(CODE_SPAN.sub("", line)):
-            yield number, target
+        if paragraph and (not line.strip() or number != paragraph[-1][0] + 1):
+            yield from paragraph_links()
+            paragraph = []
+        if line.strip():
+            paragraph.append((number, line))
+    if paragraph:
+        yield from paragraph_links()
 
 
 def test_the_slug_is_githubs():
