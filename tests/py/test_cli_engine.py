@@ -232,6 +232,38 @@ def test_schedules_and_serve_with_webhooks(studio):
         proc.kill()
 
 
+def test_serve_says_when_a_schedule_fire_starts_no_run(studio):
+    # A fire whose run cannot start (an input of the wrong type) makes no run, so no run event:
+    # serve prints a line for it from the fire history.
+    (studio / "flows").mkdir()
+    (studio / "flows" / "cleanup.yaml").write_text(
+        "name: cleanup\ninputs:\n  scope: {type: string}\nsteps:\n  - {id: s, tool: flow__echo}\n")
+    (studio / "sched").mkdir()
+    (studio / "sched" / "c.schedules.yaml").write_text(
+        "schedules:\n  - id: every_sec\n    workflow: cleanup\n    inputs: {scope: true}\n"
+        "    trigger: {kind: interval, every: 1s}\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--workflows", "flows", "--schedules", "sched",
+                             "--db", ":memory:"],
+                            cwd=str(studio), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert "serving 1 workflow(s), 1 schedule(s)" in first, first + proc.stderr.read()
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = ""  # the first failed fire, within a fire and a read (1 s + 2 s)
+        if sel.select(timeout=15):
+            line = proc.stdout.readline()
+        assert "schedule every_sec: fire failed, no run started (start_failed): " in line, line
+        assert 'input "scope" must be of type string' in line and "dcc-flow schedules --history" in line, line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+
+
 def test_approve_and_runs_from_another_terminal_reach_the_owning_process(studio):
     """A `dcc-flow run` waiting for an approval owns the database: `runs` and `show` read it
     beside it, `approve` is carried out by it, and a second `run` on it is one clear line."""

@@ -280,7 +280,9 @@ func decodePayload(contentType string, body []byte) (any, string) {
 			return nil, "the form body is malformed: " + err.Error()
 		}
 		if !vals.Has("payload") {
-			return nil, "the form body has no `payload` field; send the JSON as the body or as payload=<json>"
+			// curl -d and Python's urllib label a body so unless told otherwise: say what to change
+			return nil, "the body is sent as a form (Content-Type: application/x-www-form-urlencoded, the default of curl -d and urllib) " +
+				"and has no `payload` field: send the JSON with Content-Type: application/json, or as the form field payload=<json>"
 		}
 		body = []byte(vals.Get("payload"))
 	}

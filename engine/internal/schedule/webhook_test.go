@@ -149,7 +149,7 @@ func TestWebhookStatusCodes(t *testing.T) {
 		{"signature checked before json", "POST", "/hooks/signed", nil, []byte("{"), 401, WebhookInvalidSignature, ""},
 		{"invalid json", "POST", "/hooks/open", nil, []byte(`{"a":`), 400, WebhookInvalidJSON, "not valid JSON"},
 		{"trailing data", "POST", "/hooks/open", nil, []byte(`{} {}`), 400, WebhookInvalidJSON, "after top-level value"},
-		{"form without payload", "POST", "/hooks/open", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, []byte("a=1"), 400, WebhookInvalidJSON, "no `payload` field"},
+		{"form without payload", "POST", "/hooks/open", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, []byte("a=1"), 400, WebhookInvalidJSON, "has no `payload` field: send the JSON with Content-Type: application/json"},
 		{"delivery id too long", "POST", "/hooks/open", map[string]string{DeliveryHeader: strings.Repeat("d", 300)}, body, 400, WebhookInvalidDelivery, "300 bytes"},
 	}
 	for _, tc := range tests {

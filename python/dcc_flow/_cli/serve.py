@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 from ._approvals import approvals_reachable
 from ._base import CliError, Command, Context, plain
 from ._engine import (
+    _parse_time,
     add_config_argument,
     add_db_argument,
     add_lease_argument,
@@ -100,6 +101,7 @@ class ServeCommand(Command):
     def run(self, args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
         token = args_token(args, ctx)
+        started = time.time()  # fires from here on are this server's (catch-up fires included)
         with open_engine(args) as engine:
             load_tools(engine, args.tools)
             names = register_dir(engine, args.workflows, ctx)
@@ -137,6 +139,9 @@ class ServeCommand(Command):
                 ctx.err.flush()
             reachable = approvals_reachable(args)
             engine.on_event(lambda ev: log_run_event(engine, ev, out, reachable))
+            if info.get("schedules", 0):
+                threading.Thread(target=log_failed_fires, args=(engine, stop, out, started), daemon=True,
+                                 name="dcc-flow-failed-fires").start()
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
                                  name="dcc-flow-mcp-stdio").start()
@@ -221,6 +226,42 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
             except (OSError, ValueError):  # the host may have closed our stderr too
                 pass
             return
+
+
+#: How often ``serve`` looks for schedule fires that failed to start a run (seconds).
+FAILED_FIRES_EVERY = 2.0
+
+
+def log_failed_fires(engine: Any, stop: threading.Event, out: Any, since: float,
+                     every: float = FAILED_FIRES_EVERY) -> None:
+    """Until ``stop``: one line per schedule fire that failed to start its run (a bad input, a
+    workflow gone), from ``since`` (a ``time.time()``) on — such a fire starts no run, so no run
+    event tells of it; its record is in the fire history (``dcc-flow schedules --history``). The
+    history is read every ``every`` seconds, its newest 200 fires (a server firing more than that
+    in one interval prints the failures among those); at most 20 lines a read, then a count."""
+    last = since
+    while not stop.wait(every):
+        try:
+            fires = engine.schedule_fires(limit=200)
+        except Exception:  # noqa: BLE001 - the engine closed: the server is stopping
+            return
+        new = []
+        for fire in fires:
+            at = _parse_time(fire.get("fired_at"))
+            if at is not None and at > last:
+                new.append((at, fire))
+        if not new:
+            continue
+        last = max(at for at, _ in new)
+        failed = [fire for _, fire in sorted(new, key=lambda item: item[0]) if fire.get("kind") == "failed"]
+        for fire in failed[-20:]:
+            line = "schedule %s: fire failed, no run started (%s): %s; see dcc-flow schedules --history" % (
+                fire.get("schedule_id"), fire.get("reason") or "failed", fire.get("message") or "")
+            out.write("%s %s\n" % (time.strftime("%H:%M:%S"), plain(line)))
+        if len(failed) > 20:
+            out.write("%s %d more schedule fires failed; see dcc-flow schedules --history\n"
+                      % (time.strftime("%H:%M:%S"), len(failed) - 20))
+        out.flush()
 
 
 def log_run_event(engine: Any, ev: Dict[str, Any], out: Any, reachable: bool = True) -> None:
