@@ -47,8 +47,8 @@ func (r *pruneRequest) cutoff() (time.Time, error) {
 			return time.Time{}, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than" is %q, which would prune nothing; give an age such as "30d" or "12h"`, *r.OlderThan)}
 		}
 		d, err := engine.ParseRetention(*r.OlderThan)
-		if err != nil {
-			return time.Time{}, &badRequest{msg: `invalid request: "older_than": ` + err.Error()}
+		if err != nil { // (its message is the retention setting's, where "forever" and "0" keep runs)
+			return time.Time{}, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than" is %q, not an age: write a number and a unit, e.g. 30d, 12h, 2w or 90m ("0" prunes every ended run)`, *r.OlderThan)}
 		}
 		return time.Now().Add(-d), nil
 	}

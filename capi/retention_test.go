@@ -60,6 +60,10 @@ func TestRunsPruneDryRunAndLimit(t *testing.T) {
 		if rc != rcBadRequest || !strings.Contains(string(out), `"code":"invalid_request"`) {
 			t.Errorf("%s: rc %d %s", name, rc, out)
 		}
+		// A bad age is told as prune's: not with the retention setting's "forever (or 0) to keep them".
+		if name == "bad age" && (!strings.Contains(string(out), `\"0\" prunes every ended run`) || strings.Contains(string(out), "to keep them")) {
+			t.Errorf("bad age: %s", out)
+		}
 	}
 }
 

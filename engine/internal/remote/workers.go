@@ -728,5 +728,32 @@ func (wp *workerPool) warm(ctx context.Context) error {
 	for _, w := range held {
 		wp.release(w)
 	}
-	return errors.Join(failures...)
+	return distinctFailures(failures, n)
+}
+
+// distinctFailures joins the start failures of a pool of n workers, each different message
+// once, with how many workers it stopped when more than one: a command that cannot start fails
+// every worker the same way ("… executable file not found in $PATH (4 of 4 workers)"). nil
+// when there are none.
+func distinctFailures(failures []error, n int) error {
+	var order []string
+	first := map[string]error{}
+	count := map[string]int{}
+	for _, err := range failures {
+		msg := err.Error()
+		if count[msg] == 0 {
+			order = append(order, msg)
+			first[msg] = err
+		}
+		count[msg]++
+	}
+	out := make([]error, 0, len(order))
+	for _, msg := range order {
+		if c := count[msg]; c > 1 {
+			out = append(out, fmt.Errorf("%w (%d of %d workers)", first[msg], c, n))
+		} else {
+			out = append(out, first[msg])
+		}
+	}
+	return errors.Join(out...)
 }

@@ -354,8 +354,13 @@ func TestWorkerWarm(t *testing.T) {
 		}
 	}
 	bad := setup(t, "stdio", func(c *Config) { c.Command, c.Workers = []string{"sh", "-c", "echo no licence >&2; exit 1"}, 2 })
-	if err := bad.pool.Warm(t.Context()); err == nil || !strings.Contains(err.Error(), "no licence") || !strings.Contains(err.Error(), `remote "srv"`) {
+	err := bad.pool.Warm(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "no licence") || !strings.Contains(err.Error(), `remote "srv"`) {
 		t.Fatalf("Warm of a failing pool: %v", err)
+	}
+	// Both workers fail the same way: said once, with the count.
+	if strings.Count(err.Error(), "stderr: no licence") != 1 || !strings.Contains(err.Error(), "(2 of 2 workers)") {
+		t.Fatalf("Warm of a failing pool says each worker's failure: %v", err)
 	}
 }
 
