@@ -48,7 +48,7 @@ func (r *pruneRequest) cutoff() (time.Time, error) {
 		}
 		d, err := engine.ParseRetention(*r.OlderThan)
 		if err != nil { // (its message is the retention setting's, where "forever" and "0" keep runs)
-			return time.Time{}, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than" is %q, not an age: write a number and a unit, e.g. 30d, 12h, 2w or 90m ("0" prunes every ended run)`, *r.OlderThan)}
+			return time.Time{}, &badRequest{msg: fmt.Sprintf(`invalid request: "older_than" is %q: give an age as a number and a unit, e.g. 30d, 12h, 2w or 90m ("0" prunes every ended run)`, *r.OlderThan)}
 		}
 		return time.Now().Add(-d), nil
 	}

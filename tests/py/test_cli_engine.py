@@ -244,7 +244,7 @@ def test_serve_says_when_a_schedule_fire_starts_no_run(studio):
         "    trigger: {kind: interval, every: 1s}\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     proc = subprocess.Popen([sys.executable, "-m", "dcc_flow", "serve", "--workflows", "flows", "--schedules", "sched",
-                             "--db", ":memory:"],
+                             "--db", "serve.db"],
                             cwd=str(studio), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()
@@ -262,6 +262,48 @@ def test_serve_says_when_a_schedule_fire_starts_no_run(studio):
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
+
+
+def test_failed_fires_are_printed_once_in_any_record_order_and_after_a_failed_read():
+    import io
+    import threading
+
+    from dcc_flow._cli.serve import log_failed_fires
+    from dcc_flow.errors import DccFlowError
+
+    def fire(sid, at, kind="failed"):
+        return {"schedule_id": sid, "kind": kind, "reason": "start_failed", "message": "bad input",
+                "fired_at": "2026-11-30T08:00:%06.3fZ" % at, "scheduled_at": "2026-11-30T08:00:%06.3fZ" % at}
+
+    reads = [
+        [fire("b", 5.0, kind="fired"), fire("old", 0.5)],   # newest first; "old" fired before the server
+        [fire("a", 4.0), fire("b", 5.0, kind="fired"), fire("old", 0.5)],  # a slow failure recorded late
+        DccFlowError("database away", code="storage"),
+        [fire("c", 5.0), fire("a", 4.0), fire("b", 5.0, kind="fired")],   # c: the same second as b
+        [fire("c", 5.0), fire("a", 4.0)],
+    ]
+    stop = threading.Event()
+
+    class Fake:
+        def schedule_fires(self, limit):
+            if not reads:
+                stop.set()
+                return []
+            got = reads.pop(0)
+            if isinstance(got, Exception):
+                raise got
+            return got
+
+    out = io.StringIO()
+    import calendar
+
+    since = calendar.timegm((2026, 11, 30, 8, 0, 1))
+    log_failed_fires(Fake(), stop, out, since, every=0.001)
+    printed = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
+    assert printed == [
+        "schedule a: fire failed, no run started (start_failed): bad input; see dcc-flow schedules --history",
+        "schedule c: fire failed, no run started (start_failed): bad input; see dcc-flow schedules --history",
+    ], printed
 
 
 def test_approve_and_runs_from_another_terminal_reach_the_owning_process(studio):

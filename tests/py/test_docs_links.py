@@ -22,6 +22,7 @@ DOCS = os.path.join(ROOT, "docs")
 FENCE = re.compile(r"^(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 CODE_SPAN_ML = re.compile(r"(`+)(?:.+?)\1", re.S)  # within a paragraph, across its line ends
+BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\||>)")  # a list item, heading, table row, quote
 LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ID = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
@@ -93,7 +94,8 @@ def links(path):
                 yield paragraph[0][0] + offset, target
 
     for number, line in prose_lines(text):
-        if paragraph and (not line.strip() or number != paragraph[-1][0] + 1):
+        # a blank line, a gap (a code block between) or a line that starts a block ends a paragraph
+        if paragraph and (not line.strip() or number != paragraph[-1][0] + 1 or BLOCK_START.match(line)):
             yield from paragraph_links()
             paragraph = []
         if line.strip():
@@ -107,6 +109,21 @@ def test_the_slug_is_githubs():
     assert slug("`dccflow_engine_open(0, in, &out)`") == "dccflow_engine_open0-in-out"
     assert slug("At 3 a.m.: four questions about a nightly batch") == "at-3-am-four-questions-about-a-nightly-batch"
     assert slug("Workers (`dcc-flow worker`)") == "workers-dcc-flow-worker"
+
+
+def test_links_are_found_after_a_code_span_across_lines_and_not_past_a_block(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "A span `that runs\non` to [here](one.md) and `x`.\n"  # the span crosses the line end
+        "\n"
+        "- a stray ` backtick\n"
+        "- see [guide](two.md) and `x`\n"  # a new list item: the stray one does not pair with it
+        "\n"
+        "```\n[in code](no.md)\n```\n",
+        encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    assert [target for _, target in links("page.md")] == ["one.md", "two.md"]
+    assert [number for number, _ in links("page.md")] == [2, 5]
 
 
 @pytest.mark.parametrize("page", pages())

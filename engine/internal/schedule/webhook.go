@@ -275,14 +275,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // decodePayload returns the JSON value of a webhook body, or why it is not one.
 func decodePayload(contentType string, body []byte) (any, string) {
 	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == "application/x-www-form-urlencoded" {
+		// curl -d and Python's urllib label a body so unless told otherwise: say what to change
+		const asForm = "the body is sent as a form (Content-Type: application/x-www-form-urlencoded, the default of curl -d and urllib) "
+		const fix = ": send the JSON with Content-Type: application/json, or as the form field payload=<json>"
 		vals, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, "the form body is malformed: " + err.Error()
+			return nil, asForm + "and is not a valid form (" + err.Error() + ")" + fix
 		}
 		if !vals.Has("payload") {
-			// curl -d and Python's urllib label a body so unless told otherwise: say what to change
-			return nil, "the body is sent as a form (Content-Type: application/x-www-form-urlencoded, the default of curl -d and urllib) " +
-				"and has no `payload` field: send the JSON with Content-Type: application/json, or as the form field payload=<json>"
+			return nil, asForm + "and has no `payload` field" + fix
 		}
 		body = []byte(vals.Get("payload"))
 	}

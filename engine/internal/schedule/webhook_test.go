@@ -150,6 +150,7 @@ func TestWebhookStatusCodes(t *testing.T) {
 		{"invalid json", "POST", "/hooks/open", nil, []byte(`{"a":`), 400, WebhookInvalidJSON, "not valid JSON"},
 		{"trailing data", "POST", "/hooks/open", nil, []byte(`{} {}`), 400, WebhookInvalidJSON, "after top-level value"},
 		{"form without payload", "POST", "/hooks/open", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, []byte("a=1"), 400, WebhookInvalidJSON, "has no `payload` field: send the JSON with Content-Type: application/json"},
+		{"JSON sent as a form", "POST", "/hooks/open", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, []byte(`{"path": "a;b%/c"}`), 400, WebhookInvalidJSON, "is not a valid form (invalid semicolon separator in query): send the JSON with Content-Type: application/json"},
 		{"delivery id too long", "POST", "/hooks/open", map[string]string{DeliveryHeader: strings.Repeat("d", 300)}, body, 400, WebhookInvalidDelivery, "300 bytes"},
 	}
 	for _, tc := range tests {

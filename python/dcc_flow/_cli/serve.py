@@ -6,8 +6,9 @@ import re
 import signal
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Set
 
+from .._errors import DccFlowError, EngineClosedError
 from ._approvals import approvals_reachable
 from ._base import CliError, Command, Context, plain
 from ._engine import (
@@ -140,7 +141,7 @@ class ServeCommand(Command):
             reachable = approvals_reachable(args)
             engine.on_event(lambda ev: log_run_event(engine, ev, out, reachable))
             if info.get("schedules", 0):
-                threading.Thread(target=log_failed_fires, args=(engine, stop, out, started), daemon=True,
+                threading.Thread(target=log_failed_fires, args=(engine, stop, out, started, reachable), daemon=True,
                                  name="dcc-flow-failed-fires").start()
             if args.mcp == "stdio":
                 threading.Thread(target=stop_when_stdio_ends, args=(engine, stop, out), daemon=True,
@@ -232,36 +233,50 @@ def stop_when_stdio_ends(engine: Any, stop: threading.Event, out: Any) -> None:
 FAILED_FIRES_EVERY = 2.0
 
 
-def log_failed_fires(engine: Any, stop: threading.Event, out: Any, since: float,
+def log_failed_fires(engine: Any, stop: threading.Event, out: Any, since: float, reachable: bool = True,
                      every: float = FAILED_FIRES_EVERY) -> None:
     """Until ``stop``: one line per schedule fire that failed to start its run (a bad input, a
-    workflow gone), from ``since`` (a ``time.time()``) on — such a fire starts no run, so no run
-    event tells of it; its record is in the fire history (``dcc-flow schedules --history``). The
-    history is read every ``every`` seconds, its newest 200 fires (a server firing more than that
-    in one interval prints the failures among those); at most 20 lines a read, then a count."""
-    last = since
+    workflow gone) fired at ``since`` (a ``time.time()``) or later — such a fire starts no run, so
+    no run event tells of it; its record is in the fire history (``dcc-flow schedules
+    --history``). The history's newest 200 fires are read every ``every`` seconds and a failed
+    one not printed yet is printed, whatever order the fires were recorded in (a fire's time is
+    taken before its slow part). On a shared PostgreSQL database the history is every engine's:
+    each ``serve`` prints the failed fires of all. A read that fails (the database away) is tried
+    again at the next interval; the engine closing ends the thread. Fires that fail in the last
+    interval before ``stop`` may go unprinted (they are in the history)."""
+    printed: Set[Any] = set()  # the identities of the failed fires of the last read (all printed)
+    hint = "; see dcc-flow schedules --history" if reachable else ""
     while not stop.wait(every):
         try:
             fires = engine.schedule_fires(limit=200)
-        except Exception:  # noqa: BLE001 - the engine closed: the server is stopping
+        except EngineClosedError:
             return
-        new = []
-        for fire in fires:
+        except DccFlowError:
+            continue  # a store error: the next read may work
+        lines = []
+        seen = set()
+        for fire in reversed(fires):  # oldest first
+            if fire.get("kind") != "failed":
+                continue
+            key = (fire.get("schedule_id"), fire.get("fired_at"), fire.get("scheduled_at"), fire.get("delivery_id"))
+            seen.add(key)
             at = _parse_time(fire.get("fired_at"))
-            if at is not None and at > last:
-                new.append((at, fire))
-        if not new:
-            continue
-        last = max(at for at, _ in new)
-        failed = [fire for _, fire in sorted(new, key=lambda item: item[0]) if fire.get("kind") == "failed"]
-        for fire in failed[-20:]:
-            line = "schedule %s: fire failed, no run started (%s): %s; see dcc-flow schedules --history" % (
-                fire.get("schedule_id"), fire.get("reason") or "failed", fire.get("message") or "")
-            out.write("%s %s\n" % (time.strftime("%H:%M:%S"), plain(line)))
-        if len(failed) > 20:
-            out.write("%s %d more schedule fires failed; see dcc-flow schedules --history\n"
-                      % (time.strftime("%H:%M:%S"), len(failed) - 20))
-        out.flush()
+            if at is None or at < since or key in printed:
+                continue
+            lines.append("%s schedule %s: fire failed, no run started (%s): %s%s" % (
+                time.strftime("%H:%M:%S", time.localtime(at)), fire.get("schedule_id"),
+                fire.get("reason") or "failed", fire.get("message") or "", hint))
+        printed = seen  # a fire that left the newest 200 is never read again
+        if len(lines) > 20:
+            more = "%s %d more schedule fires failed%s" % (time.strftime("%H:%M:%S"), len(lines) - 20, hint)
+            lines = lines[:20] + [more]
+        try:
+            for line in lines:
+                out.write(plain(line) + "\n")
+            if lines:
+                out.flush()
+        except (OSError, ValueError):  # the host closed our stream (MCP over stdio): nowhere to write
+            return
 
 
 def log_run_event(engine: Any, ev: Dict[str, Any], out: Any, reachable: bool = True) -> None:
