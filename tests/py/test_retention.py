@@ -262,6 +262,8 @@ def test_cli_prune_beside_a_serving_owner(tmp_path, capsys):
         assert main(["prune", "--older-than", "0", "--db", db]) == 1
         err = capsys.readouterr().err
         assert "is in use by" in err and err.count("\n") == 1
+        assert "to prune, stop that process (a serve prunes by its own --retention)" in err, err
+        assert "to start runs" not in err, err
     finally:
         stop(proc)
 

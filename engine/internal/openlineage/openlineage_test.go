@@ -252,7 +252,7 @@ func guideExample() Event {
 			{Path: `\\filer01\show\sh010\camera.abc`, Hash: "blake3:" + strings.Repeat("a0", 32), Size: 90211},
 		},
 		Outputs: []Dataset{{Path: "/mnt/show/sh010/publish/anim_v012.abc", Hash: "blake3:" + strings.Repeat("c7", 32), Size: 310544321}},
-		Env:     map[string]any{"dcc": "maya", "dcc_version": "2025.3", "plugins": map[string]any{"AbcExport": "1.0", "mtoa": "5.4.2"}},
+		Env:     map[string]any{"dcc": "maya", "version": "2025.3", "plugins": map[string]any{"AbcExport": "1.0", "mtoa": "5.4.2"}},
 	}
 }
 

@@ -216,7 +216,7 @@ def db_label(path: str) -> str:
 
 
 def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = None,
-                beside_owner: bool = False, read_only: bool = False) -> Engine:
+                beside_owner: bool = False, read_only: bool = False, in_use_fix: Optional[str] = None) -> Engine:
     """The engine on the command's database. One process at a time owns a database: when
     another one does (a ``dcc-flow serve``, a long ``dcc-flow run``), ``beside_owner`` commands
     (runs, status, show, approve, cancel, pause) open it read-only and act through that process, and
@@ -225,7 +225,8 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
     (schedules, workflows) only look: they always open it read-only (in memory when the file
     does not exist yet), so the workflows they register for a check stay out of the catalog.
     ``--lease-secs`` (``add_lease_argument``) and ``serve``'s ``--close-grace-secs`` need a PostgreSQL
-    database: a ``UsageError`` else."""
+    database: a ``UsageError`` else. ``in_use_fix`` replaces the owner line's advice (which speaks
+    of starting runs) for a command that does something else (prune)."""
     path = db_path(args)
     if is_keyword_string(path):
         raise UsageError("--db: a PostgreSQL keyword/value connection string (host=… dbname=…) is not taken; write "
@@ -257,7 +258,7 @@ def open_engine(args: argparse.Namespace, config: Optional[Dict[str, Any]] = Non
 
         setup_export()  # the in-process tools' own spans, where opentelemetry-sdk is installed
     try:
-        return _open(path, config, beside_owner, read_only)
+        return _open(path, config, beside_owner, read_only, in_use_fix)
     except InvalidRequestError as exc:
         if not by_env or "tracing" not in str(exc):
             raise
@@ -272,7 +273,8 @@ def _endpoint_variable() -> str:
     return "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
-def _open(path: str, config: Optional[Dict[str, Any]], beside_owner: bool, read_only: bool) -> Engine:
+def _open(path: str, config: Optional[Dict[str, Any]], beside_owner: bool, read_only: bool,
+          in_use_fix: Optional[str] = None) -> Engine:
     """Open the engine of ``open_engine``."""
     if path == ":memory:" or (read_only or beside_owner) and not is_db_url(path) and not os.path.exists(path):
         # Nothing to read there yet: creating the file would make this command its owner for a
@@ -286,9 +288,9 @@ def _open(path: str, config: Optional[Dict[str, Any]], beside_owner: bool, read_
         if beside_owner:
             return Engine(db=path, config=config, read_only=True)
         holder = exc.details.get("holder") or "another process"
+        fix = in_use_fix or "to start runs here use --db ANOTHER.db or stop that process"
         raise CliError("database %s is in use by %s; runs, status, show, approve, cancel, pause, unpause and "
-                       "schedules work beside it, but to start runs here use --db ANOTHER.db or stop that process"
-                       % (db_label(path), holder)) from None
+                       "schedules work beside it, but %s" % (db_label(path), holder, fix)) from None
 
 
 def load_tools(engine: Engine, modules: Sequence[str], plain_thread: str = "main",

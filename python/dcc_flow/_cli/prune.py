@@ -60,7 +60,9 @@ class PruneCommand(Command):
         statuses = args.status or None
         age = args.older_than
         # A dry run reads only: it works beside a serve that owns the database.
-        with open_engine(args, beside_owner=args.dry_run) as engine:
+        with open_engine(args, beside_owner=args.dry_run,
+                         in_use_fix="to prune, stop that process (a serve prunes by its own --retention) "
+                                    "or look first with --dry-run, which works beside it") as engine:
             if args.dry_run:
                 runs = engine.prunable_runs(age, statuses=statuses, limit=args.limit or None)
                 return self.report_dry_run(ctx, args, runs)
