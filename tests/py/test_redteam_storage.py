@@ -82,6 +82,37 @@ def test_full_disk_ends_the_run(tmp_path):
     assert out["first_now"] == "failed", out
 
 
+BIG_OUTPUT_OVER_THE_LIMIT = """
+import json, resource, signal
+import dcc_flow
+
+eng = dcc_flow.Engine(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+def big():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1500 * 1024, hard))  # room for 1.5 MB more, not 3
+    return {"blob": "x" * (3 << 20)}
+
+eng.register_tool(big)
+res = eng.run("steps: [{id: a, tool: big}, {id: b, tool: flow__echo, depends_on: [a]}]")
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+print(json.dumps({"status": res.status.value, "error": res.error}))
+eng.close()
+"""
+
+
+@posix_only
+def test_a_write_past_the_file_size_limit_says_why(tmp_path):
+    # SQLite rolls the whole transaction back on the failed write, its savepoint too: the error is
+    # the write's own, not "no such savepoint".
+    out = _child(BIG_OUTPUT_OVER_THE_LIMIT, tmp_path / "runs.db", timeout=30)
+    assert out["status"] == "failed" and out["error"]["kind"] == "storage", out
+    message = out["error"]["message"]
+    assert "savepoint" not in message, message
+    assert "writing step a of run" in message and "free disk space" in message, message
+
+
 def _corrupt_table(path, table):
     """Overwrite the root page of ``table`` in the (checkpointed) database at ``path`` with garbage."""
     import sqlite3

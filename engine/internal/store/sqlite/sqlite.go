@@ -560,7 +560,10 @@ func applyEach(w *wconn, group []*store.Batch, errs []error, seq *uint64, ord *i
 		if err := apply(w, b, seq, ord); err != nil {
 			errs[i] = err
 			*seq, *ord = seqBefore, ordBefore
-			if err := w.exec(sqlRollbackTo); err != nil {
+			if rbErr := w.exec(sqlRollbackTo); rbErr != nil {
+				// SQLite rolled the whole transaction back on the batch's error (a full disk, a
+				// file size limit, an I/O error), savepoint and all: that error says why, not
+				// "no such savepoint".
 				return err
 			}
 		}
