@@ -302,7 +302,7 @@ func (e *Engine) runDone(h *exec.Run) {
 	e.mu.Lock()
 	if e.runs[h.ID()] == h { // a resumed run may have replaced it
 		delete(e.runs, h.ID())
-		e.unsaved.Keep(h.ID(), h.Unsaved())
+		e.unsaved.Keep(h.ID(), h.Unsaved(), h.UnsavedSteps())
 	}
 	e.mu.Unlock()
 	e.wg.Done()

@@ -63,6 +63,8 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is back
 out["after"] = eng.run("steps: [{id: a, tool: flow__echo, args: {v: 1}}]").status.value
 out["first_now"] = eng.get_status(res.run_id).status.value
 eng.close()
+with dcc_flow.Engine(sys.argv[1], read_only=True) as again:  # what the database shows
+    out["first_steps"] = [[s.key, s.status.value] for s in again.get_status(res.run_id).steps]
 print(json.dumps(out))
 """
 
@@ -80,6 +82,8 @@ def test_full_disk_ends_the_run(tmp_path):
     # Space back: runs work again, and the first run's end has been written.
     assert out["after"] == "completed", out
     assert out["first_now"] == "failed", out
+    # Its step ended with it (written with the run's end once space was back), not left running.
+    assert all(status != "running" for _, status in out["first_steps"]), out
 
 
 BIG_OUTPUT_OVER_THE_LIMIT = """
@@ -97,8 +101,11 @@ def big():
 eng.register_tool(big)
 res = eng.run("steps: [{id: a, tool: big}, {id: b, tool: flow__echo, depends_on: [a]}]")
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-print(json.dumps({"status": res.status.value, "error": res.error}))
 eng.close()
+with dcc_flow.Engine(sys.argv[1], read_only=True) as again:  # what the database shows
+    st = again.get_status(res.run_id)
+print(json.dumps({"status": res.status.value, "error": res.error, "stored": st.status.value,
+                  "steps": [[s.key, s.status.value] for s in st.steps]}))
 """
 
 
@@ -111,6 +118,8 @@ def test_a_write_past_the_file_size_limit_says_why(tmp_path):
     message = out["error"]["message"]
     assert "savepoint" not in message, message
     assert "writing step a of run" in message and "free disk space" in message, message
+    # The step whose terminal row did not fit ends with the run, failed: not left running.
+    assert out["stored"] == "failed" and out["steps"] == [["a", "failed"]], out
 
 
 def _corrupt_table(path, table):

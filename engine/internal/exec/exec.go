@@ -284,6 +284,17 @@ func (h *Run) Unsaved() *store.RunUpdate {
 	return &u
 }
 
+// UnsavedSteps returns the step rows of the terminal batch the store did not take (see
+// Unsaved), to be written with the run's end; nil when there is none.
+func (h *Run) UnsavedSteps() []store.Step {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	if h.r.unsaved == nil {
+		return nil
+	}
+	return h.r.unsavedSteps
+}
+
 // Progress returns the run's progress.
 func (h *Run) Progress() run.Progress { return h.r.progress() }
 
@@ -562,15 +573,18 @@ type runner struct {
 	lastActivity     atomic.Int64              // unix nanos of the last write with events
 	stopCause        atomic.Pointer[stopCause] // the run-level cause, once cancelled
 
-	mu          sync.Mutex
-	status      run.Status
-	approvals   map[string]*approval
-	finished    bool
-	unsaved     *store.RunUpdate // the terminal state the store did not take (see writeTerminal)
-	stallTimer  clock.Timer
-	stallMarked int64 // lastActivity value already reported as a stall
-	done        chan struct{}
-	doneOnce    sync.Once
+	mu        sync.Mutex
+	status    run.Status
+	approvals map[string]*approval
+	finished  bool
+	unsaved   *store.RunUpdate // the terminal state the store did not take (see writeTerminal)
+	// unsavedSteps are the step rows of that refused terminal batch (the steps the run's end
+	// wrote as cancelled, failed or interrupted), written with it later (Engine's unsaved).
+	unsavedSteps []store.Step
+	stallTimer   clock.Timer
+	stallMarked  int64 // lastActivity value already reported as a stall
+	done         chan struct{}
+	doneOnce     sync.Once
 
 	// sealMu orders every write of the run (read-locked) against sealing it (write-locked):
 	// once sealed, the terminal record is written and nothing else is. Lock order: mu, sealMu,
@@ -579,6 +593,11 @@ type runner struct {
 	sealed             bool
 	liveMu             sync.Mutex
 	liveHead, liveTail *inst // step instances in flight, oldest first
+	// unwritten are the rows of instances that left the registry with no terminal row written
+	// while a store failure (a full disk) stops the run (keepUnwritten): their goroutines unlink
+	// them before the seal runs, so the seal writes their rows from here, as it writes those in
+	// flight, and no step is left running in an ended run. Guarded by liveMu.
+	unwritten []store.Step
 
 	// kids are the live child runs of the run's workflow steps, by run id (subworkflow.go);
 	// joins counts the Children.Join calls in flight, and joined is closed (and reset) when

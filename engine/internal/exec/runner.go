@@ -266,7 +266,13 @@ func (r *runner) finish(o outcome) {
 				rerr = &store.RunError{Kind: KindInternal, Message: "the run stopped without a recorded cause"}
 			}
 		}
-		r.writeTerminal(&store.Batch{}, status, rerr)
+		b := &store.Batch{}
+		if sc := r.stopCause.Load(); sc != nil {
+			r.liveMu.Lock()
+			r.addUnwrittenLocked(b, sc, r.now(), nil) // a store failure's steps: not left running
+			r.liveMu.Unlock()
+		}
+		r.writeTerminal(b, status, rerr)
 	}
 	final := r.status
 	r.sealMu.Unlock()
@@ -313,6 +319,7 @@ func (r *runner) writeTerminal(b *store.Batch, status run.Status, rerr *store.Ru
 		u := b.RunUpdates[len(b.RunUpdates)-1]
 		u.Error = unsavedError(status, rerr, err)
 		r.unsaved = &u
+		r.unsavedSteps = append([]store.Step(nil), b.Steps...) // not left running when it is written
 	}
 	r.x.notify() // also when unsaved: waiters on events look at the run's state again
 	r.sealed, r.finished, r.status = true, true, status
@@ -387,10 +394,17 @@ func (r *runner) seal() {
 		for in := r.liveHead; in != nil; in = in.next {
 			n++
 		}
-		b := &store.Batch{Steps: make([]store.Step, 0, n), Events: make([]run.Event, 0, 2*n+1)}
+		b := &store.Batch{Steps: make([]store.Step, 0, n+len(r.unwritten)), Events: make([]run.Event, 0, 2*n+len(r.unwritten)+1)}
+		var inFlight map[string]bool // the keys below, when an unwritten row may repeat one
+		if len(r.unwritten) > 0 {
+			inFlight = map[string]bool{}
+		}
 		for in := r.liveTail; in != nil; in = in.prev {
 			if in.final {
 				continue
+			}
+			if inFlight != nil {
+				inFlight[in.row.Key] = true
 			}
 			row := store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID, Kind: in.row.Kind, Status: sc.step,
 				Attempt: int(in.liveAttempt.Load()), ErrorKind: sc.kind, ErrorMessage: sc.msg, StartedAt: in.row.StartedAt,
@@ -407,6 +421,7 @@ func (r *runner) seal() {
 			r.completed.Add(1)
 			b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
 		}
+		r.addUnwrittenLocked(b, sc, now, inFlight)
 		r.liveMu.Unlock()
 		if keepPaused {
 			r.sealPaused(b)
@@ -506,6 +521,48 @@ func (r *runner) link(in *inst) {
 	r.liveMu.Unlock()
 }
 
+// addUnwrittenLocked adds to b the terminal rows of the instances that left the registry with
+// no terminal row written (keepUnwritten), ended as sc says, with their step_exit events (but
+// those whose keys are in skip: the seal wrote them from the registry), and forgets them. Their
+// rows carry none of what a refused row held (its output may be what did not fit). The caller
+// holds r.liveMu.
+func (r *runner) addUnwrittenLocked(b *store.Batch, sc *stopCause, now time.Time, skip map[string]bool) {
+	if len(r.unwritten) == 0 {
+		return
+	}
+	detail := errorJSON(sc.kind, sc.msg)
+	for _, u := range r.unwritten {
+		if skip[u.Key] {
+			continue
+		}
+		row := u
+		row.Status, row.ErrorKind, row.ErrorMessage, row.FinishedAt, row.UpdatedAt = sc.step, sc.kind, sc.msg, now, now
+		b.Steps = append(b.Steps, row)
+		b.Events = append(b.Events, r.event(now, run.EventStepExit, row.Key, string(sc.step), row.Attempt, detail))
+	}
+	r.unwritten = nil
+}
+
+// keepUnwritten keeps the row of an instance that leaves the registry with no terminal row
+// written while a store failure stops the run (its own terminal write failed, or a write before
+// it), for the seal to write as the run ends: the seal has not run yet (it would have written
+// the instance from the registry), and no step may stay running in an ended run.
+func (r *runner) keepUnwritten(in *inst) {
+	sc := r.stopCause.Load()
+	if sc == nil || sc.kind != run.KindStorage || sc.abandon {
+		return
+	}
+	r.sealMu.RLock()
+	defer r.sealMu.RUnlock()
+	if r.sealed {
+		return
+	}
+	r.liveMu.Lock()
+	r.unwritten = append(r.unwritten, store.Step{RunID: r.id, Key: in.row.Key, StepID: in.row.StepID,
+		Kind: in.row.Kind, Attempt: int(in.liveAttempt.Load()), StartedAt: in.row.StartedAt})
+	r.liveMu.Unlock()
+}
+
 // hostStarted records that a host thread took the instance's call (tools.Call.Started).
 func (in *inst) hostStarted() {
 	if in.hosting.CompareAndSwap(false, true) {
@@ -525,6 +582,9 @@ func (in *inst) unhost() {
 func (r *runner) unlink(in *inst) {
 	if !in.linked {
 		return
+	}
+	if !in.final {
+		r.keepUnwritten(in)
 	}
 	r.liveMu.Lock()
 	if in.prev != nil {

@@ -3,6 +3,8 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -358,9 +360,21 @@ func TestWorkerWarm(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no licence") || !strings.Contains(err.Error(), `remote "srv"`) {
 		t.Fatalf("Warm of a failing pool: %v", err)
 	}
-	// Both workers fail the same way: said once, with the count.
-	if strings.Count(err.Error(), "stderr: no licence") != 1 || !strings.Contains(err.Error(), "(2 of 2 workers)") {
-		t.Fatalf("Warm of a failing pool says each worker's failure: %v", err)
+}
+
+// A warm-up's start failures: the same message once, with how many workers it stopped; the
+// different ones each once (two workers of one command may fail with different words, a broken
+// pipe or a closed transport, as the process exits); errors.Is still reaches each.
+func TestWarmFailuresAreSaidOnceEach(t *testing.T) {
+	if distinctFailures(nil, 4) != nil {
+		t.Fatal("no failures made an error")
+	}
+	notFound := errors.New(`starting worker "mayapy": executable file not found in $PATH`)
+	pipe := errors.New("broken pipe")
+	err := distinctFailures([]error{notFound, notFound, pipe, fmt.Errorf("%w", notFound)}, 4)
+	want := `starting worker "mayapy": executable file not found in $PATH (3 of 4 workers)` + "\nbroken pipe"
+	if err == nil || err.Error() != want || !errors.Is(err, notFound) || !errors.Is(err, pipe) {
+		t.Fatalf("got %v; want %q", err, want)
 	}
 }
 

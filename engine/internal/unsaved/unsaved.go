@@ -25,33 +25,40 @@ type Writer interface {
 // zero value is ready.
 type Runs struct {
 	mu sync.Mutex
-	m  map[string]*store.RunUpdate
+	m  map[string]kept
 }
 
-// Keep remembers u, the unsaved terminal state of the run id that has ended; a nil u does
-// nothing.
-func (r *Runs) Keep(id string, u *store.RunUpdate) {
+// kept is one run's unsaved end: its run record and the step rows its end wrote (the steps it
+// ended as cancelled, failed or interrupted), written together.
+type kept struct {
+	run   *store.RunUpdate
+	steps []store.Step
+}
+
+// Keep remembers u, the unsaved terminal state of the run id that has ended, and steps, the
+// step rows written with it; a nil u does nothing.
+func (r *Runs) Keep(id string, u *store.RunUpdate, steps []store.Step) {
 	if u == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[string]*store.RunUpdate{}
+		r.m = map[string]kept{}
 	}
-	r.m[id] = u
+	r.m[id] = kept{run: u, steps: steps}
 }
 
 // Get returns the kept terminal state of run id, or nil.
 func (r *Runs) Get(id string) *store.RunUpdate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.m[id]
+	return r.m[id].run
 }
 
-// Write writes the kept terminal records, each with its workflow_terminal event, in one batch,
-// and forgets them once written; it reports whether it wrote any. A failure keeps them for the
-// next try.
+// Write writes the kept terminal records, each with its workflow_terminal event and its step
+// rows, in one batch, and forgets them once written; it reports whether it wrote any. A failure
+// keeps them for the next try.
 func (r *Runs) Write(ctx context.Context, w Writer) bool {
 	r.mu.Lock()
 	if len(r.m) == 0 {
@@ -59,8 +66,10 @@ func (r *Runs) Write(ctx context.Context, w Writer) bool {
 		return false
 	}
 	b := &store.Batch{}
-	for id, u := range r.m {
+	for id, k := range r.m {
+		u := k.run
 		b.RunUpdates = append(b.RunUpdates, *u)
+		b.Steps = append(b.Steps, k.steps...)
 		detail, _ := json.Marshal(map[string]any{"status": u.Status, "error": u.Error})
 		b.Events = append(b.Events, run.Event{Time: u.FinishedAt, RunID: id, Type: run.EventWorkflowTerminal,
 			Status: string(u.Status), Progress: u.Progress, Detail: detail})
